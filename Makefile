@@ -1,0 +1,84 @@
+# txmanager monorepo. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+ROOT      := $(CURDIR)
+BIN       := $(ROOT)/bin
+export PATH := $(BIN):$(PATH)
+export GOWORK := $(ROOT)/go.work
+
+# Pinned generator versions.
+SQLC_VERSION               := v1.31.1
+WIRE_VERSION               := v0.7.0
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+KRATOS_VERSION             := v2.9.2
+
+# Every module of the workspace, as package patterns.
+MODULE_DIRS := $(shell go list -m -f '{{.Dir}}')
+PACKAGES    := $(addsuffix /...,$(MODULE_DIRS))
+SERVICE     := $(ROOT)/txmanager-service
+TEST_FLAGS  ?=
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: test
+test: ## run every test of every module with -race (finds or starts PostgreSQL itself)
+	go test -race -count=1 $(TEST_FLAGS) $(PACKAGES)
+	$(MAKE) --no-print-directory test-throwaway
+
+.PHONY: test-throwaway
+test-throwaway: ## run the harness tests against a throwaway cluster it must start itself
+	TEST_DATABASE_URL= PGTEST_LOCAL_DSN='postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1' \
+		go test -count=1 $(ROOT)/lingo-utils/pglocal/...
+
+.PHONY: bench
+bench: ## run the benchmarks (library overhead; service figures once the service has them)
+	go test -run '^$$' -bench . -benchtime 3s $(ROOT)/lingo-utils/txmanager/...
+
+.PHONY: lint
+lint: ## go vet every module and fail on unformatted files
+	go vet $(PACKAGES)
+	@unformatted=$$(gofmt -l $(MODULE_DIRS)); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+.PHONY: tools
+tools: ## install the pinned generators into ./bin (protoc itself comes from Debian's protobuf-compiler)
+	@mkdir -p $(BIN)
+	@command -v protoc >/dev/null || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get install -y protobuf-compiler >/dev/null || { apt-get update >/dev/null && apt-get install -y protobuf-compiler >/dev/null; }; \
+		else echo "protoc missing: apt-get install protobuf-compiler"; exit 1; fi; }
+	@$(call install-tool,sqlc,github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION),$(SQLC_VERSION))
+	@$(call install-tool,wire,github.com/google/wire/cmd/wire@$(WIRE_VERSION),$(WIRE_VERSION))
+	@$(call install-tool,protoc-gen-go,google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION),$(PROTOC_GEN_GO_VERSION))
+	@$(call install-tool,protoc-gen-go-grpc,google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION),$(PROTOC_GEN_GO_GRPC_VERSION))
+
+# install-tool name,module@version,version: rebuild only when the stamp's version differs.
+define install-tool
+	if [ "$$(cat $(BIN)/.$(1).version 2>/dev/null)" != "$(3)" ] || [ ! -x $(BIN)/$(1) ]; then \
+		echo "installing $(2)"; GOWORK=off GOBIN=$(BIN) go install $(2) && echo "$(3)" > $(BIN)/.$(1).version; \
+	fi
+endef
+
+.PHONY: generate
+generate: tools ## regenerate sqlc, protobuf and Wire code
+	@if [ -f sqlc.yaml ] && ls migrations/*.sql >/dev/null 2>&1; then echo "sqlc generate"; sqlc generate -f sqlc.yaml; fi
+	@if ls $(SERVICE)/api/txmanager/v1/*.proto >/dev/null 2>&1; then \
+		echo "protoc api/txmanager/v1"; \
+		cd $(SERVICE) && protoc -I . -I $$(GOWORK=$(GOWORK) go list -m -f '{{.Dir}}' github.com/go-kratos/kratos/v2)/third_party \
+			--go_out=paths=source_relative:. --go-grpc_out=paths=source_relative:. api/txmanager/v1/*.proto; fi
+	@if [ -f $(SERVICE)/cmd/txmanager-service/wire.go ]; then echo "wire"; cd $(SERVICE)/cmd/txmanager-service && wire gen . >/dev/null; fi
+
+# Where generated code lives; check-generate compares exactly these paths with the commit.
+GENERATED := txmanager-service/internal/repositories/sqlcdb txmanager-service/api txmanager-service/cmd/txmanager-service/wire_gen.go
+
+.PHONY: check-generate
+check-generate: generate ## regenerate, then fail if any generated file differs from the commit
+	@changed=$$(git status --porcelain --untracked-files=all -- $(GENERATED)); \
+	if [ -n "$$changed" ]; then \
+		echo "generated code is stale or was edited by hand:"; echo "$$changed"; \
+		git --no-pager diff --stat -- $(GENERATED); exit 1; fi
+	@echo "generated code is fresh"

@@ -1,0 +1,266 @@
+// Package pglocal finds a PostgreSQL server to develop and test against, or starts a
+// throwaway cluster from the PostgreSQL binaries installed on the machine.
+//
+// The throwaway cluster runs as a direct child process of the caller (the postmaster is
+// started without pg_ctl so that it is never re-parented to PID 1) and dies with it: the
+// caller must Stop it, and the kernel sends it SIGQUIT if the caller dies first.
+package pglocal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultLocalDSN is the server a developer machine usually has: trust auth on loopback.
+const DefaultLocalDSN = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=2"
+
+// ErrNoBinaries means no PostgreSQL server binaries (initdb, postgres) are installed.
+var ErrNoBinaries = errors.New("pglocal: PostgreSQL server binaries not found (install the Debian package `postgresql`, or set PG_BINDIR)")
+
+// Cluster is a throwaway PostgreSQL cluster owned by this process.
+type Cluster struct {
+	// DSN connects as the superuser `postgres` to the `postgres` database.
+	DSN string
+
+	dir      string
+	logPath  string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	exitErr  error
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// ClusterOptions tunes StartCluster. The zero value is usable.
+type ClusterOptions struct {
+	// BinDir holds initdb and postgres; empty means discover (PG_BINDIR, Debian layout, PATH).
+	BinDir string
+	// Port to listen on at 127.0.0.1; 0 picks a free one.
+	Port int
+	// Durable keeps fsync on. Tests and local runs do not need it.
+	Durable bool
+	// StartTimeout bounds initdb plus server start-up; 0 means 60s.
+	StartTimeout time.Duration
+}
+
+// FindBinDir returns the directory holding initdb and postgres.
+func FindBinDir() (string, error) {
+	if dir := os.Getenv("PG_BINDIR"); dir != "" {
+		if isServerBinDir(dir) {
+			return dir, nil
+		}
+		return "", fmt.Errorf("PG_BINDIR=%s has no initdb/postgres: %w", dir, ErrNoBinaries)
+	}
+	// Debian keeps the server binaries off PATH, one folder per major version; prefer the newest.
+	candidates, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(candidates, func(i, j int) bool {
+		return majorOf(candidates[i]) > majorOf(candidates[j])
+	})
+	for _, dir := range candidates {
+		if isServerBinDir(dir) {
+			return dir, nil
+		}
+	}
+	if path, err := exec.LookPath("initdb"); err == nil {
+		dir := filepath.Dir(path)
+		if isServerBinDir(dir) {
+			return dir, nil
+		}
+	}
+	return "", ErrNoBinaries
+}
+
+func majorOf(binDir string) int {
+	major, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return major
+}
+
+func isServerBinDir(dir string) bool {
+	for _, name := range []string{"initdb", "postgres"} {
+		if info, err := os.Stat(filepath.Join(dir, name)); err != nil || info.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+// StartCluster initialises a new cluster in a temporary folder and starts its postmaster on
+// loopback. initdb refuses to run as root, so under root both run as the `postgres` user.
+func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
+	binDir := opts.BinDir
+	if binDir == "" {
+		found, err := FindBinDir()
+		if err != nil {
+			return nil, err
+		}
+		binDir = found
+	}
+	timeout := opts.StartTimeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	credential, err := serverCredential()
+	if err != nil {
+		return nil, err
+	}
+	// A folder under os.TempDir, not t.TempDir(): the latter's parent is root-only, so the
+	// postgres user could not enter it.
+	dir, err := os.MkdirTemp("", "pglocal-")
+	if err != nil {
+		return nil, fmt.Errorf("pglocal: temp dir: %w", err)
+	}
+	if credential != nil {
+		if err := os.Chown(dir, int(credential.Uid), int(credential.Gid)); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("pglocal: chown %s: %w", dir, err)
+		}
+	}
+	dataDir := filepath.Join(dir, "data")
+	initdb := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"),
+		"-D", dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: credential}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("pglocal: initdb: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+
+	port := opts.Port
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	args := []string{"-D", dataDir, "-p", strconv.Itoa(port), "-h", "127.0.0.1", "-k", dir,
+		"-c", "max_connections=400", "-c", "shared_buffers=128MB"}
+	if !opts.Durable {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	logPath := filepath.Join(dir, "postgres.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("pglocal: log file: %w", err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(filepath.Join(binDir, "postgres"), args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// SIGQUIT is PostgreSQL's immediate shutdown: if this process dies without calling Stop,
+	// the postmaster and its backends go with it instead of lingering as orphans.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential, Pdeathsig: syscall.SIGQUIT}
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("pglocal: start postgres: %w", err)
+	}
+	c := &Cluster{
+		DSN:     fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
+		dir:     dir,
+		logPath: logPath,
+		cmd:     cmd,
+		exited:  make(chan struct{}),
+	}
+	go func() {
+		c.exitErr = cmd.Wait()
+		close(c.exited)
+	}()
+	if err := c.waitReady(ctx); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) waitReady(ctx context.Context) error {
+	for {
+		probeCtx, cancel := context.WithTimeout(ctx, time.Second)
+		err := Probe(probeCtx, c.DSN)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-c.exited:
+			return fmt.Errorf("pglocal: postgres exited during start-up (%v); log: %s", c.exitErr, c.tailLog())
+		case <-ctx.Done():
+			return fmt.Errorf("pglocal: postgres not ready: %w (last error: %v); log: %s", ctx.Err(), err, c.tailLog())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) tailLog() string {
+	data, _ := os.ReadFile(c.logPath)
+	if len(data) > 2000 {
+		data = data[len(data)-2000:]
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// Stop shuts the cluster down (fast shutdown, then kill after 20s), waits for the postmaster
+// to exit and removes its folder. It is safe to call more than once.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() {
+		_ = c.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-c.exited:
+		case <-time.After(20 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+		}
+		c.stopErr = os.RemoveAll(c.dir)
+	})
+	return c.stopErr
+}
+
+// Exited is closed when the postmaster has exited.
+func (c *Cluster) Exited() <-chan struct{} { return c.exited }
+
+// Probe connects to dsn and runs a trivial query.
+func Probe(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var one int
+	return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+}
+
+func serverCredential() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("pglocal: running as root needs a `postgres` user to run initdb: %w", err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pglocal: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

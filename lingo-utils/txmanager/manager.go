@@ -1,0 +1,230 @@
+package txmanager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Manager draws explicit transaction boundaries in the service layer. The callback receives
+// a context that marks it as inside a transaction and a Session for repositories.
+type Manager interface {
+	// WithinTx runs fn in a read-write transaction (unless opts says read-only) and commits
+	// when fn returns nil. Any error or panic rolls back; a panic is re-raised afterwards.
+	WithinTx(ctx context.Context, opts TxOptions, fn func(ctx context.Context, s Session) error) error
+	// WithinReadOnlyTx is WithinTx with the access mode forced to READ ONLY: the database
+	// rejects writes with SQLSTATE 25006.
+	WithinReadOnlyTx(ctx context.Context, opts TxOptions, fn func(ctx context.Context, s Session) error) error
+}
+
+// DBTX is the query surface sqlc's generated `New(db DBTX)` accepts (sql_package pgx/v5).
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Session is what repositories run their queries on inside a transaction.
+type Session interface {
+	// DB is the transaction as a DBTX: `queries := sqlcpkg.New(sess.DB())`.
+	DB() DBTX
+	// Tx is the underlying pgx transaction, for what DBTX does not cover.
+	Tx() pgx.Tx
+	// ReadOnly reports whether the transaction was opened READ ONLY.
+	ReadOnly() bool
+}
+
+// Beginner opens transactions; *pgxpool.Pool and *pgx.Conn implement it.
+type Beginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// InTx reports whether ctx was handed out by WithinTx / WithinReadOnlyTx.
+func InTx(ctx context.Context) bool { return ctx.Value(txContextKey{}) != nil }
+
+type txContextKey struct{}
+
+type session struct {
+	tx       pgx.Tx
+	readOnly bool
+}
+
+func (s *session) DB() DBTX       { return s.tx }
+func (s *session) Tx() pgx.Tx     { return s.tx }
+func (s *session) ReadOnly() bool { return s.readOnly }
+
+type manager struct {
+	db  Beginner
+	cfg resolvedConfig
+	tel *telemetry
+	log *log.Helper
+}
+
+// rollbackTimeout bounds the rollback that runs on a context detached from the caller's, so a
+// cancelled caller still releases the connection cleanly.
+const rollbackTimeout = 5 * time.Second
+
+func (m *manager) WithinTx(ctx context.Context, opts TxOptions, fn func(context.Context, Session) error) error {
+	return m.within(ctx, m.resolve(opts, false), fn)
+}
+
+func (m *manager) WithinReadOnlyTx(ctx context.Context, opts TxOptions, fn func(context.Context, Session) error) error {
+	return m.within(ctx, m.resolve(opts, true), fn)
+}
+
+func (m *manager) within(ctx context.Context, r resolved, fn func(context.Context, Session) error) error {
+	if InTx(ctx) {
+		return fmt.Errorf("%w (trace name %q)", ErrNestedTx, r.traceName)
+	}
+	started := time.Now()
+	ctx, span := m.tel.startSpan(ctx, r)
+	attempt := 0
+	// A panic in fn propagates through runOnce (which has rolled back); record it here so
+	// the span and metrics still close, then let it continue up the stack.
+	defer func() {
+		if p := recover(); p != nil {
+			m.tel.finish(ctx, span, r, started, attempt, fmt.Errorf("panic: %v", p))
+			panic(p)
+		}
+	}()
+	for {
+		attempt++
+		err := m.runOnce(ctx, r, fn)
+		if err == nil {
+			m.tel.finish(ctx, span, r, started, attempt, nil)
+			return nil
+		}
+		delay, retry := m.nextDelay(ctx, r, attempt, err)
+		if !retry {
+			m.logFailure(ctx, r, attempt, started, err)
+			m.tel.finish(ctx, span, r, started, attempt, err)
+			return err
+		}
+		m.tel.retries.Add(ctx, 1, m.tel.metricAttrs(r, "", "", false))
+		span.AddEvent("retry")
+		m.logWith(ctx, r, err).Warnw("msg", "transaction retry", "attempt", attempt, "delay_ms", delay.Milliseconds())
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			err = classify(ctx, PhaseBegin, errors.Join(err, ctx.Err()))
+			m.logFailure(ctx, r, attempt, started, err)
+			m.tel.finish(ctx, span, r, started, attempt, err)
+			return err
+		case <-timer.C:
+		}
+	}
+}
+
+// nextDelay decides whether a failed attempt is re-run and after how long: only retryable
+// classes, within MaxRetries, and never when the wait would cross the caller's deadline.
+func (m *manager) nextDelay(ctx context.Context, r resolved, attempt int, err error) (time.Duration, bool) {
+	if !IsRetryable(err) || attempt > r.maxRetries || ctx.Err() != nil {
+		return 0, false
+	}
+	delay := backoff(m.cfg.RetryBaseDelay, m.cfg.RetryMaxDelay, attempt)
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= delay {
+		return 0, false
+	}
+	return delay, true
+}
+
+// backoff is "full jitter" exponential backoff: uniform in [base, min(max, base*2^(attempt-1))].
+func backoff(base, ceiling time.Duration, attempt int) time.Duration {
+	upper := base << min(attempt-1, 20)
+	if upper > ceiling || upper <= 0 {
+		upper = ceiling
+	}
+	if upper <= base {
+		return base
+	}
+	return base + rand.N(upper-base)
+}
+
+// runOnce is one attempt: begin, fn, commit; rollback on any error or panic.
+func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Context, Session) error) (err error) {
+	ctx := parent
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(parent, r.timeout)
+		defer cancel()
+	}
+	tx, err := m.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: r.isolation, AccessMode: r.accessMode, BeginQuery: r.beginQuery()})
+	if err != nil {
+		return classify(ctx, PhaseBegin, err)
+	}
+	activeAttrs := m.tel.metricAttrs(r, "", "", false)
+	m.tel.active.Add(ctx, 1, activeAttrs)
+	defer m.tel.active.Add(context.WithoutCancel(ctx), -1, activeAttrs)
+
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		// Detached from ctx: the caller's cancellation must not leave the transaction open.
+		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		if rbErr := tx.Rollback(rbCtx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+			// pgx closes a connection whose rollback failed, so the pool will not reuse it.
+			m.logWith(ctx, r, rbErr).Warnw("msg", "transaction rollback failed")
+		}
+	}()
+
+	txCtx := context.WithValue(ctx, txContextKey{}, r.traceName)
+	if err := fn(txCtx, &session{tx: tx, readOnly: r.accessMode == pgx.ReadOnly}); err != nil {
+		return classify(ctx, PhaseCallback, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		if errors.Is(err, pgx.ErrTxCommitRollback) {
+			// The server rolled back instead of committing (the transaction had already failed
+			// inside fn, whose error fn swallowed): a definite failure, not an unknown outcome.
+			committed = true
+			return classify(ctx, PhaseCallback, err)
+		}
+		committed = true // Commit has already ended the transaction or closed the connection.
+		return classify(ctx, PhaseCommit, err)
+	}
+	committed = true
+	return nil
+}
+
+func (m *manager) logWith(ctx context.Context, r resolved, err error) *log.Helper {
+	kind, state := outcome(err)
+	kv := []any{
+		"tx_name", r.traceName,
+		"isolation", string(r.isolation),
+		"access_mode", string(r.accessMode),
+		"error_kind", string(kind),
+		"sql_state", state,
+		"error", err.Error(),
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		kv = append(kv, "trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
+	}
+	return log.NewHelper(log.With(m.log.Logger(), kv...))
+}
+
+func (m *manager) logFailure(ctx context.Context, r resolved, attempts int, started time.Time, err error) {
+	kind, _ := outcome(err)
+	helper := m.logWith(ctx, r, err)
+	msg := "transaction failed"
+	if kind == KindTimeout {
+		msg = "transaction timed out"
+	}
+	if kind == KindOther {
+		// Application errors returned by the callback are the caller's to report.
+		helper.Debugw("msg", msg, "attempts", attempts, "elapsed_ms", time.Since(started).Milliseconds())
+		return
+	}
+	helper.Errorw("msg", msg, "attempts", attempts, "elapsed_ms", time.Since(started).Milliseconds())
+}

@@ -1,0 +1,585 @@
+package txmanager_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
+	"github.com/bionicotaku/lingo-utils/txmanager"
+)
+
+func insertItem(name string) func(context.Context, txmanager.Session) error {
+	return func(ctx context.Context, s txmanager.Session) error {
+		_, err := s.DB().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", name)
+		return err
+	}
+}
+
+func TestWithinTxCommitsAndRollsBack(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	ctx := context.Background()
+	errApp := errors.New("application says no")
+
+	tests := []struct {
+		name      string
+		fn        func(context.Context, txmanager.Session) error
+		wantErr   error
+		wantRows  int
+		wantIsApp bool
+	}{
+		{name: "commit", fn: insertItem("committed"), wantRows: 1},
+		{
+			name: "rollback on error",
+			fn: func(ctx context.Context, s txmanager.Session) error {
+				if err := insertItem("rolled-back")(ctx, s); err != nil {
+					return err
+				}
+				return fmt.Errorf("wrapped: %w", errApp)
+			},
+			wantErr:  errApp,
+			wantRows: 0,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := f.manager.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName(tc.name), tc.fn)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			var txErr *txmanager.TxError
+			if tc.wantErr != nil && errors.As(err, &txErr) {
+				t.Fatalf("an application error must come back unchanged, got %#v", txErr)
+			}
+			if got := f.count(t, "SELECT count(*) FROM item"); got != tc.wantRows {
+				t.Fatalf("rows = %d, want %d", got, tc.wantRows)
+			}
+			if _, err := f.pool.Exec(ctx, "DELETE FROM item"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if f.openTransactions(t) != 0 {
+		t.Fatal("a transaction was left open")
+	}
+}
+
+func TestWithinTxRollsBackOnPanicAndRepanics(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	type boom struct{ msg string }
+	var recovered any
+	func() {
+		defer func() { recovered = recover() }()
+		_ = f.manager.WithinTx(context.Background(), txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+			if err := insertItem("panicked")(ctx, s); err != nil {
+				return err
+			}
+			panic(boom{"kaboom"})
+		})
+	}()
+	if got, ok := recovered.(boom); !ok || got.msg != "kaboom" {
+		t.Fatalf("recovered %#v, want the original panic value", recovered)
+	}
+	if got := f.count(t, "SELECT count(*) FROM item"); got != 0 {
+		t.Fatalf("rows = %d after panic, want 0", got)
+	}
+	if stat := f.pool.Stat(); stat.AcquiredConns() != 0 {
+		t.Fatalf("connection still acquired after panic: %d", stat.AcquiredConns())
+	}
+	if got := sumOf(f.collect(t)[txmanager.MetricFailures]); got != 1 {
+		t.Fatalf("db.tx.failures = %d after a panic, want 1", got)
+	}
+}
+
+// lockInOppositeOrder makes two transactions deadlock: each locks its first row, waits for
+// the other, then locks the other's row. Only the first attempt waits at the barrier, so a
+// retried victim runs straight through.
+func lockInOppositeOrder(t *testing.T, f *fixture, opts txmanager.TxOptions) [2]error {
+	t.Helper()
+	var barrier sync.WaitGroup
+	barrier.Add(2)
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i, order := range [2][2]int{{1, 2}, {2, 1}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			attempt := 0
+			errs[i] = f.manager.WithinTx(context.Background(), opts, func(ctx context.Context, s txmanager.Session) error {
+				attempt++
+				if _, err := s.DB().Exec(ctx, "UPDATE account SET balance = balance + 1 WHERE id = $1", order[0]); err != nil {
+					return err
+				}
+				if attempt == 1 {
+					barrier.Done()
+					barrier.Wait()
+				}
+				_, err := s.DB().Exec(ctx, "UPDATE account SET balance = balance - 1 WHERE id = $1", order[1])
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func TestDeadlockIsRetryable(t *testing.T) {
+	t.Parallel()
+	// lock_timeout off: the server's deadlock detector, not the lock timeout, must fire.
+	f := newFixture(t, txmanager.Config{LockTimeout: -1, DefaultTimeout: 20 * time.Second})
+
+	t.Run("classified without retries", func(t *testing.T) {
+		errs := lockInOppositeOrder(t, f, txmanager.DefaultOptions().WithTraceName("deadlock"))
+		failed := 0
+		for _, err := range errs {
+			if err == nil {
+				continue
+			}
+			failed++
+			if !errors.Is(err, txmanager.ErrRetryableTx) || txmanager.SQLState(err) != "40P01" {
+				t.Fatalf("err = %v, want ErrRetryableTx with SQLSTATE 40P01", err)
+			}
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) {
+				t.Fatalf("original *pgconn.PgError not reachable from %v", err)
+			}
+		}
+		if failed != 1 {
+			t.Fatalf("%d transactions failed, want exactly the deadlock victim", failed)
+		}
+	})
+	t.Run("succeeds under the retry loop", func(t *testing.T) {
+		before := sumOf(f.collect(t)[txmanager.MetricRetries])
+		errs := lockInOppositeOrder(t, f, txmanager.DefaultOptions().WithTraceName("deadlock").WithRetries(3))
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("err = %v, want both to succeed", err)
+			}
+		}
+		if got := sumOf(f.collect(t)[txmanager.MetricRetries]) - before; got < 1 {
+			t.Fatalf("db.tx.retries grew by %d, want at least 1", got)
+		}
+		// Two rounds, each +1/-1 per account per successful transaction: balances unchanged.
+		if got := f.count(t, "SELECT sum(balance) FROM account"); got != 200 {
+			t.Fatalf("sum(balance) = %d, want 200", got)
+		}
+	})
+}
+
+// writeSkew runs two SERIALIZABLE transactions that each read the whole table and insert a
+// row derived from it, so one of them must fail with 40001.
+func writeSkew(t *testing.T, f *fixture, opts txmanager.TxOptions) [2]error {
+	t.Helper()
+	var barrier sync.WaitGroup
+	barrier.Add(2)
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			attempt := 0
+			errs[i] = f.manager.WithinTx(context.Background(), opts, func(ctx context.Context, s txmanager.Session) error {
+				attempt++
+				var n int
+				if err := s.DB().QueryRow(ctx, "SELECT count(*) FROM item").Scan(&n); err != nil {
+					return err
+				}
+				if attempt == 1 {
+					barrier.Done()
+					barrier.Wait()
+				}
+				_, err := s.DB().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", fmt.Sprintf("skew-%d-%d-%d", i, n, attempt))
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func TestSerializationFailureIsRetryable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+
+	t.Run("classified without retries", func(t *testing.T) {
+		errs := writeSkew(t, f, txmanager.SerializableOptions().WithRetries(0))
+		failed := 0
+		for _, err := range errs {
+			if err == nil {
+				continue
+			}
+			failed++
+			if !errors.Is(err, txmanager.ErrRetryableTx) || txmanager.SQLState(err) != "40001" {
+				t.Fatalf("err = %v, want ErrRetryableTx with SQLSTATE 40001", err)
+			}
+		}
+		if failed != 1 {
+			t.Fatalf("%d transactions failed, want 1", failed)
+		}
+	})
+	t.Run("succeeds under the retry loop", func(t *testing.T) {
+		before := f.count(t, "SELECT count(*) FROM item")
+		errs := writeSkew(t, f, txmanager.SerializableOptions())
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("err = %v, want both to succeed", err)
+			}
+		}
+		if got := f.count(t, "SELECT count(*) FROM item") - before; got != 2 {
+			t.Fatalf("%d rows inserted, want 2", got)
+		}
+	})
+}
+
+func TestLockTimeoutIsRetryable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	ctx := context.Background()
+	holder, err := f.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, "SELECT * FROM account WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	err = f.manager.WithinTx(ctx, txmanager.DefaultOptions().WithLockTimeout(100*time.Millisecond), func(ctx context.Context, s txmanager.Session) error {
+		_, err := s.DB().Exec(ctx, "UPDATE account SET balance = 0 WHERE id = 1")
+		return err
+	})
+	if !errors.Is(err, txmanager.ErrRetryableTx) || txmanager.SQLState(err) != "55P03" {
+		t.Fatalf("err = %v, want ErrRetryableTx with SQLSTATE 55P03", err)
+	}
+	if elapsed := time.Since(started); elapsed > 3*time.Second {
+		t.Fatalf("lock wait took %s: lock_timeout was not applied", elapsed)
+	}
+}
+
+func TestTimeoutEndsTransactionWithoutLeaks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	tests := []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		opts txmanager.TxOptions
+	}{
+		{
+			name: "option timeout",
+			ctx:  func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
+			opts: txmanager.DefaultOptions().WithTimeout(200 * time.Millisecond),
+		},
+		{
+			name: "shorter caller deadline wins",
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 200*time.Millisecond)
+			},
+			opts: txmanager.DefaultOptions().WithTimeout(time.Minute),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			started := time.Now()
+			err := f.manager.WithinTx(ctx, tc.opts, func(ctx context.Context, s txmanager.Session) error {
+				if err := insertItem("sleeper-"+tc.name)(ctx, s); err != nil {
+					return err
+				}
+				_, err := s.DB().Exec(ctx, "SELECT pg_sleep(5)")
+				return err
+			})
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, txmanager.ErrTxTimeout) {
+				t.Fatalf("err = %v, want a deadline error", err)
+			}
+			if elapsed := time.Since(started); elapsed > 3*time.Second {
+				t.Fatalf("returned after %s, want about 200ms", elapsed)
+			}
+			eventually(t, 5*time.Second, "no open transaction and no acquired connection", func() bool {
+				return f.openTransactions(t) == 0 && f.pool.Stat().AcquiredConns() == 0
+			})
+			if got := f.count(t, "SELECT count(*) FROM item"); got != 0 {
+				t.Fatalf("rows = %d, want 0", got)
+			}
+		})
+	}
+}
+
+func TestCallerCancellationStillRollsBack(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	err := f.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+		if err := insertItem("cancelled")(ctx, s); err != nil {
+			return err
+		}
+		cancel()
+		return ctx.Err()
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	eventually(t, 5*time.Second, "transaction rolled back", func() bool {
+		return f.openTransactions(t) == 0 && f.pool.Stat().AcquiredConns() == 0
+	})
+	if got := f.count(t, "SELECT count(*) FROM item"); got != 0 {
+		t.Fatalf("rows = %d, want 0", got)
+	}
+}
+
+func TestReadOnlyTxRejectsWrites(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	ctx := context.Background()
+	var balance int
+	err := f.manager.WithinReadOnlyTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+		if !s.ReadOnly() {
+			t.Error("session does not report read-only")
+		}
+		return s.DB().QueryRow(ctx, "SELECT balance FROM account WHERE id = 1").Scan(&balance)
+	})
+	if err != nil || balance != 100 {
+		t.Fatalf("read: balance=%d err=%v", balance, err)
+	}
+	// Even options asking for read-write are forced to read-only.
+	err = f.manager.WithinReadOnlyTx(ctx, txmanager.DefaultOptions(), insertItem("sneaky"))
+	if txmanager.SQLState(err) != "25006" {
+		t.Fatalf("err = %v, want SQLSTATE 25006", err)
+	}
+	if f.count(t, "SELECT count(*) FROM item") != 0 {
+		t.Fatal("a write landed through a read-only transaction")
+	}
+}
+
+func TestConstraintViolationsAreConflicts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	ctx := context.Background()
+	if err := f.manager.WithinTx(ctx, txmanager.DefaultOptions(), insertItem("dup")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		sql       string
+		wantState string
+	}{
+		{"unique violation", "INSERT INTO item (name) VALUES ('dup')", "23505"},
+		{"foreign key violation", "INSERT INTO item (name, account_id) VALUES ('orphan', 42)", "23503"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := f.manager.WithinTx(ctx, txmanager.DefaultOptions().WithRetries(5), func(ctx context.Context, s txmanager.Session) error {
+				_, err := s.DB().Exec(ctx, tc.sql)
+				return err
+			})
+			if !errors.Is(err, txmanager.ErrConflict) || errors.Is(err, txmanager.ErrRetryableTx) {
+				t.Fatalf("err = %v, want ErrConflict (not retryable)", err)
+			}
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != tc.wantState {
+				t.Fatalf("SQLSTATE = %v, want %s", pgErr, tc.wantState)
+			}
+		})
+	}
+}
+
+func TestNestedWithinTxIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	ctx := context.Background()
+	if txmanager.InTx(ctx) {
+		t.Fatal("background context reported as inside a transaction")
+	}
+	var nestedErr error
+	err := f.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+		if !txmanager.InTx(ctx) {
+			t.Error("callback context not marked as inside a transaction")
+		}
+		nestedErr = f.manager.WithinTx(ctx, txmanager.DefaultOptions(), insertItem("inner"))
+		// The outer transaction is untouched by the refused inner call.
+		return insertItem("outer")(ctx, s)
+	})
+	if err != nil {
+		t.Fatalf("outer: %v", err)
+	}
+	if !errors.Is(nestedErr, txmanager.ErrNestedTx) {
+		t.Fatalf("nested err = %v, want ErrNestedTx", nestedErr)
+	}
+	if got := f.count(t, "SELECT count(*) FROM item WHERE name = 'outer'"); got != 1 {
+		t.Fatalf("outer rows = %d, want 1", got)
+	}
+	if got := f.count(t, "SELECT count(*) FROM item WHERE name = 'inner'"); got != 0 {
+		t.Fatalf("inner rows = %d, want 0", got)
+	}
+}
+
+func TestHundredConcurrentTransactionsOnPoolOfTen(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{DefaultTimeout: 30 * time.Second}, func(c *pgxpool.Config) { c.MaxConns = 10 })
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- f.manager.WithinTx(context.Background(), txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+				if _, err := s.DB().Exec(ctx, "SELECT pg_sleep(0.01)"); err != nil {
+					return err
+				}
+				return insertItem(fmt.Sprintf("c-%d", i))(ctx, s)
+			})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent transaction failed: %v", err)
+		}
+	}
+	if got := f.count(t, "SELECT count(*) FROM item"); got != 100 {
+		t.Fatalf("rows = %d, want 100", got)
+	}
+	if stat := f.pool.Stat(); stat.MaxConns() != 10 || stat.AcquiredConns() != 0 {
+		t.Fatalf("pool max=%d acquired=%d, want 10 and 0", stat.MaxConns(), stat.AcquiredConns())
+	}
+	if got := sumOf(f.collect(t)[txmanager.MetricActive]); got != 0 {
+		t.Fatalf("db.tx.active = %d after all finished, want 0", got)
+	}
+}
+
+func TestRetryStopsAtDeadlineAndOnlyForRetryableClasses(t *testing.T) {
+	t.Parallel()
+	raise := func(state string) func(context.Context, txmanager.Session) error {
+		return func(ctx context.Context, s txmanager.Session) error {
+			_, err := s.DB().Exec(ctx, fmt.Sprintf("DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '%s'; END $$", state))
+			return err
+		}
+	}
+	tests := []struct {
+		name         string
+		cfg          txmanager.Config
+		ctxTimeout   time.Duration
+		failAttempts int // attempts that raise before the callback succeeds
+		state        string
+		retries      int
+		wantAttempts int
+		wantErr      error
+	}{
+		{name: "transient failure then success", state: "40001", failAttempts: 2, retries: 3, wantAttempts: 3},
+		{name: "gives up after max retries", state: "40P01", failAttempts: 10, retries: 2, wantAttempts: 3, wantErr: txmanager.ErrRetryableTx},
+		{name: "non-retryable class runs once", state: "22012", failAttempts: 10, retries: 5, wantAttempts: 1},
+		{
+			name:         "backoff would cross the deadline",
+			cfg:          txmanager.Config{RetryBaseDelay: 2 * time.Second, RetryMaxDelay: 2 * time.Second},
+			ctxTimeout:   500 * time.Millisecond,
+			state:        "40001",
+			failAttempts: 10, retries: 5, wantAttempts: 1, wantErr: txmanager.ErrRetryableTx,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, tc.cfg)
+			ctx := context.Background()
+			if tc.ctxTimeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.ctxTimeout)
+				defer cancel()
+			}
+			attempts := 0
+			started := time.Now()
+			err := f.manager.WithinTx(ctx, txmanager.DefaultOptions().WithRetries(tc.retries), func(ctx context.Context, s txmanager.Session) error {
+				attempts++
+				if attempts <= tc.failAttempts {
+					return raise(tc.state)(ctx, s)
+				}
+				return insertItem("done")(ctx, s)
+			})
+			if attempts != tc.wantAttempts {
+				t.Fatalf("attempts = %d, want %d (err %v)", attempts, tc.wantAttempts, err)
+			}
+			if tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if tc.wantErr == nil && tc.failAttempts < tc.wantAttempts && err != nil {
+				t.Fatalf("err = %v, want success", err)
+			}
+			if tc.ctxTimeout > 0 && time.Since(started) > tc.ctxTimeout {
+				t.Fatalf("ran %s, past the caller's deadline of %s", time.Since(started), tc.ctxTimeout)
+			}
+		})
+	}
+}
+
+func TestCommitOutcomeUnknownWhenCommitReplyIsLost(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	ctx := context.Background()
+	u, err := url.Parse(f.dsn)
+	if err != nil || u.Host == "" {
+		t.Fatalf("proxying needs a URL-style DSN with a host, got %q", f.dsn)
+	}
+	proxy := newReplyDroppingProxy(t, u.Host)
+	u.Host = proxy.addr()
+	pool := pgtest.NewPool(t, u.String())
+	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := 0
+	err = component.Manager.WithinTx(ctx, txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+		attempts++
+		if err := insertItem("maybe")(ctx, s); err != nil {
+			return err
+		}
+		proxy.dropNextReply() // the next thing the server says is its answer to COMMIT
+		return nil
+	})
+	if !errors.Is(err, txmanager.ErrCommitOutcomeUnknown) || errors.Is(err, txmanager.ErrRetryableTx) {
+		t.Fatalf("err = %v, want ErrCommitOutcomeUnknown and not retryable", err)
+	}
+	if attempts != 1 {
+		t.Fatalf("attempts = %d: an unknown commit outcome must never be retried", attempts)
+	}
+	// The server did commit: exactly why the outcome had to be reported as unknown.
+	if got := f.count(t, "SELECT count(*) FROM item WHERE name = 'maybe'"); got != 1 {
+		t.Fatalf("rows = %d, want 1 (the commit landed)", got)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		cfg     txmanager.Config
+		wantErr bool
+	}{
+		{"zero value", txmanager.Config{}, false},
+		{"serializable", txmanager.Config{DefaultIsolation: "serializable"}, false},
+		{"unknown isolation", txmanager.Config{DefaultIsolation: "snapshot"}, true},
+		{"negative delay", txmanager.Config{RetryBaseDelay: -time.Second}, true},
+		{"base above max", txmanager.Config{RetryBaseDelay: time.Second, RetryMaxDelay: time.Millisecond}, true},
+	}
+	for _, tc := range tests {
+		if err := tc.cfg.Check(); (err != nil) != tc.wantErr {
+			t.Errorf("%s: Check() = %v, wantErr %v", tc.name, err, tc.wantErr)
+		}
+	}
+	if _, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, nil, txmanager.Dependencies{}); err == nil {
+		t.Error("a nil database was accepted")
+	}
+}
+
+var _ txmanager.Beginner = (*pgx.Conn)(nil)

@@ -1,0 +1,123 @@
+package txmanager
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TxOptions describes one transaction. Zero fields take the manager's defaults (Config).
+type TxOptions struct {
+	// Isolation level; empty means Config.DefaultIsolation.
+	Isolation pgx.TxIsoLevel
+	// AccessMode; empty means read-write. WithinReadOnlyTx always forces read-only.
+	AccessMode pgx.TxAccessMode
+	// Timeout bounds each attempt; 0 means Config.DefaultTimeout, negative means none. A
+	// shorter deadline already on the caller's context wins.
+	Timeout time.Duration
+	// LockTimeout is applied with SET LOCAL lock_timeout; 0 means Config.LockTimeout,
+	// negative means the server's setting.
+	LockTimeout time.Duration
+	// TraceName names the use case in spans, metrics and logs (e.g. "orders.create").
+	TraceName string
+	// MaxRetries is how many times the whole callback may be re-run after a retryable
+	// failure. 0 disables retries: only idempotent callbacks should opt in.
+	MaxRetries int
+}
+
+// DefaultOptions is a read-committed read-write transaction without retries.
+func DefaultOptions() TxOptions {
+	return TxOptions{Isolation: pgx.ReadCommitted, AccessMode: pgx.ReadWrite}
+}
+
+// SerializableOptions is a serializable read-write transaction that retries serialization
+// failures up to three times, as serializable transactions are expected to.
+func SerializableOptions() TxOptions {
+	return TxOptions{Isolation: pgx.Serializable, AccessMode: pgx.ReadWrite, MaxRetries: 3}
+}
+
+// ReadOnlyOptions is a read-committed read-only transaction.
+func ReadOnlyOptions() TxOptions {
+	return TxOptions{Isolation: pgx.ReadCommitted, AccessMode: pgx.ReadOnly}
+}
+
+// WithTraceName returns a copy of o named name.
+func (o TxOptions) WithTraceName(name string) TxOptions { o.TraceName = name; return o }
+
+// WithRetries returns a copy of o that retries up to n times.
+func (o TxOptions) WithRetries(n int) TxOptions { o.MaxRetries = n; return o }
+
+// WithTimeout returns a copy of o with a per-attempt timeout.
+func (o TxOptions) WithTimeout(d time.Duration) TxOptions { o.Timeout = d; return o }
+
+// WithLockTimeout returns a copy of o with a lock timeout.
+func (o TxOptions) WithLockTimeout(d time.Duration) TxOptions { o.LockTimeout = d; return o }
+
+// ParseIsolation maps configuration spellings (read_committed, "repeatable read",
+// SERIALIZABLE, ...) to a pgx isolation level.
+func ParseIsolation(s string) (pgx.TxIsoLevel, error) {
+	switch strings.NewReplacer("_", " ", "-", " ").Replace(strings.ToLower(strings.TrimSpace(s))) {
+	case "", "read committed":
+		return pgx.ReadCommitted, nil
+	case "repeatable read":
+		return pgx.RepeatableRead, nil
+	case "serializable":
+		return pgx.Serializable, nil
+	case "read uncommitted":
+		return pgx.ReadUncommitted, nil
+	default:
+		return "", fmt.Errorf("txmanager: unknown isolation level %q", s)
+	}
+}
+
+// resolved is TxOptions with every default applied.
+type resolved struct {
+	isolation   pgx.TxIsoLevel
+	accessMode  pgx.TxAccessMode
+	timeout     time.Duration
+	lockTimeout time.Duration
+	traceName   string
+	maxRetries  int
+}
+
+func (m *manager) resolve(o TxOptions, readOnly bool) resolved {
+	r := resolved{
+		isolation:   o.Isolation,
+		accessMode:  o.AccessMode,
+		timeout:     o.Timeout,
+		lockTimeout: o.LockTimeout,
+		traceName:   o.TraceName,
+		maxRetries:  max(o.MaxRetries, 0),
+	}
+	if r.isolation == "" {
+		r.isolation = m.cfg.isolation
+	}
+	if r.accessMode == "" {
+		r.accessMode = pgx.ReadWrite
+	}
+	if readOnly {
+		r.accessMode = pgx.ReadOnly
+	}
+	if r.timeout == 0 {
+		r.timeout = m.cfg.DefaultTimeout
+	}
+	if r.lockTimeout == 0 {
+		r.lockTimeout = m.cfg.LockTimeout
+	}
+	if r.traceName == "" {
+		r.traceName = "unnamed"
+	}
+	return r
+}
+
+// beginQuery opens the transaction and sets its lock timeout in one round trip: pgx sends an
+// argument-less Exec over the simple protocol, which accepts several statements.
+func (r resolved) beginQuery() string {
+	q := "BEGIN ISOLATION LEVEL " + strings.ToUpper(string(r.isolation)) + " " + strings.ToUpper(string(r.accessMode))
+	if r.lockTimeout > 0 {
+		q += fmt.Sprintf("; SET LOCAL lock_timeout = %d", max(r.lockTimeout.Milliseconds(), 1))
+	}
+	return q
+}
