@@ -1,0 +1,3 @@
+module github.com/bionicotaku/txmanager-migrations
+
+go 1.26.0

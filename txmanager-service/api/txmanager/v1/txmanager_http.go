@@ -1,0 +1,159 @@
+// HTTP bindings for TxService over Kratos transport/http, written by hand because the
+// Kratos protoc-gen-go-http plugin is not available here. They use the same protobuf
+// messages and operation names as gRPC, so middleware sees one API.
+
+package v1
+
+import (
+	"context"
+	"errors"
+	"io"
+	nethttp "net/http"
+	"strconv"
+
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/go-kratos/kratos/v2/transport/http"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// TxServiceHTTPServer is what the HTTP routes call; the gRPC server implementation fits.
+type TxServiceHTTPServer interface {
+	CreateTx(context.Context, *CreateTxRequest) (*CreateTxResponse, error)
+	GetTx(context.Context, *GetTxRequest) (*Tx, error)
+	GetTxByRequest(context.Context, *GetTxByRequestRequest) (*Tx, error)
+	ListCompletions(context.Context, *ListCompletionsRequest) (*ListCompletionsResponse, error)
+}
+
+// HTTPOptions bound what the routes accept.
+type HTTPOptions struct {
+	// MaxBodyBytes caps a request body; a larger body is answered 400 REQUEST_TOO_LARGE.
+	MaxBodyBytes int64
+}
+
+// RegisterTxServiceHTTPServer adds the routes to s.
+func RegisterTxServiceHTTPServer(s *http.Server, srv TxServiceHTTPServer, opts HTTPOptions) {
+	r := s.Route("/")
+	r.POST("/api/v1/tx", createTxHandler(srv, opts))
+	// Static paths first: "by-request" and "completions" must not be read as a tx id.
+	r.GET("/api/v1/tx/by-request", getTxByRequestHandler(srv))
+	r.GET("/api/v1/tx/completions", listCompletionsHandler(srv))
+	r.GET("/api/v1/tx/{tx_id}", getTxHandler(srv))
+}
+
+func createTxHandler(srv TxServiceHTTPServer, opts HTTPOptions) http.HandlerFunc {
+	return func(ctx http.Context) error {
+		var in CreateTxRequest
+		if err := DecodeJSONBody(ctx.Request(), opts.MaxBodyBytes, &in); err != nil {
+			return err
+		}
+		http.SetOperation(ctx, TxService_CreateTx_FullMethodName)
+		h := ctx.Middleware(func(ctx context.Context, req any) (any, error) {
+			return srv.CreateTx(ctx, req.(*CreateTxRequest))
+		})
+		out, err := h(ctx, &in)
+		if err != nil {
+			return err
+		}
+		reply := out.(*CreateTxResponse)
+		status := nethttp.StatusOK
+		if reply.GetCreated() {
+			status = nethttp.StatusAccepted
+		}
+		return ctx.Result(status, reply)
+	}
+}
+
+func getTxHandler(srv TxServiceHTTPServer) http.HandlerFunc {
+	return func(ctx http.Context) error {
+		in := GetTxRequest{TxId: ctx.Vars().Get("tx_id")}
+		http.SetOperation(ctx, TxService_GetTx_FullMethodName)
+		h := ctx.Middleware(func(ctx context.Context, req any) (any, error) {
+			return srv.GetTx(ctx, req.(*GetTxRequest))
+		})
+		out, err := h(ctx, &in)
+		if err != nil {
+			return err
+		}
+		return ctx.Result(nethttp.StatusOK, out)
+	}
+}
+
+func getTxByRequestHandler(srv TxServiceHTTPServer) http.HandlerFunc {
+	return func(ctx http.Context) error {
+		q := ctx.Request().URL.Query()
+		in := GetTxByRequestRequest{Signer: q.Get("signer"), RequestId: q.Get("requestId")}
+		if in.RequestId == "" {
+			in.RequestId = q.Get("request_id")
+		}
+		http.SetOperation(ctx, TxService_GetTxByRequest_FullMethodName)
+		h := ctx.Middleware(func(ctx context.Context, req any) (any, error) {
+			return srv.GetTxByRequest(ctx, req.(*GetTxByRequestRequest))
+		})
+		out, err := h(ctx, &in)
+		if err != nil {
+			return err
+		}
+		return ctx.Result(nethttp.StatusOK, out)
+	}
+}
+
+func listCompletionsHandler(srv TxServiceHTTPServer) http.HandlerFunc {
+	return func(ctx http.Context) error {
+		q := ctx.Request().URL.Query()
+		in := ListCompletionsRequest{After: q.Get("after")}
+		if raw := q.Get("limit"); raw != "" {
+			limit, err := strconv.ParseUint(raw, 10, 32)
+			if err != nil {
+				return invalidArgument("limit", "must be a positive integer")
+			}
+			in.Limit = uint32(limit)
+		}
+		http.SetOperation(ctx, TxService_ListCompletions_FullMethodName)
+		h := ctx.Middleware(func(ctx context.Context, req any) (any, error) {
+			return srv.ListCompletions(ctx, req.(*ListCompletionsRequest))
+		})
+		out, err := h(ctx, &in)
+		if err != nil {
+			return err
+		}
+		return ctx.Result(nethttp.StatusOK, out)
+	}
+}
+
+// strictJSON rejects unknown fields (a misspelt "gasLimt" must not be silently dropped) and,
+// like every protojson decoder, duplicate fields and wrong types.
+var strictJSON = protojson.UnmarshalOptions{DiscardUnknown: false}
+
+// DecodeJSONBody reads at most maxBytes of r's body and decodes it strictly into msg. Every
+// failure is a 400 with reason INVALID_ARGUMENT or REQUEST_TOO_LARGE.
+func DecodeJSONBody(r *nethttp.Request, maxBytes int64, msg proto.Message) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBytes+1))
+	if err != nil {
+		var tooLarge *nethttp.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return requestTooLarge(maxBytes)
+		}
+		return invalidArgument("body", "could not be read")
+	}
+	if int64(len(body)) > maxBytes {
+		return requestTooLarge(maxBytes)
+	}
+	if len(body) == 0 {
+		return invalidArgument("body", "a JSON object is required")
+	}
+	if err := strictJSON.Unmarshal(body, msg); err != nil {
+		return invalidArgument("body", "malformed JSON: "+err.Error())
+	}
+	return nil
+}
+
+func invalidArgument(field, reason string) error {
+	return kerrors.New(nethttp.StatusBadRequest, ErrorReason_INVALID_ARGUMENT.String(), field+": "+reason).
+		WithMetadata(map[string]string{"field": field})
+}
+
+func requestTooLarge(maxBytes int64) error {
+	return kerrors.New(nethttp.StatusBadRequest, ErrorReason_REQUEST_TOO_LARGE.String(),
+		"request body exceeds "+strconv.FormatInt(maxBytes, 10)+" bytes")
+}

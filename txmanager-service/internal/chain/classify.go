@@ -1,0 +1,142 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// Node errors cross JSON-RPC as text only, so classification has to match messages. The
+// phrases are lower case; matching ignores case and requires each phrase to start a word,
+// so "known transaction" does not match inside "unknown transaction".
+type errorPhrase struct {
+	phrase string
+	class  error
+}
+
+// sendErrorPhrases are checked in order; the first match wins. Sources: go-ethereum
+// core/txpool/errors.go and core/error.go unless noted.
+var sendErrorPhrases = []errorPhrase{
+	{"already known", services.ErrKnownTransaction},
+	{"known transaction", services.ErrKnownTransaction},    // older geth, Besu
+	{"alreadyknown", services.ErrKnownTransaction},         // Nethermind
+	{"already imported", services.ErrKnownTransaction},     // OpenEthereum
+	{"nonce too low", services.ErrNonceTooLow},             // also Erigon, Besu
+	{"oldnonce", services.ErrNonceTooLow},                  // Nethermind
+	{"replacement transaction underpriced", services.ErrUnderpriced},
+	{"transaction underpriced", services.ErrUnderpriced},
+	{"transaction gas price below minimum", services.ErrUnderpriced}, // tip under the pool's minimum
+	{"max fee per gas less than block base fee", services.ErrUnderpriced},
+	{"fee cap less than block base fee", services.ErrUnderpriced}, // older geth wording
+	{"feetoolow", services.ErrUnderpriced},                        // Nethermind
+	{"insufficient funds", services.ErrInsufficientFunds},
+	{"insufficientfunds", services.ErrInsufficientFunds}, // Nethermind
+}
+
+// ClassifySendError maps an eth_sendRawTransaction failure onto the services sentinels.
+// A classified error wraps both the sentinel and the original error, so errors.Is works
+// and the node's message (with its nonces and balances) stays in Error(). Unrecognised
+// errors, including transport failures, are returned unchanged.
+func ClassifySendError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if class := matchPhrase(err.Error(), sendErrorPhrases); class != nil {
+		return fmt.Errorf("%w: %w", class, err)
+	}
+	return err
+}
+
+// revertCode is the JSON-RPC error code geth and most clients give an EVM revert.
+const revertCode = 3
+
+// classifyEstimateError marks reverts so callers can tell a call that can never succeed
+// from a node that failed to answer.
+func classifyEstimateError(err error) error {
+	var rpcErr rpc.Error
+	isRevert := errors.As(err, &rpcErr) && rpcErr.ErrorCode() == revertCode
+	if !isRevert && !containsWordPrefix(strings.ToLower(err.Error()), "revert") {
+		return fmt.Errorf("eth_estimateGas: %w", err)
+	}
+	// Custom Solidity errors come back as "execution reverted" plus only the encoded data;
+	// keep the data visible because it is the only clue to which error fired.
+	var dataErr rpc.DataError
+	if errors.As(err, &dataErr) {
+		if data, ok := dataErr.ErrorData().(string); ok && data != "" && data != "0x" && !strings.Contains(err.Error(), data) {
+			return fmt.Errorf("%w: %w (revert data %s)", services.ErrExecutionReverted, err, data)
+		}
+	}
+	return fmt.Errorf("%w: %w", services.ErrExecutionReverted, err)
+}
+
+// JSON-RPC codes meaning "this node lacks the method or does not understand the argument".
+const (
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+	codeUnknownBlock   = -39001 // Nethermind, Erigon
+)
+
+var notSupportedPhrases = []string{
+	"finalized block not found", // geth before the merge or before the first finalization
+	"unknown block",
+	"invalid block",
+	"not supported",
+	"unsupported",
+	"does not exist", // geth: "the method X does not exist/is not available"
+	"method not found",
+}
+
+// isNotSupported is true only for errors the node itself sent back; an HTTP 404 from a
+// wrong URL must not read as "this node has no finalized tag".
+func isNotSupported(err error) bool {
+	var rpcErr rpc.Error
+	if !errors.As(err, &rpcErr) {
+		return false
+	}
+	switch rpcErr.ErrorCode() {
+	case codeMethodNotFound, codeInvalidParams, codeUnknownBlock:
+		return true
+	}
+	message := strings.ToLower(rpcErr.Error())
+	for _, phrase := range notSupportedPhrases {
+		if containsWordPrefix(message, phrase) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchPhrase(message string, phrases []errorPhrase) error {
+	message = strings.ToLower(message)
+	for _, p := range phrases {
+		if containsWordPrefix(message, p.phrase) {
+			return p.class
+		}
+	}
+	return nil
+}
+
+// containsWordPrefix reports whether phrase occurs in message at the start of a word.
+func containsWordPrefix(message, phrase string) bool {
+	for offset := 0; ; {
+		i := strings.Index(message[offset:], phrase)
+		if i < 0 {
+			return false
+		}
+		at := offset + i
+		if before, _ := utf8.DecodeLastRuneInString(message[:at]); at == 0 || !isWordChar(before) {
+			return true
+		}
+		offset = at + 1
+	}
+}
+
+func isWordChar(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_'
+}

@@ -1,0 +1,157 @@
+// Package chain holds the adapters behind services.Chain: RPCChain talks to any EVM node
+// over JSON-RPC, and SimulatedChain runs an in-process go-ethereum chain for development
+// and tests.
+package chain
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"sync/atomic"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// DefaultMaxBatchSize keeps batch calls well under the 1,000-element default limit geth
+// puts on a single batch, and under the lower limits of most hosted providers.
+const DefaultMaxBatchSize = 100
+
+var _ services.Chain = (*RPCChain)(nil)
+
+// RPCChain implements services.Chain over a go-ethereum JSON-RPC client.
+type RPCChain struct {
+	rpcClient    *rpc.Client
+	ethClient    *ethclient.Client
+	maxBatchSize int
+	requests     atomic.Int64
+}
+
+// RPCOption adjusts an RPCChain at construction.
+type RPCOption func(*RPCChain)
+
+// WithMaxBatchSize caps how many calls go into one JSON-RPC batch request. Values below 1
+// keep the default.
+func WithMaxBatchSize(size int) RPCOption {
+	return func(c *RPCChain) {
+		if size > 0 {
+			c.maxBatchSize = size
+		}
+	}
+}
+
+// DialRPC connects to a node's JSON-RPC endpoint (http, https, ws, wss or an IPC path).
+// Close the returned chain to release the connection.
+func DialRPC(ctx context.Context, url string, opts ...RPCOption) (*RPCChain, error) {
+	rpcClient, err := rpc.DialContext(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", url, err)
+	}
+	return NewRPCChain(rpcClient, opts...), nil
+}
+
+// NewRPCChain wraps an existing client. Close on the result closes that client.
+func NewRPCChain(rpcClient *rpc.Client, opts ...RPCOption) *RPCChain {
+	c := &RPCChain{
+		rpcClient:    rpcClient,
+		ethClient:    ethclient.NewClient(rpcClient),
+		maxBatchSize: DefaultMaxBatchSize,
+	}
+	for _, opt := range opts {
+		opt(c)
+	}
+	return c
+}
+
+// RequestCount is how many JSON-RPC requests this chain has sent; a batch counts once,
+// whatever its size, because round trips are what batching saves.
+func (c *RPCChain) RequestCount() int64 {
+	return c.requests.Load()
+}
+
+// Close releases the underlying client.
+func (c *RPCChain) Close() {
+	c.rpcClient.Close()
+}
+
+// call is the single place non-batched requests go through, so the request counter
+// cannot drift from what is actually sent.
+func (c *RPCChain) call(ctx context.Context, result any, method string, args ...any) error {
+	c.requests.Add(1)
+	return c.rpcClient.CallContext(ctx, result, method, args...)
+}
+
+// batchCall sends elems in as few requests as maxBatchSize allows. The returned error is
+// for the transport; per-element errors stay in each BatchElem.
+func (c *RPCChain) batchCall(ctx context.Context, elems []rpc.BatchElem) error {
+	for start := 0; start < len(elems); start += c.maxBatchSize {
+		end := min(start+c.maxBatchSize, len(elems))
+		c.requests.Add(1)
+		if err := c.rpcClient.BatchCallContext(ctx, elems[start:end]); err != nil {
+			return fmt.Errorf("batch of %d calls to %s: %w", end-start, elems[start].Method, err)
+		}
+	}
+	return nil
+}
+
+// countedEthCall counts one request for an ethclient method; each ethclient method used
+// here issues exactly one JSON-RPC call.
+func (c *RPCChain) countedEthCall() *ethclient.Client {
+	c.requests.Add(1)
+	return c.ethClient
+}
+
+// ChainID implements services.Chain.
+func (c *RPCChain) ChainID(ctx context.Context) (*big.Int, error) {
+	id, err := c.countedEthCall().ChainID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("eth_chainId: %w", err)
+	}
+	return id, nil
+}
+
+// PendingNonceAt implements services.Chain.
+func (c *RPCChain) PendingNonceAt(ctx context.Context, account common.Address) (uint64, error) {
+	nonce, err := c.countedEthCall().PendingNonceAt(ctx, account)
+	if err != nil {
+		return 0, fmt.Errorf("pending nonce of %s: %w", account, err)
+	}
+	return nonce, nil
+}
+
+// NonceAt implements services.Chain.
+func (c *RPCChain) NonceAt(ctx context.Context, account common.Address) (uint64, error) {
+	nonce, err := c.countedEthCall().NonceAt(ctx, account, nil)
+	if err != nil {
+		return 0, fmt.Errorf("latest nonce of %s: %w", account, err)
+	}
+	return nonce, nil
+}
+
+// EstimateGas implements services.Chain.
+func (c *RPCChain) EstimateGas(ctx context.Context, call services.CallRequest) (uint64, error) {
+	gas, err := c.countedEthCall().EstimateGas(ctx, ethereum.CallMsg{
+		From:      call.From,
+		To:        call.To,
+		Gas:       call.Gas,
+		GasFeeCap: call.MaxFeePerGas,
+		GasTipCap: call.MaxPriorityFeePerGas,
+		Value:     call.Value,
+		Data:      call.Data,
+	})
+	if err != nil {
+		return 0, classifyEstimateError(err)
+	}
+	return gas, nil
+}
+
+// SendRawTransaction implements services.Chain.
+func (c *RPCChain) SendRawTransaction(ctx context.Context, raw []byte) error {
+	// The hash the node returns is ignored: the caller signed the bytes and already knows it.
+	return ClassifySendError(c.call(ctx, nil, "eth_sendRawTransaction", hexutil.Bytes(raw)))
+}

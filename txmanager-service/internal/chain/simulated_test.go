@@ -1,0 +1,367 @@
+package chain_test
+
+import (
+	"errors"
+	"math/big"
+	"strings"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/params"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+func TestSimulatedFundsDeterministicDevAccounts(t *testing.T) {
+	extra := common.HexToAddress("0x00000000000000000000000000000000000A11CE")
+	balance := big.NewInt(5 * params.Ether)
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 3, Balance: balance, ExtraFunded: []common.Address{extra}})
+	ctx := testContext(t)
+
+	addrs := sim.DevAddresses()
+	keys := sim.DevKeys()
+	if len(addrs) != 3 || len(keys) != 3 {
+		t.Fatalf("got %d addresses and %d keys, want 3 each", len(addrs), len(keys))
+	}
+	for i, addr := range addrs {
+		want, err := chain.DevKey(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := crypto.PubkeyToAddress(want.PublicKey); got != addr {
+			t.Errorf("dev address %d = %s, want %s derived from DevKey", i, addr, got)
+		}
+		if got := crypto.PubkeyToAddress(keys[i].PublicKey); got != addr {
+			t.Errorf("DevKeys()[%d] is for %s, want %s", i, got, addr)
+		}
+	}
+	for _, addr := range append(addrs, extra) {
+		got, err := sim.Backend().Client().BalanceAt(ctx, addr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Cmp(balance) != 0 {
+			t.Errorf("balance of %s = %s, want %s", addr, got, balance)
+		}
+	}
+}
+
+func TestSimulatedDefaultsTenAccountsWith1e24Wei(t *testing.T) {
+	sim := newSimulated(t, chain.SimulatedConfig{})
+	ctx := testContext(t)
+
+	addrs := sim.DevAddresses()
+	if len(addrs) != 10 {
+		t.Fatalf("got %d dev accounts, want 10", len(addrs))
+	}
+	want := new(big.Int).Exp(big.NewInt(10), big.NewInt(24), nil)
+	got, err := sim.Backend().Client().BalanceAt(ctx, addrs[9], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Cmp(want) != 0 {
+		t.Errorf("balance = %s, want %s", got, want)
+	}
+	id, err := sim.ChainID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Int64() != chain.SimulatedChainID {
+		t.Errorf("ChainID = %s, want %d", id, chain.SimulatedChainID)
+	}
+}
+
+func TestSendTransferThenFindReceipt(t *testing.T) {
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1})
+	ctx := testContext(t)
+	key, from := sim.DevKeys()[0], sim.DevAddresses()[0]
+
+	tx, raw := transfer(t, sim, key, 0)
+	sendRaw(t, ctx, sim, raw)
+
+	pending, err := sim.PendingNonceAt(ctx, from)
+	if err != nil || pending != 1 {
+		t.Fatalf("PendingNonceAt after send = %d, %v; want 1", pending, err)
+	}
+	mined, err := sim.NonceAt(ctx, from)
+	if err != nil || mined != 0 {
+		t.Fatalf("NonceAt before commit = %d, %v; want 0", mined, err)
+	}
+
+	blockHash := sim.Commit()
+
+	mined, err = sim.NonceAt(ctx, from)
+	if err != nil || mined != 1 {
+		t.Fatalf("NonceAt after commit = %d, %v; want 1", mined, err)
+	}
+	unknown := common.HexToHash("0x1234")
+	results, err := sim.TransactionReceipts(ctx, []common.Hash{tx.Hash(), unknown})
+	if err != nil {
+		t.Fatalf("TransactionReceipts: %v", err)
+	}
+	if len(results) != 2 {
+		t.Fatalf("got %d results, want 2", len(results))
+	}
+	found := results[0]
+	if found.Err != nil || found.Receipt == nil {
+		t.Fatalf("receipt of sent tx: %+v", found)
+	}
+	r := found.Receipt
+	if r.TxHash != tx.Hash() || r.Status != 1 || r.BlockHash != blockHash || r.BlockNumber != 1 || r.GasUsed != transferGas {
+		t.Errorf("receipt = %+v, want tx %s status 1 in block 1 %s using %d gas", r, tx.Hash(), blockHash, transferGas)
+	}
+	if r.EffectiveGasPrice == nil || r.EffectiveGasPrice.Sign() <= 0 {
+		t.Errorf("EffectiveGasPrice = %v, want positive", r.EffectiveGasPrice)
+	}
+	if r.ContractAddress != nil {
+		t.Errorf("ContractAddress = %s for a transfer, want nil", r.ContractAddress)
+	}
+	if results[1].Receipt != nil || results[1].Err != nil {
+		t.Errorf("unknown hash: got %+v, want nil receipt and nil error", results[1])
+	}
+}
+
+func TestSendRawTransactionClassifiesNodeErrors(t *testing.T) {
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 4})
+	ctx := testContext(t)
+	keys := sim.DevKeys()
+	unfunded, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
+
+	tests := []struct {
+		name string
+		// send returns the raw transaction whose submission is under test, after any
+		// set-up sends and commits.
+		send        func(t *testing.T) []byte
+		want        error
+		wantMessage string // what the node says, kept in Error()
+	}{
+		{
+			name: "same transaction again while pending",
+			send: func(t *testing.T) []byte {
+				_, raw := transfer(t, sim, keys[0], 0)
+				sendRaw(t, ctx, sim, raw)
+				return raw
+			},
+			want:        services.ErrKnownTransaction,
+			wantMessage: "already known",
+		},
+		{
+			name: "same transaction again after it was mined",
+			send: func(t *testing.T) []byte {
+				_, raw := transfer(t, sim, keys[1], 0)
+				sendRaw(t, ctx, sim, raw)
+				sim.Commit()
+				return raw
+			},
+			want:        services.ErrNonceTooLow,
+			wantMessage: "nonce too low",
+		},
+		{
+			name: "replacement with too small a fee bump",
+			send: func(t *testing.T) []byte {
+				_, raw := transfer(t, sim, keys[2], 0)
+				sendRaw(t, ctx, sim, raw)
+				_, replacement := signTx(t, keys[2], txParams{
+					nonce:  0,
+					to:     &to,
+					value:  big.NewInt(2),
+					gas:    transferGas,
+					feeCap: big.NewInt(10*params.GWei + 1),
+					tipCap: big.NewInt(params.GWei + 1),
+				})
+				return replacement
+			},
+			want:        services.ErrUnderpriced,
+			wantMessage: "replacement transaction underpriced",
+		},
+		{
+			name: "fee cap far below the base fee",
+			send: func(t *testing.T) []byte {
+				_, raw := signTx(t, keys[3], txParams{
+					nonce:  0,
+					to:     &to,
+					gas:    transferGas,
+					feeCap: big.NewInt(1),
+					tipCap: big.NewInt(1),
+				})
+				return raw
+			},
+			want:        services.ErrUnderpriced,
+			wantMessage: "transaction gas price below minimum",
+		},
+		{
+			name: "sender without funds",
+			send: func(t *testing.T) []byte {
+				_, raw := signTx(t, unfunded, txParams{
+					nonce:  0,
+					to:     &to,
+					gas:    transferGas,
+					feeCap: big.NewInt(10 * params.GWei),
+					tipCap: big.NewInt(params.GWei),
+				})
+				return raw
+			},
+			want:        services.ErrInsufficientFunds,
+			wantMessage: "insufficient funds for gas * price + value",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := sim.SendRawTransaction(ctx, tc.send(t))
+			t.Logf("node said: %v", err)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("error %v does not match %v", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.wantMessage) {
+				t.Errorf("error %q lost the node's message %q", err, tc.wantMessage)
+			}
+		})
+	}
+}
+
+func TestSuggestFeesReadsBaseFeeAndTip(t *testing.T) {
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1})
+	ctx := testContext(t)
+	sim.Commit()
+
+	before := sim.RequestCount()
+	fees, err := sim.SuggestFees(ctx)
+	if err != nil {
+		t.Fatalf("SuggestFees: %v", err)
+	}
+	if fees.BaseFee == nil || fees.BaseFee.Sign() <= 0 {
+		t.Errorf("BaseFee = %v, want positive", fees.BaseFee)
+	}
+	if fees.TipCap == nil || fees.TipCap.Sign() <= 0 {
+		t.Errorf("TipCap = %v, want positive", fees.TipCap)
+	}
+	if got := sim.RequestCount() - before; got != 1 {
+		t.Errorf("SuggestFees cost %d requests, want 1 batch", got)
+	}
+}
+
+func TestHeadersByNumberMatchesLatestAndStopsAtHead(t *testing.T) {
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1})
+	ctx := testContext(t)
+	for range 3 {
+		sim.Commit()
+	}
+
+	latest, err := sim.LatestHeader(ctx)
+	if err != nil {
+		t.Fatalf("LatestHeader: %v", err)
+	}
+	if latest.Number != 3 {
+		t.Fatalf("latest height = %d, want 3", latest.Number)
+	}
+	heights := []uint64{0, 1, 2, 3, 4, 1000}
+	headers, err := sim.HeadersByNumber(ctx, heights)
+	if err != nil {
+		t.Fatalf("HeadersByNumber: %v", err)
+	}
+	if len(headers) != len(heights) {
+		t.Fatalf("got %d headers, want %d", len(headers), len(heights))
+	}
+	for i, height := range heights[:4] {
+		if headers[i] == nil || headers[i].Number != height {
+			t.Fatalf("header %d = %+v, want height %d", i, headers[i], height)
+		}
+		if i > 0 && headers[i].ParentHash != headers[i-1].Hash {
+			t.Errorf("header %d parent %s, want %s", height, headers[i].ParentHash, headers[i-1].Hash)
+		}
+	}
+	if *headers[3] != *latest {
+		t.Errorf("header at head = %+v, LatestHeader = %+v", headers[3], latest)
+	}
+	for i := 4; i < len(heights); i++ {
+		if headers[i] != nil {
+			t.Errorf("height %d beyond head returned %+v, want nil", heights[i], headers[i])
+		}
+	}
+}
+
+func TestFinalizedHeaderOnSimulatedChain(t *testing.T) {
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1})
+	ctx := testContext(t)
+	for range 3 {
+		sim.Commit()
+	}
+	finalized, err := sim.FinalizedHeader(ctx)
+	if err != nil {
+		t.Fatalf("FinalizedHeader: %v", err)
+	}
+	// The simulated beacon finalises at 32-block epoch boundaries, so below 32 blocks
+	// the finalized block is genesis.
+	genesis, err := sim.HeadersByNumber(ctx, []uint64{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *finalized != *genesis[0] {
+		t.Errorf("finalized = %+v, want genesis %+v", finalized, genesis[0])
+	}
+}
+
+func TestEstimateGas(t *testing.T) {
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1})
+	ctx := testContext(t)
+	key, from := sim.DevKeys()[0], sim.DevAddresses()[0]
+
+	// PUSH1 0 PUSH1 0 REVERT: reverts with no data.
+	bareRevert := deployContract(t, ctx, sim, key, []byte{0x60, 0x00, 0x60, 0x00, 0xfd})
+	reasonRevert := deployContract(t, ctx, sim, key, revertWithReason("nope"))
+	recipient := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
+
+	tests := []struct {
+		name        string
+		to          common.Address
+		wantGas     uint64
+		wantRevert  bool
+		wantMessage string
+	}{
+		{name: "plain transfer", to: recipient, wantGas: transferGas},
+		{name: "revert without reason", to: bareRevert, wantRevert: true, wantMessage: "execution reverted"},
+		{name: "revert with reason string", to: reasonRevert, wantRevert: true, wantMessage: "execution reverted: nope"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			to := tc.to
+			gas, err := sim.EstimateGas(ctx, services.CallRequest{From: from, To: &to, Value: big.NewInt(1)})
+			if !tc.wantRevert {
+				if err != nil || gas != tc.wantGas {
+					t.Fatalf("EstimateGas = %d, %v; want %d", gas, err, tc.wantGas)
+				}
+				return
+			}
+			t.Logf("node said: %v", err)
+			if !errors.Is(err, services.ErrExecutionReverted) {
+				t.Fatalf("error %v does not match ErrExecutionReverted", err)
+			}
+			if !strings.Contains(err.Error(), tc.wantMessage) {
+				t.Errorf("error %q lacks %q", err, tc.wantMessage)
+			}
+		})
+	}
+}
+
+// revertWithReason is runtime code that reverts with Error(reason), the ABI encoding
+// Solidity's require(false, reason) produces: it copies the encoded payload appended to
+// the code into memory and reverts with it.
+func revertWithReason(reason string) []byte {
+	payload := crypto.Keccak256([]byte("Error(string)"))[:4]
+	payload = append(payload, common.LeftPadBytes([]byte{0x20}, 32)...)
+	payload = append(payload, common.LeftPadBytes([]byte{byte(len(reason))}, 32)...)
+	payload = append(payload, common.RightPadBytes([]byte(reason), 32)...)
+	n := byte(len(payload))
+	const codeLen = 12
+	code := []byte{
+		0x60, n, 0x60, codeLen, 0x60, 0x00, 0x39, // CODECOPY(dest 0, offset codeLen, size n)
+		0x60, n, 0x60, 0x00, 0xfd, // REVERT(offset 0, size n)
+	}
+	return append(code, payload...)
+}

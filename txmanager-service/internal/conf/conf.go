@@ -1,0 +1,232 @@
+// Package conf is the service's typed configuration: embedded defaults, an optional file,
+// environment overrides, and validation.
+package conf
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/go-kratos/kratos/v2/config"
+	"github.com/go-kratos/kratos/v2/config/file"
+)
+
+//go:embed defaults.yaml
+var defaultsYAML []byte
+
+// Bootstrap is the whole configuration, loaded once in main.
+type Bootstrap struct {
+	Node     Node     `json:"node"`
+	Server   Server   `json:"server"`
+	Database Database `json:"database"`
+	Lease    Lease    `json:"lease"`
+	Writer   Writer   `json:"writer"`
+	Nonce    Nonce    `json:"nonce"`
+	Create   Create   `json:"create"`
+	Chain    Chain    `json:"chain"`
+	Signers  Signers  `json:"signers"`
+	Routing  Routing  `json:"routing"`
+}
+
+type Node struct {
+	ID string `json:"id"`
+}
+
+type Server struct {
+	HTTP         Listener `json:"http"`
+	GRPC         Listener `json:"grpc"`
+	MaxBodyBytes int64    `json:"maxBodyBytes"`
+}
+
+type Listener struct {
+	Addr    string   `json:"addr"`
+	Timeout Duration `json:"timeout"`
+}
+
+type Database struct {
+	DSN            string `json:"dsn"`
+	MigrationDSN   string `json:"migrationDsn"`
+	MigrateOnStart bool   `json:"migrateOnStart"`
+	LocalDatabase  bool   `json:"localDatabase"`
+	MaxConns       int32  `json:"maxConns"`
+	MinConns       int32  `json:"minConns"`
+	QueryExecMode  string `json:"queryExecMode"`
+	Tx             Tx     `json:"tx"`
+}
+
+type Tx struct {
+	Isolation   string   `json:"isolation"`
+	Timeout     Duration `json:"timeout"`
+	LockTimeout Duration `json:"lockTimeout"`
+}
+
+type Lease struct {
+	Duration            Duration `json:"duration"`
+	RenewInterval       Duration `json:"renewInterval"`
+	ClockSkew           Duration `json:"clockSkew"`
+	IdleTimeout         Duration `json:"idleTimeout"`
+	NotLeaderRetryAfter Duration `json:"notLeaderRetryAfter"`
+}
+
+type Writer struct {
+	Workers   int      `json:"workers"`
+	BatchSize int      `json:"batchSize"`
+	BatchWait Duration `json:"batchWait"`
+	QueueSize int      `json:"queueSize"`
+}
+
+type Nonce struct {
+	ChainQuery        ChainQuery `json:"chainQuery"`
+	NonceStateTimeout Duration   `json:"nonceStateTimeout"`
+}
+
+type ChainQuery struct {
+	Enabled bool `json:"enabled"`
+}
+
+type Create struct {
+	EstimateGas           bool    `json:"estimateGas"`
+	GasEstimateMultiplier float64 `json:"gasEstimateMultiplier"`
+	MaxDataBytes          int     `json:"maxDataBytes"`
+	MaxGasLimit           uint64  `json:"maxGasLimit"`
+}
+
+type Chain struct {
+	RPCURL   string        `json:"rpcUrl"`
+	Embedded EmbeddedChain `json:"embedded"`
+}
+
+type EmbeddedChain struct {
+	BlockInterval Duration `json:"blockInterval"`
+	DevAccounts   int      `json:"devAccounts"`
+	HTTPAddr      string   `json:"httpAddr"`
+}
+
+type Signers struct {
+	Addresses []string `json:"addresses"`
+}
+
+type Routing struct {
+	Mode string `json:"mode"`
+}
+
+// Routing modes (SPEC 4.4).
+const (
+	RoutingBasic   = "basic"
+	RoutingForward = "forward"
+)
+
+// Load reads the embedded defaults, then path (if not empty), then the environment.
+func Load(path string) (*Bootstrap, error) {
+	sources := []config.Source{embeddedSource{}}
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("config file: %w", err)
+		}
+		sources = append(sources, file.NewSource(path))
+	}
+	sources = append(sources, environmentSource{})
+	c := config.New(config.WithSource(sources...))
+	defer c.Close()
+	if err := c.Load(); err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	var bc Bootstrap
+	if err := c.Scan(&bc); err != nil {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	if bc.Node.ID == "" {
+		bc.Node.ID = defaultNodeID(bc.Server.GRPC.Addr)
+	}
+	if err := bc.Check(); err != nil {
+		return nil, err
+	}
+	return &bc, nil
+}
+
+func defaultNodeID(grpcAddr string) string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	_, port, err := net.SplitHostPort(grpcAddr)
+	if err != nil {
+		port = grpcAddr
+	}
+	return host + ":" + port
+}
+
+// Check validates the configuration up front, naming every problem.
+func (b *Bootstrap) Check() error {
+	var errs []error
+	req := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	req(b.Node.ID != "", "node.id must not be empty")
+	req(b.Server.HTTP.Addr != "", "server.http.addr must not be empty")
+	req(b.Server.GRPC.Addr != "", "server.grpc.addr must not be empty")
+	req(b.Server.MaxBodyBytes > 0, "server.maxBodyBytes must be positive")
+	req(b.Database.DSN != "" || b.Database.LocalDatabase, "database.dsn is empty and database.localDatabase is off")
+	req(b.Database.MaxConns > 0, "database.maxConns must be positive")
+	_, modeErr := ParseQueryExecMode(b.Database.QueryExecMode)
+	req(modeErr == nil, "database.queryExecMode: %v", modeErr)
+	req(b.Lease.Duration > 0, "lease.duration must be positive")
+	req(b.Lease.RenewInterval > 0 && b.Lease.RenewInterval.Std() < b.Lease.Duration.Std()/2,
+		"lease.renewInterval (%s) must be positive and below half of lease.duration (%s)", b.Lease.RenewInterval.Std(), b.Lease.Duration.Std())
+	req(b.Lease.ClockSkew >= 0 && b.Lease.ClockSkew.Std() < b.Lease.Duration.Std()-b.Lease.RenewInterval.Std(),
+		"lease.clockSkew must be non-negative and leave room for renewal")
+	req(b.Lease.IdleTimeout > 0, "lease.idleTimeout must be positive")
+	req(b.Writer.Workers > 0 && b.Writer.Workers <= 4096, "writer.workers must be in 1..4096")
+	req(b.Writer.BatchSize > 0 && b.Writer.BatchSize <= 10000, "writer.batchSize must be in 1..10000")
+	req(b.Writer.BatchWait >= 0, "writer.batchWait must not be negative")
+	req(b.Writer.QueueSize > 0, "writer.queueSize must be positive")
+	req(b.Nonce.NonceStateTimeout >= 0, "nonce.nonceStateTimeout must not be negative")
+	req(b.Create.GasEstimateMultiplier >= 1 && b.Create.GasEstimateMultiplier <= 10, "create.gasEstimateMultiplier must be in 1..10")
+	req(b.Create.MaxDataBytes > 0 && int64(b.Create.MaxDataBytes)*2 < b.Server.MaxBodyBytes,
+		"create.maxDataBytes must be positive and fit (hex-encoded) in server.maxBodyBytes")
+	req(b.Create.MaxGasLimit >= 21000, "create.maxGasLimit must be at least 21000")
+	req(b.Chain.RPCURL != "" || b.Chain.Embedded.BlockInterval > 0, "chain.embedded.blockInterval must be positive when chain.rpcUrl is empty")
+	req(b.Routing.Mode == RoutingBasic || b.Routing.Mode == RoutingForward, "routing.mode must be %q or %q", RoutingBasic, RoutingForward)
+	return errors.Join(errs...)
+}
+
+// EnvironmentVariables are the variables the defaults refer to as ${NAME}; only these are
+// read, so the rest of the environment never enters the configuration (or its logs).
+func EnvironmentVariables() []string {
+	return []string{
+		"NODE_ID", "HTTP_ADDR", "GRPC_ADDR", "DATABASE_URL", "DATABASE_MIGRATION_URL",
+		"CHAIN_RPC_URL", "EMBEDDED_CHAIN_HTTP_ADDR",
+	}
+}
+
+type environmentSource struct{}
+
+func (environmentSource) Load() ([]*config.KeyValue, error) {
+	var kvs []*config.KeyValue
+	for _, name := range EnvironmentVariables() {
+		if v, ok := os.LookupEnv(name); ok {
+			kvs = append(kvs, &config.KeyValue{Key: name, Value: []byte(v)})
+		}
+	}
+	return kvs, nil
+}
+
+func (environmentSource) Watch() (config.Watcher, error) { return noWatch{make(chan struct{})}, nil }
+
+// embeddedSource feeds the embedded defaults to Kratos config as the first source.
+type embeddedSource struct{}
+
+func (embeddedSource) Load() ([]*config.KeyValue, error) {
+	return []*config.KeyValue{{Key: "defaults.yaml", Value: defaultsYAML, Format: "yaml"}}, nil
+}
+
+func (embeddedSource) Watch() (config.Watcher, error) { return noWatch{make(chan struct{})}, nil }
+
+type noWatch struct{ stop chan struct{} }
+
+func (w noWatch) Next() ([]*config.KeyValue, error) { <-w.stop; return nil, errors.New("closed") }
+func (w noWatch) Stop() error                       { close(w.stop); return nil }

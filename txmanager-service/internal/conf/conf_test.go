@@ -1,0 +1,82 @@
+package conf_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+)
+
+func TestLoadEmbeddedDefaults(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	bc, err := conf.Load("")
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if bc.Lease.Duration.Std() != 10*time.Second || bc.Lease.RenewInterval.Std() != 3*time.Second || bc.Lease.ClockSkew.Std() != time.Second {
+		t.Errorf("lease defaults = %+v, want 10s/3s/1s", bc.Lease)
+	}
+	if bc.Server.HTTP.Addr != "127.0.0.1:8080" || bc.Routing.Mode != conf.RoutingBasic || !bc.Nonce.ChainQuery.Enabled {
+		t.Errorf("unexpected defaults: %+v", bc)
+	}
+	if !strings.HasSuffix(bc.Node.ID, ":9090") {
+		t.Errorf("node id = %q, want hostname:9090", bc.Node.ID)
+	}
+}
+
+func TestLoadFileAndEnvironmentOverrides(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte("writer:\n  workers: 3\nlease:\n  duration: 20s\nnonce:\n  chainQuery:\n    enabled: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DATABASE_URL", "postgres://example/db")
+	t.Setenv("NODE_ID", "node-a")
+	bc, err := conf.Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if bc.Writer.Workers != 3 || bc.Lease.Duration.Std() != 20*time.Second || bc.Nonce.ChainQuery.Enabled {
+		t.Errorf("file overrides not applied: writer=%+v lease=%+v nonce=%+v", bc.Writer, bc.Lease, bc.Nonce)
+	}
+	if bc.Writer.BatchSize != 256 {
+		t.Errorf("a default the file does not mention was lost: batchSize=%d", bc.Writer.BatchSize)
+	}
+	if bc.Database.DSN != "postgres://example/db" || bc.Node.ID != "node-a" {
+		t.Errorf("environment overrides not applied: dsn=%q node=%q", bc.Database.DSN, bc.Node.ID)
+	}
+}
+
+func TestCheckRejectsBadConfiguration(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want string
+	}{
+		{"renew too slow", "lease:\n  renewInterval: 6s\n", "lease.renewInterval"},
+		{"bad mode", "routing:\n  mode: random\n", "routing.mode"},
+		{"no workers", "writer:\n  workers: 0\n", "writer.workers"},
+		{"bad exec mode", "database:\n  queryExecMode: turbo\n", "queryExecMode"},
+		{"bad duration", "lease:\n  duration: soon\n", "invalid duration"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := conf.Load(path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want mention of %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestMissingConfigFileIsAnError(t *testing.T) {
+	if _, err := conf.Load(filepath.Join(t.TempDir(), "absent.yaml")); err == nil {
+		t.Fatal("a missing -conf file was accepted")
+	}
+}

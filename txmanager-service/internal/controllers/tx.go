@@ -1,0 +1,128 @@
+package controllers
+
+import (
+	"context"
+
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/go-kratos/kratos/v2/log"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// TxController serves TxService over gRPC and HTTP.
+type TxController struct {
+	v1.UnimplementedTxServiceServer
+	create      *services.CreateTxUseCase
+	get         *services.GetTxUseCase
+	completions *services.CompletionsUseCase
+	log         *log.Helper
+}
+
+// NewTxController wires the controller.
+func NewTxController(create *services.CreateTxUseCase, get *services.GetTxUseCase, completions *services.CompletionsUseCase, logger log.Logger) *TxController {
+	return &TxController{create: create, get: get, completions: completions, log: log.NewHelper(log.With(logger, "component", "api"))}
+}
+
+// CreateTx implements v1.TxServiceServer.
+func (c *TxController) CreateTx(ctx context.Context, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
+	res, err := c.create.Create(ctx, domain.CreateInput{
+		Signer:               req.GetSigner(),
+		RequestID:            req.GetRequestId(),
+		To:                   req.GetTo(),
+		Value:                req.GetValue(),
+		Data:                 req.GetData(),
+		GasLimit:             req.GetGasLimit(),
+		MaxFeePerGas:         req.GetMaxFeePerGas(),
+		MaxPriorityFeePerGas: req.GetMaxPriorityFeePerGas(),
+	})
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	return &v1.CreateTxResponse{Tx: toAPITx(res.Tx), Created: res.Created}, nil
+}
+
+// GetTx implements v1.TxServiceServer.
+func (c *TxController) GetTx(ctx context.Context, req *v1.GetTxRequest) (*v1.Tx, error) {
+	tx, err := c.get.ByID(ctx, req.GetTxId())
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	return toAPITx(tx), nil
+}
+
+// GetTxByRequest implements v1.TxServiceServer.
+func (c *TxController) GetTxByRequest(ctx context.Context, req *v1.GetTxByRequestRequest) (*v1.Tx, error) {
+	tx, err := c.get.ByRequestID(ctx, req.GetSigner(), req.GetRequestId())
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	return toAPITx(tx), nil
+}
+
+// ListCompletions implements v1.TxServiceServer.
+func (c *TxController) ListCompletions(ctx context.Context, req *v1.ListCompletionsRequest) (*v1.ListCompletionsResponse, error) {
+	page, err := c.completions.List(ctx, req.GetAfter(), int(req.GetLimit()))
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	out := &v1.ListCompletionsResponse{Next: page.Next, Completions: make([]*v1.Completion, 0, len(page.Completions))}
+	for _, cpl := range page.Completions {
+		item := &v1.Completion{
+			TxId:        cpl.TxID.String(),
+			Signer:      cpl.Signer.Hex(),
+			Nonce:       cpl.Nonce,
+			Status:      string(cpl.Status),
+			BlockNumber: cpl.BlockNumber,
+			CompletedAt: timestamppb.New(cpl.CompletedAt),
+		}
+		if cpl.TxHash != nil {
+			item.TxHash = cpl.TxHash.Hex()
+		}
+		out.Completions = append(out.Completions, item)
+	}
+	return out, nil
+}
+
+func toAPITx(tx domain.ManagedTx) *v1.Tx {
+	out := &v1.Tx{
+		TxId:           tx.ID.String(),
+		Signer:         tx.Signer.Hex(),
+		RequestId:      tx.RequestID,
+		Nonce:          tx.Nonce,
+		State:          string(tx.State),
+		SubState:       tx.SubState,
+		GasLimit:       tx.EffectiveGasLimit,
+		SubmitAttempts: uint32(tx.SubmitAttempts),
+		LastError:      tx.LastError,
+		CreatedAt:      timestamppb.New(tx.CreatedAt),
+		UpdatedAt:      timestamppb.New(tx.UpdatedAt),
+	}
+	if tx.Intent.To != nil {
+		out.To = tx.Intent.To.Hex()
+	}
+	if tx.Intent.Value != nil {
+		out.Value = tx.Intent.Value.String()
+	}
+	if len(tx.Intent.Data) > 0 {
+		out.Data = hexutil.Encode(tx.Intent.Data)
+	}
+	if tx.TxHash != nil {
+		out.TxHash = tx.TxHash.Hex()
+	}
+	if tx.Receipt != nil {
+		out.Receipt = &v1.Receipt{
+			TxHash:      tx.Receipt.TxHash.Hex(),
+			Status:      tx.Receipt.Status,
+			BlockNumber: tx.Receipt.BlockNumber,
+			BlockHash:   tx.Receipt.BlockHash.Hex(),
+			GasUsed:     tx.Receipt.GasUsed,
+		}
+	}
+	if tx.ConfirmedAt != nil {
+		out.ConfirmedAt = timestamppb.New(*tx.ConfirmedAt)
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package domain_test
+
+import (
+	"errors"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+func u64(v uint64) *uint64 { return &v }
+
+func TestNextNonceTakesTheMaximumOfPresentSources(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                 string
+		chain, cache, cursor *uint64
+		want                 uint64
+	}{
+		{"nothing known", nil, nil, nil, 0},
+		{"database only", nil, nil, u64(7), 7},
+		{"chain ahead (external sends)", u64(12), u64(9), u64(9), 12},
+		{"cache ahead of a lagging chain", u64(3), u64(10), u64(10), 10},
+		{"cursor ahead of a stale cache", nil, u64(4), u64(8), 8},
+		{"zero values vote", u64(0), u64(0), u64(0), 0},
+	}
+	for _, tc := range tests {
+		if got := domain.NextNonce(tc.chain, tc.cache, tc.cursor); got != tc.want {
+			t.Errorf("%s: NextNonce = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestStateTransitions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		from, to domain.State
+		want     bool
+	}{
+		{domain.StateAllocated, domain.StateTracking, true},
+		{domain.StateTracking, domain.StateConfirmed, true},
+		{domain.StateTracking, domain.StateTracking, true},
+		{domain.StateStuck, domain.StateConfirmed, true},
+		{domain.StateConfirmed, domain.StateTracking, false},
+		{domain.StateFailedFinal, domain.StateConfirmed, false},
+		{domain.StateAllocated, domain.StateConfirmed, false},
+	}
+	for _, tc := range tests {
+		if got := domain.CanTransition(tc.from, tc.to); got != tc.want {
+			t.Errorf("CanTransition(%s, %s) = %v, want %v", tc.from, tc.to, got, tc.want)
+		}
+	}
+	if !domain.StateConfirmed.Final() || domain.StateStuck.Final() || domain.State("BOGUS").Valid() {
+		t.Error("Final/Valid misclassify states")
+	}
+}
+
+const checksummed = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+
+func TestParseCreateRequest(t *testing.T) {
+	t.Parallel()
+	limits := domain.DefaultLimits()
+	valid := domain.CreateInput{Signer: checksummed, To: strings.ToLower(checksummed), Value: "1000", GasLimit: 21000}
+	tests := []struct {
+		name      string
+		mutate    func(*domain.CreateInput)
+		wantField string // "" = valid
+	}{
+		{"valid", func(*domain.CreateInput) {}, ""},
+		{"hex value", func(in *domain.CreateInput) { in.Value = "0x3e8" }, ""},
+		{"max uint256", func(in *domain.CreateInput) { in.Value = "0x" + strings.Repeat("f", 64) }, ""},
+		{"contract creation", func(in *domain.CreateInput) { in.To = ""; in.Data = "0x6000" }, ""},
+		{"missing signer", func(in *domain.CreateInput) { in.Signer = "" }, "signer"},
+		{"short signer", func(in *domain.CreateInput) { in.Signer = "0x1234" }, "signer"},
+		{"non-hex signer", func(in *domain.CreateInput) { in.Signer = "0x" + strings.Repeat("z", 40) }, "signer"},
+		{"bad checksum", func(in *domain.CreateInput) { in.To = strings.Replace(checksummed, "a", "A", 1) }, "to"},
+		{"negative value", func(in *domain.CreateInput) { in.Value = "-1" }, "value"},
+		{"overflowing value", func(in *domain.CreateInput) { in.Value = "0x1" + strings.Repeat("0", 64) }, "value"},
+		{"decimal with junk", func(in *domain.CreateInput) { in.Value = "12abc" }, "value"},
+		{"float value", func(in *domain.CreateInput) { in.Value = "1.5" }, "value"},
+		{"odd hex data", func(in *domain.CreateInput) { in.Data = "0xabc" }, "data"},
+		{"non-hex data", func(in *domain.CreateInput) { in.Data = "0xzz" }, "data"},
+		{"unprefixed data", func(in *domain.CreateInput) { in.Data = "abcd" }, "data"},
+		{"oversize data", func(in *domain.CreateInput) { in.Data = "0x" + strings.Repeat("00", limits.MaxDataBytes+1) }, "data"},
+		{"creation without code", func(in *domain.CreateInput) { in.To = "" }, "to"},
+		{"gas below intrinsic", func(in *domain.CreateInput) { in.GasLimit = 20999 }, "gasLimit"},
+		{"gas above cap", func(in *domain.CreateInput) { in.GasLimit = limits.MaxGasLimit + 1 }, "gasLimit"},
+		{"tip above fee cap", func(in *domain.CreateInput) { in.MaxFeePerGas = "10"; in.MaxPriorityFeePerGas = "11" }, "maxPriorityFeePerGas"},
+		{"request id with space", func(in *domain.CreateInput) { in.RequestID = "a b" }, "requestId"},
+		{"request id unicode", func(in *domain.CreateInput) { in.RequestID = "订单-1" }, "requestId"},
+		{"request id too long", func(in *domain.CreateInput) { in.RequestID = strings.Repeat("r", 129) }, "requestId"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := valid
+			tc.mutate(&in)
+			_, err := domain.ParseCreateRequest(in, limits)
+			if tc.wantField == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			var verr *domain.ValidationError
+			if !errors.As(err, &verr) || verr.Field != tc.wantField || !errors.Is(err, domain.ErrInvalidArgument) {
+				t.Fatalf("err = %v, want a validation error on %q", err, tc.wantField)
+			}
+		})
+	}
+}
+
+func TestFingerprintSeparatesIntents(t *testing.T) {
+	t.Parallel()
+	base, err := domain.ParseCreateRequest(domain.CreateInput{Signer: checksummed, To: checksummed, Value: "1"}, domain.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := base
+	same.Intent.Value = big.NewInt(1)
+	if base.Fingerprint() != same.Fingerprint() {
+		t.Fatal("equal intents have different fingerprints")
+	}
+	variants := map[string]func(*domain.CreateRequest){
+		"value":      func(r *domain.CreateRequest) { r.Intent.Value = big.NewInt(2) },
+		"data":       func(r *domain.CreateRequest) { r.Intent.Data = []byte{1} },
+		"gas":        func(r *domain.CreateRequest) { r.Intent.GasLimit = 50000 },
+		"fee cap":    func(r *domain.CreateRequest) { r.Intent.MaxFeePerGas = big.NewInt(0) },
+		"creation":   func(r *domain.CreateRequest) { r.Intent.To = nil },
+		"other from": func(r *domain.CreateRequest) { r.Signer[0] ^= 1 },
+	}
+	for name, mutate := range variants {
+		v := base
+		mutate(&v)
+		if v.Fingerprint() == base.Fingerprint() {
+			t.Errorf("changing %s kept the fingerprint", name)
+		}
+	}
+}
+
+func TestLeaseLocalDeadline(t *testing.T) {
+	t.Parallel()
+	sent := time.Now()
+	dbNow := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	lease := domain.Lease{ValidUntil: domain.LocalDeadline(sent, dbNow, dbNow.Add(10*time.Second), time.Second)}
+	if got := lease.ValidUntil.Sub(sent); got != 9*time.Second {
+		t.Fatalf("local validity = %s, want 9s (10s lease less 1s skew)", got)
+	}
+	if !lease.HeldAt(sent.Add(8*time.Second)) || lease.HeldAt(sent.Add(9*time.Second)) {
+		t.Fatal("HeldAt does not honour the local deadline")
+	}
+}

@@ -1,0 +1,94 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Domain errors. Controllers map each to a stable API reason.
+var (
+	// ErrFenced: a critical write was rejected because this node no longer holds the
+	// signer's lease with the token it wrote with.
+	ErrFenced = errors.New("fenced: lease for signer lost")
+	// ErrNotLeader: another node holds the signer's lease.
+	ErrNotLeader = errors.New("not the lease owner for signer")
+	// ErrIdempotencyConflict: the requestId was already used with a different intent.
+	ErrIdempotencyConflict = errors.New("requestId already used with a different intent")
+	// ErrNotFound: no such transaction.
+	ErrNotFound = errors.New("transaction not found")
+	// ErrInvalidArgument: the request is malformed or out of bounds.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrUnknownSigner: the service manages no key for the signer.
+	ErrUnknownSigner = errors.New("signer is not managed by this service")
+	// ErrIntentReverts: gas estimation shows the intent would revert.
+	ErrIntentReverts = errors.New("intent reverts")
+	// ErrUnavailable: a dependency (database, chain, queue capacity) cannot serve now.
+	ErrUnavailable = errors.New("service unavailable")
+)
+
+// ValidationError names the field that failed and why; it matches ErrInvalidArgument.
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Reason) }
+
+// Unwrap makes errors.Is(err, ErrInvalidArgument) hold.
+func (e *ValidationError) Unwrap() error { return ErrInvalidArgument }
+
+func invalid(field, format string, args ...any) error {
+	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// NotLeaderError says who holds the lease and when to try again; it matches ErrNotLeader.
+type NotLeaderError struct {
+	Signer     string
+	Owner      string
+	RetryAfter time.Duration
+}
+
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("signer %s is served by node %s", e.Signer, e.Owner)
+}
+
+// Unwrap makes errors.Is(err, ErrNotLeader) hold.
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
+
+// FencedError records which write was fenced; it matches ErrFenced.
+type FencedError struct {
+	Signer string
+	Node   string
+	Token  uint64
+	Write  string
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("fenced: %s for signer %s rejected (node %s, token %d)", e.Write, e.Signer, e.Node, e.Token)
+}
+
+// Unwrap makes errors.Is(err, ErrFenced) hold.
+func (e *FencedError) Unwrap() error { return ErrFenced }
+
+// UnavailableError carries a retry hint; it matches ErrUnavailable.
+type UnavailableError struct {
+	Reason     string
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *UnavailableError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("unavailable: %s: %v", e.Reason, e.Err)
+	}
+	return "unavailable: " + e.Reason
+}
+
+// Unwrap exposes ErrUnavailable and the cause.
+func (e *UnavailableError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrUnavailable, e.Err}
+	}
+	return []error{ErrUnavailable}
+}

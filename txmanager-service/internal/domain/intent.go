@@ -1,0 +1,250 @@
+package domain
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"math/big"
+	"strings"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Intent is what a client asks the service to execute from a signer.
+type Intent struct {
+	To                   *common.Address // nil: contract creation
+	Value                *big.Int        // wei, never nil after parsing
+	Data                 []byte
+	GasLimit             uint64   // 0: estimate before allocation
+	MaxFeePerGas         *big.Int // nil: from the chain at signing time
+	MaxPriorityFeePerGas *big.Int // nil: from the chain at signing time
+}
+
+// CreateRequest is a validated request to create a managed transaction.
+type CreateRequest struct {
+	Signer    common.Address
+	RequestID string // "" when the caller wants no request-level idempotency
+	Intent    Intent
+}
+
+// Fingerprint identifies the intent for idempotency: the same requestId with the same
+// fingerprint is a replay, with a different one a conflict. The gas limit counts as the
+// client gave it (0 when left to estimation), so a replay matches before and after
+// estimation.
+func (r CreateRequest) Fingerprint() [32]byte {
+	h := sha256.New()
+	write := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	write([]byte("txmanager-intent-v1"))
+	write(r.Signer.Bytes())
+	if r.Intent.To != nil {
+		write(r.Intent.To.Bytes())
+	} else {
+		write(nil)
+	}
+	write(bigBytes(r.Intent.Value))
+	write(r.Intent.Data)
+	var gas [8]byte
+	binary.BigEndian.PutUint64(gas[:], r.Intent.GasLimit)
+	write(gas[:])
+	write(bigBytes(r.Intent.MaxFeePerGas))
+	write(bigBytes(r.Intent.MaxPriorityFeePerGas))
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// bigBytes distinguishes nil ("unset") from zero.
+func bigBytes(v *big.Int) []byte {
+	if v == nil {
+		return []byte{0xff}
+	}
+	return append([]byte{0x00}, v.Bytes()...)
+}
+
+// Limits bound what a create request may carry.
+type Limits struct {
+	MaxDataBytes       int
+	MaxGasLimit        uint64
+	MaxRequestIDLength int
+}
+
+// DefaultLimits are generous for real contract calls and small enough to bound memory.
+func DefaultLimits() Limits {
+	return Limits{MaxDataBytes: 128 << 10, MaxGasLimit: 30_000_000, MaxRequestIDLength: 128}
+}
+
+// CreateInput is a create request as text, straight from the API.
+type CreateInput struct {
+	Signer               string
+	RequestID            string
+	To                   string
+	Value                string
+	Data                 string
+	GasLimit             uint64
+	MaxFeePerGas         string
+	MaxPriorityFeePerGas string
+}
+
+// minTransferGas is the intrinsic gas of the cheapest transaction.
+const minTransferGas = 21_000
+
+// maxUint256 bounds every wei amount.
+var maxUint256 = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1))
+
+// ParseCreateRequest validates in against limits. Every failure is a *ValidationError naming
+// the field, so nothing reaches nonce allocation unless it is well-formed.
+func ParseCreateRequest(in CreateInput, limits Limits) (CreateRequest, error) {
+	var req CreateRequest
+	signer, err := ParseAddress("signer", in.Signer)
+	if err != nil {
+		return req, err
+	}
+	req.Signer = signer
+	if req.RequestID, err = parseRequestID(in.RequestID, limits.MaxRequestIDLength); err != nil {
+		return req, err
+	}
+	if in.To != "" {
+		to, err := ParseAddress("to", in.To)
+		if err != nil {
+			return req, err
+		}
+		req.Intent.To = &to
+	}
+	if req.Intent.Value, err = ParseWei("value", in.Value); err != nil {
+		return req, err
+	}
+	if req.Intent.Data, err = ParseHexData("data", in.Data, limits.MaxDataBytes); err != nil {
+		return req, err
+	}
+	if req.Intent.To == nil && len(req.Intent.Data) == 0 {
+		return req, invalid("to", "required unless data carries contract creation code")
+	}
+	if in.GasLimit != 0 && (in.GasLimit < minTransferGas || in.GasLimit > limits.MaxGasLimit) {
+		return req, invalid("gasLimit", "must be between %d and %d", minTransferGas, limits.MaxGasLimit)
+	}
+	req.Intent.GasLimit = in.GasLimit
+	if in.MaxFeePerGas != "" {
+		if req.Intent.MaxFeePerGas, err = ParseWei("maxFeePerGas", in.MaxFeePerGas); err != nil {
+			return req, err
+		}
+	}
+	if in.MaxPriorityFeePerGas != "" {
+		if req.Intent.MaxPriorityFeePerGas, err = ParseWei("maxPriorityFeePerGas", in.MaxPriorityFeePerGas); err != nil {
+			return req, err
+		}
+	}
+	if fee, tip := req.Intent.MaxFeePerGas, req.Intent.MaxPriorityFeePerGas; fee != nil && tip != nil && tip.Cmp(fee) > 0 {
+		return req, invalid("maxPriorityFeePerGas", "must not exceed maxFeePerGas")
+	}
+	return req, nil
+}
+
+// ParseAddress accepts 0x-prefixed 20-byte hex. Mixed case must carry a valid EIP-55
+// checksum; all-lower or all-upper hex is accepted as unchecksummed.
+func ParseAddress(field, s string) (common.Address, error) {
+	if s == "" {
+		return common.Address{}, invalid(field, "required")
+	}
+	if len(s) != 42 || !strings.HasPrefix(s, "0x") {
+		return common.Address{}, invalid(field, "must be 0x followed by 40 hex digits")
+	}
+	body := s[2:]
+	if _, err := hex.DecodeString(body); err != nil {
+		return common.Address{}, invalid(field, "must be 0x followed by 40 hex digits")
+	}
+	addr := common.HexToAddress(s)
+	if body != strings.ToLower(body) && body != strings.ToUpper(body) && addr.Hex() != s {
+		return common.Address{}, invalid(field, "EIP-55 checksum mismatch (expected %s)", addr.Hex())
+	}
+	return addr, nil
+}
+
+// ParseWei accepts a non-negative decimal or 0x-hex integer up to 2^256-1; "" is zero.
+func ParseWei(field, s string) (*big.Int, error) {
+	if s == "" {
+		return new(big.Int), nil
+	}
+	if len(s) > 80 {
+		return nil, invalid(field, "too long for a 256-bit amount")
+	}
+	v := new(big.Int)
+	var ok bool
+	switch {
+	case strings.HasPrefix(s, "0x"):
+		ok = len(s) > 2 && isHex(s[2:])
+		if ok {
+			_, ok = v.SetString(s[2:], 16)
+		}
+	default:
+		ok = isDecimal(s)
+		if ok {
+			_, ok = v.SetString(s, 10)
+		}
+	}
+	if !ok {
+		return nil, invalid(field, "must be a non-negative integer in decimal or 0x-hex")
+	}
+	if v.Cmp(maxUint256) > 0 {
+		return nil, invalid(field, "exceeds 2^256-1")
+	}
+	return v, nil
+}
+
+// ParseHexData accepts "" or 0x-prefixed, even-length hex up to maxBytes bytes.
+func ParseHexData(field, s string, maxBytes int) ([]byte, error) {
+	if s == "" || s == "0x" {
+		return nil, nil
+	}
+	if !strings.HasPrefix(s, "0x") {
+		return nil, invalid(field, "must be 0x-prefixed hex")
+	}
+	if (len(s)-2)/2 > maxBytes {
+		return nil, invalid(field, "longer than %d bytes", maxBytes)
+	}
+	if len(s)%2 != 0 {
+		return nil, invalid(field, "odd number of hex digits")
+	}
+	b, err := hex.DecodeString(s[2:])
+	if err != nil {
+		return nil, invalid(field, "not valid hex")
+	}
+	return b, nil
+}
+
+func parseRequestID(s string, maxLen int) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	if len(s) > maxLen {
+		return "", invalid("requestId", "longer than %d characters", maxLen)
+	}
+	for _, r := range s {
+		if r < 0x21 || r > 0x7e {
+			return "", invalid("requestId", "only visible ASCII characters are allowed")
+		}
+	}
+	return s, nil
+}
+
+func isDecimal(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,44 @@
+package domain
+
+import (
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+)
+
+// ManagedTx is the aggregate: one intent, one nonce, its state machine and final evidence.
+type ManagedTx struct {
+	ID          uuid.UUID
+	Signer      common.Address
+	RequestID   string
+	Fingerprint [32]byte
+	Nonce       uint64
+	Intent      Intent
+	// EffectiveGasLimit is the gas limit used for signing: the client's, or the estimate.
+	EffectiveGasLimit uint64
+
+	State          State
+	SubState       string
+	TxHash         *common.Hash
+	SubmitAttempts int
+	LastError      string
+	LastSubmitAt   *time.Time
+	NextResubmitAt *time.Time
+
+	Receipt     *ReceiptSummary
+	ConfirmedAt *time.Time
+
+	FencingToken uint64
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// ReceiptSummary is the minimal evidence kept of a mined transaction.
+type ReceiptSummary struct {
+	TxHash      common.Hash
+	Status      uint64
+	BlockNumber uint64
+	BlockHash   common.Hash
+	GasUsed     uint64
+}

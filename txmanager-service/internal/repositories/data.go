@@ -1,0 +1,67 @@
+package repositories
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/bionicotaku/lingo-utils/txmanager"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/wire"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// ProviderSet is the data layer: pool, transaction manager and repositories.
+var ProviderSet = wire.NewSet(
+	NewPool,
+	NewTxManagerConfig,
+	txmanager.ProviderSet,
+	NewLeaseRepository,
+	wire.Bind(new(services.LeaseStore), new(*LeaseRepository)),
+	NewAllocationRepository,
+	wire.Bind(new(services.AllocationStore), new(*AllocationRepository)),
+	NewTxRepository,
+	wire.Bind(new(services.TxReader), new(*TxRepository)),
+	NewCompletionRepository,
+	wire.Bind(new(services.CompletionStore), new(*CompletionRepository)),
+)
+
+// NewPool opens the service's connection pool and checks it can reach the database.
+func NewPool(c *conf.Bootstrap, logger log.Logger) (*pgxpool.Pool, func(), error) {
+	cfg, err := pgxpool.ParseConfig(c.Database.DSN)
+	if err != nil {
+		// pgx's message may quote the DSN, password included: keep it out of logs.
+		return nil, nil, fmt.Errorf("database.dsn is not a valid PostgreSQL connection string")
+	}
+	cfg.MaxConns = c.Database.MaxConns
+	cfg.MinConns = min(c.Database.MinConns, c.Database.MaxConns)
+	mode, err := conf.ParseQueryExecMode(c.Database.QueryExecMode)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.ConnConfig.DefaultQueryExecMode = mode
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open database pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("reach database %s@%s/%s: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Database, err)
+	}
+	log.NewHelper(logger).Infow("msg", "database pool open", "host", cfg.ConnConfig.Host, "database", cfg.ConnConfig.Database, "max_conns", cfg.MaxConns, "exec_mode", mode.String())
+	return pool, pool.Close, nil
+}
+
+// NewTxManagerConfig maps database.tx onto the library's configuration.
+func NewTxManagerConfig(c *conf.Bootstrap) txmanager.Config {
+	return txmanager.Config{
+		DefaultIsolation: c.Database.Tx.Isolation,
+		DefaultTimeout:   c.Database.Tx.Timeout.Std(),
+		LockTimeout:      c.Database.Tx.LockTimeout.Std(),
+	}
+}

@@ -1,0 +1,51 @@
+package repositories
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// LeaseRepository implements services.LeaseStore. Each call is one autocommitted statement:
+// acquireOrRenew is atomic on its own.
+type LeaseRepository struct {
+	q *sqlcdb.Queries
+}
+
+// NewLeaseRepository builds the repository on the pool.
+func NewLeaseRepository(pool *pgxpool.Pool) *LeaseRepository {
+	return &LeaseRepository{q: sqlcdb.New(pool)}
+}
+
+// AcquireOrRenew implements services.LeaseStore.
+func (r *LeaseRepository) AcquireOrRenew(ctx context.Context, signer, node string, duration, skew time.Duration) (services.LeaseGrant, error) {
+	row, err := r.q.AcquireOrRenewLease(ctx, sqlcdb.AcquireOrRenewLeaseParams{
+		Signer: signer, NodeID: node, DurationSeconds: duration.Seconds(), SkewSeconds: skew.Seconds(),
+	})
+	if err != nil {
+		return services.LeaseGrant{}, fmt.Errorf("acquire lease %s: %w", signer, err)
+	}
+	return services.LeaseGrant{
+		Signer:    row.Signer,
+		Owner:     row.OwnerNode,
+		Token:     uint64(row.FencingToken),
+		ExpiresAt: row.ExpiresAt,
+		DBNow:     row.DbNow,
+		Acquired:  row.Acquired,
+	}, nil
+}
+
+// Release implements services.LeaseStore.
+func (r *LeaseRepository) Release(ctx context.Context, lease domain.Lease) error {
+	signer, node, token := leaseArgs(lease)
+	if _, err := r.q.ReleaseLease(ctx, sqlcdb.ReleaseLeaseParams{Signer: signer, NodeID: node, FencingToken: token}); err != nil {
+		return fmt.Errorf("release lease %s: %w", signer, err)
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package repositories
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
+)
+
+// intentPayload is managed_tx.payload: the intent as the client gave it plus the gas limit
+// actually used.
+type intentPayload struct {
+	To                   *string `json:"to,omitempty"`
+	Value                string  `json:"value"`
+	Data                 string  `json:"data,omitempty"`
+	GasLimit             uint64  `json:"gasLimit"`
+	EffectiveGasLimit    uint64  `json:"effectiveGasLimit"`
+	MaxFeePerGas         *string `json:"maxFeePerGas,omitempty"`
+	MaxPriorityFeePerGas *string `json:"maxPriorityFeePerGas,omitempty"`
+}
+
+// receiptPayload is managed_tx.receipt: the minimal evidence of a mined attempt.
+type receiptPayload struct {
+	TxHash      string `json:"txHash"`
+	Status      uint64 `json:"status"`
+	BlockNumber uint64 `json:"blockNumber"`
+	BlockHash   string `json:"blockHash"`
+	GasUsed     uint64 `json:"gasUsed"`
+}
+
+func encodePayload(tx domain.ManagedTx) ([]byte, error) {
+	p := intentPayload{
+		Value:             tx.Intent.Value.String(),
+		GasLimit:          tx.Intent.GasLimit,
+		EffectiveGasLimit: tx.EffectiveGasLimit,
+	}
+	if tx.Intent.To != nil {
+		to := tx.Intent.To.Hex()
+		p.To = &to
+	}
+	if len(tx.Intent.Data) > 0 {
+		p.Data = hexutil.Encode(tx.Intent.Data)
+	}
+	if tx.Intent.MaxFeePerGas != nil {
+		s := tx.Intent.MaxFeePerGas.String()
+		p.MaxFeePerGas = &s
+	}
+	if tx.Intent.MaxPriorityFeePerGas != nil {
+		s := tx.Intent.MaxPriorityFeePerGas.String()
+		p.MaxPriorityFeePerGas = &s
+	}
+	return json.Marshal(p)
+}
+
+func decodeWei(s string) (*big.Int, error) {
+	v, ok := new(big.Int).SetString(s, 10)
+	if !ok {
+		return nil, fmt.Errorf("bad wei amount %q", s)
+	}
+	return v, nil
+}
+
+// toDomain maps a managed_tx row.
+func toDomain(row sqlcdb.ManagedTx) (domain.ManagedTx, error) {
+	tx := domain.ManagedTx{
+		ID:             row.TxID,
+		Signer:         common.HexToAddress(row.Signer),
+		RequestID:      row.RequestID.String,
+		Nonce:          uint64(row.Nonce),
+		State:          domain.State(row.State),
+		SubState:       row.SubState.String,
+		SubmitAttempts: int(row.SubmitAttempts),
+		LastError:      row.LastError.String,
+		LastSubmitAt:   row.LastSubmitAt,
+		NextResubmitAt: row.NextResubmitAt,
+		ConfirmedAt:    row.ConfirmedAt,
+		FencingToken:   uint64(row.FencingToken),
+		CreatedAt:      row.CreatedAt,
+		UpdatedAt:      row.UpdatedAt,
+	}
+	copy(tx.Fingerprint[:], row.IntentHash)
+	if row.TxHash.Valid {
+		h := common.HexToHash(row.TxHash.String)
+		tx.TxHash = &h
+	}
+	var p intentPayload
+	if err := json.Unmarshal(row.Payload, &p); err != nil {
+		return tx, fmt.Errorf("decode payload of %s: %w", row.TxID, err)
+	}
+	var err error
+	if tx.Intent.Value, err = decodeWei(p.Value); err != nil {
+		return tx, err
+	}
+	if p.To != nil {
+		to := common.HexToAddress(*p.To)
+		tx.Intent.To = &to
+	}
+	if p.Data != "" {
+		if tx.Intent.Data, err = hexutil.Decode(p.Data); err != nil {
+			return tx, fmt.Errorf("decode data of %s: %w", row.TxID, err)
+		}
+	}
+	tx.Intent.GasLimit = p.GasLimit
+	tx.EffectiveGasLimit = p.EffectiveGasLimit
+	if p.MaxFeePerGas != nil {
+		if tx.Intent.MaxFeePerGas, err = decodeWei(*p.MaxFeePerGas); err != nil {
+			return tx, err
+		}
+	}
+	if p.MaxPriorityFeePerGas != nil {
+		if tx.Intent.MaxPriorityFeePerGas, err = decodeWei(*p.MaxPriorityFeePerGas); err != nil {
+			return tx, err
+		}
+	}
+	if len(row.Receipt) > 0 {
+		var r receiptPayload
+		if err := json.Unmarshal(row.Receipt, &r); err != nil {
+			return tx, fmt.Errorf("decode receipt of %s: %w", row.TxID, err)
+		}
+		tx.Receipt = &domain.ReceiptSummary{
+			TxHash: common.HexToHash(r.TxHash), Status: r.Status, BlockNumber: r.BlockNumber,
+			BlockHash: common.HexToHash(r.BlockHash), GasUsed: r.GasUsed,
+		}
+	}
+	return tx, nil
+}

@@ -1,0 +1,72 @@
+-- name: AcquireOrRenewLease :one
+-- One atomic statement judged by the database clock. The owner renews an unexpired lease and
+-- keeps its token; anyone else takes over only once the lease has been expired for longer
+-- than the clock-skew allowance, and every acquisition after expiry or change of owner
+-- increments the token. When the lease is not ours the current holder is returned with
+-- acquired = false, so the caller can name the owner.
+WITH upsert AS (
+    INSERT INTO signer_lease AS l (signer, owner_node, fencing_token, acquired_at, expires_at, updated_at)
+    VALUES (@signer, @node_id, 1, now(), now() + make_interval(secs => @duration_seconds::float8), now())
+    ON CONFLICT (signer) DO UPDATE SET
+        owner_node    = EXCLUDED.owner_node,
+        fencing_token = CASE WHEN l.owner_node = EXCLUDED.owner_node AND l.expires_at > now()
+                             THEN l.fencing_token ELSE l.fencing_token + 1 END,
+        acquired_at   = CASE WHEN l.owner_node = EXCLUDED.owner_node AND l.expires_at > now()
+                             THEN l.acquired_at ELSE now() END,
+        expires_at    = EXCLUDED.expires_at,
+        updated_at    = now()
+    WHERE l.owner_node = EXCLUDED.owner_node
+       OR l.expires_at <= now() - make_interval(secs => @skew_seconds::float8)
+    RETURNING l.signer, l.owner_node, l.fencing_token, l.acquired_at, l.expires_at
+)
+SELECT u.signer, u.owner_node, u.fencing_token, u.acquired_at, u.expires_at, true AS acquired, now()::timestamptz AS db_now
+FROM upsert u
+UNION ALL
+SELECT c.signer, c.owner_node, c.fencing_token, c.acquired_at, c.expires_at, false AS acquired, now()::timestamptz AS db_now
+FROM signer_lease c
+WHERE c.signer = @signer AND NOT EXISTS (SELECT 1 FROM upsert);
+
+-- name: ReleaseLease :execrows
+-- Ends our lease at once (expiry in the past, beyond any skew allowance) so a peer can take
+-- over without waiting; the token stays, the next acquirer increments it.
+UPDATE signer_lease
+SET expires_at = now() - interval '1 hour', updated_at = now()
+WHERE signer = @signer AND owner_node = @node_id AND fencing_token = @fencing_token;
+
+-- name: GetLease :one
+SELECT signer, owner_node, fencing_token, acquired_at, expires_at, now()::timestamptz AS db_now
+FROM signer_lease
+WHERE signer = @signer;
+
+-- name: LockLeaseAndReadCursor :one
+-- The first statement of every writer batch for a signer: proves the lease is still ours and
+-- holds it FOR SHARE until commit, so a takeover (which must UPDATE the lease row) waits for
+-- this transaction and can never slip between the check and the commit.
+SELECT l.fencing_token, c.next_nonce
+FROM signer_lease l
+LEFT JOIN signer_nonce_cursor c ON c.signer = l.signer
+WHERE l.signer = @signer
+  AND l.owner_node = @node_id
+  AND l.fencing_token = @fencing_token
+  AND l.expires_at > now()
+FOR SHARE OF l;
+
+-- name: AdvanceNonceCursor :one
+-- Fenced, and never backwards: a write that would lower the cursor changes nothing.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease
+    WHERE signer = @signer AND owner_node = @node_id AND fencing_token = @fencing_token AND expires_at > now()
+    FOR SHARE
+)
+INSERT INTO signer_nonce_cursor AS c (signer, next_nonce, fencing_token, updated_at)
+SELECT @signer, @next_nonce, @fencing_token, now()
+FROM lease
+ON CONFLICT (signer) DO UPDATE SET
+    next_nonce    = EXCLUDED.next_nonce,
+    fencing_token = EXCLUDED.fencing_token,
+    updated_at    = now()
+WHERE c.next_nonce <= EXCLUDED.next_nonce
+RETURNING next_nonce;
+
+-- name: GetNonceCursor :one
+SELECT next_nonce, fencing_token, updated_at FROM signer_nonce_cursor WHERE signer = @signer;

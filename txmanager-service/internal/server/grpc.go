@@ -1,0 +1,65 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/go-kratos/kratos/v2/middleware/recovery"
+	kgrpc "github.com/go-kratos/kratos/v2/transport/grpc"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/controllers"
+)
+
+// NewGRPCServer serves the API over gRPC.
+func NewGRPCServer(c *conf.Bootstrap, tx *controllers.TxController, logger log.Logger) *kgrpc.Server {
+	srv := kgrpc.NewServer(
+		kgrpc.Address(c.Server.GRPC.Addr),
+		kgrpc.Timeout(c.Server.GRPC.Timeout.Std()),
+		kgrpc.Middleware(recovery.Recovery(recovery.WithHandler(recoveryHandler(logger)))),
+		kgrpc.UnaryInterceptor(grpcStatusInterceptor),
+		kgrpc.Options(grpc.MaxRecvMsgSize(int(c.Server.MaxBodyBytes))),
+	)
+	v1.RegisterTxServiceServer(srv, tx)
+	return srv
+}
+
+// grpcCodes fixes the statuses Kratos would map to Unknown (422, 499) and gives conflicts a
+// precise code; the reason and metadata travel unchanged in ErrorInfo.
+var grpcCodes = map[int32]codes.Code{
+	http.StatusUnprocessableEntity: codes.FailedPrecondition,
+	499:                            codes.Canceled,
+}
+
+func grpcStatusInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	var kerr *kerrors.Error
+	if err == nil || !errors.As(err, &kerr) {
+		return resp, err
+	}
+	code, ok := grpcCodes[kerr.Code]
+	if !ok {
+		return resp, err
+	}
+	st, detailErr := status.New(code, kerr.Message).WithDetails(&errdetails.ErrorInfo{Reason: kerr.Reason, Metadata: kerr.Metadata})
+	if detailErr != nil {
+		return resp, err
+	}
+	return resp, st.Err()
+}
+
+func recoveryHandler(logger log.Logger) recovery.HandlerFunc {
+	helper := log.NewHelper(logger)
+	return func(ctx context.Context, req, panicValue any) error {
+		helper.Errorw("msg", "panic while serving a request", "panic", panicValue)
+		return kerrors.New(http.StatusInternalServerError, v1.ErrorReason_INTERNAL.String(), "internal error")
+	}
+}

@@ -1,0 +1,55 @@
+// Package server builds the Kratos HTTP and gRPC servers: routes, middleware and the
+// translation of API errors to each transport.
+package server
+
+import (
+	nethttp "net/http"
+
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/go-kratos/kratos/v2/middleware/recovery"
+	khttp "github.com/go-kratos/kratos/v2/transport/http"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/controllers"
+)
+
+// NewHTTPServer serves the API over HTTP/JSON.
+func NewHTTPServer(c *conf.Bootstrap, tx *controllers.TxController, health *Health, logger log.Logger) *khttp.Server {
+	srv := khttp.NewServer(
+		khttp.Address(c.Server.HTTP.Addr),
+		khttp.Timeout(c.Server.HTTP.Timeout.Std()),
+		khttp.Middleware(recovery.Recovery(recovery.WithHandler(recoveryHandler(logger)))),
+		khttp.Filter(limitBody(c.Server.MaxBodyBytes)),
+		khttp.ErrorEncoder(encodeError),
+	)
+	v1.RegisterTxServiceHTTPServer(srv, tx, v1.HTTPOptions{MaxBodyBytes: c.Server.MaxBodyBytes})
+	srv.HandleFunc("/healthz", health.Live)
+	srv.HandleFunc("/readyz", health.Ready)
+	return srv
+}
+
+// encodeError writes Kratos errors as JSON and turns the retry hint into Retry-After.
+func encodeError(w nethttp.ResponseWriter, r *nethttp.Request, err error) {
+	se := kerrors.FromError(err)
+	if seconds, ok := se.Metadata[controllers.MetadataRetryAfter]; ok {
+		w.Header().Set("Retry-After", seconds)
+	}
+	khttp.DefaultErrorEncoder(w, r, se)
+}
+
+// limitBody caps every request body; reading past the cap fails, which the decoder reports
+// as REQUEST_TOO_LARGE instead of buffering an unbounded body.
+func limitBody(maxBytes int64) khttp.FilterFunc {
+	return func(next nethttp.Handler) nethttp.Handler {
+		return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+			if r.ContentLength > maxBytes {
+				encodeError(w, r, kerrors.New(nethttp.StatusBadRequest, v1.ErrorReason_REQUEST_TOO_LARGE.String(), "request body too large"))
+				return
+			}
+			r.Body = nethttp.MaxBytesReader(w, r.Body, maxBytes)
+			next.ServeHTTP(w, r)
+		})
+	}
+}

@@ -1,0 +1,318 @@
+package services
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bionicotaku/lingo-utils/txmanager"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// AllocationOp is one create request travelling through the TransactionWriter. The writer
+// resolves it exactly once: with a new transaction, an existing one (idempotent replay), or
+// an error.
+type AllocationOp struct {
+	Request     domain.CreateRequest
+	Fingerprint [32]byte
+	// GasLimit is the effective gas limit (the client's or the estimate).
+	GasLimit uint64
+
+	done    chan struct{}
+	tx      domain.ManagedTx
+	created bool
+	err     error
+}
+
+// NewAllocationOp prepares an op for req.
+func NewAllocationOp(req domain.CreateRequest, gasLimit uint64) *AllocationOp {
+	return &AllocationOp{Request: req, Fingerprint: req.Fingerprint(), GasLimit: gasLimit, done: make(chan struct{})}
+}
+
+// Signer is the key the writer routes by.
+func (op *AllocationOp) Signer() string { return op.Request.Signer.Hex() }
+
+// Wait blocks until the op is resolved or ctx ends.
+func (op *AllocationOp) Wait(ctx context.Context) (domain.ManagedTx, bool, error) {
+	select {
+	case <-op.done:
+		return op.tx, op.created, op.err
+	case <-ctx.Done():
+		return domain.ManagedTx{}, false, ctx.Err()
+	}
+}
+
+func (op *AllocationOp) resolve(tx domain.ManagedTx, created bool, err error) {
+	op.tx, op.created, op.err = tx, created, err
+	close(op.done)
+}
+
+// Fail resolves op with err (used by the writer when it cannot take the op).
+func (op *AllocationOp) Fail(err error) { op.resolve(domain.ManagedTx{}, false, err) }
+
+// NonceConfig is the chain term of max(chain, cache, db).
+type NonceConfig struct {
+	// ChainQuery enables the chain term.
+	ChainQuery bool
+	// StateTimeout: the chain is consulted again when the cache's chain view is older.
+	StateTimeout time.Duration
+}
+
+// Allocator writes one TransactionWriter batch: for each signer, within ONE database
+// transaction, it checks the lease, re-checks idempotency, assigns nonces, inserts the
+// transactions and advances the cursor, all fenced (seed 002 sections 3.2-3.4, 3.10).
+type Allocator struct {
+	tx      txmanager.Manager
+	store   AllocationStore
+	leases  *LeaseManager
+	chain   Chain
+	cache   *NonceCache
+	nonce   NonceConfig
+	clock   Clock
+	metrics *telemetry.Metrics
+	log     *log.Helper
+}
+
+// NewAllocator builds the allocator and hooks nonce-cache eviction to lease loss.
+func NewAllocator(tx txmanager.Manager, store AllocationStore, leases *LeaseManager, chain Chain, cache *NonceCache, nonce NonceConfig, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *Allocator {
+	leases.OnLost(cache.Evict)
+	return &Allocator{
+		tx: tx, store: store, leases: leases, chain: chain, cache: cache, nonce: nonce, clock: clock, metrics: metrics,
+		log: log.NewHelper(log.With(logger, "component", "allocator", "node_id", leases.Node())),
+	}
+}
+
+// signerBatch is the part of a batch that belongs to one signer.
+type signerBatch struct {
+	signer      common.Address
+	key         string
+	lease       domain.Lease
+	ops         []*AllocationOp
+	chainNext   *uint64
+	chainAsked  time.Time
+	cachedNext  *uint64
+	cacheAsked  time.Time
+	outcome     []opOutcome // parallel to ops, filled inside the transaction
+	allocated   []domain.ManagedTx
+	nextAfter   uint64
+	fenced      bool
+	fencedWrite string
+}
+
+type opOutcome struct {
+	tx      domain.ManagedTx
+	created bool
+	err     error
+}
+
+// AllocateBatch resolves every op of the batch.
+func (a *Allocator) AllocateBatch(ctx context.Context, ops []*AllocationOp) {
+	a.metrics.WriterBatch(ctx, len(ops))
+	batches := a.prepare(ctx, ops)
+	if len(batches) == 0 {
+		return
+	}
+	err := a.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("writer.batch").WithRetries(2),
+		func(ctx context.Context, sess txmanager.Session) error {
+			for _, b := range batches {
+				if err := a.writeSigner(ctx, sess, b); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		// Nothing of the batch was written: forget the cached nonces of every signer in it
+		// so the next batch re-reads the database.
+		for _, b := range batches {
+			a.cache.Evict(b.key)
+		}
+		var fenced *domain.FencedError
+		if errors.As(err, &fenced) {
+			for _, b := range batches {
+				if b.key == fenced.Signer {
+					a.leases.Fenced(ctx, b.lease, fenced.Write)
+				}
+			}
+		}
+		a.log.Errorw("msg", "writer batch failed", "ops", len(ops), "signers", len(batches), "error", err.Error())
+		failure := batchFailure(err)
+		for _, b := range batches {
+			for _, op := range b.ops {
+				op.Fail(failure)
+			}
+		}
+		return
+	}
+	for _, b := range batches {
+		a.finish(ctx, b)
+	}
+}
+
+// prepare groups ops by signer, obtains each signer's lease and, outside the database
+// transaction, the chain's pending nonce where the cache is missing or stale.
+func (a *Allocator) prepare(ctx context.Context, ops []*AllocationOp) []*signerBatch {
+	bySigner := map[string]*signerBatch{}
+	var order []*signerBatch
+	for _, op := range ops {
+		key := op.Signer()
+		b, ok := bySigner[key]
+		if !ok {
+			b = &signerBatch{signer: op.Request.Signer, key: key}
+			bySigner[key] = b
+			order = append(order, b)
+		}
+		b.ops = append(b.ops, op)
+	}
+	ready := order[:0]
+	for _, b := range order {
+		lease, err := a.leases.Acquire(ctx, b.key)
+		if err != nil {
+			for _, op := range b.ops {
+				op.Fail(err)
+			}
+			continue
+		}
+		b.lease = lease
+		now := a.clock.Now()
+		if next, checkedAt, ok := a.cache.Get(b.key); ok {
+			b.cachedNext, b.cacheAsked = &next, checkedAt
+		}
+		b.chainAsked = b.cacheAsked
+		if a.nonce.ChainQuery && (b.cachedNext == nil || now.Sub(b.cacheAsked) > a.nonce.StateTimeout) {
+			pending, err := a.chain.PendingNonceAt(ctx, b.signer)
+			if err != nil {
+				failure := &domain.UnavailableError{Reason: "chain pending nonce", RetryAfter: time.Second, Err: err}
+				for _, op := range b.ops {
+					op.Fail(failure)
+				}
+				continue
+			}
+			b.chainNext, b.chainAsked = &pending, now
+		}
+		ready = append(ready, b)
+	}
+	return ready
+}
+
+// writeSigner does one signer's part inside the batch transaction. It is re-run as a whole
+// when the transaction is retried, so it recomputes everything it records.
+func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *signerBatch) error {
+	b.outcome = make([]opOutcome, len(b.ops))
+	b.allocated = b.allocated[:0]
+	b.fenced = false
+	cursor, err := a.store.LockLeaseAndReadCursor(ctx, sess, b.lease)
+	var fenced *domain.FencedError
+	if errors.As(err, &fenced) {
+		// Only this signer loses; it has written nothing, and the lease row is not locked
+		// by us, so the other signers of the batch carry on.
+		b.fenced, b.fencedWrite = true, fenced.Write
+		for i := range b.ops {
+			b.outcome[i].err = err
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+
+	existing, err := a.existingByRequestID(ctx, sess, b)
+	if err != nil {
+		return err
+	}
+	next := domain.NextNonce(b.chainNext, b.cachedNext, cursor)
+	now := a.clock.Now()
+	firstInBatch := map[string]int{}
+	for i, op := range b.ops {
+		id := op.Request.RequestID
+		if id != "" {
+			if tx, ok := existing[id]; ok {
+				b.outcome[i] = replayOutcome(tx, op)
+				continue
+			}
+			if j, ok := firstInBatch[id]; ok {
+				// Same requestId twice in one batch: the later op answers like a replay of
+				// the first and consumes no nonce.
+				b.outcome[i] = replayOutcome(b.outcome[j].tx, op)
+				continue
+			}
+			firstInBatch[id] = i
+		}
+		tx := domain.ManagedTx{
+			ID:                uuid.Must(uuid.NewV7()),
+			Signer:            b.signer,
+			RequestID:         id,
+			Fingerprint:       op.Fingerprint,
+			Nonce:             next,
+			Intent:            op.Request.Intent,
+			EffectiveGasLimit: op.GasLimit,
+			State:             domain.StateAllocated,
+			FencingToken:      b.lease.Token,
+			CreatedAt:         now,
+			UpdatedAt:         now,
+		}
+		next++
+		b.outcome[i] = opOutcome{tx: tx, created: true}
+		b.allocated = append(b.allocated, tx)
+	}
+	b.nextAfter = next
+	if len(b.allocated) == 0 {
+		return nil
+	}
+	if err := a.store.InsertAllocated(ctx, sess, b.lease, b.allocated); err != nil {
+		return err
+	}
+	return a.store.AdvanceCursor(ctx, sess, b.lease, next)
+}
+
+func (a *Allocator) existingByRequestID(ctx context.Context, sess txmanager.Session, b *signerBatch) (map[string]domain.ManagedTx, error) {
+	var ids []string
+	for _, op := range b.ops {
+		if op.Request.RequestID != "" {
+			ids = append(ids, op.Request.RequestID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return a.store.FindByRequestIDs(ctx, sess, b.signer, ids)
+}
+
+func replayOutcome(tx domain.ManagedTx, op *AllocationOp) opOutcome {
+	if tx.Fingerprint != op.Fingerprint {
+		return opOutcome{tx: tx, err: fmt.Errorf("%w: requestId %q", domain.ErrIdempotencyConflict, op.Request.RequestID)}
+	}
+	return opOutcome{tx: tx}
+}
+
+// finish runs after commit: record the new cursor in the cache and answer the ops.
+func (a *Allocator) finish(ctx context.Context, b *signerBatch) {
+	if b.fenced {
+		a.cache.Evict(b.key)
+		a.leases.Fenced(ctx, b.lease, b.fencedWrite)
+	} else if len(b.allocated) > 0 {
+		a.cache.Put(b.key, b.nextAfter, b.chainAsked)
+		first := b.allocated[0]
+		a.log.Infow("msg", "nonces allocated", "signer", b.key, "fencing_token", b.lease.Token,
+			"count", len(b.allocated), "first_nonce", first.Nonce, "first_tx_id", first.ID.String(), "state", string(domain.StateAllocated))
+	}
+	for i, op := range b.ops {
+		o := b.outcome[i]
+		op.resolve(o.tx, o.created, o.err)
+	}
+}
+
+// batchFailure turns a failed batch transaction into the error each op reports.
+func batchFailure(err error) error {
+	var fenced *domain.FencedError
+	if errors.As(err, &fenced) {
+		return err
+	}
+	return &domain.UnavailableError{Reason: "writer batch failed", RetryAfter: time.Second, Err: err}
+}

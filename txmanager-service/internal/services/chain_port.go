@@ -1,0 +1,95 @@
+package services
+
+import (
+	"context"
+	"errors"
+	"math/big"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Chain is the port to an EVM node. Adapters: internal/chain (go-ethereum ethclient against
+// any JSON-RPC URL, and the embedded simulated chain).
+type Chain interface {
+	// ChainID of the connected network.
+	ChainID(ctx context.Context) (*big.Int, error)
+	// PendingNonceAt is eth_getTransactionCount(account, "pending").
+	PendingNonceAt(ctx context.Context, account common.Address) (uint64, error)
+	// NonceAt is eth_getTransactionCount(account, "latest"): transactions mined so far.
+	NonceAt(ctx context.Context, account common.Address) (uint64, error)
+	// EstimateGas runs eth_estimateGas. A call that reverts returns an error matching
+	// ErrExecutionReverted (with the revert reason in its message when the node gives one).
+	EstimateGas(ctx context.Context, call CallRequest) (uint64, error)
+	// SuggestFees returns the latest base fee and a suggested priority fee (EIP-1559).
+	SuggestFees(ctx context.Context) (FeeSuggestion, error)
+	// SendRawTransaction broadcasts signed bytes. Failures are classified: errors.Is works
+	// against ErrKnownTransaction, ErrNonceTooLow, ErrUnderpriced, ErrInsufficientFunds;
+	// anything else is returned as it came.
+	SendRawTransaction(ctx context.Context, raw []byte) error
+	// TransactionReceipts looks up many receipts in as few round trips as possible (JSON-RPC
+	// batch calls). The result has one entry per hash, nil where the node has no receipt yet.
+	// An error for the whole call (transport) is returned as error; per-hash lookup errors
+	// other than "not found" are returned in the per-hash Err field.
+	TransactionReceipts(ctx context.Context, hashes []common.Hash) ([]ReceiptResult, error)
+	// HeadersByNumber returns the canonical block headers at the given heights, batched.
+	// A height beyond the head yields a nil entry.
+	HeadersByNumber(ctx context.Context, numbers []uint64) ([]*BlockHeader, error)
+	// LatestHeader is the current head.
+	LatestHeader(ctx context.Context) (*BlockHeader, error)
+	// FinalizedHeader is the node's "finalized" block; ErrNotSupported where the node has
+	// no such tag.
+	FinalizedHeader(ctx context.Context) (*BlockHeader, error)
+}
+
+// CallRequest is what eth_estimateGas needs.
+type CallRequest struct {
+	From                 common.Address
+	To                   *common.Address // nil: contract creation
+	Value                *big.Int
+	Data                 []byte
+	Gas                  uint64 // 0: let the node choose
+	MaxFeePerGas         *big.Int
+	MaxPriorityFeePerGas *big.Int
+}
+
+// FeeSuggestion is the node's view of current fees.
+type FeeSuggestion struct {
+	BaseFee *big.Int // of the latest block
+	TipCap  *big.Int // suggested max priority fee per gas
+}
+
+// BlockHeader is the part of a header finality needs.
+type BlockHeader struct {
+	Number     uint64
+	Hash       common.Hash
+	ParentHash common.Hash
+	Time       uint64
+}
+
+// Receipt is the part of a receipt the service stores.
+type Receipt struct {
+	TxHash            common.Hash
+	Status            uint64 // 1 success, 0 failure
+	BlockNumber       uint64
+	BlockHash         common.Hash
+	TransactionIndex  uint
+	GasUsed           uint64
+	EffectiveGasPrice *big.Int
+	ContractAddress   *common.Address
+}
+
+// ReceiptResult is one entry of a batched receipt look-up.
+type ReceiptResult struct {
+	Receipt *Receipt // nil when not found (not yet mined, or dropped)
+	Err     error    // a lookup error other than not-found
+}
+
+// Classified chain errors.
+var (
+	ErrExecutionReverted = errors.New("chain: execution reverted")
+	ErrKnownTransaction  = errors.New("chain: transaction already known")
+	ErrNonceTooLow       = errors.New("chain: nonce too low")
+	ErrUnderpriced       = errors.New("chain: transaction underpriced")
+	ErrInsufficientFunds = errors.New("chain: insufficient funds")
+	ErrNotSupported      = errors.New("chain: not supported by this node")
+)

@@ -1,0 +1,176 @@
+package services
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/go-kratos/kratos/v2/log"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// CreateConfig tunes the create use case.
+type CreateConfig struct {
+	Limits domain.Limits
+	// EstimateGas: intents without a gas limit are estimated before allocation; when false
+	// such intents are rejected.
+	EstimateGas bool
+	// GasEstimateMultiplier pads estimates (e.g. 1.2) against state changing before mining.
+	GasEstimateMultiplier float64
+}
+
+// CreateTxUseCase validates an intent, answers idempotent replays, estimates gas where
+// needed, and hands the rest to the TransactionWriter (seed 002 section 2.3.1). Nothing that
+// fails before the writer consumes a nonce.
+type CreateTxUseCase struct {
+	cfg     CreateConfig
+	signers SignerDirectory
+	txs     TxReader
+	chain   Chain
+	leases  *LeaseManager
+	queue   AllocationQueue
+	clock   Clock
+	metrics *telemetry.Metrics
+	log     *log.Helper
+}
+
+// NewCreateTxUseCase wires the use case.
+func NewCreateTxUseCase(cfg CreateConfig, signers SignerDirectory, txs TxReader, chain Chain, leases *LeaseManager, queue AllocationQueue, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *CreateTxUseCase {
+	return &CreateTxUseCase{cfg: cfg, signers: signers, txs: txs, chain: chain, leases: leases, queue: queue, clock: clock, metrics: metrics,
+		log: log.NewHelper(log.With(logger, "component", "create"))}
+}
+
+// CreateResult is a created or replayed transaction.
+type CreateResult struct {
+	Tx domain.ManagedTx
+	// Created is false for an idempotent replay of an earlier request.
+	Created bool
+}
+
+// Create runs the use case.
+func (uc *CreateTxUseCase) Create(ctx context.Context, in domain.CreateInput) (CreateResult, error) {
+	started := uc.clock.Now()
+	res, err := uc.create(ctx, in)
+	uc.metrics.TxCreate(ctx, createResultLabel(res, err), uc.clock.Now().Sub(started).Seconds())
+	return res, err
+}
+
+func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (CreateResult, error) {
+	req, err := domain.ParseCreateRequest(in, uc.cfg.Limits)
+	if err != nil {
+		return CreateResult{}, err
+	}
+	if !uc.signers.Manages(req.Signer) {
+		return CreateResult{}, fmt.Errorf("%w: %s", domain.ErrUnknownSigner, req.Signer.Hex())
+	}
+	if req.RequestID != "" {
+		// Edge pre-check: a replay is answered without touching the writer or the chain.
+		existing, err := uc.txs.GetByRequestID(ctx, req.Signer, req.RequestID)
+		switch {
+		case err == nil:
+			out := replayOutcome(existing, &AllocationOp{Request: req, Fingerprint: req.Fingerprint()})
+			return CreateResult{Tx: existing}, out.err
+		case !errors.Is(err, domain.ErrNotFound):
+			return CreateResult{}, &domain.UnavailableError{Reason: "idempotency lookup", RetryAfter: time.Second, Err: err}
+		}
+	}
+	gasLimit, err := uc.gasLimit(ctx, req)
+	if err != nil {
+		return CreateResult{}, err
+	}
+	// Routing decision before queueing: a non-owner answers at once (basic mode).
+	if _, err := uc.leases.Acquire(ctx, req.Signer.Hex()); err != nil {
+		return CreateResult{}, err
+	}
+	op := NewAllocationOp(req, gasLimit)
+	if err := uc.queue.Enqueue(op); err != nil {
+		return CreateResult{}, err
+	}
+	tx, created, err := op.Wait(ctx)
+	if err != nil {
+		return CreateResult{Tx: tx}, err
+	}
+	return CreateResult{Tx: tx, Created: created}, nil
+}
+
+func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateRequest) (uint64, error) {
+	if req.Intent.GasLimit != 0 {
+		return req.Intent.GasLimit, nil
+	}
+	if !uc.cfg.EstimateGas {
+		return 0, &domain.ValidationError{Field: "gasLimit", Reason: "required (gas estimation is disabled)"}
+	}
+	estimate, err := uc.chain.EstimateGas(ctx, CallRequest{
+		From:                 req.Signer,
+		To:                   req.Intent.To,
+		Value:                req.Intent.Value,
+		Data:                 req.Intent.Data,
+		MaxFeePerGas:         req.Intent.MaxFeePerGas,
+		MaxPriorityFeePerGas: req.Intent.MaxPriorityFeePerGas,
+	})
+	if errors.Is(err, ErrExecutionReverted) {
+		return 0, fmt.Errorf("%w: %v", domain.ErrIntentReverts, err)
+	}
+	if err != nil {
+		return 0, &domain.UnavailableError{Reason: "gas estimation", RetryAfter: time.Second, Err: err}
+	}
+	padded := math.Ceil(float64(estimate) * max(uc.cfg.GasEstimateMultiplier, 1))
+	return min(uint64(padded), uc.cfg.Limits.MaxGasLimit), nil
+}
+
+func createResultLabel(res CreateResult, err error) string {
+	switch {
+	case err == nil && res.Created:
+		return "created"
+	case err == nil:
+		return "existing"
+	case errors.Is(err, domain.ErrIdempotencyConflict):
+		return "conflict"
+	case errors.Is(err, domain.ErrInvalidArgument), errors.Is(err, domain.ErrUnknownSigner), errors.Is(err, domain.ErrIntentReverts):
+		return "invalid"
+	case errors.Is(err, domain.ErrNotLeader):
+		return "not_leader"
+	case errors.Is(err, domain.ErrFenced):
+		return "fenced"
+	case errors.Is(err, domain.ErrUnavailable):
+		return "unavailable"
+	default:
+		return "error"
+	}
+}
+
+// GetTxUseCase reads transactions.
+type GetTxUseCase struct {
+	txs TxReader
+}
+
+// NewGetTxUseCase wires the use case.
+func NewGetTxUseCase(txs TxReader) *GetTxUseCase { return &GetTxUseCase{txs: txs} }
+
+// ByID returns a transaction by its id.
+func (uc *GetTxUseCase) ByID(ctx context.Context, id string) (domain.ManagedTx, error) {
+	parsed, err := parseTxID(id)
+	if err != nil {
+		return domain.ManagedTx{}, err
+	}
+	return uc.txs.GetByID(ctx, parsed)
+}
+
+// ByRequestID returns the transaction created for (signer, requestId).
+func (uc *GetTxUseCase) ByRequestID(ctx context.Context, signer, requestID string) (domain.ManagedTx, error) {
+	addr, err := domain.ParseAddress("signer", signer)
+	if err != nil {
+		return domain.ManagedTx{}, err
+	}
+	if requestID == "" {
+		return domain.ManagedTx{}, &domain.ValidationError{Field: "requestId", Reason: "required"}
+	}
+	if len(requestID) > domain.DefaultLimits().MaxRequestIDLength {
+		return domain.ManagedTx{}, domain.ErrNotFound
+	}
+	return uc.txs.GetByRequestID(ctx, addr, requestID)
+}

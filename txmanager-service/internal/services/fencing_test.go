@@ -1,0 +1,143 @@
+package services_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/bionicotaku/lingo-utils/txmanager"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+)
+
+
+// TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner is SPEC 4.3's required
+// interleaving: node A has passed its lease check, node B takes the signer over, and only
+// then do A's writes run. Every one of them must be rejected, B must continue from the
+// right nonce, and no row may carry A's token after B's first write.
+func TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := context.Background()
+	signer := signerAddress(1)
+	nodeA := newTestNode(t, pool, "node-a", nodeOptions{})
+	nodeB := newTestNode(t, pool, "node-b", nodeOptions{})
+
+	// A owns the signer and allocates 0..2 with token 1.
+	if _, errs := results(t, nodeA.allocate(t, signer, 3)); errors.Join(errs...) != nil {
+		t.Fatalf("A's first batch: %v", errors.Join(errs...))
+	}
+	leaseA, ok := nodeA.leases.Current(signer.Hex())
+	if !ok || leaseA.Token != 1 {
+		t.Fatalf("A's lease = %+v, held=%v; want token 1", leaseA, ok)
+	}
+
+	// A's next batch passes its lease check, then stops before its first statement.
+	gate := newGate()
+	nodeA.store.setGates(gate, nil)
+	opsA := make(chan []*servicesOp, 1)
+	go func() { opsA <- nodeA.allocate(t, signer, 2) }()
+	<-gate.reached
+
+	// Meanwhile A's lease lapses and B takes over (token 2) and writes first.
+	if _, err := pool.Exec(ctx, "UPDATE signer_lease SET expires_at = now() - interval '1 hour' WHERE signer = $1", signer.Hex()); err != nil {
+		t.Fatal(err)
+	}
+	txsB, errs := results(t, nodeB.allocate(t, signer, 2))
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("B's batch: %v", err)
+	}
+	leaseB, _ := nodeB.leases.Current(signer.Hex())
+	if leaseB.Token != 2 || txsB[0].Nonce != 3 || txsB[1].Nonce != 4 {
+		t.Fatalf("B: token %d nonces %d,%d; want token 2 continuing at 3,4", leaseB.Token, txsB[0].Nonce, txsB[1].Nonce)
+	}
+
+	// A resumes: its batch is fenced and it drops the lease.
+	close(gate.release)
+	_, errsA := results(t, <-opsA)
+	for _, err := range errsA {
+		var fenced *domain.FencedError
+		if !errors.As(err, &fenced) || fenced.Token != 1 {
+			t.Fatalf("A's op err = %v, want FENCED with token 1", err)
+		}
+	}
+	if _, held := nodeA.leases.Current(signer.Hex()); held {
+		t.Fatal("A still trusts its lease after being fenced")
+	}
+
+	// Every other critical write of A, attempted directly with its stale lease, is fenced too.
+	component, _ := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{})
+	store := repositories.NewAllocationRepository()
+	stale := domain.ManagedTx{ID: txsB[0].ID, Signer: signer, Nonce: 99, Intent: txsB[0].Intent, State: domain.StateAllocated}
+	stale.ID[15] ^= 0xff
+	writes := map[string]func(context.Context, txmanager.Session) error{
+		"lease check": func(ctx context.Context, s txmanager.Session) error {
+			_, err := store.LockLeaseAndReadCursor(ctx, s, leaseA)
+			return err
+		},
+		"insert": func(ctx context.Context, s txmanager.Session) error {
+			return store.InsertAllocated(ctx, s, leaseA, []domain.ManagedTx{stale})
+		},
+		"cursor": func(ctx context.Context, s txmanager.Session) error {
+			return store.AdvanceCursor(ctx, s, leaseA, 100)
+		},
+	}
+	for name, write := range writes {
+		err := component.Manager.WithinTx(ctx, txmanager.DefaultOptions(), write)
+		if !errors.Is(err, domain.ErrFenced) {
+			t.Errorf("A's %s with token 1 after takeover: err = %v, want FENCED", name, err)
+		}
+	}
+
+	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 2}, {4, 2}}, 5)
+}
+
+// TestTakeoverWaitsForTheOwnersOpenBatch covers the other interleaving: A's batch already
+// holds the lease row FOR SHARE when A's lease expires on the clock. B's takeover must wait
+// for A's commit, so A's writes land before B's and B continues after them.
+func TestTakeoverWaitsForTheOwnersOpenBatch(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	signer := signerAddress(2)
+	short := nodeOptions{leaseDuration: 1500 * time.Millisecond, skew: 50 * time.Millisecond}
+	nodeA := newTestNode(t, pool, "node-a", short)
+	nodeB := newTestNode(t, pool, "node-b", short)
+
+	gate := newGate()
+	nodeA.store.setGates(nil, gate)
+	opsA := make(chan []*servicesOp, 1)
+	go func() { opsA <- nodeA.allocate(t, signer, 3) }()
+	<-gate.reached // A holds the lease row FOR SHARE inside its open transaction
+
+	time.Sleep(1700 * time.Millisecond) // A's lease is now expired by the database clock
+	acquired := make(chan error, 1)
+	go func() {
+		_, err := nodeB.leases.Acquire(context.Background(), signer.Hex())
+		acquired <- err
+	}()
+	select {
+	case err := <-acquired:
+		t.Fatalf("B took the lease over while A's batch held it (err=%v)", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+
+	close(gate.release)
+	txsA, errsA := results(t, <-opsA)
+	if err := errors.Join(errsA...); err != nil {
+		t.Fatalf("A's batch, ordered before the takeover, failed: %v", err)
+	}
+	if err := <-acquired; err != nil {
+		t.Fatalf("B's takeover after A's commit: %v", err)
+	}
+	txsB, errsB := results(t, nodeB.allocate(t, signer, 2))
+	if err := errors.Join(errsB...); err != nil {
+		t.Fatalf("B's batch: %v", err)
+	}
+	if txsA[2].Nonce != 2 || txsB[0].Nonce != 3 {
+		t.Fatalf("A ended at %d, B started at %d; want 2 then 3", txsA[2].Nonce, txsB[0].Nonce)
+	}
+	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 2}, {4, 2}}, 5)
+}

@@ -1,0 +1,240 @@
+package services
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-kratos/kratos/v2/log"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// LeaseConfig tunes lease handling (SPEC 4.3; defaults 10s / 3s / 1s).
+type LeaseConfig struct {
+	Node          string
+	Duration      time.Duration
+	RenewInterval time.Duration
+	Skew          time.Duration
+	// IdleTimeout: a lease not used for this long is released instead of renewed.
+	IdleTimeout time.Duration
+	// NotLeaderRetryAfter is the hint given to callers routed to a non-owner.
+	NotLeaderRetryAfter time.Duration
+}
+
+// LeaseManager holds this node's signer leases: it acquires them on demand, renews the ones
+// in use, releases idle ones, and stops trusting a lease locally once it could have expired
+// (local fencing), whatever the database has or has not been asked.
+type LeaseManager struct {
+	cfg     LeaseConfig
+	store   LeaseStore
+	clock   Clock
+	metrics *telemetry.Metrics
+	log     *log.Helper
+	flight  singleflight.Group
+
+	mu       sync.Mutex
+	held     map[string]*heldLease
+	onLost   []func(signer string)
+	draining bool
+}
+
+type heldLease struct {
+	lease    domain.Lease
+	lastUsed time.Time
+}
+
+// NewLeaseManager builds a manager; call OnLost before use to hook cache eviction.
+func NewLeaseManager(cfg LeaseConfig, store LeaseStore, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *LeaseManager {
+	return &LeaseManager{
+		cfg: cfg, store: store, clock: clock, metrics: metrics,
+		log:  log.NewHelper(log.With(logger, "component", "leases", "node_id", cfg.Node)),
+		held: map[string]*heldLease{},
+	}
+}
+
+// Node is this node's id.
+func (m *LeaseManager) Node() string { return m.cfg.Node }
+
+// OnLost registers fn to run whenever a lease of ours ends or changes epoch (expiry,
+// takeover, fencing, release): caches keyed by the old epoch must go.
+func (m *LeaseManager) OnLost(fn func(signer string)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onLost = append(m.onLost, fn)
+}
+
+// Acquire returns a lease on signer valid for at least the skew allowance, from memory when
+// possible and from the database otherwise. Another owner yields a *domain.NotLeaderError.
+func (m *LeaseManager) Acquire(ctx context.Context, signer string) (domain.Lease, error) {
+	now := m.clock.Now()
+	m.mu.Lock()
+	if m.draining {
+		m.mu.Unlock()
+		return domain.Lease{}, &domain.UnavailableError{Reason: "node is shutting down", RetryAfter: time.Second}
+	}
+	if h, ok := m.held[signer]; ok && h.lease.HeldAt(now.Add(m.cfg.Skew)) {
+		h.lastUsed = now
+		lease := h.lease
+		m.mu.Unlock()
+		return lease, nil
+	}
+	m.mu.Unlock()
+	v, err, _ := m.flight.Do(signer, func() (any, error) { return m.acquireFromStore(ctx, signer) })
+	if err != nil {
+		return domain.Lease{}, err
+	}
+	return v.(domain.Lease), nil
+}
+
+func (m *LeaseManager) acquireFromStore(ctx context.Context, signer string) (domain.Lease, error) {
+	sentAt := m.clock.Now()
+	grant, err := m.store.AcquireOrRenew(ctx, signer, m.cfg.Node, m.cfg.Duration, m.cfg.Skew)
+	if err != nil {
+		m.metrics.LeaseAcquire(ctx, "error")
+		return domain.Lease{}, &domain.UnavailableError{Reason: "lease store", RetryAfter: time.Second, Err: err}
+	}
+	if !grant.Acquired {
+		m.metrics.LeaseAcquire(ctx, "not_leader")
+		m.forget(signer, 0)
+		return domain.Lease{}, &domain.NotLeaderError{Signer: signer, Owner: grant.Owner, RetryAfter: m.cfg.NotLeaderRetryAfter}
+	}
+	lease := domain.Lease{
+		Signer:     signer,
+		Owner:      grant.Owner,
+		Token:      grant.Token,
+		ExpiresAt:  grant.ExpiresAt,
+		ValidUntil: domain.LocalDeadline(sentAt, grant.DBNow, grant.ExpiresAt, m.cfg.Skew),
+	}
+	m.mu.Lock()
+	previous, had := m.held[signer]
+	m.held[signer] = &heldLease{lease: lease, lastUsed: sentAt}
+	hooks := m.onLost
+	m.mu.Unlock()
+	if had && previous.lease.Token == lease.Token {
+		m.metrics.LeaseAcquire(ctx, "renewed")
+		return lease, nil
+	}
+	m.metrics.LeaseAcquire(ctx, "acquired")
+	m.log.Infow("msg", "lease acquired", "signer", signer, "fencing_token", lease.Token, "expires_at", lease.ExpiresAt)
+	// A new epoch: whatever was cached under a previous token may be stale.
+	for _, fn := range hooks {
+		fn(signer)
+	}
+	return lease, nil
+}
+
+// Current returns the lease held on signer if it can still be trusted now.
+func (m *LeaseManager) Current(signer string) (domain.Lease, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.held[signer]
+	if !ok || !h.lease.HeldAt(m.clock.Now()) {
+		return domain.Lease{}, false
+	}
+	return h.lease, true
+}
+
+// Held lists the leases this node can trust right now.
+func (m *LeaseManager) Held() []domain.Lease {
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]domain.Lease, 0, len(m.held))
+	for _, h := range m.held {
+		if h.lease.HeldAt(now) {
+			out = append(out, h.lease)
+		}
+	}
+	return out
+}
+
+// Fenced is called when a write with lease was rejected: the lease is dropped at once.
+func (m *LeaseManager) Fenced(ctx context.Context, lease domain.Lease, write string) {
+	m.metrics.Fenced(ctx, write)
+	m.log.Warnw("msg", "write fenced", "signer", lease.Signer, "fencing_token", lease.Token, "write", write)
+	m.forget(lease.Signer, lease.Token)
+}
+
+// forget drops our lease on signer (only if it still has token, when token != 0) and runs
+// the lost hooks.
+func (m *LeaseManager) forget(signer string, token uint64) {
+	m.mu.Lock()
+	h, ok := m.held[signer]
+	if !ok || (token != 0 && h.lease.Token != token) {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.held, signer)
+	hooks := m.onLost
+	m.mu.Unlock()
+	for _, fn := range hooks {
+		fn(signer)
+	}
+}
+
+// Tick renews leases in use, releases idle ones and drops those that could have expired.
+// The LeaseKeeper worker calls it every RenewInterval.
+func (m *LeaseManager) Tick(ctx context.Context) {
+	now := m.clock.Now()
+	m.mu.Lock()
+	var renew, release, expired []domain.Lease
+	for _, h := range m.held {
+		switch {
+		case !h.lease.HeldAt(now):
+			expired = append(expired, h.lease)
+		case now.Sub(h.lastUsed) > m.cfg.IdleTimeout:
+			release = append(release, h.lease)
+		default:
+			renew = append(renew, h.lease)
+		}
+	}
+	m.mu.Unlock()
+
+	for _, lease := range expired {
+		// Local fencing: renewals failed for longer than the lease could live.
+		m.log.Warnw("msg", "lease expired locally; stopping work for signer", "signer", lease.Signer, "fencing_token", lease.Token)
+		m.forget(lease.Signer, lease.Token)
+	}
+	for _, lease := range release {
+		m.release(ctx, lease)
+	}
+	for _, lease := range renew {
+		if _, err := m.acquireFromStore(ctx, lease.Signer); err != nil && !errors.Is(err, domain.ErrNotLeader) {
+			m.log.Warnw("msg", "lease renewal failed", "signer", lease.Signer, "fencing_token", lease.Token, "error", err.Error())
+		}
+	}
+}
+
+func (m *LeaseManager) release(ctx context.Context, lease domain.Lease) {
+	m.forget(lease.Signer, lease.Token)
+	if err := m.store.Release(ctx, lease); err != nil {
+		m.log.Warnw("msg", "lease release failed", "signer", lease.Signer, "fencing_token", lease.Token, "error", err.Error())
+		return
+	}
+	m.log.Infow("msg", "lease released", "signer", lease.Signer, "fencing_token", lease.Token)
+}
+
+// ReleaseAll stops intake of new leases and releases every lease held, so peers take over
+// without waiting for expiry (graceful shutdown, after the writer has flushed).
+func (m *LeaseManager) ReleaseAll(ctx context.Context) error {
+	m.mu.Lock()
+	m.draining = true
+	leases := make([]domain.Lease, 0, len(m.held))
+	for _, h := range m.held {
+		leases = append(leases, h.lease)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, lease := range leases {
+		m.forget(lease.Signer, lease.Token)
+		if err := m.store.Release(ctx, lease); err != nil {
+			errs = append(errs, fmt.Errorf("release %s: %w", lease.Signer, err))
+		}
+	}
+	return errors.Join(errs...)
+}

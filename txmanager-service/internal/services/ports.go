@@ -1,0 +1,76 @@
+// Package services holds the use cases (create, query, lease management, allocation) and
+// the ports they need. Repositories, the chain adapter and the workers implement or drive
+// these ports; nothing here knows how they are implemented.
+package services
+
+import (
+	"context"
+	"time"
+
+	"github.com/bionicotaku/lingo-utils/txmanager"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// LeaseGrant is the database's answer to acquireOrRenew.
+type LeaseGrant struct {
+	Signer    string
+	Owner     string
+	Token     uint64
+	ExpiresAt time.Time
+	DBNow     time.Time
+	// Acquired is true when the lease is now ours (new, renewed or taken over).
+	Acquired bool
+}
+
+// LeaseStore persists signer leases.
+type LeaseStore interface {
+	// AcquireOrRenew atomically renews our lease, takes an expired one over, or reports the
+	// current owner (Acquired=false).
+	AcquireOrRenew(ctx context.Context, signer, node string, duration, skew time.Duration) (LeaseGrant, error)
+	// Release ends our lease so a peer can take over without waiting for expiry.
+	Release(ctx context.Context, lease domain.Lease) error
+}
+
+// AllocationStore is the writer batch's view of the database. Every method runs inside the
+// batch's transaction; every write is fenced and returns a *domain.FencedError when the
+// lease no longer matches.
+type AllocationStore interface {
+	// LockLeaseAndReadCursor proves the lease is still held and locks it FOR SHARE until
+	// commit; it returns the cursor (nil when the signer has none yet).
+	LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (*uint64, error)
+	// FindByRequestIDs returns the signer's transactions carrying any of the request ids.
+	FindByRequestIDs(ctx context.Context, sess txmanager.Session, signer common.Address, requestIDs []string) (map[string]domain.ManagedTx, error)
+	// InsertAllocated inserts newly allocated transactions of one signer.
+	InsertAllocated(ctx context.Context, sess txmanager.Session, lease domain.Lease, txs []domain.ManagedTx) error
+	// AdvanceCursor moves the signer's cursor forward to next.
+	AdvanceCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease, next uint64) error
+}
+
+// TxReader reads managed transactions outside any transaction.
+type TxReader interface {
+	GetByID(ctx context.Context, id uuid.UUID) (domain.ManagedTx, error)
+	GetByRequestID(ctx context.Context, signer common.Address, requestID string) (domain.ManagedTx, error)
+}
+
+// SignerDirectory says which signers this service holds keys for.
+type SignerDirectory interface {
+	Manages(signer common.Address) bool
+}
+
+// AllocationQueue hands create operations to the TransactionWriter.
+type AllocationQueue interface {
+	// Enqueue adds op without blocking; a full queue is a *domain.UnavailableError.
+	Enqueue(op *AllocationOp) error
+}
+
+// Clock is time, injectable for tests.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }

@@ -1,0 +1,129 @@
+// Package telemetry holds the service's metric instruments (SPEC section 4.9). They are
+// created from an OpenTelemetry MeterProvider; with the no-op provider every call is free.
+package telemetry
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// Metric names, as operators alert on them.
+const (
+	LeaseAcquireTotal       = "lease_acquire_total"
+	LeaseFencedTotal        = "lease_fenced_total"
+	WriterQueueDepth        = "writer_queue_depth"
+	TxCreateTotal           = "tx_create_total"
+	TxSubmitTotal           = "tx_submit_total"
+	ReceiptCheckTotal       = "receipt_check_total"
+	PendingOldestAgeSeconds = "pending_oldest_age_seconds"
+	ResubmitTotal           = "resubmit_total"
+	StuckTotal              = "stuck_total"
+	ReorgTotal              = "reorg_total"
+)
+
+// Metrics are the service's instruments. Gauges read their value from callbacks registered
+// by the component that owns the value (RegisterGauge).
+type Metrics struct {
+	meter         metric.Meter
+	leaseAcquire  metric.Int64Counter
+	leaseFenced   metric.Int64Counter
+	txCreate      metric.Int64Counter
+	txSubmit      metric.Int64Counter
+	receiptCheck  metric.Int64Counter
+	resubmit      metric.Int64Counter
+	stuck         metric.Int64Counter
+	reorg         metric.Int64Counter
+	batchSize     metric.Int64Histogram
+	createLatency metric.Float64Histogram
+}
+
+// NewMetrics creates the instruments on provider.
+func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
+	if provider == nil {
+		provider = noop.NewMeterProvider()
+	}
+	m := &Metrics{meter: provider.Meter("github.com/bionicotaku/txmanager-service")}
+	counters := []struct {
+		dst  *metric.Int64Counter
+		name string
+		help string
+	}{
+		{&m.leaseAcquire, LeaseAcquireTotal, "Lease acquisitions and renewals by result (acquired, renewed, not_leader, error)."},
+		{&m.leaseFenced, LeaseFencedTotal, "Critical writes rejected because the writer no longer held the signer's lease."},
+		{&m.txCreate, TxCreateTotal, "Create requests by result (created, existing, conflict, invalid, not_leader, fenced, unavailable, error)."},
+		{&m.txSubmit, TxSubmitTotal, "Broadcasts by result."},
+		{&m.receiptCheck, ReceiptCheckTotal, "Receipt look-ups by result (found, not_found, error)."},
+		{&m.resubmit, ResubmitTotal, "Rebroadcasts by result."},
+		{&m.stuck, StuckTotal, "Head-of-line transactions detected as stuck, by action."},
+		{&m.reorg, ReorgTotal, "Receipts whose block left the canonical chain."},
+	}
+	var err error
+	for _, c := range counters {
+		if *c.dst, err = m.meter.Int64Counter(c.name, metric.WithDescription(c.help)); err != nil {
+			return nil, fmt.Errorf("telemetry: %s: %w", c.name, err)
+		}
+	}
+	if m.batchSize, err = m.meter.Int64Histogram("writer_batch_size",
+		metric.WithDescription("Operations per writer batch transaction."),
+		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128, 256, 512)); err != nil {
+		return nil, err
+	}
+	if m.createLatency, err = m.meter.Float64Histogram("tx_create_duration_seconds",
+		metric.WithUnit("s"),
+		metric.WithDescription("Create request latency inside the service."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Noop returns instruments that record nothing.
+func Noop() *Metrics {
+	m, _ := NewMetrics(noop.NewMeterProvider())
+	return m
+}
+
+func result(r string) metric.AddOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
+}
+
+func (m *Metrics) LeaseAcquire(ctx context.Context, r string) { m.leaseAcquire.Add(ctx, 1, result(r)) }
+func (m *Metrics) Fenced(ctx context.Context, write string) {
+	m.leaseFenced.Add(ctx, 1, metric.WithAttributes(attribute.String("write", write)))
+}
+func (m *Metrics) TxCreate(ctx context.Context, r string, seconds float64) {
+	m.txCreate.Add(ctx, 1, result(r))
+	m.createLatency.Record(ctx, seconds, metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r))))
+}
+func (m *Metrics) TxSubmit(ctx context.Context, r string)     { m.txSubmit.Add(ctx, 1, result(r)) }
+func (m *Metrics) ReceiptCheck(ctx context.Context, r string) { m.receiptCheck.Add(ctx, 1, result(r)) }
+func (m *Metrics) Resubmit(ctx context.Context, r string)     { m.resubmit.Add(ctx, 1, result(r)) }
+func (m *Metrics) Stuck(ctx context.Context, action string) {
+	m.stuck.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action)))
+}
+func (m *Metrics) Reorg(ctx context.Context)                { m.reorg.Add(ctx, 1) }
+func (m *Metrics) WriterBatch(ctx context.Context, ops int) { m.batchSize.Record(ctx, int64(ops)) }
+
+// RegisterGauge exposes an integer gauge whose value is read from observe at collection time.
+func (m *Metrics) RegisterGauge(name, help string, observe func(ctx context.Context, record func(value int64, attrs ...attribute.KeyValue))) error {
+	_, err := m.meter.Int64ObservableGauge(name, metric.WithDescription(help),
+		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
+			observe(ctx, func(value int64, attrs ...attribute.KeyValue) { o.Observe(value, metric.WithAttributes(attrs...)) })
+			return nil
+		}))
+	return err
+}
+
+// RegisterFloatGauge is RegisterGauge for float values.
+func (m *Metrics) RegisterFloatGauge(name, help string, observe func(ctx context.Context, record func(value float64, attrs ...attribute.KeyValue))) error {
+	_, err := m.meter.Float64ObservableGauge(name, metric.WithDescription(help),
+		metric.WithFloat64Callback(func(ctx context.Context, o metric.Float64Observer) error {
+			observe(ctx, func(value float64, attrs ...attribute.KeyValue) { o.Observe(value, metric.WithAttributes(attrs...)) })
+			return nil
+		}))
+	return err
+}

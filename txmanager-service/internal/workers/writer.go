@@ -1,0 +1,173 @@
+// Package workers holds the service's long-running loops. Each has an owner that starts it,
+// stops it and waits for it; queues are bounded.
+package workers
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// WriterConfig sizes the TransactionWriter.
+type WriterConfig struct {
+	Workers   int
+	BatchSize int
+	// BatchWait: after the first op, how long a worker waits for more before writing.
+	// 0 writes whatever is queued at once; batches still form under load because ops queue
+	// up while the previous batch commits.
+	BatchWait time.Duration
+	// QueueSize bounds each worker's queue; a full queue answers UNAVAILABLE at once.
+	QueueSize int
+}
+
+// BatchAllocator writes one batch (services.Allocator).
+type BatchAllocator interface {
+	AllocateBatch(ctx context.Context, ops []*services.AllocationOp)
+}
+
+// TransactionWriter routes create ops to a fixed worker by hash(signer) % N, so one
+// signer's ops are serialised on one goroutine, and each worker writes what it has queued
+// as one batch transaction (seed 002 section 3.2).
+type TransactionWriter struct {
+	cfg       WriterConfig
+	allocator BatchAllocator
+	seed      maphash.Seed
+	queues    []chan *services.AllocationOp
+
+	intake  sync.RWMutex // held for reading while enqueueing; Stop takes it to close intake
+	closed  bool
+	pending atomic.Int64
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc
+}
+
+// NewTransactionWriter builds the writer and registers its queue-depth gauge.
+func NewTransactionWriter(cfg WriterConfig, allocator BatchAllocator, metrics *telemetry.Metrics) (*TransactionWriter, error) {
+	w := &TransactionWriter{cfg: cfg, allocator: allocator, seed: maphash.MakeSeed(), queues: make([]chan *services.AllocationOp, cfg.Workers)}
+	for i := range w.queues {
+		w.queues[i] = make(chan *services.AllocationOp, cfg.QueueSize)
+	}
+	err := metrics.RegisterGauge(telemetry.WriterQueueDepth, "Create operations waiting in the writer's queues, per worker.",
+		func(_ context.Context, record func(int64, ...attribute.KeyValue)) {
+			for i, q := range w.queues {
+				record(int64(len(q)), attribute.Int("worker", i))
+			}
+		})
+	return w, err
+}
+
+// Start launches the workers.
+func (w *TransactionWriter) Start(ctx context.Context) {
+	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	for i := range w.queues {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.run(ctx, w.queues[i])
+		}()
+	}
+}
+
+// Enqueue implements services.AllocationQueue: never blocks.
+func (w *TransactionWriter) Enqueue(op *services.AllocationOp) error {
+	w.intake.RLock()
+	defer w.intake.RUnlock()
+	if w.closed {
+		return &domain.UnavailableError{Reason: "node is shutting down", RetryAfter: time.Second}
+	}
+	select {
+	case w.queues[w.route(op.Signer())] <- op:
+		w.pending.Add(1)
+		return nil
+	default:
+		return &domain.UnavailableError{Reason: "writer queue full", RetryAfter: time.Second}
+	}
+}
+
+func (w *TransactionWriter) route(signer string) int {
+	return int(maphash.String(w.seed, signer) % uint64(len(w.queues)))
+}
+
+// Pending is the number of ops accepted and not yet resolved.
+func (w *TransactionWriter) Pending() int64 { return w.pending.Load() }
+
+// Stop closes intake, lets the workers write everything already queued, and waits for
+// them; if ctx ends first, the remaining ops are failed rather than left hanging.
+func (w *TransactionWriter) Stop(ctx context.Context) {
+	w.intake.Lock()
+	if w.closed {
+		w.intake.Unlock()
+		return
+	}
+	w.closed = true
+	for _, q := range w.queues {
+		close(q)
+	}
+	w.intake.Unlock()
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		w.cancel()
+		<-done
+	}
+	w.cancel()
+}
+
+func (w *TransactionWriter) run(ctx context.Context, queue chan *services.AllocationOp) {
+	batch := make([]*services.AllocationOp, 0, w.cfg.BatchSize)
+	for first := range queue {
+		batch = append(batch[:0], first)
+		batch = w.fill(queue, batch)
+		if ctx.Err() != nil {
+			for _, op := range batch {
+				op.Fail(&domain.UnavailableError{Reason: "node is shutting down", RetryAfter: time.Second})
+			}
+		} else {
+			w.allocator.AllocateBatch(ctx, batch)
+		}
+		w.pending.Add(-int64(len(batch)))
+	}
+}
+
+// fill adds whatever is queued, then waits up to BatchWait for more, never past BatchSize.
+func (w *TransactionWriter) fill(queue chan *services.AllocationOp, batch []*services.AllocationOp) []*services.AllocationOp {
+drain:
+	for len(batch) < w.cfg.BatchSize {
+		select {
+		case op, ok := <-queue:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, op)
+		default:
+			break drain
+		}
+	}
+	if w.cfg.BatchWait <= 0 || len(batch) >= w.cfg.BatchSize {
+		return batch
+	}
+	timer := time.NewTimer(w.cfg.BatchWait)
+	defer timer.Stop()
+	for len(batch) < w.cfg.BatchSize {
+		select {
+		case op, ok := <-queue:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, op)
+		case <-timer.C:
+			return batch
+		}
+	}
+	return batch
+}
