@@ -1,8 +1,130 @@
 // Command txmanager-service runs the EVM transaction manager.
+//
+//	txmanager-service [-conf configs/config.yaml]
+//
+// Without -conf it runs on the embedded defaults: with no DATABASE_URL it starts a
+// throwaway local PostgreSQL, and with no CHAIN_RPC_URL an embedded simulated chain, so a
+// fresh machine needs nothing else.
 package main
 
-import "fmt"
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-kratos/kratos/v2"
+	"github.com/go-kratos/kratos/v2/log"
+	kgrpc "github.com/go-kratos/kratos/v2/transport/grpc"
+	khttp "github.com/go-kratos/kratos/v2/transport/http"
+
+	"github.com/bionicotaku/lingo-utils/pglocal"
+	migrations "github.com/bionicotaku/txmanager-migrations"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/internal/workers"
+)
+
+// Version is set at build time.
+var Version = "dev"
 
 func main() {
-	fmt.Println("txmanager-service")
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "txmanager-service:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	confPath := flag.String("conf", "", "configuration file (default: the embedded defaults)")
+	flag.Parse()
+
+	logger := telemetry.NewJSONLogger(os.Stdout, log.LevelInfo)
+	log.SetLogger(logger)
+	bc, err := conf.Load(*confPath)
+	if err != nil {
+		return err
+	}
+	nodeLogger := log.With(logger, "service", "txmanager", "node_id", bc.Node.ID)
+	helper := log.NewHelper(nodeLogger)
+
+	if bc.Database.DSN == "" {
+		cluster, err := startLocalDatabase(helper)
+		if err != nil {
+			return err
+		}
+		defer cluster.Stop()
+		bc.Database.DSN = cluster.DSN
+	}
+	if bc.Database.MigrateOnStart {
+		dsn := bc.Database.MigrationDSN
+		if dsn == "" {
+			dsn = bc.Database.DSN
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		applied, err := repositories.Migrate(ctx, dsn, migrations.FS)
+		cancel()
+		if err != nil {
+			return err
+		}
+		helper.Infow("msg", "database migrated", "applied", applied)
+	}
+
+	app, cleanup, err := wireApp(bc, nodeLogger)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	return app.Run()
+}
+
+// startLocalDatabase starts a throwaway PostgreSQL for development; it lives as long as
+// this process and is removed when it stops.
+func startLocalDatabase(helper *log.Helper) (*pglocal.Cluster, error) {
+	helper.Infow("msg", "DATABASE_URL not set: starting a throwaway local PostgreSQL")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cluster, err := pglocal.StartCluster(ctx, pglocal.ClusterOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("no DATABASE_URL and no local PostgreSQL could be started (install the Debian package `postgresql`, or set DATABASE_URL): %w", err)
+	}
+	return cluster, nil
+}
+
+// newApp assembles the process: servers plus the background loops, started before the
+// servers accept requests and stopped after they stop, in the order that loses nothing:
+// stop intake, flush the writer, release leases.
+func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.Server, writer *workers.TransactionWriter,
+	keeper *workers.LeaseKeeper, leases *services.LeaseManager, banner *Banner) *kratos.App {
+	helper := log.NewHelper(logger)
+	return kratos.New(
+		kratos.ID(bc.Node.ID),
+		kratos.Name("txmanager-service"),
+		kratos.Version(Version),
+		kratos.Logger(logger),
+		kratos.Server(hs, gs),
+		kratos.BeforeStart(func(ctx context.Context) error {
+			writer.Start(ctx)
+			keeper.Start(ctx)
+			return nil
+		}),
+		kratos.AfterStart(func(context.Context) error {
+			banner.Print(os.Stdout)
+			return nil
+		}),
+		kratos.AfterStop(func(ctx context.Context) error {
+			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			writer.Stop(flushCtx)
+			keeper.Stop()
+			if err := leases.ReleaseAll(flushCtx); err != nil {
+				helper.Warnw("msg", "releasing leases on shutdown", "error", err.Error())
+			}
+			return nil
+		}),
+	)
 }

@@ -24,11 +24,11 @@ type errorPhrase struct {
 // core/txpool/errors.go and core/error.go unless noted.
 var sendErrorPhrases = []errorPhrase{
 	{"already known", services.ErrKnownTransaction},
-	{"known transaction", services.ErrKnownTransaction},    // older geth, Besu
-	{"alreadyknown", services.ErrKnownTransaction},         // Nethermind
-	{"already imported", services.ErrKnownTransaction},     // OpenEthereum
-	{"nonce too low", services.ErrNonceTooLow},             // also Erigon, Besu
-	{"oldnonce", services.ErrNonceTooLow},                  // Nethermind
+	{"known transaction", services.ErrKnownTransaction}, // older geth, Besu
+	{"alreadyknown", services.ErrKnownTransaction},      // Nethermind
+	{"already imported", services.ErrKnownTransaction},  // OpenEthereum
+	{"nonce too low", services.ErrNonceTooLow},          // also Erigon, Besu
+	{"oldnonce", services.ErrNonceTooLow},               // Nethermind
 	{"replacement transaction underpriced", services.ErrUnderpriced},
 	{"transaction underpriced", services.ErrUnderpriced},
 	{"transaction gas price below minimum", services.ErrUnderpriced}, // tip under the pool's minimum

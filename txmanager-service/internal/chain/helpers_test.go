@@ -11,7 +11,6 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/params"
-	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -38,17 +37,6 @@ func newSimulated(t *testing.T, cfg chain.SimulatedConfig) *chain.SimulatedChain
 		}
 	})
 	return sim
-}
-
-// simulatedRPCClient reaches the backend's raw client, for building adapters with
-// non-default options over the same node.
-func simulatedRPCClient(t *testing.T, sim *chain.SimulatedChain) *rpc.Client {
-	t.Helper()
-	source, ok := sim.Backend().Client().(interface{ Client() *rpc.Client })
-	if !ok {
-		t.Fatal("simulated client does not expose *rpc.Client")
-	}
-	return source.Client()
 }
 
 type txParams struct {
@@ -149,4 +137,27 @@ func deployContract(t *testing.T, ctx context.Context, sim *chain.SimulatedChain
 		t.Fatalf("deployment failed: status %d, address %v", receipt.Status, receipt.ContractAddress)
 	}
 	return *receipt.ContractAddress
+}
+
+// waitForTxIndex waits until the node answers receipt look-ups for unknown hashes with
+// null. geth reports "transaction indexing is in progress" instead until its background
+// indexer has caught up with the head, and on a chain still at genesis it never starts, so
+// callers Commit at least one block first.
+func waitForTxIndex(t *testing.T, ctx context.Context, c services.Chain) {
+	t.Helper()
+	probe := []common.Hash{common.HexToHash("0x7e57")}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		results, err := c.TransactionReceipts(ctx, probe)
+		if err != nil {
+			t.Fatalf("TransactionReceipts: %v", err)
+		}
+		if results[0].Err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transaction index not ready: %v", results[0].Err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -88,17 +88,12 @@ func NewSimulated(cfg SimulatedConfig) (*SimulatedChain, error) {
 		return nil, fmt.Errorf("simulated chain: %w", err)
 	}
 
-	// simulated.Backend hides its *ethclient.Client behind an interface; the promoted
-	// Client method still gives the raw *rpc.Client the batching adapter needs.
-	rpcSource, ok := backend.Client().(interface{ Client() *rpc.Client })
-	if !ok {
-		return nil, errors.Join(
-			errors.New("simulated chain: backend client does not expose its *rpc.Client"),
-			backend.Close(),
-		)
+	rpcClient, err := rpcClientOf(backend.Client())
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("simulated chain: %w", err), backend.Close())
 	}
 	chain := &SimulatedChain{
-		RPCChain:     NewRPCChain(rpcSource.Client()),
+		RPCChain:     NewRPCChain(rpcClient),
 		backend:      backend,
 		devKeys:      keys,
 		httpEndpoint: httpEndpoint,
@@ -152,6 +147,12 @@ func (s *SimulatedChain) Commit() common.Hash {
 // BlockInterval set, its Commit bypasses the lock the miner uses; call s.Commit instead.
 func (s *SimulatedChain) Backend() *simulated.Backend {
 	return s.backend
+}
+
+// RPCClient is the in-process client the adapter uses, for calls outside services.Chain
+// or for adapters built with other options. It is closed by Close.
+func (s *SimulatedChain) RPCClient() *rpc.Client {
+	return s.rpcClient
 }
 
 // DevKeys returns the funded development keys, in index order.

@@ -96,6 +96,7 @@ func TestSendTransferThenFindReceipt(t *testing.T) {
 	if err != nil || mined != 1 {
 		t.Fatalf("NonceAt after commit = %d, %v; want 1", mined, err)
 	}
+	waitForTxIndex(t, ctx, sim)
 	unknown := common.HexToHash("0x1234")
 	results, err := sim.TransactionReceipts(ctx, []common.Hash{tx.Hash(), unknown})
 	if err != nil {
@@ -120,6 +121,26 @@ func TestSendTransferThenFindReceipt(t *testing.T) {
 	}
 	if results[1].Receipt != nil || results[1].Err != nil {
 		t.Errorf("unknown hash: got %+v, want nil receipt and nil error", results[1])
+	}
+}
+
+// A node whose transaction index is still being built cannot tell "no such transaction"
+// from "not indexed yet"; the adapter must pass that on as an error, not as "not mined".
+// geth's indexer only starts with the first block after genesis, which makes this state
+// reproducible on a fresh simulated chain.
+func TestReceiptLookupWhileIndexingIsAnErrorNotAMiss(t *testing.T) {
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1})
+	ctx := testContext(t)
+
+	results, err := sim.TransactionReceipts(ctx, []common.Hash{common.HexToHash("0x1234")})
+	if err != nil {
+		t.Fatalf("TransactionReceipts: %v", err)
+	}
+	if results[0].Receipt != nil {
+		t.Fatalf("receipt for an unknown hash: %+v", results[0].Receipt)
+	}
+	if results[0].Err == nil || !strings.Contains(results[0].Err.Error(), "transaction indexing is in progress") {
+		t.Errorf("Err = %v, want the node's indexing-in-progress error", results[0].Err)
 	}
 }
 
@@ -157,6 +178,9 @@ func TestSendRawTransactionClassifiesNodeErrors(t *testing.T) {
 				_, raw := transfer(t, sim, keys[1], 0)
 				sendRaw(t, ctx, sim, raw)
 				sim.Commit()
+				// The pool drops mined transactions in a background reset; until then a
+				// resend is "already known". The next Commit waits for that reset.
+				sim.Commit()
 				return raw
 			},
 			want:        services.ErrNonceTooLow,
@@ -181,14 +205,14 @@ func TestSendRawTransactionClassifiesNodeErrors(t *testing.T) {
 			wantMessage: "replacement transaction underpriced",
 		},
 		{
-			name: "fee cap far below the base fee",
+			name: "tip below the pool minimum",
 			send: func(t *testing.T) []byte {
 				_, raw := signTx(t, keys[3], txParams{
 					nonce:  0,
 					to:     &to,
 					gas:    transferGas,
-					feeCap: big.NewInt(1),
-					tipCap: big.NewInt(1),
+					feeCap: big.NewInt(10 * params.GWei),
+					tipCap: big.NewInt(0),
 				})
 				return raw
 			},
@@ -222,6 +246,40 @@ func TestSendRawTransactionClassifiesNodeErrors(t *testing.T) {
 				t.Errorf("error %q lost the node's message %q", err, tc.wantMessage)
 			}
 		})
+	}
+}
+
+// geth admits a transaction whose fee cap is below the base fee and parks it until the base
+// fee falls, so the service sees no error and must rely on receipts to notice it is stuck.
+func TestFeeCapBelowBaseFeeIsAcceptedButNotMined(t *testing.T) {
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1})
+	ctx := testContext(t)
+	to := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
+
+	fees, err := sim.SuggestFees(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feeCap := big.NewInt(1)
+	if feeCap.Cmp(fees.BaseFee) >= 0 {
+		t.Fatalf("base fee %s is not above the test's fee cap", fees.BaseFee)
+	}
+	tx, raw := signTx(t, sim.DevKeys()[0], txParams{nonce: 0, to: &to, gas: transferGas, feeCap: feeCap, tipCap: feeCap})
+	if err := sim.SendRawTransaction(ctx, raw); err != nil {
+		t.Fatalf("SendRawTransaction: %v (the node used to accept this; has the pool policy changed?)", err)
+	}
+	sim.Commit()
+	waitForTxIndex(t, ctx, sim)
+	results, err := sim.TransactionReceipts(ctx, []common.Hash{tx.Hash()})
+	if err != nil || results[0].Err != nil {
+		t.Fatalf("TransactionReceipts: %v / %v", err, results[0].Err)
+	}
+	if results[0].Receipt != nil {
+		t.Errorf("transaction with fee cap %s below base fee %s was mined", feeCap, fees.BaseFee)
+	}
+	pending, err := sim.PendingNonceAt(ctx, sim.DevAddresses()[0])
+	if err != nil || pending != 1 {
+		t.Errorf("PendingNonceAt = %d, %v; want 1 (the transaction waits in the pool)", pending, err)
 	}
 }
 

@@ -3,6 +3,7 @@
 package conf
 
 import (
+	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -228,5 +229,5 @@ func (embeddedSource) Watch() (config.Watcher, error) { return noWatch{make(chan
 
 type noWatch struct{ stop chan struct{} }
 
-func (w noWatch) Next() ([]*config.KeyValue, error) { <-w.stop; return nil, errors.New("closed") }
+func (w noWatch) Next() ([]*config.KeyValue, error) { <-w.stop; return nil, context.Canceled }
 func (w noWatch) Stop() error                       { close(w.stop); return nil }

@@ -62,6 +62,8 @@ func (AllocationRepository) InsertAllocated(ctx context.Context, sess txmanager.
 		Payloads:     make([][]byte, len(txs)),
 	}
 	params.Signer, params.NodeID, params.FencingToken = leaseArgs(lease)
+	// One timestamp for the batch, the one the callers were answered with.
+	params.CreatedAt = txs[0].CreatedAt
 	for i, tx := range txs {
 		payload, err := encodePayload(tx)
 		if err != nil {

@@ -227,7 +227,8 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 		return err
 	}
 	next := domain.NextNonce(b.chainNext, b.cachedNext, cursor)
-	now := a.clock.Now()
+	// PostgreSQL keeps microseconds: round here so the answer equals what a read returns.
+	now := a.clock.Now().UTC().Truncate(time.Microsecond)
 	firstInBatch := map[string]int{}
 	for i, op := range b.ops {
 		id := op.Request.RequestID

@@ -18,7 +18,7 @@ var ProviderSet = wire.NewSet(
 	NewCreateTxUseCase,
 	NewGetTxUseCase,
 	NewCompletionsUseCase,
-	wire.Value(Clock(SystemClock{})),
+	wire.InterfaceValue(new(Clock), SystemClock{}),
 )
 
 // NewLeaseConfig maps the lease section.

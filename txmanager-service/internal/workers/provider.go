@@ -12,7 +12,6 @@ var ProviderSet = wire.NewSet(
 	NewWriterConfig,
 	NewTransactionWriter,
 	wire.Bind(new(services.AllocationQueue), new(*TransactionWriter)),
-	wire.Bind(new(BatchAllocator), new(*services.Allocator)),
 	NewLeaseKeeperFromConfig,
 )
 

@@ -7,7 +7,7 @@ WITH lease AS MATERIALIZED (
     FOR SHARE
 )
 INSERT INTO managed_tx (tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
-SELECT t.tx_id, @signer, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', @fencing_token, now(), now()
+SELECT t.tx_id, @signer, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', @fencing_token, @created_at, @created_at
 FROM lease, (
     SELECT unnest(@tx_ids::uuid[])          AS tx_id,
            unnest(@request_ids::text[])     AS request_id,

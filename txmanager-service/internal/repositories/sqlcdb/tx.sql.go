@@ -7,6 +7,7 @@ package sqlcdb
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -135,23 +136,24 @@ func (q *Queries) GetTxByRequestID(ctx context.Context, arg GetTxByRequestIDPara
 const insertManagedTxs = `-- name: InsertManagedTxs :execrows
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease
-    WHERE signer = $1 AND owner_node = $8 AND fencing_token = $2 AND expires_at > now()
+    WHERE signer = $1 AND owner_node = $9 AND fencing_token = $2 AND expires_at > now()
     FOR SHARE
 )
 INSERT INTO managed_tx (tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
-SELECT t.tx_id, $1, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', $2, now(), now()
+SELECT t.tx_id, $1, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', $2, $3, $3
 FROM lease, (
-    SELECT unnest($3::uuid[])          AS tx_id,
-           unnest($4::text[])     AS request_id,
-           unnest($5::bytea[])  AS intent_hash,
-           unnest($6::bigint[])        AS nonce,
-           unnest($7::jsonb[])       AS payload
+    SELECT unnest($4::uuid[])          AS tx_id,
+           unnest($5::text[])     AS request_id,
+           unnest($6::bytea[])  AS intent_hash,
+           unnest($7::bigint[])        AS nonce,
+           unnest($8::jsonb[])       AS payload
 ) AS t
 `
 
 type InsertManagedTxsParams struct {
 	Signer       string
 	FencingToken int64
+	CreatedAt    time.Time
 	TxIds        []uuid.UUID
 	RequestIds   []string
 	IntentHashes [][]byte
@@ -166,6 +168,7 @@ func (q *Queries) InsertManagedTxs(ctx context.Context, arg InsertManagedTxsPara
 	result, err := q.db.Exec(ctx, insertManagedTxs,
 		arg.Signer,
 		arg.FencingToken,
+		arg.CreatedAt,
 		arg.TxIds,
 		arg.RequestIds,
 		arg.IntentHashes,

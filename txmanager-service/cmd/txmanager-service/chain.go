@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"fmt"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/go-kratos/kratos/v2/log"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/signer"
+)
+
+// ChainConnection is the chain the service runs against: a JSON-RPC node, or the embedded
+// simulated chain with its funded development keys.
+type ChainConnection struct {
+	Chain       services.Chain
+	DevKeys     []*ecdsa.PrivateKey
+	Description string
+}
+
+// NewChainConnection dials chain.rpcUrl, or starts the embedded chain when it is empty.
+func NewChainConnection(bc *conf.Bootstrap, logger log.Logger) (*ChainConnection, func(), error) {
+	helper := log.NewHelper(logger)
+	if bc.Chain.RPCURL != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		rpcChain, err := chain.DialRPC(ctx, bc.Chain.RPCURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dial chain: %w", err)
+		}
+		id, err := rpcChain.ChainID(ctx)
+		if err != nil {
+			rpcChain.Close()
+			return nil, nil, fmt.Errorf("chain id: %w", err)
+		}
+		helper.Infow("msg", "connected to chain", "chain_id", id.String())
+		return &ChainConnection{Chain: rpcChain, Description: fmt.Sprintf("JSON-RPC node, chain id %s", id)}, rpcChain.Close, nil
+	}
+	sim, err := chain.NewSimulated(chain.SimulatedConfig{
+		BlockInterval: bc.Chain.Embedded.BlockInterval.Std(),
+		DevAccounts:   bc.Chain.Embedded.DevAccounts,
+		HTTPAddr:      bc.Chain.Embedded.HTTPAddr,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("start embedded chain: %w", err)
+	}
+	desc := fmt.Sprintf("embedded simulated chain (id 1337, a block every %s, %d funded dev accounts)", bc.Chain.Embedded.BlockInterval.Std(), len(sim.DevKeys()))
+	if ep := sim.HTTPEndpoint(); ep != "" {
+		desc += ", JSON-RPC at " + ep
+	}
+	helper.Infow("msg", "embedded chain started", "dev_accounts", len(sim.DevKeys()))
+	cleanup := func() {
+		if err := sim.Close(); err != nil {
+			helper.Warnw("msg", "closing embedded chain", "error", err.Error())
+		}
+	}
+	return &ChainConnection{Chain: sim, DevKeys: sim.DevKeys(), Description: desc}, cleanup, nil
+}
+
+// ProvideChain exposes the port.
+func ProvideChain(c *ChainConnection) services.Chain { return c.Chain }
+
+// NewSignerRegistry manages the configured signers plus the embedded chain's dev accounts.
+func NewSignerRegistry(bc *conf.Bootstrap, c *ChainConnection) (*signer.Registry, error) {
+	addrs := make([]common.Address, 0, len(bc.Signers.Addresses)+len(c.DevKeys))
+	for _, s := range bc.Signers.Addresses {
+		if !common.IsHexAddress(s) {
+			return nil, fmt.Errorf("signers.addresses: %q is not an address", s)
+		}
+		addrs = append(addrs, common.HexToAddress(s))
+	}
+	for _, k := range c.DevKeys {
+		addrs = append(addrs, crypto.PubkeyToAddress(k.PublicKey))
+	}
+	return signer.NewRegistry(addrs), nil
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// testService is the whole service, wired exactly as main wires it, on a fresh database,
+// the embedded chain and free loopback ports.
+type testService struct {
+	httpURL  string
+	grpcAddr string
+	pool     *pgxpool.Pool
+	registry []string
+	grpc     v1.TxServiceClient
+}
+
+type serviceOptions struct {
+	chainQuery bool
+	configure  func(*conf.Bootstrap)
+}
+
+func startService(t *testing.T, opts serviceOptions) *testService {
+	t.Helper()
+	dsn := testsupport.MigratedDSN(t)
+	bc, err := conf.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc.Database.DSN = dsn
+	bc.Database.MigrateOnStart = false
+	bc.Server.HTTP.Addr = freeAddr(t)
+	bc.Server.GRPC.Addr = freeAddr(t)
+	bc.Node.ID = "test-" + bc.Server.GRPC.Addr
+	bc.Nonce.ChainQuery.Enabled = opts.chainQuery
+	bc.Chain.Embedded.BlockInterval = conf.Duration(200 * time.Millisecond)
+	if opts.configure != nil {
+		opts.configure(bc)
+	}
+	var logger log.Logger = telemetry.NewJSONLogger(io.Discard, log.LevelInfo)
+	if testing.Verbose() {
+		logger = telemetry.NewJSONLogger(os.Stderr, log.LevelInfo)
+	}
+	app, cleanup, err := wireApp(bc, logger)
+	if err != nil {
+		t.Fatalf("wire: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run() }()
+	t.Cleanup(func() {
+		if err := app.Stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+		cleanup()
+	})
+	s := &testService{httpURL: "http://" + bc.Server.HTTP.Addr, grpcAddr: bc.Server.GRPC.Addr, pool: pgtest.NewPool(t, dsn)}
+	waitReady(t, s.httpURL)
+	conn, err := grpc.NewClient(s.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	s.grpc = v1.NewTxServiceClient(conn)
+	return s
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("service at %s never became ready", base)
+}
+
+// apiResponse is an HTTP answer: status, Retry-After and the decoded JSON body.
+type apiResponse struct {
+	status     int
+	retryAfter string
+	body       map[string]any
+	raw        string
+}
+
+func (s *testService) do(t *testing.T, method, path string, body []byte) apiResponse {
+	t.Helper()
+	req, err := http.NewRequest(method, s.httpURL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := apiResponse{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), raw: string(raw)}
+	_ = json.Unmarshal(raw, &out.body)
+	return out
+}
+
+func (s *testService) create(t *testing.T, payload map[string]any) apiResponse {
+	t.Helper()
+	body, err := json.Marshal(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.do(t, http.MethodPost, "/api/v1/tx", body)
+}
+
+func (r apiResponse) tx() map[string]any {
+	tx, _ := r.body["tx"].(map[string]any)
+	return tx
+}
+
+func (r apiResponse) reason() string {
+	reason, _ := r.body["reason"].(string)
+	return reason
+}
+
+func (s *testService) count(t *testing.T, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := s.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// devAddress is the embedded chain's i-th funded development account.
+func devAddress(t *testing.T, i int) string {
+	t.Helper()
+	key, err := chain.DevKey(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crypto.PubkeyToAddress(key.PublicKey).Hex()
+}

@@ -1,0 +1,37 @@
+//go:build wireinject
+
+package main
+
+import (
+	"github.com/go-kratos/kratos/v2"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/wire"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/controllers"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/server"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/signer"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/internal/workers"
+)
+
+// wireApp assembles config -> data -> repositories -> services -> controllers -> servers.
+func wireApp(*conf.Bootstrap, log.Logger) (*kratos.App, func(), error) {
+	panic(wire.Build(
+		telemetry.ProviderSet,
+		repositories.ProviderSet,
+		services.ProviderSet,
+		workers.ProviderSet,
+		controllers.ProviderSet,
+		server.ProviderSet,
+		NewChainConnection,
+		ProvideChain,
+		NewSignerRegistry,
+		wire.Bind(new(services.SignerDirectory), new(*signer.Registry)),
+		wire.Bind(new(workers.BatchAllocator), new(*services.Allocator)),
+		NewBanner,
+		newApp,
+	))
+}

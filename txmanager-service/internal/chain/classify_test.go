@@ -1,0 +1,87 @@
+package chain_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+var sendErrorClasses = []error{
+	services.ErrKnownTransaction,
+	services.ErrNonceTooLow,
+	services.ErrUnderpriced,
+	services.ErrInsufficientFunds,
+}
+
+func TestClassifySendError(t *testing.T) {
+	// Messages as go-ethereum v1.17.8 formats them (core/txpool, core/error.go,
+	// core/state_transition.go, internal/ethapi), plus a few other clients' wordings.
+	tests := []struct {
+		message string
+		want    error // nil: returned unchanged
+	}{
+		{"already known", services.ErrKnownTransaction},
+		{"known transaction: 4b4b1c3d3e2f1a0b", services.ErrKnownTransaction},
+		{"Known transaction", services.ErrKnownTransaction},
+		{"AlreadyKnown", services.ErrKnownTransaction},
+		{"nonce too low: next nonce 5, tx nonce 3", services.ErrNonceTooLow},
+		{"nonce too low: address 0x71562b71999873DB5b286dF957af199Ec94617F7, tx: 3 state: 5", services.ErrNonceTooLow},
+		{"Nonce too low", services.ErrNonceTooLow},
+		{"OldNonce", services.ErrNonceTooLow},
+		{"replacement transaction underpriced", services.ErrUnderpriced},
+		{"transaction underpriced", services.ErrUnderpriced},
+		{"transaction gas price below minimum: gas tip cap 0, minimum needed 1", services.ErrUnderpriced},
+		{"max fee per gas less than block base fee: address 0x71562b71999873DB5b286dF957af199Ec94617F7, maxFeePerGas: 1, baseFee: 875000000", services.ErrUnderpriced},
+		{"fee cap less than block base fee: address 0x71562b71999873DB5b286dF957af199Ec94617F7, gasFeeCap: 1 baseFee: 875000000", services.ErrUnderpriced},
+		{"FeeTooLow", services.ErrUnderpriced},
+		{"insufficient funds for gas * price + value: balance 0, tx cost 210000000000000, overshot 210000000000000", services.ErrInsufficientFunds},
+		{"insufficient funds for transfer: address 0x71562b71999873DB5b286dF957af199Ec94617F7", services.ErrInsufficientFunds},
+		{"nonce too high", nil},
+		{"exceeds block gas limit", nil},
+		{"intrinsic gas too low: gas 20000, minimum needed 21000", nil},
+		{"tx fee (1.50 ether) exceeds the configured cap (1.00 ether)", nil},
+		{"unknown transaction type", nil}, // "known transaction" must not match inside "unknown"
+		{"transaction type not supported", nil},
+		{"context deadline exceeded", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.message, func(t *testing.T) {
+			original := errors.New(tc.message)
+			got := chain.ClassifySendError(original)
+
+			if !errors.Is(got, original) {
+				t.Errorf("result %v does not wrap the original error", got)
+			}
+			if !strings.Contains(got.Error(), tc.message) {
+				t.Errorf("result %q lost the node's message %q", got, tc.message)
+			}
+			for _, class := range sendErrorClasses {
+				if want := class == tc.want; errors.Is(got, class) != want {
+					t.Errorf("errors.Is(%q, %v) = %v, want %v", got, class, !want, want)
+				}
+			}
+			if tc.want == nil && got != original {
+				t.Errorf("unclassified error came back as %#v, want the original", got)
+			}
+		})
+	}
+}
+
+func TestClassifySendErrorKeepsRPCErrorDetails(t *testing.T) {
+	if got := chain.ClassifySendError(nil); got != nil {
+		t.Fatalf("ClassifySendError(nil) = %v, want nil", got)
+	}
+	got := chain.ClassifySendError(codedError{message: "nonce too low: next nonce 2, tx nonce 1", code: -32000})
+	if !errors.Is(got, services.ErrNonceTooLow) {
+		t.Fatalf("got %v, want ErrNonceTooLow", got)
+	}
+	var rpcErr rpc.Error
+	if !errors.As(got, &rpcErr) || rpcErr.ErrorCode() != -32000 {
+		t.Errorf("JSON-RPC error code lost from %v", got)
+	}
+}

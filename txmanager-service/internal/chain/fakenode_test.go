@@ -1,0 +1,181 @@
+package chain_test
+
+import (
+	"errors"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/params"
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// The simulated chain supports everything, so the "node lacks this" paths are exercised
+// against minimal JSON-RPC servers that answer the way older or non-geth nodes do.
+
+type codedError struct {
+	message string
+	code    int
+}
+
+func (e codedError) Error() string  { return e.message }
+func (e codedError) ErrorCode() int { return e.code }
+
+// fakeEth serves eth_getBlockByNumber: "latest" from latest, "finalized" from finalized
+// or finalizedErr.
+type fakeEth struct {
+	latest       map[string]any
+	finalized    map[string]any
+	finalizedErr error
+}
+
+func (f *fakeEth) GetBlockByNumber(tag string, _ bool) (map[string]any, error) {
+	switch tag {
+	case "latest":
+		return f.latest, nil
+	case "finalized":
+		return f.finalized, f.finalizedErr
+	}
+	return nil, nil
+}
+
+// fakeEthWithTip adds eth_maxPriorityFeePerGas, which fakeEth alone lacks.
+type fakeEthWithTip struct {
+	*fakeEth
+	tip    *big.Int
+	tipErr error
+}
+
+func (f *fakeEthWithTip) MaxPriorityFeePerGas() (*hexutil.Big, error) {
+	return (*hexutil.Big)(f.tip), f.tipErr
+}
+
+func fakeBlock(number uint64, baseFee *big.Int) map[string]any {
+	block := map[string]any{
+		"number":     hexutil.Uint64(number),
+		"hash":       "0x00000000000000000000000000000000000000000000000000000000000000aa",
+		"parentHash": "0x00000000000000000000000000000000000000000000000000000000000000bb",
+		"timestamp":  hexutil.Uint64(1_700_000_000),
+	}
+	if baseFee != nil {
+		block["baseFeePerGas"] = (*hexutil.Big)(baseFee)
+	}
+	return block
+}
+
+func fakeNode(t *testing.T, service any) *chain.RPCChain {
+	t.Helper()
+	server := rpc.NewServer()
+	if err := server.RegisterName("eth", service); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(server.Stop)
+	adapter := chain.NewRPCChain(rpc.DialInProc(server))
+	t.Cleanup(adapter.Close)
+	return adapter
+}
+
+func TestFinalizedHeaderOnNodesWithoutTheTag(t *testing.T) {
+	tests := []struct {
+		name             string
+		node             *fakeEth
+		wantNotSupported bool
+		wantNumber       uint64
+	}{
+		{name: "pre-merge geth", node: &fakeEth{finalizedErr: errors.New("finalized block not found")}, wantNotSupported: true},
+		{name: "unknown block code", node: &fakeEth{finalizedErr: codedError{"Unknown block", -39001}}, wantNotSupported: true},
+		{name: "tag not understood", node: &fakeEth{finalizedErr: codedError{"invalid argument 0: hex string without 0x prefix", -32602}}, wantNotSupported: true},
+		{name: "null result", node: &fakeEth{}, wantNotSupported: true},
+		{name: "unrelated failure", node: &fakeEth{finalizedErr: errors.New("database closed")}, wantNotSupported: false},
+		{name: "supported", node: &fakeEth{finalized: fakeBlock(64, big.NewInt(7))}, wantNumber: 64},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t)
+			header, err := fakeNode(t, tc.node).FinalizedHeader(ctx)
+			if tc.node.finalized != nil {
+				if err != nil || header.Number != tc.wantNumber {
+					t.Fatalf("FinalizedHeader = %+v, %v; want height %d", header, err, tc.wantNumber)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("FinalizedHeader = %+v, want an error", header)
+			}
+			if got := errors.Is(err, services.ErrNotSupported); got != tc.wantNotSupported {
+				t.Errorf("errors.Is(%v, ErrNotSupported) = %v, want %v", err, got, tc.wantNotSupported)
+			}
+		})
+	}
+}
+
+func TestFinalizedHeaderTransportErrorIsNotNotSupported(t *testing.T) {
+	server := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(server.Close)
+	ctx := testContext(t)
+	adapter, err := chain.DialRPC(ctx, server.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(adapter.Close)
+
+	_, err = adapter.FinalizedHeader(ctx)
+	if err == nil || errors.Is(err, services.ErrNotSupported) {
+		t.Errorf("HTTP 404 gave %v, want a plain transport error", err)
+	}
+}
+
+func TestSuggestFeesAcrossNodeCapabilities(t *testing.T) {
+	baseFee := big.NewInt(30 * params.GWei)
+	tests := []struct {
+		name             string
+		service          any
+		wantTip          *big.Int
+		wantNotSupported bool
+	}{
+		{
+			name:    "node suggests a tip",
+			service: &fakeEthWithTip{fakeEth: &fakeEth{latest: fakeBlock(9, baseFee)}, tip: big.NewInt(2 * params.GWei)},
+			wantTip: big.NewInt(2 * params.GWei),
+		},
+		{
+			name:    "node lacks eth_maxPriorityFeePerGas",
+			service: &fakeEth{latest: fakeBlock(9, baseFee)},
+			wantTip: big.NewInt(params.GWei),
+		},
+		{
+			name:    "tip look-up fails for another reason",
+			service: &fakeEthWithTip{fakeEth: &fakeEth{latest: fakeBlock(9, baseFee)}, tipErr: errors.New("oracle exploded")},
+		},
+		{
+			name:             "chain without EIP-1559",
+			service:          &fakeEth{latest: fakeBlock(9, nil)},
+			wantNotSupported: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fees, err := fakeNode(t, tc.service).SuggestFees(testContext(t))
+			if tc.wantTip == nil {
+				if err == nil {
+					t.Fatalf("SuggestFees = %+v, want an error", fees)
+				}
+				if got := errors.Is(err, services.ErrNotSupported); got != tc.wantNotSupported {
+					t.Errorf("errors.Is(%v, ErrNotSupported) = %v, want %v", err, got, tc.wantNotSupported)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("SuggestFees: %v", err)
+			}
+			if fees.BaseFee.Cmp(baseFee) != 0 || fees.TipCap.Cmp(tc.wantTip) != 0 {
+				t.Errorf("SuggestFees = base %s tip %s, want base %s tip %s", fees.BaseFee, fees.TipCap, baseFee, tc.wantTip)
+			}
+		})
+	}
+}

@@ -1,0 +1,116 @@
+package services_test
+
+import (
+	"context"
+	"errors"
+	"math/big"
+	"testing"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+)
+
+func TestBatchIdempotencyConsumesNoNonceForReplaysOrConflicts(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	node := newTestNode(t, pool, "node-a", nodeOptions{})
+	signer := signerAddress(3)
+
+	first, errs := results(t, node.allocate(t, signer, 2, "order-1", "order-2"))
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+
+	// One batch mixing: a replay of order-1 (same intent), a conflict on order-2 (different
+	// intent), a new order-3 twice (second is an in-batch replay), and one without requestId.
+	mk := func(id string, value int64) *services.AllocationOp {
+		req := domain.CreateRequest{Signer: signer, RequestID: id, Intent: domain.Intent{To: &signer, Value: big.NewInt(value), GasLimit: 21000}}
+		return services.NewAllocationOp(req, 21000)
+	}
+	ops := []*services.AllocationOp{
+		mk("order-1", 1),   // same intent as the first batch's op 0 (value 1)
+		mk("order-2", 999), // first batch's op 1 had value 2
+		mk("order-3", 7),
+		mk("order-3", 7),
+		mk("order-4", 8),
+		mk("order-4", 9), // in-batch conflict with the op before
+		mk("", 5),
+	}
+	node.allocator.AllocateBatch(context.Background(), ops)
+
+	type want struct {
+		created  bool
+		err      error
+		sameAsOp int // index into ops whose tx this must equal (-1: first batch's tx, -2: none)
+		nonce    uint64
+	}
+	wants := []want{
+		{created: false, nonce: first[0].Nonce, sameAsOp: -1},
+		{err: domain.ErrIdempotencyConflict, sameAsOp: -2},
+		{created: true, nonce: 2, sameAsOp: -2},
+		{created: false, nonce: 2, sameAsOp: 2},
+		{created: true, nonce: 3, sameAsOp: -2},
+		{err: domain.ErrIdempotencyConflict, sameAsOp: -2},
+		{created: true, nonce: 4, sameAsOp: -2},
+	}
+	ctx := context.Background()
+	txs := make([]domain.ManagedTx, len(ops))
+	for i, op := range ops {
+		tx, created, err := op.Wait(ctx)
+		txs[i] = tx
+		w := wants[i]
+		if w.err != nil {
+			if !errors.Is(err, w.err) {
+				t.Errorf("op %d: err = %v, want %v", i, err, w.err)
+			}
+			continue
+		}
+		if err != nil || created != w.created || tx.Nonce != w.nonce {
+			t.Errorf("op %d: created=%v nonce=%d err=%v; want created=%v nonce=%d", i, created, tx.Nonce, err, w.created, w.nonce)
+		}
+		switch {
+		case w.sameAsOp == -1 && tx.ID != first[0].ID:
+			t.Errorf("op %d: replay returned tx %s, want the original %s", i, tx.ID, first[0].ID)
+		case w.sameAsOp >= 0 && tx.ID != txs[w.sameAsOp].ID:
+			t.Errorf("op %d: in-batch replay returned %s, want %s", i, tx.ID, txs[w.sameAsOp].ID)
+		}
+	}
+	// Nonces stay contiguous: conflicts and replays consumed none.
+	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}}, 5)
+}
+
+func TestFailedBatchWritesNothingAndEvictsTheCache(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	node := newTestNode(t, pool, "node-a", nodeOptions{})
+	signer := signerAddress(4)
+	if _, errs := results(t, node.allocate(t, signer, 3)); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+	// Break the next insert: a row already sitting at nonce 3 makes the batch's insert fail
+	// on the unique (signer, nonce) index after the lease check and nothing of it may stay.
+	if _, err := pool.Exec(context.Background(), `INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
+		VALUES (gen_random_uuid(), $1, '\x00', 3, '{"value":"0"}', 'ALLOCATED', 1)`, signer.Hex()); err != nil {
+		t.Fatal(err)
+	}
+	_, errs := results(t, node.allocate(t, signer, 2))
+	for _, err := range errs {
+		if !errors.Is(err, domain.ErrUnavailable) {
+			t.Fatalf("op err = %v, want UNAVAILABLE for a failed batch", err)
+		}
+	}
+	var cursor int64
+	if err := pool.QueryRow(context.Background(), "SELECT next_nonce FROM signer_nonce_cursor WHERE signer = $1", signer.Hex()).Scan(&cursor); err != nil || cursor != 3 {
+		t.Fatalf("cursor = %d (%v), want 3: the failed batch must not move it", cursor, err)
+	}
+	// With the obstacle removed the next batch reuses nothing and skips nothing: it starts at
+	// the database cursor because the failure evicted the cache.
+	if _, err := pool.Exec(context.Background(), "DELETE FROM managed_tx WHERE signer = $1 AND nonce = 3", signer.Hex()); err != nil {
+		t.Fatal(err)
+	}
+	txs, errs := results(t, node.allocate(t, signer, 1))
+	if err := errors.Join(errs...); err != nil || txs[0].Nonce != 3 {
+		t.Fatalf("after recovery nonce = %d (%v), want 3", txs[0].Nonce, err)
+	}
+}
