@@ -22,8 +22,8 @@ import (
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/internal/testsupport"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -13,7 +13,6 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/testsupport"
 )
 
-
 // TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner is SPEC 4.3's required
 // interleaving: node A has passed its lease check, node B takes the signer over, and only
 // then do A's writes run. Every one of them must be rejected, B must continue from the
