@@ -24,6 +24,15 @@ TEST_FLAGS  ?=
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
+.PHONY: run
+run: ## start the service with its embedded defaults (local PostgreSQL and chain if none given)
+	go build -o $(BIN)/txmanager-service $(SERVICE)/cmd/txmanager-service
+	$(BIN)/txmanager-service $(if $(CONF),-conf $(CONF))
+
+.PHONY: migrate
+migrate: ## apply the migrations to DATABASE_URL (or DATABASE_MIGRATION_URL) and exit
+	go run $(SERVICE)/cmd/txmanager-service -migrate-only
+
 .PHONY: test
 test: ## run every test of every module with -race (finds or starts PostgreSQL itself)
 	go test -race -count=1 $(TEST_FLAGS) $(PACKAGES)
@@ -34,9 +43,17 @@ test-throwaway: ## run the harness tests against a throwaway cluster it must sta
 	TEST_DATABASE_URL= PGTEST_LOCAL_DSN='postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1' \
 		go test -count=1 $(ROOT)/lingo-utils/pglocal/...
 
+BENCH_SECONDS ?= 5
+
 .PHONY: bench
-bench: ## run the benchmarks (library overhead; service figures once the service has them)
+bench: ## run the benchmarks: library overhead, then the service's create load test (uses wrk)
+	@command -v wrk >/dev/null || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; \
+		else echo "wrk not installed: the load test falls back to the Go load generator"; fi; }
 	go test -run '^$$' -bench . -benchtime 3s $(ROOT)/lingo-utils/txmanager/...
+	go test -run '^$$' -bench AllocateBatch -benchtime 2s $(SERVICE)/internal/services/
+	BENCH_SECONDS=$(BENCH_SECONDS) go test -run '^$$' -bench CreateHotSigner -benchtime 1x -timeout 30m $(SERVICE)/cmd/txmanager-service/
 
 .PHONY: lint
 lint: ## go vet every module and fail on unformatted files

@@ -163,8 +163,10 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	cmd := exec.Command(filepath.Join(binDir, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// SIGQUIT is PostgreSQL's immediate shutdown: if this process dies without calling Stop,
-	// the postmaster and its backends go with it instead of lingering as orphans.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential, Pdeathsig: syscall.SIGQUIT}
+	// the postmaster and its backends go with it instead of lingering as orphans. Its own
+	// process group keeps a terminal's Ctrl-C from reaching it before the owner has shut
+	// down cleanly (and still needs the database to do so).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("pglocal: start postgres: %w", err)

@@ -41,6 +41,7 @@ func main() {
 
 func run() error {
 	confPath := flag.String("conf", "", "configuration file (default: the embedded defaults)")
+	migrateOnly := flag.Bool("migrate-only", false, "apply the database migrations and exit")
 	flag.Parse()
 
 	logger := telemetry.NewJSONLogger(os.Stdout, log.LevelInfo)
@@ -52,7 +53,10 @@ func run() error {
 	nodeLogger := log.With(logger, "service", "txmanager", "node_id", bc.Node.ID)
 	helper := log.NewHelper(nodeLogger)
 
-	if bc.Database.DSN == "" {
+	if *migrateOnly && bc.Database.DSN == "" && bc.Database.MigrationDSN == "" {
+		return fmt.Errorf("-migrate-only needs DATABASE_URL or DATABASE_MIGRATION_URL")
+	}
+	if bc.Database.DSN == "" && !*migrateOnly {
 		cluster, err := startLocalDatabase(helper)
 		if err != nil {
 			return err
@@ -60,7 +64,7 @@ func run() error {
 		defer cluster.Stop()
 		bc.Database.DSN = cluster.DSN
 	}
-	if bc.Database.MigrateOnStart {
+	if bc.Database.MigrateOnStart || *migrateOnly {
 		dsn := bc.Database.MigrationDSN
 		if dsn == "" {
 			dsn = bc.Database.DSN
@@ -72,6 +76,9 @@ func run() error {
 			return err
 		}
 		helper.Infow("msg", "database migrated", "applied", applied)
+	}
+	if *migrateOnly {
+		return nil
 	}
 
 	app, cleanup, err := wireApp(bc, nodeLogger)

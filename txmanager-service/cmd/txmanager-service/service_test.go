@@ -43,7 +43,7 @@ type serviceOptions struct {
 	configure  func(*conf.Bootstrap)
 }
 
-func startService(t *testing.T, opts serviceOptions) *testService {
+func startService(t testing.TB, opts serviceOptions) *testService {
 	t.Helper()
 	dsn := testsupport.MigratedDSN(t)
 	bc, err := conf.Load("")
@@ -90,7 +90,13 @@ func startService(t *testing.T, opts serviceOptions) *testService {
 	return s
 }
 
-func freeAddr(t *testing.T) string {
+// startServiceDatabase is the database the service would use, pooled as the service pools it.
+func startServiceDatabase(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return pgtest.NewPool(t, testsupport.MigratedDSN(t), func(c *pgxpool.Config) { c.MaxConns = 32 })
+}
+
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -100,7 +106,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func waitReady(t *testing.T, base string) {
+func waitReady(t testing.TB, base string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -171,7 +177,7 @@ func (s *testService) count(t *testing.T, sql string, args ...any) int64 {
 }
 
 // devAddress is the embedded chain's i-th funded development account.
-func devAddress(t *testing.T, i int) string {
+func devAddress(t testing.TB, i int) string {
 	t.Helper()
 	key, err := chain.DevKey(i)
 	if err != nil {

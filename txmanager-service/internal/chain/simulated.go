@@ -55,6 +55,7 @@ type SimulatedChain struct {
 	// sealMu serialises block production: the simulated beacon has no locking of its own,
 	// and the interval miner and Commit would otherwise race on its fork-choice state.
 	sealMu sync.Mutex
+	closed bool // guarded by sealMu; the backend panics if asked to seal after Close
 	miner  *intervalMiner
 
 	closeOnce sync.Once
@@ -92,16 +93,16 @@ func NewSimulated(cfg SimulatedConfig) (*SimulatedChain, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("simulated chain: %w", err), backend.Close())
 	}
-	chain := &SimulatedChain{
+	sim := &SimulatedChain{
 		RPCChain:     NewRPCChain(rpcClient),
 		backend:      backend,
 		devKeys:      keys,
 		httpEndpoint: httpEndpoint,
 	}
 	if cfg.BlockInterval > 0 {
-		chain.miner = startIntervalMiner(cfg.BlockInterval, func() { chain.Commit() })
+		sim.miner = startIntervalMiner(cfg.BlockInterval, func() { sim.Commit() })
 	}
-	return chain, nil
+	return sim, nil
 }
 
 func genesisAlloc(keys []*ecdsa.PrivateKey, extra []common.Address, balance *big.Int) types.GenesisAlloc {
@@ -131,15 +132,20 @@ func (s *SimulatedChain) Close() error {
 		}
 		s.sealMu.Lock()
 		defer s.sealMu.Unlock()
+		s.closed = true
 		s.closeErr = s.backend.Close()
 	})
 	return s.closeErr
 }
 
-// Commit seals the pending transactions into a new block and returns its hash.
+// Commit seals the pending transactions into a new block and returns its hash; after
+// Close it does nothing and returns the zero hash.
 func (s *SimulatedChain) Commit() common.Hash {
 	s.sealMu.Lock()
 	defer s.sealMu.Unlock()
+	if s.closed {
+		return common.Hash{}
+	}
 	return s.backend.Commit()
 }
 

@@ -89,7 +89,7 @@ func (c *TxController) ListCompletions(ctx context.Context, req *v1.ListCompleti
 func toAPITx(tx domain.ManagedTx) *v1.Tx {
 	out := &v1.Tx{
 		TxId:           tx.ID.String(),
-		Signer:         tx.Signer.Hex(),
+		Signer:         tx.SignerText(),
 		RequestId:      tx.RequestID,
 		Nonce:          tx.Nonce,
 		State:          string(tx.State),
@@ -100,9 +100,7 @@ func toAPITx(tx domain.ManagedTx) *v1.Tx {
 		CreatedAt:      timestamppb.New(tx.CreatedAt),
 		UpdatedAt:      timestamppb.New(tx.UpdatedAt),
 	}
-	if tx.Intent.To != nil {
-		out.To = tx.Intent.To.Hex()
-	}
+	out.To = tx.Intent.ToText()
 	if tx.Intent.Value != nil {
 		out.Value = tx.Intent.Value.String()
 	}

@@ -12,8 +12,10 @@ import (
 
 // Intent is what a client asks the service to execute from a signer.
 type Intent struct {
-	To                   *common.Address // nil: contract creation
-	Value                *big.Int        // wei, never nil after parsing
+	To *common.Address // nil: contract creation
+	// ToHex is To in EIP-55 form when known (see CreateRequest.SignerHex for why).
+	ToHex                string
+	Value                *big.Int // wei, never nil after parsing
 	Data                 []byte
 	GasLimit             uint64   // 0: estimate before allocation
 	MaxFeePerGas         *big.Int // nil: from the chain at signing time
@@ -22,7 +24,10 @@ type Intent struct {
 
 // CreateRequest is a validated request to create a managed transaction.
 type CreateRequest struct {
-	Signer    common.Address
+	Signer common.Address
+	// SignerHex is Signer in EIP-55 form, computed once: the checksum costs a keccak hash
+	// and the signer's text is the key of every lease, queue and cache on the hot path.
+	SignerHex string
 	RequestID string // "" when the caller wants no request-level idempotency
 	Intent    Intent
 }
@@ -100,20 +105,19 @@ var maxUint256 = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewI
 // the field, so nothing reaches nonce allocation unless it is well-formed.
 func ParseCreateRequest(in CreateInput, limits Limits) (CreateRequest, error) {
 	var req CreateRequest
-	signer, err := ParseAddress("signer", in.Signer)
-	if err != nil {
+	var err error
+	if req.Signer, req.SignerHex, err = parseAddressHex("signer", in.Signer); err != nil {
 		return req, err
 	}
-	req.Signer = signer
 	if req.RequestID, err = parseRequestID(in.RequestID, limits.MaxRequestIDLength); err != nil {
 		return req, err
 	}
 	if in.To != "" {
-		to, err := ParseAddress("to", in.To)
+		to, toHex, err := parseAddressHex("to", in.To)
 		if err != nil {
 			return req, err
 		}
-		req.Intent.To = &to
+		req.Intent.To, req.Intent.ToHex = &to, toHex
 	}
 	if req.Intent.Value, err = ParseWei("value", in.Value); err != nil {
 		return req, err
@@ -147,21 +151,28 @@ func ParseCreateRequest(in CreateInput, limits Limits) (CreateRequest, error) {
 // ParseAddress accepts 0x-prefixed 20-byte hex. Mixed case must carry a valid EIP-55
 // checksum; all-lower or all-upper hex is accepted as unchecksummed.
 func ParseAddress(field, s string) (common.Address, error) {
+	addr, _, err := parseAddressHex(field, s)
+	return addr, err
+}
+
+// parseAddressHex is ParseAddress that also returns the EIP-55 form, hashing only once.
+func parseAddressHex(field, s string) (common.Address, string, error) {
 	if s == "" {
-		return common.Address{}, invalid(field, "required")
+		return common.Address{}, "", invalid(field, "required")
 	}
 	if len(s) != 42 || !strings.HasPrefix(s, "0x") {
-		return common.Address{}, invalid(field, "must be 0x followed by 40 hex digits")
+		return common.Address{}, "", invalid(field, "must be 0x followed by 40 hex digits")
 	}
 	body := s[2:]
 	if _, err := hex.DecodeString(body); err != nil {
-		return common.Address{}, invalid(field, "must be 0x followed by 40 hex digits")
+		return common.Address{}, "", invalid(field, "must be 0x followed by 40 hex digits")
 	}
 	addr := common.HexToAddress(s)
-	if body != strings.ToLower(body) && body != strings.ToUpper(body) && addr.Hex() != s {
-		return common.Address{}, invalid(field, "EIP-55 checksum mismatch (expected %s)", addr.Hex())
+	checksummed := addr.Hex()
+	if body != strings.ToLower(body) && body != strings.ToUpper(body) && checksummed != s {
+		return common.Address{}, "", invalid(field, "EIP-55 checksum mismatch (expected %s)", checksummed)
 	}
-	return addr, nil
+	return addr, checksummed, nil
 }
 
 // ParseWei accepts a non-negative decimal or 0x-hex integer up to 2^256-1; "" is zero.

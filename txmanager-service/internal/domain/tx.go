@@ -9,8 +9,10 @@ import (
 
 // ManagedTx is the aggregate: one intent, one nonce, its state machine and final evidence.
 type ManagedTx struct {
-	ID          uuid.UUID
-	Signer      common.Address
+	ID     uuid.UUID
+	Signer common.Address
+	// SignerHex is Signer in EIP-55 form when known, saving a keccak hash per use.
+	SignerHex   string
 	RequestID   string
 	Fingerprint [32]byte
 	Nonce       uint64
@@ -41,4 +43,24 @@ type ReceiptSummary struct {
 	BlockNumber uint64
 	BlockHash   common.Hash
 	GasUsed     uint64
+}
+
+// SignerText is the signer in EIP-55 form.
+func (tx ManagedTx) SignerText() string {
+	if tx.SignerHex != "" {
+		return tx.SignerHex
+	}
+	return tx.Signer.Hex()
+}
+
+// ToText is the recipient in EIP-55 form, "" for contract creation.
+func (i Intent) ToText() string {
+	switch {
+	case i.To == nil:
+		return ""
+	case i.ToHex != "":
+		return i.ToHex
+	default:
+		return i.To.Hex()
+	}
 }

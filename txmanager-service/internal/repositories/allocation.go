@@ -2,13 +2,10 @@ package repositories
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
@@ -51,15 +48,16 @@ func (AllocationRepository) FindByRequestIDs(ctx context.Context, sess txmanager
 	return out, nil
 }
 
-// InsertAllocated implements services.AllocationStore: one fenced statement for the whole
-// signer batch.
-func (AllocationRepository) InsertAllocated(ctx context.Context, sess txmanager.Session, lease domain.Lease, txs []domain.ManagedTx) error {
-	params := sqlcdb.InsertManagedTxsParams{
-		TxIds:        make([]uuid.UUID, len(txs)),
+// WriteAllocation implements services.AllocationStore: one fenced statement inserts the
+// signer's new transactions and advances its cursor to next.
+func (AllocationRepository) WriteAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, txs []domain.ManagedTx, next uint64) error {
+	params := sqlcdb.WriteAllocationParams{
+		TxIds:        make([]string, len(txs)),
 		RequestIds:   make([]string, len(txs)),
 		IntentHashes: make([][]byte, len(txs)),
 		Nonces:       make([]int64, len(txs)),
 		Payloads:     make([][]byte, len(txs)),
+		NextNonce:    int64(next),
 	}
 	params.Signer, params.NodeID, params.FencingToken = leaseArgs(lease)
 	// One timestamp for the batch, the one the callers were answered with.
@@ -69,32 +67,25 @@ func (AllocationRepository) InsertAllocated(ctx context.Context, sess txmanager.
 		if err != nil {
 			return fmt.Errorf("encode payload: %w", err)
 		}
-		params.TxIds[i] = tx.ID
+		// Text, not uuid.UUID: pgx encodes a driver.Valuer element by element through
+		// reflection, which costs more than the rest of the batch's encoding.
+		params.TxIds[i] = tx.ID.String()
 		params.RequestIds[i] = tx.RequestID
 		params.IntentHashes[i] = tx.Fingerprint[:]
 		params.Nonces[i] = int64(tx.Nonce)
 		params.Payloads[i] = payload
 	}
-	rows, err := sqlcdb.New(sess.DB()).InsertManagedTxs(ctx, params)
-	if err := fencedResult(lease, "managed_tx insert", rows, err); err != nil {
-		return err
+	row, err := sqlcdb.New(sess.DB()).WriteAllocation(ctx, params)
+	if err != nil {
+		return fmt.Errorf("write allocation: %w", err)
 	}
-	if rows != int64(len(txs)) {
-		return fmt.Errorf("managed_tx insert wrote %d of %d rows", rows, len(txs))
+	if row.Inserted == 0 && row.CursorAdvanced == 0 {
+		return fencedResult(lease, "allocation", 0, nil)
+	}
+	if row.Inserted != int64(len(txs)) || row.CursorAdvanced != 1 {
+		// The lease held but the cursor was already ahead, which max(chain, cache, db)
+		// rules out: refuse to commit rather than reuse a nonce.
+		return fmt.Errorf("allocation wrote %d of %d transactions, cursor advanced %d: refusing to commit", row.Inserted, len(txs), row.CursorAdvanced)
 	}
 	return nil
-}
-
-// AdvanceCursor implements services.AllocationStore.
-func (AllocationRepository) AdvanceCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease, next uint64) error {
-	signer, node, token := leaseArgs(lease)
-	_, err := sqlcdb.New(sess.DB()).AdvanceNonceCursor(ctx, sqlcdb.AdvanceNonceCursorParams{
-		Signer: signer, NodeID: node, FencingToken: token, NextNonce: int64(next),
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Either fenced or the cursor is already ahead (which max(chain, cache, db) rules
-		// out while we hold the lease); both mean this batch must not commit.
-		return fencedResult(lease, "nonce cursor", 0, nil)
-	}
-	return err
 }

@@ -40,7 +40,7 @@ func encodePayload(tx domain.ManagedTx) ([]byte, error) {
 		EffectiveGasLimit: tx.EffectiveGasLimit,
 	}
 	if tx.Intent.To != nil {
-		to := tx.Intent.To.Hex()
+		to := tx.Intent.ToText()
 		p.To = &to
 	}
 	if len(tx.Intent.Data) > 0 {
@@ -70,6 +70,7 @@ func toDomain(row sqlcdb.ManagedTx) (domain.ManagedTx, error) {
 	tx := domain.ManagedTx{
 		ID:             row.TxID,
 		Signer:         common.HexToAddress(row.Signer),
+		SignerHex:      row.Signer,
 		RequestID:      row.RequestID.String,
 		Nonce:          uint64(row.Nonce),
 		State:          domain.State(row.State),
@@ -98,7 +99,7 @@ func toDomain(row sqlcdb.ManagedTx) (domain.ManagedTx, error) {
 	}
 	if p.To != nil {
 		to := common.HexToAddress(*p.To)
-		tx.Intent.To = &to
+		tx.Intent.To, tx.Intent.ToHex = &to, *p.To
 	}
 	if p.Data != "" {
 		if tx.Intent.Data, err = hexutil.Decode(p.Data); err != nil {

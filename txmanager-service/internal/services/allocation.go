@@ -32,11 +32,14 @@ type AllocationOp struct {
 
 // NewAllocationOp prepares an op for req.
 func NewAllocationOp(req domain.CreateRequest, gasLimit uint64) *AllocationOp {
+	if req.SignerHex == "" {
+		req.SignerHex = req.Signer.Hex()
+	}
 	return &AllocationOp{Request: req, Fingerprint: req.Fingerprint(), GasLimit: gasLimit, done: make(chan struct{})}
 }
 
-// Signer is the key the writer routes by.
-func (op *AllocationOp) Signer() string { return op.Request.Signer.Hex() }
+// Signer is the key the writer routes by (EIP-55 form).
+func (op *AllocationOp) Signer() string { return op.Request.SignerHex }
 
 // Wait blocks until the op is resolved or ctx ends.
 func (op *AllocationOp) Wait(ctx context.Context) (domain.ManagedTx, bool, error) {
@@ -248,6 +251,7 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 		tx := domain.ManagedTx{
 			ID:                uuid.Must(uuid.NewV7()),
 			Signer:            b.signer,
+			SignerHex:         b.key,
 			RequestID:         id,
 			Fingerprint:       op.Fingerprint,
 			Nonce:             next,
@@ -266,10 +270,7 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 	if len(b.allocated) == 0 {
 		return nil
 	}
-	if err := a.store.InsertAllocated(ctx, sess, b.lease, b.allocated); err != nil {
-		return err
-	}
-	return a.store.AdvanceCursor(ctx, sess, b.lease, next)
+	return a.store.WriteAllocation(ctx, sess, b.lease, b.allocated, next)
 }
 
 func (a *Allocator) existingByRequestID(ctx context.Context, sess txmanager.Session, b *signerBatch) (map[string]domain.ManagedTx, error) {

@@ -83,7 +83,7 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (C
 		return CreateResult{}, err
 	}
 	// Routing decision before queueing: a non-owner answers at once (basic mode).
-	if _, err := uc.leases.Acquire(ctx, req.Signer.Hex()); err != nil {
+	if _, err := uc.leases.Acquire(ctx, req.SignerHex); err != nil {
 		return CreateResult{}, err
 	}
 	op := NewAllocationOp(req, gasLimit)

@@ -77,11 +77,8 @@ func TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner(t *testing.T) {
 			_, err := store.LockLeaseAndReadCursor(ctx, s, leaseA)
 			return err
 		},
-		"insert": func(ctx context.Context, s txmanager.Session) error {
-			return store.InsertAllocated(ctx, s, leaseA, []domain.ManagedTx{stale})
-		},
-		"cursor": func(ctx context.Context, s txmanager.Session) error {
-			return store.AdvanceCursor(ctx, s, leaseA, 100)
+		"allocation (insert + cursor)": func(ctx context.Context, s txmanager.Session) error {
+			return store.WriteAllocation(ctx, s, leaseA, []domain.ManagedTx{stale}, 100)
 		},
 	}
 	for name, write := range writes {

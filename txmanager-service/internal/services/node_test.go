@@ -33,7 +33,7 @@ type nodeOptions struct {
 	skew          time.Duration
 }
 
-func newTestNode(t *testing.T, pool *pgxpool.Pool, name string, opts nodeOptions) *testNode {
+func newTestNode(t testing.TB, pool *pgxpool.Pool, name string, opts nodeOptions) *testNode {
 	t.Helper()
 	if opts.leaseDuration == 0 {
 		opts.leaseDuration = 10 * time.Second

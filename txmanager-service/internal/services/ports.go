@@ -43,10 +43,9 @@ type AllocationStore interface {
 	LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (*uint64, error)
 	// FindByRequestIDs returns the signer's transactions carrying any of the request ids.
 	FindByRequestIDs(ctx context.Context, sess txmanager.Session, signer common.Address, requestIDs []string) (map[string]domain.ManagedTx, error)
-	// InsertAllocated inserts newly allocated transactions of one signer.
-	InsertAllocated(ctx context.Context, sess txmanager.Session, lease domain.Lease, txs []domain.ManagedTx) error
-	// AdvanceCursor moves the signer's cursor forward to next.
-	AdvanceCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease, next uint64) error
+	// WriteAllocation inserts the signer's newly allocated transactions and advances its
+	// cursor to next, both or neither.
+	WriteAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, txs []domain.ManagedTx, next uint64) error
 }
 
 // TxReader reads managed transactions outside any transaction.

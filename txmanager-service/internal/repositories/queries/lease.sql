@@ -51,22 +51,5 @@ WHERE l.signer = @signer
   AND l.expires_at > now()
 FOR SHARE OF l;
 
--- name: AdvanceNonceCursor :one
--- Fenced, and never backwards: a write that would lower the cursor changes nothing.
-WITH lease AS MATERIALIZED (
-    SELECT 1 FROM signer_lease
-    WHERE signer = @signer AND owner_node = @node_id AND fencing_token = @fencing_token AND expires_at > now()
-    FOR SHARE
-)
-INSERT INTO signer_nonce_cursor AS c (signer, next_nonce, fencing_token, updated_at)
-SELECT @signer, @next_nonce, @fencing_token, now()
-FROM lease
-ON CONFLICT (signer) DO UPDATE SET
-    next_nonce    = EXCLUDED.next_nonce,
-    fencing_token = EXCLUDED.fencing_token,
-    updated_at    = now()
-WHERE c.next_nonce <= EXCLUDED.next_nonce
-RETURNING next_nonce;
-
 -- name: GetNonceCursor :one
 SELECT next_nonce, fencing_token, updated_at FROM signer_nonce_cursor WHERE signer = @signer;

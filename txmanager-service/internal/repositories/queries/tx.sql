@@ -1,20 +1,38 @@
--- name: InsertManagedTxs :execrows
--- One fenced statement inserts a writer batch's transactions for one signer. request_id ''
+-- name: WriteAllocation :one
+-- One fenced statement writes a writer batch's allocation for one signer: the new
+-- transactions and the advanced cursor (never backwards). Both data-modifying parts read the
+-- same lease row, locked FOR SHARE, so either both land or neither does. request_id ''
 -- stands for "none" because a text[] parameter cannot carry NULLs here.
 WITH lease AS MATERIALIZED (
-    SELECT 1 FROM signer_lease
-    WHERE signer = @signer AND owner_node = @node_id AND fencing_token = @fencing_token AND expires_at > now()
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR SHARE
+),
+inserted AS (
+    INSERT INTO managed_tx (tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
+    SELECT t.tx_id::uuid, @signer, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', @fencing_token, @created_at, @created_at
+    FROM lease, (
+        SELECT unnest(@tx_ids::text[])          AS tx_id,
+               unnest(@request_ids::text[])     AS request_id,
+               unnest(@intent_hashes::bytea[])  AS intent_hash,
+               unnest(@nonces::bigint[])        AS nonce,
+               unnest(@payloads::jsonb[])       AS payload
+    ) AS t
+    RETURNING 1
+),
+advanced AS (
+    INSERT INTO signer_nonce_cursor AS c (signer, next_nonce, fencing_token, updated_at)
+    SELECT @signer, @next_nonce::bigint, @fencing_token, now()
+    FROM lease
+    ON CONFLICT (signer) DO UPDATE SET
+        next_nonce    = EXCLUDED.next_nonce,
+        fencing_token = EXCLUDED.fencing_token,
+        updated_at    = now()
+    WHERE c.next_nonce <= EXCLUDED.next_nonce
+    RETURNING next_nonce
 )
-INSERT INTO managed_tx (tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
-SELECT t.tx_id, @signer, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', @fencing_token, @created_at, @created_at
-FROM lease, (
-    SELECT unnest(@tx_ids::uuid[])          AS tx_id,
-           unnest(@request_ids::text[])     AS request_id,
-           unnest(@intent_hashes::bytea[])  AS intent_hash,
-           unnest(@nonces::bigint[])        AS nonce,
-           unnest(@payloads::jsonb[])       AS payload
-) AS t;
+SELECT (SELECT count(*) FROM inserted)::bigint AS inserted,
+       (SELECT count(*) FROM advanced)::bigint AS cursor_advanced;
 
 -- name: FindTxsByRequestIDs :many
 SELECT * FROM managed_tx

@@ -78,43 +78,6 @@ func (q *Queries) AcquireOrRenewLease(ctx context.Context, arg AcquireOrRenewLea
 	return i, err
 }
 
-const advanceNonceCursor = `-- name: AdvanceNonceCursor :one
-WITH lease AS MATERIALIZED (
-    SELECT 1 FROM signer_lease
-    WHERE signer = $1 AND owner_node = $4 AND fencing_token = $3 AND expires_at > now()
-    FOR SHARE
-)
-INSERT INTO signer_nonce_cursor AS c (signer, next_nonce, fencing_token, updated_at)
-SELECT $1, $2, $3, now()
-FROM lease
-ON CONFLICT (signer) DO UPDATE SET
-    next_nonce    = EXCLUDED.next_nonce,
-    fencing_token = EXCLUDED.fencing_token,
-    updated_at    = now()
-WHERE c.next_nonce <= EXCLUDED.next_nonce
-RETURNING next_nonce
-`
-
-type AdvanceNonceCursorParams struct {
-	Signer       string
-	NextNonce    int64
-	FencingToken int64
-	NodeID       string
-}
-
-// Fenced, and never backwards: a write that would lower the cursor changes nothing.
-func (q *Queries) AdvanceNonceCursor(ctx context.Context, arg AdvanceNonceCursorParams) (int64, error) {
-	row := q.db.QueryRow(ctx, advanceNonceCursor,
-		arg.Signer,
-		arg.NextNonce,
-		arg.FencingToken,
-		arg.NodeID,
-	)
-	var next_nonce int64
-	err := row.Scan(&next_nonce)
-	return next_nonce, err
-}
-
 const getLease = `-- name: GetLease :one
 SELECT signer, owner_node, fencing_token, acquired_at, expires_at, now()::timestamptz AS db_now
 FROM signer_lease

@@ -133,40 +133,65 @@ func (q *Queries) GetTxByRequestID(ctx context.Context, arg GetTxByRequestIDPara
 	return i, err
 }
 
-const insertManagedTxs = `-- name: InsertManagedTxs :execrows
+const writeAllocation = `-- name: WriteAllocation :one
 WITH lease AS MATERIALIZED (
-    SELECT 1 FROM signer_lease
-    WHERE signer = $1 AND owner_node = $9 AND fencing_token = $2 AND expires_at > now()
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
     FOR SHARE
+),
+inserted AS (
+    INSERT INTO managed_tx (tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
+    SELECT t.tx_id::uuid, $1, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', $3, $4, $4
+    FROM lease, (
+        SELECT unnest($5::text[])          AS tx_id,
+               unnest($6::text[])     AS request_id,
+               unnest($7::bytea[])  AS intent_hash,
+               unnest($8::bigint[])        AS nonce,
+               unnest($9::jsonb[])       AS payload
+    ) AS t
+    RETURNING 1
+),
+advanced AS (
+    INSERT INTO signer_nonce_cursor AS c (signer, next_nonce, fencing_token, updated_at)
+    SELECT $1, $10::bigint, $3, now()
+    FROM lease
+    ON CONFLICT (signer) DO UPDATE SET
+        next_nonce    = EXCLUDED.next_nonce,
+        fencing_token = EXCLUDED.fencing_token,
+        updated_at    = now()
+    WHERE c.next_nonce <= EXCLUDED.next_nonce
+    RETURNING next_nonce
 )
-INSERT INTO managed_tx (tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
-SELECT t.tx_id, $1, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', $2, $3, $3
-FROM lease, (
-    SELECT unnest($4::uuid[])          AS tx_id,
-           unnest($5::text[])     AS request_id,
-           unnest($6::bytea[])  AS intent_hash,
-           unnest($7::bigint[])        AS nonce,
-           unnest($8::jsonb[])       AS payload
-) AS t
+SELECT (SELECT count(*) FROM inserted)::bigint AS inserted,
+       (SELECT count(*) FROM advanced)::bigint AS cursor_advanced
 `
 
-type InsertManagedTxsParams struct {
+type WriteAllocationParams struct {
 	Signer       string
+	NodeID       string
 	FencingToken int64
 	CreatedAt    time.Time
-	TxIds        []uuid.UUID
+	TxIds        []string
 	RequestIds   []string
 	IntentHashes [][]byte
 	Nonces       []int64
 	Payloads     [][]byte
-	NodeID       string
+	NextNonce    int64
 }
 
-// One fenced statement inserts a writer batch's transactions for one signer. request_id ”
+type WriteAllocationRow struct {
+	Inserted       int64
+	CursorAdvanced int64
+}
+
+// One fenced statement writes a writer batch's allocation for one signer: the new
+// transactions and the advanced cursor (never backwards). Both data-modifying parts read the
+// same lease row, locked FOR SHARE, so either both land or neither does. request_id ”
 // stands for "none" because a text[] parameter cannot carry NULLs here.
-func (q *Queries) InsertManagedTxs(ctx context.Context, arg InsertManagedTxsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, insertManagedTxs,
+func (q *Queries) WriteAllocation(ctx context.Context, arg WriteAllocationParams) (WriteAllocationRow, error) {
+	row := q.db.QueryRow(ctx, writeAllocation,
 		arg.Signer,
+		arg.NodeID,
 		arg.FencingToken,
 		arg.CreatedAt,
 		arg.TxIds,
@@ -174,10 +199,9 @@ func (q *Queries) InsertManagedTxs(ctx context.Context, arg InsertManagedTxsPara
 		arg.IntentHashes,
 		arg.Nonces,
 		arg.Payloads,
-		arg.NodeID,
+		arg.NextNonce,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	var i WriteAllocationRow
+	err := row.Scan(&i.Inserted, &i.CursorAdvanced)
+	return i, err
 }
