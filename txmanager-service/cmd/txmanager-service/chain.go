@@ -68,13 +68,7 @@ func ProvideChain(c *ChainConnection) services.Chain { return c.Chain }
 
 // NewSignerRegistry manages the configured signers plus the embedded chain's dev accounts.
 func NewSignerRegistry(bc *conf.Bootstrap, c *ChainConnection) (*signer.Registry, error) {
-	addrs := make([]common.Address, 0, len(bc.Signers.Addresses)+len(c.DevKeys))
-	for _, s := range bc.Signers.Addresses {
-		if !common.IsHexAddress(s) {
-			return nil, fmt.Errorf("signers.addresses: %q is not an address", s)
-		}
-		addrs = append(addrs, common.HexToAddress(s))
-	}
+	addrs := make([]common.Address, 0, len(c.DevKeys))
 	for _, k := range c.DevKeys {
 		addrs = append(addrs, crypto.PubkeyToAddress(k.PublicKey))
 	}

@@ -19,16 +19,19 @@ var defaultsYAML []byte
 
 // Bootstrap is the whole configuration, loaded once in main.
 type Bootstrap struct {
-	Node     Node     `json:"node"`
-	Server   Server   `json:"server"`
-	Database Database `json:"database"`
-	Lease    Lease    `json:"lease"`
-	Writer   Writer   `json:"writer"`
-	Nonce    Nonce    `json:"nonce"`
-	Create   Create   `json:"create"`
-	Chain    Chain    `json:"chain"`
-	Signers  Signers  `json:"signers"`
-	Routing  Routing  `json:"routing"`
+	// Environment is "development" (raw keys and the embedded chain's dev keys allowed) or
+	// "production".
+	Environment string   `json:"environment"`
+	Node        Node     `json:"node"`
+	Server      Server   `json:"server"`
+	Database    Database `json:"database"`
+	Lease       Lease    `json:"lease"`
+	Writer      Writer   `json:"writer"`
+	Nonce       Nonce    `json:"nonce"`
+	Create      Create   `json:"create"`
+	Chain       Chain    `json:"chain"`
+	Signers     Signers  `json:"signers"`
+	Routing     Routing  `json:"routing"`
 }
 
 type Node struct {
@@ -105,9 +108,36 @@ type EmbeddedChain struct {
 	HTTPAddr      string   `json:"httpAddr"`
 }
 
+// Signers configures the key sources. Every address any source holds is a managed signer.
 type Signers struct {
+	// RawKeys are hex private keys, accepted only when environment is "development".
+	RawKeys  []string       `json:"rawKeys"`
+	Keystore KeystoreSource `json:"keystore"`
+	External ExternalSource `json:"external"`
+}
+
+// KeystoreSource is a go-ethereum keystore directory.
+type KeystoreSource struct {
+	Dir string `json:"dir"`
+	// Addresses to unlock; empty means every account in Dir.
+	Addresses []string `json:"addresses"`
+	// The passphrase comes from a file (first line) or an environment variable, never from
+	// the configuration itself.
+	PassphraseFile string `json:"passphraseFile"`
+	PassphraseEnv  string `json:"passphraseEnv"`
+}
+
+// ExternalSource is a clef-compatible signer reached over JSON-RPC (account_signTransaction).
+type ExternalSource struct {
+	URL       string   `json:"url"`
 	Addresses []string `json:"addresses"`
 }
+
+// Environments.
+const (
+	EnvironmentDevelopment = "development"
+	EnvironmentProduction  = "production"
+)
 
 type Routing struct {
 	Mode string `json:"mode"`
@@ -167,6 +197,10 @@ func (b *Bootstrap) Check() error {
 			errs = append(errs, fmt.Errorf(format, args...))
 		}
 	}
+	req(b.Environment == EnvironmentDevelopment || b.Environment == EnvironmentProduction,
+		"environment must be %q or %q", EnvironmentDevelopment, EnvironmentProduction)
+	req(b.Environment == EnvironmentDevelopment || len(b.Signers.RawKeys) == 0,
+		"signers.rawKeys are for development only (environment is %q)", b.Environment)
 	req(b.Node.ID != "", "node.id must not be empty")
 	req(b.Server.HTTP.Addr != "", "server.http.addr must not be empty")
 	req(b.Server.GRPC.Addr != "", "server.grpc.addr must not be empty")
@@ -199,7 +233,7 @@ func (b *Bootstrap) Check() error {
 // read, so the rest of the environment never enters the configuration (or its logs).
 func EnvironmentVariables() []string {
 	return []string{
-		"NODE_ID", "HTTP_ADDR", "GRPC_ADDR", "DATABASE_URL", "DATABASE_MIGRATION_URL",
+		"TXM_ENVIRONMENT", "NODE_ID", "HTTP_ADDR", "GRPC_ADDR", "DATABASE_URL", "DATABASE_MIGRATION_URL",
 		"CHAIN_RPC_URL", "EMBEDDED_CHAIN_HTTP_ADDR",
 	}
 }
