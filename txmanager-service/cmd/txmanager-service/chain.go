@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/go-kratos/kratos/v2/log"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
@@ -66,11 +64,12 @@ func NewChainConnection(bc *conf.Bootstrap, logger log.Logger) (*ChainConnection
 // ProvideChain exposes the port.
 func ProvideChain(c *ChainConnection) services.Chain { return c.Chain }
 
-// NewSignerRegistry manages the configured signers plus the embedded chain's dev accounts.
-func NewSignerRegistry(bc *conf.Bootstrap, c *ChainConnection) (*signer.Registry, error) {
-	addrs := make([]common.Address, 0, len(c.DevKeys))
-	for _, k := range c.DevKeys {
-		addrs = append(addrs, crypto.PubkeyToAddress(k.PublicKey))
+// NewSignerRegistry builds the key sources from configuration; in development the embedded
+// chain's funded accounts are added.
+func NewSignerRegistry(bc *conf.Bootstrap, c *ChainConnection) (*signer.Registry, func(), error) {
+	var devKeys []*ecdsa.PrivateKey
+	if bc.Environment == conf.EnvironmentDevelopment {
+		devKeys = c.DevKeys
 	}
-	return signer.NewRegistry(addrs), nil
+	return signer.NewFromConfig(bc.Signers, bc.Environment, devKeys)
 }

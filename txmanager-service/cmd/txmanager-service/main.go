@@ -106,7 +106,7 @@ func startLocalDatabase(helper *log.Helper) (*pglocal.Cluster, error) {
 // servers accept requests and stopped after they stop, in the order that loses nothing:
 // stop intake, flush the writer, release leases.
 func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.Server, writer *workers.TransactionWriter,
-	keeper *workers.LeaseKeeper, leases *services.LeaseManager, banner *Banner) *kratos.App {
+	keeper *workers.LeaseKeeper, pipeline *workers.PipelineWorkers, leases *services.LeaseManager, banner *Banner) *kratos.App {
 	helper := log.NewHelper(logger)
 	return kratos.New(
 		kratos.ID(bc.Node.ID),
@@ -117,6 +117,7 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 		kratos.BeforeStart(func(ctx context.Context) error {
 			writer.Start(ctx)
 			keeper.Start(ctx)
+			pipeline.Start(ctx)
 			return nil
 		}),
 		kratos.AfterStart(func(context.Context) error {
@@ -127,6 +128,7 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			writer.Stop(flushCtx)
+			pipeline.Stop()
 			keeper.Stop()
 			if err := leases.ReleaseAll(flushCtx); err != nil {
 				helper.Warnw("msg", "releasing leases on shutdown", "error", err.Error())

@@ -30,6 +30,7 @@ func wireApp(*conf.Bootstrap, log.Logger) (*kratos.App, func(), error) {
 		ProvideChain,
 		NewSignerRegistry,
 		wire.Bind(new(services.SignerDirectory), new(*signer.Registry)),
+		wire.Bind(new(services.TxSigner), new(*signer.Registry)),
 		wire.Bind(new(workers.BatchAllocator), new(*services.Allocator)),
 		NewBanner,
 		newApp,

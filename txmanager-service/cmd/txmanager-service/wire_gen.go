@@ -28,13 +28,14 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	if err != nil {
 		return nil, nil, err
 	}
-	registry, err := NewSignerRegistry(bootstrap, chainConnection)
+	registry, cleanup2, err := NewSignerRegistry(bootstrap, chainConnection)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	pool, cleanup2, err := repositories.NewPool(bootstrap, logger)
+	pool, cleanup3, err := repositories.NewPool(bootstrap, logger)
 	if err != nil {
+		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
@@ -45,6 +46,7 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	clock := _wireSystemClockValue
 	metrics, err := telemetry.NewGlobalMetrics()
 	if err != nil {
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -54,6 +56,7 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	config := repositories.NewTxManagerConfig(bootstrap)
 	component, err := txmanager.NewComponent(config, pool, logger)
 	if err != nil {
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -62,9 +65,28 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	allocationRepository := repositories.NewAllocationRepository()
 	nonceCache := services.NewNonceCache()
 	nonceConfig := services.NewNonceConfig(bootstrap)
-	allocator := services.NewAllocator(manager, allocationRepository, leaseManager, chain, nonceCache, nonceConfig, clock, metrics, logger)
+	pipelineConfig := workers.NewPipelineWorkerConfig(bootstrap)
+	servicesPipelineConfig, err := services.NewPipelineConfig(bootstrap)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	pipelineRepository := repositories.NewPipelineRepository(pool)
+	stuckResolutionHook, err := services.NewStuckHook(bootstrap)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	pipeline := services.NewPipeline(servicesPipelineConfig, pipelineRepository, chain, registry, leaseManager, stuckResolutionHook, clock, metrics, logger)
+	pipelineWorkers := workers.NewPipelineWorkers(pipelineConfig, pipeline, leaseManager, logger)
+	allocator := services.NewAllocator(manager, allocationRepository, leaseManager, chain, nonceCache, nonceConfig, clock, pipelineWorkers, metrics, logger)
 	transactionWriter, err := workers.NewTransactionWriter(writerConfig, allocator, metrics)
 	if err != nil {
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -74,13 +96,16 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	completionRepository := repositories.NewCompletionRepository(pool)
 	completionsUseCase := services.NewCompletionsUseCase(completionRepository)
 	txController := controllers.NewTxController(createTxUseCase, getTxUseCase, completionsUseCase, logger)
+	adminUseCase := services.NewAdminUseCase(pipeline)
+	adminController := controllers.NewAdminController(adminUseCase, getTxUseCase, logger)
 	health := server.NewHealth(pool, chain)
-	httpServer := server.NewHTTPServer(bootstrap, txController, health, logger)
-	grpcServer := server.NewGRPCServer(bootstrap, txController, logger)
+	httpServer := server.NewHTTPServer(bootstrap, txController, adminController, health, logger)
+	grpcServer := server.NewGRPCServer(bootstrap, txController, adminController, logger)
 	leaseKeeper := workers.NewLeaseKeeperFromConfig(bootstrap, leaseManager)
 	banner := NewBanner(bootstrap, registry, chainConnection)
-	app := newApp(bootstrap, logger, httpServer, grpcServer, transactionWriter, leaseKeeper, leaseManager, banner)
+	app := newApp(bootstrap, logger, httpServer, grpcServer, transactionWriter, leaseKeeper, pipelineWorkers, leaseManager, banner)
 	return app, func() {
+		cleanup3()
 		cleanup2()
 		cleanup()
 	}, nil

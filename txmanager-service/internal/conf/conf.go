@@ -7,8 +7,10 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/go-kratos/kratos/v2/config"
 	"github.com/go-kratos/kratos/v2/config/file"
@@ -21,17 +23,67 @@ var defaultsYAML []byte
 type Bootstrap struct {
 	// Environment is "development" (raw keys and the embedded chain's dev keys allowed) or
 	// "production".
-	Environment string   `json:"environment"`
-	Node        Node     `json:"node"`
-	Server      Server   `json:"server"`
-	Database    Database `json:"database"`
-	Lease       Lease    `json:"lease"`
-	Writer      Writer   `json:"writer"`
-	Nonce       Nonce    `json:"nonce"`
-	Create      Create   `json:"create"`
-	Chain       Chain    `json:"chain"`
-	Signers     Signers  `json:"signers"`
-	Routing     Routing  `json:"routing"`
+	Environment   string        `json:"environment"`
+	Node          Node          `json:"node"`
+	Server        Server        `json:"server"`
+	Database      Database      `json:"database"`
+	Lease         Lease         `json:"lease"`
+	Writer        Writer        `json:"writer"`
+	Nonce         Nonce         `json:"nonce"`
+	Create        Create        `json:"create"`
+	Chain         Chain         `json:"chain"`
+	Signers       Signers       `json:"signers"`
+	Routing       Routing       `json:"routing"`
+	Pipeline      Pipeline      `json:"pipeline"`
+	Confirmations Confirmations `json:"confirmations"`
+	Resubmit      Resubmit      `json:"resubmit"`
+	Stuck         Stuck         `json:"stuck"`
+	Fees          Fees          `json:"fees"`
+}
+
+// Pipeline sizes and paces the loops after allocation.
+type Pipeline struct {
+	SubmitBatch      int      `json:"submitBatch"`
+	SubmitInterval   Duration `json:"submitInterval"`
+	Receipts         Receipts `json:"receipts"`
+	FinalityInterval Duration `json:"finalityInterval"`
+	AdoptInterval    Duration `json:"adoptInterval"`
+}
+
+// Receipts tunes the receipt checker.
+type Receipts struct {
+	PollInterval Duration `json:"pollInterval"`
+	Workers      int      `json:"workers"`
+	BatchSize    int      `json:"batchSize"`
+	MaxBackoff   Duration `json:"maxBackoff"`
+}
+
+// Confirmations sets finality.
+type Confirmations struct {
+	Required        uint64 `json:"required"`
+	UseFinalizedTag bool   `json:"useFinalizedTag"`
+}
+
+// Resubmit paces rebroadcasts.
+type Resubmit struct {
+	Interval     Duration `json:"interval"`
+	ScanInterval Duration `json:"scanInterval"`
+}
+
+// Stuck sets when the head of line is stuck and what the shipped hook does about it.
+type Stuck struct {
+	MinAge       Duration `json:"minAge"`
+	MinAttempts  int      `json:"minAttempts"`
+	Action       string   `json:"action"`
+	ScanInterval Duration `json:"scanInterval"`
+}
+
+// Fees caps and bumps EIP-1559 fees; caps are wei as decimal strings ("" = no cap).
+type Fees struct {
+	MaxFeePerGas         string `json:"maxFeePerGas"`
+	MaxPriorityFeePerGas string `json:"maxPriorityFeePerGas"`
+	BumpPercent          int64  `json:"bumpPercent"`
+	BaseFeeMultiplier    int64  `json:"baseFeeMultiplier"`
 }
 
 type Node struct {
@@ -226,6 +278,30 @@ func (b *Bootstrap) Check() error {
 	req(b.Create.MaxGasLimit >= 21000, "create.maxGasLimit must be at least 21000")
 	req(b.Chain.RPCURL != "" || b.Chain.Embedded.BlockInterval > 0, "chain.embedded.blockInterval must be positive when chain.rpcUrl is empty")
 	req(b.Routing.Mode == RoutingBasic || b.Routing.Mode == RoutingForward, "routing.mode must be %q or %q", RoutingBasic, RoutingForward)
+	req(b.Pipeline.SubmitBatch > 0, "pipeline.submitBatch must be positive")
+	for name, d := range map[string]Duration{
+		"pipeline.submitInterval": b.Pipeline.SubmitInterval, "pipeline.finalityInterval": b.Pipeline.FinalityInterval,
+		"pipeline.adoptInterval": b.Pipeline.AdoptInterval, "pipeline.receipts.pollInterval": b.Pipeline.Receipts.PollInterval,
+		"resubmit.interval": b.Resubmit.Interval, "resubmit.scanInterval": b.Resubmit.ScanInterval, "stuck.scanInterval": b.Stuck.ScanInterval,
+	} {
+		req(d > 0, "%s must be positive", name)
+	}
+	req(b.Pipeline.Receipts.Workers > 0 && b.Pipeline.Receipts.BatchSize > 0 && b.Pipeline.Receipts.BatchSize <= 1000,
+		"pipeline.receipts.workers must be positive and batchSize in 1..1000")
+	req(b.Confirmations.Required > 0 || b.Confirmations.UseFinalizedTag, "confirmations.required must be positive")
+	req(b.Stuck.MinAge > 0, "stuck.minAge must be positive")
+	switch strings.ToUpper(b.Stuck.Action) {
+	case "NOOP", "CANCEL", "REPLACE", "PLACEHOLDER":
+	default:
+		errs = append(errs, fmt.Errorf("stuck.action must be noop, cancel, replace or placeholder"))
+	}
+	for name, v := range map[string]string{"fees.maxFeePerGas": b.Fees.MaxFeePerGas, "fees.maxPriorityFeePerGas": b.Fees.MaxPriorityFeePerGas} {
+		if v != "" {
+			n, ok := new(big.Int).SetString(v, 10)
+			req(ok && n.Sign() > 0, "%s must be a positive decimal number of wei", name)
+		}
+	}
+	req(b.Fees.BumpPercent >= 10, "fees.bumpPercent must be at least 10 (nodes refuse smaller replacements)")
 	return errors.Join(errs...)
 }
 

@@ -27,6 +27,8 @@ var ProviderSet = wire.NewSet(
 	wire.Bind(new(services.TxReader), new(*TxRepository)),
 	NewCompletionRepository,
 	wire.Bind(new(services.CompletionStore), new(*CompletionRepository)),
+	NewPipelineRepository,
+	wire.Bind(new(services.PipelineStore), new(*PipelineRepository)),
 )
 
 // NewPool opens the service's connection pool and checks it can reach the database.

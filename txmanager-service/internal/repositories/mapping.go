@@ -31,6 +31,9 @@ type receiptPayload struct {
 	BlockNumber uint64 `json:"blockNumber"`
 	BlockHash   string `json:"blockHash"`
 	GasUsed     uint64 `json:"gasUsed"`
+	// Kind of the mined attempt: a CANCEL or PLACEHOLDER that was mined did not run the
+	// client's intent.
+	Kind string `json:"kind,omitempty"`
 }
 
 func encodePayload(tx domain.ManagedTx) ([]byte, error) {

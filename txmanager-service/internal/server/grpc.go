@@ -20,7 +20,7 @@ import (
 )
 
 // NewGRPCServer serves the API over gRPC.
-func NewGRPCServer(c *conf.Bootstrap, tx *controllers.TxController, logger log.Logger) *kgrpc.Server {
+func NewGRPCServer(c *conf.Bootstrap, tx *controllers.TxController, admin *controllers.AdminController, logger log.Logger) *kgrpc.Server {
 	srv := kgrpc.NewServer(
 		kgrpc.Address(c.Server.GRPC.Addr),
 		kgrpc.Timeout(c.Server.GRPC.Timeout.Std()),
@@ -29,6 +29,7 @@ func NewGRPCServer(c *conf.Bootstrap, tx *controllers.TxController, logger log.L
 		kgrpc.Options(grpc.MaxRecvMsgSize(int(c.Server.MaxBodyBytes))),
 	)
 	v1.RegisterTxServiceServer(srv, tx)
+	v1.RegisterAdminServiceServer(srv, admin)
 	return srv
 }
 

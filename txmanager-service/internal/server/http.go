@@ -17,7 +17,7 @@ import (
 )
 
 // NewHTTPServer serves the API over HTTP/JSON.
-func NewHTTPServer(c *conf.Bootstrap, tx *controllers.TxController, health *Health, logger log.Logger) *khttp.Server {
+func NewHTTPServer(c *conf.Bootstrap, tx *controllers.TxController, admin *controllers.AdminController, health *Health, logger log.Logger) *khttp.Server {
 	srv := khttp.NewServer(
 		khttp.Address(c.Server.HTTP.Addr),
 		khttp.Timeout(c.Server.HTTP.Timeout.Std()),
@@ -27,6 +27,7 @@ func NewHTTPServer(c *conf.Bootstrap, tx *controllers.TxController, health *Heal
 		khttp.ResponseEncoder(encodeResponse),
 	)
 	v1.RegisterTxServiceHTTPServer(srv, tx, v1.HTTPOptions{MaxBodyBytes: c.Server.MaxBodyBytes})
+	v1.RegisterAdminServiceHTTPServer(srv, admin, v1.HTTPOptions{MaxBodyBytes: c.Server.MaxBodyBytes})
 	srv.HandleFunc("/healthz", health.Live)
 	srv.HandleFunc("/readyz", health.Ready)
 	return srv

@@ -78,15 +78,17 @@ type Allocator struct {
 	cache   *NonceCache
 	nonce   NonceConfig
 	clock   Clock
+	notify  SubmitNotifier
 	metrics *telemetry.Metrics
 	log     *log.Helper
 }
 
 // NewAllocator builds the allocator and hooks nonce-cache eviction to lease loss.
-func NewAllocator(tx txmanager.Manager, store AllocationStore, leases *LeaseManager, chain Chain, cache *NonceCache, nonce NonceConfig, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *Allocator {
+func NewAllocator(tx txmanager.Manager, store AllocationStore, leases *LeaseManager, chain Chain, cache *NonceCache, nonce NonceConfig,
+	clock Clock, notify SubmitNotifier, metrics *telemetry.Metrics, logger log.Logger) *Allocator {
 	leases.OnLost(cache.Evict)
 	return &Allocator{
-		tx: tx, store: store, leases: leases, chain: chain, cache: cache, nonce: nonce, clock: clock, metrics: metrics,
+		tx: tx, store: store, leases: leases, chain: chain, cache: cache, nonce: nonce, clock: clock, notify: notify, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "allocator", "node_id", leases.Node())),
 	}
 }
@@ -303,6 +305,9 @@ func (a *Allocator) finish(ctx context.Context, b *signerBatch) {
 		first := b.allocated[0]
 		a.log.Infow("msg", "nonces allocated", "signer", b.key, "fencing_token", b.lease.Token,
 			"count", len(b.allocated), "first_nonce", first.Nonce, "first_tx_id", first.ID.String(), "state", string(domain.StateAllocated))
+		if a.notify != nil {
+			a.notify.NotifyAllocated(b.key)
+		}
 	}
 	for i, op := range b.ops {
 		o := b.outcome[i]

@@ -31,6 +31,10 @@ type Chain interface {
 	// An error for the whole call (transport) is returned as error; per-hash lookup errors
 	// other than "not found" are returned in the per-hash Err field.
 	TransactionReceipts(ctx context.Context, hashes []common.Hash) ([]ReceiptResult, error)
+	// TransactionsKnown reports, per hash, whether the node knows the transaction (pending
+	// in its pool or mined): how "nonce too low" after a lost response is told apart from a
+	// nonce taken by some other transaction, without guessing.
+	TransactionsKnown(ctx context.Context, hashes []common.Hash) ([]bool, error)
 	// HeadersByNumber returns the canonical block headers at the given heights, batched.
 	// A height beyond the head yields a nil entry.
 	HeadersByNumber(ctx context.Context, numbers []uint64) ([]*BlockHeader, error)

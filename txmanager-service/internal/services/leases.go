@@ -238,3 +238,14 @@ func (m *LeaseManager) ReleaseAll(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Touch marks the signer's lease as in use, so the keeper renews it rather than releasing
+// it as idle: background work on a signer's open transactions is use.
+func (m *LeaseManager) Touch(signer string) {
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h, ok := m.held[signer]; ok {
+		h.lastUsed = now
+	}
+}

@@ -53,7 +53,7 @@ func newTestNode(t testing.TB, pool *pgxpool.Pool, name string, opts nodeOptions
 	}, repositories.NewLeaseRepository(pool), services.SystemClock{}, metrics, logger)
 	store := &gatedStore{AllocationStore: repositories.NewAllocationRepository()}
 	allocator := services.NewAllocator(component.Manager, store, leases, nil, services.NewNonceCache(),
-		services.NonceConfig{ChainQuery: false}, services.SystemClock{}, metrics, logger)
+		services.NonceConfig{ChainQuery: false}, services.SystemClock{}, nil, metrics, logger)
 	return &testNode{name: name, leases: leases, allocator: allocator, store: store}
 }
 

@@ -1,6 +1,9 @@
 package services
 
 import (
+	"fmt"
+	"math/big"
+
 	"github.com/google/wire"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -18,8 +21,53 @@ var ProviderSet = wire.NewSet(
 	NewCreateTxUseCase,
 	NewGetTxUseCase,
 	NewCompletionsUseCase,
+	NewPipelineConfig,
+	NewStuckHook,
+	NewPipeline,
+	NewAdminUseCase,
 	wire.InterfaceValue(new(Clock), SystemClock{}),
 )
+
+// NewPipelineConfig maps the pipeline, confirmations, resubmit, stuck and fees sections.
+func NewPipelineConfig(c *conf.Bootstrap) (PipelineConfig, error) {
+	fees := FeePolicy{BumpPercent: c.Fees.BumpPercent, BaseFeeMultiplier: c.Fees.BaseFeeMultiplier}
+	var err error
+	if fees.MaxFeeCap, err = weiOrNil("fees.maxFeePerGas", c.Fees.MaxFeePerGas); err != nil {
+		return PipelineConfig{}, err
+	}
+	if fees.MaxTipCap, err = weiOrNil("fees.maxPriorityFeePerGas", c.Fees.MaxPriorityFeePerGas); err != nil {
+		return PipelineConfig{}, err
+	}
+	return PipelineConfig{
+		SubmitBatch:      c.Pipeline.SubmitBatch,
+		ResubmitInterval: c.Resubmit.Interval.Std(),
+		Confirmations:    c.Confirmations.Required,
+		UseFinalizedTag:  c.Confirmations.UseFinalizedTag,
+		Fees:             fees,
+		Stuck:            StuckConfig{MinAge: c.Stuck.MinAge.Std(), MinAttempts: c.Stuck.MinAttempts},
+	}, nil
+}
+
+// NewStuckHook is the shipped policy hook with the configured action. Services embedding
+// their own hook replace this provider.
+func NewStuckHook(c *conf.Bootstrap) (StuckResolutionHook, error) {
+	action, err := ParseResolutionAction(c.Stuck.Action)
+	if err != nil {
+		return nil, fmt.Errorf("stuck.action: %w", err)
+	}
+	return PolicyHook{Action: action}, nil
+}
+
+func weiOrNil(field, s string) (*big.Int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	v, err := domain.ParseWei(field, s)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
 
 // NewLeaseConfig maps the lease section.
 func NewLeaseConfig(c *conf.Bootstrap) LeaseConfig {

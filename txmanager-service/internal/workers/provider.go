@@ -1,6 +1,8 @@
 package workers
 
 import (
+	"context"
+
 	"github.com/google/wire"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -13,14 +15,43 @@ var ProviderSet = wire.NewSet(
 	NewTransactionWriter,
 	wire.Bind(new(services.AllocationQueue), new(*TransactionWriter)),
 	NewLeaseKeeperFromConfig,
+	NewPipelineWorkerConfig,
+	NewPipelineWorkers,
+	wire.Bind(new(services.SubmitNotifier), new(*PipelineWorkers)),
 )
+
+// NewPipelineWorkerConfig maps the loop intervals.
+func NewPipelineWorkerConfig(c *conf.Bootstrap) PipelineConfig {
+	return PipelineConfig{
+		SubmitInterval:   c.Pipeline.SubmitInterval.Std(),
+		FinalityInterval: c.Pipeline.FinalityInterval.Std(),
+		ResubmitScan:     c.Resubmit.ScanInterval.Std(),
+		StuckScan:        c.Stuck.ScanInterval.Std(),
+		AdoptInterval:    c.Pipeline.AdoptInterval.Std(),
+		Receipts: ReceiptCheckerConfig{
+			PollInterval: c.Pipeline.Receipts.PollInterval.Std(),
+			Workers:      c.Pipeline.Receipts.Workers,
+			BatchSize:    c.Pipeline.Receipts.BatchSize,
+			MaxBackoff:   c.Pipeline.Receipts.MaxBackoff.Std(),
+		},
+	}
+}
 
 // NewWriterConfig maps the writer section.
 func NewWriterConfig(c *conf.Bootstrap) WriterConfig {
 	return WriterConfig{Workers: c.Writer.Workers, BatchSize: c.Writer.BatchSize, BatchWait: c.Writer.BatchWait.Std(), QueueSize: c.Writer.QueueSize}
 }
 
+// LeaseKeeper renews in-use leases, releases idle ones and applies local fencing every
+// renew interval.
+type LeaseKeeper struct{ *Loop }
+
 // NewLeaseKeeperFromConfig builds the keeper with the configured renew interval.
 func NewLeaseKeeperFromConfig(c *conf.Bootstrap, leases *services.LeaseManager) *LeaseKeeper {
-	return NewLeaseKeeper(leases, c.Lease.RenewInterval.Std())
+	interval := c.Lease.RenewInterval.Std()
+	return &LeaseKeeper{NewLoop(interval, func(ctx context.Context) {
+		tickCtx, cancel := context.WithTimeout(ctx, interval)
+		defer cancel()
+		leases.Tick(tickCtx)
+	})}
 }

@@ -50,6 +50,18 @@ type SignerNonceCursor struct {
 	UpdatedAt    time.Time
 }
 
+type StuckResolutionAudit struct {
+	ID           int64
+	Signer       string
+	TxID         uuid.UUID
+	Nonce        int64
+	Action       string
+	NodeID       string
+	FencingToken int64
+	Reason       string
+	CreatedAt    time.Time
+}
+
 type TxAttempt struct {
 	TxHash               string
 	TxID                 uuid.UUID

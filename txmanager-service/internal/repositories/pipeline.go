@@ -1,0 +1,288 @@
+package repositories
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// PipelineRepository implements services.PipelineStore. Each write is one autocommitted,
+// fenced statement.
+type PipelineRepository struct {
+	q *sqlcdb.Queries
+}
+
+// NewPipelineRepository builds the repository on the pool.
+func NewPipelineRepository(pool *pgxpool.Pool) *PipelineRepository {
+	return &PipelineRepository{q: sqlcdb.New(pool)}
+}
+
+// fencedOutcome turns a fenced statement's (lease_held, updated) into FENCED or a count.
+func fencedOutcome(lease domain.Lease, write string, leaseHeld bool, updated int64, err error) (int, error) {
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", write, err)
+	}
+	if !leaseHeld {
+		return 0, fencedResult(lease, write, 0, nil)
+	}
+	return int(updated), nil
+}
+
+func text(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
+
+// ListAllocated implements services.PipelineStore.
+func (r *PipelineRepository) ListAllocated(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error) {
+	rows, err := r.q.ListAllocated(ctx, sqlcdb.ListAllocatedParams{Signer: signer, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list allocated: %w", err)
+	}
+	out := make([]domain.ManagedTx, 0, len(rows))
+	for _, row := range rows {
+		tx, err := toDomain(row)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tx)
+	}
+	return out, nil
+}
+
+// MarkSigned implements services.PipelineStore.
+func (r *PipelineRepository) MarkSigned(ctx context.Context, lease domain.Lease, attempts []services.SignedAttempt, resubmitAfter time.Duration) error {
+	p := sqlcdb.MarkSignedParams{ResubmitAfterSeconds: resubmitAfter.Seconds()}
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	for _, a := range attempts {
+		p.TxIds = append(p.TxIds, a.TxID.String())
+		p.TxHashes = append(p.TxHashes, a.Hash.Hex())
+		p.Nonces = append(p.Nonces, int64(a.Nonce))
+		p.MaxFees = append(p.MaxFees, a.MaxFee.String())
+		p.MaxTips = append(p.MaxTips, a.MaxTip.String())
+		p.GasLimits = append(p.GasLimits, int64(a.GasLimit))
+		p.RawTxs = append(p.RawTxs, a.Raw)
+	}
+	row, err := r.q.MarkSigned(ctx, p)
+	_, err = fencedOutcome(lease, "signed attempts", row.LeaseHeld, row.Updated, err)
+	return err
+}
+
+// RecordBroadcast implements services.PipelineStore.
+func (r *PipelineRepository) RecordBroadcast(ctx context.Context, lease domain.Lease, txID uuid.UUID, subState, lastError string) error {
+	p := sqlcdb.RecordBroadcastParams{TxID: txID, SubState: text(subState), LastError: lastError}
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	row, err := r.q.RecordBroadcast(ctx, p)
+	_, err = fencedOutcome(lease, "broadcast outcome", row.LeaseHeld, row.Updated, err)
+	return err
+}
+
+// ListAwaitingReceipt implements services.PipelineStore.
+func (r *PipelineRepository) ListAwaitingReceipt(ctx context.Context, signers []string) ([]services.TrackedTx, error) {
+	rows, err := r.q.ListAwaitingReceipt(ctx, signers)
+	if err != nil {
+		return nil, fmt.Errorf("list awaiting receipt: %w", err)
+	}
+	out := make([]services.TrackedTx, 0, len(rows))
+	for _, row := range rows {
+		t := services.TrackedTx{TxID: row.TxID, Signer: row.Signer, Nonce: uint64(row.Nonce), Attempts: make([]services.AttemptRef, len(row.AttemptHashes))}
+		for i, h := range row.AttemptHashes {
+			t.Attempts[i] = services.AttemptRef{Hash: common.HexToHash(h), Kind: services.AttemptKind(row.AttemptKinds[i])}
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// RecordReceipts implements services.PipelineStore.
+func (r *PipelineRepository) RecordReceipts(ctx context.Context, lease domain.Lease, found []services.FoundReceipt) (int, error) {
+	var p sqlcdb.RecordReceiptsParams
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	for _, f := range found {
+		payload, err := json.Marshal(receiptPayload{
+			TxHash: f.Receipt.TxHash.Hex(), Status: f.Receipt.Status, BlockNumber: f.Receipt.BlockNumber,
+			BlockHash: f.Receipt.BlockHash.Hex(), GasUsed: f.Receipt.GasUsed, Kind: string(f.Kind),
+		})
+		if err != nil {
+			return 0, err
+		}
+		p.TxIds = append(p.TxIds, f.TxID.String())
+		p.TxHashes = append(p.TxHashes, f.Receipt.TxHash.Hex())
+		p.Receipts = append(p.Receipts, payload)
+		p.BlockNumbers = append(p.BlockNumbers, int64(f.Receipt.BlockNumber))
+		p.BlockHashes = append(p.BlockHashes, f.Receipt.BlockHash.Hex())
+	}
+	row, err := r.q.RecordReceipts(ctx, p)
+	return fencedOutcome(lease, "receipts", row.LeaseHeld, row.Updated, err)
+}
+
+// ListMined implements services.PipelineStore.
+func (r *PipelineRepository) ListMined(ctx context.Context, signers []string) ([]services.MinedTx, error) {
+	rows, err := r.q.ListMined(ctx, signers)
+	if err != nil {
+		return nil, fmt.Errorf("list mined: %w", err)
+	}
+	out := make([]services.MinedTx, 0, len(rows))
+	for _, row := range rows {
+		var rp receiptPayload
+		if err := json.Unmarshal(row.Receipt, &rp); err != nil {
+			return nil, fmt.Errorf("receipt of %s: %w", row.TxID, err)
+		}
+		out = append(out, services.MinedTx{
+			TxID: row.TxID, Signer: row.Signer, Nonce: uint64(row.Nonce),
+			BlockNumber: uint64(row.BlockNumber.Int64), BlockHash: common.HexToHash(row.BlockHash.String),
+			Status: rp.Status, Kind: services.AttemptKind(rp.Kind),
+		})
+	}
+	return out, nil
+}
+
+// RevertReorged implements services.PipelineStore.
+func (r *PipelineRepository) RevertReorged(ctx context.Context, lease domain.Lease, txs []services.MinedTx) (int, error) {
+	var p sqlcdb.RevertReorgedParams
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	for _, t := range txs {
+		p.TxIds = append(p.TxIds, t.TxID.String())
+		p.BlockHashes = append(p.BlockHashes, t.BlockHash.Hex())
+	}
+	row, err := r.q.RevertReorged(ctx, p)
+	return fencedOutcome(lease, "reorg revert", row.LeaseHeld, row.Updated, err)
+}
+
+// Finalize implements services.PipelineStore.
+func (r *PipelineRepository) Finalize(ctx context.Context, lease domain.Lease, finals []services.Finalization) (int, error) {
+	var p sqlcdb.FinalizeTxsParams
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	for _, f := range finals {
+		p.TxIds = append(p.TxIds, f.Tx.TxID.String())
+		p.BlockHashes = append(p.BlockHashes, f.Tx.BlockHash.Hex())
+		p.States = append(p.States, string(f.State))
+		p.SubStates = append(p.SubStates, f.SubState)
+	}
+	row, err := r.q.FinalizeTxs(ctx, p)
+	return fencedOutcome(lease, "finality", row.LeaseHeld, row.Updated, err)
+}
+
+// ListResubmitDue implements services.PipelineStore.
+func (r *PipelineRepository) ListResubmitDue(ctx context.Context, signer string, limit int) ([]services.DueResubmit, error) {
+	rows, err := r.q.ListResubmitDue(ctx, sqlcdb.ListResubmitDueParams{Signer: signer, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list resubmit due: %w", err)
+	}
+	out := make([]services.DueResubmit, 0, len(rows))
+	for _, row := range rows {
+		d := services.DueResubmit{
+			TxID: row.TxID, Signer: row.Signer, Nonce: uint64(row.Nonce), Attempts: int(row.SubmitAttempts),
+			Hash: common.HexToHash(row.TxHash), Raw: row.RawTx,
+		}
+		for _, h := range row.AttemptHashes {
+			d.AllHashes = append(d.AllHashes, common.HexToHash(h))
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// ClaimResubmit implements services.PipelineStore.
+func (r *PipelineRepository) ClaimResubmit(ctx context.Context, lease domain.Lease, txID uuid.UUID, resubmitAfter time.Duration) (bool, error) {
+	p := sqlcdb.ClaimResubmitParams{TxID: txID, ResubmitAfterSeconds: resubmitAfter.Seconds()}
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	row, err := r.q.ClaimResubmit(ctx, p)
+	n, err := fencedOutcome(lease, "resubmit claim", row.LeaseHeld, row.Updated, err)
+	return n == 1, err
+}
+
+// HeadOfLine implements services.PipelineStore.
+func (r *PipelineRepository) HeadOfLine(ctx context.Context, signer string) (*services.HeadOfLineTx, error) {
+	id, err := r.q.HeadOfLineTxID(ctx, signer)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("head of line: %w", err)
+	}
+	return r.Resolvable(ctx, id)
+}
+
+// Resolvable implements services.PipelineStore.
+func (r *PipelineRepository) Resolvable(ctx context.Context, txID uuid.UUID) (*services.HeadOfLineTx, error) {
+	row, err := r.q.GetResolvable(ctx, txID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resolvable tx: %w", err)
+	}
+	tx, err := toDomain(sqlcdb.ManagedTx{TxID: row.TxID, Signer: row.Signer, Nonce: row.Nonce, Payload: row.Payload, State: row.State})
+	if err != nil {
+		return nil, err
+	}
+	h := &services.HeadOfLineTx{
+		TxID: row.TxID, Signer: row.Signer, Nonce: uint64(row.Nonce), State: domain.State(row.State),
+		SubState: row.SubState.String, SubmitAttempts: int(row.SubmitAttempts), LastError: row.LastError.String,
+		CreatedAt: row.CreatedAt, Intent: tx.Intent, GasLimit: tx.EffectiveGasLimit, PendingDepth: int(row.PendingDepth),
+		Since: row.StuckSince,
+	}
+	if row.TxHash.Valid {
+		hash := common.HexToHash(row.TxHash.String)
+		h.TxHash = &hash
+	}
+	if row.AttemptGasLimit > 0 {
+		h.GasLimit = uint64(row.AttemptGasLimit)
+	}
+	if row.MaxFeePerGas != "" {
+		h.MaxFee, _ = new(big.Int).SetString(row.MaxFeePerGas, 10)
+	}
+	if row.MaxPriorityFeePerGas != "" {
+		h.MaxTip, _ = new(big.Int).SetString(row.MaxPriorityFeePerGas, 10)
+	}
+	return h, nil
+}
+
+// ClaimStuckResolution implements services.PipelineStore.
+func (r *PipelineRepository) ClaimStuckResolution(ctx context.Context, lease domain.Lease, claim services.StuckClaim) (bool, error) {
+	p := sqlcdb.ClaimStuckResolutionParams{
+		TxID: claim.TxID, NewState: string(claim.NewState), SubState: text(claim.SubState),
+		Reason: claim.Reason, Action: string(claim.Action),
+	}
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	row, err := r.q.ClaimStuckResolution(ctx, p)
+	n, err := fencedOutcome(lease, "stuck resolution claim", row.LeaseHeld, row.Updated, err)
+	return n == 1, err
+}
+
+// RecordAttempt implements services.PipelineStore.
+func (r *PipelineRepository) RecordAttempt(ctx context.Context, lease domain.Lease, a services.SignedAttempt, subState string, resubmitAfter time.Duration) error {
+	p := sqlcdb.RecordAttemptParams{
+		TxHash: a.Hash.Hex(), TxID: a.TxID, Nonce: int64(a.Nonce), Kind: string(a.Kind),
+		MaxFee: a.MaxFee.String(), MaxTip: a.MaxTip.String(), GasLimit: int64(a.GasLimit), RawTx: a.Raw,
+		SubState: text(subState), ResubmitAfterSeconds: resubmitAfter.Seconds(),
+	}
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	row, err := r.q.RecordAttempt(ctx, p)
+	_, err = fencedOutcome(lease, "attempt", row.LeaseHeld, row.Updated, err)
+	return err
+}
+
+// ListOpenSigners implements services.PipelineStore.
+func (r *PipelineRepository) ListOpenSigners(ctx context.Context) ([]services.OpenSigner, error) {
+	rows, err := r.q.ListOpenSigners(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list open signers: %w", err)
+	}
+	out := make([]services.OpenSigner, 0, len(rows))
+	for _, row := range rows {
+		out = append(out, services.OpenSigner{Signer: row.Signer, Owner: row.OwnerNode.String, LeaseLive: row.LeaseLive})
+	}
+	return out, nil
+}

@@ -1,0 +1,156 @@
+package services
+
+import (
+	"context"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// AttemptKind says what a signed attempt is for.
+type AttemptKind string
+
+const (
+	// AttemptOriginal carries the client's intent.
+	AttemptOriginal AttemptKind = "ORIGINAL"
+	// AttemptReplace carries the same intent with bumped fees.
+	AttemptReplace AttemptKind = "REPLACE"
+	// AttemptCancel is a 0-value self-transfer that consumes the nonce instead.
+	AttemptCancel AttemptKind = "CANCEL"
+	// AttemptPlaceholder is a 0-value self-transfer that fills the nonce.
+	AttemptPlaceholder AttemptKind = "PLACEHOLDER"
+)
+
+// ExecutesIntent reports whether a mined attempt of this kind ran the client's intent.
+func (k AttemptKind) ExecutesIntent() bool { return k == AttemptOriginal || k == AttemptReplace || k == "" }
+
+// SignedAttempt is one signed raw transaction for a managed transaction's nonce.
+type SignedAttempt struct {
+	TxID     uuid.UUID
+	Hash     common.Hash
+	Nonce    uint64
+	Kind     AttemptKind
+	MaxFee   *big.Int
+	MaxTip   *big.Int
+	GasLimit uint64
+	Raw      []byte
+}
+
+// AttemptRef names an attempt to look a receipt up for.
+type AttemptRef struct {
+	Hash common.Hash
+	Kind AttemptKind
+}
+
+// TrackedTx is broadcast and not yet mined.
+type TrackedTx struct {
+	TxID     uuid.UUID
+	Signer   string
+	Nonce    uint64
+	Attempts []AttemptRef
+}
+
+// FoundReceipt is a receipt for one attempt of a tracked transaction.
+type FoundReceipt struct {
+	TxID    uuid.UUID
+	Kind    AttemptKind
+	Receipt Receipt
+}
+
+// MinedTx has a receipt and is not final yet.
+type MinedTx struct {
+	TxID        uuid.UUID
+	Signer      string
+	Nonce       uint64
+	BlockNumber uint64
+	BlockHash   common.Hash
+	Status      uint64
+	Kind        AttemptKind
+}
+
+// Finalization is a mined transaction reaching its final state.
+type Finalization struct {
+	Tx       MinedTx
+	State    domain.State
+	SubState string
+}
+
+// DueResubmit is a transaction whose current attempt is due to be broadcast again.
+type DueResubmit struct {
+	TxID     uuid.UUID
+	Signer   string
+	Nonce    uint64
+	Attempts int
+	Hash     common.Hash
+	Raw      []byte
+	// AllHashes are every attempt's hashes: any of them may be what the node has.
+	AllHashes []common.Hash
+}
+
+// HeadOfLineTx is a signer's lowest unmined nonce.
+type HeadOfLineTx struct {
+	TxID           uuid.UUID
+	Signer         string
+	Nonce          uint64
+	State          domain.State
+	SubState       string
+	TxHash         *common.Hash
+	SubmitAttempts int
+	LastError      string
+	CreatedAt      time.Time
+	Intent         domain.Intent
+	GasLimit       uint64
+	// Fees of the current attempt (nil before the first signing).
+	MaxFee, MaxTip *big.Int
+	PendingDepth   int
+	// Since is when it started waiting: creation, or the last resolution claimed for it.
+	Since time.Time
+}
+
+// StuckClaim claims a stuck transaction for one resolution action.
+type StuckClaim struct {
+	TxID     uuid.UUID
+	Action   ResolutionAction
+	NewState domain.State
+	SubState string
+	Reason   string
+}
+
+// OpenSigner is a signer with unfinished transactions and its lease holder, if any.
+type OpenSigner struct {
+	Signer    string
+	Owner     string
+	LeaseLive bool
+}
+
+// PipelineStore is the chain pipeline's view of the database. Every write is fenced on the
+// lease and yields *domain.FencedError when the lease no longer matches.
+type PipelineStore interface {
+	ListAllocated(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error)
+	MarkSigned(ctx context.Context, lease domain.Lease, attempts []SignedAttempt, resubmitAfter time.Duration) error
+	RecordBroadcast(ctx context.Context, lease domain.Lease, txID uuid.UUID, subState, lastError string) error
+
+	ListAwaitingReceipt(ctx context.Context, signers []string) ([]TrackedTx, error)
+	RecordReceipts(ctx context.Context, lease domain.Lease, found []FoundReceipt) (int, error)
+
+	ListMined(ctx context.Context, signers []string) ([]MinedTx, error)
+	RevertReorged(ctx context.Context, lease domain.Lease, txs []MinedTx) (int, error)
+	Finalize(ctx context.Context, lease domain.Lease, finals []Finalization) (int, error)
+
+	ListResubmitDue(ctx context.Context, signer string, limit int) ([]DueResubmit, error)
+	ClaimResubmit(ctx context.Context, lease domain.Lease, txID uuid.UUID, resubmitAfter time.Duration) (bool, error)
+
+	// HeadOfLine is the signer's lowest unmined transaction (nil when none).
+	HeadOfLine(ctx context.Context, signer string) (*HeadOfLineTx, error)
+	// Resolvable loads one unmined transaction in the same shape (nil when it is mined,
+	// final or unknown).
+	Resolvable(ctx context.Context, txID uuid.UUID) (*HeadOfLineTx, error)
+	ClaimStuckResolution(ctx context.Context, lease domain.Lease, claim StuckClaim) (bool, error)
+	RecordAttempt(ctx context.Context, lease domain.Lease, attempt SignedAttempt, subState string, resubmitAfter time.Duration) error
+
+	ListOpenSigners(ctx context.Context) ([]OpenSigner, error)
+}

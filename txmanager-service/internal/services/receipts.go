@@ -1,0 +1,91 @@
+package services
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+)
+
+// ReceiptOutcome sorts one look-up pass: what was mined, what the node does not have yet,
+// and what could not be looked up.
+type ReceiptOutcome struct {
+	Found    []FoundReceipt
+	NotFound []uuid.UUID
+	Failed   []uuid.UUID
+}
+
+// CheckReceipts looks up the receipts of every attempt of txs in batched calls (the chain
+// adapter packs them into JSON-RPC batches). A receipt for ANY attempt counts: a
+// replacement or cancellation may be the one that was mined.
+func (p *Pipeline) CheckReceipts(ctx context.Context, txs []TrackedTx) (ReceiptOutcome, error) {
+	var hashes []AttemptRef
+	for _, tx := range txs {
+		hashes = append(hashes, tx.Attempts...)
+	}
+	plain := make([]common.Hash, len(hashes))
+	for i, h := range hashes {
+		plain[i] = h.Hash
+	}
+	results, err := p.chain.TransactionReceipts(ctx, plain)
+	if err != nil {
+		for range txs {
+			p.metrics.ReceiptCheck(ctx, "error")
+		}
+		return ReceiptOutcome{}, err
+	}
+	var out ReceiptOutcome
+	i := 0
+	for _, tx := range txs {
+		var found *FoundReceipt
+		failed := false
+		for _, attempt := range tx.Attempts {
+			r := results[i]
+			i++
+			switch {
+			case r.Receipt != nil && found == nil:
+				found = &FoundReceipt{TxID: tx.TxID, Kind: attempt.Kind, Receipt: *r.Receipt}
+			case r.Err != nil:
+				failed = true
+			}
+		}
+		switch {
+		case found != nil:
+			out.Found = append(out.Found, *found)
+			p.metrics.ReceiptCheck(ctx, "found")
+		case failed:
+			out.Failed = append(out.Failed, tx.TxID)
+			p.metrics.ReceiptCheck(ctx, "error")
+		default:
+			out.NotFound = append(out.NotFound, tx.TxID)
+			p.metrics.ReceiptCheck(ctx, "not_found")
+		}
+	}
+	return out, nil
+}
+
+// RecordReceipts writes found receipts, signer by signer, with the leases this node holds;
+// receipts of signers it no longer holds are left for their owner.
+func (p *Pipeline) RecordReceipts(ctx context.Context, found []FoundReceipt, signerOf map[uuid.UUID]string) (int, error) {
+	bySigner := map[string][]FoundReceipt{}
+	for _, f := range found {
+		bySigner[signerOf[f.TxID]] = append(bySigner[signerOf[f.TxID]], f)
+	}
+	written := 0
+	var errs []error
+	for signer, group := range bySigner {
+		lease, ok := p.leases.Current(signer)
+		if !ok {
+			continue
+		}
+		n, err := p.store.RecordReceipts(ctx, lease, group)
+		if err != nil {
+			errs = append(errs, p.fenced(ctx, lease, err))
+			continue
+		}
+		written += n
+		p.log.Infow("msg", "receipts recorded", "signer", signer, "fencing_token", lease.Token, "count", n, "sub_state", "MINED")
+	}
+	return written, errors.Join(errs...)
+}

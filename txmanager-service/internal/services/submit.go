@@ -1,0 +1,77 @@
+package services
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// SubmitAllocated signs the signer's ALLOCATED transactions (lowest nonce first), persists
+// every attempt fenced, and only then broadcasts them in nonce order.
+func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease) (int, error) {
+	txs, err := p.store.ListAllocated(ctx, lease.Signer, max(p.cfg.SubmitBatch, 1))
+	if err != nil || len(txs) == 0 {
+		return 0, err
+	}
+	suggestion, err := p.chain.SuggestFees(ctx)
+	if err != nil {
+		return 0, &domain.UnavailableError{Reason: "fee suggestion", RetryAfter: time.Second, Err: err}
+	}
+	attempts := make([]SignedAttempt, 0, len(txs))
+	for _, tx := range txs {
+		maxFee, maxTip, err := p.cfg.Fees.Initial(tx.Intent, suggestion)
+		if err != nil {
+			return 0, err
+		}
+		signed, raw, err := p.sign(ctx, tx.Signer, tx.Nonce, tx.Intent.To, tx.Intent.Value, tx.Intent.Data, tx.EffectiveGasLimit, maxFee, maxTip)
+		if err != nil {
+			return 0, fmt.Errorf("sign %s (nonce %d): %w", tx.ID, tx.Nonce, err)
+		}
+		attempts = append(attempts, SignedAttempt{
+			TxID: tx.ID, Hash: signed.Hash(), Nonce: tx.Nonce, Kind: AttemptOriginal,
+			MaxFee: maxFee, MaxTip: maxTip, GasLimit: tx.EffectiveGasLimit, Raw: raw,
+		})
+	}
+	if err := p.store.MarkSigned(ctx, lease, attempts, p.cfg.ResubmitInterval); err != nil {
+		return 0, p.fenced(ctx, lease, err)
+	}
+	for _, a := range attempts {
+		if _, err := p.broadcast(ctx, lease, a.TxID, a.Raw, []common.Hash{a.Hash}); err != nil {
+			return 0, err
+		}
+	}
+	p.log.Infow("msg", "transactions signed and broadcast", "signer", lease.Signer, "fencing_token", lease.Token,
+		"count", len(attempts), "first_nonce", attempts[0].Nonce, "first_tx_id", attempts[0].TxID.String(), "state", string(domain.StateTracking))
+	return len(attempts), nil
+}
+
+// ResubmitDue rebroadcasts the signer's transactions whose resubmission is due. Each is
+// claimed first (fenced: advance next_resubmit_at, count the attempt) and only a claimed
+// one is sent, with the same signed bytes.
+func (p *Pipeline) ResubmitDue(ctx context.Context, lease domain.Lease, limit int) (int, error) {
+	due, err := p.store.ListResubmitDue(ctx, lease.Signer, limit)
+	if err != nil {
+		return 0, err
+	}
+	sent := 0
+	for _, d := range due {
+		claimed, err := p.store.ClaimResubmit(ctx, lease, d.TxID, p.cfg.ResubmitInterval)
+		if err != nil {
+			return sent, p.fenced(ctx, lease, err)
+		}
+		if !claimed {
+			continue
+		}
+		result, err := p.broadcast(ctx, lease, d.TxID, d.Raw, d.AllHashes)
+		p.metrics.Resubmit(ctx, result)
+		if err != nil {
+			return sent, err
+		}
+		sent++
+	}
+	return sent, nil
+}

@@ -1,0 +1,186 @@
+package signer_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/signer"
+)
+
+func TestNewFromConfigBuildsEverySource(t *testing.T) {
+	t.Parallel()
+	rawKey, devKey, externalKey := newKey(t), newKey(t), newKey(t)
+	url := serveRPC(t, fakeClefLister{&fakeClef{key: externalKey, chainID: testChainID}, []common.Address{addressOf(externalKey)}})
+	keystoreCfg := conf.KeystoreSource{Dir: fixture.dir, Addresses: hexes(fixture.accounts[0]), PassphraseFile: fixture.passphraseFile}
+	externalCfg := conf.ExternalSource{URL: url, Addresses: hexes(addressOf(externalKey))}
+	tests := []struct {
+		name        string
+		cfg         conf.Signers
+		environment string
+		devKeys     []*ecdsa.PrivateKey
+		want        []common.Address
+	}{
+		{
+			name:        "development: raw, dev, keystore and external",
+			cfg:         conf.Signers{RawKeys: []string{"0x" + keyHex(rawKey)}, Keystore: keystoreCfg, External: externalCfg},
+			environment: conf.EnvironmentDevelopment,
+			devKeys:     []*ecdsa.PrivateKey{devKey},
+			want:        []common.Address{addressOf(rawKey), addressOf(devKey), fixture.accounts[0], addressOf(externalKey)},
+		},
+		{
+			name:        "development: dev keys alone",
+			environment: conf.EnvironmentDevelopment,
+			devKeys:     []*ecdsa.PrivateKey{devKey},
+			want:        []common.Address{addressOf(devKey)},
+		},
+		{
+			name:        "production: keystore and external",
+			cfg:         conf.Signers{Keystore: keystoreCfg, External: externalCfg},
+			environment: conf.EnvironmentProduction,
+			want:        []common.Address{fixture.accounts[0], addressOf(externalKey)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			registry, cleanup, err := signer.NewFromConfig(tt.cfg, tt.environment, tt.devKeys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cleanup()
+			if got := registry.Addresses(); !sameAddresses(got, tt.want) {
+				t.Fatalf("addresses %v, want %v", got, tt.want)
+			}
+			for _, addr := range tt.want {
+				tx := dynamicFeeTx(1)
+				signed, err := registry.SignTx(context.Background(), addr, tx, testChainID)
+				if err != nil {
+					t.Fatalf("sign for %s: %v", addr.Hex(), err)
+				}
+				requireSignedBy(t, signed, tx, addr)
+			}
+		})
+	}
+}
+
+func TestNewFromConfigRefusesDevelopmentKeysInProduction(t *testing.T) {
+	t.Parallel()
+	key := newKey(t)
+	tests := []struct {
+		name    string
+		cfg     conf.Signers
+		devKeys []*ecdsa.PrivateKey
+	}{
+		{"dev keys", conf.Signers{}, []*ecdsa.PrivateKey{key}},
+		{"raw keys", conf.Signers{RawKeys: []string{keyHex(key)}}, nil},
+		{"raw keys beside a keystore", conf.Signers{
+			RawKeys:  []string{keyHex(key)},
+			Keystore: conf.KeystoreSource{Dir: fixture.dir, PassphraseFile: fixture.passphraseFile},
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := signer.NewFromConfig(tt.cfg, conf.EnvironmentProduction, tt.devKeys)
+			if err == nil || !strings.Contains(err.Error(), "development only") {
+				t.Fatalf("got %v, want a development-only error", err)
+			}
+			requireNoSecret(t, err, keyHex(key))
+		})
+	}
+}
+
+func TestNewFromConfigRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	key := newKey(t)
+	url := serveRPC(t, &fakeClef{key: key, chainID: testChainID})
+	checksummed := addressOf(key).Hex()
+	tests := []struct {
+		name        string
+		cfg         conf.Signers
+		devKeys     []*ecdsa.PrivateKey
+		wantInError string
+	}{
+		{"nothing configured", conf.Signers{}, nil, "no key source configured"},
+		{"raw key equal to a dev key", conf.Signers{RawKeys: []string{keyHex(key)}}, []*ecdsa.PrivateKey{key}, "given twice"},
+		{"external address with a bad checksum", conf.Signers{External: conf.ExternalSource{URL: url, Addresses: []string{flipCase(checksummed)}}}, nil, "EIP-55"},
+		{"external address without 0x", conf.Signers{External: conf.ExternalSource{URL: url, Addresses: []string{checksummed[2:]}}}, nil, "0x followed by 40 hex digits"},
+		{"external address too short", conf.Signers{External: conf.ExternalSource{URL: url, Addresses: []string{checksummed[:41]}}}, nil, "0x followed by 40 hex digits"},
+		{"external addresses without url", conf.Signers{External: conf.ExternalSource{Addresses: []string{checksummed}}}, nil, "url is empty"},
+		{"keystore without dir", conf.Signers{Keystore: conf.KeystoreSource{PassphraseFile: fixture.passphraseFile}}, nil, "dir is empty"},
+		{"same address in keystore and external", conf.Signers{
+			Keystore: conf.KeystoreSource{Dir: fixture.dir, Addresses: hexes(fixture.accounts[0]), PassphraseFile: fixture.passphraseFile},
+			External: conf.ExternalSource{URL: url, Addresses: hexes(fixture.accounts[0])},
+		}, nil, "more than one key source"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			registry, cleanup, err := signer.NewFromConfig(tt.cfg, conf.EnvironmentDevelopment, tt.devKeys)
+			if err == nil {
+				cleanup()
+				t.Fatalf("built a registry of %v", registry.Addresses())
+			}
+			if !strings.Contains(err.Error(), tt.wantInError) {
+				t.Fatalf("error %q does not contain %q", err, tt.wantInError)
+			}
+			requireNoSecret(t, err, keyHex(key))
+		})
+	}
+}
+
+func TestParseAddress(t *testing.T) {
+	t.Parallel()
+	checksummed := "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed" // the EIP-55 example
+	tests := []struct {
+		in     string
+		wantOK bool
+	}{
+		{checksummed, true},
+		{strings.ToLower(checksummed), true},
+		{"0x" + strings.ToUpper(checksummed[2:]), true},
+		{"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD", false}, // last letter's case flipped
+		{checksummed[2:], false},
+		{"0X" + checksummed[2:], false},
+		{checksummed + "00", false},
+		{"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeg", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		got, err := signer.ParseAddress(tt.in)
+		if (err == nil) != tt.wantOK {
+			t.Fatalf("ParseAddress(%q) error = %v, want ok=%v", tt.in, err, tt.wantOK)
+		}
+		if tt.wantOK && !strings.EqualFold(got.Hex(), tt.in) {
+			t.Fatalf("ParseAddress(%q) = %s", tt.in, got.Hex())
+		}
+	}
+}
+
+func TestNewFromConfigCleanupClosesSources(t *testing.T) {
+	t.Parallel()
+	key := newKey(t)
+	url := serveRPC(t, &fakeClef{key: key, chainID: testChainID})
+	registry, cleanup, err := signer.NewFromConfig(conf.Signers{
+		Keystore: conf.KeystoreSource{Dir: fixture.dir, Addresses: hexes(fixture.accounts[1]), PassphraseFile: fixture.passphraseFile},
+		External: conf.ExternalSource{URL: url, Addresses: hexes(addressOf(key))},
+	}, conf.EnvironmentProduction, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanup()
+	cleanup() // a second call must be harmless
+	for _, addr := range []common.Address{fixture.accounts[1], addressOf(key)} {
+		if _, err := registry.SignTx(context.Background(), addr, dynamicFeeTx(0), testChainID); err == nil {
+			t.Fatalf("signed for %s after cleanup", addr.Hex())
+		} else if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("sign for %s after cleanup timed out instead of failing: %v", addr.Hex(), err)
+		}
+	}
+}

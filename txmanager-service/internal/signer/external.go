@@ -1,0 +1,117 @@
+package signer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"slices"
+	"sync/atomic"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// ExternalSource signs through a clef-compatible signer over JSON-RPC
+// (account_signTransaction). Every reply is checked: the signer, or a rule or operator in
+// front of it, may alter a request, and the service must broadcast only what it allocated.
+type ExternalSource struct {
+	client *rpc.Client
+	// transport is ours, not http.DefaultTransport, so the cleanup can drop its idle
+	// connections: rpc.Client.Close does nothing for HTTP endpoints.
+	transport *http.Transport
+	closed    atomic.Bool
+	addrs     []common.Address // sorted
+}
+
+// NewExternalSource connects to url for addrs. When the endpoint answers account_list,
+// every address in addrs must be listed; an endpoint that rejects the listing (clef
+// without a rule approving it, or a signer without the method) is trusted with the
+// configured list, and signing for an address it lacks fails later. A transport failure
+// (unreachable, timeout, HTTP error) fails construction. ctx bounds the check; the cleanup
+// closes the connection.
+func NewExternalSource(ctx context.Context, url string, addrs []common.Address) (*ExternalSource, func(), error) {
+	if url == "" {
+		return nil, nil, errors.New("external signer: url is empty")
+	}
+	if len(addrs) == 0 {
+		return nil, nil, errors.New("external signer: no addresses configured")
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	client, err := rpc.DialOptions(ctx, url, rpc.WithHTTPClient(&http.Client{Transport: transport}))
+	if err != nil {
+		return nil, nil, fmt.Errorf("external signer: dial: %w", err)
+	}
+	sorted := slices.Clone(addrs)
+	slices.SortFunc(sorted, common.Address.Cmp)
+	s := &ExternalSource{client: client, transport: transport, addrs: slices.Compact(sorted)}
+	if err := checkListed(ctx, client, addrs); err != nil {
+		s.close()
+		return nil, nil, fmt.Errorf("external signer: %w", err)
+	}
+	return s, s.close, nil
+}
+
+// close makes further signing fail and releases the connection.
+func (s *ExternalSource) close() {
+	s.closed.Store(true)
+	s.client.Close()
+	s.transport.CloseIdleConnections()
+}
+
+// checkListed cross-checks addrs with account_list when the signer answers it.
+func checkListed(ctx context.Context, client *rpc.Client, addrs []common.Address) error {
+	var listed []common.Address
+	err := client.CallContext(ctx, &listed, "account_list")
+	var replied rpc.Error
+	switch {
+	case errors.As(err, &replied):
+		return nil // reachable, but listing is unsupported or denied
+	case err != nil:
+		return fmt.Errorf("account_list: %w", err)
+	}
+	for _, addr := range addrs {
+		if !slices.Contains(listed, addr) {
+			return fmt.Errorf("signer %s is not among the external signer's accounts", addr.Hex())
+		}
+	}
+	return nil
+}
+
+// Addresses lists the configured signers, sorted.
+func (s *ExternalSource) Addresses() []common.Address { return slices.Clone(s.addrs) }
+
+// signTransactionReply is clef's answer to account_signTransaction. Only raw is used:
+// it is exactly what would be broadcast, while tx is a JSON rendering of it.
+type signTransactionReply struct {
+	Raw hexutil.Bytes `json:"raw"`
+}
+
+// SignTx asks the external signer to sign tx for chainID and accepts the answer only if
+// it is tx itself, signed by from. ctx bounds the call.
+func (s *ExternalSource) SignTx(ctx context.Context, from common.Address, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
+	if _, held := slices.BinarySearchFunc(s.addrs, from, common.Address.Cmp); !held {
+		return nil, fmt.Errorf("sign for %s: %w", from.Hex(), domain.ErrUnknownSigner)
+	}
+	if s.closed.Load() {
+		return nil, errSourceClosed
+	}
+	args, err := sendTxArgs(from, tx, chainID)
+	if err != nil {
+		return nil, fmt.Errorf("external signer: sign for %s: %w", from.Hex(), err)
+	}
+	var reply signTransactionReply
+	if err := s.client.CallContext(ctx, &reply, "account_signTransaction", args); err != nil {
+		return nil, fmt.Errorf("external signer: account_signTransaction for %s: %w", from.Hex(), err)
+	}
+	signed, err := checkSignedTx(reply.Raw, tx, from, chainID)
+	if err != nil {
+		return nil, fmt.Errorf("external signer: sign for %s: %w", from.Hex(), err)
+	}
+	return signed, nil
+}

@@ -1,0 +1,286 @@
+package signer_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/rpc"
+	"github.com/ethereum/go-ethereum/signer/core/apitypes"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/signer"
+)
+
+// fakeClef answers account_signTransaction the way clef does: it rebuilds the
+// transaction from SendTxArgs, refuses a foreign chain id or account, signs with its
+// configured chain id and returns {raw, tx}. misbehave makes it alter the request first.
+type fakeClef struct {
+	key       *ecdsa.PrivateKey
+	chainID   *big.Int
+	misbehave func(args *apitypes.SendTxArgs, key **ecdsa.PrivateKey)
+}
+
+type fakeClefReply struct {
+	Raw hexutil.Bytes      `json:"raw"`
+	Tx  *types.Transaction `json:"tx"`
+}
+
+func (c *fakeClef) SignTransaction(_ context.Context, args apitypes.SendTxArgs, _ *string) (*fakeClefReply, error) {
+	if args.ChainID != nil && args.ChainID.ToInt().Cmp(c.chainID) != 0 {
+		return nil, fmt.Errorf("requested chainid %d does not match the configuration of the signer", args.ChainID.ToInt())
+	}
+	if args.From.Address() != addressOf(c.key) {
+		return nil, errors.New("unknown account")
+	}
+	key := c.key
+	if c.misbehave != nil {
+		c.misbehave(&args, &key)
+	}
+	unsigned, err := args.ToTransaction()
+	if err != nil {
+		return nil, err
+	}
+	signed, err := types.SignTx(unsigned, types.LatestSignerForChainID(c.chainID), key)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := signed.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return &fakeClefReply{Raw: raw, Tx: signed}, nil
+}
+
+// fakeClefLister adds account_list, which real clef answers after approval.
+type fakeClefLister struct {
+	*fakeClef
+	accounts []common.Address
+}
+
+func (c fakeClefLister) List(context.Context) ([]common.Address, error) { return c.accounts, nil }
+
+// serveRPC serves service as the "account" namespace on a loopback HTTP server.
+func serveRPC(t *testing.T, service any) string {
+	t.Helper()
+	server := rpc.NewServer()
+	if err := server.RegisterName("account", service); err != nil {
+		t.Fatal(err)
+	}
+	httpServer := httptest.NewServer(server)
+	t.Cleanup(func() {
+		httpServer.Close()
+		server.Stop()
+	})
+	return httpServer.URL
+}
+
+func newExternal(t *testing.T, url string, addrs ...common.Address) *signer.ExternalSource {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	src, cleanup, err := signer.NewExternalSource(ctx, url, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	return src
+}
+
+func TestExternalSourceSigns(t *testing.T) {
+	t.Parallel()
+	key := newKey(t)
+	clef := &fakeClef{key: key, chainID: testChainID}
+	to := common.HexToAddress("0x00000000000000000000000000000000000000bb")
+	tests := []struct {
+		name    string
+		service any
+		tx      *types.Transaction
+	}{
+		{"dynamic fee, no account_list", clef, dynamicFeeTx(9)},
+		{"dynamic fee with chain id and access list, account_list", fakeClefLister{clef, []common.Address{addressOf(key)}},
+			types.NewTx(&types.DynamicFeeTx{
+				ChainID: testChainID, Nonce: 1, To: &to, Gas: 60_000, GasTipCap: big.NewInt(1), GasFeeCap: big.NewInt(2),
+				AccessList: types.AccessList{{Address: to, StorageKeys: []common.Hash{{1}}}},
+			})},
+		{"contract creation", clef, types.NewTx(&types.DynamicFeeTx{Nonce: 2, Gas: 100_000, GasTipCap: big.NewInt(1), GasFeeCap: big.NewInt(2), Data: []byte{0x60, 0x00}})},
+		{"legacy", clef, types.NewTx(&types.LegacyTx{Nonce: 3, To: &to, Gas: 21_000, GasPrice: big.NewInt(5), Value: big.NewInt(1)})},
+		{"access list type with empty list", clef, types.NewTx(&types.AccessListTx{Nonce: 4, To: &to, Gas: 21_000, GasPrice: big.NewInt(5)})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			src := newExternal(t, serveRPC(t, tt.service), addressOf(key))
+			signed, err := src.SignTx(context.Background(), addressOf(key), tt.tx, testChainID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if signed.Type() != tt.tx.Type() {
+				t.Fatalf("type %d, want %d", signed.Type(), tt.tx.Type())
+			}
+			requireSignedBy(t, signed, tt.tx, addressOf(key))
+		})
+	}
+}
+
+func TestExternalSourceRejectsAlteredReplies(t *testing.T) {
+	t.Parallel()
+	key, otherKey := newKey(t), newKey(t)
+	tests := []struct {
+		name        string
+		misbehave   func(args *apitypes.SendTxArgs, key **ecdsa.PrivateKey)
+		wantInError string
+	}{
+		{"different nonce", func(a *apitypes.SendTxArgs, _ **ecdsa.PrivateKey) { a.Nonce++ }, "nonce, signing hash changed"},
+		{"signed by another key", func(_ *apitypes.SendTxArgs, k **ecdsa.PrivateKey) { *k = otherKey }, "signed by " + addressOf(otherKey).Hex() + ", not " + addressOf(key).Hex()},
+		{"different recipient", func(a *apitypes.SendTxArgs, _ **ecdsa.PrivateKey) {
+			to := common.NewMixedcaseAddress(addressOf(otherKey))
+			a.To = &to
+		}, ": to, signing hash changed"},
+		{"different value", func(a *apitypes.SendTxArgs, _ **ecdsa.PrivateKey) { a.Value = hexutil.Big(*big.NewInt(10)) }, ": value, signing hash changed"},
+		{"different data", func(a *apitypes.SendTxArgs, _ **ecdsa.PrivateKey) { a.Input = &hexutil.Bytes{0xde, 0xad} }, ": data, signing hash changed"},
+		{"different gas", func(a *apitypes.SendTxArgs, _ **ecdsa.PrivateKey) { a.Gas++ }, ": gas, signing hash changed"},
+		{"higher fee cap", func(a *apitypes.SendTxArgs, _ **ecdsa.PrivateKey) { a.MaxFeePerGas = (*hexutil.Big)(big.NewInt(1e18)) }, ": gas fee cap, signing hash changed"},
+		{"higher tip", func(a *apitypes.SendTxArgs, _ **ecdsa.PrivateKey) {
+			a.MaxPriorityFeePerGas = (*hexutil.Big)(big.NewInt(1e10))
+		}, ": gas tip cap, signing hash changed"},
+		{"legacy instead of dynamic fee", func(a *apitypes.SendTxArgs, _ **ecdsa.PrivateKey) {
+			a.GasPrice, a.MaxFeePerGas, a.MaxPriorityFeePerGas, a.AccessList = a.MaxFeePerGas, nil, nil, nil
+		}, ": type, gas tip cap, signing hash changed"},
+		{"added access list", func(a *apitypes.SendTxArgs, _ **ecdsa.PrivateKey) {
+			a.AccessList = &types.AccessList{{Address: addressOf(otherKey)}}
+		}, ": access list, signing hash changed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			url := serveRPC(t, &fakeClef{key: key, chainID: testChainID, misbehave: tt.misbehave})
+			src := newExternal(t, url, addressOf(key))
+			signed, err := src.SignTx(context.Background(), addressOf(key), dynamicFeeTx(5), testChainID)
+			if !errors.Is(err, signer.ErrSignedTxMismatch) {
+				t.Fatalf("got (%v, %v), want ErrSignedTxMismatch", signed, err)
+			}
+			if !strings.Contains(err.Error(), tt.wantInError) {
+				t.Fatalf("error %q does not mention %q", err, tt.wantInError)
+			}
+		})
+	}
+}
+
+func TestExternalSourceRejectsWrongChain(t *testing.T) {
+	t.Parallel()
+	key := newKey(t)
+	// A signer configured for another chain signs with its own chain id; without the
+	// check the transaction would be valid on the wrong network.
+	url := serveRPC(t, chainIgnoringClef{&fakeClef{key: key, chainID: big.NewInt(1)}})
+	src := newExternal(t, url, addressOf(key))
+	_, err := src.SignTx(context.Background(), addressOf(key), dynamicFeeTx(0), testChainID)
+	if !errors.Is(err, signer.ErrSignedTxMismatch) || !strings.Contains(err.Error(), ": chain id changed") {
+		t.Fatalf("got %v, want a chain id mismatch", err)
+	}
+}
+
+// chainIgnoringClef signs for its own chain whatever chain id it is asked for.
+type chainIgnoringClef struct{ *fakeClef }
+
+func (c chainIgnoringClef) SignTransaction(ctx context.Context, args apitypes.SendTxArgs, sel *string) (*fakeClefReply, error) {
+	args.ChainID = (*hexutil.Big)(c.chainID)
+	return c.fakeClef.SignTransaction(ctx, args, sel)
+}
+
+func TestExternalSourceConstructionAndCallErrors(t *testing.T) {
+	t.Parallel()
+	key := newKey(t)
+	listed := serveRPC(t, fakeClefLister{&fakeClef{key: key, chainID: testChainID}, []common.Address{addressOf(key)}})
+	tests := []struct {
+		name        string
+		url         string
+		addrs       []common.Address
+		wantInError string
+	}{
+		{"unreachable", unreachableURL(t), []common.Address{addressOf(key)}, "connection refused"},
+		{"address not listed", listed, []common.Address{addressOf(key), addressOf(newKey(t))}, "not among the external signer's accounts"},
+		{"no url", "", []common.Address{addressOf(key)}, "url is empty"},
+		{"no addresses", listed, nil, "no addresses"},
+		{"bad scheme", "ftp://127.0.0.1:1", []common.Address{addressOf(key)}, "dial"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, cleanup, err := signer.NewExternalSource(ctx, tt.url, tt.addrs)
+			if err == nil {
+				cleanup()
+				t.Fatal("constructed a source")
+			}
+			if !strings.Contains(err.Error(), tt.wantInError) {
+				t.Fatalf("error %q does not contain %q", err, tt.wantInError)
+			}
+		})
+	}
+
+	t.Run("signing for an unknown address", func(t *testing.T) {
+		t.Parallel()
+		src := newExternal(t, listed, addressOf(key))
+		_, err := src.SignTx(context.Background(), addressOf(newKey(t)), dynamicFeeTx(0), testChainID)
+		if !errors.Is(err, domain.ErrUnknownSigner) {
+			t.Fatalf("got %v, want ErrUnknownSigner", err)
+		}
+	})
+	t.Run("signer stops answering", func(t *testing.T) {
+		t.Parallel()
+		hang := make(chan struct{})
+		t.Cleanup(func() { close(hang) })
+		src := newExternal(t, serveRPC(t, hangingClef{hang}), addressOf(key))
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := src.SignTx(ctx, addressOf(key), dynamicFeeTx(0), testChainID)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v, want the context deadline", err)
+		}
+	})
+	t.Run("unsupported type", func(t *testing.T) {
+		t.Parallel()
+		src := newExternal(t, listed, addressOf(key))
+		tx := types.NewTx(&types.SetCodeTx{Nonce: 1})
+		if _, err := src.SignTx(context.Background(), addressOf(key), tx, testChainID); err == nil || !strings.Contains(err.Error(), "not supported") {
+			t.Fatalf("got %v, want an unsupported-type error", err)
+		}
+	})
+}
+
+// hangingClef never answers until released; clef waiting for an operator looks like this.
+type hangingClef struct{ release chan struct{} }
+
+func (c hangingClef) SignTransaction(ctx context.Context, _ apitypes.SendTxArgs, _ *string) (*fakeClefReply, error) {
+	select {
+	case <-c.release:
+	case <-ctx.Done():
+	}
+	return nil, errors.New("released")
+}
+
+// unreachableURL is a loopback address nothing listens on.
+func unreachableURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + addr
+}
