@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,7 +41,14 @@ type testService struct {
 
 type serviceOptions struct {
 	chainQuery bool
-	configure  func(*conf.Bootstrap)
+	// chain, when set, is a test-owned simulated chain the service reaches over JSON-RPC;
+	// its first signers dev accounts become the service's raw keys. Otherwise the service
+	// runs its own embedded chain.
+	chain   *chain.SimulatedChain
+	signers int
+	// fastPipeline shortens every pipeline interval for tests.
+	fastPipeline bool
+	configure    func(*conf.Bootstrap)
 }
 
 func startService(t testing.TB, opts serviceOptions) *testService {
@@ -57,6 +65,19 @@ func startService(t testing.TB, opts serviceOptions) *testService {
 	bc.Node.ID = "test-" + bc.Server.GRPC.Addr
 	bc.Nonce.ChainQuery.Enabled = opts.chainQuery
 	bc.Chain.Embedded.BlockInterval = conf.Duration(200 * time.Millisecond)
+	if opts.chain != nil {
+		bc.Chain.RPCURL = opts.chain.HTTPEndpoint()
+		for _, key := range opts.chain.DevKeys()[:max(opts.signers, 1)] {
+			bc.Signers.RawKeys = append(bc.Signers.RawKeys, hexutil.Encode(crypto.FromECDSA(key)))
+		}
+	}
+	if opts.fastPipeline {
+		fast := conf.Duration(100 * time.Millisecond)
+		bc.Pipeline.SubmitInterval, bc.Pipeline.FinalityInterval, bc.Pipeline.AdoptInterval = fast, fast, fast
+		bc.Pipeline.Receipts.PollInterval, bc.Resubmit.ScanInterval, bc.Stuck.ScanInterval = fast, fast, fast
+		bc.Resubmit.Interval = conf.Duration(time.Second)
+		bc.Confirmations.Required = 3
+	}
 	if opts.configure != nil {
 		opts.configure(bc)
 	}

@@ -144,6 +144,10 @@ func (p *Pipeline) broadcast(ctx context.Context, lease domain.Lease, txID uuid.
 	if err := p.store.RecordBroadcast(ctx, lease, txID, subState, lastError); err != nil {
 		return result, p.fenced(ctx, lease, err)
 	}
+	if result != "submitted" {
+		p.log.Infow("msg", "broadcast outcome", "signer", lease.Signer, "tx_id", txID.String(), "fencing_token", lease.Token,
+			"result", result, "sub_state", subState, "last_error", lastError)
+	}
 	return result, nil
 }
 
