@@ -53,7 +53,7 @@ bench: ## run the benchmarks: library overhead, then the service's create load t
 		else echo "wrk not installed: the load test falls back to the Go load generator"; fi; }
 	go test -run '^$$' -bench . -benchtime 3s $(ROOT)/lingo-utils/txmanager/...
 	go test -run '^$$' -bench AllocateBatch -benchtime 2s $(SERVICE)/internal/services/
-	BENCH_SECONDS=$(BENCH_SECONDS) go test -run '^$$' -bench CreateHotSigner -benchtime 1x -timeout 30m $(SERVICE)/cmd/txmanager-service/
+	BENCH_SECONDS=$(BENCH_SECONDS) go test -run '^$$' -bench 'CreateHotSigner|ReceiptPipeline' -benchtime 1x -timeout 30m $(SERVICE)/cmd/txmanager-service/
 
 .PHONY: lint
 lint: ## go vet every module and fail on unformatted files

@@ -188,7 +188,7 @@ func (r apiResponse) reason() string {
 	return reason
 }
 
-func (s *testService) count(t *testing.T, sql string, args ...any) int64 {
+func (s *testService) count(t testing.TB, sql string, args ...any) int64 {
 	t.Helper()
 	var n int64
 	if err := s.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {

@@ -155,3 +155,24 @@ func (c *RPCChain) SendRawTransaction(ctx context.Context, raw []byte) error {
 	// The hash the node returns is ignored: the caller signed the bytes and already knows it.
 	return ClassifySendError(c.call(ctx, nil, "eth_sendRawTransaction", hexutil.Bytes(raw)))
 }
+
+// SendRawTransactions implements services.Chain with batched eth_sendRawTransaction. A
+// batch keeps its order on the wire, so a signer's nonces reach the node lowest first.
+func (c *RPCChain) SendRawTransactions(ctx context.Context, raws [][]byte) ([]error, error) {
+	if len(raws) == 0 {
+		return nil, nil
+	}
+	elems := make([]rpc.BatchElem, len(raws))
+	hashes := make([]common.Hash, len(raws)) // answers are decoded and ignored, like SendRawTransaction's
+	for i, raw := range raws {
+		elems[i] = rpc.BatchElem{Method: "eth_sendRawTransaction", Args: []any{hexutil.Bytes(raw)}, Result: &hashes[i]}
+	}
+	if err := c.batchCall(ctx, elems); err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(raws))
+	for i, elem := range elems {
+		errs[i] = ClassifySendError(elem.Error)
+	}
+	return errs, nil
+}

@@ -11,7 +11,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/eth/ethconfig"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
+	"github.com/ethereum/go-ethereum/node"
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -41,6 +43,10 @@ type SimulatedConfig struct {
 	HTTPAddr string
 	// GasLimit of every block (0 keeps go-ethereum's default).
 	GasLimit uint64
+	// TxPoolSlots raises the transaction pool's pending and queued capacity, per account and
+	// in total, for load tests that keep thousands of transactions in flight (0 keeps
+	// go-ethereum's defaults: 16 per account, 5,120 in all).
+	TxPoolSlots uint64
 }
 
 // SimulatedChain is an in-process go-ethereum chain serving services.Chain through the
@@ -83,6 +89,12 @@ func NewSimulated(cfg SimulatedConfig) (*SimulatedChain, error) {
 	var options []simulatedOption
 	if cfg.GasLimit > 0 {
 		options = append(options, simulated.WithBlockGasLimit(cfg.GasLimit))
+	}
+	if cfg.TxPoolSlots > 0 {
+		options = append(options, func(_ *node.Config, eth *ethconfig.Config) {
+			eth.TxPool.AccountSlots, eth.TxPool.GlobalSlots = cfg.TxPoolSlots, cfg.TxPoolSlots
+			eth.TxPool.AccountQueue, eth.TxPool.GlobalQueue = cfg.TxPoolSlots, cfg.TxPoolSlots
+		})
 	}
 	backend, httpEndpoint, err := startBackend(alloc, options, cfg.HTTPAddr)
 	if err != nil {

@@ -423,3 +423,22 @@ func revertWithReason(reason string) []byte {
 	}
 	return append(code, payload...)
 }
+
+func TestSendRawTransactionsBatchesAndClassifiesEach(t *testing.T) {
+	t.Parallel()
+	sim := newSimulated(t, chain.SimulatedConfig{})
+	key := sim.DevKeys()[0]
+	_, first := transfer(t, sim, key, 0)
+	_, second := transfer(t, sim, key, 1)
+	before := sim.RequestCount()
+	errs, err := sim.SendRawTransactions(testContext(t), [][]byte{first, second, first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sim.RequestCount()-before != 1 {
+		t.Fatalf("three sends cost %d requests, want 1 batch", sim.RequestCount()-before)
+	}
+	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], services.ErrKnownTransaction) {
+		t.Fatalf("errs = %v, want nil, nil, already known", errs)
+	}
+}

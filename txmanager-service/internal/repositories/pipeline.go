@@ -78,11 +78,16 @@ func (r *PipelineRepository) MarkSigned(ctx context.Context, lease domain.Lease,
 	return err
 }
 
-// RecordBroadcast implements services.PipelineStore.
-func (r *PipelineRepository) RecordBroadcast(ctx context.Context, lease domain.Lease, txID uuid.UUID, subState, lastError string) error {
-	p := sqlcdb.RecordBroadcastParams{TxID: txID, SubState: text(subState), LastError: lastError}
+// RecordBroadcasts implements services.PipelineStore.
+func (r *PipelineRepository) RecordBroadcasts(ctx context.Context, lease domain.Lease, outcomes []services.BroadcastOutcome) error {
+	var p sqlcdb.RecordBroadcastsParams
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
-	row, err := r.q.RecordBroadcast(ctx, p)
+	for _, o := range outcomes {
+		p.TxIds = append(p.TxIds, o.TxID.String())
+		p.SubStates = append(p.SubStates, o.SubState)
+		p.LastErrors = append(p.LastErrors, o.LastError)
+	}
+	row, err := r.q.RecordBroadcasts(ctx, p)
 	_, err = fencedOutcome(lease, "broadcast outcome", row.LeaseHeld, row.Updated, err)
 	return err
 }

@@ -26,6 +26,10 @@ type Chain interface {
 	// against ErrKnownTransaction, ErrNonceTooLow, ErrUnderpriced, ErrInsufficientFunds;
 	// anything else is returned as it came.
 	SendRawTransaction(ctx context.Context, raw []byte) error
+	// SendRawTransactions broadcasts many in as few round trips as possible (JSON-RPC
+	// batches, in order); the result has one classified error (or nil) per transaction. An
+	// error for the whole call means none of them can be assumed sent or unsent.
+	SendRawTransactions(ctx context.Context, raws [][]byte) ([]error, error)
 	// TransactionReceipts looks up many receipts in as few round trips as possible (JSON-RPC
 	// batch calls). The result has one entry per hash, nil where the node has no receipt yet.
 	// An error for the whole call (transport) is returned as error; per-hash lookup errors

@@ -114,41 +114,94 @@ func (p *Pipeline) sign(ctx context.Context, from common.Address, nonce uint64, 
 	return signed, raw, nil
 }
 
-// broadcast sends raw and records the outcome. "already known" and "nonce too low" after
-// a lost response are settled by comparing hashes with what the node has, never guessed.
-func (p *Pipeline) broadcast(ctx context.Context, lease domain.Lease, txID uuid.UUID, raw []byte, ours []common.Hash) (string, error) {
-	sendErr := p.chain.SendRawTransaction(ctx, raw)
-	subState, lastError, result := SubStateSubmitted, "", "submitted"
-	switch {
-	case sendErr == nil:
-	case errors.Is(sendErr, ErrKnownTransaction):
-		result = "known"
-	case errors.Is(sendErr, ErrNonceTooLow):
-		known, err := p.chain.TransactionsKnown(ctx, ours)
-		switch {
-		case err != nil:
-			subState, lastError, result = SubStateBroadcastFailed, "nonce too low; could not check our hashes: "+err.Error(), "error"
-		case anyTrue(known):
-			result = "nonce_too_low_ours"
-		default:
-			subState, lastError, result = SubStateNonceTaken, "nonce used by a transaction this service did not sign", "nonce_taken"
+// broadcastItem is one signed transaction to send: its bytes and every hash of ours the
+// node might know for its nonce.
+type broadcastItem struct {
+	TxID uuid.UUID
+	Raw  []byte
+	Ours []common.Hash
+}
+
+// broadcast sends the items in one batched round trip (in order) and records each
+// outcome. "already known" and "nonce too low" after a lost response are settled by
+// comparing hashes with what the node has, never guessed.
+func (p *Pipeline) broadcast(ctx context.Context, lease domain.Lease, items []broadcastItem) ([]BroadcastOutcome, error) {
+	raws := make([][]byte, len(items))
+	for i, it := range items {
+		raws[i] = it.Raw
+	}
+	sendErrs, err := p.chain.SendRawTransactions(ctx, raws)
+	if err != nil {
+		sendErrs = make([]error, len(items))
+		for i := range sendErrs {
+			sendErrs[i] = err
 		}
-	case errors.Is(sendErr, ErrUnderpriced):
-		subState, lastError, result = SubStateUnderpriced, sendErr.Error(), "underpriced"
-	case errors.Is(sendErr, ErrInsufficientFunds):
-		subState, lastError, result = SubStateInsufficientFunds, sendErr.Error(), "insufficient_funds"
-	default:
-		subState, lastError, result = SubStateBroadcastFailed, sendErr.Error(), "error"
 	}
-	p.metrics.TxSubmit(ctx, result)
-	if err := p.store.RecordBroadcast(ctx, lease, txID, subState, lastError); err != nil {
-		return result, p.fenced(ctx, lease, err)
+	known := p.ourHashesKnown(ctx, items, sendErrs)
+	outcomes := make([]BroadcastOutcome, len(items))
+	for i, it := range items {
+		o := BroadcastOutcome{TxID: it.TxID, SubState: SubStateSubmitted, Result: "submitted"}
+		switch sendErr := sendErrs[i]; {
+		case sendErr == nil:
+		case errors.Is(sendErr, ErrKnownTransaction):
+			o.Result = "known"
+		case errors.Is(sendErr, ErrNonceTooLow):
+			switch k, checked := known[it.TxID]; {
+			case !checked:
+				o.SubState, o.LastError, o.Result = SubStateBroadcastFailed, "nonce too low; our hashes could not be checked", "error"
+			case k:
+				o.Result = "nonce_too_low_ours"
+			default:
+				o.SubState, o.LastError, o.Result = SubStateNonceTaken, "nonce used by a transaction this service did not sign", "nonce_taken"
+			}
+		case errors.Is(sendErr, ErrUnderpriced):
+			o.SubState, o.LastError, o.Result = SubStateUnderpriced, sendErr.Error(), "underpriced"
+		case errors.Is(sendErr, ErrInsufficientFunds):
+			o.SubState, o.LastError, o.Result = SubStateInsufficientFunds, sendErr.Error(), "insufficient_funds"
+		default:
+			o.SubState, o.LastError, o.Result = SubStateBroadcastFailed, sendErr.Error(), "error"
+		}
+		outcomes[i] = o
+		p.metrics.TxSubmit(ctx, o.Result)
 	}
-	if result != "submitted" {
-		p.log.Infow("msg", "broadcast outcome", "signer", lease.Signer, "tx_id", txID.String(), "fencing_token", lease.Token,
-			"result", result, "sub_state", subState, "last_error", lastError)
+	if err := p.store.RecordBroadcasts(ctx, lease, outcomes); err != nil {
+		return outcomes, p.fenced(ctx, lease, err)
 	}
-	return result, nil
+	for _, o := range outcomes {
+		if o.Result != "submitted" {
+			p.log.Infow("msg", "broadcast outcome", "signer", lease.Signer, "tx_id", o.TxID.String(), "fencing_token", lease.Token,
+				"result", o.Result, "sub_state", o.SubState, "last_error", o.LastError)
+		}
+	}
+	return outcomes, nil
+}
+
+// ourHashesKnown asks the node, in one batch, whether it has any of our hashes for the
+// items answered "nonce too low". Items it could not check are absent from the result.
+func (p *Pipeline) ourHashesKnown(ctx context.Context, items []broadcastItem, sendErrs []error) map[uuid.UUID]bool {
+	var hashes []common.Hash
+	var owners []uuid.UUID
+	for i, it := range items {
+		if errors.Is(sendErrs[i], ErrNonceTooLow) {
+			for _, h := range it.Ours {
+				hashes = append(hashes, h)
+				owners = append(owners, it.TxID)
+			}
+		}
+	}
+	out := map[uuid.UUID]bool{}
+	if len(hashes) == 0 {
+		return out
+	}
+	known, err := p.chain.TransactionsKnown(ctx, hashes)
+	if err != nil {
+		p.log.Warnw("msg", "checking our hashes after nonce too low failed", "error", err.Error())
+		return out
+	}
+	for i, k := range known {
+		out[owners[i]] = out[owners[i]] || k
+	}
+	return out
 }
 
 func anyTrue(values []bool) bool {

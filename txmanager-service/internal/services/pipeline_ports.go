@@ -26,7 +26,9 @@ const (
 )
 
 // ExecutesIntent reports whether a mined attempt of this kind ran the client's intent.
-func (k AttemptKind) ExecutesIntent() bool { return k == AttemptOriginal || k == AttemptReplace || k == "" }
+func (k AttemptKind) ExecutesIntent() bool {
+	return k == AttemptOriginal || k == AttemptReplace || k == ""
+}
 
 // SignedAttempt is one signed raw transaction for a managed transaction's nonce.
 type SignedAttempt struct {
@@ -38,6 +40,15 @@ type SignedAttempt struct {
 	MaxTip   *big.Int
 	GasLimit uint64
 	Raw      []byte
+}
+
+// BroadcastOutcome is what a broadcast ended in, for one transaction.
+type BroadcastOutcome struct {
+	TxID      uuid.UUID
+	SubState  string
+	LastError string
+	// Result is the metric label (submitted, known, nonce_too_low_ours, nonce_taken, ...).
+	Result string
 }
 
 // AttemptRef names an attempt to look a receipt up for.
@@ -132,7 +143,7 @@ type OpenSigner struct {
 type PipelineStore interface {
 	ListAllocated(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error)
 	MarkSigned(ctx context.Context, lease domain.Lease, attempts []SignedAttempt, resubmitAfter time.Duration) error
-	RecordBroadcast(ctx context.Context, lease domain.Lease, txID uuid.UUID, subState, lastError string) error
+	RecordBroadcasts(ctx context.Context, lease domain.Lease, outcomes []BroadcastOutcome) error
 
 	ListAwaitingReceipt(ctx context.Context, signers []string) ([]TrackedTx, error)
 	RecordReceipts(ctx context.Context, lease domain.Lease, found []FoundReceipt) (int, error)

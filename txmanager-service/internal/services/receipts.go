@@ -89,3 +89,12 @@ func (p *Pipeline) RecordReceipts(ctx context.Context, found []FoundReceipt, sig
 	}
 	return written, errors.Join(errs...)
 }
+
+// HeadNumber is the chain's current block number.
+func (p *Pipeline) HeadNumber(ctx context.Context) (uint64, error) {
+	head, err := p.chain.LatestHeader(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return head.Number, nil
+}

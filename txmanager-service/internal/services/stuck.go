@@ -197,7 +197,7 @@ func (p *Pipeline) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 	if head.TxHash != nil {
 		ours = append(ours, *head.TxHash)
 	}
-	_, err = p.broadcast(ctx, lease, head.TxID, attempt.Raw, ours)
+	_, err = p.broadcast(ctx, lease, []broadcastItem{{TxID: head.TxID, Raw: attempt.Raw, Ours: ours}})
 	return err
 }
 

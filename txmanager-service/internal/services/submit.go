@@ -39,10 +39,12 @@ func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease) (int
 	if err := p.store.MarkSigned(ctx, lease, attempts, p.cfg.ResubmitInterval); err != nil {
 		return 0, p.fenced(ctx, lease, err)
 	}
-	for _, a := range attempts {
-		if _, err := p.broadcast(ctx, lease, a.TxID, a.Raw, []common.Hash{a.Hash}); err != nil {
-			return 0, err
-		}
+	items := make([]broadcastItem, len(attempts))
+	for i, a := range attempts {
+		items[i] = broadcastItem{TxID: a.TxID, Raw: a.Raw, Ours: []common.Hash{a.Hash}}
+	}
+	if _, err := p.broadcast(ctx, lease, items); err != nil {
+		return 0, err
 	}
 	p.log.Infow("msg", "transactions signed and broadcast", "signer", lease.Signer, "fencing_token", lease.Token,
 		"count", len(attempts), "first_nonce", attempts[0].Nonce, "first_tx_id", attempts[0].TxID.String(), "state", string(domain.StateTracking))
@@ -57,21 +59,22 @@ func (p *Pipeline) ResubmitDue(ctx context.Context, lease domain.Lease, limit in
 	if err != nil {
 		return 0, err
 	}
-	sent := 0
+	var items []broadcastItem
 	for _, d := range due {
 		claimed, err := p.store.ClaimResubmit(ctx, lease, d.TxID, p.cfg.ResubmitInterval)
 		if err != nil {
-			return sent, p.fenced(ctx, lease, err)
+			return 0, p.fenced(ctx, lease, err)
 		}
-		if !claimed {
-			continue
+		if claimed {
+			items = append(items, broadcastItem{TxID: d.TxID, Raw: d.Raw, Ours: d.AllHashes})
 		}
-		result, err := p.broadcast(ctx, lease, d.TxID, d.Raw, d.AllHashes)
-		p.metrics.Resubmit(ctx, result)
-		if err != nil {
-			return sent, err
-		}
-		sent++
 	}
-	return sent, nil
+	if len(items) == 0 {
+		return 0, nil
+	}
+	outcomes, err := p.broadcast(ctx, lease, items)
+	for _, o := range outcomes {
+		p.metrics.Resubmit(ctx, o.Result)
+	}
+	return len(items), err
 }

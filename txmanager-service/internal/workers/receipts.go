@@ -35,14 +35,19 @@ type ReceiptChecker struct {
 	log      *log.Helper
 	*Loop
 
-	mu      sync.Mutex
-	entries map[uuid.UUID]*receiptEntry
+	mu          sync.Mutex
+	entries     map[uuid.UUID]*receiptEntry
+	refreshedAt time.Time
 }
 
 type receiptEntry struct {
 	tx       services.TrackedTx
 	due      time.Time
 	failures int
+	// notFoundAtHead is the head a "not found" answer was given at: asking again before a
+	// new block only repeats the answer and loads the node for nothing.
+	notFoundAtHead uint64
+	notFound       bool
 }
 
 // NewReceiptChecker builds the checker; onMined runs after a pass that recorded receipts.
@@ -63,12 +68,22 @@ func (c *ReceiptChecker) Pending() int {
 }
 
 func (c *ReceiptChecker) pass(ctx context.Context) {
-	if err := c.refresh(ctx); err != nil {
-		c.log.Warnw("msg", "listing transactions awaiting receipts failed", "error", err.Error())
-		return
+	// The schedule is re-read from the database once per poll interval, not on every tick:
+	// with thousands in flight the listing costs more than the look-ups it schedules.
+	if time.Since(c.refreshedAt) >= c.cfg.PollInterval {
+		if err := c.refresh(ctx); err != nil {
+			c.log.Warnw("msg", "listing transactions awaiting receipts failed", "error", err.Error())
+			return
+		}
+		c.refreshedAt = time.Now()
 	}
 	now := time.Now()
-	due := c.dueEntries(now)
+	head, err := c.pipeline.HeadNumber(ctx)
+	if err != nil {
+		c.log.Warnw("msg", "reading the chain head failed", "error", err.Error())
+		return
+	}
+	due := c.dueEntries(now, head)
 	if len(due) == 0 {
 		return
 	}
@@ -82,7 +97,7 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for chunk := range work {
-				n := c.check(ctx, chunk)
+				n := c.check(ctx, chunk, head)
 				recorded.Lock()
 				mined += n
 				recorded.Unlock()
@@ -134,12 +149,12 @@ func (c *ReceiptChecker) refresh(ctx context.Context) error {
 	return nil
 }
 
-func (c *ReceiptChecker) dueEntries(now time.Time) []*receiptEntry {
+func (c *ReceiptChecker) dueEntries(now time.Time, head uint64) []*receiptEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var due []*receiptEntry
 	for _, e := range c.entries {
-		if !e.due.After(now) {
+		if !e.due.After(now) && (!e.notFound || head > e.notFoundAtHead) {
 			due = append(due, e)
 		}
 	}
@@ -148,7 +163,7 @@ func (c *ReceiptChecker) dueEntries(now time.Time) []*receiptEntry {
 }
 
 // check looks one chunk up and reschedules its entries; it returns receipts recorded.
-func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry) int {
+func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head uint64) int {
 	txs := make([]services.TrackedTx, len(chunk))
 	signerOf := make(map[uuid.UUID]string, len(chunk))
 	byID := make(map[uuid.UUID]*receiptEntry, len(chunk))
@@ -176,6 +191,7 @@ func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry) int {
 	for _, id := range outcome.NotFound {
 		if e, ok := byID[id]; ok {
 			e.failures, e.due = 0, now.Add(c.cfg.PollInterval)
+			e.notFound, e.notFoundAtHead = true, head
 		}
 	}
 	for _, id := range outcome.Failed {

@@ -40,18 +40,23 @@ updated AS (
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
 
--- name: RecordBroadcast :one
--- The outcome of a broadcast: sub_state and last error (cleared on success).
+-- name: RecordBroadcasts :one
+-- Outcomes of broadcasts: sub_state and last error (cleared on success) per transaction.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR SHARE
 ),
+input AS (
+    SELECT unnest(@tx_ids::text[])      AS tx_id,
+           unnest(@sub_states::text[])  AS sub_state,
+           unnest(@last_errors::text[]) AS last_error
+),
 updated AS (
     UPDATE managed_tx m
-    SET sub_state = @sub_state, last_error = NULLIF(@last_error::text, ''), fencing_token = @fencing_token, updated_at = now()
-    FROM lease
-    WHERE m.tx_id = @tx_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    SET sub_state = i.sub_state, last_error = NULLIF(i.last_error, ''), fencing_token = @fencing_token, updated_at = now()
+    FROM lease, input i
+    WHERE m.tx_id = i.tx_id::uuid AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;

@@ -647,47 +647,52 @@ func (q *Queries) RecordAttempt(ctx context.Context, arg RecordAttemptParams) (R
 	return i, err
 }
 
-const recordBroadcast = `-- name: RecordBroadcast :one
+const recordBroadcasts = `-- name: RecordBroadcasts :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
     FOR SHARE
 ),
+input AS (
+    SELECT unnest($4::text[])      AS tx_id,
+           unnest($5::text[])  AS sub_state,
+           unnest($6::text[]) AS last_error
+),
 updated AS (
     UPDATE managed_tx m
-    SET sub_state = $4, last_error = NULLIF($5::text, ''), fencing_token = $3, updated_at = now()
-    FROM lease
-    WHERE m.tx_id = $6 AND m.signer = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    SET sub_state = i.sub_state, last_error = NULLIF(i.last_error, ''), fencing_token = $3, updated_at = now()
+    FROM lease, input i
+    WHERE m.tx_id = i.tx_id::uuid AND m.signer = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated
 `
 
-type RecordBroadcastParams struct {
+type RecordBroadcastsParams struct {
 	Signer       string
 	NodeID       string
 	FencingToken int64
-	SubState     pgtype.Text
-	LastError    string
-	TxID         uuid.UUID
+	TxIds        []string
+	SubStates    []string
+	LastErrors   []string
 }
 
-type RecordBroadcastRow struct {
+type RecordBroadcastsRow struct {
 	LeaseHeld bool
 	Updated   int64
 }
 
-// The outcome of a broadcast: sub_state and last error (cleared on success).
-func (q *Queries) RecordBroadcast(ctx context.Context, arg RecordBroadcastParams) (RecordBroadcastRow, error) {
-	row := q.db.QueryRow(ctx, recordBroadcast,
+// Outcomes of broadcasts: sub_state and last error (cleared on success) per transaction.
+func (q *Queries) RecordBroadcasts(ctx context.Context, arg RecordBroadcastsParams) (RecordBroadcastsRow, error) {
+	row := q.db.QueryRow(ctx, recordBroadcasts,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
-		arg.SubState,
-		arg.LastError,
-		arg.TxID,
+		arg.TxIds,
+		arg.SubStates,
+		arg.LastErrors,
 	)
-	var i RecordBroadcastRow
+	var i RecordBroadcastsRow
 	err := row.Scan(&i.LeaseHeld, &i.Updated)
 	return i, err
 }

@@ -1,0 +1,136 @@
+package repositories_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+)
+
+// Property: while many writers commit completions concurrently and out of sequence order
+// (and some roll back), a consumer paging with the returned cursor receives every
+// committed completion exactly once and never a rolled-back one.
+func TestCompletionsFeedDeliversEachCommittedCompletionExactlyOnce(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := context.Background()
+	const writers, perWriter = 8, 60
+	ids := make([]uuid.UUID, writers*perWriter)
+	for i := range ids {
+		ids[i] = uuid.New()
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
+		SELECT id, 'feed-signer', '\x00', ordinality, '{"value":"0"}', 'CONFIRMED', 1 FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, ordinality)`, ids); err != nil {
+		t.Fatal(err)
+	}
+
+	var committed sync.Map // tx id -> true once its insert committed
+	var rolledBack sync.Map
+	var committedCount atomic.Int64
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 42))
+			mine := ids[w*perWriter : (w+1)*perWriter]
+			for i := 0; i < len(mine); {
+				batch := mine[i:min(len(mine), i+1+r.IntN(3))]
+				i += len(batch)
+				abort := r.IntN(10) == 0
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					for _, id := range batch {
+						if _, err := tx.Exec(ctx, "INSERT INTO tx_completions (tx_id, signer, status) VALUES ($1, 'feed-signer', 'CONFIRMED')", id); err != nil {
+							return err
+						}
+					}
+					// Hold the transaction open a random while: sequence numbers are taken
+					// now, commits happen later and in another order.
+					time.Sleep(time.Duration(r.IntN(25)) * time.Millisecond)
+					if abort {
+						return errRollback
+					}
+					return nil
+				})
+				switch {
+				case abort:
+					for _, id := range batch {
+						rolledBack.Store(id, true)
+					}
+				case err != nil:
+					t.Errorf("writer %d: %v", w, err)
+					return
+				default:
+					for _, id := range batch {
+						committed.Store(id, true)
+						committedCount.Add(1)
+					}
+				}
+			}
+		}()
+	}
+	writersDone := make(chan struct{})
+	go func() { wg.Wait(); close(writersDone) }()
+
+	feed := services.NewCompletionsUseCase(repositories.NewCompletionRepository(pool))
+	seen := map[uuid.UUID]int{}
+	cursor := ""
+	r := rand.New(rand.NewPCG(7, 7))
+	done := false
+	deadline := time.Now().Add(60 * time.Second)
+	for !done {
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer saw %d of %d committed completions before the deadline", len(seen), committedCount.Load())
+		}
+		select {
+		case <-writersDone:
+			// Drain: once writers are done and a page comes back empty with everything
+			// seen, the feed is complete.
+			if int64(len(seen)) == committedCount.Load() {
+				done = true
+			}
+		default:
+		}
+		page, err := feed.List(ctx, cursor, 1+r.IntN(9))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range page.Completions {
+			seen[c.TxID]++
+		}
+		cursor = page.Next
+		if len(page.Completions) == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("completion %s delivered %d times", id, n)
+		}
+		if _, ok := rolledBack.Load(id); ok {
+			t.Fatalf("rolled-back completion %s delivered", id)
+		}
+		if _, ok := committed.Load(id); !ok {
+			t.Fatalf("delivered %s that no writer committed", id)
+		}
+	}
+	t.Logf("%d committed completions delivered exactly once; %d rolled back never seen", len(seen), lenOf(&rolledBack))
+}
+
+var errRollback = fmt.Errorf("deliberate rollback")
+
+func lenOf(m *sync.Map) int {
+	n := 0
+	m.Range(func(any, any) bool { n++; return true })
+	return n
+}
