@@ -21,6 +21,11 @@ import (
 // before the component is built, or pass them through NewComponentWithDependencies.
 var ProviderSet = wire.NewSet(NewComponent, ProvideManager)
 
+// ProviderSetWithDependencies is ProviderSet for applications that hand the component its
+// collaborators (a Dependencies value in the graph) instead of relying on the global OTel
+// providers, e.g. to run several instances in one process.
+var ProviderSetWithDependencies = wire.NewSet(NewComponentFromPool, ProvideManager)
+
 // Config holds the manager-wide defaults; services map their own configuration onto it.
 type Config struct {
 	// DefaultIsolation: read_committed (default), repeatable_read or serializable.
@@ -106,12 +111,16 @@ type Component struct {
 // NewComponent builds the component from configuration, the service's pool and its logger,
 // with the global OpenTelemetry providers.
 func NewComponent(cfg Config, pool *pgxpool.Pool, logger log.Logger) (*Component, error) {
-	dbName := cfg.DatabaseName
-	if dbName == "" && pool != nil {
-		dbName = pool.Config().ConnConfig.Database
+	return NewComponentFromPool(cfg, pool, Dependencies{Logger: logger})
+}
+
+// NewComponentFromPool is NewComponentWithDependencies for a pool, reporting the pool's
+// database as db.name unless the configuration names one.
+func NewComponentFromPool(cfg Config, pool *pgxpool.Pool, deps Dependencies) (*Component, error) {
+	if cfg.DatabaseName == "" && pool != nil {
+		cfg.DatabaseName = pool.Config().ConnConfig.Database
 	}
-	cfg.DatabaseName = dbName
-	return NewComponentWithDependencies(cfg, pool, Dependencies{Logger: logger})
+	return NewComponentWithDependencies(cfg, pool, deps)
 }
 
 // NewComponentWithDependencies builds the component with explicit collaborators; db is

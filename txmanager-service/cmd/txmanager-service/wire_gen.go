@@ -44,8 +44,16 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	leaseConfig := services.NewLeaseConfig(bootstrap)
 	leaseRepository := repositories.NewLeaseRepository(pool)
 	clock := _wireSystemClockValue
-	metrics, err := telemetry.NewGlobalMetrics()
+	prometheus, cleanup4, err := telemetry.NewPrometheus()
 	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	metrics, err := telemetry.NewMetricsFromPrometheus(prometheus)
+	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -54,8 +62,10 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	leaseManager := services.NewLeaseManager(leaseConfig, leaseRepository, clock, metrics, logger)
 	writerConfig := workers.NewWriterConfig(bootstrap)
 	config := repositories.NewTxManagerConfig(bootstrap)
-	component, err := txmanager.NewComponent(config, pool, logger)
+	dependencies := telemetry.NewTxManagerDependencies(prometheus, logger)
+	component, err := txmanager.NewComponentFromPool(config, pool, dependencies)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -68,6 +78,7 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	pipelineConfig := workers.NewPipelineWorkerConfig(bootstrap)
 	servicesPipelineConfig, err := services.NewPipelineConfig(bootstrap)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -76,16 +87,25 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	pipelineRepository := repositories.NewPipelineRepository(pool)
 	stuckResolutionHook, err := services.NewStuckHook(bootstrap)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	pipeline := services.NewPipeline(servicesPipelineConfig, pipelineRepository, chain, registry, leaseManager, stuckResolutionHook, clock, metrics, logger)
+	pipeline, err := services.NewPipeline(servicesPipelineConfig, pipelineRepository, chain, registry, leaseManager, stuckResolutionHook, clock, metrics, logger)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	pipelineWorkers := workers.NewPipelineWorkers(pipelineConfig, pipeline, leaseManager, logger)
 	allocator := services.NewAllocator(manager, allocationRepository, leaseManager, chain, nonceCache, nonceConfig, clock, pipelineWorkers, metrics, logger)
 	transactionWriter, err := workers.NewTransactionWriter(writerConfig, allocator, metrics)
 	if err != nil {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -99,12 +119,13 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	adminUseCase := services.NewAdminUseCase(pipeline)
 	adminController := controllers.NewAdminController(adminUseCase, getTxUseCase, logger)
 	health := server.NewHealth(pool, chain)
-	httpServer := server.NewHTTPServer(bootstrap, txController, adminController, health, logger)
+	httpServer := server.NewHTTPServer(bootstrap, txController, adminController, health, prometheus, logger)
 	grpcServer := server.NewGRPCServer(bootstrap, txController, adminController, logger)
 	leaseKeeper := workers.NewLeaseKeeperFromConfig(bootstrap, leaseManager)
 	banner := NewBanner(bootstrap, registry, chainConnection)
 	app := newApp(bootstrap, logger, httpServer, grpcServer, transactionWriter, leaseKeeper, pipelineWorkers, leaseManager, banner)
 	return app, func() {
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()

@@ -18,7 +18,7 @@ import (
 var ProviderSet = wire.NewSet(
 	NewPool,
 	NewTxManagerConfig,
-	txmanager.ProviderSet,
+	txmanager.ProviderSetWithDependencies,
 	NewLeaseRepository,
 	wire.Bind(new(services.LeaseStore), new(*LeaseRepository)),
 	NewAllocationRepository,

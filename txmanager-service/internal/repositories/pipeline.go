@@ -291,3 +291,16 @@ func (r *PipelineRepository) ListOpenSigners(ctx context.Context) ([]services.Op
 	}
 	return out, nil
 }
+
+// OldestPendingAges implements services.PipelineStore.
+func (r *PipelineRepository) OldestPendingAges(ctx context.Context, signers []string) (map[string]float64, error) {
+	rows, err := r.q.OldestPendingAges(ctx, signers)
+	if err != nil {
+		return nil, fmt.Errorf("oldest pending ages: %w", err)
+	}
+	out := make(map[string]float64, len(rows))
+	for _, row := range rows {
+		out[row.Signer] = row.AgeSeconds
+	}
+	return out, nil
+}

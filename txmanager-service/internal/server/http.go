@@ -14,10 +14,12 @@ import (
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // NewHTTPServer serves the API over HTTP/JSON.
-func NewHTTPServer(c *conf.Bootstrap, tx *controllers.TxController, admin *controllers.AdminController, health *Health, logger log.Logger) *khttp.Server {
+func NewHTTPServer(c *conf.Bootstrap, tx *controllers.TxController, admin *controllers.AdminController, health *Health,
+	prom *telemetry.Prometheus, logger log.Logger) *khttp.Server {
 	srv := khttp.NewServer(
 		khttp.Address(c.Server.HTTP.Addr),
 		khttp.Timeout(c.Server.HTTP.Timeout.Std()),
@@ -30,6 +32,7 @@ func NewHTTPServer(c *conf.Bootstrap, tx *controllers.TxController, admin *contr
 	v1.RegisterAdminServiceHTTPServer(srv, admin, v1.HTTPOptions{MaxBodyBytes: c.Server.MaxBodyBytes})
 	srv.HandleFunc("/healthz", health.Live)
 	srv.HandleFunc("/readyz", health.Ready)
+	srv.Handle("/metrics", prom.Handler)
 	return srv
 }
 

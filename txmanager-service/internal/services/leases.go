@@ -155,7 +155,7 @@ func (m *LeaseManager) Held() []domain.Lease {
 
 // Fenced is called when a write with lease was rejected: the lease is dropped at once.
 func (m *LeaseManager) Fenced(ctx context.Context, lease domain.Lease, write string) {
-	m.metrics.Fenced(ctx, write)
+	m.metrics.Fenced(ctx)
 	m.log.Warnw("msg", "write fenced", "signer", lease.Signer, "fencing_token", lease.Token, "write", write)
 	m.forget(lease.Signer, lease.Token)
 }

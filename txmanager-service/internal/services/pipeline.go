@@ -12,6 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
@@ -64,12 +65,35 @@ type Pipeline struct {
 	chainIDErr  error
 }
 
-// NewPipeline wires the pipeline.
-func NewPipeline(cfg PipelineConfig, store PipelineStore, chain Chain, signer TxSigner, leases *LeaseManager, hook StuckResolutionHook, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *Pipeline {
-	return &Pipeline{
+// NewPipeline wires the pipeline and registers the pending-age gauge.
+func NewPipeline(cfg PipelineConfig, store PipelineStore, chain Chain, signer TxSigner, leases *LeaseManager, hook StuckResolutionHook,
+	clock Clock, metrics *telemetry.Metrics, logger log.Logger) (*Pipeline, error) {
+	p := &Pipeline{
 		cfg: cfg, store: store, chain: chain, signer: signer, leases: leases, hook: hook, clock: clock, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node())),
 	}
+	err := metrics.RegisterFloatGauge(telemetry.PendingOldestAgeSeconds,
+		"Age of the oldest unfinished transaction, per signer this node holds.",
+		func(ctx context.Context, record func(float64, ...attribute.KeyValue)) {
+			held := leases.Held()
+			if len(held) == 0 {
+				return
+			}
+			signers := make([]string, len(held))
+			for i, l := range held {
+				signers[i] = l.Signer
+			}
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			ages, err := store.OldestPendingAges(ctx, signers)
+			if err != nil {
+				return // a scrape must not fail because the database is slow
+			}
+			for _, signer := range signers {
+				record(ages[signer], attribute.String("signer", signer))
+			}
+		})
+	return p, err
 }
 
 func (p *Pipeline) chainIDOf(ctx context.Context) (*big.Int, error) {

@@ -164,4 +164,6 @@ type PipelineStore interface {
 	RecordAttempt(ctx context.Context, lease domain.Lease, attempt SignedAttempt, subState string, resubmitAfter time.Duration) error
 
 	ListOpenSigners(ctx context.Context) ([]OpenSigner, error)
+	// OldestPendingAges is, per signer, the age in seconds of its oldest unfinished tx.
+	OldestPendingAges(ctx context.Context, signers []string) (map[string]float64, error)
 }

@@ -67,6 +67,13 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 			return nil, fmt.Errorf("telemetry: %s: %w", c.name, err)
 		}
 	}
+	// Series that only count trouble start at zero, so dashboards and alerts see them
+	// before the first incident.
+	ctx := context.Background()
+	m.leaseFenced.Add(ctx, 0)
+	m.stuck.Add(ctx, 0, metric.WithAttributes(attribute.String("action", "noop")))
+	m.reorg.Add(ctx, 0)
+	m.resubmit.Add(ctx, 0, result("submitted"))
 	if m.batchSize, err = m.meter.Int64Histogram("writer_batch_size",
 		metric.WithDescription("Operations per writer batch transaction."),
 		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128, 256, 512)); err != nil {
@@ -92,9 +99,7 @@ func result(r string) metric.AddOption {
 }
 
 func (m *Metrics) LeaseAcquire(ctx context.Context, r string) { m.leaseAcquire.Add(ctx, 1, result(r)) }
-func (m *Metrics) Fenced(ctx context.Context, write string) {
-	m.leaseFenced.Add(ctx, 1, metric.WithAttributes(attribute.String("write", write)))
-}
+func (m *Metrics) Fenced(ctx context.Context)                 { m.leaseFenced.Add(ctx, 1) }
 func (m *Metrics) TxCreate(ctx context.Context, r string, seconds float64) {
 	m.txCreate.Add(ctx, 1, result(r))
 	m.createLatency.Record(ctx, seconds, metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r))))

@@ -259,3 +259,10 @@ SELECT * FROM tx_attempt WHERE tx_hash = @tx_hash;
 SELECT o.signer, l.owner_node, l.fencing_token, COALESCE(l.expires_at > now(), false)::bool AS lease_live
 FROM (SELECT DISTINCT signer FROM managed_tx WHERE state IN ('ALLOCATED', 'TRACKING', 'STUCK')) o
 LEFT JOIN signer_lease l ON l.signer = o.signer;
+
+-- name: OldestPendingAges :many
+-- Per signer, how long its oldest unfinished transaction has been waiting.
+SELECT signer, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS age_seconds
+FROM managed_tx
+WHERE signer = ANY(@signers::text[]) AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+GROUP BY signer;

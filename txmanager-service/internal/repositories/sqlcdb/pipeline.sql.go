@@ -578,6 +578,39 @@ func (q *Queries) MarkSigned(ctx context.Context, arg MarkSignedParams) (MarkSig
 	return i, err
 }
 
+const oldestPendingAges = `-- name: OldestPendingAges :many
+SELECT signer, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS age_seconds
+FROM managed_tx
+WHERE signer = ANY($1::text[]) AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+GROUP BY signer
+`
+
+type OldestPendingAgesRow struct {
+	Signer     string
+	AgeSeconds float64
+}
+
+// Per signer, how long its oldest unfinished transaction has been waiting.
+func (q *Queries) OldestPendingAges(ctx context.Context, signers []string) ([]OldestPendingAgesRow, error) {
+	rows, err := q.db.Query(ctx, oldestPendingAges, signers)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OldestPendingAgesRow{}
+	for rows.Next() {
+		var i OldestPendingAgesRow
+		if err := rows.Scan(&i.Signer, &i.AgeSeconds); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const recordAttempt = `-- name: RecordAttempt :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl

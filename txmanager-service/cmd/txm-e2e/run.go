@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/ethclient"
+
+	"github.com/bionicotaku/txmanager-service/internal/e2e"
+)
+
+// fundingPerSigner is 10 ETH: 100 transfers of 21000 gas at devnet fees cost far less.
+var fundingPerSigner = new(big.Int).Mul(big.NewInt(10), big.NewInt(1e18))
+
+// timings are the phases the summary reports.
+type timings struct {
+	buildGeth, buildService time.Duration
+	createAll               time.Duration // first create sent -> last create answered
+	createToConfirmed       time.Duration // first create sent -> every transaction CONFIRMED
+}
+
+// report is what the run found; run fills it as far as it got.
+type report struct {
+	gethVersion  string
+	signers      []common.Address
+	perSigner    int
+	txs          []*createdTx
+	verification *verification
+	timings      timings
+	// serviceLog is set once the service has stopped and its log was read.
+	serviceLog *e2e.LogSummary
+}
+
+// run performs the whole check. Whatever happens, the deferred teardown stops what was
+// started, newest first, and its failures join the run's error.
+func run(ctx context.Context, opts options, out io.Writer) (rep *report, err error) {
+	rep = &report{perSigner: opts.txsPerSigner}
+	repo, err := findRepo(opts.repo)
+	if err != nil {
+		return rep, err
+	}
+	workDir, err := os.MkdirTemp("", "txm-e2e-")
+	if err != nil {
+		return rep, fmt.Errorf("work dir: %w", err)
+	}
+	var td teardown
+	defer func() {
+		err = errors.Join(err, td.run(out))
+		if opts.keepLogs != "" {
+			err = errors.Join(err, keepLogs(workDir, opts.keepLogs, out))
+		}
+		err = errors.Join(err, os.RemoveAll(workDir))
+	}()
+	err = runIn(ctx, opts, repo, workDir, &td, rep, out)
+	return rep, err
+}
+
+func runIn(ctx context.Context, opts options, repo, workDir string, td *teardown, rep *report, out io.Writer) error {
+	t := &rep.timings
+	gethBin, gethVersion, err := buildBinaries(ctx, opts, repo, workDir, out, t)
+	if err != nil {
+		return err
+	}
+	rep.gethVersion = gethVersion
+	gethBinDir := filepath.Dir(gethBin)
+
+	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
+	defer cancel()
+
+	step(out, "PostgreSQL")
+	pg, err := e2e.FindPostgres(ctx)
+	if err != nil {
+		return err
+	}
+	td.add("PostgreSQL", pg.Close)
+	db, err := pg.CreateDatabase(ctx, "txm_e2e")
+	if err != nil {
+		return err
+	}
+	td.add("drop database "+db.Name, func() error {
+		dropCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return db.Drop(dropCtx)
+	})
+	fmt.Fprintf(out, "    %s, database %s\n", pg.Source, db.Name)
+
+	step(out, "geth %s --dev --dev.period 1", gethVersion)
+	geth, err := e2e.StartGeth(ctx, e2e.GethOptions{Bin: gethBin, Period: time.Second, Dir: filepath.Join(workDir, "geth")})
+	if err != nil {
+		return err
+	}
+	td.add("geth", geth.Stop)
+	fmt.Fprintf(out, "    JSON-RPC %s (binary in %s)\n", geth.URL(), gethBinDir)
+
+	keys := e2e.Keys(opts.signers)
+	signers := e2e.Addresses(keys)
+	rep.signers = signers
+	step(out, "funding %d signers with %s wei each", len(signers), fundingPerSigner)
+	if err := e2e.FundAccounts(ctx, geth.URL(), signers, fundingPerSigner); err != nil {
+		return err
+	}
+
+	step(out, "txmanager-service")
+	svc, err := e2e.StartService(ctx, e2e.ServiceOptions{
+		Bin: filepath.Join(workDir, "bin", "txmanager-service"),
+		Config: e2e.FastLoops(e2e.ServiceConfig{
+			NodeID:      "txm-e2e-1",
+			DatabaseDSN: db.DSN,
+			ChainRPCURL: geth.URL(),
+			Signers:     keys,
+		}),
+		Dir: filepath.Join(workDir, "service"),
+	})
+	if err != nil {
+		return err
+	}
+	logPath := svc.LogPath()
+	// Read after the service has stopped, so shutdown complaints count too: the teardown
+	// runs newest first, so this comes right after the stop below.
+	td.add("read service log", func() error {
+		summary, err := e2e.ScanLogFile(logPath)
+		rep.serviceLog = &summary
+		return err
+	})
+	td.add("stop txmanager-service", svc.Stop)
+	fmt.Fprintf(out, "    HTTP %s, gRPC %s\n", svc.HTTPURL(), svc.GRPCAddr())
+	watch := processWatch{"txmanager-service": svc.Exited(), "geth": geth.Exited()}
+
+	client := e2e.NewClient(svc.HTTPURL())
+	step(out, "creating %d x %d transactions, %d at a time", len(signers), opts.txsPerSigner, opts.parallel)
+	loadStart := time.Now()
+	txs, err := createAll(ctx, client, signers, opts.txsPerSigner, opts.parallel)
+	t.createAll = time.Since(loadStart)
+	rep.txs = txs
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "    %d created in %s\n", len(txs), t.createAll.Round(time.Millisecond))
+
+	step(out, "waiting until every transaction is CONFIRMED")
+	if err := waitConfirmed(ctx, client, txs, opts.parallel, watch, out); err != nil {
+		return err
+	}
+	t.createToConfirmed = time.Since(loadStart)
+
+	step(out, "checking the chain and the completion feed")
+	eth, err := ethclient.DialContext(ctx, geth.URL())
+	if err != nil {
+		return fmt.Errorf("dial geth: %w", err)
+	}
+	defer eth.Close()
+	v, err := verify(ctx, eth, client, signers, txs, uint64(opts.txsPerSigner), opts.parallel)
+	if err != nil {
+		return err
+	}
+	rep.verification = v
+	return v.err()
+}
+
+// buildBinaries builds geth into the repository's bin/ (reused across runs: the first build
+// takes minutes) and the service into the run's folder.
+func buildBinaries(ctx context.Context, opts options, repo, workDir string, out io.Writer, t *timings) (gethBin, gethVersion string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.buildTimeout)
+	defer cancel()
+	step(out, "geth %s into %s (skipped when already built)", e2e.GethModuleVersion, filepath.Join(repo, "bin"))
+	start := time.Now()
+	gethBin, err = e2e.BuildGeth(ctx, filepath.Join(repo, "bin"))
+	if err != nil {
+		return "", "", err
+	}
+	t.buildGeth = time.Since(start)
+	if gethVersion, err = e2e.GethVersion(ctx, gethBin); err != nil {
+		return "", "", err
+	}
+	fmt.Fprintf(out, "    Version: %s (%s)\n", gethVersion, t.buildGeth.Round(time.Millisecond))
+
+	step(out, "building txmanager-service")
+	start = time.Now()
+	if _, err := e2e.BuildService(ctx, filepath.Join(repo, "txmanager-service"), filepath.Join(workDir, "bin")); err != nil {
+		return "", "", err
+	}
+	t.buildService = time.Since(start)
+	fmt.Fprintf(out, "    built in %s\n", t.buildService.Round(time.Millisecond))
+	return gethBin, gethVersion, nil
+}

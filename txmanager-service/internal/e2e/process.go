@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// child is a process this one started and owns: it runs with its output in a log file, a
+// goroutine waits for it (so it is reaped even though PID 1 here reaps nothing), and the
+// kernel kills it if this process dies first.
+type child struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+
+	exited  chan struct{}
+	exitErr error // set before exited is closed
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// startChild starts bin with args, writing stdout and stderr to logPath.
+func startChild(name, logPath string, env []string, bin string, args ...string) (*child, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("%s: log file: %w", name, err)
+	}
+	// The child holds its own descriptor; ours is not needed once it has started.
+	defer logFile.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Pdeathsig: if this process dies without stopping its children they die too
+		// rather than linger as orphans holding ports. (It fires when the thread that
+		// forked exits; Go only retires threads of goroutines that exit while locked to
+		// one, which nothing here does.)
+		Pdeathsig: syscall.SIGKILL,
+		// Own process group: a terminal's Ctrl-C reaches only the driver, which then stops
+		// its children in order instead of having them all die at once.
+		Setpgid: true,
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: start %s: %w", name, bin, err)
+	}
+	c := &child{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		c.exitErr = cmd.Wait()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// stop sends sig and waits up to grace for the process to exit, then kills it. It is safe
+// to call more than once and after the process has exited on its own; it reports how the
+// process ended if that was not a clean exit.
+func (c *child) stop(sig syscall.Signal, grace time.Duration) error {
+	c.stopOnce.Do(func() {
+		select {
+		case <-c.exited:
+			c.stopErr = c.exitError()
+			return
+		default:
+		}
+		_ = c.cmd.Process.Signal(sig)
+		// A paused (SIGSTOPped) process would not act on sig until continued.
+		_ = c.cmd.Process.Signal(syscall.SIGCONT)
+		select {
+		case <-c.exited:
+			c.stopErr = c.exitError()
+		case <-time.After(grace):
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+			c.stopErr = fmt.Errorf("%s did not exit within %s of %s and was killed", c.name, grace, sig)
+		}
+	})
+	return c.stopErr
+}
+
+// kill sends SIGKILL and waits for the process to be gone, so that its ports are free.
+func (c *child) kill() {
+	_ = c.cmd.Process.Kill()
+	<-c.exited
+}
+
+// signal delivers sig unless the process has already exited.
+func (c *child) signal(sig syscall.Signal) error {
+	select {
+	case <-c.exited:
+		return fmt.Errorf("%s: signal %s: process has exited", c.name, sig)
+	default:
+	}
+	if err := c.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("%s: signal %s: %w", c.name, sig, err)
+	}
+	return nil
+}
+
+// exitError is nil for a clean exit, else how the process ended.
+func (c *child) exitError() error {
+	if c.exitErr == nil {
+		return nil
+	}
+	return fmt.Errorf("%s exited: %w", c.name, c.exitErr)
+}
+
+// exitedEarly describes a process that ended while it was expected to run.
+func (c *child) exitedEarly() error {
+	err := c.exitErr
+	if err == nil {
+		err = errors.New("exit status 0")
+	}
+	return fmt.Errorf("%s exited unexpectedly (%w); log tail:\n%s", c.name, err, tailFile(c.logPath, 30))
+}
+
+// tailFile is the last lines of a log, for error messages.
+func tailFile(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
