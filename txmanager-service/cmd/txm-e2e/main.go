@@ -49,9 +49,11 @@ func main() {
 	}
 
 	// Ctrl-C cancels the run; the deferred teardown still stops everything in order.
+	start := time.Now()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, opts, os.Stdout)
+	rep, err := run(ctx, opts, os.Stdout)
 	stop()
+	printReport(os.Stdout, rep, time.Since(start))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "\ntxm-e2e: FAIL: %v\n", err)
 		os.Exit(1)

@@ -34,6 +34,8 @@ type report struct {
 	txs          []*createdTx
 	verification *verification
 	timings      timings
+	// confirmations is the service's confirmations.required.
+	confirmations uint64
 	// serviceLog is set once the service has stopped and its log was read.
 	serviceLog *e2e.LogSummary
 }
@@ -108,15 +110,17 @@ func runIn(ctx context.Context, opts options, repo, workDir string, td *teardown
 	}
 
 	step(out, "txmanager-service")
+	config := e2e.FastLoops(e2e.ServiceConfig{
+		NodeID:      "txm-e2e-1",
+		DatabaseDSN: db.DSN,
+		ChainRPCURL: geth.URL(),
+		Signers:     keys,
+	})
+	rep.confirmations = config.Confirmations
 	svc, err := e2e.StartService(ctx, e2e.ServiceOptions{
-		Bin: filepath.Join(workDir, "bin", "txmanager-service"),
-		Config: e2e.FastLoops(e2e.ServiceConfig{
-			NodeID:      "txm-e2e-1",
-			DatabaseDSN: db.DSN,
-			ChainRPCURL: geth.URL(),
-			Signers:     keys,
-		}),
-		Dir: filepath.Join(workDir, "service"),
+		Bin:    filepath.Join(workDir, "bin", "txmanager-service"),
+		Config: config,
+		Dir:    filepath.Join(workDir, "service"),
 	})
 	if err != nil {
 		return err

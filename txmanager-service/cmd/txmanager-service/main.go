@@ -106,7 +106,8 @@ func startLocalDatabase(helper *log.Helper) (*pglocal.Cluster, error) {
 // servers accept requests and stopped after they stop, in the order that loses nothing:
 // stop intake, flush the writer, release leases.
 func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.Server, writer *workers.TransactionWriter,
-	keeper *workers.LeaseKeeper, pipeline *workers.PipelineWorkers, leases *services.LeaseManager, banner *Banner) *kratos.App {
+	keeper *workers.LeaseKeeper, pipeline *workers.PipelineWorkers, heartbeat *workers.NodeHeartbeat, nodes *services.NodeRegistry,
+	leases *services.LeaseManager, banner *Banner) *kratos.App {
 	helper := log.NewHelper(logger)
 	return kratos.New(
 		kratos.ID(bc.Node.ID),
@@ -115,6 +116,9 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 		kratos.Logger(logger),
 		kratos.Server(hs, gs),
 		kratos.BeforeStart(func(ctx context.Context) error {
+			// Registered before serving, so peers can forward to this node at once.
+			nodes.Heartbeat(ctx)
+			heartbeat.Start(ctx)
 			writer.Start(ctx)
 			keeper.Start(ctx)
 			pipeline.Start(ctx)
@@ -127,6 +131,10 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 		kratos.AfterStop(func(ctx context.Context) error {
 			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
+			heartbeat.Stop()
+			if err := nodes.Leave(flushCtx); err != nil {
+				helper.Warnw("msg", "leaving the node registry", "error", err.Error())
+			}
 			writer.Stop(flushCtx)
 			pipeline.Stop()
 			keeper.Stop()

@@ -48,12 +48,17 @@ type serviceOptions struct {
 	signers int
 	// fastPipeline shortens every pipeline interval for tests.
 	fastPipeline bool
-	configure    func(*conf.Bootstrap)
+	// dsn shares a database with other instances (a cluster); empty means a fresh one.
+	dsn       string
+	configure func(*conf.Bootstrap)
 }
 
 func startService(t testing.TB, opts serviceOptions) *testService {
 	t.Helper()
-	dsn := testsupport.MigratedDSN(t)
+	dsn := opts.dsn
+	if dsn == "" {
+		dsn = testsupport.MigratedDSN(t)
+	}
 	bc, err := conf.Load("")
 	if err != nil {
 		t.Fatal(err)

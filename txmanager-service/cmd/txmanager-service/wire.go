@@ -33,6 +33,7 @@ func wireApp(*conf.Bootstrap, log.Logger) (*kratos.App, func(), error) {
 		wire.Bind(new(services.TxSigner), new(*signer.Registry)),
 		wire.Bind(new(workers.BatchAllocator), new(*services.Allocator)),
 		NewBanner,
+		wire.Value(services.BuildVersion(Version)),
 		newApp,
 	))
 }

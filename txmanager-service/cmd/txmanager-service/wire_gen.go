@@ -115,16 +115,24 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	getTxUseCase := services.NewGetTxUseCase(txRepository)
 	completionRepository := repositories.NewCompletionRepository(pool)
 	completionsUseCase := services.NewCompletionsUseCase(completionRepository)
-	txController := controllers.NewTxController(createTxUseCase, getTxUseCase, completionsUseCase, logger)
+	routing := controllers.NewRouting(bootstrap)
+	buildVersion := _wireBuildVersionValue
+	nodeConfig := services.NewNodeConfig(bootstrap, buildVersion, clock)
+	nodeRepository := repositories.NewNodeRepository(pool)
+	nodeRegistry := services.NewNodeRegistry(nodeConfig, nodeRepository, logger)
+	forwarder, cleanup5 := server.NewForwarder(nodeRegistry)
+	txController := controllers.NewTxController(createTxUseCase, getTxUseCase, completionsUseCase, routing, forwarder, logger)
 	adminUseCase := services.NewAdminUseCase(pipeline)
-	adminController := controllers.NewAdminController(adminUseCase, getTxUseCase, logger)
+	adminController := controllers.NewAdminController(adminUseCase, getTxUseCase, routing, forwarder, logger)
 	health := server.NewHealth(pool, chain)
 	httpServer := server.NewHTTPServer(bootstrap, txController, adminController, health, prometheus, logger)
 	grpcServer := server.NewGRPCServer(bootstrap, txController, adminController, logger)
 	leaseKeeper := workers.NewLeaseKeeperFromConfig(bootstrap, leaseManager)
+	nodeHeartbeat := workers.NewNodeHeartbeat(bootstrap, nodeRegistry)
 	banner := NewBanner(bootstrap, registry, chainConnection)
-	app := newApp(bootstrap, logger, httpServer, grpcServer, transactionWriter, leaseKeeper, pipelineWorkers, leaseManager, banner)
+	app := newApp(bootstrap, logger, httpServer, grpcServer, transactionWriter, leaseKeeper, pipelineWorkers, nodeHeartbeat, nodeRegistry, leaseManager, banner)
 	return app, func() {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -133,5 +141,6 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 }
 
 var (
-	_wireSystemClockValue = services.SystemClock{}
+	_wireSystemClockValue  = services.SystemClock{}
+	_wireBuildVersionValue = services.BuildVersion(Version)
 )

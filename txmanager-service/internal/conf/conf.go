@@ -193,6 +193,14 @@ const (
 
 type Routing struct {
 	Mode string `json:"mode"`
+	// AdvertiseGRPCAddr is where peers reach this node's gRPC server; empty means
+	// server.grpc.addr (fine on one host; set it behind NAT or in containers).
+	AdvertiseGRPCAddr string `json:"advertiseGrpcAddr"`
+	// MaxHops bounds how many times one create may be forwarded.
+	MaxHops int `json:"maxHops"`
+	// HeartbeatInterval and NodeTimeout judge which peers are alive.
+	HeartbeatInterval Duration `json:"heartbeatInterval"`
+	NodeTimeout       Duration `json:"nodeTimeout"`
 }
 
 // Routing modes (SPEC 4.4).
@@ -278,6 +286,9 @@ func (b *Bootstrap) Check() error {
 	req(b.Create.MaxGasLimit >= 21000, "create.maxGasLimit must be at least 21000")
 	req(b.Chain.RPCURL != "" || b.Chain.Embedded.BlockInterval > 0, "chain.embedded.blockInterval must be positive when chain.rpcUrl is empty")
 	req(b.Routing.Mode == RoutingBasic || b.Routing.Mode == RoutingForward, "routing.mode must be %q or %q", RoutingBasic, RoutingForward)
+	req(b.Routing.MaxHops >= 1 && b.Routing.MaxHops <= 5, "routing.maxHops must be in 1..5")
+	req(b.Routing.HeartbeatInterval > 0 && b.Routing.NodeTimeout > b.Routing.HeartbeatInterval,
+		"routing.heartbeatInterval must be positive and below routing.nodeTimeout")
 	req(b.Pipeline.SubmitBatch > 0, "pipeline.submitBatch must be positive")
 	for name, d := range map[string]Duration{
 		"pipeline.submitInterval": b.Pipeline.SubmitInterval, "pipeline.finalityInterval": b.Pipeline.FinalityInterval,
@@ -310,7 +321,7 @@ func (b *Bootstrap) Check() error {
 func EnvironmentVariables() []string {
 	return []string{
 		"TXM_ENVIRONMENT", "NODE_ID", "HTTP_ADDR", "GRPC_ADDR", "DATABASE_URL", "DATABASE_MIGRATION_URL",
-		"CHAIN_RPC_URL", "EMBEDDED_CHAIN_HTTP_ADDR",
+		"CHAIN_RPC_URL", "EMBEDDED_CHAIN_HTTP_ADDR", "ROUTING_MODE", "ADVERTISE_GRPC_ADDR",
 	}
 }
 

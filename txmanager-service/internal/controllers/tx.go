@@ -18,16 +18,30 @@ type TxController struct {
 	create      *services.CreateTxUseCase
 	get         *services.GetTxUseCase
 	completions *services.CompletionsUseCase
+	routing     Routing
+	forwarder   OwnerForwarder
 	log         *log.Helper
 }
 
 // NewTxController wires the controller.
-func NewTxController(create *services.CreateTxUseCase, get *services.GetTxUseCase, completions *services.CompletionsUseCase, logger log.Logger) *TxController {
-	return &TxController{create: create, get: get, completions: completions, log: log.NewHelper(log.With(logger, "component", "api"))}
+func NewTxController(create *services.CreateTxUseCase, get *services.GetTxUseCase, completions *services.CompletionsUseCase,
+	routing Routing, forwarder OwnerForwarder, logger log.Logger) *TxController {
+	return &TxController{create: create, get: get, completions: completions, routing: routing, forwarder: forwarder,
+		log: log.NewHelper(log.With(logger, "component", "api"))}
 }
 
 // CreateTx implements v1.TxServiceServer.
 func (c *TxController) CreateTx(ctx context.Context, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
+	resp, err := route(ctx, c.routing,
+		func() (*v1.CreateTxResponse, error) { return c.createHere(ctx, req) },
+		func(owner string) (*v1.CreateTxResponse, error) { return c.forwarder.ForwardCreate(ctx, owner, req) })
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	return resp, nil
+}
+
+func (c *TxController) createHere(ctx context.Context, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
 	res, err := c.create.Create(ctx, domain.CreateInput{
 		Signer:               req.GetSigner(),
 		RequestID:            req.GetRequestId(),
@@ -39,7 +53,7 @@ func (c *TxController) CreateTx(ctx context.Context, req *v1.CreateTxRequest) (*
 		MaxPriorityFeePerGas: req.GetMaxPriorityFeePerGas(),
 	})
 	if err != nil {
-		return nil, ToAPIError(c.log, err)
+		return nil, err
 	}
 	return &v1.CreateTxResponse{Tx: toAPITx(res.Tx), Created: res.Created}, nil
 }

@@ -29,6 +29,8 @@ var ProviderSet = wire.NewSet(
 	wire.Bind(new(services.CompletionStore), new(*CompletionRepository)),
 	NewPipelineRepository,
 	wire.Bind(new(services.PipelineStore), new(*PipelineRepository)),
+	NewNodeRepository,
+	wire.Bind(new(services.NodeStore), new(*NodeRepository)),
 )
 
 // NewPool opens the service's connection pool and checks it can reach the database.

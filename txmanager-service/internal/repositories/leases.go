@@ -2,9 +2,11 @@ package repositories
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -25,9 +27,13 @@ func NewLeaseRepository(pool *pgxpool.Pool) *LeaseRepository {
 
 // AcquireOrRenew implements services.LeaseStore.
 func (r *LeaseRepository) AcquireOrRenew(ctx context.Context, signer, node string, duration, skew time.Duration) (services.LeaseGrant, error) {
-	row, err := r.q.AcquireOrRenewLease(ctx, sqlcdb.AcquireOrRenewLeaseParams{
-		Signer: signer, NodeID: node, DurationSeconds: duration.Seconds(), SkewSeconds: skew.Seconds(),
-	})
+	params := sqlcdb.AcquireOrRenewLeaseParams{Signer: signer, NodeID: node, DurationSeconds: duration.Seconds(), SkewSeconds: skew.Seconds()}
+	row, err := r.q.AcquireOrRenewLease(ctx, params)
+	for attempt := 0; errors.Is(err, pgx.ErrNoRows) && attempt < 3; attempt++ {
+		// Two nodes created the signer's first lease at once: ours lost the insert race and
+		// its statement's snapshot predates the winner's row. A new statement sees it.
+		row, err = r.q.AcquireOrRenewLease(ctx, params)
+	}
 	if err != nil {
 		return services.LeaseGrant{}, fmt.Errorf("acquire lease %s: %w", signer, err)
 	}

@@ -1,6 +1,11 @@
 package server
 
-import "github.com/google/wire"
+import (
+	"github.com/google/wire"
+
+	"github.com/bionicotaku/txmanager-service/internal/controllers"
+)
 
 // ProviderSet is the transport layer.
-var ProviderSet = wire.NewSet(NewHTTPServer, NewGRPCServer, NewHealth)
+var ProviderSet = wire.NewSet(NewHTTPServer, NewGRPCServer, NewHealth, NewForwarder,
+	wire.Bind(new(controllers.OwnerForwarder), new(*Forwarder)))

@@ -3,6 +3,7 @@ package services
 import (
 	"fmt"
 	"math/big"
+	"time"
 
 	"github.com/google/wire"
 
@@ -25,6 +26,8 @@ var ProviderSet = wire.NewSet(
 	NewStuckHook,
 	NewPipeline,
 	NewAdminUseCase,
+	NewNodeConfig,
+	NewNodeRegistry,
 	wire.InterfaceValue(new(Clock), SystemClock{}),
 )
 
@@ -92,4 +95,20 @@ func NewCreateConfig(c *conf.Bootstrap) CreateConfig {
 	limits.MaxDataBytes = c.Create.MaxDataBytes
 	limits.MaxGasLimit = c.Create.MaxGasLimit
 	return CreateConfig{Limits: limits, EstimateGas: c.Create.EstimateGas, GasEstimateMultiplier: c.Create.GasEstimateMultiplier}
+}
+
+// BuildVersion is the running binary's version, set by main.
+type BuildVersion string
+
+// NewNodeConfig describes this node for the registry.
+func NewNodeConfig(c *conf.Bootstrap, version BuildVersion, clock Clock) NodeConfig {
+	grpcAddr := c.Routing.AdvertiseGRPCAddr
+	if grpcAddr == "" {
+		grpcAddr = c.Server.GRPC.Addr
+	}
+	return NodeConfig{
+		Self: NodeInfo{ID: c.Node.ID, GRPCAddr: grpcAddr, HTTPAddr: c.Server.HTTP.Addr, Version: string(version),
+			StartedAt: clock.Now().UTC().Truncate(time.Microsecond)},
+		Timeout: c.Routing.NodeTimeout.Std(),
+	}
 }

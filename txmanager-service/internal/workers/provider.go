@@ -15,6 +15,7 @@ var ProviderSet = wire.NewSet(
 	NewTransactionWriter,
 	wire.Bind(new(services.AllocationQueue), new(*TransactionWriter)),
 	NewLeaseKeeperFromConfig,
+	NewNodeHeartbeat,
 	NewPipelineWorkerConfig,
 	NewPipelineWorkers,
 	wire.Bind(new(services.SubmitNotifier), new(*PipelineWorkers)),
@@ -53,5 +54,18 @@ func NewLeaseKeeperFromConfig(c *conf.Bootstrap, leases *services.LeaseManager) 
 		tickCtx, cancel := context.WithTimeout(ctx, interval)
 		defer cancel()
 		leases.Tick(tickCtx)
+	})}
+}
+
+// NodeHeartbeat keeps this node's registry entry fresh.
+type NodeHeartbeat struct{ *Loop }
+
+// NewNodeHeartbeat beats every routing.heartbeatInterval.
+func NewNodeHeartbeat(c *conf.Bootstrap, nodes *services.NodeRegistry) *NodeHeartbeat {
+	interval := c.Routing.HeartbeatInterval.Std()
+	return &NodeHeartbeat{NewLoop(interval, func(ctx context.Context) {
+		beatCtx, cancel := context.WithTimeout(ctx, interval)
+		defer cancel()
+		nodes.Heartbeat(beatCtx)
 	})}
 }

@@ -34,6 +34,16 @@ type ManagedTx struct {
 	UpdatedAt      time.Time
 }
 
+type NodeRegistry struct {
+	NodeID      string
+	GrpcAddr    string
+	HttpAddr    string
+	Version     string
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+	StoppedAt   *time.Time
+}
+
 type SignerLease struct {
 	Signer       string
 	OwnerNode    string

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+)
+
+// startCluster runs n instances on one database and one chain, in the given routing mode.
+func startCluster(t *testing.T, n int, mode string) []*testService {
+	t.Helper()
+	sim := newTestChain(t, 250*time.Millisecond)
+	dsn := testsupport.MigratedDSN(t)
+	nodes := make([]*testService, n)
+	for i := range nodes {
+		nodes[i] = startService(t, serviceOptions{chain: sim, signers: 3, fastPipeline: true, dsn: dsn, configure: func(bc *conf.Bootstrap) {
+			bc.Routing.Mode = mode
+			bc.Lease.Duration, bc.Lease.RenewInterval, bc.Lease.ClockSkew = conf.Duration(3*time.Second), conf.Duration(time.Second), conf.Duration(200*time.Millisecond)
+			bc.Routing.HeartbeatInterval, bc.Routing.NodeTimeout = conf.Duration(500*time.Millisecond), conf.Duration(2*time.Second)
+		}})
+	}
+	return nodes
+}
+
+// Issue 5: with random routing, forward mode hides lease ownership from clients (no
+// NOT_LEADER), basic mode answers non-owners with NOT_LEADER + Retry-After and nothing
+// else. Either way one signer's nonces come out contiguous.
+func TestRoutingModesUnderRandomRouting(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{conf.RoutingForward, conf.RoutingBasic} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			nodes := startCluster(t, 3, mode)
+			signers := []string{devAddress(t, 0), devAddress(t, 1), devAddress(t, 2)}
+			type answer struct {
+				status     int
+				reason     string
+				retryAfter string
+			}
+			answers := make(chan answer, 600)
+			var wg sync.WaitGroup
+			for c := range 12 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := rand.New(rand.NewPCG(uint64(c), 99))
+					for i := range 50 {
+						node := nodes[r.IntN(len(nodes))]
+						a := node.create(t, map[string]any{"signer": signers[r.IntN(len(signers))], "to": devAddress(t, 7), "value": fmt.Sprint(c*1000 + i + 1), "gasLimit": 21000})
+						answers <- answer{a.status, a.reason(), a.retryAfter}
+					}
+				}()
+			}
+			wg.Wait()
+			close(answers)
+			counts := map[string]int{}
+			for a := range answers {
+				key := fmt.Sprint(a.status, " ", a.reason)
+				counts[key]++
+				switch {
+				case a.status == http.StatusAccepted:
+				case mode == conf.RoutingBasic && a.status == http.StatusConflict && a.reason == "NOT_LEADER":
+					if a.retryAfter == "" {
+						t.Fatalf("NOT_LEADER without Retry-After")
+					}
+				default:
+					t.Fatalf("%s mode: unexpected answer %d %s (all so far: %v)", mode, a.status, a.reason, counts)
+				}
+			}
+			if mode == conf.RoutingForward && counts["202 "] != 600 {
+				t.Fatalf("forward mode answers: %v, want 600 created", counts)
+			}
+			if mode == conf.RoutingBasic && counts["409 NOT_LEADER"] == 0 {
+				t.Fatalf("basic mode answers: %v; random routing over 3 nodes must have hit a non-owner", counts)
+			}
+			t.Logf("%s mode answers: %v", mode, counts)
+			for _, signer := range signers {
+				var n, distinct, maxNonce int64
+				if err := nodes[0].pool.QueryRow(t.Context(), "SELECT count(*), count(DISTINCT nonce), coalesce(max(nonce), -1) FROM managed_tx WHERE signer = $1", signer).Scan(&n, &distinct, &maxNonce); err != nil {
+					t.Fatal(err)
+				}
+				if n != distinct || maxNonce != n-1 {
+					t.Fatalf("signer %s: %d txs, %d distinct nonces, max %d: not contiguous", signer, n, distinct, maxNonce)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,82 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/go-kratos/kratos/v2/transport"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// HopsHeader counts how many times a request has been forwarded between nodes.
+const HopsHeader = "x-txm-hops"
+
+// OwnerForwarder sends a request to the node holding the signer's lease (internal gRPC).
+type OwnerForwarder interface {
+	ForwardCreate(ctx context.Context, owner string, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error)
+	ForwardResolve(ctx context.Context, owner string, req *v1.ResolveTxRequest) (*v1.ResolveTxResponse, error)
+}
+
+// Routing is the routing mode (SPEC 4.4). In basic mode a non-owner answers NOT_LEADER; in
+// forward mode it forwards to the owner and, when the owner cannot be reached, waits for
+// the lease to lapse and serves the request itself, so clients never see NOT_LEADER.
+type Routing struct {
+	Forward bool
+	MaxHops int
+	// RetryWait bounds each wait between attempts while an owner is unreachable.
+	RetryWait time.Duration
+}
+
+// hops is how many times the request in ctx has already been forwarded.
+func hops(ctx context.Context) int {
+	if tr, ok := transport.FromServerContext(ctx); ok {
+		if n, err := strconv.Atoi(tr.RequestHeader().Get(HopsHeader)); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
+// route serves a request locally and, in forward mode, takes NOT_LEADER to the owner.
+func route[Resp any](ctx context.Context, r Routing, local func() (Resp, error), forward func(owner string) (Resp, error)) (Resp, error) {
+	for {
+		resp, err := local()
+		var notLeader *domain.NotLeaderError
+		if !r.Forward || !errors.As(err, &notLeader) {
+			return resp, err
+		}
+		if hops(ctx) < r.MaxHops {
+			forwarded, ferr := forward(notLeader.Owner)
+			if ferr == nil || !retryableAtAnotherNode(ferr) {
+				return forwarded, ferr
+			}
+		}
+		wait := min(max(notLeader.RetryAfter, 50*time.Millisecond), r.RetryWait)
+		select {
+		case <-ctx.Done():
+			var zero Resp
+			return zero, &domain.UnavailableError{Reason: "the signer's lease owner could not be reached in time", RetryAfter: time.Second, Err: ctx.Err()}
+		case <-time.After(wait):
+		}
+	}
+}
+
+// retryableAtAnotherNode: the owner moved, lost the lease, or cannot be reached.
+func retryableAtAnotherNode(err error) bool {
+	if errors.Is(err, domain.ErrUnavailable) {
+		return true
+	}
+	var kerr *kerrors.Error
+	if errors.As(err, &kerr) {
+		switch kerr.Reason {
+		case v1.ErrorReason_NOT_LEADER.String(), v1.ErrorReason_FENCED.String(), v1.ErrorReason_UNAVAILABLE.String():
+			return true
+		}
+	}
+	return false
+}

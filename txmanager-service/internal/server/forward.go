@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/go-kratos/kratos/v2/transport"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/controllers"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// forwardedHeaders travel with a forwarded request: the caller's credentials, so the owner
+// authorises the original caller, not the forwarding node.
+func forwardedHeaders() []string { return []string{"authorization", "x-api-key"} }
+
+// Forwarder sends requests to the node that holds a signer's lease, over internal gRPC.
+type Forwarder struct {
+	nodes *services.NodeRegistry
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// NewForwarder builds the forwarder; the cleanup closes its connections.
+func NewForwarder(nodes *services.NodeRegistry) (*Forwarder, func()) {
+	f := &Forwarder{nodes: nodes, conns: map[string]*grpc.ClientConn{}}
+	return f, f.close
+}
+
+// hopsOf is how many times the request in ctx has already been forwarded.
+func hopsOf(ctx context.Context) int {
+	if tr, ok := transport.FromServerContext(ctx); ok {
+		if n, err := strconv.Atoi(tr.RequestHeader().Get(controllers.HopsHeader)); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
+// ForwardCreate implements controllers.OwnerForwarder.
+func (f *Forwarder) ForwardCreate(ctx context.Context, owner string, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
+	conn, err := f.connTo(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := v1.NewTxServiceClient(conn).CreateTx(f.outgoing(ctx), req)
+	return resp, fromPeer(err)
+}
+
+// ForwardResolve implements controllers.OwnerForwarder.
+func (f *Forwarder) ForwardResolve(ctx context.Context, owner string, req *v1.ResolveTxRequest) (*v1.ResolveTxResponse, error) {
+	conn, err := f.connTo(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := v1.NewAdminServiceClient(conn).ResolveTx(f.outgoing(ctx), req)
+	return resp, fromPeer(err)
+}
+
+// connTo returns a connection to owner if the registry says it is alive.
+func (f *Forwarder) connTo(ctx context.Context, owner string) (*grpc.ClientConn, error) {
+	node, alive, err := f.nodes.Lookup(ctx, owner)
+	if err != nil {
+		return nil, &domain.UnavailableError{Reason: "node registry", Err: err}
+	}
+	if !alive {
+		return nil, &domain.UnavailableError{Reason: fmt.Sprintf("lease owner %s is not alive", owner)}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if conn, ok := f.conns[node.GRPCAddr]; ok {
+		return conn, nil
+	}
+	conn, err := grpc.NewClient(node.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, &domain.UnavailableError{Reason: "connect to lease owner", Err: err}
+	}
+	f.conns[node.GRPCAddr] = conn
+	return conn, nil
+}
+
+// outgoing carries the hop count and the caller's credentials to the owner.
+func (f *Forwarder) outgoing(ctx context.Context) context.Context {
+	md := metadata.Pairs(controllers.HopsHeader, strconv.Itoa(hopsOf(ctx)+1))
+	if tr, ok := transport.FromServerContext(ctx); ok {
+		for _, h := range forwardedHeaders() {
+			if v := tr.RequestHeader().Get(h); v != "" {
+				md.Set(h, v)
+			}
+		}
+	}
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// fromPeer turns a peer's gRPC error back into the API error it carried; transport
+// failures become UNAVAILABLE.
+func fromPeer(err error) error {
+	if err == nil {
+		return nil
+	}
+	se := kerrors.FromError(err)
+	if se.Reason == "" {
+		return &domain.UnavailableError{Reason: "lease owner unreachable", Err: err}
+	}
+	return se
+}
+
+func (f *Forwarder) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for addr, conn := range f.conns {
+		_ = conn.Close()
+		delete(f.conns, addr)
+	}
+}
