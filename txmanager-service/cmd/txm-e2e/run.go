@@ -16,8 +16,8 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/e2e"
 )
 
-// fundingPerSigner is 10 ETH: 100 transfers of 21000 gas at devnet fees cost far less.
-var fundingPerSigner = new(big.Int).Mul(big.NewInt(10), big.NewInt(1e18))
+// fundingEtherPerSigner: 100 transfers of 21000 gas at devnet fees cost far less.
+const fundingEtherPerSigner = 10
 
 // timings are the phases the summary reports.
 type timings struct {
@@ -60,11 +60,11 @@ func run(ctx context.Context, opts options, out io.Writer) (rep *report, err err
 		}
 		err = errors.Join(err, os.RemoveAll(workDir))
 	}()
-	err = runIn(ctx, opts, repo, workDir, &td, rep, out)
+	err = runSteps(ctx, opts, repo, workDir, &td, rep, out)
 	return rep, err
 }
 
-func runIn(ctx context.Context, opts options, repo, workDir string, td *teardown, rep *report, out io.Writer) error {
+func runSteps(ctx context.Context, opts options, repo, workDir string, td *teardown, rep *report, out io.Writer) error {
 	t := &rep.timings
 	gethBin, gethVersion, err := buildBinaries(ctx, opts, repo, workDir, out, t)
 	if err != nil {
@@ -104,8 +104,9 @@ func runIn(ctx context.Context, opts options, repo, workDir string, td *teardown
 	keys := e2e.Keys(opts.signers)
 	signers := e2e.Addresses(keys)
 	rep.signers = signers
-	step(out, "funding %d signers with %s wei each", len(signers), fundingPerSigner)
-	if err := e2e.FundAccounts(ctx, geth.URL(), signers, fundingPerSigner); err != nil {
+	step(out, "funding %d signers with %d ETH each", len(signers), fundingEtherPerSigner)
+	funding := new(big.Int).Mul(big.NewInt(fundingEtherPerSigner), big.NewInt(1e18))
+	if err := e2e.FundAccounts(ctx, geth.URL(), signers, funding); err != nil {
 		return err
 	}
 

@@ -38,7 +38,7 @@ func printReport(out io.Writer, rep *report, wall time.Duration) {
 
 func printTable(out io.Writer, rep *report, v *verification) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "signer\tcreated\tconfirmed\tchain nonce\tdistinct nonces\tnonces 0..%d\ton chain\tcompletions\t\n", rep.perSigner-1)
+	fmt.Fprintf(tw, "signer\tcreated\tconfirmed\tbroadcasts\tchain nonce\tdistinct nonces\tnonces 0..%d\ton chain\tcompletions\t\n", rep.perSigner-1)
 	var total signerResult
 	distinct := 0
 	for i, row := range v.perSigner {
@@ -46,17 +46,18 @@ func printTable(out io.Writer, rep *report, v *verification) {
 		if !row.nonces.OK() {
 			contiguous = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t\n", rep.signers[i].Hex(), row.created, row.confirmed,
-			row.chainNonce, row.nonces.Distinct, contiguous, row.onChain, row.completions)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t\n", rep.signers[i].Hex(), row.created, row.confirmed,
+			row.broadcasts, row.chainNonce, row.nonces.Distinct, contiguous, row.onChain, row.completions)
 		total.created += row.created
 		total.confirmed += row.confirmed
+		total.broadcasts += row.broadcasts
 		total.chainNonce += row.chainNonce
 		total.onChain += row.onChain
 		total.completions += row.completions
 		distinct += row.nonces.Distinct
 	}
-	fmt.Fprintf(tw, "total (%d signers)\t%d\t%d\t%d\t%d\t\t%d\t%d\t\n", len(v.perSigner), total.created, total.confirmed,
-		total.chainNonce, distinct, total.onChain, total.completions)
+	fmt.Fprintf(tw, "total (%d signers)\t%d\t%d\t%d\t%d\t%d\t\t%d\t%d\t\n", len(v.perSigner), total.created, total.confirmed,
+		total.broadcasts, total.chainNonce, distinct, total.onChain, total.completions)
 	_ = tw.Flush()
 	fmt.Fprintf(out, "\ncompletion feed:        %d entries for %d transactions\n", v.completions, len(rep.txs))
 }

@@ -22,6 +22,9 @@ type signerResult struct {
 	// onChain counts transactions the node holds as the service described them.
 	onChain     int
 	completions int
+	// broadcasts sums submitAttempts: above created means the service rebroadcast, which
+	// on a healthy devnet it should not need to.
+	broadcasts int
 }
 
 // verification is everything checked after the last transaction was CONFIRMED.
@@ -63,6 +66,7 @@ func verify(ctx context.Context, eth *ethclient.Client, client *e2e.Client, sign
 		if last.GetState() == stateConfirmed {
 			row.confirmed++
 		}
+		row.broadcasts += int(last.GetSubmitAttempts())
 		if last.GetNonce() != tx.nonce {
 			v.problem("tx %s: create allocated nonce %d, now reads %d", tx.txID, tx.nonce, last.GetNonce())
 		}

@@ -15,6 +15,7 @@ import (
 
 // Postgres is the server a run creates its databases on: TEST_DATABASE_URL, else the local
 // server at pglocal.DefaultLocalDSN, else a throwaway cluster this process starts and owns.
+// The same order, and the same variables, as the repository's tests (pglocal/pgtest).
 type Postgres struct {
 	// AdminDSN connects as a role that may create and drop databases.
 	AdminDSN string
@@ -31,8 +32,14 @@ func FindPostgres(ctx context.Context) (*Postgres, error) {
 		}
 		return &Postgres{AdminDSN: dsn, Source: "TEST_DATABASE_URL"}, nil
 	}
-	if err := pglocal.Probe(ctx, pglocal.DefaultLocalDSN); err == nil {
-		return &Postgres{AdminDSN: pglocal.DefaultLocalDSN, Source: "local server 127.0.0.1:5432"}, nil
+	local := pglocal.DefaultLocalDSN
+	// PGTEST_LOCAL_DSN moves (or, pointed at a closed port, skips) the local server, as
+	// for the tests; `make test-throwaway` uses it to force a throwaway cluster.
+	if override := os.Getenv("PGTEST_LOCAL_DSN"); override != "" {
+		local = override
+	}
+	if err := pglocal.Probe(ctx, local); err == nil {
+		return &Postgres{AdminDSN: local, Source: "local server " + hostOf(local)}, nil
 	}
 	cluster, err := pglocal.StartCluster(ctx, pglocal.ClusterOptions{})
 	if err != nil {
@@ -77,6 +84,14 @@ func (d *Database) Drop(ctx context.Context) error {
 		return fmt.Errorf("drop database %s: %w", d.Name, err)
 	}
 	return nil
+}
+
+// hostOf is the host:port of a URL DSN, for messages; other DSNs are named as such.
+func hostOf(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return "(keyword/value DSN)"
 }
 
 func execAdmin(ctx context.Context, dsn, sql string) error {

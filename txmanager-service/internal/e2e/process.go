@@ -26,9 +26,10 @@ type child struct {
 	stopErr  error
 }
 
-// startChild starts bin with args, writing stdout and stderr to logPath.
+// startChild starts bin with args, appending stdout and stderr to logPath: a process
+// restarted in the same folder (as a fault suite does) keeps its earlier lives' output.
 func startChild(name, logPath string, env []string, bin string, args ...string) (*child, error) {
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%s: log file: %w", name, err)
 	}
@@ -84,10 +85,12 @@ func (c *child) stop(sig syscall.Signal, grace time.Duration) error {
 	return c.stopErr
 }
 
-// kill sends SIGKILL and waits for the process to be gone, so that its ports are free.
+// kill sends SIGKILL and waits for the process to be gone, so that its ports are free. A
+// later stop then has nothing to do and reports nothing: the kill was intended.
 func (c *child) kill() {
 	_ = c.cmd.Process.Kill()
 	<-c.exited
+	c.stopOnce.Do(func() {})
 }
 
 // signal delivers sig unless the process has already exited.

@@ -1,0 +1,57 @@
+// Command txm-devchain runs the embedded simulated chain as a standalone node on loopback
+// JSON-RPC, so several service processes (the fault-injection suite, a local cluster) can
+// share one chain.
+//
+//	txm-devchain -http 127.0.0.1:8545 -block-interval 1s -accounts 10
+//
+// It prints the endpoint and the funded development addresses; the accounts' private keys
+// are the deterministic development keys (chain.DevKey), printed only with -print-keys.
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "txm-devchain:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	addr := flag.String("http", "127.0.0.1:8545", "JSON-RPC listen address (loopback)")
+	interval := flag.Duration("block-interval", time.Second, "seal a block this often")
+	accounts := flag.Int("accounts", 10, "funded development accounts")
+	printKeys := flag.Bool("print-keys", false, "also print the development private keys (public knowledge: never fund them elsewhere)")
+	flag.Parse()
+
+	sim, err := chain.NewSimulated(chain.SimulatedConfig{BlockInterval: *interval, DevAccounts: *accounts, HTTPAddr: *addr, TxPoolSlots: 100_000})
+	if err != nil {
+		return err
+	}
+	defer sim.Close()
+	fmt.Printf("dev chain (id %d) at %s, a block every %s\n", chain.SimulatedChainID, sim.HTTPEndpoint(), *interval)
+	for i, key := range sim.DevKeys() {
+		line := fmt.Sprintf("  account %d: %s", i, crypto.PubkeyToAddress(key.PublicKey).Hex())
+		if *printKeys {
+			line += "  key 0x" + hex.EncodeToString(crypto.FromECDSA(key))
+		}
+		fmt.Println(line)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	return nil
+}
