@@ -45,11 +45,14 @@ func run() error {
 	flag.Parse()
 
 	logger := telemetry.NewJSONLogger(os.Stdout, log.LevelInfo)
-	log.SetLogger(logger)
+	// Kratos' config package logs its own watcher plumbing at info level; only its
+	// warnings are worth keeping while the configuration loads.
+	log.SetLogger(log.NewFilter(logger, log.FilterLevel(log.LevelWarn)))
 	bc, err := conf.Load(*confPath)
 	if err != nil {
 		return err
 	}
+	log.SetLogger(logger)
 	nodeLogger := log.With(logger, "service", "txmanager", "node_id", bc.Node.ID)
 	helper := log.NewHelper(nodeLogger)
 

@@ -119,28 +119,33 @@ func StartGeth(ctx context.Context, opts GethOptions) (*Geth, error) {
 }
 
 func (g *Geth) waitReady(ctx context.Context, timeout time.Duration) error {
+	return waitForRPC(ctx, g.url, g.proc, timeout)
+}
+
+// waitForRPC waits until the node at url answers eth_chainId, or its process exits.
+func waitForRPC(ctx context.Context, url string, proc *child, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var lastErr error
 	for {
-		if lastErr = g.chainIDAnswers(ctx); lastErr == nil {
+		if lastErr = chainIDAnswers(ctx, url); lastErr == nil {
 			return nil
 		}
 		select {
-		case <-g.proc.exited:
-			return g.proc.exitedEarly()
+		case <-proc.exited:
+			return proc.exitedEarly()
 		case <-ctx.Done():
-			return fmt.Errorf("geth JSON-RPC at %s not answering (last error: %v): %w; log tail:\n%s",
-				g.url, lastErr, ctx.Err(), tailFile(g.proc.logPath, 30))
+			return fmt.Errorf("%s JSON-RPC at %s not answering (last error: %v): %w; log tail:\n%s",
+				proc.name, url, lastErr, ctx.Err(), tailFile(proc.logPath, 30))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
-func (g *Geth) chainIDAnswers(ctx context.Context) error {
+func chainIDAnswers(ctx context.Context, url string) error {
 	callCtx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	client, err := rpc.DialContext(callCtx, g.url)
+	client, err := rpc.DialContext(callCtx, url)
 	if err != nil {
 		return err
 	}

@@ -76,7 +76,7 @@ func (w *PipelineWorkers) eachHeld(ctx context.Context, what string, fn func(con
 		if ctx.Err() != nil {
 			return
 		}
-		if err := fn(ctx, lease); err != nil {
+		if err := fn(ctx, lease); err != nil && ctx.Err() == nil {
 			w.log.Warnw("msg", what+" failed", "signer", lease.Signer, "fencing_token", lease.Token, "error", err.Error())
 		}
 	}

@@ -175,12 +175,14 @@ func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head 
 	outcome, err := c.pipeline.CheckReceipts(ctx, txs)
 	now := time.Now()
 	if err != nil {
-		c.log.Warnw("msg", "receipt look-up failed; backing off", "count", len(chunk), "error", err.Error())
+		if ctx.Err() == nil {
+			c.log.Warnw("msg", "receipt look-up failed; backing off", "count", len(chunk), "error", err.Error())
+		}
 		c.backOff(chunk, now)
 		return 0
 	}
 	written, err := c.pipeline.RecordReceipts(ctx, outcome.Found, signerOf)
-	if err != nil {
+	if err != nil && ctx.Err() == nil { // a cancelled context is shutdown, not a failure
 		c.log.Warnw("msg", "recording receipts failed", "error", err.Error())
 	}
 	c.mu.Lock()

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bionicotaku/txmanager-service/internal/e2e"
+)
+
+// clusterTiming is short enough for faults to bite within a minute's run.
+func clusterTiming() map[string]any {
+	return map[string]any{
+		"routing.mode":              "forward",
+		"routing.heartbeatInterval": "500ms",
+		"routing.nodeTimeout":       "2s",
+		"lease.duration":            "3s",
+		"lease.renewInterval":       "1s",
+		"lease.clockSkew":           "500ms",
+		"resubmit.interval":         "5s",
+		"pipeline.adoptInterval":    "500ms",
+		"stuck.minAge":              "2m",
+	}
+}
+
+// cluster is the service processes of a run, each reaching PostgreSQL through its own
+// link proxy (so one node's link can be slowed) with its node id as application_name (so
+// one node's connections can be cut).
+type cluster struct {
+	bin      string
+	dir      string
+	adminDSN string
+	mu       sync.Mutex
+	nodes    []*node
+}
+
+type node struct {
+	index  int
+	name   string
+	cfg    e2e.ServiceConfig
+	link   *linkProxy
+	svc    *e2e.Service // nil while killed
+	paused bool
+}
+
+type clusterOptions struct {
+	bin      string
+	dir      string
+	dsn      string // the run's database, direct
+	adminDSN string
+	chainURL []string // per node (a node may reach the chain through a proxy)
+	signers  []*ecdsa.PrivateKey
+	count    int
+	extra    map[string]any
+}
+
+func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
+	c := &cluster{bin: o.bin, dir: o.dir, adminDSN: o.adminDSN}
+	dbURL, err := url.Parse(o.dsn)
+	if err != nil {
+		return nil, fmt.Errorf("database dsn: %w", err)
+	}
+	for i := range o.count {
+		name := fmt.Sprintf("node-%d", i)
+		link, err := newLinkProxy(dbURL.Host)
+		if err != nil {
+			return nil, err
+		}
+		viaProxy := *dbURL
+		viaProxy.Host = link.addr()
+		q := viaProxy.Query()
+		q.Set("application_name", name)
+		viaProxy.RawQuery = q.Encode()
+		overrides := map[string]any{}
+		for k, v := range clusterTiming() {
+			overrides[k] = v
+		}
+		for k, v := range o.extra {
+			overrides[k] = v
+		}
+		cfg := e2e.FastLoops(e2e.ServiceConfig{NodeID: name, DatabaseDSN: viaProxy.String(), ChainRPCURL: o.chainURL[i%len(o.chainURL)],
+			Signers: o.signers, Overrides: overrides})
+		cfg.ResubmitInterval = 5 * time.Second
+		n := &node{index: i, name: name, cfg: cfg, link: link}
+		if err := os.MkdirAll(c.nodeDir(n), 0o755); err != nil {
+			return nil, err
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.nodes))
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = c.start(ctx, n) }()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *cluster) nodeDir(n *node) string { return filepath.Join(c.dir, n.name) }
+
+func (c *cluster) start(ctx context.Context, n *node) error {
+	svc, err := e2e.StartService(ctx, e2e.ServiceOptions{Bin: c.bin, Config: n.cfg, Dir: c.nodeDir(n), StopTimeout: 15 * time.Second})
+	if err != nil {
+		return fmt.Errorf("start %s: %w", n.name, err)
+	}
+	c.mu.Lock()
+	n.svc, n.cfg, n.paused = svc, svc.Config(), false
+	c.mu.Unlock()
+	return nil
+}
+
+// urls lists the HTTP base URLs of every node, running or not: a load balancer keeps
+// sending to a dead node until its health check notices.
+func (c *cluster) urls() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = "http://" + n.cfg.HTTPAddr
+	}
+	return out
+}
+
+func (c *cluster) logPaths() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = filepath.Join(c.nodeDir(n), "service.log")
+	}
+	return out
+}
+
+func (c *cluster) running() []*node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*node
+	for _, n := range c.nodes {
+		if n.svc != nil && !n.paused {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (c *cluster) kill(n *node) {
+	c.mu.Lock()
+	svc := n.svc
+	n.svc = nil
+	c.mu.Unlock()
+	if svc != nil {
+		svc.Kill()
+	}
+}
+
+func (c *cluster) pause(n *node) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n.svc == nil {
+		return fmt.Errorf("%s is not running", n.name)
+	}
+	n.paused = true
+	return n.svc.Pause()
+}
+
+func (c *cluster) resume(n *node) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n.svc == nil {
+		return nil
+	}
+	n.paused = false
+	return n.svc.Resume()
+}
+
+// cutDatabase terminates every session the node has open (its application_name).
+func (c *cluster) cutDatabase(ctx context.Context, n *node) (int, error) {
+	conn, err := pgx.Connect(ctx, c.adminDSN)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	var cut int
+	err = conn.QueryRow(ctx, "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", n.name).Scan(&cut)
+	return cut, err
+}
+
+// heal brings every node back: resumed, restarted, links fast again.
+func (c *cluster) heal(ctx context.Context) error {
+	for _, n := range c.nodes {
+		n.link.setDelay(0)
+		if err := c.resume(n); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		dead := n.svc == nil
+		c.mu.Unlock()
+		if dead {
+			if err := c.start(ctx, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *cluster) stop() {
+	for _, n := range c.nodes {
+		n.link.setDelay(0)
+		_ = c.resume(n)
+		c.mu.Lock()
+		svc := n.svc
+		n.svc = nil
+		c.mu.Unlock()
+		if svc != nil {
+			_ = svc.Stop()
+		}
+		n.link.close()
+	}
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// faultEvent is one injected fault, for the report.
+type faultEvent struct {
+	at   time.Duration
+	kind string
+	node string
+	note string
+}
+
+// injectFaults runs a seeded schedule of faults until ctx ends: kill -9 and restart, pause
+// past the lease (SIGSTOP, then SIGCONT), cut the node's database connections, and slow
+// its database link. At most one node is hit at a time, so the cluster keeps a majority.
+func injectFaults(ctx context.Context, c *cluster, seed uint64, leaseDuration time.Duration) []faultEvent {
+	r := rand.New(rand.NewPCG(seed, 7))
+	started := time.Now()
+	var (
+		mu     sync.Mutex
+		events []faultEvent
+	)
+	record := func(kind string, n *node, note string) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, faultEvent{at: time.Since(started).Round(100 * time.Millisecond), kind: kind, node: n.name, note: note})
+	}
+	kinds := []string{"kill", "pause", "cut-db", "slow-db"}
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return events
+		case <-time.After(time.Duration(2000+r.IntN(3000)) * time.Millisecond):
+		}
+		candidates := c.running()
+		if len(candidates) < len(c.nodes) {
+			continue // the previous fault's node is not back yet
+		}
+		n := candidates[r.IntN(len(candidates))]
+		// Cycle through the kinds first so every one happens, then pick at random.
+		kind := kinds[i%len(kinds)]
+		if i >= len(kinds) {
+			kind = kinds[r.IntN(len(kinds))]
+		}
+		switch kind {
+		case "kill":
+			c.kill(n)
+			down := time.Duration(1000+r.IntN(2000)) * time.Millisecond
+			record(kind, n, fmt.Sprintf("SIGKILL, restarted after %s", down))
+			sleep(ctx, down)
+			if err := c.start(context.WithoutCancel(ctx), n); err != nil {
+				record("restart-failed", n, err.Error())
+			}
+		case "pause":
+			if err := c.pause(n); err != nil {
+				continue
+			}
+			paused := leaseDuration + time.Duration(1500+r.IntN(1500))*time.Millisecond
+			record(kind, n, fmt.Sprintf("SIGSTOP for %s (lease %s), then SIGCONT", paused, leaseDuration))
+			sleep(ctx, paused)
+			_ = c.resume(n)
+		case "cut-db":
+			cut, err := c.cutDatabase(ctx, n)
+			note := fmt.Sprintf("pg_terminate_backend on %d sessions", cut)
+			if err != nil {
+				note = err.Error()
+			}
+			record(kind, n, note)
+		case "slow-db":
+			delay := time.Duration(100+r.IntN(300)) * time.Millisecond
+			n.link.setDelay(delay)
+			lasting := time.Duration(2000+r.IntN(3000)) * time.Millisecond
+			record(kind, n, fmt.Sprintf("%s per packet on its database link for %s", delay, lasting))
+			sleep(ctx, lasting)
+			n.link.setDelay(0)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

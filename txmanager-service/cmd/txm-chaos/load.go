@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/e2e"
+)
+
+// loadRecord is what the clients saw: every create they attempted and every answer that
+// acknowledged one (a txId), which the checker must find in the database afterwards.
+type loadRecord struct {
+	mu           sync.Mutex
+	attempted    int
+	acknowledged map[string]ackedCreate // tx id -> the create
+	byRequest    map[string]string      // signer/requestId -> tx id
+	failed       map[string]int         // reason -> count, for creates never acknowledged
+	replays      int
+	replayDiffs  int // a replay answered with another tx id than the original
+	errorsSeen   map[string]int
+}
+
+type ackedCreate struct {
+	signer    string
+	requestID string
+	nonce     uint64
+}
+
+func newLoadRecord() *loadRecord {
+	return &loadRecord{acknowledged: map[string]ackedCreate{}, byRequest: map[string]string{}, failed: map[string]int{}, errorsSeen: map[string]int{}}
+}
+
+type loadOptions struct {
+	urls     []string
+	signers  []common.Address
+	clients  int
+	duration time.Duration
+	seed     uint64
+}
+
+// runLoad sends creates for random signers to random nodes until duration passes. Half
+// carry a requestId; those are retried (on another node) after a failure, and some are
+// sent again after success to check the replay answers with the same transaction.
+func runLoad(ctx context.Context, o loadOptions, rec *loadRecord) {
+	clients := make([]*e2e.Client, len(o.urls))
+	for i, u := range o.urls {
+		clients[i] = e2e.NewClient(u)
+	}
+	deadline := time.Now().Add(o.duration)
+	var wg sync.WaitGroup
+	for c := range o.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(o.seed, uint64(c)+1))
+			for n := 0; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
+				req := &v1.CreateTxRequest{
+					Signer:   o.signers[r.IntN(len(o.signers))].Hex(),
+					To:       e2e.Recipient().Hex(),
+					Value:    fmt.Sprint(1 + r.IntN(1_000_000)),
+					GasLimit: 21_000,
+				}
+				if r.IntN(2) == 0 {
+					req.RequestId = fmt.Sprintf("chaos-%d-%d-%d", o.seed, c, n)
+				}
+				rec.create(ctx, clients, r, req)
+				time.Sleep(time.Duration(r.IntN(20)) * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (rec *loadRecord) create(ctx context.Context, clients []*e2e.Client, r *rand.Rand, req *v1.CreateTxRequest) {
+	rec.mu.Lock()
+	rec.attempted++
+	rec.mu.Unlock()
+	tries := 1
+	if req.RequestId != "" {
+		tries = 6 // only an idempotent create is safe to send again after an unclear failure
+	}
+	var lastErr error
+	for try := range tries {
+		resp, err := clients[r.IntN(len(clients))].CreateTx(ctx, req)
+		if err == nil {
+			rec.acked(req, resp)
+			if req.RequestId != "" && r.IntN(5) == 0 {
+				rec.replay(ctx, clients[r.IntN(len(clients))], req, resp.GetTx().GetTxId())
+			}
+			return
+		}
+		lastErr = err
+		rec.sawError(err)
+		var apiErr *e2e.APIError
+		if errors.As(err, &apiErr) && !apiErr.Retryable() && apiErr.Reason != "FENCED" {
+			break // a definite answer (validation, conflict): retrying cannot change it
+		}
+		time.Sleep(time.Duration(200*(try+1)) * time.Millisecond)
+	}
+	rec.mu.Lock()
+	rec.failed[reasonOf(lastErr)]++
+	rec.mu.Unlock()
+}
+
+func (rec *loadRecord) acked(req *v1.CreateTxRequest, resp *v1.CreateTxResponse) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	id := resp.GetTx().GetTxId()
+	rec.acknowledged[id] = ackedCreate{signer: req.Signer, requestID: req.RequestId, nonce: resp.GetTx().GetNonce()}
+	if req.RequestId != "" {
+		key := req.Signer + "/" + req.RequestId
+		if earlier, ok := rec.byRequest[key]; ok && earlier != id {
+			rec.replayDiffs++
+		}
+		rec.byRequest[key] = id
+	}
+}
+
+func (rec *loadRecord) replay(ctx context.Context, client *e2e.Client, req *v1.CreateTxRequest, want string) {
+	resp, err := client.CreateTx(ctx, req)
+	if err != nil {
+		rec.sawError(err)
+		return
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.replays++
+	if resp.GetTx().GetTxId() != want {
+		rec.replayDiffs++
+	}
+}
+
+func (rec *loadRecord) sawError(err error) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.errorsSeen[reasonOf(err)]++
+}
+
+func reasonOf(err error) string {
+	var apiErr *e2e.APIError
+	if errors.As(err, &apiErr) {
+		return fmt.Sprintf("%d %s", apiErr.Status, apiErr.Reason)
+	}
+	if err == nil {
+		return "none"
+	}
+	return "transport error"
+}

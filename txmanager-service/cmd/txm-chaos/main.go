@@ -1,0 +1,219 @@
+// Command txm-chaos is the fault-injection suite (make chaos). On loopback, against one
+// PostgreSQL and one shared chain (txm-devchain), it runs
+//
+//   - failover: seed acceptance 3, deterministic: an owner frozen mid-broadcast past its
+//     lease is taken over, and comes back fenced;
+//   - chaos: 3 service processes in forward routing, a load generator sending creates for
+//     several signers to random nodes (some idempotent, some retried and replayed), and a
+//     seeded schedule of faults (SIGKILL + restart, SIGSTOP past the lease + SIGCONT, cut
+//     database connections, slow database links); then the faults stop, every transaction
+//     must reach a final state, and a checker verifies the invariants over the database,
+//     the chain and the logs.
+//
+// It prints one table per scenario and exits non-zero when any check fails.
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/e2e"
+)
+
+type options struct {
+	repo     string
+	seed     uint64
+	duration time.Duration
+	nodes    int
+	signers  int
+	clients  int
+	scenario string
+	keepLogs string
+	timeout  time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.repo, "repo", ".", "repository root (holds txmanager-service/)")
+	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the load and the fault schedule")
+	flag.DurationVar(&o.duration, "duration", 45*time.Second, "how long load and faults run")
+	flag.IntVar(&o.nodes, "nodes", 3, "service processes")
+	flag.IntVar(&o.signers, "signers", 4, "signers the load spreads over")
+	flag.IntVar(&o.clients, "clients", 8, "concurrent clients")
+	flag.StringVar(&o.scenario, "scenario", "all", "failover, chaos or all")
+	flag.StringVar(&o.keepLogs, "keep-logs", "", "copy nothing; keep the run folder (logs, configs) at this path")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	ok, err := run(ctx, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "txm-chaos:", err)
+		os.Exit(1)
+	}
+	if !ok {
+		fmt.Println("\ntxm-chaos: FAIL")
+		os.Exit(1)
+	}
+	fmt.Println("\ntxm-chaos: PASS")
+}
+
+// runEnv is what the scenarios share: binaries, PostgreSQL, the chain, the keys.
+type runEnv struct {
+	root       string
+	serviceBin string
+	pg         *e2e.Postgres
+	chainURL   string
+	signerKeys []*ecdsa.PrivateKey
+}
+
+func (e *runEnv) dir(name string) string { return filepath.Join(e.root, name) }
+
+func (e *runEnv) freshDatabase(ctx context.Context, name string) (*e2e.Database, error) {
+	return e.pg.CreateDatabase(ctx, "txm_chaos_"+name)
+}
+
+func run(ctx context.Context, o options) (bool, error) {
+	started := time.Now()
+	root := o.keepLogs
+	if root == "" {
+		dir, err := os.MkdirTemp("", "txm-chaos-")
+		if err != nil {
+			return false, err
+		}
+		defer os.RemoveAll(dir)
+		root = dir
+	} else if err := os.MkdirAll(root, 0o755); err != nil {
+		return false, err
+	}
+	module := filepath.Join(o.repo, "txmanager-service")
+	binDir := filepath.Join(root, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return false, err
+	}
+	serviceBin, err := e2e.BuildService(ctx, module, binDir)
+	if err != nil {
+		return false, err
+	}
+	chainBin, err := e2e.BuildDevChain(ctx, module, binDir)
+	if err != nil {
+		return false, err
+	}
+	pg, err := e2e.FindPostgres(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer pg.Close()
+	devChain, err := e2e.StartDevChain(ctx, e2e.DevChainOptions{Bin: chainBin, BlockInterval: 500 * time.Millisecond, Accounts: o.signers, Dir: filepath.Join(root, "chain")})
+	if err != nil {
+		return false, err
+	}
+	defer devChain.Stop()
+	env := &runEnv{root: root, serviceBin: serviceBin, pg: pg, chainURL: devChain.URL()}
+	for i := range o.signers {
+		key, err := chain.DevKey(i)
+		if err != nil {
+			return false, err
+		}
+		env.signerKeys = append(env.signerKeys, key)
+	}
+	fmt.Printf("txm-chaos: seed %d, %d nodes, %d signers, %d clients, %s of faults; PostgreSQL: %s; chain: txm-devchain (500ms blocks)\n",
+		o.seed, o.nodes, o.signers, o.clients, o.duration, pg.Source)
+
+	all := true
+	if o.scenario == "all" || o.scenario == "failover" {
+		rows, err := runFailover(ctx, env)
+		if err != nil {
+			return false, fmt.Errorf("failover: %w", err)
+		}
+		all = printTable("failover (seed acceptance 3)", rows) && all
+	}
+	if o.scenario == "all" || o.scenario == "chaos" {
+		rows, events, err := runChaos(ctx, env, o)
+		for _, ev := range events {
+			fmt.Printf("  fault at %6s  %-14s %-7s %s\n", ev.at, ev.kind, ev.node, ev.note)
+		}
+		if err != nil {
+			return false, fmt.Errorf("chaos: %w", err)
+		}
+		all = printTable(fmt.Sprintf("chaos (seed %d, %d faults)", o.seed, len(events)), rows) && all
+	}
+	fmt.Printf("\nwall time %s\n", time.Since(started).Round(time.Second))
+	return all, nil
+}
+
+// runChaos is the randomized run.
+func runChaos(ctx context.Context, env *runEnv, o options) ([]row, []faultEvent, error) {
+	db, err := env.freshDatabase(ctx, "chaos")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer db.Drop(context.WithoutCancel(ctx))
+	c, err := startCluster(ctx, clusterOptions{
+		bin: env.serviceBin, dir: env.dir("chaos"), dsn: db.DSN, adminDSN: env.pg.AdminDSN,
+		chainURL: []string{env.chainURL}, signers: env.signerKeys, count: o.nodes,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.stop()
+	signers := make([]common.Address, len(env.signerKeys))
+	for i, k := range env.signerKeys {
+		signers[i] = e2e.Address(k)
+	}
+	rec := newLoadRecord()
+	faultCtx, stopFaults := context.WithCancel(ctx)
+	eventsCh := make(chan []faultEvent, 1)
+	go func() { eventsCh <- injectFaults(faultCtx, c, o.seed, 3*time.Second) }()
+	runLoad(ctx, loadOptions{urls: c.urls(), signers: signers, clients: o.clients, duration: o.duration, seed: o.seed}, rec)
+	stopFaults()
+	events := <-eventsCh
+	if err := c.heal(ctx); err != nil {
+		return nil, events, fmt.Errorf("healing the cluster: %w", err)
+	}
+	conn, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		return nil, events, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	settleStarted := time.Now()
+	open, err := waitFinal(ctx, conn, 3*time.Minute)
+	if err != nil {
+		return nil, events, err
+	}
+	fmt.Printf("  after the faults stopped, %d transactions still open after %s of settling\n", open, time.Since(settleStarted).Round(time.Second))
+	rows, err := checkRun(ctx, conn, env.chainURL, c.urls()[0], rec, c.logPaths(), signers)
+	if err != nil {
+		return nil, events, err
+	}
+	kinds := map[string]int{}
+	for _, ev := range events {
+		kinds[ev.kind]++
+	}
+	for _, k := range []string{"kill", "pause", "cut-db", "slow-db"} {
+		rows = append(rows, row{"faults injected: " + k, kinds[k], "> 0"})
+	}
+	rec.mu.Lock()
+	fmt.Printf("  answers that were not an acknowledgement (retried or final): %s\n", strings.TrimPrefix(fmt.Sprint(rec.errorsSeen), "map"))
+	rec.mu.Unlock()
+	return rows, events, nil
+}
+
+func dialChain(ctx context.Context, url string) (*ethclient.Client, error) {
+	return ethclient.DialContext(ctx, url)
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// linkProxy is a TCP proxy to PostgreSQL for one node, whose link can be made slow: every
+// chunk in either direction waits the current delay. It runs in this process, so the node
+// sees a slow network, not a slow database.
+type linkProxy struct {
+	listener net.Listener
+	target   string
+	delay    atomic.Int64 // nanoseconds
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+}
+
+func newLinkProxy(target string) (*linkProxy, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &linkProxy{listener: l, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+func (p *linkProxy) addr() string { return p.listener.Addr().String() }
+
+func (p *linkProxy) setDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+func (p *linkProxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.listener.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = client.Close()
+			continue
+		}
+		p.track(client, server)
+		p.wg.Add(2)
+		go p.pipe(server, client)
+		go p.pipe(client, server)
+	}
+}
+
+func (p *linkProxy) track(conns ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range conns {
+		p.conns[c] = struct{}{}
+	}
+}
+
+func (p *linkProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if d := time.Duration(p.delay.Load()); d > 0 {
+				time.Sleep(d)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *linkProxy) close() {
+	_ = p.listener.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// rpcProxy forwards JSON-RPC to the chain; while armed it holds the answer to every
+// eth_sendRawTransaction for holdFor after the node has taken the transaction: a node
+// frozen mid-broadcast, which is exactly where a paused owner must come back fenced.
+type rpcProxy struct {
+	target  string
+	holdFor atomic.Int64
+	held    atomic.Int64
+}
+
+func (p *rpcProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target, bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	req.Header.Del("Accept-Encoding")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	if hold := time.Duration(p.holdFor.Load()); hold > 0 && strings.Contains(string(body), "eth_sendRawTransaction") {
+		p.held.Add(1)
+		time.Sleep(hold)
+	}
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(answer)
+}
