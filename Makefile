@@ -55,6 +55,12 @@ bench: ## run the benchmarks: library overhead, then the service's create load t
 	go test -run '^$$' -bench AllocateBatch -benchtime 2s $(SERVICE)/internal/services/
 	BENCH_SECONDS=$(BENCH_SECONDS) go test -run '^$$' -bench 'CreateHotSigner|ReceiptPipeline' -benchtime 1x -timeout 30m $(SERVICE)/cmd/txmanager-service/
 
+CHAOS_SEED ?= $(shell date +%s)
+
+.PHONY: chaos
+chaos: ## fault-injection suite: failover scenario, then 3 nodes under load with kills, pauses, cut and slow database links
+	go run $(SERVICE)/cmd/txm-chaos -repo $(ROOT) -seed $(CHAOS_SEED)
+
 .PHONY: e2e
 e2e: ## build geth v1.17.8, run it with --dev, drive 500 txs from 5 signers to CONFIRMED and check nonces on chain
 	go run $(SERVICE)/cmd/txm-e2e -repo $(ROOT)

@@ -91,6 +91,7 @@ func TestBeginQuery(t *testing.T) {
 		{resolved{isolation: pgx.ReadCommitted, accessMode: pgx.ReadWrite, lockTimeout: time.Second}, "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL lock_timeout = 1000"},
 		{resolved{isolation: pgx.Serializable, accessMode: pgx.ReadOnly, lockTimeout: -1}, "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY"},
 		{resolved{isolation: pgx.RepeatableRead, accessMode: pgx.ReadWrite, lockTimeout: time.Microsecond}, "BEGIN ISOLATION LEVEL REPEATABLE READ READ WRITE; SET LOCAL lock_timeout = 1"},
+		{resolved{isolation: pgx.ReadCommitted, accessMode: pgx.ReadWrite, lockTimeout: -1, idleTimeout: 3 * time.Second}, "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL idle_in_transaction_session_timeout = 3000"},
 	}
 	for _, tc := range tests {
 		if got := tc.r.beginQuery(); got != tc.want {

@@ -34,6 +34,11 @@ type Config struct {
 	DefaultTimeout time.Duration
 	// LockTimeout is applied with SET LOCAL lock_timeout (default 1s; negative disables).
 	LockTimeout time.Duration
+	// IdleInTransactionTimeout, when positive, is applied with SET LOCAL
+	// idle_in_transaction_session_timeout: the server ends a session whose client went
+	// silent inside a transaction (a frozen process, a lost network) instead of letting it
+	// hold its locks until the connection dies.
+	IdleInTransactionTimeout time.Duration
 	// RetryBaseDelay and RetryMaxDelay shape the jittered exponential backoff between
 	// attempts (defaults 10ms and 500ms).
 	RetryBaseDelay time.Duration

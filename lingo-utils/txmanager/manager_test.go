@@ -583,3 +583,38 @@ func TestConfigValidation(t *testing.T) {
 }
 
 var _ txmanager.Beginner = (*pgx.Conn)(nil)
+
+// A client that goes silent inside a transaction (frozen, or its network gone) must not
+// hold its locks for ever: with IdleInTransactionTimeout the server ends its session.
+func TestIdleInTransactionTimeoutReleasesLocks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{IdleInTransactionTimeout: 300 * time.Millisecond, DefaultTimeout: 10 * time.Second})
+	ctx := context.Background()
+	err := f.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+		if _, err := s.DB().Exec(ctx, "SELECT * FROM account WHERE id = 1 FOR UPDATE"); err != nil {
+			return err
+		}
+		// Meanwhile, another session can take the lock once the server ends this one.
+		got := make(chan error, 1)
+		go func() {
+			_, err := f.pool.Exec(context.Background(), "UPDATE account SET balance = 7 WHERE id = 1")
+			got <- err
+		}()
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Errorf("other session: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("the idle transaction still holds its lock after 5s")
+		}
+		_, err := s.DB().Exec(ctx, "SELECT 1")
+		return err
+	})
+	if err == nil {
+		t.Fatal("the transaction the server ended still committed")
+	}
+	if got := f.count(t, "SELECT balance FROM account WHERE id = 1"); got != 7 {
+		t.Fatalf("balance = %d, want the other session's 7", got)
+	}
+}

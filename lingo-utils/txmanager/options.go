@@ -78,6 +78,7 @@ type resolved struct {
 	accessMode  pgx.TxAccessMode
 	timeout     time.Duration
 	lockTimeout time.Duration
+	idleTimeout time.Duration
 	traceName   string
 	maxRetries  int
 }
@@ -106,18 +107,22 @@ func (m *manager) resolve(o TxOptions, readOnly bool) resolved {
 	if r.lockTimeout == 0 {
 		r.lockTimeout = m.cfg.LockTimeout
 	}
+	r.idleTimeout = m.cfg.IdleInTransactionTimeout
 	if r.traceName == "" {
 		r.traceName = "unnamed"
 	}
 	return r
 }
 
-// beginQuery opens the transaction and sets its lock timeout in one round trip: pgx sends an
+// beginQuery opens the transaction and sets its timeouts in one round trip: pgx sends an
 // argument-less Exec over the simple protocol, which accepts several statements.
 func (r resolved) beginQuery() string {
 	q := "BEGIN ISOLATION LEVEL " + strings.ToUpper(string(r.isolation)) + " " + strings.ToUpper(string(r.accessMode))
 	if r.lockTimeout > 0 {
 		q += fmt.Sprintf("; SET LOCAL lock_timeout = %d", max(r.lockTimeout.Milliseconds(), 1))
+	}
+	if r.idleTimeout > 0 {
+		q += fmt.Sprintf("; SET LOCAL idle_in_transaction_session_timeout = %d", max(r.idleTimeout.Milliseconds(), 1))
 	}
 	return q
 }

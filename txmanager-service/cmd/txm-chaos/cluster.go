@@ -18,15 +18,16 @@ import (
 // clusterTiming is short enough for faults to bite within a minute's run.
 func clusterTiming() map[string]any {
 	return map[string]any{
-		"routing.mode":              "forward",
-		"routing.heartbeatInterval": "500ms",
-		"routing.nodeTimeout":       "2s",
-		"lease.duration":            "3s",
-		"lease.renewInterval":       "1s",
-		"lease.clockSkew":           "500ms",
-		"resubmit.interval":         "5s",
-		"pipeline.adoptInterval":    "500ms",
-		"stuck.minAge":              "2m",
+		"routing.mode":                         "forward",
+		"routing.heartbeatInterval":            "500ms",
+		"routing.nodeTimeout":                  "2s",
+		"lease.duration":                       "3s",
+		"lease.renewInterval":                  "1s",
+		"lease.clockSkew":                      "500ms",
+		"database.tx.idleInTransactionTimeout": "3s",
+		"resubmit.interval":                    "5s",
+		"pipeline.adoptInterval":               "500ms",
+		"stuck.minAge":                         "2m",
 	}
 }
 

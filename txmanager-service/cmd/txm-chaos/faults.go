@@ -32,6 +32,7 @@ func injectFaults(ctx context.Context, c *cluster, seed uint64, leaseDuration ti
 		events = append(events, faultEvent{at: time.Since(started).Round(100 * time.Millisecond), kind: kind, node: n.name, note: note})
 	}
 	kinds := []string{"kill", "pause", "cut-db", "slow-db"}
+	weighted := []string{"kill", "pause", "pause", "cut-db", "slow-db"}
 	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
@@ -43,10 +44,11 @@ func injectFaults(ctx context.Context, c *cluster, seed uint64, leaseDuration ti
 			continue // the previous fault's node is not back yet
 		}
 		n := candidates[r.IntN(len(candidates))]
-		// Cycle through the kinds first so every one happens, then pick at random.
+		// Cycle through the kinds first so every one happens, then pick at random, pauses
+		// twice as often: a pause past the lease is the fault fencing exists for.
 		kind := kinds[i%len(kinds)]
 		if i >= len(kinds) {
-			kind = kinds[r.IntN(len(kinds))]
+			kind = weighted[r.IntN(len(weighted))]
 		}
 		switch kind {
 		case "kill":

@@ -116,6 +116,9 @@ type Tx struct {
 	Isolation   string   `json:"isolation"`
 	Timeout     Duration `json:"timeout"`
 	LockTimeout Duration `json:"lockTimeout"`
+	// IdleInTransactionTimeout: the server ends a session silent inside a transaction this
+	// long, so a frozen owner cannot hold its lease row locked (and block a takeover).
+	IdleInTransactionTimeout Duration `json:"idleInTransactionTimeout"`
 }
 
 type Lease struct {

@@ -67,5 +67,7 @@ func NewTxManagerConfig(c *conf.Bootstrap) txmanager.Config {
 		DefaultIsolation: c.Database.Tx.Isolation,
 		DefaultTimeout:   c.Database.Tx.Timeout.Std(),
 		LockTimeout:      c.Database.Tx.LockTimeout.Std(),
+		// Never longer than a lease: a takeover must not wait on a frozen owner for more.
+		IdleInTransactionTimeout: min(c.Database.Tx.IdleInTransactionTimeout.Std(), c.Lease.Duration.Std()),
 	}
 }
