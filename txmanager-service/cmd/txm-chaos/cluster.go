@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"fmt"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -47,6 +48,8 @@ type node struct {
 	name   string
 	cfg    e2e.ServiceConfig
 	link   *linkProxy
+	rpc    *rpcProxy // the node's way to the chain
+	front  *httptest.Server
 	svc    *e2e.Service // nil while killed
 	paused bool
 }
@@ -86,10 +89,12 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 		for k, v := range o.extra {
 			overrides[k] = v
 		}
-		cfg := e2e.FastLoops(e2e.ServiceConfig{NodeID: name, DatabaseDSN: viaProxy.String(), ChainRPCURL: o.chainURL[i%len(o.chainURL)],
+		rpc := &rpcProxy{target: o.chainURL[i%len(o.chainURL)]}
+		front := httptest.NewServer(rpc)
+		cfg := e2e.FastLoops(e2e.ServiceConfig{NodeID: name, DatabaseDSN: viaProxy.String(), ChainRPCURL: front.URL,
 			Signers: o.signers, Overrides: overrides})
 		cfg.ResubmitInterval = 5 * time.Second
-		n := &node{index: i, name: name, cfg: cfg, link: link}
+		n := &node{index: i, name: name, cfg: cfg, link: link, rpc: rpc, front: front}
 		if err := os.MkdirAll(c.nodeDir(n), 0o755); err != nil {
 			return nil, err
 		}
@@ -227,5 +232,6 @@ func (c *cluster) stop() {
 			_ = svc.Stop()
 		}
 		n.link.close()
+		n.front.Close()
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,16 +27,16 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer db.Drop(context.WithoutCancel(ctx))
+	defer env.dropDatabase(ctx, db)
 	// A reaches the chain through a proxy that can hold broadcast answers; B directly.
 	hold := &rpcProxy{target: env.chainURL}
 	front := httptest.NewServer(hold)
 	defer front.Close()
-	signer := env.signerKeys[0]
+	signer := env.failoverKey
 	signerAddr := e2e.Address(signer)
 	c, err := startCluster(ctx, clusterOptions{
 		bin: env.serviceBin, dir: env.dir("failover"), dsn: db.DSN, adminDSN: env.pg.AdminDSN,
-		chainURL: []string{front.URL, env.chainURL}, signers: env.signerKeys[:1], count: 2,
+		chainURL: []string{front.URL, env.chainURL}, signers: []*ecdsa.PrivateKey{signer}, count: 2,
 		extra: map[string]any{"routing.mode": "basic", "resubmit.interval": "3s"},
 	})
 	if err != nil {
@@ -105,7 +106,12 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	fencedA, err := scrapeCounter(ctx, "http://"+nodeA.cfg.HTTPAddr+"/metrics", "lease_fenced_total")
+	// A's held broadcasts come back as it resumes; give it a moment to try its writes.
+	fencedA := 0
+	_ = waitUntil(ctx, 15*time.Second, func() bool {
+		fencedA, err = scrapeCounter(ctx, "http://"+nodeA.cfg.HTTPAddr+"/metrics", "lease_fenced_total")
+		return err == nil && fencedA > 0
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -60,12 +60,25 @@ func injectFaults(ctx context.Context, c *cluster, seed uint64, leaseDuration ti
 				record("restart-failed", n, err.Error())
 			}
 		case "pause":
+			// Freeze the node in the middle of its work, as a long GC pause or a stalled VM
+			// would: when it next broadcasts, its chain link holds the answer and the node
+			// is stopped while it waits. (If it broadcasts nothing within 2s, it is frozen
+			// wherever it is.)
+			paused := leaseDuration + time.Duration(1500+r.IntN(1500))*time.Millisecond
+			heldBefore := n.rpc.held.Load()
+			n.rpc.holdFor.Store(int64(paused + time.Second))
+			midBroadcast := waitUntil(ctx, 2*time.Second, func() bool { return n.rpc.held.Load() > heldBefore }) == nil
 			if err := c.pause(n); err != nil {
+				n.rpc.holdFor.Store(0)
 				continue
 			}
-			paused := leaseDuration + time.Duration(1500+r.IntN(1500))*time.Millisecond
-			record(kind, n, fmt.Sprintf("SIGSTOP for %s (lease %s), then SIGCONT", paused, leaseDuration))
+			where := "between tasks"
+			if midBroadcast {
+				where = "mid-broadcast"
+			}
+			record(kind, n, fmt.Sprintf("SIGSTOP %s for %s (lease %s), then SIGCONT", where, paused, leaseDuration))
 			sleep(ctx, paused)
+			n.rpc.holdFor.Store(0)
 			_ = c.resume(n)
 		case "cut-db":
 			cut, err := c.cutDatabase(ctx, n)

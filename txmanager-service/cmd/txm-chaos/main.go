@@ -42,6 +42,7 @@ type options struct {
 	clients  int
 	scenario string
 	keepLogs string
+	keepDB   bool
 	timeout  time.Duration
 }
 
@@ -55,6 +56,7 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 8, "concurrent clients")
 	flag.StringVar(&o.scenario, "scenario", "all", "failover, chaos or all")
 	flag.StringVar(&o.keepLogs, "keep-logs", "", "copy nothing; keep the run folder (logs, configs) at this path")
+	flag.BoolVar(&o.keepDB, "keep-db", false, "keep the run's databases for inspection")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -75,17 +77,33 @@ func main() {
 
 // runEnv is what the scenarios share: binaries, PostgreSQL, the chain, the keys.
 type runEnv struct {
+	keepDB     bool
 	root       string
 	serviceBin string
 	pg         *e2e.Postgres
 	chainURL   string
 	signerKeys []*ecdsa.PrivateKey
+	// failoverKey is a signer of its own: the chain outlives a scenario's database, so a
+	// signer shared between scenarios would start the next one at a nonce its database
+	// never allocated.
+	failoverKey *ecdsa.PrivateKey
 }
 
 func (e *runEnv) dir(name string) string { return filepath.Join(e.root, name) }
 
 func (e *runEnv) freshDatabase(ctx context.Context, name string) (*e2e.Database, error) {
-	return e.pg.CreateDatabase(ctx, "txm_chaos_"+name)
+	db, err := e.pg.CreateDatabase(ctx, "txm_chaos_"+name)
+	if err == nil && e.keepDB {
+		fmt.Printf("  database for %s: %s\n", name, db.DSN)
+	}
+	return db, err
+}
+
+// dropDatabase removes a run's database unless asked to keep it.
+func (e *runEnv) dropDatabase(ctx context.Context, db *e2e.Database) {
+	if !e.keepDB {
+		_ = db.Drop(context.WithoutCancel(ctx))
+	}
 }
 
 func run(ctx context.Context, o options) (bool, error) {
@@ -119,16 +137,20 @@ func run(ctx context.Context, o options) (bool, error) {
 		return false, err
 	}
 	defer pg.Close()
-	devChain, err := e2e.StartDevChain(ctx, e2e.DevChainOptions{Bin: chainBin, BlockInterval: 500 * time.Millisecond, Accounts: o.signers, Dir: filepath.Join(root, "chain")})
+	devChain, err := e2e.StartDevChain(ctx, e2e.DevChainOptions{Bin: chainBin, BlockInterval: 500 * time.Millisecond, Accounts: o.signers + 1, Dir: filepath.Join(root, "chain")})
 	if err != nil {
 		return false, err
 	}
 	defer devChain.Stop()
-	env := &runEnv{root: root, serviceBin: serviceBin, pg: pg, chainURL: devChain.URL()}
-	for i := range o.signers {
+	env := &runEnv{keepDB: o.keepDB, root: root, serviceBin: serviceBin, pg: pg, chainURL: devChain.URL()}
+	for i := range o.signers + 1 {
 		key, err := chain.DevKey(i)
 		if err != nil {
 			return false, err
+		}
+		if i == o.signers {
+			env.failoverKey = key
+			continue
 		}
 		env.signerKeys = append(env.signerKeys, key)
 	}
@@ -163,7 +185,7 @@ func runChaos(ctx context.Context, env *runEnv, o options) ([]row, []faultEvent,
 	if err != nil {
 		return nil, nil, err
 	}
-	defer db.Drop(context.WithoutCancel(ctx))
+	defer env.dropDatabase(ctx, db)
 	c, err := startCluster(ctx, clusterOptions{
 		bin: env.serviceBin, dir: env.dir("chaos"), dsn: db.DSN, adminDSN: env.pg.AdminDSN,
 		chainURL: []string{env.chainURL}, signers: env.signerKeys, count: o.nodes,
