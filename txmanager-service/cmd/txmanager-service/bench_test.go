@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,8 +19,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/loadgen"
+	"github.com/bionicotaku/txmanager-service/internal/testsupport"
 )
 
 // benchDuration is how long each load phase runs (BENCH_SECONDS overrides).
@@ -55,6 +58,7 @@ func BenchmarkCreateHotSigner(b *testing.B) {
 		{"service-1M-existing-rows", 1_000_000, true},
 	}
 	template := fmt.Sprintf(`{"signer":%q,"to":%q,"value":"%%d","gasLimit":21000}`, signer, to)
+	defer b.Run("cluster-3-nodes-forward-random-routing", func(b *testing.B) { benchCluster(b, signer, template, body) })
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			var base string
@@ -89,10 +93,14 @@ func BenchmarkCreateHotSigner(b *testing.B) {
 // runLoad drives 64 clients with wrk when it is installed (it leaves the CPU to the server;
 // `make bench` installs it) and with the Go load generator otherwise.
 func runLoad(b testing.TB, base, template string, body func(int) []byte, d time.Duration) loadgen.Result {
+	return runLoadN(b, base, template, body, d, benchClients)
+}
+
+func runLoadN(b testing.TB, base, template string, body func(int) []byte, d time.Duration, clients int) loadgen.Result {
 	b.Helper()
 	if path, ok := loadgen.WrkAvailable(); ok {
 		res, err := loadgen.RunWrk(context.Background(), path, loadgen.WrkConfig{
-			Base: base, Path: "/api/v1/tx", Concurrency: benchClients, Threads: 2, Duration: d, BodyTemplate: template,
+			Base: base, Path: "/api/v1/tx", Concurrency: clients, Threads: min(2, clients), Duration: d, BodyTemplate: template,
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -100,8 +108,8 @@ func runLoad(b testing.TB, base, template string, body func(int) []byte, d time.
 		return res
 	}
 	b.Log("wrk not installed: using the Go load generator, which competes with the server for CPU")
-	return loadgen.Run(context.Background(), loadgen.NewClient(benchClients), loadgen.Config{
-		URL: base + "/api/v1/tx", Concurrency: benchClients, Duration: d, Body: body,
+	return loadgen.Run(context.Background(), loadgen.NewClient(clients), loadgen.Config{
+		URL: base + "/api/v1/tx", Concurrency: clients, Duration: d, Body: body,
 	})
 }
 
@@ -200,4 +208,61 @@ func naiveCreate(ctx context.Context, pool *pgxpool.Pool, r *http.Request) (int,
 	}
 	out, _ := protojson.Marshal(&v1.CreateTxResponse{Created: true, Tx: &v1.Tx{TxId: id.String(), Signer: req.Signer.Hex(), Nonce: uint64(nonce), State: "ALLOCATED"}})
 	return http.StatusAccepted, out
+}
+
+// benchCluster is the same hot-signer load spread over three nodes in forward mode: every
+// node takes a third of the clients (as a load balancer routing at random would), and the
+// two that do not hold the signer's lease forward their creates to the one that does.
+func benchCluster(b *testing.B, signer, template string, body func(int) []byte) {
+	dsn := testsupport.MigratedDSN(b)
+	var nodes []*testService
+	for range 3 {
+		nodes = append(nodes, startService(b, serviceOptions{dsn: dsn, configure: func(bc *conf.Bootstrap) {
+			bc.Routing.Mode = conf.RoutingForward
+			bc.Chain.Embedded.BlockInterval = conf.Duration(time.Second)
+		}}))
+	}
+	// Each node runs its own embedded chain here; allocation (what is measured) never
+	// consults it because the intents carry a gas limit and the chain term is off.
+	load := func(d time.Duration) loadgen.Result {
+		results := make([]loadgen.Result, len(nodes))
+		var wg sync.WaitGroup
+		for i, n := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = runLoadN(b, n.httpURL, template, body, d, benchClients/len(nodes)+1)
+			}()
+		}
+		wg.Wait()
+		return mergeResults(results)
+	}
+	load(time.Second)
+	var res loadgen.Result
+	for b.Loop() {
+		res = load(benchDuration())
+	}
+	if res.Failures > 0 {
+		b.Fatalf("%d of %d creates failed; first: %s", res.Failures, res.Requests, res.FirstFail)
+	}
+	b.ReportMetric(res.PerSecond(), "creates/s")
+	b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
+	b.Logf("3 nodes, forward mode: %s", res)
+	checkContiguous(b, nodes[0].pool, signer)
+}
+
+// mergeResults adds up concurrent runs; percentiles are the worst of the parts.
+func mergeResults(parts []loadgen.Result) loadgen.Result {
+	var out loadgen.Result
+	for _, p := range parts {
+		out.Requests += p.Requests
+		out.Failures += p.Failures
+		out.Elapsed = max(out.Elapsed, p.Elapsed)
+		out.P50, out.P99 = max(out.P50, p.P50), max(out.P99, p.P99)
+		if out.FirstFail == "" {
+			out.FirstFail = p.FirstFail
+		}
+	}
+	return out
 }

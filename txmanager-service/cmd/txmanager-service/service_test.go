@@ -168,6 +168,10 @@ func (s *testService) do(t *testing.T, method, path string, body []byte) apiResp
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
+	return readResponse(resp)
+}
+
+func readResponse(resp *http.Response) apiResponse {
 	raw, _ := io.ReadAll(resp.Body)
 	out := apiResponse{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), raw: string(raw)}
 	_ = json.Unmarshal(raw, &out.body)

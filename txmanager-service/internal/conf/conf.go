@@ -39,6 +39,39 @@ type Bootstrap struct {
 	Resubmit      Resubmit      `json:"resubmit"`
 	Stuck         Stuck         `json:"stuck"`
 	Fees          Fees          `json:"fees"`
+	Auth          Auth          `json:"auth"`
+}
+
+// Auth configures authentication and per-signer authorisation. With it disabled the
+// service only listens on loopback.
+type Auth struct {
+	Enabled bool     `json:"enabled"`
+	APIKeys []APIKey `json:"apiKeys"`
+	JWT     JWT      `json:"jwt"`
+}
+
+// APIKey grants a caller presenting a key (header X-API-Key) whose SHA-256 is SHA256.
+type APIKey struct {
+	ID string `json:"id"`
+	// SHA256 is the lowercase hex SHA-256 of the key; the key itself is never stored.
+	SHA256 string `json:"sha256"`
+	// Signers the key may use; "*" grants every managed signer.
+	Signers []string `json:"signers"`
+	Admin   bool     `json:"admin"`
+}
+
+// JWT accepts bearer tokens signed with an HMAC secret (HS256/384/512) or a public key
+// (RS*, ES*, EdDSA), with the signers and admin grant in claims.
+type JWT struct {
+	Issuer   string `json:"issuer"`
+	Audience string `json:"audience"`
+	// HMACSecretFile holds the shared secret; PublicKeyFile a PEM public key. One of them.
+	HMACSecretFile string `json:"hmacSecretFile"`
+	PublicKeyFile  string `json:"publicKeyFile"`
+	// SignersClaim names the claim listing granted signers ("*" for all); AdminClaim the
+	// boolean claim granting the admin API.
+	SignersClaim string `json:"signersClaim"`
+	AdminClaim   string `json:"adminClaim"`
 }
 
 // Pipeline sizes and paces the loops after allocation.
@@ -290,6 +323,14 @@ func (b *Bootstrap) Check() error {
 	req(b.Chain.RPCURL != "" || b.Chain.Embedded.BlockInterval > 0, "chain.embedded.blockInterval must be positive when chain.rpcUrl is empty")
 	req(b.Routing.Mode == RoutingBasic || b.Routing.Mode == RoutingForward, "routing.mode must be %q or %q", RoutingBasic, RoutingForward)
 	req(b.Routing.MaxHops >= 1 && b.Routing.MaxHops <= 5, "routing.maxHops must be in 1..5")
+	if !b.Auth.Enabled {
+		for _, addr := range []string{b.Server.HTTP.Addr, b.Server.GRPC.Addr} {
+			req(isLoopback(addr), "refusing to listen on %q without authentication: enable auth (API keys or JWT) or listen on loopback", addr)
+		}
+	} else {
+		req(len(b.Auth.APIKeys) > 0 || b.Auth.JWT.HMACSecretFile != "" || b.Auth.JWT.PublicKeyFile != "",
+			"auth.enabled needs auth.apiKeys or auth.jwt.hmacSecretFile / publicKeyFile")
+	}
 	req(b.Routing.HeartbeatInterval > 0 && b.Routing.NodeTimeout > b.Routing.HeartbeatInterval,
 		"routing.heartbeatInterval must be positive and below routing.nodeTimeout")
 	req(b.Pipeline.SubmitBatch > 0, "pipeline.submitBatch must be positive")
@@ -355,3 +396,16 @@ type noWatch struct{ stop chan struct{} }
 
 func (w noWatch) Next() ([]*config.KeyValue, error) { <-w.stop; return nil, context.Canceled }
 func (w noWatch) Stop() error                       { close(w.stop); return nil }
+
+// isLoopback reports whether a listen address binds loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

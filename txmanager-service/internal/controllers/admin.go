@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/go-kratos/kratos/v2/log"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -28,6 +29,9 @@ func NewAdminController(admin *services.AdminUseCase, get *services.GetTxUseCase
 // ResolveTx implements v1.AdminServiceServer. Resolution needs the signer's lease, so in
 // forward mode it runs on the owner.
 func (c *AdminController) ResolveTx(ctx context.Context, req *v1.ResolveTxRequest) (*v1.ResolveTxResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
 	resp, err := route(ctx, c.routing,
 		func() (*v1.ResolveTxResponse, error) { return c.resolveHere(ctx, req) },
 		func(owner string) (*v1.ResolveTxResponse, error) { return c.forwarder.ForwardResolve(ctx, owner, req) })
@@ -47,4 +51,55 @@ func (c *AdminController) resolveHere(ctx context.Context, req *v1.ResolveTxRequ
 		return nil, err
 	}
 	return &v1.ResolveTxResponse{TxId: req.GetTxId(), Action: string(action), Tx: toAPITx(tx)}, nil
+}
+
+// GetSignerStatus implements v1.AdminServiceServer.
+func (c *AdminController) GetSignerStatus(ctx context.Context, req *v1.GetSignerStatusRequest) (*v1.SignerStatus, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	s, err := c.admin.SignerStatus(ctx, req.GetSigner())
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	return &v1.SignerStatus{
+		Signer: s.Signer, LeaseOwner: s.LeaseOwner, FencingToken: s.FencingToken, LeaseExpiresAt: timestamppb.New(s.LeaseExpiresAt),
+		LeaseLive: s.LeaseLive, NextNonce: s.NextNonce, PendingDepth: uint64(s.PendingDepth),
+		OldestPendingAgeSeconds: s.OldestPendingAgeSeconds, StuckCount: uint64(s.StuckCount),
+	}, nil
+}
+
+// ListStuck implements v1.AdminServiceServer.
+func (c *AdminController) ListStuck(ctx context.Context, req *v1.ListStuckRequest) (*v1.ListStuckResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	txs, err := c.admin.ListStuck(ctx, req.GetSigner(), int(req.GetLimit()))
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	out := &v1.ListStuckResponse{Txs: make([]*v1.Tx, 0, len(txs))}
+	for _, tx := range txs {
+		out.Txs = append(out.Txs, toAPITx(tx))
+	}
+	return out, nil
+}
+
+// ListNodes implements v1.AdminServiceServer.
+func (c *AdminController) ListNodes(ctx context.Context, _ *v1.ListNodesRequest) (*v1.ListNodesResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	nodes, err := c.admin.ListNodes(ctx)
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	out := &v1.ListNodesResponse{Nodes: make([]*v1.Node, 0, len(nodes))}
+	for _, n := range nodes {
+		out.Nodes = append(out.Nodes, &v1.Node{
+			NodeId: n.ID, GrpcAddr: n.GRPCAddr, HttpAddr: n.HTTPAddr, Version: n.Version,
+			StartedAt: timestamppb.New(n.StartedAt), HeartbeatAt: timestamppb.New(n.HeartbeatAt), Alive: n.Alive, Leases: uint64(n.Leases),
+		})
+	}
+	return out, nil
 }

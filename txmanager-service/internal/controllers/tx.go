@@ -32,6 +32,9 @@ func NewTxController(create *services.CreateTxUseCase, get *services.GetTxUseCas
 
 // CreateTx implements v1.TxServiceServer.
 func (c *TxController) CreateTx(ctx context.Context, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
+	if err := requireSigner(ctx, req.GetSigner()); err != nil {
+		return nil, err
+	}
 	resp, err := route(ctx, c.routing,
 		func() (*v1.CreateTxResponse, error) { return c.createHere(ctx, req) },
 		func(owner string) (*v1.CreateTxResponse, error) { return c.forwarder.ForwardCreate(ctx, owner, req) })
@@ -64,11 +67,17 @@ func (c *TxController) GetTx(ctx context.Context, req *v1.GetTxRequest) (*v1.Tx,
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
+	if err := requireSigner(ctx, tx.SignerText()); err != nil {
+		return nil, err
+	}
 	return toAPITx(tx), nil
 }
 
 // GetTxByRequest implements v1.TxServiceServer.
 func (c *TxController) GetTxByRequest(ctx context.Context, req *v1.GetTxByRequestRequest) (*v1.Tx, error) {
+	if err := requireSigner(ctx, req.GetSigner()); err != nil {
+		return nil, err
+	}
 	tx, err := c.get.ByRequestID(ctx, req.GetSigner(), req.GetRequestId())
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
@@ -78,7 +87,12 @@ func (c *TxController) GetTxByRequest(ctx context.Context, req *v1.GetTxByReques
 
 // ListCompletions implements v1.TxServiceServer.
 func (c *TxController) ListCompletions(ctx context.Context, req *v1.ListCompletionsRequest) (*v1.ListCompletionsResponse, error) {
-	page, err := c.completions.List(ctx, req.GetAfter(), int(req.GetLimit()))
+	p, err := principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A caller sees the completions of its own signers only.
+	page, err := c.completions.List(ctx, req.GetAfter(), int(req.GetLimit()), p.SignerFilter())
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}

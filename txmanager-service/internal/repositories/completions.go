@@ -24,9 +24,10 @@ func NewCompletionRepository(pool *pgxpool.Pool) *CompletionRepository {
 }
 
 // ListAfter implements services.CompletionStore.
-func (r *CompletionRepository) ListAfter(ctx context.Context, pos services.FeedPosition, limit int) ([]services.Completion, error) {
+func (r *CompletionRepository) ListAfter(ctx context.Context, pos services.FeedPosition, limit int, signers []string) ([]services.Completion, error) {
 	rows, err := r.q.ListCompletionsAfter(ctx, sqlcdb.ListCompletionsAfterParams{
 		AfterXid: strconv.FormatUint(pos.Xid, 10), AfterSeq: pos.Seq, PageSize: int32(limit),
+		AllSigners: signers == nil, Signers: signers,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list completions: %w", err)

@@ -101,7 +101,7 @@ func TestCompletionsFeedDeliversEachCommittedCompletionExactlyOnce(t *testing.T)
 			}
 		default:
 		}
-		page, err := feed.List(ctx, cursor, 1+r.IntN(9))
+		page, err := feed.List(ctx, cursor, 1+r.IntN(9), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,6 +31,8 @@ var ProviderSet = wire.NewSet(
 	wire.Bind(new(services.PipelineStore), new(*PipelineRepository)),
 	NewNodeRepository,
 	wire.Bind(new(services.NodeStore), new(*NodeRepository)),
+	NewAdminRepository,
+	wire.Bind(new(services.AdminStore), new(*AdminRepository)),
 )
 
 // NewPool opens the service's connection pool and checks it can reach the database.

@@ -20,11 +20,11 @@ import (
 )
 
 // NewGRPCServer serves the API over gRPC.
-func NewGRPCServer(c *conf.Bootstrap, tx *controllers.TxController, admin *controllers.AdminController, logger log.Logger) *kgrpc.Server {
+func NewGRPCServer(c *conf.Bootstrap, tx *controllers.TxController, admin *controllers.AdminController, auth *Authenticator, logger log.Logger) *kgrpc.Server {
 	srv := kgrpc.NewServer(
 		kgrpc.Address(c.Server.GRPC.Addr),
 		kgrpc.Timeout(c.Server.GRPC.Timeout.Std()),
-		kgrpc.Middleware(recovery.Recovery(recovery.WithHandler(recoveryHandler(logger)))),
+		kgrpc.Middleware(recovery.Recovery(recovery.WithHandler(recoveryHandler(logger))), auth.Middleware()),
 		kgrpc.UnaryInterceptor(grpcStatusInterceptor),
 		kgrpc.Options(grpc.MaxRecvMsgSize(int(c.Server.MaxBodyBytes))),
 	)

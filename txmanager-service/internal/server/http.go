@@ -19,11 +19,11 @@ import (
 
 // NewHTTPServer serves the API over HTTP/JSON.
 func NewHTTPServer(c *conf.Bootstrap, tx *controllers.TxController, admin *controllers.AdminController, health *Health,
-	prom *telemetry.Prometheus, logger log.Logger) *khttp.Server {
+	prom *telemetry.Prometheus, auth *Authenticator, logger log.Logger) *khttp.Server {
 	srv := khttp.NewServer(
 		khttp.Address(c.Server.HTTP.Addr),
 		khttp.Timeout(c.Server.HTTP.Timeout.Std()),
-		khttp.Middleware(recovery.Recovery(recovery.WithHandler(recoveryHandler(logger)))),
+		khttp.Middleware(recovery.Recovery(recovery.WithHandler(recoveryHandler(logger))), auth.Middleware()),
 		khttp.Filter(limitBody(c.Server.MaxBodyBytes)),
 		khttp.ErrorEncoder(encodeError),
 		khttp.ResponseEncoder(encodeResponse),

@@ -42,7 +42,8 @@ type CompletionPage struct {
 type CompletionStore interface {
 	// ListAfter returns up to limit completions strictly after pos, in feed order, only from
 	// transactions that can no longer be overtaken by one still running.
-	ListAfter(ctx context.Context, pos FeedPosition, limit int) ([]Completion, error)
+	// signers, when not nil, restricts the feed to those signers.
+	ListAfter(ctx context.Context, pos FeedPosition, limit int, signers []string) ([]Completion, error)
 }
 
 // CompletionsUseCase serves GET /api/v1/tx/completions.
@@ -60,8 +61,10 @@ const (
 	maxCompletionPage     = 1000
 )
 
-// List returns the page after cursor ("" = from the start).
-func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int) (CompletionPage, error) {
+// List returns the page after cursor ("" = from the start), of the given signers only when
+// signers is not nil. Filtering keeps the cursor's guarantee: the filtered feed is a
+// subsequence of the whole one.
+func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int, signers []string) (CompletionPage, error) {
 	pos, err := ParseFeedCursor(cursor)
 	if err != nil {
 		return CompletionPage{}, err
@@ -72,7 +75,7 @@ func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int
 	case limit < 0 || limit > maxCompletionPage:
 		return CompletionPage{}, &domain.ValidationError{Field: "limit", Reason: fmt.Sprintf("must be between 1 and %d", maxCompletionPage)}
 	}
-	items, err := uc.store.ListAfter(ctx, pos, limit)
+	items, err := uc.store.ListAfter(ctx, pos, limit, signers)
 	if err != nil {
 		return CompletionPage{}, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
 	}

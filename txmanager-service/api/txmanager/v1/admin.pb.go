@@ -9,6 +9,7 @@ package v1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -144,11 +145,445 @@ func (x *ResolveTxResponse) GetTx() *Tx {
 	return nil
 }
 
+type GetSignerStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Signer        string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSignerStatusRequest) Reset() {
+	*x = GetSignerStatusRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSignerStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSignerStatusRequest) ProtoMessage() {}
+
+func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSignerStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetSignerStatusRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GetSignerStatusRequest) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+type SignerStatus struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	// The lease holder ("" when the signer never had one) and its fencing token.
+	LeaseOwner     string                 `protobuf:"bytes,2,opt,name=lease_owner,json=leaseOwner,proto3" json:"lease_owner,omitempty"`
+	FencingToken   uint64                 `protobuf:"varint,3,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
+	LeaseLive      bool                   `protobuf:"varint,5,opt,name=lease_live,json=leaseLive,proto3" json:"lease_live,omitempty"`
+	// The next nonce the service would allocate (the database cursor).
+	NextNonce uint64 `protobuf:"varint,6,opt,name=next_nonce,json=nextNonce,proto3" json:"next_nonce,omitempty"`
+	// Unfinished transactions (ALLOCATED, TRACKING, STUCK) and the oldest one's age.
+	PendingDepth            uint64  `protobuf:"varint,7,opt,name=pending_depth,json=pendingDepth,proto3" json:"pending_depth,omitempty"`
+	OldestPendingAgeSeconds float64 `protobuf:"fixed64,8,opt,name=oldest_pending_age_seconds,json=oldestPendingAgeSeconds,proto3" json:"oldest_pending_age_seconds,omitempty"`
+	StuckCount              uint64  `protobuf:"varint,9,opt,name=stuck_count,json=stuckCount,proto3" json:"stuck_count,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *SignerStatus) Reset() {
+	*x = SignerStatus{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignerStatus) ProtoMessage() {}
+
+func (x *SignerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignerStatus.ProtoReflect.Descriptor instead.
+func (*SignerStatus) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SignerStatus) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *SignerStatus) GetLeaseOwner() string {
+	if x != nil {
+		return x.LeaseOwner
+	}
+	return ""
+}
+
+func (x *SignerStatus) GetFencingToken() uint64 {
+	if x != nil {
+		return x.FencingToken
+	}
+	return 0
+}
+
+func (x *SignerStatus) GetLeaseExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseExpiresAt
+	}
+	return nil
+}
+
+func (x *SignerStatus) GetLeaseLive() bool {
+	if x != nil {
+		return x.LeaseLive
+	}
+	return false
+}
+
+func (x *SignerStatus) GetNextNonce() uint64 {
+	if x != nil {
+		return x.NextNonce
+	}
+	return 0
+}
+
+func (x *SignerStatus) GetPendingDepth() uint64 {
+	if x != nil {
+		return x.PendingDepth
+	}
+	return 0
+}
+
+func (x *SignerStatus) GetOldestPendingAgeSeconds() float64 {
+	if x != nil {
+		return x.OldestPendingAgeSeconds
+	}
+	return 0
+}
+
+func (x *SignerStatus) GetStuckCount() uint64 {
+	if x != nil {
+		return x.StuckCount
+	}
+	return 0
+}
+
+type ListStuckRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional: one signer only.
+	Signer string `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	// 1..1000 (default 100).
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListStuckRequest) Reset() {
+	*x = ListStuckRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListStuckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListStuckRequest) ProtoMessage() {}
+
+func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListStuckRequest.ProtoReflect.Descriptor instead.
+func (*ListStuckRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListStuckRequest) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *ListStuckRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListStuckResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Txs           []*Tx                  `protobuf:"bytes,1,rep,name=txs,proto3" json:"txs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListStuckResponse) Reset() {
+	*x = ListStuckResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListStuckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListStuckResponse) ProtoMessage() {}
+
+func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListStuckResponse.ProtoReflect.Descriptor instead.
+func (*ListStuckResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListStuckResponse) GetTxs() []*Tx {
+	if x != nil {
+		return x.Txs
+	}
+	return nil
+}
+
+type ListNodesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesRequest) Reset() {
+	*x = ListNodesRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesRequest) ProtoMessage() {}
+
+func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
+func (*ListNodesRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+type Node struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	GrpcAddr    string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	HttpAddr    string                 `protobuf:"bytes,3,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	Version     string                 `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	StartedAt   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	HeartbeatAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
+	Alive       bool                   `protobuf:"varint,7,opt,name=alive,proto3" json:"alive,omitempty"`
+	// Signer leases the node holds now.
+	Leases        uint64 `protobuf:"varint,8,opt,name=leases,proto3" json:"leases,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Node) Reset() {
+	*x = Node{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Node) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Node) ProtoMessage() {}
+
+func (x *Node) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Node.ProtoReflect.Descriptor instead.
+func (*Node) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Node) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Node) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
+}
+
+func (x *Node) GetHttpAddr() string {
+	if x != nil {
+		return x.HttpAddr
+	}
+	return ""
+}
+
+func (x *Node) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Node) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *Node) GetHeartbeatAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HeartbeatAt
+	}
+	return nil
+}
+
+func (x *Node) GetAlive() bool {
+	if x != nil {
+		return x.Alive
+	}
+	return false
+}
+
+func (x *Node) GetLeases() uint64 {
+	if x != nil {
+		return x.Leases
+	}
+	return 0
+}
+
+type ListNodesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nodes         []*Node                `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesResponse) Reset() {
+	*x = ListNodesResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesResponse) ProtoMessage() {}
+
+func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
+func (*ListNodesResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListNodesResponse) GetNodes() []*Node {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
 var File_api_txmanager_v1_admin_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\"W\n" +
+	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"W\n" +
 	"\x10ResolveTxRequest\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x16\n" +
@@ -156,8 +591,45 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x11ResolveTxResponse\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12 \n" +
-	"\x02tx\x18\x03 \x01(\v2\x10.txmanager.v1.TxR\x02tx2\\\n" +
-	"\fAdminService\x12L\n" +
+	"\x02tx\x18\x03 \x01(\v2\x10.txmanager.v1.TxR\x02tx\"0\n" +
+	"\x16GetSignerStatusRequest\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\"\xf3\x02\n" +
+	"\fSignerStatus\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1f\n" +
+	"\vlease_owner\x18\x02 \x01(\tR\n" +
+	"leaseOwner\x12#\n" +
+	"\rfencing_token\x18\x03 \x01(\x04R\ffencingToken\x12D\n" +
+	"\x10lease_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12\x1d\n" +
+	"\n" +
+	"lease_live\x18\x05 \x01(\bR\tleaseLive\x12\x1d\n" +
+	"\n" +
+	"next_nonce\x18\x06 \x01(\x04R\tnextNonce\x12#\n" +
+	"\rpending_depth\x18\a \x01(\x04R\fpendingDepth\x12;\n" +
+	"\x1aoldest_pending_age_seconds\x18\b \x01(\x01R\x17oldestPendingAgeSeconds\x12\x1f\n" +
+	"\vstuck_count\x18\t \x01(\x04R\n" +
+	"stuckCount\"@\n" +
+	"\x10ListStuckRequest\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"7\n" +
+	"\x11ListStuckResponse\x12\"\n" +
+	"\x03txs\x18\x01 \x03(\v2\x10.txmanager.v1.TxR\x03txs\"\x12\n" +
+	"\x10ListNodesRequest\"\x9b\x02\n" +
+	"\x04Node\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
+	"\thttp_addr\x18\x03 \x01(\tR\bhttpAddr\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\tR\aversion\x129\n" +
+	"\n" +
+	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12=\n" +
+	"\fheartbeat_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x12\x14\n" +
+	"\x05alive\x18\a \x01(\bR\x05alive\x12\x16\n" +
+	"\x06leases\x18\b \x01(\x04R\x06leases\"=\n" +
+	"\x11ListNodesResponse\x12(\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\xcd\x02\n" +
+	"\fAdminService\x12S\n" +
+	"\x0fGetSignerStatus\x12$.txmanager.v1.GetSignerStatusRequest\x1a\x1a.txmanager.v1.SignerStatus\x12L\n" +
+	"\tListStuck\x12\x1e.txmanager.v1.ListStuckRequest\x1a\x1f.txmanager.v1.ListStuckResponse\x12L\n" +
+	"\tListNodes\x12\x1e.txmanager.v1.ListNodesRequest\x1a\x1f.txmanager.v1.ListNodesResponse\x12L\n" +
 	"\tResolveTx\x12\x1e.txmanager.v1.ResolveTxRequest\x1a\x1f.txmanager.v1.ResolveTxResponseB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
@@ -172,21 +644,40 @@ func file_api_txmanager_v1_admin_proto_rawDescGZIP() []byte {
 	return file_api_txmanager_v1_admin_proto_rawDescData
 }
 
-var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_api_txmanager_v1_admin_proto_goTypes = []any{
-	(*ResolveTxRequest)(nil),  // 0: txmanager.v1.ResolveTxRequest
-	(*ResolveTxResponse)(nil), // 1: txmanager.v1.ResolveTxResponse
-	(*Tx)(nil),                // 2: txmanager.v1.Tx
+	(*ResolveTxRequest)(nil),       // 0: txmanager.v1.ResolveTxRequest
+	(*ResolveTxResponse)(nil),      // 1: txmanager.v1.ResolveTxResponse
+	(*GetSignerStatusRequest)(nil), // 2: txmanager.v1.GetSignerStatusRequest
+	(*SignerStatus)(nil),           // 3: txmanager.v1.SignerStatus
+	(*ListStuckRequest)(nil),       // 4: txmanager.v1.ListStuckRequest
+	(*ListStuckResponse)(nil),      // 5: txmanager.v1.ListStuckResponse
+	(*ListNodesRequest)(nil),       // 6: txmanager.v1.ListNodesRequest
+	(*Node)(nil),                   // 7: txmanager.v1.Node
+	(*ListNodesResponse)(nil),      // 8: txmanager.v1.ListNodesResponse
+	(*Tx)(nil),                     // 9: txmanager.v1.Tx
+	(*timestamppb.Timestamp)(nil),  // 10: google.protobuf.Timestamp
 }
 var file_api_txmanager_v1_admin_proto_depIdxs = []int32{
-	2, // 0: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
-	0, // 1: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
-	1, // 2: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	9,  // 0: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
+	10, // 1: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 2: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
+	10, // 3: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	10, // 4: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
+	7,  // 5: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
+	2,  // 6: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
+	4,  // 7: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
+	6,  // 8: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
+	0,  // 9: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
+	3,  // 10: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
+	5,  // 11: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
+	8,  // 12: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
+	1,  // 13: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_admin_proto_init() }
@@ -201,7 +692,7 @@ func file_api_txmanager_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_txmanager_v1_admin_proto_rawDesc), len(file_api_txmanager_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

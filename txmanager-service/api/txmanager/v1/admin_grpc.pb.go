@@ -19,7 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_ResolveTx_FullMethodName = "/txmanager.v1.AdminService/ResolveTx"
+	AdminService_GetSignerStatus_FullMethodName = "/txmanager.v1.AdminService/GetSignerStatus"
+	AdminService_ListStuck_FullMethodName       = "/txmanager.v1.AdminService/ListStuck"
+	AdminService_ListNodes_FullMethodName       = "/txmanager.v1.AdminService/ListNodes"
+	AdminService_ResolveTx_FullMethodName       = "/txmanager.v1.AdminService/ResolveTx"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -31,7 +34,17 @@ const (
 // HTTP bindings (hand-written, see admin_http.go):
 //
 //	POST /api/v1/admin/tx/{tx_id}/resolve   ResolveTx
+//	GET  /api/v1/admin/signers/{signer}     GetSignerStatus
+//	GET  /api/v1/admin/stuck?signer=&limit= ListStuck
+//	GET  /api/v1/admin/nodes                ListNodes
 type AdminServiceClient interface {
+	// GetSignerStatus: the signer's lease (owner, token), next nonce, pending depth, oldest
+	// pending age and stuck count.
+	GetSignerStatus(ctx context.Context, in *GetSignerStatusRequest, opts ...grpc.CallOption) (*SignerStatus, error)
+	// ListStuck lists STUCK transactions, oldest first.
+	ListStuck(ctx context.Context, in *ListStuckRequest, opts ...grpc.CallOption) (*ListStuckResponse, error)
+	// ListNodes lists the service instances in the node registry.
+	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	// ResolveTx resolves one unmined transaction now: NOOP (mark STUCK), CANCEL (0-value
 	// self-transfer at its nonce), REPLACE (same intent, bumped fees) or PLACEHOLDER. With no
 	// action the configured stuck hook decides. The node must hold the signer's lease.
@@ -44,6 +57,36 @@ type adminServiceClient struct {
 
 func NewAdminServiceClient(cc grpc.ClientConnInterface) AdminServiceClient {
 	return &adminServiceClient{cc}
+}
+
+func (c *adminServiceClient) GetSignerStatus(ctx context.Context, in *GetSignerStatusRequest, opts ...grpc.CallOption) (*SignerStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignerStatus)
+	err := c.cc.Invoke(ctx, AdminService_GetSignerStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListStuck(ctx context.Context, in *ListStuckRequest, opts ...grpc.CallOption) (*ListStuckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListStuckResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListStuck_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNodesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListNodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (c *adminServiceClient) ResolveTx(ctx context.Context, in *ResolveTxRequest, opts ...grpc.CallOption) (*ResolveTxResponse, error) {
@@ -65,7 +108,17 @@ func (c *adminServiceClient) ResolveTx(ctx context.Context, in *ResolveTxRequest
 // HTTP bindings (hand-written, see admin_http.go):
 //
 //	POST /api/v1/admin/tx/{tx_id}/resolve   ResolveTx
+//	GET  /api/v1/admin/signers/{signer}     GetSignerStatus
+//	GET  /api/v1/admin/stuck?signer=&limit= ListStuck
+//	GET  /api/v1/admin/nodes                ListNodes
 type AdminServiceServer interface {
+	// GetSignerStatus: the signer's lease (owner, token), next nonce, pending depth, oldest
+	// pending age and stuck count.
+	GetSignerStatus(context.Context, *GetSignerStatusRequest) (*SignerStatus, error)
+	// ListStuck lists STUCK transactions, oldest first.
+	ListStuck(context.Context, *ListStuckRequest) (*ListStuckResponse, error)
+	// ListNodes lists the service instances in the node registry.
+	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	// ResolveTx resolves one unmined transaction now: NOOP (mark STUCK), CANCEL (0-value
 	// self-transfer at its nonce), REPLACE (same intent, bumped fees) or PLACEHOLDER. With no
 	// action the configured stuck hook decides. The node must hold the signer's lease.
@@ -80,6 +133,15 @@ type AdminServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedAdminServiceServer struct{}
 
+func (UnimplementedAdminServiceServer) GetSignerStatus(context.Context, *GetSignerStatusRequest) (*SignerStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSignerStatus not implemented")
+}
+func (UnimplementedAdminServiceServer) ListStuck(context.Context, *ListStuckRequest) (*ListStuckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListStuck not implemented")
+}
+func (UnimplementedAdminServiceServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
 func (UnimplementedAdminServiceServer) ResolveTx(context.Context, *ResolveTxRequest) (*ResolveTxResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveTx not implemented")
 }
@@ -102,6 +164,60 @@ func RegisterAdminServiceServer(s grpc.ServiceRegistrar, srv AdminServiceServer)
 		t.testEmbeddedByValue()
 	}
 	s.RegisterService(&AdminService_ServiceDesc, srv)
+}
+
+func _AdminService_GetSignerStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSignerStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetSignerStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetSignerStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetSignerStatus(ctx, req.(*GetSignerStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListStuck_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListStuckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListStuck(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListStuck_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListStuck(ctx, req.(*ListStuckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListNodes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListNodes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListNodes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListNodes(ctx, req.(*ListNodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
 }
 
 func _AdminService_ResolveTx_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
@@ -129,6 +245,18 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "txmanager.v1.AdminService",
 	HandlerType: (*AdminServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetSignerStatus",
+			Handler:    _AdminService_GetSignerStatus_Handler,
+		},
+		{
+			MethodName: "ListStuck",
+			Handler:    _AdminService_ListStuck_Handler,
+		},
+		{
+			MethodName: "ListNodes",
+			Handler:    _AdminService_ListNodes_Handler,
+		},
 		{
 			MethodName: "ResolveTx",
 			Handler:    _AdminService_ResolveTx_Handler,

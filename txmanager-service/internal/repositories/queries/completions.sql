@@ -8,5 +8,6 @@ FROM tx_completions c
 JOIN managed_tx t ON t.tx_id = c.tx_id
 WHERE (c.xid, c.seq) > (CAST(sqlc.arg(after_xid)::text AS xid8), sqlc.arg(after_seq)::bigint)
   AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
+  AND (sqlc.arg(all_signers)::bool OR c.signer = ANY(sqlc.arg(signers)::text[]))
 ORDER BY c.xid, c.seq
 LIMIT @page_size;

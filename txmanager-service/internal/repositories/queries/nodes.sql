@@ -21,3 +21,23 @@ SELECT node_id, grpc_addr, http_addr, version, started_at, heartbeat_at,
        (SELECT count(*) FROM signer_lease l WHERE l.owner_node = n.node_id AND l.expires_at > now())::bigint AS leases
 FROM node_registry n
 ORDER BY node_id;
+
+-- name: SignerStatus :one
+SELECT COALESCE(l.owner_node, '')::text                          AS owner_node,
+       COALESCE(l.fencing_token, 0)::bigint                      AS fencing_token,
+       COALESCE(l.expires_at, 'epoch'::timestamptz)::timestamptz AS lease_expires_at,
+       COALESCE(l.expires_at > now(), false)::bool               AS lease_live,
+       COALESCE(c.next_nonce, 0)::bigint                         AS next_nonce,
+       (SELECT count(*) FROM managed_tx m WHERE m.signer = @signer AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))::bigint AS pending_depth,
+       COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(m.created_at)) FROM managed_tx m
+                 WHERE m.signer = @signer AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')), 0)::float8 AS oldest_pending_age_seconds,
+       (SELECT count(*) FROM managed_tx m WHERE m.signer = @signer AND m.state = 'STUCK')::bigint AS stuck_count
+FROM (SELECT 1) AS one
+LEFT JOIN signer_lease l ON l.signer = @signer
+LEFT JOIN signer_nonce_cursor c ON c.signer = @signer;
+
+-- name: ListStuck :many
+SELECT * FROM managed_tx
+WHERE state = 'STUCK' AND (sqlc.arg(any_signer)::bool OR signer = sqlc.arg(signer)::text)
+ORDER BY created_at
+LIMIT sqlc.arg(page_size);

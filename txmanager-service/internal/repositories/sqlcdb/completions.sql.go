@@ -19,14 +19,17 @@ FROM tx_completions c
 JOIN managed_tx t ON t.tx_id = c.tx_id
 WHERE (c.xid, c.seq) > (CAST($1::text AS xid8), $2::bigint)
   AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
+  AND ($3::bool OR c.signer = ANY($4::text[]))
 ORDER BY c.xid, c.seq
-LIMIT $3
+LIMIT $5
 `
 
 type ListCompletionsAfterParams struct {
-	AfterXid string
-	AfterSeq int64
-	PageSize int32
+	AfterXid   string
+	AfterSeq   int64
+	AllSigners bool
+	Signers    []string
+	PageSize   int32
 }
 
 type ListCompletionsAfterRow struct {
@@ -46,7 +49,13 @@ type ListCompletionsAfterRow struct {
 // whose transaction is older than every transaction still running (the snapshot's xmin)
 // means a row not served yet can only ever appear after the cursor.
 func (q *Queries) ListCompletionsAfter(ctx context.Context, arg ListCompletionsAfterParams) ([]ListCompletionsAfterRow, error) {
-	rows, err := q.db.Query(ctx, listCompletionsAfter, arg.AfterXid, arg.AfterSeq, arg.PageSize)
+	rows, err := q.db.Query(ctx, listCompletionsAfter,
+		arg.AfterXid,
+		arg.AfterSeq,
+		arg.AllSigners,
+		arg.Signers,
+		arg.PageSize,
+	)
 	if err != nil {
 		return nil, err
 	}

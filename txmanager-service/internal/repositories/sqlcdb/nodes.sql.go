@@ -123,6 +123,60 @@ func (q *Queries) ListNodes(ctx context.Context, timeoutSeconds float64) ([]List
 	return items, nil
 }
 
+const listStuck = `-- name: ListStuck :many
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at FROM managed_tx
+WHERE state = 'STUCK' AND ($1::bool OR signer = $2::text)
+ORDER BY created_at
+LIMIT $3
+`
+
+type ListStuckParams struct {
+	AnySigner bool
+	Signer    string
+	PageSize  int32
+}
+
+func (q *Queries) ListStuck(ctx context.Context, arg ListStuckParams) ([]ManagedTx, error) {
+	rows, err := q.db.Query(ctx, listStuck, arg.AnySigner, arg.Signer, arg.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ManagedTx{}
+	for rows.Next() {
+		var i ManagedTx
+		if err := rows.Scan(
+			&i.TxID,
+			&i.Signer,
+			&i.RequestID,
+			&i.IntentHash,
+			&i.Nonce,
+			&i.Payload,
+			&i.TxHash,
+			&i.State,
+			&i.SubState,
+			&i.LastSubmitAt,
+			&i.NextResubmitAt,
+			&i.SubmitAttempts,
+			&i.LastError,
+			&i.Receipt,
+			&i.BlockNumber,
+			&i.BlockHash,
+			&i.ConfirmedAt,
+			&i.FencingToken,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const markNodeStopped = `-- name: MarkNodeStopped :exec
 UPDATE node_registry SET stopped_at = now() WHERE node_id = $1
 `
@@ -130,4 +184,46 @@ UPDATE node_registry SET stopped_at = now() WHERE node_id = $1
 func (q *Queries) MarkNodeStopped(ctx context.Context, nodeID string) error {
 	_, err := q.db.Exec(ctx, markNodeStopped, nodeID)
 	return err
+}
+
+const signerStatus = `-- name: SignerStatus :one
+SELECT COALESCE(l.owner_node, '')::text                          AS owner_node,
+       COALESCE(l.fencing_token, 0)::bigint                      AS fencing_token,
+       COALESCE(l.expires_at, 'epoch'::timestamptz)::timestamptz AS lease_expires_at,
+       COALESCE(l.expires_at > now(), false)::bool               AS lease_live,
+       COALESCE(c.next_nonce, 0)::bigint                         AS next_nonce,
+       (SELECT count(*) FROM managed_tx m WHERE m.signer = $1 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))::bigint AS pending_depth,
+       COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(m.created_at)) FROM managed_tx m
+                 WHERE m.signer = $1 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')), 0)::float8 AS oldest_pending_age_seconds,
+       (SELECT count(*) FROM managed_tx m WHERE m.signer = $1 AND m.state = 'STUCK')::bigint AS stuck_count
+FROM (SELECT 1) AS one
+LEFT JOIN signer_lease l ON l.signer = $1
+LEFT JOIN signer_nonce_cursor c ON c.signer = $1
+`
+
+type SignerStatusRow struct {
+	OwnerNode               string
+	FencingToken            int64
+	LeaseExpiresAt          time.Time
+	LeaseLive               bool
+	NextNonce               int64
+	PendingDepth            int64
+	OldestPendingAgeSeconds float64
+	StuckCount              int64
+}
+
+func (q *Queries) SignerStatus(ctx context.Context, signer string) (SignerStatusRow, error) {
+	row := q.db.QueryRow(ctx, signerStatus, signer)
+	var i SignerStatusRow
+	err := row.Scan(
+		&i.OwnerNode,
+		&i.FencingToken,
+		&i.LeaseExpiresAt,
+		&i.LeaseLive,
+		&i.NextNonce,
+		&i.PendingDepth,
+		&i.OldestPendingAgeSeconds,
+		&i.StuckCount,
+	)
+	return i, err
 }

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/bionicotaku/lingo-utils/pglocal"
+	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+)
+
+// The service behind PgBouncer in transaction mode, as Supabase's transaction pooler runs
+// it: creates, confirmations, idempotency, the completions feed and nonce allocation under
+// load all work with each pooler-safe query exec mode. Migrations use the direct connection.
+func TestServiceThroughPgBouncerInTransactionMode(t *testing.T) {
+	if _, err := pglocal.FindPgBouncer(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("pgbouncer is required in CI: %v", err)
+		}
+		t.Skipf("no pgbouncer here: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bouncer, err := pglocal.StartPgBouncer(ctx, pglocal.PgBouncerOptions{Upstream: pgtest.AdminDSN(t)})
+	if err != nil {
+		t.Fatalf("StartPgBouncer: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := bouncer.Stop(); err != nil {
+			t.Errorf("stop pgbouncer: %v", err)
+		}
+	})
+
+	for _, mode := range []string{"exec", "simple_protocol"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			direct := testsupport.MigratedDSN(t)
+			database := databaseName(t, direct)
+			// The service pools through PgBouncer; the test's own pool (s.pool) is direct.
+			s := startService(t, serviceOptions{dsn: direct, chainQuery: true, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+				bc.Database.DSN = bouncer.DSN(database)
+				bc.Database.MigrationDSN = direct
+				bc.Database.QueryExecMode = mode
+				bc.Chain.Embedded.BlockInterval = conf.Duration(250 * time.Millisecond)
+			}})
+			recipient := devAddress(t, 9)
+
+			t.Run("idempotency", func(t *testing.T) {
+				signer := devAddress(t, 2)
+				payload := map[string]any{"signer": signer, "to": recipient, "value": "777", "gasLimit": 21000, "requestId": "pooled-1"}
+				answers := make([]apiResponse, 30)
+				var wg sync.WaitGroup
+				for i := range answers {
+					wg.Go(func() { answers[i] = s.create(t, payload) })
+				}
+				wg.Wait()
+				ids, created := map[string]int{}, 0
+				for _, a := range answers {
+					if a.status != http.StatusAccepted && a.status != http.StatusOK {
+						t.Fatalf("create: %d %s", a.status, a.raw)
+					}
+					if a.status == http.StatusAccepted {
+						created++
+					}
+					ids[a.tx()["txId"].(string)]++
+				}
+				if len(ids) != 1 || created != 1 {
+					t.Fatalf("distinct txIds = %v, 202s = %d; want one txId and exactly one 202", ids, created)
+				}
+				if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE signer = $1 AND request_id = 'pooled-1'", signer); n != 1 {
+					t.Fatalf("managed_tx rows = %d, want 1", n)
+				}
+				conflict := s.create(t, map[string]any{"signer": signer, "to": recipient, "value": "778", "gasLimit": 21000, "requestId": "pooled-1"})
+				if conflict.status != http.StatusConflict || conflict.reason() != "IDEMPOTENCY_CONFLICT" {
+					t.Fatalf("different intent: %d %s, want 409 IDEMPOTENCY_CONFLICT", conflict.status, conflict.raw)
+				}
+				if n := s.count(t, "SELECT next_nonce FROM signer_nonce_cursor WHERE signer = $1", signer); n != 1 {
+					t.Fatalf("cursor = %d, want 1: replays and conflicts consume no nonce", n)
+				}
+			})
+
+			t.Run("writer batches give contiguous nonces", func(t *testing.T) {
+				signer := devAddress(t, 3)
+				const total = 300
+				nonces := make([]uint64, total)
+				var wg sync.WaitGroup
+				sem := make(chan struct{}, 100)
+				for i := range total {
+					wg.Go(func() {
+						sem <- struct{}{}
+						defer func() { <-sem }()
+						a := s.create(t, map[string]any{"signer": signer, "to": recipient, "value": strconv.Itoa(i + 1), "gasLimit": 21000})
+						if a.status != http.StatusAccepted {
+							t.Errorf("create %d: %d %s", i, a.status, a.raw)
+							return
+						}
+						nonces[i], _ = strconv.ParseUint(a.tx()["nonce"].(string), 10, 64)
+					})
+				}
+				wg.Wait()
+				if t.Failed() {
+					t.FailNow()
+				}
+				seen := make([]int, total)
+				for i, n := range nonces {
+					if n >= total {
+						t.Fatalf("create %d got nonce %d, outside 0..%d", i, n, total-1)
+					}
+					seen[n]++
+				}
+				for nonce, n := range seen {
+					if n != 1 {
+						t.Fatalf("nonce %d handed out %d times", nonce, n)
+					}
+				}
+				if n := s.count(t, "SELECT next_nonce FROM signer_nonce_cursor WHERE signer = $1", signer); n != total {
+					t.Fatalf("cursor = %d, want %d", n, total)
+				}
+			})
+
+			t.Run("transactions are confirmed", func(t *testing.T) {
+				ids := make(chan string, 50)
+				var wg sync.WaitGroup
+				for signer := range 2 {
+					from := devAddress(t, signer)
+					for i := range 25 {
+						wg.Go(func() {
+							ids <- s.createOK(t, map[string]any{"signer": from, "to": recipient, "value": fmt.Sprint(1000 + i), "gasLimit": 21000})
+						})
+					}
+				}
+				wg.Wait()
+				close(ids)
+				// Everything this service created, the earlier subtests' included, ends final.
+				waitFor(t, 45*time.Second, "every transaction final", func() bool {
+					return s.count(t, "SELECT count(*) FROM managed_tx WHERE state NOT IN ('CONFIRMED', 'FAILED_FINAL')") == 0
+				})
+				for id := range ids {
+					if r := s.tx(t, id); r.state != "CONFIRMED" {
+						t.Fatalf("tx %s ended %s/%s, want CONFIRMED", id, r.state, r.subState)
+					}
+				}
+				if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE state <> 'CONFIRMED'"); n != 0 {
+					t.Fatalf("%d transactions did not end CONFIRMED", n)
+				}
+			})
+
+			t.Run("completions feed serves every final tx once", func(t *testing.T) {
+				final := int(s.count(t, "SELECT count(*) FROM managed_tx WHERE state IN ('CONFIRMED', 'FAILED_FINAL')"))
+				if total := int(s.count(t, "SELECT count(*) FROM managed_tx")); final != total || final == 0 {
+					t.Fatalf("%d of %d transactions final; the feed check needs all of them", final, total)
+				}
+				seen := map[string]bool{}
+				cursor := ""
+				for range 100 {
+					page := s.do(t, http.MethodGet, "/api/v1/tx/completions?limit=37&after="+cursor, nil)
+					if page.status != http.StatusOK {
+						t.Fatalf("completions: %d %s", page.status, page.raw)
+					}
+					items, _ := page.body["completions"].([]any)
+					for _, item := range items {
+						id := item.(map[string]any)["txId"].(string)
+						if seen[id] {
+							t.Fatalf("completion for %s served twice", id)
+						}
+						seen[id] = true
+					}
+					cursor = page.body["next"].(string)
+					if len(items) == 0 {
+						break
+					}
+				}
+				if len(seen) != final {
+					t.Fatalf("feed served %d completions, want %d", len(seen), final)
+				}
+			})
+
+			t.Run("the service went through pgbouncer", func(t *testing.T) {
+				pools := showFor(t, bouncer, "POOLS", database)
+				if len(pools) != 1 || pools[0]["pool_mode"] != "transaction" {
+					t.Fatalf("SHOW POOLS for %s: %v, want one pool in transaction mode", database, pools)
+				}
+				if clients := showFor(t, bouncer, "CLIENTS", database); len(clients) == 0 {
+					t.Fatalf("SHOW CLIENTS lists no client of %s: the service is not connected through pgbouncer", database)
+				}
+				// Hundreds of creates plus the pipeline's loops: far more transactions than
+				// any path around pgbouncer could leave it to count.
+				stats := showFor(t, bouncer, "STATS", database)
+				if len(stats) != 1 {
+					t.Fatalf("SHOW STATS for %s: %v", database, stats)
+				}
+				if n, _ := strconv.Atoi(stats[0]["total_xact_count"]); n < 500 {
+					t.Fatalf("pgbouncer pooled %d transactions for %s, want at least 500", n, database)
+				}
+			})
+		})
+	}
+}
+
+// showFor is SHOW <what> on the pgbouncer admin console, restricted to one database.
+func showFor(t *testing.T, bouncer *pglocal.PgBouncer, what, database string) []map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := bouncer.Show(ctx, what)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]string
+	for _, r := range rows {
+		if r["database"] == database {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func databaseName(t *testing.T, dsn string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Database
+}

@@ -1,0 +1,48 @@
+package controllers
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// principal is the caller the authentication middleware established.
+func principal(ctx context.Context) (domain.Principal, error) {
+	p, ok := domain.PrincipalFrom(ctx)
+	if !ok {
+		return p, apiError(http.StatusUnauthorized, v1.ErrorReason_UNAUTHENTICATED, "credentials required")
+	}
+	return p, nil
+}
+
+// requireSigner allows the call only for a caller granted signer. A signer that does not
+// parse is left to validation (which answers 400 with the field).
+func requireSigner(ctx context.Context, signer string) error {
+	p, err := principal(ctx)
+	if err != nil {
+		return err
+	}
+	if !common.IsHexAddress(signer) {
+		return nil
+	}
+	if !p.CanUse(common.HexToAddress(signer)) {
+		return apiError(http.StatusForbidden, v1.ErrorReason_PERMISSION_DENIED, "caller "+p.ID+" is not granted signer "+signer)
+	}
+	return nil
+}
+
+// requireAdmin allows the call only for a caller with the admin grant.
+func requireAdmin(ctx context.Context) error {
+	p, err := principal(ctx)
+	if err != nil {
+		return err
+	}
+	if !p.Admin {
+		return apiError(http.StatusForbidden, v1.ErrorReason_PERMISSION_DENIED, "caller "+p.ID+" has no admin permission")
+	}
+	return nil
+}

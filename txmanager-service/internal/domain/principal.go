@@ -1,0 +1,46 @@
+package domain
+
+import (
+	"context"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Principal is who is calling, as authentication established it, and what they may do.
+type Principal struct {
+	// ID names the caller in logs and audit (API key id, JWT subject).
+	ID string
+	// AllSigners grants every managed signer; otherwise only Signers.
+	AllSigners bool
+	Signers    map[common.Address]bool
+	// Admin grants the admin API.
+	Admin bool
+}
+
+// CanUse reports whether the principal may act for signer.
+func (p Principal) CanUse(signer common.Address) bool { return p.AllSigners || p.Signers[signer] }
+
+// SignerFilter lists the signers the principal may see (nil when it may see all).
+func (p Principal) SignerFilter() []string {
+	if p.AllSigners {
+		return nil
+	}
+	out := make([]string, 0, len(p.Signers))
+	for a := range p.Signers {
+		out = append(out, a.Hex())
+	}
+	return out
+}
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom returns the principal in ctx.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}

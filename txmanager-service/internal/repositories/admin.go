@@ -1,0 +1,50 @@
+package repositories
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// AdminRepository implements services.AdminStore.
+type AdminRepository struct {
+	q *sqlcdb.Queries
+}
+
+// NewAdminRepository builds the repository on the pool.
+func NewAdminRepository(pool *pgxpool.Pool) *AdminRepository { return &AdminRepository{q: sqlcdb.New(pool)} }
+
+// SignerStatus implements services.AdminStore.
+func (r *AdminRepository) SignerStatus(ctx context.Context, signer string) (services.SignerStatus, error) {
+	row, err := r.q.SignerStatus(ctx, signer)
+	if err != nil {
+		return services.SignerStatus{}, fmt.Errorf("signer status: %w", err)
+	}
+	return services.SignerStatus{
+		Signer: signer, LeaseOwner: row.OwnerNode, FencingToken: uint64(row.FencingToken), LeaseExpiresAt: row.LeaseExpiresAt,
+		LeaseLive: row.LeaseLive, NextNonce: uint64(row.NextNonce), PendingDepth: int(row.PendingDepth),
+		OldestPendingAgeSeconds: row.OldestPendingAgeSeconds, StuckCount: int(row.StuckCount),
+	}, nil
+}
+
+// ListStuck implements services.AdminStore.
+func (r *AdminRepository) ListStuck(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error) {
+	rows, err := r.q.ListStuck(ctx, sqlcdb.ListStuckParams{AnySigner: signer == "", Signer: signer, PageSize: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list stuck: %w", err)
+	}
+	out := make([]domain.ManagedTx, 0, len(rows))
+	for _, row := range rows {
+		tx, err := toDomain(row)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tx)
+	}
+	return out, nil
+}

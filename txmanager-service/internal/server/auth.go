@@ -1,0 +1,198 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/go-kratos/kratos/v2/middleware"
+	"github.com/go-kratos/kratos/v2/transport"
+	"github.com/golang-jwt/jwt/v5"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// Authenticator establishes who a request comes from: an API key (X-API-Key, matched by
+// its SHA-256) or a JWT (Authorization: Bearer). With authentication disabled every caller
+// is a development principal with every grant (conf refuses that beyond loopback).
+type Authenticator struct {
+	enabled bool
+	keys    map[[32]byte]domain.Principal
+	jwt     *jwtVerifier
+}
+
+// NewAuthenticator builds the authenticator from configuration. Secrets are read from
+// files and kept only in memory; none appears in an error.
+func NewAuthenticator(c *conf.Bootstrap) (*Authenticator, error) {
+	a := &Authenticator{enabled: c.Auth.Enabled, keys: map[[32]byte]domain.Principal{}}
+	if !a.enabled {
+		return a, nil
+	}
+	for i, k := range c.Auth.APIKeys {
+		digest, err := hex.DecodeString(strings.TrimPrefix(strings.ToLower(k.SHA256), "sha256:"))
+		if err != nil || len(digest) != sha256.Size {
+			return nil, fmt.Errorf("auth.apiKeys[%d] (%s): sha256 must be 64 hex digits", i, k.ID)
+		}
+		p, err := principalOf(k.ID, k.Signers, k.Admin)
+		if err != nil {
+			return nil, fmt.Errorf("auth.apiKeys[%d] (%s): %w", i, k.ID, err)
+		}
+		a.keys[[32]byte(digest)] = p
+	}
+	if c.Auth.JWT.HMACSecretFile != "" || c.Auth.JWT.PublicKeyFile != "" {
+		v, err := newJWTVerifier(c.Auth.JWT)
+		if err != nil {
+			return nil, err
+		}
+		a.jwt = v
+	}
+	return a, nil
+}
+
+func principalOf(id string, signers []string, admin bool) (domain.Principal, error) {
+	p := domain.Principal{ID: id, Admin: admin, Signers: map[common.Address]bool{}}
+	for _, s := range signers {
+		if s == "*" {
+			p.AllSigners = true
+			continue
+		}
+		addr, err := domain.ParseAddress("signer", s)
+		if err != nil {
+			return p, fmt.Errorf("granted signer: %w", err)
+		}
+		p.Signers[addr] = true
+	}
+	return p, nil
+}
+
+// developer is the principal of every request when authentication is disabled.
+func developer() domain.Principal {
+	return domain.Principal{ID: "development (no authentication)", AllSigners: true, Admin: true}
+}
+
+// Middleware authenticates every API call (HTTP and gRPC alike).
+func (a *Authenticator) Middleware() middleware.Middleware {
+	return func(next middleware.Handler) middleware.Handler {
+		return func(ctx context.Context, req any) (any, error) {
+			p, err := a.authenticate(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return next(domain.WithPrincipal(ctx, p), req)
+		}
+	}
+}
+
+func (a *Authenticator) authenticate(ctx context.Context) (domain.Principal, error) {
+	if !a.enabled {
+		return developer(), nil
+	}
+	tr, ok := transport.FromServerContext(ctx)
+	if !ok {
+		return domain.Principal{}, unauthenticated("no transport")
+	}
+	if key := tr.RequestHeader().Get("x-api-key"); key != "" {
+		if p, ok := a.keys[sha256.Sum256([]byte(key))]; ok {
+			return p, nil
+		}
+		return domain.Principal{}, unauthenticated("unknown API key")
+	}
+	if bearer, ok := strings.CutPrefix(tr.RequestHeader().Get("authorization"), "Bearer "); ok && a.jwt != nil {
+		p, err := a.jwt.verify(bearer)
+		if err != nil {
+			return domain.Principal{}, unauthenticated("invalid bearer token")
+		}
+		return p, nil
+	}
+	return domain.Principal{}, unauthenticated("credentials required (X-API-Key or Authorization: Bearer)")
+}
+
+func unauthenticated(why string) error {
+	return kerrors.New(http.StatusUnauthorized, v1.ErrorReason_UNAUTHENTICATED.String(), why)
+}
+
+// jwtVerifier checks signature, expiry, issuer and audience, and reads the grants.
+type jwtVerifier struct {
+	key          any
+	methods      []string
+	issuer       string
+	audience     string
+	signersClaim string
+	adminClaim   string
+}
+
+func newJWTVerifier(c conf.JWT) (*jwtVerifier, error) {
+	v := &jwtVerifier{issuer: c.Issuer, audience: c.Audience, signersClaim: c.SignersClaim, adminClaim: c.AdminClaim}
+	if v.signersClaim == "" {
+		v.signersClaim = "signers"
+	}
+	if v.adminClaim == "" {
+		v.adminClaim = "txm_admin"
+	}
+	switch {
+	case c.HMACSecretFile != "" && c.PublicKeyFile != "":
+		return nil, fmt.Errorf("auth.jwt: set hmacSecretFile or publicKeyFile, not both")
+	case c.HMACSecretFile != "":
+		secret, err := os.ReadFile(c.HMACSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("auth.jwt.hmacSecretFile: %w", err)
+		}
+		secret = []byte(strings.TrimSpace(string(secret)))
+		if len(secret) < 32 {
+			return nil, fmt.Errorf("auth.jwt.hmacSecretFile: the secret must be at least 32 bytes")
+		}
+		v.key, v.methods = secret, []string{"HS256", "HS384", "HS512"}
+	default:
+		pem, err := os.ReadFile(c.PublicKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("auth.jwt.publicKeyFile: %w", err)
+		}
+		if key, err := jwt.ParseRSAPublicKeyFromPEM(pem); err == nil {
+			v.key, v.methods = key, []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}
+		} else if key, err := jwt.ParseECPublicKeyFromPEM(pem); err == nil {
+			v.key, v.methods = key, []string{"ES256", "ES384", "ES512"}
+		} else if key, err := jwt.ParseEdPublicKeyFromPEM(pem); err == nil {
+			v.key, v.methods = key, []string{"EdDSA"}
+		} else {
+			return nil, fmt.Errorf("auth.jwt.publicKeyFile: not an RSA, ECDSA or Ed25519 public key in PEM")
+		}
+	}
+	return v, nil
+}
+
+func (v *jwtVerifier) verify(token string) (domain.Principal, error) {
+	opts := []jwt.ParserOption{jwt.WithValidMethods(v.methods), jwt.WithExpirationRequired(), jwt.WithLeeway(30 * time.Second)}
+	if v.issuer != "" {
+		opts = append(opts, jwt.WithIssuer(v.issuer))
+	}
+	if v.audience != "" {
+		opts = append(opts, jwt.WithAudience(v.audience))
+	}
+	claims := jwt.MapClaims{}
+	if _, err := jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return v.key, nil }, opts...); err != nil {
+		return domain.Principal{}, err
+	}
+	subject, _ := claims.GetSubject()
+	var signers []string
+	switch raw := claims[v.signersClaim].(type) {
+	case string:
+		signers = []string{raw}
+	case []any:
+		for _, s := range raw {
+			if str, ok := s.(string); ok {
+				signers = append(signers, str)
+			}
+		}
+	}
+	admin, _ := claims[v.adminClaim].(bool)
+	return principalOf("jwt:"+subject, signers, admin)
+}
