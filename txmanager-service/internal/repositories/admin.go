@@ -17,7 +17,9 @@ type AdminRepository struct {
 }
 
 // NewAdminRepository builds the repository on the pool.
-func NewAdminRepository(pool *pgxpool.Pool) *AdminRepository { return &AdminRepository{q: sqlcdb.New(pool)} }
+func NewAdminRepository(pool *pgxpool.Pool) *AdminRepository {
+	return &AdminRepository{q: sqlcdb.New(pool)}
+}
 
 // SignerStatus implements services.AdminStore.
 func (r *AdminRepository) SignerStatus(ctx context.Context, signer string) (services.SignerStatus, error) {

@@ -43,7 +43,9 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 	r.GET("/api/v1/admin/signers/{signer}", func(ctx http.Context) error {
 		in := GetSignerStatusRequest{Signer: ctx.Vars().Get("signer")}
 		http.SetOperation(ctx, AdminService_GetSignerStatus_FullMethodName)
-		return serve(ctx, &in, func(c context.Context, req any) (any, error) { return srv.GetSignerStatus(c, req.(*GetSignerStatusRequest)) })
+		return serve(ctx, &in, func(c context.Context, req any) (any, error) {
+			return srv.GetSignerStatus(c, req.(*GetSignerStatusRequest))
+		})
 	})
 	r.GET("/api/v1/admin/stuck", func(ctx http.Context) error {
 		q := ctx.Request().URL.Query()
