@@ -55,6 +55,15 @@ bench: ## run the benchmarks: library overhead, then the service's create load t
 	go test -run '^$$' -bench AllocateBatch -benchtime 2s $(SERVICE)/internal/services/
 	BENCH_SECONDS=$(BENCH_SECONDS) go test -run '^$$' -bench 'CreateHotSigner|ReceiptPipeline' -benchtime 1x -timeout 30m $(SERVICE)/cmd/txmanager-service/
 
+FUZZTIME ?= 60s
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
+	go test -run '^$$' -fuzz '^FuzzDecodeJSONBody$$' -fuzztime $(FUZZTIME) $(SERVICE)/api/txmanager/v1/
+	go test -run '^$$' -fuzz '^FuzzAppendJSON$$' -fuzztime $(FUZZTIME) $(SERVICE)/api/txmanager/v1/
+	go test -run '^$$' -fuzz '^FuzzParseCreateRequest$$' -fuzztime $(FUZZTIME) $(SERVICE)/internal/domain/
+	go test -run '^$$' -fuzz '^FuzzConfigLoad$$' -fuzztime $(FUZZTIME) $(SERVICE)/internal/conf/
+
 CHAOS_SEED ?= $(shell date +%s)
 
 .PHONY: chaos

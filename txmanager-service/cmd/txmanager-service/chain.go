@@ -12,6 +12,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/signer"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // ChainConnection is the chain the service runs against: a JSON-RPC node, or the embedded
@@ -23,12 +24,12 @@ type ChainConnection struct {
 }
 
 // NewChainConnection dials chain.rpcUrl, or starts the embedded chain when it is empty.
-func NewChainConnection(bc *conf.Bootstrap, logger log.Logger) (*ChainConnection, func(), error) {
+func NewChainConnection(bc *conf.Bootstrap, metrics *telemetry.Metrics, logger log.Logger) (*ChainConnection, func(), error) {
 	helper := log.NewHelper(logger)
 	if bc.Chain.RPCURL != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		rpcChain, err := chain.DialRPC(ctx, bc.Chain.RPCURL)
+		rpcChain, err := chain.DialRPC(ctx, bc.Chain.RPCURL, chain.WithTracer(metrics.Tracer))
 		if err != nil {
 			return nil, nil, fmt.Errorf("dial chain: %w", err)
 		}
@@ -44,6 +45,7 @@ func NewChainConnection(bc *conf.Bootstrap, logger log.Logger) (*ChainConnection
 		BlockInterval: bc.Chain.Embedded.BlockInterval.Std(),
 		DevAccounts:   bc.Chain.Embedded.DevAccounts,
 		HTTPAddr:      bc.Chain.Embedded.HTTPAddr,
+		RPCOptions:    []chain.RPCOption{chain.WithTracer(metrics.Tracer)},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("start embedded chain: %w", err)

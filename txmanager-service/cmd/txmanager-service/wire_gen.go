@@ -24,17 +24,38 @@ import (
 // wireApp assembles config -> data -> repositories -> services -> controllers -> servers.
 func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(), error) {
 	createConfig := services.NewCreateConfig(bootstrap)
-	chainConnection, cleanup, err := NewChainConnection(bootstrap, logger)
+	prometheus, cleanup, err := telemetry.NewPrometheus()
 	if err != nil {
 		return nil, nil, err
 	}
-	registry, cleanup2, err := NewSignerRegistry(bootstrap, chainConnection)
+	tracerProvider, cleanup2, err := telemetry.NewTracerProvider(bootstrap)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	pool, cleanup3, err := repositories.NewPool(bootstrap, logger)
+	metrics, err := telemetry.NewMetricsFromPrometheus(prometheus, tracerProvider)
 	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	chainConnection, cleanup3, err := NewChainConnection(bootstrap, metrics, logger)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	registry, cleanup4, err := NewSignerRegistry(bootstrap, chainConnection)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	pool, cleanup5, err := repositories.NewPool(bootstrap, logger)
+	if err != nil {
+		cleanup4()
+		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
@@ -44,27 +65,13 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	leaseConfig := services.NewLeaseConfig(bootstrap)
 	leaseRepository := repositories.NewLeaseRepository(pool)
 	clock := _wireSystemClockValue
-	prometheus, cleanup4, err := telemetry.NewPrometheus()
-	if err != nil {
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	metrics, err := telemetry.NewMetricsFromPrometheus(prometheus)
-	if err != nil {
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
 	leaseManager := services.NewLeaseManager(leaseConfig, leaseRepository, clock, metrics, logger)
 	writerConfig := workers.NewWriterConfig(bootstrap)
 	config := repositories.NewTxManagerConfig(bootstrap)
-	dependencies := telemetry.NewTxManagerDependencies(prometheus, logger)
+	dependencies := telemetry.NewTxManagerDependencies(prometheus, tracerProvider, logger)
 	component, err := txmanager.NewComponentFromPool(config, pool, dependencies)
 	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -78,6 +85,7 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	pipelineConfig := workers.NewPipelineWorkerConfig(bootstrap)
 	servicesPipelineConfig, err := services.NewPipelineConfig(bootstrap)
 	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -87,6 +95,7 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	pipelineRepository := repositories.NewPipelineRepository(pool)
 	stuckResolutionHook, err := services.NewStuckHook(bootstrap)
 	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -95,6 +104,7 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	}
 	pipeline, err := services.NewPipeline(servicesPipelineConfig, pipelineRepository, chain, registry, leaseManager, stuckResolutionHook, clock, metrics, logger)
 	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -105,6 +115,7 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	allocator := services.NewAllocator(manager, allocationRepository, leaseManager, chain, nonceCache, nonceConfig, clock, pipelineWorkers, metrics, logger)
 	transactionWriter, err := workers.NewTransactionWriter(writerConfig, allocator, metrics)
 	if err != nil {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -120,7 +131,7 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	nodeConfig := services.NewNodeConfig(bootstrap, buildVersion, clock)
 	nodeRepository := repositories.NewNodeRepository(pool)
 	nodeRegistry := services.NewNodeRegistry(nodeConfig, nodeRepository, logger)
-	forwarder, cleanup5 := server.NewForwarder(nodeRegistry)
+	forwarder, cleanup6 := server.NewForwarder(nodeRegistry)
 	txController := controllers.NewTxController(createTxUseCase, getTxUseCase, completionsUseCase, routing, forwarder, logger)
 	adminRepository := repositories.NewAdminRepository(pool)
 	adminUseCase := services.NewAdminUseCase(pipeline, adminRepository, nodeRegistry)
@@ -128,6 +139,7 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 	health := server.NewHealth(pool, chain)
 	authenticator, err := server.NewAuthenticator(bootstrap)
 	if err != nil {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -135,13 +147,24 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 		cleanup()
 		return nil, nil, err
 	}
-	httpServer := server.NewHTTPServer(bootstrap, txController, adminController, health, prometheus, authenticator, logger)
-	grpcServer := server.NewGRPCServer(bootstrap, txController, adminController, authenticator, logger)
+	middleware, err := server.NewMiddleware(tracerProvider, metrics, authenticator, logger)
+	if err != nil {
+		cleanup6()
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	httpServer := server.NewHTTPServer(bootstrap, txController, adminController, health, prometheus, middleware, logger)
+	grpcServer := server.NewGRPCServer(bootstrap, txController, adminController, middleware)
 	leaseKeeper := workers.NewLeaseKeeperFromConfig(bootstrap, leaseManager)
 	nodeHeartbeat := workers.NewNodeHeartbeat(bootstrap, nodeRegistry)
 	banner := NewBanner(bootstrap, registry, chainConnection)
 	app := newApp(bootstrap, logger, httpServer, grpcServer, transactionWriter, leaseKeeper, pipelineWorkers, nodeHeartbeat, nodeRegistry, leaseManager, banner)
 	return app, func() {
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()

@@ -14,6 +14,10 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
@@ -30,6 +34,7 @@ type RPCChain struct {
 	ethClient    *ethclient.Client
 	maxBatchSize int
 	requests     atomic.Int64
+	tracer       trace.Tracer
 }
 
 // RPCOption adjusts an RPCChain at construction.
@@ -41,6 +46,15 @@ func WithMaxBatchSize(size int) RPCOption {
 	return func(c *RPCChain) {
 		if size > 0 {
 			c.maxBatchSize = size
+		}
+	}
+}
+
+// WithTracer records a span for every JSON-RPC request (one per batch).
+func WithTracer(tracer trace.Tracer) RPCOption {
+	return func(c *RPCChain) {
+		if tracer != nil {
+			c.tracer = tracer
 		}
 	}
 }
@@ -61,6 +75,7 @@ func NewRPCChain(rpcClient *rpc.Client, opts ...RPCOption) *RPCChain {
 		rpcClient:    rpcClient,
 		ethClient:    ethclient.NewClient(rpcClient),
 		maxBatchSize: DefaultMaxBatchSize,
+		tracer:       tracenoop.NewTracerProvider().Tracer(""),
 	}
 	for _, opt := range opts {
 		opt(c)
@@ -83,7 +98,14 @@ func (c *RPCChain) Close() {
 // cannot drift from what is actually sent.
 func (c *RPCChain) call(ctx context.Context, result any, method string, args ...any) error {
 	c.requests.Add(1)
-	return c.rpcClient.CallContext(ctx, result, method, args...)
+	ctx, span := c.tracer.Start(ctx, "chain.rpc "+method, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("rpc.system", "jsonrpc"), attribute.String("rpc.method", method)))
+	defer span.End()
+	err := c.rpcClient.CallContext(ctx, result, method, args...)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return err
 }
 
 // batchCall sends elems in as few requests as maxBatchSize allows. The returned error is
@@ -92,7 +114,14 @@ func (c *RPCChain) batchCall(ctx context.Context, elems []rpc.BatchElem) error {
 	for start := 0; start < len(elems); start += c.maxBatchSize {
 		end := min(start+c.maxBatchSize, len(elems))
 		c.requests.Add(1)
-		if err := c.rpcClient.BatchCallContext(ctx, elems[start:end]); err != nil {
+		spanCtx, span := c.tracer.Start(ctx, "chain.rpc batch "+elems[start].Method, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("rpc.system", "jsonrpc"), attribute.String("rpc.method", elems[start].Method), attribute.Int("rpc.batch_size", end-start)))
+		err := c.rpcClient.BatchCallContext(spanCtx, elems[start:end])
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+		if err != nil {
 			return fmt.Errorf("batch of %d calls to %s: %w", end-start, elems[start].Method, err)
 		}
 	}

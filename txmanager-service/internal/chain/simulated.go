@@ -43,6 +43,8 @@ type SimulatedConfig struct {
 	HTTPAddr string
 	// GasLimit of every block (0 keeps go-ethereum's default).
 	GasLimit uint64
+	// RPCOptions tune the adapter the chain is served through (a tracer, a batch size).
+	RPCOptions []RPCOption
 	// TxPoolSlots raises the transaction pool's pending and queued capacity, per account and
 	// in total, for load tests that keep thousands of transactions in flight (0 keeps
 	// go-ethereum's defaults: 16 per account, 5,120 in all).
@@ -106,7 +108,7 @@ func NewSimulated(cfg SimulatedConfig) (*SimulatedChain, error) {
 		return nil, errors.Join(fmt.Errorf("simulated chain: %w", err), backend.Close())
 	}
 	sim := &SimulatedChain{
-		RPCChain:     NewRPCChain(rpcClient),
+		RPCChain:     NewRPCChain(rpcClient, cfg.RPCOptions...),
 		backend:      backend,
 		devKeys:      keys,
 		httpEndpoint: httpEndpoint,

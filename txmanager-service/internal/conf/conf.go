@@ -40,6 +40,17 @@ type Bootstrap struct {
 	Stuck         Stuck         `json:"stuck"`
 	Fees          Fees          `json:"fees"`
 	Auth          Auth          `json:"auth"`
+	Observability Observability `json:"observability"`
+}
+
+// Observability configures trace export (metrics are always on /metrics).
+type Observability struct {
+	// OTLPEndpoint (host:port, gRPC) receives traces; empty records spans (for trace ids in
+	// logs) without exporting them.
+	OTLPEndpoint string `json:"otlpEndpoint"`
+	OTLPInsecure bool   `json:"otlpInsecure"`
+	// SampleRatio of new traces kept (0..1); a sampled parent is always followed.
+	SampleRatio float64 `json:"sampleRatio"`
 }
 
 // Auth configures authentication and per-signer authorisation. With it disabled the
@@ -333,6 +344,7 @@ func (b *Bootstrap) Check() error {
 	}
 	req(b.Routing.HeartbeatInterval > 0 && b.Routing.NodeTimeout > b.Routing.HeartbeatInterval,
 		"routing.heartbeatInterval must be positive and below routing.nodeTimeout")
+	req(b.Observability.SampleRatio >= 0 && b.Observability.SampleRatio <= 1, "observability.sampleRatio must be in 0..1")
 	req(b.Pipeline.SubmitBatch > 0, "pipeline.submitBatch must be positive")
 	for name, d := range map[string]Duration{
 		"pipeline.submitInterval": b.Pipeline.SubmitInterval, "pipeline.finalityInterval": b.Pipeline.FinalityInterval,
@@ -365,7 +377,7 @@ func (b *Bootstrap) Check() error {
 func EnvironmentVariables() []string {
 	return []string{
 		"TXM_ENVIRONMENT", "NODE_ID", "HTTP_ADDR", "GRPC_ADDR", "DATABASE_URL", "DATABASE_MIGRATION_URL",
-		"CHAIN_RPC_URL", "EMBEDDED_CHAIN_HTTP_ADDR", "ROUTING_MODE", "ADVERTISE_GRPC_ADDR",
+		"CHAIN_RPC_URL", "EMBEDDED_CHAIN_HTTP_ADDR", "ROUTING_MODE", "ADVERTISE_GRPC_ADDR", "OTEL_EXPORTER_OTLP_ENDPOINT",
 	}
 }
 

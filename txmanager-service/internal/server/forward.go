@@ -16,6 +16,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // forwardedHeaders travel with a forwarded request: the caller's credentials, so the owner
@@ -98,7 +99,27 @@ func (f *Forwarder) outgoing(ctx context.Context) context.Context {
 			}
 		}
 	}
+	// Continue the caller's trace on the owner.
+	telemetry.Propagator().Inject(ctx, metadataCarrier(md))
 	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// metadataCarrier lets the OTel propagator write gRPC metadata.
+type metadataCarrier metadata.MD
+
+func (c metadataCarrier) Get(key string) string {
+	if v := metadata.MD(c).Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+func (c metadataCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+func (c metadataCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // fromPeer turns a peer's gRPC error back into the API error it carried; transport

@@ -7,7 +7,6 @@ import (
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/log"
-	"github.com/go-kratos/kratos/v2/middleware/recovery"
 	kgrpc "github.com/go-kratos/kratos/v2/transport/grpc"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -20,11 +19,11 @@ import (
 )
 
 // NewGRPCServer serves the API over gRPC.
-func NewGRPCServer(c *conf.Bootstrap, tx *controllers.TxController, admin *controllers.AdminController, auth *Authenticator, logger log.Logger) *kgrpc.Server {
+func NewGRPCServer(c *conf.Bootstrap, tx *controllers.TxController, admin *controllers.AdminController, mw *Middleware) *kgrpc.Server {
 	srv := kgrpc.NewServer(
 		kgrpc.Address(c.Server.GRPC.Addr),
 		kgrpc.Timeout(c.Server.GRPC.Timeout.Std()),
-		kgrpc.Middleware(recovery.Recovery(recovery.WithHandler(recoveryHandler(logger))), auth.Middleware()),
+		kgrpc.Middleware(mw.chain...),
 		kgrpc.UnaryInterceptor(grpcStatusInterceptor),
 		kgrpc.Options(grpc.MaxRecvMsgSize(int(c.Server.MaxBodyBytes))),
 	)
@@ -57,7 +56,7 @@ func grpcStatusInterceptor(ctx context.Context, req any, info *grpc.UnaryServerI
 	return resp, st.Err()
 }
 
-func recoveryHandler(logger log.Logger) recovery.HandlerFunc {
+func recoveryHandler(logger log.Logger) func(ctx context.Context, req, panicValue any) error {
 	helper := log.NewHelper(logger)
 	return func(ctx context.Context, req, panicValue any) error {
 		helper.Errorw("msg", "panic while serving a request", "panic", panicValue)

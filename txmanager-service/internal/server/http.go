@@ -8,7 +8,6 @@ import (
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/log"
-	"github.com/go-kratos/kratos/v2/middleware/recovery"
 	khttp "github.com/go-kratos/kratos/v2/transport/http"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
@@ -19,11 +18,11 @@ import (
 
 // NewHTTPServer serves the API over HTTP/JSON.
 func NewHTTPServer(c *conf.Bootstrap, tx *controllers.TxController, admin *controllers.AdminController, health *Health,
-	prom *telemetry.Prometheus, auth *Authenticator, logger log.Logger) *khttp.Server {
+	prom *telemetry.Prometheus, mw *Middleware, logger log.Logger) *khttp.Server {
 	srv := khttp.NewServer(
 		khttp.Address(c.Server.HTTP.Addr),
 		khttp.Timeout(c.Server.HTTP.Timeout.Std()),
-		khttp.Middleware(recovery.Recovery(recovery.WithHandler(recoveryHandler(logger))), auth.Middleware()),
+		khttp.Middleware(mw.chain...),
 		khttp.Filter(limitBody(c.Server.MaxBodyBytes)),
 		khttp.ErrorEncoder(encodeError),
 		khttp.ResponseEncoder(encodeResponse),

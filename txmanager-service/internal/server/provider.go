@@ -7,5 +7,5 @@ import (
 )
 
 // ProviderSet is the transport layer.
-var ProviderSet = wire.NewSet(NewHTTPServer, NewGRPCServer, NewHealth, NewForwarder, NewAuthenticator,
+var ProviderSet = wire.NewSet(NewHTTPServer, NewGRPCServer, NewHealth, NewForwarder, NewAuthenticator, NewMiddleware,
 	wire.Bind(new(controllers.OwnerForwarder), new(*Forwarder)))

@@ -10,6 +10,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
@@ -118,6 +121,8 @@ type opOutcome struct {
 
 // AllocateBatch resolves every op of the batch.
 func (a *Allocator) AllocateBatch(ctx context.Context, ops []*AllocationOp) {
+	ctx, span := a.metrics.Tracer.Start(ctx, "writer.batch", trace.WithAttributes(attribute.Int("writer.ops", len(ops))))
+	defer span.End()
 	a.metrics.WriterBatch(ctx, len(ops))
 	batches := a.prepare(ctx, ops)
 	if len(batches) == 0 {
@@ -146,7 +151,8 @@ func (a *Allocator) AllocateBatch(ctx context.Context, ops []*AllocationOp) {
 				}
 			}
 		}
-		a.log.Errorw("msg", "writer batch failed", "ops", len(ops), "signers", len(batches), "error", err.Error())
+		span.SetStatus(codes.Error, err.Error())
+		a.log.WithContext(ctx).Errorw("msg", "writer batch failed", "ops", len(ops), "signers", len(batches), "error", err.Error())
 		failure := batchFailure(err)
 		for _, b := range batches {
 			for _, op := range b.ops {
@@ -303,7 +309,7 @@ func (a *Allocator) finish(ctx context.Context, b *signerBatch) {
 	} else if len(b.allocated) > 0 {
 		a.cache.Put(b.key, b.nextAfter, b.chainAsked)
 		first := b.allocated[0]
-		a.log.Infow("msg", "nonces allocated", "signer", b.key, "fencing_token", b.lease.Token,
+		a.log.WithContext(ctx).Infow("msg", "nonces allocated", "signer", b.key, "fencing_token", b.lease.Token,
 			"count", len(b.allocated), "first_nonce", first.Nonce, "first_tx_id", first.ID.String(), "state", string(domain.StateAllocated))
 		if a.notify != nil {
 			a.notify.NotifyAllocated(b.key)

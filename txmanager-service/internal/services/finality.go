@@ -25,6 +25,8 @@ type FinalityReport struct {
 // and each height's canonical block is fetched once, so two transactions in one block can
 // never be judged against different forks.
 func (p *Pipeline) AdvanceFinality(ctx context.Context, signers []string) (FinalityReport, error) {
+	ctx, span := p.metrics.Tracer.Start(ctx, "pipeline.finality")
+	defer span.End()
 	var report FinalityReport
 	mined, err := p.store.ListMined(ctx, signers)
 	if err != nil || len(mined) == 0 {
@@ -98,7 +100,7 @@ func (p *Pipeline) AdvanceFinality(ctx context.Context, signers []string) (Final
 			p.metrics.Reorg(ctx)
 		}
 		report.Reorged += n
-		p.log.Warnw("msg", "receipts left the canonical chain; tracking again", "signer", signer, "fencing_token", lease.Token,
+		p.log.WithContext(ctx).Warnw("msg", "receipts left the canonical chain; tracking again", "signer", signer, "fencing_token", lease.Token,
 			"count", n, "first_tx_id", txs[0].TxID.String(), "state", string(domain.StateTracking), "sub_state", "REORGED")
 	}
 	for signer, group := range finals {
@@ -112,7 +114,7 @@ func (p *Pipeline) AdvanceFinality(ctx context.Context, signers []string) (Final
 			continue
 		}
 		report.Final += n
-		p.log.Infow("msg", "transactions final", "signer", signer, "fencing_token", lease.Token, "count", n,
+		p.log.WithContext(ctx).Infow("msg", "transactions final", "signer", signer, "fencing_token", lease.Token, "count", n,
 			"first_tx_id", group[0].Tx.TxID.String(), "first_state", string(group[0].State))
 	}
 	return report, errors.Join(errs...)

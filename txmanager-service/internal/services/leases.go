@@ -120,7 +120,7 @@ func (m *LeaseManager) acquireFromStore(ctx context.Context, signer string) (dom
 		return lease, nil
 	}
 	m.metrics.LeaseAcquire(ctx, "acquired")
-	m.log.Infow("msg", "lease acquired", "signer", signer, "fencing_token", lease.Token, "expires_at", lease.ExpiresAt)
+	m.log.WithContext(ctx).Infow("msg", "lease acquired", "signer", signer, "fencing_token", lease.Token, "expires_at", lease.ExpiresAt)
 	// A new epoch: whatever was cached under a previous token may be stale.
 	for _, fn := range hooks {
 		fn(signer)
@@ -156,7 +156,7 @@ func (m *LeaseManager) Held() []domain.Lease {
 // Fenced is called when a write with lease was rejected: the lease is dropped at once.
 func (m *LeaseManager) Fenced(ctx context.Context, lease domain.Lease, write string) {
 	m.metrics.Fenced(ctx)
-	m.log.Warnw("msg", "write fenced", "signer", lease.Signer, "fencing_token", lease.Token, "write", write)
+	m.log.WithContext(ctx).Warnw("msg", "write fenced", "signer", lease.Signer, "fencing_token", lease.Token, "write", write)
 	m.forget(lease.Signer, lease.Token)
 }
 

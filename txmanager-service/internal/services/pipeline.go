@@ -13,6 +13,7 @@ import (
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
@@ -107,6 +108,12 @@ func (p *Pipeline) chainIDOf(ctx context.Context) (*big.Int, error) {
 	return p.chainID, nil
 }
 
+// span starts a span for one piece of work on a signer.
+func (p *Pipeline) span(ctx context.Context, name string, lease domain.Lease) (context.Context, trace.Span) {
+	return p.metrics.Tracer.Start(ctx, name, trace.WithAttributes(
+		attribute.String("signer", lease.Signer), attribute.Int64("fencing_token", int64(lease.Token))))
+}
+
 // fenced reports a fenced write to the lease manager (which drops the lease, evicts caches
 // and counts it) and returns err.
 func (p *Pipeline) fenced(ctx context.Context, lease domain.Lease, err error) error {
@@ -193,7 +200,7 @@ func (p *Pipeline) broadcast(ctx context.Context, lease domain.Lease, items []br
 	}
 	for _, o := range outcomes {
 		if o.Result != "submitted" {
-			p.log.Infow("msg", "broadcast outcome", "signer", lease.Signer, "tx_id", o.TxID.String(), "fencing_token", lease.Token,
+			p.log.WithContext(ctx).Infow("msg", "broadcast outcome", "signer", lease.Signer, "tx_id", o.TxID.String(), "fencing_token", lease.Token,
 				"result", o.Result, "sub_state", o.SubState, "last_error", o.LastError)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ReceiptOutcome sorts one look-up pass: what was mined, what the node does not have yet,
@@ -20,6 +22,8 @@ type ReceiptOutcome struct {
 // adapter packs them into JSON-RPC batches). A receipt for ANY attempt counts: a
 // replacement or cancellation may be the one that was mined.
 func (p *Pipeline) CheckReceipts(ctx context.Context, txs []TrackedTx) (ReceiptOutcome, error) {
+	ctx, span := p.metrics.Tracer.Start(ctx, "pipeline.receipts", trace.WithAttributes(attribute.Int("txs", len(txs))))
+	defer span.End()
 	var hashes []AttemptRef
 	for _, tx := range txs {
 		hashes = append(hashes, tx.Attempts...)
@@ -85,7 +89,7 @@ func (p *Pipeline) RecordReceipts(ctx context.Context, found []FoundReceipt, sig
 			continue
 		}
 		written += n
-		p.log.Infow("msg", "receipts recorded", "signer", signer, "fencing_token", lease.Token, "count", n, "sub_state", "MINED")
+		p.log.WithContext(ctx).Infow("msg", "receipts recorded", "signer", signer, "fencing_token", lease.Token, "count", n, "sub_state", "MINED")
 	}
 	return written, errors.Join(errs...)
 }

@@ -92,6 +92,8 @@ type StuckConfig struct {
 // hook and carries its decision out. A transaction already marked STUCK (NOOP) is left
 // alone until a receipt arrives or an operator acts.
 func (p *Pipeline) DetectStuck(ctx context.Context, lease domain.Lease) (bool, error) {
+	ctx, span := p.span(ctx, "pipeline.stuck", lease)
+	defer span.End()
 	head, err := p.store.HeadOfLine(ctx, lease.Signer)
 	if err != nil || head == nil || head.State == domain.StateStuck {
 		return false, err
@@ -186,10 +188,10 @@ func (p *Pipeline) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 	if action == ActionNoop {
 		// Alert level: a head-of-line nonce is blocking the signer and nobody will fix it
 		// automatically.
-		p.log.Errorw(fields...)
+		p.log.WithContext(ctx).Errorw(fields...)
 		return nil
 	}
-	p.log.Warnw(fields...)
+	p.log.WithContext(ctx).Warnw(fields...)
 	if err := p.store.RecordAttempt(ctx, lease, *attempt, string(decision.Action)+"_SUBMITTED", p.cfg.ResubmitInterval); err != nil {
 		return p.fenced(ctx, lease, err)
 	}

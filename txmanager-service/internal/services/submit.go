@@ -13,6 +13,8 @@ import (
 // SubmitAllocated signs the signer's ALLOCATED transactions (lowest nonce first), persists
 // every attempt fenced, and only then broadcasts them in nonce order.
 func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease) (int, error) {
+	ctx, span := p.span(ctx, "pipeline.submit", lease)
+	defer span.End()
 	txs, err := p.store.ListAllocated(ctx, lease.Signer, max(p.cfg.SubmitBatch, 1))
 	if err != nil || len(txs) == 0 {
 		return 0, err
@@ -46,7 +48,7 @@ func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease) (int
 	if _, err := p.broadcast(ctx, lease, items); err != nil {
 		return 0, err
 	}
-	p.log.Infow("msg", "transactions signed and broadcast", "signer", lease.Signer, "fencing_token", lease.Token,
+	p.log.WithContext(ctx).Infow("msg", "transactions signed and broadcast", "signer", lease.Signer, "fencing_token", lease.Token,
 		"count", len(attempts), "first_nonce", attempts[0].Nonce, "first_tx_id", attempts[0].TxID.String(), "state", string(domain.StateTracking))
 	return len(attempts), nil
 }
@@ -55,6 +57,8 @@ func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease) (int
 // claimed first (fenced: advance next_resubmit_at, count the attempt) and only a claimed
 // one is sent, with the same signed bytes.
 func (p *Pipeline) ResubmitDue(ctx context.Context, lease domain.Lease, limit int) (int, error) {
+	ctx, span := p.span(ctx, "pipeline.resubmit", lease)
+	defer span.End()
 	due, err := p.store.ListResubmitDue(ctx, lease.Signer, limit)
 	if err != nil {
 		return 0, err

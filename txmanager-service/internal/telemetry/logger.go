@@ -42,6 +42,9 @@ func (l *JSONLogger) Log(level log.Level, keyvals ...any) error {
 		case fmt.Stringer:
 			value = v.String()
 		}
+		if value == "" && (key == "trace_id" || key == "span_id") {
+			continue // outside a traced operation there is nothing to correlate
+		}
 		entry[key] = value
 	}
 	line, err := json.Marshal(entry)

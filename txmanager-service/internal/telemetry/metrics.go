@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // Metric names, as operators alert on them.
@@ -28,6 +30,8 @@ const (
 // Metrics are the service's instruments. Gauges read their value from callbacks registered
 // by the component that owns the value (RegisterGauge).
 type Metrics struct {
+	// Tracer makes the service's own spans (writer batches, pipeline passes, chain calls).
+	Tracer        trace.Tracer
 	meter         metric.Meter
 	leaseAcquire  metric.Int64Counter
 	leaseFenced   metric.Int64Counter
@@ -46,7 +50,7 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 	if provider == nil {
 		provider = noop.NewMeterProvider()
 	}
-	m := &Metrics{meter: provider.Meter("github.com/bionicotaku/txmanager-service")}
+	m := &Metrics{meter: provider.Meter("github.com/bionicotaku/txmanager-service"), Tracer: tracenoop.NewTracerProvider().Tracer("")}
 	counters := []struct {
 		dst  *metric.Int64Counter
 		name string
@@ -132,3 +136,6 @@ func (m *Metrics) RegisterFloatGauge(name, help string, observe func(ctx context
 		}))
 	return err
 }
+
+// Meter is the service's meter, for instruments other packages own (server metrics).
+func (m *Metrics) Meter() metric.Meter { return m.meter }
