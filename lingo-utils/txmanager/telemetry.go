@@ -66,6 +66,10 @@ func newTelemetry(cfg resolvedConfig, deps Dependencies) (*telemetry, error) {
 		metric.WithDescription("Transactions that finished with an error (timeouts and cancellations included).")); err != nil {
 		return nil, err
 	}
+	// Trouble counters start at zero so dashboards and alerts see them before the first
+	// retry or failure.
+	t.retries.Add(context.Background(), 0)
+	t.failures.Add(context.Background(), 0)
 	return t, nil
 }
 

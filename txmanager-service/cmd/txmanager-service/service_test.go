@@ -51,6 +51,8 @@ type serviceOptions struct {
 	// dsn shares a database with other instances (a cluster); empty means a fresh one.
 	dsn       string
 	configure func(*conf.Bootstrap)
+	// logs receives the service's log lines (JSON), besides stderr under -v.
+	logs io.Writer
 }
 
 func startService(t testing.TB, opts serviceOptions) *testService {
@@ -86,10 +88,14 @@ func startService(t testing.TB, opts serviceOptions) *testService {
 	if opts.configure != nil {
 		opts.configure(bc)
 	}
-	var logger log.Logger = telemetry.NewJSONLogger(io.Discard, log.LevelInfo)
+	var sink io.Writer = io.Discard
 	if testing.Verbose() {
-		logger = telemetry.NewJSONLogger(os.Stderr, log.LevelInfo)
+		sink = os.Stderr
 	}
+	if opts.logs != nil {
+		sink = io.MultiWriter(sink, opts.logs)
+	}
+	var logger log.Logger = telemetry.NewJSONLogger(sink, log.LevelDebug)
 	app, cleanup, err := wireApp(bc, logger)
 	if err != nil {
 		t.Fatalf("wire: %v", err)
