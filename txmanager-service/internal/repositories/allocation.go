@@ -56,7 +56,7 @@ func (AllocationRepository) WriteAllocation(ctx context.Context, sess txmanager.
 		RequestIds:   make([]string, len(txs)),
 		IntentHashes: make([][]byte, len(txs)),
 		Nonces:       make([]int64, len(txs)),
-		Payloads:     make([][]byte, len(txs)),
+		Payloads:     make([]string, len(txs)),
 		NextNonce:    int64(next),
 	}
 	params.Signer, params.NodeID, params.FencingToken = leaseArgs(lease)
@@ -73,7 +73,9 @@ func (AllocationRepository) WriteAllocation(ctx context.Context, sess txmanager.
 		params.RequestIds[i] = tx.RequestID
 		params.IntentHashes[i] = tx.Fingerprint[:]
 		params.Nonces[i] = int64(tx.Nonce)
-		params.Payloads[i] = payload
+		// Text, cast to jsonb in SQL: a []byte would go out as bytea in the exec and
+		// simple-protocol modes a transaction pooler needs.
+		params.Payloads[i] = string(payload)
 	}
 	row, err := sqlcdb.New(sess.DB()).WriteAllocation(ctx, params)
 	if err != nil {

@@ -123,7 +123,7 @@ func (r *PipelineRepository) RecordReceipts(ctx context.Context, lease domain.Le
 		}
 		p.TxIds = append(p.TxIds, f.TxID.String())
 		p.TxHashes = append(p.TxHashes, f.Receipt.TxHash.Hex())
-		p.Receipts = append(p.Receipts, payload)
+		p.Receipts = append(p.Receipts, string(payload))
 		p.BlockNumbers = append(p.BlockNumbers, int64(f.Receipt.BlockNumber))
 		p.BlockHashes = append(p.BlockHashes, f.Receipt.BlockHash.Hex())
 	}

@@ -83,7 +83,7 @@ WITH lease AS MATERIALIZED (
 input AS (
     SELECT unnest(@tx_ids::text[])        AS tx_id,
            unnest(@tx_hashes::text[])     AS tx_hash,
-           unnest(@receipts::jsonb[])     AS receipt,
+           unnest(@receipts::text[])::jsonb AS receipt,
            unnest(@block_numbers::bigint[]) AS block_number,
            unnest(@block_hashes::text[])  AS block_hash
 ),

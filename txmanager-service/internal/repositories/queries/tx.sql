@@ -16,7 +16,7 @@ inserted AS (
                unnest(@request_ids::text[])     AS request_id,
                unnest(@intent_hashes::bytea[])  AS intent_hash,
                unnest(@nonces::bigint[])        AS nonce,
-               unnest(@payloads::jsonb[])       AS payload
+               unnest(@payloads::text[])::jsonb AS payload
     ) AS t
     RETURNING 1
 ),

@@ -739,7 +739,7 @@ WITH lease AS MATERIALIZED (
 input AS (
     SELECT unnest($4::text[])        AS tx_id,
            unnest($5::text[])     AS tx_hash,
-           unnest($6::jsonb[])     AS receipt,
+           unnest($6::text[])::jsonb AS receipt,
            unnest($7::bigint[]) AS block_number,
            unnest($8::text[])  AS block_hash
 ),
@@ -760,7 +760,7 @@ type RecordReceiptsParams struct {
 	FencingToken int64
 	TxIds        []string
 	TxHashes     []string
-	Receipts     [][]byte
+	Receipts     []string
 	BlockNumbers []int64
 	BlockHashes  []string
 }

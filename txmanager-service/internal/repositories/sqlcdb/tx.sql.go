@@ -147,7 +147,7 @@ inserted AS (
                unnest($6::text[])     AS request_id,
                unnest($7::bytea[])  AS intent_hash,
                unnest($8::bigint[])        AS nonce,
-               unnest($9::jsonb[])       AS payload
+               unnest($9::text[])::jsonb AS payload
     ) AS t
     RETURNING 1
 ),
@@ -175,7 +175,7 @@ type WriteAllocationParams struct {
 	RequestIds   []string
 	IntentHashes [][]byte
 	Nonces       []int64
-	Payloads     [][]byte
+	Payloads     []string
 	NextNonce    int64
 }
 
