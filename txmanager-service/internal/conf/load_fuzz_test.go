@@ -1,13 +1,10 @@
 package conf_test
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/go-kratos/kratos/v2/log"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 )
@@ -15,11 +12,6 @@ import (
 // FuzzConfigLoad: a configuration file, however mangled, is refused with an error or gives
 // a Bootstrap that passes Check; Load never panics and never hands main an invalid config.
 func FuzzConfigLoad(f *testing.F) {
-	// Kratos config reports every failed decode on its global logger; at fuzzing rates that
-	// is all the time goes to.
-	previous := log.GetLogger()
-	log.SetLogger(log.NewStdLogger(io.Discard))
-	f.Cleanup(func() { log.SetLogger(previous) })
 	if repo, err := os.ReadFile("../../../configs/config.yaml"); err == nil {
 		f.Add(repo)
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"math/big"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/common"
 )
@@ -109,7 +111,7 @@ func ParseCreateRequest(in CreateInput, limits Limits) (CreateRequest, error) {
 	if req.Signer, req.SignerHex, err = parseAddressHex("signer", in.Signer); err != nil {
 		return req, err
 	}
-	if req.RequestID, err = parseRequestID(in.RequestID, limits.MaxRequestIDLength); err != nil {
+	if req.RequestID, err = ParseRequestID(in.RequestID, limits.MaxRequestIDLength); err != nil {
 		return req, err
 	}
 	if in.To != "" {
@@ -227,7 +229,8 @@ func ParseHexData(field, s string, maxBytes int) ([]byte, error) {
 	return b, nil
 }
 
-func parseRequestID(s string, maxLen int) (string, error) {
+// ParseRequestID accepts "" or up to maxLen visible ASCII characters.
+func ParseRequestID(s string, maxLen int) (string, error) {
 	if s == "" {
 		return "", nil
 	}
@@ -258,4 +261,21 @@ func isHex(s string) bool {
 		}
 	}
 	return true
+}
+
+// ParseReason accepts free text for the audit trail: valid UTF-8, no control characters,
+// at most maxBytes bytes.
+func ParseReason(field, s string, maxBytes int) (string, error) {
+	if len(s) > maxBytes {
+		return "", invalid(field, "longer than %d bytes", maxBytes)
+	}
+	if !utf8.ValidString(s) {
+		return "", invalid(field, "not valid UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return "", invalid(field, "control characters are not allowed")
+		}
+	}
+	return s, nil
 }

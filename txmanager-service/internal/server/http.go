@@ -4,6 +4,7 @@ package server
 
 import (
 	nethttp "net/http"
+	"path"
 	"strings"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
@@ -23,7 +24,10 @@ func NewHTTPServer(c *conf.Bootstrap, tx *controllers.TxController, admin *contr
 		khttp.Address(c.Server.HTTP.Addr),
 		khttp.Timeout(c.Server.HTTP.Timeout.Std()),
 		khttp.Middleware(mw.chain...),
-		khttp.Filter(limitBody(c.Server.MaxBodyBytes)),
+		khttp.Filter(cleanPathsOnly, limitBody(c.Server.MaxBodyBytes)),
+		// Kratos would hand unknown routes to net/http's global DefaultServeMux.
+		khttp.NotFoundHandler(nethttp.HandlerFunc(notFound)),
+		khttp.MethodNotAllowedHandler(nethttp.HandlerFunc(methodNotAllowed)),
 		khttp.ErrorEncoder(encodeError),
 		khttp.ResponseEncoder(encodeResponse),
 	)
@@ -60,6 +64,28 @@ func encodeError(w nethttp.ResponseWriter, r *nethttp.Request, err error) {
 		w.Header().Set("Retry-After", seconds)
 	}
 	khttp.DefaultErrorEncoder(w, r, se)
+}
+
+// cleanPathsOnly refuses paths that are not in canonical form (encoded slashes, dot
+// segments, doubled slashes) instead of letting the router redirect them somewhere else.
+func cleanPathsOnly(next nethttp.Handler) nethttp.Handler {
+	return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		p := r.URL.Path
+		if p == "" || path.Clean(p) != p || strings.Contains(strings.ToLower(r.URL.RawPath), "%2f") {
+			encodeError(w, r, kerrors.New(nethttp.StatusBadRequest, v1.ErrorReason_INVALID_ARGUMENT.String(), "path: not in canonical form").
+				WithMetadata(map[string]string{"field": "path"}))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func notFound(w nethttp.ResponseWriter, r *nethttp.Request) {
+	encodeError(w, r, kerrors.New(nethttp.StatusNotFound, v1.ErrorReason_NOT_FOUND.String(), "no such endpoint"))
+}
+
+func methodNotAllowed(w nethttp.ResponseWriter, r *nethttp.Request) {
+	encodeError(w, r, kerrors.New(nethttp.StatusMethodNotAllowed, v1.ErrorReason_INVALID_ARGUMENT.String(), "method not allowed on this endpoint"))
 }
 
 // limitBody caps every request body; reading past the cap fails, which the decoder reports

@@ -51,8 +51,8 @@ func (uc *AdminUseCase) ResolveTx(ctx context.Context, txID, action, reason stri
 			return "", err
 		}
 	}
-	if len(reason) > 500 {
-		reason = reason[:500]
+	if reason, err = domain.ParseReason("reason", reason, 500); err != nil {
+		return "", err
 	}
 	return uc.pipeline.ResolveTx(ctx, id, parsed, reason)
 }

@@ -169,8 +169,8 @@ func (uc *GetTxUseCase) ByRequestID(ctx context.Context, signer, requestID strin
 	if requestID == "" {
 		return domain.ManagedTx{}, &domain.ValidationError{Field: "requestId", Reason: "required"}
 	}
-	if len(requestID) > domain.DefaultLimits().MaxRequestIDLength {
-		return domain.ManagedTx{}, domain.ErrNotFound
+	if _, err := domain.ParseRequestID(requestID, domain.DefaultLimits().MaxRequestIDLength); err != nil {
+		return domain.ManagedTx{}, err
 	}
 	return uc.txs.GetByRequestID(ctx, addr, requestID)
 }

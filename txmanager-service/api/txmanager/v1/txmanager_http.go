@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"mime"
 	nethttp "net/http"
 	"strconv"
 
@@ -126,8 +127,14 @@ func listCompletionsHandler(srv TxServiceHTTPServer) http.HandlerFunc {
 var strictJSON = protojson.UnmarshalOptions{DiscardUnknown: false}
 
 // DecodeJSONBody reads at most maxBytes of r's body and decodes it strictly into msg. Every
-// failure is a 400 with reason INVALID_ARGUMENT or REQUEST_TOO_LARGE.
+// failure is a 400 with reason INVALID_ARGUMENT or REQUEST_TOO_LARGE, except a body that is
+// not declared as JSON: 415. Requiring the JSON content type also keeps browsers from
+// posting here cross-site without a CORS preflight (text/plain and form posts need none).
 func DecodeJSONBody(r *nethttp.Request, maxBytes int64, msg proto.Message) error {
+	if mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mediaType != "application/json" {
+		return kerrors.New(nethttp.StatusUnsupportedMediaType, ErrorReason_INVALID_ARGUMENT.String(),
+			"Content-Type: the body must be sent as application/json").WithMetadata(map[string]string{"field": "Content-Type"})
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBytes+1))
 	if err != nil {
 		var tooLarge *nethttp.MaxBytesError
