@@ -114,11 +114,12 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 	keeper *workers.LeaseKeeper, pipeline *workers.PipelineWorkers, heartbeat *workers.NodeHeartbeat, nodes *services.NodeRegistry,
 	leases *services.LeaseManager, banner *Banner) *kratos.App {
 	helper := log.NewHelper(logger)
+	// No kratos.Logger option: it would replace Kratos' process-wide logger, which main sets
+	// once; several instances in one process (the tests) must not race on it.
 	return kratos.New(
 		kratos.ID(bc.Node.ID),
 		kratos.Name("txmanager-service"),
 		kratos.Version(Version),
-		kratos.Logger(logger),
 		kratos.Server(hs, gs),
 		kratos.BeforeStart(func(ctx context.Context) error {
 			// Registered before serving, so peers can forward to this node at once.
