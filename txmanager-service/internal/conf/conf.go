@@ -10,10 +10,10 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/go-kratos/kratos/v2/config"
-	"github.com/go-kratos/kratos/v2/config/file"
 )
 
 //go:embed defaults.yaml
@@ -258,12 +258,15 @@ const (
 
 // Load reads the embedded defaults, then path (if not empty), then the environment.
 func Load(path string) (*Bootstrap, error) {
-	sources := []config.Source{embeddedSource{}}
+	sources := []config.Source{embeddedSource{key: "defaults.yaml", body: defaultsYAML}}
 	if path != "" {
-		if _, err := os.Stat(path); err != nil {
+		// Read once, not through Kratos' file source: configuration is loaded at start-up
+		// only, and the file source would start a filesystem watcher for nothing.
+		body, err := os.ReadFile(path)
+		if err != nil {
 			return nil, fmt.Errorf("config file: %w", err)
 		}
-		sources = append(sources, file.NewSource(path))
+		sources = append(sources, embeddedSource{key: filepath.Base(path), body: body})
 	}
 	sources = append(sources, environmentSource{})
 	c := config.New(config.WithSource(sources...))
@@ -395,11 +398,15 @@ func (environmentSource) Load() ([]*config.KeyValue, error) {
 
 func (environmentSource) Watch() (config.Watcher, error) { return noWatch{make(chan struct{})}, nil }
 
-// embeddedSource feeds the embedded defaults to Kratos config as the first source.
-type embeddedSource struct{}
+// embeddedSource feeds a YAML document held in memory (the embedded defaults, the -conf
+// file) to Kratos config.
+type embeddedSource struct {
+	key  string
+	body []byte
+}
 
-func (embeddedSource) Load() ([]*config.KeyValue, error) {
-	return []*config.KeyValue{{Key: "defaults.yaml", Value: defaultsYAML, Format: "yaml"}}, nil
+func (s embeddedSource) Load() ([]*config.KeyValue, error) {
+	return []*config.KeyValue{{Key: s.key, Value: s.body, Format: "yaml"}}, nil
 }
 
 func (embeddedSource) Watch() (config.Watcher, error) { return noWatch{make(chan struct{})}, nil }
