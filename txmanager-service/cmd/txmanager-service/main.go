@@ -127,7 +127,9 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 			heartbeat.Start(ctx)
 			writer.Start(ctx)
 			keeper.Start(ctx)
-			pipeline.Start(ctx)
+			if bc.Pipeline.Enabled {
+				pipeline.Start(ctx)
+			}
 			return nil
 		}),
 		kratos.AfterStart(func(context.Context) error {

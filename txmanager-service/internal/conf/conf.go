@@ -87,6 +87,9 @@ type JWT struct {
 
 // Pipeline sizes and paces the loops after allocation.
 type Pipeline struct {
+	// Enabled false makes a node that allocates nonces but never signs, broadcasts or
+	// tracks: only for measuring the allocation path alone (make bench). Never in service.
+	Enabled          bool     `json:"enabled"`
 	SubmitBatch      int      `json:"submitBatch"`
 	SubmitInterval   Duration `json:"submitInterval"`
 	Receipts         Receipts `json:"receipts"`
