@@ -259,29 +259,7 @@ func (b *PgBouncer) waitReady(ctx context.Context, database string) error {
 	// The simple protocol: the probe must not rely on a prepared statement surviving
 	// between two server round trips, which transaction pooling does not promise.
 	dsn := b.DSN(database) + "&default_query_exec_mode=simple_protocol&connect_timeout=1"
-	for {
-		probeCtx, cancel := context.WithTimeout(ctx, time.Second)
-		err := Probe(probeCtx, dsn)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-b.exited:
-			return fmt.Errorf("pglocal: pgbouncer exited during start-up (%v); log: %s", b.exitErr, b.tailLog())
-		case <-ctx.Done():
-			return fmt.Errorf("pglocal: pgbouncer not ready: %w (last error: %v); log: %s", ctx.Err(), err, b.tailLog())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func (b *PgBouncer) tailLog() string {
-	data, _ := os.ReadFile(b.logPath)
-	if len(data) > 2000 {
-		data = data[len(data)-2000:]
-	}
-	return strings.TrimSpace(string(data))
+	return waitAccepting(ctx, startedServer{name: "pgbouncer", dsn: dsn, exited: b.exited, exitErr: &b.exitErr, logPath: b.logPath}, 50*time.Millisecond)
 }
 
 // DSN connects through PgBouncer to database on the upstream server, as the upstream user.

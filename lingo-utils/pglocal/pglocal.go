@@ -190,29 +190,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 }
 
 func (c *Cluster) waitReady(ctx context.Context) error {
-	for {
-		probeCtx, cancel := context.WithTimeout(ctx, time.Second)
-		err := Probe(probeCtx, c.DSN)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-c.exited:
-			return fmt.Errorf("pglocal: postgres exited during start-up (%v); log: %s", c.exitErr, c.tailLog())
-		case <-ctx.Done():
-			return fmt.Errorf("pglocal: postgres not ready: %w (last error: %v); log: %s", ctx.Err(), err, c.tailLog())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func (c *Cluster) tailLog() string {
-	data, _ := os.ReadFile(c.logPath)
-	if len(data) > 2000 {
-		data = data[len(data)-2000:]
-	}
-	return strings.TrimSpace(string(data))
+	return waitAccepting(ctx, startedServer{name: "postgres", dsn: c.DSN, exited: c.exited, exitErr: &c.exitErr, logPath: c.logPath}, 100*time.Millisecond)
 }
 
 // Stop shuts the cluster down (fast shutdown, then kill after 20s), waits for the postmaster
