@@ -38,6 +38,10 @@ test: ## run every test of every module with -race (finds or starts PostgreSQL i
 	go test -race -count=1 $(TEST_FLAGS) $(PACKAGES)
 	$(MAKE) --no-print-directory test-throwaway
 
+.PHONY: secret-scan
+secret-scan: ## run every test with -v and fail if the output holds a key, passphrase, token or DSN password
+	bash scripts/scan-test-logs.sh
+
 .PHONY: test-throwaway
 test-throwaway: ## run the harness tests against a throwaway cluster it must start itself
 	TEST_DATABASE_URL= PGTEST_LOCAL_DSN='postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1' \

@@ -124,7 +124,7 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 		return nil, err
 	}
 	return []row{
-		{"token of A (before) / B (after takeover)", int(tokenB - tokenA), "= 1"},
+		{"fencing token increase at takeover (B minus A)", int(tokenB - tokenA), "= 1"},
 		{"A's broadcasts frozen mid-flight", int(hold.held.Load()), "> 0"},
 		{"A paused past its lease (ms)", int(time.Since(pausedAt).Milliseconds()), ""},
 		{"A's fenced writes after resuming (lease_fenced_total)", fencedA, "> 0"},

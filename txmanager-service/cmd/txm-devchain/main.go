@@ -5,7 +5,8 @@
 //	txm-devchain -http 127.0.0.1:8545 -block-interval 1s -accounts 10
 //
 // It prints the endpoint and the funded development addresses; the accounts' private keys
-// are the deterministic development keys (chain.DevKey), printed only with -print-keys.
+// are the deterministic development keys (chain.DevKey), printed only with -print-keys
+// (or alone, without starting a chain, with -keys-only).
 package main
 
 import (
@@ -35,8 +36,19 @@ func run() error {
 	interval := flag.Duration("block-interval", time.Second, "seal a block this often")
 	accounts := flag.Int("accounts", 10, "funded development accounts")
 	printKeys := flag.Bool("print-keys", false, "also print the development private keys (public knowledge: never fund them elsewhere)")
+	keysOnly := flag.Bool("keys-only", false, "print the development private keys, one per line, and exit without starting a chain (for scanning logs for leaked keys)")
 	flag.Parse()
 
+	if *keysOnly {
+		for i := range *accounts {
+			key, err := chain.DevKey(i)
+			if err != nil {
+				return err
+			}
+			fmt.Println(hex.EncodeToString(crypto.FromECDSA(key)))
+		}
+		return nil
+	}
 	sim, err := chain.NewSimulated(chain.SimulatedConfig{BlockInterval: *interval, DevAccounts: *accounts, HTTPAddr: *addr, TxPoolSlots: 100_000})
 	if err != nil {
 		return err

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs every test verbosely (or reads a saved log given as $1) and fails if the output holds
+# any secret the tests hand to the service: development private keys, the keystore
+# passphrase, API keys, the JWT secret and bearer tokens' secret, the database password.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log="${1:-}"
+if [ -z "$log" ]; then
+	log="$(mktemp /tmp/txm-test-log.XXXXXX)"
+	echo "running every test with -v; output in $log"
+	# shellcheck disable=SC2046
+	go test -race -count=1 -v $(go list -m -f '{{.Dir}}/...') >"$log" 2>&1 || {
+		echo "the test run failed; see $log" >&2
+		exit 1
+	}
+fi
+
+patterns="$(mktemp /tmp/txm-secrets.XXXXXX)"
+trap 'rm -f "$patterns"' EXIT
+# Dev keys with and without 0x are both caught by the bare hex.
+go run ./txmanager-service/cmd/txm-devchain -keys-only -accounts 64 >"$patterns"
+# The fixed secrets the service tests configure (kept in step with the tests by grepping them).
+grep -rhoE '(clientKey|adminKey|jwtSecret|passphrase|password)\s*=\s*"[^"]{12,}"' \
+	--include='*_test.go' txmanager-service lingo-utils | sed -E 's/^[^"]*"([^"]*)"$/\1/' | sort -u >>"$patterns"
+
+count=$(wc -l <"$patterns")
+if [ "$count" -lt 68 ]; then
+	echo "only $count secret patterns found: the scan would prove nothing" >&2
+	exit 1
+fi
+size=$(wc -c <"$log")
+if hits=$(grep -F -c -f "$patterns" "$log"); then
+	echo "FAIL: $hits log lines contain a secret:" >&2
+	grep -F -n -f "$patterns" "$log" | cut -c1-200 | head -20 >&2
+	exit 1
+fi
+# Bearer tokens are minted at run time, so look for the shape of any JWT instead.
+if jwts=$(grep -E -c 'eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.' "$log"); then
+	echo "FAIL: $jwts log lines contain a JWT" >&2
+	exit 1
+fi
+echo "scanned $size bytes of test output for $count secrets and for any JWT: none found"
