@@ -47,7 +47,7 @@ test-throwaway: ## run the harness tests against a throwaway cluster it must sta
 	TEST_DATABASE_URL= PGTEST_LOCAL_DSN='postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1' \
 		go test -count=1 $(ROOT)/lingo-utils/pglocal/...
 
-BENCH_SECONDS ?= 5
+BENCH_SECONDS ?= 10
 
 .PHONY: bench
 bench: ## run the benchmarks: library overhead, then the service's create load test (uses wrk)

@@ -92,3 +92,68 @@ func TestRoutingModesUnderRandomRouting(t *testing.T) {
 		})
 	}
 }
+
+// Issue 5, lease lifecycle: a node stopped gracefully (SIGTERM) flushes its writer and
+// releases its leases, so a peer takes the signer over at once instead of after expiry,
+// with the next token and the next nonce.
+func TestGracefulShutdownHandsLeasesToAPeer(t *testing.T) {
+	t.Parallel()
+	sim := newTestChain(t, 250*time.Millisecond)
+	dsn := testsupport.MigratedDSN(t)
+	const leaseDuration = 30 * time.Second
+	start := func() *testService {
+		return startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, dsn: dsn, configure: func(bc *conf.Bootstrap) {
+			bc.Routing.Mode = conf.RoutingBasic
+			bc.Lease.Duration, bc.Lease.RenewInterval = conf.Duration(leaseDuration), conf.Duration(5*time.Second)
+		}})
+	}
+	a, b := start(), start()
+	signer := devAddress(t, 0)
+	create := func(node *testService, i int) apiResponse {
+		return node.create(t, map[string]any{"signer": signer, "to": devAddress(t, 7), "value": fmt.Sprint(i + 1), "gasLimit": 21000})
+	}
+	for i := range 3 {
+		if r := create(a, i); r.status != http.StatusAccepted {
+			t.Fatalf("create %d on A: %d %s", i, r.status, r.raw)
+		}
+	}
+	if r := create(b, 3); r.status != http.StatusConflict || r.reason() != "NOT_LEADER" {
+		t.Fatalf("create on B while A holds the lease: %d %s, want 409 NOT_LEADER", r.status, r.raw)
+	}
+	lease := func() (owner string, token int64, live bool) {
+		t.Helper()
+		err := b.pool.QueryRow(t.Context(), "SELECT owner_node, fencing_token, expires_at > now() FROM signer_lease WHERE signer = $1", signer).Scan(&owner, &token, &live)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return owner, token, live
+	}
+	ownerA, tokenA, live := lease()
+	if !live {
+		t.Fatalf("A's lease (%s, token %d) is not live before the shutdown", ownerA, tokenA)
+	}
+
+	stopped := time.Now()
+	a.stop(t)
+	if owner, token, live := lease(); live || owner != ownerA || token != tokenA {
+		t.Fatalf("after A's graceful stop the lease is (%s, token %d, live %t), want A's, released", owner, token, live)
+	}
+	r := create(b, 3)
+	tookOver := time.Since(stopped)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("create on B after A stopped: %d %s", r.status, r.raw)
+	}
+	if nonce := r.tx()["nonce"]; fmt.Sprint(nonce) != "3" {
+		t.Fatalf("B allocated nonce %v, want 3 (A's 0..2 continue)", nonce)
+	}
+	if tookOver >= leaseDuration/2 {
+		t.Fatalf("B took over %s after A stopped: that is waiting for expiry, not a release", tookOver)
+	}
+	if owner, token, live := lease(); !live || owner == ownerA || token != tokenA+1 {
+		t.Fatalf("lease after B's create: (%s, token %d, live %t), want B's with token %d", owner, token, live, tokenA+1)
+	}
+	waitFor(t, 30*time.Second, "all four transactions confirmed by B", func() bool {
+		return b.count(t, "SELECT count(*) FROM managed_tx WHERE signer = $1 AND state = 'CONFIRMED'", signer) == 4
+	})
+	t.Logf("B took over %s after A's graceful stop (lease duration %s)", tookOver.Round(time.Millisecond), leaseDuration)
+}

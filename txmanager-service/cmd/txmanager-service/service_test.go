@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +38,8 @@ type testService struct {
 	pool     *pgxpool.Pool
 	registry []string
 	grpc     v1.TxServiceClient
+	// stop shuts the instance down gracefully, as SIGTERM would; later calls do nothing.
+	stop func(t testing.TB)
 }
 
 type serviceOptions struct {
@@ -102,16 +105,20 @@ func startService(t testing.TB, opts serviceOptions) *testService {
 	}
 	done := make(chan error, 1)
 	go func() { done <- app.Run() }()
-	t.Cleanup(func() {
-		if err := app.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-		cleanup()
-	})
-	s := &testService{httpURL: "http://" + bc.Server.HTTP.Addr, grpcAddr: bc.Server.GRPC.Addr, pool: pgtest.NewPool(t, dsn)}
+	var stopOnce sync.Once
+	stop := func(t testing.TB) {
+		stopOnce.Do(func() {
+			if err := app.Stop(); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+			cleanup()
+		})
+	}
+	t.Cleanup(func() { stop(t) })
+	s := &testService{httpURL: "http://" + bc.Server.HTTP.Addr, grpcAddr: bc.Server.GRPC.Addr, pool: pgtest.NewPool(t, dsn), stop: stop}
 	waitReady(t, s.httpURL)
 	conn, err := grpc.NewClient(s.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
