@@ -40,7 +40,9 @@ test: ## run every test of every module with -race (finds or starts PostgreSQL i
 
 .PHONY: secret-scan
 secret-scan: ## run every test with -v and fail if the output holds a key, passphrase, token or DSN password
-	bash scripts/scan-test-logs.sh
+	@log=$$(mktemp /tmp/txm-test-log.XXXXXX); echo "running make test with -v; output in $$log"; \
+	$(MAKE) --no-print-directory test TEST_FLAGS=-v >"$$log" 2>&1 || { echo "the test run failed; see $$log" >&2; exit 1; }; \
+	bash scripts/scan-test-logs.sh "$$log"
 
 .PHONY: test-throwaway
 test-throwaway: ## run the harness tests against a throwaway cluster it must start itself
@@ -51,10 +53,7 @@ BENCH_SECONDS ?= 10
 
 .PHONY: bench
 bench: ## run the benchmarks: library overhead, then the service's create load test (uses wrk)
-	@command -v wrk >/dev/null || { \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; }; \
-		else echo "wrk not installed: the load test falls back to the Go load generator"; fi; }
+	@$(call apt-ensure,wrk,wrk,echo "wrk not installed: the load test falls back to the Go load generator")
 	go test -run '^$$' -bench . -benchtime 3s $(ROOT)/lingo-utils/txmanager/...
 	go test -run '^$$' -bench AllocateBatch -benchtime 2s $(SERVICE)/internal/services/
 	BENCH_SECONDS=$(BENCH_SECONDS) go test -run '^$$' -bench 'CreateHotSigner|ReceiptPipeline' -benchtime 1x -timeout 30m $(SERVICE)/cmd/txmanager-service/
@@ -87,14 +86,21 @@ lint: ## go vet every module and fail on unformatted files
 .PHONY: tools
 tools: ## install the pinned generators into ./bin (protoc itself comes from Debian's protobuf-compiler)
 	@mkdir -p $(BIN)
-	@command -v protoc >/dev/null || { \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			apt-get install -y protobuf-compiler >/dev/null || { apt-get update >/dev/null && apt-get install -y protobuf-compiler >/dev/null; }; \
-		else echo "protoc missing: apt-get install protobuf-compiler"; exit 1; fi; }
+	@$(call apt-ensure,protoc,protobuf-compiler,echo "protoc missing: apt-get install protobuf-compiler"; exit 1)
 	@$(call install-tool,sqlc,github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION),$(SQLC_VERSION))
 	@$(call install-tool,wire,github.com/google/wire/cmd/wire@$(WIRE_VERSION),$(WIRE_VERSION))
 	@$(call install-tool,protoc-gen-go,google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION),$(PROTOC_GEN_GO_VERSION))
 	@$(call install-tool,protoc-gen-go-grpc,google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION),$(PROTOC_GEN_GO_GRPC_VERSION))
+
+# apt-ensure command,package,otherwise: install the Debian package when its command is
+# missing and this is root (refreshing the package lists only if the first try fails);
+# otherwise run the shell words in "otherwise".
+define apt-ensure
+	command -v $(1) >/dev/null || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get install -y $(2) >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y $(2) >/dev/null; }; \
+		else $(3); fi; }
+endef
 
 # install-tool name,module@version,version: rebuild only when the stamp's version differs.
 define install-tool

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -28,14 +27,8 @@ type PgBouncer struct {
 	// PoolMode is the pool_mode it runs with.
 	PoolMode string
 
-	user     string
-	dir      string
-	logPath  string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	exitErr  error
-	stopOnce sync.Once
-	stopErr  error
+	user string
+	*serverProcess
 }
 
 // PgBouncerOptions tunes StartPgBouncer. Only Upstream is required.
@@ -110,21 +103,20 @@ func StartPgBouncer(ctx context.Context, opts PgBouncerOptions) (*PgBouncer, err
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgbouncer-")
-	if err != nil {
-		return nil, fmt.Errorf("pglocal: temp dir: %w", err)
-	}
 	port, err := freePort()
 	if err != nil {
-		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	iniPath := filepath.Join(dir, "pgbouncer.ini")
+	dir, err := newServerDir("pgbouncer-", credential)
+	if err != nil {
+		return nil, err
+	}
+	iniPath, userlistPath := filepath.Join(dir, "pgbouncer.ini"), filepath.Join(dir, "userlist.txt")
 	files := map[string]string{
-		filepath.Join(dir, "userlist.txt"): quoteUserlist(upstream.User) + " " + quoteUserlist(upstream.Password) + "\n",
+		userlistPath: quoteUserlist(upstream.User) + " " + quoteUserlist(upstream.Password) + "\n",
 		iniPath: pgbouncerINI(upstream, pgbouncerSettings{
 			port:          port,
-			authFile:      filepath.Join(dir, "userlist.txt"),
+			authFile:      userlistPath,
 			poolMode:      poolMode,
 			poolSize:      orDefault(opts.PoolSize, 20),
 			maxClientConn: orDefault(opts.MaxClientConn, 1000),
@@ -136,43 +128,17 @@ func StartPgBouncer(ctx context.Context, opts PgBouncerOptions) (*PgBouncer, err
 			return nil, err
 		}
 	}
-	if credential != nil {
-		if err := os.Chown(dir, int(credential.Uid), int(credential.Gid)); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("pglocal: chown %s: %w", dir, err)
-		}
-	}
 
-	logPath := filepath.Join(dir, "pgbouncer.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("pglocal: log file: %w", err)
-	}
-	defer logFile.Close()
 	cmd := exec.Command(bin, iniPath)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// SIGTERM is PgBouncer's immediate shutdown: if this process dies without calling Stop,
 	// PgBouncer goes with it. It stays a direct child (never -d) because PID 1 here does not
 	// reap orphans; its own process group keeps a terminal's Ctrl-C for the owner.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential, Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("pglocal: start pgbouncer: %w", err)
+	process, err := startServer("pgbouncer", dir, "pgbouncer.log", cmd)
+	if err != nil {
+		return nil, err
 	}
-	b := &PgBouncer{
-		Addr:     fmt.Sprintf("127.0.0.1:%d", port),
-		PoolMode: poolMode,
-		user:     upstream.User,
-		dir:      dir,
-		logPath:  logPath,
-		cmd:      cmd,
-		exited:   make(chan struct{}),
-	}
-	go func() {
-		b.exitErr = cmd.Wait()
-		close(b.exited)
-	}()
+	b := &PgBouncer{Addr: fmt.Sprintf("127.0.0.1:%d", port), PoolMode: poolMode, user: upstream.User, serverProcess: process}
 	if err := b.waitReady(ctx, upstream.Database); err != nil {
 		_ = b.Stop()
 		return nil, err
@@ -240,12 +206,7 @@ func writeOwnedFile(path, content string, credential *syscall.Credential) error 
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		return fmt.Errorf("pglocal: write %s: %w", path, err)
 	}
-	if credential != nil {
-		if err := os.Chown(path, int(credential.Uid), int(credential.Gid)); err != nil {
-			return fmt.Errorf("pglocal: chown %s: %w", path, err)
-		}
-	}
-	return nil
+	return chownTo(path, credential)
 }
 
 func orDefault(v, def int) int {
@@ -259,7 +220,7 @@ func (b *PgBouncer) waitReady(ctx context.Context, database string) error {
 	// The simple protocol: the probe must not rely on a prepared statement surviving
 	// between two server round trips, which transaction pooling does not promise.
 	dsn := b.DSN(database) + "&default_query_exec_mode=simple_protocol&connect_timeout=1"
-	return waitAccepting(ctx, startedServer{name: "pgbouncer", dsn: dsn, exited: b.exited, exitErr: &b.exitErr, logPath: b.logPath}, 50*time.Millisecond)
+	return b.waitAccepting(ctx, dsn, 50*time.Millisecond)
 }
 
 // DSN connects through PgBouncer to database on the upstream server, as the upstream user.
@@ -303,19 +264,4 @@ func (b *PgBouncer) Show(ctx context.Context, what string) ([]map[string]string,
 
 // Stop shuts PgBouncer down (safe shutdown, then kill after 10s), waits for it to exit and
 // removes its folder. It is safe to call more than once.
-func (b *PgBouncer) Stop() error {
-	b.stopOnce.Do(func() {
-		_ = b.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-b.exited:
-		case <-time.After(10 * time.Second):
-			_ = b.cmd.Process.Kill()
-			<-b.exited
-		}
-		b.stopErr = os.RemoveAll(b.dir)
-	})
-	return b.stopErr
-}
-
-// Exited is closed when the PgBouncer process has exited.
-func (b *PgBouncer) Exited() <-chan struct{} { return b.exited }
+func (b *PgBouncer) Stop() error { return b.stop(10 * time.Second) }

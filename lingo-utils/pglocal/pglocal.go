@@ -18,7 +18,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -36,13 +35,7 @@ type Cluster struct {
 	// DSN connects as the superuser `postgres` to the `postgres` database.
 	DSN string
 
-	dir      string
-	logPath  string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	exitErr  error
-	stopOnce sync.Once
-	stopErr  error
+	*serverProcess
 }
 
 // ClusterOptions tunes StartCluster. The zero value is usable.
@@ -120,17 +113,9 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A folder under os.TempDir, not t.TempDir(): the latter's parent is root-only, so the
-	// postgres user could not enter it.
-	dir, err := os.MkdirTemp("", "pglocal-")
+	dir, err := newServerDir("pglocal-", credential)
 	if err != nil {
-		return nil, fmt.Errorf("pglocal: temp dir: %w", err)
-	}
-	if credential != nil {
-		if err := os.Chown(dir, int(credential.Uid), int(credential.Gid)); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("pglocal: chown %s: %w", dir, err)
-		}
+		return nil, err
 	}
 	dataDir := filepath.Join(dir, "data")
 	initdb := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"),
@@ -153,64 +138,27 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if !opts.Durable {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
-	logPath := filepath.Join(dir, "postgres.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("pglocal: log file: %w", err)
-	}
-	defer logFile.Close()
 	cmd := exec.Command(filepath.Join(binDir, "postgres"), args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// SIGQUIT is PostgreSQL's immediate shutdown: if this process dies without calling Stop,
 	// the postmaster and its backends go with it instead of lingering as orphans. Its own
 	// process group keeps a terminal's Ctrl-C from reaching it before the owner has shut
 	// down cleanly (and still needs the database to do so).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("pglocal: start postgres: %w", err)
+	process, err := startServer("postgres", dir, "postgres.log", cmd)
+	if err != nil {
+		return nil, err
 	}
-	c := &Cluster{
-		DSN:     fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
-		dir:     dir,
-		logPath: logPath,
-		cmd:     cmd,
-		exited:  make(chan struct{}),
-	}
-	go func() {
-		c.exitErr = cmd.Wait()
-		close(c.exited)
-	}()
-	if err := c.waitReady(ctx); err != nil {
+	c := &Cluster{DSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), serverProcess: process}
+	if err := c.waitAccepting(ctx, c.DSN, 100*time.Millisecond); err != nil {
 		_ = c.Stop()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Cluster) waitReady(ctx context.Context) error {
-	return waitAccepting(ctx, startedServer{name: "postgres", dsn: c.DSN, exited: c.exited, exitErr: &c.exitErr, logPath: c.logPath}, 100*time.Millisecond)
-}
-
 // Stop shuts the cluster down (fast shutdown, then kill after 20s), waits for the postmaster
 // to exit and removes its folder. It is safe to call more than once.
-func (c *Cluster) Stop() error {
-	c.stopOnce.Do(func() {
-		_ = c.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-c.exited:
-		case <-time.After(20 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-		}
-		c.stopErr = os.RemoveAll(c.dir)
-	})
-	return c.stopErr
-}
-
-// Exited is closed when the postmaster has exited.
-func (c *Cluster) Exited() <-chan struct{} { return c.exited }
+func (c *Cluster) Stop() error { return c.stop(20 * time.Second) }
 
 // Probe connects to dsn and runs a trivial query.
 func Probe(ctx context.Context, dsn string) error {

@@ -119,20 +119,24 @@ func NewComponent(cfg Config, pool *pgxpool.Pool, logger log.Logger) (*Component
 	return NewComponentFromPool(cfg, pool, Dependencies{Logger: logger})
 }
 
-// NewComponentFromPool is NewComponentWithDependencies for a pool, reporting the pool's
-// database as db.name unless the configuration names one.
+// NewComponentFromPool is NewComponentWithDependencies for a pool: Wire providers need the
+// concrete type.
 func NewComponentFromPool(cfg Config, pool *pgxpool.Pool, deps Dependencies) (*Component, error) {
-	if cfg.DatabaseName == "" && pool != nil {
-		cfg.DatabaseName = pool.Config().ConnConfig.Database
+	if pool == nil {
+		return nil, fmt.Errorf("txmanager: nil database")
 	}
 	return NewComponentWithDependencies(cfg, pool, deps)
 }
 
 // NewComponentWithDependencies builds the component with explicit collaborators; db is
-// usually a *pgxpool.Pool.
+// usually a *pgxpool.Pool, whose database is reported as db.name unless the configuration
+// names one.
 func NewComponentWithDependencies(cfg Config, db Beginner, deps Dependencies) (*Component, error) {
 	if db == nil {
 		return nil, fmt.Errorf("txmanager: nil database")
+	}
+	if pool, ok := db.(*pgxpool.Pool); ok && cfg.DatabaseName == "" {
+		cfg.DatabaseName = pool.Config().ConnConfig.Database
 	}
 	rc, err := cfg.withDefaults()
 	if err != nil {

@@ -12,10 +12,6 @@ package pgtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -23,18 +19,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/lingo-utils/pglocal"
 )
 
 // EnvDatabaseURL names the variable that points the tests at a server of your choosing.
-const EnvDatabaseURL = "TEST_DATABASE_URL"
+const EnvDatabaseURL = pglocal.EnvDatabaseURL
 
 // EnvLocalDSN overrides the "usual local server" probed second; pointing it at a closed port
 // forces the throwaway cluster, which is how that path is exercised (make test-throwaway).
-const EnvLocalDSN = "PGTEST_LOCAL_DSN"
+const EnvLocalDSN = pglocal.EnvLocalDSN
 
 const howToProvide = "no PostgreSQL server for tests: set " + EnvDatabaseURL +
 	"=postgres://user@host:port/db (a role that may CREATE DATABASE), start the local server " +
@@ -66,9 +61,8 @@ func WithSchema(key string, apply SchemaFunc) Option {
 type environment struct {
 	mu        sync.Mutex
 	found     bool
-	adminDSN  string
+	server    *pglocal.Server // nil when none was found
 	findErr   error
-	cluster   *pglocal.Cluster
 	templates map[string]string
 }
 
@@ -84,11 +78,11 @@ func Main(m *testing.M) {
 // AdminDSN returns a superuser DSN on the test server, failing or skipping t when there is none.
 func AdminDSN(t testing.TB) string {
 	t.Helper()
-	dsn, err := shared.server()
+	server, err := shared.find()
 	if err != nil {
 		unavailable(t, err)
 	}
-	return dsn
+	return server.AdminDSN
 }
 
 // NewDatabase creates a database for this test alone and drops it when the test ends.
@@ -112,18 +106,17 @@ func NewDatabase(t testing.TB, opts ...Option) string {
 		template = tpl
 	}
 	name := databaseName(t.Name())
-	if err := execAdmin(ctx, admin, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", pgx.Identifier{name}.Sanitize(), pgx.Identifier{template}.Sanitize())); err != nil {
+	if err := pglocal.CreateDatabase(ctx, admin, name, template); err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		// FORCE ends sessions a failed test left behind, so the drop never waits on them.
-		if err := execAdmin(ctx, admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		if err := pglocal.DropDatabase(ctx, admin, name); err != nil {
 			t.Errorf("pgtest: drop database %s: %v", name, err)
 		}
 	})
-	return withDatabase(admin, name)
+	return pglocal.WithDatabase(admin, name)
 }
 
 // NewPool opens a pool on dsn that is closed when the test ends.
@@ -152,39 +145,18 @@ func unavailable(t testing.TB, err error) {
 	t.Skipf("%s (%v)", howToProvide, err)
 }
 
-func (e *environment) server() (string, error) {
+// find locates the server on first use (pglocal.FindServer) and remembers the answer,
+// failure included, for every later test of the binary.
+func (e *environment) find() (*pglocal.Server, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.found {
-		return e.adminDSN, e.findErr
+	if !e.found {
+		e.found = true
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		e.server, e.findErr = pglocal.FindServer(ctx)
 	}
-	e.found = true
-	e.adminDSN, e.findErr = e.locate()
-	return e.adminDSN, e.findErr
-}
-
-func (e *environment) locate() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if dsn := os.Getenv(EnvDatabaseURL); dsn != "" {
-		if err := pglocal.Probe(ctx, dsn); err != nil {
-			return "", fmt.Errorf("%s is set but unreachable: %w", EnvDatabaseURL, err)
-		}
-		return dsn, nil
-	}
-	local := pglocal.DefaultLocalDSN
-	if override := os.Getenv(EnvLocalDSN); override != "" {
-		local = override
-	}
-	if err := pglocal.Probe(ctx, local); err == nil {
-		return local, nil
-	}
-	cluster, err := pglocal.StartCluster(ctx, pglocal.ClusterOptions{})
-	if err != nil {
-		return "", fmt.Errorf("no server at 127.0.0.1:5432 and no throwaway cluster: %w", err)
-	}
-	e.cluster = cluster
-	return cluster.DSN, nil
+	return e.server, e.findErr
 }
 
 func (e *environment) template(ctx context.Context, key string, apply SchemaFunc) (string, error) {
@@ -193,12 +165,13 @@ func (e *environment) template(ctx context.Context, key string, apply SchemaFunc
 	if name, ok := e.templates[key]; ok {
 		return name, nil
 	}
+	admin := e.server.AdminDSN
 	name := databaseName("tpl_" + key)
-	if err := execAdmin(ctx, e.adminDSN, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0"); err != nil {
+	if err := pglocal.CreateDatabase(ctx, admin, name, "template0"); err != nil {
 		return "", err
 	}
-	if err := apply(ctx, withDatabase(e.adminDSN, name)); err != nil {
-		_ = execAdmin(ctx, e.adminDSN, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	if err := apply(ctx, pglocal.WithDatabase(admin, name)); err != nil {
+		_ = pglocal.DropDatabase(ctx, admin, name)
 		return "", err
 	}
 	e.templates[key] = name
@@ -208,26 +181,17 @@ func (e *environment) template(ctx context.Context, key string, apply SchemaFunc
 func (e *environment) close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.server == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for key, name := range e.templates {
-		_ = execAdmin(ctx, e.adminDSN, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		_ = pglocal.DropDatabase(ctx, e.server.AdminDSN, name)
 		delete(e.templates, key)
 	}
-	if e.cluster != nil {
-		_ = e.cluster.Stop()
-		e.cluster = nil
-	}
-}
-
-func execAdmin(ctx context.Context, dsn, sql string) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql)
-	return err
+	_ = e.server.Close()
+	e.server = nil
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-z0-9_]+`)
@@ -239,17 +203,5 @@ func databaseName(hint string) string {
 	if len(hint) > 40 {
 		hint = hint[:40]
 	}
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	return "pgtest_" + strings.Trim(hint, "_") + "_" + hex.EncodeToString(suffix[:])
-}
-
-func withDatabase(dsn, database string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		// Keyword/value DSN: a later dbname wins.
-		return dsn + " dbname=" + database
-	}
-	u.Path = "/" + database
-	return u.String()
+	return pglocal.UniqueDatabaseName("pgtest_" + strings.Trim(hint, "_"))
 }

@@ -38,13 +38,13 @@ func clusterTiming() map[string]any {
 type cluster struct {
 	bin      string
 	dir      string
+	dsn      string // the run's database, direct
 	adminDSN string
 	mu       sync.Mutex
 	nodes    []*node
 }
 
 type node struct {
-	index  int
 	name   string
 	cfg    e2e.ServiceConfig
 	link   *linkProxy
@@ -66,7 +66,7 @@ type clusterOptions struct {
 }
 
 func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
-	c := &cluster{bin: o.bin, dir: o.dir, adminDSN: o.adminDSN}
+	c := &cluster{bin: o.bin, dir: o.dir, dsn: o.dsn, adminDSN: o.adminDSN}
 	dbURL, err := url.Parse(o.dsn)
 	if err != nil {
 		return nil, fmt.Errorf("database dsn: %w", err)
@@ -91,10 +91,11 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 		}
 		rpc := &rpcProxy{target: o.chainURL[i%len(o.chainURL)]}
 		front := httptest.NewServer(rpc)
+		// resubmit.interval comes from clusterTiming (or o.extra): Overrides are applied
+		// after the ServiceConfig fields, so they win over FastLoops' value.
 		cfg := e2e.FastLoops(e2e.ServiceConfig{NodeID: name, DatabaseDSN: viaProxy.String(), ChainRPCURL: front.URL,
 			Signers: o.signers, Overrides: overrides})
-		cfg.ResubmitInterval = 5 * time.Second
-		n := &node{index: i, name: name, cfg: cfg, link: link, rpc: rpc, front: front}
+		n := &node{name: name, cfg: cfg, link: link, rpc: rpc, front: front}
 		if err := os.MkdirAll(c.nodeDir(n), 0o755); err != nil {
 			return nil, err
 		}
@@ -189,6 +190,28 @@ func (c *cluster) resume(n *node) error {
 	return n.svc.Resume()
 }
 
+// leaseHolders names the nodes that hold a live signer lease now.
+func (c *cluster) leaseHolders(ctx context.Context) (map[string]bool, error) {
+	conn, err := pgx.Connect(ctx, c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT DISTINCT owner_node FROM signer_lease WHERE expires_at > now()")
+	if err != nil {
+		return nil, err
+	}
+	holders := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		holders[name] = true
+	}
+	return holders, rows.Err()
+}
+
 // cutDatabase terminates every session the node has open (its application_name).
 func (c *cluster) cutDatabase(ctx context.Context, n *node) (int, error) {
 	conn, err := pgx.Connect(ctx, c.adminDSN)
@@ -223,7 +246,7 @@ func (c *cluster) heal(ctx context.Context) error {
 func (c *cluster) stop() {
 	for _, n := range c.nodes {
 		n.link.setDelay(0)
-		_ = c.resume(n)
+		// No resume first: Stop sends SIGCONT after SIGTERM, so a paused node stops too.
 		c.mu.Lock()
 		svc := n.svc
 		n.svc = nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/jackc/pgx/v5"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
@@ -171,7 +172,7 @@ func scrapeCounter(ctx context.Context, url, name string) (int, error) {
 }
 
 func chainNonce(ctx context.Context, url string, addr common.Address) (uint64, error) {
-	eth, err := dialChain(ctx, url)
+	eth, err := ethclient.DialContext(ctx, url)
 	if err != nil {
 		return 0, err
 	}

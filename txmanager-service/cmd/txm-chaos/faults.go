@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -18,7 +19,8 @@ type faultEvent struct {
 
 // injectFaults runs a seeded schedule of faults until ctx ends: kill -9 and restart, pause
 // past the lease (SIGSTOP, then SIGCONT), cut the node's database connections, and slow
-// its database link. At most one node is hit at a time, so the cluster keeps a majority.
+// its database link. At most one node is hit at a time, so the cluster keeps a majority,
+// and it is one that holds a signer lease whenever any does, so every fault can bite.
 func injectFaults(ctx context.Context, c *cluster, seed uint64, leaseDuration time.Duration) []faultEvent {
 	r := rand.New(rand.NewPCG(seed, 7))
 	started := time.Now()
@@ -42,6 +44,13 @@ func injectFaults(ctx context.Context, c *cluster, seed uint64, leaseDuration ti
 		candidates := c.running()
 		if len(candidates) < len(c.nodes) {
 			continue // the previous fault's node is not back yet
+		}
+		// A fault on a node that holds no lease proves nothing about fencing: aim at lease
+		// holders whenever there are any.
+		if holders, err := c.leaseHolders(ctx); err == nil {
+			if held := slices.DeleteFunc(slices.Clone(candidates), func(n *node) bool { return !holders[n.name] }); len(held) > 0 {
+				candidates = held
+			}
 		}
 		n := candidates[r.IntN(len(candidates))]
 		// Cycle through the kinds first so every one happens, then pick at random, pauses

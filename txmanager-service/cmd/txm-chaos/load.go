@@ -19,22 +19,16 @@ import (
 type loadRecord struct {
 	mu           sync.Mutex
 	attempted    int
-	acknowledged map[string]ackedCreate // tx id -> the create
-	byRequest    map[string]string      // signer/requestId -> tx id
-	failed       map[string]int         // reason -> count, for creates never acknowledged
+	acknowledged map[string]struct{} // tx ids
+	byRequest    map[string]string   // signer/requestId -> tx id
+	failed       map[string]int      // reason -> count, for creates never acknowledged
 	replays      int
 	replayDiffs  int // a replay answered with another tx id than the original
 	errorsSeen   map[string]int
 }
 
-type ackedCreate struct {
-	signer    string
-	requestID string
-	nonce     uint64
-}
-
 func newLoadRecord() *loadRecord {
-	return &loadRecord{acknowledged: map[string]ackedCreate{}, byRequest: map[string]string{}, failed: map[string]int{}, errorsSeen: map[string]int{}}
+	return &loadRecord{acknowledged: map[string]struct{}{}, byRequest: map[string]string{}, failed: map[string]int{}, errorsSeen: map[string]int{}}
 }
 
 type loadOptions struct {
@@ -113,7 +107,7 @@ func (rec *loadRecord) acked(req *v1.CreateTxRequest, resp *v1.CreateTxResponse)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	id := resp.GetTx().GetTxId()
-	rec.acknowledged[id] = ackedCreate{signer: req.Signer, requestID: req.RequestId, nonce: resp.GetTx().GetNonce()}
+	rec.acknowledged[id] = struct{}{}
 	if req.RequestId != "" {
 		key := req.Signer + "/" + req.RequestId
 		if earlier, ok := rec.byRequest[key]; ok && earlier != id {

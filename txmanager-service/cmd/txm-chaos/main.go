@@ -25,8 +25,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
@@ -194,10 +192,7 @@ func runChaos(ctx context.Context, env *runEnv, o options) ([]row, []faultEvent,
 		return nil, nil, err
 	}
 	defer c.stop()
-	signers := make([]common.Address, len(env.signerKeys))
-	for i, k := range env.signerKeys {
-		signers[i] = e2e.Address(k)
-	}
+	signers := e2e.Addresses(env.signerKeys)
 	rec := newLoadRecord()
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	eventsCh := make(chan []faultEvent, 1)
@@ -219,7 +214,7 @@ func runChaos(ctx context.Context, env *runEnv, o options) ([]row, []faultEvent,
 		return nil, events, err
 	}
 	fmt.Printf("  after the faults stopped, %d transactions still open after %s of settling\n", open, time.Since(settleStarted).Round(time.Second))
-	rows, err := checkRun(ctx, conn, env.chainURL, c.urls()[0], rec, c.logPaths(), signers)
+	rows, err := checkRun(ctx, conn, env.chainURL, c.urls()[0], rec, c.logPaths(), signers, open)
 	if err != nil {
 		return nil, events, err
 	}
@@ -234,8 +229,4 @@ func runChaos(ctx context.Context, env *runEnv, o options) ([]row, []faultEvent,
 	fmt.Printf("  answers that were not an acknowledgement (retried or final): %s\n", strings.TrimPrefix(fmt.Sprint(rec.errorsSeen), "map"))
 	rec.mu.Unlock()
 	return rows, events, nil
-}
-
-func dialChain(ctx context.Context, url string) (*ethclient.Client, error) {
-	return ethclient.DialContext(ctx, url)
 }

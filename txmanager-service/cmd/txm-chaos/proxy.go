@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bionicotaku/txmanager-service/internal/e2e"
 )
 
 // linkProxy is a TCP proxy to PostgreSQL for one node, whose link can be made slow: every
@@ -107,21 +108,11 @@ type rpcProxy struct {
 
 func (p *rpcProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target, bytes.NewReader(body))
-	req.Header = r.Header.Clone()
-	req.Header.Del("Accept-Encoding")
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(resp.Body)
-	if hold := time.Duration(p.holdFor.Load()); hold > 0 && strings.Contains(string(body), "eth_sendRawTransaction") {
-		p.held.Add(1)
-		time.Sleep(hold)
-	}
-	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(answer)
+	e2e.ForwardJSONRPC(w, r, p.target, body, func() bool {
+		if hold := time.Duration(p.holdFor.Load()); hold > 0 && strings.Contains(string(body), "eth_sendRawTransaction") {
+			p.held.Add(1)
+			time.Sleep(hold)
+		}
+		return false
+	})
 }

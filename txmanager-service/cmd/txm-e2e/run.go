@@ -66,12 +66,11 @@ func run(ctx context.Context, opts options, out io.Writer) (rep *report, err err
 
 func runSteps(ctx context.Context, opts options, repo, workDir string, td *teardown, rep *report, out io.Writer) error {
 	t := &rep.timings
-	gethBin, gethVersion, err := buildBinaries(ctx, opts, repo, workDir, out, t)
+	bins, err := buildBinaries(ctx, opts, repo, workDir, out, t)
 	if err != nil {
 		return err
 	}
-	rep.gethVersion = gethVersion
-	gethBinDir := filepath.Dir(gethBin)
+	rep.gethVersion = bins.gethVersion
 
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
 	defer cancel()
@@ -93,13 +92,13 @@ func runSteps(ctx context.Context, opts options, repo, workDir string, td *teard
 	})
 	fmt.Fprintf(out, "    %s, database %s\n", pg.Source, db.Name)
 
-	step(out, "geth %s --dev --dev.period 1", gethVersion)
-	geth, err := e2e.StartGeth(ctx, e2e.GethOptions{Bin: gethBin, Period: time.Second, Dir: filepath.Join(workDir, "geth")})
+	step(out, "geth %s --dev --dev.period 1", bins.gethVersion)
+	geth, err := e2e.StartGeth(ctx, e2e.GethOptions{Bin: bins.geth, Period: time.Second, Dir: filepath.Join(workDir, "geth")})
 	if err != nil {
 		return err
 	}
 	td.add("geth", geth.Stop)
-	fmt.Fprintf(out, "    JSON-RPC %s (binary in %s)\n", geth.URL(), gethBinDir)
+	fmt.Fprintf(out, "    JSON-RPC %s (binary in %s)\n", geth.URL(), filepath.Dir(bins.geth))
 
 	keys := e2e.Keys(opts.signers)
 	signers := e2e.Addresses(keys)
@@ -119,7 +118,7 @@ func runSteps(ctx context.Context, opts options, repo, workDir string, td *teard
 	})
 	rep.confirmations = config.Confirmations
 	svc, err := e2e.StartService(ctx, e2e.ServiceOptions{
-		Bin:    filepath.Join(workDir, "bin", "txmanager-service"),
+		Bin:    bins.service,
 		Config: config,
 		Dir:    filepath.Join(workDir, "service"),
 	})
@@ -169,29 +168,34 @@ func runSteps(ctx context.Context, opts options, repo, workDir string, td *teard
 	return v.err()
 }
 
+// binaries are what buildBinaries built.
+type binaries struct {
+	geth        string
+	gethVersion string // as geth reports it
+	service     string
+}
+
 // buildBinaries builds geth into the repository's bin/ (reused across runs: the first build
 // takes minutes) and the service into the run's folder.
-func buildBinaries(ctx context.Context, opts options, repo, workDir string, out io.Writer, t *timings) (gethBin, gethVersion string, err error) {
+func buildBinaries(ctx context.Context, opts options, repo, workDir string, out io.Writer, t *timings) (binaries, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.buildTimeout)
 	defer cancel()
+	var bins binaries
 	step(out, "geth %s into %s (skipped when already built)", e2e.GethModuleVersion, filepath.Join(repo, "bin"))
 	start := time.Now()
-	gethBin, err = e2e.BuildGeth(ctx, filepath.Join(repo, "bin"))
-	if err != nil {
-		return "", "", err
+	var err error
+	if bins.geth, bins.gethVersion, err = e2e.BuildGeth(ctx, filepath.Join(repo, "bin")); err != nil {
+		return binaries{}, err
 	}
 	t.buildGeth = time.Since(start)
-	if gethVersion, err = e2e.GethVersion(ctx, gethBin); err != nil {
-		return "", "", err
-	}
-	fmt.Fprintf(out, "    Version: %s (%s)\n", gethVersion, t.buildGeth.Round(time.Millisecond))
+	fmt.Fprintf(out, "    Version: %s (%s)\n", bins.gethVersion, t.buildGeth.Round(time.Millisecond))
 
 	step(out, "building txmanager-service")
 	start = time.Now()
-	if _, err := e2e.BuildService(ctx, filepath.Join(repo, "txmanager-service"), filepath.Join(workDir, "bin")); err != nil {
-		return "", "", err
+	if bins.service, err = e2e.BuildService(ctx, filepath.Join(repo, "txmanager-service"), filepath.Join(workDir, "bin")); err != nil {
+		return binaries{}, err
 	}
 	t.buildService = time.Since(start)
 	fmt.Fprintf(out, "    built in %s\n", t.buildService.Round(time.Millisecond))
-	return gethBin, gethVersion, nil
+	return bins, nil
 }

@@ -50,24 +50,6 @@ func startAuthedService(t *testing.T) *testService {
 	}})
 }
 
-func (s *testService) doAs(t *testing.T, method, path string, body []byte, header, value string) apiResponse {
-	t.Helper()
-	req, err := http.NewRequest(method, s.httpURL+path, strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if header != "" {
-		req.Header.Set(header, value)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	return readResponse(resp)
-}
-
 func signToken(t *testing.T, claims jwt.MapClaims, secret string) string {
 	t.Helper()
 	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))

@@ -48,25 +48,21 @@ const benchClients = 64
 // Run with `make bench` (-benchtime 1x: each case is one timed load phase).
 func BenchmarkCreateHotSigner(b *testing.B) {
 	signer, to := devAddress(b, 0), devAddress(b, 1)
-	body := func(i int) []byte {
-		return fmt.Appendf(nil, `{"signer":%q,"to":%q,"value":"%d","gasLimit":21000}`, signer, to, i+1)
-	}
 	// The allocation path is measured alone (pipeline off), as the baseline has none: with
 	// it on, signing and the in-process simulated chain's transaction pool and receipt
 	// look-ups share the same two cores. "service-full-pipeline" shows that figure too.
 	cases := []struct {
 		name     string
-		filler   int
 		service  bool
 		pipeline bool
 	}{
-		{"service-empty-table", 0, true, false},
-		{"naive-baseline-empty-table", 0, false, false},
-		{"service-full-pipeline-embedded-chain", 0, true, true},
+		{"service-empty-table", true, false},
+		{"naive-baseline-empty-table", false, false},
+		{"service-full-pipeline-embedded-chain", true, true},
 	}
 	template := fmt.Sprintf(`{"signer":%q,"to":%q,"value":"%%d","gasLimit":21000}`, signer, to)
-	defer b.Run("cluster-3-nodes-forward-random-routing", func(b *testing.B) { benchCluster(b, signer, template, body) })
-	defer b.Run("service-1M-existing-rows-vs-empty-interleaved", func(b *testing.B) { benchTableSize(b, signer, template, body) })
+	defer b.Run("cluster-3-nodes-forward-random-routing", func(b *testing.B) { benchCluster(b, signer, template) })
+	defer b.Run("service-1M-existing-rows-vs-empty-interleaved", func(b *testing.B) { benchTableSize(b, signer, template) })
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			var base string
@@ -77,35 +73,41 @@ func BenchmarkCreateHotSigner(b *testing.B) {
 			} else {
 				base, pool = startBaseline(b)
 			}
-			if tc.filler > 0 {
-				fillManagedTx(b, pool, tc.filler)
-			}
-			settleDisk(b, pool)
-			load := func(d time.Duration) loadgen.Result { return runLoad(b, base, template, body, d) }
-			load(time.Second) // warm up connections, caches and the signer's lease
-			var res loadgen.Result
-			for b.Loop() {
-				res = load(benchDuration())
-			}
-			if res.Failures > 0 {
-				b.Fatalf("%d of %d creates failed; first: %s", res.Failures, res.Requests, res.FirstFail)
-			}
-			b.ReportMetric(res.PerSecond(), "creates/s")
-			b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
-			b.Logf("%s: %s", tc.name, res)
-			checkContiguous(b, pool, signer)
+			measureCreates(b, tc.name, pool, signer, func(d time.Duration) loadgen.Result { return runLoad(b, base, template, d) })
 		})
 	}
 }
 
-// runLoad drives 64 clients with wrk when it is installed (it leaves the CPU to the server;
-// `make bench` installs it) and with the Go load generator otherwise.
-func runLoad(b testing.TB, base, template string, body func(int) []byte, d time.Duration) loadgen.Result {
-	return runLoadN(b, base, template, body, d, benchClients)
+// measureCreates warms up for a second, runs one timed load phase, reports creates/s and
+// latency, and checks that the signer's nonces stayed contiguous.
+func measureCreates(b *testing.B, label string, pool *pgxpool.Pool, signer string, load func(time.Duration) loadgen.Result) {
+	b.Helper()
+	settleDisk(b, pool)
+	load(time.Second)
+	var res loadgen.Result
+	steal := startStealMeter()
+	for b.Loop() {
+		res = load(benchDuration())
+	}
+	steal.report(b)
+	if res.Failures > 0 {
+		b.Fatalf("%d of %d creates failed; first: %s", res.Failures, res.Requests, res.FirstFail)
+	}
+	b.ReportMetric(res.PerSecond(), "creates/s")
+	b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
+	b.Logf("%s: %s", label, res)
+	checkContiguous(b, pool, signer)
 }
 
-func runLoadN(b testing.TB, base, template string, body func(int) []byte, d time.Duration, clients int) loadgen.Result {
+// runLoad drives 64 clients with wrk when it is installed (it leaves the CPU to the server;
+// `make bench` installs it) and with the Go load generator otherwise. template is the JSON
+// body with %d where a per-request counter goes.
+func runLoad(b testing.TB, base, template string, d time.Duration) loadgen.Result {
+	return runLoadN(b, base, template, d, benchClients)
+}
+
+func runLoadN(b testing.TB, base, template string, d time.Duration, clients int) loadgen.Result {
 	b.Helper()
 	if path, ok := loadgen.WrkAvailable(); ok {
 		res, err := loadgen.RunWrk(context.Background(), path, loadgen.WrkConfig{
@@ -118,7 +120,8 @@ func runLoadN(b testing.TB, base, template string, body func(int) []byte, d time
 	}
 	b.Log("wrk not installed: using the Go load generator, which competes with the server for CPU")
 	return loadgen.Run(context.Background(), loadgen.NewClient(clients), loadgen.Config{
-		URL: base + "/api/v1/tx", Concurrency: clients, Duration: d, Body: body,
+		URL: base + "/api/v1/tx", Concurrency: clients, Duration: d,
+		Body: func(i int) []byte { return fmt.Appendf(nil, template, i+1) },
 	})
 }
 
@@ -161,14 +164,21 @@ func settleDisk(b testing.TB, pool *pgxpool.Pool) {
 
 func checkContiguous(b testing.TB, pool *pgxpool.Pool, signer string) {
 	b.Helper()
-	var count, distinct, maxNonce int64
-	err := pool.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT nonce), coalesce(max(nonce), -1) FROM managed_tx WHERE signer = $1", signer).Scan(&count, &distinct, &maxNonce)
-	if err != nil {
-		b.Fatal(err)
-	}
+	count, distinct, maxNonce := nonceSpan(b, pool, signer)
 	if count != distinct || maxNonce != count-1 {
 		b.Fatalf("nonces for the hot signer are not 0..n-1: count %d distinct %d max %d", count, distinct, maxNonce)
 	}
+}
+
+// nonceSpan reads how many transactions the signer has, how many distinct nonces they
+// carry and the highest (-1 for none): contiguous nonces have count = distinct = max+1.
+func nonceSpan(t testing.TB, pool *pgxpool.Pool, signer string) (count, distinct, maxNonce int64) {
+	t.Helper()
+	err := pool.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT nonce), coalesce(max(nonce), -1) FROM managed_tx WHERE signer = $1", signer).Scan(&count, &distinct, &maxNonce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return count, distinct, maxNonce
 }
 
 // startBaseline serves POST /api/v1/tx the naive way: one database transaction per request
@@ -176,7 +186,7 @@ func checkContiguous(b testing.TB, pool *pgxpool.Pool, signer string) {
 // decoding, validation and payload encoding as the service, so only the write path differs.
 func startBaseline(b testing.TB) (string, *pgxpool.Pool) {
 	b.Helper()
-	pool := startServiceDatabase(b)
+	pool := testsupport.MigratedPool(b, func(c *pgxpool.Config) { c.MaxConns = 32 }) // pooled as the service pools it
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -233,7 +243,7 @@ func naiveCreate(ctx context.Context, pool *pgxpool.Pool, r *http.Request) (int,
 // benchCluster is the same hot-signer load spread over three nodes in forward mode: every
 // node takes a third of the clients (as a load balancer routing at random would), and the
 // two that do not hold the signer's lease forward their creates to the one that does.
-func benchCluster(b *testing.B, signer, template string, body func(int) []byte) {
+func benchCluster(b *testing.B, signer, template string) {
 	dsn := testsupport.MigratedDSN(b)
 	var nodes []*testService
 	for range 3 {
@@ -252,49 +262,38 @@ func benchCluster(b *testing.B, signer, template string, body func(int) []byte) 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i] = runLoadN(b, n.httpURL, template, body, d, benchClients/len(nodes)+1)
+				results[i] = runLoadN(b, n.httpURL, template, d, benchClients/len(nodes)+1)
 			}()
 		}
 		wg.Wait()
-		return mergeResults(results)
+		return combineResults(results, true)
 	}
-	settleDisk(b, nodes[0].pool)
-	load(time.Second)
-	var res loadgen.Result
-	for b.Loop() {
-		res = load(benchDuration())
-	}
-	if res.Failures > 0 {
-		b.Fatalf("%d of %d creates failed; first: %s", res.Failures, res.Requests, res.FirstFail)
-	}
-	b.ReportMetric(res.PerSecond(), "creates/s")
-	b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
-	b.Logf("3 nodes, forward mode: %s", res)
-	checkContiguous(b, nodes[0].pool, signer)
+	measureCreates(b, "3 nodes, forward mode", nodes[0].pool, signer, load)
 }
 
 // benchTableSize runs two services side by side, one on an empty table and one on 1,000,000
 // existing rows, and loads them in turn in short windows, so drift in the machine's speed
 // falls on both alike; it reports each one's creates/s and their ratio.
-func benchTableSize(b *testing.B, signer, template string, body func(int) []byte) {
+func benchTableSize(b *testing.B, signer, template string) {
 	const rounds = 5
 	empty := startService(b, serviceOptions{configure: func(bc *conf.Bootstrap) { bc.Pipeline.Enabled = false }})
 	filled := startService(b, serviceOptions{configure: func(bc *conf.Bootstrap) { bc.Pipeline.Enabled = false }})
 	fillManagedTx(b, filled.pool, 1_000_000)
 	settleDisk(b, filled.pool)
 	for _, s := range []*testService{empty, filled} {
-		runLoad(b, s.httpURL, template, body, time.Second) // warm up
+		runLoad(b, s.httpURL, template, time.Second) // warm up
 	}
 	var emptyParts, filledParts []loadgen.Result
+	steal := startStealMeter()
 	for b.Loop() {
 		window := benchDuration() / rounds
 		for range rounds {
-			emptyParts = append(emptyParts, runLoad(b, empty.httpURL, template, body, window))
-			filledParts = append(filledParts, runLoad(b, filled.httpURL, template, body, window))
+			emptyParts = append(emptyParts, runLoad(b, empty.httpURL, template, window))
+			filledParts = append(filledParts, runLoad(b, filled.httpURL, template, window))
 		}
 	}
-	emptyRes, filledRes := sequentialResults(emptyParts), sequentialResults(filledParts)
+	steal.report(b)
+	emptyRes, filledRes := combineResults(emptyParts, false), combineResults(filledParts, false)
 	for _, res := range []loadgen.Result{emptyRes, filledRes} {
 		if res.Failures > 0 {
 			b.Fatalf("%d of %d creates failed; first: %s", res.Failures, res.Requests, res.FirstFail)
@@ -310,29 +309,19 @@ func benchTableSize(b *testing.B, signer, template string, body func(int) []byte
 	checkContiguous(b, filled.pool, signer)
 }
 
-// sequentialResults joins runs made one after another; percentiles are the worst of the parts.
-func sequentialResults(parts []loadgen.Result) loadgen.Result {
+// combineResults adds up runs made at the same time (concurrent) or one after another;
+// percentiles are the worst of the parts.
+func combineResults(parts []loadgen.Result, concurrent bool) loadgen.Result {
 	var out loadgen.Result
 	for _, p := range parts {
 		out.Requests += p.Requests
 		out.Failures += p.Failures
-		out.Elapsed += p.Elapsed
-		out.P50, out.P99, out.Max = max(out.P50, p.P50), max(out.P99, p.P99), max(out.Max, p.Max)
-		if out.FirstFail == "" {
-			out.FirstFail = p.FirstFail
+		if concurrent {
+			out.Elapsed = max(out.Elapsed, p.Elapsed)
+		} else {
+			out.Elapsed += p.Elapsed
 		}
-	}
-	return out
-}
-
-// mergeResults adds up concurrent runs; percentiles are the worst of the parts.
-func mergeResults(parts []loadgen.Result) loadgen.Result {
-	var out loadgen.Result
-	for _, p := range parts {
-		out.Requests += p.Requests
-		out.Failures += p.Failures
-		out.Elapsed = max(out.Elapsed, p.Elapsed)
-		out.P50, out.P99 = max(out.P50, p.P50), max(out.P99, p.P99)
+		out.P50, out.P99, out.Max = max(out.P50, p.P50), max(out.P99, p.P99), max(out.Max, p.Max)
 		if out.FirstFail == "" {
 			out.FirstFail = p.FirstFail
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"fmt"
+	"math/big"
 	"time"
 
 	"github.com/go-kratos/kratos/v2/log"
@@ -19,6 +20,7 @@ import (
 // simulated chain with its funded development keys.
 type ChainConnection struct {
 	Chain       services.Chain
+	ChainID     services.ChainID
 	DevKeys     []*ecdsa.PrivateKey
 	Description string
 }
@@ -39,7 +41,8 @@ func NewChainConnection(bc *conf.Bootstrap, metrics *telemetry.Metrics, logger l
 			return nil, nil, fmt.Errorf("chain id: %w", err)
 		}
 		helper.Infow("msg", "connected to chain", "chain_id", id.String())
-		return &ChainConnection{Chain: rpcChain, Description: fmt.Sprintf("JSON-RPC node, chain id %s", id)}, rpcChain.Close, nil
+		return &ChainConnection{Chain: rpcChain, ChainID: services.ChainID{Int: id}, Description: fmt.Sprintf("JSON-RPC node, chain id %s", id)},
+			rpcChain.Close, nil
 	}
 	sim, err := chain.NewSimulated(chain.SimulatedConfig{
 		BlockInterval: bc.Chain.Embedded.BlockInterval.Std(),
@@ -50,7 +53,7 @@ func NewChainConnection(bc *conf.Bootstrap, metrics *telemetry.Metrics, logger l
 	if err != nil {
 		return nil, nil, fmt.Errorf("start embedded chain: %w", err)
 	}
-	desc := fmt.Sprintf("embedded simulated chain (id 1337, a block every %s, %d funded dev accounts)", bc.Chain.Embedded.BlockInterval.Std(), len(sim.DevKeys()))
+	desc := fmt.Sprintf("embedded simulated chain (id %d, a block every %s, %d funded dev accounts)", chain.SimulatedChainID, bc.Chain.Embedded.BlockInterval.Std(), len(sim.DevKeys()))
 	if ep := sim.HTTPEndpoint(); ep != "" {
 		desc += ", JSON-RPC at " + ep
 	}
@@ -60,11 +63,9 @@ func NewChainConnection(bc *conf.Bootstrap, metrics *telemetry.Metrics, logger l
 			helper.Warnw("msg", "closing embedded chain", "error", err.Error())
 		}
 	}
-	return &ChainConnection{Chain: sim, DevKeys: sim.DevKeys(), Description: desc}, cleanup, nil
+	return &ChainConnection{Chain: sim, ChainID: services.ChainID{Int: big.NewInt(chain.SimulatedChainID)}, DevKeys: sim.DevKeys(), Description: desc},
+		cleanup, nil
 }
-
-// ProvideChain exposes the port.
-func ProvideChain(c *ChainConnection) services.Chain { return c.Chain }
 
 // NewSignerRegistry builds the key sources from configuration; in development the embedded
 // chain's funded accounts are added.

@@ -81,10 +81,7 @@ func TestRoutingModesUnderRandomRouting(t *testing.T) {
 			}
 			t.Logf("%s mode answers: %v", mode, counts)
 			for _, signer := range signers {
-				var n, distinct, maxNonce int64
-				if err := nodes[0].pool.QueryRow(t.Context(), "SELECT count(*), count(DISTINCT nonce), coalesce(max(nonce), -1) FROM managed_tx WHERE signer = $1", signer).Scan(&n, &distinct, &maxNonce); err != nil {
-					t.Fatal(err)
-				}
+				n, distinct, maxNonce := nonceSpan(t, nodes[0].pool, signer)
 				if n != distinct || maxNonce != n-1 {
 					t.Fatalf("signer %s: %d txs, %d distinct nonces, max %d: not contiguous", signer, n, distinct, maxNonce)
 				}

@@ -22,31 +22,13 @@ func TestConcurrentCreatesWithOneRequestIDMakeOneTransaction(t *testing.T) {
 	signer, to := devAddress(t, 0), devAddress(t, 1)
 	payload := map[string]any{"signer": signer, "to": to, "value": "12345", "gasLimit": 21000, "requestId": "invoice-42"}
 
-	answers := make([]apiResponse, 100)
-	var wg sync.WaitGroup
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i] = s.create(t, payload)
-		}()
-	}
-	wg.Wait()
-
-	ids := map[string]int{}
-	created := 0
+	answers := createConcurrently(t, s, 100, 100, func(int) map[string]any { return payload })
 	for _, a := range answers {
 		if a.status != http.StatusAccepted && a.status != http.StatusOK {
 			t.Fatalf("answer %d: %s", a.status, a.raw)
 		}
-		if a.status == http.StatusAccepted {
-			created++
-		}
-		ids[a.tx()["txId"].(string)]++
 	}
-	if len(ids) != 1 || created != 1 {
-		t.Fatalf("distinct txIds = %v, 202s = %d; want one txId and exactly one 202", ids, created)
-	}
+	ids := requireOneTxID(t, answers)
 	if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE signer = $1 AND request_id = 'invoice-42'", signer); n != 1 {
 		t.Fatalf("managed_tx rows = %d, want 1", n)
 	}
@@ -116,21 +98,12 @@ func TestThousandConcurrentCreatesGetContiguousNonces(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	seen := make([]int, total)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("create %d: %v", i, err)
 		}
-		if nonces[i] >= total {
-			t.Fatalf("create %d got nonce %d, outside 0..%d", i, nonces[i], total-1)
-		}
-		seen[nonces[i]]++
 	}
-	for nonce, n := range seen {
-		if n != 1 {
-			t.Fatalf("nonce %d handed out %d times", nonce, n)
-		}
-	}
+	requireContiguousNonces(t, nonces)
 	if n := s.count(t, "SELECT count(DISTINCT nonce) FROM managed_tx WHERE signer = $1 AND nonce BETWEEN 0 AND 999", signer); n != total {
 		t.Fatalf("distinct stored nonces = %d, want %d", n, total)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/e2e"
 )
 
 // responseDroppingProxy forwards JSON-RPC to a node, but for the first N
@@ -31,24 +33,14 @@ func (p *responseDroppingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request
 		http.Error(w, "receipts unavailable", http.StatusBadGateway)
 		return
 	}
-	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target, bytes.NewReader(body))
-	req.Header = r.Header.Clone()
-	req.Header.Del("Accept-Encoding") // let the transport decompress, so the answer is forwarded plain
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(resp.Body)
-	if strings.Contains(string(body), "eth_sendRawTransaction") && p.drop.Add(-1) >= 0 {
-		p.dropped.Add(1)
-		http.Error(w, "connection lost", http.StatusBadGateway) // the node did get it
-		return
-	}
-	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(answer)
+	e2e.ForwardJSONRPC(w, r, p.target, body, func() bool {
+		if strings.Contains(string(body), "eth_sendRawTransaction") && p.drop.Add(-1) >= 0 {
+			p.dropped.Add(1)
+			http.Error(w, "connection lost", http.StatusBadGateway) // the node did get it
+			return true
+		}
+		return false
+	})
 }
 
 // A broadcast whose response is lost is settled by hash on the rebroadcast ("already known"
@@ -71,9 +63,9 @@ func TestLostBroadcastResponseIsResolvedByHash(t *testing.T) {
 			proxy.hideReceipts.Store(tc.mineBetween)
 			front := httptest.NewServer(proxy)
 			t.Cleanup(front.Close)
-			s := startService(t, serviceOptions{fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+			// The chain's first i+1 accounts are the service's signers; the test uses the last.
+			s := startService(t, serviceOptions{chain: sim, signers: i + 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
 				bc.Chain.RPCURL = front.URL
-				bc.Signers.RawKeys = []string{devKeyHex(t, sim, i)}
 				bc.Resubmit.Interval = conf.Duration(700 * time.Millisecond)
 			}})
 			signer := sim.DevAddresses()[i].Hex()
@@ -104,7 +96,7 @@ func TestLostBroadcastResponseIsResolvedByHash(t *testing.T) {
 			if err != nil || nonce != 1 {
 				t.Fatalf("on-chain nonce of the signer = %d (%v), want 1: exactly one transaction mined", nonce, err)
 			}
-			receipts, err := sim.TransactionReceipts(t.Context(), []common_Hash{hashOf(r.txHash)})
+			receipts, err := sim.TransactionReceipts(t.Context(), []common.Hash{common.HexToHash(r.txHash)})
 			if err != nil || receipts[0].Receipt == nil || receipts[0].Receipt.Status != 1 {
 				t.Fatalf("receipt of the recorded hash %s: %+v %v", r.txHash, receipts, err)
 			}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/go-kratos/kratos/v2"
 	"github.com/go-kratos/kratos/v2/log"
-	"github.com/go-kratos/kratos/v2/middleware/tracing"
 	kgrpc "github.com/go-kratos/kratos/v2/transport/grpc"
 	khttp "github.com/go-kratos/kratos/v2/transport/http"
 
@@ -54,8 +53,7 @@ func run() error {
 		return err
 	}
 	log.SetLogger(logger)
-	nodeLogger := log.With(logger, "service", "txmanager", "node_id", bc.Node.ID,
-		"trace_id", tracing.TraceID(), "span_id", tracing.SpanID())
+	nodeLogger := telemetry.NewNodeLogger(logger, bc.Node.ID)
 	helper := log.NewHelper(nodeLogger)
 
 	if *migrateOnly && bc.Database.DSN == "" && bc.Database.MigrationDSN == "" {

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,11 +25,6 @@ import (
 // exec and simple_protocol are the modes configs recommend behind a pooler. pgx also
 // documents cache_describe as PgBouncer-compatible (it caches descriptions, never named
 // statements); it is here to tell a PgBouncer problem from an exec-mode one.
-//
-// At the time of writing exec and simple_protocol fail on a direct connection as much as
-// through PgBouncer: WriteAllocation and RecordReceipts pass [][]byte for jsonb[] parameters,
-// which these modes send as bytea ("invalid input syntax for type json", SQLSTATE 22P02).
-// Passing the JSON as text[] and casting (unnest(@payloads::text[])::jsonb) fixes both.
 func TestServiceThroughPgBouncerInTransactionMode(t *testing.T) {
 	if _, err := pglocal.FindPgBouncer(); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -70,16 +63,7 @@ func TestServiceThroughPgBouncerInTransactionMode(t *testing.T) {
 				payload := map[string]any{"signer": signer, "to": recipient, "value": "777", "gasLimit": 21000, "requestId": "pooled-1"}
 				answers := createConcurrently(t, s, 30, 30, func(int) map[string]any { return payload })
 				requireStatus(t, answers, http.StatusAccepted, http.StatusOK)
-				ids, created := map[string]int{}, 0
-				for _, a := range answers {
-					if a.status == http.StatusAccepted {
-						created++
-					}
-					ids[a.tx()["txId"].(string)]++
-				}
-				if len(ids) != 1 || created != 1 {
-					t.Fatalf("distinct txIds = %v, 202s = %d; want one txId and exactly one 202", ids, created)
-				}
+				requireOneTxID(t, answers)
 				if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE signer = $1 AND request_id = 'pooled-1'", signer); n != 1 {
 					t.Fatalf("managed_tx rows = %d, want 1", n)
 				}
@@ -99,22 +83,15 @@ func TestServiceThroughPgBouncerInTransactionMode(t *testing.T) {
 					return map[string]any{"signer": signer, "to": recipient, "value": strconv.Itoa(i + 1), "gasLimit": 21000}
 				})
 				requireStatus(t, answers, http.StatusAccepted)
-				seen := make([]int, total)
+				nonces := make([]uint64, total)
 				for i, a := range answers {
 					n, err := strconv.ParseUint(a.tx()["nonce"].(string), 10, 64)
 					if err != nil {
 						t.Fatalf("create %d: nonce %v: %v", i, a.tx()["nonce"], err)
 					}
-					if n >= total {
-						t.Fatalf("create %d got nonce %d, outside 0..%d", i, n, total-1)
-					}
-					seen[n]++
+					nonces[i] = n
 				}
-				for nonce, n := range seen {
-					if n != 1 {
-						t.Fatalf("nonce %d handed out %d times", nonce, n)
-					}
-				}
+				requireContiguousNonces(t, nonces)
 				if n := s.count(t, "SELECT next_nonce FROM signer_nonce_cursor WHERE signer = $1", signer); n != total {
 					t.Fatalf("cursor = %d, want %d", n, total)
 				}
@@ -150,27 +127,7 @@ func TestServiceThroughPgBouncerInTransactionMode(t *testing.T) {
 				if final != total {
 					t.Fatalf("%d of %d transactions final; the feed check needs all of them", final, total)
 				}
-				seen := map[string]bool{}
-				cursor := ""
-				for range 100 {
-					page := s.do(t, http.MethodGet, "/api/v1/tx/completions?limit=37&after="+cursor, nil)
-					if page.status != http.StatusOK {
-						t.Fatalf("completions: %d %s", page.status, page.raw)
-					}
-					items, _ := page.body["completions"].([]any)
-					for _, item := range items {
-						id := item.(map[string]any)["txId"].(string)
-						if seen[id] {
-							t.Fatalf("completion for %s served twice", id)
-						}
-						seen[id] = true
-					}
-					cursor = page.body["next"].(string)
-					if len(items) == 0 {
-						break
-					}
-				}
-				if len(seen) != final {
+				if seen := s.pageCompletions(t, final); len(seen) != final {
 					t.Fatalf("feed served %d completions, want %d", len(seen), final)
 				}
 			})
@@ -207,42 +164,6 @@ func TestServiceThroughPgBouncerInTransactionMode(t *testing.T) {
 				}
 			})
 		})
-	}
-}
-
-// createConcurrently sends n creates, at most parallel at a time, and returns the answers
-// in request order.
-func createConcurrently(t *testing.T, s *testService, n, parallel int, payload func(i int) map[string]any) []apiResponse {
-	t.Helper()
-	answers := make([]apiResponse, n)
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			answers[i] = s.create(t, payload(i))
-		})
-	}
-	wg.Wait()
-	return answers
-}
-
-// requireStatus fails t unless every answer has one of the statuses, quoting the first
-// offender rather than every one.
-func requireStatus(t *testing.T, answers []apiResponse, statuses ...int) {
-	t.Helper()
-	bad, first := 0, -1
-	for i, a := range answers {
-		if !slices.Contains(statuses, a.status) {
-			bad++
-			if first < 0 {
-				first = i
-			}
-		}
-	}
-	if bad > 0 {
-		t.Fatalf("%d of %d creates failed; first: %d %s", bad, len(answers), answers[first].status, answers[first].raw)
 	}
 }
 

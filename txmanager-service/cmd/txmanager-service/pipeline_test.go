@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/common/hexutil"
-	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -29,17 +27,6 @@ func newTestChain(t *testing.T, blockInterval time.Duration) *chain.SimulatedCha
 		sim.Commit() // a head with a current timestamp, so the service's readiness sees a live chain
 	}
 	return sim
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 type txRow struct {
@@ -113,27 +100,7 @@ func TestTransactionsReachFinalStates(t *testing.T) {
 	}
 
 	// Page through the feed with a small page size: every final tx exactly once.
-	seen := map[string]string{}
-	cursor := ""
-	for range 100 {
-		page := s.do(t, http.MethodGet, "/api/v1/tx/completions?limit=37&after="+cursor, nil)
-		if page.status != http.StatusOK {
-			t.Fatalf("completions: %d %s", page.status, page.raw)
-		}
-		items, _ := page.body["completions"].([]any)
-		for _, item := range items {
-			c := item.(map[string]any)
-			id := c["txId"].(string)
-			if _, dup := seen[id]; dup {
-				t.Fatalf("completion for %s served twice", id)
-			}
-			seen[id] = c["status"].(string)
-		}
-		cursor = page.body["next"].(string)
-		if len(items) == 0 && len(seen) == 201 {
-			break
-		}
-	}
+	seen := s.pageCompletions(t, 201)
 	if len(seen) != 201 || seen[reverting] != "FAILED_FINAL" {
 		t.Fatalf("feed served %d completions (reverting: %q), want 201", len(seen), seen[reverting])
 	}
@@ -147,7 +114,7 @@ func TestReorgRevertsThenConfirmsInTheNewBlock(t *testing.T) {
 	s := startService(t, serviceOptions{chain: sim, signers: 2, fastPipeline: true})
 	recipient := sim.DevAddresses()[7].Hex()
 
-	mineAndRecord := func(id string) (common.Hash, string) {
+	mineAndRecord := func(t *testing.T, id string) (common.Hash, string) {
 		t.Helper()
 		waitFor(t, 20*time.Second, "broadcast", func() bool { return s.tx(t, id).subState == "SUBMITTED" })
 		header, err := sim.LatestHeader(context.Background()) // the parent of the block that will carry the tx
@@ -161,7 +128,7 @@ func TestReorgRevertsThenConfirmsInTheNewBlock(t *testing.T) {
 
 	t.Run("block replaced, tx re-mined", func(t *testing.T) {
 		id := s.createOK(t, map[string]any{"signer": sim.DevAddresses()[0].Hex(), "to": recipient, "value": "1", "gasLimit": 21000})
-		parent, firstBlock := mineAndRecord(id)
+		parent, firstBlock := mineAndRecord(t, id)
 		if err := sim.Backend().Fork(parent); err != nil {
 			t.Fatalf("fork: %v", err)
 		}
@@ -186,7 +153,7 @@ func TestReorgRevertsThenConfirmsInTheNewBlock(t *testing.T) {
 
 	t.Run("tx dropped by the reorg is rebroadcast", func(t *testing.T) {
 		id := s.createOK(t, map[string]any{"signer": sim.DevAddresses()[1].Hex(), "to": recipient, "value": "2", "gasLimit": 21000})
-		parent, firstBlock := mineAndRecord(id)
+		parent, firstBlock := mineAndRecord(t, id)
 		if err := sim.Backend().Fork(parent); err != nil {
 			t.Fatalf("fork: %v", err)
 		}
@@ -208,13 +175,4 @@ func TestReorgRevertsThenConfirmsInTheNewBlock(t *testing.T) {
 			t.Fatalf("attempts = %d: a rebroadcast must reuse the same signed bytes", n)
 		}
 	})
-}
-
-type common_Hash = common.Hash
-
-func hashOf(s string) common.Hash { return common.HexToHash(s) }
-
-func devKeyHex(t *testing.T, sim *chain.SimulatedChain, i int) string {
-	t.Helper()
-	return hexutil.Encode(crypto.FromECDSA(sim.DevKeys()[i]))
 }

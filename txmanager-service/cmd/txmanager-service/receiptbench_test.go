@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/e2e"
 	"github.com/bionicotaku/txmanager-service/internal/loadgen"
 )
 
@@ -32,18 +32,7 @@ func (p *receiptCountingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request)
 		p.requests.Add(1)
 		p.lookups.Add(int64(n))
 	}
-	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target, bytes.NewReader(body))
-	req.Header = r.Header.Clone()
-	req.Header.Del("Accept-Encoding")
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
+	e2e.ForwardJSONRPC(w, r, p.target, body, nil)
 }
 
 // BenchmarkReceiptPipeline is issue 4's receipt figure: 10,000 transactions in flight from
@@ -62,11 +51,8 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 	proxy := &receiptCountingProxy{target: sim.HTTPEndpoint()}
 	front := httptest.NewServer(proxy)
 	b.Cleanup(front.Close)
-	s := startService(b, serviceOptions{configure: func(bc *conf.Bootstrap) {
+	s := startService(b, serviceOptions{chain: sim, signers: signers, configure: func(bc *conf.Bootstrap) {
 		bc.Chain.RPCURL = front.URL
-		for _, key := range sim.DevKeys()[:signers] {
-			bc.Signers.RawKeys = append(bc.Signers.RawKeys, fmt.Sprintf("%x", key.D.FillBytes(make([]byte, 32))))
-		}
 		fast := conf.Duration(200 * time.Millisecond)
 		bc.Pipeline.SubmitInterval, bc.Pipeline.FinalityInterval, bc.Pipeline.Receipts.PollInterval = fast, fast, fast
 		bc.Resubmit.Interval = conf.Duration(10 * time.Minute) // nothing is lost here; keep rebroadcasts out of the figure
@@ -87,7 +73,7 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 		if res.Failures > 0 {
 			b.Fatalf("creates failed: %s", res.FirstFail)
 		}
-		waitForTB(b, 2*time.Minute, "all broadcast", func() bool {
+		waitFor(b, 2*time.Minute, "all broadcast", func() bool {
 			if s.count(b, "SELECT count(*) FROM managed_tx WHERE sub_state = 'SUBMITTED'") == total {
 				return true
 			}
@@ -119,25 +105,16 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 		}
 		requestsBefore, lookupsBefore := proxy.requests.Load(), proxy.lookups.Load()
 		minedAt := time.Now()
-		waitForTB(b, 5*time.Minute, "all confirmed", func() bool {
+		steal := startStealMeter()
+		waitFor(b, 5*time.Minute, "all confirmed", func() bool {
 			return s.count(b, "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'") == total
 		})
 		finalAfter := time.Since(minedAt)
+		steal.report(b)
 		requests, lookups := proxy.requests.Load(), proxy.lookups.Load()
 		b.ReportMetric(finalAfter.Seconds(), "s-to-final-10k")
 		b.ReportMetric(float64(requests)*1000/float64(max(lookups, 1)), "rpc-req/1000-receipts")
 		b.Logf("final %s after mining; receipt look-ups: %d in %d requests overall (%d in %d after mining)",
 			finalAfter.Round(time.Millisecond), lookups, requests, lookups-lookupsBefore, requests-requestsBefore)
-	}
-}
-
-func waitForTB(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

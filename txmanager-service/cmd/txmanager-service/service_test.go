@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -36,7 +37,6 @@ type testService struct {
 	httpURL  string
 	grpcAddr string
 	pool     *pgxpool.Pool
-	registry []string
 	grpc     v1.TxServiceClient
 	// stop shuts the instance down gracefully, as SIGTERM would; later calls do nothing.
 	stop func(t testing.TB)
@@ -98,7 +98,7 @@ func startService(t testing.TB, opts serviceOptions) *testService {
 	if opts.logs != nil {
 		sink = io.MultiWriter(sink, opts.logs)
 	}
-	var logger log.Logger = telemetry.NewJSONLogger(sink, log.LevelDebug)
+	logger := telemetry.NewNodeLogger(telemetry.NewJSONLogger(sink, log.LevelDebug), bc.Node.ID)
 	app, cleanup, err := wireApp(bc, logger)
 	if err != nil {
 		t.Fatalf("wire: %v", err)
@@ -129,12 +129,6 @@ func startService(t testing.TB, opts serviceOptions) *testService {
 	return s
 }
 
-// startServiceDatabase is the database the service would use, pooled as the service pools it.
-func startServiceDatabase(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	return pgtest.NewPool(t, testsupport.MigratedDSN(t), func(c *pgxpool.Config) { c.MaxConns = 32 })
-}
-
 func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -147,18 +141,25 @@ func freeAddr(t testing.TB) string {
 
 func waitReady(t testing.TB, base string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	waitFor(t, 30*time.Second, "service at "+base+" to become ready", func() bool {
 		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("service at %s never became ready", base)
 }
 
 // apiResponse is an HTTP answer: status, Retry-After and the decoded JSON body.
@@ -171,11 +172,20 @@ type apiResponse struct {
 
 func (s *testService) do(t *testing.T, method, path string, body []byte) apiResponse {
 	t.Helper()
+	return s.doAs(t, method, path, body, "", "")
+}
+
+// doAs is do with one credential header (none when header is empty).
+func (s *testService) doAs(t *testing.T, method, path string, body []byte, header, value string) apiResponse {
+	t.Helper()
 	req, err := http.NewRequest(method, s.httpURL+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if header != "" {
+		req.Header.Set(header, value)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
@@ -227,4 +237,106 @@ func devAddress(t testing.TB, i int) string {
 		t.Fatal(err)
 	}
 	return crypto.PubkeyToAddress(key.PublicKey).Hex()
+}
+
+// createConcurrently sends n creates, at most parallel at a time, and returns the answers
+// in request order.
+func createConcurrently(t *testing.T, s *testService, n, parallel int, payload func(i int) map[string]any) []apiResponse {
+	t.Helper()
+	answers := make([]apiResponse, n)
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			answers[i] = s.create(t, payload(i))
+		})
+	}
+	wg.Wait()
+	return answers
+}
+
+// requireStatus fails t unless every answer has one of the statuses, quoting the first
+// offender rather than every one.
+func requireStatus(t *testing.T, answers []apiResponse, statuses ...int) {
+	t.Helper()
+	bad, first := 0, -1
+	for i, a := range answers {
+		if !slices.Contains(statuses, a.status) {
+			bad++
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d creates failed; first: %d %s", bad, len(answers), answers[first].status, answers[first].raw)
+	}
+}
+
+// requireOneTxID fails t unless the answers to concurrent creates with one (signer,
+// requestId) name a single txId and exactly one of them (202) created it; it returns how
+// often each txId was answered.
+func requireOneTxID(t *testing.T, answers []apiResponse) map[string]int {
+	t.Helper()
+	ids, created := map[string]int{}, 0
+	for _, a := range answers {
+		if a.status == http.StatusAccepted {
+			created++
+		}
+		ids[a.tx()["txId"].(string)]++
+	}
+	if len(ids) != 1 || created != 1 {
+		t.Fatalf("distinct txIds = %v, 202s = %d; want one txId and exactly one 202", ids, created)
+	}
+	return ids
+}
+
+// requireContiguousNonces fails t unless the nonces of len(nonces) creates (create i got
+// nonces[i]) are 0..len(nonces)-1, each handed out once.
+func requireContiguousNonces(t *testing.T, nonces []uint64) {
+	t.Helper()
+	total := len(nonces)
+	seen := make([]int, total)
+	for i, n := range nonces {
+		if n >= uint64(total) {
+			t.Fatalf("create %d got nonce %d, outside 0..%d", i, n, total-1)
+		}
+		seen[n]++
+	}
+	for nonce, n := range seen {
+		if n != 1 {
+			t.Fatalf("nonce %d handed out %d times", nonce, n)
+		}
+	}
+}
+
+// pageCompletions reads the completions feed from the start in small pages until an empty
+// page once want completions were served (at most 100 pages), failing t on a completion
+// served twice; it returns each served txId's status.
+func (s *testService) pageCompletions(t *testing.T, want int) map[string]string {
+	t.Helper()
+	seen := map[string]string{}
+	cursor := ""
+	for range 100 {
+		page := s.do(t, http.MethodGet, "/api/v1/tx/completions?limit=37&after="+cursor, nil)
+		if page.status != http.StatusOK {
+			t.Fatalf("completions: %d %s", page.status, page.raw)
+		}
+		items, _ := page.body["completions"].([]any)
+		for _, item := range items {
+			c := item.(map[string]any)
+			id := c["txId"].(string)
+			if _, dup := seen[id]; dup {
+				t.Fatalf("completion for %s served twice", id)
+			}
+			seen[id] = c["status"].(string)
+		}
+		cursor = page.body["next"].(string)
+		if len(items) == 0 && len(seen) == want {
+			break
+		}
+	}
+	return seen
 }

@@ -50,9 +50,8 @@ func TestStuckHeadOfLine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sim := newTestChain(t, 200*time.Millisecond)
-			s := startService(t, serviceOptions{fastPipeline: true, configure: func(bc *conf.Bootstrap) {
-				bc.Chain.RPCURL = sim.HTTPEndpoint()
-				bc.Signers.RawKeys = []string{devKeyHex(t, sim, i)}
+			// The chain's first i+1 accounts are the service's signers; the test uses the last.
+			s := startService(t, serviceOptions{chain: sim, signers: i + 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
 				bc.Resubmit.Interval = conf.Duration(300 * time.Millisecond)
 				bc.Stuck.MinAge = conf.Duration(time.Second)
 				bc.Stuck.MinAttempts = 2
@@ -80,6 +79,7 @@ func TestStuckHeadOfLine(t *testing.T) {
 				if got := s.do(t, http.MethodGet, "/api/v1/tx/"+head, nil); got.body["state"] != "STUCK" {
 					t.Fatalf("query shows %s", got.raw)
 				}
+				s.checkAdminViewOfStuckSigner(t, signer, head)
 				resolved := s.do(t, http.MethodPost, "/api/v1/admin/tx/"+head+"/resolve", []byte(`{"action":"cancel","reason":"ops ticket 7"}`))
 				if resolved.status != http.StatusOK || resolved.body["action"] != "CANCEL" {
 					t.Fatalf("admin resolve: %d %s", resolved.status, resolved.raw)
@@ -121,5 +121,46 @@ func TestStuckHeadOfLine(t *testing.T) {
 				t.Fatalf("attempts = %s, want the original then one cancel", b)
 			}
 		})
+	}
+}
+
+// checkAdminViewOfStuckSigner checks what an operator sees of a signer whose head of line
+// (the first of its four transactions) is STUCK: its status, the stuck list and the node
+// holding its lease.
+func (s *testService) checkAdminViewOfStuckSigner(t *testing.T, signer, head string) {
+	t.Helper()
+	status := s.do(t, http.MethodGet, "/api/v1/admin/signers/"+signer, nil)
+	if status.status != http.StatusOK {
+		t.Fatalf("signer status: %d %s", status.status, status.raw)
+	}
+	for field, want := range map[string]any{
+		"signer": signer, "fencingToken": "1", "leaseLive": true, "nextNonce": "4", "pendingDepth": "4", "stuckCount": "1",
+	} {
+		if got := status.body[field]; got != want {
+			t.Errorf("signer status %s = %v, want %v (%s)", field, got, want, status.raw)
+		}
+	}
+	if age, _ := status.body["oldestPendingAgeSeconds"].(float64); age < 1 {
+		t.Errorf("oldest pending age = %v s, want at least the 1 s it took to be judged stuck", status.body["oldestPendingAgeSeconds"])
+	}
+	owner, _ := status.body["leaseOwner"].(string)
+
+	stuck := s.do(t, http.MethodGet, "/api/v1/admin/stuck?signer="+signer, nil)
+	txs, _ := stuck.body["txs"].([]any)
+	if stuck.status != http.StatusOK || len(txs) != 1 || txs[0].(map[string]any)["txId"] != head {
+		t.Errorf("stuck list = %d %s, want exactly the head of line %s", stuck.status, stuck.raw, head)
+	}
+
+	nodes := s.do(t, http.MethodGet, "/api/v1/admin/nodes", nil)
+	listed, _ := nodes.body["nodes"].([]any)
+	found := false
+	for _, n := range listed {
+		node := n.(map[string]any)
+		if node["nodeId"] == owner {
+			found = node["alive"] == true && node["leases"] == "1" && node["grpcAddr"] == s.grpcAddr
+		}
+	}
+	if nodes.status != http.StatusOK || !found {
+		t.Errorf("node list = %d %s, want the lease owner %q alive with 1 lease at %s", nodes.status, nodes.raw, owner, s.grpcAddr)
 	}
 }

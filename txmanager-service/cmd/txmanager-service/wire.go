@@ -27,7 +27,7 @@ func wireApp(*conf.Bootstrap, log.Logger) (*kratos.App, func(), error) {
 		controllers.ProviderSet,
 		server.ProviderSet,
 		NewChainConnection,
-		ProvideChain,
+		wire.FieldsOf(new(*ChainConnection), "Chain", "ChainID"),
 		NewSignerRegistry,
 		wire.Bind(new(services.SignerDirectory), new(*signer.Registry)),
 		wire.Bind(new(services.TxSigner), new(*signer.Registry)),

@@ -61,7 +61,7 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 		return nil, nil, err
 	}
 	txRepository := repositories.NewTxRepository(pool)
-	chain := ProvideChain(chainConnection)
+	chain := chainConnection.Chain
 	leaseConfig := services.NewLeaseConfig(bootstrap)
 	leaseRepository := repositories.NewLeaseRepository(pool)
 	clock := _wireSystemClockValue
@@ -93,6 +93,7 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 		return nil, nil, err
 	}
 	pipelineRepository := repositories.NewPipelineRepository(pool)
+	chainID := chainConnection.ChainID
 	stuckResolutionHook, err := services.NewStuckHook(bootstrap)
 	if err != nil {
 		cleanup5()
@@ -102,7 +103,7 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 		cleanup()
 		return nil, nil, err
 	}
-	pipeline, err := services.NewPipeline(servicesPipelineConfig, pipelineRepository, chain, registry, leaseManager, stuckResolutionHook, clock, metrics, logger)
+	pipeline, err := services.NewPipeline(servicesPipelineConfig, pipelineRepository, chain, chainID, registry, leaseManager, stuckResolutionHook, clock, metrics, logger)
 	if err != nil {
 		cleanup5()
 		cleanup4()

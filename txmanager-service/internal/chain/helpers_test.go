@@ -88,7 +88,7 @@ func transfer(t *testing.T, sim *chain.SimulatedChain, key *ecdsa.PrivateKey, no
 	})
 }
 
-func sendRaw(t *testing.T, ctx context.Context, c services.Chain, raw []byte) {
+func sendRaw(t *testing.T, ctx context.Context, c *chain.SimulatedChain, raw []byte) {
 	t.Helper()
 	if err := c.SendRawTransaction(ctx, raw); err != nil {
 		t.Fatalf("SendRawTransaction: %v", err)

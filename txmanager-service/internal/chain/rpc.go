@@ -135,7 +135,7 @@ func (c *RPCChain) countedEthCall() *ethclient.Client {
 	return c.ethClient
 }
 
-// ChainID implements services.Chain.
+// ChainID is eth_chainId.
 func (c *RPCChain) ChainID(ctx context.Context) (*big.Int, error) {
 	id, err := c.countedEthCall().ChainID(ctx)
 	if err != nil {
@@ -153,7 +153,7 @@ func (c *RPCChain) PendingNonceAt(ctx context.Context, account common.Address) (
 	return nonce, nil
 }
 
-// NonceAt implements services.Chain.
+// NonceAt is eth_getTransactionCount(account, "latest"): transactions mined so far.
 func (c *RPCChain) NonceAt(ctx context.Context, account common.Address) (uint64, error) {
 	nonce, err := c.countedEthCall().NonceAt(ctx, account, nil)
 	if err != nil {
@@ -179,7 +179,7 @@ func (c *RPCChain) EstimateGas(ctx context.Context, call services.CallRequest) (
 	return gas, nil
 }
 
-// SendRawTransaction implements services.Chain.
+// SendRawTransaction broadcasts one signed transaction; failures are classified as in SendRawTransactions.
 func (c *RPCChain) SendRawTransaction(ctx context.Context, raw []byte) error {
 	// The hash the node returns is ignored: the caller signed the bytes and already knows it.
 	return ClassifySendError(c.call(ctx, nil, "eth_sendRawTransaction", hexutil.Bytes(raw)))

@@ -7,13 +7,13 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/go-kratos/kratos/v2/config"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
 //go:embed defaults.yaml
@@ -363,16 +363,12 @@ func (b *Bootstrap) Check() error {
 		"pipeline.receipts.workers must be positive and batchSize in 1..1000")
 	req(b.Confirmations.Required > 0 || b.Confirmations.UseFinalizedTag, "confirmations.required must be positive")
 	req(b.Stuck.MinAge > 0, "stuck.minAge must be positive")
-	switch strings.ToUpper(b.Stuck.Action) {
-	case "NOOP", "CANCEL", "REPLACE", "PLACEHOLDER":
-	default:
+	if _, err := domain.ParseResolutionAction(b.Stuck.Action); err != nil {
 		errs = append(errs, fmt.Errorf("stuck.action must be noop, cancel, replace or placeholder"))
 	}
 	for name, v := range map[string]string{"fees.maxFeePerGas": b.Fees.MaxFeePerGas, "fees.maxPriorityFeePerGas": b.Fees.MaxPriorityFeePerGas} {
-		if v != "" {
-			n, ok := new(big.Int).SetString(v, 10)
-			req(ok && n.Sign() > 0, "%s must be a positive decimal number of wei", name)
-		}
+		n, err := domain.ParseOptionalWei(name, v)
+		req(err == nil && (n == nil || n.Sign() > 0), "%s must be a positive number of wei", name)
 	}
 	req(b.Fees.BumpPercent >= 10, "fees.bumpPercent must be at least 10 (nodes refuse smaller replacements)")
 	return errors.Join(errs...)

@@ -22,15 +22,22 @@ func principal(ctx context.Context) (domain.Principal, error) {
 // requireSigner allows the call only for a caller granted signer. A signer that does not
 // parse is left to validation (which answers 400 with the field).
 func requireSigner(ctx context.Context, signer string) error {
+	if !common.IsHexAddress(signer) {
+		_, err := principal(ctx)
+		return err
+	}
+	return requireGrant(ctx, common.HexToAddress(signer), signer)
+}
+
+// requireGrant allows the call only for a caller granted signer; shown is how the signer
+// is named in the refusal.
+func requireGrant(ctx context.Context, signer common.Address, shown string) error {
 	p, err := principal(ctx)
 	if err != nil {
 		return err
 	}
-	if !common.IsHexAddress(signer) {
-		return nil
-	}
-	if !p.CanUse(common.HexToAddress(signer)) {
-		return apiError(http.StatusForbidden, v1.ErrorReason_PERMISSION_DENIED, "caller "+p.ID+" is not granted signer "+signer)
+	if !p.CanUse(signer) {
+		return apiError(http.StatusForbidden, v1.ErrorReason_PERMISSION_DENIED, "caller "+p.ID+" is not granted signer "+shown)
 	}
 	return nil
 }

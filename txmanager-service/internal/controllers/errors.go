@@ -12,6 +12,7 @@ import (
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/log"
+	httpstatus "github.com/go-kratos/kratos/v2/transport/http/status"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -20,9 +21,6 @@ import (
 // MetadataRetryAfter carries the retry hint in seconds; the HTTP server turns it into a
 // Retry-After header.
 const MetadataRetryAfter = "retry_after_seconds"
-
-// statusClientClosed is nginx's 499, which Kratos maps to gRPC Canceled.
-const statusClientClosed = 499
 
 // ToAPIError is the one mapping from domain errors to API errors: a status and a stable
 // reason. Causes of unavailability and internal errors are logged, not returned, so no
@@ -63,7 +61,7 @@ func ToAPIError(logger *log.Helper, err error) error {
 		return apiError(http.StatusServiceUnavailable, v1.ErrorReason_UNAVAILABLE, unavailable.Reason,
 			MetadataRetryAfter, retryAfter(unavailable.RetryAfter))
 	case errors.Is(err, context.Canceled):
-		return apiError(statusClientClosed, v1.ErrorReason_UNAVAILABLE, "request cancelled")
+		return apiError(httpstatus.ClientClosed, v1.ErrorReason_UNAVAILABLE, "request cancelled")
 	case errors.Is(err, context.DeadlineExceeded):
 		return apiError(http.StatusServiceUnavailable, v1.ErrorReason_UNAVAILABLE, "request timed out", MetadataRetryAfter, "1")
 	default:

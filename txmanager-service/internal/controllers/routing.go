@@ -32,8 +32,8 @@ type Routing struct {
 	RetryWait time.Duration
 }
 
-// hops is how many times the request in ctx has already been forwarded.
-func hops(ctx context.Context) int {
+// Hops is how many times the request in ctx has already been forwarded.
+func Hops(ctx context.Context) int {
 	if tr, ok := transport.FromServerContext(ctx); ok {
 		if n, err := strconv.Atoi(tr.RequestHeader().Get(HopsHeader)); err == nil && n > 0 {
 			return n
@@ -50,7 +50,7 @@ func route[Resp any](ctx context.Context, r Routing, local func() (Resp, error),
 		if !r.Forward || !errors.As(err, &notLeader) {
 			return resp, err
 		}
-		if hops(ctx) < r.MaxHops {
+		if Hops(ctx) < r.MaxHops {
 			forwarded, ferr := forward(notLeader.Owner)
 			if ferr == nil || !retryableAtAnotherNode(ferr) {
 				return forwarded, ferr

@@ -67,7 +67,7 @@ func (c *TxController) GetTx(ctx context.Context, req *v1.GetTxRequest) (*v1.Tx,
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
-	if err := requireSigner(ctx, tx.SignerText()); err != nil {
+	if err := requireGrant(ctx, tx.Signer, tx.SignerText()); err != nil {
 		return nil, err
 	}
 	return toAPITx(tx), nil

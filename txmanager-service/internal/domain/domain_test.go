@@ -151,3 +151,31 @@ func TestLeaseLocalDeadline(t *testing.T) {
 		t.Fatal("HeldAt does not honour the local deadline")
 	}
 }
+
+func TestParseAddress(t *testing.T) {
+	t.Parallel()
+	checksummed := "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed" // the EIP-55 example
+	tests := []struct {
+		in     string
+		wantOK bool
+	}{
+		{checksummed, true},
+		{strings.ToLower(checksummed), true},
+		{"0x" + strings.ToUpper(checksummed[2:]), true},
+		{"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD", false}, // last letter's case flipped
+		{checksummed[2:], false},
+		{"0X" + checksummed[2:], false},
+		{checksummed + "00", false},
+		{"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeg", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		got, err := domain.ParseAddress("address", tt.in)
+		if (err == nil) != tt.wantOK {
+			t.Fatalf("ParseAddress(%q) error = %v, want ok=%v", tt.in, err, tt.wantOK)
+		}
+		if tt.wantOK && !strings.EqualFold(got.Hex(), tt.in) {
+			t.Fatalf("ParseAddress(%q) = %s", tt.in, got.Hex())
+		}
+	}
+}

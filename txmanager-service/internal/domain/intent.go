@@ -134,15 +134,11 @@ func ParseCreateRequest(in CreateInput, limits Limits) (CreateRequest, error) {
 		return req, invalid("gasLimit", "must be between %d and %d", minTransferGas, limits.MaxGasLimit)
 	}
 	req.Intent.GasLimit = in.GasLimit
-	if in.MaxFeePerGas != "" {
-		if req.Intent.MaxFeePerGas, err = ParseWei("maxFeePerGas", in.MaxFeePerGas); err != nil {
-			return req, err
-		}
+	if req.Intent.MaxFeePerGas, err = ParseOptionalWei("maxFeePerGas", in.MaxFeePerGas); err != nil {
+		return req, err
 	}
-	if in.MaxPriorityFeePerGas != "" {
-		if req.Intent.MaxPriorityFeePerGas, err = ParseWei("maxPriorityFeePerGas", in.MaxPriorityFeePerGas); err != nil {
-			return req, err
-		}
+	if req.Intent.MaxPriorityFeePerGas, err = ParseOptionalWei("maxPriorityFeePerGas", in.MaxPriorityFeePerGas); err != nil {
+		return req, err
 	}
 	if fee, tip := req.Intent.MaxFeePerGas, req.Intent.MaxPriorityFeePerGas; fee != nil && tip != nil && tip.Cmp(fee) > 0 {
 		return req, invalid("maxPriorityFeePerGas", "must not exceed maxFeePerGas")
@@ -151,7 +147,9 @@ func ParseCreateRequest(in CreateInput, limits Limits) (CreateRequest, error) {
 }
 
 // ParseAddress accepts 0x-prefixed 20-byte hex. Mixed case must carry a valid EIP-55
-// checksum; all-lower or all-upper hex is accepted as unchecksummed.
+// checksum; all-lower or all-upper hex is accepted as unchecksummed. A malformed input is
+// never echoed in the error: a private key pasted where an address belongs must not end
+// up in a message.
 func ParseAddress(field, s string) (common.Address, error) {
 	addr, _, err := parseAddressHex(field, s)
 	return addr, err
@@ -166,15 +164,23 @@ func parseAddressHex(field, s string) (common.Address, string, error) {
 		return common.Address{}, "", invalid(field, "must be 0x followed by 40 hex digits")
 	}
 	body := s[2:]
-	if _, err := hex.DecodeString(body); err != nil {
+	if !isHex(body) {
 		return common.Address{}, "", invalid(field, "must be 0x followed by 40 hex digits")
 	}
 	addr := common.HexToAddress(s)
 	checksummed := addr.Hex()
-	if body != strings.ToLower(body) && body != strings.ToUpper(body) && checksummed != s {
+	if checksummed != s && isMixedCase(body) {
 		return common.Address{}, "", invalid(field, "EIP-55 checksum mismatch (expected %s)", checksummed)
 	}
 	return addr, checksummed, nil
+}
+
+// ParseOptionalWei is ParseWei for a value that may be left out: "" is nil, not zero.
+func ParseOptionalWei(field, s string) (*big.Int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	return ParseWei(field, s)
 }
 
 // ParseWei accepts a non-negative decimal or 0x-hex integer up to 2^256-1; "" is zero.
@@ -252,6 +258,17 @@ func isDecimal(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// isMixedCase reports whether hex digits s use both lower- and upper-case letters, which
+// makes them an EIP-55 checksum.
+func isMixedCase(s string) bool {
+	var lower, upper bool
+	for _, c := range s {
+		lower = lower || 'a' <= c && c <= 'f'
+		upper = upper || 'A' <= c && c <= 'F'
+	}
+	return lower && upper
 }
 
 func isHex(s string) bool {

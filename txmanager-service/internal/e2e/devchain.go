@@ -2,25 +2,14 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 )
 
 // BuildDevChain compiles cmd/txm-devchain (the embedded simulated chain as a loopback
 // JSON-RPC node) of the service module at moduleDir into binDir.
 func BuildDevChain(ctx context.Context, moduleDir, binDir string) (string, error) {
-	bin := filepath.Join(binDir, "txm-devchain")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/txm-devchain")
-	cmd.Dir = moduleDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build txm-devchain in %s: %w\n%s", moduleDir, err, out)
-	}
-	return bin, nil
+	return buildCommand(ctx, moduleDir, binDir, "txm-devchain")
 }
 
 // DevChainOptions describes a txm-devchain process.
@@ -32,17 +21,9 @@ type DevChainOptions struct {
 	Dir string
 }
 
-// DevChain is a running txm-devchain: chain id 1337, deterministic funded accounts
-// (chain.DevKey), blocks on a timer.
-type DevChain struct {
-	url     string
-	dir     string
-	ownsDir bool
-	proc    *child
-}
-
-// StartDevChain starts the chain and waits until eth_chainId answers.
-func StartDevChain(ctx context.Context, opts DevChainOptions) (*DevChain, error) {
+// StartDevChain starts a txm-devchain (chain id 1337, deterministic funded accounts
+// (chain.DevKey), blocks on a timer) and waits until eth_chainId answers.
+func StartDevChain(ctx context.Context, opts DevChainOptions) (*ChainNode, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
@@ -56,30 +37,6 @@ func StartDevChain(ctx context.Context, opts DevChainOptions) (*DevChain, error)
 		interval = time.Second
 	}
 	accounts := max(opts.Accounts, 1)
-	proc, err := startChild("txm-devchain", filepath.Join(dir, "devchain.log"), os.Environ(), opts.Bin,
+	return startChainNode(ctx, "txm-devchain", "http://"+addr, dir, owned, "devchain.log", opts.Bin,
 		"-http", addr, "-block-interval", interval.String(), "-accounts", strconv.Itoa(accounts))
-	if err != nil {
-		removeIfOwned(dir, owned)
-		return nil, err
-	}
-	d := &DevChain{url: "http://" + addr, dir: dir, ownsDir: owned, proc: proc}
-	if err := waitForRPC(ctx, d.url, proc, 60*time.Second); err != nil {
-		proc.kill()
-		removeIfOwned(dir, owned)
-		return nil, err
-	}
-	return d, nil
-}
-
-// URL is the chain's JSON-RPC endpoint.
-func (d *DevChain) URL() string { return d.url }
-
-// LogPath is the file holding the chain's output.
-func (d *DevChain) LogPath() string { return d.proc.logPath }
-
-// Stop interrupts the chain and waits for it.
-func (d *DevChain) Stop() error {
-	err := d.proc.stop(syscall.SIGINT, 20*time.Second)
-	removeIfOwned(d.dir, d.ownsDir)
-	return err
 }

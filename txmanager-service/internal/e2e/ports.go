@@ -4,29 +4,27 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 )
 
 // FreeAddr is a loopback host:port nothing listens on right now. Another process could
 // take it before ours binds it; on loopback, in a test run, that window has not mattered.
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := FreePort()
 	if err != nil {
-		return "", fmt.Errorf("free loopback port: %w", err)
+		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 }
 
 // FreePort is FreeAddr's port.
 func FreePort() (int, error) {
-	addr, err := FreeAddr()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("free loopback port: %w", err)
 	}
-	_, port, _ := net.SplitHostPort(addr)
-	var n int
-	_, err = fmt.Sscan(port, &n)
-	return n, err
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // ownedDir returns dir, creating it; when dir is empty it makes a temporary folder and

@@ -18,11 +18,17 @@ import (
 // BuildService compiles cmd/txmanager-service of the service module at moduleDir into
 // binDir and returns the binary's path.
 func BuildService(ctx context.Context, moduleDir, binDir string) (string, error) {
-	bin := filepath.Join(binDir, "txmanager-service")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/txmanager-service")
+	return buildCommand(ctx, moduleDir, binDir, "txmanager-service")
+}
+
+// buildCommand compiles ./cmd/<name> of the module at moduleDir into binDir/<name> and
+// returns the binary's path.
+func buildCommand(ctx context.Context, moduleDir, binDir, name string) (string, error) {
+	bin := filepath.Join(binDir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = moduleDir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build txmanager-service in %s: %w\n%s", moduleDir, err, out)
+		return "", fmt.Errorf("build %s in %s: %w\n%s", name, moduleDir, err, out)
 	}
 	return bin, nil
 }
@@ -34,10 +40,6 @@ type ServiceOptions struct {
 	// Dir receives the config file and the log; empty means a temporary folder that Stop
 	// and Kill remove (so keep Dir when the log is wanted afterwards).
 	Dir string
-	// Env is added to this process's environment.
-	Env []string
-	// ReadyTimeout bounds the wait for /readyz (migrations included); 0 means 60s.
-	ReadyTimeout time.Duration
 	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL; 0 means 30s.
 	StopTimeout time.Duration
 }
@@ -51,8 +53,9 @@ type Service struct {
 	proc        *child
 }
 
-// StartService writes the config, starts the binary with -conf and waits until GET /readyz
-// answers 200. ctx bounds only the start-up; the process runs until Stop or Kill.
+// StartService writes the config, starts the binary with -conf and waits up to 60s
+// (migrations included) until GET /readyz answers 200. ctx bounds only the start-up; the
+// process runs until Stop or Kill.
 func StartService(ctx context.Context, opts ServiceOptions) (*Service, error) {
 	cfg := opts.Config
 	for _, addr := range []*string{&cfg.HTTPAddr, &cfg.GRPCAddr} {
@@ -81,7 +84,7 @@ func StartService(ctx context.Context, opts ServiceOptions) (*Service, error) {
 		return nil, fmt.Errorf("write service config: %w", err)
 	}
 	proc, err := startChild("txmanager-service "+cfg.NodeID, filepath.Join(dir, "service.log"),
-		serviceEnv(os.Environ(), opts.Env), opts.Bin, "-conf", confPath)
+		serviceEnv(os.Environ()), opts.Bin, "-conf", confPath)
 	if err != nil {
 		removeIfOwned(dir, owned)
 		return nil, err
@@ -90,30 +93,26 @@ func StartService(ctx context.Context, opts ServiceOptions) (*Service, error) {
 	if s.stopTimeout <= 0 {
 		s.stopTimeout = 30 * time.Second
 	}
-	readyTimeout := opts.ReadyTimeout
-	if readyTimeout <= 0 {
-		readyTimeout = 60 * time.Second
-	}
-	if err := s.waitReady(ctx, readyTimeout); err != nil {
+	if err := s.waitReady(ctx, 60*time.Second); err != nil {
 		s.Kill()
 		return nil, err
 	}
 	return s, nil
 }
 
-// serviceEnv is base without the variables the service's defaults read, plus extra: the
-// generated file must be the whole configuration, whatever the developer's shell exports
-// (a DATABASE_URL there must not point a run at the wrong database).
-func serviceEnv(base, extra []string) []string {
+// serviceEnv is base without the variables the service's defaults read: the generated file
+// must be the whole configuration, whatever the developer's shell exports (a DATABASE_URL
+// there must not point a run at the wrong database).
+func serviceEnv(base []string) []string {
 	read := conf.EnvironmentVariables()
-	env := make([]string, 0, len(base)+len(extra))
+	env := make([]string, 0, len(base))
 	for _, kv := range base {
 		name, _, _ := strings.Cut(kv, "=")
 		if !slices.Contains(read, name) {
 			env = append(env, kv)
 		}
 	}
-	return append(env, extra...)
+	return env
 }
 
 func (s *Service) waitReady(ctx context.Context, timeout time.Duration) error {
@@ -147,9 +146,6 @@ func (s *Service) HTTPURL() string { return "http://" + s.config.HTTPAddr }
 
 // GRPCAddr is the host:port of the service's gRPC API.
 func (s *Service) GRPCAddr() string { return s.config.GRPCAddr }
-
-// NodeID is the instance's node.id.
-func (s *Service) NodeID() string { return s.config.NodeID }
 
 // Config is the configuration the process runs with, ports and node id filled in; a suite
 // restarts a killed instance on the same ports by passing it to StartService again.

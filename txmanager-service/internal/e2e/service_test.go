@@ -5,8 +5,8 @@ import "testing"
 func TestServiceEnvDropsConfigVariables(t *testing.T) {
 	t.Parallel()
 	base := []string{"PATH=/bin", "DATABASE_URL=postgres://elsewhere", "HOME=/root", "CHAIN_RPC_URL=http://mainnet"}
-	got := serviceEnv(base, []string{"GOTRACEBACK=all"})
-	want := []string{"PATH=/bin", "HOME=/root", "GOTRACEBACK=all"}
+	got := serviceEnv(base)
+	want := []string{"PATH=/bin", "HOME=/root"}
 	if len(got) != len(want) {
 		t.Fatalf("serviceEnv = %v, want %v", got, want)
 	}

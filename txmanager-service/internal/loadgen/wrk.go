@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +67,7 @@ end
 var (
 	wrkTotal    = regexp.MustCompile(`(\d+) requests in ([\d.]+)(ms|s|m)`)
 	wrkLatency  = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([\d.]+)(us|ms|s)`)
+	wrkMax      = regexp.MustCompile(`(?m)^\s+Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s|m)\s`)
 	wrkNon2xx   = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
 	wrkSockErrs = regexp.MustCompile(`Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
 )
@@ -86,6 +88,9 @@ func parseWrk(out string, duration time.Duration) (Result, error) {
 			res.P99 = d
 		}
 	}
+	if mm := wrkMax.FindStringSubmatch(out); mm != nil {
+		res.Max = parseWrkDuration(mm[1], mm[2])
+	}
 	if n := wrkNon2xx.FindStringSubmatch(out); n != nil {
 		res.Failures, _ = strconv.Atoi(n[1])
 		res.FirstFail = "non-2xx responses"
@@ -102,14 +107,15 @@ func parseWrk(out string, duration time.Duration) (Result, error) {
 
 func parseWrkDuration(value, unit string) time.Duration {
 	f, _ := strconv.ParseFloat(value, 64)
+	scale := time.Second
 	switch unit {
 	case "us":
-		return time.Duration(f * float64(time.Microsecond))
+		scale = time.Microsecond
 	case "ms":
-		return time.Duration(f * float64(time.Millisecond))
+		scale = time.Millisecond
 	case "m":
-		return time.Duration(f * float64(time.Minute))
-	default:
-		return time.Duration(f * float64(time.Second))
+		scale = time.Minute
 	}
+	// wrk prints two decimals; rounding keeps float noise out of the reported figures.
+	return time.Duration(math.Round(f*float64(scale)/float64(time.Microsecond))) * time.Microsecond
 }

@@ -2,10 +2,12 @@ package repositories
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
@@ -21,8 +23,11 @@ func NewAllocationRepository() *AllocationRepository { return &AllocationReposit
 func (AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (*uint64, error) {
 	signer, node, token := leaseArgs(lease)
 	row, err := sqlcdb.New(sess.DB()).LockLeaseAndReadCursor(ctx, sqlcdb.LockLeaseAndReadCursorParams{Signer: signer, NodeID: node, FencingToken: token})
-	if err := fencedResult(lease, "lease check", 1, err); err != nil {
-		return nil, err
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fencedError(lease, "lease check")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease check: %w", err)
 	}
 	if !row.NextNonce.Valid {
 		return nil, nil
@@ -82,7 +87,7 @@ func (AllocationRepository) WriteAllocation(ctx context.Context, sess txmanager.
 		return fmt.Errorf("write allocation: %w", err)
 	}
 	if row.Inserted == 0 && row.CursorAdvanced == 0 {
-		return fencedResult(lease, "allocation", 0, nil)
+		return fencedError(lease, "allocation")
 	}
 	if row.Inserted != int64(len(txs)) || row.CursorAdvanced != 1 {
 		// The lease held but the cursor was already ahead, which max(chain, cache, db)

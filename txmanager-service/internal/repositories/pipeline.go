@@ -36,7 +36,7 @@ func fencedOutcome(lease domain.Lease, write string, leaseHeld bool, updated int
 		return 0, fmt.Errorf("%s: %w", write, err)
 	}
 	if !leaseHeld {
-		return 0, fencedResult(lease, write, 0, nil)
+		return 0, fencedError(lease, write)
 	}
 	return int(updated), nil
 }
@@ -139,14 +139,10 @@ func (r *PipelineRepository) ListMined(ctx context.Context, signers []string) ([
 	}
 	out := make([]services.MinedTx, 0, len(rows))
 	for _, row := range rows {
-		var rp receiptPayload
-		if err := json.Unmarshal(row.Receipt, &rp); err != nil {
-			return nil, fmt.Errorf("receipt of %s: %w", row.TxID, err)
-		}
 		out = append(out, services.MinedTx{
 			TxID: row.TxID, Signer: row.Signer, Nonce: uint64(row.Nonce),
 			BlockNumber: uint64(row.BlockNumber.Int64), BlockHash: common.HexToHash(row.BlockHash.String),
-			Status: rp.Status, Kind: services.AttemptKind(rp.Kind),
+			Status: uint64(row.ReceiptStatus), Kind: services.AttemptKind(row.ReceiptKind),
 		})
 	}
 	return out, nil
@@ -198,30 +194,32 @@ func (r *PipelineRepository) ListResubmitDue(ctx context.Context, signer string,
 	return out, nil
 }
 
-// ClaimResubmit implements services.PipelineStore.
-func (r *PipelineRepository) ClaimResubmit(ctx context.Context, lease domain.Lease, txID uuid.UUID, resubmitAfter time.Duration) (bool, error) {
-	p := sqlcdb.ClaimResubmitParams{TxID: txID, ResubmitAfterSeconds: resubmitAfter.Seconds()}
+// ClaimResubmits implements services.PipelineStore.
+func (r *PipelineRepository) ClaimResubmits(ctx context.Context, lease domain.Lease, txIDs []uuid.UUID, resubmitAfter time.Duration) ([]uuid.UUID, error) {
+	p := sqlcdb.ClaimResubmitsParams{TxIds: make([]string, len(txIDs)), ResubmitAfterSeconds: resubmitAfter.Seconds()}
+	for i, id := range txIDs {
+		p.TxIds[i] = id.String()
+	}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
-	row, err := r.q.ClaimResubmit(ctx, p)
-	n, err := fencedOutcome(lease, "resubmit claim", row.LeaseHeld, row.Updated, err)
-	return n == 1, err
+	row, err := r.q.ClaimResubmits(ctx, p)
+	if _, err := fencedOutcome(lease, "resubmit claim", row.LeaseHeld, int64(len(row.ClaimedIds)), err); err != nil {
+		return nil, err
+	}
+	return row.ClaimedIds, nil
 }
 
 // HeadOfLine implements services.PipelineStore.
 func (r *PipelineRepository) HeadOfLine(ctx context.Context, signer string) (*services.HeadOfLineTx, error) {
-	id, err := r.q.HeadOfLineTxID(ctx, signer)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("head of line: %w", err)
-	}
-	return r.Resolvable(ctx, id)
+	return r.resolvable(ctx, sqlcdb.GetResolvableParams{Signer: pgtype.Text{String: signer, Valid: true}})
 }
 
 // Resolvable implements services.PipelineStore.
 func (r *PipelineRepository) Resolvable(ctx context.Context, txID uuid.UUID) (*services.HeadOfLineTx, error) {
-	row, err := r.q.GetResolvable(ctx, txID)
+	return r.resolvable(ctx, sqlcdb.GetResolvableParams{TxID: pgtype.UUID{Bytes: txID, Valid: true}})
+}
+
+func (r *PipelineRepository) resolvable(ctx context.Context, p sqlcdb.GetResolvableParams) (*services.HeadOfLineTx, error) {
+	row, err := r.q.GetResolvable(ctx, p)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -123,21 +123,20 @@ func unauthenticated(why string) error {
 // jwtVerifier checks signature, expiry, issuer and audience, and reads the grants.
 type jwtVerifier struct {
 	key          any
-	methods      []string
-	issuer       string
-	audience     string
+	parser       *jwt.Parser // built once from the configuration, shared by every request
 	signersClaim string
 	adminClaim   string
 }
 
 func newJWTVerifier(c conf.JWT) (*jwtVerifier, error) {
-	v := &jwtVerifier{issuer: c.Issuer, audience: c.Audience, signersClaim: c.SignersClaim, adminClaim: c.AdminClaim}
+	v := &jwtVerifier{signersClaim: c.SignersClaim, adminClaim: c.AdminClaim}
 	if v.signersClaim == "" {
 		v.signersClaim = "signers"
 	}
 	if v.adminClaim == "" {
 		v.adminClaim = "txm_admin"
 	}
+	var methods []string
 	switch {
 	case c.HMACSecretFile != "" && c.PublicKeyFile != "":
 		return nil, fmt.Errorf("auth.jwt: set hmacSecretFile or publicKeyFile, not both")
@@ -150,35 +149,36 @@ func newJWTVerifier(c conf.JWT) (*jwtVerifier, error) {
 		if len(secret) < 32 {
 			return nil, fmt.Errorf("auth.jwt.hmacSecretFile: the secret must be at least 32 bytes")
 		}
-		v.key, v.methods = secret, []string{"HS256", "HS384", "HS512"}
+		v.key, methods = secret, []string{"HS256", "HS384", "HS512"}
 	default:
 		pem, err := os.ReadFile(c.PublicKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("auth.jwt.publicKeyFile: %w", err)
 		}
 		if key, err := jwt.ParseRSAPublicKeyFromPEM(pem); err == nil {
-			v.key, v.methods = key, []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}
+			v.key, methods = key, []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}
 		} else if key, err := jwt.ParseECPublicKeyFromPEM(pem); err == nil {
-			v.key, v.methods = key, []string{"ES256", "ES384", "ES512"}
+			v.key, methods = key, []string{"ES256", "ES384", "ES512"}
 		} else if key, err := jwt.ParseEdPublicKeyFromPEM(pem); err == nil {
-			v.key, v.methods = key, []string{"EdDSA"}
+			v.key, methods = key, []string{"EdDSA"}
 		} else {
 			return nil, fmt.Errorf("auth.jwt.publicKeyFile: not an RSA, ECDSA or Ed25519 public key in PEM")
 		}
 	}
+	opts := []jwt.ParserOption{jwt.WithValidMethods(methods), jwt.WithExpirationRequired(), jwt.WithLeeway(30 * time.Second)}
+	if c.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(c.Issuer))
+	}
+	if c.Audience != "" {
+		opts = append(opts, jwt.WithAudience(c.Audience))
+	}
+	v.parser = jwt.NewParser(opts...)
 	return v, nil
 }
 
 func (v *jwtVerifier) verify(token string) (domain.Principal, error) {
-	opts := []jwt.ParserOption{jwt.WithValidMethods(v.methods), jwt.WithExpirationRequired(), jwt.WithLeeway(30 * time.Second)}
-	if v.issuer != "" {
-		opts = append(opts, jwt.WithIssuer(v.issuer))
-	}
-	if v.audience != "" {
-		opts = append(opts, jwt.WithAudience(v.audience))
-	}
 	claims := jwt.MapClaims{}
-	if _, err := jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return v.key, nil }, opts...); err != nil {
+	if _, err := v.parser.ParseWithClaims(token, claims, v.keyFor); err != nil {
 		return domain.Principal{}, err
 	}
 	subject, _ := claims.GetSubject()
@@ -196,3 +196,6 @@ func (v *jwtVerifier) verify(token string) (domain.Principal, error) {
 	admin, _ := claims[v.adminClaim].(bool)
 	return principalOf("jwt:"+subject, signers, admin)
 }
+
+// keyFor is the verification key; the parser has already checked the token's algorithm.
+func (v *jwtVerifier) keyFor(*jwt.Token) (any, error) { return v.key, nil }

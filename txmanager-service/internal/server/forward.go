@@ -3,14 +3,17 @@ package server
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/transport"
+	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
@@ -26,6 +29,8 @@ func forwardedHeaders() []string { return []string{"authorization", "x-api-key"}
 // Forwarder sends requests to the node that holds a signer's lease, over internal gRPC.
 type Forwarder struct {
 	nodes *services.NodeRegistry
+	// propagator continues the caller's trace on the owner.
+	propagator propagation.TextMapPropagator
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -33,18 +38,8 @@ type Forwarder struct {
 
 // NewForwarder builds the forwarder; the cleanup closes its connections.
 func NewForwarder(nodes *services.NodeRegistry) (*Forwarder, func()) {
-	f := &Forwarder{nodes: nodes, conns: map[string]*grpc.ClientConn{}}
+	f := &Forwarder{nodes: nodes, conns: map[string]*grpc.ClientConn{}, propagator: telemetry.Propagator()}
 	return f, f.close
-}
-
-// hopsOf is how many times the request in ctx has already been forwarded.
-func hopsOf(ctx context.Context) int {
-	if tr, ok := transport.FromServerContext(ctx); ok {
-		if n, err := strconv.Atoi(tr.RequestHeader().Get(controllers.HopsHeader)); err == nil && n > 0 {
-			return n
-		}
-	}
-	return 0
 }
 
 // ForwardCreate implements controllers.OwnerForwarder.
@@ -91,7 +86,7 @@ func (f *Forwarder) connTo(ctx context.Context, owner string) (*grpc.ClientConn,
 
 // outgoing carries the hop count and the caller's credentials to the owner.
 func (f *Forwarder) outgoing(ctx context.Context) context.Context {
-	md := metadata.Pairs(controllers.HopsHeader, strconv.Itoa(hopsOf(ctx)+1))
+	md := metadata.Pairs(controllers.HopsHeader, strconv.Itoa(controllers.Hops(ctx)+1))
 	if tr, ok := transport.FromServerContext(ctx); ok {
 		for _, h := range forwardedHeaders() {
 			if v := tr.RequestHeader().Get(h); v != "" {
@@ -99,8 +94,7 @@ func (f *Forwarder) outgoing(ctx context.Context) context.Context {
 			}
 		}
 	}
-	// Continue the caller's trace on the owner.
-	telemetry.Propagator().Inject(ctx, metadataCarrier(md))
+	f.propagator.Inject(ctx, metadataCarrier(md))
 	return metadata.NewOutgoingContext(ctx, md)
 }
 
@@ -131,6 +125,9 @@ func fromPeer(err error) error {
 	se := kerrors.FromError(err)
 	if se.Reason == "" {
 		return &domain.UnavailableError{Reason: "lease owner unreachable", Err: err}
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == unprocessableGRPCCode {
+		se.Code = http.StatusUnprocessableEntity
 	}
 	return se
 }

@@ -32,24 +32,18 @@ func NewGRPCServer(c *conf.Bootstrap, tx *controllers.TxController, admin *contr
 	return srv
 }
 
-// grpcCodes fixes the statuses Kratos would map to Unknown (422, 499) and gives conflicts a
-// precise code; the reason and metadata travel unchanged in ErrorInfo.
-var grpcCodes = map[int32]codes.Code{
-	http.StatusUnprocessableEntity: codes.FailedPrecondition,
-	499:                            codes.Canceled,
-}
+// Kratos sends 422 as gRPC Unknown; the service sends it as FailedPrecondition, which no
+// other API status maps to, and a forwarding node reads it back as 422 (see fromPeer).
+const unprocessableGRPCCode = codes.FailedPrecondition
 
 func grpcStatusInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
 	var kerr *kerrors.Error
-	if err == nil || !errors.As(err, &kerr) {
+	if err == nil || !errors.As(err, &kerr) || kerr.Code != http.StatusUnprocessableEntity {
 		return resp, err
 	}
-	code, ok := grpcCodes[kerr.Code]
-	if !ok {
-		return resp, err
-	}
-	st, detailErr := status.New(code, kerr.Message).WithDetails(&errdetails.ErrorInfo{Reason: kerr.Reason, Metadata: kerr.Metadata})
+	// The reason and metadata travel unchanged in ErrorInfo.
+	st, detailErr := status.New(unprocessableGRPCCode, kerr.Message).WithDetails(&errdetails.ErrorInfo{Reason: kerr.Reason, Metadata: kerr.Metadata})
 	if detailErr != nil {
 		return resp, err
 	}

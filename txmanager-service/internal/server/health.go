@@ -11,17 +11,18 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
+// maxHeadAge: readiness fails when the chain head is older than this (a stalled node).
+const maxHeadAge = 2 * time.Minute
+
 // Health answers liveness and readiness probes.
 type Health struct {
 	pool  *pgxpool.Pool
 	chain services.Chain
-	// MaxHeadAge: readiness fails when the chain head is older than this (a stalled node).
-	maxHeadAge time.Duration
 }
 
 // NewHealth builds the probes.
 func NewHealth(pool *pgxpool.Pool, chain services.Chain) *Health {
-	return &Health{pool: pool, chain: chain, maxHeadAge: 2 * time.Minute}
+	return &Health{pool: pool, chain: chain}
 }
 
 // Live is 200 while the process serves HTTP.
@@ -49,7 +50,7 @@ func (h *Health) Ready(w nethttp.ResponseWriter, r *nethttp.Request) {
 	default:
 		age := time.Since(time.Unix(int64(head.Time), 0))
 		checks["chain_head_age"] = age.Truncate(time.Second).String()
-		if age > h.maxHeadAge {
+		if age > maxHeadAge {
 			checks["chain"] = "stale head"
 			ready = false
 		} else {

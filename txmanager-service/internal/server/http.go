@@ -72,8 +72,7 @@ func cleanPathsOnly(next nethttp.Handler) nethttp.Handler {
 	return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
 		p := r.URL.Path
 		if p == "" || path.Clean(p) != p || strings.Contains(strings.ToLower(r.URL.RawPath), "%2f") {
-			encodeError(w, r, kerrors.New(nethttp.StatusBadRequest, v1.ErrorReason_INVALID_ARGUMENT.String(), "path: not in canonical form").
-				WithMetadata(map[string]string{"field": "path"}))
+			encodeError(w, r, v1.InvalidArgument("path", "not in canonical form"))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -94,7 +93,7 @@ func limitBody(maxBytes int64) khttp.FilterFunc {
 	return func(next nethttp.Handler) nethttp.Handler {
 		return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
 			if r.ContentLength > maxBytes {
-				encodeError(w, r, kerrors.New(nethttp.StatusBadRequest, v1.ErrorReason_REQUEST_TOO_LARGE.String(), "request body too large"))
+				encodeError(w, r, v1.RequestTooLarge(maxBytes))
 				return
 			}
 			r.Body = nethttp.MaxBytesReader(w, r.Body, maxBytes)

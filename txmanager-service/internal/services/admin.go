@@ -40,14 +40,14 @@ func NewAdminUseCase(pipeline *Pipeline, store AdminStore, nodes *NodeRegistry) 
 }
 
 // ResolveTx resolves one unmined transaction now with action ("" = the hook decides).
-func (uc *AdminUseCase) ResolveTx(ctx context.Context, txID, action, reason string) (ResolutionAction, error) {
+func (uc *AdminUseCase) ResolveTx(ctx context.Context, txID, action, reason string) (domain.ResolutionAction, error) {
 	id, err := parseTxID(txID)
 	if err != nil {
 		return "", err
 	}
-	var parsed ResolutionAction
+	var parsed domain.ResolutionAction
 	if strings.TrimSpace(action) != "" {
-		if parsed, err = ParseResolutionAction(action); err != nil {
+		if parsed, err = domain.ParseResolutionAction(action); err != nil {
 			return "", err
 		}
 	}

@@ -27,18 +27,28 @@ type AllocationOp struct {
 	// GasLimit is the effective gas limit (the client's or the estimate).
 	GasLimit uint64
 
+	// requestSpan is the span of the request that made the op: the writer batch, which
+	// runs on the worker's context, links to it so a request's trace leads to its batch.
+	requestSpan trace.SpanContext
+
 	done    chan struct{}
 	tx      domain.ManagedTx
 	created bool
 	err     error
 }
 
-// NewAllocationOp prepares an op for req.
-func NewAllocationOp(req domain.CreateRequest, gasLimit uint64) *AllocationOp {
+// NewAllocationOp prepares an op for req, made while serving the request in ctx.
+func NewAllocationOp(ctx context.Context, req domain.CreateRequest, gasLimit uint64) *AllocationOp {
 	if req.SignerHex == "" {
 		req.SignerHex = req.Signer.Hex()
 	}
-	return &AllocationOp{Request: req, Fingerprint: req.Fingerprint(), GasLimit: gasLimit, done: make(chan struct{})}
+	return &AllocationOp{
+		Request:     req,
+		Fingerprint: req.Fingerprint(),
+		GasLimit:    gasLimit,
+		requestSpan: trace.SpanContextFromContext(ctx),
+		done:        make(chan struct{}),
+	}
 }
 
 // Signer is the key the writer routes by (EIP-55 form).
@@ -121,7 +131,8 @@ type opOutcome struct {
 
 // AllocateBatch resolves every op of the batch.
 func (a *Allocator) AllocateBatch(ctx context.Context, ops []*AllocationOp) {
-	ctx, span := a.metrics.Tracer.Start(ctx, "writer.batch", trace.WithAttributes(attribute.Int("writer.ops", len(ops))))
+	ctx, span := a.metrics.Tracer.Start(ctx, "writer.batch",
+		trace.WithAttributes(attribute.Int("writer.ops", len(ops))), trace.WithLinks(requestLinks(ops)...))
 	defer span.End()
 	a.metrics.WriterBatch(ctx, len(ops))
 	batches := a.prepare(ctx, ops)
@@ -245,13 +256,13 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 		id := op.Request.RequestID
 		if id != "" {
 			if tx, ok := existing[id]; ok {
-				b.outcome[i] = replayOutcome(tx, op)
+				b.outcome[i] = replayOutcome(tx, op.Fingerprint, id)
 				continue
 			}
 			if j, ok := firstInBatch[id]; ok {
 				// Same requestId twice in one batch: the later op answers like a replay of
 				// the first and consumes no nonce.
-				b.outcome[i] = replayOutcome(b.outcome[j].tx, op)
+				b.outcome[i] = replayOutcome(b.outcome[j].tx, op.Fingerprint, id)
 				continue
 			}
 			firstInBatch[id] = i
@@ -294,9 +305,9 @@ func (a *Allocator) existingByRequestID(ctx context.Context, sess txmanager.Sess
 	return a.store.FindByRequestIDs(ctx, sess, b.signer, ids)
 }
 
-func replayOutcome(tx domain.ManagedTx, op *AllocationOp) opOutcome {
-	if tx.Fingerprint != op.Fingerprint {
-		return opOutcome{tx: tx, err: fmt.Errorf("%w: requestId %q", domain.ErrIdempotencyConflict, op.Request.RequestID)}
+func replayOutcome(tx domain.ManagedTx, fingerprint [32]byte, requestID string) opOutcome {
+	if tx.Fingerprint != fingerprint {
+		return opOutcome{tx: tx, err: fmt.Errorf("%w: requestId %q", domain.ErrIdempotencyConflict, requestID)}
 	}
 	return opOutcome{tx: tx}
 }
@@ -328,4 +339,15 @@ func batchFailure(err error) error {
 		return err
 	}
 	return &domain.UnavailableError{Reason: "writer batch failed", RetryAfter: time.Second, Err: err}
+}
+
+// requestLinks links a batch to the sampled requests whose ops it carries.
+func requestLinks(ops []*AllocationOp) []trace.Link {
+	links := make([]trace.Link, 0, len(ops))
+	for _, op := range ops {
+		if op.requestSpan.IsValid() {
+			links = append(links, trace.Link{SpanContext: op.requestSpan})
+		}
+	}
+	return links
 }

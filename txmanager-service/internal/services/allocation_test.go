@@ -26,7 +26,7 @@ func TestBatchIdempotencyConsumesNoNonceForReplaysOrConflicts(t *testing.T) {
 	// intent), a new order-3 twice (second is an in-batch replay), and one without requestId.
 	mk := func(id string, value int64) *services.AllocationOp {
 		req := domain.CreateRequest{Signer: signer, RequestID: id, Intent: domain.Intent{To: &signer, Value: big.NewInt(value), GasLimit: 21000}}
-		return services.NewAllocationOp(req, 21000)
+		return services.NewAllocationOp(t.Context(), req, 21000)
 	}
 	ops := []*services.AllocationOp{
 		mk("order-1", 1),   // same intent as the first batch's op 0 (value 1)

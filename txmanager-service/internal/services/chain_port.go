@@ -11,24 +11,18 @@ import (
 // Chain is the port to an EVM node. Adapters: internal/chain (go-ethereum ethclient against
 // any JSON-RPC URL, and the embedded simulated chain).
 type Chain interface {
-	// ChainID of the connected network.
-	ChainID(ctx context.Context) (*big.Int, error)
 	// PendingNonceAt is eth_getTransactionCount(account, "pending").
 	PendingNonceAt(ctx context.Context, account common.Address) (uint64, error)
-	// NonceAt is eth_getTransactionCount(account, "latest"): transactions mined so far.
-	NonceAt(ctx context.Context, account common.Address) (uint64, error)
 	// EstimateGas runs eth_estimateGas. A call that reverts returns an error matching
 	// ErrExecutionReverted (with the revert reason in its message when the node gives one).
 	EstimateGas(ctx context.Context, call CallRequest) (uint64, error)
 	// SuggestFees returns the latest base fee and a suggested priority fee (EIP-1559).
 	SuggestFees(ctx context.Context) (FeeSuggestion, error)
-	// SendRawTransaction broadcasts signed bytes. Failures are classified: errors.Is works
-	// against ErrKnownTransaction, ErrNonceTooLow, ErrUnderpriced, ErrInsufficientFunds;
-	// anything else is returned as it came.
-	SendRawTransaction(ctx context.Context, raw []byte) error
 	// SendRawTransactions broadcasts many in as few round trips as possible (JSON-RPC
-	// batches, in order); the result has one classified error (or nil) per transaction. An
-	// error for the whole call means none of them can be assumed sent or unsent.
+	// batches, in order); the result has one classified error (or nil) per transaction:
+	// errors.Is works against ErrKnownTransaction, ErrNonceTooLow, ErrUnderpriced,
+	// ErrInsufficientFunds, anything else is returned as it came. An error for the whole
+	// call means none of them can be assumed sent or unsent.
 	SendRawTransactions(ctx context.Context, raws [][]byte) ([]error, error)
 	// TransactionReceipts looks up many receipts in as few round trips as possible (JSON-RPC
 	// batch calls). The result has one entry per hash, nil where the node has no receipt yet.

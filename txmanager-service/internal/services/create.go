@@ -72,7 +72,7 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (C
 		existing, err := uc.txs.GetByRequestID(ctx, req.Signer, req.RequestID)
 		switch {
 		case err == nil:
-			out := replayOutcome(existing, &AllocationOp{Request: req, Fingerprint: req.Fingerprint()})
+			out := replayOutcome(existing, req.Fingerprint(), req.RequestID)
 			return CreateResult{Tx: existing}, out.err
 		case !errors.Is(err, domain.ErrNotFound):
 			return CreateResult{}, &domain.UnavailableError{Reason: "idempotency lookup", RetryAfter: time.Second, Err: err}
@@ -86,7 +86,7 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (C
 	if _, err := uc.leases.Acquire(ctx, req.SignerHex); err != nil {
 		return CreateResult{}, err
 	}
-	op := NewAllocationOp(req, gasLimit)
+	op := NewAllocationOp(ctx, req, gasLimit)
 	if err := uc.queue.Enqueue(op); err != nil {
 		return CreateResult{}, err
 	}

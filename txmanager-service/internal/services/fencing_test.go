@@ -9,7 +9,7 @@ import (
 	"github.com/bionicotaku/lingo-utils/txmanager"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
-	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/testsupport"
 )
 
@@ -37,7 +37,7 @@ func TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner(t *testing.T) {
 	// A's next batch passes its lease check, then stops before its first statement.
 	gate := newGate()
 	nodeA.store.setGates(gate, nil)
-	opsA := make(chan []*servicesOp, 1)
+	opsA := make(chan []*services.AllocationOp, 1)
 	go func() { opsA <- nodeA.allocate(t, signer, 2) }()
 	<-gate.reached
 
@@ -68,8 +68,7 @@ func TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner(t *testing.T) {
 	}
 
 	// Every other critical write of A, attempted directly with its stale lease, is fenced too.
-	component, _ := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{})
-	store := repositories.NewAllocationRepository()
+	store := nodeA.store.AllocationStore // the repository itself, without the test's gates
 	stale := domain.ManagedTx{ID: txsB[0].ID, Signer: signer, Nonce: 99, Intent: txsB[0].Intent, State: domain.StateAllocated}
 	stale.ID[15] ^= 0xff
 	writes := map[string]func(context.Context, txmanager.Session) error{
@@ -82,7 +81,7 @@ func TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner(t *testing.T) {
 		},
 	}
 	for name, write := range writes {
-		err := component.Manager.WithinTx(ctx, txmanager.DefaultOptions(), write)
+		err := nodeA.txm.WithinTx(ctx, txmanager.DefaultOptions(), write)
 		if !errors.Is(err, domain.ErrFenced) {
 			t.Errorf("A's %s with token 1 after takeover: err = %v, want FENCED", name, err)
 		}
@@ -104,7 +103,7 @@ func TestTakeoverWaitsForTheOwnersOpenBatch(t *testing.T) {
 
 	gate := newGate()
 	nodeA.store.setGates(nil, gate)
-	opsA := make(chan []*servicesOp, 1)
+	opsA := make(chan []*services.AllocationOp, 1)
 	go func() { opsA <- nodeA.allocate(t, signer, 3) }()
 	<-gate.reached // A holds the lease row FOR SHARE inside its open transaction
 

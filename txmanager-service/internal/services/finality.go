@@ -9,39 +9,30 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
-// FinalityReport counts one pass.
-type FinalityReport struct {
-	Final    int
-	Reorged  int
-	Waiting  int
-	HeadSeen uint64
-}
-
 // AdvanceFinality moves mined transactions of the given signers on: a receipt whose block
 // is no longer canonical goes back to TRACKING; one with enough confirmations (or under the
 // node's finalized block) becomes CONFIRMED or FAILED_FINAL together with its completion.
+// It returns how many went back to TRACKING.
 //
 // The pass judges every transaction against one view of the chain: the head is read once
 // and each height's canonical block is fetched once, so two transactions in one block can
 // never be judged against different forks.
-func (p *Pipeline) AdvanceFinality(ctx context.Context, signers []string) (FinalityReport, error) {
+func (p *Pipeline) AdvanceFinality(ctx context.Context, signers []string) (int, error) {
 	ctx, span := p.metrics.Tracer.Start(ctx, "pipeline.finality")
 	defer span.End()
-	var report FinalityReport
 	mined, err := p.store.ListMined(ctx, signers)
 	if err != nil || len(mined) == 0 {
-		return report, err
+		return 0, err
 	}
 	head, err := p.chain.LatestHeader(ctx)
 	if err != nil {
-		return report, fmt.Errorf("head: %w", err)
+		return 0, fmt.Errorf("head: %w", err)
 	}
-	report.HeadSeen = head.Number
 	finalizedAt := uint64(0)
 	if p.cfg.UseFinalizedTag {
 		finalized, err := p.chain.FinalizedHeader(ctx)
 		if err != nil {
-			return report, fmt.Errorf("finalized block: %w", err)
+			return 0, fmt.Errorf("finalized block: %w", err)
 		}
 		finalizedAt = finalized.Number
 	}
@@ -56,7 +47,7 @@ func (p *Pipeline) AdvanceFinality(ctx context.Context, signers []string) (Final
 	heights = slices.Compact(heights)
 	headers, err := p.chain.HeadersByNumber(ctx, heights)
 	if err != nil {
-		return report, fmt.Errorf("canonical headers: %w", err)
+		return 0, fmt.Errorf("canonical headers: %w", err)
 	}
 	canonical := make(map[uint64]BlockHeader, len(headers))
 	for i, h := range headers {
@@ -78,46 +69,47 @@ func (p *Pipeline) AdvanceFinality(ctx context.Context, signers []string) (Final
 		if p.cfg.UseFinalizedTag {
 			isFinal = tx.BlockNumber <= finalizedAt
 		}
-		if !isFinal {
-			report.Waiting++
-			continue
+		if isFinal {
+			finals[tx.Signer] = append(finals[tx.Signer], finalization(tx))
 		}
-		finals[tx.Signer] = append(finals[tx.Signer], finalization(tx))
 	}
 
-	var errs []error
-	for signer, txs := range reorged {
-		lease, ok := p.leases.Current(signer)
-		if !ok {
-			continue
-		}
-		n, err := p.store.RevertReorged(ctx, lease, txs)
-		if err != nil {
-			errs = append(errs, p.fenced(ctx, lease, err))
-			continue
-		}
+	reverted, revertErr := writeHeld(ctx, p, reorged, p.store.RevertReorged, func(lease domain.Lease, n int, txs []MinedTx) {
 		for range n {
 			p.metrics.Reorg(ctx)
 		}
-		report.Reorged += n
-		p.log.WithContext(ctx).Warnw("msg", "receipts left the canonical chain; tracking again", "signer", signer, "fencing_token", lease.Token,
+		p.log.WithContext(ctx).Warnw("msg", "receipts left the canonical chain; tracking again", "signer", lease.Signer, "fencing_token", lease.Token,
 			"count", n, "first_tx_id", txs[0].TxID.String(), "state", string(domain.StateTracking), "sub_state", "REORGED")
-	}
-	for signer, group := range finals {
+	})
+	_, finalizeErr := writeHeld(ctx, p, finals, p.store.Finalize, func(lease domain.Lease, n int, group []Finalization) {
+		p.log.WithContext(ctx).Infow("msg", "transactions final", "signer", lease.Signer, "fencing_token", lease.Token, "count", n,
+			"first_tx_id", group[0].Tx.TxID.String(), "first_state", string(group[0].State))
+	})
+	return reverted, errors.Join(revertErr, finalizeErr)
+}
+
+// writeHeld writes each signer's group with the lease this node holds for that signer, and
+// leaves the groups of signers it no longer holds to their owner. A fenced write drops the
+// lease; written runs after each successful write. It returns the rows written and every
+// failure.
+func writeHeld[T any](ctx context.Context, p *Pipeline, groups map[string][]T,
+	write func(context.Context, domain.Lease, []T) (int, error), written func(domain.Lease, int, []T)) (int, error) {
+	total := 0
+	var errs []error
+	for signer, group := range groups {
 		lease, ok := p.leases.Current(signer)
 		if !ok {
 			continue
 		}
-		n, err := p.store.Finalize(ctx, lease, group)
+		n, err := write(ctx, lease, group)
 		if err != nil {
 			errs = append(errs, p.fenced(ctx, lease, err))
 			continue
 		}
-		report.Final += n
-		p.log.WithContext(ctx).Infow("msg", "transactions final", "signer", signer, "fencing_token", lease.Token, "count", n,
-			"first_tx_id", group[0].Tx.TxID.String(), "first_state", string(group[0].State))
+		total += n
+		written(lease, n, group)
 	}
-	return report, errors.Join(errs...)
+	return total, errors.Join(errs...)
 }
 
 // finalization decides the final state from the receipt status and which attempt was mined.

@@ -153,6 +153,16 @@ func (m *LeaseManager) Held() []domain.Lease {
 	return out
 }
 
+// HeldSigners lists the signers of Held.
+func (m *LeaseManager) HeldSigners() []string {
+	held := m.Held()
+	signers := make([]string, len(held))
+	for i, l := range held {
+		signers[i] = l.Signer
+	}
+	return signers
+}
+
 // Fenced is called when a write with lease was rejected: the lease is dropped at once.
 func (m *LeaseManager) Fenced(ctx context.Context, lease domain.Lease, write string) {
 	m.metrics.Fenced(ctx)
@@ -201,7 +211,9 @@ func (m *LeaseManager) Tick(ctx context.Context) {
 		m.forget(lease.Signer, lease.Token)
 	}
 	for _, lease := range release {
-		m.release(ctx, lease)
+		if err := m.release(ctx, lease); err != nil {
+			m.log.Warnw("msg", "lease release failed", "signer", lease.Signer, "fencing_token", lease.Token, "error", err.Error())
+		}
 	}
 	for _, lease := range renew {
 		if _, err := m.acquireFromStore(ctx, lease.Signer); err != nil && !errors.Is(err, domain.ErrNotLeader) {
@@ -210,13 +222,14 @@ func (m *LeaseManager) Tick(ctx context.Context) {
 	}
 }
 
-func (m *LeaseManager) release(ctx context.Context, lease domain.Lease) {
+// release stops local work on the signer and ends the lease in the database.
+func (m *LeaseManager) release(ctx context.Context, lease domain.Lease) error {
 	m.forget(lease.Signer, lease.Token)
 	if err := m.store.Release(ctx, lease); err != nil {
-		m.log.Warnw("msg", "lease release failed", "signer", lease.Signer, "fencing_token", lease.Token, "error", err.Error())
-		return
+		return fmt.Errorf("release %s: %w", lease.Signer, err)
 	}
 	m.log.Infow("msg", "lease released", "signer", lease.Signer, "fencing_token", lease.Token)
+	return nil
 }
 
 // ReleaseAll stops intake of new leases and releases every lease held, so peers take over
@@ -231,10 +244,7 @@ func (m *LeaseManager) ReleaseAll(ctx context.Context) error {
 	m.mu.Unlock()
 	var errs []error
 	for _, lease := range leases {
-		m.forget(lease.Signer, lease.Token)
-		if err := m.store.Release(ctx, lease); err != nil {
-			errs = append(errs, fmt.Errorf("release %s: %w", lease.Signer, err))
-		}
+		errs = append(errs, m.release(ctx, lease))
 	}
 	return errors.Join(errs...)
 }

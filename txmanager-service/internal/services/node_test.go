@@ -22,7 +22,7 @@ import (
 
 // testNode is one service instance's allocation path on a shared database.
 type testNode struct {
-	name      string
+	txm       txmanager.Manager
 	leases    *services.LeaseManager
 	allocator *services.Allocator
 	store     *gatedStore
@@ -54,11 +54,11 @@ func newTestNode(t testing.TB, pool *pgxpool.Pool, name string, opts nodeOptions
 	store := &gatedStore{AllocationStore: repositories.NewAllocationRepository()}
 	allocator := services.NewAllocator(component.Manager, store, leases, nil, services.NewNonceCache(),
 		services.NonceConfig{ChainQuery: false}, services.SystemClock{}, nil, metrics, logger)
-	return &testNode{name: name, leases: leases, allocator: allocator, store: store}
+	return &testNode{txm: component.Manager, leases: leases, allocator: allocator, store: store}
 }
 
 // allocate runs one writer batch of n transfers for signer and returns the ops.
-func (n *testNode) allocate(t *testing.T, signer common.Address, count int, requestIDs ...string) []*services.AllocationOp {
+func (n *testNode) allocate(t testing.TB, signer common.Address, count int, requestIDs ...string) []*services.AllocationOp {
 	t.Helper()
 	ops := make([]*services.AllocationOp, count)
 	for i := range ops {
@@ -66,7 +66,7 @@ func (n *testNode) allocate(t *testing.T, signer common.Address, count int, requ
 		if i < len(requestIDs) {
 			req.RequestID = requestIDs[i]
 		}
-		ops[i] = services.NewAllocationOp(req, 21000)
+		ops[i] = services.NewAllocationOp(t.Context(), req, 21000)
 	}
 	n.allocator.AllocateBatch(context.Background(), ops)
 	return ops
@@ -128,8 +128,6 @@ func (s *gatedStore) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.
 func signerAddress(i int) common.Address {
 	return common.HexToAddress(fmt.Sprintf("0x%040x", 0xabc000+i))
 }
-
-type servicesOp = services.AllocationOp
 
 type rowWant struct {
 	nonce int64

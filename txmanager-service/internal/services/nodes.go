@@ -69,6 +69,3 @@ func (r *NodeRegistry) Lookup(ctx context.Context, nodeID string) (NodeInfo, boo
 func (r *NodeRegistry) List(ctx context.Context) ([]NodeInfo, error) {
 	return r.store.List(ctx, r.cfg.Timeout)
 }
-
-// Self is this node.
-func (r *NodeRegistry) Self() NodeInfo { return r.cfg.Self }

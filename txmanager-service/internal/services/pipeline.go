@@ -3,9 +3,7 @@ package services
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/big"
-	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -60,29 +58,26 @@ type Pipeline struct {
 	clock   Clock
 	metrics *telemetry.Metrics
 	log     *log.Helper
-
-	chainIDOnce sync.Once
-	chainID     *big.Int
-	chainIDErr  error
+	chainID ChainID
 }
 
+// ChainID is the id of the chain every transaction is signed for, read once when the
+// service connects to the chain.
+type ChainID struct{ *big.Int }
+
 // NewPipeline wires the pipeline and registers the pending-age gauge.
-func NewPipeline(cfg PipelineConfig, store PipelineStore, chain Chain, signer TxSigner, leases *LeaseManager, hook StuckResolutionHook,
-	clock Clock, metrics *telemetry.Metrics, logger log.Logger) (*Pipeline, error) {
+func NewPipeline(cfg PipelineConfig, store PipelineStore, chain Chain, chainID ChainID, signer TxSigner, leases *LeaseManager,
+	hook StuckResolutionHook, clock Clock, metrics *telemetry.Metrics, logger log.Logger) (*Pipeline, error) {
 	p := &Pipeline{
-		cfg: cfg, store: store, chain: chain, signer: signer, leases: leases, hook: hook, clock: clock, metrics: metrics,
+		cfg: cfg, store: store, chain: chain, chainID: chainID, signer: signer, leases: leases, hook: hook, clock: clock, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node())),
 	}
 	err := metrics.RegisterFloatGauge(telemetry.PendingOldestAgeSeconds,
 		"Age of the oldest unfinished transaction, per signer this node holds.",
 		func(ctx context.Context, record func(float64, ...attribute.KeyValue)) {
-			held := leases.Held()
-			if len(held) == 0 {
+			signers := leases.HeldSigners()
+			if len(signers) == 0 {
 				return
-			}
-			signers := make([]string, len(held))
-			for i, l := range held {
-				signers[i] = l.Signer
 			}
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
@@ -95,17 +90,6 @@ func NewPipeline(cfg PipelineConfig, store PipelineStore, chain Chain, signer Tx
 			}
 		})
 	return p, err
-}
-
-func (p *Pipeline) chainIDOf(ctx context.Context) (*big.Int, error) {
-	p.chainIDOnce.Do(func() { p.chainID, p.chainIDErr = p.chain.ChainID(ctx) })
-	if p.chainIDErr != nil {
-		// Do not cache a failure: let the next pass try again.
-		err := p.chainIDErr
-		p.chainIDOnce = sync.Once{}
-		return nil, err
-	}
-	return p.chainID, nil
 }
 
 // span starts a span for one piece of work on a signer.
@@ -127,14 +111,10 @@ func (p *Pipeline) fenced(ctx context.Context, lease domain.Lease, err error) er
 // sign builds and signs one EIP-1559 transaction.
 func (p *Pipeline) sign(ctx context.Context, from common.Address, nonce uint64, to *common.Address, value *big.Int, data []byte,
 	gas uint64, maxFee, maxTip *big.Int) (*types.Transaction, []byte, error) {
-	chainID, err := p.chainIDOf(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("chain id: %w", err)
-	}
 	unsigned := types.NewTx(&types.DynamicFeeTx{
-		ChainID: chainID, Nonce: nonce, GasTipCap: maxTip, GasFeeCap: maxFee, Gas: gas, To: to, Value: value, Data: data,
+		ChainID: p.chainID.Int, Nonce: nonce, GasTipCap: maxTip, GasFeeCap: maxFee, Gas: gas, To: to, Value: value, Data: data,
 	})
-	signed, err := p.signer.SignTx(ctx, from, unsigned, chainID)
+	signed, err := p.signer.SignTx(ctx, from, unsigned, p.chainID.Int)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -233,15 +213,6 @@ func (p *Pipeline) ourHashesKnown(ctx context.Context, items []broadcastItem, se
 		out[owners[i]] = out[owners[i]] || k
 	}
 	return out
-}
-
-func anyTrue(values []bool) bool {
-	for _, v := range values {
-		if v {
-			return true
-		}
-	}
-	return false
 }
 
 // AwaitingReceipt lists the broadcast, unmined transactions of the signers.

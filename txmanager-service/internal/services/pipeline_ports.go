@@ -68,6 +68,7 @@ type TrackedTx struct {
 // FoundReceipt is a receipt for one attempt of a tracked transaction.
 type FoundReceipt struct {
 	TxID    uuid.UUID
+	Signer  string
 	Kind    AttemptKind
 	Receipt Receipt
 }
@@ -125,7 +126,7 @@ type HeadOfLineTx struct {
 // StuckClaim claims a stuck transaction for one resolution action.
 type StuckClaim struct {
 	TxID     uuid.UUID
-	Action   ResolutionAction
+	Action   domain.ResolutionAction
 	NewState domain.State
 	SubState string
 	Reason   string
@@ -153,7 +154,8 @@ type PipelineStore interface {
 	Finalize(ctx context.Context, lease domain.Lease, finals []Finalization) (int, error)
 
 	ListResubmitDue(ctx context.Context, signer string, limit int) ([]DueResubmit, error)
-	ClaimResubmit(ctx context.Context, lease domain.Lease, txID uuid.UUID, resubmitAfter time.Duration) (bool, error)
+	// ClaimResubmits claims those of txIDs still due (fenced) and returns them.
+	ClaimResubmits(ctx context.Context, lease domain.Lease, txIDs []uuid.UUID, resubmitAfter time.Duration) ([]uuid.UUID, error)
 
 	// HeadOfLine is the signer's lowest unmined transaction (nil when none).
 	HeadOfLine(ctx context.Context, signer string) (*HeadOfLineTx, error)

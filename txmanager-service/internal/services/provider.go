@@ -2,7 +2,6 @@ package services
 
 import (
 	"fmt"
-	"math/big"
 	"time"
 
 	"github.com/google/wire"
@@ -35,10 +34,10 @@ var ProviderSet = wire.NewSet(
 func NewPipelineConfig(c *conf.Bootstrap) (PipelineConfig, error) {
 	fees := FeePolicy{BumpPercent: c.Fees.BumpPercent, BaseFeeMultiplier: c.Fees.BaseFeeMultiplier}
 	var err error
-	if fees.MaxFeeCap, err = weiOrNil("fees.maxFeePerGas", c.Fees.MaxFeePerGas); err != nil {
+	if fees.MaxFeeCap, err = domain.ParseOptionalWei("fees.maxFeePerGas", c.Fees.MaxFeePerGas); err != nil {
 		return PipelineConfig{}, err
 	}
-	if fees.MaxTipCap, err = weiOrNil("fees.maxPriorityFeePerGas", c.Fees.MaxPriorityFeePerGas); err != nil {
+	if fees.MaxTipCap, err = domain.ParseOptionalWei("fees.maxPriorityFeePerGas", c.Fees.MaxPriorityFeePerGas); err != nil {
 		return PipelineConfig{}, err
 	}
 	return PipelineConfig{
@@ -54,22 +53,11 @@ func NewPipelineConfig(c *conf.Bootstrap) (PipelineConfig, error) {
 // NewStuckHook is the shipped policy hook with the configured action. Services embedding
 // their own hook replace this provider.
 func NewStuckHook(c *conf.Bootstrap) (StuckResolutionHook, error) {
-	action, err := ParseResolutionAction(c.Stuck.Action)
+	action, err := domain.ParseResolutionAction(c.Stuck.Action)
 	if err != nil {
 		return nil, fmt.Errorf("stuck.action: %w", err)
 	}
 	return PolicyHook{Action: action}, nil
-}
-
-func weiOrNil(field, s string) (*big.Int, error) {
-	if s == "" {
-		return nil, nil
-	}
-	v, err := domain.ParseWei(field, s)
-	if err != nil {
-		return nil, err
-	}
-	return v, nil
 }
 
 // NewLeaseConfig maps the lease section.

@@ -2,12 +2,13 @@ package services
 
 import (
 	"context"
-	"errors"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
 // ReceiptOutcome sorts one look-up pass: what was mined, what the node does not have yet,
@@ -49,7 +50,7 @@ func (p *Pipeline) CheckReceipts(ctx context.Context, txs []TrackedTx) (ReceiptO
 			i++
 			switch {
 			case r.Receipt != nil && found == nil:
-				found = &FoundReceipt{TxID: tx.TxID, Kind: attempt.Kind, Receipt: *r.Receipt}
+				found = &FoundReceipt{TxID: tx.TxID, Signer: tx.Signer, Kind: attempt.Kind, Receipt: *r.Receipt}
 			case r.Err != nil:
 				failed = true
 			}
@@ -71,27 +72,17 @@ func (p *Pipeline) CheckReceipts(ctx context.Context, txs []TrackedTx) (ReceiptO
 
 // RecordReceipts writes found receipts, signer by signer, with the leases this node holds;
 // receipts of signers it no longer holds are left for their owner.
-func (p *Pipeline) RecordReceipts(ctx context.Context, found []FoundReceipt, signerOf map[uuid.UUID]string) (int, error) {
+func (p *Pipeline) RecordReceipts(ctx context.Context, found []FoundReceipt) (int, error) {
+	ctx, span := p.metrics.Tracer.Start(ctx, "pipeline.record_receipts", trace.WithAttributes(attribute.Int("receipts", len(found))))
+	defer span.End()
 	bySigner := map[string][]FoundReceipt{}
 	for _, f := range found {
-		bySigner[signerOf[f.TxID]] = append(bySigner[signerOf[f.TxID]], f)
+		bySigner[f.Signer] = append(bySigner[f.Signer], f)
 	}
-	written := 0
-	var errs []error
-	for signer, group := range bySigner {
-		lease, ok := p.leases.Current(signer)
-		if !ok {
-			continue
-		}
-		n, err := p.store.RecordReceipts(ctx, lease, group)
-		if err != nil {
-			errs = append(errs, p.fenced(ctx, lease, err))
-			continue
-		}
-		written += n
-		p.log.WithContext(ctx).Infow("msg", "receipts recorded", "signer", signer, "fencing_token", lease.Token, "count", n, "sub_state", "MINED")
-	}
-	return written, errors.Join(errs...)
+	return writeHeld(ctx, p, bySigner, p.store.RecordReceipts, func(lease domain.Lease, n int, group []FoundReceipt) {
+		p.log.WithContext(ctx).Infow("msg", "receipts recorded", "signer", lease.Signer, "fencing_token", lease.Token, "count", n,
+			"first_tx_id", group[0].TxID.String(), "sub_state", "MINED")
+	})
 }
 
 // HeadNumber is the chain's current block number.

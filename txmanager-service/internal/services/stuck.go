@@ -14,30 +14,6 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
-// ResolutionAction is what to do about a stuck transaction (seed 002 section 3.7).
-type ResolutionAction string
-
-const (
-	// ActionNoop changes nothing on chain: the transaction is marked STUCK and alerted on.
-	ActionNoop ResolutionAction = "NOOP"
-	// ActionCancel consumes the nonce with a 0-value self-transfer; the intent is dropped.
-	ActionCancel ResolutionAction = "CANCEL"
-	// ActionReplace sends the same intent with fees that clear the replacement rule.
-	ActionReplace ResolutionAction = "REPLACE"
-	// ActionPlaceholder fills the nonce with a 0-value self-transfer.
-	ActionPlaceholder ResolutionAction = "PLACEHOLDER"
-)
-
-// ParseResolutionAction accepts the action names case-insensitively.
-func ParseResolutionAction(s string) (ResolutionAction, error) {
-	switch a := ResolutionAction(strings.ToUpper(strings.TrimSpace(s))); a {
-	case ActionNoop, ActionCancel, ActionReplace, ActionPlaceholder:
-		return a, nil
-	default:
-		return "", &domain.ValidationError{Field: "action", Reason: "must be NOOP, CANCEL, REPLACE or PLACEHOLDER"}
-	}
-}
-
 // StuckContext is what a hook sees of a stuck transaction.
 type StuckContext struct {
 	Signer         string
@@ -55,7 +31,7 @@ type StuckContext struct {
 
 // ResolutionDecision is a hook's answer.
 type ResolutionDecision struct {
-	Action ResolutionAction
+	Action domain.ResolutionAction
 	// Reason is recorded in the audit trail and the logs.
 	Reason string
 }
@@ -69,14 +45,14 @@ type StuckResolutionHook interface {
 
 // PolicyHook always answers with one configured action (NOOP by default).
 type PolicyHook struct {
-	Action ResolutionAction
+	Action domain.ResolutionAction
 }
 
 // Decide implements StuckResolutionHook.
 func (h PolicyHook) Decide(_ context.Context, stuck StuckContext) (ResolutionDecision, error) {
 	action := h.Action
 	if action == "" {
-		action = ActionNoop
+		action = domain.ActionNoop
 	}
 	return ResolutionDecision{Action: action, Reason: fmt.Sprintf("policy %s: head of line for %s after %d attempts", action, stuck.Age.Round(time.Second), stuck.SubmitAttempts)}, nil
 }
@@ -111,7 +87,7 @@ func (p *Pipeline) DetectStuck(ctx context.Context, lease domain.Lease) (bool, e
 
 // ResolveTx resolves one transaction now (admin API). This node must hold the signer's
 // lease; the action defaults to the hook's decision.
-func (p *Pipeline) ResolveTx(ctx context.Context, txID uuid.UUID, action ResolutionAction, reason string) (ResolutionAction, error) {
+func (p *Pipeline) ResolveTx(ctx context.Context, txID uuid.UUID, action domain.ResolutionAction, reason string) (domain.ResolutionAction, error) {
 	head, err := p.store.Resolvable(ctx, txID)
 	if err != nil {
 		return "", err
@@ -152,15 +128,15 @@ func (p *Pipeline) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 		fallback = false
 	)
 	switch decision.Action {
-	case ActionNoop:
-		claim.NewState, claim.SubState = domain.StateStuck, string(ActionNoop)
-	case ActionCancel, ActionPlaceholder, ActionReplace:
+	case domain.ActionNoop:
+		claim.NewState, claim.SubState = domain.StateStuck, string(domain.ActionNoop)
+	case domain.ActionCancel, domain.ActionPlaceholder, domain.ActionReplace:
 		// Build the attempt before claiming: if no fee within the caps can replace the stuck
 		// attempt, the transaction is marked STUCK instead of claiming an action that
 		// cannot happen.
 		attempt, err = p.resolutionAttempt(ctx, head, decision.Action)
 		if errors.Is(err, ErrFeeCapReached) {
-			claim.NewState, claim.SubState, fallback = domain.StateStuck, string(ActionNoop), true
+			claim.NewState, claim.SubState, fallback = domain.StateStuck, string(domain.ActionNoop), true
 			claim.Reason = decision.Reason + "; " + err.Error()
 			break
 		}
@@ -180,12 +156,12 @@ func (p *Pipeline) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 	}
 	action := decision.Action
 	if fallback {
-		action = ActionNoop
+		action = domain.ActionNoop
 	}
 	p.metrics.Stuck(ctx, strings.ToLower(string(action)))
 	fields := []any{"msg", "stuck transaction", "signer", lease.Signer, "tx_id", head.TxID.String(), "nonce", head.Nonce,
 		"action", string(action), "fencing_token", lease.Token, "reason", claim.Reason, "state", string(claim.NewState)}
-	if action == ActionNoop {
+	if action == domain.ActionNoop {
 		// Alert level: a head-of-line nonce is blocking the signer and nobody will fix it
 		// automatically.
 		p.log.WithContext(ctx).Errorw(fields...)
@@ -204,7 +180,7 @@ func (p *Pipeline) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 }
 
 // resolutionAttempt signs the attempt an action needs at the stuck nonce.
-func (p *Pipeline) resolutionAttempt(ctx context.Context, head *HeadOfLineTx, action ResolutionAction) (*SignedAttempt, error) {
+func (p *Pipeline) resolutionAttempt(ctx context.Context, head *HeadOfLineTx, action domain.ResolutionAction) (*SignedAttempt, error) {
 	suggestion, err := p.chain.SuggestFees(ctx)
 	if err != nil {
 		return nil, &domain.UnavailableError{Reason: "fee suggestion", RetryAfter: time.Second, Err: err}
@@ -219,9 +195,9 @@ func (p *Pipeline) resolutionAttempt(ctx context.Context, head *HeadOfLineTx, ac
 	from := common.HexToAddress(head.Signer)
 	to, value, data, gas, kind := &from, new(big.Int), []byte(nil), uint64(21_000), AttemptCancel
 	switch action {
-	case ActionReplace:
+	case domain.ActionReplace:
 		to, value, data, gas, kind = head.Intent.To, head.Intent.Value, head.Intent.Data, head.GasLimit, AttemptReplace
-	case ActionPlaceholder:
+	case domain.ActionPlaceholder:
 		kind = AttemptPlaceholder
 	}
 	signed, raw, err := p.sign(ctx, from, head.Nonce, to, value, data, gas, maxFee, maxTip)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
@@ -53,9 +54,9 @@ func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease) (int
 	return len(attempts), nil
 }
 
-// ResubmitDue rebroadcasts the signer's transactions whose resubmission is due. Each is
-// claimed first (fenced: advance next_resubmit_at, count the attempt) and only a claimed
-// one is sent, with the same signed bytes.
+// ResubmitDue rebroadcasts the signer's transactions whose resubmission is due. They are
+// claimed first, in one fenced statement (advance next_resubmit_at, count the attempt), and
+// only the claimed ones are sent, with the same signed bytes, lowest nonce first.
 func (p *Pipeline) ResubmitDue(ctx context.Context, lease domain.Lease, limit int) (int, error) {
 	ctx, span := p.span(ctx, "pipeline.resubmit", lease)
 	defer span.End()
@@ -63,13 +64,24 @@ func (p *Pipeline) ResubmitDue(ctx context.Context, lease domain.Lease, limit in
 	if err != nil {
 		return 0, err
 	}
+	if len(due) == 0 {
+		return 0, nil
+	}
+	ids := make([]uuid.UUID, len(due))
+	for i, d := range due {
+		ids[i] = d.TxID
+	}
+	claimedIDs, err := p.store.ClaimResubmits(ctx, lease, ids, p.cfg.ResubmitInterval)
+	if err != nil {
+		return 0, p.fenced(ctx, lease, err)
+	}
+	claimed := make(map[uuid.UUID]bool, len(claimedIDs))
+	for _, id := range claimedIDs {
+		claimed[id] = true
+	}
 	var items []broadcastItem
 	for _, d := range due {
-		claimed, err := p.store.ClaimResubmit(ctx, lease, d.TxID, p.cfg.ResubmitInterval)
-		if err != nil {
-			return 0, p.fenced(ctx, lease, err)
-		}
-		if claimed {
+		if claimed[d.TxID] {
 			items = append(items, broadcastItem{TxID: d.TxID, Raw: d.Raw, Ours: d.AllHashes})
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-kratos/kratos/v2/log"
+	"github.com/go-kratos/kratos/v2/middleware/tracing"
 )
 
 // JSONLogger writes one JSON object per line: {"ts":..., "level":..., key: value, ...}.
@@ -55,4 +56,10 @@ func (l *JSONLogger) Log(level log.Level, keyvals ...any) error {
 	defer l.mu.Unlock()
 	_, err = l.out.Write(append(line, '\n'))
 	return err
+}
+
+// NewNodeLogger stamps every line with the service, the node, and the trace and span of the
+// operation being logged, so a log line leads to its trace.
+func NewNodeLogger(base log.Logger, nodeID string) log.Logger {
+	return log.With(base, "service", "txmanager", "node_id", nodeID, "trace_id", tracing.TraceID(), "span_id", tracing.SpanID())
 }

@@ -96,19 +96,15 @@ func (w *PipelineWorkers) submitPass(ctx context.Context) {
 }
 
 func (w *PipelineWorkers) finalityPass(ctx context.Context) {
-	held := w.leases.Held()
-	if len(held) == 0 {
+	signers := w.leases.HeldSigners()
+	if len(signers) == 0 {
 		return
 	}
-	signers := make([]string, len(held))
-	for i, l := range held {
-		signers[i] = l.Signer
-	}
-	report, err := w.pipeline.AdvanceFinality(ctx, signers)
+	reorged, err := w.pipeline.AdvanceFinality(ctx, signers)
 	if err != nil {
 		w.log.Warnw("msg", "finality pass failed", "error", err.Error())
 	}
-	if report.Reorged > 0 {
+	if reorged > 0 {
 		w.resubmit.Wake()
 		w.Receipts.Wake()
 	}

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/wire"
 
@@ -49,12 +50,7 @@ type LeaseKeeper struct{ *Loop }
 
 // NewLeaseKeeperFromConfig builds the keeper with the configured renew interval.
 func NewLeaseKeeperFromConfig(c *conf.Bootstrap, leases *services.LeaseManager) *LeaseKeeper {
-	interval := c.Lease.RenewInterval.Std()
-	return &LeaseKeeper{NewLoop(interval, func(ctx context.Context) {
-		tickCtx, cancel := context.WithTimeout(ctx, interval)
-		defer cancel()
-		leases.Tick(tickCtx)
-	})}
+	return &LeaseKeeper{boundedLoop(c.Lease.RenewInterval.Std(), leases.Tick)}
 }
 
 // NodeHeartbeat keeps this node's registry entry fresh.
@@ -62,10 +58,15 @@ type NodeHeartbeat struct{ *Loop }
 
 // NewNodeHeartbeat beats every routing.heartbeatInterval.
 func NewNodeHeartbeat(c *conf.Bootstrap, nodes *services.NodeRegistry) *NodeHeartbeat {
-	interval := c.Routing.HeartbeatInterval.Std()
-	return &NodeHeartbeat{NewLoop(interval, func(ctx context.Context) {
-		beatCtx, cancel := context.WithTimeout(ctx, interval)
+	return &NodeHeartbeat{boundedLoop(c.Routing.HeartbeatInterval.Std(), nodes.Heartbeat)}
+}
+
+// boundedLoop runs pass every interval, each pass cut off at the interval so that a slow
+// database never lets passes pile up behind one another.
+func boundedLoop(interval time.Duration, pass func(context.Context)) *Loop {
+	return NewLoop(interval, func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, interval)
 		defer cancel()
-		nodes.Heartbeat(beatCtx)
-	})}
+		pass(ctx)
+	})
 }

@@ -60,13 +60,6 @@ func NewReceiptChecker(cfg ReceiptCheckerConfig, pipeline *services.Pipeline, le
 	return c
 }
 
-// Pending is the number of transactions scheduled for look-up.
-func (c *ReceiptChecker) Pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}
-
 func (c *ReceiptChecker) pass(ctx context.Context) {
 	// The schedule is re-read from the database once per poll interval, not on every tick:
 	// with thousands in flight the listing costs more than the look-ups it schedules.
@@ -77,13 +70,19 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 		}
 		c.refreshedAt = time.Now()
 	}
-	now := time.Now()
+	due := c.dueByTime(time.Now())
+	if len(due) == 0 {
+		return // the tick is faster than the poll interval: most find nothing due
+	}
 	head, err := c.pipeline.HeadNumber(ctx)
 	if err != nil {
 		c.log.Warnw("msg", "reading the chain head failed", "error", err.Error())
 		return
 	}
-	due := c.dueEntries(now, head)
+	// A look-up that found nothing is repeated only once a new block may hold the receipt.
+	c.mu.Lock()
+	due = slices.DeleteFunc(due, func(e *receiptEntry) bool { return e.notFound && head <= e.notFoundAtHead })
+	c.mu.Unlock()
 	if len(due) == 0 {
 		return
 	}
@@ -117,11 +116,7 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 // refresh syncs the schedule with the database: new transactions are due at once, ones
 // that were mined elsewhere, finalized or whose signer this node lost are dropped.
 func (c *ReceiptChecker) refresh(ctx context.Context) error {
-	held := c.leases.Held()
-	signers := make([]string, len(held))
-	for i, l := range held {
-		signers[i] = l.Signer
-	}
+	signers := c.leases.HeldSigners()
 	var txs []services.TrackedTx
 	if len(signers) > 0 {
 		var err error
@@ -149,12 +144,13 @@ func (c *ReceiptChecker) refresh(ctx context.Context) error {
 	return nil
 }
 
-func (c *ReceiptChecker) dueEntries(now time.Time, head uint64) []*receiptEntry {
+// dueByTime lists the entries whose time has come, soonest due first.
+func (c *ReceiptChecker) dueByTime(now time.Time) []*receiptEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var due []*receiptEntry
 	for _, e := range c.entries {
-		if !e.due.After(now) && (!e.notFound || head > e.notFoundAtHead) {
+		if !e.due.After(now) {
 			due = append(due, e)
 		}
 	}
@@ -165,11 +161,9 @@ func (c *ReceiptChecker) dueEntries(now time.Time, head uint64) []*receiptEntry 
 // check looks one chunk up and reschedules its entries; it returns receipts recorded.
 func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head uint64) int {
 	txs := make([]services.TrackedTx, len(chunk))
-	signerOf := make(map[uuid.UUID]string, len(chunk))
 	byID := make(map[uuid.UUID]*receiptEntry, len(chunk))
 	for i, e := range chunk {
 		txs[i] = e.tx
-		signerOf[e.tx.TxID] = e.tx.Signer
 		byID[e.tx.TxID] = e
 	}
 	outcome, err := c.pipeline.CheckReceipts(ctx, txs)
@@ -181,7 +175,7 @@ func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head 
 		c.backOff(chunk, now)
 		return 0
 	}
-	written, err := c.pipeline.RecordReceipts(ctx, outcome.Found, signerOf)
+	written, err := c.pipeline.RecordReceipts(ctx, outcome.Found)
 	if err != nil && ctx.Err() == nil { // a cancelled context is shutdown, not a failure
 		c.log.Warnw("msg", "recording receipts failed", "error", err.Error())
 	}
@@ -198,8 +192,7 @@ func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head 
 	}
 	for _, id := range outcome.Failed {
 		if e, ok := byID[id]; ok {
-			e.failures++
-			e.due = now.Add(c.backoff(e.failures))
+			c.retryLater(e, now)
 		}
 	}
 	return written
@@ -209,15 +202,16 @@ func (c *ReceiptChecker) backOff(chunk []*receiptEntry, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range chunk {
-		e.failures++
-		e.due = now.Add(c.backoff(e.failures))
+		c.retryLater(e, now)
 	}
 }
 
-func (c *ReceiptChecker) backoff(failures int) time.Duration {
-	d := c.cfg.PollInterval << min(failures, 16)
+// retryLater counts a failed look-up and pushes the entry back exponentially; c.mu held.
+func (c *ReceiptChecker) retryLater(e *receiptEntry, now time.Time) {
+	e.failures++
+	d := c.cfg.PollInterval << min(e.failures, 16)
 	if c.cfg.MaxBackoff > 0 && d > c.cfg.MaxBackoff {
 		d = c.cfg.MaxBackoff
 	}
-	return d
+	e.due = now.Add(d)
 }

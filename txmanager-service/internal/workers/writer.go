@@ -6,7 +6,6 @@ import (
 	"context"
 	"hash/maphash"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -42,11 +41,10 @@ type TransactionWriter struct {
 	seed      maphash.Seed
 	queues    []chan *services.AllocationOp
 
-	intake  sync.RWMutex // held for reading while enqueueing; Stop takes it to close intake
-	closed  bool
-	pending atomic.Int64
-	wg      sync.WaitGroup
-	cancel  context.CancelFunc
+	intake sync.RWMutex // held for reading while enqueueing; Stop takes it to close intake
+	closed bool
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
 }
 
 // NewTransactionWriter builds the writer and registers its queue-depth gauge.
@@ -85,7 +83,6 @@ func (w *TransactionWriter) Enqueue(op *services.AllocationOp) error {
 	}
 	select {
 	case w.queues[w.route(op.Signer())] <- op:
-		w.pending.Add(1)
 		return nil
 	default:
 		return &domain.UnavailableError{Reason: "writer queue full", RetryAfter: time.Second}
@@ -95,9 +92,6 @@ func (w *TransactionWriter) Enqueue(op *services.AllocationOp) error {
 func (w *TransactionWriter) route(signer string) int {
 	return int(maphash.String(w.seed, signer) % uint64(len(w.queues)))
 }
-
-// Pending is the number of ops accepted and not yet resolved.
-func (w *TransactionWriter) Pending() int64 { return w.pending.Load() }
 
 // Stop closes intake, lets the workers write everything already queued, and waits for
 // them; if ctx ends first, the remaining ops are failed rather than left hanging.
@@ -135,7 +129,6 @@ func (w *TransactionWriter) run(ctx context.Context, queue chan *services.Alloca
 		} else {
 			w.allocator.AllocateBatch(ctx, batch)
 		}
-		w.pending.Add(-int64(len(batch)))
 	}
 }
 

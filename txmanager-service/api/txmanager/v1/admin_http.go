@@ -5,8 +5,6 @@ package v1
 
 import (
 	"context"
-	nethttp "net/http"
-	"strconv"
 
 	"github.com/go-kratos/kratos/v2/transport/http"
 )
@@ -30,48 +28,22 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 			}
 		}
 		in.TxId = ctx.Vars().Get("tx_id")
-		http.SetOperation(ctx, AdminService_ResolveTx_FullMethodName)
-		h := ctx.Middleware(func(ctx context.Context, req any) (any, error) {
-			return srv.ResolveTx(ctx, req.(*ResolveTxRequest))
-		})
-		out, err := h(ctx, &in)
-		if err != nil {
-			return err
-		}
-		return ctx.Result(nethttp.StatusOK, out)
+		return serve(ctx, AdminService_ResolveTx_FullMethodName, &in, srv.ResolveTx)
 	})
 	r.GET("/api/v1/admin/signers/{signer}", func(ctx http.Context) error {
 		in := GetSignerStatusRequest{Signer: ctx.Vars().Get("signer")}
-		http.SetOperation(ctx, AdminService_GetSignerStatus_FullMethodName)
-		return serve(ctx, &in, func(c context.Context, req any) (any, error) {
-			return srv.GetSignerStatus(c, req.(*GetSignerStatusRequest))
-		})
+		return serve(ctx, AdminService_GetSignerStatus_FullMethodName, &in, srv.GetSignerStatus)
 	})
 	r.GET("/api/v1/admin/stuck", func(ctx http.Context) error {
 		q := ctx.Request().URL.Query()
-		in := ListStuckRequest{Signer: q.Get("signer")}
-		if raw := q.Get("limit"); raw != "" {
-			limit, err := strconv.ParseUint(raw, 10, 32)
-			if err != nil {
-				return invalidArgument("limit", "must be a positive integer")
-			}
-			in.Limit = uint32(limit)
+		limit, err := queryLimit(q)
+		if err != nil {
+			return err
 		}
-		http.SetOperation(ctx, AdminService_ListStuck_FullMethodName)
-		return serve(ctx, &in, func(c context.Context, req any) (any, error) { return srv.ListStuck(c, req.(*ListStuckRequest)) })
+		in := ListStuckRequest{Signer: q.Get("signer"), Limit: limit}
+		return serve(ctx, AdminService_ListStuck_FullMethodName, &in, srv.ListStuck)
 	})
 	r.GET("/api/v1/admin/nodes", func(ctx http.Context) error {
-		in := ListNodesRequest{}
-		http.SetOperation(ctx, AdminService_ListNodes_FullMethodName)
-		return serve(ctx, &in, func(c context.Context, req any) (any, error) { return srv.ListNodes(c, req.(*ListNodesRequest)) })
+		return serve(ctx, AdminService_ListNodes_FullMethodName, &ListNodesRequest{}, srv.ListNodes)
 	})
-}
-
-// serve runs a GET through the middleware chain and writes the answer.
-func serve(ctx http.Context, in any, call func(context.Context, any) (any, error)) error {
-	out, err := ctx.Middleware(call)(ctx, in)
-	if err != nil {
-		return err
-	}
-	return ctx.Result(nethttp.StatusOK, out)
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	nethttp "net/http"
+	"net/url"
 	"strconv"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
@@ -48,15 +49,10 @@ func createTxHandler(srv TxServiceHTTPServer, opts HTTPOptions) http.HandlerFunc
 		if err := DecodeJSONBody(ctx.Request(), opts.MaxBodyBytes, &in); err != nil {
 			return err
 		}
-		http.SetOperation(ctx, TxService_CreateTx_FullMethodName)
-		h := ctx.Middleware(func(ctx context.Context, req any) (any, error) {
-			return srv.CreateTx(ctx, req.(*CreateTxRequest))
-		})
-		out, err := h(ctx, &in)
+		reply, err := invoke(ctx, TxService_CreateTx_FullMethodName, &in, srv.CreateTx)
 		if err != nil {
 			return err
 		}
-		reply := out.(*CreateTxResponse)
 		status := nethttp.StatusOK
 		if reply.GetCreated() {
 			status = nethttp.StatusAccepted
@@ -68,15 +64,7 @@ func createTxHandler(srv TxServiceHTTPServer, opts HTTPOptions) http.HandlerFunc
 func getTxHandler(srv TxServiceHTTPServer) http.HandlerFunc {
 	return func(ctx http.Context) error {
 		in := GetTxRequest{TxId: ctx.Vars().Get("tx_id")}
-		http.SetOperation(ctx, TxService_GetTx_FullMethodName)
-		h := ctx.Middleware(func(ctx context.Context, req any) (any, error) {
-			return srv.GetTx(ctx, req.(*GetTxRequest))
-		})
-		out, err := h(ctx, &in)
-		if err != nil {
-			return err
-		}
-		return ctx.Result(nethttp.StatusOK, out)
+		return serve(ctx, TxService_GetTx_FullMethodName, &in, srv.GetTx)
 	}
 }
 
@@ -87,39 +75,51 @@ func getTxByRequestHandler(srv TxServiceHTTPServer) http.HandlerFunc {
 		if in.RequestId == "" {
 			in.RequestId = q.Get("request_id")
 		}
-		http.SetOperation(ctx, TxService_GetTxByRequest_FullMethodName)
-		h := ctx.Middleware(func(ctx context.Context, req any) (any, error) {
-			return srv.GetTxByRequest(ctx, req.(*GetTxByRequestRequest))
-		})
-		out, err := h(ctx, &in)
-		if err != nil {
-			return err
-		}
-		return ctx.Result(nethttp.StatusOK, out)
+		return serve(ctx, TxService_GetTxByRequest_FullMethodName, &in, srv.GetTxByRequest)
 	}
 }
 
 func listCompletionsHandler(srv TxServiceHTTPServer) http.HandlerFunc {
 	return func(ctx http.Context) error {
 		q := ctx.Request().URL.Query()
-		in := ListCompletionsRequest{After: q.Get("after")}
-		if raw := q.Get("limit"); raw != "" {
-			limit, err := strconv.ParseUint(raw, 10, 32)
-			if err != nil {
-				return invalidArgument("limit", "must be a positive integer")
-			}
-			in.Limit = uint32(limit)
-		}
-		http.SetOperation(ctx, TxService_ListCompletions_FullMethodName)
-		h := ctx.Middleware(func(ctx context.Context, req any) (any, error) {
-			return srv.ListCompletions(ctx, req.(*ListCompletionsRequest))
-		})
-		out, err := h(ctx, &in)
+		limit, err := queryLimit(q)
 		if err != nil {
 			return err
 		}
-		return ctx.Result(nethttp.StatusOK, out)
+		in := ListCompletionsRequest{After: q.Get("after"), Limit: limit}
+		return serve(ctx, TxService_ListCompletions_FullMethodName, &in, srv.ListCompletions)
 	}
+}
+
+// invoke runs call for in through the server's middleware chain under operation, the gRPC
+// method name, so middleware sees one API on both transports.
+func invoke[In, Out any](ctx http.Context, operation string, in *In, call func(context.Context, *In) (Out, error)) (Out, error) {
+	http.SetOperation(ctx, operation)
+	out, err := ctx.Middleware(func(c context.Context, req any) (any, error) { return call(c, req.(*In)) })(ctx, in)
+	reply, _ := out.(Out)
+	return reply, err
+}
+
+// serve is invoke answered with 200.
+func serve[In, Out any](ctx http.Context, operation string, in *In, call func(context.Context, *In) (Out, error)) error {
+	out, err := invoke(ctx, operation, in, call)
+	if err != nil {
+		return err
+	}
+	return ctx.Result(nethttp.StatusOK, out)
+}
+
+// queryLimit reads the optional "limit" query parameter; 0 when it is absent.
+func queryLimit(q url.Values) (uint32, error) {
+	raw := q.Get("limit")
+	if raw == "" {
+		return 0, nil
+	}
+	limit, err := strconv.ParseUint(raw, 10, 32)
+	if err != nil {
+		return 0, InvalidArgument("limit", "must be a positive integer")
+	}
+	return uint32(limit), nil
 }
 
 // strictJSON rejects unknown fields (a misspelt "gasLimt" must not be silently dropped) and,
@@ -139,28 +139,30 @@ func DecodeJSONBody(r *nethttp.Request, maxBytes int64, msg proto.Message) error
 	if err != nil {
 		var tooLarge *nethttp.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return requestTooLarge(maxBytes)
+			return RequestTooLarge(maxBytes)
 		}
-		return invalidArgument("body", "could not be read")
+		return InvalidArgument("body", "could not be read")
 	}
 	if int64(len(body)) > maxBytes {
-		return requestTooLarge(maxBytes)
+		return RequestTooLarge(maxBytes)
 	}
 	if len(body) == 0 {
-		return invalidArgument("body", "a JSON object is required")
+		return InvalidArgument("body", "a JSON object is required")
 	}
 	if err := strictJSON.Unmarshal(body, msg); err != nil {
-		return invalidArgument("body", "malformed JSON: "+err.Error())
+		return InvalidArgument("body", "malformed JSON: "+err.Error())
 	}
 	return nil
 }
 
-func invalidArgument(field, reason string) error {
+// InvalidArgument is the API's answer to a malformed field: 400 INVALID_ARGUMENT naming it.
+func InvalidArgument(field, reason string) error {
 	return kerrors.New(nethttp.StatusBadRequest, ErrorReason_INVALID_ARGUMENT.String(), field+": "+reason).
 		WithMetadata(map[string]string{"field": field})
 }
 
-func requestTooLarge(maxBytes int64) error {
+// RequestTooLarge is the API's answer to a body over maxBytes.
+func RequestTooLarge(maxBytes int64) error {
 	return kerrors.New(nethttp.StatusBadRequest, ErrorReason_REQUEST_TOO_LARGE.String(),
 		"request body exceeds "+strconv.FormatInt(maxBytes, 10)+" bytes")
 }

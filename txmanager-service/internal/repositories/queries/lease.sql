@@ -33,11 +33,6 @@ UPDATE signer_lease
 SET expires_at = now() - interval '1 hour', updated_at = now()
 WHERE signer = @signer AND owner_node = @node_id AND fencing_token = @fencing_token;
 
--- name: GetLease :one
-SELECT signer, owner_node, fencing_token, acquired_at, expires_at, now()::timestamptz AS db_now
-FROM signer_lease
-WHERE signer = @signer;
-
 -- name: LockLeaseAndReadCursor :one
 -- The first statement of every writer batch for a signer: proves the lease is still ours and
 -- holds it FOR SHARE until commit, so a takeover (which must UPDATE the lease row) waits for
@@ -50,6 +45,3 @@ WHERE l.signer = @signer
   AND l.fencing_token = @fencing_token
   AND l.expires_at > now()
 FOR SHARE OF l;
-
--- name: GetNonceCursor :one
-SELECT next_nonce, fencing_token, updated_at FROM signer_nonce_cursor WHERE signer = @signer;

@@ -98,7 +98,10 @@ updated AS (
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
 
 -- name: ListMined :many
-SELECT tx_id, signer, nonce, block_number, block_hash, receipt
+-- Every finality pass reads these: the receipt's two fields it needs come out as columns,
+-- so the receipt document is not shipped and decoded each time.
+SELECT tx_id, signer, nonce, block_number, block_hash,
+       (receipt->>'status')::bigint AS receipt_status, COALESCE(receipt->>'kind', '')::text AS receipt_kind
 FROM managed_tx
 WHERE signer = ANY(@signers::text[]) AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL;
 
@@ -162,9 +165,11 @@ WHERE m.signer = @signer AND m.state = 'TRACKING' AND m.receipt IS NULL AND m.ne
 ORDER BY m.nonce
 LIMIT @max_rows;
 
--- name: ClaimResubmit :one
+-- name: ClaimResubmits :one
 -- Claim before the RPC: advance next_resubmit_at and count the attempt, so two nodes (or
--- two loops) never rebroadcast the same transaction for the same slot.
+-- two loops) never rebroadcast the same transaction for the same slot. Returns the ids
+-- actually claimed (still due and unmined). The ids travel as text: pgx cannot encode a
+-- uuid array in the exec and simple-protocol modes a transaction pooler needs.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
@@ -175,22 +180,17 @@ claimed AS (
     SET next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8), submit_attempts = m.submit_attempts + 1,
         last_submit_at = now(), fencing_token = @fencing_token, updated_at = now()
     FROM lease
-    WHERE m.tx_id = @tx_id AND m.signer = @signer AND m.state = 'TRACKING' AND m.receipt IS NULL AND m.next_resubmit_at <= now()
-    RETURNING 1
+    WHERE m.tx_id = ANY(CAST(@tx_ids::text[] AS uuid[])) AND m.signer = @signer AND m.state = 'TRACKING' AND m.receipt IS NULL
+      AND m.next_resubmit_at <= now()
+    RETURNING m.tx_id
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM claimed)::bigint AS updated;
-
--- name: HeadOfLineTxID :one
--- The signer's lowest unmined nonce: the transaction everything after it waits for.
-SELECT tx_id FROM managed_tx
-WHERE signer = @signer AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL
-ORDER BY nonce
-LIMIT 1;
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM claimed), '{}')::uuid[] AS claimed_ids;
 
 -- name: GetResolvable :one
 -- An unmined transaction with what resolving it needs: its current attempt's fees ('' before
 -- the first signing), the signer's pending depth, and since when it has been waiting
--- (creation, or the last resolution claimed for it).
+-- (creation, or the last resolution claimed for it). Without a tx_id it is the signer's
+-- head of line: the lowest unmined nonce, which everything after it waits for.
 SELECT m.tx_id, m.signer, m.nonce, m.state, m.sub_state, m.tx_hash, m.submit_attempts, m.last_error, m.created_at, m.payload,
        COALESCE(a.max_fee_per_gas::text, '')::text AS max_fee_per_gas, COALESCE(a.max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas,
        COALESCE(a.gas_limit, 0)::bigint AS attempt_gas_limit,
@@ -198,7 +198,12 @@ SELECT m.tx_id, m.signer, m.nonce, m.state, m.sub_state, m.tx_hash, m.submit_att
        COALESCE((SELECT max(s.created_at) FROM stuck_resolution_audit s WHERE s.tx_id = m.tx_id), m.created_at)::timestamptz AS stuck_since
 FROM managed_tx m
 LEFT JOIN tx_attempt a ON a.tx_hash = m.tx_hash
-WHERE m.tx_id = @tx_id AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL;
+WHERE m.tx_id = COALESCE(sqlc.narg('tx_id')::uuid, (
+        SELECT h.tx_id FROM managed_tx h
+        WHERE h.signer = sqlc.narg('signer')::text AND h.state IN ('TRACKING', 'STUCK') AND h.receipt IS NULL
+        ORDER BY h.nonce
+        LIMIT 1))
+  AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL;
 
 -- name: ClaimStuckResolution :one
 -- Claim a stuck transaction for one resolution action and audit it, in one fenced
@@ -250,9 +255,6 @@ updated AS (
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
-
--- name: GetAttempt :one
-SELECT * FROM tx_attempt WHERE tx_hash = @tx_hash;
 
 -- name: ListOpenSigners :many
 -- Signers with unfinished transactions, and who (if anyone) holds their lease now.

@@ -78,52 +78,6 @@ func (q *Queries) AcquireOrRenewLease(ctx context.Context, arg AcquireOrRenewLea
 	return i, err
 }
 
-const getLease = `-- name: GetLease :one
-SELECT signer, owner_node, fencing_token, acquired_at, expires_at, now()::timestamptz AS db_now
-FROM signer_lease
-WHERE signer = $1
-`
-
-type GetLeaseRow struct {
-	Signer       string
-	OwnerNode    string
-	FencingToken int64
-	AcquiredAt   time.Time
-	ExpiresAt    time.Time
-	DbNow        time.Time
-}
-
-func (q *Queries) GetLease(ctx context.Context, signer string) (GetLeaseRow, error) {
-	row := q.db.QueryRow(ctx, getLease, signer)
-	var i GetLeaseRow
-	err := row.Scan(
-		&i.Signer,
-		&i.OwnerNode,
-		&i.FencingToken,
-		&i.AcquiredAt,
-		&i.ExpiresAt,
-		&i.DbNow,
-	)
-	return i, err
-}
-
-const getNonceCursor = `-- name: GetNonceCursor :one
-SELECT next_nonce, fencing_token, updated_at FROM signer_nonce_cursor WHERE signer = $1
-`
-
-type GetNonceCursorRow struct {
-	NextNonce    int64
-	FencingToken int64
-	UpdatedAt    time.Time
-}
-
-func (q *Queries) GetNonceCursor(ctx context.Context, signer string) (GetNonceCursorRow, error) {
-	row := q.db.QueryRow(ctx, getNonceCursor, signer)
-	var i GetNonceCursorRow
-	err := row.Scan(&i.NextNonce, &i.FencingToken, &i.UpdatedAt)
-	return i, err
-}
-
 const lockLeaseAndReadCursor = `-- name: LockLeaseAndReadCursor :one
 SELECT l.fencing_token, c.next_nonce
 FROM signer_lease l

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const claimResubmit = `-- name: ClaimResubmit :one
+const claimResubmits = `-- name: ClaimResubmits :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
@@ -24,37 +24,40 @@ claimed AS (
     SET next_resubmit_at = now() + make_interval(secs => $4::float8), submit_attempts = m.submit_attempts + 1,
         last_submit_at = now(), fencing_token = $3, updated_at = now()
     FROM lease
-    WHERE m.tx_id = $5 AND m.signer = $1 AND m.state = 'TRACKING' AND m.receipt IS NULL AND m.next_resubmit_at <= now()
-    RETURNING 1
+    WHERE m.tx_id = ANY(CAST($5::text[] AS uuid[])) AND m.signer = $1 AND m.state = 'TRACKING' AND m.receipt IS NULL
+      AND m.next_resubmit_at <= now()
+    RETURNING m.tx_id
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM claimed)::bigint AS updated
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM claimed), '{}')::uuid[] AS claimed_ids
 `
 
-type ClaimResubmitParams struct {
+type ClaimResubmitsParams struct {
 	Signer               string
 	NodeID               string
 	FencingToken         int64
 	ResubmitAfterSeconds float64
-	TxID                 uuid.UUID
+	TxIds                []string
 }
 
-type ClaimResubmitRow struct {
-	LeaseHeld bool
-	Updated   int64
+type ClaimResubmitsRow struct {
+	LeaseHeld  bool
+	ClaimedIds []uuid.UUID
 }
 
 // Claim before the RPC: advance next_resubmit_at and count the attempt, so two nodes (or
-// two loops) never rebroadcast the same transaction for the same slot.
-func (q *Queries) ClaimResubmit(ctx context.Context, arg ClaimResubmitParams) (ClaimResubmitRow, error) {
-	row := q.db.QueryRow(ctx, claimResubmit,
+// two loops) never rebroadcast the same transaction for the same slot. Returns the ids
+// actually claimed (still due and unmined). The ids travel as text: pgx cannot encode a
+// uuid array in the exec and simple-protocol modes a transaction pooler needs.
+func (q *Queries) ClaimResubmits(ctx context.Context, arg ClaimResubmitsParams) (ClaimResubmitsRow, error) {
+	row := q.db.QueryRow(ctx, claimResubmits,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
 		arg.ResubmitAfterSeconds,
-		arg.TxID,
+		arg.TxIds,
 	)
-	var i ClaimResubmitRow
-	err := row.Scan(&i.LeaseHeld, &i.Updated)
+	var i ClaimResubmitsRow
+	err := row.Scan(&i.LeaseHeld, &i.ClaimedIds)
 	return i, err
 }
 
@@ -176,29 +179,6 @@ func (q *Queries) FinalizeTxs(ctx context.Context, arg FinalizeTxsParams) (Final
 	return i, err
 }
 
-const getAttempt = `-- name: GetAttempt :one
-SELECT tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token, created_at FROM tx_attempt WHERE tx_hash = $1
-`
-
-func (q *Queries) GetAttempt(ctx context.Context, txHash string) (TxAttempt, error) {
-	row := q.db.QueryRow(ctx, getAttempt, txHash)
-	var i TxAttempt
-	err := row.Scan(
-		&i.TxHash,
-		&i.TxID,
-		&i.Signer,
-		&i.Nonce,
-		&i.Kind,
-		&i.MaxFeePerGas,
-		&i.MaxPriorityFeePerGas,
-		&i.GasLimit,
-		&i.RawTx,
-		&i.FencingToken,
-		&i.CreatedAt,
-	)
-	return i, err
-}
-
 const getResolvable = `-- name: GetResolvable :one
 SELECT m.tx_id, m.signer, m.nonce, m.state, m.sub_state, m.tx_hash, m.submit_attempts, m.last_error, m.created_at, m.payload,
        COALESCE(a.max_fee_per_gas::text, '')::text AS max_fee_per_gas, COALESCE(a.max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas,
@@ -207,8 +187,18 @@ SELECT m.tx_id, m.signer, m.nonce, m.state, m.sub_state, m.tx_hash, m.submit_att
        COALESCE((SELECT max(s.created_at) FROM stuck_resolution_audit s WHERE s.tx_id = m.tx_id), m.created_at)::timestamptz AS stuck_since
 FROM managed_tx m
 LEFT JOIN tx_attempt a ON a.tx_hash = m.tx_hash
-WHERE m.tx_id = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+WHERE m.tx_id = COALESCE($1::uuid, (
+        SELECT h.tx_id FROM managed_tx h
+        WHERE h.signer = $2::text AND h.state IN ('TRACKING', 'STUCK') AND h.receipt IS NULL
+        ORDER BY h.nonce
+        LIMIT 1))
+  AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
 `
+
+type GetResolvableParams struct {
+	TxID   pgtype.UUID
+	Signer pgtype.Text
+}
 
 type GetResolvableRow struct {
 	TxID                 uuid.UUID
@@ -230,9 +220,10 @@ type GetResolvableRow struct {
 
 // An unmined transaction with what resolving it needs: its current attempt's fees (” before
 // the first signing), the signer's pending depth, and since when it has been waiting
-// (creation, or the last resolution claimed for it).
-func (q *Queries) GetResolvable(ctx context.Context, txID uuid.UUID) (GetResolvableRow, error) {
-	row := q.db.QueryRow(ctx, getResolvable, txID)
+// (creation, or the last resolution claimed for it). Without a tx_id it is the signer's
+// head of line: the lowest unmined nonce, which everything after it waits for.
+func (q *Queries) GetResolvable(ctx context.Context, arg GetResolvableParams) (GetResolvableRow, error) {
+	row := q.db.QueryRow(ctx, getResolvable, arg.TxID, arg.Signer)
 	var i GetResolvableRow
 	err := row.Scan(
 		&i.TxID,
@@ -252,21 +243,6 @@ func (q *Queries) GetResolvable(ctx context.Context, txID uuid.UUID) (GetResolva
 		&i.StuckSince,
 	)
 	return i, err
-}
-
-const headOfLineTxID = `-- name: HeadOfLineTxID :one
-SELECT tx_id FROM managed_tx
-WHERE signer = $1 AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL
-ORDER BY nonce
-LIMIT 1
-`
-
-// The signer's lowest unmined nonce: the transaction everything after it waits for.
-func (q *Queries) HeadOfLineTxID(ctx context.Context, signer string) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, headOfLineTxID, signer)
-	var tx_id uuid.UUID
-	err := row.Scan(&tx_id)
-	return tx_id, err
 }
 
 const listAllocated = `-- name: ListAllocated :many
@@ -369,20 +345,24 @@ func (q *Queries) ListAwaitingReceipt(ctx context.Context, signers []string) ([]
 }
 
 const listMined = `-- name: ListMined :many
-SELECT tx_id, signer, nonce, block_number, block_hash, receipt
+SELECT tx_id, signer, nonce, block_number, block_hash,
+       (receipt->>'status')::bigint AS receipt_status, COALESCE(receipt->>'kind', '')::text AS receipt_kind
 FROM managed_tx
 WHERE signer = ANY($1::text[]) AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL
 `
 
 type ListMinedRow struct {
-	TxID        uuid.UUID
-	Signer      string
-	Nonce       int64
-	BlockNumber pgtype.Int8
-	BlockHash   pgtype.Text
-	Receipt     []byte
+	TxID          uuid.UUID
+	Signer        string
+	Nonce         int64
+	BlockNumber   pgtype.Int8
+	BlockHash     pgtype.Text
+	ReceiptStatus int64
+	ReceiptKind   string
 }
 
+// Every finality pass reads these: the receipt's two fields it needs come out as columns,
+// so the receipt document is not shipped and decoded each time.
 func (q *Queries) ListMined(ctx context.Context, signers []string) ([]ListMinedRow, error) {
 	rows, err := q.db.Query(ctx, listMined, signers)
 	if err != nil {
@@ -398,7 +378,8 @@ func (q *Queries) ListMined(ctx context.Context, signers []string) ([]ListMinedR
 			&i.Nonce,
 			&i.BlockNumber,
 			&i.BlockHash,
-			&i.Receipt,
+			&i.ReceiptStatus,
+			&i.ReceiptKind,
 		); err != nil {
 			return nil, err
 		}

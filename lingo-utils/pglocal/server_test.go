@@ -1,6 +1,10 @@
-package e2e
+package pglocal_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/bionicotaku/lingo-utils/pglocal"
+)
 
 func TestWithDatabase(t *testing.T) {
 	t.Parallel()
@@ -12,8 +16,8 @@ func TestWithDatabase(t *testing.T) {
 		{"host=127.0.0.1 user=postgres dbname=postgres", "e2e_3", "host=127.0.0.1 user=postgres dbname=postgres dbname=e2e_3"},
 	}
 	for _, tt := range tests {
-		if got := withDatabase(tt.dsn, tt.database); got != tt.want {
-			t.Errorf("withDatabase(%q, %q) = %q, want %q", tt.dsn, tt.database, got, tt.want)
+		if got := pglocal.WithDatabase(tt.dsn, tt.database); got != tt.want {
+			t.Errorf("WithDatabase(%q, %q) = %q, want %q", tt.dsn, tt.database, got, tt.want)
 		}
 	}
 }

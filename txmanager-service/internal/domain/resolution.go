@@ -1,0 +1,27 @@
+package domain
+
+import "strings"
+
+// ResolutionAction is what to do about a stuck transaction (seed 002 section 3.7).
+type ResolutionAction string
+
+const (
+	// ActionNoop changes nothing on chain: the transaction is marked STUCK and alerted on.
+	ActionNoop ResolutionAction = "NOOP"
+	// ActionCancel consumes the nonce with a 0-value self-transfer; the intent is dropped.
+	ActionCancel ResolutionAction = "CANCEL"
+	// ActionReplace sends the same intent with fees that clear the replacement rule.
+	ActionReplace ResolutionAction = "REPLACE"
+	// ActionPlaceholder fills the nonce with a 0-value self-transfer.
+	ActionPlaceholder ResolutionAction = "PLACEHOLDER"
+)
+
+// ParseResolutionAction accepts the action names case-insensitively.
+func ParseResolutionAction(s string) (ResolutionAction, error) {
+	switch a := ResolutionAction(strings.ToUpper(strings.TrimSpace(s))); a {
+	case ActionNoop, ActionCancel, ActionReplace, ActionPlaceholder:
+		return a, nil
+	default:
+		return "", invalid("action", "must be NOOP, CANCEL, REPLACE or PLACEHOLDER")
+	}
+}

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/ethereum/go-ethereum/rpc"
+)
+
+// ChainNode is a running chain node (geth --dev or txm-devchain) that this process started,
+// reachable over HTTP JSON-RPC on loopback only.
+type ChainNode struct {
+	url     string
+	dir     string
+	ownsDir bool
+	proc    *child
+}
+
+// startChainNode starts bin with args, its output in dir/logName, and waits up to 60s until
+// eth_chainId answers at url. dir is removed on failure, and by Stop, when owned.
+func startChainNode(ctx context.Context, name, url, dir string, owned bool, logName, bin string, args ...string) (*ChainNode, error) {
+	proc, err := startChild(name, filepath.Join(dir, logName), os.Environ(), bin, args...)
+	if err != nil {
+		removeIfOwned(dir, owned)
+		return nil, err
+	}
+	if err := waitForRPC(ctx, url, proc, 60*time.Second); err != nil {
+		proc.kill()
+		removeIfOwned(dir, owned)
+		return nil, err
+	}
+	return &ChainNode{url: url, dir: dir, ownsDir: owned, proc: proc}, nil
+}
+
+// waitForRPC waits until the node at url answers eth_chainId, or its process exits.
+func waitForRPC(ctx context.Context, url string, proc *child, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var lastErr error
+	for {
+		if lastErr = chainIDAnswers(ctx, url); lastErr == nil {
+			return nil
+		}
+		select {
+		case <-proc.exited:
+			return proc.exitedEarly()
+		case <-ctx.Done():
+			return fmt.Errorf("%s JSON-RPC at %s not answering (last error: %v): %w; log tail:\n%s",
+				proc.name, url, lastErr, ctx.Err(), tailFile(proc.logPath, 30))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func chainIDAnswers(ctx context.Context, url string) error {
+	callCtx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	client, err := rpc.DialContext(callCtx, url)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	var id string
+	if err := client.CallContext(callCtx, &id, "eth_chainId"); err != nil {
+		return err
+	}
+	if id == "" {
+		return errors.New("empty eth_chainId")
+	}
+	return nil
+}
+
+// URL is the node's HTTP JSON-RPC endpoint.
+func (n *ChainNode) URL() string { return n.url }
+
+// Exited is closed when the node has exited.
+func (n *ChainNode) Exited() <-chan struct{} { return n.proc.exited }
+
+// Stop interrupts the node (geth flushes its state and exits within seconds), kills it
+// after 20s, and removes its folder if this package made it.
+func (n *ChainNode) Stop() error {
+	err := n.proc.stop(syscall.SIGINT, 20*time.Second)
+	removeIfOwned(n.dir, n.ownsDir)
+	return err
+}
