@@ -312,14 +312,18 @@ func requireContiguousNonces(t *testing.T, nonces []uint64) {
 	}
 }
 
-// pageCompletions reads the completions feed from the start in small pages until an empty
-// page once want completions were served (at most 100 pages), failing t on a completion
-// served twice; it returns each served txId's status.
+// pageCompletions reads the completions feed from the start in small pages until want
+// completions were served, failing t on a completion served twice; it returns each served
+// txId's status. The feed serves a row only once every transaction older than it has ended
+// anywhere on the PostgreSQL cluster, so a write transaction held open by another test can
+// delay rows for a while: an empty page means "not yet", and the reader keeps polling from
+// the same cursor until the deadline.
 func (s *testService) pageCompletions(t *testing.T, want int) map[string]string {
 	t.Helper()
 	seen := map[string]string{}
 	cursor := ""
-	for range 100 {
+	deadline := time.Now().Add(60 * time.Second)
+	for len(seen) < want && time.Now().Before(deadline) {
 		page := s.do(t, http.MethodGet, "/api/v1/tx/completions?limit=37&after="+cursor, nil)
 		if page.status != http.StatusOK {
 			t.Fatalf("completions: %d %s", page.status, page.raw)
@@ -334,9 +338,14 @@ func (s *testService) pageCompletions(t *testing.T, want int) map[string]string 
 			seen[id] = c["status"].(string)
 		}
 		cursor = page.body["next"].(string)
-		if len(items) == 0 && len(seen) == want {
-			break
+		if len(items) == 0 {
+			time.Sleep(50 * time.Millisecond)
 		}
+	}
+	// One more page past the last row: nothing beyond the final transactions may appear.
+	extra := s.do(t, http.MethodGet, "/api/v1/tx/completions?limit=37&after="+cursor, nil)
+	if items, _ := extra.body["completions"].([]any); extra.status != http.StatusOK || len(items) != 0 {
+		t.Fatalf("page past the %d final transactions: %d %s, want 200 and no completions", want, extra.status, extra.raw)
 	}
 	return seen
 }
