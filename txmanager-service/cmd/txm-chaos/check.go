@@ -135,7 +135,7 @@ func checkRun(ctx context.Context, db *pgx.Conn, chainURL string, apiURL string,
 	}
 
 	// The feed as a consumer reads it: every final transaction exactly once.
-	feed, err := e2e.NewClient(apiURL).AllCompletions(ctx, 250)
+	feed, err := e2e.NewClient(apiURL).ReadCompletions(ctx, 250, final, time.Minute)
 	if err != nil {
 		return nil, fmt.Errorf("completions feed: %w", err)
 	}

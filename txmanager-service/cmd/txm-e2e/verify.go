@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -120,7 +121,7 @@ func verify(ctx context.Context, eth *ethclient.Client, client *e2e.Client, sign
 // checkCompletions pages through the whole feed: each transaction of the run exactly once,
 // CONFIRMED, with the nonce and hash the transaction itself reports.
 func checkCompletions(ctx context.Context, client *e2e.Client, txs []*createdTx, v *verification) error {
-	completions, err := client.AllCompletions(ctx, 100)
+	completions, err := client.ReadCompletions(ctx, 100, len(txs), time.Minute)
 	if err != nil {
 		return fmt.Errorf("completion feed: %w", err)
 	}

@@ -88,20 +88,33 @@ func (c *Client) ListCompletions(ctx context.Context, after string, limit uint32
 	return &out, nil
 }
 
-// AllCompletions pages through the whole completion feed from the start.
-func (c *Client) AllCompletions(ctx context.Context, pageSize uint32) ([]*v1.Completion, error) {
+// ReadCompletions pages through the completion feed from the start until it has read at
+// least want completions, then reads one page more so that anything served beyond want is
+// seen too. The feed serves a completion only once every older write transaction on the
+// PostgreSQL cluster has ended, so an empty page means "not yet": the reader keeps polling
+// from the same cursor until wait has passed and returns what it has read by then.
+func (c *Client) ReadCompletions(ctx context.Context, pageSize uint32, want int, wait time.Duration) ([]*v1.Completion, error) {
 	var all []*v1.Completion
 	after := ""
+	deadline := time.Now().Add(wait)
 	for {
 		page, err := c.ListCompletions(ctx, after, pageSize)
 		if err != nil {
 			return all, err
 		}
 		all = append(all, page.GetCompletions()...)
-		if len(page.GetCompletions()) == 0 {
+		after = page.GetNext()
+		if len(page.GetCompletions()) > 0 {
+			continue
+		}
+		if len(all) >= want || time.Now().After(deadline) {
 			return all, nil
 		}
-		after = page.GetNext()
+		select {
+		case <-ctx.Done():
+			return all, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
