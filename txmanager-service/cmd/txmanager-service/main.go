@@ -24,6 +24,7 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/internal/workers"
@@ -53,12 +54,21 @@ func run() error {
 		return err
 	}
 	log.SetLogger(logger)
-	nodeLogger := telemetry.NewNodeLogger(logger, bc.Node.ID)
-	helper := log.NewHelper(nodeLogger)
-
 	if *migrateOnly && bc.Database.DSN == "" && bc.Database.MigrationDSN == "" {
 		return fmt.Errorf("-migrate-only needs DATABASE_URL or DATABASE_MIGRATION_URL")
 	}
+	var listeners *server.Listeners
+	if !*migrateOnly {
+		// Bound first: a busy port fails the start before a database is started or touched,
+		// and the node id may follow a port the kernel picked.
+		if listeners, err = server.Listen(bc); err != nil {
+			return err
+		}
+		defer listeners.Close()
+	}
+	nodeLogger := telemetry.NewNodeLogger(logger, bc.Node.ID)
+	helper := log.NewHelper(nodeLogger)
+
 	if bc.Database.DSN == "" && !*migrateOnly {
 		cluster, err := startLocalDatabase(helper)
 		if err != nil {
@@ -84,7 +94,7 @@ func run() error {
 		return nil
 	}
 
-	app, cleanup, err := wireApp(bc, nodeLogger)
+	app, cleanup, err := wireApp(bc, listeners, nodeLogger)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -25,6 +24,7 @@ import (
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/internal/testsupport"
 )
@@ -70,9 +70,8 @@ func startService(t testing.TB, opts serviceOptions) *testService {
 	}
 	bc.Database.DSN = dsn
 	bc.Database.MigrateOnStart = false
-	bc.Server.HTTP.Addr = freeAddr(t)
-	bc.Server.GRPC.Addr = freeAddr(t)
-	bc.Node.ID = "test-" + bc.Server.GRPC.Addr
+	bc.Server.HTTP.Addr = "127.0.0.1:0"
+	bc.Server.GRPC.Addr = "127.0.0.1:0"
 	bc.Nonce.ChainQuery.Enabled = opts.chainQuery
 	bc.Chain.Embedded.BlockInterval = conf.Duration(200 * time.Millisecond)
 	if opts.chain != nil {
@@ -91,6 +90,14 @@ func startService(t testing.TB, opts serviceOptions) *testService {
 	if opts.configure != nil {
 		opts.configure(bc)
 	}
+	// Bound here and handed to the service, so no other test can take a port between
+	// choosing it and serving on it.
+	listeners, err := server.Listen(bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listeners.Close() })
+	bc.Node.ID = "test-" + bc.Server.GRPC.Addr
 	var sink io.Writer = io.Discard
 	if testing.Verbose() {
 		sink = os.Stderr
@@ -99,7 +106,7 @@ func startService(t testing.TB, opts serviceOptions) *testService {
 		sink = io.MultiWriter(sink, opts.logs)
 	}
 	logger := telemetry.NewNodeLogger(telemetry.NewJSONLogger(sink, log.LevelDebug), bc.Node.ID)
-	app, cleanup, err := wireApp(bc, logger)
+	app, cleanup, err := wireApp(bc, listeners, logger)
 	if err != nil {
 		t.Fatalf("wire: %v", err)
 	}
@@ -127,16 +134,6 @@ func startService(t testing.TB, opts serviceOptions) *testService {
 	t.Cleanup(func() { _ = conn.Close() })
 	s.grpc = v1.NewTxServiceClient(conn)
 	return s
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func waitReady(t testing.TB, base string) {

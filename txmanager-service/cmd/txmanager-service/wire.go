@@ -18,7 +18,7 @@ import (
 )
 
 // wireApp assembles config -> data -> repositories -> services -> controllers -> servers.
-func wireApp(*conf.Bootstrap, log.Logger) (*kratos.App, func(), error) {
+func wireApp(*conf.Bootstrap, *server.Listeners, log.Logger) (*kratos.App, func(), error) {
 	panic(wire.Build(
 		telemetry.ProviderSet,
 		repositories.ProviderSet,

@@ -22,7 +22,7 @@ import (
 // Injectors from wire.go:
 
 // wireApp assembles config -> data -> repositories -> services -> controllers -> servers.
-func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(), error) {
+func wireApp(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logger) (*kratos.App, func(), error) {
 	createConfig := services.NewCreateConfig(bootstrap)
 	prometheus, cleanup, err := telemetry.NewPrometheus()
 	if err != nil {
@@ -158,8 +158,8 @@ func wireApp(bootstrap *conf.Bootstrap, logger log.Logger) (*kratos.App, func(),
 		cleanup()
 		return nil, nil, err
 	}
-	httpServer := server.NewHTTPServer(bootstrap, txController, adminController, health, prometheus, middleware, logger)
-	grpcServer := server.NewGRPCServer(bootstrap, txController, adminController, middleware)
+	httpServer := server.NewHTTPServer(bootstrap, listeners, txController, adminController, health, prometheus, middleware, logger)
+	grpcServer := server.NewGRPCServer(bootstrap, listeners, txController, adminController, middleware)
 	leaseKeeper := workers.NewLeaseKeeperFromConfig(bootstrap, leaseManager)
 	nodeHeartbeat := workers.NewNodeHeartbeat(bootstrap, nodeRegistry)
 	banner := NewBanner(bootstrap, registry, chainConnection)

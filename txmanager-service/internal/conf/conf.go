@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/go-kratos/kratos/v2/config"
 
@@ -288,6 +289,28 @@ func Load(path string) (*Bootstrap, error) {
 		return nil, err
 	}
 	return &bc, nil
+}
+
+// UseBoundPorts records the ports the HTTP and gRPC servers were bound to. They differ
+// from the configured ones when a port is 0 (the kernel picks a free one); the node
+// registers and prints where it really listens, and a node id that was derived from the
+// gRPC address follows it.
+func (b *Bootstrap) UseBoundPorts(httpPort, grpcPort int) error {
+	derivedID := b.Node.ID == defaultNodeID(b.Server.GRPC.Addr)
+	for _, l := range []struct {
+		listener *Listener
+		port     int
+	}{{&b.Server.HTTP, httpPort}, {&b.Server.GRPC, grpcPort}} {
+		host, _, err := net.SplitHostPort(l.listener.Addr)
+		if err != nil {
+			return fmt.Errorf("server address %q: %w", l.listener.Addr, err)
+		}
+		l.listener.Addr = net.JoinHostPort(host, strconv.Itoa(l.port))
+	}
+	if derivedID {
+		b.Node.ID = defaultNodeID(b.Server.GRPC.Addr)
+	}
+	return nil
 }
 
 func defaultNodeID(grpcAddr string) string {

@@ -96,3 +96,41 @@ func TestRepositoryDevConfigMatchesDefaults(t *testing.T) {
 		t.Fatalf("configs/config.yaml drifted from the embedded defaults:\n file %+v\n defaults %+v", fromFile, defaults)
 	}
 }
+
+func TestUseBoundPortsKeepsHostsAndMovesADerivedNodeID(t *testing.T) {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	tests := []struct {
+		name               string
+		httpAddr, grpcAddr string
+		nodeID             string // empty: the id Load derives from the gRPC address
+		httpPort, grpcPort int    // what the kernel bound
+		wantHTTP, wantGRPC string
+		wantNodeID         string
+	}{
+		{"port 0", "127.0.0.1:0", "127.0.0.1:0", "", 41001, 41002, "127.0.0.1:41001", "127.0.0.1:41002", host + ":41002"},
+		{"fixed ports", "127.0.0.1:8080", "127.0.0.1:9090", "", 8080, 9090, "127.0.0.1:8080", "127.0.0.1:9090", host + ":9090"},
+		{"IPv6 loopback", "[::1]:0", "[::1]:0", "", 41001, 41002, "[::1]:41001", "[::1]:41002", host + ":41002"},
+		{"configured node id", "127.0.0.1:0", "127.0.0.1:0", "node-a", 41001, 41002, "127.0.0.1:41001", "127.0.0.1:41002", "node-a"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("HTTP_ADDR", tc.httpAddr)
+			t.Setenv("GRPC_ADDR", tc.grpcAddr)
+			t.Setenv("NODE_ID", tc.nodeID)
+			bc, err := conf.Load("")
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if err := bc.UseBoundPorts(tc.httpPort, tc.grpcPort); err != nil {
+				t.Fatalf("UseBoundPorts: %v", err)
+			}
+			if bc.Server.HTTP.Addr != tc.wantHTTP || bc.Server.GRPC.Addr != tc.wantGRPC || bc.Node.ID != tc.wantNodeID {
+				t.Errorf("got http %q grpc %q node %q, want %q %q %q",
+					bc.Server.HTTP.Addr, bc.Server.GRPC.Addr, bc.Node.ID, tc.wantHTTP, tc.wantGRPC, tc.wantNodeID)
+			}
+		})
+	}
+}

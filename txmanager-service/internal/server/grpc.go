@@ -19,9 +19,9 @@ import (
 )
 
 // NewGRPCServer serves the API over gRPC.
-func NewGRPCServer(c *conf.Bootstrap, tx *controllers.TxController, admin *controllers.AdminController, mw *Middleware) *kgrpc.Server {
+func NewGRPCServer(c *conf.Bootstrap, listeners *Listeners, tx *controllers.TxController, admin *controllers.AdminController, mw *Middleware) *kgrpc.Server {
 	srv := kgrpc.NewServer(
-		kgrpc.Address(c.Server.GRPC.Addr),
+		kgrpc.Listener(listeners.GRPC),
 		kgrpc.Timeout(c.Server.GRPC.Timeout.Std()),
 		kgrpc.Middleware(mw.chain...),
 		kgrpc.UnaryInterceptor(grpcStatusInterceptor),

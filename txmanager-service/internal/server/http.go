@@ -18,10 +18,10 @@ import (
 )
 
 // NewHTTPServer serves the API over HTTP/JSON.
-func NewHTTPServer(c *conf.Bootstrap, tx *controllers.TxController, admin *controllers.AdminController, health *Health,
+func NewHTTPServer(c *conf.Bootstrap, listeners *Listeners, tx *controllers.TxController, admin *controllers.AdminController, health *Health,
 	prom *telemetry.Prometheus, mw *Middleware, logger log.Logger) *khttp.Server {
 	srv := khttp.NewServer(
-		khttp.Address(c.Server.HTTP.Addr),
+		khttp.Listener(listeners.HTTP),
 		khttp.Timeout(c.Server.HTTP.Timeout.Std()),
 		khttp.Middleware(mw.chain...),
 		khttp.Filter(cleanPathsOnly, limitBody(c.Server.MaxBodyBytes)),
