@@ -24,6 +24,7 @@ import (
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/e2e"
 	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/internal/testsupport"
@@ -310,39 +311,21 @@ func requireContiguousNonces(t *testing.T, nonces []uint64) {
 }
 
 // pageCompletions reads the completions feed from the start in small pages until want
-// completions were served, failing t on a completion served twice; it returns each served
-// txId's status. The feed serves a row only once every transaction older than it has ended
-// anywhere on the PostgreSQL cluster, so a write transaction held open by another test can
-// delay rows for a while: an empty page means "not yet", and the reader keeps polling from
-// the same cursor until the deadline.
+// completions were served and one page more (e2e.Client.ReadCompletions, which keeps
+// polling while another transaction on the cluster holds the feed back), failing t on a
+// completion served twice; it returns each served txId's status.
 func (s *testService) pageCompletions(t *testing.T, want int) map[string]string {
 	t.Helper()
-	seen := map[string]string{}
-	cursor := ""
-	deadline := time.Now().Add(60 * time.Second)
-	for len(seen) < want && time.Now().Before(deadline) {
-		page := s.do(t, http.MethodGet, "/api/v1/tx/completions?limit=37&after="+cursor, nil)
-		if page.status != http.StatusOK {
-			t.Fatalf("completions: %d %s", page.status, page.raw)
-		}
-		items, _ := page.body["completions"].([]any)
-		for _, item := range items {
-			c := item.(map[string]any)
-			id := c["txId"].(string)
-			if _, dup := seen[id]; dup {
-				t.Fatalf("completion for %s served twice", id)
-			}
-			seen[id] = c["status"].(string)
-		}
-		cursor = page.body["next"].(string)
-		if len(items) == 0 {
-			time.Sleep(50 * time.Millisecond)
-		}
+	completions, err := e2e.NewClient(s.httpURL).ReadCompletions(t.Context(), 37, want, 60*time.Second)
+	if err != nil {
+		t.Fatalf("completions: %v", err)
 	}
-	// One more page past the last row: nothing beyond the final transactions may appear.
-	extra := s.do(t, http.MethodGet, "/api/v1/tx/completions?limit=37&after="+cursor, nil)
-	if items, _ := extra.body["completions"].([]any); extra.status != http.StatusOK || len(items) != 0 {
-		t.Fatalf("page past the %d final transactions: %d %s, want 200 and no completions", want, extra.status, extra.raw)
+	seen := map[string]string{}
+	for _, c := range completions {
+		if _, dup := seen[c.GetTxId()]; dup {
+			t.Fatalf("completion for %s served twice", c.GetTxId())
+		}
+		seen[c.GetTxId()] = c.GetStatus()
 	}
 	return seen
 }
