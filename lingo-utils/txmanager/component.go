@@ -122,9 +122,6 @@ func NewComponent(cfg Config, pool *pgxpool.Pool, logger log.Logger) (*Component
 // NewComponentFromPool is NewComponentWithDependencies for a pool: Wire providers need the
 // concrete type.
 func NewComponentFromPool(cfg Config, pool *pgxpool.Pool, deps Dependencies) (*Component, error) {
-	if pool == nil {
-		return nil, fmt.Errorf("txmanager: nil database")
-	}
 	return NewComponentWithDependencies(cfg, pool, deps)
 }
 
@@ -132,10 +129,12 @@ func NewComponentFromPool(cfg Config, pool *pgxpool.Pool, deps Dependencies) (*C
 // usually a *pgxpool.Pool, whose database is reported as db.name unless the configuration
 // names one.
 func NewComponentWithDependencies(cfg Config, db Beginner, deps Dependencies) (*Component, error) {
-	if db == nil {
+	pool, isPool := db.(*pgxpool.Pool)
+	// A nil *pgxpool.Pool in the interface is not == nil.
+	if db == nil || (isPool && pool == nil) {
 		return nil, fmt.Errorf("txmanager: nil database")
 	}
-	if pool, ok := db.(*pgxpool.Pool); ok && cfg.DatabaseName == "" {
+	if isPool && cfg.DatabaseName == "" {
 		cfg.DatabaseName = pool.Config().ConnConfig.Database
 	}
 	rc, err := cfg.withDefaults()
