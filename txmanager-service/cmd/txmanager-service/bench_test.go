@@ -162,25 +162,6 @@ func settleDisk(b testing.TB, pool *pgxpool.Pool) {
 	time.Sleep(3 * time.Second)
 }
 
-func checkContiguous(b testing.TB, pool *pgxpool.Pool, signer string) {
-	b.Helper()
-	count, distinct, maxNonce := nonceSpan(b, pool, signer)
-	if count != distinct || maxNonce != count-1 {
-		b.Fatalf("nonces for the hot signer are not 0..n-1: count %d distinct %d max %d", count, distinct, maxNonce)
-	}
-}
-
-// nonceSpan reads how many transactions the signer has, how many distinct nonces they
-// carry and the highest (-1 for none): contiguous nonces have count = distinct = max+1.
-func nonceSpan(t testing.TB, pool *pgxpool.Pool, signer string) (count, distinct, maxNonce int64) {
-	t.Helper()
-	err := pool.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT nonce), coalesce(max(nonce), -1) FROM managed_tx WHERE signer = $1", signer).Scan(&count, &distinct, &maxNonce)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return count, distinct, maxNonce
-}
-
 // startBaseline serves POST /api/v1/tx the naive way: one database transaction per request
 // that locks the signer's cursor row FOR UPDATE, inserts and advances the cursor. Same
 // decoding, validation and payload encoding as the service, so only the write path differs.

@@ -81,10 +81,7 @@ func TestRoutingModesUnderRandomRouting(t *testing.T) {
 			}
 			t.Logf("%s mode answers: %v", mode, counts)
 			for _, signer := range signers {
-				n, distinct, maxNonce := nonceSpan(t, nodes[0].pool, signer)
-				if n != distinct || maxNonce != n-1 {
-					t.Fatalf("signer %s: %d txs, %d distinct nonces, max %d: not contiguous", signer, n, distinct, maxNonce)
-				}
+				checkContiguous(t, nodes[0].pool, signer)
 			}
 		})
 	}

@@ -23,11 +23,7 @@ func TestConcurrentCreatesWithOneRequestIDMakeOneTransaction(t *testing.T) {
 	payload := map[string]any{"signer": signer, "to": to, "value": "12345", "gasLimit": 21000, "requestId": "invoice-42"}
 
 	answers := createConcurrently(t, s, 100, 100, func(int) map[string]any { return payload })
-	for _, a := range answers {
-		if a.status != http.StatusAccepted && a.status != http.StatusOK {
-			t.Fatalf("answer %d: %s", a.status, a.raw)
-		}
-	}
+	requireStatus(t, answers, http.StatusAccepted, http.StatusOK)
 	ids := requireOneTxID(t, answers)
 	if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE signer = $1 AND request_id = 'invoice-42'", signer); n != 1 {
 		t.Fatalf("managed_tx rows = %d, want 1", n)

@@ -54,7 +54,7 @@ func TestLostBroadcastResponseIsResolvedByHash(t *testing.T) {
 		{"rebroadcast while pending: already known", false},
 		{"rebroadcast after mining: nonce too low", true},
 	}
-	for i, tc := range tests {
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sim := newTestChain(t, 0)
@@ -63,12 +63,11 @@ func TestLostBroadcastResponseIsResolvedByHash(t *testing.T) {
 			proxy.hideReceipts.Store(tc.mineBetween)
 			front := httptest.NewServer(proxy)
 			t.Cleanup(front.Close)
-			// The chain's first i+1 accounts are the service's signers; the test uses the last.
-			s := startService(t, serviceOptions{chain: sim, signers: i + 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+			s := startService(t, serviceOptions{chain: sim, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
 				bc.Chain.RPCURL = front.URL
 				bc.Resubmit.Interval = conf.Duration(700 * time.Millisecond)
 			}})
-			signer := sim.DevAddresses()[i].Hex()
+			signer := sim.DevAddresses()[0].Hex()
 			id := s.createOK(t, map[string]any{"signer": signer, "to": sim.DevAddresses()[7].Hex(), "value": "5", "gasLimit": 21000})
 			waitFor(t, 20*time.Second, "the lost response recorded", func() bool { return s.tx(t, id).subState == "BROADCAST_FAILED" })
 			if proxy.dropped.Load() != 1 {
@@ -92,7 +91,7 @@ func TestLostBroadcastResponseIsResolvedByHash(t *testing.T) {
 			if n := s.count(t, "SELECT count(*) FROM tx_attempt WHERE tx_id = $1", id); n != 1 {
 				t.Fatalf("attempts recorded = %d, want 1 (same signed bytes)", n)
 			}
-			nonce, err := sim.NonceAt(t.Context(), sim.DevAddresses()[i])
+			nonce, err := sim.NonceAt(t.Context(), sim.DevAddresses()[0])
 			if err != nil || nonce != 1 {
 				t.Fatalf("on-chain nonce of the signer = %d (%v), want 1: exactly one transaction mined", nonce, err)
 			}

@@ -131,9 +131,7 @@ func TestSecretsNeverReachTheLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	s := startService(t, serviceOptions{dsn: dsn, fastPipeline: true, logs: logs, configure: func(bc *conf.Bootstrap) {
-		bc.Chain.RPCURL = sim.HTTPEndpoint()
-		bc.Signers.RawKeys = []string{rawKey}
+	s := startService(t, serviceOptions{chain: sim, dsn: dsn, fastPipeline: true, logs: logs, configure: func(bc *conf.Bootstrap) {
 		bc.Signers.Keystore = conf.KeystoreSource{Dir: ksDir, PassphraseFile: passFile}
 		bc.Database.MigrationDSN = dsn
 		bc.Auth = conf.Auth{Enabled: true, APIKeys: []conf.APIKey{{ID: "ops", SHA256: sha256Hex(adminKey), Signers: []string{"*"}, Admin: true}},

@@ -291,22 +291,26 @@ func requireOneTxID(t *testing.T, answers []apiResponse) map[string]int {
 	return ids
 }
 
-// requireContiguousNonces fails t unless the nonces of len(nonces) creates (create i got
-// nonces[i]) are 0..len(nonces)-1, each handed out once.
+// requireContiguousNonces fails t unless the nonces of len(nonces) creates are
+// 0..len(nonces)-1, each handed out once.
 func requireContiguousNonces(t *testing.T, nonces []uint64) {
 	t.Helper()
-	total := len(nonces)
-	seen := make([]int, total)
-	for i, n := range nonces {
-		if n >= uint64(total) {
-			t.Fatalf("create %d got nonce %d, outside 0..%d", i, n, total-1)
-		}
-		seen[n]++
+	if r := e2e.CheckNonces(nonces, uint64(len(nonces))); !r.OK() {
+		t.Fatalf("nonces of %d creates: %s", len(nonces), r)
 	}
-	for nonce, n := range seen {
-		if n != 1 {
-			t.Fatalf("nonce %d handed out %d times", nonce, n)
-		}
+}
+
+// checkContiguous fails b unless the signer's transactions carry the nonces 0..n-1, each
+// once.
+func checkContiguous(b testing.TB, pool *pgxpool.Pool, signer string) {
+	b.Helper()
+	var count, distinct, maxNonce int64
+	err := pool.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT nonce), coalesce(max(nonce), -1) FROM managed_tx WHERE signer = $1", signer).Scan(&count, &distinct, &maxNonce)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if count != distinct || maxNonce != count-1 {
+		b.Fatalf("nonces of signer %s are not 0..n-1: count %d distinct %d max %d", signer, count, distinct, maxNonce)
 	}
 }
 

@@ -46,18 +46,17 @@ func TestStuckHeadOfLine(t *testing.T) {
 		{"noop, then an operator cancels", "noop"},
 		{"cancel configured", "cancel"},
 	}
-	for i, tc := range tests {
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sim := newTestChain(t, 200*time.Millisecond)
-			// The chain's first i+1 accounts are the service's signers; the test uses the last.
-			s := startService(t, serviceOptions{chain: sim, signers: i + 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+			s := startService(t, serviceOptions{chain: sim, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
 				bc.Resubmit.Interval = conf.Duration(300 * time.Millisecond)
 				bc.Stuck.MinAge = conf.Duration(time.Second)
 				bc.Stuck.MinAttempts = 2
 				bc.Stuck.Action = tc.action
 			}})
-			signer, to := sim.DevAddresses()[i].Hex(), sim.DevAddresses()[7].Hex()
+			signer, to := sim.DevAddresses()[0].Hex(), sim.DevAddresses()[7].Hex()
 			head := s.createOK(t, map[string]any{"signer": signer, "to": to, "value": "1", "gasLimit": 21000, "maxFeePerGas": "1", "maxPriorityFeePerGas": "1"})
 			var behind []string
 			for v := range 3 {
