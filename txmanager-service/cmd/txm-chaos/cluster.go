@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -59,7 +60,7 @@ type clusterOptions struct {
 	dir      string
 	dsn      string // the run's database, direct
 	adminDSN string
-	chainURL []string // per node (a node may reach the chain through a proxy)
+	chainURL string
 	signers  []*ecdsa.PrivateKey
 	count    int
 	extra    map[string]any
@@ -71,6 +72,9 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database dsn: %w", err)
 	}
+	// Read only by RenderConfig, so the nodes can share it.
+	overrides := clusterTiming()
+	maps.Copy(overrides, o.extra)
 	for i := range o.count {
 		name := fmt.Sprintf("node-%d", i)
 		link, err := newLinkProxy(dbURL.Host)
@@ -82,14 +86,7 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 		q := viaProxy.Query()
 		q.Set("application_name", name)
 		viaProxy.RawQuery = q.Encode()
-		overrides := map[string]any{}
-		for k, v := range clusterTiming() {
-			overrides[k] = v
-		}
-		for k, v := range o.extra {
-			overrides[k] = v
-		}
-		rpc := &rpcProxy{target: o.chainURL[i%len(o.chainURL)]}
+		rpc := &rpcProxy{target: o.chainURL}
 		front := httptest.NewServer(rpc)
 		// resubmit.interval comes from clusterTiming (or o.extra): Overrides are applied
 		// after the ServiceConfig fields, so they win over FastLoops' value.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"time"
 
@@ -29,15 +28,11 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 		return nil, err
 	}
 	defer env.dropDatabase(ctx, db)
-	// A reaches the chain through a proxy that can hold broadcast answers; B directly.
-	hold := &rpcProxy{target: env.chainURL}
-	front := httptest.NewServer(hold)
-	defer front.Close()
 	signer := env.failoverKey
 	signerAddr := e2e.Address(signer)
 	c, err := startCluster(ctx, clusterOptions{
 		bin: env.serviceBin, dir: env.dir("failover"), dsn: db.DSN, adminDSN: env.pg.AdminDSN,
-		chainURL: []string{front.URL, env.chainURL}, signers: []*ecdsa.PrivateKey{signer}, count: 2,
+		chainURL: env.chainURL, signers: []*ecdsa.PrivateKey{signer}, count: 2,
 		extra: map[string]any{"routing.mode": "basic", "resubmit.interval": "3s"},
 	})
 	if err != nil {
@@ -45,6 +40,8 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	}
 	defer c.stop()
 	nodeA, nodeB := c.nodes[0], c.nodes[1]
+	// A's chain proxy holds its broadcast answers on demand.
+	hold := nodeA.rpc
 	conn, err := pgx.Connect(ctx, db.DSN)
 	if err != nil {
 		return nil, err

@@ -141,17 +141,11 @@ func run(ctx context.Context, o options) (bool, error) {
 	}
 	defer devChain.Stop()
 	env := &runEnv{keepDB: o.keepDB, root: root, serviceBin: serviceBin, pg: pg, chainURL: devChain.URL()}
-	for i := range o.signers + 1 {
-		key, err := chain.DevKey(i)
-		if err != nil {
-			return false, err
-		}
-		if i == o.signers {
-			env.failoverKey = key
-			continue
-		}
-		env.signerKeys = append(env.signerKeys, key)
+	keys, err := chain.DevKeys(o.signers + 1)
+	if err != nil {
+		return false, err
 	}
+	env.signerKeys, env.failoverKey = keys[:o.signers], keys[o.signers]
 	fmt.Printf("txm-chaos: seed %d, %d nodes, %d signers, %d clients, %s of faults; PostgreSQL: %s; chain: txm-devchain (500ms blocks)\n",
 		o.seed, o.nodes, o.signers, o.clients, o.duration, pg.Source)
 
@@ -186,7 +180,7 @@ func runChaos(ctx context.Context, env *runEnv, o options) ([]row, []faultEvent,
 	defer env.dropDatabase(ctx, db)
 	c, err := startCluster(ctx, clusterOptions{
 		bin: env.serviceBin, dir: env.dir("chaos"), dsn: db.DSN, adminDSN: env.pg.AdminDSN,
-		chainURL: []string{env.chainURL}, signers: env.signerKeys, count: o.nodes,
+		chainURL: env.chainURL, signers: env.signerKeys, count: o.nodes,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -39,13 +40,14 @@ func run() error {
 	keysOnly := flag.Bool("keys-only", false, "print the development private keys, one per line, and exit without starting a chain (for scanning logs for leaked keys)")
 	flag.Parse()
 
+	keyHex := func(key *ecdsa.PrivateKey) string { return hex.EncodeToString(crypto.FromECDSA(key)) }
 	if *keysOnly {
-		for i := range *accounts {
-			key, err := chain.DevKey(i)
-			if err != nil {
-				return err
-			}
-			fmt.Println(hex.EncodeToString(crypto.FromECDSA(key)))
+		keys, err := chain.DevKeys(*accounts)
+		if err != nil {
+			return err
+		}
+		for _, key := range keys {
+			fmt.Println(keyHex(key))
 		}
 		return nil
 	}
@@ -58,7 +60,7 @@ func run() error {
 	for i, key := range sim.DevKeys() {
 		line := fmt.Sprintf("  account %d: %s", i, crypto.PubkeyToAddress(key.PublicKey).Hex())
 		if *printKeys {
-			line += "  key 0x" + hex.EncodeToString(crypto.FromECDSA(key))
+			line += "  key 0x" + keyHex(key)
 		}
 		fmt.Println(line)
 	}

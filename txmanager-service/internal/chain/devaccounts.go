@@ -24,7 +24,8 @@ func DevKey(index int) (*ecdsa.PrivateKey, error) {
 	return key, nil
 }
 
-func devKeys(count int) ([]*ecdsa.PrivateKey, error) {
+// DevKeys are the first count development keys, DevKey(0) to DevKey(count-1).
+func DevKeys(count int) ([]*ecdsa.PrivateKey, error) {
 	keys := make([]*ecdsa.PrivateKey, count)
 	for i := range keys {
 		key, err := DevKey(i)

@@ -82,7 +82,7 @@ func NewSimulated(cfg SimulatedConfig) (*SimulatedChain, error) {
 	if accounts == 0 {
 		accounts = defaultDevAccounts
 	}
-	keys, err := devKeys(accounts)
+	keys, err := DevKeys(accounts)
 	if err != nil {
 		return nil, fmt.Errorf("simulated chain: %w", err)
 	}

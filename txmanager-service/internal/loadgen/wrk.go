@@ -61,7 +61,7 @@ end
 	if err != nil {
 		return Result{}, fmt.Errorf("wrk: %w: %s", err, out)
 	}
-	return parseWrk(string(out), cfg.Duration)
+	return parseWrk(string(out))
 }
 
 var (
@@ -72,7 +72,7 @@ var (
 	wrkSockErrs = regexp.MustCompile(`Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
 )
 
-func parseWrk(out string, duration time.Duration) (Result, error) {
+func parseWrk(out string) (Result, error) {
 	var res Result
 	m := wrkTotal.FindStringSubmatch(out)
 	if m == nil {

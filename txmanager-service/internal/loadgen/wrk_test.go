@@ -43,7 +43,7 @@ Requests/sec:    906.78
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseWrk(tc.out, time.Second)
+			got, err := parseWrk(tc.out)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +52,7 @@ Requests/sec:    906.78
 			}
 		})
 	}
-	if _, err := parseWrk("wrk: connection refused", time.Second); err == nil {
+	if _, err := parseWrk("wrk: connection refused"); err == nil {
 		t.Error("output without a request count parsed without an error")
 	}
 }
