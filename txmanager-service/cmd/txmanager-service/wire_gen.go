@@ -158,7 +158,7 @@ func wireApp(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.
 		cleanup()
 		return nil, nil, err
 	}
-	httpServer := server.NewHTTPServer(bootstrap, listeners, txController, adminController, health, prometheus, middleware, logger)
+	httpServer := server.NewHTTPServer(bootstrap, listeners, txController, adminController, health, prometheus, middleware)
 	grpcServer := server.NewGRPCServer(bootstrap, listeners, txController, adminController, middleware)
 	leaseKeeper := workers.NewLeaseKeeperFromConfig(bootstrap, leaseManager)
 	nodeHeartbeat := workers.NewNodeHeartbeat(bootstrap, nodeRegistry)

@@ -97,15 +97,9 @@ func (c *RPCChain) Close() {
 // call is the single place non-batched requests go through, so the request counter
 // cannot drift from what is actually sent.
 func (c *RPCChain) call(ctx context.Context, result any, method string, args ...any) error {
-	c.requests.Add(1)
-	ctx, span := c.tracer.Start(ctx, "chain.rpc "+method, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("rpc.system", "jsonrpc"), attribute.String("rpc.method", method)))
-	defer span.End()
-	err := c.rpcClient.CallContext(ctx, result, method, args...)
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-	}
-	return err
+	return c.send(ctx, "chain.rpc "+method, method, func(ctx context.Context) error {
+		return c.rpcClient.CallContext(ctx, result, method, args...)
+	})
 }
 
 // batchCall sends elems in as few requests as maxBatchSize allows. The returned error is
@@ -113,19 +107,28 @@ func (c *RPCChain) call(ctx context.Context, result any, method string, args ...
 func (c *RPCChain) batchCall(ctx context.Context, elems []rpc.BatchElem) error {
 	for start := 0; start < len(elems); start += c.maxBatchSize {
 		end := min(start+c.maxBatchSize, len(elems))
-		c.requests.Add(1)
-		spanCtx, span := c.tracer.Start(ctx, "chain.rpc batch "+elems[start].Method, trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(attribute.String("rpc.system", "jsonrpc"), attribute.String("rpc.method", elems[start].Method), attribute.Int("rpc.batch_size", end-start)))
-		err := c.rpcClient.BatchCallContext(spanCtx, elems[start:end])
+		method := elems[start].Method
+		err := c.send(ctx, "chain.rpc batch "+method, method, func(ctx context.Context) error {
+			return c.rpcClient.BatchCallContext(ctx, elems[start:end])
+		}, attribute.Int("rpc.batch_size", end-start))
 		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.End()
-		if err != nil {
-			return fmt.Errorf("batch of %d calls to %s: %w", end-start, elems[start].Method, err)
+			return fmt.Errorf("batch of %d calls to %s: %w", end-start, method, err)
 		}
 	}
 	return nil
+}
+
+// send makes one JSON-RPC request: counted, inside a client span that records its error.
+func (c *RPCChain) send(ctx context.Context, spanName, method string, do func(context.Context) error, attrs ...attribute.KeyValue) error {
+	c.requests.Add(1)
+	attrs = append(attrs, attribute.String("rpc.system", "jsonrpc"), attribute.String("rpc.method", method))
+	ctx, span := c.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	defer span.End()
+	err := do(ctx)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return err
 }
 
 // countedEthCall counts one request for an ethclient method; each ethclient method used

@@ -182,10 +182,7 @@ func (r *PipelineRepository) ListResubmitDue(ctx context.Context, signer string,
 	}
 	out := make([]services.DueResubmit, 0, len(rows))
 	for _, row := range rows {
-		d := services.DueResubmit{
-			TxID: row.TxID, Signer: row.Signer, Nonce: uint64(row.Nonce), Attempts: int(row.SubmitAttempts),
-			Hash: common.HexToHash(row.TxHash), Raw: row.RawTx,
-		}
+		d := services.DueResubmit{TxID: row.TxID, Raw: row.RawTx}
 		for _, h := range row.AttemptHashes {
 			d.AllHashes = append(d.AllHashes, common.HexToHash(h))
 		}

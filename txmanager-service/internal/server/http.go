@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
-	"github.com/go-kratos/kratos/v2/log"
 	khttp "github.com/go-kratos/kratos/v2/transport/http"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
@@ -19,7 +18,7 @@ import (
 
 // NewHTTPServer serves the API over HTTP/JSON.
 func NewHTTPServer(c *conf.Bootstrap, listeners *Listeners, tx *controllers.TxController, admin *controllers.AdminController, health *Health,
-	prom *telemetry.Prometheus, mw *Middleware, logger log.Logger) *khttp.Server {
+	prom *telemetry.Prometheus, mw *Middleware) *khttp.Server {
 	srv := khttp.NewServer(
 		khttp.Listener(listeners.HTTP),
 		khttp.Timeout(c.Server.HTTP.Timeout.Std()),

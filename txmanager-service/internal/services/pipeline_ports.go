@@ -93,12 +93,9 @@ type Finalization struct {
 
 // DueResubmit is a transaction whose current attempt is due to be broadcast again.
 type DueResubmit struct {
-	TxID     uuid.UUID
-	Signer   string
-	Nonce    uint64
-	Attempts int
-	Hash     common.Hash
-	Raw      []byte
+	TxID uuid.UUID
+	// Raw is the current attempt's signed bytes.
+	Raw []byte
 	// AllHashes are every attempt's hashes: any of them may be what the node has.
 	AllHashes []common.Hash
 }

@@ -79,9 +79,11 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 		c.log.Warnw("msg", "reading the chain head failed", "error", err.Error())
 		return
 	}
-	// A look-up that found nothing is repeated only once a new block may hold the receipt.
+	// A look-up that found nothing is repeated only once a new block may hold the receipt;
+	// the rest go soonest due first (sorted after the filter, which drops most of them).
 	c.mu.Lock()
 	due = slices.DeleteFunc(due, func(e *receiptEntry) bool { return e.notFound && head <= e.notFoundAtHead })
+	slices.SortFunc(due, func(a, b *receiptEntry) int { return a.due.Compare(b.due) })
 	c.mu.Unlock()
 	if len(due) == 0 {
 		return
@@ -144,7 +146,7 @@ func (c *ReceiptChecker) refresh(ctx context.Context) error {
 	return nil
 }
 
-// dueByTime lists the entries whose time has come, soonest due first.
+// dueByTime lists the entries whose time has come, in no particular order.
 func (c *ReceiptChecker) dueByTime(now time.Time) []*receiptEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -154,7 +156,6 @@ func (c *ReceiptChecker) dueByTime(now time.Time) []*receiptEntry {
 			due = append(due, e)
 		}
 	}
-	slices.SortFunc(due, func(a, b *receiptEntry) int { return a.due.Compare(b.due) })
 	return due
 }
 

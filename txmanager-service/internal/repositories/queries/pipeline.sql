@@ -157,7 +157,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM complet
 
 -- name: ListResubmitDue :many
 -- Broadcast, not mined, due again: with the current attempt's signed bytes.
-SELECT m.tx_id, m.signer, m.nonce, m.submit_attempts, a.tx_hash, a.raw_tx,
+SELECT m.tx_id, a.raw_tx,
        (SELECT array_agg(x.tx_hash) FROM tx_attempt x WHERE x.tx_id = m.tx_id)::text[] AS attempt_hashes
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_hash = m.tx_hash

@@ -431,7 +431,7 @@ func (q *Queries) ListOpenSigners(ctx context.Context) ([]ListOpenSignersRow, er
 }
 
 const listResubmitDue = `-- name: ListResubmitDue :many
-SELECT m.tx_id, m.signer, m.nonce, m.submit_attempts, a.tx_hash, a.raw_tx,
+SELECT m.tx_id, a.raw_tx,
        (SELECT array_agg(x.tx_hash) FROM tx_attempt x WHERE x.tx_id = m.tx_id)::text[] AS attempt_hashes
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_hash = m.tx_hash
@@ -446,13 +446,9 @@ type ListResubmitDueParams struct {
 }
 
 type ListResubmitDueRow struct {
-	TxID           uuid.UUID
-	Signer         string
-	Nonce          int64
-	SubmitAttempts int32
-	TxHash         string
-	RawTx          []byte
-	AttemptHashes  []string
+	TxID          uuid.UUID
+	RawTx         []byte
+	AttemptHashes []string
 }
 
 // Broadcast, not mined, due again: with the current attempt's signed bytes.
@@ -465,15 +461,7 @@ func (q *Queries) ListResubmitDue(ctx context.Context, arg ListResubmitDueParams
 	items := []ListResubmitDueRow{}
 	for rows.Next() {
 		var i ListResubmitDueRow
-		if err := rows.Scan(
-			&i.TxID,
-			&i.Signer,
-			&i.Nonce,
-			&i.SubmitAttempts,
-			&i.TxHash,
-			&i.RawTx,
-			&i.AttemptHashes,
-		); err != nil {
+		if err := rows.Scan(&i.TxID, &i.RawTx, &i.AttemptHashes); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
