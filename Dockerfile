@@ -13,6 +13,8 @@ COPY lingo-utils/txmanager/go.mod lingo-utils/txmanager/go.sum lingo-utils/txman
 COPY lingo-utils/pglocal/go.mod lingo-utils/pglocal/go.sum lingo-utils/pglocal/
 COPY migrations/go.mod migrations/
 COPY txmanager-service/go.mod txmanager-service/go.sum txmanager-service/
+COPY txmanager-service/api/go.mod txmanager-service/api/go.sum txmanager-service/api/
+COPY txmanager-service/client/go.mod txmanager-service/client/go.sum txmanager-service/client/
 RUN cd txmanager-service && go mod download
 COPY . .
 ARG VERSION=dev

@@ -5,12 +5,16 @@ go 1.26.0
 replace (
 	github.com/bionicotaku/lingo-utils/pglocal => ../lingo-utils/pglocal
 	github.com/bionicotaku/lingo-utils/txmanager => ../lingo-utils/txmanager
+	github.com/bionicotaku/txmanager-service/api => ./api
+	github.com/bionicotaku/txmanager-service/client => ./client
 )
 
 require (
 	github.com/bionicotaku/lingo-utils/pglocal v0.0.0
 	github.com/bionicotaku/lingo-utils/txmanager v0.0.0
 	github.com/bionicotaku/txmanager-migrations v0.0.0
+	github.com/bionicotaku/txmanager-service/api v0.0.0
+	github.com/bionicotaku/txmanager-service/client v0.0.0
 	github.com/ethereum/go-ethereum v1.17.8
 	github.com/go-kratos/kratos/v2 v2.9.2
 	github.com/golang-jwt/jwt/v5 v5.3.1
@@ -27,6 +31,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.opentelemetry.io/proto/otlp v1.11.0
 	golang.org/x/sync v0.24.0
+	golang.org/x/time v0.14.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc
 	google.golang.org/grpc v1.83.2
 	google.golang.org/protobuf v1.36.12
@@ -131,7 +136,6 @@ require (
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	golang.org/x/time v0.14.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect

@@ -113,6 +113,35 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Port != 0 {
+		return startOnce(ctx, binDir, credential, opts, opts.Port)
+	}
+	// PostgreSQL cannot listen on port 0, so a free port is picked for it, and another
+	// process may take it before the postmaster binds: then try another one.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		c, err := startOnce(ctx, binDir, credential, opts, port)
+		if err == nil || attempt == maxPortAttempts || !lostPortRace(err) {
+			return c, err
+		}
+	}
+}
+
+// maxPortAttempts bounds the retries when another process takes the picked port first.
+const maxPortAttempts = 5
+
+// lostPortRace: the postmaster found its port taken ("could not bind IPv4 address ...:
+// Address already in use").
+func lostPortRace(err error) bool {
+	return strings.Contains(err.Error(), "could not bind") || strings.Contains(err.Error(), "already in use")
+}
+
+// startOnce initialises a cluster in a new folder and starts it on port; on failure the
+// folder is gone.
+func startOnce(ctx context.Context, binDir string, credential *syscall.Credential, opts ClusterOptions, port int) (*Cluster, error) {
 	dir, err := newServerDir("pglocal-", credential)
 	if err != nil {
 		return nil, err
@@ -124,14 +153,6 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("pglocal: initdb: %w: %s", err, strings.TrimSpace(string(out)))
-	}
-
-	port := opts.Port
-	if port == 0 {
-		if port, err = freePort(); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
 	}
 	args := []string{"-D", dataDir, "-p", strconv.Itoa(port), "-h", "127.0.0.1", "-k", dir,
 		"-c", "max_connections=400", "-c", "shared_buffers=128MB"}

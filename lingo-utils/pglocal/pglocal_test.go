@@ -3,19 +3,18 @@ package pglocal_test
 import (
 	"context"
 	"errors"
-	"os"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/pglocal"
+	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 )
 
 func TestStartClusterRunsAndStopsAThrowawayServer(t *testing.T) {
 	if _, err := pglocal.FindBinDir(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL server binaries are required in CI: %v", err)
-		}
-		t.Skipf("no PostgreSQL binaries here: %v", err)
+		pgtest.Unavailable(t, "the PostgreSQL server binaries are needed (apt-get install postgresql)", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -48,5 +47,25 @@ func TestFindBinDirHonoursPGBinDir(t *testing.T) {
 	t.Setenv("PG_BINDIR", t.TempDir())
 	if _, err := pglocal.FindBinDir(); !errors.Is(err, pglocal.ErrNoBinaries) {
 		t.Fatalf("err = %v, want ErrNoBinaries for a folder without initdb", err)
+	}
+}
+
+// PostgreSQL cannot bind port 0: StartCluster picks a free port, and when another process
+// takes it first the start moves to another port. That retry keys on the postmaster's own
+// bind failure, which a taken fixed port shows here.
+func TestStartClusterReportsATakenPortAsABindFailure(t *testing.T) {
+	if _, err := pglocal.FindBinDir(); err != nil {
+		pgtest.Unavailable(t, "the PostgreSQL server binaries are needed (apt-get install postgresql)", err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	port := busy.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := pglocal.StartCluster(ctx, pglocal.ClusterOptions{Port: port}); err == nil || !strings.Contains(err.Error(), "could not bind") {
+		t.Fatalf("a fixed, taken port: err = %v, want the postmaster's bind failure", err)
 	}
 }

@@ -34,7 +34,8 @@ func startServer(name, dir, logName string, cmd *exec.Cmd) (*serverProcess, erro
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("pglocal: log file: %w", err)
 	}
-	defer logFile.Close()
+	// The child has its own descriptor once started; ours only needs to go.
+	defer func() { _ = logFile.Close() }()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir)
@@ -60,9 +61,9 @@ func (p *serverProcess) waitAccepting(ctx context.Context, dsn string, every tim
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("pglocal: %s exited during start-up (%v); log: %s", p.name, p.exitErr, tailFile(p.logPath))
+			return fmt.Errorf("pglocal: %s exited during start-up (%v); log: %s", p.name, p.exitErr, tailFile(p.logPath)) //nolint:errorlint // the exit status may be nil (a clean exit is still a failure here)
 		case <-ctx.Done():
-			return fmt.Errorf("pglocal: %s not ready: %w (last error: %v); log: %s", p.name, ctx.Err(), err, tailFile(p.logPath))
+			return fmt.Errorf("pglocal: %s not ready: %w (last error: %w); log: %s", p.name, ctx.Err(), err, tailFile(p.logPath))
 		case <-time.After(every):
 		}
 	}

@@ -50,7 +50,7 @@ func TestClassify(t *testing.T) {
 			var txErr *TxError
 			isTx := errors.As(got, &txErr)
 			if tc.wantKind == "" {
-				if isTx || got != tc.err {
+				if isTx || got != tc.err { //nolint:errorlint // the very same error value must come back, unwrapped
 					t.Fatalf("classify changed an application error: %v", got)
 				}
 			} else if !isTx || txErr.Kind != tc.wantKind {

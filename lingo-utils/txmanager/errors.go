@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -13,13 +14,17 @@ import (
 // unwraps to the original error (errors.As(err, &pgErr) works).
 var (
 	// ErrRetryableTx marks a failure the whole transaction may safely be re-run after:
-	// serialization failure (40001), deadlock (40P01), lock not available (55P03), or an
-	// error pgconn reports as raised before anything reached the server.
+	// serialization failure (40001), deadlock (40P01), lock not available (55P03), the
+	// server ending the session before COMMIT (connection exceptions, class 08; shutdown,
+	// 57P01-57P03: a failover or a terminated backend; nothing was committed, and the retry
+	// runs on a fresh connection), or an error pgconn reports as raised before anything
+	// reached the server.
 	ErrRetryableTx = errors.New("txmanager: retryable transaction failure")
 	// ErrConflict marks a constraint conflict: unique (23505) or foreign key (23503) violation.
 	ErrConflict = errors.New("txmanager: constraint conflict")
-	// ErrCommitOutcomeUnknown means the connection failed while COMMIT was in flight: the
-	// transaction may or may not have committed. It is never retried automatically.
+	// ErrCommitOutcomeUnknown means the connection failed, or the server ended the session,
+	// while COMMIT was in flight: the transaction may or may not have committed. It is never
+	// retried automatically.
 	ErrCommitOutcomeUnknown = errors.New("txmanager: commit outcome unknown")
 	// ErrTxTimeout means the transaction's deadline (TxOptions.Timeout or the caller's
 	// context) expired; the error also matches context.DeadlineExceeded.
@@ -38,7 +43,22 @@ const (
 	sqlStateUniqueViolation      = "23505"
 	sqlStateForeignKeyViolation  = "23503"
 	sqlStateReadOnlyTransaction  = "25006"
+	sqlStateAdminShutdown        = "57P01"
+	sqlStateCrashShutdown        = "57P02"
+	sqlStateCannotConnectNow     = "57P03"
+	// sqlClassConnectionException prefixes every SQLSTATE of class 08.
+	sqlClassConnectionException = "08"
 )
+
+// sessionEnded: the server ended (or refused) the session itself: a failover, a restart, a
+// terminated backend. Nothing of an uncommitted transaction survives it.
+func sessionEnded(state string) bool {
+	switch state {
+	case sqlStateAdminShutdown, sqlStateCrashShutdown, sqlStateCannotConnectNow:
+		return true
+	}
+	return strings.HasPrefix(state, sqlClassConnectionException)
+}
 
 // ErrorKind is the class a failed transaction falls into; it is also the `error.kind`
 // attribute on metrics and spans.
@@ -144,10 +164,15 @@ func kindOf(ctx context.Context, phase Phase, state string, err error) ErrorKind
 	case sqlStateUniqueViolation, sqlStateForeignKeyViolation:
 		return KindConflict
 	}
-	// Without an answer from the server a COMMIT may have landed. pgconn's SafeToRetry is not
-	// trusted here: it reports "conn closed" as safe even when COMMIT was already on the wire.
-	if phase == PhaseCommit && state == "" {
+	// Without an answer from the server a COMMIT may have landed, and so may one whose session
+	// the server ended while it ran. pgconn's SafeToRetry is not trusted here: it reports
+	// "conn closed" as safe even when COMMIT was already on the wire.
+	if phase == PhaseCommit && (state == "" || sessionEnded(state)) {
 		return KindCommitUnknown
+	}
+	// Before COMMIT, a session the server ended committed nothing: run it all again.
+	if sessionEnded(state) {
+		return KindRetryable
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):

@@ -250,7 +250,7 @@ func TestLockTimeoutIsRetryable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Rollback(ctx)
+	defer func() { _ = holder.Rollback(ctx) }()
 	if _, err := holder.Exec(ctx, "SELECT * FROM account WHERE id = 1 FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
@@ -617,4 +617,97 @@ func TestIdleInTransactionTimeoutReleasesLocks(t *testing.T) {
 	if got := f.count(t, "SELECT balance FROM account WHERE id = 1"); got != 7 {
 		t.Fatalf("balance = %d, want the other session's 7", got)
 	}
+}
+
+// terminateBackend ends the backend with pid from another connection, as a failover or an
+// operator does, and waits until it is gone.
+func terminateBackend(t *testing.T, f *fixture, pid uint32) {
+	t.Helper()
+	admin, err := pgx.Connect(context.Background(), f.dsn)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer admin.Close(context.Background())
+	var ok bool
+	if err := admin.QueryRow(context.Background(), "SELECT pg_terminate_backend($1, 5000)", int(pid)).Scan(&ok); err != nil || !ok {
+		t.Errorf("terminate backend %d: %v %v", pid, ok, err)
+	}
+}
+
+// A session the server ended before COMMIT (SQLSTATE 57P01, "terminating connection due to
+// administrator command") committed nothing: the transaction is retryable and runs again on
+// a fresh connection. Ended at COMMIT, its outcome is unknown and it is not retried.
+func TestServerEndedSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("at begin: a pooled connection whose backend was terminated", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, txmanager.Config{}, func(c *pgxpool.Config) { c.MaxConns = 1 })
+		conn, err := f.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := conn.Conn().PgConn().PID()
+		conn.Release()
+		terminateBackend(t, f, pid)
+		attempts := 0
+		err = f.manager.WithinTx(ctx, txmanager.DefaultOptions().WithRetries(2), func(ctx context.Context, s txmanager.Session) error {
+			attempts++
+			return insertItem("after-terminate")(ctx, s)
+		})
+		if err != nil {
+			t.Fatalf("WithinTx after the pooled backend was terminated: %v", err)
+		}
+		if got := f.count(t, "SELECT count(*) FROM item WHERE name = 'after-terminate'"); got != 1 {
+			t.Fatalf("rows = %d, want 1", got)
+		}
+	})
+	t.Run("inside the callback", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, txmanager.Config{})
+		attempts := 0
+		err := f.manager.WithinTx(ctx, txmanager.DefaultOptions().WithRetries(2), func(ctx context.Context, s txmanager.Session) error {
+			attempts++
+			if err := insertItem("once")(ctx, s); err != nil {
+				return err
+			}
+			if attempts == 1 {
+				terminateBackend(t, f, s.Tx().Conn().PgConn().PID())
+				// The next statement meets the ended session.
+				_, err := s.DB().Exec(ctx, "SELECT 1")
+				if txmanager.SQLState(err) != "57P01" {
+					t.Errorf("statement after termination: %v (SQLSTATE %q), want 57P01", err, txmanager.SQLState(err))
+				}
+				return err
+			}
+			return nil
+		})
+		if err != nil || attempts != 2 {
+			t.Fatalf("err = %v after %d attempts, want success on the second", err, attempts)
+		}
+		if got := f.count(t, "SELECT count(*) FROM item WHERE name = 'once'"); got != 1 {
+			t.Fatalf("rows = %d, want exactly 1 (the first attempt committed nothing)", got)
+		}
+	})
+	t.Run("at commit", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, txmanager.Config{})
+		attempts := 0
+		err := f.manager.WithinTx(ctx, txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+			attempts++
+			if err := insertItem("unknown")(ctx, s); err != nil {
+				return err
+			}
+			// Ended after the last statement: COMMIT is what meets it.
+			terminateBackend(t, f, s.Tx().Conn().PgConn().PID())
+			return nil
+		})
+		if !errors.Is(err, txmanager.ErrCommitOutcomeUnknown) || errors.Is(err, txmanager.ErrRetryableTx) {
+			t.Fatalf("err = %v, want ErrCommitOutcomeUnknown and not retryable", err)
+		}
+		if attempts != 1 {
+			t.Fatalf("attempts = %d: an unknown commit outcome must never be retried", attempts)
+		}
+	})
 }

@@ -119,7 +119,7 @@ func TestNoTelemetryProviderIsNoop(t *testing.T) {
 func attrOf(attrs []attribute.KeyValue, key attribute.Key) string {
 	for _, kv := range attrs {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

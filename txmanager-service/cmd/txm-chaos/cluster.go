@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"fmt"
 	"maps"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -46,13 +45,17 @@ type cluster struct {
 }
 
 type node struct {
-	name   string
-	cfg    e2e.ServiceConfig
-	link   *linkProxy
-	rpc    *rpcProxy // the node's way to the chain
-	front  *httptest.Server
-	svc    *e2e.Service // nil while killed
-	paused bool
+	name string
+	// cfg leaves the ports at 0: every life of the node binds what the kernel gives, so a
+	// restart may come back on other ports (the registry heartbeat carries them to peers)
+	// but always with the same node id.
+	cfg  e2e.ServiceConfig
+	link *linkProxy
+	rpc  *rpcProxy // the node's way to the chain
+	// Guarded by cluster.mu.
+	svc     *e2e.Service // nil while killed
+	httpURL string       // where its latest life serves HTTP
+	paused  bool
 }
 
 type clusterOptions struct {
@@ -76,27 +79,16 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 	overrides := clusterTiming()
 	maps.Copy(overrides, o.extra)
 	for i := range o.count {
-		name := fmt.Sprintf("node-%d", i)
-		link, err := newLinkProxy(dbURL.Host)
+		n, err := newNode(fmt.Sprintf("node-%d", i), *dbURL, o.chainURL, e2e.ServiceConfig{Signers: o.signers, Overrides: overrides})
 		if err != nil {
-			return nil, err
-		}
-		viaProxy := *dbURL
-		viaProxy.Host = link.addr()
-		q := viaProxy.Query()
-		q.Set("application_name", name)
-		viaProxy.RawQuery = q.Encode()
-		rpc := &rpcProxy{target: o.chainURL}
-		front := httptest.NewServer(rpc)
-		// resubmit.interval comes from clusterTiming (or o.extra): Overrides are applied
-		// after the ServiceConfig fields, so they win over FastLoops' value.
-		cfg := e2e.FastLoops(e2e.ServiceConfig{NodeID: name, DatabaseDSN: viaProxy.String(), ChainRPCURL: front.URL,
-			Signers: o.signers, Overrides: overrides})
-		n := &node{name: name, cfg: cfg, link: link, rpc: rpc, front: front}
-		if err := os.MkdirAll(c.nodeDir(n), 0o755); err != nil {
+			c.stop()
 			return nil, err
 		}
 		c.nodes = append(c.nodes, n)
+		if err := os.MkdirAll(c.nodeDir(n), 0o755); err != nil {
+			c.stop()
+			return nil, err
+		}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.nodes))
@@ -114,6 +106,29 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 	return c, nil
 }
 
+// newNode prepares a node's proxies: its database link (with its name as
+// application_name, so its sessions can be cut) and its chain link. base carries what all
+// nodes share.
+func newNode(name string, db url.URL, chainURL string, base e2e.ServiceConfig) (*node, error) {
+	link, err := newLinkProxy(db.Host)
+	if err != nil {
+		return nil, err
+	}
+	rpc, err := newRPCProxy(chainURL)
+	if err != nil {
+		link.close()
+		return nil, err
+	}
+	db.Host = link.addr()
+	q := db.Query()
+	q.Set("application_name", name)
+	db.RawQuery = q.Encode()
+	base.NodeID, base.DatabaseDSN, base.ChainRPCURL = name, db.String(), rpc.url()
+	// resubmit.interval comes from clusterTiming (or the extra overrides): Overrides are
+	// applied after the ServiceConfig fields, so they win over FastLoops' value.
+	return &node{name: name, cfg: e2e.FastLoops(base), link: link, rpc: rpc}, nil
+}
+
 func (c *cluster) nodeDir(n *node) string { return filepath.Join(c.dir, n.name) }
 
 func (c *cluster) start(ctx context.Context, n *node) error {
@@ -122,17 +137,29 @@ func (c *cluster) start(ctx context.Context, n *node) error {
 		return fmt.Errorf("start %s: %w", n.name, err)
 	}
 	c.mu.Lock()
-	n.svc, n.cfg, n.paused = svc, svc.Config(), false
+	n.svc, n.httpURL, n.paused = svc, svc.HTTPURL(), false
 	c.mu.Unlock()
 	return nil
 }
 
-// urls lists the HTTP base URLs of every node, running or not: a load balancer keeps
-// sending to a dead node until its health check notices.
-func (c *cluster) urls() []string {
-	out := make([]string, len(c.nodes))
+// url is the HTTP base URL of the node's latest life, running or not: a load balancer
+// keeps sending to a dead node until its health check notices.
+func (c *cluster) url(n *node) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return n.httpURL
+}
+
+// client talks to the node wherever its latest life serves.
+func (c *cluster) client(n *node) *e2e.Client {
+	return e2e.NewFollowingClient(func() string { return c.url(n) })
+}
+
+// clients are one client per node.
+func (c *cluster) clients() []*e2e.Client {
+	out := make([]*e2e.Client, len(c.nodes))
 	for i, n := range c.nodes {
-		out[i] = "http://" + n.cfg.HTTPAddr
+		out[i] = c.client(n)
 	}
 	return out
 }
@@ -194,7 +221,7 @@ func (c *cluster) leaseHolders(ctx context.Context) (map[string]bool, error) {
 		return nil, err
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, "SELECT DISTINCT owner_node FROM signer_lease WHERE expires_at > now()")
+	rows, err := conn.Query(ctx, "SELECT DISTINCT split_part(owner_node, '#', 1) FROM signer_lease WHERE expires_at > now()")
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +279,6 @@ func (c *cluster) stop() {
 			_ = svc.Stop()
 		}
 		n.link.close()
-		n.front.Close()
+		n.rpc.close()
 	}
 }

@@ -48,7 +48,7 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
-	clientA, clientB := e2e.NewClient("http://"+nodeA.cfg.HTTPAddr), e2e.NewClient("http://"+nodeB.cfg.HTTPAddr)
+	clientA, clientB := c.client(nodeA), c.client(nodeB)
 	create := func(client *e2e.Client, n int) error {
 		for i := range n {
 			req := &v1.CreateTxRequest{Signer: signerAddr.Hex(), To: e2e.Recipient().Hex(), Value: fmt.Sprint(i + 1), GasLimit: 21_000}
@@ -60,20 +60,20 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	}
 	// 1. A owns the signer and gets 3 transactions through.
 	if err := create(clientA, 3); err != nil {
-		return nil, fmt.Errorf("creates on A: %w", err)
+		return nil, fmt.Errorf("creates on node A: %w", err)
 	}
 	var tokenA int64
-	if err := conn.QueryRow(ctx, "SELECT fencing_token FROM signer_lease WHERE signer = $1 AND owner_node = $2", signerAddr.Hex(), nodeA.name).Scan(&tokenA); err != nil {
-		return nil, fmt.Errorf("A's lease: %w", err)
+	if err := conn.QueryRow(ctx, "SELECT fencing_token FROM signer_lease WHERE signer = $1 AND split_part(owner_node, '#', 1) = $2", signerAddr.Hex(), nodeA.name).Scan(&tokenA); err != nil {
+		return nil, fmt.Errorf("node A's lease: %w", err)
 	}
 	// 2. A's next broadcasts stall (the node takes them, the answers are held), and A is
 	// frozen while it waits for them.
 	hold.holdFor.Store(int64(6 * time.Second))
 	if err := create(clientA, 3); err != nil {
-		return nil, fmt.Errorf("creates on A: %w", err)
+		return nil, fmt.Errorf("creates on node A: %w", err)
 	}
 	if err := waitUntil(ctx, 20*time.Second, func() bool { return hold.held.Load() > 0 }); err != nil {
-		return nil, fmt.Errorf("A never broadcast: %w", err)
+		return nil, fmt.Errorf("node A never broadcast: %w", err)
 	}
 	if err := c.pause(nodeA); err != nil {
 		return nil, err
@@ -84,11 +84,11 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	var tokenB int64
 	var takenOver time.Time
 	if err := waitUntil(ctx, 20*time.Second, func() bool {
-		err := conn.QueryRow(ctx, "SELECT fencing_token, acquired_at FROM signer_lease WHERE signer = $1 AND owner_node = $2",
+		err := conn.QueryRow(ctx, "SELECT fencing_token, acquired_at FROM signer_lease WHERE signer = $1 AND split_part(owner_node, '#', 1) = $2",
 			signerAddr.Hex(), nodeB.name).Scan(&tokenB, &takenOver)
 		return err == nil
 	}); err != nil {
-		return nil, fmt.Errorf("B never took the signer over: %w", err)
+		return nil, fmt.Errorf("node B never took the signer over: %w", err)
 	}
 	if err := create(clientB, 3); err != nil {
 		return nil, fmt.Errorf("creates on B: %w", err)
@@ -107,7 +107,7 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	// A's held broadcasts come back as it resumes; give it a moment to try its writes.
 	fencedA := 0
 	_ = waitUntil(ctx, 15*time.Second, func() bool {
-		fencedA, err = scrapeCounter(ctx, "http://"+nodeA.cfg.HTTPAddr+"/metrics", "lease_fenced_total")
+		fencedA, err = scrapeCounter(ctx, c.url(nodeA)+"/metrics", "lease_fenced_total")
 		return err == nil && fencedA > 0
 	})
 	if err != nil {

@@ -32,7 +32,7 @@ func newLoadRecord() *loadRecord {
 }
 
 type loadOptions struct {
-	urls     []string
+	targets  []*e2e.Client // one per node
 	signers  []common.Address
 	clients  int
 	duration time.Duration
@@ -43,10 +43,6 @@ type loadOptions struct {
 // carry a requestId; those are retried (on another node) after a failure, and some are
 // sent again after success to check the replay answers with the same transaction.
 func runLoad(ctx context.Context, o loadOptions, rec *loadRecord) {
-	clients := make([]*e2e.Client, len(o.urls))
-	for i, u := range o.urls {
-		clients[i] = e2e.NewClient(u)
-	}
 	deadline := time.Now().Add(o.duration)
 	var wg sync.WaitGroup
 	for c := range o.clients {
@@ -64,7 +60,7 @@ func runLoad(ctx context.Context, o loadOptions, rec *loadRecord) {
 				if r.IntN(2) == 0 {
 					req.RequestId = fmt.Sprintf("chaos-%d-%d-%d", o.seed, c, n)
 				}
-				rec.create(ctx, clients, r, req)
+				rec.create(ctx, o.targets, r, req)
 				time.Sleep(time.Duration(r.IntN(20)) * time.Millisecond)
 			}
 		}()
@@ -72,7 +68,9 @@ func runLoad(ctx context.Context, o loadOptions, rec *loadRecord) {
 	wg.Wait()
 }
 
-func (rec *loadRecord) create(ctx context.Context, clients []*e2e.Client, r *rand.Rand, req *v1.CreateTxRequest) {
+// create sends req until it is acknowledged (reported true), or a definite answer or the
+// retries run out.
+func (rec *loadRecord) create(ctx context.Context, clients []*e2e.Client, r *rand.Rand, req *v1.CreateTxRequest) bool {
 	rec.mu.Lock()
 	rec.attempted++
 	rec.mu.Unlock()
@@ -88,7 +86,7 @@ func (rec *loadRecord) create(ctx context.Context, clients []*e2e.Client, r *ran
 			if req.RequestId != "" && r.IntN(5) == 0 {
 				rec.replay(ctx, clients[r.IntN(len(clients))], req, resp.GetTx().GetTxId())
 			}
-			return
+			return true
 		}
 		lastErr = err
 		rec.sawError(err)
@@ -101,6 +99,7 @@ func (rec *loadRecord) create(ctx context.Context, clients []*e2e.Client, r *ran
 	rec.mu.Lock()
 	rec.failed[reasonOf(lastErr)]++
 	rec.mu.Unlock()
+	return false
 }
 
 func (rec *loadRecord) acked(req *v1.CreateTxRequest, resp *v1.CreateTxResponse) {

@@ -3,12 +3,20 @@
 //
 //   - failover: seed acceptance 3, deterministic: an owner frozen mid-broadcast past its
 //     lease is taken over, and comes back fenced;
+//
 //   - chaos: 3 service processes in forward routing, a load generator sending creates for
 //     several signers to random nodes (some idempotent, some retried and replayed), and a
 //     seeded schedule of faults (SIGKILL + restart, SIGSTOP past the lease + SIGCONT, cut
 //     database connections, slow database links); then the faults stop, every transaction
 //     must reach a final state, and a checker verifies the invariants over the database,
 //     the chain and the logs.
+//
+//   - chain (not part of all; make chaos-chain): geth --dev behind two endpoints and a
+//     clef-compatible external signer, load from several signers, and a seeded order of
+//     chain-side faults: the preferred endpoint hangs, refuses, lags; the external signer
+//     hangs; a spammer drives the base fee up 8x; the node restarts and loses its mempool;
+//     a signer without funds is funded at the end. Then every transaction must be final
+//     within a bound, with no false reorg and no fee above the caps.
 //
 // It prints one table per scenario and exits non-zero when any check fails.
 package main
@@ -52,7 +60,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 3, "service processes")
 	flag.IntVar(&o.signers, "signers", 4, "signers the load spreads over")
 	flag.IntVar(&o.clients, "clients", 8, "concurrent clients")
-	flag.StringVar(&o.scenario, "scenario", "all", "failover, chaos or all")
+	flag.StringVar(&o.scenario, "scenario", "all", "failover, chaos, all (both), or chain (geth --dev behind faulty endpoints; make chaos-chain)")
 	flag.StringVar(&o.keepLogs, "keep-logs", "", "copy nothing; keep the run folder (logs, configs) at this path")
 	flag.BoolVar(&o.keepDB, "keep-db", false, "keep the run's databases for inspection")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
@@ -126,20 +134,29 @@ func run(ctx context.Context, o options) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	chainBin, err := e2e.BuildDevChain(ctx, module, binDir)
-	if err != nil {
-		return false, err
-	}
 	pg, err := e2e.FindPostgres(ctx)
 	if err != nil {
 		return false, err
 	}
-	defer pg.Close()
+	defer func() { _ = pg.Close() }()
+	if o.scenario == "chain" {
+		rows, err := runChainScenario(ctx, o, root, pg, serviceBin)
+		if err != nil {
+			return false, fmt.Errorf("chain: %w", err)
+		}
+		all := printTable(fmt.Sprintf("chain faults (seed %d)", o.seed), rows)
+		fmt.Printf("\nwall time %s\n", time.Since(started).Round(time.Second))
+		return all, nil
+	}
+	chainBin, err := e2e.BuildDevChain(ctx, module, binDir)
+	if err != nil {
+		return false, err
+	}
 	devChain, err := e2e.StartDevChain(ctx, e2e.DevChainOptions{Bin: chainBin, BlockInterval: 500 * time.Millisecond, Accounts: o.signers + 1, Dir: filepath.Join(root, "chain")})
 	if err != nil {
 		return false, err
 	}
-	defer devChain.Stop()
+	defer func() { _ = devChain.Stop() }()
 	env := &runEnv{keepDB: o.keepDB, root: root, serviceBin: serviceBin, pg: pg, chainURL: devChain.URL()}
 	keys, err := chain.DevKeys(o.signers + 1)
 	if err != nil {
@@ -191,7 +208,7 @@ func runChaos(ctx context.Context, env *runEnv, o options) ([]row, []faultEvent,
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	eventsCh := make(chan []faultEvent, 1)
 	go func() { eventsCh <- injectFaults(faultCtx, c, o.seed, 3*time.Second) }()
-	runLoad(ctx, loadOptions{urls: c.urls(), signers: signers, clients: o.clients, duration: o.duration, seed: o.seed}, rec)
+	runLoad(ctx, loadOptions{targets: c.clients(), signers: signers, clients: o.clients, duration: o.duration, seed: o.seed}, rec)
 	stopFaults()
 	events := <-eventsCh
 	if err := c.heal(ctx); err != nil {
@@ -208,7 +225,7 @@ func runChaos(ctx context.Context, env *runEnv, o options) ([]row, []faultEvent,
 		return nil, events, err
 	}
 	fmt.Printf("  after the faults stopped, %d transactions still open after %s of settling\n", open, time.Since(settleStarted).Round(time.Second))
-	rows, err := checkRun(ctx, conn, env.chainURL, c.urls()[0], rec, c.logPaths(), signers, open)
+	rows, err := checkRun(ctx, conn, env.chainURL, c.client(c.nodes[0]), rec, c.logPaths(), signers, open, true)
 	if err != nil {
 		return nil, events, err
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,7 +16,8 @@ import (
 
 // linkProxy is a TCP proxy to PostgreSQL for one node, whose link can be made slow: every
 // chunk in either direction waits the current delay. It runs in this process, so the node
-// sees a slow network, not a slow database.
+// sees a slow network, not a slow database. It listens on a loopback port the kernel picks
+// (addr).
 type linkProxy struct {
 	listener net.Listener
 	target   string
@@ -27,7 +30,7 @@ type linkProxy struct {
 func newLinkProxy(target string) (*linkProxy, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("database link proxy: %w", err)
 	}
 	p := &linkProxy{listener: l, target: target, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
@@ -99,11 +102,39 @@ func (p *linkProxy) close() {
 
 // rpcProxy forwards JSON-RPC to the chain; while armed it holds the answer to every
 // eth_sendRawTransaction for holdFor after the node has taken the transaction: a node
-// frozen mid-broadcast, which is exactly where a paused owner must come back fenced.
+// frozen mid-broadcast, which is exactly where a paused owner must come back fenced. It
+// listens on a loopback port the kernel picks (url).
 type rpcProxy struct {
-	target  string
-	holdFor atomic.Int64
-	held    atomic.Int64
+	target   string
+	listener net.Listener
+	server   *http.Server
+	served   sync.WaitGroup
+	holdFor  atomic.Int64
+	held     atomic.Int64
+}
+
+func newRPCProxy(target string) (*rpcProxy, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("chain proxy: %w", err)
+	}
+	p := &rpcProxy{target: target, listener: l}
+	p.server = &http.Server{Handler: p}
+	p.served.Go(func() { _ = p.server.Serve(l) })
+	return p, nil
+}
+
+func (p *rpcProxy) url() string { return "http://" + p.listener.Addr().String() }
+
+// close stops the proxy once the requests in flight are answered (a held broadcast is
+// answered within its hold), cutting them after 15s.
+func (p *rpcProxy) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if p.server.Shutdown(ctx) != nil {
+		_ = p.server.Close()
+	}
+	p.served.Wait()
 }
 
 func (p *rpcProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {

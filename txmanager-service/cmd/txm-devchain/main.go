@@ -4,9 +4,10 @@
 //
 //	txm-devchain -http 127.0.0.1:8545 -block-interval 1s -accounts 10
 //
-// It prints the endpoint and the funded development addresses; the accounts' private keys
-// are the deterministic development keys (chain.DevKey), printed only with -print-keys
-// (or alone, without starting a chain, with -keys-only).
+// It prints the endpoint (with -http host:0, the port the kernel picked) and the funded
+// development addresses; the accounts' private keys are the deterministic development keys
+// (chain.DevKey), printed only with -print-keys (or alone, without starting a chain, with
+// -keys-only).
 package main
 
 import (
@@ -33,7 +34,7 @@ func main() {
 }
 
 func run() error {
-	addr := flag.String("http", "127.0.0.1:8545", "JSON-RPC listen address (loopback)")
+	addr := flag.String("http", "127.0.0.1:8545", "JSON-RPC listen address (loopback); port 0 picks a free one, printed at start")
 	interval := flag.Duration("block-interval", time.Second, "seal a block this often")
 	accounts := flag.Int("accounts", 10, "funded development accounts")
 	printKeys := flag.Bool("print-keys", false, "also print the development private keys (public knowledge: never fund them elsewhere)")
@@ -55,7 +56,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer sim.Close()
+	defer func() { _ = sim.Close() }()
+	// internal/e2e reads the endpoint from this line (devChainLine): keep its shape.
 	fmt.Printf("dev chain (id %d) at %s, a block every %s\n", chain.SimulatedChainID, sim.HTTPEndpoint(), *interval)
 	for i, key := range sim.DevKeys() {
 		line := fmt.Sprintf("  account %d: %s", i, crypto.PubkeyToAddress(key.PublicKey).Hex())

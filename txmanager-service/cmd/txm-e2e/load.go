@@ -82,7 +82,7 @@ func create(ctx context.Context, client *e2e.Client, tx *createdTx) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("create %s: %w (last error: %v)", tx.requestID, ctx.Err(), err)
+			return fmt.Errorf("create %s: %w (last error: %w)", tx.requestID, ctx.Err(), err)
 		case <-time.After(wait):
 		}
 	}

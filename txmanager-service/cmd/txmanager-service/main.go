@@ -14,20 +14,17 @@ import (
 	"os"
 	"time"
 
-	"github.com/go-kratos/kratos/v2"
 	"github.com/go-kratos/kratos/v2/log"
-	kgrpc "github.com/go-kratos/kratos/v2/transport/grpc"
-	khttp "github.com/go-kratos/kratos/v2/transport/http"
 
 	"github.com/bionicotaku/lingo-utils/pglocal"
 	migrations "github.com/bionicotaku/txmanager-migrations"
 
+	"github.com/bionicotaku/txmanager-service/internal/app"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
-	"github.com/bionicotaku/txmanager-service/internal/workers"
 )
 
 // Version is set at build time.
@@ -46,14 +43,15 @@ func run() error {
 	flag.Parse()
 
 	logger := telemetry.NewJSONLogger(os.Stdout, log.LevelInfo)
-	// Kratos' config package logs its own watcher plumbing at info level; only its
-	// warnings are worth keeping while the configuration loads.
+	// Kratos' process-wide logger only carries its own plumbing (the config watcher's
+	// shutdown, servers announcing what the banner prints anyway), some of it from
+	// goroutines that outlive the call that started them: only its warnings are worth
+	// keeping. The service logs through its own logger.
 	log.SetLogger(log.NewFilter(logger, log.FilterLevel(log.LevelWarn)))
 	bc, err := conf.Load(*confPath)
 	if err != nil {
 		return err
 	}
-	log.SetLogger(logger)
 	if *migrateOnly && bc.Database.DSN == "" && bc.Database.MigrationDSN == "" {
 		return fmt.Errorf("-migrate-only needs DATABASE_URL or DATABASE_MIGRATION_URL")
 	}
@@ -64,7 +62,7 @@ func run() error {
 		if listeners, err = server.Listen(bc); err != nil {
 			return err
 		}
-		defer listeners.Close()
+		defer func() { _ = listeners.Close() }()
 	}
 	nodeLogger := telemetry.NewNodeLogger(logger, bc.Node.ID)
 	helper := log.NewHelper(nodeLogger)
@@ -74,7 +72,11 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		defer cluster.Stop()
+		defer func() {
+			if err := cluster.Stop(); err != nil {
+				helper.Warnw("msg", "stopping the local PostgreSQL", "error", err.Error())
+			}
+		}()
 		bc.Database.DSN = cluster.DSN
 	}
 	if bc.Database.MigrateOnStart || *migrateOnly {
@@ -94,12 +96,12 @@ func run() error {
 		return nil
 	}
 
-	app, cleanup, err := wireApp(bc, listeners, nodeLogger)
+	service, cleanup, err := app.New(bc, listeners, nodeLogger, services.BuildVersion(Version))
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	return app.Run()
+	return service.Run()
 }
 
 // startLocalDatabase starts a throwaway PostgreSQL for development; it lives as long as
@@ -113,51 +115,4 @@ func startLocalDatabase(helper *log.Helper) (*pglocal.Cluster, error) {
 		return nil, fmt.Errorf("no DATABASE_URL and no local PostgreSQL could be started (install the Debian package `postgresql`, or set DATABASE_URL): %w", err)
 	}
 	return cluster, nil
-}
-
-// newApp assembles the process: servers plus the background loops, started before the
-// servers accept requests and stopped after they stop, in the order that loses nothing:
-// stop intake, flush the writer, release leases.
-func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.Server, writer *workers.TransactionWriter,
-	keeper *workers.LeaseKeeper, pipeline *workers.PipelineWorkers, heartbeat *workers.NodeHeartbeat, nodes *services.NodeRegistry,
-	leases *services.LeaseManager, banner *Banner) *kratos.App {
-	helper := log.NewHelper(logger)
-	// No kratos.Logger option: it would replace Kratos' process-wide logger, which main sets
-	// once; several instances in one process (the tests) must not race on it.
-	return kratos.New(
-		kratos.ID(bc.Node.ID),
-		kratos.Name("txmanager-service"),
-		kratos.Version(Version),
-		kratos.Server(hs, gs),
-		kratos.BeforeStart(func(ctx context.Context) error {
-			// Registered before serving, so peers can forward to this node at once.
-			nodes.Heartbeat(ctx)
-			heartbeat.Start(ctx)
-			writer.Start(ctx)
-			keeper.Start(ctx)
-			if bc.Pipeline.Enabled {
-				pipeline.Start(ctx)
-			}
-			return nil
-		}),
-		kratos.AfterStart(func(context.Context) error {
-			banner.Print(os.Stdout)
-			return nil
-		}),
-		kratos.AfterStop(func(ctx context.Context) error {
-			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			heartbeat.Stop()
-			if err := nodes.Leave(flushCtx); err != nil {
-				helper.Warnw("msg", "leaving the node registry", "error", err.Error())
-			}
-			writer.Stop(flushCtx)
-			pipeline.Stop()
-			keeper.Stop()
-			if err := leases.ReleaseAll(flushCtx); err != nil {
-				helper.Warnw("msg", "releasing leases on shutdown", "error", err.Error())
-			}
-			return nil
-		}),
-	)
 }

@@ -61,11 +61,11 @@ func TestClassifySendError(t *testing.T) {
 				t.Errorf("result %q lost the node's message %q", got, tc.message)
 			}
 			for _, class := range sendErrorClasses {
-				if want := class == tc.want; errors.Is(got, class) != want {
+				if want := class == tc.want; errors.Is(got, class) != want { //nolint:errorlint // which sentinel the case names, compared as values
 					t.Errorf("errors.Is(%q, %v) = %v, want %v", got, class, !want, want)
 				}
 			}
-			if tc.want == nil && got != original {
+			if tc.want == nil && got != original { //nolint:errorlint // the very same value must come back
 				t.Errorf("unclassified error came back as %#v, want the original", got)
 			}
 		})

@@ -55,6 +55,14 @@ func (f *fakeEthWithTip) MaxPriorityFeePerGas() (*hexutil.Big, error) {
 	return (*hexutil.Big)(f.tip), f.tipErr
 }
 
+// fakeLegacyEth is a node of a chain without EIP-1559 that answers eth_gasPrice.
+type fakeLegacyEth struct {
+	*fakeEth
+	gasPrice *big.Int
+}
+
+func (f *fakeLegacyEth) GasPrice() (*hexutil.Big, error) { return (*hexutil.Big)(f.gasPrice), nil }
+
 func fakeBlock(number uint64, baseFee *big.Int) map[string]any {
 	block := map[string]any{
 		"number":     hexutil.Uint64(number),
@@ -153,11 +161,16 @@ func TestSuggestFeesAcrossNodeCapabilities(t *testing.T) {
 			service: &fakeEthWithTip{fakeEth: &fakeEth{latest: fakeBlock(9, baseFee)}, tipErr: errors.New("oracle exploded")},
 		},
 		{
-			name:             "chain without EIP-1559",
-			service:          &fakeEth{latest: fakeBlock(9, nil)},
-			wantNotSupported: true,
+			name:    "chain without EIP-1559 and without eth_gasPrice",
+			service: &fakeEth{latest: fakeBlock(9, nil)},
 		},
 	}
+	t.Run("chain without EIP-1559: the gas price, for legacy transactions", func(t *testing.T) {
+		fees, err := fakeNode(t, &fakeLegacyEth{fakeEth: &fakeEth{latest: fakeBlock(9, nil)}, gasPrice: big.NewInt(7 * params.GWei)}).SuggestFees(testContext(t))
+		if err != nil || !fees.Legacy || fees.GasPrice.Cmp(big.NewInt(7*params.GWei)) != 0 || fees.BaseFee != nil {
+			t.Fatalf("SuggestFees = %+v, %v; want legacy at 7 gwei", fees, err)
+		}
+	})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			fees, err := fakeNode(t, tc.service).SuggestFees(testContext(t))

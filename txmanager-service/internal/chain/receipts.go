@@ -9,6 +9,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/rpc"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
@@ -84,4 +85,56 @@ func (r *rpcReceipt) toReceipt() (*services.Receipt, error) {
 		receipt.EffectiveGasPrice = (*big.Int)(r.EffectiveGasPrice)
 	}
 	return receipt, nil
+}
+
+// blockReceiptsPerBatch bounds one batch of eth_getBlockReceipts: a block of a busy chain
+// carries thousands of receipts, so a batch of blocks is already a large answer.
+const blockReceiptsPerBatch = 8
+
+// BlockReceipts implements services.Chain with batched eth_getBlockReceipts: one call per
+// block, however many of its transactions are ours (eth_getTransactionReceipt costs the
+// node a search of the whole block for each hash). A block the node does not have yet is
+// nil; a node without the method answers ErrNotSupported.
+func (c *RPCChain) BlockReceipts(ctx context.Context, numbers []uint64) ([][]services.Receipt, error) {
+	if len(numbers) == 0 {
+		return nil, nil
+	}
+	out := make([][]services.Receipt, len(numbers))
+	for start := 0; start < len(numbers); start += blockReceiptsPerBatch {
+		chunk := numbers[start:min(start+blockReceiptsPerBatch, len(numbers))]
+		decoded := make([]*[]*rpcReceipt, len(chunk))
+		elems := make([]rpc.BatchElem, len(chunk))
+		for i, n := range chunk {
+			decoded[i] = new([]*rpcReceipt)
+			elems[i] = rpc.BatchElem{Method: "eth_getBlockReceipts", Args: []any{hexutil.EncodeUint64(n)}, Result: decoded[i]}
+		}
+		err := c.send(ctx, "chain.rpc batch eth_getBlockReceipts", "eth_getBlockReceipts", func(ctx context.Context) error {
+			return c.rpcClient.BatchCallContext(ctx, elems)
+		}, attribute.Int("rpc.batch_size", len(elems)))
+		if err != nil {
+			return nil, fmt.Errorf("batch of %d calls to eth_getBlockReceipts: %w", len(elems), err)
+		}
+		for i, elem := range elems {
+			switch {
+			case elem.Error != nil && isNotSupported(elem.Error):
+				return nil, fmt.Errorf("eth_getBlockReceipts: %w: %w", services.ErrNotSupported, elem.Error)
+			case elem.Error != nil:
+				return nil, fmt.Errorf("receipts of block %d: %w", chunk[i], elem.Error)
+			case *decoded[i] == nil:
+				continue // not at that height yet
+			}
+			receipts := make([]services.Receipt, 0, len(*decoded[i]))
+			for _, r := range *decoded[i] {
+				receipt, err := r.toReceipt()
+				if err != nil {
+					return nil, fmt.Errorf("receipts of block %d: %w", chunk[i], err)
+				}
+				if receipt != nil {
+					receipts = append(receipts, *receipt)
+				}
+			}
+			out[start+i] = receipts
+		}
+	}
+	return out, nil
 }

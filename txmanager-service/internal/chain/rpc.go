@@ -138,6 +138,9 @@ func (c *RPCChain) countedEthCall() *ethclient.Client {
 	return c.ethClient
 }
 
+// Usable implements services.Chain: a single client has no health of its own to report.
+func (c *RPCChain) Usable() error { return nil }
+
 // ChainID is eth_chainId.
 func (c *RPCChain) ChainID(ctx context.Context) (*big.Int, error) {
 	id, err := c.countedEthCall().ChainID(ctx)

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"crypto/ecdsa"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"math/big"
@@ -88,7 +89,14 @@ func NewSimulated(cfg SimulatedConfig) (*SimulatedChain, error) {
 	}
 	alloc := genesisAlloc(keys, cfg.ExtraFunded, cfg.Balance)
 
-	var options []simulatedOption
+	// Every start is a new chain and must look like one: a random genesis extra-data makes
+	// the genesis hash differ, so a database that served an earlier run of the embedded
+	// chain (whose blocks and nonces are gone) is refused at start instead of stalling.
+	instance := make([]byte, 32)
+	if _, err := rand.Read(instance); err != nil {
+		return nil, fmt.Errorf("simulated chain: %w", err)
+	}
+	options := []simulatedOption{func(_ *node.Config, eth *ethconfig.Config) { eth.Genesis.ExtraData = instance }}
 	if cfg.GasLimit > 0 {
 		options = append(options, simulated.WithBlockGasLimit(cfg.GasLimit))
 	}

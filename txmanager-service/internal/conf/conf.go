@@ -10,7 +10,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/go-kratos/kratos/v2/config"
 
@@ -42,16 +44,42 @@ type Bootstrap struct {
 	Fees          Fees          `json:"fees"`
 	Auth          Auth          `json:"auth"`
 	Observability Observability `json:"observability"`
+	Feed          Feed          `json:"feed"`
+	Retention     Retention     `json:"retention"`
+}
+
+// Retention deletes final transactions (with their attempts and feed rows) older than
+// Horizon, BatchSize at a time, every Interval; 0 keeps everything. The horizon is also how
+// long a requestId is remembered for replays, and how old a feed cursor may be.
+type Retention struct {
+	Horizon           Duration `json:"horizon"`
+	Interval          Duration `json:"interval"`
+	BatchSize         int      `json:"batchSize"`
+	MaxBatchesPerPass int      `json:"maxBatchesPerPass"`
+}
+
+// Feed paces the completions feed: how often completions get their positions, how long a
+// long-poll may wait, and how often a waiting reader looks for positions other nodes gave.
+type Feed struct {
+	SequenceInterval Duration `json:"sequenceInterval"`
+	MaxWait          Duration `json:"maxWait"`
+	PollInterval     Duration `json:"pollInterval"`
 }
 
 // Observability configures trace export (metrics are always on /metrics).
 type Observability struct {
+	// MetricsAuth requires credentials on /metrics: an API key with the metrics (or admin)
+	// grant, or a JWT with the admin claim. Off by default, for a scraper inside the cluster.
+	MetricsAuth bool `json:"metricsAuth"`
 	// OTLPEndpoint (host:port, gRPC) receives traces; empty records spans (for trace ids in
 	// logs) without exporting them.
 	OTLPEndpoint string `json:"otlpEndpoint"`
 	OTLPInsecure bool   `json:"otlpInsecure"`
 	// SampleRatio of new traces kept (0..1); a sampled parent is always followed.
 	SampleRatio float64 `json:"sampleRatio"`
+	// Pprof serves Go's runtime profiles on /debug/pprof/ (behind the same credentials as
+	// /metrics when metricsAuth is on), to find where a slow node spends its time.
+	Pprof bool `json:"pprof"`
 }
 
 // Auth configures authentication and per-signer authorisation. With it disabled the
@@ -70,6 +98,8 @@ type APIKey struct {
 	// Signers the key may use; "*" grants every managed signer.
 	Signers []string `json:"signers"`
 	Admin   bool     `json:"admin"`
+	// Metrics lets the key read /metrics when observability.metricsAuth is on.
+	Metrics bool `json:"metrics"`
 }
 
 // JWT accepts bearer tokens signed with an HMAC secret (HS256/384/512) or a public key
@@ -96,6 +126,10 @@ type Pipeline struct {
 	Receipts         Receipts `json:"receipts"`
 	FinalityInterval Duration `json:"finalityInterval"`
 	AdoptInterval    Duration `json:"adoptInterval"`
+	// SignerConcurrency bounds how many signers' work (signing, broadcasting, rebroadcasting,
+	// stuck handling) runs at once; each signer runs on its own, so one that hangs holds up
+	// no other.
+	SignerConcurrency int `json:"signerConcurrency"`
 }
 
 // Receipts tunes the receipt checker.
@@ -104,6 +138,9 @@ type Receipts struct {
 	Workers      int      `json:"workers"`
 	BatchSize    int      `json:"batchSize"`
 	MaxBackoff   Duration `json:"maxBackoff"`
+	// BlockScanMinPending: from this many transactions awaiting receipts on, new blocks'
+	// receipts are read whole (eth_getBlockReceipts); 0 always looks up by hash.
+	BlockScanMinPending int `json:"blockScanMinPending"`
 }
 
 // Confirmations sets finality.
@@ -139,14 +176,58 @@ type Node struct {
 }
 
 type Server struct {
-	HTTP         Listener `json:"http"`
-	GRPC         Listener `json:"grpc"`
-	MaxBodyBytes int64    `json:"maxBodyBytes"`
+	HTTP         HTTPListener `json:"http"`
+	GRPC         Listener     `json:"grpc"`
+	MaxBodyBytes int64        `json:"maxBodyBytes"`
+	TLS          TLS          `json:"tls"`
+	RateLimit    RateLimit    `json:"rateLimit"`
+	// ReadinessInterval: /readyz answers from a probe of the database and the chain at
+	// most this old, so a flood of probes costs one database ping and one RPC per interval.
+	ReadinessInterval Duration `json:"readinessInterval"`
 }
 
 type Listener struct {
 	Addr    string   `json:"addr"`
 	Timeout Duration `json:"timeout"`
+}
+
+// HTTPListener adds the connection limits that keep slow clients from holding sockets.
+type HTTPListener struct {
+	Listener
+	// ReadHeaderTimeout bounds how long a client may take to send its request headers
+	// (slow-loris); IdleTimeout how long a keep-alive connection may sit unused.
+	ReadHeaderTimeout Duration `json:"readHeaderTimeout"`
+	IdleTimeout       Duration `json:"idleTimeout"`
+}
+
+// TLS is a PEM certificate chain and its key, served on both HTTP and gRPC; empty serves
+// plaintext (loopback development, or TLS ended by a proxy in front).
+type TLS struct {
+	CertFile string `json:"certFile"`
+	KeyFile  string `json:"keyFile"`
+}
+
+// Enabled reports whether a certificate is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// PeerTLS is mutual TLS between nodes: a forwarding node presents CertFile and trusts only
+// owners whose server certificate CAFile issued; a node accepts the forwarding headers
+// (hop count) only from peers presenting a client certificate CAFile issued.
+type PeerTLS struct {
+	CAFile   string `json:"caFile"`
+	CertFile string `json:"certFile"`
+	KeyFile  string `json:"keyFile"`
+}
+
+// Enabled reports whether peer TLS is configured.
+func (p PeerTLS) Enabled() bool { return p.CAFile != "" || p.CertFile != "" || p.KeyFile != "" }
+
+// RateLimit is a token bucket per credential (API key id, JWT subject): a caller beyond it
+// gets 429 RATE_LIMITED with Retry-After. Requests forwarded by a peer are not counted again.
+type RateLimit struct {
+	Enabled           bool    `json:"enabled"`
+	RequestsPerSecond float64 `json:"requestsPerSecond"`
+	Burst             int     `json:"burst"`
 }
 
 type Database struct {
@@ -187,7 +268,25 @@ type Writer struct {
 type Nonce struct {
 	ChainQuery        ChainQuery `json:"chainQuery"`
 	NonceStateTimeout Duration   `json:"nonceStateTimeout"`
+	// FillHoles fills a nonce hole (nonces below a signer's open ones that neither the
+	// chain nor the service holds) with placeholder transactions once it has lasted
+	// HoleGrace; otherwise everything above it would wait for a person.
+	FillHoles bool     `json:"fillHoles"`
+	HoleGrace Duration `json:"holeGrace"`
+	// UnknownChainNonces is what happens when the chain's nonce of a signer is above
+	// everything the database knows: "quarantine" (no allocation until an operator
+	// releases it) or "adopt" (allocate above them: a key also used outside the service).
+	UnknownChainNonces string `json:"unknownChainNonces"`
+	// RecoveryScanBlocks bounds how many recent blocks are read to find the transaction
+	// that took a nonce the database has no attempt for.
+	RecoveryScanBlocks uint64 `json:"recoveryScanBlocks"`
 }
+
+// What happens to a signer whose chain nonce is above what the database knows.
+const (
+	UnknownChainNoncesQuarantine = "quarantine"
+	UnknownChainNoncesAdopt      = "adopt"
+)
 
 type ChainQuery struct {
 	Enabled bool `json:"enabled"`
@@ -201,8 +300,44 @@ type Create struct {
 }
 
 type Chain struct {
-	RPCURL   string        `json:"rpcUrl"`
-	Embedded EmbeddedChain `json:"embedded"`
+	// RPCURL is one JSON-RPC endpoint, or several separated by commas (handy in one
+	// environment variable); RPCURLs lists more. Together, in order of preference, they are
+	// the chain's endpoints; none runs the embedded simulated chain.
+	RPCURL  string   `json:"rpcUrl"`
+	RPCURLs []string `json:"rpcUrls"`
+	// BroadcastToAll sends every signed transaction to every healthy endpoint, not just the
+	// preferred one, so a transaction reaches the network even when one node's peering is poor.
+	BroadcastToAll bool          `json:"broadcastToAll"`
+	Timeouts       ChainTimeouts `json:"timeouts"`
+	Health         ChainHealth   `json:"health"`
+	Embedded       EmbeddedChain `json:"embedded"`
+}
+
+// ChainTimeouts bound every call to an endpoint: a node that accepts a connection and never
+// answers costs one timeout, then the call fails over or fails.
+type ChainTimeouts struct {
+	Read     Duration `json:"read"`
+	Send     Duration `json:"send"`
+	Receipts Duration `json:"receipts"`
+}
+
+// ChainHealth is how endpoints are watched: each is probed every ProbeInterval; one that
+// fails is skipped until it answers again, and one whose head trails the best endpoint by
+// more than MaxLagBlocks serves only when nothing better does.
+type ChainHealth struct {
+	ProbeInterval Duration `json:"probeInterval"`
+	MaxLagBlocks  uint64   `json:"maxLagBlocks"`
+}
+
+// Endpoints are the configured JSON-RPC URLs in order of preference, without duplicates.
+func (c Chain) Endpoints() []string {
+	var urls []string
+	for _, u := range append(strings.Split(c.RPCURL, ","), c.RPCURLs...) {
+		if u = strings.TrimSpace(u); u != "" && !slices.Contains(urls, u) {
+			urls = append(urls, u)
+		}
+	}
+	return urls
 }
 
 type EmbeddedChain struct {
@@ -234,6 +369,9 @@ type KeystoreSource struct {
 type ExternalSource struct {
 	URL       string   `json:"url"`
 	Addresses []string `json:"addresses"`
+	// Timeout bounds one signing request; a signer that hangs fails that signer's pass
+	// instead of holding it.
+	Timeout Duration `json:"timeout"`
 }
 
 // Environments.
@@ -247,6 +385,8 @@ type Routing struct {
 	// AdvertiseGRPCAddr is where peers reach this node's gRPC server; empty means
 	// server.grpc.addr (fine on one host; set it behind NAT or in containers).
 	AdvertiseGRPCAddr string `json:"advertiseGrpcAddr"`
+	// PeerTLS secures forwarding between nodes (required in production forward mode).
+	PeerTLS PeerTLS `json:"peerTLS"`
 	// MaxHops bounds how many times one create may be forwarded.
 	MaxHops int `json:"maxHops"`
 	// HeartbeatInterval and NodeTimeout judge which peers are alive.
@@ -274,7 +414,7 @@ func Load(path string) (*Bootstrap, error) {
 	}
 	sources = append(sources, environmentSource{})
 	c := config.New(config.WithSource(sources...))
-	defer c.Close()
+	defer func() { _ = c.Close() }() // only stops the sources' no-op watchers
 	if err := c.Load(); err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
 	}
@@ -300,7 +440,7 @@ func (b *Bootstrap) UseBoundPorts(httpPort, grpcPort int) error {
 	for _, l := range []struct {
 		listener *Listener
 		port     int
-	}{{&b.Server.HTTP, httpPort}, {&b.Server.GRPC, grpcPort}} {
+	}{{&b.Server.HTTP.Listener, httpPort}, {&b.Server.GRPC, grpcPort}} {
 		host, _, err := net.SplitHostPort(l.listener.Addr)
 		if err != nil {
 			return fmt.Errorf("server address %q: %w", l.listener.Addr, err)
@@ -311,6 +451,15 @@ func (b *Bootstrap) UseBoundPorts(httpPort, grpcPort int) error {
 		b.Node.ID = defaultNodeID(b.Server.GRPC.Addr)
 	}
 	return nil
+}
+
+// AdvertisedGRPCAddr is where peers reach this node's gRPC server: routing.advertiseGrpcAddr,
+// or the gRPC listen address when that is empty.
+func (b *Bootstrap) AdvertisedGRPCAddr() string {
+	if b.Routing.AdvertiseGRPCAddr != "" {
+		return b.Routing.AdvertiseGRPCAddr
+	}
+	return b.Server.GRPC.Addr
 }
 
 func defaultNodeID(grpcAddr string) string {
@@ -356,11 +505,21 @@ func (b *Bootstrap) Check() error {
 	req(b.Writer.BatchWait >= 0, "writer.batchWait must not be negative")
 	req(b.Writer.QueueSize > 0, "writer.queueSize must be positive")
 	req(b.Nonce.NonceStateTimeout >= 0, "nonce.nonceStateTimeout must not be negative")
+	req(b.Nonce.HoleGrace >= 0, "nonce.holeGrace must not be negative")
+	req(b.Nonce.UnknownChainNonces == UnknownChainNoncesQuarantine || b.Nonce.UnknownChainNonces == UnknownChainNoncesAdopt,
+		"nonce.unknownChainNonces must be %q or %q", UnknownChainNoncesQuarantine, UnknownChainNoncesAdopt)
 	req(b.Create.GasEstimateMultiplier >= 1 && b.Create.GasEstimateMultiplier <= 10, "create.gasEstimateMultiplier must be in 1..10")
 	req(b.Create.MaxDataBytes > 0 && int64(b.Create.MaxDataBytes)*2 < b.Server.MaxBodyBytes,
 		"create.maxDataBytes must be positive and fit (hex-encoded) in server.maxBodyBytes")
 	req(b.Create.MaxGasLimit >= 21000, "create.maxGasLimit must be at least 21000")
-	req(b.Chain.RPCURL != "" || b.Chain.Embedded.BlockInterval > 0, "chain.embedded.blockInterval must be positive when chain.rpcUrl is empty")
+	req(len(b.Chain.Endpoints()) > 0 || b.Chain.Embedded.BlockInterval > 0, "chain.embedded.blockInterval must be positive when no chain endpoint is configured")
+	req(b.Chain.Timeouts.Read > 0 && b.Chain.Timeouts.Send > 0 && b.Chain.Timeouts.Receipts > 0, "chain.timeouts.read, send and receipts must be positive")
+	req(b.Chain.Health.ProbeInterval > 0, "chain.health.probeInterval must be positive")
+	req(b.Signers.External.URL == "" || b.Signers.External.Timeout > 0, "signers.external.timeout must be positive")
+	req(b.Pipeline.SignerConcurrency > 0, "pipeline.signerConcurrency must be positive")
+	req(b.Retention.Horizon >= 0 && b.Retention.Interval > 0 && b.Retention.BatchSize > 0 && b.Retention.BatchSize <= 10000 && b.Retention.MaxBatchesPerPass > 0,
+		"retention: horizon must not be negative, interval positive, batchSize in 1..10000, maxBatchesPerPass positive")
+	req(b.Feed.SequenceInterval > 0 && b.Feed.PollInterval > 0 && b.Feed.MaxWait >= 0, "feed.sequenceInterval and feed.pollInterval must be positive, feed.maxWait not negative")
 	req(b.Routing.Mode == RoutingBasic || b.Routing.Mode == RoutingForward, "routing.mode must be %q or %q", RoutingBasic, RoutingForward)
 	req(b.Routing.MaxHops >= 1 && b.Routing.MaxHops <= 5, "routing.maxHops must be in 1..5")
 	if !b.Auth.Enabled {
@@ -384,6 +543,7 @@ func (b *Bootstrap) Check() error {
 	}
 	req(b.Pipeline.Receipts.Workers > 0 && b.Pipeline.Receipts.BatchSize > 0 && b.Pipeline.Receipts.BatchSize <= 1000,
 		"pipeline.receipts.workers must be positive and batchSize in 1..1000")
+	req(b.Pipeline.Receipts.BlockScanMinPending >= 0, "pipeline.receipts.blockScanMinPending must not be negative")
 	req(b.Confirmations.Required > 0 || b.Confirmations.UseFinalizedTag, "confirmations.required must be positive")
 	req(b.Stuck.MinAge > 0, "stuck.minAge must be positive")
 	if _, err := domain.ParseResolutionAction(b.Stuck.Action); err != nil {
@@ -394,7 +554,55 @@ func (b *Bootstrap) Check() error {
 		req(err == nil && (n == nil || n.Sign() > 0), "%s must be a positive number of wei", name)
 	}
 	req(b.Fees.BumpPercent >= 10, "fees.bumpPercent must be at least 10 (nodes refuse smaller replacements)")
+	req(b.Server.HTTP.ReadHeaderTimeout > 0 && b.Server.HTTP.IdleTimeout > 0, "server.http.readHeaderTimeout and idleTimeout must be positive")
+	req(b.Server.ReadinessInterval > 0, "server.readinessInterval must be positive")
+	req(!b.Server.RateLimit.Enabled || (b.Server.RateLimit.RequestsPerSecond > 0 && b.Server.RateLimit.Burst > 0),
+		"server.rateLimit: requestsPerSecond and burst must be positive when enabled")
+	req(!b.Server.TLS.Enabled() || (b.Server.TLS.CertFile != "" && b.Server.TLS.KeyFile != ""), "server.tls: set both certFile and keyFile")
+	if p := b.Routing.PeerTLS; p.Enabled() {
+		req(p.CAFile != "" && p.CertFile != "" && p.KeyFile != "", "routing.peerTLS: set caFile, certFile and keyFile (mutual TLS between nodes)")
+		req(b.Server.TLS.Enabled(), "routing.peerTLS needs server.tls: peers reach this node's gRPC server over TLS")
+	}
+	req(!b.Observability.MetricsAuth || b.Auth.Enabled, "observability.metricsAuth needs auth.enabled")
+	if b.Environment == EnvironmentProduction {
+		errs = append(errs, b.productionProblems()...)
+	}
 	return errors.Join(errs...)
+}
+
+// productionProblems refuses the development conveniences a production instance must not
+// run with; each message names the key and what to set instead.
+func (b *Bootstrap) productionProblems() []error {
+	var errs []error
+	if len(b.Chain.Endpoints()) == 0 {
+		errs = append(errs, fmt.Errorf("chain.rpcUrl is empty: in production set CHAIN_RPC_URL (or chain.rpcUrl / chain.rpcUrls) to your JSON-RPC node(s); the embedded simulated chain is for development only"))
+	}
+	if b.Database.LocalDatabase {
+		errs = append(errs, fmt.Errorf("database.localDatabase is true: in production set database.localDatabase: false and DATABASE_URL (or database.dsn) to your PostgreSQL"))
+	}
+	if b.Routing.Mode == RoutingForward {
+		if addr := b.AdvertisedGRPCAddr(); !reachableByPeers(addr) {
+			errs = append(errs, fmt.Errorf("routing.advertiseGrpcAddr: peers would forward to %q, which names no host they can reach: set ADVERTISE_GRPC_ADDR (or routing.advertiseGrpcAddr) to this instance's address, e.g. the pod IP and gRPC port", addr))
+		}
+		if !b.Routing.PeerTLS.Enabled() {
+			errs = append(errs, fmt.Errorf("routing.peerTLS is not set: forward mode sends callers' credentials between nodes; set routing.peerTLS.caFile, certFile and keyFile (and server.tls) for mutual TLS"))
+		}
+	}
+	if jwt := b.Auth.JWT; b.Auth.Enabled && (jwt.HMACSecretFile != "" || jwt.PublicKeyFile != "") && (jwt.Issuer == "" || jwt.Audience == "") {
+		errs = append(errs, fmt.Errorf("auth.jwt.issuer and auth.jwt.audience must both be set in production, or tokens your identity provider issued for other services are accepted here"))
+	}
+	return errs
+}
+
+// reachableByPeers: a concrete host, not the wildcard a server binds to (0.0.0.0, ::, "")
+// nor loopback, which on another machine is that machine.
+func reachableByPeers(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" || port == "0" || host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsUnspecified() && !ip.IsLoopback()
 }
 
 // EnvironmentVariables are the variables the defaults refer to as ${NAME}; only these are

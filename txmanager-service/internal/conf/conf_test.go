@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 )
 
@@ -133,4 +135,114 @@ func TestUseBoundPortsKeepsHostsAndMovesADerivedNodeID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A production instance refuses each development convenience, naming the key to change.
+func TestProductionRefusesDevelopmentSettings(t *testing.T) {
+	// valid is a production configuration that passes; each case breaks one thing.
+	const valid = `environment: production
+database:
+  dsn: postgres://u@db/txm
+  localDatabase: false
+chain:
+  rpcUrl: https://rpc.example.com
+routing:
+  mode: forward
+  advertiseGrpcAddr: 10.0.0.5:9090
+  peerTLS: {caFile: /tls/ca.crt, certFile: /tls/node.crt, keyFile: /tls/node.key}
+server:
+  http: {addr: "0.0.0.0:8080"}
+  grpc: {addr: "0.0.0.0:9090"}
+  tls: {certFile: /tls/server.crt, keyFile: /tls/server.key}
+auth:
+  enabled: true
+  jwt: {issuer: "https://auth.example.com/", audience: txmanager, hmacSecretFile: /secrets/jwt}
+`
+	tests := []struct {
+		name     string
+		override string // YAML merged over valid
+		env      map[string]string
+		want     string // "" means the configuration is accepted
+	}{
+		{name: "valid", want: ""},
+		{name: "no chain RPC URL", override: "chain:\n  rpcUrl: \"\"\n", want: "chain.rpcUrl is empty: in production set CHAIN_RPC_URL"},
+		{name: "local database", override: "database:\n  localDatabase: true\n", want: "database.localDatabase is true"},
+		{name: "raw keys", override: "signers:\n  rawKeys: [\"0x01\"]\n", want: "signers.rawKeys are for development only"},
+		{name: "wildcard advertise address", override: "routing:\n  advertiseGrpcAddr: 0.0.0.0:9090\n", want: "routing.advertiseGrpcAddr: peers would forward to \"0.0.0.0:9090\""},
+		{name: "advertise defaults to a wildcard listen address", override: "routing:\n  advertiseGrpcAddr: \"\"\n", want: "routing.advertiseGrpcAddr: peers would forward to \"0.0.0.0:9090\""},
+		{name: "IPv6 wildcard advertise address", override: "routing:\n  advertiseGrpcAddr: \"[::]:9090\"\n", want: "routing.advertiseGrpcAddr"},
+		{name: "loopback advertise address", override: "routing:\n  advertiseGrpcAddr: 127.0.0.1:9090\n", want: "routing.advertiseGrpcAddr"},
+		{name: "wildcard advertise address is fine in basic mode", override: "routing:\n  mode: basic\n  advertiseGrpcAddr: \"\"\n", want: ""},
+		{name: "forward mode without peer TLS", override: "routing:\n  peerTLS: {caFile: \"\", certFile: \"\", keyFile: \"\"}\n", want: "routing.peerTLS is not set"},
+		{name: "peer TLS without server TLS", override: "server:\n  tls: {certFile: \"\", keyFile: \"\"}\n", want: "routing.peerTLS needs server.tls"},
+		{name: "JWT without issuer", override: "auth:\n  jwt: {issuer: \"\"}\n", want: "auth.jwt.issuer and auth.jwt.audience must both be set in production"},
+		{name: "JWT without audience", override: "auth:\n  jwt: {audience: \"\"}\n", want: "auth.jwt.issuer and auth.jwt.audience must both be set in production"},
+		{name: "environment variable empties the chain", env: map[string]string{"CHAIN_RPC_URL": ""}, override: "chain:\n  rpcUrl: \"${CHAIN_RPC_URL:}\"\n", want: "chain.rpcUrl is empty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			base := filepath.Join(dir, "config.yaml")
+			merged := valid
+			if tc.override != "" {
+				merged = mergeYAML(t, valid, tc.override)
+			}
+			if err := os.WriteFile(base, []byte(merged), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, err := conf.Load(base)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("valid production configuration refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The same settings are fine in development.
+func TestDevelopmentAllowsLocalConveniences(t *testing.T) {
+	t.Setenv("CHAIN_RPC_URL", "")
+	t.Setenv("DATABASE_URL", "")
+	bc, err := conf.Load("")
+	if err != nil {
+		t.Fatalf("development defaults refused: %v", err)
+	}
+	if bc.Chain.RPCURL != "" || !bc.Database.LocalDatabase {
+		t.Fatalf("defaults changed: rpcUrl %q localDatabase %v", bc.Chain.RPCURL, bc.Database.LocalDatabase)
+	}
+}
+
+// mergeYAML lays override over base, key by key (maps merge, everything else replaces).
+func mergeYAML(t *testing.T, base, override string) string {
+	t.Helper()
+	var b, o map[string]any
+	if err := yaml.Unmarshal([]byte(base), &b); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(override), &o); err != nil {
+		t.Fatal(err)
+	}
+	out, err := yaml.Marshal(mergeMaps(b, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+func mergeMaps(base, override map[string]any) map[string]any {
+	for k, v := range override {
+		if sub, ok := v.(map[string]any); ok {
+			if baseSub, ok := base[k].(map[string]any); ok {
+				base[k] = mergeMaps(baseSub, sub)
+				continue
+			}
+		}
+		base[k] = v
+	}
+	return base
 }

@@ -19,6 +19,7 @@ func TestProductionExampleLoads(t *testing.T) {
 	filled := strings.NewReplacer(
 		`"<sha256 hex of the key: printf %s \"$KEY\" | sha256sum>"`, `"`+strings.Repeat("a", 64)+`"`,
 		`"<sha256 hex>"`, `"`+strings.Repeat("b", 64)+`"`,
+		`"<sha256 hex of the scraper key>"`, `"`+strings.Repeat("c", 64)+`"`,
 	).Replace(string(raw))
 	path := filepath.Join(t.TempDir(), "production.yaml")
 	if err := os.WriteFile(path, []byte(filled), 0o600); err != nil {

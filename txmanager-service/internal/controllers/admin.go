@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/go-kratos/kratos/v2/log"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -97,9 +98,58 @@ func (c *AdminController) ListNodes(ctx context.Context, _ *v1.ListNodesRequest)
 	out := &v1.ListNodesResponse{Nodes: make([]*v1.Node, 0, len(nodes))}
 	for _, n := range nodes {
 		out.Nodes = append(out.Nodes, &v1.Node{
-			NodeId: n.ID, GrpcAddr: n.GRPCAddr, HttpAddr: n.HTTPAddr, Version: n.Version,
+			NodeId: n.ID, Incarnation: n.Incarnation, GrpcAddr: n.GRPCAddr, HttpAddr: n.HTTPAddr, Version: n.Version,
 			StartedAt: timestamppb.New(n.StartedAt), HeartbeatAt: timestamppb.New(n.HeartbeatAt), Alive: n.Alive, Leases: uint64(n.Leases),
 		})
 	}
 	return out, nil
+}
+
+// GetQuarantine implements v1.AdminServiceServer.
+func (c *AdminController) GetQuarantine(ctx context.Context, req *v1.GetQuarantineRequest) (*v1.Quarantine, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	q, err := c.admin.GetQuarantine(ctx, req.GetSigner())
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	return toAPIQuarantine(q), nil
+}
+
+// ReleaseSigner implements v1.AdminServiceServer.
+func (c *AdminController) ReleaseSigner(ctx context.Context, req *v1.ReleaseSignerRequest) (*v1.Quarantine, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	q, err := c.admin.ReleaseSigner(ctx, req.GetSigner(), req.GetNote())
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	return toAPIQuarantine(q), nil
+}
+
+func toAPIQuarantine(q services.Quarantine) *v1.Quarantine {
+	out := &v1.Quarantine{
+		Signer: q.Signer, Quarantined: q.Quarantined, DbNextNonce: q.DBNextNonce, ChainNonce: q.ChainNonce,
+		DetectedBy: q.DetectedBy, ReleasedBy: q.ReleasedBy, ReleaseNote: q.ReleaseNote,
+	}
+	if !q.DetectedAt.IsZero() {
+		out.DetectedAt = timestamppb.New(q.DetectedAt)
+	}
+	if q.ReleasedAt != nil {
+		out.ReleasedAt = timestamppb.New(*q.ReleasedAt)
+	}
+	for _, u := range q.Unknown {
+		item := &v1.UnknownNonce{Nonce: u.Nonce}
+		if u.Tx != nil {
+			item.Found, item.TxHash, item.BlockNumber = true, u.Tx.Hash.Hex(), u.Tx.BlockNumber
+			item.Value, item.Data = u.Tx.Value.String(), hexutil.Encode(u.Tx.Data)
+			if u.Tx.To != nil {
+				item.To = u.Tx.To.Hex()
+			}
+		}
+		out.UnknownNonces = append(out.UnknownNonces, item)
+	}
+	return out
 }

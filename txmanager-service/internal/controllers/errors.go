@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
 // MetadataRetryAfter carries the retry hint in seconds; the HTTP server turns it into a
@@ -54,8 +55,17 @@ func ToAPIError(logger *log.Helper, err error) error {
 		logger.Warnw("msg", "request fenced", "signer", fenced.Signer, "node_id", fenced.Node, "fencing_token", fenced.Token, "write", fenced.Write)
 		return apiError(http.StatusConflict, v1.ErrorReason_FENCED, "lease for signer lost during the write; nothing was written",
 			MetadataRetryAfter, retryAfter(time.Second))
+	case errors.Is(err, services.ErrCursorExpired):
+		return apiError(http.StatusGone, v1.ErrorReason_CURSOR_EXPIRED, err.Error())
 	case errors.Is(err, domain.ErrNotFound):
 		return apiError(http.StatusNotFound, v1.ErrorReason_NOT_FOUND, "transaction not found")
+	case errors.Is(err, domain.ErrSignerQuarantined):
+		return apiError(http.StatusConflict, v1.ErrorReason_SIGNER_QUARANTINED, err.Error())
+	case errors.Is(err, domain.ErrOutcomeUnknown):
+		logger.Warnw("msg", "create outcome unknown", "error", err.Error())
+		return apiError(http.StatusServiceUnavailable, v1.ErrorReason_OUTCOME_UNKNOWN,
+			"the database connection failed while the write was committing; it may have landed: retry with the same requestId",
+			MetadataRetryAfter, retryAfter(time.Second))
 	case errors.As(err, &unavailable):
 		logger.Warnw("msg", "request unavailable", "reason", unavailable.Reason, "error", err.Error())
 		return apiError(http.StatusServiceUnavailable, v1.ErrorReason_UNAVAILABLE, unavailable.Reason,

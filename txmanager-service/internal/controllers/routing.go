@@ -3,11 +3,9 @@ package controllers
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
-	"github.com/go-kratos/kratos/v2/transport"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -32,14 +30,19 @@ type Routing struct {
 	RetryWait time.Duration
 }
 
-// Hops is how many times the request in ctx has already been forwarded.
+type hopsKey struct{}
+
+// WithHops records that the request in ctx was forwarded n times. Only the transport may
+// call it, and only for a request from an authenticated peer: a caller cannot claim hops.
+func WithHops(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, hopsKey{}, n)
+}
+
+// Hops is how many times the request in ctx has already been forwarded (0 when it came
+// from a caller rather than a peer).
 func Hops(ctx context.Context) int {
-	if tr, ok := transport.FromServerContext(ctx); ok {
-		if n, err := strconv.Atoi(tr.RequestHeader().Get(HopsHeader)); err == nil && n > 0 {
-			return n
-		}
-	}
-	return 0
+	n, _ := ctx.Value(hopsKey{}).(int)
+	return n
 }
 
 // route serves a request locally and, in forward mode, takes NOT_LEADER to the owner.

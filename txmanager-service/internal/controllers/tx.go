@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/go-kratos/kratos/v2/log"
@@ -91,27 +92,71 @@ func (c *TxController) ListCompletions(ctx context.Context, req *v1.ListCompleti
 	if err != nil {
 		return nil, err
 	}
+	wait := time.Duration(0)
+	if req.GetWait() != nil {
+		if err := req.GetWait().CheckValid(); err != nil {
+			return nil, ToAPIError(c.log, &domain.ValidationError{Field: "wait", Reason: "not a duration"})
+		}
+		wait = req.GetWait().AsDuration()
+	}
 	// A caller sees the completions of its own signers only.
-	page, err := c.completions.List(ctx, req.GetAfter(), int(req.GetLimit()), p.SignerFilter())
+	page, err := c.completions.List(ctx, req.GetAfter(), int(req.GetLimit()), p.SignerFilter(), wait)
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
 	out := &v1.ListCompletionsResponse{Next: page.Next, Completions: make([]*v1.Completion, 0, len(page.Completions))}
 	for _, cpl := range page.Completions {
-		item := &v1.Completion{
-			TxId:        cpl.TxID.String(),
-			Signer:      cpl.Signer.Hex(),
-			Nonce:       cpl.Nonce,
-			Status:      string(cpl.Status),
-			BlockNumber: cpl.BlockNumber,
-			CompletedAt: timestamppb.New(cpl.CompletedAt),
-		}
-		if cpl.TxHash != nil {
-			item.TxHash = cpl.TxHash.Hex()
-		}
-		out.Completions = append(out.Completions, item)
+		out.Completions = append(out.Completions, toAPICompletion(cpl))
 	}
 	return out, nil
+}
+
+// watchPage is how many completions the stream reads at a time, and watchWait how long
+// one read waits for new ones before looking again.
+const (
+	watchPage = 100
+	watchWait = 25 * time.Second
+)
+
+// WatchCompletions implements v1.TxServiceServer: the feed as a stream, from the cursor
+// on, until the client goes away.
+func (c *TxController) WatchCompletions(req *v1.WatchCompletionsRequest, stream v1.TxService_WatchCompletionsServer) error {
+	ctx := stream.Context()
+	p, err := principal(ctx)
+	if err != nil {
+		return err
+	}
+	cursor := req.GetAfter()
+	for ctx.Err() == nil {
+		page, err := c.completions.List(ctx, cursor, watchPage, p.SignerFilter(), watchWait)
+		if err != nil {
+			return ToAPIError(c.log, err)
+		}
+		for _, cpl := range page.Completions {
+			if err := stream.Send(toAPICompletion(cpl)); err != nil {
+				return err
+			}
+		}
+		cursor = page.Next
+	}
+	return nil
+}
+
+func toAPICompletion(cpl services.Completion) *v1.Completion {
+	item := &v1.Completion{
+		TxId:        cpl.TxID.String(),
+		Signer:      cpl.Signer.Hex(),
+		Nonce:       cpl.Nonce,
+		Status:      string(cpl.Status),
+		BlockNumber: cpl.BlockNumber,
+		CompletedAt: timestamppb.New(cpl.CompletedAt),
+		Placeholder: cpl.Placeholder,
+		Cursor:      cpl.Position.String(),
+	}
+	if cpl.TxHash != nil {
+		item.TxHash = cpl.TxHash.Hex()
+	}
+	return item
 }
 
 func toAPITx(tx domain.ManagedTx) *v1.Tx {

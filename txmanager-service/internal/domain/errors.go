@@ -25,6 +25,14 @@ var (
 	ErrIntentReverts = errors.New("intent reverts")
 	// ErrUnavailable: a dependency (database, chain, queue capacity) cannot serve now.
 	ErrUnavailable = errors.New("service unavailable")
+	// ErrOutcomeUnknown: the write's commit was in flight when the database connection
+	// failed; it may have landed. Retrying with the same requestId returns the transaction
+	// if it did, and creates it once if it did not.
+	ErrOutcomeUnknown = errors.New("outcome unknown: retry with the same requestId")
+	// ErrSignerQuarantined: the chain holds nonces of the signer the database does not know
+	// (commits lost in a database failover, or the key used elsewhere); no nonce is
+	// allocated until an operator releases it.
+	ErrSignerQuarantined = errors.New("signer quarantined")
 )
 
 // ValidationError names the field that failed and why; it matches ErrInvalidArgument.

@@ -57,7 +57,7 @@ func FuzzParseCreateRequest(f *testing.F) {
 		req, err := domain.ParseCreateRequest(in, limits)
 		if err != nil {
 			var verr *domain.ValidationError
-			if !errors.As(err, &verr) || error(verr) != err {
+			if !errors.As(err, &verr) || error(verr) != err { //nolint:errorlint // it must be the *ValidationError itself, not a wrapper
 				t.Fatalf("error %T %v is not a *ValidationError", err, err)
 			}
 			if !createInputFields[verr.Field] {
@@ -72,7 +72,7 @@ func FuzzParseCreateRequest(f *testing.F) {
 			return
 		}
 
-		if got := req.Signer.Hex(); strings.ToLower(got) != strings.ToLower(signer) || req.SignerHex != got {
+		if got := req.Signer.Hex(); !strings.EqualFold(got, signer) || req.SignerHex != got {
 			t.Fatalf("signer %q parsed as %s (SignerHex %s)", signer, got, req.SignerHex)
 		}
 		switch {
@@ -80,7 +80,7 @@ func FuzzParseCreateRequest(f *testing.F) {
 			t.Fatalf("no recipient given, but parsed %s", req.Intent.To.Hex())
 		case to == "" && len(req.Intent.Data) == 0:
 			t.Fatal("contract creation without code was accepted")
-		case to != "" && (req.Intent.To == nil || strings.ToLower(req.Intent.To.Hex()) != strings.ToLower(to) || req.Intent.ToHex != req.Intent.To.Hex()):
+		case to != "" && (req.Intent.To == nil || !strings.EqualFold(req.Intent.To.Hex(), to) || req.Intent.ToHex != req.Intent.To.Hex()):
 			t.Fatalf("recipient %q parsed as %v (ToHex %s)", to, req.Intent.To, req.Intent.ToHex)
 		}
 		if req.Intent.Value == nil || !inWeiRange(req.Intent.Value) {

@@ -13,9 +13,14 @@ type Principal struct {
 	// AllSigners grants every managed signer; otherwise only Signers.
 	AllSigners bool
 	Signers    map[common.Address]bool
-	// Admin grants the admin API.
+	// Admin grants the admin API (and /metrics).
 	Admin bool
+	// Metrics grants /metrics alone (a Prometheus scraper's key).
+	Metrics bool
 }
+
+// CanReadMetrics reports whether the principal may scrape /metrics.
+func (p Principal) CanReadMetrics() bool { return p.Admin || p.Metrics }
 
 // CanUse reports whether the principal may act for signer.
 func (p Principal) CanUse(signer common.Address) bool { return p.AllSigners || p.Signers[signer] }

@@ -21,15 +21,22 @@ type ChainNode struct {
 	proc    *child
 }
 
-// startChainNode starts bin with args, its output in dir/logName, and waits up to 60s until
-// eth_chainId answers at url. dir is removed on failure, and by Stop, when owned.
-func startChainNode(ctx context.Context, name, url, dir string, owned bool, logName, bin string, args ...string) (*ChainNode, error) {
+// startChainNode starts bin with args, its output in dir/logName, reads the JSON-RPC URL
+// the node announces there (parseURL) and waits until eth_chainId answers; all of it within
+// 60s. dir is removed on failure, and by Stop, when owned.
+func startChainNode(ctx context.Context, name, dir string, owned bool, logName string, parseURL func(line string) (string, bool), bin string, args ...string) (*ChainNode, error) {
 	proc, err := startChild(name, filepath.Join(dir, logName), os.Environ(), bin, args...)
 	if err != nil {
 		removeIfOwned(dir, owned)
 		return nil, err
 	}
-	if err := waitForRPC(ctx, url, proc, 60*time.Second); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	url, err := waitForAnnouncement(ctx, proc, "its JSON-RPC endpoint", parseURL)
+	if err == nil {
+		err = waitForRPC(ctx, url, proc)
+	}
+	if err != nil {
 		proc.kill()
 		removeIfOwned(dir, owned)
 		return nil, err
@@ -38,9 +45,7 @@ func startChainNode(ctx context.Context, name, url, dir string, owned bool, logN
 }
 
 // waitForRPC waits until the node at url answers eth_chainId, or its process exits.
-func waitForRPC(ctx context.Context, url string, proc *child, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+func waitForRPC(ctx context.Context, url string, proc *child) error {
 	var lastErr error
 	for {
 		if lastErr = chainIDAnswers(ctx, url); lastErr == nil {
@@ -50,7 +55,7 @@ func waitForRPC(ctx context.Context, url string, proc *child, timeout time.Durat
 		case <-proc.exited:
 			return proc.exitedEarly()
 		case <-ctx.Done():
-			return fmt.Errorf("%s JSON-RPC at %s not answering (last error: %v): %w; log tail:\n%s",
+			return fmt.Errorf("%s JSON-RPC at %s not answering (last error: %w): %w; log tail:\n%s",
 				proc.name, url, lastErr, ctx.Err(), tailFile(proc.logPath, 30))
 		case <-time.After(100 * time.Millisecond):
 		}

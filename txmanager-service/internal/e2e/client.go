@@ -20,12 +20,18 @@ import (
 // Client speaks the service's public HTTP API, as an outside client would, with the same
 // protobuf messages the service encodes.
 type Client struct {
-	baseURL string
+	baseURL func() string
 	http    *http.Client
 }
 
 // NewClient talks to the service at baseURL (Service.HTTPURL).
 func NewClient(baseURL string) *Client {
+	return NewFollowingClient(func() string { return baseURL })
+}
+
+// NewFollowingClient talks to a service whose address can change between requests: a node
+// restarted on a port the kernel picked. baseURL is asked before every request.
+func NewFollowingClient(baseURL func() string) *Client {
 	return &Client{baseURL: baseURL, http: &http.Client{
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64},
@@ -122,7 +128,7 @@ func (c *Client) ReadCompletions(ctx context.Context, pageSize uint32, want int,
 var lenientJSON = protojson.UnmarshalOptions{DiscardUnknown: true}
 
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out proto.Message) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL()+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, fmt.Errorf("%s %s: %w", method, path, err)
 	}

@@ -13,7 +13,8 @@ import (
 // (internal/conf/defaults.yaml); every other key keeps its default.
 type ServiceConfig struct {
 	NodeID string
-	// HTTPAddr and GRPCAddr are loopback host:port; StartService picks free ones if empty.
+	// HTTPAddr and GRPCAddr are loopback host:port; empty means 127.0.0.1:0, a port the
+	// kernel picks (Service.HTTPURL and GRPCAddr report it).
 	HTTPAddr string
 	GRPCAddr string
 	// DatabaseDSN is the database the service migrates on start and runs on.

@@ -22,12 +22,9 @@ type DevChainOptions struct {
 }
 
 // StartDevChain starts a txm-devchain (chain id 1337, deterministic funded accounts
-// (chain.DevKey), blocks on a timer) and waits until eth_chainId answers.
+// (chain.DevKey), blocks on a timer) on a port the kernel picks and waits until
+// eth_chainId answers.
 func StartDevChain(ctx context.Context, opts DevChainOptions) (*ChainNode, error) {
-	addr, err := FreeAddr()
-	if err != nil {
-		return nil, err
-	}
 	dir, owned, err := ownedDir(opts.Dir, "txm-devchain-")
 	if err != nil {
 		return nil, err
@@ -37,6 +34,6 @@ func StartDevChain(ctx context.Context, opts DevChainOptions) (*ChainNode, error
 		interval = time.Second
 	}
 	accounts := max(opts.Accounts, 1)
-	return startChainNode(ctx, "txm-devchain", "http://"+addr, dir, owned, "devchain.log", opts.Bin,
-		"-http", addr, "-block-interval", interval.String(), "-accounts", strconv.Itoa(accounts))
+	return startChainNode(ctx, "txm-devchain", dir, owned, "devchain.log", parseDevChainLine, opts.Bin,
+		"-http", "127.0.0.1:0", "-block-interval", interval.String(), "-accounts", strconv.Itoa(accounts))
 }

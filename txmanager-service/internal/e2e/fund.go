@@ -60,7 +60,7 @@ func WaitReceipt(ctx context.Context, eth *ethclient.Client, hash common.Hash) (
 		if err == nil {
 			return receipt, nil
 		}
-		if !errors.Is(err, ethereum.NotFound) {
+		if !errors.Is(err, ethereum.NotFound) && !txIndexingInProgress(err) {
 			return nil, fmt.Errorf("receipt of %s: %w", hash, err)
 		}
 		select {
@@ -69,4 +69,12 @@ func WaitReceipt(ctx context.Context, eth *ethclient.Client, hash common.Hash) (
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// txIndexingInProgress reports geth's answer to a receipt look-up while its background
+// transaction indexer catches up with the head, as on a fresh --dev node in its first
+// blocks: the receipt may exist, so, like "not found", it means ask again.
+func txIndexingInProgress(err error) bool {
+	var dataErr rpc.DataError
+	return errors.As(err, &dataErr) && dataErr.ErrorData() == "transaction indexing is in progress"
 }

@@ -60,12 +60,15 @@ type GethOptions struct {
 	// arrives, which would give confirmation counts nothing to count. 0 means 1s.
 	Period time.Duration
 	// Dir holds the data directory and geth.log; empty means a temporary folder that Stop
-	// removes.
+	// removes. Starting again with the same Dir continues the same chain.
 	Dir string
+	// ExtraArgs are appended to the command line (e.g. --txpool.nolocals, so a restart
+	// loses the mempool as a production node's would).
+	ExtraArgs []string
 }
 
 // StartGeth starts a fresh `geth --dev` chain (chain id 1337, one prefunded unlocked
-// account) and waits until eth_chainId answers. ctx bounds only the start-up.
+// account) on a port the kernel picks and waits until eth_chainId answers. ctx bounds only the start-up.
 func StartGeth(ctx context.Context, opts GethOptions) (*ChainNode, error) {
 	period := opts.Period
 	if period <= 0 {
@@ -74,20 +77,19 @@ func StartGeth(ctx context.Context, opts GethOptions) (*ChainNode, error) {
 	if period%time.Second != 0 {
 		return nil, fmt.Errorf("geth --dev.period is whole seconds, not %s", period)
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
 	dir, owned, err := ownedDir(opts.Dir, "txm-e2e-geth-")
 	if err != nil {
 		return nil, err
 	}
-	return startChainNode(ctx, "geth", fmt.Sprintf("http://127.0.0.1:%d", port), dir, owned, "geth.log", opts.Bin,
-		"--dev", "--dev.period", strconv.Itoa(int(period/time.Second)),
+	args := []string{
+		"--dev", "--dev.period", strconv.Itoa(int(period / time.Second)),
 		"--datadir", filepath.Join(dir, "data"),
-		"--http", "--http.addr", "127.0.0.1", "--http.port", strconv.Itoa(port), "--http.api", "eth,net,web3",
+		// Port 0: geth binds whatever the kernel gives and logs it ("HTTP server started
+		// endpoint=..."), which is where the URL is read from.
+		"--http", "--http.addr", "127.0.0.1", "--http.port", "0", "--http.api", "eth,net,web3,txpool",
 		// No peers, no discovery, no IPC socket: nothing outside loopback HTTP. (--dev
 		// already sets maxpeers 0 and starts no engine API; these make it explicit.)
 		"--port", "0", "--nodiscover", "--maxpeers", "0", "--ipcdisable",
-	)
+	}
+	return startChainNode(ctx, "geth", dir, owned, "geth.log", parseGethHTTPLine, opts.Bin, append(args, opts.ExtraArgs...)...)
 }

@@ -35,7 +35,7 @@ func ScanLogFile(path string) (LogSummary, error) {
 	if err != nil {
 		return LogSummary{}, fmt.Errorf("scan log: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	return ScanLog(f)
 }
 

@@ -18,6 +18,9 @@ type child struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
+	// logStart is where this life's output begins in the log: a restarted process appends
+	// to its earlier lives' output, whose announced ports are stale.
+	logStart int64
 
 	exited  chan struct{}
 	exitErr error // set before exited is closed
@@ -34,7 +37,11 @@ func startChild(name, logPath string, env []string, bin string, args ...string) 
 		return nil, fmt.Errorf("%s: log file: %w", name, err)
 	}
 	// The child holds its own descriptor; ours is not needed once it has started.
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }()
+	logInfo, err := logFile.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: log file: %w", name, err)
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = env
@@ -51,7 +58,7 @@ func startChild(name, logPath string, env []string, bin string, args ...string) 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: start %s: %w", name, bin, err)
 	}
-	c := &child{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, logPath: logPath, logStart: logInfo.Size(), exited: make(chan struct{})}
 	go func() {
 		c.exitErr = cmd.Wait()
 		close(c.exited)
@@ -121,6 +128,22 @@ func (c *child) exitedEarly() error {
 		err = errors.New("exit status 0")
 	}
 	return fmt.Errorf("%s exited unexpectedly (%w); log tail:\n%s", c.name, err, tailFile(c.logPath, 30))
+}
+
+// ownedDir returns dir, creating it; when dir is empty it makes a temporary folder and
+// reports that the caller owns it (and must remove it).
+func ownedDir(dir, pattern string) (path string, owned bool, err error) {
+	if dir == "" {
+		path, err = os.MkdirTemp("", pattern)
+		if err != nil {
+			return "", false, fmt.Errorf("temp dir: %w", err)
+		}
+		return path, true, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", false, fmt.Errorf("create %s: %w", dir, err)
+	}
+	return dir, false, nil
 }
 
 // tailFile is the last lines of a log, for error messages.

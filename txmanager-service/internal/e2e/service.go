@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"os"
@@ -47,28 +48,30 @@ type ServiceOptions struct {
 // Service is a running txmanager-service process.
 type Service struct {
 	config      ServiceConfig
+	addrs       serviceAddrs // as bound, read from the process's output
 	dir         string
 	ownsDir     bool
 	stopTimeout time.Duration
 	proc        *child
 }
 
-// StartService writes the config, starts the binary with -conf and waits up to 60s
-// (migrations included) until GET /readyz answers 200. ctx bounds only the start-up; the
-// process runs until Stop or Kill.
+// StartService writes the config, starts the binary with -conf, reads the addresses it
+// bound from its "serving" log line and waits until GET /readyz answers 200; all of it
+// within 60s (migrations included). ctx bounds only the start-up; the process runs until
+// Stop or Kill.
 func StartService(ctx context.Context, opts ServiceOptions) (*Service, error) {
 	cfg := opts.Config
+	// Port 0: the service binds what the kernel gives and reports it, so no other process
+	// can take the port in between; a restart (StartService with Config()) gets new ports.
 	for _, addr := range []*string{&cfg.HTTPAddr, &cfg.GRPCAddr} {
 		if *addr == "" {
-			free, err := FreeAddr()
-			if err != nil {
-				return nil, err
-			}
-			*addr = free
+			*addr = "127.0.0.1:0"
 		}
 	}
 	if cfg.NodeID == "" {
-		cfg.NodeID = "e2e-" + cfg.GRPCAddr
+		// Not derived from a port, which changes on restart: the node id must not, or the
+		// restarted process would be a stranger to its own leases.
+		cfg.NodeID = "e2e-" + rand.Text()[:8]
 	}
 	body, err := RenderConfig(cfg)
 	if err != nil {
@@ -93,7 +96,13 @@ func StartService(ctx context.Context, opts ServiceOptions) (*Service, error) {
 	if s.stopTimeout <= 0 {
 		s.stopTimeout = 30 * time.Second
 	}
-	if err := s.waitReady(ctx, 60*time.Second); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	s.addrs, err = waitForAnnouncement(ctx, proc, "the addresses it serves on", parseServingLine)
+	if err == nil {
+		err = s.waitReady(ctx)
+	}
+	if err != nil {
 		s.Kill()
 		return nil, err
 	}
@@ -115,9 +124,7 @@ func serviceEnv(base []string) []string {
 	return env
 }
 
-func (s *Service) waitReady(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+func (s *Service) waitReady(ctx context.Context) error {
 	client := &http.Client{Timeout: 3 * time.Second}
 	url := s.HTTPURL() + "/readyz"
 	lastStatus := "no answer"
@@ -141,14 +148,15 @@ func (s *Service) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// HTTPURL is the base URL of the service's HTTP API.
-func (s *Service) HTTPURL() string { return "http://" + s.config.HTTPAddr }
+// HTTPURL is the base URL of the service's HTTP API, on the port it bound.
+func (s *Service) HTTPURL() string { return "http://" + s.addrs.HTTP }
 
-// GRPCAddr is the host:port of the service's gRPC API.
-func (s *Service) GRPCAddr() string { return s.config.GRPCAddr }
+// GRPCAddr is the host:port the service's gRPC API bound.
+func (s *Service) GRPCAddr() string { return s.addrs.GRPC }
 
-// Config is the configuration the process runs with, ports and node id filled in; a suite
-// restarts a killed instance on the same ports by passing it to StartService again.
+// Config is the configuration the process was started with, node id filled in and ports
+// as configured (0 unless the caller chose them); a suite restarts a killed instance by
+// passing it to StartService again: the same node, possibly on other ports.
 func (s *Service) Config() ServiceConfig { return s.config }
 
 // LogPath is the file holding the process's stdout and stderr.

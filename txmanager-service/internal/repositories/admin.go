@@ -2,8 +2,10 @@ package repositories
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -49,4 +51,28 @@ func (r *AdminRepository) ListStuck(ctx context.Context, signer string, limit in
 		out = append(out, tx)
 	}
 	return out, nil
+}
+
+// GetQuarantine implements services.AdminStore.
+func (r *AdminRepository) GetQuarantine(ctx context.Context, signer string) (services.Quarantine, error) {
+	row, err := r.q.GetQuarantine(ctx, signer)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return services.Quarantine{}, nil
+	}
+	if err != nil {
+		return services.Quarantine{}, fmt.Errorf("get quarantine: %w", err)
+	}
+	return services.Quarantine{
+		Quarantined: row.ReleasedAt == nil, DBNextNonce: uint64(row.DbNextNonce), ChainNonce: uint64(row.ChainNonce),
+		DetectedAt: row.DetectedAt, DetectedBy: row.DetectedBy, ReleasedAt: row.ReleasedAt, ReleasedBy: row.ReleasedBy, ReleaseNote: row.ReleaseNote,
+	}, nil
+}
+
+// ReleaseQuarantine implements services.AdminStore.
+func (r *AdminRepository) ReleaseQuarantine(ctx context.Context, signer, by, note string) (bool, error) {
+	n, err := r.q.ReleaseQuarantine(ctx, sqlcdb.ReleaseQuarantineParams{Signer: signer, ReleasedBy: text(by), Note: text(note)})
+	if err != nil {
+		return false, fmt.Errorf("release quarantine: %w", err)
+	}
+	return n > 0, nil
 }

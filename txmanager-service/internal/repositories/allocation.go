@@ -11,6 +11,7 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
 // AllocationRepository implements services.AllocationStore on the batch's session.
@@ -20,20 +21,37 @@ type AllocationRepository struct{}
 func NewAllocationRepository() *AllocationRepository { return &AllocationRepository{} }
 
 // LockLeaseAndReadCursor implements services.AllocationStore.
-func (AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (*uint64, error) {
+func (AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (services.CursorState, error) {
 	signer, node, token := leaseArgs(lease)
 	row, err := sqlcdb.New(sess.DB()).LockLeaseAndReadCursor(ctx, sqlcdb.LockLeaseAndReadCursorParams{Signer: signer, NodeID: node, FencingToken: token})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fencedError(lease, "lease check")
+		return services.CursorState{}, fencedError(lease, "lease check")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("lease check: %w", err)
+		return services.CursorState{}, fmt.Errorf("lease check: %w", err)
 	}
-	if !row.NextNonce.Valid {
-		return nil, nil
+	state := services.CursorState{Quarantined: row.Quarantined}
+	if row.NextNonce.Valid {
+		next := uint64(row.NextNonce.Int64)
+		state.Next = &next
 	}
-	next := uint64(row.NextNonce.Int64)
-	return &next, nil
+	return state, nil
+}
+
+// Quarantine implements services.AllocationStore.
+func (AllocationRepository) Quarantine(ctx context.Context, sess txmanager.Session, lease domain.Lease, dbNext, chainNext uint64) (bool, error) {
+	return quarantine(ctx, sqlcdb.New(sess.DB()), lease, dbNext, chainNext)
+}
+
+// quarantine records a quarantine with the lease held (the one fenced write of it).
+func quarantine(ctx context.Context, q *sqlcdb.Queries, lease domain.Lease, dbNext, chainNext uint64) (bool, error) {
+	p := sqlcdb.QuarantineSignerParams{DbNextNonce: int64(dbNext), ChainNonce: int64(chainNext)}
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	row, err := q.QuarantineSigner(ctx, p)
+	if _, err := fencedOutcome(lease, "quarantine", row.LeaseHeld, 0, err); err != nil {
+		return false, err
+	}
+	return row.Quarantined, nil
 }
 
 // FindByRequestIDs implements services.AllocationStore.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
+
+	"github.com/bionicotaku/lingo-utils/txmanager"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,18 +29,13 @@ func NewCompletionRepository(pool *pgxpool.Pool) *CompletionRepository {
 // ListAfter implements services.CompletionStore.
 func (r *CompletionRepository) ListAfter(ctx context.Context, pos services.FeedPosition, limit int, signers []string) ([]services.Completion, error) {
 	rows, err := r.q.ListCompletionsAfter(ctx, sqlcdb.ListCompletionsAfterParams{
-		AfterXid: strconv.FormatUint(pos.Xid, 10), AfterSeq: pos.Seq, PageSize: int32(limit),
-		AllSigners: signers == nil, Signers: signers,
+		AfterPosition: int64(pos), PageSize: int32(limit), AllSigners: signers == nil, Signers: signers,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list completions: %w", err)
 	}
 	out := make([]services.Completion, 0, len(rows))
 	for _, row := range rows {
-		xid, err := strconv.ParseUint(row.Xid, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("completion xid %q: %w", row.Xid, err)
-		}
 		c := services.Completion{
 			TxID:        row.TxID,
 			Signer:      common.HexToAddress(row.Signer),
@@ -45,7 +43,8 @@ func (r *CompletionRepository) ListAfter(ctx context.Context, pos services.FeedP
 			Status:      domain.State(row.Status),
 			BlockNumber: uint64(row.BlockNumber.Int64),
 			CompletedAt: row.CompletedAt,
-			Position:    services.FeedPosition{Xid: xid, Seq: row.Seq},
+			Placeholder: row.Placeholder,
+			Position:    services.FeedPosition(row.FeedPosition),
 		}
 		if row.TxHash.Valid {
 			h := common.HexToHash(row.TxHash.String)
@@ -54,4 +53,40 @@ func (r *CompletionRepository) ListAfter(ctx context.Context, pos services.FeedP
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// State implements services.CompletionStore.
+func (r *CompletionRepository) State(ctx context.Context) (services.FeedState, error) {
+	row, err := r.q.FeedState(ctx)
+	if err != nil {
+		return services.FeedState{}, fmt.Errorf("feed state: %w", err)
+	}
+	return services.FeedState{LastPosition: services.FeedPosition(row.LastPosition), PrunedThrough: services.FeedPosition(row.PrunedThrough)}, nil
+}
+
+// LegacyPosition implements services.CompletionStore.
+func (r *CompletionRepository) LegacyPosition(ctx context.Context, xid uint64, seq int64) (services.FeedPosition, error) {
+	pos, err := r.q.PositionOfLegacyCursor(ctx, sqlcdb.PositionOfLegacyCursorParams{Xid: strconv.FormatUint(xid, 10), Seq: seq})
+	if err != nil {
+		return 0, fmt.Errorf("legacy cursor: %w", err)
+	}
+	return services.FeedPosition(pos), nil
+}
+
+// LockSequencer implements services.CompletionStore.
+func (CompletionRepository) LockSequencer(ctx context.Context, sess txmanager.Session) (services.FeedState, error) {
+	row, err := sqlcdb.New(sess.DB()).LockFeedSequencer(ctx)
+	if err != nil {
+		return services.FeedState{}, fmt.Errorf("lock feed sequencer: %w", err)
+	}
+	return services.FeedState{LastPosition: services.FeedPosition(row.LastPosition), PrunedThrough: services.FeedPosition(row.PrunedThrough)}, nil
+}
+
+// AssignPositions implements services.CompletionStore.
+func (CompletionRepository) AssignPositions(ctx context.Context, sess txmanager.Session, last services.FeedPosition, limit int) (int, time.Duration, error) {
+	row, err := sqlcdb.New(sess.DB()).AssignFeedPositions(ctx, sqlcdb.AssignFeedPositionsParams{LastPosition: int64(last), MaxRows: int32(limit)})
+	if err != nil {
+		return 0, 0, fmt.Errorf("assign feed positions: %w", err)
+	}
+	return int(row.Positioned), time.Duration(row.OldestWaitSeconds * float64(time.Second)), nil
 }

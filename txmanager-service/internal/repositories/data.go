@@ -33,6 +33,12 @@ var ProviderSet = wire.NewSet(
 	wire.Bind(new(services.NodeStore), new(*NodeRepository)),
 	NewAdminRepository,
 	wire.Bind(new(services.AdminStore), new(*AdminRepository)),
+	NewRecoveryRepository,
+	wire.Bind(new(services.ChainCheckStore), new(*RecoveryRepository)),
+	NewRetentionRepository,
+	wire.Bind(new(services.RetentionStore), new(*RetentionRepository)),
+	NewChainIdentityRepository,
+	wire.Bind(new(services.ChainIdentityStore), new(*ChainIdentityRepository)),
 )
 
 // NewPool opens the service's connection pool and checks it can reach the database.

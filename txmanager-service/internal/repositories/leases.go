@@ -47,6 +47,19 @@ func (r *LeaseRepository) AcquireOrRenew(ctx context.Context, signer, node strin
 	}, nil
 }
 
+// Renew implements services.LeaseStore.
+func (r *LeaseRepository) Renew(ctx context.Context, node string, signers []string, duration time.Duration) ([]services.LeaseGrant, error) {
+	rows, err := r.q.RenewLeases(ctx, sqlcdb.RenewLeasesParams{NodeID: node, Signers: signers, DurationSeconds: duration.Seconds()})
+	if err != nil {
+		return nil, fmt.Errorf("renew %d leases: %w", len(signers), err)
+	}
+	out := make([]services.LeaseGrant, len(rows))
+	for i, row := range rows {
+		out[i] = services.LeaseGrant{Signer: row.Signer, Owner: node, Token: uint64(row.FencingToken), ExpiresAt: row.ExpiresAt, DBNow: row.DbNow, Acquired: true}
+	}
+	return out, nil
+}
+
 // Release implements services.LeaseStore.
 func (r *LeaseRepository) Release(ctx context.Context, lease domain.Lease) error {
 	signer, node, token := leaseArgs(lease)

@@ -24,15 +24,28 @@ func NewNodeRepository(pool *pgxpool.Pool) *NodeRepository {
 }
 
 // Heartbeat implements services.NodeStore.
-func (r *NodeRepository) Heartbeat(ctx context.Context, self services.NodeInfo) error {
-	return r.q.HeartbeatNode(ctx, sqlcdb.HeartbeatNodeParams{
-		NodeID: self.ID, GrpcAddr: self.GRPCAddr, HttpAddr: self.HTTPAddr, Version: self.Version, StartedAt: self.StartedAt,
+func (r *NodeRepository) Heartbeat(ctx context.Context, self services.NodeInfo, timeout time.Duration) error {
+	rows, err := r.q.HeartbeatNode(ctx, sqlcdb.HeartbeatNodeParams{
+		NodeID: self.ID, Incarnation: self.Incarnation, GrpcAddr: self.GRPCAddr, HttpAddr: self.HTTPAddr, Version: self.Version,
+		StartedAt: self.StartedAt, TimeoutSeconds: timeout.Seconds(),
 	})
+	if err != nil {
+		return fmt.Errorf("node heartbeat: %w", err)
+	}
+	if len(rows) > 0 {
+		return nil
+	}
+	holder, alive, err := r.Get(ctx, self.ID, timeout)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: incarnation %s (alive %v, last beat %s, gRPC %s)", services.ErrNodeIDInUse, holder.Incarnation, alive,
+		holder.HeartbeatAt.UTC().Format(time.RFC3339), holder.GRPCAddr)
 }
 
 // MarkStopped implements services.NodeStore.
-func (r *NodeRepository) MarkStopped(ctx context.Context, nodeID string) error {
-	return r.q.MarkNodeStopped(ctx, nodeID)
+func (r *NodeRepository) MarkStopped(ctx context.Context, self services.NodeInfo) error {
+	return r.q.MarkNodeStopped(ctx, sqlcdb.MarkNodeStoppedParams{NodeID: self.ID, Incarnation: self.Incarnation})
 }
 
 // Get implements services.NodeStore.
@@ -44,7 +57,7 @@ func (r *NodeRepository) Get(ctx context.Context, nodeID string, timeout time.Du
 	if err != nil {
 		return services.NodeInfo{}, false, fmt.Errorf("get node %s: %w", nodeID, err)
 	}
-	info := services.NodeInfo{ID: row.NodeID, GRPCAddr: row.GrpcAddr, HTTPAddr: row.HttpAddr, Version: row.Version,
+	info := services.NodeInfo{ID: row.NodeID, Incarnation: row.Incarnation, GRPCAddr: row.GrpcAddr, HTTPAddr: row.HttpAddr, Version: row.Version,
 		StartedAt: row.StartedAt, HeartbeatAt: row.HeartbeatAt, Alive: row.Alive}
 	return info, row.Alive, nil
 }
@@ -57,7 +70,7 @@ func (r *NodeRepository) List(ctx context.Context, timeout time.Duration) ([]ser
 	}
 	out := make([]services.NodeInfo, 0, len(rows))
 	for _, row := range rows {
-		out = append(out, services.NodeInfo{ID: row.NodeID, GRPCAddr: row.GrpcAddr, HTTPAddr: row.HttpAddr, Version: row.Version,
+		out = append(out, services.NodeInfo{ID: row.NodeID, Incarnation: row.Incarnation, GRPCAddr: row.GrpcAddr, HTTPAddr: row.HttpAddr, Version: row.Version,
 			StartedAt: row.StartedAt, HeartbeatAt: row.HeartbeatAt, Alive: row.Alive, Leases: int(row.Leases)})
 	}
 	return out, nil

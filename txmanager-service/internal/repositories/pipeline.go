@@ -182,7 +182,19 @@ func (r *PipelineRepository) ListResubmitDue(ctx context.Context, signer string,
 	}
 	out := make([]services.DueResubmit, 0, len(rows))
 	for _, row := range rows {
-		d := services.DueResubmit{TxID: row.TxID, Raw: row.RawTx}
+		d := services.DueResubmit{TxID: row.TxID, Current: common.HexToHash(row.TxHash.String), Raw: row.RawTx, Kind: services.AttemptKind(row.Kind)}
+		d.MaxFee, _ = new(big.Int).SetString(row.MaxFee, 10)
+		d.MaxTip, _ = new(big.Int).SetString(row.MaxTip, 10)
+		if row.IntentMaxFee != "" {
+			if d.IntentMaxFee, err = decodeWei(row.IntentMaxFee); err != nil {
+				return nil, err
+			}
+		}
+		if row.IntentMaxTip != "" {
+			if d.IntentMaxTip, err = decodeWei(row.IntentMaxTip); err != nil {
+				return nil, err
+			}
+		}
 		for _, h := range row.AttemptHashes {
 			d.AllHashes = append(d.AllHashes, common.HexToHash(h))
 		}
@@ -203,6 +215,56 @@ func (r *PipelineRepository) ClaimResubmits(ctx context.Context, lease domain.Le
 		return nil, err
 	}
 	return row.ClaimedIds, nil
+}
+
+// LowestOpenNonce implements services.PipelineStore.
+func (r *PipelineRepository) LowestOpenNonce(ctx context.Context, signer string) (int64, error) {
+	nonce, err := r.q.LowestOpenNonce(ctx, signer)
+	if err != nil {
+		return 0, fmt.Errorf("lowest open nonce: %w", err)
+	}
+	return nonce, nil
+}
+
+// InsertPlaceholders implements services.PipelineStore.
+func (r *PipelineRepository) InsertPlaceholders(ctx context.Context, lease domain.Lease, txs []domain.ManagedTx) (int, error) {
+	var p sqlcdb.InsertPlaceholdersParams
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	for _, tx := range txs {
+		payload, err := encodePayload(tx)
+		if err != nil {
+			return 0, err
+		}
+		p.TxIds = append(p.TxIds, tx.ID.String())
+		p.Nonces = append(p.Nonces, int64(tx.Nonce))
+		p.IntentHashes = append(p.IntentHashes, tx.Fingerprint[:])
+		p.Payloads = append(p.Payloads, string(payload))
+	}
+	row, err := r.q.InsertPlaceholders(ctx, p)
+	return fencedOutcome(lease, "placeholders", row.LeaseHeld, row.Inserted, err)
+}
+
+// RecordReplacements implements services.PipelineStore.
+func (r *PipelineRepository) RecordReplacements(ctx context.Context, lease domain.Lease, replacements []services.Replacement) ([]uuid.UUID, error) {
+	var p sqlcdb.RecordReplacementsParams
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	for _, rp := range replacements {
+		a := rp.Attempt
+		p.TxIds = append(p.TxIds, a.TxID.String())
+		p.Replaced = append(p.Replaced, rp.Replaced.Hex())
+		p.TxHashes = append(p.TxHashes, a.Hash.Hex())
+		p.Nonces = append(p.Nonces, int64(a.Nonce))
+		p.Kinds = append(p.Kinds, string(a.Kind))
+		p.MaxFees = append(p.MaxFees, a.MaxFee.String())
+		p.MaxTips = append(p.MaxTips, a.MaxTip.String())
+		p.GasLimits = append(p.GasLimits, int64(a.GasLimit))
+		p.RawTxs = append(p.RawTxs, a.Raw)
+	}
+	row, err := r.q.RecordReplacements(ctx, p)
+	if _, err := fencedOutcome(lease, "replacement attempts", row.LeaseHeld, int64(len(row.UpdatedIds)), err); err != nil {
+		return nil, err
+	}
+	return row.UpdatedIds, nil
 }
 
 // HeadOfLine implements services.PipelineStore.

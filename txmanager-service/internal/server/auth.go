@@ -5,7 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/http"
+	nethttp "net/http"
 	"os"
 	"strings"
 	"time"
@@ -45,6 +45,10 @@ func NewAuthenticator(c *conf.Bootstrap) (*Authenticator, error) {
 		p, err := principalOf(k.ID, k.Signers, k.Admin)
 		if err != nil {
 			return nil, fmt.Errorf("auth.apiKeys[%d] (%s): %w", i, k.ID, err)
+		}
+		p.Metrics = k.Metrics
+		if other, taken := a.keys[[32]byte(digest)]; taken {
+			return nil, fmt.Errorf("auth.apiKeys[%d] (%s): same key digest as %s", i, k.ID, other.ID)
 		}
 		a.keys[[32]byte(digest)] = p
 	}
@@ -100,13 +104,21 @@ func (a *Authenticator) authenticate(ctx context.Context) (domain.Principal, err
 	if !ok {
 		return domain.Principal{}, unauthenticated("no transport")
 	}
-	if key := tr.RequestHeader().Get("x-api-key"); key != "" {
+	return a.fromHeaders(tr.RequestHeader().Get)
+}
+
+// fromHeaders authenticates the credentials in a request's headers.
+func (a *Authenticator) fromHeaders(header func(string) string) (domain.Principal, error) {
+	if !a.enabled {
+		return developer(), nil
+	}
+	if key := header("x-api-key"); key != "" {
 		if p, ok := a.keys[sha256.Sum256([]byte(key))]; ok {
 			return p, nil
 		}
 		return domain.Principal{}, unauthenticated("unknown API key")
 	}
-	if bearer, ok := strings.CutPrefix(tr.RequestHeader().Get("authorization"), "Bearer "); ok && a.jwt != nil {
+	if bearer, ok := strings.CutPrefix(header("authorization"), "Bearer "); ok && a.jwt != nil {
 		p, err := a.jwt.verify(bearer)
 		if err != nil {
 			return domain.Principal{}, unauthenticated("invalid bearer token")
@@ -117,7 +129,27 @@ func (a *Authenticator) authenticate(ctx context.Context) (domain.Principal, err
 }
 
 func unauthenticated(why string) error {
-	return kerrors.New(http.StatusUnauthorized, v1.ErrorReason_UNAUTHENTICATED.String(), why)
+	return kerrors.New(nethttp.StatusUnauthorized, v1.ErrorReason_UNAUTHENTICATED.String(), why)
+}
+
+// MetricsHandler guards /metrics when observability.metricsAuth is on: an API key with the
+// metrics or admin grant, or an admin JWT.
+func (a *Authenticator) MetricsHandler(required bool, next nethttp.Handler) nethttp.Handler {
+	if !required {
+		return next
+	}
+	return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		p, err := a.fromHeaders(r.Header.Get)
+		if err != nil {
+			encodeError(w, r, err)
+			return
+		}
+		if !p.CanReadMetrics() {
+			encodeError(w, r, kerrors.New(nethttp.StatusForbidden, v1.ErrorReason_PERMISSION_DENIED.String(), "this credential may not read metrics"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // jwtVerifier checks signature, expiry, issuer and audience, and reads the grants.

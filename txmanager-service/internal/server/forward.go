@@ -3,14 +3,15 @@ package server
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/transport"
 	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -29,16 +30,34 @@ func forwardedHeaders() []string { return []string{"authorization", "x-api-key"}
 // Forwarder sends requests to the node that holds a signer's lease, over internal gRPC.
 type Forwarder struct {
 	nodes *services.NodeRegistry
+	// creds is mutual TLS with the peer CA (routing.peerTLS), or plaintext without it.
+	creds credentials.TransportCredentials
 	// propagator continues the caller's trace on the owner.
 	propagator propagation.TextMapPropagator
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	mu        sync.Mutex
+	conns     map[string]*peerConn
+	lastTrim  time.Time
+	idleLimit time.Duration
 }
 
+// peerConn is one connection to a peer, kept for reuse while it is used.
+type peerConn struct {
+	conn     *grpc.ClientConn
+	lastUsed time.Time
+}
+
+// peerIdleLimit: a connection to a peer not used for this long is closed (the peer may be
+// gone for good: a replaced pod's address).
+const peerIdleLimit = 5 * time.Minute
+
 // NewForwarder builds the forwarder; the cleanup closes its connections.
-func NewForwarder(nodes *services.NodeRegistry) (*Forwarder, func()) {
-	f := &Forwarder{nodes: nodes, conns: map[string]*grpc.ClientConn{}, propagator: telemetry.Propagator()}
+func NewForwarder(nodes *services.NodeRegistry, tlsConfigs *TLSConfigs) (*Forwarder, func()) {
+	creds := insecure.NewCredentials()
+	if tlsConfigs.Peer != nil {
+		creds = credentials.NewTLS(tlsConfigs.Peer)
+	}
+	f := &Forwarder{nodes: nodes, creds: creds, conns: map[string]*peerConn{}, propagator: telemetry.Propagator(), idleLimit: peerIdleLimit}
 	return f, f.close
 }
 
@@ -62,26 +81,45 @@ func (f *Forwarder) ForwardResolve(ctx context.Context, owner string, req *v1.Re
 	return resp, fromPeer(err)
 }
 
-// connTo returns a connection to owner if the registry says it is alive.
+// connTo returns a connection to owner if the registry says that very process (node id
+// and incarnation) is alive: a node id now served by a restarted process is not the owner.
 func (f *Forwarder) connTo(ctx context.Context, owner string) (*grpc.ClientConn, error) {
-	node, alive, err := f.nodes.Lookup(ctx, owner)
+	nodeID, incarnation := services.SplitLeaseOwner(owner)
+	node, alive, err := f.nodes.Lookup(ctx, nodeID)
 	if err != nil {
 		return nil, &domain.UnavailableError{Reason: "node registry", Err: err}
 	}
-	if !alive {
+	if !alive || (incarnation != "" && services.Incarnation(node.Incarnation) != incarnation) {
 		return nil, &domain.UnavailableError{Reason: fmt.Sprintf("lease owner %s is not alive", owner)}
 	}
+	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if conn, ok := f.conns[node.GRPCAddr]; ok {
-		return conn, nil
+	f.trim(now)
+	if pc, ok := f.conns[node.GRPCAddr]; ok {
+		pc.lastUsed = now
+		return pc.conn, nil
 	}
-	conn, err := grpc.NewClient(node.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(node.GRPCAddr, grpc.WithTransportCredentials(f.creds))
 	if err != nil {
 		return nil, &domain.UnavailableError{Reason: "connect to lease owner", Err: err}
 	}
-	f.conns[node.GRPCAddr] = conn
+	f.conns[node.GRPCAddr] = &peerConn{conn: conn, lastUsed: now}
 	return conn, nil
+}
+
+// trim closes connections to peers idle past the limit, at most once a minute. Holds f.mu.
+func (f *Forwarder) trim(now time.Time) {
+	if now.Sub(f.lastTrim) < time.Minute {
+		return
+	}
+	f.lastTrim = now
+	for addr, pc := range f.conns {
+		if now.Sub(pc.lastUsed) > f.idleLimit {
+			_ = pc.conn.Close()
+			delete(f.conns, addr)
+		}
+	}
 }
 
 // outgoing carries the hop count and the caller's credentials to the owner.
@@ -126,8 +164,12 @@ func fromPeer(err error) error {
 	if se.Reason == "" {
 		return &domain.UnavailableError{Reason: "lease owner unreachable", Err: err}
 	}
-	if st, ok := status.FromError(err); ok && st.Code() == unprocessableGRPCCode {
-		se.Code = http.StatusUnprocessableEntity
+	if st, ok := status.FromError(err); ok {
+		for httpCode, grpcCode := range grpcCodeOf {
+			if st.Code() == grpcCode {
+				se.Code = int32(httpCode)
+			}
+		}
 	}
 	return se
 }
@@ -135,8 +177,8 @@ func fromPeer(err error) error {
 func (f *Forwarder) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for addr, conn := range f.conns {
-		_ = conn.Close()
+	for addr, pc := range f.conns {
+		_ = pc.conn.Close()
 		delete(f.conns, addr)
 	}
 }

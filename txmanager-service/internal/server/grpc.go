@@ -16,38 +16,75 @@ import (
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
 // NewGRPCServer serves the API over gRPC.
-func NewGRPCServer(c *conf.Bootstrap, listeners *Listeners, tx *controllers.TxController, admin *controllers.AdminController, mw *Middleware) *kgrpc.Server {
-	srv := kgrpc.NewServer(
+func NewGRPCServer(c *conf.Bootstrap, listeners *Listeners, tlsConfigs *TLSConfigs, tx *controllers.TxController, admin *controllers.AdminController,
+	mw *Middleware, auth *Authenticator) *kgrpc.Server {
+	opts := []kgrpc.ServerOption{
 		kgrpc.Listener(listeners.GRPC),
 		kgrpc.Timeout(c.Server.GRPC.Timeout.Std()),
 		kgrpc.Middleware(mw.chain...),
 		kgrpc.UnaryInterceptor(grpcStatusInterceptor),
+		// Kratos middleware runs per unary call; a stream (WatchCompletions) is authenticated
+		// once, when it opens.
+		kgrpc.StreamInterceptor(auth.streamInterceptor),
 		kgrpc.Options(grpc.MaxRecvMsgSize(int(c.Server.MaxBodyBytes))),
-	)
+	}
+	if tlsConfigs.GRPC != nil {
+		opts = append(opts, kgrpc.TLSConfig(tlsConfigs.GRPC))
+	}
+	srv := kgrpc.NewServer(opts...)
 	v1.RegisterTxServiceServer(srv, tx)
 	v1.RegisterAdminServiceServer(srv, admin)
 	return srv
 }
 
-// Kratos sends 422 as gRPC Unknown; the service sends it as FailedPrecondition, which no
-// other API status maps to, and a forwarding node reads it back as 422 (see fromPeer).
-const unprocessableGRPCCode = codes.FailedPrecondition
+// Kratos sends 422 and 410 as gRPC Unknown; the service sends them as codes no other API
+// status maps to, and a forwarding node reads them back (see fromPeer).
+var grpcCodeOf = map[int]codes.Code{
+	http.StatusUnprocessableEntity: codes.FailedPrecondition,
+	http.StatusGone:                codes.OutOfRange,
+}
 
 func grpcStatusInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
+	return resp, withGRPCCode(err)
+}
+
+// streamInterceptor authenticates a stream from its opening headers and gives its handler
+// the caller's principal.
+func (a *Authenticator) streamInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	p, err := a.authenticate(ss.Context())
+	if err != nil {
+		return withGRPCCode(err)
+	}
+	return withGRPCCode(handler(srv, &principalStream{ServerStream: ss, ctx: domain.WithPrincipal(ss.Context(), p)}))
+}
+
+type principalStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *principalStream) Context() context.Context { return s.ctx }
+
+func withGRPCCode(err error) error {
 	var kerr *kerrors.Error
-	if err == nil || !errors.As(err, &kerr) || kerr.Code != http.StatusUnprocessableEntity {
-		return resp, err
+	if err == nil || !errors.As(err, &kerr) {
+		return err
+	}
+	code, ok := grpcCodeOf[int(kerr.Code)]
+	if !ok {
+		return err
 	}
 	// The reason and metadata travel unchanged in ErrorInfo.
-	st, detailErr := status.New(unprocessableGRPCCode, kerr.Message).WithDetails(&errdetails.ErrorInfo{Reason: kerr.Reason, Metadata: kerr.Metadata})
+	st, detailErr := status.New(code, kerr.Message).WithDetails(&errdetails.ErrorInfo{Reason: kerr.Reason, Metadata: kerr.Metadata})
 	if detailErr != nil {
-		return resp, err
+		return err
 	}
-	return resp, st.Err()
+	return st.Err()
 }
 
 func recoveryHandler(logger log.Logger) func(ctx context.Context, req, panicValue any) error {

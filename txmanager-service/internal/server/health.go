@@ -4,25 +4,50 @@ import (
 	"context"
 	"encoding/json"
 	nethttp "net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
-// maxHeadAge: readiness fails when the chain head is older than this (a stalled node).
-const maxHeadAge = 2 * time.Minute
+const (
+	// maxHeadAge: readiness fails when the chain head is older than this (a stalled node).
+	maxHeadAge = 2 * time.Minute
+	// probeTimeout bounds one readiness probe of the database and the chain together.
+	probeTimeout = 2 * time.Second
+)
 
-// Health answers liveness and readiness probes.
+// Health answers liveness and readiness probes. Readiness answers from the latest probe of
+// the database and the chain while it is younger than server.readinessInterval, so
+// however often /readyz is hit (it is unauthenticated), the service pings the database and
+// asks the chain at most once per interval.
 type Health struct {
-	pool  *pgxpool.Pool
-	chain services.Chain
+	pool     *pgxpool.Pool
+	chain    services.Chain
+	metrics  *telemetry.Metrics
+	interval time.Duration
+	now      func() time.Time
+
+	// probing is held while one request probes; the others wait for its answer.
+	probing sync.Mutex
+	mu      sync.Mutex
+	latest  readiness
+}
+
+// readiness is one probe's outcome.
+type readiness struct {
+	at     time.Time
+	ready  bool
+	checks map[string]string
 }
 
 // NewHealth builds the probes.
-func NewHealth(pool *pgxpool.Pool, chain services.Chain) *Health {
-	return &Health{pool: pool, chain: chain}
+func NewHealth(c *conf.Bootstrap, pool *pgxpool.Pool, chain services.Chain, metrics *telemetry.Metrics) *Health {
+	return &Health{pool: pool, chain: chain, metrics: metrics, interval: c.Server.ReadinessInterval.Std(), now: time.Now}
 }
 
 // Live is 200 while the process serves HTTP.
@@ -30,38 +55,70 @@ func (h *Health) Live(w nethttp.ResponseWriter, _ *nethttp.Request) {
 	writeJSON(w, nethttp.StatusOK, map[string]any{"status": "ok"})
 }
 
-// Ready is 200 when the database answers and the chain head is recent.
-func (h *Health) Ready(w nethttp.ResponseWriter, r *nethttp.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+// Ready is 200 when the database answered and the chain head was recent at the latest probe.
+func (h *Health) Ready(w nethttp.ResponseWriter, _ *nethttp.Request) {
+	r := h.current()
+	status := nethttp.StatusOK
+	if !r.ready {
+		status = nethttp.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"ready": r.ready, "checks": r.checks, "probedAt": r.at.UTC().Format(time.RFC3339Nano)})
+}
+
+// current returns a probe no older than the interval, probing when there is none.
+func (h *Health) current() readiness {
+	if r, ok := h.fresh(); ok {
+		return r
+	}
+	h.probing.Lock()
+	defer h.probing.Unlock()
+	// Another request may have probed while this one waited.
+	if r, ok := h.fresh(); ok {
+		return r
+	}
+	// Not the request's context: the answer serves every request waiting on it.
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	checks := map[string]string{}
-	ready := true
+	r := h.probe(ctx)
+	h.mu.Lock()
+	h.latest = r
+	h.mu.Unlock()
+	return r
+}
+
+func (h *Health) fresh() (readiness, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.latest, !h.latest.at.IsZero() && h.now().Sub(h.latest.at) < h.interval
+}
+
+func (h *Health) probe(ctx context.Context) readiness {
+	r := readiness{ready: true, checks: map[string]string{}}
 	if err := h.pool.Ping(ctx); err != nil {
-		checks["database"] = "unreachable"
-		ready = false
+		r.checks["database"], r.ready = "unreachable", false
 	} else {
-		checks["database"] = "ok"
+		r.checks["database"] = "ok"
 	}
 	head, err := h.chain.LatestHeader(ctx)
 	switch {
 	case err != nil:
-		checks["chain"] = "unreachable"
-		ready = false
+		r.checks["chain"], r.ready = "unreachable", false
 	default:
-		age := time.Since(time.Unix(int64(head.Time), 0))
-		checks["chain_head_age"] = age.Truncate(time.Second).String()
+		age := h.now().Sub(time.Unix(int64(head.Time), 0))
+		r.checks["chain_head_age"] = age.Truncate(time.Second).String()
 		if age > maxHeadAge {
-			checks["chain"] = "stale head"
-			ready = false
+			r.checks["chain"], r.ready = "stale head", false
 		} else {
-			checks["chain"] = "ok"
+			r.checks["chain"] = "ok"
 		}
 	}
-	status := nethttp.StatusOK
-	if !ready {
-		status = nethttp.StatusServiceUnavailable
+	r.at = h.now()
+	outcome := "ready"
+	if !r.ready {
+		outcome = "not_ready"
 	}
-	writeJSON(w, status, map[string]any{"ready": ready, "checks": checks})
+	h.metrics.ReadinessProbe(ctx, outcome)
+	return r
 }
 
 func writeJSON(w nethttp.ResponseWriter, status int, v any) {

@@ -4,6 +4,8 @@ package server
 
 import (
 	nethttp "net/http"
+	"net/http/pprof"
+	"net/url"
 	"path"
 	"strings"
 
@@ -17,24 +19,41 @@ import (
 )
 
 // NewHTTPServer serves the API over HTTP/JSON.
-func NewHTTPServer(c *conf.Bootstrap, listeners *Listeners, tx *controllers.TxController, admin *controllers.AdminController, health *Health,
-	prom *telemetry.Prometheus, mw *Middleware) *khttp.Server {
-	srv := khttp.NewServer(
+func NewHTTPServer(c *conf.Bootstrap, listeners *Listeners, tlsConfigs *TLSConfigs, tx *controllers.TxController, admin *controllers.AdminController,
+	health *Health, prom *telemetry.Prometheus, auth *Authenticator, mw *Middleware) *khttp.Server {
+	opts := []khttp.ServerOption{
 		khttp.Listener(listeners.HTTP),
 		khttp.Timeout(c.Server.HTTP.Timeout.Std()),
 		khttp.Middleware(mw.chain...),
-		khttp.Filter(cleanPathsOnly, limitBody(c.Server.MaxBodyBytes)),
+		khttp.Filter(cleanPathsOnly, wholeQueriesOnly, limitBody(c.Server.MaxBodyBytes)),
 		// Kratos would hand unknown routes to net/http's global DefaultServeMux.
 		khttp.NotFoundHandler(nethttp.HandlerFunc(notFound)),
 		khttp.MethodNotAllowedHandler(nethttp.HandlerFunc(methodNotAllowed)),
 		khttp.ErrorEncoder(encodeError),
 		khttp.ResponseEncoder(encodeResponse),
-	)
+	}
+	if tlsConfigs.HTTP != nil {
+		opts = append(opts, khttp.TLSConfig(tlsConfigs.HTTP))
+	}
+	srv := khttp.NewServer(opts...)
+	// A client that trickles its headers (slow-loris) or parks idle keep-alive connections
+	// must not hold sockets for ever.
+	srv.ReadHeaderTimeout = c.Server.HTTP.ReadHeaderTimeout.Std()
+	srv.IdleTimeout = c.Server.HTTP.IdleTimeout.Std()
 	v1.RegisterTxServiceHTTPServer(srv, tx, v1.HTTPOptions{MaxBodyBytes: c.Server.MaxBodyBytes})
 	v1.RegisterAdminServiceHTTPServer(srv, admin, v1.HTTPOptions{MaxBodyBytes: c.Server.MaxBodyBytes})
 	srv.HandleFunc("/healthz", health.Live)
 	srv.HandleFunc("/readyz", health.Ready)
-	srv.Handle("/metrics", prom.Handler)
+	srv.Handle("/metrics", auth.MetricsHandler(c.Observability.MetricsAuth, prom.Handler))
+	if c.Observability.Pprof {
+		profiles := nethttp.NewServeMux()
+		profiles.HandleFunc("/debug/pprof/", pprof.Index)
+		profiles.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		profiles.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		profiles.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		profiles.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		srv.HandlePrefix("/debug/pprof/", auth.MetricsHandler(c.Observability.MetricsAuth, profiles))
+	}
 	return srv
 }
 
@@ -78,12 +97,25 @@ func cleanPathsOnly(next nethttp.Handler) nethttp.Handler {
 	})
 }
 
+// wholeQueriesOnly refuses a query string the parser cannot take whole: Go's parser drops
+// a pair it cannot read (a raw ";", a bad escape) and keeps the rest, so "after=<cursor>;x"
+// would lose the cursor and restart a feed reader from the beginning.
+func wholeQueriesOnly(next nethttp.Handler) nethttp.Handler {
+	return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			encodeError(w, r, v1.InvalidArgument("query", "the query string cannot be parsed whole"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 func notFound(w nethttp.ResponseWriter, r *nethttp.Request) {
 	encodeError(w, r, kerrors.New(nethttp.StatusNotFound, v1.ErrorReason_NOT_FOUND.String(), "no such endpoint"))
 }
 
 func methodNotAllowed(w nethttp.ResponseWriter, r *nethttp.Request) {
-	encodeError(w, r, kerrors.New(nethttp.StatusMethodNotAllowed, v1.ErrorReason_INVALID_ARGUMENT.String(), "method not allowed on this endpoint"))
+	encodeError(w, r, kerrors.New(nethttp.StatusMethodNotAllowed, v1.ErrorReason_METHOD_NOT_ALLOWED.String(), "method not allowed on this endpoint"))
 }
 
 // limitBody caps every request body; reading past the cap fails, which the decoder reports

@@ -10,7 +10,7 @@ import (
 )
 
 func TestListenBindsPortZeroAndRecordsTheBoundPorts(t *testing.T) {
-	c := &conf.Bootstrap{Server: conf.Server{HTTP: conf.Listener{Addr: "127.0.0.1:0"}, GRPC: conf.Listener{Addr: "127.0.0.1:0"}}}
+	c := &conf.Bootstrap{Server: conf.Server{HTTP: conf.HTTPListener{Listener: conf.Listener{Addr: "127.0.0.1:0"}}, GRPC: conf.Listener{Addr: "127.0.0.1:0"}}}
 	l, err := Listen(c)
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
@@ -51,7 +51,7 @@ func TestListenOnABusyPortFailsAndReleasesTheOtherSocket(t *testing.T) {
 	freeAddr := free.Addr().String()
 	_ = free.Close()
 
-	c := &conf.Bootstrap{Server: conf.Server{HTTP: conf.Listener{Addr: freeAddr}, GRPC: conf.Listener{Addr: busy.Addr().String()}}}
+	c := &conf.Bootstrap{Server: conf.Server{HTTP: conf.HTTPListener{Listener: conf.Listener{Addr: freeAddr}}, GRPC: conf.Listener{Addr: busy.Addr().String()}}}
 	_, err = Listen(c)
 	if err == nil || !strings.Contains(err.Error(), "server.grpc.addr") || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("Listen on a busy gRPC port: %v, want an error naming server.grpc.addr and the port in use", err)

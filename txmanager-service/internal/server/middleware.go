@@ -10,18 +10,20 @@ import (
 	"github.com/go-kratos/kratos/v2/middleware/tracing"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // Middleware is the chain every API call goes through, on HTTP and gRPC alike: recover
 // from panics, trace (continuing the caller's trace, e.g. across forwarding), count and
-// time the request (Kratos server metrics), then authenticate.
+// time the request (Kratos server metrics), take the hop count from authenticated peers
+// only, authenticate, then apply the caller's rate limit.
 type Middleware struct {
 	chain []middleware.Middleware
 }
 
 // NewMiddleware builds the chain.
-func NewMiddleware(tp trace.TracerProvider, m *telemetry.Metrics, auth *Authenticator, logger log.Logger) (*Middleware, error) {
+func NewMiddleware(c *conf.Bootstrap, tp trace.TracerProvider, m *telemetry.Metrics, auth *Authenticator, limiter *RateLimiter, logger log.Logger) (*Middleware, error) {
 	requests, err := metrics.DefaultRequestsCounter(m.Meter(), metrics.DefaultServerRequestsCounterName)
 	if err != nil {
 		return nil, fmt.Errorf("server requests counter: %w", err)
@@ -34,6 +36,8 @@ func NewMiddleware(tp trace.TracerProvider, m *telemetry.Metrics, auth *Authenti
 		recovery.Recovery(recovery.WithHandler(recoveryHandler(logger))),
 		tracing.Server(tracing.WithTracerProvider(tp), tracing.WithPropagator(telemetry.Propagator())),
 		metrics.Server(metrics.WithRequests(requests), metrics.WithSeconds(seconds)),
+		peerHops(c.Routing.PeerTLS.Enabled()),
 		auth.Middleware(),
+		limiter.Middleware(),
 	}}, nil
 }

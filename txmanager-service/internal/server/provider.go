@@ -7,5 +7,5 @@ import (
 )
 
 // ProviderSet is the transport layer.
-var ProviderSet = wire.NewSet(NewHTTPServer, NewGRPCServer, NewHealth, NewForwarder, NewAuthenticator, NewMiddleware,
+var ProviderSet = wire.NewSet(NewHTTPServer, NewGRPCServer, NewHealth, NewForwarder, NewAuthenticator, NewMiddleware, NewTLSConfigs, NewRateLimiter,
 	wire.Bind(new(controllers.OwnerForwarder), new(*Forwarder)))

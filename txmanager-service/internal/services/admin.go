@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -25,6 +26,10 @@ type SignerStatus struct {
 type AdminStore interface {
 	SignerStatus(ctx context.Context, signer string) (SignerStatus, error)
 	ListStuck(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error)
+	// GetQuarantine returns the signer's quarantine record (zero, not quarantined, when none).
+	GetQuarantine(ctx context.Context, signer string) (Quarantine, error)
+	// ReleaseQuarantine releases a live quarantine and reports whether there was one.
+	ReleaseQuarantine(ctx context.Context, signer, by, note string) (bool, error)
 }
 
 // AdminUseCase serves the operators' API.
@@ -100,4 +105,79 @@ func (uc *AdminUseCase) ListNodes(ctx context.Context) ([]NodeInfo, error) {
 		return nil, &domain.UnavailableError{Reason: "node registry", RetryAfter: time.Second, Err: err}
 	}
 	return nodes, nil
+}
+
+// Quarantine is a signer's quarantine record, with what the chain holds at each nonce the
+// database does not know.
+type Quarantine struct {
+	Signer                  string
+	Quarantined             bool
+	DBNextNonce, ChainNonce uint64
+	DetectedAt              time.Time
+	DetectedBy              string
+	ReleasedAt              *time.Time
+	ReleasedBy, ReleaseNote string
+	Unknown                 []UnknownNonce
+}
+
+// UnknownNonce is one nonce the chain holds and the database does not know.
+type UnknownNonce struct {
+	Nonce uint64
+	// Tx is what the chain holds there; nil when the scanned blocks do not show it.
+	Tx *SentTx
+}
+
+// maxUnknownListed bounds the nonces one report looks up on chain.
+const maxUnknownListed = 256
+
+// GetQuarantine reports the signer's quarantine, if any, with the unknown nonces' contents.
+func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string) (Quarantine, error) {
+	addr, err := domain.ParseAddress("signer", signer)
+	if err != nil {
+		return Quarantine{}, err
+	}
+	q, err := uc.store.GetQuarantine(ctx, addr.Hex())
+	if err != nil {
+		return Quarantine{}, &domain.UnavailableError{Reason: "quarantine record", RetryAfter: time.Second, Err: err}
+	}
+	q.Signer = addr.Hex()
+	if !q.Quarantined {
+		return q, nil
+	}
+	var nonces []uint64
+	for n := q.DBNextNonce; n < q.ChainNonce && len(nonces) < maxUnknownListed; n++ {
+		nonces = append(nonces, n)
+	}
+	found, err := uc.pipeline.chain.SentTransactions(ctx, addr, nonces, uc.pipeline.cfg.Recovery.ScanBlocks)
+	if err != nil {
+		return Quarantine{}, &domain.UnavailableError{Reason: "chain look-up of the unknown nonces", RetryAfter: time.Second, Err: err}
+	}
+	for _, n := range nonces {
+		u := UnknownNonce{Nonce: n}
+		if tx, ok := found[n]; ok {
+			u.Tx = &tx
+		}
+		q.Unknown = append(q.Unknown, u)
+	}
+	return q, nil
+}
+
+// ReleaseSigner ends the signer's quarantine: an operator looked at the unknown nonces.
+func (uc *AdminUseCase) ReleaseSigner(ctx context.Context, signer, note string) (Quarantine, error) {
+	addr, err := domain.ParseAddress("signer", signer)
+	if err != nil {
+		return Quarantine{}, err
+	}
+	if note, err = domain.ParseReason("note", note, 500); err != nil {
+		return Quarantine{}, err
+	}
+	p, _ := domain.PrincipalFrom(ctx)
+	released, err := uc.store.ReleaseQuarantine(ctx, addr.Hex(), p.ID, note)
+	if err != nil {
+		return Quarantine{}, &domain.UnavailableError{Reason: "quarantine release", RetryAfter: time.Second, Err: err}
+	}
+	if !released {
+		return Quarantine{}, fmt.Errorf("%w: signer %s is not quarantined", domain.ErrNotFound, addr.Hex())
+	}
+	return uc.GetQuarantine(ctx, addr.Hex())
 }

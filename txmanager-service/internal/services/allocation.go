@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
@@ -76,6 +77,9 @@ func (op *AllocationOp) Fail(err error) { op.resolve(domain.ManagedTx{}, false, 
 type NonceConfig struct {
 	// ChainQuery enables the chain term.
 	ChainQuery bool
+	// AdoptUnknownChainNonces allocates above nonces the chain holds that the database does
+	// not know (a key also used outside the service) instead of quarantining the signer.
+	AdoptUnknownChainNonces bool
 	// StateTimeout: the chain is consulted again when the cache's chain view is older.
 	StateTimeout time.Duration
 }
@@ -192,7 +196,7 @@ func (a *Allocator) prepare(ctx context.Context, ops []*AllocationOp) []*signerB
 		}
 		b.ops = append(b.ops, op)
 	}
-	ready := order[:0]
+	leased := order[:0]
 	for _, b := range order {
 		lease, err := a.leases.Acquire(ctx, b.key)
 		if err != nil {
@@ -202,21 +206,39 @@ func (a *Allocator) prepare(ctx context.Context, ops []*AllocationOp) []*signerB
 			continue
 		}
 		b.lease = lease
-		now := a.clock.Now()
 		if next, checkedAt, ok := a.cache.Get(b.key); ok {
 			b.cachedNext, b.cacheAsked = &next, checkedAt
 		}
 		b.chainAsked = b.cacheAsked
-		if a.nonce.ChainQuery && (b.cachedNext == nil || now.Sub(b.cacheAsked) > a.nonce.StateTimeout) {
+		leased = append(leased, b)
+	}
+	// The signers' chain queries run at once: each has the chain's read deadline, so a
+	// batch waits at most one deadline however many signers it holds.
+	now := a.clock.Now()
+	chainErrs := make([]error, len(leased))
+	var wg sync.WaitGroup
+	for i, b := range leased {
+		if !a.nonce.ChainQuery || (b.cachedNext != nil && now.Sub(b.cacheAsked) <= a.nonce.StateTimeout) {
+			continue
+		}
+		wg.Go(func() {
 			pending, err := a.chain.PendingNonceAt(ctx, b.signer)
 			if err != nil {
-				failure := &domain.UnavailableError{Reason: "chain pending nonce", RetryAfter: time.Second, Err: err}
-				for _, op := range b.ops {
-					op.Fail(failure)
-				}
-				continue
+				chainErrs[i] = err
+				return
 			}
 			b.chainNext, b.chainAsked = &pending, now
+		})
+	}
+	wg.Wait()
+	ready := leased[:0]
+	for i, b := range leased {
+		if chainErrs[i] != nil {
+			failure := &domain.UnavailableError{Reason: "chain pending nonce", RetryAfter: time.Second, Err: chainErrs[i]}
+			for _, op := range b.ops {
+				op.Fail(failure)
+			}
+			continue
 		}
 		ready = append(ready, b)
 	}
@@ -229,7 +251,8 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 	b.outcome = make([]opOutcome, len(b.ops))
 	b.allocated = b.allocated[:0]
 	b.fenced = false
-	cursor, err := a.store.LockLeaseAndReadCursor(ctx, sess, b.lease)
+	state, err := a.store.LockLeaseAndReadCursor(ctx, sess, b.lease)
+	cursor := state.Next
 	var fenced *domain.FencedError
 	if errors.As(err, &fenced) {
 		// Only this signer loses; it has written nothing, and the lease row is not locked
@@ -244,6 +267,9 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 		return err
 	}
 
+	if quarantined, err := a.quarantined(ctx, sess, b, state); quarantined || err != nil {
+		return err
+	}
 	existing, err := a.existingByRequestID(ctx, sess, b)
 	if err != nil {
 		return err
@@ -332,11 +358,47 @@ func (a *Allocator) finish(ctx context.Context, b *signerBatch) {
 	}
 }
 
+// quarantined fails the signer's ops when it is quarantined, or quarantines it now when the
+// chain's nonce is above the cursor: the chain then holds transactions at nonces the
+// database does not know, which after a failover to a standby that missed commits are
+// likely this service's own. Allocating above them would hide that; only an operator who
+// looked (admin API) releases the signer. A signer the database knows nothing of yet (no
+// cursor) is a first use, not a loss, and is adopted.
+func (a *Allocator) quarantined(ctx context.Context, sess txmanager.Session, b *signerBatch, state CursorState) (bool, error) {
+	refuse := func(detail string) {
+		err := fmt.Errorf("%w: %s; an operator lists the unknown nonces and releases it through the admin API", domain.ErrSignerQuarantined, detail)
+		for i := range b.ops {
+			b.outcome[i].err = err
+		}
+		a.cache.Evict(b.key)
+	}
+	if state.Quarantined {
+		refuse("the chain holds nonces of this signer that the database does not know")
+		return true, nil
+	}
+	if a.nonce.AdoptUnknownChainNonces || state.Next == nil || b.chainNext == nil || *b.chainNext <= *state.Next {
+		return false, nil
+	}
+	recorded, err := a.store.Quarantine(ctx, sess, b.lease, *state.Next, *b.chainNext)
+	if err != nil || !recorded {
+		// Not recorded: an operator released these nonces; allocate above them.
+		return false, err
+	}
+	a.metrics.Quarantined(ctx)
+	a.log.WithContext(ctx).Errorw("msg", "signer quarantined: the chain holds nonces the database does not know", "signer", b.key,
+		"fencing_token", b.lease.Token, "db_next_nonce", *state.Next, "chain_nonce", *b.chainNext)
+	refuse(fmt.Sprintf("the chain's nonce is %d, the database knows nonces below %d only", *b.chainNext, *state.Next))
+	return true, nil
+}
+
 // batchFailure turns a failed batch transaction into the error each op reports.
 func batchFailure(err error) error {
 	var fenced *domain.FencedError
 	if errors.As(err, &fenced) {
 		return err
+	}
+	if errors.Is(err, txmanager.ErrCommitOutcomeUnknown) {
+		return fmt.Errorf("%w: %w", domain.ErrOutcomeUnknown, err)
 	}
 	return &domain.UnavailableError{Reason: "writer batch failed", RetryAfter: time.Second, Err: err}
 }

@@ -29,6 +29,10 @@ type Chain interface {
 	// An error for the whole call (transport) is returned as error; per-hash lookup errors
 	// other than "not found" are returned in the per-hash Err field.
 	TransactionReceipts(ctx context.Context, hashes []common.Hash) ([]ReceiptResult, error)
+	// BlockReceipts returns every receipt of each block (one call per block, batched): with
+	// many transactions in flight, far cheaper for the node than one look-up per hash. A
+	// block the node does not have yet is nil; ErrNotSupported where the node lacks the call.
+	BlockReceipts(ctx context.Context, numbers []uint64) ([][]Receipt, error)
 	// TransactionsKnown reports, per hash, whether the node knows the transaction (pending
 	// in its pool or mined): how "nonce too low" after a lost response is told apart from a
 	// nonce taken by some other transaction, without guessing.
@@ -41,6 +45,28 @@ type Chain interface {
 	// FinalizedHeader is the node's "finalized" block; ErrNotSupported where the node has
 	// no such tag.
 	FinalizedHeader(ctx context.Context) (*BlockHeader, error)
+	// SentTransactions finds the sender's transactions at the given nonces, pending or in
+	// the latest maxBlocks blocks; nonces it did not find are absent from the result.
+	SentTransactions(ctx context.Context, from common.Address, nonces []uint64, maxBlocks uint64) (map[uint64]SentTx, error)
+	// Usable is nil while some endpoint can be called, or says why none can (matching
+	// ErrNoChainEndpoint), so work that needs the chain is refused at once instead of
+	// after a deadline.
+	Usable() error
+}
+
+// SentTx is a transaction of a signer the chain holds at some nonce.
+type SentTx struct {
+	Hash           common.Hash
+	Nonce          uint64
+	To             *common.Address
+	Value          *big.Int
+	Data           []byte
+	Gas            uint64
+	MaxFee, MaxTip *big.Int
+	// BlockNumber is 0 while it is pending.
+	BlockNumber uint64
+	// Raw is its signed encoding.
+	Raw []byte
 }
 
 // CallRequest is what eth_estimateGas needs.
@@ -58,6 +84,10 @@ type CallRequest struct {
 type FeeSuggestion struct {
 	BaseFee *big.Int // of the latest block
 	TipCap  *big.Int // suggested max priority fee per gas
+	// Legacy: the latest block has no base fee (a chain without EIP-1559); transactions
+	// carry one GasPrice.
+	Legacy   bool
+	GasPrice *big.Int
 }
 
 // BlockHeader is the part of a header finality needs.
@@ -94,4 +124,7 @@ var (
 	ErrUnderpriced       = errors.New("chain: transaction underpriced")
 	ErrInsufficientFunds = errors.New("chain: insufficient funds")
 	ErrNotSupported      = errors.New("chain: not supported by this node")
+	// ErrNoChainEndpoint: no endpoint answered in time (or none is usable now); the call
+	// may succeed later.
+	ErrNoChainEndpoint = errors.New("chain: no endpoint answered")
 )

@@ -2,15 +2,21 @@ package services
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // Completion is one final result in the feed.
@@ -22,14 +28,21 @@ type Completion struct {
 	TxHash      *common.Hash
 	BlockNumber uint64
 	CompletedAt time.Time
-	// Position is the row's place in the feed.
+	// Placeholder: the service created this transaction to fill a nonce hole.
+	Placeholder bool
+	// Position is the row's place in the feed; its cursor resumes after it.
 	Position FeedPosition
 }
 
-// FeedPosition orders the completions feed: writing transaction id, then sequence.
-type FeedPosition struct {
-	Xid uint64
-	Seq int64
+// FeedPosition orders the completions feed: assigned after commit by the sequencer, one
+// round at a time, so a position once served is never followed by a smaller one.
+type FeedPosition int64
+
+// FeedState is the sequencer's record: the highest position assigned, and the highest one
+// retention deleted.
+type FeedState struct {
+	LastPosition  FeedPosition
+	PrunedThrough FeedPosition
 }
 
 // CompletionPage is one page of the feed and the cursor that follows it.
@@ -38,22 +51,65 @@ type CompletionPage struct {
 	Next        string
 }
 
-// CompletionStore reads the feed.
+// CompletionStore reads the feed and assigns its positions.
 type CompletionStore interface {
-	// ListAfter returns up to limit completions strictly after pos, in feed order, only from
-	// transactions that can no longer be overtaken by one still running.
-	// signers, when not nil, restricts the feed to those signers.
+	// ListAfter returns up to limit positioned completions after pos, in position order;
+	// signers, when not nil, restricts them to those signers.
 	ListAfter(ctx context.Context, pos FeedPosition, limit int, signers []string) ([]Completion, error)
+	// State reads the sequencer's record.
+	State(ctx context.Context) (FeedState, error)
+	// LegacyPosition maps a cursor from before positions ("<xid>-<seq>") onto a position.
+	LegacyPosition(ctx context.Context, xid uint64, seq int64) (FeedPosition, error)
+	// LockSequencer starts a sequencer round: it locks the record until the transaction
+	// ends, so rounds never overlap.
+	LockSequencer(ctx context.Context, sess txmanager.Session) (FeedState, error)
+	// AssignPositions positions up to limit committed, unpositioned completions after
+	// last, in insertion order, and reports how many and the longest one waited.
+	AssignPositions(ctx context.Context, sess txmanager.Session, last FeedPosition, limit int) (int, time.Duration, error)
 }
 
-// CompletionsUseCase serves GET /api/v1/tx/completions.
+// FeedNotifier wakes long-polling readers when positions were assigned on this node;
+// readers also poll, for positions another node assigned.
+type FeedNotifier struct {
+	mu      sync.Mutex
+	changed chan struct{}
+}
+
+// NewFeedNotifier builds the notifier.
+func NewFeedNotifier() *FeedNotifier { return &FeedNotifier{changed: make(chan struct{})} }
+
+// Changed is closed at the next Broadcast; take it before reading, so no change is missed.
+func (n *FeedNotifier) Changed() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.changed
+}
+
+// Broadcast wakes everyone waiting on Changed.
+func (n *FeedNotifier) Broadcast() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// FeedConfig sets the long-poll bound and how often a waiting reader looks again.
+type FeedConfig struct {
+	MaxWait      time.Duration
+	PollInterval time.Duration
+}
+
+// CompletionsUseCase serves the completions feed (GET /api/v1/tx/completions and the
+// WatchCompletions stream).
 type CompletionsUseCase struct {
-	store CompletionStore
+	store  CompletionStore
+	notify *FeedNotifier
+	cfg    FeedConfig
 }
 
 // NewCompletionsUseCase wires the use case.
-func NewCompletionsUseCase(store CompletionStore) *CompletionsUseCase {
-	return &CompletionsUseCase{store: store}
+func NewCompletionsUseCase(store CompletionStore, notify *FeedNotifier, cfg FeedConfig) *CompletionsUseCase {
+	return &CompletionsUseCase{store: store, notify: notify, cfg: cfg}
 }
 
 const (
@@ -61,52 +117,165 @@ const (
 	maxCompletionPage     = 1000
 )
 
+// ErrCursorExpired: the cursor points into completions retention already deleted; the
+// reader must start again from a known state instead of silently skipping them.
+var ErrCursorExpired = errors.New("cursor expired")
+
 // List returns the page after cursor ("" = from the start), of the given signers only when
 // signers is not nil. Filtering keeps the cursor's guarantee: the filtered feed is a
-// subsequence of the whole one.
-func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int, signers []string) (CompletionPage, error) {
-	pos, err := ParseFeedCursor(cursor)
-	if err != nil {
-		return CompletionPage{}, err
-	}
+// subsequence of the whole one. With wait > 0 an empty page is only returned once wait has
+// passed (long-poll, at most FeedConfig.MaxWait).
+func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int, signers []string, wait time.Duration) (CompletionPage, error) {
 	switch {
 	case limit == 0:
 		limit = defaultCompletionPage
 	case limit < 0 || limit > maxCompletionPage:
 		return CompletionPage{}, &domain.ValidationError{Field: "limit", Reason: fmt.Sprintf("must be between 1 and %d", maxCompletionPage)}
 	}
-	items, err := uc.store.ListAfter(ctx, pos, limit, signers)
+	if wait < 0 || wait > uc.cfg.MaxWait {
+		return CompletionPage{}, &domain.ValidationError{Field: "wait", Reason: fmt.Sprintf("must be between 0 and %s", uc.cfg.MaxWait)}
+	}
+	pos, err := uc.position(ctx, cursor)
 	if err != nil {
-		return CompletionPage{}, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
+		return CompletionPage{}, err
 	}
-	if len(items) > 0 {
-		pos = items[len(items)-1].Position
+	deadline := time.Now().Add(wait)
+	if d, ok := ctx.Deadline(); ok && d.Add(-time.Second).Before(deadline) {
+		// Answer before the server's own deadline cuts the request off.
+		deadline = d.Add(-time.Second)
 	}
-	return CompletionPage{Completions: items, Next: pos.String()}, nil
+	for {
+		changed := uc.notify.Changed()
+		items, err := uc.store.ListAfter(ctx, pos, limit, signers)
+		if err != nil {
+			return CompletionPage{}, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
+		}
+		remaining := time.Until(deadline)
+		if len(items) > 0 || remaining <= 0 {
+			next := pos
+			if len(items) > 0 {
+				next = items[len(items)-1].Position
+			}
+			return CompletionPage{Completions: items, Next: next.String()}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return CompletionPage{Next: pos.String()}, nil
+		case <-changed:
+		case <-time.After(min(uc.cfg.PollInterval, remaining)):
+		}
+	}
+}
+
+// position decodes a cursor and refuses one that points into deleted completions.
+func (uc *CompletionsUseCase) position(ctx context.Context, cursor string) (FeedPosition, error) {
+	pos, legacy, err := ParseFeedCursor(cursor)
+	if err != nil {
+		return 0, err
+	}
+	if legacy != nil {
+		if pos, err = uc.store.LegacyPosition(ctx, legacy.xid, legacy.seq); err != nil {
+			return 0, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
+		}
+	}
+	state, err := uc.store.State(ctx)
+	if err != nil {
+		return 0, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
+	}
+	if cursor == "" {
+		// The beginning is whatever retention left.
+		return state.PrunedThrough, nil
+	}
+	if pos < state.PrunedThrough {
+		return 0, fmt.Errorf("%w: completions after position %d up to %d were deleted by retention; read from the start (no after) or from a newer cursor",
+			ErrCursorExpired, pos, state.PrunedThrough)
+	}
+	return pos, nil
 }
 
 // String encodes the cursor clients pass back.
-func (p FeedPosition) String() string {
-	return strconv.FormatUint(p.Xid, 10) + "-" + strconv.FormatInt(p.Seq, 10)
+func (p FeedPosition) String() string { return strconv.FormatInt(int64(p), 10) }
+
+type legacyCursor struct {
+	xid uint64
+	seq int64
 }
 
-// ParseFeedCursor decodes a cursor made by FeedPosition.String; "" is the start.
-func ParseFeedCursor(s string) (FeedPosition, error) {
+// ParseFeedCursor decodes a cursor made by FeedPosition.String ("" is the start), or a
+// cursor from before positions ("<xid>-<seq>"), which the store maps onto a position.
+func ParseFeedCursor(s string) (FeedPosition, *legacyCursor, error) {
 	if s == "" {
-		return FeedPosition{}, nil
+		return 0, nil, nil
 	}
 	bad := &domain.ValidationError{Field: "after", Reason: "not a cursor returned by this API"}
-	xid, seq, ok := strings.Cut(s, "-")
-	if !ok || len(s) > 41 {
-		return FeedPosition{}, bad
+	if len(s) > 41 {
+		return 0, nil, bad
 	}
-	x, err := strconv.ParseUint(xid, 10, 64)
+	if xid, seq, ok := strings.Cut(s, "-"); ok {
+		x, err := strconv.ParseUint(xid, 10, 64)
+		if err != nil {
+			return 0, nil, bad
+		}
+		q, err := strconv.ParseInt(seq, 10, 64)
+		if err != nil || q < 0 {
+			return 0, nil, bad
+		}
+		return 0, &legacyCursor{xid: x, seq: q}, nil
+	}
+	p, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || p < 0 {
+		return 0, nil, bad
+	}
+	return FeedPosition(p), nil, nil
+}
+
+// FeedSequencer positions committed completions: any node may run a round, and the
+// store's lock makes rounds take turns, each assigning positions above every earlier
+// round's and committing them at once. A reader therefore never meets a position below
+// one it was already served, and the delay from a completion's commit to its position is
+// one round, whatever else runs on the cluster.
+type FeedSequencer struct {
+	tx      txmanager.Manager
+	store   CompletionStore
+	notify  *FeedNotifier
+	metrics *telemetry.Metrics
+	// lag is the longest wait of the latest round, for completions_feed_lag_seconds.
+	lag atomic.Int64
+}
+
+// sequencerRoundSize bounds one round; a backlog takes several rounds.
+const sequencerRoundSize = 1000
+
+// NewFeedSequencer wires the sequencer and its lag gauge.
+func NewFeedSequencer(tx txmanager.Manager, store CompletionStore, notify *FeedNotifier, metrics *telemetry.Metrics) (*FeedSequencer, error) {
+	s := &FeedSequencer{tx: tx, store: store, notify: notify, metrics: metrics}
+	err := metrics.RegisterFloatGauge(telemetry.CompletionsFeedLagSeconds,
+		"Longest time a completion waited from its commit to its feed position in the latest sequencer round on this node (0 when idle).",
+		func(_ context.Context, record func(float64, ...attribute.KeyValue)) {
+			record(time.Duration(s.lag.Load()).Seconds())
+		})
+	return s, err
+}
+
+// Round runs one sequencer round and reports how many completions it positioned (a full
+// round means there may be more).
+func (s *FeedSequencer) Round(ctx context.Context) (int, bool, error) {
+	var positioned int
+	var waited time.Duration
+	err := s.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("feed.sequence").WithRetries(2), func(ctx context.Context, sess txmanager.Session) error {
+		state, err := s.store.LockSequencer(ctx, sess)
+		if err != nil {
+			return err
+		}
+		positioned, waited, err = s.store.AssignPositions(ctx, sess, state.LastPosition, sequencerRoundSize)
+		return err
+	})
 	if err != nil {
-		return FeedPosition{}, bad
+		return 0, false, err
 	}
-	q, err := strconv.ParseInt(seq, 10, 64)
-	if err != nil || q < 0 {
-		return FeedPosition{}, bad
+	s.lag.Store(int64(waited))
+	if positioned > 0 {
+		s.notify.Broadcast()
 	}
-	return FeedPosition{Xid: x, Seq: q}, nil
+	return positioned, positioned == sequencerRoundSize, nil
 }

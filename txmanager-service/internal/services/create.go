@@ -78,6 +78,11 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (C
 			return CreateResult{}, &domain.UnavailableError{Reason: "idempotency lookup", RetryAfter: time.Second, Err: err}
 		}
 	}
+	// While no chain endpoint answers, a new transaction could neither be estimated nor
+	// sent: refuse it at once rather than after a deadline, and consume no nonce.
+	if err := uc.chain.Usable(); err != nil {
+		return CreateResult{}, &domain.UnavailableError{Reason: "no chain endpoint answers", RetryAfter: time.Second, Err: err}
+	}
 	gasLimit, err := uc.gasLimit(ctx, req)
 	if err != nil {
 		return CreateResult{}, err
@@ -113,7 +118,7 @@ func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateReques
 		MaxPriorityFeePerGas: req.Intent.MaxPriorityFeePerGas,
 	})
 	if errors.Is(err, ErrExecutionReverted) {
-		return 0, fmt.Errorf("%w: %v", domain.ErrIntentReverts, err)
+		return 0, fmt.Errorf("%w: %v", domain.ErrIntentReverts, err) //nolint:errorlint // the node's message is kept; its chain error is not part of the domain error
 	}
 	if err != nil {
 		return 0, &domain.UnavailableError{Reason: "gas estimation", RetryAfter: time.Second, Err: err}

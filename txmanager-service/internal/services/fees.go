@@ -26,8 +26,16 @@ type FeePolicy struct {
 }
 
 // Initial returns the fees of a first attempt. The intent's explicit caps win: a client
-// that names a fee gets exactly that fee, even one the chain will not mine.
+// that names a fee gets exactly that fee, even one the chain will not mine. On a chain
+// without a base fee (s.Legacy) both are the one gas price a legacy transaction carries.
 func (p FeePolicy) Initial(intent domain.Intent, s FeeSuggestion) (maxFee, maxTip *big.Int, err error) {
+	if s.Legacy {
+		price := intent.MaxFeePerGas
+		if price == nil {
+			price = clamp(new(big.Int).Set(nonNil(s.GasPrice)), p.MaxFeeCap)
+		}
+		return price, price, nil
+	}
 	maxTip = intent.MaxPriorityFeePerGas
 	if maxTip == nil {
 		maxTip = clamp(new(big.Int).Set(nonNil(s.TipCap)), p.MaxTipCap)
@@ -65,6 +73,59 @@ func (p FeePolicy) Bump(prevFee, prevTip *big.Int, s FeeSuggestion) (maxFee, max
 		return nil, nil, fmt.Errorf("%w: replacement needs tip %s, cap is %s", ErrFeeCapReached, maxTip, p.MaxTipCap)
 	}
 	return maxFee, maxTip, nil
+}
+
+// CappedBy is the policy with caps no higher than maxFee and maxTip (nil: unchanged): a
+// client that named its fees set the most its transaction may ever pay.
+func (p FeePolicy) CappedBy(maxFee, maxTip *big.Int) FeePolicy {
+	lower := func(cap, limit *big.Int) *big.Int {
+		if limit == nil || (cap != nil && cap.Cmp(limit) <= 0) {
+			return cap
+		}
+		return limit
+	}
+	p.MaxFeeCap, p.MaxTipCap = lower(p.MaxFeeCap, maxFee), lower(p.MaxTipCap, maxTip)
+	return p
+}
+
+// RepriceAction is what a rebroadcast does with the attempt's fees.
+type RepriceAction int
+
+const (
+	// KeepFees: the attempt pays at least what a fresh one would; send the same bytes.
+	KeepFees RepriceAction = iota
+	// RaiseFees: sign a replacement with the returned fees.
+	RaiseFees
+	// AtFeeCap: it is underpriced, but no replacement the node would take fits under the
+	// caps; send the same bytes and keep waiting (the stuck policy applies).
+	AtFeeCap
+)
+
+// Reprice decides the fees of a transaction that is due to be broadcast again because it
+// was not mined in time. An attempt priced at or above what a fresh attempt would pay now is
+// sent again as it is (it was dropped, or the chain is slow). One priced below is replaced:
+// at least BumpPercent above it on both fees (the node's replacement rule) and at the fresh
+// price when that is higher, but never above the caps; when the caps leave no room for a
+// valid replacement it keeps waiting at its price.
+func (p FeePolicy) Reprice(prevFee, prevTip *big.Int, s FeeSuggestion) (maxFee, maxTip *big.Int, action RepriceAction) {
+	prevFee, prevTip = nonNil(prevFee), nonNil(prevTip)
+	freshFee, freshTip, _ := p.Initial(domain.Intent{}, s)
+	if prevFee.Cmp(freshFee) >= 0 && prevTip.Cmp(freshTip) >= 0 {
+		return prevFee, prevTip, KeepFees
+	}
+	minFee, minTip := bumped(prevFee, p.bumpPercent()), bumped(prevTip, p.bumpPercent())
+	maxFee = clamp(maxOf(minFee, freshFee), p.MaxFeeCap)
+	maxTip = clamp(maxOf(minTip, freshTip), p.MaxTipCap)
+	if s.Legacy {
+		maxTip = maxFee
+	}
+	if maxTip.Cmp(maxFee) > 0 {
+		maxTip = new(big.Int).Set(maxFee)
+	}
+	if maxFee.Cmp(minFee) < 0 || maxTip.Cmp(minTip) < 0 {
+		return prevFee, prevTip, AtFeeCap
+	}
+	return maxFee, maxTip, RaiseFees
 }
 
 func (p FeePolicy) bumpPercent() int64 {

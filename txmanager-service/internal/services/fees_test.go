@@ -71,3 +71,93 @@ func TestFeePolicyBump(t *testing.T) {
 		}
 	}
 }
+
+func TestFeePolicyReprice(t *testing.T) {
+	t.Parallel()
+	calm := services.FeeSuggestion{BaseFee: gwei(10), TipCap: gwei(2)}   // fresh: 22 / 2
+	spiked := services.FeeSuggestion{BaseFee: gwei(80), TipCap: gwei(5)} // fresh: 165 / 5
+	legacy := services.FeeSuggestion{Legacy: true, GasPrice: gwei(30)}   // fresh: 30 / 30
+	tests := []struct {
+		name             string
+		policy           services.FeePolicy
+		s                services.FeeSuggestion
+		prevFee, prevTip *big.Int
+		wantAction       services.RepriceAction
+		wantFee, wantTip *big.Int
+	}{
+		{"priced at market: same bytes", services.FeePolicy{}, calm, gwei(22), gwei(2), services.KeepFees, gwei(22), gwei(2)},
+		{"above market: same bytes", services.FeePolicy{}, calm, gwei(50), gwei(3), services.KeepFees, gwei(50), gwei(3)},
+		{"base fee spiked: jump to market", services.FeePolicy{}, spiked, gwei(22), gwei(2), services.RaiseFees, gwei(165), gwei(5)},
+		{"tips rose: at least the bump on both", services.FeePolicy{}, services.FeeSuggestion{BaseFee: gwei(10), TipCap: gwei(3)}, gwei(40), gwei(2), services.RaiseFees, big.NewInt(44_800_000_000), gwei(3)},
+		{"cap limits the jump", services.FeePolicy{MaxFeeCap: gwei(100)}, spiked, gwei(22), gwei(2), services.RaiseFees, gwei(100), gwei(5)},
+		{"cap leaves no valid replacement", services.FeePolicy{MaxFeeCap: gwei(100)}, spiked, gwei(95), gwei(5), services.AtFeeCap, gwei(95), gwei(5)},
+		{"tip cap leaves no valid replacement", services.FeePolicy{MaxTipCap: gwei(2)}, spiked, gwei(22), gwei(2), services.AtFeeCap, gwei(22), gwei(2)},
+		{"legacy: one price, bumped", services.FeePolicy{}, legacy, gwei(20), gwei(20), services.RaiseFees, gwei(30), gwei(30)},
+		{"legacy: at market", services.FeePolicy{}, legacy, gwei(30), gwei(30), services.KeepFees, gwei(30), gwei(30)},
+	}
+	for _, tc := range tests {
+		fee, tip, action := tc.policy.Reprice(tc.prevFee, tc.prevTip, tc.s)
+		if action != tc.wantAction || fee.Cmp(tc.wantFee) != 0 || tip.Cmp(tc.wantTip) != 0 {
+			t.Errorf("%s: %v fee %v tip %v; want %v %v %v", tc.name, action, fee, tip, tc.wantAction, tc.wantFee, tc.wantTip)
+			continue
+		}
+		if action != services.RaiseFees {
+			continue
+		}
+		// A replacement always clears the node's 10% rule on both fees and stays under the caps.
+		minFee := new(big.Int).Div(new(big.Int).Mul(tc.prevFee, big.NewInt(110)), big.NewInt(100))
+		minTip := new(big.Int).Div(new(big.Int).Mul(tc.prevTip, big.NewInt(110)), big.NewInt(100))
+		if fee.Cmp(minFee) < 0 || tip.Cmp(minTip) < 0 {
+			t.Errorf("%s: replacement %v/%v does not clear 110%% of %v/%v", tc.name, fee, tip, tc.prevFee, tc.prevTip)
+		}
+		if (tc.policy.MaxFeeCap != nil && fee.Cmp(tc.policy.MaxFeeCap) > 0) || (tc.policy.MaxTipCap != nil && tip.Cmp(tc.policy.MaxTipCap) > 0) {
+			t.Errorf("%s: replacement %v/%v above the caps", tc.name, fee, tip)
+		}
+	}
+}
+
+func TestFeePolicyInitialOnALegacyChain(t *testing.T) {
+	t.Parallel()
+	legacy := services.FeeSuggestion{Legacy: true, GasPrice: gwei(30)}
+	tests := []struct {
+		name   string
+		policy services.FeePolicy
+		intent domain.Intent
+		want   *big.Int
+	}{
+		{"the node's gas price", services.FeePolicy{}, domain.Intent{}, gwei(30)},
+		{"capped", services.FeePolicy{MaxFeeCap: gwei(25)}, domain.Intent{}, gwei(25)},
+		{"the intent's max fee is the price", services.FeePolicy{}, domain.Intent{MaxFeePerGas: gwei(40)}, gwei(40)},
+	}
+	for _, tc := range tests {
+		fee, tip, err := tc.policy.Initial(tc.intent, legacy)
+		if err != nil || fee.Cmp(tc.want) != 0 || tip.Cmp(tc.want) != 0 {
+			t.Errorf("%s: fee %v tip %v err %v, want both %v", tc.name, fee, tip, err, tc.want)
+		}
+	}
+}
+
+// A client that named its fees set the most its transaction may ever pay: re-pricing stays
+// under them, and under the configured caps.
+func TestFeePolicyCappedByTheIntent(t *testing.T) {
+	t.Parallel()
+	spiked := services.FeeSuggestion{BaseFee: gwei(80), TipCap: gwei(5)}
+	tests := []struct {
+		name                 string
+		policy               services.FeePolicy
+		intentFee, intentTip *big.Int
+		wantFee              *big.Int
+		wantAction           services.RepriceAction
+	}{
+		{"no intent caps", services.FeePolicy{}, nil, nil, gwei(165), services.RaiseFees},
+		{"intent fee below the market", services.FeePolicy{}, gwei(60), nil, gwei(60), services.RaiseFees},
+		{"configured cap lower than the intent's", services.FeePolicy{MaxFeeCap: gwei(40)}, gwei(60), nil, gwei(40), services.RaiseFees},
+		{"intent fee leaves no room", services.FeePolicy{}, gwei(23), nil, gwei(22), services.AtFeeCap},
+	}
+	for _, tc := range tests {
+		fee, _, action := tc.policy.CappedBy(tc.intentFee, tc.intentTip).Reprice(gwei(22), gwei(2), spiked)
+		if action != tc.wantAction || fee.Cmp(tc.wantFee) != 0 {
+			t.Errorf("%s: %v fee %v, want %v %v", tc.name, action, fee, tc.wantAction, tc.wantFee)
+		}
+	}
+}

@@ -60,7 +60,15 @@ func (p *Pipeline) AdvanceFinality(ctx context.Context, signers []string) (int, 
 	finals := map[string][]Finalization{}
 	for _, tx := range mined {
 		block, ok := canonical[tx.BlockNumber]
-		if !ok || block.Hash != tx.BlockHash {
+		switch {
+		case !ok:
+			// Above the head this view reached, or a header the endpoint did not serve: an
+			// endpoint lagging behind the one that gave the receipt (a load balancer over
+			// backends at different heights) is not a reorg. Judged on a later pass.
+			continue
+		case block.Hash != tx.BlockHash:
+			// A header is only served by an endpoint that has that height, so a different
+			// hash there is the chain having moved on without this block.
 			reorged[tx.Signer] = append(reorged[tx.Signer], tx)
 			continue
 		}

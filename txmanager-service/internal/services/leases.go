@@ -41,7 +41,20 @@ type LeaseManager struct {
 	held     map[string]*heldLease
 	onLost   []func(signer string)
 	draining bool
+	// foreign remembers, briefly, which other node holds a signer: a non-owner answers (or
+	// forwards) from memory instead of asking the database on every request.
+	foreign map[string]foreignLease
 }
+
+// foreignLease is another node's lease as last seen, trusted until until.
+type foreignLease struct {
+	owner string
+	until time.Time
+}
+
+// foreignOwnerTTL bounds how long a non-owner trusts what it saw of another node's lease:
+// a lease released or handed over is noticed within it.
+const foreignOwnerTTL = time.Second
 
 type heldLease struct {
 	lease    domain.Lease
@@ -53,7 +66,7 @@ func NewLeaseManager(cfg LeaseConfig, store LeaseStore, clock Clock, metrics *te
 	return &LeaseManager{
 		cfg: cfg, store: store, clock: clock, metrics: metrics,
 		log:  log.NewHelper(log.With(logger, "component", "leases", "node_id", cfg.Node)),
-		held: map[string]*heldLease{},
+		held: map[string]*heldLease{}, foreign: map[string]foreignLease{},
 	}
 }
 
@@ -83,6 +96,10 @@ func (m *LeaseManager) Acquire(ctx context.Context, signer string) (domain.Lease
 		m.mu.Unlock()
 		return lease, nil
 	}
+	if f, ok := m.foreign[signer]; ok && now.Before(f.until) {
+		m.mu.Unlock()
+		return domain.Lease{}, &domain.NotLeaderError{Signer: signer, Owner: f.owner, RetryAfter: m.cfg.NotLeaderRetryAfter}
+	}
 	m.mu.Unlock()
 	v, err, _ := m.flight.Do(signer, func() (any, error) { return m.acquireFromStore(ctx, signer) })
 	if err != nil {
@@ -101,6 +118,13 @@ func (m *LeaseManager) acquireFromStore(ctx context.Context, signer string) (dom
 	if !grant.Acquired {
 		m.metrics.LeaseAcquire(ctx, "not_leader")
 		m.forget(signer, 0)
+		until := sentAt.Add(foreignOwnerTTL)
+		if expiry := domain.LocalDeadline(sentAt, grant.DBNow, grant.ExpiresAt, m.cfg.Skew); expiry.Before(until) {
+			until = expiry
+		}
+		m.mu.Lock()
+		m.foreign[signer] = foreignLease{owner: grant.Owner, until: until}
+		m.mu.Unlock()
 		return domain.Lease{}, &domain.NotLeaderError{Signer: signer, Owner: grant.Owner, RetryAfter: m.cfg.NotLeaderRetryAfter}
 	}
 	lease := domain.Lease{
@@ -113,6 +137,7 @@ func (m *LeaseManager) acquireFromStore(ctx context.Context, signer string) (dom
 	m.mu.Lock()
 	previous, had := m.held[signer]
 	m.held[signer] = &heldLease{lease: lease, lastUsed: sentAt}
+	delete(m.foreign, signer)
 	hooks := m.onLost
 	m.mu.Unlock()
 	if had && previous.lease.Token == lease.Token {
@@ -215,10 +240,53 @@ func (m *LeaseManager) Tick(ctx context.Context) {
 			m.log.Warnw("msg", "lease release failed", "signer", lease.Signer, "fencing_token", lease.Token, "error", err.Error())
 		}
 	}
-	for _, lease := range renew {
-		if _, err := m.acquireFromStore(ctx, lease.Signer); err != nil && !errors.Is(err, domain.ErrNotLeader) {
-			m.log.Warnw("msg", "lease renewal failed", "signer", lease.Signer, "fencing_token", lease.Token, "error", err.Error())
+	m.renew(ctx, renew)
+	m.mu.Lock()
+	for signer, f := range m.foreign {
+		if !now.Before(f.until) {
+			delete(m.foreign, signer)
 		}
+	}
+	m.mu.Unlock()
+}
+
+// renew extends the leases in one statement. A lease the database no longer has for this
+// node (expired, taken over) is dropped at once; a failed statement changes nothing, and
+// local fencing ends the leases if renewals keep failing.
+func (m *LeaseManager) renew(ctx context.Context, leases []domain.Lease) {
+	if len(leases) == 0 {
+		return
+	}
+	signers := make([]string, len(leases))
+	for i, l := range leases {
+		signers[i] = l.Signer
+	}
+	sentAt := m.clock.Now()
+	grants, err := m.store.Renew(ctx, m.cfg.Node, signers, m.cfg.Duration)
+	if err != nil {
+		m.metrics.LeaseAcquire(ctx, "error")
+		m.log.Warnw("msg", "lease renewal failed", "leases", len(leases), "error", err.Error())
+		return
+	}
+	renewed := make(map[string]LeaseGrant, len(grants))
+	for _, g := range grants {
+		renewed[g.Signer] = g
+	}
+	for _, lease := range leases {
+		g, ok := renewed[lease.Signer]
+		if !ok || g.Token != lease.Token {
+			m.log.Warnw("msg", "lease not renewed: expired or taken over; stopping work for signer", "signer", lease.Signer, "fencing_token", lease.Token)
+			m.forget(lease.Signer, lease.Token)
+			continue
+		}
+		m.metrics.LeaseAcquire(ctx, "renewed")
+		lease.ExpiresAt = g.ExpiresAt
+		lease.ValidUntil = domain.LocalDeadline(sentAt, g.DBNow, g.ExpiresAt, m.cfg.Skew)
+		m.mu.Lock()
+		if h, held := m.held[lease.Signer]; held && h.lease.Token == lease.Token {
+			h.lease = lease
+		}
+		m.mu.Unlock()
 	}
 }
 

@@ -110,7 +110,7 @@ func (s *gatedStore) setGates(before, after *gate) {
 	s.beforeLock, s.afterLock = before, after
 }
 
-func (s *gatedStore) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (*uint64, error) {
+func (s *gatedStore) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (services.CursorState, error) {
 	s.mu.Lock()
 	before, after := s.beforeLock, s.afterLock
 	s.beforeLock, s.afterLock = nil, nil

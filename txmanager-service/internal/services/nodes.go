@@ -2,6 +2,11 @@ package services
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-kratos/kratos/v2/log"
@@ -9,7 +14,10 @@ import (
 
 // NodeInfo is one service instance as the registry knows it.
 type NodeInfo struct {
-	ID          string
+	ID string
+	// Incarnation is the process behind the id: random per start, so a restarted or a
+	// second process with the same id is another lease owner.
+	Incarnation string
 	GRPCAddr    string
 	HTTPAddr    string
 	Version     string
@@ -20,10 +28,15 @@ type NodeInfo struct {
 	Leases int
 }
 
+// ErrNodeIDInUse: another live process holds this node id in the registry.
+var ErrNodeIDInUse = errors.New("node id in use by another live process")
+
 // NodeStore persists the node registry.
 type NodeStore interface {
-	Heartbeat(ctx context.Context, self NodeInfo) error
-	MarkStopped(ctx context.Context, nodeID string) error
+	// Heartbeat records self as alive, and fails with ErrNodeIDInUse while another
+	// incarnation of the same id beats within timeout.
+	Heartbeat(ctx context.Context, self NodeInfo, timeout time.Duration) error
+	MarkStopped(ctx context.Context, self NodeInfo) error
 	Get(ctx context.Context, nodeID string, timeout time.Duration) (NodeInfo, bool, error)
 	List(ctx context.Context, timeout time.Duration) ([]NodeInfo, error)
 }
@@ -41,23 +54,78 @@ type NodeRegistry struct {
 	cfg   NodeConfig
 	store NodeStore
 	log   *log.Helper
+
+	conflictOnce sync.Once
+	conflict     chan error
+}
+
+// Incarnation identifies this process among every process ever started with its node id.
+type Incarnation string
+
+// NewIncarnation draws this process's incarnation.
+func NewIncarnation() Incarnation { return Incarnation(strings.ToLower(rand.Text()[:16])) }
+
+// LeaseOwner is how this process appears as a lease owner: node id and incarnation.
+func LeaseOwner(nodeID string, incarnation Incarnation) string {
+	return nodeID + "#" + string(incarnation)
+}
+
+// SplitLeaseOwner is LeaseOwner's inverse; an owner written before incarnations has none.
+func SplitLeaseOwner(owner string) (nodeID string, incarnation Incarnation) {
+	if i := strings.LastIndexByte(owner, '#'); i >= 0 {
+		return owner[:i], Incarnation(owner[i+1:])
+	}
+	return owner, ""
 }
 
 // NewNodeRegistry wires the registry.
 func NewNodeRegistry(cfg NodeConfig, store NodeStore, logger log.Logger) *NodeRegistry {
-	return &NodeRegistry{cfg: cfg, store: store, log: log.NewHelper(log.With(logger, "component", "nodes", "node_id", cfg.Self.ID))}
+	return &NodeRegistry{cfg: cfg, store: store, conflict: make(chan error, 1),
+		log: log.NewHelper(log.With(logger, "component", "nodes", "node_id", cfg.Self.ID, "incarnation", cfg.Self.Incarnation))}
 }
 
-// Heartbeat records that this node is alive.
+// Join registers this process under its node id before it serves. While another live
+// process holds the id it waits up to twice the node timeout (a process just killed stops
+// beating within one) and then refuses: two processes must never serve as one node.
+func (r *NodeRegistry) Join(ctx context.Context) error {
+	deadline := time.Now().Add(2*r.cfg.Timeout + time.Second)
+	for {
+		err := r.store.Heartbeat(ctx, r.cfg.Self, r.cfg.Timeout)
+		if !errors.Is(err, ErrNodeIDInUse) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node id %q: %w (it keeps beating in the node registry); give every instance its own node.id (NODE_ID)", r.cfg.Self.ID, err)
+		}
+		r.log.Warnw("msg", "node id held by another process; waiting to see whether it is alive", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.cfg.Timeout / 4):
+		}
+	}
+}
+
+// Heartbeat records that this node is alive. If another process took the node id over
+// (this one was silent past the timeout, paused or cut off), Conflicts reports it: this
+// process must stop serving.
 func (r *NodeRegistry) Heartbeat(ctx context.Context) {
-	if err := r.store.Heartbeat(ctx, r.cfg.Self); err != nil {
+	err := r.store.Heartbeat(ctx, r.cfg.Self, r.cfg.Timeout)
+	switch {
+	case errors.Is(err, ErrNodeIDInUse):
+		r.log.Errorw("msg", "another process took this node id over; stopping", "error", err.Error())
+		r.conflictOnce.Do(func() { r.conflict <- err })
+	case err != nil:
 		r.log.Warnw("msg", "node heartbeat failed", "error", err.Error())
 	}
 }
 
+// Conflicts delivers the error that ends this process's right to serve under its node id.
+func (r *NodeRegistry) Conflicts() <-chan error { return r.conflict }
+
 // Leave marks this node stopped, so peers stop forwarding to it at once.
 func (r *NodeRegistry) Leave(ctx context.Context) error {
-	return r.store.MarkStopped(ctx, r.cfg.Self.ID)
+	return r.store.MarkStopped(ctx, r.cfg.Self)
 }
 
 // Lookup returns the node's entry and whether it is alive.

@@ -30,6 +30,8 @@ type PipelineConfig struct {
 	UseFinalizedTag bool
 	Fees            FeePolicy
 	Stuck           StuckConfig
+	Holes           HoleConfig
+	Recovery        RecoveryConfig
 }
 
 // Sub-states: the detail under a state.
@@ -42,6 +44,8 @@ const (
 	SubStateNonceTaken        = "NONCE_TAKEN"
 	SubStateReverted          = "REVERTED"
 	SubStateCancelled         = "CANCELLED"
+	// SubStateRecognised: the nonce's transaction on chain was found to be this one's own.
+	SubStateRecognised = "RECOGNISED"
 )
 
 // Pipeline carries a transaction from ALLOCATED to a final state: signing and broadcast,
@@ -59,6 +63,10 @@ type Pipeline struct {
 	metrics *telemetry.Metrics
 	log     *log.Helper
 	chainID ChainID
+	holes   *holeTracker
+	// checks and quarantine serve the reconciliation with a chain that is ahead.
+	checks     ChainCheckStore
+	quarantine *quarantineGauge
 }
 
 // ChainID is the id of the chain every transaction is signed for, read once when the
@@ -66,11 +74,17 @@ type Pipeline struct {
 type ChainID struct{ *big.Int }
 
 // NewPipeline wires the pipeline and registers the pending-age gauge.
-func NewPipeline(cfg PipelineConfig, store PipelineStore, chain Chain, chainID ChainID, signer TxSigner, leases *LeaseManager,
+func NewPipeline(cfg PipelineConfig, store PipelineStore, checks ChainCheckStore, chain Chain, chainID ChainID, signer TxSigner, leases *LeaseManager,
 	hook StuckResolutionHook, clock Clock, metrics *telemetry.Metrics, logger log.Logger) (*Pipeline, error) {
 	p := &Pipeline{
 		cfg: cfg, store: store, chain: chain, chainID: chainID, signer: signer, leases: leases, hook: hook, clock: clock, metrics: metrics,
-		log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node())),
+		log:        log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node())),
+		holes:      &holeTracker{seen: map[string]seenHole{}},
+		checks:     checks,
+		quarantine: &quarantineGauge{signers: map[string]bool{}},
+	}
+	if err := registerQuarantineGauge(metrics, p.quarantine); err != nil {
+		return nil, err
 	}
 	err := metrics.RegisterFloatGauge(telemetry.PendingOldestAgeSeconds,
 		"Age of the oldest unfinished transaction, per signer this node holds.",
@@ -109,11 +123,16 @@ func (p *Pipeline) fenced(ctx context.Context, lease domain.Lease, err error) er
 }
 
 // sign builds and signs one EIP-1559 transaction.
+// sign signs an EIP-1559 transaction, or a legacy one (gas price maxFee) on a chain
+// without a base fee.
 func (p *Pipeline) sign(ctx context.Context, from common.Address, nonce uint64, to *common.Address, value *big.Int, data []byte,
-	gas uint64, maxFee, maxTip *big.Int) (*types.Transaction, []byte, error) {
+	gas uint64, maxFee, maxTip *big.Int, legacy bool) (*types.Transaction, []byte, error) {
 	unsigned := types.NewTx(&types.DynamicFeeTx{
 		ChainID: p.chainID.Int, Nonce: nonce, GasTipCap: maxTip, GasFeeCap: maxFee, Gas: gas, To: to, Value: value, Data: data,
 	})
+	if legacy {
+		unsigned = types.NewTx(&types.LegacyTx{Nonce: nonce, GasPrice: maxFee, Gas: gas, To: to, Value: value, Data: data})
+	}
 	signed, err := p.signer.SignTx(ctx, from, unsigned, p.chainID.Int)
 	if err != nil {
 		return nil, nil, err

@@ -94,10 +94,22 @@ type Finalization struct {
 // DueResubmit is a transaction whose current attempt is due to be broadcast again.
 type DueResubmit struct {
 	TxID uuid.UUID
-	// Raw is the current attempt's signed bytes.
-	Raw []byte
+	// Current is the current attempt: its hash, signed bytes, kind and fees.
+	Current        common.Hash
+	Raw            []byte
+	Kind           AttemptKind
+	MaxFee, MaxTip *big.Int
+	// IntentMaxFee and IntentMaxTip are the fees the client named (nil when it named none):
+	// a re-priced attempt never goes above them.
+	IntentMaxFee, IntentMaxTip *big.Int
 	// AllHashes are every attempt's hashes: any of them may be what the node has.
 	AllHashes []common.Hash
+}
+
+// Replacement is a re-priced attempt that takes over from the attempt Replaced.
+type Replacement struct {
+	Replaced common.Hash
+	Attempt  SignedAttempt
 }
 
 // HeadOfLineTx is a signer's lowest unmined nonce.
@@ -153,6 +165,14 @@ type PipelineStore interface {
 	ListResubmitDue(ctx context.Context, signer string, limit int) ([]DueResubmit, error)
 	// ClaimResubmits claims those of txIDs still due (fenced) and returns them.
 	ClaimResubmits(ctx context.Context, lease domain.Lease, txIDs []uuid.UUID, resubmitAfter time.Duration) ([]uuid.UUID, error)
+	// LowestOpenNonce is the signer's lowest nonce not yet final, -1 when none is open.
+	LowestOpenNonce(ctx context.Context, signer string) (int64, error)
+	// InsertPlaceholders stores placeholder transactions (fenced) at free nonces and returns
+	// how many it created.
+	InsertPlaceholders(ctx context.Context, lease domain.Lease, txs []domain.ManagedTx) (int, error)
+	// RecordReplacements stores re-priced attempts (fenced) as their transactions' current
+	// ones and returns the transactions whose current attempt they became.
+	RecordReplacements(ctx context.Context, lease domain.Lease, replacements []Replacement) ([]uuid.UUID, error)
 
 	// HeadOfLine is the signer's lowest unmined transaction (nil when none).
 	HeadOfLine(ctx context.Context, signer string) (*HeadOfLineTx, error)

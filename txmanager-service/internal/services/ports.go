@@ -32,6 +32,9 @@ type LeaseStore interface {
 	AcquireOrRenew(ctx context.Context, signer, node string, duration, skew time.Duration) (LeaseGrant, error)
 	// Release ends our lease so a peer can take over without waiting for expiry.
 	Release(ctx context.Context, lease domain.Lease) error
+	// Renew extends, in one statement, every lease of node among signers that is still its
+	// own and unexpired, and returns those; a signer missing from the answer is lost.
+	Renew(ctx context.Context, node string, signers []string, duration time.Duration) ([]LeaseGrant, error)
 }
 
 // AllocationStore is the writer batch's view of the database. Every method runs inside the
@@ -39,13 +42,24 @@ type LeaseStore interface {
 // lease no longer matches.
 type AllocationStore interface {
 	// LockLeaseAndReadCursor proves the lease is still held and locks it FOR SHARE until
-	// commit; it returns the cursor (nil when the signer has none yet).
-	LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (*uint64, error)
+	// commit; it returns the cursor (nil when the signer has none yet) and whether the
+	// signer is quarantined.
+	LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (CursorState, error)
+	// Quarantine records (fenced, in the batch's transaction) that the chain holds nonces
+	// from dbNext up to chainNext the database does not know.
+	// It reports false when an operator already released those nonces.
+	Quarantine(ctx context.Context, sess txmanager.Session, lease domain.Lease, dbNext, chainNext uint64) (bool, error)
 	// FindByRequestIDs returns the signer's transactions carrying any of the request ids.
 	FindByRequestIDs(ctx context.Context, sess txmanager.Session, signer common.Address, requestIDs []string) (map[string]domain.ManagedTx, error)
 	// WriteAllocation inserts the signer's newly allocated transactions and advances its
 	// cursor to next, both or neither.
 	WriteAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, txs []domain.ManagedTx, next uint64) error
+}
+
+// CursorState is a signer's allocation state read under its lease.
+type CursorState struct {
+	Next        *uint64
+	Quarantined bool
 }
 
 // TxReader reads managed transactions outside any transaction.

@@ -21,14 +21,30 @@ var ProviderSet = wire.NewSet(
 	NewCreateTxUseCase,
 	NewGetTxUseCase,
 	NewCompletionsUseCase,
+	NewFeedConfig,
+	NewRetentionConfig,
+	NewRetention,
+	NewFeedNotifier,
+	NewFeedSequencer,
 	NewPipelineConfig,
 	NewStuckHook,
 	NewPipeline,
 	NewAdminUseCase,
 	NewNodeConfig,
 	NewNodeRegistry,
+	NewIncarnation,
 	wire.InterfaceValue(new(Clock), SystemClock{}),
 )
+
+// NewRetentionConfig maps the retention section.
+func NewRetentionConfig(c *conf.Bootstrap) RetentionConfig {
+	return RetentionConfig{Horizon: c.Retention.Horizon.Std(), BatchSize: c.Retention.BatchSize, MaxBatches: c.Retention.MaxBatchesPerPass}
+}
+
+// NewFeedConfig maps the feed section.
+func NewFeedConfig(c *conf.Bootstrap) FeedConfig {
+	return FeedConfig{MaxWait: c.Feed.MaxWait.Std(), PollInterval: c.Feed.PollInterval.Std()}
+}
 
 // NewPipelineConfig maps the pipeline, confirmations, resubmit, stuck and fees sections.
 func NewPipelineConfig(c *conf.Bootstrap) (PipelineConfig, error) {
@@ -47,6 +63,9 @@ func NewPipelineConfig(c *conf.Bootstrap) (PipelineConfig, error) {
 		UseFinalizedTag:  c.Confirmations.UseFinalizedTag,
 		Fees:             fees,
 		Stuck:            StuckConfig{MinAge: c.Stuck.MinAge.Std(), MinAttempts: c.Stuck.MinAttempts},
+		Holes:            HoleConfig{Fill: c.Nonce.FillHoles, Grace: c.Nonce.HoleGrace.Std()},
+		Recovery: RecoveryConfig{AdoptUnknownChainNonces: c.Nonce.UnknownChainNonces == conf.UnknownChainNoncesAdopt,
+			ScanBlocks: c.Nonce.RecoveryScanBlocks},
 	}, nil
 }
 
@@ -61,9 +80,9 @@ func NewStuckHook(c *conf.Bootstrap) (StuckResolutionHook, error) {
 }
 
 // NewLeaseConfig maps the lease section.
-func NewLeaseConfig(c *conf.Bootstrap) LeaseConfig {
+func NewLeaseConfig(c *conf.Bootstrap, incarnation Incarnation) LeaseConfig {
 	return LeaseConfig{
-		Node:                c.Node.ID,
+		Node:                LeaseOwner(c.Node.ID, incarnation),
 		Duration:            c.Lease.Duration.Std(),
 		RenewInterval:       c.Lease.RenewInterval.Std(),
 		Skew:                c.Lease.ClockSkew.Std(),
@@ -74,7 +93,8 @@ func NewLeaseConfig(c *conf.Bootstrap) LeaseConfig {
 
 // NewNonceConfig maps the nonce section.
 func NewNonceConfig(c *conf.Bootstrap) NonceConfig {
-	return NonceConfig{ChainQuery: c.Nonce.ChainQuery.Enabled, StateTimeout: c.Nonce.NonceStateTimeout.Std()}
+	return NonceConfig{ChainQuery: c.Nonce.ChainQuery.Enabled, StateTimeout: c.Nonce.NonceStateTimeout.Std(),
+		AdoptUnknownChainNonces: c.Nonce.UnknownChainNonces == conf.UnknownChainNoncesAdopt}
 }
 
 // NewCreateConfig maps the create section.
@@ -89,13 +109,9 @@ func NewCreateConfig(c *conf.Bootstrap) CreateConfig {
 type BuildVersion string
 
 // NewNodeConfig describes this node for the registry.
-func NewNodeConfig(c *conf.Bootstrap, version BuildVersion, clock Clock) NodeConfig {
-	grpcAddr := c.Routing.AdvertiseGRPCAddr
-	if grpcAddr == "" {
-		grpcAddr = c.Server.GRPC.Addr
-	}
+func NewNodeConfig(c *conf.Bootstrap, incarnation Incarnation, version BuildVersion, clock Clock) NodeConfig {
 	return NodeConfig{
-		Self: NodeInfo{ID: c.Node.ID, GRPCAddr: grpcAddr, HTTPAddr: c.Server.HTTP.Addr, Version: string(version),
+		Self: NodeInfo{ID: c.Node.ID, Incarnation: string(incarnation), GRPCAddr: c.AdvertisedGRPCAddr(), HTTPAddr: c.Server.HTTP.Addr, Version: string(version),
 			StartedAt: clock.Now().UTC().Truncate(time.Microsecond)},
 		Timeout: c.Routing.NodeTimeout.Std(),
 	}

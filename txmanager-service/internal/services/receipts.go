@@ -70,6 +70,60 @@ func (p *Pipeline) CheckReceipts(ctx context.Context, txs []TrackedTx) (ReceiptO
 	return out, nil
 }
 
+// BlockScan is what reading whole blocks' receipts found.
+type BlockScan struct {
+	Found []FoundReceipt
+	// Through is the last block read; blocks after from up to it were all read. When the
+	// endpoint did not have the first block yet it is from itself (nothing was read).
+	Through uint64
+}
+
+// ReceiptsInBlocks reads the receipts of blocks from+1..to (one call per block) and picks
+// those of txs' attempts: with many transactions in flight this replaces a look-up per
+// hash, which costs the node a search of the whole block each. Reading stops at the first
+// block the endpoint does not have. ErrNotSupported: the node has no eth_getBlockReceipts.
+func (p *Pipeline) ReceiptsInBlocks(ctx context.Context, txs []TrackedTx, from, to uint64) (BlockScan, error) {
+	ctx, span := p.metrics.Tracer.Start(ctx, "pipeline.block_receipts", trace.WithAttributes(attribute.Int("txs", len(txs)), attribute.Int64("blocks", int64(to-from))))
+	defer span.End()
+	scan := BlockScan{Through: from}
+	if to <= from {
+		return scan, nil
+	}
+	numbers := make([]uint64, 0, to-from)
+	for n := from + 1; n <= to; n++ {
+		numbers = append(numbers, n)
+	}
+	blocks, err := p.chain.BlockReceipts(ctx, numbers)
+	if err != nil {
+		return scan, err
+	}
+	type owner struct {
+		tx   *TrackedTx
+		kind AttemptKind
+	}
+	ours := make(map[common.Hash]owner, len(txs))
+	for i := range txs {
+		for _, a := range txs[i].Attempts {
+			ours[a.Hash] = owner{&txs[i], a.Kind}
+		}
+	}
+	found := map[uuid.UUID]bool{}
+	for i, receipts := range blocks {
+		if receipts == nil {
+			break // the endpoint is not at this height yet
+		}
+		scan.Through = numbers[i]
+		for _, r := range receipts {
+			if o, ok := ours[r.TxHash]; ok && !found[o.tx.TxID] {
+				found[o.tx.TxID] = true
+				scan.Found = append(scan.Found, FoundReceipt{TxID: o.tx.TxID, Signer: o.tx.Signer, Kind: o.kind, Receipt: r})
+				p.metrics.ReceiptCheck(ctx, "found")
+			}
+		}
+	}
+	return scan, nil
+}
+
 // RecordReceipts writes found receipts, signer by signer, with the leases this node holds;
 // receipts of signers it no longer holds are left for their owner.
 func (p *Pipeline) RecordReceipts(ctx context.Context, found []FoundReceipt) (int, error) {

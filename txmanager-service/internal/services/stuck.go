@@ -200,7 +200,7 @@ func (p *Pipeline) resolutionAttempt(ctx context.Context, head *HeadOfLineTx, ac
 	case domain.ActionPlaceholder:
 		kind = AttemptPlaceholder
 	}
-	signed, raw, err := p.sign(ctx, from, head.Nonce, to, value, data, gas, maxFee, maxTip)
+	signed, raw, err := p.sign(ctx, from, head.Nonce, to, value, data, gas, maxFee, maxTip, suggestion.Legacy)
 	if err != nil {
 		return nil, err
 	}

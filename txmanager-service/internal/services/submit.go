@@ -3,9 +3,12 @@ package services
 import (
 	"context"
 	"fmt"
+	"math/big"
+	"slices"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/google/uuid"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -30,7 +33,7 @@ func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease) (int
 		if err != nil {
 			return 0, err
 		}
-		signed, raw, err := p.sign(ctx, tx.Signer, tx.Nonce, tx.Intent.To, tx.Intent.Value, tx.Intent.Data, tx.EffectiveGasLimit, maxFee, maxTip)
+		signed, raw, err := p.sign(ctx, tx.Signer, tx.Nonce, tx.Intent.To, tx.Intent.Value, tx.Intent.Data, tx.EffectiveGasLimit, maxFee, maxTip, suggestion.Legacy)
 		if err != nil {
 			return 0, fmt.Errorf("sign %s (nonce %d): %w", tx.ID, tx.Nonce, err)
 		}
@@ -54,9 +57,12 @@ func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease) (int
 	return len(attempts), nil
 }
 
-// ResubmitDue rebroadcasts the signer's transactions whose resubmission is due. They are
-// claimed first, in one fenced statement (advance next_resubmit_at, count the attempt), and
-// only the claimed ones are sent, with the same signed bytes, lowest nonce first.
+// ResubmitDue rebroadcasts the signer's transactions whose resubmission is due (not mined
+// within resubmit.interval), STUCK ones included. They are claimed first, in one fenced
+// statement (advance next_resubmit_at, count the attempt), and only the claimed ones are
+// sent, lowest nonce first. Each is re-priced when it pays less than a fresh attempt would
+// (FeePolicy.Reprice): the replacement is signed and stored fenced before it is sent;
+// otherwise the same signed bytes go out again.
 func (p *Pipeline) ResubmitDue(ctx context.Context, lease domain.Lease, limit int) (int, error) {
 	ctx, span := p.span(ctx, "pipeline.resubmit", lease)
 	defer span.End()
@@ -88,9 +94,91 @@ func (p *Pipeline) ResubmitDue(ctx context.Context, lease domain.Lease, limit in
 	if len(items) == 0 {
 		return 0, nil
 	}
+	if items, err = p.reprice(ctx, lease, due, items); err != nil {
+		return 0, err
+	}
 	outcomes, err := p.broadcast(ctx, lease, items)
 	for _, o := range outcomes {
 		p.metrics.Resubmit(ctx, o.Result)
 	}
 	return len(items), err
+}
+
+// reprice replaces the bytes of every item whose fees fall short of the market with a
+// re-priced attempt, stored (fenced) as the transaction's current one before anything is
+// sent. Without a fee suggestion the items go out as they are: a rebroadcast must not
+// wait for the fee oracle.
+func (p *Pipeline) reprice(ctx context.Context, lease domain.Lease, due []DueResubmit, items []broadcastItem) ([]broadcastItem, error) {
+	suggestion, err := p.chain.SuggestFees(ctx)
+	if err != nil {
+		p.log.WithContext(ctx).Warnw("msg", "no fee suggestion; rebroadcasting at the current fees", "signer", lease.Signer, "error", err.Error())
+		return items, nil
+	}
+	current := make(map[uuid.UUID]DueResubmit, len(due))
+	for _, d := range due {
+		current[d.TxID] = d
+	}
+	var replacements []Replacement
+	for _, it := range items {
+		d := current[it.TxID]
+		maxFee, maxTip, action := p.cfg.Fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip).Reprice(d.MaxFee, d.MaxTip, suggestion)
+		switch action {
+		case AtFeeCap:
+			p.metrics.Reprice(ctx, "at_cap")
+			p.log.WithContext(ctx).Warnw("msg", "underpriced, and the fee caps leave no room for a replacement; waiting at the current fees",
+				"signer", lease.Signer, "tx_id", it.TxID.String(), "max_fee", d.MaxFee.String(), "base_fee", nonNil(suggestion.BaseFee).String())
+			continue
+		case KeepFees:
+			continue
+		}
+		attempt, err := p.resign(ctx, d, maxFee, maxTip)
+		if err != nil {
+			return nil, fmt.Errorf("re-price %s: %w", it.TxID, err)
+		}
+		replacements = append(replacements, Replacement{Replaced: d.Current, Attempt: attempt})
+	}
+	if len(replacements) == 0 {
+		return items, nil
+	}
+	stored, err := p.store.RecordReplacements(ctx, lease, replacements)
+	if err != nil {
+		return nil, p.fenced(ctx, lease, err)
+	}
+	became := make(map[uuid.UUID]SignedAttempt, len(stored))
+	for _, r := range replacements {
+		if slices.Contains(stored, r.Attempt.TxID) {
+			became[r.Attempt.TxID] = r.Attempt
+		}
+	}
+	for i, it := range items {
+		if a, ok := became[it.TxID]; ok {
+			items[i].Raw, items[i].Ours = a.Raw, append(slices.Clone(it.Ours), a.Hash)
+			p.metrics.Reprice(ctx, "raised")
+			p.log.WithContext(ctx).Infow("msg", "transaction re-priced", "signer", lease.Signer, "tx_id", it.TxID.String(), "fencing_token", lease.Token,
+				"tx_hash", a.Hash.Hex(), "max_fee", a.MaxFee.String(), "max_tip", a.MaxTip.String())
+		}
+	}
+	return items, nil
+}
+
+// resign signs the current attempt's transaction again with new fees: same nonce,
+// recipient, value, data and gas, same type (legacy or EIP-1559) and kind.
+func (p *Pipeline) resign(ctx context.Context, d DueResubmit, maxFee, maxTip *big.Int) (SignedAttempt, error) {
+	var prev types.Transaction
+	if err := prev.UnmarshalBinary(d.Raw); err != nil {
+		return SignedAttempt{}, fmt.Errorf("decode current attempt: %w", err)
+	}
+	from, err := types.Sender(types.LatestSignerForChainID(p.chainID.Int), &prev)
+	if err != nil {
+		return SignedAttempt{}, fmt.Errorf("sender of current attempt: %w", err)
+	}
+	kind := d.Kind
+	if kind == AttemptOriginal {
+		kind = AttemptReplace
+	}
+	signed, raw, err := p.sign(ctx, from, prev.Nonce(), prev.To(), prev.Value(), prev.Data(), prev.Gas(), maxFee, maxTip, prev.Type() == types.LegacyTxType)
+	if err != nil {
+		return SignedAttempt{}, err
+	}
+	return SignedAttempt{TxID: d.TxID, Hash: signed.Hash(), Nonce: prev.Nonce(), Kind: kind, MaxFee: maxFee, MaxTip: maxTip, GasLimit: prev.Gas(), Raw: raw}, nil
 }

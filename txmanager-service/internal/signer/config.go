@@ -58,7 +58,7 @@ func NewFromConfig(cfg conf.Signers, environment string, devKeys []*ecdsa.Privat
 			return fail(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), externalConnectTimeout)
-		src, release, err := NewExternalSource(ctx, ext.URL, addrs)
+		src, release, err := NewExternalSource(ctx, ext.URL, addrs, ext.Timeout.Std())
 		cancel()
 		if err != nil {
 			return fail(fmt.Errorf("signers: %w", err))

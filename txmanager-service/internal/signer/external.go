@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
@@ -27,15 +28,21 @@ type ExternalSource struct {
 	transport *http.Transport
 	closed    atomic.Bool
 	addrs     []common.Address // sorted
+	// timeout bounds one signing request: a signer that accepts and never answers fails
+	// that signer's pass instead of holding it.
+	timeout time.Duration
 }
+
+// DefaultExternalTimeout bounds a signing request when no timeout is configured.
+const DefaultExternalTimeout = 10 * time.Second
 
 // NewExternalSource connects to url for addrs. When the endpoint answers account_list,
 // every address in addrs must be listed; an endpoint that rejects the listing (clef
 // without a rule approving it, or a signer without the method) is trusted with the
 // configured list, and signing for an address it lacks fails later. A transport failure
 // (unreachable, timeout, HTTP error) fails construction. ctx bounds the check; the cleanup
-// closes the connection.
-func NewExternalSource(ctx context.Context, url string, addrs []common.Address) (*ExternalSource, func(), error) {
+// closes the connection. timeout bounds each signing request (0: DefaultExternalTimeout).
+func NewExternalSource(ctx context.Context, url string, addrs []common.Address, timeout time.Duration) (*ExternalSource, func(), error) {
 	if url == "" {
 		return nil, nil, errors.New("external signer: url is empty")
 	}
@@ -49,7 +56,10 @@ func NewExternalSource(ctx context.Context, url string, addrs []common.Address) 
 	}
 	sorted := slices.Clone(addrs)
 	slices.SortFunc(sorted, common.Address.Cmp)
-	s := &ExternalSource{client: client, transport: transport, addrs: slices.Compact(sorted)}
+	if timeout <= 0 {
+		timeout = DefaultExternalTimeout
+	}
+	s := &ExternalSource{client: client, transport: transport, addrs: slices.Compact(sorted), timeout: timeout}
 	if err := checkListed(ctx, client, addrs); err != nil {
 		s.close()
 		return nil, nil, fmt.Errorf("external signer: %w", err)
@@ -93,7 +103,8 @@ type signTransactionReply struct {
 }
 
 // SignTx asks the external signer to sign tx for chainID and accepts the answer only if
-// it is tx itself, signed by from. ctx bounds the call.
+// it is tx itself, signed by from. The call ends at ctx's deadline or the source's
+// timeout, whichever comes first.
 func (s *ExternalSource) SignTx(ctx context.Context, from common.Address, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
 	if _, held := slices.BinarySearchFunc(s.addrs, from, common.Address.Cmp); !held {
 		return nil, fmt.Errorf("sign for %s: %w", from.Hex(), domain.ErrUnknownSigner)
@@ -105,6 +116,8 @@ func (s *ExternalSource) SignTx(ctx context.Context, from common.Address, tx *ty
 	if err != nil {
 		return nil, fmt.Errorf("external signer: sign for %s: %w", from.Hex(), err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	var reply signTransactionReply
 	if err := s.client.CallContext(ctx, &reply, "account_signTransaction", args); err != nil {
 		return nil, fmt.Errorf("external signer: account_signTransaction for %s: %w", from.Hex(), err)

@@ -89,7 +89,7 @@ func newExternal(t *testing.T, url string, addrs ...common.Address) *signer.Exte
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	src, cleanup, err := signer.NewExternalSource(ctx, url, addrs)
+	src, cleanup, err := signer.NewExternalSource(ctx, url, addrs, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestExternalSourceConstructionAndCallErrors(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_, cleanup, err := signer.NewExternalSource(ctx, tt.url, tt.addrs)
+			_, cleanup, err := signer.NewExternalSource(ctx, tt.url, tt.addrs, 0)
 			if err == nil {
 				cleanup()
 				t.Fatal("constructed a source")
@@ -283,4 +283,29 @@ func unreachableURL(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return "http://" + addr
+}
+
+// A signer that accepts a request and never answers costs one timeout, not the caller's
+// whole context (a pipeline pass has none shorter than the process).
+func TestExternalSourceTimesOutAHangingSigner(t *testing.T) {
+	t.Parallel()
+	key := newKey(t)
+	hang := make(chan struct{})
+	defer close(hang)
+	url := serveRPC(t, hangingClef{hang})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	src, cleanup, err := signer.NewExternalSource(ctx, url, []common.Address{addressOf(key)}, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	started := time.Now()
+	_, err = src.SignTx(context.Background(), addressOf(key), dynamicFeeTx(1), testChainID)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("SignTx against a hanging signer: %v, want a deadline error", err)
+	}
+	if waited := time.Since(started); waited > 4*time.Second {
+		t.Fatalf("SignTx returned after %s; the timeout is 300ms", waited)
+	}
 }

@@ -67,7 +67,7 @@ func NewKeystoreSource(cfg conf.KeystoreSource) (*KeystoreSource, func(), error)
 	keys := make([]*ecdsa.PrivateKey, 0, len(want))
 	wipeDecrypted := func() {
 		for _, k := range keys {
-			clear(k.D.Bits())
+			wipeKey(k)
 		}
 	}
 	for _, addr := range want {
@@ -120,7 +120,7 @@ func decryptKeyFile(addr common.Address, path, passphrase string) (*ecdsa.Privat
 	}
 	// The address in a key file is plain metadata; only the decrypted key is authoritative.
 	if key.Address != addr {
-		clear(key.PrivateKey.D.Bits())
+		wipeKey(key.PrivateKey)
 		return nil, fmt.Errorf("key file %s claims %s but holds another key", filepath.Base(path), addr.Hex())
 	}
 	return key.PrivateKey, nil

@@ -80,7 +80,7 @@ func (lk *localKeys) wipe() {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	for _, key := range lk.keys {
-		clear(key.D.Bits())
+		wipeKey(key)
 	}
 	lk.keys = nil
 }
@@ -92,4 +92,11 @@ func checkChainID(chainID *big.Int) error {
 		return errors.New("chain id must be positive")
 	}
 	return nil
+}
+
+// wipeKey zeroes a decrypted private key's scalar in memory once the key is no longer
+// used, so it does not linger for a heap dump. Go 1.26 deprecates touching D because a
+// modified key is invalid: here that is the point, and no other API clears it.
+func wipeKey(key *ecdsa.PrivateKey) {
+	clear(key.D.Bits()) //nolint:staticcheck // SA1019: see above
 }

@@ -67,7 +67,7 @@ func TestConstructorErrorsCarryNoSecrets(t *testing.T) {
 		errorPath{name: "external unreachable", build: func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_, _, err := signer.NewExternalSource(ctx, unreachableURL(t), []common.Address{addressOf(key)})
+			_, _, err := signer.NewExternalSource(ctx, unreachableURL(t), []common.Address{addressOf(key)}, 0)
 			return err
 		}, secrets: []string{valid}},
 	)

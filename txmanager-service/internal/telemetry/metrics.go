@@ -15,16 +15,27 @@ import (
 
 // Metric names, as operators alert on them.
 const (
-	LeaseAcquireTotal       = "lease_acquire_total"
-	LeaseFencedTotal        = "lease_fenced_total"
-	WriterQueueDepth        = "writer_queue_depth"
-	TxCreateTotal           = "tx_create_total"
-	TxSubmitTotal           = "tx_submit_total"
-	ReceiptCheckTotal       = "receipt_check_total"
-	PendingOldestAgeSeconds = "pending_oldest_age_seconds"
-	ResubmitTotal           = "resubmit_total"
-	StuckTotal              = "stuck_total"
-	ReorgTotal              = "reorg_total"
+	LeaseAcquireTotal         = "lease_acquire_total"
+	LeaseFencedTotal          = "lease_fenced_total"
+	WriterQueueDepth          = "writer_queue_depth"
+	TxCreateTotal             = "tx_create_total"
+	TxSubmitTotal             = "tx_submit_total"
+	ReceiptCheckTotal         = "receipt_check_total"
+	PendingOldestAgeSeconds   = "pending_oldest_age_seconds"
+	ResubmitTotal             = "resubmit_total"
+	StuckTotal                = "stuck_total"
+	ReorgTotal                = "reorg_total"
+	ReadinessProbeTotal       = "readiness_probe_total"
+	RateLimitedTotal          = "rate_limited_total"
+	ChainEndpointUp           = "chain_endpoint_up"
+	ChainEndpointHead         = "chain_endpoint_head"
+	RepriceTotal              = "reprice_total"
+	NonceHoleFilledTotal      = "nonce_hole_filled_total"
+	CompletionsFeedLagSeconds = "completions_feed_lag_seconds"
+	RetentionPrunedTotal      = "retention_pruned_total"
+	SignerQuarantineTotal     = "signer_quarantine_total"
+	SignerQuarantined         = "signer_quarantined"
+	RecognisedTotal           = "nonce_taken_resolved_total"
 )
 
 // Metrics are the service's instruments. Gauges read their value from callbacks registered
@@ -41,6 +52,13 @@ type Metrics struct {
 	resubmit      metric.Int64Counter
 	stuck         metric.Int64Counter
 	reorg         metric.Int64Counter
+	readiness     metric.Int64Counter
+	rateLimited   metric.Int64Counter
+	reprice       metric.Int64Counter
+	holesFilled   metric.Int64Counter
+	pruned        metric.Int64Counter
+	quarantined   metric.Int64Counter
+	recognised    metric.Int64Counter
 	batchSize     metric.Int64Histogram
 	createLatency metric.Float64Histogram
 }
@@ -64,6 +82,13 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 		{&m.resubmit, ResubmitTotal, "Rebroadcasts by result."},
 		{&m.stuck, StuckTotal, "Head-of-line transactions detected as stuck, by action."},
 		{&m.reorg, ReorgTotal, "Receipts whose block left the canonical chain."},
+		{&m.readiness, ReadinessProbeTotal, "Readiness probes of the database and chain by result (ready, not_ready); /readyz answers from the latest."},
+		{&m.quarantined, SignerQuarantineTotal, "Signers quarantined because the chain held nonces the database did not know."},
+		{&m.recognised, RecognisedTotal, "Nonces found taken on chain by a transaction without an attempt on record, by result: ours (recognised and followed) or foreign (FAILED_FINAL)."},
+		{&m.pruned, RetentionPrunedTotal, "Rows retention deleted past its horizon, by kind (transaction, attempt, completion)."},
+		{&m.holesFilled, NonceHoleFilledTotal, "Placeholder transactions created to fill nonce holes (nonces nothing held below a signer's open ones)."},
+		{&m.reprice, RepriceTotal, "Rebroadcasts that found the transaction underpriced, by result: raised (a replacement at higher fees) or at_cap (the caps left no room)."},
+		{&m.rateLimited, RateLimitedTotal, "Requests refused with 429 because their credential exceeded server.rateLimit."},
 	}
 	var err error
 	for _, c := range counters {
@@ -77,6 +102,10 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 	m.leaseFenced.Add(ctx, 0)
 	m.stuck.Add(ctx, 0, metric.WithAttributes(attribute.String("action", "noop")))
 	m.reorg.Add(ctx, 0)
+	m.rateLimited.Add(ctx, 0)
+	m.reprice.Add(ctx, 0, result("at_cap"))
+	m.holesFilled.Add(ctx, 0)
+	m.quarantined.Add(ctx, 0)
 	m.resubmit.Add(ctx, 0, result("submitted"))
 	if m.batchSize, err = m.meter.Int64Histogram("writer_batch_size",
 		metric.WithDescription("Operations per writer batch transaction."),
@@ -114,7 +143,18 @@ func (m *Metrics) Resubmit(ctx context.Context, r string)     { m.resubmit.Add(c
 func (m *Metrics) Stuck(ctx context.Context, action string) {
 	m.stuck.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action)))
 }
-func (m *Metrics) Reorg(ctx context.Context)                { m.reorg.Add(ctx, 1) }
+func (m *Metrics) Reorg(ctx context.Context)                    { m.reorg.Add(ctx, 1) }
+func (m *Metrics) ReadinessProbe(ctx context.Context, r string) { m.readiness.Add(ctx, 1, result(r)) }
+func (m *Metrics) RateLimited(ctx context.Context)              { m.rateLimited.Add(ctx, 1) }
+func (m *Metrics) Reprice(ctx context.Context, r string)        { m.reprice.Add(ctx, 1, result(r)) }
+func (m *Metrics) NonceHolesFilled(ctx context.Context, n int)  { m.holesFilled.Add(ctx, int64(n)) }
+func (m *Metrics) Quarantined(ctx context.Context)              { m.quarantined.Add(ctx, 1) }
+func (m *Metrics) NonceTakenResolved(ctx context.Context, r string) {
+	m.recognised.Add(ctx, 1, result(r))
+}
+func (m *Metrics) Pruned(ctx context.Context, kind string, n int) {
+	m.pruned.Add(ctx, int64(n), metric.WithAttributes(attribute.String("kind", kind)))
+}
 func (m *Metrics) WriterBatch(ctx context.Context, ops int) { m.batchSize.Record(ctx, int64(ops)) }
 
 // RegisterGauge exposes an integer gauge whose value is read from observe at collection time.

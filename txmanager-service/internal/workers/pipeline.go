@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/go-kratos/kratos/v2/log"
@@ -18,6 +19,8 @@ type PipelineConfig struct {
 	StuckScan        time.Duration
 	AdoptInterval    time.Duration
 	Receipts         ReceiptCheckerConfig
+	// SignerConcurrency bounds how many signers each per-signer loop serves at once.
+	SignerConcurrency int
 }
 
 // PipelineWorkers run the chain pipeline: submitting, receipts, finality, resubmission,
@@ -34,11 +37,16 @@ type PipelineWorkers struct {
 	stuck    *Loop
 	adopt    *Loop
 	Receipts *ReceiptChecker
+	// Per-signer work of the submit, resubmit and stuck loops: each signer on its own.
+	submitTasks, resubmitTasks, stuckTasks *signerTasks
+	// feed positions the completions finality writes.
+	feed *FeedSequencerLoop
 }
 
 // NewPipelineWorkers builds the loops.
-func NewPipelineWorkers(cfg PipelineConfig, pipeline *services.Pipeline, leases *services.LeaseManager, logger log.Logger) *PipelineWorkers {
-	w := &PipelineWorkers{pipeline: pipeline, leases: leases, log: log.NewHelper(log.With(logger, "component", "pipeline-workers"))}
+func NewPipelineWorkers(cfg PipelineConfig, pipeline *services.Pipeline, leases *services.LeaseManager, feed *FeedSequencerLoop, logger log.Logger) *PipelineWorkers {
+	w := &PipelineWorkers{pipeline: pipeline, leases: leases, feed: feed, log: log.NewHelper(log.With(logger, "component", "pipeline-workers")),
+		submitTasks: newSignerTasks(cfg.SignerConcurrency), resubmitTasks: newSignerTasks(cfg.SignerConcurrency), stuckTasks: newSignerTasks(cfg.SignerConcurrency)}
 	w.submit = NewLoop(cfg.SubmitInterval, w.submitPass)
 	w.finality = NewLoop(cfg.FinalityInterval, w.finalityPass)
 	w.resubmit = NewLoop(cfg.ResubmitScan, w.resubmitPass)
@@ -63,27 +71,28 @@ func (w *PipelineWorkers) Start(ctx context.Context) {
 	w.adopt.Wake()
 }
 
-// Stop interrupts and waits for every loop.
+// Stop interrupts and waits for every loop and the per-signer work they started.
 func (w *PipelineWorkers) Stop() {
 	for _, l := range w.loops() {
 		l.Stop()
 	}
-}
-
-// eachHeld runs fn for every signer lease this node can trust now.
-func (w *PipelineWorkers) eachHeld(ctx context.Context, what string, fn func(context.Context, domain.Lease) error) {
-	for _, lease := range w.leases.Held() {
-		if ctx.Err() != nil {
-			return
-		}
-		if err := fn(ctx, lease); err != nil && ctx.Err() == nil {
-			w.log.Warnw("msg", what+" failed", "signer", lease.Signer, "fencing_token", lease.Token, "error", err.Error())
-		}
+	for _, t := range []*signerTasks{w.submitTasks, w.resubmitTasks, w.stuckTasks} {
+		t.wait()
 	}
 }
 
+// eachHeld runs fn for every signer lease this node can trust now, each signer on its
+// own (tasks), so a signer whose calls hang until their deadline delays no other.
+func (w *PipelineWorkers) eachHeld(ctx context.Context, tasks *signerTasks, what string, fn func(context.Context, domain.Lease) error) {
+	tasks.run(ctx, w.leases.Held(), func(ctx context.Context, lease domain.Lease) {
+		if err := fn(ctx, lease); err != nil && ctx.Err() == nil {
+			w.log.Warnw("msg", what+" failed", "signer", lease.Signer, "fencing_token", lease.Token, "error", err.Error())
+		}
+	})
+}
+
 func (w *PipelineWorkers) submitPass(ctx context.Context) {
-	w.eachHeld(ctx, "submit", func(ctx context.Context, lease domain.Lease) error {
+	w.eachHeld(ctx, w.submitTasks, "submit", func(ctx context.Context, lease domain.Lease) error {
 		// Drain: a hot signer may have more allocated than one pass signs.
 		for ctx.Err() == nil {
 			n, err := w.pipeline.SubmitAllocated(ctx, lease)
@@ -104,6 +113,8 @@ func (w *PipelineWorkers) finalityPass(ctx context.Context) {
 	if err != nil {
 		w.log.Warnw("msg", "finality pass failed", "error", err.Error())
 	}
+	// Completions written now are positioned at once rather than at the next round.
+	w.feed.Wake()
 	if reorged > 0 {
 		w.resubmit.Wake()
 		w.Receipts.Wake()
@@ -111,16 +122,22 @@ func (w *PipelineWorkers) finalityPass(ctx context.Context) {
 }
 
 func (w *PipelineWorkers) resubmitPass(ctx context.Context) {
-	w.eachHeld(ctx, "resubmit", func(ctx context.Context, lease domain.Lease) error {
+	w.eachHeld(ctx, w.resubmitTasks, "resubmit", func(ctx context.Context, lease domain.Lease) error {
 		_, err := w.pipeline.ResubmitDue(ctx, lease, 256)
 		return err
 	})
 }
 
 func (w *PipelineWorkers) stuckPass(ctx context.Context) {
-	w.eachHeld(ctx, "stuck detection", func(ctx context.Context, lease domain.Lease) error {
-		_, err := w.pipeline.DetectStuck(ctx, lease)
-		return err
+	w.eachHeld(ctx, w.stuckTasks, "stuck detection", func(ctx context.Context, lease domain.Lease) error {
+		// What holds a head of line up and a machine can settle comes first: a chain ahead
+		// of the database (quarantine), nonces taken by transactions without an attempt on
+		// record (recognised or failed), a nonce hole (filled); then the stuck policy.
+		_, holeErr := w.pipeline.FillNonceHoles(ctx, lease)
+		aheadErr := w.pipeline.CheckChainAhead(ctx, lease)
+		_, takenErr := w.pipeline.SettleTakenNonces(ctx, lease)
+		_, stuckErr := w.pipeline.DetectStuck(ctx, lease)
+		return errors.Join(holeErr, aheadErr, takenErr, stuckErr)
 	})
 }
 

@@ -20,21 +20,25 @@ var ProviderSet = wire.NewSet(
 	NewPipelineWorkerConfig,
 	NewPipelineWorkers,
 	wire.Bind(new(services.SubmitNotifier), new(*PipelineWorkers)),
+	NewFeedSequencerLoop,
+	NewRetentionLoop,
 )
 
 // NewPipelineWorkerConfig maps the loop intervals.
 func NewPipelineWorkerConfig(c *conf.Bootstrap) PipelineConfig {
 	return PipelineConfig{
-		SubmitInterval:   c.Pipeline.SubmitInterval.Std(),
-		FinalityInterval: c.Pipeline.FinalityInterval.Std(),
-		ResubmitScan:     c.Resubmit.ScanInterval.Std(),
-		StuckScan:        c.Stuck.ScanInterval.Std(),
-		AdoptInterval:    c.Pipeline.AdoptInterval.Std(),
+		SubmitInterval:    c.Pipeline.SubmitInterval.Std(),
+		FinalityInterval:  c.Pipeline.FinalityInterval.Std(),
+		ResubmitScan:      c.Resubmit.ScanInterval.Std(),
+		StuckScan:         c.Stuck.ScanInterval.Std(),
+		AdoptInterval:     c.Pipeline.AdoptInterval.Std(),
+		SignerConcurrency: c.Pipeline.SignerConcurrency,
 		Receipts: ReceiptCheckerConfig{
-			PollInterval: c.Pipeline.Receipts.PollInterval.Std(),
-			Workers:      c.Pipeline.Receipts.Workers,
-			BatchSize:    c.Pipeline.Receipts.BatchSize,
-			MaxBackoff:   c.Pipeline.Receipts.MaxBackoff.Std(),
+			PollInterval:        c.Pipeline.Receipts.PollInterval.Std(),
+			Workers:             c.Pipeline.Receipts.Workers,
+			BatchSize:           c.Pipeline.Receipts.BatchSize,
+			MaxBackoff:          c.Pipeline.Receipts.MaxBackoff.Std(),
+			BlockScanMinPending: c.Pipeline.Receipts.BlockScanMinPending,
 		},
 	}
 }

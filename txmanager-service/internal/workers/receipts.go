@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -21,7 +22,21 @@ type ReceiptCheckerConfig struct {
 	BatchSize int
 	// MaxBackoff caps the delay after repeated look-up errors.
 	MaxBackoff time.Duration
+	// BlockScanMinPending: with at least this many awaiting receipts, each new block's
+	// receipts are read whole (one call per block) instead of one look-up per hash per
+	// block; 0 never reads whole blocks.
+	BlockScanMinPending int
 }
+
+// Bounds of reading whole blocks: a gap wider than maxScanBlocks (after a pause, or a node
+// that jumped ahead) is left to per-hash look-ups, and every awaiting transaction is still
+// looked up by hash at least once per recheckAfter, in case a reorg replaced a block after
+// it was read.
+const (
+	maxScanBlocks      = 32
+	recheckAfterPolls  = 20
+	minimumRecheckTime = 30 * time.Second
+)
 
 // ReceiptChecker keeps an in-memory schedule of the transactions awaiting a receipt (for
 // the signers this node holds). "Not found" is not an error: the entry is simply due again
@@ -38,6 +53,12 @@ type ReceiptChecker struct {
 	mu          sync.Mutex
 	entries     map[uuid.UUID]*receiptEntry
 	refreshedAt time.Time
+	// scannedThrough is the last block whose receipts were read whole (or the head when
+	// reading was skipped): an entry known absent through it and not in the blocks read
+	// next is known absent through those too. Touched only by pass.
+	scannedThrough uint64
+	// blockScanUnsupported: the node has no eth_getBlockReceipts.
+	blockScanUnsupported bool
 }
 
 type receiptEntry struct {
@@ -48,6 +69,8 @@ type receiptEntry struct {
 	// new block only repeats the answer and loads the node for nothing.
 	notFoundAtHead uint64
 	notFound       bool
+	// lookedUpAt is the last look-up by hash.
+	lookedUpAt time.Time
 }
 
 // NewReceiptChecker builds the checker; onMined runs after a pass that recorded receipts.
@@ -79,20 +102,29 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 		c.log.Warnw("msg", "reading the chain head failed", "error", err.Error())
 		return
 	}
-	// A look-up that found nothing is repeated only once a new block may hold the receipt;
-	// the rest go soonest due first (sorted after the filter, which drops most of them).
+	mined := c.scanBlocks(ctx, head)
+	// A look-up that found nothing is repeated only once a new block may hold the receipt
+	// (or, after reading whole blocks, once in a while); the rest go soonest due first
+	// (sorted after the filter, which drops most of them).
+	now := time.Now()
+	recheck := max(minimumRecheckTime, recheckAfterPolls*c.cfg.PollInterval)
 	c.mu.Lock()
-	due = slices.DeleteFunc(due, func(e *receiptEntry) bool { return e.notFound && head <= e.notFoundAtHead })
+	due = slices.DeleteFunc(due, func(e *receiptEntry) bool {
+		_, still := c.entries[e.tx.TxID] // the block scan may have found it
+		return !still || (e.notFound && head <= e.notFoundAtHead && now.Sub(e.lookedUpAt) < recheck)
+	})
 	slices.SortFunc(due, func(a, b *receiptEntry) int { return a.due.Compare(b.due) })
 	c.mu.Unlock()
 	if len(due) == 0 {
+		if mined > 0 && c.onMined != nil {
+			c.onMined()
+		}
 		return
 	}
 	chunks := slices.Collect(slices.Chunk(due, max(c.cfg.BatchSize, 1)))
 	work := make(chan []*receiptEntry)
 	var wg sync.WaitGroup
 	var recorded sync.Mutex
-	mined := 0
 	for range min(max(c.cfg.Workers, 1), len(chunks)) {
 		wg.Add(1)
 		go func() {
@@ -133,7 +165,11 @@ func (c *ReceiptChecker) refresh(ctx context.Context) error {
 	for _, tx := range txs {
 		seen[tx.TxID] = true
 		if e, ok := c.entries[tx.TxID]; ok {
-			e.tx = tx // attempts may have grown (a replacement)
+			if len(tx.Attempts) != len(e.tx.Attempts) {
+				// A replacement: blocks already read were not searched for its hash.
+				e.notFound = false
+			}
+			e.tx = tx
 			continue
 		}
 		c.entries[tx.TxID] = &receiptEntry{tx: tx, due: now}
@@ -188,7 +224,7 @@ func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head 
 	for _, id := range outcome.NotFound {
 		if e, ok := byID[id]; ok {
 			e.failures, e.due = 0, now.Add(c.cfg.PollInterval)
-			e.notFound, e.notFoundAtHead = true, head
+			e.notFound, e.notFoundAtHead, e.lookedUpAt = true, head, now
 		}
 	}
 	for _, id := range outcome.Failed {
@@ -196,6 +232,66 @@ func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head 
 			c.retryLater(e, now)
 		}
 	}
+	return written
+}
+
+// scanBlocks reads the receipts of the blocks after scannedThrough up to head whole, when
+// enough transactions await receipts for that to be cheaper than a look-up per hash, and
+// records the ones found. Entries known absent through scannedThrough and not in those
+// blocks become known absent through them, so no per-hash look-up repeats for them. It
+// returns the receipts recorded.
+func (c *ReceiptChecker) scanBlocks(ctx context.Context, head uint64) int {
+	from := c.scannedThrough
+	c.mu.Lock()
+	pending := len(c.entries)
+	c.mu.Unlock()
+	if head <= from {
+		return 0 // nothing new, or an endpoint behind the one read before
+	}
+	if from == 0 || head-from > maxScanBlocks || c.blockScanUnsupported ||
+		c.cfg.BlockScanMinPending <= 0 || pending < c.cfg.BlockScanMinPending {
+		c.scannedThrough = head // per-hash look-ups cover these blocks
+		return 0
+	}
+	c.mu.Lock()
+	entries := make([]*receiptEntry, 0, len(c.entries))
+	txs := make([]services.TrackedTx, 0, len(c.entries))
+	for _, e := range c.entries {
+		entries = append(entries, e)
+		txs = append(txs, e.tx)
+	}
+	c.mu.Unlock()
+	scan, err := c.pipeline.ReceiptsInBlocks(ctx, txs, from, head)
+	switch {
+	case errors.Is(err, services.ErrNotSupported):
+		c.log.Infow("msg", "the node cannot return a block's receipts at once; looking receipts up by hash", "error", err.Error())
+		c.blockScanUnsupported = true
+		return 0
+	case err != nil:
+		if ctx.Err() == nil {
+			c.log.Warnw("msg", "reading block receipts failed", "from", from+1, "to", head, "error", err.Error())
+		}
+		return 0
+	}
+	written, err := c.pipeline.RecordReceipts(ctx, scan.Found)
+	if err != nil && ctx.Err() == nil {
+		c.log.Warnw("msg", "recording receipts failed", "error", err.Error())
+	}
+	found := make(map[uuid.UUID]bool, len(scan.Found))
+	for _, f := range scan.Found {
+		found[f.TxID] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range entries {
+		switch {
+		case found[e.tx.TxID]:
+			delete(c.entries, e.tx.TxID) // mined; finality takes it from here
+		case e.notFound && e.notFoundAtHead >= from:
+			e.notFoundAtHead = max(e.notFoundAtHead, scan.Through)
+		}
+	}
+	c.scannedThrough = scan.Through
 	return written
 }
 

@@ -22,6 +22,316 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type GetQuarantineRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Signer        string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQuarantineRequest) Reset() {
+	*x = GetQuarantineRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQuarantineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQuarantineRequest) ProtoMessage() {}
+
+func (x *GetQuarantineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQuarantineRequest.ProtoReflect.Descriptor instead.
+func (*GetQuarantineRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetQuarantineRequest) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+type ReleaseSignerRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	// Why the operator releases it; recorded.
+	Note          string `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseSignerRequest) Reset() {
+	*x = ReleaseSignerRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseSignerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseSignerRequest) ProtoMessage() {}
+
+func (x *ReleaseSignerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseSignerRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseSignerRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReleaseSignerRequest) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *ReleaseSignerRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+type Quarantine struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	// Quarantined now: no nonce is allocated for the signer.
+	Quarantined bool `protobuf:"varint,2,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
+	// The database knew nonces below db_next_nonce; the chain's nonce was chain_nonce.
+	DbNextNonce uint64                 `protobuf:"varint,3,opt,name=db_next_nonce,json=dbNextNonce,proto3" json:"db_next_nonce,omitempty"`
+	ChainNonce  uint64                 `protobuf:"varint,4,opt,name=chain_nonce,json=chainNonce,proto3" json:"chain_nonce,omitempty"`
+	DetectedAt  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=detected_at,json=detectedAt,proto3" json:"detected_at,omitempty"`
+	DetectedBy  string                 `protobuf:"bytes,6,opt,name=detected_by,json=detectedBy,proto3" json:"detected_by,omitempty"`
+	ReleasedAt  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=released_at,json=releasedAt,proto3" json:"released_at,omitempty"`
+	ReleasedBy  string                 `protobuf:"bytes,8,opt,name=released_by,json=releasedBy,proto3" json:"released_by,omitempty"`
+	ReleaseNote string                 `protobuf:"bytes,9,opt,name=release_note,json=releaseNote,proto3" json:"release_note,omitempty"`
+	// What the chain holds at each unknown nonce (pending or mined); a nonce it does not show
+	// within the scanned blocks is listed without a transaction.
+	UnknownNonces []*UnknownNonce `protobuf:"bytes,10,rep,name=unknown_nonces,json=unknownNonces,proto3" json:"unknown_nonces,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Quarantine) Reset() {
+	*x = Quarantine{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quarantine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quarantine) ProtoMessage() {}
+
+func (x *Quarantine) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quarantine.ProtoReflect.Descriptor instead.
+func (*Quarantine) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Quarantine) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *Quarantine) GetQuarantined() bool {
+	if x != nil {
+		return x.Quarantined
+	}
+	return false
+}
+
+func (x *Quarantine) GetDbNextNonce() uint64 {
+	if x != nil {
+		return x.DbNextNonce
+	}
+	return 0
+}
+
+func (x *Quarantine) GetChainNonce() uint64 {
+	if x != nil {
+		return x.ChainNonce
+	}
+	return 0
+}
+
+func (x *Quarantine) GetDetectedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DetectedAt
+	}
+	return nil
+}
+
+func (x *Quarantine) GetDetectedBy() string {
+	if x != nil {
+		return x.DetectedBy
+	}
+	return ""
+}
+
+func (x *Quarantine) GetReleasedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReleasedAt
+	}
+	return nil
+}
+
+func (x *Quarantine) GetReleasedBy() string {
+	if x != nil {
+		return x.ReleasedBy
+	}
+	return ""
+}
+
+func (x *Quarantine) GetReleaseNote() string {
+	if x != nil {
+		return x.ReleaseNote
+	}
+	return ""
+}
+
+func (x *Quarantine) GetUnknownNonces() []*UnknownNonce {
+	if x != nil {
+		return x.UnknownNonces
+	}
+	return nil
+}
+
+type UnknownNonce struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Nonce  uint64                 `protobuf:"varint,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	TxHash string                 `protobuf:"bytes,2,opt,name=tx_hash,json=txHash,proto3" json:"tx_hash,omitempty"`
+	To     string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Value  string                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	Data   string                 `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
+	// 0 while pending.
+	BlockNumber   uint64 `protobuf:"varint,6,opt,name=block_number,json=blockNumber,proto3" json:"block_number,omitempty"`
+	Found         bool   `protobuf:"varint,7,opt,name=found,proto3" json:"found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnknownNonce) Reset() {
+	*x = UnknownNonce{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnknownNonce) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnknownNonce) ProtoMessage() {}
+
+func (x *UnknownNonce) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnknownNonce.ProtoReflect.Descriptor instead.
+func (*UnknownNonce) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *UnknownNonce) GetNonce() uint64 {
+	if x != nil {
+		return x.Nonce
+	}
+	return 0
+}
+
+func (x *UnknownNonce) GetTxHash() string {
+	if x != nil {
+		return x.TxHash
+	}
+	return ""
+}
+
+func (x *UnknownNonce) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *UnknownNonce) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *UnknownNonce) GetData() string {
+	if x != nil {
+		return x.Data
+	}
+	return ""
+}
+
+func (x *UnknownNonce) GetBlockNumber() uint64 {
+	if x != nil {
+		return x.BlockNumber
+	}
+	return 0
+}
+
+func (x *UnknownNonce) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
 type ResolveTxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	TxId  string                 `protobuf:"bytes,1,opt,name=tx_id,json=txId,proto3" json:"tx_id,omitempty"`
@@ -35,7 +345,7 @@ type ResolveTxRequest struct {
 
 func (x *ResolveTxRequest) Reset() {
 	*x = ResolveTxRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +357,7 @@ func (x *ResolveTxRequest) String() string {
 func (*ResolveTxRequest) ProtoMessage() {}
 
 func (x *ResolveTxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +370,7 @@ func (x *ResolveTxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTxRequest.ProtoReflect.Descriptor instead.
 func (*ResolveTxRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ResolveTxRequest) GetTxId() string {
@@ -96,7 +406,7 @@ type ResolveTxResponse struct {
 
 func (x *ResolveTxResponse) Reset() {
 	*x = ResolveTxResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -108,7 +418,7 @@ func (x *ResolveTxResponse) String() string {
 func (*ResolveTxResponse) ProtoMessage() {}
 
 func (x *ResolveTxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -121,7 +431,7 @@ func (x *ResolveTxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTxResponse.ProtoReflect.Descriptor instead.
 func (*ResolveTxResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ResolveTxResponse) GetTxId() string {
@@ -154,7 +464,7 @@ type GetSignerStatusRequest struct {
 
 func (x *GetSignerStatusRequest) Reset() {
 	*x = GetSignerStatusRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +476,7 @@ func (x *GetSignerStatusRequest) String() string {
 func (*GetSignerStatusRequest) ProtoMessage() {}
 
 func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +489,7 @@ func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSignerStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetSignerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetSignerStatusRequest) GetSigner() string {
@@ -209,7 +519,7 @@ type SignerStatus struct {
 
 func (x *SignerStatus) Reset() {
 	*x = SignerStatus{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -221,7 +531,7 @@ func (x *SignerStatus) String() string {
 func (*SignerStatus) ProtoMessage() {}
 
 func (x *SignerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -234,7 +544,7 @@ func (x *SignerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerStatus.ProtoReflect.Descriptor instead.
 func (*SignerStatus) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SignerStatus) GetSigner() string {
@@ -312,7 +622,7 @@ type ListStuckRequest struct {
 
 func (x *ListStuckRequest) Reset() {
 	*x = ListStuckRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +634,7 @@ func (x *ListStuckRequest) String() string {
 func (*ListStuckRequest) ProtoMessage() {}
 
 func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +647,7 @@ func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckRequest.ProtoReflect.Descriptor instead.
 func (*ListStuckRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListStuckRequest) GetSigner() string {
@@ -363,7 +673,7 @@ type ListStuckResponse struct {
 
 func (x *ListStuckResponse) Reset() {
 	*x = ListStuckResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +685,7 @@ func (x *ListStuckResponse) String() string {
 func (*ListStuckResponse) ProtoMessage() {}
 
 func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +698,7 @@ func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckResponse.ProtoReflect.Descriptor instead.
 func (*ListStuckResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListStuckResponse) GetTxs() []*Tx {
@@ -406,7 +716,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +728,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +741,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type Node struct {
@@ -444,14 +754,17 @@ type Node struct {
 	HeartbeatAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
 	Alive       bool                   `protobuf:"varint,7,opt,name=alive,proto3" json:"alive,omitempty"`
 	// Signer leases the node holds now.
-	Leases        uint64 `protobuf:"varint,8,opt,name=leases,proto3" json:"leases,omitempty"`
+	Leases uint64 `protobuf:"varint,8,opt,name=leases,proto3" json:"leases,omitempty"`
+	// The process behind the node id (random per start); lease owners read
+	// "<node_id>#<incarnation>".
+	Incarnation   string `protobuf:"bytes,9,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +776,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +789,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Node) GetNodeId() string {
@@ -535,6 +848,13 @@ func (x *Node) GetLeases() uint64 {
 	return 0
 }
 
+func (x *Node) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
 type ListNodesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Nodes         []*Node                `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -544,7 +864,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +876,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +889,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -583,7 +903,38 @@ var File_api_txmanager_v1_admin_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"W\n" +
+	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1fgoogle/protobuf/timestamp.proto\".\n" +
+	"\x14GetQuarantineRequest\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\"B\n" +
+	"\x14ReleaseSignerRequest\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x12\n" +
+	"\x04note\x18\x02 \x01(\tR\x04note\"\xad\x03\n" +
+	"\n" +
+	"Quarantine\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12 \n" +
+	"\vquarantined\x18\x02 \x01(\bR\vquarantined\x12\"\n" +
+	"\rdb_next_nonce\x18\x03 \x01(\x04R\vdbNextNonce\x12\x1f\n" +
+	"\vchain_nonce\x18\x04 \x01(\x04R\n" +
+	"chainNonce\x12;\n" +
+	"\vdetected_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"detectedAt\x12\x1f\n" +
+	"\vdetected_by\x18\x06 \x01(\tR\n" +
+	"detectedBy\x12;\n" +
+	"\vreleased_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"releasedAt\x12\x1f\n" +
+	"\vreleased_by\x18\b \x01(\tR\n" +
+	"releasedBy\x12!\n" +
+	"\frelease_note\x18\t \x01(\tR\vreleaseNote\x12A\n" +
+	"\x0eunknown_nonces\x18\n" +
+	" \x03(\v2\x1a.txmanager.v1.UnknownNonceR\runknownNonces\"\xb0\x01\n" +
+	"\fUnknownNonce\x12\x14\n" +
+	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\x12\x17\n" +
+	"\atx_hash\x18\x02 \x01(\tR\x06txHash\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\tR\x05value\x12\x12\n" +
+	"\x04data\x18\x05 \x01(\tR\x04data\x12!\n" +
+	"\fblock_number\x18\x06 \x01(\x04R\vblockNumber\x12\x14\n" +
+	"\x05found\x18\a \x01(\bR\x05found\"W\n" +
 	"\x10ResolveTxRequest\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x16\n" +
@@ -613,7 +964,7 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"7\n" +
 	"\x11ListStuckResponse\x12\"\n" +
 	"\x03txs\x18\x01 \x03(\v2\x10.txmanager.v1.TxR\x03txs\"\x12\n" +
-	"\x10ListNodesRequest\"\x9b\x02\n" +
+	"\x10ListNodesRequest\"\xbd\x02\n" +
 	"\x04Node\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -623,14 +974,17 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12=\n" +
 	"\fheartbeat_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x12\x14\n" +
 	"\x05alive\x18\a \x01(\bR\x05alive\x12\x16\n" +
-	"\x06leases\x18\b \x01(\x04R\x06leases\"=\n" +
+	"\x06leases\x18\b \x01(\x04R\x06leases\x12 \n" +
+	"\vincarnation\x18\t \x01(\tR\vincarnation\"=\n" +
 	"\x11ListNodesResponse\x12(\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\xcd\x02\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\xeb\x03\n" +
 	"\fAdminService\x12S\n" +
 	"\x0fGetSignerStatus\x12$.txmanager.v1.GetSignerStatusRequest\x1a\x1a.txmanager.v1.SignerStatus\x12L\n" +
 	"\tListStuck\x12\x1e.txmanager.v1.ListStuckRequest\x1a\x1f.txmanager.v1.ListStuckResponse\x12L\n" +
 	"\tListNodes\x12\x1e.txmanager.v1.ListNodesRequest\x1a\x1f.txmanager.v1.ListNodesResponse\x12L\n" +
-	"\tResolveTx\x12\x1e.txmanager.v1.ResolveTxRequest\x1a\x1f.txmanager.v1.ResolveTxResponseB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\tResolveTx\x12\x1e.txmanager.v1.ResolveTxRequest\x1a\x1f.txmanager.v1.ResolveTxResponse\x12M\n" +
+	"\rGetQuarantine\x12\".txmanager.v1.GetQuarantineRequest\x1a\x18.txmanager.v1.Quarantine\x12M\n" +
+	"\rReleaseSigner\x12\".txmanager.v1.ReleaseSignerRequest\x1a\x18.txmanager.v1.QuarantineB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_admin_proto_rawDescOnce sync.Once
@@ -644,40 +998,51 @@ func file_api_txmanager_v1_admin_proto_rawDescGZIP() []byte {
 	return file_api_txmanager_v1_admin_proto_rawDescData
 }
 
-var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_api_txmanager_v1_admin_proto_goTypes = []any{
-	(*ResolveTxRequest)(nil),       // 0: txmanager.v1.ResolveTxRequest
-	(*ResolveTxResponse)(nil),      // 1: txmanager.v1.ResolveTxResponse
-	(*GetSignerStatusRequest)(nil), // 2: txmanager.v1.GetSignerStatusRequest
-	(*SignerStatus)(nil),           // 3: txmanager.v1.SignerStatus
-	(*ListStuckRequest)(nil),       // 4: txmanager.v1.ListStuckRequest
-	(*ListStuckResponse)(nil),      // 5: txmanager.v1.ListStuckResponse
-	(*ListNodesRequest)(nil),       // 6: txmanager.v1.ListNodesRequest
-	(*Node)(nil),                   // 7: txmanager.v1.Node
-	(*ListNodesResponse)(nil),      // 8: txmanager.v1.ListNodesResponse
-	(*Tx)(nil),                     // 9: txmanager.v1.Tx
-	(*timestamppb.Timestamp)(nil),  // 10: google.protobuf.Timestamp
+	(*GetQuarantineRequest)(nil),   // 0: txmanager.v1.GetQuarantineRequest
+	(*ReleaseSignerRequest)(nil),   // 1: txmanager.v1.ReleaseSignerRequest
+	(*Quarantine)(nil),             // 2: txmanager.v1.Quarantine
+	(*UnknownNonce)(nil),           // 3: txmanager.v1.UnknownNonce
+	(*ResolveTxRequest)(nil),       // 4: txmanager.v1.ResolveTxRequest
+	(*ResolveTxResponse)(nil),      // 5: txmanager.v1.ResolveTxResponse
+	(*GetSignerStatusRequest)(nil), // 6: txmanager.v1.GetSignerStatusRequest
+	(*SignerStatus)(nil),           // 7: txmanager.v1.SignerStatus
+	(*ListStuckRequest)(nil),       // 8: txmanager.v1.ListStuckRequest
+	(*ListStuckResponse)(nil),      // 9: txmanager.v1.ListStuckResponse
+	(*ListNodesRequest)(nil),       // 10: txmanager.v1.ListNodesRequest
+	(*Node)(nil),                   // 11: txmanager.v1.Node
+	(*ListNodesResponse)(nil),      // 12: txmanager.v1.ListNodesResponse
+	(*timestamppb.Timestamp)(nil),  // 13: google.protobuf.Timestamp
+	(*Tx)(nil),                     // 14: txmanager.v1.Tx
 }
 var file_api_txmanager_v1_admin_proto_depIdxs = []int32{
-	9,  // 0: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
-	10, // 1: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 2: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
-	10, // 3: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	10, // 4: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
-	7,  // 5: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
-	2,  // 6: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
-	4,  // 7: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
-	6,  // 8: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
-	0,  // 9: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
-	3,  // 10: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
-	5,  // 11: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
-	8,  // 12: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
-	1,  // 13: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	13, // 0: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
+	13, // 1: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
+	3,  // 2: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
+	14, // 3: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
+	13, // 4: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
+	14, // 5: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
+	13, // 6: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	13, // 7: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
+	11, // 8: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
+	6,  // 9: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
+	8,  // 10: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
+	10, // 11: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
+	4,  // 12: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
+	0,  // 13: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
+	1,  // 14: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
+	7,  // 15: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
+	9,  // 16: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
+	12, // 17: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
+	5,  // 18: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
+	2,  // 19: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
+	2,  // 20: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
+	15, // [15:21] is the sub-list for method output_type
+	9,  // [9:15] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_admin_proto_init() }
@@ -692,7 +1057,7 @@ func file_api_txmanager_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_txmanager_v1_admin_proto_rawDesc), len(file_api_txmanager_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

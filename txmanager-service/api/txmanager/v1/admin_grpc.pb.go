@@ -23,6 +23,8 @@ const (
 	AdminService_ListStuck_FullMethodName       = "/txmanager.v1.AdminService/ListStuck"
 	AdminService_ListNodes_FullMethodName       = "/txmanager.v1.AdminService/ListNodes"
 	AdminService_ResolveTx_FullMethodName       = "/txmanager.v1.AdminService/ResolveTx"
+	AdminService_GetQuarantine_FullMethodName   = "/txmanager.v1.AdminService/GetQuarantine"
+	AdminService_ReleaseSigner_FullMethodName   = "/txmanager.v1.AdminService/ReleaseSigner"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -37,6 +39,8 @@ const (
 //	GET  /api/v1/admin/signers/{signer}     GetSignerStatus
 //	GET  /api/v1/admin/stuck?signer=&limit= ListStuck
 //	GET  /api/v1/admin/nodes                ListNodes
+//	GET  /api/v1/admin/signers/{signer}/quarantine   GetQuarantine
+//	POST /api/v1/admin/signers/{signer}/release      ReleaseSigner
 type AdminServiceClient interface {
 	// GetSignerStatus: the signer's lease (owner, token), next nonce, pending depth, oldest
 	// pending age and stuck count.
@@ -49,6 +53,11 @@ type AdminServiceClient interface {
 	// self-transfer at its nonce), REPLACE (same intent, bumped fees) or PLACEHOLDER. With no
 	// action the configured stuck hook decides. The node must hold the signer's lease.
 	ResolveTx(ctx context.Context, in *ResolveTxRequest, opts ...grpc.CallOption) (*ResolveTxResponse, error)
+	// GetQuarantine: whether the signer is quarantined (the chain holds nonces the database
+	// does not know), and what the chain holds at each unknown nonce.
+	GetQuarantine(ctx context.Context, in *GetQuarantineRequest, opts ...grpc.CallOption) (*Quarantine, error)
+	// ReleaseSigner: an operator confirmed the unknown nonces; allocation goes on above them.
+	ReleaseSigner(ctx context.Context, in *ReleaseSignerRequest, opts ...grpc.CallOption) (*Quarantine, error)
 }
 
 type adminServiceClient struct {
@@ -99,6 +108,26 @@ func (c *adminServiceClient) ResolveTx(ctx context.Context, in *ResolveTxRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) GetQuarantine(ctx context.Context, in *GetQuarantineRequest, opts ...grpc.CallOption) (*Quarantine, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Quarantine)
+	err := c.cc.Invoke(ctx, AdminService_GetQuarantine_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ReleaseSigner(ctx context.Context, in *ReleaseSignerRequest, opts ...grpc.CallOption) (*Quarantine, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Quarantine)
+	err := c.cc.Invoke(ctx, AdminService_ReleaseSigner_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -111,6 +140,8 @@ func (c *adminServiceClient) ResolveTx(ctx context.Context, in *ResolveTxRequest
 //	GET  /api/v1/admin/signers/{signer}     GetSignerStatus
 //	GET  /api/v1/admin/stuck?signer=&limit= ListStuck
 //	GET  /api/v1/admin/nodes                ListNodes
+//	GET  /api/v1/admin/signers/{signer}/quarantine   GetQuarantine
+//	POST /api/v1/admin/signers/{signer}/release      ReleaseSigner
 type AdminServiceServer interface {
 	// GetSignerStatus: the signer's lease (owner, token), next nonce, pending depth, oldest
 	// pending age and stuck count.
@@ -123,6 +154,11 @@ type AdminServiceServer interface {
 	// self-transfer at its nonce), REPLACE (same intent, bumped fees) or PLACEHOLDER. With no
 	// action the configured stuck hook decides. The node must hold the signer's lease.
 	ResolveTx(context.Context, *ResolveTxRequest) (*ResolveTxResponse, error)
+	// GetQuarantine: whether the signer is quarantined (the chain holds nonces the database
+	// does not know), and what the chain holds at each unknown nonce.
+	GetQuarantine(context.Context, *GetQuarantineRequest) (*Quarantine, error)
+	// ReleaseSigner: an operator confirmed the unknown nonces; allocation goes on above them.
+	ReleaseSigner(context.Context, *ReleaseSignerRequest) (*Quarantine, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -144,6 +180,12 @@ func (UnimplementedAdminServiceServer) ListNodes(context.Context, *ListNodesRequ
 }
 func (UnimplementedAdminServiceServer) ResolveTx(context.Context, *ResolveTxRequest) (*ResolveTxResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveTx not implemented")
+}
+func (UnimplementedAdminServiceServer) GetQuarantine(context.Context, *GetQuarantineRequest) (*Quarantine, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetQuarantine not implemented")
+}
+func (UnimplementedAdminServiceServer) ReleaseSigner(context.Context, *ReleaseSignerRequest) (*Quarantine, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReleaseSigner not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -238,6 +280,42 @@ func _AdminService_ResolveTx_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetQuarantine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetQuarantineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetQuarantine(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetQuarantine_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetQuarantine(ctx, req.(*GetQuarantineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ReleaseSigner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseSignerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ReleaseSigner(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ReleaseSigner_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ReleaseSigner(ctx, req.(*ReleaseSignerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -260,6 +338,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveTx",
 			Handler:    _AdminService_ResolveTx_Handler,
+		},
+		{
+			MethodName: "GetQuarantine",
+			Handler:    _AdminService_GetQuarantine_Handler,
+		},
+		{
+			MethodName: "ReleaseSigner",
+			Handler:    _AdminService_ReleaseSigner_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -15,6 +15,8 @@ type AdminServiceHTTPServer interface {
 	GetSignerStatus(context.Context, *GetSignerStatusRequest) (*SignerStatus, error)
 	ListStuck(context.Context, *ListStuckRequest) (*ListStuckResponse, error)
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	GetQuarantine(context.Context, *GetQuarantineRequest) (*Quarantine, error)
+	ReleaseSigner(context.Context, *ReleaseSignerRequest) (*Quarantine, error)
 }
 
 // RegisterAdminServiceHTTPServer adds the admin routes to s.
@@ -45,5 +47,19 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 	})
 	r.GET("/api/v1/admin/nodes", func(ctx http.Context) error {
 		return serve(ctx, AdminService_ListNodes_FullMethodName, &ListNodesRequest{}, srv.ListNodes)
+	})
+	r.GET("/api/v1/admin/signers/{signer}/quarantine", func(ctx http.Context) error {
+		in := GetQuarantineRequest{Signer: ctx.Vars().Get("signer")}
+		return serve(ctx, AdminService_GetQuarantine_FullMethodName, &in, srv.GetQuarantine)
+	})
+	r.POST("/api/v1/admin/signers/{signer}/release", func(ctx http.Context) error {
+		var in ReleaseSignerRequest
+		if ctx.Request().ContentLength != 0 {
+			if err := DecodeJSONBody(ctx.Request(), opts.MaxBodyBytes, &in); err != nil {
+				return err
+			}
+		}
+		in.Signer = ctx.Vars().Get("signer")
+		return serve(ctx, AdminService_ReleaseSigner_FullMethodName, &in, srv.ReleaseSigner)
 	})
 }

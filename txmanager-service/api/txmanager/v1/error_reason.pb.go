@@ -51,6 +51,26 @@ const (
 	ErrorReason_PERMISSION_DENIED ErrorReason = 11
 	// An unexpected failure; the request may be retried.
 	ErrorReason_INTERNAL ErrorReason = 12
+	// The endpoint exists but not for this HTTP method (405).
+	ErrorReason_METHOD_NOT_ALLOWED ErrorReason = 13
+	// The request body is not declared as JSON (415).
+	ErrorReason_UNSUPPORTED_MEDIA_TYPE ErrorReason = 14
+	// This credential sent more requests than its rate allows; retry after Retry-After (429).
+	ErrorReason_RATE_LIMITED ErrorReason = 15
+	// The signer cannot pay for the intent (value plus its maximum gas cost) out of what its
+	// unfinished transactions leave of its balance; no nonce was consumed (422).
+	ErrorReason_INSUFFICIENT_FUNDS ErrorReason = 16
+	// The feed cursor points into completions retention already deleted; start again from
+	// the beginning or a newer cursor (410).
+	ErrorReason_CURSOR_EXPIRED ErrorReason = 17
+	// The database connection failed while the create was committing: it may have landed.
+	// Retry with the same requestId: it returns the transaction if it landed and creates it
+	// once if it did not (503, Retry-After). Without a requestId a retry may create it twice.
+	ErrorReason_OUTCOME_UNKNOWN ErrorReason = 18
+	// The chain holds nonces of this signer the database does not know (commits lost in a
+	// database failover, or the key used elsewhere): no nonce is allocated until an operator
+	// releases the signer (admin API). Nothing was consumed (409).
+	ErrorReason_SIGNER_QUARANTINED ErrorReason = 19
 )
 
 // Enum value maps for ErrorReason.
@@ -69,6 +89,13 @@ var (
 		10: "UNAUTHENTICATED",
 		11: "PERMISSION_DENIED",
 		12: "INTERNAL",
+		13: "METHOD_NOT_ALLOWED",
+		14: "UNSUPPORTED_MEDIA_TYPE",
+		15: "RATE_LIMITED",
+		16: "INSUFFICIENT_FUNDS",
+		17: "CURSOR_EXPIRED",
+		18: "OUTCOME_UNKNOWN",
+		19: "SIGNER_QUARANTINED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED": 0,
@@ -84,6 +111,13 @@ var (
 		"UNAUTHENTICATED":          10,
 		"PERMISSION_DENIED":        11,
 		"INTERNAL":                 12,
+		"METHOD_NOT_ALLOWED":       13,
+		"UNSUPPORTED_MEDIA_TYPE":   14,
+		"RATE_LIMITED":             15,
+		"INSUFFICIENT_FUNDS":       16,
+		"CURSOR_EXPIRED":           17,
+		"OUTCOME_UNKNOWN":          18,
+		"SIGNER_QUARANTINED":       19,
 	}
 )
 
@@ -118,7 +152,7 @@ var File_api_txmanager_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#api/txmanager/v1/error_reason.proto\x12\ftxmanager.v1*\x90\x02\n" +
+	"#api/txmanager/v1/error_reason.proto\x12\ftxmanager.v1*\xaf\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -135,7 +169,14 @@ const file_api_txmanager_v1_error_reason_proto_rawDesc = "" +
 	"\x0fUNAUTHENTICATED\x10\n" +
 	"\x12\x15\n" +
 	"\x11PERMISSION_DENIED\x10\v\x12\f\n" +
-	"\bINTERNAL\x10\fB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\bINTERNAL\x10\f\x12\x16\n" +
+	"\x12METHOD_NOT_ALLOWED\x10\r\x12\x1a\n" +
+	"\x16UNSUPPORTED_MEDIA_TYPE\x10\x0e\x12\x10\n" +
+	"\fRATE_LIMITED\x10\x0f\x12\x16\n" +
+	"\x12INSUFFICIENT_FUNDS\x10\x10\x12\x12\n" +
+	"\x0eCURSOR_EXPIRED\x10\x11\x12\x13\n" +
+	"\x0fOUTCOME_UNKNOWN\x10\x12\x12\x16\n" +
+	"\x12SIGNER_QUARANTINED\x10\x13B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_error_reason_proto_rawDescOnce sync.Once

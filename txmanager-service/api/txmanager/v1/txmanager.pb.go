@@ -9,6 +9,7 @@ package v1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -536,7 +537,10 @@ type ListCompletionsRequest struct {
 	// Opaque cursor returned by the previous page; empty starts from the beginning.
 	After string `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
 	// Page size, 1..1000 (default 100).
-	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Long-poll: when nothing follows the cursor, wait up to this long (at most 30s) for a
+	// completion before answering with an empty page. HTTP: ?wait=10s (or seconds).
+	Wait          *durationpb.Duration `protobuf:"bytes,3,opt,name=wait,proto3" json:"wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -585,23 +589,81 @@ func (x *ListCompletionsRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *ListCompletionsRequest) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+type WatchCompletionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cursor to resume after (a Completion's cursor, or a page's next); empty starts from
+	// the beginning.
+	After         string `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchCompletionsRequest) Reset() {
+	*x = WatchCompletionsRequest{}
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchCompletionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchCompletionsRequest) ProtoMessage() {}
+
+func (x *WatchCompletionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchCompletionsRequest.ProtoReflect.Descriptor instead.
+func (*WatchCompletionsRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *WatchCompletionsRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
 type Completion struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TxId   string                 `protobuf:"bytes,1,opt,name=tx_id,json=txId,proto3" json:"tx_id,omitempty"`
 	Signer string                 `protobuf:"bytes,2,opt,name=signer,proto3" json:"signer,omitempty"`
 	Nonce  uint64                 `protobuf:"varint,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	// CONFIRMED or FAILED_FINAL.
-	Status        string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
-	TxHash        string                 `protobuf:"bytes,5,opt,name=tx_hash,json=txHash,proto3" json:"tx_hash,omitempty"`
-	BlockNumber   uint64                 `protobuf:"varint,6,opt,name=block_number,json=blockNumber,proto3" json:"block_number,omitempty"`
-	CompletedAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	Status      string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	TxHash      string                 `protobuf:"bytes,5,opt,name=tx_hash,json=txHash,proto3" json:"tx_hash,omitempty"`
+	BlockNumber uint64                 `protobuf:"varint,6,opt,name=block_number,json=blockNumber,proto3" json:"block_number,omitempty"`
+	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	// True for a transaction the service created itself to fill a nonce hole (a zero-value
+	// self-transfer nobody asked for): consumers skip it.
+	Placeholder bool `protobuf:"varint,8,opt,name=placeholder,proto3" json:"placeholder,omitempty"`
+	// The cursor that resumes after this completion.
+	Cursor        string `protobuf:"bytes,9,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Completion) Reset() {
 	*x = Completion{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +675,7 @@ func (x *Completion) String() string {
 func (*Completion) ProtoMessage() {}
 
 func (x *Completion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +688,7 @@ func (x *Completion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Completion.ProtoReflect.Descriptor instead.
 func (*Completion) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{7}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Completion) GetTxId() string {
@@ -678,6 +740,20 @@ func (x *Completion) GetCompletedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Completion) GetPlaceholder() bool {
+	if x != nil {
+		return x.Placeholder
+	}
+	return false
+}
+
+func (x *Completion) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
 type ListCompletionsResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Completions []*Completion          `protobuf:"bytes,1,rep,name=completions,proto3" json:"completions,omitempty"`
@@ -689,7 +765,7 @@ type ListCompletionsResponse struct {
 
 func (x *ListCompletionsResponse) Reset() {
 	*x = ListCompletionsResponse{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +777,7 @@ func (x *ListCompletionsResponse) String() string {
 func (*ListCompletionsResponse) ProtoMessage() {}
 
 func (x *ListCompletionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +790,7 @@ func (x *ListCompletionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCompletionsResponse.ProtoReflect.Descriptor instead.
 func (*ListCompletionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{8}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListCompletionsResponse) GetCompletions() []*Completion {
@@ -735,7 +811,7 @@ var File_api_txmanager_v1_txmanager_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\n" +
-	" api/txmanager/v1/txmanager.proto\x12\ftxmanager.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfe\x01\n" +
+	" api/txmanager/v1/txmanager.proto\x12\ftxmanager.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfe\x01\n" +
 	"\x0fCreateTxRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1d\n" +
 	"\n" +
@@ -784,10 +860,13 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\fblock_number\x18\x03 \x01(\x04R\vblockNumber\x12\x1d\n" +
 	"\n" +
 	"block_hash\x18\x04 \x01(\tR\tblockHash\x12\x19\n" +
-	"\bgas_used\x18\x05 \x01(\x04R\agasUsed\"D\n" +
+	"\bgas_used\x18\x05 \x01(\x04R\agasUsed\"s\n" +
 	"\x16ListCompletionsRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"\xe2\x01\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12-\n" +
+	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"/\n" +
+	"\x17WatchCompletionsRequest\x12\x14\n" +
+	"\x05after\x18\x01 \x01(\tR\x05after\"\x9c\x02\n" +
 	"\n" +
 	"Completion\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
@@ -796,15 +875,18 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\x06status\x18\x04 \x01(\tR\x06status\x12\x17\n" +
 	"\atx_hash\x18\x05 \x01(\tR\x06txHash\x12!\n" +
 	"\fblock_number\x18\x06 \x01(\x04R\vblockNumber\x12=\n" +
-	"\fcompleted_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\"i\n" +
+	"\fcompleted_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12 \n" +
+	"\vplaceholder\x18\b \x01(\bR\vplaceholder\x12\x16\n" +
+	"\x06cursor\x18\t \x01(\tR\x06cursor\"i\n" +
 	"\x17ListCompletionsResponse\x12:\n" +
 	"\vcompletions\x18\x01 \x03(\v2\x18.txmanager.v1.CompletionR\vcompletions\x12\x12\n" +
-	"\x04next\x18\x02 \x01(\tR\x04next2\xb6\x02\n" +
+	"\x04next\x18\x02 \x01(\tR\x04next2\x8d\x03\n" +
 	"\tTxService\x12I\n" +
 	"\bCreateTx\x12\x1d.txmanager.v1.CreateTxRequest\x1a\x1e.txmanager.v1.CreateTxResponse\x125\n" +
 	"\x05GetTx\x12\x1a.txmanager.v1.GetTxRequest\x1a\x10.txmanager.v1.Tx\x12G\n" +
 	"\x0eGetTxByRequest\x12#.txmanager.v1.GetTxByRequestRequest\x1a\x10.txmanager.v1.Tx\x12^\n" +
-	"\x0fListCompletions\x12$.txmanager.v1.ListCompletionsRequest\x1a%.txmanager.v1.ListCompletionsResponseB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\x0fListCompletions\x12$.txmanager.v1.ListCompletionsRequest\x1a%.txmanager.v1.ListCompletionsResponse\x12U\n" +
+	"\x10WatchCompletions\x12%.txmanager.v1.WatchCompletionsRequest\x1a\x18.txmanager.v1.Completion0\x01B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_txmanager_proto_rawDescOnce sync.Once
@@ -818,7 +900,7 @@ func file_api_txmanager_v1_txmanager_proto_rawDescGZIP() []byte {
 	return file_api_txmanager_v1_txmanager_proto_rawDescData
 }
 
-var file_api_txmanager_v1_txmanager_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_api_txmanager_v1_txmanager_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_api_txmanager_v1_txmanager_proto_goTypes = []any{
 	(*CreateTxRequest)(nil),         // 0: txmanager.v1.CreateTxRequest
 	(*CreateTxResponse)(nil),        // 1: txmanager.v1.CreateTxResponse
@@ -827,31 +909,36 @@ var file_api_txmanager_v1_txmanager_proto_goTypes = []any{
 	(*Tx)(nil),                      // 4: txmanager.v1.Tx
 	(*Receipt)(nil),                 // 5: txmanager.v1.Receipt
 	(*ListCompletionsRequest)(nil),  // 6: txmanager.v1.ListCompletionsRequest
-	(*Completion)(nil),              // 7: txmanager.v1.Completion
-	(*ListCompletionsResponse)(nil), // 8: txmanager.v1.ListCompletionsResponse
-	(*timestamppb.Timestamp)(nil),   // 9: google.protobuf.Timestamp
+	(*WatchCompletionsRequest)(nil), // 7: txmanager.v1.WatchCompletionsRequest
+	(*Completion)(nil),              // 8: txmanager.v1.Completion
+	(*ListCompletionsResponse)(nil), // 9: txmanager.v1.ListCompletionsResponse
+	(*timestamppb.Timestamp)(nil),   // 10: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 11: google.protobuf.Duration
 }
 var file_api_txmanager_v1_txmanager_proto_depIdxs = []int32{
 	4,  // 0: txmanager.v1.CreateTxResponse.tx:type_name -> txmanager.v1.Tx
 	5,  // 1: txmanager.v1.Tx.receipt:type_name -> txmanager.v1.Receipt
-	9,  // 2: txmanager.v1.Tx.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 3: txmanager.v1.Tx.updated_at:type_name -> google.protobuf.Timestamp
-	9,  // 4: txmanager.v1.Tx.confirmed_at:type_name -> google.protobuf.Timestamp
-	9,  // 5: txmanager.v1.Completion.completed_at:type_name -> google.protobuf.Timestamp
-	7,  // 6: txmanager.v1.ListCompletionsResponse.completions:type_name -> txmanager.v1.Completion
-	0,  // 7: txmanager.v1.TxService.CreateTx:input_type -> txmanager.v1.CreateTxRequest
-	2,  // 8: txmanager.v1.TxService.GetTx:input_type -> txmanager.v1.GetTxRequest
-	3,  // 9: txmanager.v1.TxService.GetTxByRequest:input_type -> txmanager.v1.GetTxByRequestRequest
-	6,  // 10: txmanager.v1.TxService.ListCompletions:input_type -> txmanager.v1.ListCompletionsRequest
-	1,  // 11: txmanager.v1.TxService.CreateTx:output_type -> txmanager.v1.CreateTxResponse
-	4,  // 12: txmanager.v1.TxService.GetTx:output_type -> txmanager.v1.Tx
-	4,  // 13: txmanager.v1.TxService.GetTxByRequest:output_type -> txmanager.v1.Tx
-	8,  // 14: txmanager.v1.TxService.ListCompletions:output_type -> txmanager.v1.ListCompletionsResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	10, // 2: txmanager.v1.Tx.created_at:type_name -> google.protobuf.Timestamp
+	10, // 3: txmanager.v1.Tx.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 4: txmanager.v1.Tx.confirmed_at:type_name -> google.protobuf.Timestamp
+	11, // 5: txmanager.v1.ListCompletionsRequest.wait:type_name -> google.protobuf.Duration
+	10, // 6: txmanager.v1.Completion.completed_at:type_name -> google.protobuf.Timestamp
+	8,  // 7: txmanager.v1.ListCompletionsResponse.completions:type_name -> txmanager.v1.Completion
+	0,  // 8: txmanager.v1.TxService.CreateTx:input_type -> txmanager.v1.CreateTxRequest
+	2,  // 9: txmanager.v1.TxService.GetTx:input_type -> txmanager.v1.GetTxRequest
+	3,  // 10: txmanager.v1.TxService.GetTxByRequest:input_type -> txmanager.v1.GetTxByRequestRequest
+	6,  // 11: txmanager.v1.TxService.ListCompletions:input_type -> txmanager.v1.ListCompletionsRequest
+	7,  // 12: txmanager.v1.TxService.WatchCompletions:input_type -> txmanager.v1.WatchCompletionsRequest
+	1,  // 13: txmanager.v1.TxService.CreateTx:output_type -> txmanager.v1.CreateTxResponse
+	4,  // 14: txmanager.v1.TxService.GetTx:output_type -> txmanager.v1.Tx
+	4,  // 15: txmanager.v1.TxService.GetTxByRequest:output_type -> txmanager.v1.Tx
+	9,  // 16: txmanager.v1.TxService.ListCompletions:output_type -> txmanager.v1.ListCompletionsResponse
+	8,  // 17: txmanager.v1.TxService.WatchCompletions:output_type -> txmanager.v1.Completion
+	13, // [13:18] is the sub-list for method output_type
+	8,  // [8:13] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_txmanager_proto_init() }
@@ -865,7 +952,7 @@ func file_api_txmanager_v1_txmanager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_txmanager_v1_txmanager_proto_rawDesc), len(file_api_txmanager_v1_txmanager_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,10 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TxService_CreateTx_FullMethodName        = "/txmanager.v1.TxService/CreateTx"
-	TxService_GetTx_FullMethodName           = "/txmanager.v1.TxService/GetTx"
-	TxService_GetTxByRequest_FullMethodName  = "/txmanager.v1.TxService/GetTxByRequest"
-	TxService_ListCompletions_FullMethodName = "/txmanager.v1.TxService/ListCompletions"
+	TxService_CreateTx_FullMethodName         = "/txmanager.v1.TxService/CreateTx"
+	TxService_GetTx_FullMethodName            = "/txmanager.v1.TxService/GetTx"
+	TxService_GetTxByRequest_FullMethodName   = "/txmanager.v1.TxService/GetTxByRequest"
+	TxService_ListCompletions_FullMethodName  = "/txmanager.v1.TxService/ListCompletions"
+	TxService_WatchCompletions_FullMethodName = "/txmanager.v1.TxService/WatchCompletions"
 )
 
 // TxServiceClient is the client API for TxService service.
@@ -47,6 +48,10 @@ type TxServiceClient interface {
 	// ListCompletions pages through final results: a consumer that always passes the
 	// returned next cursor sees every completion exactly once.
 	ListCompletions(ctx context.Context, in *ListCompletionsRequest, opts ...grpc.CallOption) (*ListCompletionsResponse, error)
+	// WatchCompletions streams final results after a cursor as they happen, each once; a
+	// client that reconnects with the cursor of the last completion it processed misses
+	// none and sees none twice. gRPC only.
+	WatchCompletions(ctx context.Context, in *WatchCompletionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Completion], error)
 }
 
 type txServiceClient struct {
@@ -97,6 +102,25 @@ func (c *txServiceClient) ListCompletions(ctx context.Context, in *ListCompletio
 	return out, nil
 }
 
+func (c *txServiceClient) WatchCompletions(ctx context.Context, in *WatchCompletionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Completion], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TxService_ServiceDesc.Streams[0], TxService_WatchCompletions_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchCompletionsRequest, Completion]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TxService_WatchCompletionsClient = grpc.ServerStreamingClient[Completion]
+
 // TxServiceServer is the server API for TxService service.
 // All implementations must embed UnimplementedTxServiceServer
 // for forward compatibility.
@@ -119,6 +143,10 @@ type TxServiceServer interface {
 	// ListCompletions pages through final results: a consumer that always passes the
 	// returned next cursor sees every completion exactly once.
 	ListCompletions(context.Context, *ListCompletionsRequest) (*ListCompletionsResponse, error)
+	// WatchCompletions streams final results after a cursor as they happen, each once; a
+	// client that reconnects with the cursor of the last completion it processed misses
+	// none and sees none twice. gRPC only.
+	WatchCompletions(*WatchCompletionsRequest, grpc.ServerStreamingServer[Completion]) error
 	mustEmbedUnimplementedTxServiceServer()
 }
 
@@ -140,6 +168,9 @@ func (UnimplementedTxServiceServer) GetTxByRequest(context.Context, *GetTxByRequ
 }
 func (UnimplementedTxServiceServer) ListCompletions(context.Context, *ListCompletionsRequest) (*ListCompletionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListCompletions not implemented")
+}
+func (UnimplementedTxServiceServer) WatchCompletions(*WatchCompletionsRequest, grpc.ServerStreamingServer[Completion]) error {
+	return status.Error(codes.Unimplemented, "method WatchCompletions not implemented")
 }
 func (UnimplementedTxServiceServer) mustEmbedUnimplementedTxServiceServer() {}
 func (UnimplementedTxServiceServer) testEmbeddedByValue()                   {}
@@ -234,6 +265,17 @@ func _TxService_ListCompletions_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TxService_WatchCompletions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchCompletionsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(TxServiceServer).WatchCompletions(m, &grpc.GenericServerStream[WatchCompletionsRequest, Completion]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TxService_WatchCompletionsServer = grpc.ServerStreamingServer[Completion]
+
 // TxService_ServiceDesc is the grpc.ServiceDesc for TxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -258,6 +300,12 @@ var TxService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _TxService_ListCompletions_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchCompletions",
+			Handler:       _TxService_WatchCompletions_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "api/txmanager/v1/txmanager.proto",
 }

@@ -12,11 +12,13 @@ import (
 	nethttp "net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/transport/http"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // TxServiceHTTPServer is what the HTTP routes call; the gRPC server implementation fits.
@@ -86,7 +88,11 @@ func listCompletionsHandler(srv TxServiceHTTPServer) http.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		in := ListCompletionsRequest{After: q.Get("after"), Limit: limit}
+		wait, err := queryWait(q)
+		if err != nil {
+			return err
+		}
+		in := ListCompletionsRequest{After: q.Get("after"), Limit: limit, Wait: wait}
 		return serve(ctx, TxService_ListCompletions_FullMethodName, &in, srv.ListCompletions)
 	}
 }
@@ -122,6 +128,22 @@ func queryLimit(q url.Values) (uint32, error) {
 	return uint32(limit), nil
 }
 
+// queryWait reads the long-poll bound: a duration ("10s", "500ms") or whole seconds.
+func queryWait(q url.Values) (*durationpb.Duration, error) {
+	raw := q.Get("wait")
+	if raw == "" {
+		return nil, nil
+	}
+	if seconds, err := strconv.ParseUint(raw, 10, 32); err == nil {
+		return durationpb.New(time.Duration(seconds) * time.Second), nil
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil || d < 0 {
+		return nil, InvalidArgument("wait", "must be a duration such as 10s, or whole seconds")
+	}
+	return durationpb.New(d), nil
+}
+
 // strictJSON rejects unknown fields (a misspelt "gasLimt" must not be silently dropped) and,
 // like every protojson decoder, duplicate fields and wrong types.
 var strictJSON = protojson.UnmarshalOptions{DiscardUnknown: false}
@@ -132,7 +154,7 @@ var strictJSON = protojson.UnmarshalOptions{DiscardUnknown: false}
 // posting here cross-site without a CORS preflight (text/plain and form posts need none).
 func DecodeJSONBody(r *nethttp.Request, maxBytes int64, msg proto.Message) error {
 	if mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mediaType != "application/json" {
-		return kerrors.New(nethttp.StatusUnsupportedMediaType, ErrorReason_INVALID_ARGUMENT.String(),
+		return kerrors.New(nethttp.StatusUnsupportedMediaType, ErrorReason_UNSUPPORTED_MEDIA_TYPE.String(),
 			"Content-Type: the body must be sent as application/json").WithMetadata(map[string]string{"field": "Content-Type"})
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBytes+1))

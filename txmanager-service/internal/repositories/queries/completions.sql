@@ -1,13 +1,49 @@
 -- name: ListCompletionsAfter :many
--- Sequence order is not commit order: a row with a smaller seq can commit after a larger
--- one was already served. Ordering by the writing transaction's id and serving only rows
--- whose transaction is older than every transaction still running (the snapshot's xmin)
--- means a row not served yet can only ever appear after the cursor.
-SELECT c.seq, c.xid::text AS xid, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number
+-- Positions are assigned after commit by one sequencer transaction at a time, each above
+-- every earlier one and all of a round visible at once: a consumer paging by position
+-- never misses a completion and never sees one twice.
+SELECT c.feed_position::bigint AS feed_position, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder
 FROM tx_completions c
 JOIN managed_tx t ON t.tx_id = c.tx_id
-WHERE (c.xid, c.seq) > (CAST(sqlc.arg(after_xid)::text AS xid8), sqlc.arg(after_seq)::bigint)
-  AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
+WHERE c.feed_position > @after_position::bigint
   AND (sqlc.arg(all_signers)::bool OR c.signer = ANY(sqlc.arg(signers)::text[]))
-ORDER BY c.xid, c.seq
+ORDER BY c.feed_position
 LIMIT @page_size;
+
+-- name: LockFeedSequencer :one
+-- The first statement of a sequencer round: one round at a time on the whole cluster, so
+-- rounds commit in the order of the positions they assign.
+SELECT last_position, pruned_through FROM feed_sequencer WHERE id FOR UPDATE;
+
+-- name: AssignFeedPositions :one
+-- The second statement, on a fresh snapshot taken after the lock: every completion
+-- committed by now and not positioned gets the next positions, in insertion order.
+WITH pending AS (
+    SELECT seq FROM tx_completions WHERE feed_position IS NULL ORDER BY seq LIMIT @max_rows
+),
+numbered AS (
+    SELECT seq, (sqlc.arg(last_position)::bigint + row_number() OVER (ORDER BY seq))::bigint AS pos FROM pending
+),
+positioned AS (
+    UPDATE tx_completions c SET feed_position = n.pos, positioned_at = now()
+    FROM numbered n
+    WHERE c.seq = n.seq AND c.feed_position IS NULL
+    RETURNING c.feed_position, c.completed_at
+),
+advanced AS (
+    UPDATE feed_sequencer SET last_position = (SELECT max(feed_position) FROM positioned)
+    WHERE id AND EXISTS (SELECT 1 FROM positioned)
+    RETURNING last_position
+)
+SELECT (SELECT count(*) FROM positioned)::bigint AS positioned,
+       COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(completed_at)) FROM positioned), 0)::float8 AS oldest_wait_seconds;
+
+-- name: FeedState :one
+SELECT last_position, pruned_through FROM feed_sequencer WHERE id;
+
+-- name: PositionOfLegacyCursor :one
+-- Cursors from before positions were "<xid>-<seq>"; the migration positioned those rows
+-- in that order, so such a cursor stands for the last position at or before it.
+SELECT COALESCE(max(feed_position), 0)::bigint AS feed_position
+FROM tx_completions
+WHERE (xid, seq) <= (CAST(sqlc.arg(xid)::text AS xid8), sqlc.arg(seq)::bigint) AND feed_position IS NOT NULL;

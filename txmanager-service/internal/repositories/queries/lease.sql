@@ -4,9 +4,19 @@
 -- than the clock-skew allowance, and every acquisition after expiry or change of owner
 -- increments the token. When the lease is not ours the current holder is returned with
 -- acquired = false, so the caller can name the owner.
-WITH upsert AS (
+--
+-- Another node's live lease is seen by a plain read and answered without touching the row:
+-- an upsert would lock it even when its WHERE turns out false, and so queue every
+-- non-owner's request behind the owner's writers, which hold the row FOR SHARE.
+WITH holder AS (
+    SELECT h.owner_node, h.expires_at FROM signer_lease h WHERE h.signer = @signer
+),
+upsert AS (
     INSERT INTO signer_lease AS l (signer, owner_node, fencing_token, acquired_at, expires_at, updated_at)
-    VALUES (@signer, @node_id, 1, now(), now() + make_interval(secs => @duration_seconds::float8), now())
+    SELECT @signer, @node_id, 1, now(), now() + make_interval(secs => @duration_seconds::float8), now()
+    WHERE NOT EXISTS (
+        SELECT 1 FROM holder
+        WHERE holder.owner_node <> @node_id AND holder.expires_at > now() - make_interval(secs => @skew_seconds::float8))
     ON CONFLICT (signer) DO UPDATE SET
         owner_node    = EXCLUDED.owner_node,
         fencing_token = CASE WHEN l.owner_node = EXCLUDED.owner_node AND l.expires_at > now()
@@ -26,6 +36,14 @@ SELECT c.signer, c.owner_node, c.fencing_token, c.acquired_at, c.expires_at, fal
 FROM signer_lease c
 WHERE c.signer = @signer AND NOT EXISTS (SELECT 1 FROM upsert);
 
+-- name: RenewLeases :many
+-- One statement renews every lease a node holds and uses: each stays with its token, and a
+-- lease missing from the answer has expired (or changed owner) and is gone for this node.
+UPDATE signer_lease
+SET expires_at = now() + make_interval(secs => @duration_seconds::float8), updated_at = now()
+WHERE owner_node = @node_id AND signer = ANY(@signers::text[]) AND expires_at > now()
+RETURNING signer, fencing_token, expires_at, now()::timestamptz AS db_now;
+
 -- name: ReleaseLease :execrows
 -- Ends our lease at once (expiry in the past, beyond any skew allowance) so a peer can take
 -- over without waiting; the token stays, the next acquirer increments it.
@@ -37,7 +55,8 @@ WHERE signer = @signer AND owner_node = @node_id AND fencing_token = @fencing_to
 -- The first statement of every writer batch for a signer: proves the lease is still ours and
 -- holds it FOR SHARE until commit, so a takeover (which must UPDATE the lease row) waits for
 -- this transaction and can never slip between the check and the commit.
-SELECT l.fencing_token, c.next_nonce
+SELECT l.fencing_token, c.next_nonce,
+       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined
 FROM signer_lease l
 LEFT JOIN signer_nonce_cursor c ON c.signer = l.signer
 WHERE l.signer = @signer

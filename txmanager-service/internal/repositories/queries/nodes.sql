@@ -1,24 +1,31 @@
--- name: HeartbeatNode :exec
-INSERT INTO node_registry (node_id, grpc_addr, http_addr, version, started_at, heartbeat_at, stopped_at)
-VALUES (@node_id, @grpc_addr, @http_addr, @version, @started_at, now(), NULL)
+-- name: HeartbeatNode :many
+-- A node's row belongs to one process (incarnation) at a time: another incarnation takes it
+-- over only once the holder said it stopped or fell silent for the node timeout (judged by
+-- the database clock). No row back: a live process already uses this node id.
+INSERT INTO node_registry (node_id, incarnation, grpc_addr, http_addr, version, started_at, heartbeat_at, stopped_at)
+VALUES (@node_id, @incarnation, @grpc_addr, @http_addr, @version, @started_at, now(), NULL)
 ON CONFLICT (node_id) DO UPDATE SET
-    grpc_addr = EXCLUDED.grpc_addr, http_addr = EXCLUDED.http_addr, version = EXCLUDED.version,
-    started_at = EXCLUDED.started_at, heartbeat_at = now(), stopped_at = NULL;
+    incarnation = EXCLUDED.incarnation, grpc_addr = EXCLUDED.grpc_addr, http_addr = EXCLUDED.http_addr,
+    version = EXCLUDED.version, started_at = EXCLUDED.started_at, heartbeat_at = now(), stopped_at = NULL
+WHERE node_registry.incarnation = EXCLUDED.incarnation
+   OR node_registry.stopped_at IS NOT NULL
+   OR node_registry.heartbeat_at <= now() - make_interval(secs => @timeout_seconds::float8)
+RETURNING node_id;
 
 -- name: MarkNodeStopped :exec
-UPDATE node_registry SET stopped_at = now() WHERE node_id = @node_id;
+UPDATE node_registry SET stopped_at = now() WHERE node_id = @node_id AND incarnation = @incarnation;
 
 -- name: GetNode :one
 -- A node is alive when it has beaten recently (judged by the database clock) and has not
 -- said it stopped.
-SELECT node_id, grpc_addr, http_addr, version, started_at, heartbeat_at,
+SELECT node_id, incarnation, grpc_addr, http_addr, version, started_at, heartbeat_at,
        (stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => @timeout_seconds::float8))::bool AS alive
 FROM node_registry WHERE node_id = @node_id;
 
 -- name: ListNodes :many
-SELECT node_id, grpc_addr, http_addr, version, started_at, heartbeat_at,
+SELECT node_id, incarnation, grpc_addr, http_addr, version, started_at, heartbeat_at,
        (stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => @timeout_seconds::float8))::bool AS alive,
-       (SELECT count(*) FROM signer_lease l WHERE l.owner_node = n.node_id AND l.expires_at > now())::bigint AS leases
+       (SELECT count(*) FROM signer_lease l WHERE l.owner_node = n.node_id || '#' || n.incarnation AND l.expires_at > now())::bigint AS leases
 FROM node_registry n
 ORDER BY node_id;
 

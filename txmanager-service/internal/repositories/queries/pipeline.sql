@@ -156,12 +156,15 @@ completed AS (
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM completed)::bigint AS updated;
 
 -- name: ListResubmitDue :many
--- Broadcast, not mined, due again: with the current attempt's signed bytes.
-SELECT m.tx_id, a.raw_tx,
+-- Broadcast, not mined, due again: with the current attempt (signed bytes, kind, fees) to
+-- send again or re-price. STUCK ones too: a stuck transaction keeps being rebroadcast and
+-- re-priced until it is final or an operator resolves it.
+SELECT m.tx_id, m.tx_hash, a.raw_tx, a.kind, a.max_fee_per_gas::text AS max_fee, a.max_priority_fee_per_gas::text AS max_tip,
+       COALESCE(m.payload->>'maxFeePerGas', '')::text AS intent_max_fee, COALESCE(m.payload->>'maxPriorityFeePerGas', '')::text AS intent_max_tip,
        (SELECT array_agg(x.tx_hash) FROM tx_attempt x WHERE x.tx_id = m.tx_id)::text[] AS attempt_hashes
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_hash = m.tx_hash
-WHERE m.signer = @signer AND m.state = 'TRACKING' AND m.receipt IS NULL AND m.next_resubmit_at <= now()
+WHERE m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.next_resubmit_at <= now()
 ORDER BY m.nonce
 LIMIT @max_rows;
 
@@ -180,7 +183,7 @@ claimed AS (
     SET next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8), submit_attempts = m.submit_attempts + 1,
         last_submit_at = now(), fencing_token = @fencing_token, updated_at = now()
     FROM lease
-    WHERE m.tx_id = ANY(CAST(@tx_ids::text[] AS uuid[])) AND m.signer = @signer AND m.state = 'TRACKING' AND m.receipt IS NULL
+    WHERE m.tx_id = ANY(CAST(@tx_ids::text[] AS uuid[])) AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
       AND m.next_resubmit_at <= now()
     RETURNING m.tx_id
 )
@@ -256,6 +259,42 @@ updated AS (
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
 
+-- name: RecordReplacements :one
+-- Re-priced attempts of claimed rebroadcasts, stored before they are sent: each becomes its
+-- transaction's current attempt, the earlier ones stay on record (a receipt for any of them
+-- settles the transaction). Only where the attempt replaced is still the current one.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR SHARE
+),
+input AS (
+    SELECT unnest(@tx_ids::text[])       AS tx_id,
+           unnest(@replaced::text[])     AS replaced,
+           unnest(@tx_hashes::text[])    AS tx_hash,
+           unnest(@nonces::bigint[])     AS nonce,
+           unnest(@kinds::text[])        AS kind,
+           unnest(@max_fees::text[])     AS max_fee,
+           unnest(@max_tips::text[])     AS max_tip,
+           unnest(@gas_limits::bigint[]) AS gas_limit,
+           unnest(@raw_txs::bytea[])     AS raw_tx
+),
+attempts AS (
+    INSERT INTO tx_attempt (tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT i.tx_hash, i.tx_id::uuid, @signer, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
+    FROM lease, input i
+    ON CONFLICT (tx_hash) DO NOTHING
+    RETURNING 1
+),
+updated AS (
+    UPDATE managed_tx m
+    SET tx_hash = i.tx_hash, sub_state = 'REPRICED', fencing_token = @fencing_token, updated_at = now()
+    FROM lease, input i
+    WHERE m.tx_id = i.tx_id::uuid AND m.signer = @signer AND m.tx_hash = i.replaced AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    RETURNING m.tx_id
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM updated), '{}')::uuid[] AS updated_ids;
+
 -- name: ListOpenSigners :many
 -- Signers with unfinished transactions, and who (if anyone) holds their lease now.
 SELECT o.signer, l.owner_node, l.fencing_token, COALESCE(l.expires_at > now(), false)::bool AS lease_live
@@ -268,3 +307,65 @@ SELECT signer, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS age_second
 FROM managed_tx
 WHERE signer = ANY(@signers::text[]) AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
 GROUP BY signer;
+
+-- name: LowestOpenNonce :one
+-- The signer's lowest nonce not yet final: everything above waits for it, and a nonce hole
+-- lies below it.
+SELECT COALESCE(min(nonce), -1)::bigint AS nonce
+FROM managed_tx
+WHERE signer = @signer AND state IN ('ALLOCATED', 'TRACKING', 'STUCK');
+
+-- name: InsertPlaceholders :one
+-- Fill nonce holes: zero-value self-transfers at nonces below the signer's open ones that
+-- no transaction of ours or anyone's holds. They go through the pipeline like any
+-- allocation. A row that appeared at one of those nonces meanwhile wins (unique signer,
+-- nonce); the cursor is above them already.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR SHARE
+),
+inserted AS (
+    INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, sub_state, placeholder, fencing_token, created_at, updated_at)
+    SELECT t.tx_id::uuid, @signer, t.intent_hash, t.nonce, t.payload::jsonb, 'ALLOCATED', 'PLACEHOLDER', true, @fencing_token, now(), now()
+    FROM lease, (
+        SELECT unnest(@tx_ids::text[])         AS tx_id,
+               unnest(@nonces::bigint[])       AS nonce,
+               unnest(@intent_hashes::bytea[]) AS intent_hash,
+               unnest(@payloads::text[])       AS payload
+    ) AS t
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM inserted)::bigint AS inserted;
+
+-- name: ListNonceTaken :many
+-- Broadcasts answered "nonce too low" while none of their attempts is known to the node:
+-- the nonce went to a transaction the database has no attempt for, to be identified.
+SELECT * FROM managed_tx
+WHERE signer = @signer AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL AND sub_state = 'NONCE_TAKEN'
+ORDER BY nonce
+LIMIT @max_rows;
+
+-- name: FailNonceTaken :one
+-- Another transaction, not this one's intent, was mined at its nonce and is confirmed: the
+-- intent can never execute. Final as FAILED_FINAL/NONCE_TAKEN with its completion.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR SHARE
+),
+failed AS (
+    UPDATE managed_tx m
+    SET state = 'FAILED_FINAL', sub_state = 'NONCE_TAKEN', last_error = @reason, confirmed_at = now(), next_resubmit_at = NULL,
+        fencing_token = @fencing_token, updated_at = now()
+    FROM lease
+    WHERE m.tx_id = @tx_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.sub_state = 'NONCE_TAKEN'
+    RETURNING m.tx_id, m.signer, m.state
+),
+completed AS (
+    INSERT INTO tx_completions (tx_id, signer, status)
+    SELECT tx_id, signer, state FROM failed
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM completed)::bigint AS updated;

@@ -13,45 +13,98 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const assignFeedPositions = `-- name: AssignFeedPositions :one
+WITH pending AS (
+    SELECT seq FROM tx_completions WHERE feed_position IS NULL ORDER BY seq LIMIT $1
+),
+numbered AS (
+    SELECT seq, ($2::bigint + row_number() OVER (ORDER BY seq))::bigint AS pos FROM pending
+),
+positioned AS (
+    UPDATE tx_completions c SET feed_position = n.pos, positioned_at = now()
+    FROM numbered n
+    WHERE c.seq = n.seq AND c.feed_position IS NULL
+    RETURNING c.feed_position, c.completed_at
+),
+advanced AS (
+    UPDATE feed_sequencer SET last_position = (SELECT max(feed_position) FROM positioned)
+    WHERE id AND EXISTS (SELECT 1 FROM positioned)
+    RETURNING last_position
+)
+SELECT (SELECT count(*) FROM positioned)::bigint AS positioned,
+       COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(completed_at)) FROM positioned), 0)::float8 AS oldest_wait_seconds
+`
+
+type AssignFeedPositionsParams struct {
+	MaxRows      int32
+	LastPosition int64
+}
+
+type AssignFeedPositionsRow struct {
+	Positioned        int64
+	OldestWaitSeconds float64
+}
+
+// The second statement, on a fresh snapshot taken after the lock: every completion
+// committed by now and not positioned gets the next positions, in insertion order.
+func (q *Queries) AssignFeedPositions(ctx context.Context, arg AssignFeedPositionsParams) (AssignFeedPositionsRow, error) {
+	row := q.db.QueryRow(ctx, assignFeedPositions, arg.MaxRows, arg.LastPosition)
+	var i AssignFeedPositionsRow
+	err := row.Scan(&i.Positioned, &i.OldestWaitSeconds)
+	return i, err
+}
+
+const feedState = `-- name: FeedState :one
+SELECT last_position, pruned_through FROM feed_sequencer WHERE id
+`
+
+type FeedStateRow struct {
+	LastPosition  int64
+	PrunedThrough int64
+}
+
+func (q *Queries) FeedState(ctx context.Context) (FeedStateRow, error) {
+	row := q.db.QueryRow(ctx, feedState)
+	var i FeedStateRow
+	err := row.Scan(&i.LastPosition, &i.PrunedThrough)
+	return i, err
+}
+
 const listCompletionsAfter = `-- name: ListCompletionsAfter :many
-SELECT c.seq, c.xid::text AS xid, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number
+SELECT c.feed_position::bigint AS feed_position, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder
 FROM tx_completions c
 JOIN managed_tx t ON t.tx_id = c.tx_id
-WHERE (c.xid, c.seq) > (CAST($1::text AS xid8), $2::bigint)
-  AND c.xid < pg_snapshot_xmin(pg_current_snapshot())
-  AND ($3::bool OR c.signer = ANY($4::text[]))
-ORDER BY c.xid, c.seq
-LIMIT $5
+WHERE c.feed_position > $1::bigint
+  AND ($2::bool OR c.signer = ANY($3::text[]))
+ORDER BY c.feed_position
+LIMIT $4
 `
 
 type ListCompletionsAfterParams struct {
-	AfterXid   string
-	AfterSeq   int64
-	AllSigners bool
-	Signers    []string
-	PageSize   int32
+	AfterPosition int64
+	AllSigners    bool
+	Signers       []string
+	PageSize      int32
 }
 
 type ListCompletionsAfterRow struct {
-	Seq         int64
-	Xid         string
-	TxID        uuid.UUID
-	Signer      string
-	Status      string
-	CompletedAt time.Time
-	Nonce       int64
-	TxHash      pgtype.Text
-	BlockNumber pgtype.Int8
+	FeedPosition int64
+	TxID         uuid.UUID
+	Signer       string
+	Status       string
+	CompletedAt  time.Time
+	Nonce        int64
+	TxHash       pgtype.Text
+	BlockNumber  pgtype.Int8
+	Placeholder  bool
 }
 
-// Sequence order is not commit order: a row with a smaller seq can commit after a larger
-// one was already served. Ordering by the writing transaction's id and serving only rows
-// whose transaction is older than every transaction still running (the snapshot's xmin)
-// means a row not served yet can only ever appear after the cursor.
+// Positions are assigned after commit by one sequencer transaction at a time, each above
+// every earlier one and all of a round visible at once: a consumer paging by position
+// never misses a completion and never sees one twice.
 func (q *Queries) ListCompletionsAfter(ctx context.Context, arg ListCompletionsAfterParams) ([]ListCompletionsAfterRow, error) {
 	rows, err := q.db.Query(ctx, listCompletionsAfter,
-		arg.AfterXid,
-		arg.AfterSeq,
+		arg.AfterPosition,
 		arg.AllSigners,
 		arg.Signers,
 		arg.PageSize,
@@ -64,8 +117,7 @@ func (q *Queries) ListCompletionsAfter(ctx context.Context, arg ListCompletionsA
 	for rows.Next() {
 		var i ListCompletionsAfterRow
 		if err := rows.Scan(
-			&i.Seq,
-			&i.Xid,
+			&i.FeedPosition,
 			&i.TxID,
 			&i.Signer,
 			&i.Status,
@@ -73,6 +125,7 @@ func (q *Queries) ListCompletionsAfter(ctx context.Context, arg ListCompletionsA
 			&i.Nonce,
 			&i.TxHash,
 			&i.BlockNumber,
+			&i.Placeholder,
 		); err != nil {
 			return nil, err
 		}
@@ -82,4 +135,42 @@ func (q *Queries) ListCompletionsAfter(ctx context.Context, arg ListCompletionsA
 		return nil, err
 	}
 	return items, nil
+}
+
+const lockFeedSequencer = `-- name: LockFeedSequencer :one
+SELECT last_position, pruned_through FROM feed_sequencer WHERE id FOR UPDATE
+`
+
+type LockFeedSequencerRow struct {
+	LastPosition  int64
+	PrunedThrough int64
+}
+
+// The first statement of a sequencer round: one round at a time on the whole cluster, so
+// rounds commit in the order of the positions they assign.
+func (q *Queries) LockFeedSequencer(ctx context.Context) (LockFeedSequencerRow, error) {
+	row := q.db.QueryRow(ctx, lockFeedSequencer)
+	var i LockFeedSequencerRow
+	err := row.Scan(&i.LastPosition, &i.PrunedThrough)
+	return i, err
+}
+
+const positionOfLegacyCursor = `-- name: PositionOfLegacyCursor :one
+SELECT COALESCE(max(feed_position), 0)::bigint AS feed_position
+FROM tx_completions
+WHERE (xid, seq) <= (CAST($1::text AS xid8), $2::bigint) AND feed_position IS NOT NULL
+`
+
+type PositionOfLegacyCursorParams struct {
+	Xid string
+	Seq int64
+}
+
+// Cursors from before positions were "<xid>-<seq>"; the migration positioned those rows
+// in that order, so such a cursor stands for the last position at or before it.
+func (q *Queries) PositionOfLegacyCursor(ctx context.Context, arg PositionOfLegacyCursorParams) (int64, error) {
+	row := q.db.QueryRow(ctx, positionOfLegacyCursor, arg.Xid, arg.Seq)
+	var feed_position int64
+	err := row.Scan(&feed_position)
+	return feed_position, err
 }

@@ -13,9 +13,15 @@ import (
 )
 
 const acquireOrRenewLease = `-- name: AcquireOrRenewLease :one
-WITH upsert AS (
+WITH holder AS (
+    SELECT h.owner_node, h.expires_at FROM signer_lease h WHERE h.signer = $1
+),
+upsert AS (
     INSERT INTO signer_lease AS l (signer, owner_node, fencing_token, acquired_at, expires_at, updated_at)
-    VALUES ($1, $2, 1, now(), now() + make_interval(secs => $3::float8), now())
+    SELECT $1, $2, 1, now(), now() + make_interval(secs => $3::float8), now()
+    WHERE NOT EXISTS (
+        SELECT 1 FROM holder
+        WHERE holder.owner_node <> $2 AND holder.expires_at > now() - make_interval(secs => $4::float8))
     ON CONFLICT (signer) DO UPDATE SET
         owner_node    = EXCLUDED.owner_node,
         fencing_token = CASE WHEN l.owner_node = EXCLUDED.owner_node AND l.expires_at > now()
@@ -58,6 +64,10 @@ type AcquireOrRenewLeaseRow struct {
 // than the clock-skew allowance, and every acquisition after expiry or change of owner
 // increments the token. When the lease is not ours the current holder is returned with
 // acquired = false, so the caller can name the owner.
+//
+// Another node's live lease is seen by a plain read and answered without touching the row:
+// an upsert would lock it even when its WHERE turns out false, and so queue every
+// non-owner's request behind the owner's writers, which hold the row FOR SHARE.
 func (q *Queries) AcquireOrRenewLease(ctx context.Context, arg AcquireOrRenewLeaseParams) (AcquireOrRenewLeaseRow, error) {
 	row := q.db.QueryRow(ctx, acquireOrRenewLease,
 		arg.Signer,
@@ -79,7 +89,8 @@ func (q *Queries) AcquireOrRenewLease(ctx context.Context, arg AcquireOrRenewLea
 }
 
 const lockLeaseAndReadCursor = `-- name: LockLeaseAndReadCursor :one
-SELECT l.fencing_token, c.next_nonce
+SELECT l.fencing_token, c.next_nonce,
+       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined
 FROM signer_lease l
 LEFT JOIN signer_nonce_cursor c ON c.signer = l.signer
 WHERE l.signer = $1
@@ -98,6 +109,7 @@ type LockLeaseAndReadCursorParams struct {
 type LockLeaseAndReadCursorRow struct {
 	FencingToken int64
 	NextNonce    pgtype.Int8
+	Quarantined  bool
 }
 
 // The first statement of every writer batch for a signer: proves the lease is still ours and
@@ -106,7 +118,7 @@ type LockLeaseAndReadCursorRow struct {
 func (q *Queries) LockLeaseAndReadCursor(ctx context.Context, arg LockLeaseAndReadCursorParams) (LockLeaseAndReadCursorRow, error) {
 	row := q.db.QueryRow(ctx, lockLeaseAndReadCursor, arg.Signer, arg.NodeID, arg.FencingToken)
 	var i LockLeaseAndReadCursorRow
-	err := row.Scan(&i.FencingToken, &i.NextNonce)
+	err := row.Scan(&i.FencingToken, &i.NextNonce, &i.Quarantined)
 	return i, err
 }
 
@@ -130,4 +142,51 @@ func (q *Queries) ReleaseLease(ctx context.Context, arg ReleaseLeaseParams) (int
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const renewLeases = `-- name: RenewLeases :many
+UPDATE signer_lease
+SET expires_at = now() + make_interval(secs => $1::float8), updated_at = now()
+WHERE owner_node = $2 AND signer = ANY($3::text[]) AND expires_at > now()
+RETURNING signer, fencing_token, expires_at, now()::timestamptz AS db_now
+`
+
+type RenewLeasesParams struct {
+	DurationSeconds float64
+	NodeID          string
+	Signers         []string
+}
+
+type RenewLeasesRow struct {
+	Signer       string
+	FencingToken int64
+	ExpiresAt    time.Time
+	DbNow        time.Time
+}
+
+// One statement renews every lease a node holds and uses: each stays with its token, and a
+// lease missing from the answer has expired (or changed owner) and is gone for this node.
+func (q *Queries) RenewLeases(ctx context.Context, arg RenewLeasesParams) ([]RenewLeasesRow, error) {
+	rows, err := q.db.Query(ctx, renewLeases, arg.DurationSeconds, arg.NodeID, arg.Signers)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []RenewLeasesRow{}
+	for rows.Next() {
+		var i RenewLeasesRow
+		if err := rows.Scan(
+			&i.Signer,
+			&i.FencingToken,
+			&i.ExpiresAt,
+			&i.DbNow,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -11,6 +11,18 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ChainIdentity struct {
+	ChainID     pgtype.Numeric
+	GenesisHash string
+	RecordedAt  time.Time
+}
+
+type FeedSequencer struct {
+	ID            bool
+	LastPosition  int64
+	PrunedThrough int64
+}
+
 type ManagedTx struct {
 	TxID           uuid.UUID
 	Signer         string
@@ -32,6 +44,7 @@ type ManagedTx struct {
 	FencingToken   int64
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	Placeholder    bool
 }
 
 type NodeRegistry struct {
@@ -42,6 +55,7 @@ type NodeRegistry struct {
 	StartedAt   time.Time
 	HeartbeatAt time.Time
 	StoppedAt   *time.Time
+	Incarnation string
 }
 
 type SignerLease struct {
@@ -58,6 +72,18 @@ type SignerNonceCursor struct {
 	NextNonce    int64
 	FencingToken int64
 	UpdatedAt    time.Time
+}
+
+type SignerQuarantine struct {
+	Signer       string
+	DbNextNonce  int64
+	ChainNonce   int64
+	DetectedAt   time.Time
+	DetectedBy   string
+	FencingToken int64
+	ReleasedAt   *time.Time
+	ReleasedBy   pgtype.Text
+	ReleaseNote  pgtype.Text
 }
 
 type StuckResolutionAudit struct {
@@ -87,10 +113,12 @@ type TxAttempt struct {
 }
 
 type TxCompletion struct {
-	Seq         int64
-	Xid         pgtype.Uint64
-	TxID        uuid.UUID
-	Signer      string
-	Status      string
-	CompletedAt time.Time
+	Seq          int64
+	Xid          pgtype.Uint64
+	TxID         uuid.UUID
+	Signer       string
+	Status       string
+	CompletedAt  time.Time
+	FeedPosition pgtype.Int8
+	PositionedAt *time.Time
 }

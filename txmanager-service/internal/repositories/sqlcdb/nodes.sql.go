@@ -11,7 +11,7 @@ import (
 )
 
 const getNode = `-- name: GetNode :one
-SELECT node_id, grpc_addr, http_addr, version, started_at, heartbeat_at,
+SELECT node_id, incarnation, grpc_addr, http_addr, version, started_at, heartbeat_at,
        (stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => $1::float8))::bool AS alive
 FROM node_registry WHERE node_id = $2
 `
@@ -23,6 +23,7 @@ type GetNodeParams struct {
 
 type GetNodeRow struct {
 	NodeID      string
+	Incarnation string
 	GrpcAddr    string
 	HttpAddr    string
 	Version     string
@@ -38,6 +39,7 @@ func (q *Queries) GetNode(ctx context.Context, arg GetNodeParams) (GetNodeRow, e
 	var i GetNodeRow
 	err := row.Scan(
 		&i.NodeID,
+		&i.Incarnation,
 		&i.GrpcAddr,
 		&i.HttpAddr,
 		&i.Version,
@@ -48,43 +50,70 @@ func (q *Queries) GetNode(ctx context.Context, arg GetNodeParams) (GetNodeRow, e
 	return i, err
 }
 
-const heartbeatNode = `-- name: HeartbeatNode :exec
-INSERT INTO node_registry (node_id, grpc_addr, http_addr, version, started_at, heartbeat_at, stopped_at)
-VALUES ($1, $2, $3, $4, $5, now(), NULL)
+const heartbeatNode = `-- name: HeartbeatNode :many
+INSERT INTO node_registry (node_id, incarnation, grpc_addr, http_addr, version, started_at, heartbeat_at, stopped_at)
+VALUES ($1, $2, $3, $4, $5, $6, now(), NULL)
 ON CONFLICT (node_id) DO UPDATE SET
-    grpc_addr = EXCLUDED.grpc_addr, http_addr = EXCLUDED.http_addr, version = EXCLUDED.version,
-    started_at = EXCLUDED.started_at, heartbeat_at = now(), stopped_at = NULL
+    incarnation = EXCLUDED.incarnation, grpc_addr = EXCLUDED.grpc_addr, http_addr = EXCLUDED.http_addr,
+    version = EXCLUDED.version, started_at = EXCLUDED.started_at, heartbeat_at = now(), stopped_at = NULL
+WHERE node_registry.incarnation = EXCLUDED.incarnation
+   OR node_registry.stopped_at IS NOT NULL
+   OR node_registry.heartbeat_at <= now() - make_interval(secs => $7::float8)
+RETURNING node_id
 `
 
 type HeartbeatNodeParams struct {
-	NodeID    string
-	GrpcAddr  string
-	HttpAddr  string
-	Version   string
-	StartedAt time.Time
+	NodeID         string
+	Incarnation    string
+	GrpcAddr       string
+	HttpAddr       string
+	Version        string
+	StartedAt      time.Time
+	TimeoutSeconds float64
 }
 
-func (q *Queries) HeartbeatNode(ctx context.Context, arg HeartbeatNodeParams) error {
-	_, err := q.db.Exec(ctx, heartbeatNode,
+// A node's row belongs to one process (incarnation) at a time: another incarnation takes it
+// over only once the holder said it stopped or fell silent for the node timeout (judged by
+// the database clock). No row back: a live process already uses this node id.
+func (q *Queries) HeartbeatNode(ctx context.Context, arg HeartbeatNodeParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, heartbeatNode,
 		arg.NodeID,
+		arg.Incarnation,
 		arg.GrpcAddr,
 		arg.HttpAddr,
 		arg.Version,
 		arg.StartedAt,
+		arg.TimeoutSeconds,
 	)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var node_id string
+		if err := rows.Scan(&node_id); err != nil {
+			return nil, err
+		}
+		items = append(items, node_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listNodes = `-- name: ListNodes :many
-SELECT node_id, grpc_addr, http_addr, version, started_at, heartbeat_at,
+SELECT node_id, incarnation, grpc_addr, http_addr, version, started_at, heartbeat_at,
        (stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => $1::float8))::bool AS alive,
-       (SELECT count(*) FROM signer_lease l WHERE l.owner_node = n.node_id AND l.expires_at > now())::bigint AS leases
+       (SELECT count(*) FROM signer_lease l WHERE l.owner_node = n.node_id || '#' || n.incarnation AND l.expires_at > now())::bigint AS leases
 FROM node_registry n
 ORDER BY node_id
 `
 
 type ListNodesRow struct {
 	NodeID      string
+	Incarnation string
 	GrpcAddr    string
 	HttpAddr    string
 	Version     string
@@ -105,6 +134,7 @@ func (q *Queries) ListNodes(ctx context.Context, timeoutSeconds float64) ([]List
 		var i ListNodesRow
 		if err := rows.Scan(
 			&i.NodeID,
+			&i.Incarnation,
 			&i.GrpcAddr,
 			&i.HttpAddr,
 			&i.Version,
@@ -124,7 +154,7 @@ func (q *Queries) ListNodes(ctx context.Context, timeoutSeconds float64) ([]List
 }
 
 const listStuck = `-- name: ListStuck :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at FROM managed_tx
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder FROM managed_tx
 WHERE state = 'STUCK' AND ($1::bool OR signer = $2::text)
 ORDER BY created_at
 LIMIT $3
@@ -166,6 +196,7 @@ func (q *Queries) ListStuck(ctx context.Context, arg ListStuckParams) ([]Managed
 			&i.FencingToken,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Placeholder,
 		); err != nil {
 			return nil, err
 		}
@@ -178,11 +209,16 @@ func (q *Queries) ListStuck(ctx context.Context, arg ListStuckParams) ([]Managed
 }
 
 const markNodeStopped = `-- name: MarkNodeStopped :exec
-UPDATE node_registry SET stopped_at = now() WHERE node_id = $1
+UPDATE node_registry SET stopped_at = now() WHERE node_id = $1 AND incarnation = $2
 `
 
-func (q *Queries) MarkNodeStopped(ctx context.Context, nodeID string) error {
-	_, err := q.db.Exec(ctx, markNodeStopped, nodeID)
+type MarkNodeStoppedParams struct {
+	NodeID      string
+	Incarnation string
+}
+
+func (q *Queries) MarkNodeStopped(ctx context.Context, arg MarkNodeStoppedParams) error {
+	_, err := q.db.Exec(ctx, markNodeStopped, arg.NodeID, arg.Incarnation)
 	return err
 }
 

@@ -24,7 +24,7 @@ claimed AS (
     SET next_resubmit_at = now() + make_interval(secs => $4::float8), submit_attempts = m.submit_attempts + 1,
         last_submit_at = now(), fencing_token = $3, updated_at = now()
     FROM lease
-    WHERE m.tx_id = ANY(CAST($5::text[] AS uuid[])) AND m.signer = $1 AND m.state = 'TRACKING' AND m.receipt IS NULL
+    WHERE m.tx_id = ANY(CAST($5::text[] AS uuid[])) AND m.signer = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
       AND m.next_resubmit_at <= now()
     RETURNING m.tx_id
 )
@@ -115,6 +115,56 @@ func (q *Queries) ClaimStuckResolution(ctx context.Context, arg ClaimStuckResolu
 		arg.Action,
 	)
 	var i ClaimStuckResolutionRow
+	err := row.Scan(&i.LeaseHeld, &i.Updated)
+	return i, err
+}
+
+const failNonceTaken = `-- name: FailNonceTaken :one
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    FOR SHARE
+),
+failed AS (
+    UPDATE managed_tx m
+    SET state = 'FAILED_FINAL', sub_state = 'NONCE_TAKEN', last_error = $4, confirmed_at = now(), next_resubmit_at = NULL,
+        fencing_token = $3, updated_at = now()
+    FROM lease
+    WHERE m.tx_id = $5 AND m.signer = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.sub_state = 'NONCE_TAKEN'
+    RETURNING m.tx_id, m.signer, m.state
+),
+completed AS (
+    INSERT INTO tx_completions (tx_id, signer, status)
+    SELECT tx_id, signer, state FROM failed
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM completed)::bigint AS updated
+`
+
+type FailNonceTakenParams struct {
+	Signer       string
+	NodeID       string
+	FencingToken int64
+	Reason       pgtype.Text
+	TxID         uuid.UUID
+}
+
+type FailNonceTakenRow struct {
+	LeaseHeld bool
+	Updated   int64
+}
+
+// Another transaction, not this one's intent, was mined at its nonce and is confirmed: the
+// intent can never execute. Final as FAILED_FINAL/NONCE_TAKEN with its completion.
+func (q *Queries) FailNonceTaken(ctx context.Context, arg FailNonceTakenParams) (FailNonceTakenRow, error) {
+	row := q.db.QueryRow(ctx, failNonceTaken,
+		arg.Signer,
+		arg.NodeID,
+		arg.FencingToken,
+		arg.Reason,
+		arg.TxID,
+	)
+	var i FailNonceTakenRow
 	err := row.Scan(&i.LeaseHeld, &i.Updated)
 	return i, err
 }
@@ -245,8 +295,63 @@ func (q *Queries) GetResolvable(ctx context.Context, arg GetResolvableParams) (G
 	return i, err
 }
 
+const insertPlaceholders = `-- name: InsertPlaceholders :one
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    FOR SHARE
+),
+inserted AS (
+    INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, sub_state, placeholder, fencing_token, created_at, updated_at)
+    SELECT t.tx_id::uuid, $1, t.intent_hash, t.nonce, t.payload::jsonb, 'ALLOCATED', 'PLACEHOLDER', true, $3, now(), now()
+    FROM lease, (
+        SELECT unnest($4::text[])         AS tx_id,
+               unnest($5::bigint[])       AS nonce,
+               unnest($6::bytea[]) AS intent_hash,
+               unnest($7::text[])       AS payload
+    ) AS t
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM inserted)::bigint AS inserted
+`
+
+type InsertPlaceholdersParams struct {
+	Signer       string
+	NodeID       string
+	FencingToken int64
+	TxIds        []string
+	Nonces       []int64
+	IntentHashes [][]byte
+	Payloads     []string
+}
+
+type InsertPlaceholdersRow struct {
+	LeaseHeld bool
+	Inserted  int64
+}
+
+// Fill nonce holes: zero-value self-transfers at nonces below the signer's open ones that
+// no transaction of ours or anyone's holds. They go through the pipeline like any
+// allocation. A row that appeared at one of those nonces meanwhile wins (unique signer,
+// nonce); the cursor is above them already.
+func (q *Queries) InsertPlaceholders(ctx context.Context, arg InsertPlaceholdersParams) (InsertPlaceholdersRow, error) {
+	row := q.db.QueryRow(ctx, insertPlaceholders,
+		arg.Signer,
+		arg.NodeID,
+		arg.FencingToken,
+		arg.TxIds,
+		arg.Nonces,
+		arg.IntentHashes,
+		arg.Payloads,
+	)
+	var i InsertPlaceholdersRow
+	err := row.Scan(&i.LeaseHeld, &i.Inserted)
+	return i, err
+}
+
 const listAllocated = `-- name: ListAllocated :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at FROM managed_tx
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder FROM managed_tx
 WHERE signer = $1 AND state = 'ALLOCATED'
 ORDER BY nonce
 LIMIT $2
@@ -287,6 +392,7 @@ func (q *Queries) ListAllocated(ctx context.Context, arg ListAllocatedParams) ([
 			&i.FencingToken,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Placeholder,
 		); err != nil {
 			return nil, err
 		}
@@ -391,6 +497,62 @@ func (q *Queries) ListMined(ctx context.Context, signers []string) ([]ListMinedR
 	return items, nil
 }
 
+const listNonceTaken = `-- name: ListNonceTaken :many
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder FROM managed_tx
+WHERE signer = $1 AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL AND sub_state = 'NONCE_TAKEN'
+ORDER BY nonce
+LIMIT $2
+`
+
+type ListNonceTakenParams struct {
+	Signer  string
+	MaxRows int32
+}
+
+// Broadcasts answered "nonce too low" while none of their attempts is known to the node:
+// the nonce went to a transaction the database has no attempt for, to be identified.
+func (q *Queries) ListNonceTaken(ctx context.Context, arg ListNonceTakenParams) ([]ManagedTx, error) {
+	rows, err := q.db.Query(ctx, listNonceTaken, arg.Signer, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ManagedTx{}
+	for rows.Next() {
+		var i ManagedTx
+		if err := rows.Scan(
+			&i.TxID,
+			&i.Signer,
+			&i.RequestID,
+			&i.IntentHash,
+			&i.Nonce,
+			&i.Payload,
+			&i.TxHash,
+			&i.State,
+			&i.SubState,
+			&i.LastSubmitAt,
+			&i.NextResubmitAt,
+			&i.SubmitAttempts,
+			&i.LastError,
+			&i.Receipt,
+			&i.BlockNumber,
+			&i.BlockHash,
+			&i.ConfirmedAt,
+			&i.FencingToken,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.Placeholder,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listOpenSigners = `-- name: ListOpenSigners :many
 SELECT o.signer, l.owner_node, l.fencing_token, COALESCE(l.expires_at > now(), false)::bool AS lease_live
 FROM (SELECT DISTINCT signer FROM managed_tx WHERE state IN ('ALLOCATED', 'TRACKING', 'STUCK')) o
@@ -431,11 +593,12 @@ func (q *Queries) ListOpenSigners(ctx context.Context) ([]ListOpenSignersRow, er
 }
 
 const listResubmitDue = `-- name: ListResubmitDue :many
-SELECT m.tx_id, a.raw_tx,
+SELECT m.tx_id, m.tx_hash, a.raw_tx, a.kind, a.max_fee_per_gas::text AS max_fee, a.max_priority_fee_per_gas::text AS max_tip,
+       COALESCE(m.payload->>'maxFeePerGas', '')::text AS intent_max_fee, COALESCE(m.payload->>'maxPriorityFeePerGas', '')::text AS intent_max_tip,
        (SELECT array_agg(x.tx_hash) FROM tx_attempt x WHERE x.tx_id = m.tx_id)::text[] AS attempt_hashes
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_hash = m.tx_hash
-WHERE m.signer = $1 AND m.state = 'TRACKING' AND m.receipt IS NULL AND m.next_resubmit_at <= now()
+WHERE m.signer = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.next_resubmit_at <= now()
 ORDER BY m.nonce
 LIMIT $2
 `
@@ -447,11 +610,19 @@ type ListResubmitDueParams struct {
 
 type ListResubmitDueRow struct {
 	TxID          uuid.UUID
+	TxHash        pgtype.Text
 	RawTx         []byte
+	Kind          string
+	MaxFee        string
+	MaxTip        string
+	IntentMaxFee  string
+	IntentMaxTip  string
 	AttemptHashes []string
 }
 
-// Broadcast, not mined, due again: with the current attempt's signed bytes.
+// Broadcast, not mined, due again: with the current attempt (signed bytes, kind, fees) to
+// send again or re-price. STUCK ones too: a stuck transaction keeps being rebroadcast and
+// re-priced until it is final or an operator resolves it.
 func (q *Queries) ListResubmitDue(ctx context.Context, arg ListResubmitDueParams) ([]ListResubmitDueRow, error) {
 	rows, err := q.db.Query(ctx, listResubmitDue, arg.Signer, arg.MaxRows)
 	if err != nil {
@@ -461,7 +632,17 @@ func (q *Queries) ListResubmitDue(ctx context.Context, arg ListResubmitDueParams
 	items := []ListResubmitDueRow{}
 	for rows.Next() {
 		var i ListResubmitDueRow
-		if err := rows.Scan(&i.TxID, &i.RawTx, &i.AttemptHashes); err != nil {
+		if err := rows.Scan(
+			&i.TxID,
+			&i.TxHash,
+			&i.RawTx,
+			&i.Kind,
+			&i.MaxFee,
+			&i.MaxTip,
+			&i.IntentMaxFee,
+			&i.IntentMaxTip,
+			&i.AttemptHashes,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -470,6 +651,21 @@ func (q *Queries) ListResubmitDue(ctx context.Context, arg ListResubmitDueParams
 		return nil, err
 	}
 	return items, nil
+}
+
+const lowestOpenNonce = `-- name: LowestOpenNonce :one
+SELECT COALESCE(min(nonce), -1)::bigint AS nonce
+FROM managed_tx
+WHERE signer = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+`
+
+// The signer's lowest nonce not yet final: everything above waits for it, and a nonce hole
+// lies below it.
+func (q *Queries) LowestOpenNonce(ctx context.Context, signer string) (int64, error) {
+	row := q.db.QueryRow(ctx, lowestOpenNonce, signer)
+	var nonce int64
+	err := row.Scan(&nonce)
+	return nonce, err
 }
 
 const markSigned = `-- name: MarkSigned :one
@@ -754,6 +950,83 @@ func (q *Queries) RecordReceipts(ctx context.Context, arg RecordReceiptsParams) 
 	)
 	var i RecordReceiptsRow
 	err := row.Scan(&i.LeaseHeld, &i.Updated)
+	return i, err
+}
+
+const recordReplacements = `-- name: RecordReplacements :one
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    FOR SHARE
+),
+input AS (
+    SELECT unnest($4::text[])       AS tx_id,
+           unnest($5::text[])     AS replaced,
+           unnest($6::text[])    AS tx_hash,
+           unnest($7::bigint[])     AS nonce,
+           unnest($8::text[])        AS kind,
+           unnest($9::text[])     AS max_fee,
+           unnest($10::text[])     AS max_tip,
+           unnest($11::bigint[]) AS gas_limit,
+           unnest($12::bytea[])     AS raw_tx
+),
+attempts AS (
+    INSERT INTO tx_attempt (tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT i.tx_hash, i.tx_id::uuid, $1, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $3
+    FROM lease, input i
+    ON CONFLICT (tx_hash) DO NOTHING
+    RETURNING 1
+),
+updated AS (
+    UPDATE managed_tx m
+    SET tx_hash = i.tx_hash, sub_state = 'REPRICED', fencing_token = $3, updated_at = now()
+    FROM lease, input i
+    WHERE m.tx_id = i.tx_id::uuid AND m.signer = $1 AND m.tx_hash = i.replaced AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    RETURNING m.tx_id
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM updated), '{}')::uuid[] AS updated_ids
+`
+
+type RecordReplacementsParams struct {
+	Signer       string
+	NodeID       string
+	FencingToken int64
+	TxIds        []string
+	Replaced     []string
+	TxHashes     []string
+	Nonces       []int64
+	Kinds        []string
+	MaxFees      []string
+	MaxTips      []string
+	GasLimits    []int64
+	RawTxs       [][]byte
+}
+
+type RecordReplacementsRow struct {
+	LeaseHeld  bool
+	UpdatedIds []uuid.UUID
+}
+
+// Re-priced attempts of claimed rebroadcasts, stored before they are sent: each becomes its
+// transaction's current attempt, the earlier ones stay on record (a receipt for any of them
+// settles the transaction). Only where the attempt replaced is still the current one.
+func (q *Queries) RecordReplacements(ctx context.Context, arg RecordReplacementsParams) (RecordReplacementsRow, error) {
+	row := q.db.QueryRow(ctx, recordReplacements,
+		arg.Signer,
+		arg.NodeID,
+		arg.FencingToken,
+		arg.TxIds,
+		arg.Replaced,
+		arg.TxHashes,
+		arg.Nonces,
+		arg.Kinds,
+		arg.MaxFees,
+		arg.MaxTips,
+		arg.GasLimits,
+		arg.RawTxs,
+	)
+	var i RecordReplacementsRow
+	err := row.Scan(&i.LeaseHeld, &i.UpdatedIds)
 	return i, err
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 const findTxsByRequestIDs = `-- name: FindTxsByRequestIDs :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at FROM managed_tx
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder FROM managed_tx
 WHERE signer = $1 AND request_id = ANY($2::text[])
 `
 
@@ -53,6 +53,7 @@ func (q *Queries) FindTxsByRequestIDs(ctx context.Context, arg FindTxsByRequestI
 			&i.FencingToken,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Placeholder,
 		); err != nil {
 			return nil, err
 		}
@@ -65,7 +66,7 @@ func (q *Queries) FindTxsByRequestIDs(ctx context.Context, arg FindTxsByRequestI
 }
 
 const getTxByID = `-- name: GetTxByID :one
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at FROM managed_tx WHERE tx_id = $1
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder FROM managed_tx WHERE tx_id = $1
 `
 
 func (q *Queries) GetTxByID(ctx context.Context, txID uuid.UUID) (ManagedTx, error) {
@@ -92,12 +93,13 @@ func (q *Queries) GetTxByID(ctx context.Context, txID uuid.UUID) (ManagedTx, err
 		&i.FencingToken,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Placeholder,
 	)
 	return i, err
 }
 
 const getTxByRequestID = `-- name: GetTxByRequestID :one
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at FROM managed_tx WHERE signer = $1 AND request_id = $2
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder FROM managed_tx WHERE signer = $1 AND request_id = $2
 `
 
 type GetTxByRequestIDParams struct {
@@ -129,6 +131,7 @@ func (q *Queries) GetTxByRequestID(ctx context.Context, arg GetTxByRequestIDPara
 		&i.FencingToken,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Placeholder,
 	)
 	return i, err
 }

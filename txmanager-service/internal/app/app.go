@@ -1,0 +1,89 @@
+// Package app assembles the whole service (Wire): configuration, data, services,
+// workers and servers, and the start and stop order that loses nothing. The binary in
+// cmd/txmanager-service and the integration tests build it the same way.
+package app
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/go-kratos/kratos/v2"
+	"github.com/go-kratos/kratos/v2/log"
+	kgrpc "github.com/go-kratos/kratos/v2/transport/grpc"
+	khttp "github.com/go-kratos/kratos/v2/transport/http"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/workers"
+)
+
+// newApp assembles the process: servers plus the background loops, started before the
+// servers accept requests and stopped after they stop, in the order that loses nothing:
+// stop intake, flush the writer, release leases.
+func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.Server, writer *workers.TransactionWriter,
+	keeper *workers.LeaseKeeper, pipeline *workers.PipelineWorkers, heartbeat *workers.NodeHeartbeat, nodes *services.NodeRegistry,
+	leases *services.LeaseManager, feed *workers.FeedSequencerLoop, retention *workers.RetentionLoop, banner *Banner, version services.BuildVersion) *kratos.App {
+	helper := log.NewHelper(logger)
+	// No kratos.Logger option: it would replace Kratos' process-wide logger, which main sets
+	// once; several instances in one process (the tests) must not race on it.
+	var app *kratos.App
+	app = kratos.New(
+		kratos.ID(bc.Node.ID),
+		kratos.Name("txmanager-service"),
+		kratos.Version(string(version)),
+		kratos.Server(hs, gs),
+		kratos.BeforeStart(func(ctx context.Context) error {
+			// Registered before serving, so peers can forward to this node at once; a node
+			// id another live process uses is refused here, before anything is written.
+			if err := nodes.Join(ctx); err != nil {
+				return err
+			}
+			go func() {
+				// Another process took this node id over (this one was paused or cut off past
+				// the node timeout): this one stops serving.
+				select {
+				case err := <-nodes.Conflicts():
+					helper.Errorw("msg", "stopping: another process serves under this node id", "error", err.Error())
+					_ = app.Stop()
+				case <-ctx.Done():
+				}
+			}()
+			heartbeat.Start(ctx)
+			writer.Start(ctx)
+			keeper.Start(ctx)
+			// The feed is positioned by every node, whatever its pipeline does.
+			feed.Start(ctx)
+			retention.Start(ctx)
+			if bc.Pipeline.Enabled {
+				pipeline.Start(ctx)
+			}
+			return nil
+		}),
+		kratos.AfterStart(func(context.Context) error {
+			// The addresses really bound (port 0 gets one from the kernel), machine-readable:
+			// the e2e and chaos tools start the service on port 0 and read them here.
+			helper.Infow("msg", "serving", "http_addr", bc.Server.HTTP.Addr, "grpc_addr", bc.Server.GRPC.Addr)
+			banner.Print(os.Stdout)
+			return nil
+		}),
+		kratos.AfterStop(func(ctx context.Context) error {
+			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			heartbeat.Stop()
+			if err := nodes.Leave(flushCtx); err != nil {
+				helper.Warnw("msg", "leaving the node registry", "error", err.Error())
+			}
+			writer.Stop(flushCtx)
+			pipeline.Stop()
+			feed.Stop()
+			retention.Stop()
+			keeper.Stop()
+			if err := leases.ReleaseAll(flushCtx); err != nil {
+				helper.Warnw("msg", "releasing leases on shutdown", "error", err.Error())
+			}
+			return nil
+		}),
+	)
+	return app
+}

@@ -1,0 +1,98 @@
+package chain
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/url"
+	"slices"
+	"strconv"
+
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// EndpointHealth is what is known about one endpoint: whether it answered lately, the
+// highest head it reported, and whether it serves another chain than the one configured.
+type EndpointHealth struct {
+	Name string
+	// Reachable: its latest probe or call answered (an endpoint never tried counts as
+	// reachable, so a fresh start does not refuse every call).
+	Reachable bool
+	// Head is the latest block number it reported; 0 while unknown.
+	Head uint64
+	// WrongChain: it reported another chain id or genesis; it is never used again.
+	WrongChain bool
+	// LastError is its latest failure, for operators.
+	LastError string
+}
+
+// callOrder is the order in which endpoints are tried for a call: first those in step with
+// the best head (within maxLag blocks), in configured order; then reachable ones that lag,
+// highest head first. Unreachable endpoints and those on another chain are left out, so a
+// call fails fast while no endpoint answers; the prober brings them back.
+func callOrder(endpoints []EndpointHealth, maxLag uint64) []int {
+	var best uint64
+	for _, e := range endpoints {
+		if e.Reachable && !e.WrongChain {
+			best = max(best, e.Head)
+		}
+	}
+	var current, lagging []int
+	for i, e := range endpoints {
+		switch {
+		case !e.Reachable || e.WrongChain:
+		case e.Head == 0 || e.Head+maxLag >= best:
+			current = append(current, i)
+		default:
+			lagging = append(lagging, i)
+		}
+	}
+	slices.SortStableFunc(lagging, func(a, b int) int { return cmp.Compare(endpoints[b].Head, endpoints[a].Head) })
+	return append(current, lagging...)
+}
+
+// endpointAnswered tells a failure of the endpoint (no answer in time, connection refused,
+// an HTTP error, a garbled reply: try another endpoint) from an answer about the request
+// (a JSON-RPC error object, a revert, an unknown transaction: another endpoint would say
+// the same).
+func endpointAnswered(err error) bool {
+	if err == nil {
+		return true
+	}
+	var httpErr rpc.HTTPError
+	if errors.As(err, &httpErr) {
+		return false
+	}
+	var rpcErr rpc.Error
+	if errors.As(err, &rpcErr) {
+		return true
+	}
+	for _, answer := range []error{services.ErrExecutionReverted, services.ErrKnownTransaction, services.ErrNonceTooLow,
+		services.ErrUnderpriced, services.ErrInsufficientFunds, services.ErrNotSupported} {
+		if errors.Is(err, answer) {
+			return true
+		}
+	}
+	return false
+}
+
+// EndpointName names an endpoint in logs and metrics without its path or query, where
+// hosted providers put API keys (https://mainnet.example.io/v3/<key>).
+func EndpointName(index int, raw string) string {
+	prefix := strconv.Itoa(index) + ":"
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return prefix + "endpoint"
+	}
+	name := prefix + u.Scheme + "://" + u.Host
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		name += "/…"
+	}
+	return name
+}
+
+// callerGaveUp: the caller's own context ended, so a failed call says nothing about the
+// endpoint.
+func callerGaveUp(ctx context.Context) bool { return ctx.Err() != nil }

@@ -1,0 +1,482 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
+
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+var _ services.Chain = (*MultiChain)(nil)
+
+// Endpoint is one JSON-RPC node of the chain.
+type Endpoint struct {
+	// Name identifies it in logs and metrics (EndpointName: no credentials).
+	Name  string
+	Chain *RPCChain
+}
+
+// MultiChainConfig bounds and paces the calls.
+type MultiChainConfig struct {
+	// ReadTimeout, SendTimeout and ReceiptsTimeout bound one call to one endpoint.
+	ReadTimeout, SendTimeout, ReceiptsTimeout time.Duration
+	// ProbeInterval: how often every endpoint's head is read (0: no prober, for tests
+	// that drive health by hand).
+	ProbeInterval time.Duration
+	// MaxLagBlocks: an endpoint trailing the best head by more is used only as a last resort.
+	MaxLagBlocks uint64
+	// BroadcastToAll sends transactions to every usable endpoint instead of the first.
+	BroadcastToAll bool
+}
+
+// MultiChain is the chain behind one or more endpoints, treated as hostile: every call has a
+// deadline; a call that gets no answer from one endpoint moves to the next usable one; an
+// endpoint that failed is skipped until the prober hears from it again, and one that lags
+// is used only when nothing better is. Answers about the request itself (a revert, "nonce
+// too low") are returned as they are: another node would say the same.
+type MultiChain struct {
+	cfg       MultiChainConfig
+	endpoints []Endpoint
+	log       *log.Helper
+
+	mu     sync.Mutex
+	health []EndpointHealth
+	// identity, once verified, is what a late endpoint must also serve; identityChecked
+	// records which endpoints were compared with it.
+	identity        *Identity
+	identityChecked []bool
+
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// Identity is what makes a chain this chain: its id and its genesis block.
+type Identity struct {
+	ChainID     *big.Int
+	GenesisHash common.Hash
+}
+
+// NewMultiChain watches endpoints (in order of preference) and starts the prober. Close
+// stops the prober and closes the endpoints' clients.
+func NewMultiChain(endpoints []Endpoint, cfg MultiChainConfig, logger log.Logger) (*MultiChain, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("chain: no endpoints")
+	}
+	m := &MultiChain{cfg: cfg, endpoints: endpoints, log: log.NewHelper(log.With(logger, "component", "chain-endpoints")), stop: make(chan struct{})}
+	m.health = make([]EndpointHealth, len(endpoints))
+	m.identityChecked = make([]bool, len(endpoints))
+	for i, e := range endpoints {
+		m.health[i] = EndpointHealth{Name: e.Name, Reachable: true}
+	}
+	if cfg.ProbeInterval > 0 {
+		m.wg.Go(m.probeLoop)
+	}
+	return m, nil
+}
+
+// Close stops probing and closes every endpoint's client.
+func (m *MultiChain) Close() {
+	m.stopOnce.Do(func() {
+		close(m.stop)
+		m.wg.Wait()
+		for _, e := range m.endpoints {
+			e.Chain.Close()
+		}
+	})
+}
+
+// Health is a snapshot of every endpoint's state, in configured order.
+func (m *MultiChain) Health() []EndpointHealth {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]EndpointHealth(nil), m.health...)
+}
+
+// VerifyIdentity reads the chain id and genesis hash from every endpoint that answers and
+// fails when two disagree: an endpoint of another network must never be trusted with our
+// transactions. It returns the identity the endpoints serve; endpoints that do not answer
+// now are checked by the prober when they do.
+func (m *MultiChain) VerifyIdentity(ctx context.Context) (Identity, error) {
+	var (
+		found     *Identity
+		foundFrom string
+		errs      []error
+		checked   = make([]bool, len(m.endpoints))
+	)
+	for i, e := range m.endpoints {
+		callCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadTimeout)
+		id, err := identityOf(callCtx, e.Chain)
+		cancel()
+		if err != nil {
+			m.markFailed(i, err)
+			errs = append(errs, fmt.Errorf("%s: %w", e.Name, err))
+			continue
+		}
+		checked[i] = true
+		if found == nil {
+			found, foundFrom = &id, e.Name
+			continue
+		}
+		if id.ChainID.Cmp(found.ChainID) != 0 || id.GenesisHash != found.GenesisHash {
+			return Identity{}, fmt.Errorf("chain endpoints disagree: %s serves chain id %s (genesis %s), %s serves chain id %s (genesis %s)",
+				foundFrom, found.ChainID, found.GenesisHash.Hex(), e.Name, id.ChainID, id.GenesisHash.Hex())
+		}
+	}
+	if found == nil {
+		return Identity{}, fmt.Errorf("no chain endpoint answered: %w", errors.Join(errs...))
+	}
+	if len(errs) > 0 {
+		m.log.Warnw("msg", "chain endpoints unreachable at start; they join once they answer and serve the same chain", "errors", errors.Join(errs...).Error())
+	}
+	m.mu.Lock()
+	m.identity, m.identityChecked = found, checked
+	m.mu.Unlock()
+	return *found, nil
+}
+
+func identityOf(ctx context.Context, c *RPCChain) (Identity, error) {
+	id, err := c.ChainID(ctx)
+	if err != nil {
+		return Identity{}, err
+	}
+	genesis, err := c.HeadersByNumber(ctx, []uint64{0})
+	if err != nil {
+		return Identity{}, err
+	}
+	if genesis[0] == nil {
+		return Identity{}, errors.New("node returned no genesis block")
+	}
+	return Identity{ChainID: id, GenesisHash: genesis[0].Hash}, nil
+}
+
+// order is the current call order (callOrder over the latest health).
+func (m *MultiChain) order() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return callOrder(m.health, m.cfg.MaxLagBlocks)
+}
+
+func (m *MultiChain) markAnswered(i int, head uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := &m.health[i]
+	if !h.Reachable {
+		m.log.Infow("msg", "chain endpoint answers again", "endpoint", h.Name)
+	}
+	h.Reachable, h.LastError = true, ""
+	h.Head = max(h.Head, head)
+}
+
+func (m *MultiChain) markFailed(i int, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := &m.health[i]
+	if h.Reachable {
+		m.log.Warnw("msg", "chain endpoint failed; skipping it until it answers", "endpoint", h.Name, "error", err.Error())
+	}
+	h.Reachable, h.LastError = false, err.Error()
+}
+
+// call runs one request on the best endpoint, moving on to the next when an endpoint does
+// not answer within timeout. It fails with services.ErrNoChainEndpoint when no endpoint
+// is usable or none answered.
+func (m *MultiChain) call(ctx context.Context, what string, timeout time.Duration, do func(context.Context, *RPCChain) error) error {
+	order := m.order()
+	if len(order) == 0 {
+		return fmt.Errorf("%s: %w", what, services.ErrNoChainEndpoint)
+	}
+	var failures []error
+	for _, i := range order {
+		callCtx, cancel := context.WithTimeout(ctx, timeout)
+		err := do(callCtx, m.endpoints[i].Chain)
+		cancel()
+		if endpointAnswered(err) {
+			m.markAnswered(i, 0)
+			return err
+		}
+		if callerGaveUp(ctx) {
+			return err
+		}
+		m.markFailed(i, err)
+		failures = append(failures, fmt.Errorf("%s: %w", m.endpoints[i].Name, err))
+	}
+	return fmt.Errorf("%s: %w: %w", what, services.ErrNoChainEndpoint, errors.Join(failures...))
+}
+
+// Usable implements services.Chain.
+func (m *MultiChain) Usable() error {
+	if len(m.order()) == 0 {
+		return fmt.Errorf("%w: every endpoint failed its latest call or probe", services.ErrNoChainEndpoint)
+	}
+	return nil
+}
+
+// PendingNonceAt implements services.Chain.
+func (m *MultiChain) PendingNonceAt(ctx context.Context, account common.Address) (uint64, error) {
+	var nonce uint64
+	err := m.call(ctx, "pending nonce", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+		nonce, err = c.PendingNonceAt(ctx, account)
+		return err
+	})
+	return nonce, err
+}
+
+// NonceAt is the number of the account's mined transactions.
+func (m *MultiChain) NonceAt(ctx context.Context, account common.Address) (uint64, error) {
+	var nonce uint64
+	err := m.call(ctx, "latest nonce", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+		nonce, err = c.NonceAt(ctx, account)
+		return err
+	})
+	return nonce, err
+}
+
+// EstimateGas implements services.Chain.
+func (m *MultiChain) EstimateGas(ctx context.Context, req services.CallRequest) (uint64, error) {
+	var gas uint64
+	err := m.call(ctx, "gas estimation", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+		gas, err = c.EstimateGas(ctx, req)
+		return err
+	})
+	return gas, err
+}
+
+// SuggestFees implements services.Chain.
+func (m *MultiChain) SuggestFees(ctx context.Context) (services.FeeSuggestion, error) {
+	var fees services.FeeSuggestion
+	err := m.call(ctx, "fee suggestion", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+		fees, err = c.SuggestFees(ctx)
+		return err
+	})
+	return fees, err
+}
+
+// TransactionReceipts implements services.Chain.
+func (m *MultiChain) TransactionReceipts(ctx context.Context, hashes []common.Hash) ([]services.ReceiptResult, error) {
+	var receipts []services.ReceiptResult
+	err := m.call(ctx, "receipts", m.cfg.ReceiptsTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+		receipts, err = c.TransactionReceipts(ctx, hashes)
+		return err
+	})
+	return receipts, err
+}
+
+// BlockReceipts implements services.Chain. One endpoint serves the whole call; a block it
+// does not have yet comes back nil, so a lagging endpoint only makes the scan shorter.
+func (m *MultiChain) BlockReceipts(ctx context.Context, numbers []uint64) ([][]services.Receipt, error) {
+	var receipts [][]services.Receipt
+	err := m.call(ctx, "block receipts", m.cfg.ReceiptsTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+		receipts, err = c.BlockReceipts(ctx, numbers)
+		return err
+	})
+	return receipts, err
+}
+
+// SentTransactions implements services.Chain. The scan is several requests; each has the
+// receipts deadline.
+func (m *MultiChain) SentTransactions(ctx context.Context, from common.Address, nonces []uint64, maxBlocks uint64) (map[uint64]services.SentTx, error) {
+	var found map[uint64]services.SentTx
+	err := m.call(ctx, "sent transactions", m.cfg.ReceiptsTimeout*4, func(ctx context.Context, c *RPCChain) (err error) {
+		found, err = c.SentTransactions(ctx, from, nonces, maxBlocks)
+		return err
+	})
+	return found, err
+}
+
+// TransactionsKnown implements services.Chain.
+func (m *MultiChain) TransactionsKnown(ctx context.Context, hashes []common.Hash) ([]bool, error) {
+	var known []bool
+	err := m.call(ctx, "known transactions", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+		known, err = c.TransactionsKnown(ctx, hashes)
+		return err
+	})
+	return known, err
+}
+
+// HeadersByNumber implements services.Chain. One endpoint serves the whole batch, and a
+// height beyond its head comes back nil: a header is only ever returned by an endpoint
+// that has that height, so a hash that differs from a receipt's is a real reorg, never
+// an endpoint that has not caught up.
+func (m *MultiChain) HeadersByNumber(ctx context.Context, numbers []uint64) ([]*services.BlockHeader, error) {
+	var headers []*services.BlockHeader
+	err := m.call(ctx, "headers", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+		headers, err = c.HeadersByNumber(ctx, numbers)
+		return err
+	})
+	return headers, err
+}
+
+// LatestHeader implements services.Chain.
+func (m *MultiChain) LatestHeader(ctx context.Context) (*services.BlockHeader, error) {
+	var head *services.BlockHeader
+	err := m.call(ctx, "head", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+		head, err = c.LatestHeader(ctx)
+		return err
+	})
+	return head, err
+}
+
+// FinalizedHeader implements services.Chain.
+func (m *MultiChain) FinalizedHeader(ctx context.Context) (*services.BlockHeader, error) {
+	var head *services.BlockHeader
+	err := m.call(ctx, "finalized block", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+		head, err = c.FinalizedHeader(ctx)
+		return err
+	})
+	return head, err
+}
+
+// SendRawTransactions implements services.Chain: to the best endpoint (failing over), or,
+// with BroadcastToAll, to every usable endpoint at once.
+func (m *MultiChain) SendRawTransactions(ctx context.Context, raws [][]byte) ([]error, error) {
+	order := m.order()
+	if !m.cfg.BroadcastToAll || len(order) < 2 {
+		var results []error
+		err := m.call(ctx, "broadcast", m.cfg.SendTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+			results, err = c.SendRawTransactions(ctx, raws)
+			return err
+		})
+		return results, err
+	}
+	type outcome struct {
+		results []error
+		err     error
+	}
+	outcomes := make([]outcome, len(order))
+	var wg sync.WaitGroup
+	for slot, i := range order {
+		wg.Go(func() {
+			callCtx, cancel := context.WithTimeout(ctx, m.cfg.SendTimeout)
+			defer cancel()
+			results, err := m.endpoints[i].Chain.SendRawTransactions(callCtx, raws)
+			outcomes[slot] = outcome{results, err}
+			switch {
+			case endpointAnswered(err):
+				m.markAnswered(i, 0)
+			case !callerGaveUp(ctx):
+				m.markFailed(i, err)
+			}
+		})
+	}
+	wg.Wait()
+	var answered [][]error
+	var failures []error
+	for slot, o := range outcomes {
+		if o.err != nil {
+			failures = append(failures, fmt.Errorf("%s: %w", m.endpoints[order[slot]].Name, o.err))
+			continue
+		}
+		answered = append(answered, o.results)
+	}
+	if len(answered) == 0 {
+		return nil, fmt.Errorf("broadcast: %w: %w", services.ErrNoChainEndpoint, errors.Join(failures...))
+	}
+	return mergeBroadcastResults(answered), nil
+}
+
+// mergeBroadcastResults keeps, per transaction, the best outcome any endpoint reported:
+// accepted, then already known, then the preferred endpoint's error.
+func mergeBroadcastResults(perEndpoint [][]error) []error {
+	merged := append([]error(nil), perEndpoint[0]...)
+	for _, results := range perEndpoint[1:] {
+		for i, err := range results {
+			switch {
+			case merged[i] == nil:
+			case err == nil:
+				merged[i] = nil
+			case errors.Is(err, services.ErrKnownTransaction) && !errors.Is(merged[i], services.ErrKnownTransaction):
+				merged[i] = err
+			}
+		}
+	}
+	return merged
+}
+
+// probeLoop reads every endpoint's head each interval, all at once, so one that hangs
+// delays no other's probe.
+func (m *MultiChain) probeLoop() {
+	ticker := time.NewTicker(m.cfg.ProbeInterval)
+	defer ticker.Stop()
+	for {
+		m.probeAll()
+		select {
+		case <-m.stop:
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func (m *MultiChain) probeAll() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := range m.endpoints {
+		wg.Go(func() { m.probe(ctx, i) })
+	}
+	wg.Wait()
+}
+
+func (m *MultiChain) probe(ctx context.Context, i int) {
+	callCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadTimeout)
+	defer cancel()
+	e := m.endpoints[i]
+	head, err := e.Chain.LatestHeader(callCtx)
+	if err != nil {
+		if !callerGaveUp(ctx) {
+			m.markFailed(i, err)
+		}
+		return
+	}
+	m.mu.Lock()
+	expected, checked := m.identity, m.identityChecked[i]
+	m.mu.Unlock()
+	if expected != nil && !checked && !m.servesIdentity(callCtx, i, *expected) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := &m.health[i]
+	if !h.Reachable {
+		m.log.Infow("msg", "chain endpoint answers again", "endpoint", h.Name, "head", head.Number)
+	}
+	// The probe sets the head outright: an endpoint that lost blocks (a reset, a deep
+	// reorg) must be seen lagging, not at its old height.
+	h.Reachable, h.LastError, h.Head = true, "", head.Number
+}
+
+// servesIdentity checks an endpoint against the verified chain the first time it answers
+// after start; an endpoint of another chain is marked and never used.
+func (m *MultiChain) servesIdentity(ctx context.Context, i int, expected Identity) bool {
+	id, err := identityOf(ctx, m.endpoints[i].Chain)
+	if err != nil {
+		m.markFailed(i, err)
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.identityChecked[i] = true
+	if id.ChainID.Cmp(expected.ChainID) == 0 && id.GenesisHash == expected.GenesisHash {
+		return true
+	}
+	h := &m.health[i]
+	h.WrongChain, h.Reachable = true, false
+	h.LastError = fmt.Sprintf("serves chain id %s genesis %s, not chain id %s genesis %s", id.ChainID, id.GenesisHash.Hex(), expected.ChainID, expected.GenesisHash.Hex())
+	m.log.Errorw("msg", "chain endpoint serves another chain; never using it", "endpoint", h.Name, "error", h.LastError)
+	return false
+}

@@ -1,0 +1,158 @@
+package chain_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-kratos/kratos/v2/log"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/chainfault"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// faultyEndpoints puts one chainfault proxy per name in front of sim's JSON-RPC.
+func faultyEndpoints(t *testing.T, sim *chain.SimulatedChain, n int) ([]*chainfault.Proxy, []chain.Endpoint) {
+	t.Helper()
+	var proxies []*chainfault.Proxy
+	var endpoints []chain.Endpoint
+	for i := range n {
+		p, err := chainfault.Start(sim.HTTPEndpoint())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		rpcChain, err := chain.DialRPC(context.Background(), p.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxies = append(proxies, p)
+		endpoints = append(endpoints, chain.Endpoint{Name: chain.EndpointName(i, p.URL()), Chain: rpcChain})
+	}
+	return proxies, endpoints
+}
+
+func newMulti(t *testing.T, endpoints []chain.Endpoint, cfg chain.MultiChainConfig) *chain.MultiChain {
+	t.Helper()
+	m, err := chain.NewMultiChain(endpoints, cfg, log.DefaultLogger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
+}
+
+const timeout = 400 * time.Millisecond
+
+// A hung endpoint costs the first call one timeout, then is skipped: calls go to the
+// healthy one at once. When it answers again, the prober brings it back.
+func TestMultiChainFailsOverFromAHungEndpoint(t *testing.T) {
+	t.Parallel()
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0", BlockInterval: 200 * time.Millisecond})
+	proxies, endpoints := faultyEndpoints(t, sim, 2)
+	m := newMulti(t, endpoints, chain.MultiChainConfig{ReadTimeout: timeout, SendTimeout: timeout, ReceiptsTimeout: timeout, ProbeInterval: 100 * time.Millisecond, MaxLagBlocks: 3})
+	if err := proxies[0].SetMode(chainfault.Hang); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	started := time.Now()
+	if _, err := m.LatestHeader(ctx); err != nil {
+		t.Fatalf("head with one hung endpoint: %v", err)
+	}
+	if took := time.Since(started); took > timeout+2*time.Second {
+		t.Fatalf("first call took %s; at most one timeout (%s) should be lost", took, timeout)
+	}
+	if m.Health()[0].Reachable {
+		t.Fatal("the hung endpoint is still counted reachable")
+	}
+	before := proxies[0].Requests()
+	for range 20 {
+		if _, err := m.PendingNonceAt(ctx, sim.DevAddresses()[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Only the prober may still knock on it (once per 100ms at most); calls may not.
+	if calls := proxies[0].Requests() - before; calls > 15 {
+		t.Fatalf("the hung endpoint got %d requests during 20 calls", calls)
+	}
+	if err := proxies[0].SetMode(chainfault.Pass); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the endpoint to be reachable again", func() bool { return m.Health()[0].Reachable })
+}
+
+// With every endpoint hung or refusing, a call fails within one timeout per endpoint with
+// ErrNoChainEndpoint, and later calls fail at once until one answers again.
+func TestMultiChainFailsFastWhenNoEndpointAnswers(t *testing.T) {
+	t.Parallel()
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	proxies, endpoints := faultyEndpoints(t, sim, 2)
+	m := newMulti(t, endpoints, chain.MultiChainConfig{ReadTimeout: timeout, SendTimeout: timeout, ReceiptsTimeout: timeout, ProbeInterval: time.Hour})
+	if err := proxies[0].SetMode(chainfault.Hang); err != nil {
+		t.Fatal(err)
+	}
+	if err := proxies[1].SetMode(chainfault.Refuse); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	started := time.Now()
+	_, err := m.PendingNonceAt(ctx, sim.DevAddresses()[0])
+	if !errors.Is(err, services.ErrNoChainEndpoint) {
+		t.Fatalf("err = %v, want ErrNoChainEndpoint", err)
+	}
+	if took := time.Since(started); took > 2*timeout+2*time.Second {
+		t.Fatalf("failing took %s", took)
+	}
+	started = time.Now()
+	if _, err := m.PendingNonceAt(ctx, sim.DevAddresses()[0]); !errors.Is(err, services.ErrNoChainEndpoint) {
+		t.Fatalf("second call: %v", err)
+	}
+	if took := time.Since(started); took > 100*time.Millisecond {
+		t.Fatalf("the second call waited %s instead of failing at once", took)
+	}
+}
+
+// An answer about the request (a revert) is returned as it is, not retried elsewhere.
+func TestMultiChainDoesNotFailOverOnAnAnswer(t *testing.T) {
+	t.Parallel()
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	proxies, endpoints := faultyEndpoints(t, sim, 2)
+	m := newMulti(t, endpoints, chain.MultiChainConfig{ReadTimeout: timeout, SendTimeout: timeout, ReceiptsTimeout: timeout})
+	from := sim.DevAddresses()[0]
+	_, err := m.EstimateGas(testContext(t), services.CallRequest{From: from, Data: []byte{0x60, 0x00, 0x60, 0x00, 0xfd}}) // PUSH 0 PUSH 0 REVERT
+	if !errors.Is(err, services.ErrExecutionReverted) {
+		t.Fatalf("err = %v, want a revert", err)
+	}
+	if proxies[1].Requests() != 0 {
+		t.Fatalf("the second endpoint was asked %d times after the first answered", proxies[1].Requests())
+	}
+	if !m.Health()[0].Reachable {
+		t.Fatal("an endpoint that answered was marked failed")
+	}
+}
+
+// Endpoints of different chains are refused at start.
+func TestMultiChainRefusesEndpointsOfDifferentChains(t *testing.T) {
+	t.Parallel()
+	a := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	b := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	_, first := faultyEndpoints(t, a, 1)
+	_, second := faultyEndpoints(t, b, 1)
+	m := newMulti(t, append(first, second...), chain.MultiChainConfig{ReadTimeout: timeout, SendTimeout: timeout, ReceiptsTimeout: timeout})
+	if _, err := m.VerifyIdentity(testContext(t)); err == nil {
+		t.Fatal("two endpoints with different genesis blocks were accepted as one chain")
+	}
+}
+
+func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

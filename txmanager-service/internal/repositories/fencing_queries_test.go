@@ -1,0 +1,230 @@
+package repositories
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Every write to a table that holds a signer's state must be fenced (SPEC 4.3): the core
+// invariant may not depend on a reviewer noticing a missing lease check. These tests read
+// the queries sqlc compiles and fail when a write to a fenced table does not go through the
+// lease row locked FOR SHARE.
+
+// fencedTables hold signer state that only the lease holder may change.
+var fencedTables = []string{"managed_tx", "signer_nonce_cursor", "tx_attempt", "tx_completions", "stuck_resolution_audit", "signer_quarantine"}
+
+// unfencedTables are written without a lease on purpose: the lease itself (its own
+// statements judge ownership atomically), the node registry (each node's own row) and the
+// chain identity (recorded once, at a database's first start).
+var unfencedTables = []string{"signer_lease", "node_registry", "chain_identity", "feed_sequencer"}
+
+// unfencedQueries write a fenced table without a signer's lease, each for the reason given.
+var unfencedQueries = map[string]string{
+	// Feed positions are not signer state: any node positions committed completions, one
+	// round at a time under the feed_sequencer row lock (LockFeedSequencer).
+	"AssignFeedPositions": "feed positions",
+	// Retention deletes final rows past the horizon, which no lease holder writes any more.
+	"PruneFinal": "final rows past the retention horizon",
+	// An operator releases a quarantine from any node; allocation after it is fenced as ever.
+	"ReleaseQuarantine": "an operator's release",
+}
+
+// leaseCheck is the one fencing clause: the lease row of the signer, still held by this
+// node with this token and unexpired, locked FOR SHARE so that a takeover (an UPDATE of
+// that row) waits for the writing statement's transaction to end.
+const leaseCheck = "lease as materialized ( select 1 from signer_lease sl where sl.signer = @signer and sl.owner_node = @node_id " +
+	"and sl.fencing_token = @fencing_token and sl.expires_at > now() for share )"
+
+type namedQuery struct {
+	file, name, sql string // sql: lower case, comments removed, whitespace collapsed
+}
+
+var (
+	queryName   = regexp.MustCompile(`(?m)^-- name: (\w+)`)
+	lineComment = regexp.MustCompile(`--[^\n]*`)
+	spaces      = regexp.MustCompile(`\s+`)
+	writeTarget = regexp.MustCompile(`\b(?:insert into|update|delete from) (\w+)`)
+	cteStart    = regexp.MustCompile(`\b(\w+) as (?:materialized )?\(`)
+)
+
+func readQueries(t *testing.T) []namedQuery {
+	t.Helper()
+	files, err := filepath.Glob("queries/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no queries found (%v)", err)
+	}
+	var queries []namedQuery
+	for _, file := range files {
+		body, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(body)
+		starts := queryName.FindAllStringSubmatchIndex(text, -1)
+		for i, m := range starts {
+			end := len(text)
+			if i+1 < len(starts) {
+				end = starts[i+1][0]
+			}
+			sql := normalizeSQL(text[m[1]:end])
+			queries = append(queries, namedQuery{file: file, name: text[m[2]:m[3]], sql: sql})
+		}
+	}
+	return queries
+}
+
+// normalizeSQL makes queries comparable as text: lower case, no comments, one space between
+// tokens and around parentheses.
+func normalizeSQL(s string) string {
+	s = lineComment.ReplaceAllString(strings.ToLower(s), " ")
+	s = strings.NewReplacer("(", " ( ", ")", " ) ").Replace(s)
+	return strings.TrimSpace(spaces.ReplaceAllString(s, " "))
+}
+
+// enclosing returns the text from pos to the end of the parenthesised expression (a CTE
+// body) it sits in, or to the end of the statement.
+func enclosing(sql string, pos int) string {
+	depth := 0
+	for i := pos; i < len(sql); i++ {
+		switch sql[i] {
+		case '(':
+			depth++
+		case ')':
+			if depth == 0 {
+				return sql[pos:i]
+			}
+			depth--
+		}
+	}
+	return sql[pos:]
+}
+
+func mentions(text, word string) bool {
+	return regexp.MustCompile(`\b` + regexp.QuoteMeta(word) + `\b`).MatchString(text)
+}
+
+// fencedCTEs names the CTEs whose rows depend on the lease CTE, directly or through other
+// fenced CTEs (a completion inserted from the rows a fenced UPDATE returned is fenced too).
+func fencedCTEs(sql string) map[string]bool {
+	bodies := map[string]string{}
+	for _, m := range cteStart.FindAllStringSubmatchIndex(sql, -1) {
+		bodies[sql[m[2]:m[3]]] = enclosing(sql, m[1])
+	}
+	fenced := map[string]bool{"lease": strings.Contains(sql, normalizeSQL(leaseCheck))}
+	for changed := true; changed; {
+		changed = false
+		for name, body := range bodies {
+			if fenced[name] {
+				continue
+			}
+			for dep, ok := range fenced {
+				if ok && mentions(body, dep) {
+					fenced[name], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	return fenced
+}
+
+// writeTargets finds the INSERT, UPDATE and DELETE statements; an upsert's ON CONFLICT DO
+// UPDATE belongs to its INSERT.
+func writeTargets(sql string) [][]int {
+	var targets [][]int
+	for _, m := range writeTarget.FindAllStringSubmatchIndex(sql, -1) {
+		if !strings.HasSuffix(sql[:m[0]], "do ") {
+			targets = append(targets, m)
+		}
+	}
+	return targets
+}
+
+// checkFencing returns what is wrong with one query's writes, or nothing.
+func checkFencing(q namedQuery) []string {
+	var problems []string
+	fenced := fencedCTEs(q.sql)
+	for _, m := range writeTargets(q.sql) {
+		table := q.sql[m[2]:m[3]]
+		switch {
+		case slices.Contains(unfencedTables, table):
+			continue
+		case !slices.Contains(fencedTables, table):
+			problems = append(problems, "writes "+table+", which is neither in fencedTables nor in unfencedTables: classify it")
+			continue
+		}
+		if !fenced["lease"] {
+			problems = append(problems, "writes "+table+" without the lease check (the `lease` CTE locking signer_lease FOR SHARE)")
+			continue
+		}
+		statement := enclosing(q.sql, m[0])
+		ok := false
+		for name, isFenced := range fenced {
+			if isFenced && mentions(statement, name) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			problems = append(problems, "writes "+table+" in a statement that does not read the lease CTE (FROM lease)")
+		}
+	}
+	return problems
+}
+
+func TestEveryWriteToAFencedTableChecksTheLease(t *testing.T) {
+	queries := readQueries(t)
+	fencedWrites := 0
+	for _, q := range queries {
+		if _, exempt := unfencedQueries[q.name]; exempt {
+			continue
+		}
+		for _, problem := range checkFencing(q) {
+			t.Errorf("%s %s: %s", q.file, q.name, problem)
+		}
+		for _, m := range writeTargets(q.sql) {
+			if slices.Contains(fencedTables, q.sql[m[2]:m[3]]) {
+				fencedWrites++
+			}
+		}
+	}
+	// The queries are really being read: the allocation, pipeline and stuck writes.
+	if fencedWrites < 10 {
+		t.Fatalf("found only %d writes to fenced tables in %d queries; is the parser still reading the files?", fencedWrites, len(queries))
+	}
+}
+
+// The checker itself catches what it is there for.
+func TestFencingCheckerCatchesUnfencedWrites(t *testing.T) {
+	lease := "WITH " + leaseCheck + ", "
+	tests := []struct {
+		name   string
+		sql    string
+		wantOK bool
+	}{
+		{"fenced update", lease + "u AS ( UPDATE managed_tx m SET state = 'X' FROM lease WHERE m.tx_id = @id RETURNING 1 ) SELECT 1", true},
+		{"insert fed by a fenced update", lease + "u AS ( UPDATE managed_tx m SET state = 'X' FROM lease RETURNING m.tx_id ), " +
+			"c AS ( INSERT INTO tx_completions (tx_id) SELECT tx_id FROM u RETURNING 1 ) SELECT 1", true},
+		{"lease CTE present but the write ignores it", lease + "u AS ( UPDATE managed_tx m SET state = 'X' WHERE m.tx_id = @id RETURNING 1 ) SELECT 1", false},
+		{"no lease CTE", "UPDATE managed_tx SET state = 'X' WHERE tx_id = @id", false},
+		{"lease CTE without FOR SHARE", "WITH lease AS MATERIALIZED ( SELECT 1 FROM signer_lease sl WHERE sl.signer = @signer AND sl.owner_node = @node_id " +
+			"AND sl.fencing_token = @fencing_token AND sl.expires_at > now() ) UPDATE managed_tx m SET state = 'X' FROM lease", false},
+		{"lease CTE without expiry", "WITH lease AS MATERIALIZED ( SELECT 1 FROM signer_lease sl WHERE sl.signer = @signer AND sl.owner_node = @node_id " +
+			"AND sl.fencing_token = @fencing_token FOR SHARE ) UPDATE managed_tx m SET state = 'X' FROM lease", false},
+		{"unclassified table", "DELETE FROM some_new_table WHERE id = 1", false},
+		{"node registry", "UPDATE node_registry SET stopped_at = now() WHERE node_id = @node_id", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := namedQuery{name: tt.name, sql: normalizeSQL(tt.sql)}
+			problems := checkFencing(q)
+			if (len(problems) == 0) != tt.wantOK {
+				t.Fatalf("problems = %v, want ok = %v", problems, tt.wantOK)
+			}
+		})
+	}
+}

@@ -1,0 +1,32 @@
+package repositories
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// RetentionRepository implements services.RetentionStore.
+type RetentionRepository struct {
+	q *sqlcdb.Queries
+}
+
+// NewRetentionRepository builds the repository on the pool.
+func NewRetentionRepository(pool *pgxpool.Pool) *RetentionRepository {
+	return &RetentionRepository{q: sqlcdb.New(pool)}
+}
+
+// PruneBatch implements services.RetentionStore.
+func (r *RetentionRepository) PruneBatch(ctx context.Context, cutoff time.Time, batch int) (services.Pruned, error) {
+	row, err := r.q.PruneFinal(ctx, sqlcdb.PruneFinalParams{Cutoff: cutoff, BatchSize: int32(batch)})
+	if err != nil {
+		return services.Pruned{}, fmt.Errorf("prune final transactions: %w", err)
+	}
+	return services.Pruned{Transactions: int(row.Transactions), Attempts: int(row.Attempts), Completions: int(row.Completions),
+		Through: services.FeedPosition(row.PrunedThrough)}, nil
+}

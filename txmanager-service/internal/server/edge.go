@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"math"
+	nethttp "net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/go-kratos/kratos/v2/middleware"
+	"github.com/go-kratos/kratos/v2/transport"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/controllers"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// peerHops takes the forwarding hop count from requests that really come from a peer:
+// over gRPC (nodes forward only over gRPC) and, with routing.peerTLS, only on a connection
+// whose client certificate the peer CA issued. Anyone else's x-txm-hops header is ignored,
+// so a caller can neither stop forwarding nor pass as a forwarded request.
+func peerHops(requireCertificate bool) middleware.Middleware {
+	return func(next middleware.Handler) middleware.Handler {
+		return func(ctx context.Context, req any) (any, error) {
+			tr, ok := transport.FromServerContext(ctx)
+			if ok && tr.Kind() == transport.KindGRPC && (!requireCertificate || verifiedPeer(ctx)) {
+				if n, err := strconv.Atoi(tr.RequestHeader().Get(controllers.HopsHeader)); err == nil && n > 0 {
+					ctx = controllers.WithHops(ctx, n)
+				}
+			}
+			return next(ctx, req)
+		}
+	}
+}
+
+// verifiedPeer: the gRPC connection presented a client certificate that verified against
+// the peer CA (the server asks for one and verifies any it gets).
+func verifiedPeer(ctx context.Context) bool {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return false
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	return ok && len(info.State.VerifiedChains) > 0
+}
+
+// RateLimiter is a token bucket per credential (server.rateLimit). Requests a peer
+// forwarded were counted on the node that received them and pass.
+type RateLimiter struct {
+	enabled bool
+	limit   rate.Limit
+	burst   int
+	// idleAfter: a bucket unused this long has refilled completely, so dropping it changes
+	// nothing; that keeps the map as small as the set of recently active callers.
+	idleAfter time.Duration
+	metrics   *telemetry.Metrics
+
+	mu        sync.Mutex
+	buckets   map[string]*bucket
+	lastSweep time.Time
+}
+
+type bucket struct {
+	limiter  *rate.Limiter
+	lastUsed time.Time
+}
+
+// NewRateLimiter builds the limiter from configuration (a no-op when disabled).
+func NewRateLimiter(c *conf.Bootstrap, metrics *telemetry.Metrics) *RateLimiter {
+	rl := c.Server.RateLimit
+	l := &RateLimiter{enabled: rl.Enabled, metrics: metrics, buckets: map[string]*bucket{}}
+	if l.enabled {
+		l.limit, l.burst = rate.Limit(rl.RequestsPerSecond), rl.Burst
+		l.idleAfter = time.Duration(float64(rl.Burst)/rl.RequestsPerSecond*float64(time.Second)) + time.Second
+	}
+	return l
+}
+
+// Middleware refuses a request beyond its credential's rate with 429 RATE_LIMITED and the
+// time after which one more request will pass.
+func (l *RateLimiter) Middleware() middleware.Middleware {
+	return func(next middleware.Handler) middleware.Handler {
+		if !l.enabled {
+			return next
+		}
+		return func(ctx context.Context, req any) (any, error) {
+			if controllers.Hops(ctx) > 0 {
+				return next(ctx, req)
+			}
+			p, _ := domain.PrincipalFrom(ctx)
+			if wait := l.reserve(p.ID, time.Now()); wait > 0 {
+				l.metrics.RateLimited(ctx)
+				seconds := strconv.Itoa(int(math.Ceil(wait.Seconds())))
+				return nil, kerrors.New(nethttp.StatusTooManyRequests, v1.ErrorReason_RATE_LIMITED.String(),
+					"rate limit of this credential exceeded; retry after Retry-After seconds").
+					WithMetadata(map[string]string{controllers.MetadataRetryAfter: seconds})
+			}
+			return next(ctx, req)
+		}
+	}
+}
+
+// reserve takes a token for id, or returns how long until one is available (taking none).
+func (l *RateLimiter) reserve(id string, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.lastSweep) > l.idleAfter {
+		for key, b := range l.buckets {
+			if now.Sub(b.lastUsed) > l.idleAfter {
+				delete(l.buckets, key)
+			}
+		}
+		l.lastSweep = now
+	}
+	b, ok := l.buckets[id]
+	if !ok {
+		b = &bucket{limiter: rate.NewLimiter(l.limit, l.burst)}
+		l.buckets[id] = b
+	}
+	b.lastUsed = now
+	r := b.limiter.ReserveN(now, 1)
+	if wait := r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now)
+		return wait
+	}
+	return 0
+}

@@ -1,0 +1,79 @@
+package services
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-kratos/kratos/v2/log"
+
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// RetentionConfig sets what is kept: final transactions, their attempts and feed rows
+// younger than Horizon (0 keeps everything), deleted BatchSize at a time.
+type RetentionConfig struct {
+	Horizon   time.Duration
+	BatchSize int
+	// MaxBatches bounds one pass, so a large backlog is worked off over several passes
+	// instead of one long burst of deletes.
+	MaxBatches int
+}
+
+// Pruned is what one retention batch deleted, and the feed position it deleted through.
+type Pruned struct {
+	Transactions, Attempts, Completions int
+	Through                             FeedPosition
+}
+
+// RetentionStore deletes final rows past the horizon, oldest feed positions first.
+type RetentionStore interface {
+	PruneBatch(ctx context.Context, cutoff time.Time, batch int) (Pruned, error)
+}
+
+// Retention keeps the tables from growing for ever. It deletes in small batches, each its
+// own short statement, so writers never wait long behind it; what it deletes is final and
+// written by no one, so any node may run it. Idempotency keys (requestId) of pruned
+// transactions are forgotten with them: the horizon is also the replay window.
+type Retention struct {
+	cfg     RetentionConfig
+	store   RetentionStore
+	clock   Clock
+	metrics *telemetry.Metrics
+	log     *log.Helper
+}
+
+// NewRetention wires retention.
+func NewRetention(cfg RetentionConfig, store RetentionStore, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *Retention {
+	return &Retention{cfg: cfg, store: store, clock: clock, metrics: metrics, log: log.NewHelper(log.With(logger, "component", "retention"))}
+}
+
+// Prune runs one pass: batches until nothing older than the horizon is left or the pass's
+// bound is reached. It returns how many transactions it deleted.
+func (r *Retention) Prune(ctx context.Context) (int, error) {
+	if r.cfg.Horizon <= 0 {
+		return 0, nil
+	}
+	cutoff := r.clock.Now().Add(-r.cfg.Horizon)
+	total := Pruned{}
+	for range max(r.cfg.MaxBatches, 1) {
+		p, err := r.store.PruneBatch(ctx, cutoff, r.cfg.BatchSize)
+		if err != nil {
+			return total.Transactions, err
+		}
+		total.Transactions += p.Transactions
+		total.Attempts += p.Attempts
+		total.Completions += p.Completions
+		total.Through = p.Through
+		if p.Completions < r.cfg.BatchSize {
+			break
+		}
+	}
+	if total.Completions > 0 {
+		r.metrics.Pruned(ctx, "transaction", total.Transactions)
+		r.metrics.Pruned(ctx, "attempt", total.Attempts)
+		r.metrics.Pruned(ctx, "completion", total.Completions)
+		r.log.Infow("msg", "final transactions past the retention horizon deleted", "transactions", total.Transactions,
+			"attempts", total.Attempts, "completions", total.Completions, "feed_pruned_through", int64(total.Through), "cutoff", cutoff)
+	}
+	return total.Transactions, nil
+}

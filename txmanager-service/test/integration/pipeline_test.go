@@ -1,0 +1,178 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+)
+
+// newTestChain is a simulated chain the test mines by hand (blockInterval 0) or on a timer,
+// reachable over loopback JSON-RPC like any node.
+func newTestChain(t *testing.T, blockInterval time.Duration) *chain.SimulatedChain {
+	t.Helper()
+	sim, err := chain.NewSimulated(chain.SimulatedConfig{BlockInterval: blockInterval, DevAccounts: 8, HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	if blockInterval == 0 {
+		sim.Commit() // a head with a current timestamp, so the service's readiness sees a live chain
+	}
+	return sim
+}
+
+type txRow struct {
+	state, subState, txHash, blockHash string
+	attempts                           int
+}
+
+func (s *testService) tx(t *testing.T, id string) txRow {
+	t.Helper()
+	var r txRow
+	err := s.pool.QueryRow(context.Background(), `SELECT state, coalesce(sub_state, ''), coalesce(tx_hash, ''), coalesce(block_hash, ''), submit_attempts
+		FROM managed_tx WHERE tx_id = $1`, id).Scan(&r.state, &r.subState, &r.txHash, &r.blockHash, &r.attempts)
+	if err != nil {
+		t.Fatalf("tx %s: %v", id, err)
+	}
+	return r
+}
+
+func (s *testService) createOK(t *testing.T, payload map[string]any) string {
+	t.Helper()
+	a := s.create(t, payload)
+	if a.status != http.StatusAccepted {
+		t.Fatalf("create: %d %s", a.status, a.raw)
+	}
+	return a.tx()["txId"].(string)
+}
+
+// Issue 4: 200 transactions from 4 signers reach CONFIRMED on the embedded chain, a
+// reverting call reaches FAILED_FINAL, and the completions feed lists each exactly once.
+func TestTransactionsReachFinalStates(t *testing.T) {
+	t.Parallel()
+	s := startService(t, serviceOptions{chainQuery: true, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Chain.Embedded.BlockInterval = conf.Duration(250 * time.Millisecond)
+	}})
+	recipient := devAddress(t, 9)
+	ids := make(chan string, 201)
+	var wg sync.WaitGroup
+	for signer := range 4 {
+		from := devAddress(t, signer)
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ids <- s.createOK(t, map[string]any{"signer": from, "to": recipient, "value": fmt.Sprint(1000 + i), "gasLimit": 21000})
+			}()
+		}
+	}
+	wg.Wait()
+	// Contract creation whose init code reverts, with an explicit gas limit so it is mined.
+	reverting := s.createOK(t, map[string]any{"signer": devAddress(t, 4), "data": "0x60006000fd", "gasLimit": 100000})
+	close(ids)
+	var confirmedIDs []string
+	for id := range ids {
+		confirmedIDs = append(confirmedIDs, id)
+	}
+
+	waitFor(t, 90*time.Second, "every transaction final", func() bool {
+		return s.count(t, "SELECT count(*) FROM managed_tx WHERE state IN ('CONFIRMED', 'FAILED_FINAL')") == 201
+	})
+	for _, id := range confirmedIDs {
+		if r := s.tx(t, id); r.state != "CONFIRMED" {
+			t.Fatalf("tx %s ended %s/%s, want CONFIRMED", id, r.state, r.subState)
+		}
+	}
+	if r := s.tx(t, reverting); r.state != "FAILED_FINAL" || r.subState != "REVERTED" {
+		t.Fatalf("reverting tx ended %s/%s, want FAILED_FINAL/REVERTED", r.state, r.subState)
+	}
+	got := s.do(t, http.MethodGet, "/api/v1/tx/"+reverting, nil)
+	if receipt, _ := got.body["receipt"].(map[string]any); receipt == nil || receipt["status"] != "0" || got.body["state"] != "FAILED_FINAL" {
+		t.Fatalf("query of the reverted tx: %s", got.raw)
+	}
+
+	// Page through the feed with a small page size: every final tx exactly once.
+	seen := s.pageCompletions(t, 201)
+	if len(seen) != 201 || seen[reverting] != "FAILED_FINAL" {
+		t.Fatalf("feed served %d completions (reverting: %q), want 201", len(seen), seen[reverting])
+	}
+}
+
+// Seed acceptance 4: a mined transaction whose block is replaced goes back to TRACKING and
+// ends CONFIRMED in its new block; one dropped by the reorg is rebroadcast and confirmed.
+func TestReorgRevertsThenConfirmsInTheNewBlock(t *testing.T) {
+	t.Parallel()
+	sim := newTestChain(t, 0)
+	s := startService(t, serviceOptions{chain: sim, signers: 2, fastPipeline: true})
+	recipient := sim.DevAddresses()[7].Hex()
+
+	mineAndRecord := func(t *testing.T, id string) (common.Hash, string) {
+		t.Helper()
+		waitFor(t, 20*time.Second, "broadcast", func() bool { return s.tx(t, id).subState == "SUBMITTED" })
+		header, err := sim.LatestHeader(context.Background()) // the parent of the block that will carry the tx
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim.Commit()
+		waitFor(t, 20*time.Second, "receipt recorded", func() bool { return s.tx(t, id).subState == "MINED" })
+		return header.Hash, s.tx(t, id).blockHash
+	}
+
+	t.Run("block replaced, tx re-mined", func(t *testing.T) {
+		id := s.createOK(t, map[string]any{"signer": sim.DevAddresses()[0].Hex(), "to": recipient, "value": "1", "gasLimit": 21000})
+		parent, firstBlock := mineAndRecord(t, id)
+		if err := sim.Backend().Fork(parent); err != nil {
+			t.Fatalf("fork: %v", err)
+		}
+		// The replaced block's tx returns to the pool and lands in the new branch's block.
+		sim.Commit()
+		sim.Commit()
+		waitFor(t, 20*time.Second, "reorg noticed", func() bool {
+			r := s.tx(t, id)
+			return r.blockHash != firstBlock
+		})
+		for range 4 {
+			sim.Commit()
+		}
+		waitFor(t, 20*time.Second, "confirmed in the new block", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+		if r := s.tx(t, id); r.blockHash == firstBlock || r.blockHash == "" {
+			t.Fatalf("confirmed in block %s, want a block other than the replaced %s", r.blockHash, firstBlock)
+		}
+		if n := s.count(t, "SELECT count(*) FROM tx_completions WHERE tx_id = $1", id); n != 1 {
+			t.Fatalf("completions for the reorged tx = %d, want 1", n)
+		}
+	})
+
+	t.Run("tx dropped by the reorg is rebroadcast", func(t *testing.T) {
+		id := s.createOK(t, map[string]any{"signer": sim.DevAddresses()[1].Hex(), "to": recipient, "value": "2", "gasLimit": 21000})
+		parent, firstBlock := mineAndRecord(t, id)
+		if err := sim.Backend().Fork(parent); err != nil {
+			t.Fatalf("fork: %v", err)
+		}
+		sim.Backend().Rollback() // the reorg drops the tx: it is in no pool and no block
+		sim.Commit()
+		sim.Commit()
+		waitFor(t, 20*time.Second, "reorg noticed and the tx rebroadcast", func() bool {
+			r := s.tx(t, id)
+			return r.blockHash == "" && r.attempts >= 2 && r.subState == "SUBMITTED"
+		})
+		for range 5 {
+			sim.Commit()
+		}
+		waitFor(t, 20*time.Second, "confirmed after rebroadcast", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+		if r := s.tx(t, id); r.blockHash == firstBlock {
+			t.Fatalf("confirmed in the dropped block %s", firstBlock)
+		}
+		if n := s.count(t, "SELECT count(*) FROM tx_attempt WHERE tx_id = $1", id); n != 1 {
+			t.Fatalf("attempts = %d: a rebroadcast must reuse the same signed bytes", n)
+		}
+	})
+}
