@@ -23,7 +23,7 @@ import (
 // stop intake, flush the writer, release leases.
 func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.Server, writer *workers.TransactionWriter,
 	keeper *workers.LeaseKeeper, pipeline *workers.PipelineWorkers, heartbeat *workers.NodeHeartbeat, nodes *services.NodeRegistry,
-	leases *services.LeaseManager, feed *workers.FeedSequencerLoop, retention *workers.RetentionLoop, banner *Banner, version services.BuildVersion) *kratos.App {
+	leases *services.LeaseManager, feed *workers.FeedSequencerLoop, retention *workers.RetentionLoop, funds *workers.FundsGaugeLoop, banner *Banner, version services.BuildVersion) *kratos.App {
 	helper := log.NewHelper(logger)
 	// No kratos.Logger option: it would replace Kratos' process-wide logger, which main sets
 	// once; several instances in one process (the tests) must not race on it.
@@ -55,6 +55,8 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 			// The feed is positioned by every node, whatever its pipeline does.
 			feed.Start(ctx)
 			retention.Start(ctx)
+			funds.Start(ctx)
+			funds.Wake()
 			if bc.Pipeline.Enabled {
 				pipeline.Start(ctx)
 			}
@@ -78,6 +80,7 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 			pipeline.Stop()
 			feed.Stop()
 			retention.Stop()
+			funds.Stop()
 			keeper.Stop()
 			if err := leases.ReleaseAll(flushCtx); err != nil {
 				helper.Warnw("msg", "releasing leases on shutdown", "error", err.Error())

@@ -74,6 +74,26 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	leaseRepository := repositories.NewLeaseRepository(pool)
 	clock := _wireSystemClockValue
 	leaseManager := services.NewLeaseManager(leaseConfig, leaseRepository, clock, metrics, logger)
+	pipelineConfig, err := services.NewPipelineConfig(bootstrap)
+	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	fundsConfig := services.NewFundsConfig(bootstrap, pipelineConfig)
+	fundsRepository := repositories.NewFundsRepository(pool)
+	fundsGuard, err := services.NewFundsGuard(fundsConfig, chain, fundsRepository, clock, metrics)
+	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	writerConfig := workers.NewWriterConfig(bootstrap)
 	config := repositories.NewTxManagerConfig(bootstrap)
 	dependencies := telemetry.NewTxManagerDependencies(prometheus, tracerProvider, logger)
@@ -90,16 +110,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	allocationRepository := repositories.NewAllocationRepository()
 	nonceCache := services.NewNonceCache()
 	nonceConfig := services.NewNonceConfig(bootstrap)
-	pipelineConfig := workers.NewPipelineWorkerConfig(bootstrap)
-	servicesPipelineConfig, err := services.NewPipelineConfig(bootstrap)
-	if err != nil {
-		cleanup5()
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
+	workersPipelineConfig := workers.NewPipelineWorkerConfig(bootstrap)
 	pipelineRepository := repositories.NewPipelineRepository(pool)
 	recoveryRepository := repositories.NewRecoveryRepository(pool)
 	chainID := chainConnection.ChainID
@@ -112,7 +123,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	pipeline, err := services.NewPipeline(servicesPipelineConfig, pipelineRepository, recoveryRepository, chain, chainID, registry, leaseManager, stuckResolutionHook, clock, metrics, logger)
+	pipeline, err := services.NewPipeline(pipelineConfig, pipelineRepository, recoveryRepository, chain, chainID, registry, leaseManager, stuckResolutionHook, clock, metrics, logger)
 	if err != nil {
 		cleanup5()
 		cleanup4()
@@ -133,7 +144,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		return nil, nil, err
 	}
 	feedSequencerLoop := workers.NewFeedSequencerLoop(bootstrap, feedSequencer, logger)
-	pipelineWorkers := workers.NewPipelineWorkers(pipelineConfig, pipeline, leaseManager, feedSequencerLoop, logger)
+	pipelineWorkers := workers.NewPipelineWorkers(workersPipelineConfig, pipeline, leaseManager, feedSequencerLoop, logger)
 	allocator := services.NewAllocator(manager, allocationRepository, leaseManager, chain, nonceCache, nonceConfig, clock, pipelineWorkers, metrics, logger)
 	transactionWriter, err := workers.NewTransactionWriter(writerConfig, allocator, metrics)
 	if err != nil {
@@ -144,7 +155,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	createTxUseCase := services.NewCreateTxUseCase(createConfig, registry, txRepository, chain, leaseManager, transactionWriter, clock, metrics, logger)
+	createTxUseCase := services.NewCreateTxUseCase(createConfig, registry, txRepository, chain, leaseManager, fundsGuard, transactionWriter, clock, metrics, logger)
 	getTxUseCase := services.NewGetTxUseCase(txRepository)
 	feedConfig := services.NewFeedConfig(bootstrap)
 	completionsUseCase := services.NewCompletionsUseCase(completionRepository, feedNotifier, feedConfig)
@@ -187,8 +198,9 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	retentionRepository := repositories.NewRetentionRepository(pool)
 	retention := services.NewRetention(retentionConfig, retentionRepository, clock, metrics, logger)
 	retentionLoop := workers.NewRetentionLoop(bootstrap, retention, logger)
+	fundsGaugeLoop := workers.NewFundsGaugeLoop(bootstrap, fundsGuard, registry, logger)
 	banner := NewBanner(bootstrap, registry, chainConnection, buildVersion)
-	app := newApp(bootstrap, logger, httpServer, grpcServer, transactionWriter, leaseKeeper, pipelineWorkers, nodeHeartbeat, nodeRegistry, leaseManager, feedSequencerLoop, retentionLoop, banner, buildVersion)
+	app := newApp(bootstrap, logger, httpServer, grpcServer, transactionWriter, leaseKeeper, pipelineWorkers, nodeHeartbeat, nodeRegistry, leaseManager, feedSequencerLoop, retentionLoop, fundsGaugeLoop, banner, buildVersion)
 	return app, func() {
 		cleanup6()
 		cleanup5()

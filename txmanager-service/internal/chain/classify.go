@@ -56,12 +56,51 @@ func ClassifySendError(err error) error {
 // revertCode is the JSON-RPC error code geth and most clients give an EVM revert.
 const revertCode = 3
 
-// classifyEstimateError marks reverts so callers can tell a call that can never succeed
-// from a node that failed to answer.
+// executionFailurePhrases are eth_estimateGas answers that mean the intent itself cannot
+// run, whatever gas or node it gets: the EVM's own errors (go-ethereum core/vm/errors.go)
+// and the estimator's "gas required exceeds allowance" when it never succeeds up to the cap.
+var executionFailurePhrases = []errorPhrase{
+	{"invalid opcode", services.ErrExecutionReverted},
+	{"out of gas", services.ErrExecutionReverted},
+	{"gas required exceeds allowance", services.ErrExecutionReverted},
+	{"gas required exceeds", services.ErrExecutionReverted}, // Erigon, Besu
+	{"contract creation code storage out of gas", services.ErrExecutionReverted},
+	{"stack underflow", services.ErrExecutionReverted},
+	{"stack limit reached", services.ErrExecutionReverted},
+	{"invalid jump destination", services.ErrExecutionReverted},
+	{"write protection", services.ErrExecutionReverted},
+	{"return data out of bounds", services.ErrExecutionReverted},
+	{"max call depth exceeded", services.ErrExecutionReverted},
+	{"max code size exceeded", services.ErrExecutionReverted},
+	{"max initcode size exceeded", services.ErrExecutionReverted},
+	{"invalid code: must not begin with 0xef", services.ErrExecutionReverted},
+	{"contract address collision", services.ErrExecutionReverted},
+	{"insufficient balance for transfer", services.ErrExecutionReverted}, // an inner CALL's value
+	{"bad instruction", services.ErrExecutionReverted},                   // Nethermind, OpenEthereum
+	{"badinstruction", services.ErrExecutionReverted},
+}
+
+// estimateFundsPhrases: the signer cannot pay for the call at all (its value, or its gas
+// at the fees it named). Checked after reverts: a contract may revert with these words.
+var estimateFundsPhrases = []errorPhrase{
+	{"insufficient funds", services.ErrInsufficientFunds},
+	{"insufficientfunds", services.ErrInsufficientFunds},
+}
+
+// classifyEstimateError tells a call that can never succeed as asked (a revert or another
+// EVM failure: ErrExecutionReverted; a signer that cannot pay: ErrInsufficientFunds) from a
+// node that failed to answer, which is all that is left unclassified.
 func classifyEstimateError(err error) error {
 	var rpcErr rpc.Error
 	isRevert := errors.As(err, &rpcErr) && rpcErr.ErrorCode() == revertCode
-	if !isRevert && !containsWordPrefix(strings.ToLower(err.Error()), "revert") {
+	message := strings.ToLower(err.Error())
+	if !isRevert && !containsWordPrefix(message, "revert") {
+		if class := matchPhrase(message, estimateFundsPhrases); class != nil {
+			return fmt.Errorf("%w: %w", class, err)
+		}
+		if class := matchPhrase(message, executionFailurePhrases); class != nil && rpcAnswered(err) {
+			return fmt.Errorf("%w: %w", class, err)
+		}
 		return fmt.Errorf("eth_estimateGas: %w", err)
 	}
 	// Custom Solidity errors come back as "execution reverted" plus only the encoded data;
@@ -73,6 +112,13 @@ func classifyEstimateError(err error) error {
 		}
 	}
 	return fmt.Errorf("%w: %w", services.ErrExecutionReverted, err)
+}
+
+// rpcAnswered: the error is the node's own JSON-RPC answer, not a transport failure whose
+// text happens to contain an EVM phrase (a proxy's "out of gas" page is still a 503).
+func rpcAnswered(err error) bool {
+	var rpcErr rpc.Error
+	return errors.As(err, &rpcErr)
 }
 
 // JSON-RPC codes meaning "this node lacks the method or does not understand the argument".

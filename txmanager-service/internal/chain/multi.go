@@ -239,6 +239,16 @@ func (m *MultiChain) NonceAt(ctx context.Context, account common.Address) (uint6
 	return nonce, err
 }
 
+// BalanceAt implements services.Chain.
+func (m *MultiChain) BalanceAt(ctx context.Context, account common.Address) (*big.Int, error) {
+	var balance *big.Int
+	err := m.call(ctx, "balance", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+		balance, err = c.BalanceAt(ctx, account)
+		return err
+	})
+	return balance, err
+}
+
 // EstimateGas implements services.Chain.
 func (m *MultiChain) EstimateGas(ctx context.Context, req services.CallRequest) (uint64, error) {
 	var gas uint64

@@ -168,6 +168,15 @@ func (c *RPCChain) NonceAt(ctx context.Context, account common.Address) (uint64,
 	return nonce, nil
 }
 
+// BalanceAt implements services.Chain.
+func (c *RPCChain) BalanceAt(ctx context.Context, account common.Address) (*big.Int, error) {
+	balance, err := c.countedEthCall().BalanceAt(ctx, account, nil)
+	if err != nil {
+		return nil, fmt.Errorf("balance of %s: %w", account, err)
+	}
+	return balance, nil
+}
+
 // EstimateGas implements services.Chain.
 func (c *RPCChain) EstimateGas(ctx context.Context, call services.CallRequest) (uint64, error) {
 	gas, err := c.countedEthCall().EstimateGas(ctx, ethereum.CallMsg{

@@ -374,33 +374,46 @@ func TestEstimateGas(t *testing.T) {
 	bareRevert := deployContract(t, ctx, sim, key, []byte{0x60, 0x00, 0x60, 0x00, 0xfd})
 	reasonRevert := deployContract(t, ctx, sim, key, revertWithReason("nope"))
 	recipient := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
+	unfunded := common.HexToAddress("0x00000000000000000000000000000000000F00d5")
+	oneEther := new(big.Int).Exp(big.NewInt(10), big.NewInt(18), nil)
 
 	tests := []struct {
 		name        string
-		to          common.Address
+		call        services.CallRequest
 		wantGas     uint64
-		wantRevert  bool
+		wantClass   error // nil: success
 		wantMessage string
 	}{
-		{name: "plain transfer", to: recipient, wantGas: transferGas},
-		{name: "revert without reason", to: bareRevert, wantRevert: true, wantMessage: "execution reverted"},
-		{name: "revert with reason string", to: reasonRevert, wantRevert: true, wantMessage: "execution reverted: nope"},
+		{name: "plain transfer", call: services.CallRequest{From: from, To: &recipient, Value: big.NewInt(1)}, wantGas: transferGas},
+		{name: "revert without reason", call: services.CallRequest{From: from, To: &bareRevert, Value: big.NewInt(1)},
+			wantClass: services.ErrExecutionReverted, wantMessage: "execution reverted"},
+		{name: "revert with reason string", call: services.CallRequest{From: from, To: &reasonRevert, Value: big.NewInt(1)},
+			wantClass: services.ErrExecutionReverted, wantMessage: "execution reverted: nope"},
+		{name: "creation code with an invalid opcode", call: services.CallRequest{From: from, Data: []byte{0xfe}},
+			wantClass: services.ErrExecutionReverted, wantMessage: "invalid opcode"},
+		{name: "value above the balance", call: services.CallRequest{From: unfunded, To: &recipient, Value: oneEther},
+			wantClass: services.ErrInsufficientFunds, wantMessage: "insufficient funds"},
+		{name: "gas the sender cannot pay at its named fee", call: services.CallRequest{From: unfunded, To: &recipient, Value: big.NewInt(0),
+			MaxFeePerGas: big.NewInt(100_000_000_000), MaxPriorityFeePerGas: big.NewInt(1)},
+			wantClass: services.ErrInsufficientFunds, wantMessage: "insufficient funds"},
 	}
+	classes := []error{services.ErrExecutionReverted, services.ErrInsufficientFunds}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			to := tc.to
-			gas, err := sim.EstimateGas(ctx, services.CallRequest{From: from, To: &to, Value: big.NewInt(1)})
-			if !tc.wantRevert {
+			gas, err := sim.EstimateGas(ctx, tc.call)
+			if tc.wantClass == nil {
 				if err != nil || gas != tc.wantGas {
 					t.Fatalf("EstimateGas = %d, %v; want %d", gas, err, tc.wantGas)
 				}
 				return
 			}
 			t.Logf("node said: %v", err)
-			if !errors.Is(err, services.ErrExecutionReverted) {
-				t.Fatalf("error %v does not match ErrExecutionReverted", err)
+			for _, class := range classes {
+				if want := class == tc.wantClass; errors.Is(err, class) != want { //nolint:errorlint // which sentinel the case names, compared as values
+					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, class, !want, want)
+				}
 			}
-			if !strings.Contains(err.Error(), tc.wantMessage) {
+			if err != nil && !strings.Contains(err.Error(), tc.wantMessage) {
 				t.Errorf("error %q lacks %q", err, tc.wantMessage)
 			}
 		})

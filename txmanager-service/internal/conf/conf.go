@@ -297,6 +297,16 @@ type Create struct {
 	GasEstimateMultiplier float64 `json:"gasEstimateMultiplier"`
 	MaxDataBytes          int     `json:"maxDataBytes"`
 	MaxGasLimit           uint64  `json:"maxGasLimit"`
+	// CheckFunds refuses (422 INSUFFICIENT_FUNDS) an intent whose value plus gas limit x
+	// max fee exceeds the signer's balance minus what its unfinished transactions may cost.
+	CheckFunds bool `json:"checkFunds"`
+	// SimulateCalls runs intents with call data and a gas limit through eth_estimateGas
+	// capped at that limit, refusing one that cannot run (422 INTENT_REVERTS).
+	SimulateCalls bool `json:"simulateCalls"`
+	// FundsCacheFor is how long a signer's balance and committed cost are reused between
+	// creates; FundsGaugeInterval how often every signer's balance gauges are refreshed.
+	FundsCacheFor      Duration `json:"fundsCacheFor"`
+	FundsGaugeInterval Duration `json:"fundsGaugeInterval"`
 }
 
 type Chain struct {
@@ -512,6 +522,7 @@ func (b *Bootstrap) Check() error {
 	req(b.Create.MaxDataBytes > 0 && int64(b.Create.MaxDataBytes)*2 < b.Server.MaxBodyBytes,
 		"create.maxDataBytes must be positive and fit (hex-encoded) in server.maxBodyBytes")
 	req(b.Create.MaxGasLimit >= 21000, "create.maxGasLimit must be at least 21000")
+	req(b.Create.FundsCacheFor > 0 && b.Create.FundsGaugeInterval > 0, "create.fundsCacheFor and create.fundsGaugeInterval must be positive")
 	req(len(b.Chain.Endpoints()) > 0 || b.Chain.Embedded.BlockInterval > 0, "chain.embedded.blockInterval must be positive when no chain endpoint is configured")
 	req(b.Chain.Timeouts.Read > 0 && b.Chain.Timeouts.Send > 0 && b.Chain.Timeouts.Receipts > 0, "chain.timeouts.read, send and receipts must be positive")
 	req(b.Chain.Health.ProbeInterval > 0, "chain.health.probeInterval must be positive")

@@ -46,6 +46,8 @@ func ToAPIError(logger *log.Helper, err error) error {
 		return apiError(http.StatusUnprocessableEntity, v1.ErrorReason_UNKNOWN_SIGNER, err.Error())
 	case errors.Is(err, domain.ErrIntentReverts):
 		return apiError(http.StatusUnprocessableEntity, v1.ErrorReason_INTENT_REVERTS, err.Error())
+	case errors.Is(err, domain.ErrInsufficientFunds):
+		return apiError(http.StatusUnprocessableEntity, v1.ErrorReason_INSUFFICIENT_FUNDS, err.Error())
 	case errors.Is(err, domain.ErrIdempotencyConflict):
 		return apiError(http.StatusConflict, v1.ErrorReason_IDEMPOTENCY_CONFLICT, err.Error())
 	case errors.As(err, &notLeader):

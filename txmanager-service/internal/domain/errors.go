@@ -23,6 +23,9 @@ var (
 	ErrUnknownSigner = errors.New("signer is not managed by this service")
 	// ErrIntentReverts: gas estimation shows the intent would revert.
 	ErrIntentReverts = errors.New("intent reverts")
+	// ErrInsufficientFunds: the signer cannot pay for the intent (its value plus its most
+	// expensive gas) out of what its unfinished transactions leave of its balance.
+	ErrInsufficientFunds = errors.New("insufficient funds")
 	// ErrUnavailable: a dependency (database, chain, queue capacity) cannot serve now.
 	ErrUnavailable = errors.New("service unavailable")
 	// ErrOutcomeUnknown: the write's commit was in flight when the database connection

@@ -38,6 +38,8 @@ var ProviderSet = wire.NewSet(
 	NewRetentionRepository,
 	wire.Bind(new(services.RetentionStore), new(*RetentionRepository)),
 	NewChainIdentityRepository,
+	NewFundsRepository,
+	wire.Bind(new(services.FundsStore), new(*FundsRepository)),
 	wire.Bind(new(services.ChainIdentityStore), new(*ChainIdentityRepository)),
 )
 

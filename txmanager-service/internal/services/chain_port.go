@@ -13,8 +13,11 @@ import (
 type Chain interface {
 	// PendingNonceAt is eth_getTransactionCount(account, "pending").
 	PendingNonceAt(ctx context.Context, account common.Address) (uint64, error)
-	// EstimateGas runs eth_estimateGas. A call that reverts returns an error matching
-	// ErrExecutionReverted (with the revert reason in its message when the node gives one).
+	// BalanceAt is eth_getBalance(account, "latest") in wei.
+	BalanceAt(ctx context.Context, account common.Address) (*big.Int, error)
+	// EstimateGas runs eth_estimateGas. A call that cannot run (a revert, an invalid opcode,
+	// out of gas at any limit) returns an error matching ErrExecutionReverted with the node's
+	// message; one the sender cannot pay for matches ErrInsufficientFunds.
 	EstimateGas(ctx context.Context, call CallRequest) (uint64, error)
 	// SuggestFees returns the latest base fee and a suggested priority fee (EIP-1559).
 	SuggestFees(ctx context.Context) (FeeSuggestion, error)

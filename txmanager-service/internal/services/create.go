@@ -19,6 +19,10 @@ type CreateConfig struct {
 	// EstimateGas: intents without a gas limit are estimated before allocation; when false
 	// such intents are rejected.
 	EstimateGas bool
+	// SimulateCalls: intents that carry call data and a gas limit are still run through
+	// eth_estimateGas, capped at that limit, so one that cannot run (a revert, an invalid
+	// opcode, too little gas) is refused before it takes a nonce. Plain transfers skip it.
+	SimulateCalls bool
 	// GasEstimateMultiplier pads estimates (e.g. 1.2) against state changing before mining.
 	GasEstimateMultiplier float64
 }
@@ -32,6 +36,7 @@ type CreateTxUseCase struct {
 	txs     TxReader
 	chain   Chain
 	leases  *LeaseManager
+	funds   *FundsGuard
 	queue   AllocationQueue
 	clock   Clock
 	metrics *telemetry.Metrics
@@ -39,8 +44,8 @@ type CreateTxUseCase struct {
 }
 
 // NewCreateTxUseCase wires the use case.
-func NewCreateTxUseCase(cfg CreateConfig, signers SignerDirectory, txs TxReader, chain Chain, leases *LeaseManager, queue AllocationQueue, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *CreateTxUseCase {
-	return &CreateTxUseCase{cfg: cfg, signers: signers, txs: txs, chain: chain, leases: leases, queue: queue, clock: clock, metrics: metrics,
+func NewCreateTxUseCase(cfg CreateConfig, signers SignerDirectory, txs TxReader, chain Chain, leases *LeaseManager, funds *FundsGuard, queue AllocationQueue, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *CreateTxUseCase {
+	return &CreateTxUseCase{cfg: cfg, signers: signers, txs: txs, chain: chain, leases: leases, funds: funds, queue: queue, clock: clock, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "create"))}
 }
 
@@ -91,22 +96,34 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (C
 	if _, err := uc.leases.Acquire(ctx, req.SignerHex); err != nil {
 		return CreateResult{}, err
 	}
+	// After the lease: only the owner's view of the signer's spending is kept warm.
+	reservation, err := uc.funds.Reserve(ctx, req.Signer, req.SignerHex, req.Intent, gasLimit)
+	if err != nil {
+		return CreateResult{}, err
+	}
 	op := NewAllocationOp(ctx, req, gasLimit)
 	if err := uc.queue.Enqueue(op); err != nil {
+		reservation.Release()
 		return CreateResult{}, err
 	}
 	tx, created, err := op.Wait(ctx)
 	if err != nil {
+		reservation.Release()
 		return CreateResult{Tx: tx}, err
+	}
+	if !created {
+		// A replay of a concurrent create: its cost is already counted.
+		reservation.Release()
 	}
 	return CreateResult{Tx: tx, Created: created}, nil
 }
 
 func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateRequest) (uint64, error) {
-	if req.Intent.GasLimit != 0 {
-		return req.Intent.GasLimit, nil
+	given := req.Intent.GasLimit
+	if given != 0 && !(uc.cfg.SimulateCalls && (len(req.Intent.Data) > 0 || req.Intent.To == nil)) {
+		return given, nil
 	}
-	if !uc.cfg.EstimateGas {
+	if given == 0 && !uc.cfg.EstimateGas {
 		return 0, &domain.ValidationError{Field: "gasLimit", Reason: "required (gas estimation is disabled)"}
 	}
 	estimate, err := uc.chain.EstimateGas(ctx, CallRequest{
@@ -114,14 +131,21 @@ func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateReques
 		To:                   req.Intent.To,
 		Value:                req.Intent.Value,
 		Data:                 req.Intent.Data,
+		Gas:                  given,
 		MaxFeePerGas:         req.Intent.MaxFeePerGas,
 		MaxPriorityFeePerGas: req.Intent.MaxPriorityFeePerGas,
 	})
 	if errors.Is(err, ErrExecutionReverted) {
 		return 0, fmt.Errorf("%w: %v", domain.ErrIntentReverts, err) //nolint:errorlint // the node's message is kept; its chain error is not part of the domain error
 	}
+	if errors.Is(err, ErrInsufficientFunds) {
+		return 0, fmt.Errorf("%w: %v", domain.ErrInsufficientFunds, err) //nolint:errorlint // as above
+	}
 	if err != nil {
 		return 0, &domain.UnavailableError{Reason: "gas estimation", RetryAfter: time.Second, Err: err}
+	}
+	if given != 0 {
+		return given, nil
 	}
 	padded := math.Ceil(float64(estimate) * max(uc.cfg.GasEstimateMultiplier, 1))
 	return min(uint64(padded), uc.cfg.Limits.MaxGasLimit), nil
@@ -135,7 +159,7 @@ func createResultLabel(res CreateResult, err error) string {
 		return "existing"
 	case errors.Is(err, domain.ErrIdempotencyConflict):
 		return "conflict"
-	case errors.Is(err, domain.ErrInvalidArgument), errors.Is(err, domain.ErrUnknownSigner), errors.Is(err, domain.ErrIntentReverts):
+	case errors.Is(err, domain.ErrInvalidArgument), errors.Is(err, domain.ErrUnknownSigner), errors.Is(err, domain.ErrIntentReverts), errors.Is(err, domain.ErrInsufficientFunds):
 		return "invalid"
 	case errors.Is(err, domain.ErrNotLeader):
 		return "not_leader"

@@ -71,6 +71,8 @@ type TxReader interface {
 // SignerDirectory says which signers this service holds keys for.
 type SignerDirectory interface {
 	Manages(signer common.Address) bool
+	// Addresses lists every managed signer.
+	Addresses() []common.Address
 }
 
 // AllocationQueue hands create operations to the TransactionWriter.

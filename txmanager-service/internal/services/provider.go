@@ -19,6 +19,8 @@ var ProviderSet = wire.NewSet(
 	NewNonceCache,
 	NewAllocator,
 	NewCreateTxUseCase,
+	NewFundsConfig,
+	NewFundsGuard,
 	NewGetTxUseCase,
 	NewCompletionsUseCase,
 	NewFeedConfig,
@@ -102,7 +104,13 @@ func NewCreateConfig(c *conf.Bootstrap) CreateConfig {
 	limits := domain.DefaultLimits()
 	limits.MaxDataBytes = c.Create.MaxDataBytes
 	limits.MaxGasLimit = c.Create.MaxGasLimit
-	return CreateConfig{Limits: limits, EstimateGas: c.Create.EstimateGas, GasEstimateMultiplier: c.Create.GasEstimateMultiplier}
+	return CreateConfig{Limits: limits, EstimateGas: c.Create.EstimateGas, SimulateCalls: c.Create.SimulateCalls, GasEstimateMultiplier: c.Create.GasEstimateMultiplier}
+}
+
+// NewFundsConfig maps the create section's funds check; intents without their own fee cap
+// are priced as the pipeline would price their first attempt.
+func NewFundsConfig(c *conf.Bootstrap, pipeline PipelineConfig) FundsConfig {
+	return FundsConfig{Check: c.Create.CheckFunds, CacheFor: c.Create.FundsCacheFor.Std(), Fees: pipeline.Fees}
 }
 
 // BuildVersion is the running binary's version, set by main.

@@ -22,6 +22,7 @@ var ProviderSet = wire.NewSet(
 	wire.Bind(new(services.SubmitNotifier), new(*PipelineWorkers)),
 	NewFeedSequencerLoop,
 	NewRetentionLoop,
+	NewFundsGaugeLoop,
 )
 
 // NewPipelineWorkerConfig maps the loop intervals.

@@ -60,6 +60,9 @@ func TestTransactionsReachFinalStates(t *testing.T) {
 	t.Parallel()
 	s := startService(t, serviceOptions{chainQuery: true, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
 		bc.Chain.Embedded.BlockInterval = conf.Duration(250 * time.Millisecond)
+		// Without simulation the reverting intent below is admitted and mined, as it would
+		// be if the chain's state changed between admission and mining.
+		bc.Create.SimulateCalls = false
 	}})
 	recipient := devAddress(t, 9)
 	ids := make(chan string, 201)
@@ -75,7 +78,8 @@ func TestTransactionsReachFinalStates(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	// Contract creation whose init code reverts, with an explicit gas limit so it is mined.
+	// Contract creation whose init code reverts, with an explicit gas limit (and simulation
+	// off) so it is mined.
 	reverting := s.createOK(t, map[string]any{"signer": devAddress(t, 4), "data": "0x60006000fd", "gasLimit": 100000})
 	close(ids)
 	var confirmedIDs []string

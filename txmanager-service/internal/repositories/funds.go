@@ -1,0 +1,34 @@
+package repositories
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
+)
+
+// FundsRepository implements services.FundsStore.
+type FundsRepository struct {
+	q *sqlcdb.Queries
+}
+
+// NewFundsRepository builds the repository on the pool.
+func NewFundsRepository(pool *pgxpool.Pool) *FundsRepository {
+	return &FundsRepository{q: sqlcdb.New(pool)}
+}
+
+// UnminedCost implements services.FundsStore.
+func (r *FundsRepository) UnminedCost(ctx context.Context, signer string, fallbackFee *big.Int) (*big.Int, error) {
+	text, err := r.q.UnminedCost(ctx, sqlcdb.UnminedCostParams{Signer: signer, FallbackFee: fallbackFee.String()})
+	if err != nil {
+		return nil, fmt.Errorf("unmined cost of %s: %w", signer, err)
+	}
+	cost, ok := new(big.Int).SetString(text, 10)
+	if !ok {
+		return nil, fmt.Errorf("unmined cost of %s: not an integer: %q", signer, text)
+	}
+	return cost, nil
+}

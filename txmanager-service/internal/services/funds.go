@@ -1,0 +1,217 @@
+package services
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"go.opentelemetry.io/otel/attribute"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// FundsStore reads what a signer's unfinished transactions may still cost.
+type FundsStore interface {
+	// UnminedCost is the most the signer's transactions that are not final and not mined
+	// yet may cost: value + gas limit x the highest max fee signed for each (the intent's
+	// own cap, or fallbackFee, for one not signed yet). Mined ones are already paid for in
+	// the latest balance.
+	UnminedCost(ctx context.Context, signer string, fallbackFee *big.Int) (*big.Int, error)
+}
+
+// FundsConfig tunes the admission funds check.
+type FundsConfig struct {
+	// Check: refuse (422 INSUFFICIENT_FUNDS) an intent the signer cannot pay for out of
+	// its balance minus what its unfinished transactions may cost.
+	Check bool
+	// CacheFor is how long a signer's balance and committed cost are reused: the check must
+	// not cost a chain call and a database query per create on a hot signer. Creates
+	// accepted in between are added to the cached cost as they pass.
+	CacheFor time.Duration
+	// Fees prices intents without their own fee cap, as their first attempt would be.
+	Fees FeePolicy
+}
+
+// FundsGuard is the admission check that a signer can pay for an intent, and the source of
+// the signer balance gauges. Its cache is a guard, not a ledger: a transaction admitted here
+// that later finds the balance spent (by something outside the service) waits in
+// INSUFFICIENT_FUNDS and is resubmitted once the signer is funded.
+type FundsGuard struct {
+	cfg     FundsConfig
+	chain   Chain
+	store   FundsStore
+	clock   Clock
+	refresh singleflight.Group
+
+	mu      sync.Mutex
+	signers map[string]*signerFunds
+}
+
+// signerFunds is one signer's cached position; reserved is what creates admitted since the
+// snapshot may cost, added before their rows exist.
+type signerFunds struct {
+	balance, committed, reserved *big.Int
+	fee                          *big.Int // fee cap for an intent without its own
+	at                           time.Time
+}
+
+func (f *signerFunds) spendable() *big.Int {
+	s := new(big.Int).Sub(f.balance, f.committed)
+	return s.Sub(s, f.reserved)
+}
+
+// NewFundsGuard builds the guard and registers the signer_balance_wei and
+// signer_spendable_wei gauges.
+func NewFundsGuard(cfg FundsConfig, chain Chain, store FundsStore, clock Clock, metrics *telemetry.Metrics) (*FundsGuard, error) {
+	g := &FundsGuard{cfg: cfg, chain: chain, store: store, clock: clock, signers: map[string]*signerFunds{}}
+	if err := metrics.RegisterFloatGauge("signer_balance_wei", "Latest balance of each signer this node checked, in wei.", g.observe(func(f *signerFunds) *big.Int { return f.balance })); err != nil {
+		return nil, err
+	}
+	if err := metrics.RegisterFloatGauge("signer_spendable_wei",
+		"Balance minus the most the signer's unfinished, unmined transactions may cost, in wei; below zero some of them cannot be paid.",
+		g.observe((*signerFunds).spendable)); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *FundsGuard) observe(value func(*signerFunds) *big.Int) func(context.Context, func(float64, ...attribute.KeyValue)) {
+	return func(_ context.Context, record func(float64, ...attribute.KeyValue)) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for signer, f := range g.signers {
+			v, _ := new(big.Float).SetInt(value(f)).Float64()
+			record(v, attribute.String("signer", signer))
+		}
+	}
+}
+
+// Reservation is an admitted intent's share of the signer's spendable balance; Release it
+// if the create does not go through.
+type Reservation struct {
+	guard  *FundsGuard
+	signer string
+	cost   *big.Int
+	at     time.Time
+}
+
+// Release returns the reserved amount when the create failed before its row was written.
+func (r *Reservation) Release() {
+	if r == nil || r.guard == nil {
+		return
+	}
+	r.guard.mu.Lock()
+	defer r.guard.mu.Unlock()
+	// A newer snapshot already counts (or never saw) this create: nothing to return.
+	if f := r.guard.signers[r.signer]; f != nil && f.at.Equal(r.at) {
+		f.reserved.Sub(f.reserved, r.cost)
+	}
+}
+
+// Reserve admits an intent the signer can pay for and reserves its maximum cost, or
+// returns an error matching domain.ErrInsufficientFunds (or ErrUnavailable when the
+// balance cannot be read). With the check off it admits everything.
+func (g *FundsGuard) Reserve(ctx context.Context, signer common.Address, signerHex string, intent domain.Intent, gasLimit uint64) (*Reservation, error) {
+	if !g.cfg.Check {
+		return nil, nil
+	}
+	for attempt := 0; ; attempt++ {
+		f, err := g.snapshot(ctx, signer, signerHex, attempt > 0)
+		if err != nil {
+			return nil, &domain.UnavailableError{Reason: "signer balance", RetryAfter: time.Second, Err: err}
+		}
+		cost := intentCost(intent, gasLimit, f.fee)
+		g.mu.Lock()
+		current := g.signers[signerHex]
+		if current == nil {
+			current = f
+		}
+		spendable := current.spendable()
+		if spendable.Cmp(cost) >= 0 {
+			current.reserved.Add(current.reserved, cost)
+			at := current.at
+			g.mu.Unlock()
+			return &Reservation{guard: g, signer: signerHex, cost: cost, at: at}, nil
+		}
+		fresh := g.clock.Now().Sub(current.at) < g.cfg.CacheFor/4
+		g.mu.Unlock()
+		// Refuse only on a recent view: the signer may just have been funded.
+		if attempt > 0 || fresh {
+			return nil, fmt.Errorf("%w: signer %s can spend %s wei after its unfinished transactions, this intent may cost up to %s wei (value + gasLimit %d x maxFeePerGas %s)",
+				domain.ErrInsufficientFunds, signerHex, spendable.String(), cost.String(), gasLimit, feeFor(intent, f.fee))
+		}
+	}
+}
+
+// Refresh reloads every signer's balance the guard has seen, for the gauges.
+func (g *FundsGuard) Refresh(ctx context.Context, signers []common.Address) error {
+	var firstErr error
+	for _, signer := range signers {
+		if _, err := g.snapshot(ctx, signer, signer.Hex(), true); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// snapshot returns the signer's cached position, reloading it when older than CacheFor
+// (or when force is set). Concurrent reloads of one signer share one chain call and one
+// query.
+func (g *FundsGuard) snapshot(ctx context.Context, signer common.Address, signerHex string, force bool) (*signerFunds, error) {
+	g.mu.Lock()
+	f := g.signers[signerHex]
+	g.mu.Unlock()
+	if f != nil && !force && g.clock.Now().Sub(f.at) < g.cfg.CacheFor {
+		return f, nil
+	}
+	v, err, _ := g.refresh.Do(signerHex, func() (any, error) {
+		at := g.clock.Now()
+		fees, err := g.chain.SuggestFees(ctx)
+		if err != nil {
+			return nil, err
+		}
+		fee, _, err := g.cfg.Fees.Initial(domain.Intent{}, fees)
+		if err != nil {
+			return nil, err
+		}
+		balance, err := g.chain.BalanceAt(ctx, signer)
+		if err != nil {
+			return nil, err
+		}
+		committed, err := g.store.UnminedCost(ctx, signerHex, fee)
+		if err != nil {
+			return nil, err
+		}
+		fresh := &signerFunds{balance: balance, committed: committed, reserved: new(big.Int), fee: fee, at: at}
+		g.mu.Lock()
+		g.signers[signerHex] = fresh
+		g.mu.Unlock()
+		return fresh, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*signerFunds), nil //nolint:forcetypeassert // the closure above returns nothing else
+}
+
+// intentCost is the most an intent can cost: its value plus its gas limit at its own fee
+// cap, or at the cap its first attempt would get.
+func intentCost(intent domain.Intent, gasLimit uint64, fallbackFee *big.Int) *big.Int {
+	cost := new(big.Int).Mul(new(big.Int).SetUint64(gasLimit), feeFor(intent, fallbackFee))
+	if intent.Value != nil {
+		cost.Add(cost, intent.Value)
+	}
+	return cost
+}
+
+func feeFor(intent domain.Intent, fallbackFee *big.Int) *big.Int {
+	if intent.MaxFeePerGas != nil {
+		return intent.MaxFeePerGas
+	}
+	return fallbackFee
+}

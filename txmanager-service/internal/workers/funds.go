@@ -1,0 +1,24 @@
+package workers
+
+import (
+	"context"
+
+	"github.com/go-kratos/kratos/v2/log"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// FundsGaugeLoop refreshes every managed signer's balance gauges each
+// create.fundsGaugeInterval, so a signer running dry shows before its creates are refused.
+type FundsGaugeLoop struct{ *Loop }
+
+// NewFundsGaugeLoop builds the loop.
+func NewFundsGaugeLoop(c *conf.Bootstrap, funds *services.FundsGuard, signers services.SignerDirectory, logger log.Logger) *FundsGaugeLoop {
+	helper := log.NewHelper(log.With(logger, "component", "funds"))
+	return &FundsGaugeLoop{NewLoop(c.Create.FundsGaugeInterval.Std(), func(ctx context.Context) {
+		if err := funds.Refresh(ctx, signers.Addresses()); err != nil && ctx.Err() == nil {
+			helper.Warnw("msg", "signer balance refresh failed", "error", err.Error())
+		}
+	})}
+}
