@@ -21,6 +21,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,6 +40,7 @@ type options struct {
 	target        float64
 	timeout       time.Duration
 	verbose       bool
+	keep          bool
 }
 
 // confirmationsDefault matches e2e.FastLoops, which the service runs with.
@@ -50,6 +53,18 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 256, "concurrent HTTP clients creating transactions (a payout run or a busy API has hundreds of callers in flight)")
 	flag.Float64Var(&o.target, "target", 1.5, "the service may take at most this many times the baseline's time")
 	flag.BoolVar(&o.verbose, "v", false, "print the service's progress (allocated, broadcast, mined, confirmed) every second")
+	flag.Func("signers", "signer counts to run, comma separated (default 20,1)", func(v string) error {
+		o.shapes = nil
+		for _, field := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(field))
+			if err != nil || n < 1 {
+				return fmt.Errorf("signer count %q: want a positive integer", field)
+			}
+			o.shapes = append(o.shapes, n)
+		}
+		return nil
+	})
+	flag.BoolVar(&o.keep, "keep", false, "keep the work folder (the service's and geth's logs) and print its path")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -92,7 +107,11 @@ func run(ctx context.Context, o options) ([]result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(root)
+	if o.keep {
+		fmt.Printf("work folder (kept): %s\n", root)
+	} else {
+		defer os.RemoveAll(root)
+	}
 	gethBin, version, err := e2e.BuildGeth(ctx, filepath.Join(o.repo, "bin"))
 	if err != nil {
 		return nil, err

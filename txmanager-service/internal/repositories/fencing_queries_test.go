@@ -12,7 +12,7 @@ import (
 // Every write to a table that holds a signer's state must be fenced (SPEC 4.3): the core
 // invariant may not depend on a reviewer noticing a missing lease check. These tests read
 // the queries sqlc compiles and fail when a write to a fenced table does not go through the
-// lease row locked FOR SHARE.
+// lease row locked FOR KEY SHARE.
 
 // fencedTables hold signer state that only the lease holder may change.
 var fencedTables = []string{"managed_tx", "signer_nonce_cursor", "tx_attempt", "tx_completions", "stuck_resolution_audit", "signer_quarantine"}
@@ -34,10 +34,11 @@ var unfencedQueries = map[string]string{
 }
 
 // leaseCheck is the one fencing clause: the lease row of the signer, still held by this
-// node with this token and unexpired, locked FOR SHARE so that a takeover (an UPDATE of
-// that row) waits for the writing statement's transaction to end.
+// node with this token and unexpired, locked FOR KEY SHARE so that a takeover (an UPDATE of
+// that row's key columns owner_node and fencing_token) waits for the writing statement's
+// transaction to end, while the owner's renewal (expires_at only) does not.
 const leaseCheck = "lease as materialized ( select 1 from signer_lease sl where sl.signer = @signer and sl.owner_node = @node_id " +
-	"and sl.fencing_token = @fencing_token and sl.expires_at > now() for share )"
+	"and sl.fencing_token = @fencing_token and sl.expires_at > now() for key share )"
 
 type namedQuery struct {
 	file, name, sql string // sql: lower case, comments removed, whitespace collapsed
@@ -158,7 +159,7 @@ func checkFencing(q namedQuery) []string {
 			continue
 		}
 		if !fenced["lease"] {
-			problems = append(problems, "writes "+table+" without the lease check (the `lease` CTE locking signer_lease FOR SHARE)")
+			problems = append(problems, "writes "+table+" without the lease check (the `lease` CTE locking signer_lease FOR KEY SHARE)")
 			continue
 		}
 		statement := enclosing(q.sql, m[0])
@@ -211,10 +212,10 @@ func TestFencingCheckerCatchesUnfencedWrites(t *testing.T) {
 			"c AS ( INSERT INTO tx_completions (tx_id) SELECT tx_id FROM u RETURNING 1 ) SELECT 1", true},
 		{"lease CTE present but the write ignores it", lease + "u AS ( UPDATE managed_tx m SET state = 'X' WHERE m.tx_id = @id RETURNING 1 ) SELECT 1", false},
 		{"no lease CTE", "UPDATE managed_tx SET state = 'X' WHERE tx_id = @id", false},
-		{"lease CTE without FOR SHARE", "WITH lease AS MATERIALIZED ( SELECT 1 FROM signer_lease sl WHERE sl.signer = @signer AND sl.owner_node = @node_id " +
+		{"lease CTE without FOR KEY SHARE", "WITH lease AS MATERIALIZED ( SELECT 1 FROM signer_lease sl WHERE sl.signer = @signer AND sl.owner_node = @node_id " +
 			"AND sl.fencing_token = @fencing_token AND sl.expires_at > now() ) UPDATE managed_tx m SET state = 'X' FROM lease", false},
 		{"lease CTE without expiry", "WITH lease AS MATERIALIZED ( SELECT 1 FROM signer_lease sl WHERE sl.signer = @signer AND sl.owner_node = @node_id " +
-			"AND sl.fencing_token = @fencing_token FOR SHARE ) UPDATE managed_tx m SET state = 'X' FROM lease", false},
+			"AND sl.fencing_token = @fencing_token FOR KEY SHARE ) UPDATE managed_tx m SET state = 'X' FROM lease", false},
 		{"unclassified table", "DELETE FROM some_new_table WHERE id = 1", false},
 		{"node registry", "UPDATE node_registry SET stopped_at = now() WHERE node_id = @node_id", true},
 	}

@@ -3,6 +3,7 @@ package services_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,7 +92,7 @@ func TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner(t *testing.T) {
 }
 
 // TestTakeoverWaitsForTheOwnersOpenBatch covers the other interleaving: A's batch already
-// holds the lease row FOR SHARE when A's lease expires on the clock. B's takeover must wait
+// holds the lease row FOR KEY SHARE when A's lease expires on the clock. B's takeover must wait
 // for A's commit, so A's writes land before B's and B continues after them.
 func TestTakeoverWaitsForTheOwnersOpenBatch(t *testing.T) {
 	t.Parallel()
@@ -105,7 +106,7 @@ func TestTakeoverWaitsForTheOwnersOpenBatch(t *testing.T) {
 	nodeA.store.setGates(nil, gate)
 	opsA := make(chan []*services.AllocationOp, 1)
 	go func() { opsA <- nodeA.allocate(t, signer, 3) }()
-	<-gate.reached // A holds the lease row FOR SHARE inside its open transaction
+	<-gate.reached // A holds the lease row FOR KEY SHARE inside its open transaction
 
 	time.Sleep(1700 * time.Millisecond) // A's lease is now expired by the database clock
 	acquired := make(chan error, 1)
@@ -135,4 +136,43 @@ func TestTakeoverWaitsForTheOwnersOpenBatch(t *testing.T) {
 		t.Fatalf("A ended at %d, B started at %d; want 2 then 3", txsA[2].Nonce, txsB[0].Nonce)
 	}
 	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 2}, {4, 2}}, 5)
+}
+
+// TestRenewalDoesNotWaitForTheOwnersOpenBatch: the owner's writers hold the lease row FOR
+// KEY SHARE; its renewal changes expires_at only and must not queue behind them (under a
+// steady stream of writers a row held FOR SHARE is never free: the renewal timed out and a
+// busy owner lost its lease). The takeover still waits: see the test above.
+func TestRenewalDoesNotWaitForTheOwnersOpenBatch(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	signer := signerAddress(3)
+	nodeA := newTestNode(t, pool, "node-a", nodeOptions{leaseDuration: 10 * time.Second})
+
+	gate := newGate()
+	nodeA.store.setGates(nil, gate)
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(gate.release) }) }
+	// A failed check must still let A's batch finish, or the pool's cleanup waits forever.
+	t.Cleanup(release)
+	opsA := make(chan []*services.AllocationOp, 1)
+	go func() { opsA <- nodeA.allocate(t, signer, 2) }()
+	<-gate.reached // A's batch holds the lease row inside its open transaction
+	before, ok := nodeA.leases.Current(signer.Hex())
+	if !ok {
+		t.Fatal("A holds no lease for the signer")
+	}
+
+	time.Sleep(50 * time.Millisecond) // the database clock moves on, so a renewal shows
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	nodeA.leases.Tick(ctx)
+	after, ok := nodeA.leases.Current(signer.Hex())
+	if !ok || !after.ExpiresAt.After(before.ExpiresAt) || after.Token != before.Token {
+		t.Fatalf("renewal while A's batch is open: lease %+v (held %v), before %+v; want the same token with a later expiry", after, ok, before)
+	}
+
+	release()
+	if _, errs := results(t, <-opsA); errors.Join(errs...) != nil {
+		t.Fatalf("A's batch after its renewal: %v", errors.Join(errs...))
+	}
 }

@@ -41,7 +41,7 @@ type LeaseStore interface {
 // batch's transaction; every write is fenced and returns a *domain.FencedError when the
 // lease no longer matches.
 type AllocationStore interface {
-	// LockLeaseAndReadCursor proves the lease is still held and locks it FOR SHARE until
+	// LockLeaseAndReadCursor proves the lease is still held and locks it FOR KEY SHARE until
 	// commit; it returns the cursor (nil when the signer has none yet) and whether the
 	// signer is quarantined.
 	LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (CursorState, error)

@@ -7,7 +7,9 @@
 --
 -- Another node's live lease is seen by a plain read and answered without touching the row:
 -- an upsert would lock it even when its WHERE turns out false, and so queue every
--- non-owner's request behind the owner's writers, which hold the row FOR SHARE.
+-- non-owner's request behind the owner's writers, which hold the row FOR KEY SHARE. The
+-- upsert sets owner_node and fencing_token, key columns (migration 0009), so a takeover waits
+-- for every open fenced write of the old owner.
 WITH holder AS (
     SELECT h.owner_node, h.expires_at FROM signer_lease h WHERE h.signer = @signer
 ),
@@ -39,6 +41,7 @@ WHERE c.signer = @signer AND NOT EXISTS (SELECT 1 FROM upsert);
 -- name: RenewLeases :many
 -- One statement renews every lease a node holds and uses: each stays with its token, and a
 -- lease missing from the answer has expired (or changed owner) and is gone for this node.
+-- It sets no key column, so it does not wait for the node's own writers (FOR KEY SHARE).
 UPDATE signer_lease
 SET expires_at = now() + make_interval(secs => @duration_seconds::float8), updated_at = now()
 WHERE owner_node = @node_id AND signer = ANY(@signers::text[]) AND expires_at > now()
@@ -53,7 +56,8 @@ WHERE signer = @signer AND owner_node = @node_id AND fencing_token = @fencing_to
 
 -- name: LockLeaseAndReadCursor :one
 -- The first statement of every writer batch for a signer: proves the lease is still ours and
--- holds it FOR SHARE until commit, so a takeover (which must UPDATE the lease row) waits for
+-- holds it FOR KEY SHARE until commit, so a takeover (which must change the row's key
+-- columns owner_node and fencing_token, migration 0009) waits for
 -- this transaction and can never slip between the check and the commit.
 SELECT l.fencing_token, c.next_nonce,
        EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined
@@ -63,4 +67,4 @@ WHERE l.signer = @signer
   AND l.owner_node = @node_id
   AND l.fencing_token = @fencing_token
   AND l.expires_at > now()
-FOR SHARE OF l;
+FOR KEY SHARE OF l;

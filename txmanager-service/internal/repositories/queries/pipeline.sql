@@ -11,7 +11,7 @@ LIMIT @max_rows;
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 input AS (
     SELECT unnest(@tx_ids::text[])             AS tx_id,
@@ -45,7 +45,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 input AS (
     SELECT unnest(@tx_ids::text[])      AS tx_id,
@@ -78,7 +78,7 @@ GROUP BY m.tx_id, m.signer, m.nonce;
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 input AS (
     SELECT unnest(@tx_ids::text[])        AS tx_id,
@@ -111,7 +111,7 @@ WHERE signer = ANY(@signers::text[]) AND state IN ('TRACKING', 'STUCK') AND rece
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 input AS (
     SELECT unnest(@tx_ids::text[]) AS tx_id, unnest(@block_hashes::text[]) AS block_hash
@@ -132,7 +132,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 input AS (
     SELECT unnest(@tx_ids::text[])       AS tx_id,
@@ -176,7 +176,7 @@ LIMIT @max_rows;
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 claimed AS (
     UPDATE managed_tx m
@@ -215,7 +215,7 @@ WHERE m.tx_id = COALESCE(sqlc.narg('tx_id')::uuid, (
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 claimed AS (
     UPDATE managed_tx m
@@ -239,7 +239,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM audited
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 attempt AS (
     INSERT INTO tx_attempt (tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
@@ -266,7 +266,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 input AS (
     SELECT unnest(@tx_ids::text[])       AS tx_id,
@@ -323,7 +323,7 @@ WHERE signer = @signer AND state IN ('ALLOCATED', 'TRACKING', 'STUCK');
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 inserted AS (
     INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, sub_state, placeholder, fencing_token, created_at, updated_at)
@@ -353,7 +353,7 @@ LIMIT @max_rows;
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 failed AS (
     UPDATE managed_tx m

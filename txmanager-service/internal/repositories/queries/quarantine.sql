@@ -6,7 +6,7 @@
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 recorded AS (
     INSERT INTO signer_quarantine AS q (signer, db_next_nonce, chain_nonce, detected_by, fencing_token)

@@ -1,12 +1,12 @@
 -- name: WriteAllocation :one
 -- One fenced statement writes a writer batch's allocation for one signer: the new
 -- transactions and the advanced cursor (never backwards). Both data-modifying parts read the
--- same lease row, locked FOR SHARE, so either both land or neither does. request_id ''
+-- same lease row, locked FOR KEY SHARE, so either both land or neither does. request_id ''
 -- stands for "none" because a text[] parameter cannot carry NULLs here.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 inserted AS (
     INSERT INTO managed_tx (tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)

@@ -67,7 +67,9 @@ type AcquireOrRenewLeaseRow struct {
 //
 // Another node's live lease is seen by a plain read and answered without touching the row:
 // an upsert would lock it even when its WHERE turns out false, and so queue every
-// non-owner's request behind the owner's writers, which hold the row FOR SHARE.
+// non-owner's request behind the owner's writers, which hold the row FOR KEY SHARE. The
+// upsert sets owner_node and fencing_token, key columns (migration 0009), so a takeover waits
+// for every open fenced write of the old owner.
 func (q *Queries) AcquireOrRenewLease(ctx context.Context, arg AcquireOrRenewLeaseParams) (AcquireOrRenewLeaseRow, error) {
 	row := q.db.QueryRow(ctx, acquireOrRenewLease,
 		arg.Signer,
@@ -97,7 +99,7 @@ WHERE l.signer = $1
   AND l.owner_node = $2
   AND l.fencing_token = $3
   AND l.expires_at > now()
-FOR SHARE OF l
+FOR KEY SHARE OF l
 `
 
 type LockLeaseAndReadCursorParams struct {
@@ -113,7 +115,8 @@ type LockLeaseAndReadCursorRow struct {
 }
 
 // The first statement of every writer batch for a signer: proves the lease is still ours and
-// holds it FOR SHARE until commit, so a takeover (which must UPDATE the lease row) waits for
+// holds it FOR KEY SHARE until commit, so a takeover (which must change the row's key
+// columns owner_node and fencing_token, migration 0009) waits for
 // this transaction and can never slip between the check and the commit.
 func (q *Queries) LockLeaseAndReadCursor(ctx context.Context, arg LockLeaseAndReadCursorParams) (LockLeaseAndReadCursorRow, error) {
 	row := q.db.QueryRow(ctx, lockLeaseAndReadCursor, arg.Signer, arg.NodeID, arg.FencingToken)
@@ -166,6 +169,7 @@ type RenewLeasesRow struct {
 
 // One statement renews every lease a node holds and uses: each stays with its token, and a
 // lease missing from the answer has expired (or changed owner) and is gone for this node.
+// It sets no key column, so it does not wait for the node's own writers (FOR KEY SHARE).
 func (q *Queries) RenewLeases(ctx context.Context, arg RenewLeasesParams) ([]RenewLeasesRow, error) {
 	rows, err := q.db.Query(ctx, renewLeases, arg.DurationSeconds, arg.NodeID, arg.Signers)
 	if err != nil {

@@ -17,7 +17,7 @@ const claimResubmits = `-- name: ClaimResubmits :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 claimed AS (
     UPDATE managed_tx m
@@ -65,7 +65,7 @@ const claimStuckResolution = `-- name: ClaimStuckResolution :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 claimed AS (
     UPDATE managed_tx m
@@ -123,7 +123,7 @@ const failNonceTaken = `-- name: FailNonceTaken :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 failed AS (
     UPDATE managed_tx m
@@ -173,7 +173,7 @@ const finalizeTxs = `-- name: FinalizeTxs :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 input AS (
     SELECT unnest($4::text[])       AS tx_id,
@@ -299,7 +299,7 @@ const insertPlaceholders = `-- name: InsertPlaceholders :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 inserted AS (
     INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, sub_state, placeholder, fencing_token, created_at, updated_at)
@@ -672,7 +672,7 @@ const markSigned = `-- name: MarkSigned :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 input AS (
     SELECT unnest($4::text[])             AS tx_id,
@@ -780,7 +780,7 @@ const recordAttempt = `-- name: RecordAttempt :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 attempt AS (
     INSERT INTO tx_attempt (tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
@@ -849,7 +849,7 @@ const recordBroadcasts = `-- name: RecordBroadcasts :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 input AS (
     SELECT unnest($4::text[])      AS tx_id,
@@ -899,7 +899,7 @@ const recordReceipts = `-- name: RecordReceipts :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 input AS (
     SELECT unnest($4::text[])        AS tx_id,
@@ -957,7 +957,7 @@ const recordReplacements = `-- name: RecordReplacements :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 input AS (
     SELECT unnest($4::text[])       AS tx_id,
@@ -1034,7 +1034,7 @@ const revertReorged = `-- name: RevertReorged :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 input AS (
     SELECT unnest($4::text[]) AS tx_id, unnest($5::text[]) AS block_hash

@@ -51,7 +51,7 @@ const quarantineSigner = `-- name: QuarantineSigner :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 recorded AS (
     INSERT INTO signer_quarantine AS q (signer, db_next_nonce, chain_nonce, detected_by, fencing_token)

@@ -140,7 +140,7 @@ const writeAllocation = `-- name: WriteAllocation :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
-    FOR SHARE
+    FOR KEY SHARE
 ),
 inserted AS (
     INSERT INTO managed_tx (tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
@@ -189,7 +189,7 @@ type WriteAllocationRow struct {
 
 // One fenced statement writes a writer batch's allocation for one signer: the new
 // transactions and the advanced cursor (never backwards). Both data-modifying parts read the
-// same lease row, locked FOR SHARE, so either both land or neither does. request_id ”
+// same lease row, locked FOR KEY SHARE, so either both land or neither does. request_id ”
 // stands for "none" because a text[] parameter cannot carry NULLs here.
 func (q *Queries) WriteAllocation(ctx context.Context, arg WriteAllocationParams) (WriteAllocationRow, error) {
 	row := q.db.QueryRow(ctx, writeAllocation,
