@@ -15,6 +15,8 @@ COPY migrations/go.mod migrations/
 COPY txmanager-service/go.mod txmanager-service/go.sum txmanager-service/
 COPY txmanager-service/api/go.mod txmanager-service/api/go.sum txmanager-service/api/
 COPY txmanager-service/client/go.mod txmanager-service/client/go.sum txmanager-service/client/
+# go.work names the example too; without its go.mod no go command runs in this stage.
+COPY examples/payouts/go.mod examples/payouts/
 RUN cd txmanager-service && go mod download
 COPY . .
 ARG VERSION=dev

@@ -41,6 +41,7 @@ test: ## run every test of every module with -race (finds or starts PostgreSQL i
 	go test -race -count=1 $(TEST_FLAGS) $(PACKAGES)
 	@if [ "$(SKIP_DB_TESTS)" = 1 ]; then echo "make test: SKIP_DB_TESTS=1, so the throwaway-cluster harness tests did not run"; \
 	else $(MAKE) --no-print-directory test-throwaway; fi
+	@$(MAKE) --no-print-directory test-deploy
 	@if [ "$(SKIP_DB_TESTS)" = 1 ]; then echo "make test: passed WITHOUT the database tests (SKIP_DB_TESTS=1): the data layer, the service and the library were not tested"; \
 	else echo "make test: passed, database tests included"; fi
 
@@ -49,6 +50,17 @@ secret-scan: ## run every test with -v and fail if the output holds a key, passp
 	@log=$$(mktemp /tmp/txm-test-log.XXXXXX); echo "running make test with -v; output in $$log"; \
 	$(MAKE) --no-print-directory test TEST_FLAGS=-v >"$$log" 2>&1 || { echo "the test run failed; see $$log" >&2; exit 1; }; \
 	bash scripts/scan-test-logs.sh "$$log"
+
+# deploy/ is its own module outside the workspace: the Kubernetes API types it checks the
+# manifests against must not move the service's dependency versions.
+DEPLOY := $(ROOT)/deploy
+
+.PHONY: test-deploy
+test-deploy: ## check the Kubernetes manifests and Grafana dashboard, and run the alert rules' unit tests with promtool
+	cd $(DEPLOY) && GOWORK=off go test -count=1 ./...
+	@$(call apt-ensure,promtool,prometheus,echo "promtool missing: apt-get install prometheus"; exit 1)
+	promtool check rules $(DEPLOY)/prometheus/alerts.yaml
+	promtool test rules $(DEPLOY)/prometheus/alerts_test.yaml
 
 .PHONY: test-throwaway
 test-throwaway: ## run the harness tests against a throwaway cluster it must start itself
@@ -91,6 +103,10 @@ chaos-chain: ## chain-side faults on geth --dev (hung, refusing, lagging endpoin
 	  go run $(SERVICE)/cmd/txm-chaos -repo $(ROOT) -scenario chain -seed $$seed -signers 4 -clients 4 || exit 1; \
 	done
 
+.PHONY: example-e2e
+example-e2e: ## the payouts example against the real service with kills mid-relay, mid-consume and of txmanager; prints the invariant table
+	go run $(SERVICE)/cmd/txm-example-e2e -repo $(ROOT)
+
 .PHONY: e2e
 e2e: ## build geth v1.17.8, run it with --dev, drive 500 txs from 5 signers to CONFIRMED and check nonces on chain
 	go run $(SERVICE)/cmd/txm-e2e -repo $(ROOT)
@@ -103,7 +119,8 @@ lint: tools ## golangci-lint (.golangci.yml) and go vet on every module, gofmt, 
 	if [ -n "$$big" ]; then echo "tracked files over 1 MB (binaries and build outputs do not belong in git):"; echo "$$big"; exit 1; fi
 	go vet $(PACKAGES)
 	@for dir in $(MODULE_DIRS); do echo "golangci-lint $$dir"; (cd $$dir && golangci-lint run --config $(ROOT)/.golangci.yml ./...) || exit 1; done
-	@unformatted=$$(gofmt -l $(MODULE_DIRS)); \
+	cd $(DEPLOY) && GOWORK=off go vet ./... && GOWORK=off golangci-lint run --config $(ROOT)/.golangci.yml ./...
+	@unformatted=$$(gofmt -l $(MODULE_DIRS) $(DEPLOY)); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
 .PHONY: tools
@@ -141,9 +158,11 @@ generate: tools ## regenerate sqlc, protobuf and Wire code
 		cd $(SERVICE) && protoc -I . -I $$(GOWORK=$(GOWORK) go list -m -f '{{.Dir}}' github.com/go-kratos/kratos/v2)/third_party \
 			--go_out=paths=source_relative:. --go-grpc_out=paths=source_relative:. api/txmanager/v1/*.proto; fi
 	@if [ -f $(SERVICE)/internal/app/wire.go ]; then echo "wire"; cd $(SERVICE)/internal/app && wire gen . >/dev/null; fi
+	@echo "sqlc and wire examples/payouts"; cd $(ROOT)/examples/payouts && sqlc generate -f sqlc.yaml && cd cmd/payouts && wire gen . >/dev/null
 
 # Where generated code lives; check-generate compares exactly these paths with the commit.
-GENERATED := txmanager-service/internal/repositories/sqlcdb txmanager-service/api txmanager-service/internal/app/wire_gen.go
+GENERATED := txmanager-service/internal/repositories/sqlcdb txmanager-service/api txmanager-service/internal/app/wire_gen.go \
+	examples/payouts/internal/repositories/payoutsdb examples/payouts/cmd/payouts/wire_gen.go
 
 .PHONY: check-generate
 check-generate: generate ## regenerate, then fail if any generated file differs from the commit

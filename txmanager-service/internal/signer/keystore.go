@@ -127,7 +127,9 @@ func decryptKeyFile(addr common.Address, path, passphrase string) (*ecdsa.Privat
 }
 
 // scanKeyFiles maps each address to its key files, skipping what go-ethereum's keystore
-// skips: hidden files, editor backups, directories, and files without an address.
+// skips: hidden files, editor backups, directories, and files without an address. Unlike
+// go-ethereum it follows a symlink to a regular file: a Kubernetes Secret volume presents
+// every key as one (key -> ..data/key), and ..data itself is hidden, so nothing is read twice.
 func scanKeyFiles(dir string) (map[common.Address][]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -136,10 +138,13 @@ func scanKeyFiles(dir string) (map[common.Address][]string, error) {
 	files := make(map[common.Address][]string, len(entries))
 	for _, entry := range entries {
 		name := entry.Name()
-		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") || !entry.Type().IsRegular() {
+		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") {
 			continue
 		}
 		path := filepath.Join(dir, name)
+		if !isRegularFile(entry, path) {
+			continue
+		}
 		addr, ok := keyFileAddress(path)
 		if !ok {
 			continue
@@ -147,6 +152,18 @@ func scanKeyFiles(dir string) (map[common.Address][]string, error) {
 		files[addr] = append(files[addr], path)
 	}
 	return files, nil
+}
+
+// isRegularFile reports whether entry is a regular file or a symlink that resolves to one.
+func isRegularFile(entry os.DirEntry, path string) bool {
+	if entry.Type().IsRegular() {
+		return true
+	}
+	if entry.Type()&os.ModeSymlink == 0 {
+		return false
+	}
+	target, err := os.Stat(path)
+	return err == nil && target.Mode().IsRegular()
 }
 
 // keyFileAddress reads the address a key file declares, as go-ethereum's account cache does.

@@ -58,6 +58,57 @@ func TestKeystoreSourceUnlocksAndSigns(t *testing.T) {
 	}
 }
 
+// TestKeystoreSourceReadsASecretVolume: Kubernetes mounts a Secret as symlinks into a
+// hidden, atomically swapped ..data folder; every key must load exactly once from it.
+func TestKeystoreSourceReadsASecretVolume(t *testing.T) {
+	ks := fixture
+	dir := t.TempDir()
+	data := filepath.Join(dir, "..2026_11_24_10_00_00.123456789")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(ks.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, entry := range entries {
+		content, err := os.ReadFile(filepath.Join(ks.dir, entry.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(data, entry.Name()), content, 0o400); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Base(data), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for _, entry := range entries {
+		if err := os.Symlink(filepath.Join("..data", entry.Name()), filepath.Join(dir, entry.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A dangling link (a key removed from the Secret mid-swap) is skipped, not fatal.
+	if err := os.Symlink(filepath.Join("..data", "gone.json"), filepath.Join(dir, "gone.json")); err != nil {
+		t.Fatal(err)
+	}
+
+	src, cleanup, err := signer.NewKeystoreSource(conf.KeystoreSource{Dir: dir, PassphraseFile: ks.passphraseFile})
+	if err != nil {
+		t.Fatalf("keystore from a Secret-volume layout: %v", err)
+	}
+	defer cleanup()
+	if got := src.Addresses(); !sameAddresses(got, ks.accounts) {
+		t.Fatalf("addresses %v, want %v", got, ks.accounts)
+	}
+	tx := dynamicFeeTx(1)
+	signed, err := src.SignTx(context.Background(), ks.accounts[0], tx, testChainID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireSignedBy(t, signed, tx, ks.accounts[0])
+}
+
 func TestKeystoreSourceConstructionErrors(t *testing.T) {
 	ks := fixture
 	wrongFile := filepath.Join(t.TempDir(), "wrong")
