@@ -227,16 +227,17 @@ func naiveCreate(ctx context.Context, pool *pgxpool.Pool, r *http.Request) (int,
 // two that do not hold the signer's lease forward their creates to the one that does.
 func benchCluster(b *testing.B, signer, template string) {
 	dsn := testsupport.MigratedDSN(b)
+	// One chain for the cluster: a database belongs to one chain, and the nodes refuse to
+	// start against another. Allocation (what is measured) never consults it: the intents
+	// carry a gas limit and the pipeline is off.
+	sim := newTestChain(b, time.Second)
 	var nodes []*testService
 	for range 3 {
-		nodes = append(nodes, startService(b, serviceOptions{dsn: dsn, configure: func(bc *conf.Bootstrap) {
+		nodes = append(nodes, startService(b, serviceOptions{dsn: dsn, chain: sim, configure: func(bc *conf.Bootstrap) {
 			bc.Routing.Mode = conf.RoutingForward
-			bc.Chain.Embedded.BlockInterval = conf.Duration(time.Second)
 			bc.Pipeline.Enabled = false // the allocation path, as in the single-node figure
 		}}))
 	}
-	// Each node runs its own embedded chain here; allocation (what is measured) never
-	// consults it because the intents carry a gas limit and the chain term is off.
 	load := func(d time.Duration) loadgen.Result {
 		results := make([]loadgen.Result, len(nodes))
 		var wg sync.WaitGroup

@@ -16,7 +16,7 @@ import (
 
 // newTestChain is a simulated chain the test mines by hand (blockInterval 0) or on a timer,
 // reachable over loopback JSON-RPC like any node.
-func newTestChain(t *testing.T, blockInterval time.Duration) *chain.SimulatedChain {
+func newTestChain(t testing.TB, blockInterval time.Duration) *chain.SimulatedChain {
 	t.Helper()
 	sim, err := chain.NewSimulated(chain.SimulatedConfig{BlockInterval: blockInterval, DevAccounts: 8, HTTPAddr: "127.0.0.1:0"})
 	if err != nil {
