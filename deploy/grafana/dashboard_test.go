@@ -1,6 +1,7 @@
 // Package grafana_test checks the dashboard's shape without a Grafana or Prometheus: it
 // parses, every query panel has a query on the ${datasource} variable, titles and ids are
-// unique. Whether the queries return data is for a test against a live Prometheus.
+// unique. Every query is evaluated against a real Prometheus that scraped the service in
+// txmanager-service/test/integration (TestDashboardQueriesAgainstPrometheus).
 package grafana_test
 
 import (
