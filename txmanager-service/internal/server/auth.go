@@ -133,13 +133,15 @@ func unauthenticated(why string) error {
 }
 
 // MetricsHandler guards /metrics when observability.metricsAuth is on: an API key with the
-// metrics or admin grant, or an admin JWT.
+// metrics or admin grant, or an admin JWT. The key may also come as "Authorization: Bearer
+// <key>", since a scraper (Prometheus, the operator's ServiceMonitor) can send a bearer
+// token from a Secret but no custom header.
 func (a *Authenticator) MetricsHandler(required bool, next nethttp.Handler) nethttp.Handler {
 	if !required {
 		return next
 	}
 	return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
-		p, err := a.fromHeaders(r.Header.Get)
+		p, err := a.scraperFromHeaders(r.Header.Get)
 		if err != nil {
 			encodeError(w, r, err)
 			return
@@ -150,6 +152,18 @@ func (a *Authenticator) MetricsHandler(required bool, next nethttp.Handler) neth
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// scraperFromHeaders is fromHeaders that also takes an API key sent as a bearer token.
+func (a *Authenticator) scraperFromHeaders(header func(string) string) (domain.Principal, error) {
+	if a.enabled && header("x-api-key") == "" {
+		if bearer, ok := strings.CutPrefix(header("authorization"), "Bearer "); ok {
+			if p, ok := a.keys[sha256.Sum256([]byte(bearer))]; ok {
+				return p, nil
+			}
+		}
+	}
+	return a.fromHeaders(header)
 }
 
 // jwtVerifier checks signature, expiry, issuer and audience, and reads the grants.
