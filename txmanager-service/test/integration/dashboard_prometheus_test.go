@@ -145,17 +145,24 @@ func loadDashboardQueries(t *testing.T) (int, []dashboardQuery) {
 }
 
 var (
-	groupingClause = regexp.MustCompile(`\b(by|without)\s*\([^)]*\)`)
-	// A metric name is an identifier opened by "(" (an argument) and closed by a range,
-	// a selector or ")"; functions are followed by "(" and so never match.
-	metricInExpr = regexp.MustCompile(`\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*[\[{)]`)
+	// Clauses whose parentheses hold label names, and the selector and range brackets.
+	labelLists = regexp.MustCompile(`\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)|\{[^}]*\}|\[[^\]]*\]`)
+	// An identifier not glued to a digit or a dot (so "1e18" is no name); a function is
+	// one followed by "(".
+	identifier = regexp.MustCompile(`(?:^|[^a-zA-Z0-9_:.])([a-zA-Z_:][a-zA-Z0-9_:]*)`)
 )
 
 // metricNames lists the metrics an expression selects, with histogram suffixes removed.
 func metricNames(expr string) []string {
+	keywords := []string{"and", "or", "unless", "bool", "offset"}
 	var names []string
-	for _, m := range metricInExpr.FindAllStringSubmatch(groupingClause.ReplaceAllString(expr, ""), -1) {
-		name := m[1]
+	plain := labelLists.ReplaceAllString(expr, " ")
+	for _, m := range identifier.FindAllStringSubmatchIndex(plain, -1) {
+		name := plain[m[2]:m[3]]
+		isCall := strings.HasPrefix(strings.TrimLeft(plain[m[3]:], " \t\n"), "(")
+		if isCall || slices.Contains(keywords, name) {
+			continue
+		}
 		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
 			name = strings.TrimSuffix(name, suffix)
 		}
@@ -297,4 +304,24 @@ func (p *prometheusServer) instant(expr string) (promResult, error) {
 		return promResult{}, fmt.Errorf("prometheus: %s: %s", answer.ErrorType, answer.Error)
 	}
 	return answer.Data, nil
+}
+
+func TestMetricNamesInDashboardExpressions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		expr string
+		want []string
+	}{
+		{"signer_quarantined", []string{"signer_quarantined"}},
+		{"max by (signer) (signer_balance_wei) / 1e18", []string{"signer_balance_wei"}},
+		{"signer_balance_wei / 1e18", []string{"signer_balance_wei"}},
+		{`histogram_quantile(0.99, sum by (method, le) (rate(db_tx_duration_seconds_bucket{method="x"}[$__rate_interval])))`, []string{"db_tx_duration_seconds"}},
+		{"a_total + on(instance) group_left(signer) b_total", []string{"a_total", "b_total"}},
+		{"sum(rate(x_sum[5m])) / sum(rate(x_count[5m])) > bool 0", []string{"x", "x"}},
+	}
+	for _, tt := range tests {
+		if got := metricNames(tt.expr); !slices.Equal(got, tt.want) {
+			t.Errorf("metricNames(%q) = %v, want %v", tt.expr, got, tt.want)
+		}
+	}
 }
