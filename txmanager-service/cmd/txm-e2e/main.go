@@ -12,13 +12,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -59,45 +57,6 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("\ntxm-e2e: PASS")
-}
-
-// findRepo returns the monorepo root: flagValue, or the nearest folder at or above the
-// working directory holding go.work and txmanager-service/.
-func findRepo(flagValue string) (string, error) {
-	start := flagValue
-	if start == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", fmt.Errorf("working directory: %w", err)
-		}
-		start = wd
-	}
-	dir, err := filepath.Abs(start)
-	if err != nil {
-		return "", fmt.Errorf("repo path: %w", err)
-	}
-	for {
-		if isRepoRoot(dir) {
-			return dir, nil
-		}
-		if flagValue != "" {
-			return "", fmt.Errorf("-repo %s has no go.work and txmanager-service/", flagValue)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no monorepo root (go.work plus txmanager-service/) at or above the working directory; pass -repo")
-		}
-		dir = parent
-	}
-}
-
-func isRepoRoot(dir string) bool {
-	for _, name := range []string{"go.work", filepath.Join("txmanager-service", "go.mod")} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			return false
-		}
-	}
-	return true
 }
 
 // step prints what the run is doing, so a slow phase is visible while it happens.

@@ -44,7 +44,7 @@ type report struct {
 // started, newest first, and its failures join the run's error.
 func run(ctx context.Context, opts options, out io.Writer) (rep *report, err error) {
 	rep = &report{perSigner: opts.txsPerSigner}
-	repo, err := findRepo(opts.repo)
+	repo, err := e2e.FindRepo(opts.repo, "go.work", filepath.Join("txmanager-service", "go.mod"))
 	if err != nil {
 		return rep, err
 	}

@@ -12,12 +12,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -59,35 +57,6 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("txm-example-e2e: PASS")
-}
-
-// findRepo returns the monorepo root: flagValue, or the nearest folder at or above the
-// working directory holding txmanager-service/ and examples/payouts/.
-func findRepo(flagValue string) (string, error) {
-	dir := flagValue
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", err
-		}
-		dir = wd
-	}
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	for {
-		_, errService := os.Stat(filepath.Join(dir, "txmanager-service", "go.mod"))
-		_, errExample := os.Stat(filepath.Join(dir, "examples", "payouts", "go.mod"))
-		if errService == nil && errExample == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if flagValue != "" || parent == dir {
-			return "", errors.New("no monorepo root (txmanager-service/ and examples/payouts/) found; pass -repo")
-		}
-		dir = parent
-	}
 }
 
 // row is one invariant: its value and what it must be.

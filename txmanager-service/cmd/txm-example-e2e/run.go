@@ -54,7 +54,7 @@ func (e *env) payoutsURL() string {
 }
 
 func run(ctx context.Context, o options) ([]row, error) {
-	repo, err := findRepo(o.repo)
+	repo, err := e2e.FindRepo(o.repo, filepath.Join("txmanager-service", "go.mod"), filepath.Join("examples", "payouts", "go.mod"))
 	if err != nil {
 		return nil, err
 	}
