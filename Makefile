@@ -104,6 +104,15 @@ chaos-chain: ## chain-side faults on geth --dev (hung, refusing, lagging endpoin
 	  go run $(SERVICE)/cmd/txm-chaos -repo $(ROOT) -scenario chain -seed $$seed -signers 4 -clients 4 || exit 1; \
 	done
 
+.PHONY: chaos-db
+CHAOS_DB_SEEDS ?= 1 2 3
+CHAOS_DB_MODES ?= sync async
+chaos-db: ## database failovers under load on a pg_auto_failover formation (planned, primary killed, killed while the standby lags), synchronous and asynchronous replication, once per seed in CHAOS_DB_SEEDS
+	@$(call apt-ensure,pg_autoctl,postgresql-15-auto-failover,echo "pg_autoctl missing: apt-get install postgresql-15-auto-failover"; exit 1)
+	@for seed in $(CHAOS_DB_SEEDS); do for mode in $(CHAOS_DB_MODES); do \
+	  go run $(SERVICE)/cmd/txm-chaos -repo $(ROOT) -scenario db -seed $$seed -nodes 2 -signers 4 -clients 32 $$([ $$mode = async ] && echo -async) || exit 1; \
+	done; done
+
 .PHONY: example-e2e
 example-e2e: ## the payouts example against the real service with kills mid-relay, mid-consume and of txmanager; prints the invariant table
 	go run $(SERVICE)/cmd/txm-example-e2e -repo $(ROOT)

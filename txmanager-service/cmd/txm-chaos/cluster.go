@@ -67,6 +67,9 @@ type clusterOptions struct {
 	signers  []*ecdsa.PrivateKey
 	count    int
 	extra    map[string]any
+	// direct connects the nodes to dsn as it is, with no link proxy: a multi-host DSN that
+	// follows a failover, whose faults are the database's own.
+	direct bool
 }
 
 func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
@@ -79,7 +82,7 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 	overrides := clusterTiming()
 	maps.Copy(overrides, o.extra)
 	for i := range o.count {
-		n, err := newNode(fmt.Sprintf("node-%d", i), *dbURL, o.chainURL, e2e.ServiceConfig{Signers: o.signers, Overrides: overrides})
+		n, err := newNode(fmt.Sprintf("node-%d", i), *dbURL, o.chainURL, e2e.ServiceConfig{Signers: o.signers, Overrides: overrides}, o.direct)
 		if err != nil {
 			c.stop()
 			return nil, err
@@ -106,20 +109,23 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 	return c, nil
 }
 
-// newNode prepares a node's proxies: its database link (with its name as
+// newNode prepares a node's proxies: its database link unless direct (with its name as
 // application_name, so its sessions can be cut) and its chain link. base carries what all
 // nodes share.
-func newNode(name string, db url.URL, chainURL string, base e2e.ServiceConfig) (*node, error) {
-	link, err := newLinkProxy(db.Host)
-	if err != nil {
-		return nil, err
+func newNode(name string, db url.URL, chainURL string, base e2e.ServiceConfig, direct bool) (*node, error) {
+	var link *linkProxy
+	if !direct {
+		var err error
+		if link, err = newLinkProxy(db.Host); err != nil {
+			return nil, err
+		}
+		db.Host = link.addr()
 	}
 	rpc, err := newRPCProxy(chainURL)
 	if err != nil {
 		link.close()
 		return nil, err
 	}
-	db.Host = link.addr()
 	q := db.Query()
 	q.Set("application_name", name)
 	db.RawQuery = q.Encode()

@@ -15,6 +15,7 @@ type faultEvent struct {
 	kind string
 	node string
 	note string
+	when time.Time // wall clock of the fault, to relate it to the load's answers
 }
 
 // injectFaults runs a seeded schedule of faults until ctx ends: kill -9 and restart, pause

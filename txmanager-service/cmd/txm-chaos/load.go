@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,10 +26,22 @@ type loadRecord struct {
 	replays      int
 	replayDiffs  int // a replay answered with another tx id than the original
 	errorsSeen   map[string]int
+	// nonceHolders is every tx id acknowledged with a signer's nonce ("signer/nonce"):
+	// two ids for one nonce means a nonce was given out twice.
+	nonceHolders map[string][]string
+	ackTimes     []time.Time
+	// keyed are the acknowledged creates that carried a requestId, for replays later.
+	keyed []ackedRequest
+}
+
+type ackedRequest struct {
+	req  *v1.CreateTxRequest
+	txID string
+	at   time.Time
 }
 
 func newLoadRecord() *loadRecord {
-	return &loadRecord{acknowledged: map[string]struct{}{}, byRequest: map[string]string{}, failed: map[string]int{}, errorsSeen: map[string]int{}}
+	return &loadRecord{acknowledged: map[string]struct{}{}, byRequest: map[string]string{}, failed: map[string]int{}, errorsSeen: map[string]int{}, nonceHolders: map[string][]string{}}
 }
 
 type loadOptions struct {
@@ -37,6 +50,12 @@ type loadOptions struct {
 	clients  int
 	duration time.Duration
 	seed     uint64
+	// stop, when set, ends the load instead of duration.
+	stop <-chan struct{}
+	// tagData gives every request data of its own (retries and replays carry the same), so
+	// the chain shows whether one request was executed twice; it needs gasLimit above 21,000.
+	tagData  bool
+	gasLimit uint64
 }
 
 // runLoad sends creates for random signers to random nodes until duration passes. Half
@@ -44,18 +63,36 @@ type loadOptions struct {
 // sent again after success to check the replay answers with the same transaction.
 func runLoad(ctx context.Context, o loadOptions, rec *loadRecord) {
 	deadline := time.Now().Add(o.duration)
+	running := func() bool {
+		if o.stop != nil {
+			select {
+			case <-o.stop:
+				return false
+			default:
+				return ctx.Err() == nil
+			}
+		}
+		return time.Now().Before(deadline) && ctx.Err() == nil
+	}
+	gasLimit := o.gasLimit
+	if gasLimit == 0 {
+		gasLimit = 21_000
+	}
 	var wg sync.WaitGroup
 	for c := range o.clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(o.seed, uint64(c)+1))
-			for n := 0; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
+			for n := 0; running(); n++ {
 				req := &v1.CreateTxRequest{
 					Signer:   o.signers[r.IntN(len(o.signers))].Hex(),
 					To:       e2e.Recipient().Hex(),
 					Value:    fmt.Sprint(1 + r.IntN(1_000_000)),
-					GasLimit: 21_000,
+					GasLimit: gasLimit,
+				}
+				if o.tagData {
+					req.Data = fmt.Sprintf("0x%016x", r.Uint64())
 				}
 				if r.IntN(2) == 0 {
 					req.RequestId = fmt.Sprintf("chaos-%d-%d-%d", o.seed, c, n)
@@ -106,7 +143,16 @@ func (rec *loadRecord) acked(req *v1.CreateTxRequest, resp *v1.CreateTxResponse)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	id := resp.GetTx().GetTxId()
+	now := time.Now()
 	rec.acknowledged[id] = struct{}{}
+	rec.ackTimes = append(rec.ackTimes, now)
+	nonceKey := fmt.Sprintf("%s/%d", req.Signer, resp.GetTx().GetNonce())
+	if !slices.Contains(rec.nonceHolders[nonceKey], id) {
+		rec.nonceHolders[nonceKey] = append(rec.nonceHolders[nonceKey], id)
+	}
+	if req.RequestId != "" && resp.GetCreated() {
+		rec.keyed = append(rec.keyed, ackedRequest{req: req, txID: id, at: now})
+	}
 	if req.RequestId != "" {
 		key := req.Signer + "/" + req.RequestId
 		if earlier, ok := rec.byRequest[key]; ok && earlier != id {

@@ -11,6 +11,11 @@
 //     must reach a final state, and a checker verifies the invariants over the database,
 //     the chain and the logs.
 //
+//   - db (not part of all; make chaos-db): a pg_auto_failover formation (monitor, primary,
+//     standby) from the installed packages, the service on its multi-host DSN, load, and
+//     failovers under it: planned, primary killed, primary killed while the standby lags;
+//     synchronous or (-async) asynchronous replication.
+//
 //   - chain (not part of all; make chaos-chain): geth --dev behind two endpoints and a
 //     clef-compatible external signer, load from several signers, and a seeded order of
 //     chain-side faults: the preferred endpoint hangs, refuses, lags; the external signer
@@ -50,6 +55,9 @@ type options struct {
 	keepLogs string
 	keepDB   bool
 	timeout  time.Duration
+	// The db scenario: asynchronous replication, and the failovers to inject in order.
+	async    bool
+	dbFaults []string
 }
 
 func main() {
@@ -60,11 +68,14 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 3, "service processes")
 	flag.IntVar(&o.signers, "signers", 4, "signers the load spreads over")
 	flag.IntVar(&o.clients, "clients", 8, "concurrent clients")
-	flag.StringVar(&o.scenario, "scenario", "all", "failover, chaos, all (both), or chain (geth --dev behind faulty endpoints; make chaos-chain)")
+	flag.StringVar(&o.scenario, "scenario", "all", "failover, chaos, all (both), chain (geth --dev behind faulty endpoints; make chaos-chain) or db (pg_auto_failover failovers; make chaos-db)")
+	flag.BoolVar(&o.async, "async", false, "db scenario: asynchronous replication (default synchronous)")
+	faults := flag.String("db-faults", strings.Join([]string{dbFaultPlanned, dbFaultKill, dbFaultKillLagging}, ","), "db scenario: failovers to inject, in order")
 	flag.StringVar(&o.keepLogs, "keep-logs", "", "copy nothing; keep the run folder (logs, configs) at this path")
 	flag.BoolVar(&o.keepDB, "keep-db", false, "keep the run's databases for inspection")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	flag.Parse()
+	o.dbFaults = strings.Split(*faults, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -133,6 +144,23 @@ func run(ctx context.Context, o options) (bool, error) {
 	serviceBin, err := e2e.BuildService(ctx, module, binDir)
 	if err != nil {
 		return false, err
+	}
+	if o.scenario == "db" {
+		chainBin, err := e2e.BuildDevChain(ctx, module, binDir)
+		if err != nil {
+			return false, err
+		}
+		rows, err := runDBScenario(ctx, o, root, serviceBin, chainBin)
+		if err != nil {
+			return false, fmt.Errorf("db: %w", err)
+		}
+		mode := "synchronous"
+		if o.async {
+			mode = "asynchronous"
+		}
+		all := printTable(fmt.Sprintf("database failover (seed %d, %s replication)", o.seed, mode), rows)
+		fmt.Printf("\nwall time %s\n", time.Since(started).Round(time.Second))
+		return all, nil
 	}
 	pg, err := e2e.FindPostgres(ctx)
 	if err != nil {

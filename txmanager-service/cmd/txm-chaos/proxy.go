@@ -40,7 +40,12 @@ func newLinkProxy(target string) (*linkProxy, error) {
 
 func (p *linkProxy) addr() string { return p.listener.Addr().String() }
 
-func (p *linkProxy) setDelay(d time.Duration) { p.delay.Store(int64(d)) }
+// setDelay slows the link; a node without a link proxy (nil) has nothing to slow.
+func (p *linkProxy) setDelay(d time.Duration) {
+	if p != nil {
+		p.delay.Store(int64(d))
+	}
+}
 
 func (p *linkProxy) accept() {
 	defer p.wg.Done()
@@ -91,6 +96,9 @@ func (p *linkProxy) pipe(dst, src net.Conn) {
 }
 
 func (p *linkProxy) close() {
+	if p == nil {
+		return
+	}
 	_ = p.listener.Close()
 	p.mu.Lock()
 	for c := range p.conns {

@@ -29,7 +29,8 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		return nil, nil, err
 	}
 	createConfig := services.NewCreateConfig(bootstrap)
-	pool, cleanup, err := repositories.NewPool(bootstrap, logger)
+	serverWatch := repositories.NewServerWatch(logger)
+	pool, cleanup, err := repositories.NewPool(bootstrap, logger, serverWatch)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -108,7 +109,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	}
 	manager := txmanager.ProvideManager(component)
 	allocationRepository := repositories.NewAllocationRepository()
-	nonceCache := services.NewNonceCache()
+	nonceCache := services.NewNonceCache(serverWatch)
 	nonceConfig := services.NewNonceConfig(bootstrap)
 	workersPipelineConfig := workers.NewPipelineWorkerConfig(bootstrap)
 	pipelineRepository := repositories.NewPipelineRepository(pool)

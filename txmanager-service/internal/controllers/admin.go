@@ -110,7 +110,7 @@ func (c *AdminController) GetQuarantine(ctx context.Context, req *v1.GetQuaranti
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	q, err := c.admin.GetQuarantine(ctx, req.GetSigner())
+	q, err := c.admin.GetQuarantine(ctx, req.GetSigner(), req.GetFromNonce(), int(req.GetLimit()))
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
@@ -132,7 +132,7 @@ func (c *AdminController) ReleaseSigner(ctx context.Context, req *v1.ReleaseSign
 func toAPIQuarantine(q services.Quarantine) *v1.Quarantine {
 	out := &v1.Quarantine{
 		Signer: q.Signer, Quarantined: q.Quarantined, DbNextNonce: q.DBNextNonce, ChainNonce: q.ChainNonce,
-		DetectedBy: q.DetectedBy, ReleasedBy: q.ReleasedBy, ReleaseNote: q.ReleaseNote,
+		DetectedBy: q.DetectedBy, ReleasedBy: q.ReleasedBy, ReleaseNote: q.ReleaseNote, NextFromNonce: q.NextFromNonce,
 	}
 	if !q.DetectedAt.IsZero() {
 		out.DetectedAt = timestamppb.New(q.DetectedAt)

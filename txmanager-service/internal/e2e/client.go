@@ -84,6 +84,30 @@ func (c *Client) GetTx(ctx context.Context, txID string) (*v1.Tx, error) {
 	return &out, nil
 }
 
+// GetQuarantine reads whether the signer is quarantined and what the chain holds at every
+// nonce the database does not know (an admin call), following the listing's pages.
+func (c *Client) GetQuarantine(ctx context.Context, signer string) (*v1.Quarantine, error) {
+	var all *v1.Quarantine
+	from := uint64(0)
+	for {
+		var page v1.Quarantine
+		path := "/api/v1/admin/signers/" + url.PathEscape(signer) + "/quarantine?from_nonce=" + strconv.FormatUint(from, 10)
+		if _, err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
+			return nil, err
+		}
+		if all == nil {
+			all = &page
+		} else {
+			all.UnknownNonces = append(all.UnknownNonces, page.GetUnknownNonces()...)
+		}
+		if page.GetNextFromNonce() == 0 {
+			all.NextFromNonce = 0
+			return all, nil
+		}
+		from = page.GetNextFromNonce()
+	}
+}
+
 // ListCompletions reads one page of final results after the cursor.
 func (c *Client) ListCompletions(ctx context.Context, after string, limit uint32) (*v1.ListCompletionsResponse, error) {
 	q := url.Values{"after": {after}, "limit": {strconv.FormatUint(uint64(limit), 10)}}

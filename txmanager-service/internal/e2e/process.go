@@ -32,6 +32,11 @@ type child struct {
 // startChild starts bin with args, appending stdout and stderr to logPath: a process
 // restarted in the same folder (as a fault suite does) keeps its earlier lives' output.
 func startChild(name, logPath string, env []string, bin string, args ...string) (*child, error) {
+	return startChildAs(name, logPath, env, nil, bin, args...)
+}
+
+// startChildAs is startChild running the process as credential's user (nil: this one's).
+func startChildAs(name, logPath string, env []string, credential *syscall.Credential, bin string, args ...string) (*child, error) {
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%s: log file: %w", name, err)
@@ -53,7 +58,8 @@ func startChild(name, logPath string, env []string, bin string, args ...string) 
 		Pdeathsig: syscall.SIGKILL,
 		// Own process group: a terminal's Ctrl-C reaches only the driver, which then stops
 		// its children in order instead of having them all die at once.
-		Setpgid: true,
+		Setpgid:    true,
+		Credential: credential,
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: start %s: %w", name, bin, err)

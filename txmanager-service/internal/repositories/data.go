@@ -16,6 +16,8 @@ import (
 
 // ProviderSet is the data layer: pool, transaction manager and repositories.
 var ProviderSet = wire.NewSet(
+	NewServerWatch,
+	wire.Bind(new(services.DatabaseServerEpoch), new(*ServerWatch)),
 	NewPool,
 	NewTxManagerConfig,
 	txmanager.ProviderSetWithDependencies,
@@ -43,8 +45,9 @@ var ProviderSet = wire.NewSet(
 	wire.Bind(new(services.ChainIdentityStore), new(*ChainIdentityRepository)),
 )
 
-// NewPool opens the service's connection pool and checks it can reach the database.
-func NewPool(c *conf.Bootstrap, logger log.Logger) (*pgxpool.Pool, func(), error) {
+// NewPool opens the service's connection pool and checks it can reach the database; watch
+// sees every new connection's server.
+func NewPool(c *conf.Bootstrap, logger log.Logger, watch *ServerWatch) (*pgxpool.Pool, func(), error) {
 	cfg, err := pgxpool.ParseConfig(c.Database.DSN)
 	if err != nil {
 		// pgx's message may quote the DSN, password included: keep it out of logs.
@@ -57,6 +60,7 @@ func NewPool(c *conf.Bootstrap, logger log.Logger) (*pgxpool.Pool, func(), error
 		return nil, nil, err
 	}
 	cfg.ConnConfig.DefaultQueryExecMode = mode
+	cfg.AfterConnect = watch.AfterConnect
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

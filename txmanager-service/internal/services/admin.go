@@ -118,6 +118,9 @@ type Quarantine struct {
 	ReleasedAt              *time.Time
 	ReleasedBy, ReleaseNote string
 	Unknown                 []UnknownNonce
+	// NextFromNonce is where the listing goes on when Unknown is one page of several; 0
+	// when it is complete.
+	NextFromNonce uint64
 }
 
 // UnknownNonce is one nonce the chain holds and the database does not know.
@@ -127,11 +130,13 @@ type UnknownNonce struct {
 	Tx *SentTx
 }
 
-// maxUnknownListed bounds the nonces one report looks up on chain.
+// maxUnknownListed bounds the nonces one report looks up on chain; a longer listing is
+// paged.
 const maxUnknownListed = 256
 
-// GetQuarantine reports the signer's quarantine, if any, with the unknown nonces' contents.
-func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string) (Quarantine, error) {
+// GetQuarantine reports the signer's quarantine, if any, with the contents of up to limit
+// unknown nonces from fromNonce on (limit 0 or above maxUnknownListed: maxUnknownListed).
+func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string, fromNonce uint64, limit int) (Quarantine, error) {
 	addr, err := domain.ParseAddress("signer", signer)
 	if err != nil {
 		return Quarantine{}, err
@@ -144,9 +149,16 @@ func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string) (Quara
 	if !q.Quarantined {
 		return q, nil
 	}
+	if limit <= 0 || limit > maxUnknownListed {
+		limit = maxUnknownListed
+	}
 	var nonces []uint64
-	for n := q.DBNextNonce; n < q.ChainNonce && len(nonces) < maxUnknownListed; n++ {
+	n := max(fromNonce, q.DBNextNonce)
+	for ; n < q.ChainNonce && len(nonces) < limit; n++ {
 		nonces = append(nonces, n)
+	}
+	if n < q.ChainNonce {
+		q.NextFromNonce = n
 	}
 	found, err := uc.pipeline.chain.SentTransactions(ctx, addr, nonces, uc.pipeline.cfg.Recovery.ScanBlocks)
 	if err != nil {
@@ -179,5 +191,5 @@ func (uc *AdminUseCase) ReleaseSigner(ctx context.Context, signer, note string) 
 	if !released {
 		return Quarantine{}, fmt.Errorf("%w: signer %s is not quarantined", domain.ErrNotFound, addr.Hex())
 	}
-	return uc.GetQuarantine(ctx, addr.Hex())
+	return uc.GetQuarantine(ctx, addr.Hex(), 0, 0)
 }

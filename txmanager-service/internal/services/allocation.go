@@ -120,6 +120,7 @@ type signerBatch struct {
 	chainAsked  time.Time
 	cachedNext  *uint64
 	cacheAsked  time.Time
+	serverEpoch uint64      // the database server epoch when the batch read the cache
 	outcome     []opOutcome // parallel to ops, filled inside the transaction
 	allocated   []domain.ManagedTx
 	nextAfter   uint64
@@ -206,6 +207,7 @@ func (a *Allocator) prepare(ctx context.Context, ops []*AllocationOp) []*signerB
 			continue
 		}
 		b.lease = lease
+		b.serverEpoch = a.cache.Epoch()
 		if next, checkedAt, ok := a.cache.Get(b.key); ok {
 			b.cachedNext, b.cacheAsked = &next, checkedAt
 		}
@@ -344,7 +346,7 @@ func (a *Allocator) finish(ctx context.Context, b *signerBatch) {
 		a.cache.Evict(b.key)
 		a.leases.Fenced(ctx, b.lease, b.fencedWrite)
 	} else if len(b.allocated) > 0 {
-		a.cache.Put(b.key, b.nextAfter, b.chainAsked)
+		a.cache.Put(b.key, b.nextAfter, b.chainAsked, b.serverEpoch)
 		first := b.allocated[0]
 		a.log.WithContext(ctx).Infow("msg", "nonces allocated", "signer", b.key, "fencing_token", b.lease.Token,
 			"count", len(b.allocated), "first_nonce", first.Nonce, "first_tx_id", first.ID.String(), "state", string(domain.StateAllocated))

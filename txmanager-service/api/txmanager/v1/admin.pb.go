@@ -23,8 +23,12 @@ const (
 )
 
 type GetQuarantineRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Signer        string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	// First unknown nonce to list; below db_next_nonce (or 0) starts at db_next_nonce.
+	FromNonce uint64 `protobuf:"varint,2,opt,name=from_nonce,json=fromNonce,proto3" json:"from_nonce,omitempty"`
+	// Unknown nonces listed per answer: 0 means 256, the most one answer lists.
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -64,6 +68,20 @@ func (x *GetQuarantineRequest) GetSigner() string {
 		return x.Signer
 	}
 	return ""
+}
+
+func (x *GetQuarantineRequest) GetFromNonce() uint64 {
+	if x != nil {
+		return x.FromNonce
+	}
+	return 0
+}
+
+func (x *GetQuarantineRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
 }
 
 type ReleaseSignerRequest struct {
@@ -135,6 +153,8 @@ type Quarantine struct {
 	// What the chain holds at each unknown nonce (pending or mined); a nonce it does not show
 	// within the scanned blocks is listed without a transaction.
 	UnknownNonces []*UnknownNonce `protobuf:"bytes,10,rep,name=unknown_nonces,json=unknownNonces,proto3" json:"unknown_nonces,omitempty"`
+	// Non-zero when more unknown nonces follow: ask again with from_nonce set to it.
+	NextFromNonce uint64 `protobuf:"varint,11,opt,name=next_from_nonce,json=nextFromNonce,proto3" json:"next_from_nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -237,6 +257,13 @@ func (x *Quarantine) GetUnknownNonces() []*UnknownNonce {
 		return x.UnknownNonces
 	}
 	return nil
+}
+
+func (x *Quarantine) GetNextFromNonce() uint64 {
+	if x != nil {
+		return x.NextFromNonce
+	}
+	return 0
 }
 
 type UnknownNonce struct {
@@ -903,12 +930,15 @@ var File_api_txmanager_v1_admin_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1fgoogle/protobuf/timestamp.proto\".\n" +
+	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"c\n" +
 	"\x14GetQuarantineRequest\x12\x16\n" +
-	"\x06signer\x18\x01 \x01(\tR\x06signer\"B\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1d\n" +
+	"\n" +
+	"from_nonce\x18\x02 \x01(\x04R\tfromNonce\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"B\n" +
 	"\x14ReleaseSignerRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x12\n" +
-	"\x04note\x18\x02 \x01(\tR\x04note\"\xad\x03\n" +
+	"\x04note\x18\x02 \x01(\tR\x04note\"\xd5\x03\n" +
 	"\n" +
 	"Quarantine\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12 \n" +
@@ -926,7 +956,8 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"releasedBy\x12!\n" +
 	"\frelease_note\x18\t \x01(\tR\vreleaseNote\x12A\n" +
 	"\x0eunknown_nonces\x18\n" +
-	" \x03(\v2\x1a.txmanager.v1.UnknownNonceR\runknownNonces\"\xb0\x01\n" +
+	" \x03(\v2\x1a.txmanager.v1.UnknownNonceR\runknownNonces\x12&\n" +
+	"\x0fnext_from_nonce\x18\v \x01(\x04R\rnextFromNonce\"\xb0\x01\n" +
 	"\fUnknownNonce\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\x12\x17\n" +
 	"\atx_hash\x18\x02 \x01(\tR\x06txHash\x12\x0e\n" +

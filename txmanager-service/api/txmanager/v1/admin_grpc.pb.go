@@ -39,7 +39,7 @@ const (
 //	GET  /api/v1/admin/signers/{signer}     GetSignerStatus
 //	GET  /api/v1/admin/stuck?signer=&limit= ListStuck
 //	GET  /api/v1/admin/nodes                ListNodes
-//	GET  /api/v1/admin/signers/{signer}/quarantine   GetQuarantine
+//	GET  /api/v1/admin/signers/{signer}/quarantine?from_nonce=&limit=   GetQuarantine
 //	POST /api/v1/admin/signers/{signer}/release      ReleaseSigner
 type AdminServiceClient interface {
 	// GetSignerStatus: the signer's lease (owner, token), next nonce, pending depth, oldest
@@ -140,7 +140,7 @@ func (c *adminServiceClient) ReleaseSigner(ctx context.Context, in *ReleaseSigne
 //	GET  /api/v1/admin/signers/{signer}     GetSignerStatus
 //	GET  /api/v1/admin/stuck?signer=&limit= ListStuck
 //	GET  /api/v1/admin/nodes                ListNodes
-//	GET  /api/v1/admin/signers/{signer}/quarantine   GetQuarantine
+//	GET  /api/v1/admin/signers/{signer}/quarantine?from_nonce=&limit=   GetQuarantine
 //	POST /api/v1/admin/signers/{signer}/release      ReleaseSigner
 type AdminServiceServer interface {
 	// GetSignerStatus: the signer's lease (owner, token), next nonce, pending depth, oldest

@@ -5,6 +5,7 @@ package v1
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/go-kratos/kratos/v2/transport/http"
 )
@@ -49,7 +50,17 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 		return serve(ctx, AdminService_ListNodes_FullMethodName, &ListNodesRequest{}, srv.ListNodes)
 	})
 	r.GET("/api/v1/admin/signers/{signer}/quarantine", func(ctx http.Context) error {
-		in := GetQuarantineRequest{Signer: ctx.Vars().Get("signer")}
+		q := ctx.Request().URL.Query()
+		limit, err := queryLimit(q)
+		if err != nil {
+			return err
+		}
+		in := GetQuarantineRequest{Signer: ctx.Vars().Get("signer"), Limit: limit}
+		if raw := q.Get("from_nonce"); raw != "" {
+			if in.FromNonce, err = strconv.ParseUint(raw, 10, 64); err != nil {
+				return InvalidArgument("from_nonce", "must be a non-negative integer")
+			}
+		}
 		return serve(ctx, AdminService_GetQuarantine_FullMethodName, &in, srv.GetQuarantine)
 	})
 	r.POST("/api/v1/admin/signers/{signer}/release", func(ctx http.Context) error {
