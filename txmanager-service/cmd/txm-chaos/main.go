@@ -146,6 +146,10 @@ func run(ctx context.Context, o options) (bool, error) {
 		return false, err
 	}
 	if o.scenario == "db" {
+		// The database servers run as the postgres user and keep their folders under root.
+		if err := os.Chmod(root, 0o755); err != nil {
+			return false, err
+		}
 		chainBin, err := e2e.BuildDevChain(ctx, module, binDir)
 		if err != nil {
 			return false, err

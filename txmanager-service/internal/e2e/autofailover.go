@@ -47,6 +47,8 @@ type FailoverNode struct {
 // FailoverOptions shapes the formation.
 type FailoverOptions struct {
 	// Dir holds the data folders and logs; empty means a temporary folder Stop removes.
+	// The servers run as the postgres user when this process is root, so Dir's parents
+	// must let that user through.
 	Dir string
 	// Asynchronous takes the standbys out of the replication quorum: a commit returns
 	// without waiting for the standby, as on most cloud read replicas. Otherwise every
@@ -443,7 +445,10 @@ func (c *FailoverCluster) waitPrimarySetting(ctx context.Context, name, want str
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("primary's %s is %q, not %q, after %s (%v)", name, got, want, timeout, err)
+			if err != nil {
+				return fmt.Errorf("primary's %s not read within %s: %w", name, timeout, err)
+			}
+			return fmt.Errorf("primary's %s is %q, not %q, after %s", name, got, want, timeout)
 		}
 		select {
 		case <-ctx.Done():

@@ -127,6 +127,36 @@ func TestChainAheadOfTheDatabaseQuarantinesTheSigner(t *testing.T) {
 			t.Fatalf("unknown nonce without what the chain holds: %v", entry)
 		}
 	}
+	// nextFromNonce "0" (or absent): no page follows.
+	lastPage := func(body map[string]any) bool {
+		next, ok := body["nextFromNonce"]
+		return !ok || fmt.Sprint(next) == "0"
+	}
+	if !lastPage(report.body) {
+		t.Fatalf("a complete listing names a next page: %v", report.body["nextFromNonce"])
+	}
+	// The listing pages: one nonce per page here, the second page where the first ends.
+	pages := []struct {
+		query    string
+		want     string // the nonce listed
+		wantNext any    // nextFromNonce (absent: the last page)
+	}{
+		{"?limit=1", fmt.Sprint(unknown[0].(map[string]any)["nonce"]), fmt.Sprint(unknown[1].(map[string]any)["nonce"])},
+		{"?limit=1&from_nonce=" + fmt.Sprint(unknown[1].(map[string]any)["nonce"]), fmt.Sprint(unknown[1].(map[string]any)["nonce"]), nil},
+	}
+	for _, page := range pages {
+		got := second.do(t, http.MethodGet, "/api/v1/admin/signers/"+signer+"/quarantine"+page.query, nil)
+		listed, _ := got.body["unknownNonces"].([]any)
+		if got.status != http.StatusOK || len(listed) != 1 || fmt.Sprint(listed[0].(map[string]any)["nonce"]) != page.want {
+			t.Fatalf("page %s: %d %s, want nonce %s alone", page.query, got.status, got.raw, page.want)
+		}
+		if (page.wantNext == nil && !lastPage(got.body)) || (page.wantNext != nil && fmt.Sprint(got.body["nextFromNonce"]) != page.wantNext) {
+			t.Fatalf("page %s: nextFromNonce %v, want %v", page.query, got.body["nextFromNonce"], page.wantNext)
+		}
+	}
+	if bad := second.do(t, http.MethodGet, "/api/v1/admin/signers/"+signer+"/quarantine?from_nonce=-1", nil); bad.status != http.StatusBadRequest || bad.reason() != "INVALID_ARGUMENT" {
+		t.Fatalf("negative from_nonce: %d %s, want 400 INVALID_ARGUMENT", bad.status, bad.raw)
+	}
 	released := second.do(t, http.MethodPost, "/api/v1/admin/signers/"+signer+"/release", []byte(`{"note":"both are ours, confirmed on chain"}`))
 	if released.status != http.StatusOK || released.body["quarantined"] == true {
 		t.Fatalf("release: %d %s", released.status, released.raw)

@@ -178,6 +178,29 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// waitForProgress waits for cond like waitFor, but bounds the time without progress rather
+// than the whole wait: as long as progress (a fingerprint of the pipeline's state) keeps
+// changing, a slow machine (the race detector on two busy cores) is not a failure; only a
+// pipeline that stands still for stall, or a wait beyond limit, is.
+func waitForProgress(t testing.TB, stall, limit time.Duration, what string, progress func() string, cond func() bool) {
+	t.Helper()
+	started := time.Now()
+	last, lastChange := progress(), time.Now()
+	for !cond() {
+		now := time.Now()
+		if now.Sub(lastChange) > stall {
+			t.Fatalf("no progress for %s waiting for %s (last state %s)", stall, what, last)
+		}
+		if now.Sub(started) > limit {
+			t.Fatalf("timed out after %s waiting for %s (last state %s)", limit, what, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if p := progress(); p != last {
+			last, lastChange = p, time.Now()
+		}
+	}
+}
+
 // apiResponse is an HTTP answer: status, Retry-After and the decoded JSON body.
 type apiResponse struct {
 	status     int

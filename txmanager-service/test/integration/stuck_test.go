@@ -89,11 +89,18 @@ func TestStuckHeadOfLine(t *testing.T) {
 				}
 			}
 
-			waitFor(t, 30*time.Second, "the stuck nonce cancelled", func() bool { return s.tx(t, head).state == "FAILED_FINAL" })
+			// The pipeline's progress: every row's state and attempts so far.
+			progress := func() string {
+				var fingerprint string
+				_ = s.pool.QueryRow(t.Context(), `SELECT coalesce(string_agg(state || '/' || coalesce(sub_state, '') || '/' || submit_attempts || '/' || coalesce(block_number::text, ''), ',' ORDER BY nonce), '')
+					|| ' attempts ' || (SELECT count(*) FROM tx_attempt) FROM managed_tx`).Scan(&fingerprint)
+				return fingerprint
+			}
+			waitForProgress(t, 45*time.Second, 2*time.Minute, "the stuck nonce cancelled", progress, func() bool { return s.tx(t, head).state == "FAILED_FINAL" })
 			if r := s.tx(t, head); r.subState != "CANCELLED" {
 				t.Fatalf("head of line ended %s/%s, want FAILED_FINAL/CANCELLED", r.state, r.subState)
 			}
-			waitFor(t, 30*time.Second, "the transactions behind it confirmed", func() bool {
+			waitForProgress(t, 45*time.Second, 2*time.Minute, "the transactions behind it confirmed", progress, func() bool {
 				for _, id := range behind {
 					if s.tx(t, id).state != "CONFIRMED" {
 						return false
