@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,6 +41,10 @@ func runDBScenario(ctx context.Context, o options, root, serviceBin, chainBin st
 	}
 	fmt.Printf("txm-chaos: db failover, seed %d, %s replication, faults %s, %d nodes, %d signers, %d clients\n",
 		o.seed, mode, strings.Join(o.dbFaults, ", "), o.nodes, o.signers, o.clients)
+	// A kept run folder may hold an earlier run's formation.
+	if err := os.RemoveAll(filepath.Join(root, "pg")); err != nil {
+		return nil, err
+	}
 	formation, err := e2e.StartFailoverCluster(ctx, e2e.FailoverOptions{Dir: filepath.Join(root, "pg"), Asynchronous: o.async})
 	if err != nil {
 		return nil, fmt.Errorf("pg_auto_failover: %w", err)
@@ -171,6 +176,7 @@ func injectDBFault(ctx context.Context, f *e2e.FailoverCluster, kind string, sta
 				return ev, err
 			}
 			defer func() { _ = resume() }()
+			ev.began = time.Now()
 			sleep(ctx, 3*time.Second)
 			ev.when = time.Now()
 			ev.at = time.Since(start).Round(100 * time.Millisecond)
@@ -225,7 +231,7 @@ func replayAroundFaults(ctx context.Context, clients []*e2e.Client, rec *loadRec
 	var picked []ackedRequest
 	for _, ev := range events {
 		for _, k := range rec.keyed {
-			if k.at.Before(ev.when) && k.at.After(ev.when.Add(-3*time.Second)) {
+			if k.at.Before(ev.when) && k.at.After(ev.start().Add(-3*time.Second)) {
 				picked = append(picked, k)
 			}
 		}
@@ -481,9 +487,10 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 	for i, ev := range c.events {
 		until := ev.when.Add(time.Minute)
 		if i+1 < len(c.events) {
-			until = c.events[i+1].when
+			until = c.events[i+1].start()
 		}
-		rows = append(rows, row{fmt.Sprintf("outage after %s (s, no create acknowledged)", ev.kind), outageSeconds(ackTimes, ev.when, until), ""})
+		rows = append(rows, row{fmt.Sprintf("outage after %s (s, no create acknowledged)", ev.kind), outageSeconds(ackTimes, ev.start(), until), ""})
+		fmt.Printf("  creates acknowledged per second around %s (from 5 s before it began): %s\n", ev.kind, ackTimeline(ackTimes, ev.start().Add(-5*time.Second), 45))
 	}
 	fmt.Printf("  creates never acknowledged, by last answer: %s\n", failed)
 	return rows, nil
@@ -509,6 +516,21 @@ func outageSeconds(ackTimes []time.Time, fault, until time.Time) int {
 		longest = max(longest, until.Sub(sorted[n-1]))
 	}
 	return int((longest + time.Second - 1) / time.Second)
+}
+
+// ackTimeline is the number of creates acknowledged in each of the seconds from from on.
+func ackTimeline(ackTimes []time.Time, from time.Time, seconds int) string {
+	counts := make([]int, seconds)
+	for _, t := range ackTimes {
+		if i := int(t.Sub(from) / time.Second); t.After(from) && i < seconds {
+			counts[i]++
+		}
+	}
+	parts := make([]string, seconds)
+	for i, n := range counts {
+		parts[i] = fmt.Sprint(n)
+	}
+	return strings.Join(parts, " ")
 }
 
 // readSignerTxs reads every transaction the managed signers have on chain, block by block.

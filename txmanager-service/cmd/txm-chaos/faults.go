@@ -16,6 +16,17 @@ type faultEvent struct {
 	node string
 	note string
 	when time.Time // wall clock of the fault, to relate it to the load's answers
+	// began is when the fault started to bite, if before when: the standby's replication
+	// paused ahead of the primary's death.
+	began time.Time
+}
+
+// start is when the fault began to bite.
+func (ev faultEvent) start() time.Time {
+	if !ev.began.IsZero() {
+		return ev.began
+	}
+	return ev.when
 }
 
 // injectFaults runs a seeded schedule of faults until ctx ends: kill -9 and restart, pause

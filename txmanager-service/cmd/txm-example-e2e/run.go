@@ -30,7 +30,7 @@ type env struct {
 	payoutsLog                   string
 	payoutsEnv                   []string
 	mu                           sync.Mutex
-	payouts                      *payoutsProcess
+	payouts                      *e2e.Process
 	cleanups                     []func()
 	payoutsDSN, txmDSN, chainURL string
 	signer                       common.Address
@@ -50,7 +50,7 @@ func (e *env) close() {
 func (e *env) payoutsURL() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return "http://" + e.payouts.httpAddr
+	return "http://" + e.payouts.Announced()
 }
 
 func run(ctx context.Context, o options) ([]row, error) {
@@ -132,25 +132,25 @@ func run(ctx context.Context, o options) ([]row, error) {
 		defer svcMu.Unlock()
 		_ = svc.Stop()
 	})
-	proxy, err := newGRPCProxy(svc.GRPCAddr())
+	proxy, err := e2e.NewForwarder(svc.GRPCAddr())
 	if err != nil {
 		return nil, err
 	}
-	e.defer_(proxy.close)
+	e.defer_(proxy.Close)
 
-	step("payouts example (signer %s, txmanager through %s)", e.signer.Hex(), proxy.addr())
+	step("payouts example (signer %s, txmanager through %s)", e.signer.Hex(), proxy.Addr())
 	if e.payoutsConf, err = writePayoutsConfig(dir); err != nil {
 		return nil, err
 	}
 	e.payoutsLog = filepath.Join(dir, "payouts.log")
-	e.payoutsEnv = append(os.Environ(), "DATABASE_URL="+e.payoutsDSN, "TXMANAGER_ADDR="+proxy.addr(), "PAYOUTS_SIGNER="+e.signer.Hex())
+	e.payoutsEnv = append(os.Environ(), "DATABASE_URL="+e.payoutsDSN, "TXMANAGER_ADDR="+proxy.Addr(), "PAYOUTS_SIGNER="+e.signer.Hex())
 	if e.payouts, err = startPayouts(ctx, e.payoutsBin, e.payoutsConf, e.payoutsLog, e.payoutsEnv); err != nil {
 		return nil, err
 	}
 	e.defer_(func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		e.payouts.stop(20 * time.Second)
+		_ = e.payouts.Stop(20 * time.Second)
 	})
 	db, err := pgx.Connect(ctx, e.payoutsDSN)
 	if err != nil {
@@ -201,7 +201,7 @@ func run(ctx context.Context, o options) ([]row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restart txmanager: %w", err)
 	}
-	proxy.setTarget(svc.GRPCAddr())
+	proxy.SetTarget(svc.GRPCAddr())
 
 	creating.Wait()
 	if createErr != nil {
@@ -213,7 +213,7 @@ func run(ctx context.Context, o options) ([]row, error) {
 		return nil, err
 	}
 	e.mu.Lock()
-	e.payouts.stop(20 * time.Second)
+	_ = e.payouts.Stop(20 * time.Second)
 	e.mu.Unlock()
 	step("checking the payouts against txmanager and the chain")
 	return e.check(ctx, db, created, svc.HTTPURL())
@@ -234,7 +234,7 @@ func (e *env) waitFor(ctx context.Context, db *pgx.Conn, what, query string, acc
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s (last %d, %d): %w; payouts log tail:\n%s", what, a, b, ctx.Err(), tail(e.payoutsLog))
+			return fmt.Errorf("waiting for %s (last %d, %d): %w; payouts log tail:\n%s", what, a, b, ctx.Err(), e.payouts.LogTail(25))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -245,7 +245,7 @@ func (e *env) restartPayouts(ctx context.Context, why string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	fmt.Printf("    SIGKILL payouts (%s)\n", why)
-	e.payouts.kill()
+	e.payouts.Kill()
 	e.kills[why]++
 	p, err := startPayouts(ctx, e.payoutsBin, e.payoutsConf, e.payoutsLog, e.payoutsEnv)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/bionicotaku/lingo-utils/pglocal"
 )
@@ -46,7 +47,8 @@ type FailoverNode struct {
 
 // FailoverOptions shapes the formation.
 type FailoverOptions struct {
-	// Dir holds the data folders and logs; empty means a temporary folder Stop removes.
+	// Dir holds the data folders and logs; empty means a temporary folder Stop removes. It
+	// must be empty or absent.
 	// The servers run as the postgres user when this process is root, so Dir's parents
 	// must let that user through.
 	Dir string
@@ -86,6 +88,13 @@ func StartFailoverCluster(ctx context.Context, opts FailoverOptions) (*FailoverC
 	credential, err := postgresCredential()
 	if err != nil {
 		return nil, err
+	}
+	if opts.Dir != "" {
+		// pg_autoctl keeps state under it (configuration, monitor URI): an earlier
+		// formation's would be picked up by this one's nodes.
+		if entries, err := os.ReadDir(opts.Dir); err == nil && len(entries) > 0 {
+			return nil, fmt.Errorf("formation folder %s is not empty: remove it or name another", opts.Dir)
+		}
 	}
 	dir, owned, err := ownedDir(opts.Dir, "txm-autofailover-")
 	if err != nil {
@@ -249,7 +258,22 @@ func (c *FailoverCluster) WaitHealthy(ctx context.Context, timeout time.Duration
 // PlannedFailover asks the monitor to promote the standby (a maintenance switchover: the
 // standby catches up first, so nothing committed is lost).
 func (c *FailoverCluster) PlannedFailover(ctx context.Context) error {
-	return c.monitorExec(ctx, "SELECT pgautofailover.perform_failover('default', 0)")
+	var err error
+	for try := range 5 {
+		err = c.monitorExec(ctx, "SELECT pgautofailover.perform_failover('default', 0)")
+		// The monitor's function can deadlock with the keepers' concurrent state reports;
+		// nothing was changed then, so it is asked again.
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "40001") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
+		}
+	}
+	return err
 }
 
 // Kill ends a node the way a machine dies: its keeper and its postmaster get SIGKILL at

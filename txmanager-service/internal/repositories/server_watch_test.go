@@ -2,11 +2,8 @@ package repositories_test
 
 import (
 	"context"
-	"io"
 	"net"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,46 +13,10 @@ import (
 	"github.com/bionicotaku/lingo-utils/pglocal"
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 
+	"github.com/bionicotaku/txmanager-service/internal/e2e"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
-
-// switchProxy forwards each new connection to the current target, as a virtual IP does
-// that moves to a promoted standby.
-type switchProxy struct {
-	listener net.Listener
-	target   atomic.Value // host:port
-	wg       sync.WaitGroup
-}
-
-func newSwitchProxy(t *testing.T, target string) *switchProxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &switchProxy{listener: l}
-	p.target.Store(target)
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			client, err := l.Accept()
-			if err != nil {
-				return
-			}
-			server, err := net.Dial("tcp", p.target.Load().(string))
-			if err != nil {
-				_ = client.Close()
-				continue
-			}
-			go func() { _, _ = io.Copy(server, client); _ = server.Close() }()
-			go func() { _, _ = io.Copy(client, server); _ = client.Close() }()
-		}
-	}()
-	t.Cleanup(func() { _ = l.Close(); p.wg.Wait() })
-	return p
-}
 
 func hostPort(t *testing.T, dsn string) string {
 	t.Helper()
@@ -80,12 +41,19 @@ func TestServerWatchMovesWhenConnectionsLandOnAnotherServer(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = second.Stop() })
 
-	proxy := newSwitchProxy(t, hostPort(t, first))
+	// The pool reaches PostgreSQL through one address, as through a virtual IP.
+	proxy, err := e2e.NewForwarder(hostPort(t, first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
 	cfg, err := pgxpool.ParseConfig(first)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.listener.Addr().(*net.TCPAddr).Port)
+	host, port, _ := net.SplitHostPort(proxy.Addr())
+	portNumber, _ := strconv.Atoi(port)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(portNumber)
 	watch := repositories.NewServerWatch(log.DefaultLogger)
 	cfg.AfterConnect = watch.AfterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -108,7 +76,7 @@ func TestServerWatchMovesWhenConnectionsLandOnAnotherServer(t *testing.T) {
 		{"and back to the first (a switchback)", hostPort(t, first), 2, false},
 	}
 	for _, step := range steps {
-		proxy.target.Store(step.target)
+		proxy.SetTarget(step.target)
 		pool.Reset() // every later acquire opens a new connection
 		if err := pool.Ping(ctx); err != nil {
 			t.Fatalf("%s: ping: %v", step.name, err)
@@ -125,7 +93,7 @@ func TestServerWatchMovesWhenConnectionsLandOnAnotherServer(t *testing.T) {
 	}
 	// A batch that began before the server changed records nothing after it.
 	before := cache.Epoch()
-	proxy.target.Store(hostPort(t, second.DSN))
+	proxy.SetTarget(hostPort(t, second.DSN))
 	pool.Reset()
 	if err := pool.Ping(ctx); err != nil {
 		t.Fatal(err)
