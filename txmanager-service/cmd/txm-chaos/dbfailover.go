@@ -83,6 +83,7 @@ func runDBScenario(ctx context.Context, o options, root, serviceBin, chainBin st
 		faultsDone <- injectDBFaults(ctx, formation, o.dbFaults)
 	}()
 	runLoad(ctx, loadOptions{targets: c.clients(), signers: signers, clients: o.clients, seed: o.seed, stop: stopLoad, tagData: true, gasLimit: 30_000}, rec)
+	loadEnded := time.Now()
 	events := <-faultsDone
 	for _, ev := range events {
 		fmt.Printf("  fault at %6s  %-14s %-7s %s\n", ev.at, ev.kind, ev.node, ev.note)
@@ -105,7 +106,7 @@ func runDBScenario(ctx context.Context, o options, root, serviceBin, chainBin st
 	fmt.Printf("  after the faults, %d transactions still open after %s of settling\n", open, time.Since(settleStarted).Round(time.Second))
 	rows, err := checkDBRun(ctx, dbCheck{
 		db: conn, chainURL: devChain.URL(), api: c.client(c.nodes[0]), rec: rec, signers: signers,
-		open: open, async: o.async, replays: replays, events: events,
+		open: open, async: o.async, replays: replays, events: events, loadEnded: loadEnded,
 	})
 	if err != nil {
 		return nil, err
@@ -279,6 +280,8 @@ type dbCheck struct {
 	async    bool
 	replays  replayOutcome
 	events   []faultEvent
+	// loadEnded bounds a stretch without acknowledgements that never ended.
+	loadEnded time.Time
 }
 
 // chainTx is one transaction of a managed signer as the chain holds it.
@@ -485,7 +488,7 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 	rows = append(rows, row{"confirmed txs not on chain as recorded", mismatch, "0"})
 
 	for i, ev := range c.events {
-		until := ev.when.Add(time.Minute)
+		until := c.loadEnded
 		if i+1 < len(c.events) {
 			until = c.events[i+1].start()
 		}
@@ -510,12 +513,27 @@ func outageSeconds(ackTimes []time.Time, fault, until time.Time) int {
 		if start.Before(fault.Add(-2*time.Second)) || start.After(until) {
 			continue
 		}
-		longest = max(longest, sorted[i].Sub(start))
+		end := sorted[i]
+		if end.After(until) {
+			end = until // the next fault's outage is its own
+		}
+		longest = max(longest, end.Sub(start))
 	}
-	if n := len(sorted); n > 0 && sorted[n-1].After(fault.Add(-2*time.Second)) && sorted[n-1].Before(until) {
-		longest = max(longest, until.Sub(sorted[n-1]))
+	// Acknowledgements may stop for good (every signer quarantined): then the stretch lasts
+	// from the last one until the window ends.
+	if last := windowLast(sorted, until); !last.IsZero() && last.After(fault.Add(-2*time.Second)) {
+		longest = max(longest, until.Sub(last))
 	}
 	return int((longest + time.Second - 1) / time.Second)
+}
+
+// windowLast is the latest acknowledgement before until (zero: none).
+func windowLast(sorted []time.Time, until time.Time) time.Time {
+	i, _ := slices.BinarySearchFunc(sorted, until, func(a, b time.Time) int { return a.Compare(b) })
+	if i == 0 {
+		return time.Time{}
+	}
+	return sorted[i-1]
 }
 
 // ackTimeline is the number of creates acknowledged in each of the seconds from from on.
