@@ -19,6 +19,8 @@ type faultEvent struct {
 	// began is when the fault started to bite, if before when: the standby's replication
 	// paused ahead of the primary's death.
 	began time.Time
+	// failed: the fault could not be carried through (the formation did not heal).
+	failed bool
 }
 
 // start is when the fault began to bite.

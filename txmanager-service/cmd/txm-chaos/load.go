@@ -20,7 +20,7 @@ import (
 type loadRecord struct {
 	mu           sync.Mutex
 	attempted    int
-	acknowledged map[string]struct{} // tx ids
+	acknowledged map[string]time.Time // tx id -> when first acknowledged
 	byRequest    map[string]string   // signer/requestId -> tx id
 	failed       map[string]int      // reason -> count, for creates never acknowledged
 	replays      int
@@ -41,7 +41,7 @@ type ackedRequest struct {
 }
 
 func newLoadRecord() *loadRecord {
-	return &loadRecord{acknowledged: map[string]struct{}{}, byRequest: map[string]string{}, failed: map[string]int{}, errorsSeen: map[string]int{}, nonceHolders: map[string][]string{}}
+	return &loadRecord{acknowledged: map[string]time.Time{}, byRequest: map[string]string{}, failed: map[string]int{}, errorsSeen: map[string]int{}, nonceHolders: map[string][]string{}}
 }
 
 type loadOptions struct {
@@ -144,7 +144,9 @@ func (rec *loadRecord) acked(req *v1.CreateTxRequest, resp *v1.CreateTxResponse)
 	defer rec.mu.Unlock()
 	id := resp.GetTx().GetTxId()
 	now := time.Now()
-	rec.acknowledged[id] = struct{}{}
+	if _, seen := rec.acknowledged[id]; !seen {
+		rec.acknowledged[id] = now
+	}
 	rec.ackTimes = append(rec.ackTimes, now)
 	nonceKey := fmt.Sprintf("%s/%d", req.Signer, resp.GetTx().GetNonce())
 	if !slices.Contains(rec.nonceHolders[nonceKey], id) {

@@ -44,7 +44,7 @@ func StartProcess(ctx context.Context, opts ProcessOptions) (*Process, error) {
 	defer cancel()
 	announced, err := waitForAnnouncement(ctx, proc, "its address", func(line string) (string, bool) {
 		m := opts.Announce.FindStringSubmatch(line)
-		if m == nil || len(m) < 2 {
+		if len(m) < 2 {
 			return "", false
 		}
 		return m[1], true
