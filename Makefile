@@ -39,6 +39,7 @@ migrate: ## apply the migrations to DATABASE_URL (or DATABASE_MIGRATION_URL) and
 test: ## run every test of every module with -race (finds or starts PostgreSQL itself; SKIP_DB_TESTS=1 skips those)
 	@bash scripts/ensure-postgres.sh test
 	@$(call apt-ensure,prometheus,prometheus,echo "prometheus missing: apt-get install prometheus (the dashboard and alert-rule tests run a real Prometheus and promtool)"; exit 1)
+	@$(call apt-ensure,pg_autoctl,postgresql-15-auto-failover,echo "pg_autoctl missing: apt-get install postgresql-15-auto-failover (the failover harness test)"; [ "$(SKIP_DB_TESTS)" = 1 ] || exit 1)
 	go test -race -count=1 $(TEST_FLAGS) $(PACKAGES)
 	@if [ "$(SKIP_DB_TESTS)" = 1 ]; then echo "make test: SKIP_DB_TESTS=1, so the throwaway-cluster harness tests did not run"; \
 	else $(MAKE) --no-print-directory test-throwaway; fi
