@@ -21,8 +21,8 @@ type loadRecord struct {
 	mu           sync.Mutex
 	attempted    int
 	acknowledged map[string]time.Time // tx id -> when first acknowledged
-	byRequest    map[string]string   // signer/requestId -> tx id
-	failed       map[string]int      // reason -> count, for creates never acknowledged
+	byRequest    map[string]string    // signer/requestId -> tx id
+	failed       map[string]int       // reason -> count, for creates never acknowledged
 	replays      int
 	replayDiffs  int // a replay answered with another tx id than the original
 	errorsSeen   map[string]int
