@@ -117,7 +117,10 @@ func waitForPrimaryOtherThan(ctx context.Context, f *FailoverCluster, old *Failo
 		}
 		if time.Now().After(deadline) {
 			roles, err := f.Roles(ctx)
-			return fmt.Errorf("no other primary within 3m; formation %v (%v)", roles, err)
+			if err != nil {
+				return fmt.Errorf("no other primary within 3m; the monitor: %w", err)
+			}
+			return fmt.Errorf("no other primary within 3m; formation %v", roles)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
