@@ -29,30 +29,29 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		return nil, nil, err
 	}
 	createConfig := services.NewCreateConfig(bootstrap)
-	serverWatch := repositories.NewServerWatch(logger)
-	pool, cleanup, err := repositories.NewPool(bootstrap, logger, serverWatch)
+	prometheus, cleanup, err := telemetry.NewPrometheus()
 	if err != nil {
 		return nil, nil, err
 	}
-	chainIdentityRepository := repositories.NewChainIdentityRepository(pool)
-	prometheus, cleanup2, err := telemetry.NewPrometheus()
+	tracerProvider, cleanup2, err := telemetry.NewTracerProvider(bootstrap)
 	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
-	tracerProvider, cleanup3, err := telemetry.NewTracerProvider(bootstrap)
-	if err != nil {
-		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	metrics, err := telemetry.NewMetricsFromPrometheus(prometheus, tracerProvider)
 	if err != nil {
-		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
+	serverWatch := repositories.NewServerWatch(logger, metrics)
+	pool, cleanup3, err := repositories.NewPool(bootstrap, logger, serverWatch)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	chainIdentityRepository := repositories.NewChainIdentityRepository(pool)
 	chainConnection, cleanup4, err := NewChainConnection(bootstrap, chainIdentityRepository, metrics, logger)
 	if err != nil {
 		cleanup3()

@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // ServerWatch notices when the pool's connections land on another database server than
@@ -14,7 +16,8 @@ import (
 // last commits (asynchronous replication), so what the node cached from the old one must be
 // read again; services.NonceCache drops its entries when the epoch moves.
 type ServerWatch struct {
-	log *log.Helper
+	log     *log.Helper
+	metrics *telemetry.Metrics
 
 	mu     sync.Mutex
 	server string // identity of the server the latest new connection reached
@@ -22,8 +25,8 @@ type ServerWatch struct {
 }
 
 // NewServerWatch returns a watch that has seen no server yet.
-func NewServerWatch(logger log.Logger) *ServerWatch {
-	return &ServerWatch{log: log.NewHelper(logger)}
+func NewServerWatch(logger log.Logger, metrics *telemetry.Metrics) *ServerWatch {
+	return &ServerWatch{log: log.NewHelper(logger), metrics: metrics}
 }
 
 // serverIdentityQuery names a server by its postmaster's start time and its address: a
@@ -37,22 +40,28 @@ func (w *ServerWatch) AfterConnect(ctx context.Context, conn *pgx.Conn) error {
 	if err := conn.QueryRow(ctx, serverIdentityQuery).Scan(&identity); err != nil {
 		return fmt.Errorf("identify the database server: %w", err)
 	}
-	w.observe(identity)
+	if w.observe(identity) {
+		w.metrics.DatabaseServerChanged(ctx)
+	}
 	return nil
 }
 
-func (w *ServerWatch) observe(identity string) {
+// observe records the server a new connection reached and reports whether it differs from
+// the one before.
+func (w *ServerWatch) observe(identity string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if identity == w.server {
-		return
+		return false
 	}
-	if w.server != "" {
+	changed := w.server != ""
+	if changed {
 		w.epoch++
 		w.log.Warnw("msg", "database server changed (failover, switchover or restart): cached nonces dropped, each signer's next allocation checks the chain first",
 			"previous", w.server, "now", identity, "server_epoch", w.epoch)
 	}
 	w.server = identity
+	return changed
 }
 
 // ServerEpoch implements services.DatabaseServerEpoch.

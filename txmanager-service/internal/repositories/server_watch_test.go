@@ -3,7 +3,10 @@ package repositories_test
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/e2e"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 func hostPort(t *testing.T, dsn string) string {
@@ -54,7 +58,16 @@ func TestServerWatchMovesWhenConnectionsLandOnAnotherServer(t *testing.T) {
 	host, port, _ := net.SplitHostPort(proxy.Addr())
 	portNumber, _ := strconv.Atoi(port)
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(portNumber)
-	watch := repositories.NewServerWatch(log.DefaultLogger)
+	prom, closeProm, err := telemetry.NewPrometheus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeProm()
+	metrics, err := telemetry.NewMetrics(prom.Provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := repositories.NewServerWatch(log.DefaultLogger, metrics)
 	cfg.AfterConnect = watch.AfterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -84,6 +97,9 @@ func TestServerWatchMovesWhenConnectionsLandOnAnotherServer(t *testing.T) {
 		if got := watch.ServerEpoch(); got != step.wantEpoch {
 			t.Fatalf("%s: server epoch %d, want %d", step.name, got, step.wantEpoch)
 		}
+		if got := scrapeCounter(t, prom.Handler, telemetry.DatabaseServerChanges); got != float64(step.wantEpoch) {
+			t.Fatalf("%s: %s = %v, want %d", step.name, telemetry.DatabaseServerChanges, got, step.wantEpoch)
+		}
 		_, _, cached := cache.Get("0xsigner")
 		if cached != step.wantCache {
 			t.Fatalf("%s: cache entry served %t, want %t", step.name, cached, step.wantCache)
@@ -102,4 +118,22 @@ func TestServerWatchMovesWhenConnectionsLandOnAnotherServer(t *testing.T) {
 	if _, _, cached := cache.Get("0xsigner"); cached {
 		t.Fatal("a batch from the earlier server epoch was cached")
 	}
+}
+
+// scrapeCounter reads an unlabelled counter from the metrics page.
+func scrapeCounter(t *testing.T, handler http.Handler, name string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if value, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("%s not on the metrics page", name)
+	return 0
 }

@@ -36,6 +36,7 @@ const (
 	SignerQuarantineTotal     = "signer_quarantine_total"
 	SignerQuarantined         = "signer_quarantined"
 	RecognisedTotal           = "nonce_taken_resolved_total"
+	DatabaseServerChanges     = "database_server_changes_total"
 )
 
 // Metrics are the service's instruments. Gauges read their value from callbacks registered
@@ -59,6 +60,7 @@ type Metrics struct {
 	pruned        metric.Int64Counter
 	quarantined   metric.Int64Counter
 	recognised    metric.Int64Counter
+	serverChanged metric.Int64Counter
 	batchSize     metric.Int64Histogram
 	createLatency metric.Float64Histogram
 }
@@ -89,6 +91,7 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 		{&m.holesFilled, NonceHoleFilledTotal, "Placeholder transactions created to fill nonce holes (nonces nothing held below a signer's open ones)."},
 		{&m.reprice, RepriceTotal, "Rebroadcasts that found the transaction underpriced, by result: raised (a replacement at higher fees) or at_cap (the caps left no room)."},
 		{&m.rateLimited, RateLimitedTotal, "Requests refused with 429 because their credential exceeded server.rateLimit."},
+		{&m.serverChanged, DatabaseServerChanges, "New database connections that reached another server than before: a failover, switchover or restart (cached nonces are then dropped)."},
 	}
 	var err error
 	for _, c := range counters {
@@ -106,6 +109,7 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 	m.reprice.Add(ctx, 0, result("at_cap"))
 	m.holesFilled.Add(ctx, 0)
 	m.quarantined.Add(ctx, 0)
+	m.serverChanged.Add(ctx, 0)
 	m.resubmit.Add(ctx, 0, result("submitted"))
 	if m.batchSize, err = m.meter.Int64Histogram("writer_batch_size",
 		metric.WithDescription("Operations per writer batch transaction."),
@@ -149,6 +153,7 @@ func (m *Metrics) RateLimited(ctx context.Context)              { m.rateLimited.
 func (m *Metrics) Reprice(ctx context.Context, r string)        { m.reprice.Add(ctx, 1, result(r)) }
 func (m *Metrics) NonceHolesFilled(ctx context.Context, n int)  { m.holesFilled.Add(ctx, int64(n)) }
 func (m *Metrics) Quarantined(ctx context.Context)              { m.quarantined.Add(ctx, 1) }
+func (m *Metrics) DatabaseServerChanged(ctx context.Context)    { m.serverChanged.Add(ctx, 1) }
 func (m *Metrics) NonceTakenResolved(ctx context.Context, r string) {
 	m.recognised.Add(ctx, 1, result(r))
 }
