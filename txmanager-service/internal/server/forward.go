@@ -86,6 +86,10 @@ func (f *Forwarder) ForwardResolve(ctx context.Context, owner string, req *v1.Re
 func (f *Forwarder) connTo(ctx context.Context, owner string) (*grpc.ClientConn, error) {
 	nodeID, incarnation := services.SplitLeaseOwner(owner)
 	node, alive, err := f.nodes.Lookup(ctx, nodeID)
+	if err == nil && (!alive || (incarnation != "" && services.Incarnation(node.Incarnation) != incarnation)) {
+		// The copy may predate the owner's restart or its last heartbeat: ask the registry.
+		node, alive, err = f.nodes.LookupFresh(ctx, nodeID)
+	}
 	if err != nil {
 		return nil, &domain.UnavailableError{Reason: "node registry", Err: err}
 	}

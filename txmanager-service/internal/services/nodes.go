@@ -46,6 +46,8 @@ type NodeConfig struct {
 	Self NodeInfo
 	// Timeout: a node that has not beaten for this long is gone.
 	Timeout time.Duration
+	// HeartbeatInterval is how often nodes beat; 0 means a quarter of Timeout.
+	HeartbeatInterval time.Duration
 }
 
 // NodeRegistry announces this node (heartbeats) and finds peers: the owner a create is
@@ -57,6 +59,15 @@ type NodeRegistry struct {
 
 	conflictOnce sync.Once
 	conflict     chan error
+
+	mu      sync.Mutex
+	entries map[string]registryEntry // peers looked up, for Lookup
+}
+
+type registryEntry struct {
+	info    NodeInfo
+	alive   bool
+	fetched time.Time
 }
 
 // Incarnation identifies this process among every process ever started with its node id.
@@ -80,7 +91,7 @@ func SplitLeaseOwner(owner string) (nodeID string, incarnation Incarnation) {
 
 // NewNodeRegistry wires the registry.
 func NewNodeRegistry(cfg NodeConfig, store NodeStore, logger log.Logger) *NodeRegistry {
-	return &NodeRegistry{cfg: cfg, store: store, conflict: make(chan error, 1),
+	return &NodeRegistry{cfg: cfg, store: store, conflict: make(chan error, 1), entries: map[string]registryEntry{},
 		log: log.NewHelper(log.With(logger, "component", "nodes", "node_id", cfg.Self.ID, "incarnation", cfg.Self.Incarnation))}
 }
 
@@ -129,8 +140,40 @@ func (r *NodeRegistry) Leave(ctx context.Context) error {
 }
 
 // Lookup returns the node's entry and whether it is alive.
+//
+// Forwarding asks for the owner of every create it forwards, so the answer comes from a
+// copy at most one heartbeat interval old (the registry is no fresher than that itself)
+// instead of a database round trip per request; a caller that finds the copy dead or of
+// another incarnation asks LookupFresh.
 func (r *NodeRegistry) Lookup(ctx context.Context, nodeID string) (NodeInfo, bool, error) {
-	return r.store.Get(ctx, nodeID, r.cfg.Timeout)
+	r.mu.Lock()
+	e, ok := r.entries[nodeID]
+	r.mu.Unlock()
+	if ok && time.Since(e.fetched) < r.heartbeatInterval() {
+		return e.info, e.alive, nil
+	}
+	return r.LookupFresh(ctx, nodeID)
+}
+
+// LookupFresh reads the peer's entry from the registry itself.
+func (r *NodeRegistry) LookupFresh(ctx context.Context, nodeID string) (NodeInfo, bool, error) {
+	fetched := time.Now()
+	info, alive, err := r.store.Get(ctx, nodeID, r.cfg.Timeout)
+	if err != nil {
+		return info, alive, err
+	}
+	r.mu.Lock()
+	r.entries[nodeID] = registryEntry{info: info, alive: alive, fetched: fetched}
+	r.mu.Unlock()
+	return info, alive, nil
+}
+
+// heartbeatInterval is how often a node beats.
+func (r *NodeRegistry) heartbeatInterval() time.Duration {
+	if r.cfg.HeartbeatInterval > 0 {
+		return r.cfg.HeartbeatInterval
+	}
+	return r.cfg.Timeout / 4
 }
 
 // List returns every registered node.

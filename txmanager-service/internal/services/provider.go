@@ -121,6 +121,7 @@ func NewNodeConfig(c *conf.Bootstrap, incarnation Incarnation, version BuildVers
 	return NodeConfig{
 		Self: NodeInfo{ID: c.Node.ID, Incarnation: string(incarnation), GRPCAddr: c.AdvertisedGRPCAddr(), HTTPAddr: c.Server.HTTP.Addr, Version: string(version),
 			StartedAt: clock.Now().UTC().Truncate(time.Microsecond)},
-		Timeout: c.Routing.NodeTimeout.Std(),
+		Timeout:           c.Routing.NodeTimeout.Std(),
+		HeartbeatInterval: c.Routing.HeartbeatInterval.Std(),
 	}
 }
