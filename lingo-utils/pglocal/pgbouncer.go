@@ -99,11 +99,11 @@ func StartPgBouncer(ctx context.Context, opts PgBouncerOptions) (*PgBouncer, err
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	credential, err := serverCredential()
+	credential, err := ServerCredential()
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}

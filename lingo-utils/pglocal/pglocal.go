@@ -109,7 +109,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	credential, err := serverCredential()
+	credential, err := ServerCredential()
 	if err != nil {
 		return nil, err
 	}
@@ -119,12 +119,12 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	// PostgreSQL cannot listen on port 0, so a free port is picked for it, and another
 	// process may take it before the postmaster binds: then try another one.
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
 		c, err := startOnce(ctx, binDir, credential, opts, port)
-		if err == nil || attempt == maxPortAttempts || !lostPortRace(err) {
+		if err == nil || attempt == maxPortAttempts || !LostPortRace(err) {
 			return c, err
 		}
 	}
@@ -133,9 +133,9 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 // maxPortAttempts bounds the retries when another process takes the picked port first.
 const maxPortAttempts = 5
 
-// lostPortRace: the postmaster found its port taken ("could not bind IPv4 address ...:
+// LostPortRace: the server found its FreePort taken ("could not bind IPv4 address ...:
 // Address already in use").
-func lostPortRace(err error) bool {
+func LostPortRace(err error) bool {
 	return strings.Contains(err.Error(), "could not bind") || strings.Contains(err.Error(), "already in use")
 }
 
@@ -192,7 +192,9 @@ func Probe(ctx context.Context, dsn string) error {
 	return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
 }
 
-func serverCredential() (*syscall.Credential, error) {
+// ServerCredential is the user PostgreSQL's programs run as: this process's own, or the
+// postgres user when this process is root (the servers refuse to run as root).
+func ServerCredential() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
@@ -205,7 +207,9 @@ func serverCredential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
-func freePort() (int, error) {
+// FreePort is a loopback port that was free a moment ago, for a server that cannot bind
+// port 0 itself; its caller retries on LostPortRace.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("pglocal: free port: %w", err)

@@ -139,9 +139,7 @@ func checkRun(ctx context.Context, db *pgx.Conn, chainURL string, api *e2e.Clien
 		return nil, fmt.Errorf("transactions final: %w", err)
 	}
 	rows = append(rows, row{"transactions not final", open, "0"}, row{"transactions final", final, "> 0"})
-	if err := must("final without a completion / completion twice", "0", `
-		SELECT count(*) FROM managed_tx m WHERE m.state IN ('CONFIRMED', 'FAILED_FINAL')
-		  AND (SELECT count(*) FROM tx_completions c WHERE c.tx_id = m.tx_id) <> 1`); err != nil {
+	if err := must("final without a completion / completion twice", "0", finalWithoutOneCompletion); err != nil {
 		return nil, err
 	}
 
@@ -184,22 +182,9 @@ func checkRun(ctx context.Context, db *pgx.Conn, chainURL string, api *e2e.Clien
 		}
 	}
 	rows = append(rows, row{"signers whose chain nonce != managed txs", mismatched, "0"})
-	expected, err := confirmedOnRecord(ctx, db)
+	problems, err := confirmedNotOnChain(ctx, db, eth)
 	if err != nil {
 		return nil, err
-	}
-	results, err := e2e.CheckOnChain(ctx, eth, expected, 8)
-	if err != nil {
-		return nil, err
-	}
-	problems := 0
-	for _, r := range results {
-		if r != nil {
-			problems++
-			if problems <= 3 {
-				fmt.Printf("  on-chain mismatch: %v\n", r)
-			}
-		}
 	}
 	rows = append(rows, row{"confirmed txs not on chain as recorded", problems, "0"})
 
@@ -241,6 +226,34 @@ func managedPerSigner(ctx context.Context, db *pgx.Conn) (map[string]int, error)
 		out[signer] = n
 	}
 	return out, rs.Err()
+}
+
+// finalWithoutOneCompletion counts the final transactions whose completion is missing or
+// written twice.
+const finalWithoutOneCompletion = `SELECT count(*) FROM managed_tx m WHERE m.state IN ('CONFIRMED', 'FAILED_FINAL')
+	AND (SELECT count(*) FROM tx_completions c WHERE c.tx_id = m.tx_id) <> 1`
+
+// confirmedNotOnChain counts the CONFIRMED transactions the chain does not hold as recorded
+// (hash, sender, nonce, block) and prints the first few.
+func confirmedNotOnChain(ctx context.Context, db *pgx.Conn, eth *ethclient.Client) (int, error) {
+	expected, err := confirmedOnRecord(ctx, db)
+	if err != nil {
+		return 0, err
+	}
+	results, err := e2e.CheckOnChain(ctx, eth, expected, 8)
+	if err != nil {
+		return 0, err
+	}
+	problems := 0
+	for _, r := range results {
+		if r != nil {
+			problems++
+			if problems <= 3 {
+				fmt.Printf("  on-chain mismatch: %v\n", r)
+			}
+		}
+	}
+	return problems, nil
 }
 
 func confirmedOnRecord(ctx context.Context, db *pgx.Conn) ([]e2e.ExpectedTx, error) {

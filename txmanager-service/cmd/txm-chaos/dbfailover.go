@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/big"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bionicotaku/lingo-utils/pglocal"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -28,6 +30,14 @@ const (
 	dbFaultKillLagging = "kill-lagging" // the primary dies while the standby has fallen behind
 )
 
+// replicationMode names the replication a db run uses.
+func replicationMode(async bool) string {
+	if async {
+		return "asynchronous"
+	}
+	return "synchronous"
+}
+
 // runDBScenario is make chaos-db: a pg_auto_failover formation (monitor, primary, standby)
 // started from the installed packages, the service nodes on its multi-host DSN, load from
 // many clients, and failovers under that load. Synchronous replication must lose nothing;
@@ -35,12 +45,8 @@ const (
 // twice, must not leave a transaction stuck, and must quarantine every signer whose chain
 // is ahead of what the database remembers.
 func runDBScenario(ctx context.Context, o options, root, serviceBin, chainBin string) ([]row, error) {
-	mode := "synchronous"
-	if o.async {
-		mode = "asynchronous"
-	}
 	fmt.Printf("txm-chaos: db failover, seed %d, %s replication, faults %s, %d nodes, %d signers, %d clients\n",
-		o.seed, mode, strings.Join(o.dbFaults, ", "), o.nodes, o.signers, o.clients)
+		o.seed, replicationMode(o.async), strings.Join(o.dbFaults, ", "), o.nodes, o.signers, o.clients)
 	// A kept run folder may hold an earlier run's formation.
 	if err := os.RemoveAll(filepath.Join(root, "pg")); err != nil {
 		return nil, err
@@ -50,8 +56,8 @@ func runDBScenario(ctx context.Context, o options, root, serviceBin, chainBin st
 		return nil, fmt.Errorf("pg_auto_failover: %w", err)
 	}
 	defer formation.Stop()
-	if err := createDatabase(ctx, formation.DSN("postgres"), "txm"); err != nil {
-		return nil, err
+	if err := pglocal.CreateDatabase(ctx, formation.DSN("postgres"), "txm", "template1"); err != nil {
+		return nil, fmt.Errorf("create database txm: %w", err)
 	}
 	dsn := formation.DSN("txm")
 	fmt.Printf("  formation up: %s\n", dsn)
@@ -142,16 +148,6 @@ func lostCreates(ctx context.Context, db *pgx.Conn, ackedIDs []string) ([]string
 	return out, rs.Err()
 }
 
-func createDatabase(ctx context.Context, adminDSN, name string) error {
-	conn, err := pgx.Connect(ctx, adminDSN)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	return err
-}
-
 // injectDBFaults waits for the load to warm up, then injects each fault in turn; after each
 // one the formation is healed (a killed node restarted and rejoined as the standby) and the
 // load runs on for a while before the next.
@@ -187,7 +183,7 @@ func injectDBFault(ctx context.Context, f *e2e.FailoverCluster, kind string, sta
 		if err := f.PlannedFailover(ctx); err != nil {
 			return ev, err
 		}
-		if err := waitNewPrimary(ctx, f, primary); err != nil {
+		if err := f.WaitForNewPrimary(ctx, primary, 3*time.Minute); err != nil {
 			return ev, err
 		}
 	case dbFaultKill, dbFaultKillLagging:
@@ -216,7 +212,7 @@ func injectDBFault(ctx context.Context, f *e2e.FailoverCluster, kind string, sta
 				return ev, fmt.Errorf("drop the paused WAL receiver: %w", err)
 			}
 		}
-		if err := waitNewPrimary(ctx, f, primary); err != nil {
+		if err := f.WaitForNewPrimary(ctx, primary, 3*time.Minute); err != nil {
 			return ev, err
 		}
 		if err := f.Restart(primary); err != nil {
@@ -233,14 +229,6 @@ func injectDBFault(ctx context.Context, f *e2e.FailoverCluster, kind string, sta
 	}
 	ev.note += fmt.Sprintf(", formation healthy after %s", time.Since(ev.when).Round(100*time.Millisecond))
 	return ev, nil
-}
-
-// waitNewPrimary waits until a node other than old is the settled primary.
-func waitNewPrimary(ctx context.Context, f *e2e.FailoverCluster, old *e2e.FailoverNode) error {
-	return waitUntil(ctx, 3*time.Minute, func() bool {
-		p, err := f.Primary(ctx)
-		return err == nil && p != old
-	})
 }
 
 // replayOutcome counts how the replays of acknowledged requests were answered.
@@ -355,7 +343,8 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 			}
 		}
 	}
-	ackTimes := slices.Clone(c.rec.ackTimes)
+	// When each create was first acknowledged, in order, for the outages and timelines.
+	ackTimes := slices.SortedFunc(maps.Values(c.rec.acknowledged), time.Time.Compare)
 	failed := fmt.Sprint(c.rec.failed)
 	c.rec.mu.Unlock()
 	lostIDs, err := lostCreates(ctx, c.db, ackedIDs)
@@ -399,7 +388,12 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 		fmt.Printf("  replays refused, by reason: %s\n", strings.TrimPrefix(fmt.Sprint(c.replays.refusedBy), "map"))
 	}
 
-	onChain, err := readSignerTxs(ctx, c.chainURL, c.signers)
+	eth, err := ethclient.DialContext(ctx, c.chainURL)
+	if err != nil {
+		return nil, err
+	}
+	defer eth.Close()
+	onChain, err := readSignerTxs(ctx, eth, c.signers)
 	if err != nil {
 		return nil, err
 	}
@@ -507,33 +501,14 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 		return nil, err
 	}
 	rows = append(rows, row{"transactions not final", c.open, "0"}, row{"transactions final", final, "> 0"})
-	noCompletion, err := count(`SELECT count(*) FROM managed_tx m WHERE m.state IN ('CONFIRMED', 'FAILED_FINAL')
-		AND (SELECT count(*) FROM tx_completions c WHERE c.tx_id = m.tx_id) <> 1`)
+	noCompletion, err := count(finalWithoutOneCompletion)
 	if err != nil {
 		return nil, err
 	}
 	rows = append(rows, row{"final without a completion / completion twice", noCompletion, "0"})
-	expected, err := confirmedOnRecord(ctx, c.db)
+	mismatch, err := confirmedNotOnChain(ctx, c.db, eth)
 	if err != nil {
 		return nil, err
-	}
-	eth, err := ethclient.DialContext(ctx, c.chainURL)
-	if err != nil {
-		return nil, err
-	}
-	defer eth.Close()
-	results, err := e2e.CheckOnChain(ctx, eth, expected, 8)
-	if err != nil {
-		return nil, err
-	}
-	mismatch := 0
-	for _, r := range results {
-		if r != nil {
-			mismatch++
-			if mismatch <= 3 {
-				fmt.Printf("  on-chain mismatch: %v\n", r)
-			}
-		}
 	}
 	rows = append(rows, row{"confirmed txs not on chain as recorded", mismatch, "0"})
 
@@ -554,9 +529,7 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 // committed just before the fault still arrive after it, so the first answer after the
 // fault says nothing. A stretch that never ended (no create acknowledged after it, as
 // when every signer is quarantined) counts until the end of the window.
-func outageSeconds(ackTimes []time.Time, fault, until time.Time) int {
-	sorted := slices.Clone(ackTimes)
-	slices.SortFunc(sorted, func(a, b time.Time) int { return a.Compare(b) })
+func outageSeconds(sorted []time.Time, fault, until time.Time) int {
 	longest := time.Duration(0)
 	for i := 1; i < len(sorted); i++ {
 		start := sorted[i-1]
@@ -579,7 +552,7 @@ func outageSeconds(ackTimes []time.Time, fault, until time.Time) int {
 
 // windowLast is the latest acknowledgement before until (zero: none).
 func windowLast(sorted []time.Time, until time.Time) time.Time {
-	i, _ := slices.BinarySearchFunc(sorted, until, func(a, b time.Time) int { return a.Compare(b) })
+	i, _ := slices.BinarySearchFunc(sorted, until, time.Time.Compare)
 	if i == 0 {
 		return time.Time{}
 	}
@@ -602,12 +575,7 @@ func ackTimeline(ackTimes []time.Time, from time.Time, seconds int) string {
 }
 
 // readSignerTxs reads every transaction the managed signers have on chain, block by block.
-func readSignerTxs(ctx context.Context, chainURL string, signers []common.Address) ([]chainTx, error) {
-	eth, err := ethclient.DialContext(ctx, chainURL)
-	if err != nil {
-		return nil, err
-	}
-	defer eth.Close()
+func readSignerTxs(ctx context.Context, eth *ethclient.Client, signers []common.Address) ([]chainTx, error) {
 	chainID, err := eth.ChainID(ctx)
 	if err != nil {
 		return nil, err

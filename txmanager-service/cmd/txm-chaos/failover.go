@@ -4,9 +4,6 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -107,7 +104,9 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	// A's held broadcasts come back as it resumes; give it a moment to try its writes.
 	fencedA := 0
 	_ = waitUntil(ctx, 15*time.Second, func() bool {
-		fencedA, err = scrapeCounter(ctx, c.url(nodeA)+"/metrics", "lease_fenced_total")
+		var fenced float64
+		fenced, err = e2e.ScrapeCounter(ctx, c.url(nodeA)+"/metrics", "lease_fenced_total")
+		fencedA = int(fenced)
 		return err == nil && fencedA > 0
 	})
 	if err != nil {
@@ -147,25 +146,6 @@ func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) err
 		}
 	}
 	return nil
-}
-
-// scrapeCounter reads an unlabelled counter from a Prometheus text page.
-func scrapeCounter(ctx context.Context, url, name string) (int, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		if value, ok := strings.CutPrefix(line, name+" "); ok {
-			var v float64
-			_, err := fmt.Sscan(value, &v)
-			return int(v), err
-		}
-	}
-	return 0, fmt.Errorf("%s not on %s", name, url)
 }
 
 func chainNonce(ctx context.Context, url string, addr common.Address) (uint64, error) {

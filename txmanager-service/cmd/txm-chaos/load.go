@@ -29,7 +29,6 @@ type loadRecord struct {
 	// nonceHolders is every tx id acknowledged with a signer's nonce ("signer/nonce"):
 	// two ids for one nonce means a nonce was given out twice.
 	nonceHolders map[string][]string
-	ackTimes     []time.Time
 	// keyed are the acknowledged creates that carried a requestId, for replays later.
 	keyed []ackedRequest
 }
@@ -147,7 +146,6 @@ func (rec *loadRecord) acked(req *v1.CreateTxRequest, resp *v1.CreateTxResponse)
 	if _, seen := rec.acknowledged[id]; !seen {
 		rec.acknowledged[id] = now
 	}
-	rec.ackTimes = append(rec.ackTimes, now)
 	nonceKey := fmt.Sprintf("%s/%d", req.Signer, resp.GetTx().GetNonce())
 	if !slices.Contains(rec.nonceHolders[nonceKey], id) {
 		rec.nonceHolders[nonceKey] = append(rec.nonceHolders[nonceKey], id)

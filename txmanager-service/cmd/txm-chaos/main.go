@@ -158,11 +158,7 @@ func run(ctx context.Context, o options) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("db: %w", err)
 		}
-		mode := "synchronous"
-		if o.async {
-			mode = "asynchronous"
-		}
-		all := printTable(fmt.Sprintf("database failover (seed %d, %s replication)", o.seed, mode), rows)
+		all := printTable(fmt.Sprintf("database failover (seed %d, %s replication)", o.seed, replicationMode(o.async)), rows)
 		fmt.Printf("\nwall time %s\n", time.Since(started).Round(time.Second))
 		return all, nil
 	}

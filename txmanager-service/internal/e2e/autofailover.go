@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,9 +13,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/bionicotaku/lingo-utils/pglocal"
+	"github.com/bionicotaku/lingo-utils/txmanager"
 )
 
 // FailoverCluster is a pg_auto_failover formation on loopback, as a managed PostgreSQL
@@ -85,7 +83,7 @@ func StartFailoverCluster(ctx context.Context, opts FailoverOptions) (*FailoverC
 	if err != nil {
 		return nil, err
 	}
-	credential, err := postgresCredential()
+	credential, err := pglocal.ServerCredential()
 	if err != nil {
 		return nil, err
 	}
@@ -214,45 +212,54 @@ func (c *FailoverCluster) Standby(ctx context.Context) (*FailoverNode, error) {
 // WaitHealthy waits until every node runs and the formation has settled on one primary and
 // one secondary.
 func (c *FailoverCluster) WaitHealthy(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
 	var last map[string][2]string
-	for {
-		roles, err := c.Roles(ctx)
-		if err == nil {
-			last = roles
-			primaries, secondaries := 0, 0
-			for _, n := range c.Nodes {
-				r := roles[n.Name]
-				switch {
-				case r[0] != r[1]:
-				case r[0] == "primary":
-					primaries++
-				case r[0] == "secondary":
-					secondaries++
-				}
-			}
-			if primaries == 1 && secondaries == len(c.Nodes)-1 {
-				return nil
-			}
-		}
+	err := poll(ctx, timeout, func() (bool, error) {
 		for _, n := range c.Nodes {
 			if n.keeper != nil {
 				select {
 				case <-n.keeper.exited:
-					return n.keeper.exitedEarly()
+					return false, n.keeper.exitedEarly()
 				default:
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("formation not healthy after %s: %v (logs in %s)", timeout, last, c.dir)
+		// The monitor may not answer for a moment: ask again at the next poll.
+		roles, err := c.Roles(ctx)
+		if err == nil {
+			last = roles
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
+		primaries, secondaries := 0, 0
+		for _, n := range c.Nodes {
+			switch r := roles[n.Name]; {
+			case r[0] != r[1]:
+			case r[0] == "primary":
+				primaries++
+			case r[0] == "secondary":
+				secondaries++
+			}
 		}
+		return primaries == 1 && secondaries == len(c.Nodes)-1, nil
+	})
+	if errors.Is(err, errPollTimeout) {
+		return fmt.Errorf("formation not healthy after %s: %v (logs in %s)", timeout, last, c.dir)
 	}
+	return err
+}
+
+// WaitForNewPrimary waits until a node other than old is the settled primary.
+func (c *FailoverCluster) WaitForNewPrimary(ctx context.Context, old *FailoverNode, timeout time.Duration) error {
+	err := poll(ctx, timeout, func() (bool, error) {
+		p, err := c.Primary(ctx)
+		return err == nil && p != old, nil
+	})
+	if errors.Is(err, errPollTimeout) {
+		roles, rolesErr := c.Roles(ctx)
+		if rolesErr != nil {
+			return fmt.Errorf("no primary other than %s within %s; the monitor: %w", old.Name, timeout, rolesErr)
+		}
+		return fmt.Errorf("no primary other than %s within %s: %v", old.Name, timeout, roles)
+	}
+	return err
 }
 
 // PlannedFailover asks the monitor to promote the standby (a maintenance switchover: the
@@ -263,8 +270,7 @@ func (c *FailoverCluster) PlannedFailover(ctx context.Context) error {
 		err = c.monitorExec(ctx, "SELECT pgautofailover.perform_failover('default', 0)")
 		// The monitor's function can deadlock with the keepers' concurrent state reports;
 		// nothing was changed then, so it is asked again.
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "40001") {
+		if state := txmanager.SQLState(err); state != "40P01" && state != "40001" {
 			return err
 		}
 		select {
@@ -357,15 +363,9 @@ func (c *FailoverCluster) startKeeper(name string, args ...string) (*child, erro
 	return startChildAs("pg_autoctl "+name, filepath.Join(c.dir, name+".log"), c.env, c.credential, c.autoctl, args...)
 }
 
-// startMonitor creates and runs the monitor. PostgreSQL cannot listen on port 0, so it
-// gets a free port, and another one if something took that port first.
+// startMonitor creates and runs the monitor.
 func (c *FailoverCluster) startMonitor(ctx context.Context) error {
-	var lastErr error
-	for range 5 {
-		port, err := loopbackPort()
-		if err != nil {
-			return err
-		}
+	err := startOnFreePort(func(port int) error {
 		pgdata := filepath.Join(c.dir, "monitor")
 		_ = os.RemoveAll(pgdata)
 		keeper, err := c.startKeeper("monitor", "create", "monitor", "--pgdata", pgdata, "--pgport", strconv.Itoa(port),
@@ -373,20 +373,16 @@ func (c *FailoverCluster) startMonitor(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		c.monitor = keeper
-		c.monitorDSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/pg_auto_failover?sslmode=disable&connect_timeout=2", port)
-		lastErr = c.waitServing(ctx, keeper, c.monitorDSN, "SELECT count(*) FROM pgautofailover.formation")
-		if lastErr == nil {
-			break
+		dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/pg_auto_failover?sslmode=disable&connect_timeout=2", port)
+		if err := c.waitServing(ctx, keeper, dsn, "SELECT count(*) FROM pgautofailover.formation"); err != nil {
+			_ = keeper.stop(syscall.SIGINT, 10*time.Second)
+			return err
 		}
-		_ = keeper.stop(syscall.SIGINT, 10*time.Second)
-		c.monitor = nil
-		if !strings.Contains(lastErr.Error(), "could not bind") && !strings.Contains(lastErr.Error(), "already in use") {
-			return lastErr
-		}
-	}
-	if lastErr != nil {
-		return lastErr
+		c.monitor, c.monitorDSN = keeper, dsn
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for name, value := range monitorTuning {
 		if err := c.monitorExec(ctx, fmt.Sprintf("ALTER SYSTEM SET %s = '%s'", name, value)); err != nil {
@@ -399,12 +395,7 @@ func (c *FailoverCluster) startMonitor(ctx context.Context) error {
 // createNode creates a node and waits until it runs PostgreSQL: the first becomes the
 // primary, the next one its standby.
 func (c *FailoverCluster) createNode(ctx context.Context, name string) error {
-	var lastErr error
-	for range 5 {
-		port, err := loopbackPort()
-		if err != nil {
-			return err
-		}
+	err := startOnFreePort(func(port int) error {
 		pgdata := filepath.Join(c.dir, name)
 		_ = os.RemoveAll(pgdata)
 		keeper, err := c.startKeeper(name, "create", "postgres", "--pgdata", pgdata, "--pgport", strconv.Itoa(port), "--name", name,
@@ -414,93 +405,115 @@ func (c *FailoverCluster) createNode(ctx context.Context, name string) error {
 			return err
 		}
 		n := &FailoverNode{Name: name, Port: port, pgdata: pgdata, keeper: keeper}
-		lastErr = c.waitServing(ctx, keeper, c.NodeDSN(n, "postgres"), "SELECT 1")
-		if lastErr == nil {
-			c.Nodes = append(c.Nodes, n)
-			// The standby is created from the primary; wait for the formation to settle
-			// before the next node joins.
-			if len(c.Nodes) == 1 {
-				return c.waitRole(ctx, name, "single", 2*time.Minute)
-			}
-			return nil
+		if err := c.waitServing(ctx, keeper, c.NodeDSN(n, "postgres"), "SELECT 1"); err != nil {
+			_ = keeper.stop(syscall.SIGINT, 10*time.Second)
+			return err
 		}
-		_ = keeper.stop(syscall.SIGINT, 10*time.Second)
-		if !strings.Contains(lastErr.Error(), "could not bind") && !strings.Contains(lastErr.Error(), "already in use") {
-			return lastErr
+		c.Nodes = append(c.Nodes, n)
+		return nil
+	})
+	if err != nil || len(c.Nodes) > 1 {
+		return err
+	}
+	// The standby is created from the primary: the formation settles before it joins.
+	return c.waitRole(ctx, name, "single", 2*time.Minute)
+}
+
+// startOnFreePort runs start on a free port, and on another one when something took that
+// port first: PostgreSQL cannot listen on port 0.
+func startOnFreePort(start func(port int) error) error {
+	var err error
+	for range 5 {
+		var port int
+		if port, err = pglocal.FreePort(); err != nil {
+			return err
+		}
+		if err = start(port); err == nil || !pglocal.LostPortRace(err) {
+			return err
 		}
 	}
-	return lastErr
+	return err
 }
 
 func (c *FailoverCluster) waitRole(ctx context.Context, name, state string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		roles, err := c.Roles(ctx)
-		if err == nil && roles[name][0] == state && roles[name][1] == state {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not %s after %s: %v", name, state, timeout, roles)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+	var roles map[string][2]string
+	err := poll(ctx, timeout, func() (bool, error) {
+		var err error
+		roles, err = c.Roles(ctx)
+		return err == nil && roles[name][0] == state && roles[name][1] == state, nil
+	})
+	if errors.Is(err, errPollTimeout) {
+		return fmt.Errorf("%s not %s after %s: %v", name, state, timeout, roles)
 	}
+	return err
 }
 
-// waitPrimarySetting waits until the primary's setting starts with want (the keeper
-// applies what the monitor assigns).
+// waitPrimarySetting waits until the primary's setting starts with want (empty: is empty);
+// the keeper applies what the monitor assigns.
 func (c *FailoverCluster) waitPrimarySetting(ctx context.Context, name, want string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
 	var got string
-	for {
+	var readErr error
+	err := poll(ctx, timeout, func() (bool, error) {
 		primary, err := c.Primary(ctx)
 		if err == nil {
 			var conn *pgx.Conn
-			conn, err = pgx.Connect(ctx, c.NodeDSN(primary, "postgres"))
-			if err == nil {
+			if conn, err = pgx.Connect(ctx, c.NodeDSN(primary, "postgres")); err == nil {
 				err = conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&got)
 				conn.Close(context.WithoutCancel(ctx))
 			}
-			if err == nil && strings.HasPrefix(got, want) && (want != "" || got == "") {
-				return nil
-			}
 		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				return fmt.Errorf("primary's %s not read within %s: %w", name, timeout, err)
-			}
-			return fmt.Errorf("primary's %s is %q, not %q, after %s", name, got, want, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+		readErr = err
+		return err == nil && strings.HasPrefix(got, want) && (want != "" || got == ""), nil
+	})
+	switch {
+	case !errors.Is(err, errPollTimeout):
+		return err
+	case readErr != nil:
+		return fmt.Errorf("primary's %s not read within %s: %w", name, timeout, readErr)
+	default:
+		return fmt.Errorf("primary's %s is %q, not %q, after %s", name, got, want, timeout)
 	}
 }
 
 // waitServing waits until query succeeds on dsn, or the keeper exits.
 func (c *FailoverCluster) waitServing(ctx context.Context, keeper *child, dsn, query string) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	var lastErr error
+	err := poll(ctx, 2*time.Minute, func() (bool, error) {
 		conn, err := pgx.Connect(ctx, dsn)
 		if err == nil {
 			_, err = conn.Exec(ctx, query)
 			conn.Close(context.WithoutCancel(ctx))
-			if err == nil {
-				return nil
-			}
+		}
+		if lastErr = err; err == nil {
+			return true, nil
 		}
 		select {
 		case <-keeper.exited:
-			return keeper.exitedEarly()
+			return false, keeper.exitedEarly()
 		default:
+			return false, nil
+		}
+	})
+	if errors.Is(err, errPollTimeout) {
+		return fmt.Errorf("%s not serving after 2m: %w; log tail:\n%s", keeper.name, lastErr, tailFile(keeper.logPath, 20))
+	}
+	return err
+}
+
+// errPollTimeout: poll's condition did not hold within its timeout.
+var errPollTimeout = errors.New("timed out")
+
+// poll calls check every 250 ms until it reports done, fails, the timeout passes
+// (errPollTimeout) or ctx ends.
+func poll(ctx context.Context, timeout time.Duration, check func() (done bool, err error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		done, err := check()
+		if done || err != nil {
+			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not serving after 2m: %w; log tail:\n%s", keeper.name, err, tailFile(keeper.logPath, 20))
+			return errPollTimeout
 		}
 		select {
 		case <-ctx.Done():
@@ -527,29 +540,4 @@ func postmasterPID(pgdata string) (int, error) {
 	}
 	first, _, _ := strings.Cut(string(data), "\n")
 	return strconv.Atoi(strings.TrimSpace(first))
-}
-
-// loopbackPort is a port free a moment ago, for a server that cannot bind port 0 itself.
-func loopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// postgresCredential runs the servers as postgres when this process is root: PostgreSQL
-// refuses to run as root.
-func postgresCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root needs a postgres user for the database servers: %w", err)
-	}
-	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os/exec"
 	"testing"
 	"time"
@@ -76,7 +75,7 @@ func TestFailoverClusterFollowsTheFailovers(t *testing.T) {
 			if err := f.Kill(primary); err != nil {
 				return err
 			}
-			if err := waitForPrimaryOtherThan(ctx, f, primary); err != nil {
+			if err := f.WaitForNewPrimary(ctx, primary, 3*time.Minute); err != nil {
 				return err
 			}
 			return f.Restart(primary)
@@ -91,7 +90,7 @@ func TestFailoverClusterFollowsTheFailovers(t *testing.T) {
 		if err := step.fault(primary); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		if err := waitForPrimaryOtherThan(ctx, f, primary); err != nil {
+		if err := f.WaitForNewPrimary(ctx, primary, 3*time.Minute); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
 		newPrimary, _ := f.Primary(ctx)
@@ -106,22 +105,5 @@ func TestFailoverClusterFollowsTheFailovers(t *testing.T) {
 	}
 	if last, _ := f.Primary(ctx); last != first {
 		t.Fatalf("after two failovers the primary is %s, want %s again", last.Name, first.Name)
-	}
-}
-
-func waitForPrimaryOtherThan(ctx context.Context, f *FailoverCluster, old *FailoverNode) error {
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		if p, err := f.Primary(ctx); err == nil && p != old {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			roles, err := f.Roles(ctx)
-			if err != nil {
-				return fmt.Errorf("no other primary within 3m; the monitor: %w", err)
-			}
-			return fmt.Errorf("no other primary within 3m; formation %v", roles)
-		}
-		time.Sleep(250 * time.Millisecond)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/jackc/pgx/v5"
@@ -21,7 +22,8 @@ type ServerWatch struct {
 
 	mu     sync.Mutex
 	server string // identity of the server the latest new connection reached
-	epoch  uint64
+	// epoch is read by every allocation batch (through the nonce cache), so without the lock.
+	epoch atomic.Uint64
 }
 
 // NewServerWatch returns a watch that has seen no server yet.
@@ -56,17 +58,13 @@ func (w *ServerWatch) observe(identity string) bool {
 	}
 	changed := w.server != ""
 	if changed {
-		w.epoch++
+		epoch := w.epoch.Add(1)
 		w.log.Warnw("msg", "database server changed (failover, switchover or restart): cached nonces dropped, each signer's next allocation checks the chain first",
-			"previous", w.server, "now", identity, "server_epoch", w.epoch)
+			"previous", w.server, "now", identity, "server_epoch", epoch)
 	}
 	w.server = identity
 	return changed
 }
 
 // ServerEpoch implements services.DatabaseServerEpoch.
-func (w *ServerWatch) ServerEpoch() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.epoch
-}
+func (w *ServerWatch) ServerEpoch() uint64 { return w.epoch.Load() }

@@ -3,10 +3,8 @@ package repositories_test
 import (
 	"context"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +61,8 @@ func TestServerWatchMovesWhenConnectionsLandOnAnotherServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeProm()
+	metricsPage := httptest.NewServer(prom.Handler)
+	defer metricsPage.Close()
 	metrics, err := telemetry.NewMetrics(prom.Provider)
 	if err != nil {
 		t.Fatal(err)
@@ -97,8 +97,9 @@ func TestServerWatchMovesWhenConnectionsLandOnAnotherServer(t *testing.T) {
 		if got := watch.ServerEpoch(); got != step.wantEpoch {
 			t.Fatalf("%s: server epoch %d, want %d", step.name, got, step.wantEpoch)
 		}
-		if got := scrapeCounter(t, prom.Handler, telemetry.DatabaseServerChanges); got != float64(step.wantEpoch) {
-			t.Fatalf("%s: %s = %v, want %d", step.name, telemetry.DatabaseServerChanges, got, step.wantEpoch)
+		got, err := e2e.ScrapeCounter(ctx, metricsPage.URL, telemetry.DatabaseServerChanges)
+		if err != nil || got != float64(step.wantEpoch) {
+			t.Fatalf("%s: %s = %v (%v), want %d", step.name, telemetry.DatabaseServerChanges, got, err, step.wantEpoch)
 		}
 		_, _, cached := cache.Get("0xsigner")
 		if cached != step.wantCache {
@@ -118,22 +119,4 @@ func TestServerWatchMovesWhenConnectionsLandOnAnotherServer(t *testing.T) {
 	if _, _, cached := cache.Get("0xsigner"); cached {
 		t.Fatal("a batch from the earlier server epoch was cached")
 	}
-}
-
-// scrapeCounter reads an unlabelled counter from the metrics page.
-func scrapeCounter(t *testing.T, handler http.Handler, name string) float64 {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for _, line := range strings.Split(rec.Body.String(), "\n") {
-		if value, ok := strings.CutPrefix(line, name+" "); ok {
-			v, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return v
-		}
-	}
-	t.Fatalf("%s not on the metrics page", name)
-	return 0
 }

@@ -1,11 +1,9 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 
+	"github.com/bionicotaku/txmanager-service/internal/e2e"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
@@ -199,40 +198,16 @@ func startPrometheus(t *testing.T, bin, target string) *prometheusServer {
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config.file="+configPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address=127.0.0.1:0", "--log.level=info")
-	logs, err := cmd.StderrPipe()
+	proc, err := e2e.StartProcess(t.Context(), e2e.ProcessOptions{
+		Name: "prometheus", Bin: bin, LogPath: filepath.Join(dir, "prometheus.log"), Timeout: 30 * time.Second,
+		Args:     []string{"--config.file=" + configPath, "--storage.tsdb.path=" + filepath.Join(dir, "data"), "--web.listen-address=127.0.0.1:0", "--log.level=info"},
+		Announce: regexp.MustCompile(`msg="Listening on" address=(\S+)`),
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
 		t.Fatalf("start prometheus: %v", err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := make(chan string, 1)
-	go func() {
-		listening := regexp.MustCompile(`msg="Listening on" address=(\S+)`)
-		scanner := bufio.NewScanner(logs)
-		for scanner.Scan() {
-			if m := listening.FindStringSubmatch(scanner.Text()); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, logs) // keep the pipe drained for the child's life
-	}()
-	select {
-	case a := <-addr:
-		return &prometheusServer{base: "http://" + a, client: &http.Client{Timeout: 10 * time.Second}}
-	case <-time.After(30 * time.Second):
-		t.Fatal("prometheus did not report its listening address within 30s")
-		return nil
-	}
+	t.Cleanup(proc.Kill)
+	return &prometheusServer{base: "http://" + proc.Announced(), client: &http.Client{Timeout: 10 * time.Second}}
 }
 
 // query evaluates expr now and returns how many series or samples it answered.
