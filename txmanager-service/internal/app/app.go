@@ -6,6 +6,7 @@ package app
 import (
 	"context"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/go-kratos/kratos/v2"
@@ -21,9 +22,9 @@ import (
 // newApp assembles the process: servers plus the background loops, started before the
 // servers accept requests and stopped after they stop, in the order that loses nothing:
 // stop intake, flush the writer, release leases.
-func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.Server, writer *workers.TransactionWriter,
-	keeper *workers.LeaseKeeper, pipeline *workers.PipelineWorkers, heartbeat *workers.NodeHeartbeat, nodes *services.NodeRegistry,
-	leases *services.LeaseManager, feed *workers.FeedSequencerLoop, retention *workers.RetentionLoop, funds *workers.FundsGaugeLoop, banner *Banner, version services.BuildVersion) *kratos.App {
+func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.Server, chains ChainStacks,
+	heartbeat *workers.NodeHeartbeat, nodes *services.NodeRegistry, feed *workers.FeedSequencerLoop, retention *workers.RetentionLoop,
+	banner *Banner, version services.BuildVersion) *kratos.App {
 	helper := log.NewHelper(logger)
 	// No kratos.Logger option: it would replace Kratos' process-wide logger, which main sets
 	// once; several instances in one process (the tests) must not race on it.
@@ -50,15 +51,17 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 				}
 			}()
 			heartbeat.Start(ctx)
-			writer.Start(ctx)
-			keeper.Start(ctx)
 			// The feed is positioned by every node, whatever its pipeline does.
 			feed.Start(ctx)
 			retention.Start(ctx)
-			funds.Start(ctx)
-			funds.Wake()
-			if bc.Pipeline.Enabled {
-				pipeline.Start(ctx)
+			for _, chain := range chains {
+				chain.Writer.Start(ctx)
+				chain.Keeper.Start(ctx)
+				chain.Funds.Start(ctx)
+				chain.Funds.Wake()
+				if bc.Pipeline.Enabled {
+					chain.Pipeline.Start(ctx)
+				}
 			}
 			return nil
 		}),
@@ -76,15 +79,23 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 			if err := nodes.Leave(flushCtx); err != nil {
 				helper.Warnw("msg", "leaving the node registry", "error", err.Error())
 			}
-			writer.Stop(flushCtx)
-			pipeline.Stop()
+			// Each chain flushes its writer before its leases go; the chains stop side by
+			// side, so one chain whose database writes are slow costs the others nothing.
+			var wg sync.WaitGroup
+			for _, chain := range chains {
+				wg.Go(func() {
+					chain.Writer.Stop(flushCtx)
+					chain.Pipeline.Stop()
+					chain.Funds.Stop()
+					chain.Keeper.Stop()
+					if err := chain.Leases.ReleaseAll(flushCtx); err != nil {
+						helper.Warnw("msg", "releasing leases on shutdown", "chain_id", chain.Services.ID, "error", err.Error())
+					}
+				})
+			}
+			wg.Wait()
 			feed.Stop()
 			retention.Stop()
-			funds.Stop()
-			keeper.Stop()
-			if err := leases.ReleaseAll(flushCtx); err != nil {
-				helper.Warnw("msg", "releasing leases on shutdown", "error", err.Error())
-			}
 			return nil
 		}),
 	)

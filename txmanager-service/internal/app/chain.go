@@ -7,15 +7,20 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/signer"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/internal/workers"
 )
 
 // ChainConnection is the chain the service runs against: JSON-RPC endpoints, or the
@@ -32,9 +37,101 @@ type ChainConnection struct {
 // startTimeout bounds dialing and the identity check at start.
 const startTimeout = 30 * time.Second
 
+// ChainShared is what every chain stack uses from the process: one pool, one transaction
+// manager, one signer registry (the same key signs on every chain), the feed and the node
+// registry. Metrics and Logger are the process's; each chain records and logs through its
+// own view of them (chainMetrics, chainLogger).
+type ChainShared struct {
+	Pool        *pgxpool.Pool
+	Manager     txmanager.Manager
+	ServerWatch *repositories.ServerWatch
+	Incarnation services.Incarnation
+	Signers     *signer.Registry
+	Feed        *workers.FeedSequencerLoop
+	Nodes       *services.NodeRegistry
+	Identities  *repositories.ChainIdentityRepository
+	Metrics     *telemetry.Metrics
+	Logger      log.Logger
+}
+
+// ChainStack is one served chain's components.
+type ChainStack struct {
+	Connection *ChainConnection
+	Services   *services.ChainServices
+	Writer     *workers.TransactionWriter
+	Keeper     *workers.LeaseKeeper
+	Pipeline   *workers.PipelineWorkers
+	Leases     *services.LeaseManager
+	Funds      *workers.FundsGaugeLoop
+}
+
+// ChainStacks are the served chains, in configuration order.
+type ChainStacks []*ChainStack
+
+// NewChainStacks builds one stack per served chain. A chain that cannot be reached or is
+// not the chain the database knows under its id stops the start.
+func NewChainStacks(bc *conf.Bootstrap, shared *ChainShared) (ChainStacks, func(), error) {
+	var (
+		stacks   ChainStacks
+		cleanups []func()
+	)
+	cleanupAll := func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	for _, view := range bc.ChainViews() {
+		stack, cleanup, err := newChainStack(view, shared)
+		if err != nil {
+			cleanupAll()
+			if bc.ServesSeveralChains() {
+				err = fmt.Errorf("chain %d: %w", view.Chain.ID, err)
+			}
+			return nil, nil, err
+		}
+		stacks = append(stacks, stack)
+		cleanups = append(cleanups, cleanup)
+	}
+	return stacks, cleanupAll, nil
+}
+
+// ChainServicesOf indexes the stacks' use cases by chain id for the controllers.
+func ChainServicesOf(stacks ChainStacks) *services.Chains {
+	all := make([]*services.ChainServices, len(stacks))
+	for i, s := range stacks {
+		all[i] = s.Services
+	}
+	return services.NewChains(all)
+}
+
+// ReadinessChainsOf is what /readyz probes: every served chain.
+func ReadinessChainsOf(stacks ChainStacks) []server.ReadinessChain {
+	out := make([]server.ReadinessChain, len(stacks))
+	for i, s := range stacks {
+		out[i] = server.ReadinessChain{ID: s.Services.ID, Chain: s.Connection.Chain}
+	}
+	return out
+}
+
+func newChainServices(conn *ChainConnection, create *services.CreateTxUseCase, get *services.GetTxUseCase, admin *services.AdminUseCase) *services.ChainServices {
+	return &services.ChainServices{ID: conn.ChainID.Uint64(), Create: create, Get: get, Admin: admin}
+}
+
+// chainMetrics is the chain's view of the instruments: every series carries chain_id.
+func chainMetrics(shared *ChainShared, conn *ChainConnection) *telemetry.Metrics {
+	return shared.Metrics.ForChain(conn.ChainID.Uint64())
+}
+
+// chainLogger tags every log line of the chain's components with chain_id.
+func chainLogger(shared *ChainShared, conn *ChainConnection) log.Logger {
+	return log.With(shared.Logger, "chain_id", conn.ChainID.Uint64())
+}
+
 // NewChainConnection connects to the configured endpoints, or starts the embedded chain
-// when there are none, and refuses a chain other than the one the database belongs to.
-func NewChainConnection(bc *conf.Bootstrap, identities services.ChainIdentityStore, metrics *telemetry.Metrics, logger log.Logger) (*ChainConnection, func(), error) {
+// when there are none, and refuses a chain other than the one configured or the one the
+// database knows under that id. bc is the chain's view of the configuration.
+func NewChainConnection(bc *conf.Bootstrap, shared *ChainShared) (*ChainConnection, func(), error) {
+	metrics, logger := shared.Metrics, shared.Logger
 	helper := log.NewHelper(logger)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -61,6 +158,7 @@ func NewChainConnection(bc *conf.Bootstrap, identities services.ChainIdentitySto
 			BlockInterval: bc.Chain.Embedded.BlockInterval.Std(),
 			DevAccounts:   bc.Chain.Embedded.DevAccounts,
 			HTTPAddr:      bc.Chain.Embedded.HTTPAddr,
+			ChainID:       bc.Chain.ID,
 			RPCOptions:    rpcOptions,
 		})
 		if err != nil {
@@ -85,13 +183,16 @@ func NewChainConnection(bc *conf.Bootstrap, identities services.ChainIdentitySto
 		multi.Close()
 		closeAll()
 	}
-	if err := registerEndpointGauges(metrics, multi); err != nil {
-		cleanup()
-		return nil, nil, err
-	}
 	identity, err := multi.VerifyIdentity(ctx)
+	if err == nil && bc.Chain.ID != 0 && identity.ChainID.Uint64() != bc.Chain.ID {
+		err = fmt.Errorf("%w: configured as chain id %d, the endpoints serve chain id %s", services.ErrOtherChain, bc.Chain.ID, identity.ChainID)
+	}
 	if err == nil {
-		err = services.VerifyChainIdentity(ctx, identities, services.ChainIdentity{ChainID: identity.ChainID.String(), GenesisHash: identity.GenesisHash.Hex()})
+		err = services.VerifyChainIdentity(ctx, shared.Identities, services.ChainIdentity{ChainID: identity.ChainID.String(), GenesisHash: identity.GenesisHash.Hex()},
+			bc.ServesSeveralChains())
+	}
+	if err == nil {
+		err = registerEndpointGauges(metrics.ForChain(identity.ChainID.Uint64()), multi)
 	}
 	if err != nil {
 		cleanup()
@@ -118,12 +219,21 @@ func NewChainConnection(bc *conf.Bootstrap, identities services.ChainIdentitySto
 }
 
 // NewSignerRegistry builds the key sources from configuration; in development the embedded
-// chain's funded accounts are added.
+// chains' funded accounts are added (the same deterministic keys on every embedded chain).
 // Outside development no signer may be an account whose key is public knowledge.
-func NewSignerRegistry(bc *conf.Bootstrap, c *ChainConnection) (*signer.Registry, func(), error) {
+func NewSignerRegistry(bc *conf.Bootstrap) (*signer.Registry, func(), error) {
 	var devKeys []*ecdsa.PrivateKey
 	if bc.Environment == conf.EnvironmentDevelopment {
-		devKeys = c.DevKeys
+		accounts := 0
+		for _, view := range bc.ChainViews() {
+			if len(view.Chain.Endpoints()) == 0 {
+				accounts = max(accounts, chain.DevAccountsOrDefault(view.Chain.Embedded.DevAccounts))
+			}
+		}
+		var err error
+		if devKeys, err = chain.DevKeys(accounts); err != nil {
+			return nil, nil, err
+		}
 	}
 	registry, cleanup, err := signer.NewFromConfig(bc.Signers, bc.Environment, devKeys)
 	if err != nil || bc.Environment == conf.EnvironmentDevelopment {

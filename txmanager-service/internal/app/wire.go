@@ -17,7 +17,8 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/workers"
 )
 
-// New assembles config -> data -> repositories -> services -> controllers -> servers.
+// New assembles config -> data -> repositories -> services -> controllers -> servers, with
+// one chain stack (newChainStack) per served chain.
 // version is the running binary's version (main sets it at build time).
 func New(*conf.Bootstrap, *server.Listeners, log.Logger, services.BuildVersion) (*kratos.App, func(), error) {
 	panic(wire.Build(
@@ -27,13 +28,34 @@ func New(*conf.Bootstrap, *server.Listeners, log.Logger, services.BuildVersion) 
 		workers.ProviderSet,
 		controllers.ProviderSet,
 		server.ProviderSet,
+		NewSignerRegistry,
+		wire.Struct(new(ChainShared), "*"),
+		NewChainStacks,
+		ChainServicesOf,
+		ReadinessChainsOf,
+		NewBanner,
+		newApp,
+	))
+}
+
+// newChainStack assembles what belongs to one chain: its connection, repositories scoped
+// to its rows, lease manager, allocator, writer, pipeline and use cases. view is the
+// configuration as that chain sees it (conf.Bootstrap.ChainViews).
+func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func(), error) {
+	panic(wire.Build(
+		wire.FieldsOf(new(*ChainShared), "Pool", "Manager", "ServerWatch", "Incarnation", "Signers", "Feed", "Nodes"),
 		NewChainConnection,
 		wire.FieldsOf(new(*ChainConnection), "Chain", "ChainID"),
-		NewSignerRegistry,
+		chainMetrics,
+		chainLogger,
+		repositories.ChainProviderSet,
+		services.ChainProviderSet,
+		workers.ChainProviderSet,
 		wire.Bind(new(services.SignerDirectory), new(*signer.Registry)),
 		wire.Bind(new(services.TxSigner), new(*signer.Registry)),
 		wire.Bind(new(workers.BatchAllocator), new(*services.Allocator)),
-		NewBanner,
-		newApp,
+		wire.Bind(new(services.DatabaseServerEpoch), new(*repositories.ServerWatch)),
+		newChainServices,
+		wire.Struct(new(ChainStack), "*"),
 	))
 }

@@ -21,14 +21,14 @@ import (
 
 // Injectors from wire.go:
 
-// New assembles config -> data -> repositories -> services -> controllers -> servers.
+// New assembles config -> data -> repositories -> services -> controllers -> servers, with
+// one chain stack (newChainStack) per served chain.
 // version is the running binary's version (main sets it at build time).
 func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logger, buildVersion services.BuildVersion) (*kratos.App, func(), error) {
 	tlsConfigs, err := server.NewTLSConfigs(bootstrap)
 	if err != nil {
 		return nil, nil, err
 	}
-	createConfig := services.NewCreateConfig(bootstrap)
 	prometheus, cleanup, err := telemetry.NewPrometheus()
 	if err != nil {
 		return nil, nil, err
@@ -51,82 +51,19 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	chainIdentityRepository := repositories.NewChainIdentityRepository(pool)
-	chainConnection, cleanup4, err := NewChainConnection(bootstrap, chainIdentityRepository, metrics, logger)
-	if err != nil {
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	registry, cleanup5, err := NewSignerRegistry(bootstrap, chainConnection)
-	if err != nil {
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	txRepository := repositories.NewTxRepository(pool)
-	chain := chainConnection.Chain
-	incarnation := services.NewIncarnation()
-	leaseConfig := services.NewLeaseConfig(bootstrap, incarnation)
-	leaseRepository := repositories.NewLeaseRepository(pool)
-	clock := _wireSystemClockValue
-	leaseManager := services.NewLeaseManager(leaseConfig, leaseRepository, clock, metrics, logger)
-	pipelineConfig, err := services.NewPipelineConfig(bootstrap)
-	if err != nil {
-		cleanup5()
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	fundsConfig := services.NewFundsConfig(bootstrap, pipelineConfig)
-	fundsRepository := repositories.NewFundsRepository(pool)
-	fundsGuard, err := services.NewFundsGuard(fundsConfig, chain, fundsRepository, clock, metrics)
-	if err != nil {
-		cleanup5()
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	writerConfig := workers.NewWriterConfig(bootstrap)
 	config := repositories.NewTxManagerConfig(bootstrap)
 	dependencies := telemetry.NewTxManagerDependencies(prometheus, tracerProvider, logger)
 	component, err := txmanager.NewComponentFromPool(config, pool, dependencies)
 	if err != nil {
-		cleanup5()
-		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	manager := txmanager.ProvideManager(component)
-	allocationRepository := repositories.NewAllocationRepository()
-	nonceCache := services.NewNonceCache(serverWatch)
-	nonceConfig := services.NewNonceConfig(bootstrap)
-	workersPipelineConfig := workers.NewPipelineWorkerConfig(bootstrap)
-	pipelineRepository := repositories.NewPipelineRepository(pool)
-	recoveryRepository := repositories.NewRecoveryRepository(pool)
-	chainID := chainConnection.ChainID
-	stuckResolutionHook, err := services.NewStuckHook(bootstrap)
+	incarnation := services.NewIncarnation()
+	registry, cleanup4, err := NewSignerRegistry(bootstrap)
 	if err != nil {
-		cleanup5()
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	pipeline, err := services.NewPipeline(pipelineConfig, pipelineRepository, recoveryRepository, chain, chainID, registry, leaseManager, stuckResolutionHook, clock, metrics, logger)
-	if err != nil {
-		cleanup5()
-		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
@@ -136,7 +73,6 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	feedNotifier := services.NewFeedNotifier()
 	feedSequencer, err := services.NewFeedSequencer(manager, completionRepository, feedNotifier, metrics)
 	if err != nil {
-		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
@@ -144,31 +80,40 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		return nil, nil, err
 	}
 	feedSequencerLoop := workers.NewFeedSequencerLoop(bootstrap, feedSequencer, logger)
-	pipelineWorkers := workers.NewPipelineWorkers(workersPipelineConfig, pipeline, leaseManager, feedSequencerLoop, logger)
-	allocator := services.NewAllocator(manager, allocationRepository, leaseManager, chain, nonceCache, nonceConfig, clock, pipelineWorkers, metrics, logger)
-	transactionWriter, err := workers.NewTransactionWriter(writerConfig, allocator, metrics)
+	clock := _wireSystemClockValue
+	nodeConfig := services.NewNodeConfig(bootstrap, incarnation, buildVersion, clock)
+	nodeRepository := repositories.NewNodeRepository(pool)
+	nodeRegistry := services.NewNodeRegistry(nodeConfig, nodeRepository, logger)
+	chainIdentityRepository := repositories.NewChainIdentityRepository(pool)
+	chainShared := &ChainShared{
+		Pool:        pool,
+		Manager:     manager,
+		ServerWatch: serverWatch,
+		Incarnation: incarnation,
+		Signers:     registry,
+		Feed:        feedSequencerLoop,
+		Nodes:       nodeRegistry,
+		Identities:  chainIdentityRepository,
+		Metrics:     metrics,
+		Logger:      logger,
+	}
+	chainStacks, cleanup5, err := NewChainStacks(bootstrap, chainShared)
 	if err != nil {
-		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	createTxUseCase := services.NewCreateTxUseCase(createConfig, registry, txRepository, chain, leaseManager, fundsGuard, transactionWriter, clock, metrics, logger)
-	getTxUseCase := services.NewGetTxUseCase(txRepository)
+	chains := ChainServicesOf(chainStacks)
 	feedConfig := services.NewFeedConfig(bootstrap)
 	completionsUseCase := services.NewCompletionsUseCase(completionRepository, feedNotifier, feedConfig)
 	routing := controllers.NewRouting(bootstrap)
-	nodeConfig := services.NewNodeConfig(bootstrap, incarnation, buildVersion, clock)
-	nodeRepository := repositories.NewNodeRepository(pool)
-	nodeRegistry := services.NewNodeRegistry(nodeConfig, nodeRepository, logger)
 	forwarder, cleanup6 := server.NewForwarder(nodeRegistry, tlsConfigs)
-	txController := controllers.NewTxController(createTxUseCase, getTxUseCase, completionsUseCase, routing, forwarder, logger)
-	adminRepository := repositories.NewAdminRepository(pool)
-	adminUseCase := services.NewAdminUseCase(pipeline, adminRepository, nodeRegistry)
-	adminController := controllers.NewAdminController(adminUseCase, getTxUseCase, routing, forwarder, logger)
-	health := server.NewHealth(bootstrap, pool, chain, metrics)
+	txController := controllers.NewTxController(chains, completionsUseCase, routing, forwarder, logger)
+	adminController := controllers.NewAdminController(chains, routing, forwarder, logger)
+	v := ReadinessChainsOf(chainStacks)
+	health := server.NewHealth(bootstrap, pool, v, metrics)
 	authenticator, err := server.NewAuthenticator(bootstrap)
 	if err != nil {
 		cleanup6()
@@ -192,15 +137,13 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	}
 	httpServer := server.NewHTTPServer(bootstrap, listeners, tlsConfigs, txController, adminController, health, prometheus, authenticator, middleware)
 	grpcServer := server.NewGRPCServer(bootstrap, listeners, tlsConfigs, txController, adminController, middleware, authenticator)
-	leaseKeeper := workers.NewLeaseKeeperFromConfig(bootstrap, leaseManager)
 	nodeHeartbeat := workers.NewNodeHeartbeat(bootstrap, nodeRegistry)
 	retentionConfig := services.NewRetentionConfig(bootstrap)
 	retentionRepository := repositories.NewRetentionRepository(pool)
 	retention := services.NewRetention(retentionConfig, retentionRepository, clock, metrics, logger)
 	retentionLoop := workers.NewRetentionLoop(bootstrap, retention, logger)
-	fundsGaugeLoop := workers.NewFundsGaugeLoop(bootstrap, fundsGuard, registry, logger)
-	banner := NewBanner(bootstrap, registry, chainConnection, buildVersion)
-	app := newApp(bootstrap, logger, httpServer, grpcServer, transactionWriter, leaseKeeper, pipelineWorkers, nodeHeartbeat, nodeRegistry, leaseManager, feedSequencerLoop, retentionLoop, fundsGaugeLoop, banner, buildVersion)
+	banner := NewBanner(bootstrap, registry, chainStacks, buildVersion)
+	app := newApp(bootstrap, logger, httpServer, grpcServer, chainStacks, nodeHeartbeat, nodeRegistry, feedSequencerLoop, retentionLoop, banner, buildVersion)
 	return app, func() {
 		cleanup6()
 		cleanup5()
@@ -213,4 +156,90 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 
 var (
 	_wireSystemClockValue = services.SystemClock{}
+)
+
+// newChainStack assembles what belongs to one chain: its connection, repositories scoped
+// to its rows, lease manager, allocator, writer, pipeline and use cases. view is the
+// configuration as that chain sees it (conf.Bootstrap.ChainViews).
+func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func(), error) {
+	chainConnection, cleanup, err := NewChainConnection(view, shared)
+	if err != nil {
+		return nil, nil, err
+	}
+	createConfig := services.NewCreateConfig(view)
+	registry := shared.Signers
+	pool := shared.Pool
+	chainID := chainConnection.ChainID
+	txRepository := repositories.NewTxRepository(pool, chainID)
+	chain := chainConnection.Chain
+	incarnation := shared.Incarnation
+	leaseConfig := services.NewLeaseConfig(view, incarnation)
+	leaseRepository := repositories.NewLeaseRepository(pool, chainID)
+	clock := _wireServicesSystemClockValue
+	metrics := chainMetrics(shared, chainConnection)
+	logger := chainLogger(shared, chainConnection)
+	leaseManager := services.NewLeaseManager(leaseConfig, leaseRepository, clock, metrics, logger)
+	pipelineConfig, err := services.NewPipelineConfig(view)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	fundsConfig := services.NewFundsConfig(view, pipelineConfig)
+	fundsRepository := repositories.NewFundsRepository(pool, chainID)
+	fundsGuard, err := services.NewFundsGuard(fundsConfig, chain, fundsRepository, clock, metrics)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	writerConfig := workers.NewWriterConfig(view)
+	manager := shared.Manager
+	allocationRepository := repositories.NewAllocationRepository(chainID)
+	serverWatch := shared.ServerWatch
+	nonceCache := services.NewNonceCache(serverWatch)
+	nonceConfig := services.NewNonceConfig(view)
+	workersPipelineConfig := workers.NewPipelineWorkerConfig(view)
+	pipelineRepository := repositories.NewPipelineRepository(pool, chainID)
+	recoveryRepository := repositories.NewRecoveryRepository(pool, chainID)
+	stuckResolutionHook, err := services.NewStuckHook(view)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	pipeline, err := services.NewPipeline(pipelineConfig, pipelineRepository, recoveryRepository, chain, chainID, registry, leaseManager, stuckResolutionHook, clock, metrics, logger)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	feedSequencerLoop := shared.Feed
+	pipelineWorkers := workers.NewPipelineWorkers(workersPipelineConfig, pipeline, leaseManager, feedSequencerLoop, logger)
+	allocator := services.NewAllocator(manager, allocationRepository, leaseManager, chain, nonceCache, nonceConfig, clock, pipelineWorkers, metrics, logger)
+	transactionWriter, err := workers.NewTransactionWriter(writerConfig, allocator, metrics)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	createTxUseCase := services.NewCreateTxUseCase(createConfig, registry, txRepository, chain, leaseManager, fundsGuard, transactionWriter, clock, metrics, logger)
+	getTxUseCase := services.NewGetTxUseCase(txRepository)
+	adminRepository := repositories.NewAdminRepository(pool, chainID)
+	nodeRegistry := shared.Nodes
+	adminUseCase := services.NewAdminUseCase(pipeline, adminRepository, nodeRegistry)
+	chainServices := newChainServices(chainConnection, createTxUseCase, getTxUseCase, adminUseCase)
+	leaseKeeper := workers.NewLeaseKeeperFromConfig(view, leaseManager)
+	fundsGaugeLoop := workers.NewFundsGaugeLoop(view, fundsGuard, registry, logger)
+	chainStack := &ChainStack{
+		Connection: chainConnection,
+		Services:   chainServices,
+		Writer:     transactionWriter,
+		Keeper:     leaseKeeper,
+		Pipeline:   pipelineWorkers,
+		Leases:     leaseManager,
+		Funds:      fundsGaugeLoop,
+	}
+	return chainStack, func() {
+		cleanup()
+	}, nil
+}
+
+var (
+	_wireServicesSystemClockValue = services.SystemClock{}
 )

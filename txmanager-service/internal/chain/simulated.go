@@ -25,6 +25,15 @@ const SimulatedChainID = 1337
 
 const defaultDevAccounts = 10
 
+// DevAccountsOrDefault is how many development accounts an embedded chain configured with
+// count funds (0 means the default).
+func DevAccountsOrDefault(count int) int {
+	if count == 0 {
+		return defaultDevAccounts
+	}
+	return count
+}
+
 var _ services.Chain = (*SimulatedChain)(nil)
 
 // SimulatedConfig describes an in-process development chain.
@@ -42,6 +51,9 @@ type SimulatedConfig struct {
 	// HTTPAddr, when set, serves the node's JSON-RPC (eth, net, web3) on host:port.
 	// Port 0 picks a free port; HTTPEndpoint reports it.
 	HTTPAddr string
+	// ChainID the chain runs under (0 keeps go-ethereum's development chain id, 1337), so
+	// several embedded chains in one process are told apart like real networks.
+	ChainID uint64
 	// GasLimit of every block (0 keeps go-ethereum's default).
 	GasLimit uint64
 	// RPCOptions tune the adapter the chain is served through (a tracer, a batch size).
@@ -79,10 +91,7 @@ func NewSimulated(cfg SimulatedConfig) (*SimulatedChain, error) {
 	if cfg.BlockInterval < 0 {
 		return nil, fmt.Errorf("simulated chain: BlockInterval %s is negative", cfg.BlockInterval)
 	}
-	accounts := cfg.DevAccounts
-	if accounts == 0 {
-		accounts = defaultDevAccounts
-	}
+	accounts := DevAccountsOrDefault(cfg.DevAccounts)
 	keys, err := DevKeys(accounts)
 	if err != nil {
 		return nil, fmt.Errorf("simulated chain: %w", err)
@@ -97,6 +106,14 @@ func NewSimulated(cfg SimulatedConfig) (*SimulatedChain, error) {
 		return nil, fmt.Errorf("simulated chain: %w", err)
 	}
 	options := []simulatedOption{func(_ *node.Config, eth *ethconfig.Config) { eth.Genesis.ExtraData = instance }}
+	if cfg.ChainID > 0 {
+		options = append(options, func(_ *node.Config, eth *ethconfig.Config) {
+			chainConfig := *eth.Genesis.Config
+			chainConfig.ChainID = new(big.Int).SetUint64(cfg.ChainID)
+			eth.Genesis.Config = &chainConfig
+			eth.NetworkId = cfg.ChainID
+		})
+	}
 	if cfg.GasLimit > 0 {
 		options = append(options, simulated.WithBlockGasLimit(cfg.GasLimit))
 	}

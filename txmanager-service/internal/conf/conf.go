@@ -34,7 +34,12 @@ type Bootstrap struct {
 	Writer        Writer        `json:"writer"`
 	Nonce         Nonce         `json:"nonce"`
 	Create        Create        `json:"create"`
-	Chain         Chain         `json:"chain"`
+	// Chain is the one chain of a single-chain deployment, and the defaults every entry of
+	// Chains starts from.
+	Chain Chain `json:"chain"`
+	// Chains lists the chains one deployment serves, each with its id; empty means Chain
+	// alone. The same key on two chains is two signers with their own leases and nonces.
+	Chains        []Chain       `json:"chains"`
 	Signers       Signers       `json:"signers"`
 	Routing       Routing       `json:"routing"`
 	Pipeline      Pipeline      `json:"pipeline"`
@@ -310,6 +315,9 @@ type Create struct {
 }
 
 type Chain struct {
+	// ID is the chain's id: required in chains, optional in the single-chain form. When
+	// set, endpoints serving another chain are refused and the embedded chain runs under it.
+	ID uint64 `json:"id"`
 	// RPCURL is one JSON-RPC endpoint, or several separated by commas (handy in one
 	// environment variable); RPCURLs lists more. Together, in order of preference, they are
 	// the chain's endpoints; none runs the embedded simulated chain.
@@ -321,6 +329,68 @@ type Chain struct {
 	Timeouts       ChainTimeouts `json:"timeouts"`
 	Health         ChainHealth   `json:"health"`
 	Embedded       EmbeddedChain `json:"embedded"`
+	// Confirmations and Fees replace the top-level ones for this chain (chains only).
+	Confirmations *Confirmations `json:"confirmations,omitempty"`
+	Fees          *Fees          `json:"fees,omitempty"`
+	// BlockTime is the chain's usual block interval, a hint: receipts are looked for once
+	// per block instead of at pipeline.receipts.pollInterval.
+	BlockTime Duration `json:"blockTime"`
+}
+
+// ChainViews is the configuration each chain runs with: for the single-chain form the
+// whole configuration, for chains one copy per entry whose chain is the entry (its unset
+// settings taken from chain) with the entry's confirmations, fees and block time applied.
+// Everything that is not per chain (database, servers, signers) is shared by the copies.
+func (b *Bootstrap) ChainViews() []*Bootstrap {
+	if len(b.Chains) == 0 {
+		return []*Bootstrap{b}
+	}
+	views := make([]*Bootstrap, 0, len(b.Chains))
+	for _, entry := range b.Chains {
+		view := *b
+		view.Chain = entry.withDefaults(b.Chain)
+		if entry.Confirmations != nil {
+			view.Confirmations = *entry.Confirmations
+		}
+		if entry.Fees != nil {
+			view.Fees = *entry.Fees
+		}
+		if entry.BlockTime > 0 {
+			view.Pipeline.Receipts.PollInterval = entry.BlockTime
+		}
+		views = append(views, &view)
+	}
+	return views
+}
+
+// ServesSeveralChains reports whether chains names the chains: then every create names
+// its chain (when there is more than one) and a chain new to the database is recorded.
+func (b *Bootstrap) ServesSeveralChains() bool { return len(b.Chains) > 0 }
+
+// withDefaults fills the entry's unset connection settings from defaults.
+func (c Chain) withDefaults(defaults Chain) Chain {
+	if c.Timeouts.Read == 0 {
+		c.Timeouts.Read = defaults.Timeouts.Read
+	}
+	if c.Timeouts.Send == 0 {
+		c.Timeouts.Send = defaults.Timeouts.Send
+	}
+	if c.Timeouts.Receipts == 0 {
+		c.Timeouts.Receipts = defaults.Timeouts.Receipts
+	}
+	if c.Health.ProbeInterval == 0 {
+		c.Health.ProbeInterval = defaults.Health.ProbeInterval
+	}
+	if c.Health.MaxLagBlocks == 0 {
+		c.Health.MaxLagBlocks = defaults.Health.MaxLagBlocks
+	}
+	if c.Embedded.BlockInterval == 0 {
+		c.Embedded.BlockInterval = defaults.Embedded.BlockInterval
+	}
+	if c.Embedded.DevAccounts == 0 {
+		c.Embedded.DevAccounts = defaults.Embedded.DevAccounts
+	}
+	return c
 }
 
 // ChainTimeouts bound every call to an endpoint: a node that accepts a connection and never
@@ -523,9 +593,28 @@ func (b *Bootstrap) Check() error {
 		"create.maxDataBytes must be positive and fit (hex-encoded) in server.maxBodyBytes")
 	req(b.Create.MaxGasLimit >= 21000, "create.maxGasLimit must be at least 21000")
 	req(b.Create.FundsCacheFor > 0 && b.Create.FundsGaugeInterval > 0, "create.fundsCacheFor and create.fundsGaugeInterval must be positive")
-	req(len(b.Chain.Endpoints()) > 0 || b.Chain.Embedded.BlockInterval > 0, "chain.embedded.blockInterval must be positive when no chain endpoint is configured")
-	req(b.Chain.Timeouts.Read > 0 && b.Chain.Timeouts.Send > 0 && b.Chain.Timeouts.Receipts > 0, "chain.timeouts.read, send and receipts must be positive")
-	req(b.Chain.Health.ProbeInterval > 0, "chain.health.probeInterval must be positive")
+	seen := map[uint64]bool{}
+	for i, entry := range b.Chains {
+		req(entry.ID > 0, "chains[%d].id must be set (the chain's id, e.g. 1 for Ethereum mainnet)", i)
+		req(!seen[entry.ID], "chains[%d].id %d is listed twice", i, entry.ID)
+		req(entry.BlockTime >= 0, "chains[%d].blockTime must not be negative", i)
+		seen[entry.ID] = true
+	}
+	for _, view := range b.ChainViews() {
+		name := "chain"
+		if b.ServesSeveralChains() {
+			name = fmt.Sprintf("chains (id %d)", view.Chain.ID)
+		}
+		req(len(view.Chain.Endpoints()) > 0 || view.Chain.Embedded.BlockInterval > 0, "%s: embedded.blockInterval must be positive when no chain endpoint is configured", name)
+		req(view.Chain.Timeouts.Read > 0 && view.Chain.Timeouts.Send > 0 && view.Chain.Timeouts.Receipts > 0, "%s: timeouts.read, send and receipts must be positive", name)
+		req(view.Chain.Health.ProbeInterval > 0, "%s: health.probeInterval must be positive", name)
+		req(view.Confirmations.Required > 0 || view.Confirmations.UseFinalizedTag, "%s: confirmations.required must be positive", name)
+		for key, v := range map[string]string{"fees.maxFeePerGas": view.Fees.MaxFeePerGas, "fees.maxPriorityFeePerGas": view.Fees.MaxPriorityFeePerGas} {
+			n, err := domain.ParseOptionalWei(key, v)
+			req(err == nil && (n == nil || n.Sign() > 0), "%s: %s must be a positive number of wei", name, key)
+		}
+		req(view.Fees.BumpPercent >= 10, "%s: fees.bumpPercent must be at least 10 (nodes refuse smaller replacements)", name)
+	}
 	req(b.Signers.External.URL == "" || b.Signers.External.Timeout > 0, "signers.external.timeout must be positive")
 	req(b.Pipeline.SignerConcurrency > 0, "pipeline.signerConcurrency must be positive")
 	req(b.Retention.Horizon >= 0 && b.Retention.Interval > 0 && b.Retention.BatchSize > 0 && b.Retention.BatchSize <= 10000 && b.Retention.MaxBatchesPerPass > 0,
@@ -555,16 +644,10 @@ func (b *Bootstrap) Check() error {
 	req(b.Pipeline.Receipts.Workers > 0 && b.Pipeline.Receipts.BatchSize > 0 && b.Pipeline.Receipts.BatchSize <= 1000,
 		"pipeline.receipts.workers must be positive and batchSize in 1..1000")
 	req(b.Pipeline.Receipts.BlockScanMinPending >= 0, "pipeline.receipts.blockScanMinPending must not be negative")
-	req(b.Confirmations.Required > 0 || b.Confirmations.UseFinalizedTag, "confirmations.required must be positive")
 	req(b.Stuck.MinAge > 0, "stuck.minAge must be positive")
 	if _, err := domain.ParseResolutionAction(b.Stuck.Action); err != nil {
 		errs = append(errs, fmt.Errorf("stuck.action must be noop, cancel, replace or placeholder"))
 	}
-	for name, v := range map[string]string{"fees.maxFeePerGas": b.Fees.MaxFeePerGas, "fees.maxPriorityFeePerGas": b.Fees.MaxPriorityFeePerGas} {
-		n, err := domain.ParseOptionalWei(name, v)
-		req(err == nil && (n == nil || n.Sign() > 0), "%s must be a positive number of wei", name)
-	}
-	req(b.Fees.BumpPercent >= 10, "fees.bumpPercent must be at least 10 (nodes refuse smaller replacements)")
 	req(b.Server.HTTP.ReadHeaderTimeout > 0 && b.Server.HTTP.IdleTimeout > 0, "server.http.readHeaderTimeout and idleTimeout must be positive")
 	req(b.Server.ReadinessInterval > 0, "server.readinessInterval must be positive")
 	req(!b.Server.RateLimit.Enabled || (b.Server.RateLimit.RequestsPerSecond > 0 && b.Server.RateLimit.Burst > 0),
@@ -585,8 +668,15 @@ func (b *Bootstrap) Check() error {
 // run with; each message names the key and what to set instead.
 func (b *Bootstrap) productionProblems() []error {
 	var errs []error
-	if len(b.Chain.Endpoints()) == 0 {
-		errs = append(errs, fmt.Errorf("chain.rpcUrl is empty: in production set CHAIN_RPC_URL (or chain.rpcUrl / chain.rpcUrls) to your JSON-RPC node(s); the embedded simulated chain is for development only"))
+	for _, view := range b.ChainViews() {
+		if len(view.Chain.Endpoints()) > 0 {
+			continue
+		}
+		if b.ServesSeveralChains() {
+			errs = append(errs, fmt.Errorf("chains: chain %d has no rpcUrl: in production every chain needs its JSON-RPC node(s); the embedded simulated chain is for development only", view.Chain.ID))
+		} else {
+			errs = append(errs, fmt.Errorf("chain.rpcUrl is empty: in production set CHAIN_RPC_URL (or chain.rpcUrl / chain.rpcUrls) to your JSON-RPC node(s); the embedded simulated chain is for development only"))
+		}
 	}
 	if b.Database.LocalDatabase {
 		errs = append(errs, fmt.Errorf("database.localDatabase is true: in production set database.localDatabase: false and DATABASE_URL (or database.dsn) to your PostgreSQL"))

@@ -8,23 +8,21 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
-	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
 // AdminController serves AdminService over gRPC and HTTP.
 type AdminController struct {
 	v1.UnimplementedAdminServiceServer
-	admin     *services.AdminUseCase
-	get       *services.GetTxUseCase
+	chains    *services.Chains
 	routing   Routing
 	forwarder OwnerForwarder
 	log       *log.Helper
 }
 
 // NewAdminController wires the controller.
-func NewAdminController(admin *services.AdminUseCase, get *services.GetTxUseCase, routing Routing, forwarder OwnerForwarder, logger log.Logger) *AdminController {
-	return &AdminController{admin: admin, get: get, routing: routing, forwarder: forwarder, log: log.NewHelper(log.With(logger, "component", "admin-api"))}
+func NewAdminController(chains *services.Chains, routing Routing, forwarder OwnerForwarder, logger log.Logger) *AdminController {
+	return &AdminController{chains: chains, routing: routing, forwarder: forwarder, log: log.NewHelper(log.With(logger, "component", "admin-api"))}
 }
 
 // ResolveTx implements v1.AdminServiceServer. Resolution needs the signer's lease, so in
@@ -43,12 +41,20 @@ func (c *AdminController) ResolveTx(ctx context.Context, req *v1.ResolveTxReques
 }
 
 func (c *AdminController) resolveHere(ctx context.Context, req *v1.ResolveTxRequest) (*v1.ResolveTxResponse, error) {
-	action, err := c.admin.ResolveTx(ctx, req.GetTxId(), req.GetAction(), req.GetReason())
+	// A transaction is resolved by its own chain's pipeline.
+	tx, err := c.chains.Any().Get.ByID(ctx, req.GetTxId())
 	if err != nil {
 		return nil, err
 	}
-	var tx domain.ManagedTx
-	if tx, err = c.get.ByID(ctx, req.GetTxId()); err != nil {
+	chain, err := c.chains.Lookup(tx.ChainID)
+	if err != nil {
+		return nil, err
+	}
+	action, err := chain.Admin.ResolveTx(ctx, req.GetTxId(), req.GetAction(), req.GetReason())
+	if err != nil {
+		return nil, err
+	}
+	if tx, err = chain.Get.ByID(ctx, req.GetTxId()); err != nil {
 		return nil, err
 	}
 	return &v1.ResolveTxResponse{TxId: req.GetTxId(), Action: string(action), Tx: toAPITx(tx)}, nil
@@ -59,12 +65,16 @@ func (c *AdminController) GetSignerStatus(ctx context.Context, req *v1.GetSigner
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	s, err := c.admin.SignerStatus(ctx, req.GetSigner())
+	chain, err := c.chains.Lookup(req.GetChainId())
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	s, err := chain.Admin.SignerStatus(ctx, req.GetSigner())
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
 	return &v1.SignerStatus{
-		Signer: s.Signer, LeaseOwner: s.LeaseOwner, FencingToken: s.FencingToken, LeaseExpiresAt: timestamppb.New(s.LeaseExpiresAt),
+		ChainId: chain.ID, Signer: s.Signer, LeaseOwner: s.LeaseOwner, FencingToken: s.FencingToken, LeaseExpiresAt: timestamppb.New(s.LeaseExpiresAt),
 		LeaseLive: s.LeaseLive, NextNonce: s.NextNonce, PendingDepth: uint64(s.PendingDepth),
 		OldestPendingAgeSeconds: s.OldestPendingAgeSeconds, StuckCount: uint64(s.StuckCount),
 	}, nil
@@ -75,7 +85,11 @@ func (c *AdminController) ListStuck(ctx context.Context, req *v1.ListStuckReques
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	txs, err := c.admin.ListStuck(ctx, req.GetSigner(), int(req.GetLimit()))
+	chain, err := c.chains.Lookup(req.GetChainId())
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	txs, err := chain.Admin.ListStuck(ctx, req.GetSigner(), int(req.GetLimit()))
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
@@ -91,7 +105,7 @@ func (c *AdminController) ListNodes(ctx context.Context, _ *v1.ListNodesRequest)
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	nodes, err := c.admin.ListNodes(ctx)
+	nodes, err := c.chains.Any().Admin.ListNodes(ctx)
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
@@ -110,11 +124,15 @@ func (c *AdminController) GetQuarantine(ctx context.Context, req *v1.GetQuaranti
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	q, err := c.admin.GetQuarantine(ctx, req.GetSigner(), req.GetFromNonce(), int(req.GetLimit()))
+	chain, err := c.chains.Lookup(req.GetChainId())
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
-	return toAPIQuarantine(q), nil
+	q, err := chain.Admin.GetQuarantine(ctx, req.GetSigner(), req.GetFromNonce(), int(req.GetLimit()))
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	return toAPIQuarantine(chain.ID, q), nil
 }
 
 // ReleaseSigner implements v1.AdminServiceServer.
@@ -122,16 +140,20 @@ func (c *AdminController) ReleaseSigner(ctx context.Context, req *v1.ReleaseSign
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	q, err := c.admin.ReleaseSigner(ctx, req.GetSigner(), req.GetNote())
+	chain, err := c.chains.Lookup(req.GetChainId())
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
-	return toAPIQuarantine(q), nil
+	q, err := chain.Admin.ReleaseSigner(ctx, req.GetSigner(), req.GetNote())
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	return toAPIQuarantine(chain.ID, q), nil
 }
 
-func toAPIQuarantine(q services.Quarantine) *v1.Quarantine {
+func toAPIQuarantine(chainID uint64, q services.Quarantine) *v1.Quarantine {
 	out := &v1.Quarantine{
-		Signer: q.Signer, Quarantined: q.Quarantined, DbNextNonce: q.DBNextNonce, ChainNonce: q.ChainNonce,
+		ChainId: chainID, Signer: q.Signer, Quarantined: q.Quarantined, DbNextNonce: q.DBNextNonce, ChainNonce: q.ChainNonce,
 		DetectedBy: q.DetectedBy, ReleasedBy: q.ReleasedBy, ReleaseNote: q.ReleaseNote, NextFromNonce: q.NextFromNonce,
 	}
 	if !q.DetectedAt.IsZero() {

@@ -16,8 +16,7 @@ import (
 // TxController serves TxService over gRPC and HTTP.
 type TxController struct {
 	v1.UnimplementedTxServiceServer
-	create      *services.CreateTxUseCase
-	get         *services.GetTxUseCase
+	chains      *services.Chains
 	completions *services.CompletionsUseCase
 	routing     Routing
 	forwarder   OwnerForwarder
@@ -25,9 +24,9 @@ type TxController struct {
 }
 
 // NewTxController wires the controller.
-func NewTxController(create *services.CreateTxUseCase, get *services.GetTxUseCase, completions *services.CompletionsUseCase,
+func NewTxController(chains *services.Chains, completions *services.CompletionsUseCase,
 	routing Routing, forwarder OwnerForwarder, logger log.Logger) *TxController {
-	return &TxController{create: create, get: get, completions: completions, routing: routing, forwarder: forwarder,
+	return &TxController{chains: chains, completions: completions, routing: routing, forwarder: forwarder,
 		log: log.NewHelper(log.With(logger, "component", "api"))}
 }
 
@@ -46,7 +45,11 @@ func (c *TxController) CreateTx(ctx context.Context, req *v1.CreateTxRequest) (*
 }
 
 func (c *TxController) createHere(ctx context.Context, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
-	res, err := c.create.Create(ctx, domain.CreateInput{
+	chain, err := c.chains.Lookup(req.GetChainId())
+	if err != nil {
+		return nil, err
+	}
+	res, err := chain.Create.Create(ctx, domain.CreateInput{
 		Signer:               req.GetSigner(),
 		RequestID:            req.GetRequestId(),
 		To:                   req.GetTo(),
@@ -64,7 +67,7 @@ func (c *TxController) createHere(ctx context.Context, req *v1.CreateTxRequest) 
 
 // GetTx implements v1.TxServiceServer.
 func (c *TxController) GetTx(ctx context.Context, req *v1.GetTxRequest) (*v1.Tx, error) {
-	tx, err := c.get.ByID(ctx, req.GetTxId())
+	tx, err := c.chains.Any().Get.ByID(ctx, req.GetTxId())
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
@@ -79,7 +82,11 @@ func (c *TxController) GetTxByRequest(ctx context.Context, req *v1.GetTxByReques
 	if err := requireSigner(ctx, req.GetSigner()); err != nil {
 		return nil, err
 	}
-	tx, err := c.get.ByRequestID(ctx, req.GetSigner(), req.GetRequestId())
+	chain, err := c.chains.Lookup(req.GetChainId())
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	tx, err := chain.Get.ByRequestID(ctx, req.GetSigner(), req.GetRequestId())
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
@@ -100,7 +107,12 @@ func (c *TxController) ListCompletions(ctx context.Context, req *v1.ListCompleti
 		wait = req.GetWait().AsDuration()
 	}
 	// A caller sees the completions of its own signers only.
-	page, err := c.completions.List(ctx, req.GetAfter(), int(req.GetLimit()), p.SignerFilter(), wait)
+	if id := req.GetChainId(); id != 0 {
+		if _, err := c.chains.Lookup(id); err != nil {
+			return nil, ToAPIError(c.log, err)
+		}
+	}
+	page, err := c.completions.List(ctx, req.GetAfter(), int(req.GetLimit()), p.SignerFilter(), req.GetChainId(), wait)
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
@@ -128,7 +140,7 @@ func (c *TxController) WatchCompletions(req *v1.WatchCompletionsRequest, stream 
 	}
 	cursor := req.GetAfter()
 	for ctx.Err() == nil {
-		page, err := c.completions.List(ctx, cursor, watchPage, p.SignerFilter(), watchWait)
+		page, err := c.completions.List(ctx, cursor, watchPage, p.SignerFilter(), 0, watchWait)
 		if err != nil {
 			return ToAPIError(c.log, err)
 		}
@@ -144,6 +156,7 @@ func (c *TxController) WatchCompletions(req *v1.WatchCompletionsRequest, stream 
 
 func toAPICompletion(cpl services.Completion) *v1.Completion {
 	item := &v1.Completion{
+		ChainId:     cpl.ChainID,
 		TxId:        cpl.TxID.String(),
 		Signer:      cpl.Signer.Hex(),
 		Nonce:       cpl.Nonce,
@@ -162,6 +175,7 @@ func toAPICompletion(cpl services.Completion) *v1.Completion {
 func toAPITx(tx domain.ManagedTx) *v1.Tx {
 	out := &v1.Tx{
 		TxId:           tx.ID.String(),
+		ChainId:        tx.ChainID,
 		Signer:         tx.SignerText(),
 		RequestId:      tx.RequestID,
 		Nonce:          tx.Nonce,

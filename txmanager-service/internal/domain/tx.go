@@ -9,8 +9,10 @@ import (
 
 // ManagedTx is the aggregate: one intent, one nonce, its state machine and final evidence.
 type ManagedTx struct {
-	ID     uuid.UUID
-	Signer common.Address
+	ID uuid.UUID
+	// ChainID is the chain the transaction is for; with the signer it keys the nonce.
+	ChainID uint64
+	Signer  common.Address
 	// SignerHex is Signer in EIP-55 form when known, saving a keccak hash per use.
 	SignerHex   string
 	RequestID   string

@@ -15,17 +15,18 @@ import (
 
 // AdminRepository implements services.AdminStore.
 type AdminRepository struct {
-	q *sqlcdb.Queries
+	q       *sqlcdb.Queries
+	chainID int64
 }
 
 // NewAdminRepository builds the repository on the pool.
-func NewAdminRepository(pool *pgxpool.Pool) *AdminRepository {
-	return &AdminRepository{q: sqlcdb.New(pool)}
+func NewAdminRepository(pool *pgxpool.Pool, chain services.ChainID) *AdminRepository {
+	return &AdminRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
 }
 
 // SignerStatus implements services.AdminStore.
 func (r *AdminRepository) SignerStatus(ctx context.Context, signer string) (services.SignerStatus, error) {
-	row, err := r.q.SignerStatus(ctx, signer)
+	row, err := r.q.SignerStatus(ctx, sqlcdb.SignerStatusParams{ChainID: r.chainID, Signer: signer})
 	if err != nil {
 		return services.SignerStatus{}, fmt.Errorf("signer status: %w", err)
 	}
@@ -38,7 +39,7 @@ func (r *AdminRepository) SignerStatus(ctx context.Context, signer string) (serv
 
 // ListStuck implements services.AdminStore.
 func (r *AdminRepository) ListStuck(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error) {
-	rows, err := r.q.ListStuck(ctx, sqlcdb.ListStuckParams{AnySigner: signer == "", Signer: signer, PageSize: int32(limit)})
+	rows, err := r.q.ListStuck(ctx, sqlcdb.ListStuckParams{ChainID: r.chainID, AnySigner: signer == "", Signer: signer, PageSize: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list stuck: %w", err)
 	}
@@ -55,7 +56,7 @@ func (r *AdminRepository) ListStuck(ctx context.Context, signer string, limit in
 
 // GetQuarantine implements services.AdminStore.
 func (r *AdminRepository) GetQuarantine(ctx context.Context, signer string) (services.Quarantine, error) {
-	row, err := r.q.GetQuarantine(ctx, signer)
+	row, err := r.q.GetQuarantine(ctx, sqlcdb.GetQuarantineParams{ChainID: r.chainID, Signer: signer})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return services.Quarantine{}, nil
 	}
@@ -70,7 +71,7 @@ func (r *AdminRepository) GetQuarantine(ctx context.Context, signer string) (ser
 
 // ReleaseQuarantine implements services.AdminStore.
 func (r *AdminRepository) ReleaseQuarantine(ctx context.Context, signer, by, note string) (bool, error) {
-	n, err := r.q.ReleaseQuarantine(ctx, sqlcdb.ReleaseQuarantineParams{Signer: signer, ReleasedBy: text(by), Note: text(note)})
+	n, err := r.q.ReleaseQuarantine(ctx, sqlcdb.ReleaseQuarantineParams{ChainID: r.chainID, Signer: signer, ReleasedBy: text(by), Note: text(note)})
 	if err != nil {
 		return false, fmt.Errorf("release quarantine: %w", err)
 	}

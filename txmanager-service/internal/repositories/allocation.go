@@ -15,15 +15,19 @@ import (
 )
 
 // AllocationRepository implements services.AllocationStore on the batch's session.
-type AllocationRepository struct{}
+type AllocationRepository struct {
+	chainID int64
+}
 
 // NewAllocationRepository builds the repository.
-func NewAllocationRepository() *AllocationRepository { return &AllocationRepository{} }
+func NewAllocationRepository(chain services.ChainID) *AllocationRepository {
+	return &AllocationRepository{chainID: chain.Int64()}
+}
 
 // LockLeaseAndReadCursor implements services.AllocationStore.
-func (AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (services.CursorState, error) {
+func (r AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (services.CursorState, error) {
 	signer, node, token := leaseArgs(lease)
-	row, err := sqlcdb.New(sess.DB()).LockLeaseAndReadCursor(ctx, sqlcdb.LockLeaseAndReadCursorParams{Signer: signer, NodeID: node, FencingToken: token})
+	row, err := sqlcdb.New(sess.DB()).LockLeaseAndReadCursor(ctx, sqlcdb.LockLeaseAndReadCursorParams{ChainID: r.chainID, Signer: signer, NodeID: node, FencingToken: token})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return services.CursorState{}, fencedError(lease, "lease check")
 	}
@@ -39,14 +43,15 @@ func (AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess txm
 }
 
 // Quarantine implements services.AllocationStore.
-func (AllocationRepository) Quarantine(ctx context.Context, sess txmanager.Session, lease domain.Lease, dbNext, chainNext uint64) (bool, error) {
-	return quarantine(ctx, sqlcdb.New(sess.DB()), lease, dbNext, chainNext)
+func (r AllocationRepository) Quarantine(ctx context.Context, sess txmanager.Session, lease domain.Lease, dbNext, chainNext uint64) (bool, error) {
+	return quarantine(ctx, sqlcdb.New(sess.DB()), r.chainID, lease, dbNext, chainNext)
 }
 
 // quarantine records a quarantine with the lease held (the one fenced write of it).
-func quarantine(ctx context.Context, q *sqlcdb.Queries, lease domain.Lease, dbNext, chainNext uint64) (bool, error) {
+func quarantine(ctx context.Context, q *sqlcdb.Queries, chainID int64, lease domain.Lease, dbNext, chainNext uint64) (bool, error) {
 	p := sqlcdb.QuarantineSignerParams{DbNextNonce: int64(dbNext), ChainNonce: int64(chainNext)}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = chainID
 	row, err := q.QuarantineSigner(ctx, p)
 	if _, err := fencedOutcome(lease, "quarantine", row.LeaseHeld, 0, err); err != nil {
 		return false, err
@@ -55,8 +60,8 @@ func quarantine(ctx context.Context, q *sqlcdb.Queries, lease domain.Lease, dbNe
 }
 
 // FindByRequestIDs implements services.AllocationStore.
-func (AllocationRepository) FindByRequestIDs(ctx context.Context, sess txmanager.Session, signer common.Address, requestIDs []string) (map[string]domain.ManagedTx, error) {
-	rows, err := sqlcdb.New(sess.DB()).FindTxsByRequestIDs(ctx, sqlcdb.FindTxsByRequestIDsParams{Signer: signer.Hex(), RequestIds: requestIDs})
+func (r AllocationRepository) FindByRequestIDs(ctx context.Context, sess txmanager.Session, signer common.Address, requestIDs []string) (map[string]domain.ManagedTx, error) {
+	rows, err := sqlcdb.New(sess.DB()).FindTxsByRequestIDs(ctx, sqlcdb.FindTxsByRequestIDsParams{ChainID: r.chainID, Signer: signer.Hex(), RequestIds: requestIDs})
 	if err != nil {
 		return nil, fmt.Errorf("find by request ids: %w", err)
 	}
@@ -73,7 +78,7 @@ func (AllocationRepository) FindByRequestIDs(ctx context.Context, sess txmanager
 
 // WriteAllocation implements services.AllocationStore: one fenced statement inserts the
 // signer's new transactions and advances its cursor to next.
-func (AllocationRepository) WriteAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, txs []domain.ManagedTx, next uint64) error {
+func (r AllocationRepository) WriteAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, txs []domain.ManagedTx, next uint64) error {
 	params := sqlcdb.WriteAllocationParams{
 		TxIds:        make([]string, len(txs)),
 		RequestIds:   make([]string, len(txs)),
@@ -83,6 +88,7 @@ func (AllocationRepository) WriteAllocation(ctx context.Context, sess txmanager.
 		NextNonce:    int64(next),
 	}
 	params.Signer, params.NodeID, params.FencingToken = leaseArgs(lease)
+	params.ChainID = r.chainID
 	// One timestamp for the batch, the one the callers were answered with.
 	params.CreatedAt = txs[0].CreatedAt
 	for i, tx := range txs {

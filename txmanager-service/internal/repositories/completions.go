@@ -27,9 +27,10 @@ func NewCompletionRepository(pool *pgxpool.Pool) *CompletionRepository {
 }
 
 // ListAfter implements services.CompletionStore.
-func (r *CompletionRepository) ListAfter(ctx context.Context, pos services.FeedPosition, limit int, signers []string) ([]services.Completion, error) {
+func (r *CompletionRepository) ListAfter(ctx context.Context, pos services.FeedPosition, limit int, signers []string, chainID uint64) ([]services.Completion, error) {
 	rows, err := r.q.ListCompletionsAfter(ctx, sqlcdb.ListCompletionsAfterParams{
 		AfterPosition: int64(pos), PageSize: int32(limit), AllSigners: signers == nil, Signers: signers,
+		AllChains: chainID == 0, ChainID: int64(chainID),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list completions: %w", err)
@@ -37,6 +38,7 @@ func (r *CompletionRepository) ListAfter(ctx context.Context, pos services.FeedP
 	out := make([]services.Completion, 0, len(rows))
 	for _, row := range rows {
 		c := services.Completion{
+			ChainID:     uint64(row.ChainID),
 			TxID:        row.TxID,
 			Signer:      common.HexToAddress(row.Signer),
 			Nonce:       uint64(row.Nonce),

@@ -35,8 +35,8 @@ func TestCompletionsFeedDeliversEachCommittedCompletionExactlyOnce(t *testing.T)
 	for i := range ids {
 		ids[i] = uuid.New()
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
-		SELECT id, 'feed-signer', '\x00', ordinality, '{"value":"0"}', 'CONFIRMED', 1 FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, ordinality)`, ids); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
+		SELECT 1337, id, 'feed-signer', '\x00', ordinality, '{"value":"0"}', 'CONFIRMED', 1 FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, ordinality)`, ids); err != nil {
 		t.Fatal(err)
 	}
 
@@ -56,7 +56,7 @@ func TestCompletionsFeedDeliversEachCommittedCompletionExactlyOnce(t *testing.T)
 				abort := r.IntN(10) == 0
 				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 					for _, id := range batch {
-						if _, err := tx.Exec(ctx, "INSERT INTO tx_completions (tx_id, signer, status) VALUES ($1, 'feed-signer', 'CONFIRMED')", id); err != nil {
+						if _, err := tx.Exec(ctx, "INSERT INTO tx_completions (chain_id, tx_id, signer, status) VALUES (1337, $1, 'feed-signer', 'CONFIRMED')", id); err != nil {
 							return err
 						}
 					}
@@ -126,7 +126,7 @@ func TestCompletionsFeedDeliversEachCommittedCompletionExactlyOnce(t *testing.T)
 			}
 		default:
 		}
-		page, err := feed.List(ctx, cursor, 1+r.IntN(9), nil, 0)
+		page, err := feed.List(ctx, cursor, 1+r.IntN(9), nil, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,18 +193,18 @@ func TestFeedDoesNotWaitForForeignTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := uuid.New()
-	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
-		VALUES ($1, 'feed-signer', '\x00', 1, '{"value":"0"}', 'CONFIRMED', 1)`, id); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
+		VALUES (1337, $1, 'feed-signer', '\x00', 1, '{"value":"0"}', 'CONFIRMED', 1)`, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, "INSERT INTO tx_completions (tx_id, signer, status) VALUES ($1, 'feed-signer', 'CONFIRMED')", id); err != nil {
+	if _, err := pool.Exec(ctx, "INSERT INTO tx_completions (chain_id, tx_id, signer, status) VALUES (1337, $1, 'feed-signer', 'CONFIRMED')", id); err != nil {
 		t.Fatal(err)
 	}
 	feed, sequencer := newFeed(t, pool)
 	if n, _, err := sequencer.Round(ctx); err != nil || n != 1 {
 		t.Fatalf("sequencer round with a foreign transaction open: %d positioned, %v", n, err)
 	}
-	page, err := feed.List(ctx, "", 10, nil, 0)
+	page, err := feed.List(ctx, "", 10, nil, 0, 0)
 	if err != nil || len(page.Completions) != 1 || page.Completions[0].TxID != id {
 		t.Fatalf("feed with a foreign transaction open: %+v, %v", page, err)
 	}
@@ -219,7 +219,7 @@ func TestFeedLongPollAndExpiredCursor(t *testing.T) {
 	feed, sequencer := newFeed(t, pool)
 	answered := make(chan time.Time, 1)
 	go func() {
-		page, err := feed.List(ctx, "", 10, nil, 10*time.Second)
+		page, err := feed.List(ctx, "", 10, nil, 0, 10*time.Second)
 		if err != nil || len(page.Completions) != 1 {
 			t.Errorf("long-poll: %+v, %v", page, err)
 		}
@@ -227,11 +227,11 @@ func TestFeedLongPollAndExpiredCursor(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	id := uuid.New()
-	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
-		VALUES ($1, 'feed-signer', '\x00', 1, '{"value":"0"}', 'CONFIRMED', 1)`, id); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
+		VALUES (1337, $1, 'feed-signer', '\x00', 1, '{"value":"0"}', 'CONFIRMED', 1)`, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, "INSERT INTO tx_completions (tx_id, signer, status) VALUES ($1, 'feed-signer', 'CONFIRMED')", id); err != nil {
+	if _, err := pool.Exec(ctx, "INSERT INTO tx_completions (chain_id, tx_id, signer, status) VALUES (1337, $1, 'feed-signer', 'CONFIRMED')", id); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := sequencer.Round(ctx); err != nil {
@@ -250,10 +250,10 @@ func TestFeedLongPollAndExpiredCursor(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE feed_sequencer SET pruned_through = 5"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := feed.List(ctx, "3", 10, nil, 0); !errors.Is(err, services.ErrCursorExpired) {
+	if _, err := feed.List(ctx, "3", 10, nil, 0, 0); !errors.Is(err, services.ErrCursorExpired) {
 		t.Fatalf("cursor below what retention deleted: %v, want ErrCursorExpired", err)
 	}
-	if _, err := feed.List(ctx, "5", 10, nil, 0); err != nil {
+	if _, err := feed.List(ctx, "5", 10, nil, 0, 0); err != nil {
 		t.Fatalf("cursor at the retention mark: %v", err)
 	}
 }

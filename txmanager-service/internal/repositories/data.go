@@ -14,35 +14,40 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
-// ProviderSet is the data layer: pool, transaction manager and repositories.
+// ProviderSet is the data layer the whole process shares: pool, transaction manager and the
+// repositories of what is not per chain (feed, nodes, retention, chain identities).
 var ProviderSet = wire.NewSet(
 	NewServerWatch,
-	wire.Bind(new(services.DatabaseServerEpoch), new(*ServerWatch)),
 	NewPool,
 	NewTxManagerConfig,
 	txmanager.ProviderSetWithDependencies,
+	NewCompletionRepository,
+	wire.Bind(new(services.CompletionStore), new(*CompletionRepository)),
+	NewNodeRepository,
+	wire.Bind(new(services.NodeStore), new(*NodeRepository)),
+	NewRetentionRepository,
+	wire.Bind(new(services.RetentionStore), new(*RetentionRepository)),
+	NewChainIdentityRepository,
+	wire.Bind(new(services.ChainIdentityStore), new(*ChainIdentityRepository)),
+)
+
+// ChainProviderSet is the repositories of one chain: each reads and writes that chain's
+// rows only.
+var ChainProviderSet = wire.NewSet(
 	NewLeaseRepository,
 	wire.Bind(new(services.LeaseStore), new(*LeaseRepository)),
 	NewAllocationRepository,
 	wire.Bind(new(services.AllocationStore), new(*AllocationRepository)),
 	NewTxRepository,
 	wire.Bind(new(services.TxReader), new(*TxRepository)),
-	NewCompletionRepository,
-	wire.Bind(new(services.CompletionStore), new(*CompletionRepository)),
 	NewPipelineRepository,
 	wire.Bind(new(services.PipelineStore), new(*PipelineRepository)),
-	NewNodeRepository,
-	wire.Bind(new(services.NodeStore), new(*NodeRepository)),
 	NewAdminRepository,
 	wire.Bind(new(services.AdminStore), new(*AdminRepository)),
 	NewRecoveryRepository,
 	wire.Bind(new(services.ChainCheckStore), new(*RecoveryRepository)),
-	NewRetentionRepository,
-	wire.Bind(new(services.RetentionStore), new(*RetentionRepository)),
-	NewChainIdentityRepository,
 	NewFundsRepository,
 	wire.Bind(new(services.FundsStore), new(*FundsRepository)),
-	wire.Bind(new(services.ChainIdentityStore), new(*ChainIdentityRepository)),
 )
 
 // NewPool opens the service's connection pool and checks it can reach the database; watch

@@ -33,11 +33,11 @@ var unfencedQueries = map[string]string{
 	"ReleaseQuarantine": "an operator's release",
 }
 
-// leaseCheck is the one fencing clause: the lease row of the signer, still held by this
+// leaseCheck is the one fencing clause: the lease row of the signer on the chain, still held by this
 // node with this token and unexpired, locked FOR KEY SHARE so that a takeover (an UPDATE of
 // that row's key columns owner_node and fencing_token) waits for the writing statement's
 // transaction to end, while the owner's renewal (expires_at only) does not.
-const leaseCheck = "lease as materialized ( select 1 from signer_lease sl where sl.signer = @signer and sl.owner_node = @node_id " +
+const leaseCheck = "lease as materialized ( select 1 from signer_lease sl where sl.chain_id = @chain_id and sl.signer = @signer and sl.owner_node = @node_id " +
 	"and sl.fencing_token = @fencing_token and sl.expires_at > now() for key share )"
 
 type namedQuery struct {
@@ -212,9 +212,9 @@ func TestFencingCheckerCatchesUnfencedWrites(t *testing.T) {
 			"c AS ( INSERT INTO tx_completions (tx_id) SELECT tx_id FROM u RETURNING 1 ) SELECT 1", true},
 		{"lease CTE present but the write ignores it", lease + "u AS ( UPDATE managed_tx m SET state = 'X' WHERE m.tx_id = @id RETURNING 1 ) SELECT 1", false},
 		{"no lease CTE", "UPDATE managed_tx SET state = 'X' WHERE tx_id = @id", false},
-		{"lease CTE without FOR KEY SHARE", "WITH lease AS MATERIALIZED ( SELECT 1 FROM signer_lease sl WHERE sl.signer = @signer AND sl.owner_node = @node_id " +
+		{"lease CTE without FOR KEY SHARE", "WITH lease AS MATERIALIZED ( SELECT 1 FROM signer_lease sl WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id " +
 			"AND sl.fencing_token = @fencing_token AND sl.expires_at > now() ) UPDATE managed_tx m SET state = 'X' FROM lease", false},
-		{"lease CTE without expiry", "WITH lease AS MATERIALIZED ( SELECT 1 FROM signer_lease sl WHERE sl.signer = @signer AND sl.owner_node = @node_id " +
+		{"lease CTE without expiry", "WITH lease AS MATERIALIZED ( SELECT 1 FROM signer_lease sl WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id " +
 			"AND sl.fencing_token = @fencing_token FOR KEY SHARE ) UPDATE managed_tx m SET state = 'X' FROM lease", false},
 		{"unclassified table", "DELETE FROM some_new_table WHERE id = 1", false},
 		{"node registry", "UPDATE node_registry SET stopped_at = now() WHERE node_id = @node_id", true},

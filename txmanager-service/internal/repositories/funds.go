@@ -8,21 +8,23 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
 // FundsRepository implements services.FundsStore.
 type FundsRepository struct {
-	q *sqlcdb.Queries
+	q       *sqlcdb.Queries
+	chainID int64
 }
 
 // NewFundsRepository builds the repository on the pool.
-func NewFundsRepository(pool *pgxpool.Pool) *FundsRepository {
-	return &FundsRepository{q: sqlcdb.New(pool)}
+func NewFundsRepository(pool *pgxpool.Pool, chain services.ChainID) *FundsRepository {
+	return &FundsRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
 }
 
 // UnminedCost implements services.FundsStore.
 func (r *FundsRepository) UnminedCost(ctx context.Context, signer string, fallbackFee *big.Int) (*big.Int, error) {
-	text, err := r.q.UnminedCost(ctx, sqlcdb.UnminedCostParams{Signer: signer, FallbackFee: fallbackFee.String()})
+	text, err := r.q.UnminedCost(ctx, sqlcdb.UnminedCostParams{ChainID: r.chainID, Signer: signer, FallbackFee: fallbackFee.String()})
 	if err != nil {
 		return nil, fmt.Errorf("unmined cost of %s: %w", signer, err)
 	}

@@ -17,17 +17,18 @@ import (
 // LeaseRepository implements services.LeaseStore. Each call is one autocommitted statement:
 // acquireOrRenew is atomic on its own.
 type LeaseRepository struct {
-	q *sqlcdb.Queries
+	q       *sqlcdb.Queries
+	chainID int64
 }
 
 // NewLeaseRepository builds the repository on the pool.
-func NewLeaseRepository(pool *pgxpool.Pool) *LeaseRepository {
-	return &LeaseRepository{q: sqlcdb.New(pool)}
+func NewLeaseRepository(pool *pgxpool.Pool, chain services.ChainID) *LeaseRepository {
+	return &LeaseRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
 }
 
 // AcquireOrRenew implements services.LeaseStore.
 func (r *LeaseRepository) AcquireOrRenew(ctx context.Context, signer, node string, duration, skew time.Duration) (services.LeaseGrant, error) {
-	params := sqlcdb.AcquireOrRenewLeaseParams{Signer: signer, NodeID: node, DurationSeconds: duration.Seconds(), SkewSeconds: skew.Seconds()}
+	params := sqlcdb.AcquireOrRenewLeaseParams{ChainID: r.chainID, Signer: signer, NodeID: node, DurationSeconds: duration.Seconds(), SkewSeconds: skew.Seconds()}
 	row, err := r.q.AcquireOrRenewLease(ctx, params)
 	for attempt := 0; errors.Is(err, pgx.ErrNoRows) && attempt < 3; attempt++ {
 		// Two nodes created the signer's first lease at once: ours lost the insert race and
@@ -49,7 +50,7 @@ func (r *LeaseRepository) AcquireOrRenew(ctx context.Context, signer, node strin
 
 // Renew implements services.LeaseStore.
 func (r *LeaseRepository) Renew(ctx context.Context, node string, signers []string, duration time.Duration) ([]services.LeaseGrant, error) {
-	rows, err := r.q.RenewLeases(ctx, sqlcdb.RenewLeasesParams{NodeID: node, Signers: signers, DurationSeconds: duration.Seconds()})
+	rows, err := r.q.RenewLeases(ctx, sqlcdb.RenewLeasesParams{ChainID: r.chainID, NodeID: node, Signers: signers, DurationSeconds: duration.Seconds()})
 	if err != nil {
 		return nil, fmt.Errorf("renew %d leases: %w", len(signers), err)
 	}
@@ -63,7 +64,7 @@ func (r *LeaseRepository) Renew(ctx context.Context, node string, signers []stri
 // Release implements services.LeaseStore.
 func (r *LeaseRepository) Release(ctx context.Context, lease domain.Lease) error {
 	signer, node, token := leaseArgs(lease)
-	if _, err := r.q.ReleaseLease(ctx, sqlcdb.ReleaseLeaseParams{Signer: signer, NodeID: node, FencingToken: token}); err != nil {
+	if _, err := r.q.ReleaseLease(ctx, sqlcdb.ReleaseLeaseParams{ChainID: r.chainID, Signer: signer, NodeID: node, FencingToken: token}); err != nil {
 		return fmt.Errorf("release lease %s: %w", signer, err)
 	}
 	return nil

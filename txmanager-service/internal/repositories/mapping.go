@@ -72,6 +72,7 @@ func decodeWei(s string) (*big.Int, error) {
 func toDomain(row sqlcdb.ManagedTx) (domain.ManagedTx, error) {
 	tx := domain.ManagedTx{
 		ID:             row.TxID,
+		ChainID:        uint64(row.ChainID),
 		Signer:         common.HexToAddress(row.Signer),
 		SignerHex:      row.Signer,
 		RequestID:      row.RequestID.String,

@@ -2,22 +2,79 @@ package repositories
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/jackc/pgx/v5"
 )
 
 // migrationLockKey serialises migrators of all nodes through one advisory lock.
 const migrationLockKey int64 = 0x74786d6772 // "txmgr"
 
-// Migrate applies the *.sql files of fsys that the database has not seen, in name order,
-// each in its own transaction together with its schema_migrations row. It takes a session
-// advisory lock, so it needs a direct connection (not a transaction-mode pooler), and it
-// is safe to run from several nodes at once. It returns the names it applied.
-func Migrate(ctx context.Context, dsn string, fsys fs.FS) ([]string, error) {
+// MigrateOptions tune a migration run.
+type MigrateOptions struct {
+	// ConfiguredChainID labels existing rows when a migration gives them a chain and the
+	// database recorded none (0: not configured).
+	ConfiguredChainID uint64
+	// StepLockTimeout bounds how long a step waits for a table lock before it gives up and
+	// tries again, so a step never queues readers behind a long transaction (default 2 s).
+	StepLockTimeout time.Duration
+}
+
+// stepMarker starts a step of a migration file; "no-transaction" marks a step that must run
+// outside a transaction (CREATE INDEX CONCURRENTLY). A file without markers is one step.
+const stepMarker = "-- txm:step"
+
+// migrationStep is one part of a migration file, run on its own.
+type migrationStep struct {
+	sql           string
+	noTransaction bool
+}
+
+// splitSteps cuts a migration file at its step markers.
+func splitSteps(body string) []migrationStep {
+	var steps []migrationStep
+	current := migrationStep{}
+	var text strings.Builder
+	flush := func() {
+		if sql := strings.TrimSpace(text.String()); sql != "" {
+			current.sql = sql
+			steps = append(steps, current)
+		}
+		text.Reset()
+	}
+	for _, line := range strings.SplitAfter(body, "\n") {
+		if marker, ok := strings.CutPrefix(strings.TrimSpace(line), stepMarker); ok {
+			flush()
+			current = migrationStep{noTransaction: strings.TrimSpace(marker) == "no-transaction"}
+			continue
+		}
+		text.WriteString(line)
+	}
+	flush()
+	return steps
+}
+
+// Migrate applies the *.sql files of fsys that the database has not seen, in name order.
+// A file runs step by step (see stepMarker); its last transactional step commits together
+// with its schema_migrations row, so a file is recorded only when all of it is done and the
+// steps before are written to be run again after an interruption. It takes a session
+// advisory lock, so it needs a direct connection (not a transaction-mode pooler), and it is
+// safe to run from several nodes at once. It returns the names it applied.
+func Migrate(ctx context.Context, dsn string, fsys fs.FS, opts ...MigrateOptions) ([]string, error) {
+	var o MigrateOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.StepLockTimeout <= 0 {
+		o.StepLockTimeout = 2 * time.Second
+	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: connect: %w", err)
@@ -28,6 +85,11 @@ func Migrate(ctx context.Context, dsn string, fsys fs.FS) ([]string, error) {
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLockKey) //nolint:errcheck // the session ends right after
 
+	if o.ConfiguredChainID != 0 {
+		if _, err := conn.Exec(ctx, "SELECT set_config('txm.configured_chain_id', $1, false)", strconv.FormatUint(o.ConfiguredChainID, 10)); err != nil {
+			return nil, fmt.Errorf("migrate: configured chain: %w", err)
+		}
+	}
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return nil, fmt.Errorf("migrate: bookkeeping table: %w", err)
@@ -60,17 +122,81 @@ func Migrate(ctx context.Context, dsn string, fsys fs.FS) ([]string, error) {
 		if err != nil {
 			return done, err
 		}
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1)", version)
-			return err
-		})
-		if err != nil {
+		steps := splitSteps(string(body))
+		if err := applyFile(ctx, conn, version, steps, len(steps) > 1, o.StepLockTimeout); err != nil {
 			return done, fmt.Errorf("migrate: %s: %w", name, err)
 		}
 		done = append(done, version)
 	}
 	return done, nil
+}
+
+// applyFile runs a file's steps and records it with the last transactional one (or alone
+// after them when the last step cannot run in a transaction).
+func applyFile(ctx context.Context, conn *pgx.Conn, version string, steps []migrationStep, boundLocks bool, lockTimeout time.Duration) error {
+	record := func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1)", version)
+		return err
+	}
+	last := len(steps) - 1
+	for i, step := range steps {
+		if step.noTransaction {
+			if _, err := conn.Exec(ctx, step.sql); err != nil {
+				return fmt.Errorf("step %d: %w", i+1, err)
+			}
+			if i == last {
+				return pgx.BeginFunc(ctx, conn, record)
+			}
+			continue
+		}
+		err := runStepBounded(ctx, conn, boundLocks, lockTimeout, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, step.sql); err != nil {
+				return err
+			}
+			if i == last {
+				return record(tx)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("step %d: %w", i+1, err)
+		}
+	}
+	if len(steps) == 0 {
+		return pgx.BeginFunc(ctx, conn, record)
+	}
+	return nil
+}
+
+// sqlStateLockNotAvailable is PostgreSQL's answer when lock_timeout ran out.
+const sqlStateLockNotAvailable = "55P03"
+
+// stepLockAttempts is how often a step that could not get its locks in time is tried.
+const stepLockAttempts = 30
+
+// runStepBounded runs one transactional step. A step of a multi-step (online) migration
+// waits at most lockTimeout for each lock: a step queued behind a long transaction would
+// hold every reader that arrives after it, so it steps aside and tries again instead.
+func runStepBounded(ctx context.Context, conn *pgx.Conn, bounded bool, lockTimeout time.Duration, step func(pgx.Tx) error) error {
+	if !bounded {
+		return pgx.BeginFunc(ctx, conn, step)
+	}
+	var err error
+	for attempt := 0; attempt < stepLockAttempts; attempt++ {
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", lockTimeout.Milliseconds())); err != nil {
+				return err
+			}
+			return step(tx)
+		})
+		if txmanager.SQLState(err) != sqlStateLockNotAvailable {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(lockTimeout / 2):
+		}
+	}
+	return fmt.Errorf("no lock within %s in %d attempts: %w", lockTimeout, stepLockAttempts, err)
 }

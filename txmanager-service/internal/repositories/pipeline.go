@@ -22,12 +22,13 @@ import (
 // PipelineRepository implements services.PipelineStore. Each write is one autocommitted,
 // fenced statement.
 type PipelineRepository struct {
-	q *sqlcdb.Queries
+	q       *sqlcdb.Queries
+	chainID int64
 }
 
 // NewPipelineRepository builds the repository on the pool.
-func NewPipelineRepository(pool *pgxpool.Pool) *PipelineRepository {
-	return &PipelineRepository{q: sqlcdb.New(pool)}
+func NewPipelineRepository(pool *pgxpool.Pool, chain services.ChainID) *PipelineRepository {
+	return &PipelineRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
 }
 
 // fencedOutcome turns a fenced statement's (lease_held, updated) into FENCED or a count.
@@ -45,7 +46,7 @@ func text(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} 
 
 // ListAllocated implements services.PipelineStore.
 func (r *PipelineRepository) ListAllocated(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error) {
-	rows, err := r.q.ListAllocated(ctx, sqlcdb.ListAllocatedParams{Signer: signer, MaxRows: int32(limit)})
+	rows, err := r.q.ListAllocated(ctx, sqlcdb.ListAllocatedParams{ChainID: r.chainID, Signer: signer, MaxRows: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list allocated: %w", err)
 	}
@@ -64,6 +65,7 @@ func (r *PipelineRepository) ListAllocated(ctx context.Context, signer string, l
 func (r *PipelineRepository) MarkSigned(ctx context.Context, lease domain.Lease, attempts []services.SignedAttempt, resubmitAfter time.Duration) error {
 	p := sqlcdb.MarkSignedParams{ResubmitAfterSeconds: resubmitAfter.Seconds()}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
 	for _, a := range attempts {
 		p.TxIds = append(p.TxIds, a.TxID.String())
 		p.TxHashes = append(p.TxHashes, a.Hash.Hex())
@@ -82,6 +84,7 @@ func (r *PipelineRepository) MarkSigned(ctx context.Context, lease domain.Lease,
 func (r *PipelineRepository) RecordBroadcasts(ctx context.Context, lease domain.Lease, outcomes []services.BroadcastOutcome) error {
 	var p sqlcdb.RecordBroadcastsParams
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
 	for _, o := range outcomes {
 		p.TxIds = append(p.TxIds, o.TxID.String())
 		p.SubStates = append(p.SubStates, o.SubState)
@@ -94,7 +97,7 @@ func (r *PipelineRepository) RecordBroadcasts(ctx context.Context, lease domain.
 
 // ListAwaitingReceipt implements services.PipelineStore.
 func (r *PipelineRepository) ListAwaitingReceipt(ctx context.Context, signers []string) ([]services.TrackedTx, error) {
-	rows, err := r.q.ListAwaitingReceipt(ctx, signers)
+	rows, err := r.q.ListAwaitingReceipt(ctx, sqlcdb.ListAwaitingReceiptParams{ChainID: r.chainID, Signers: signers})
 	if err != nil {
 		return nil, fmt.Errorf("list awaiting receipt: %w", err)
 	}
@@ -113,6 +116,7 @@ func (r *PipelineRepository) ListAwaitingReceipt(ctx context.Context, signers []
 func (r *PipelineRepository) RecordReceipts(ctx context.Context, lease domain.Lease, found []services.FoundReceipt) (int, error) {
 	var p sqlcdb.RecordReceiptsParams
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
 	for _, f := range found {
 		payload, err := json.Marshal(receiptPayload{
 			TxHash: f.Receipt.TxHash.Hex(), Status: f.Receipt.Status, BlockNumber: f.Receipt.BlockNumber,
@@ -133,7 +137,7 @@ func (r *PipelineRepository) RecordReceipts(ctx context.Context, lease domain.Le
 
 // ListMined implements services.PipelineStore.
 func (r *PipelineRepository) ListMined(ctx context.Context, signers []string) ([]services.MinedTx, error) {
-	rows, err := r.q.ListMined(ctx, signers)
+	rows, err := r.q.ListMined(ctx, sqlcdb.ListMinedParams{ChainID: r.chainID, Signers: signers})
 	if err != nil {
 		return nil, fmt.Errorf("list mined: %w", err)
 	}
@@ -152,6 +156,7 @@ func (r *PipelineRepository) ListMined(ctx context.Context, signers []string) ([
 func (r *PipelineRepository) RevertReorged(ctx context.Context, lease domain.Lease, txs []services.MinedTx) (int, error) {
 	var p sqlcdb.RevertReorgedParams
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
 	for _, t := range txs {
 		p.TxIds = append(p.TxIds, t.TxID.String())
 		p.BlockHashes = append(p.BlockHashes, t.BlockHash.Hex())
@@ -164,6 +169,7 @@ func (r *PipelineRepository) RevertReorged(ctx context.Context, lease domain.Lea
 func (r *PipelineRepository) Finalize(ctx context.Context, lease domain.Lease, finals []services.Finalization) (int, error) {
 	var p sqlcdb.FinalizeTxsParams
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
 	for _, f := range finals {
 		p.TxIds = append(p.TxIds, f.Tx.TxID.String())
 		p.BlockHashes = append(p.BlockHashes, f.Tx.BlockHash.Hex())
@@ -176,7 +182,7 @@ func (r *PipelineRepository) Finalize(ctx context.Context, lease domain.Lease, f
 
 // ListResubmitDue implements services.PipelineStore.
 func (r *PipelineRepository) ListResubmitDue(ctx context.Context, signer string, limit int) ([]services.DueResubmit, error) {
-	rows, err := r.q.ListResubmitDue(ctx, sqlcdb.ListResubmitDueParams{Signer: signer, MaxRows: int32(limit)})
+	rows, err := r.q.ListResubmitDue(ctx, sqlcdb.ListResubmitDueParams{ChainID: r.chainID, Signer: signer, MaxRows: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list resubmit due: %w", err)
 	}
@@ -210,6 +216,7 @@ func (r *PipelineRepository) ClaimResubmits(ctx context.Context, lease domain.Le
 		p.TxIds[i] = id.String()
 	}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
 	row, err := r.q.ClaimResubmits(ctx, p)
 	if _, err := fencedOutcome(lease, "resubmit claim", row.LeaseHeld, int64(len(row.ClaimedIds)), err); err != nil {
 		return nil, err
@@ -219,7 +226,7 @@ func (r *PipelineRepository) ClaimResubmits(ctx context.Context, lease domain.Le
 
 // LowestOpenNonce implements services.PipelineStore.
 func (r *PipelineRepository) LowestOpenNonce(ctx context.Context, signer string) (int64, error) {
-	nonce, err := r.q.LowestOpenNonce(ctx, signer)
+	nonce, err := r.q.LowestOpenNonce(ctx, sqlcdb.LowestOpenNonceParams{ChainID: r.chainID, Signer: signer})
 	if err != nil {
 		return 0, fmt.Errorf("lowest open nonce: %w", err)
 	}
@@ -230,6 +237,7 @@ func (r *PipelineRepository) LowestOpenNonce(ctx context.Context, signer string)
 func (r *PipelineRepository) InsertPlaceholders(ctx context.Context, lease domain.Lease, txs []domain.ManagedTx) (int, error) {
 	var p sqlcdb.InsertPlaceholdersParams
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
 	for _, tx := range txs {
 		payload, err := encodePayload(tx)
 		if err != nil {
@@ -248,6 +256,7 @@ func (r *PipelineRepository) InsertPlaceholders(ctx context.Context, lease domai
 func (r *PipelineRepository) RecordReplacements(ctx context.Context, lease domain.Lease, replacements []services.Replacement) ([]uuid.UUID, error) {
 	var p sqlcdb.RecordReplacementsParams
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
 	for _, rp := range replacements {
 		a := rp.Attempt
 		p.TxIds = append(p.TxIds, a.TxID.String())
@@ -269,12 +278,12 @@ func (r *PipelineRepository) RecordReplacements(ctx context.Context, lease domai
 
 // HeadOfLine implements services.PipelineStore.
 func (r *PipelineRepository) HeadOfLine(ctx context.Context, signer string) (*services.HeadOfLineTx, error) {
-	return r.resolvable(ctx, sqlcdb.GetResolvableParams{Signer: pgtype.Text{String: signer, Valid: true}})
+	return r.resolvable(ctx, sqlcdb.GetResolvableParams{ChainID: r.chainID, Signer: pgtype.Text{String: signer, Valid: true}})
 }
 
 // Resolvable implements services.PipelineStore.
 func (r *PipelineRepository) Resolvable(ctx context.Context, txID uuid.UUID) (*services.HeadOfLineTx, error) {
-	return r.resolvable(ctx, sqlcdb.GetResolvableParams{TxID: pgtype.UUID{Bytes: txID, Valid: true}})
+	return r.resolvable(ctx, sqlcdb.GetResolvableParams{ChainID: r.chainID, TxID: pgtype.UUID{Bytes: txID, Valid: true}})
 }
 
 func (r *PipelineRepository) resolvable(ctx context.Context, p sqlcdb.GetResolvableParams) (*services.HeadOfLineTx, error) {
@@ -318,6 +327,7 @@ func (r *PipelineRepository) ClaimStuckResolution(ctx context.Context, lease dom
 		Reason: claim.Reason, Action: string(claim.Action),
 	}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
 	row, err := r.q.ClaimStuckResolution(ctx, p)
 	n, err := fencedOutcome(lease, "stuck resolution claim", row.LeaseHeld, row.Updated, err)
 	return n == 1, err
@@ -331,6 +341,7 @@ func (r *PipelineRepository) RecordAttempt(ctx context.Context, lease domain.Lea
 		SubState: text(subState), ResubmitAfterSeconds: resubmitAfter.Seconds(),
 	}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
 	row, err := r.q.RecordAttempt(ctx, p)
 	_, err = fencedOutcome(lease, "attempt", row.LeaseHeld, row.Updated, err)
 	return err
@@ -338,7 +349,7 @@ func (r *PipelineRepository) RecordAttempt(ctx context.Context, lease domain.Lea
 
 // ListOpenSigners implements services.PipelineStore.
 func (r *PipelineRepository) ListOpenSigners(ctx context.Context) ([]services.OpenSigner, error) {
-	rows, err := r.q.ListOpenSigners(ctx)
+	rows, err := r.q.ListOpenSigners(ctx, r.chainID)
 	if err != nil {
 		return nil, fmt.Errorf("list open signers: %w", err)
 	}
@@ -351,7 +362,7 @@ func (r *PipelineRepository) ListOpenSigners(ctx context.Context) ([]services.Op
 
 // OldestPendingAges implements services.PipelineStore.
 func (r *PipelineRepository) OldestPendingAges(ctx context.Context, signers []string) (map[string]float64, error) {
-	rows, err := r.q.OldestPendingAges(ctx, signers)
+	rows, err := r.q.OldestPendingAges(ctx, sqlcdb.OldestPendingAgesParams{ChainID: r.chainID, Signers: signers})
 	if err != nil {
 		return nil, fmt.Errorf("oldest pending ages: %w", err)
 	}

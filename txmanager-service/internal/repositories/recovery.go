@@ -13,19 +13,20 @@ import (
 
 // RecoveryRepository implements services.ChainCheckStore.
 type RecoveryRepository struct {
-	q *sqlcdb.Queries
+	q       *sqlcdb.Queries
+	chainID int64
 }
 
 // NewRecoveryRepository builds the repository on the pool.
-func NewRecoveryRepository(pool *pgxpool.Pool) *RecoveryRepository {
-	return &RecoveryRepository{q: sqlcdb.New(pool)}
+func NewRecoveryRepository(pool *pgxpool.Pool, chain services.ChainID) *RecoveryRepository {
+	return &RecoveryRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
 }
 
 var _ services.ChainCheckStore = (*RecoveryRepository)(nil)
 
 // SignerChainCheck implements services.ChainCheckStore.
 func (r *RecoveryRepository) SignerChainCheck(ctx context.Context, signer string) (int64, bool, error) {
-	row, err := r.q.SignerChainCheck(ctx, signer)
+	row, err := r.q.SignerChainCheck(ctx, sqlcdb.SignerChainCheckParams{ChainID: r.chainID, Signer: signer})
 	if err != nil {
 		return 0, false, fmt.Errorf("signer chain check: %w", err)
 	}
@@ -34,12 +35,12 @@ func (r *RecoveryRepository) SignerChainCheck(ctx context.Context, signer string
 
 // Quarantine implements services.ChainCheckStore.
 func (r *RecoveryRepository) Quarantine(ctx context.Context, lease domain.Lease, dbNext, chainNext uint64) (bool, error) {
-	return quarantine(ctx, r.q, lease, dbNext, chainNext)
+	return quarantine(ctx, r.q, r.chainID, lease, dbNext, chainNext)
 }
 
 // ListNonceTaken implements services.ChainCheckStore.
 func (r *RecoveryRepository) ListNonceTaken(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error) {
-	rows, err := r.q.ListNonceTaken(ctx, sqlcdb.ListNonceTakenParams{Signer: signer, MaxRows: int32(limit)})
+	rows, err := r.q.ListNonceTaken(ctx, sqlcdb.ListNonceTakenParams{ChainID: r.chainID, Signer: signer, MaxRows: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list nonce taken: %w", err)
 	}
@@ -58,6 +59,7 @@ func (r *RecoveryRepository) ListNonceTaken(ctx context.Context, signer string, 
 func (r *RecoveryRepository) FailNonceTaken(ctx context.Context, lease domain.Lease, tx domain.ManagedTx, reason string) error {
 	p := sqlcdb.FailNonceTakenParams{TxID: tx.ID, Reason: text(reason)}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
 	row, err := r.q.FailNonceTaken(ctx, p)
 	_, err = fencedOutcome(lease, "nonce taken", row.LeaseHeld, row.Updated, err)
 	return err

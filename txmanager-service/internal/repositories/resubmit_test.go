@@ -31,19 +31,19 @@ func TestClaimResubmitsInEveryExecMode(t *testing.T) {
 			pool := testsupport.MigratedPool(t, func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = mode })
 			ctx := t.Context()
 			const signer = "0x00000000000000000000000000000000000000aa"
-			grant, err := repositories.NewLeaseRepository(pool).AcquireOrRenew(ctx, signer, "node-a", time.Minute, time.Second)
+			grant, err := repositories.NewLeaseRepository(pool, testChain()).AcquireOrRenew(ctx, signer, "node-a", time.Minute, time.Second)
 			if err != nil || !grant.Acquired {
 				t.Fatalf("acquire lease: %+v, %v", grant, err)
 			}
 			lease := domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
 			due, notDue := uuid.New(), uuid.New()
-			if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, fencing_token, next_resubmit_at)
-				VALUES ($1, $3, '\x00', 0, '{"value":"0"}', 'TRACKING', $4, now() - interval '1 second'),
-				       ($2, $3, '\x00', 1, '{"value":"0"}', 'TRACKING', $4, now() + interval '1 hour')`,
+			if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, next_resubmit_at)
+				VALUES (1337, $1, $3, '\x00', 0, '{"value":"0"}', 'TRACKING', $4, now() - interval '1 second'),
+				       (1337, $2, $3, '\x00', 1, '{"value":"0"}', 'TRACKING', $4, now() + interval '1 hour')`,
 				due, notDue, signer, int64(grant.Token)); err != nil {
 				t.Fatal(err)
 			}
-			repo := repositories.NewPipelineRepository(pool)
+			repo := repositories.NewPipelineRepository(pool, testChain())
 
 			claimed, err := repo.ClaimResubmits(ctx, lease, []uuid.UUID{due, notDue}, time.Minute)
 			if err != nil || !slices.Equal(claimed, []uuid.UUID{due}) {

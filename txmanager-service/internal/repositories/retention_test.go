@@ -36,15 +36,15 @@ func TestRetentionPrunesTheOldestFinalTransactions(t *testing.T) {
 	}
 	for i, age := range ages {
 		id := uuid.New()
-		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, fencing_token, confirmed_at)
-			VALUES ($1, 'old-signer', '\x00', $2, '{"value":"0"}', 'CONFIRMED', 1, $3)`, id, i, now.Add(-age)); err != nil {
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, confirmed_at)
+			VALUES (1337, $1, 'old-signer', '\x00', $2, '{"value":"0"}', 'CONFIRMED', 1, $3)`, id, i, now.Add(-age)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(ctx, `INSERT INTO tx_attempt (tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-			VALUES ($1, $2, 'old-signer', $3, 'ORIGINAL', 1, 1, 21000, '\x00', 1)`, uuid.NewString(), id, i); err != nil {
+		if _, err := pool.Exec(ctx, `INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+			VALUES (1337, $1, $2, 'old-signer', $3, 'ORIGINAL', 1, 1, 21000, '\x00', 1)`, uuid.NewString(), id, i); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(ctx, "INSERT INTO tx_completions (tx_id, signer, status, completed_at) VALUES ($1, 'old-signer', 'CONFIRMED', $2)", id, now.Add(-age)); err != nil {
+		if _, err := pool.Exec(ctx, "INSERT INTO tx_completions (chain_id, tx_id, signer, status, completed_at) VALUES (1337, $1, 'old-signer', 'CONFIRMED', $2)", id, now.Add(-age)); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := sequencer.Round(ctx); err != nil {
@@ -65,13 +65,13 @@ func TestRetentionPrunesTheOldestFinalTransactions(t *testing.T) {
 	if txs != 6 || attempts != 6 || completions != 6 {
 		t.Fatalf("left %d transactions, %d attempts, %d completions; want 6 of each", txs, attempts, completions)
 	}
-	if _, err := feed.List(ctx, "", 10, nil, 0); err != nil {
+	if _, err := feed.List(ctx, "", 10, nil, 0, 0); err != nil {
 		t.Fatalf("reading from the start after pruning: %v", err)
 	}
-	if _, err := feed.List(ctx, "12", 10, nil, 0); !errors.Is(err, services.ErrCursorExpired) {
+	if _, err := feed.List(ctx, "12", 10, nil, 0, 0); !errors.Is(err, services.ErrCursorExpired) {
 		t.Fatalf("a cursor into pruned positions: %v, want ErrCursorExpired", err)
 	}
-	page, err := feed.List(ctx, "30", 100, nil, 0)
+	page, err := feed.List(ctx, "30", 100, nil, 0, 0)
 	if err != nil || len(page.Completions) != 6 {
 		t.Fatalf("from the retention mark: %d completions, %v; want the 6 left", len(page.Completions), err)
 	}

@@ -13,15 +13,19 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
 // TxRepository reads managed transactions; single-row reads need no transaction.
 type TxRepository struct {
-	q *sqlcdb.Queries
+	q       *sqlcdb.Queries
+	chainID int64
 }
 
 // NewTxRepository builds the repository on the pool.
-func NewTxRepository(pool *pgxpool.Pool) *TxRepository { return &TxRepository{q: sqlcdb.New(pool)} }
+func NewTxRepository(pool *pgxpool.Pool, chain services.ChainID) *TxRepository {
+	return &TxRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
+}
 
 // GetByID implements services.TxReader.
 func (r *TxRepository) GetByID(ctx context.Context, id uuid.UUID) (domain.ManagedTx, error) {
@@ -31,7 +35,7 @@ func (r *TxRepository) GetByID(ctx context.Context, id uuid.UUID) (domain.Manage
 
 // GetByRequestID implements services.TxReader.
 func (r *TxRepository) GetByRequestID(ctx context.Context, signer common.Address, requestID string) (domain.ManagedTx, error) {
-	row, err := r.q.GetTxByRequestID(ctx, sqlcdb.GetTxByRequestIDParams{Signer: signer.Hex(), RequestID: pgtype.Text{String: requestID, Valid: true}})
+	row, err := r.q.GetTxByRequestID(ctx, sqlcdb.GetTxByRequestIDParams{ChainID: r.chainID, Signer: signer.Hex(), RequestID: pgtype.Text{String: requestID, Valid: true}})
 	return mapOne(row, err, "get tx by request id")
 }
 

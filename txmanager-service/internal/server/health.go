@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	nethttp "net/http"
 	"sync"
 	"time"
@@ -27,7 +28,7 @@ const (
 // asks the chain at most once per interval.
 type Health struct {
 	pool     *pgxpool.Pool
-	chain    services.Chain
+	chains   []ReadinessChain
 	metrics  *telemetry.Metrics
 	interval time.Duration
 	now      func() time.Time
@@ -45,9 +46,15 @@ type readiness struct {
 	checks map[string]string
 }
 
+// ReadinessChain is a served chain readiness probes: every one must answer with a recent head.
+type ReadinessChain struct {
+	ID    uint64
+	Chain services.Chain
+}
+
 // NewHealth builds the probes.
-func NewHealth(c *conf.Bootstrap, pool *pgxpool.Pool, chain services.Chain, metrics *telemetry.Metrics) *Health {
-	return &Health{pool: pool, chain: chain, metrics: metrics, interval: c.Server.ReadinessInterval.Std(), now: time.Now}
+func NewHealth(c *conf.Bootstrap, pool *pgxpool.Pool, chains []ReadinessChain, metrics *telemetry.Metrics) *Health {
+	return &Health{pool: pool, chains: chains, metrics: metrics, interval: c.Server.ReadinessInterval.Std(), now: time.Now}
 }
 
 // Live is 200 while the process serves HTTP.
@@ -99,17 +106,35 @@ func (h *Health) probe(ctx context.Context) readiness {
 	} else {
 		r.checks["database"] = "ok"
 	}
-	head, err := h.chain.LatestHeader(ctx)
-	switch {
-	case err != nil:
-		r.checks["chain"], r.ready = "unreachable", false
-	default:
-		age := h.now().Sub(time.Unix(int64(head.Time), 0))
-		r.checks["chain_head_age"] = age.Truncate(time.Second).String()
+	// Chains are probed side by side: a hung endpoint of one costs the others nothing.
+	heads := make([]headProbe, len(h.chains))
+	var wg sync.WaitGroup
+	for i, c := range h.chains {
+		wg.Go(func() {
+			head, err := c.Chain.LatestHeader(ctx)
+			heads[i] = headProbe{err: err}
+			if err == nil {
+				heads[i].time = head.Time
+			}
+		})
+	}
+	wg.Wait()
+	for i, c := range h.chains {
+		// One chain keeps the plain names; with several each check names its chain.
+		suffix := ""
+		if len(h.chains) > 1 {
+			suffix = fmt.Sprintf("_%d", c.ID)
+		}
+		if heads[i].err != nil {
+			r.checks["chain"+suffix], r.ready = "unreachable", false
+			continue
+		}
+		age := h.now().Sub(time.Unix(int64(heads[i].time), 0))
+		r.checks["chain_head_age"+suffix] = age.Truncate(time.Second).String()
 		if age > maxHeadAge {
-			r.checks["chain"], r.ready = "stale head", false
+			r.checks["chain"+suffix], r.ready = "stale head", false
 		} else {
-			r.checks["chain"] = "ok"
+			r.checks["chain"+suffix] = "ok"
 		}
 	}
 	r.at = h.now()
@@ -119,6 +144,12 @@ func (h *Health) probe(ctx context.Context) readiness {
 	}
 	h.metrics.ReadinessProbe(ctx, outcome)
 	return r
+}
+
+// headProbe is one chain's answer to a readiness probe.
+type headProbe struct {
+	time uint64
+	err  error
 }
 
 func writeJSON(w nethttp.ResponseWriter, status int, v any) {

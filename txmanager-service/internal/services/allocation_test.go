@@ -90,8 +90,8 @@ func TestFailedBatchWritesNothingAndEvictsTheCache(t *testing.T) {
 	}
 	// Break the next insert: a row already sitting at nonce 3 makes the batch's insert fail
 	// on the unique (signer, nonce) index after the lease check and nothing of it may stay.
-	if _, err := pool.Exec(context.Background(), `INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
-		VALUES (gen_random_uuid(), $1, '\x00', 3, '{"value":"0"}', 'ALLOCATED', 1)`, signer.Hex()); err != nil {
+	if _, err := pool.Exec(context.Background(), `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
+		VALUES (1337, gen_random_uuid(), $1, '\x00', 3, '{"value":"0"}', 'ALLOCATED', 1)`, signer.Hex()); err != nil {
 		t.Fatal(err)
 	}
 	_, errs := results(t, node.allocate(t, signer, 2))

@@ -21,6 +21,7 @@ import (
 
 // Completion is one final result in the feed.
 type Completion struct {
+	ChainID     uint64
 	TxID        uuid.UUID
 	Signer      common.Address
 	Nonce       uint64
@@ -55,7 +56,7 @@ type CompletionPage struct {
 type CompletionStore interface {
 	// ListAfter returns up to limit positioned completions after pos, in position order;
 	// signers, when not nil, restricts them to those signers.
-	ListAfter(ctx context.Context, pos FeedPosition, limit int, signers []string) ([]Completion, error)
+	ListAfter(ctx context.Context, pos FeedPosition, limit int, signers []string, chainID uint64) ([]Completion, error)
 	// State reads the sequencer's record.
 	State(ctx context.Context) (FeedState, error)
 	// LegacyPosition maps a cursor from before positions ("<xid>-<seq>") onto a position.
@@ -122,10 +123,10 @@ const (
 var ErrCursorExpired = errors.New("cursor expired")
 
 // List returns the page after cursor ("" = from the start), of the given signers only when
-// signers is not nil. Filtering keeps the cursor's guarantee: the filtered feed is a
+// signers is not nil and of one chain only when chainID is not 0. Filtering keeps the cursor's guarantee: the filtered feed is a
 // subsequence of the whole one. With wait > 0 an empty page is only returned once wait has
 // passed (long-poll, at most FeedConfig.MaxWait).
-func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int, signers []string, wait time.Duration) (CompletionPage, error) {
+func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int, signers []string, chainID uint64, wait time.Duration) (CompletionPage, error) {
 	switch {
 	case limit == 0:
 		limit = defaultCompletionPage
@@ -146,7 +147,7 @@ func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int
 	}
 	for {
 		changed := uc.notify.Changed()
-		items, err := uc.store.ListAfter(ctx, pos, limit, signers)
+		items, err := uc.store.ListAfter(ctx, pos, limit, signers, chainID)
 		if err != nil {
 			return CompletionPage{}, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
 		}

@@ -50,8 +50,8 @@ func newTestNode(t testing.TB, pool *pgxpool.Pool, name string, opts nodeOptions
 	leases := services.NewLeaseManager(services.LeaseConfig{
 		Node: name, Duration: opts.leaseDuration, RenewInterval: opts.leaseDuration / 4, Skew: opts.skew,
 		IdleTimeout: time.Minute, NotLeaderRetryAfter: time.Second,
-	}, repositories.NewLeaseRepository(pool), services.SystemClock{}, metrics, logger)
-	store := &gatedStore{AllocationStore: repositories.NewAllocationRepository()}
+	}, repositories.NewLeaseRepository(pool, testChain()), services.SystemClock{}, metrics, logger)
+	store := &gatedStore{AllocationStore: repositories.NewAllocationRepository(testChain())}
 	allocator := services.NewAllocator(component.Manager, store, leases, nil, services.NewNonceCache(nil),
 		services.NonceConfig{ChainQuery: false}, services.SystemClock{}, nil, metrics, logger)
 	return &testNode{txm: component.Manager, leases: leases, allocator: allocator, store: store}

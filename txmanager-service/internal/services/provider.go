@@ -10,8 +10,24 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
-// ProviderSet is the use-case layer.
+// ProviderSet is the use-case layer the whole process shares: the node registry, the
+// completions feed and retention.
 var ProviderSet = wire.NewSet(
+	NewCompletionsUseCase,
+	NewFeedConfig,
+	NewRetentionConfig,
+	NewRetention,
+	NewFeedNotifier,
+	NewFeedSequencer,
+	NewNodeConfig,
+	NewNodeRegistry,
+	NewIncarnation,
+	wire.InterfaceValue(new(Clock), SystemClock{}),
+)
+
+// ChainProviderSet is the use-case layer of one chain: its leases, nonces, pipeline and
+// use cases, built once per served chain.
+var ChainProviderSet = wire.NewSet(
 	NewLeaseConfig,
 	NewNonceConfig,
 	NewCreateConfig,
@@ -22,19 +38,10 @@ var ProviderSet = wire.NewSet(
 	NewFundsConfig,
 	NewFundsGuard,
 	NewGetTxUseCase,
-	NewCompletionsUseCase,
-	NewFeedConfig,
-	NewRetentionConfig,
-	NewRetention,
-	NewFeedNotifier,
-	NewFeedSequencer,
 	NewPipelineConfig,
 	NewStuckHook,
 	NewPipeline,
 	NewAdminUseCase,
-	NewNodeConfig,
-	NewNodeRegistry,
-	NewIncarnation,
 	wire.InterfaceValue(new(Clock), SystemClock{}),
 )
 

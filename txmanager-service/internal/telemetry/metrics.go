@@ -5,6 +5,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -61,6 +62,9 @@ type Metrics struct {
 	quarantined   metric.Int64Counter
 	recognised    metric.Int64Counter
 	serverChanged metric.Int64Counter
+	// chain holds the chain_id attribute of a chain's view (ForChain); empty for the
+	// instruments of the process as a whole.
+	chain []attribute.KeyValue
 	batchSize     metric.Int64Histogram
 	createLatency metric.Float64Histogram
 }
@@ -99,18 +103,10 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 			return nil, fmt.Errorf("telemetry: %s: %w", c.name, err)
 		}
 	}
-	// Series that only count trouble start at zero, so dashboards and alerts see them
-	// before the first incident.
 	ctx := context.Background()
-	m.leaseFenced.Add(ctx, 0)
-	m.stuck.Add(ctx, 0, metric.WithAttributes(attribute.String("action", "noop")))
-	m.reorg.Add(ctx, 0)
+	m.zeroSeries(ctx)
 	m.rateLimited.Add(ctx, 0)
-	m.reprice.Add(ctx, 0, result("at_cap"))
-	m.holesFilled.Add(ctx, 0)
-	m.quarantined.Add(ctx, 0)
 	m.serverChanged.Add(ctx, 0)
-	m.resubmit.Add(ctx, 0, result("submitted"))
 	if m.batchSize, err = m.meter.Int64Histogram("writer_batch_size",
 		metric.WithDescription("Operations per writer batch transaction."),
 		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128, 256, 512)); err != nil {
@@ -131,42 +127,82 @@ func Noop() *Metrics {
 	return m
 }
 
-func result(r string) metric.AddOption {
-	return metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r)))
+// with are the measurement's attributes: the chain's (a chain's view) and kv.
+func (m *Metrics) with(kv ...attribute.KeyValue) metric.MeasurementOption {
+	if len(m.chain) == 0 {
+		return metric.WithAttributes(kv...)
+	}
+	return metric.WithAttributes(append(slices.Clip(m.chain), kv...)...)
 }
 
-func (m *Metrics) LeaseAcquire(ctx context.Context, r string) { m.leaseAcquire.Add(ctx, 1, result(r)) }
-func (m *Metrics) Fenced(ctx context.Context)                 { m.leaseFenced.Add(ctx, 1) }
+func (m *Metrics) result(r string) metric.MeasurementOption {
+	return m.with(attribute.String("result", r))
+}
+
+// ForChain is the view of the instruments a chain's components record through: every
+// measurement and gauge carries chain_id, and every span the chain's tracer starts too.
+func (m *Metrics) ForChain(chainID uint64) *Metrics {
+	view := *m
+	view.chain = []attribute.KeyValue{attribute.Int64("chain_id", int64(chainID))}
+	view.Tracer = chainTracer{Tracer: m.Tracer, attrs: view.chain}
+	view.zeroSeries(context.Background())
+	return &view
+}
+
+// chainTracer starts spans with the chain's attributes.
+type chainTracer struct {
+	trace.Tracer
+	attrs []attribute.KeyValue
+}
+
+func (t chainTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return t.Tracer.Start(ctx, name, append(opts, trace.WithAttributes(t.attrs...))...)
+}
+
+// zeroSeries starts the series that only count trouble at zero, so dashboards and alerts
+// see them before the first incident.
+func (m *Metrics) zeroSeries(ctx context.Context) {
+	m.leaseFenced.Add(ctx, 0, m.with())
+	m.stuck.Add(ctx, 0, m.with(attribute.String("action", "noop")))
+	m.reorg.Add(ctx, 0, m.with())
+	m.reprice.Add(ctx, 0, m.result("at_cap"))
+	m.holesFilled.Add(ctx, 0, m.with())
+	m.quarantined.Add(ctx, 0, m.with())
+	m.resubmit.Add(ctx, 0, m.result("submitted"))
+}
+
+func (m *Metrics) LeaseAcquire(ctx context.Context, r string) { m.leaseAcquire.Add(ctx, 1, m.result(r)) }
+func (m *Metrics) Fenced(ctx context.Context)                 { m.leaseFenced.Add(ctx, 1, m.with()) }
 func (m *Metrics) TxCreate(ctx context.Context, r string, seconds float64) {
-	m.txCreate.Add(ctx, 1, result(r))
-	m.createLatency.Record(ctx, seconds, metric.WithAttributeSet(attribute.NewSet(attribute.String("result", r))))
+	m.txCreate.Add(ctx, 1, m.result(r))
+	m.createLatency.Record(ctx, seconds, m.result(r))
 }
-func (m *Metrics) TxSubmit(ctx context.Context, r string)     { m.txSubmit.Add(ctx, 1, result(r)) }
-func (m *Metrics) ReceiptCheck(ctx context.Context, r string) { m.receiptCheck.Add(ctx, 1, result(r)) }
-func (m *Metrics) Resubmit(ctx context.Context, r string)     { m.resubmit.Add(ctx, 1, result(r)) }
+func (m *Metrics) TxSubmit(ctx context.Context, r string)     { m.txSubmit.Add(ctx, 1, m.result(r)) }
+func (m *Metrics) ReceiptCheck(ctx context.Context, r string) { m.receiptCheck.Add(ctx, 1, m.result(r)) }
+func (m *Metrics) Resubmit(ctx context.Context, r string)     { m.resubmit.Add(ctx, 1, m.result(r)) }
 func (m *Metrics) Stuck(ctx context.Context, action string) {
-	m.stuck.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action)))
+	m.stuck.Add(ctx, 1, m.with(attribute.String("action", action)))
 }
-func (m *Metrics) Reorg(ctx context.Context)                    { m.reorg.Add(ctx, 1) }
-func (m *Metrics) ReadinessProbe(ctx context.Context, r string) { m.readiness.Add(ctx, 1, result(r)) }
-func (m *Metrics) RateLimited(ctx context.Context)              { m.rateLimited.Add(ctx, 1) }
-func (m *Metrics) Reprice(ctx context.Context, r string)        { m.reprice.Add(ctx, 1, result(r)) }
-func (m *Metrics) NonceHolesFilled(ctx context.Context, n int)  { m.holesFilled.Add(ctx, int64(n)) }
-func (m *Metrics) Quarantined(ctx context.Context)              { m.quarantined.Add(ctx, 1) }
-func (m *Metrics) DatabaseServerChanged(ctx context.Context)    { m.serverChanged.Add(ctx, 1) }
+func (m *Metrics) Reorg(ctx context.Context)                    { m.reorg.Add(ctx, 1, m.with()) }
+func (m *Metrics) ReadinessProbe(ctx context.Context, r string) { m.readiness.Add(ctx, 1, m.result(r)) }
+func (m *Metrics) RateLimited(ctx context.Context)              { m.rateLimited.Add(ctx, 1, m.with()) }
+func (m *Metrics) Reprice(ctx context.Context, r string)        { m.reprice.Add(ctx, 1, m.result(r)) }
+func (m *Metrics) NonceHolesFilled(ctx context.Context, n int)  { m.holesFilled.Add(ctx, int64(n), m.with()) }
+func (m *Metrics) Quarantined(ctx context.Context)              { m.quarantined.Add(ctx, 1, m.with()) }
+func (m *Metrics) DatabaseServerChanged(ctx context.Context)    { m.serverChanged.Add(ctx, 1, m.with()) }
 func (m *Metrics) NonceTakenResolved(ctx context.Context, r string) {
-	m.recognised.Add(ctx, 1, result(r))
+	m.recognised.Add(ctx, 1, m.result(r))
 }
 func (m *Metrics) Pruned(ctx context.Context, kind string, n int) {
-	m.pruned.Add(ctx, int64(n), metric.WithAttributes(attribute.String("kind", kind)))
+	m.pruned.Add(ctx, int64(n), m.with(attribute.String("kind", kind)))
 }
-func (m *Metrics) WriterBatch(ctx context.Context, ops int) { m.batchSize.Record(ctx, int64(ops)) }
+func (m *Metrics) WriterBatch(ctx context.Context, ops int) { m.batchSize.Record(ctx, int64(ops), m.with()) }
 
 // RegisterGauge exposes an integer gauge whose value is read from observe at collection time.
 func (m *Metrics) RegisterGauge(name, help string, observe func(ctx context.Context, record func(value int64, attrs ...attribute.KeyValue))) error {
 	_, err := m.meter.Int64ObservableGauge(name, metric.WithDescription(help),
 		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
-			observe(ctx, func(value int64, attrs ...attribute.KeyValue) { o.Observe(value, metric.WithAttributes(attrs...)) })
+			observe(ctx, func(value int64, attrs ...attribute.KeyValue) { o.Observe(value, m.with(attrs...)) })
 			return nil
 		}))
 	return err
@@ -176,7 +212,7 @@ func (m *Metrics) RegisterGauge(name, help string, observe func(ctx context.Cont
 func (m *Metrics) RegisterFloatGauge(name, help string, observe func(ctx context.Context, record func(value float64, attrs ...attribute.KeyValue))) error {
 	_, err := m.meter.Float64ObservableGauge(name, metric.WithDescription(help),
 		metric.WithFloat64Callback(func(ctx context.Context, o metric.Float64Observer) error {
-			observe(ctx, func(value float64, attrs ...attribute.KeyValue) { o.Observe(value, metric.WithAttributes(attrs...)) })
+			observe(ctx, func(value float64, attrs ...attribute.KeyValue) { o.Observe(value, m.with(attrs...)) })
 			return nil
 		}))
 	return err

@@ -10,18 +10,22 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
-// ProviderSet is the background loops.
+// ProviderSet is the background loops of the whole process.
 var ProviderSet = wire.NewSet(
+	NewNodeHeartbeat,
+	NewFeedSequencerLoop,
+	NewRetentionLoop,
+)
+
+// ChainProviderSet is the background loops of one chain.
+var ChainProviderSet = wire.NewSet(
 	NewWriterConfig,
 	NewTransactionWriter,
 	wire.Bind(new(services.AllocationQueue), new(*TransactionWriter)),
 	NewLeaseKeeperFromConfig,
-	NewNodeHeartbeat,
 	NewPipelineWorkerConfig,
 	NewPipelineWorkers,
 	wire.Bind(new(services.SubmitNotifier), new(*PipelineWorkers)),
-	NewFeedSequencerLoop,
-	NewRetentionLoop,
 	NewFundsGaugeLoop,
 )
 

@@ -134,8 +134,8 @@ func fillManagedTx(b testing.TB, pool *pgxpool.Pool, n int) {
 	ctx := context.Background()
 	started := time.Now()
 	_, err := pool.Exec(ctx, `
-		INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, tx_hash, state, fencing_token, receipt, block_number, block_hash, confirmed_at, submit_attempts)
-		SELECT (lpad(to_hex(past.ms + g), 12, '0') || '7' || substr(md5(g::text), 1, 3) || '8' || substr(md5(g::text), 4, 15))::uuid,
+		INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, tx_hash, state, fencing_token, receipt, block_number, block_hash, confirmed_at, submit_attempts)
+		SELECT 1337, (lpad(to_hex(past.ms + g), 12, '0') || '7' || substr(md5(g::text), 1, 3) || '8' || substr(md5(g::text), 4, 15))::uuid,
 		       '0x' || substr(md5('signer' || (g % 1000)) || md5('address' || (g % 1000)), 1, 40),
 		       '\x00', g / 1000, '{"value":"1","gasLimit":21000,"effectiveGasLimit":21000}',
 		       '0x' || md5(g::text) || md5((g + 1)::text), 'CONFIRMED', 1, '{"status":1}', g / 10, '0x' || md5(g::text), now(), 1
@@ -200,7 +200,7 @@ func naiveCreate(ctx context.Context, pool *pgxpool.Pool, r *http.Request) (int,
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, "SELECT next_nonce FROM signer_nonce_cursor WHERE signer = $1 FOR UPDATE", req.Signer.Hex()).Scan(&nonce)
 		if errors.Is(err, pgx.ErrNoRows) {
-			if _, err := tx.Exec(ctx, "INSERT INTO signer_nonce_cursor (signer, next_nonce, fencing_token) VALUES ($1, 0, 0) ON CONFLICT DO NOTHING", req.Signer.Hex()); err != nil {
+			if _, err := tx.Exec(ctx, "INSERT INTO signer_nonce_cursor (chain_id, signer, next_nonce, fencing_token) VALUES (1337, $1, 0, 0) ON CONFLICT DO NOTHING", req.Signer.Hex()); err != nil {
 				return err
 			}
 			err = tx.QueryRow(ctx, "SELECT next_nonce FROM signer_nonce_cursor WHERE signer = $1 FOR UPDATE", req.Signer.Hex()).Scan(&nonce)
@@ -208,8 +208,8 @@ func naiveCreate(ctx context.Context, pool *pgxpool.Pool, r *http.Request) (int,
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
-			VALUES ($1, $2, $3, $4, $5, 'ALLOCATED', 0)`, id, req.Signer.Hex(), fingerprint[:], nonce, payload); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
+			VALUES (1337, $1, $2, $3, $4, $5, 'ALLOCATED', 0)`, id, req.Signer.Hex(), fingerprint[:], nonce, payload); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, "UPDATE signer_nonce_cursor SET next_nonce = $2, updated_at = now() WHERE signer = $1", req.Signer.Hex(), nonce+1)
@@ -352,8 +352,8 @@ func fillOldCompletions(b testing.TB, pool *pgxpool.Pool) {
 	b.Helper()
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `
-		INSERT INTO tx_completions (tx_id, signer, status, completed_at, feed_position, positioned_at)
-		SELECT tx_id, signer, state, now() - interval '2 days', row_number() OVER (ORDER BY tx_id), now() - interval '2 days'
+		INSERT INTO tx_completions (chain_id, tx_id, signer, status, completed_at, feed_position, positioned_at)
+		SELECT chain_id, tx_id, signer, state, now() - interval '2 days', row_number() OVER (ORDER BY tx_id), now() - interval '2 days'
 		FROM managed_tx WHERE state = 'CONFIRMED'`); err != nil {
 		b.Fatal(err)
 	}

@@ -28,7 +28,9 @@ type GetQuarantineRequest struct {
 	// First unknown nonce to list; below db_next_nonce (or 0) starts at db_next_nonce.
 	FromNonce uint64 `protobuf:"varint,2,opt,name=from_nonce,json=fromNonce,proto3" json:"from_nonce,omitempty"`
 	// Unknown nonces listed per answer: 0 means 256, the most one answer lists.
-	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The chain; required when the deployment serves more than one (0: its only chain).
+	ChainId       uint64 `protobuf:"varint,4,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -84,11 +86,20 @@ func (x *GetQuarantineRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *GetQuarantineRequest) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
 type ReleaseSignerRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
 	// Why the operator releases it; recorded.
-	Note          string `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
+	// The chain; required when the deployment serves more than one (0: its only chain).
+	ChainId       uint64 `protobuf:"varint,3,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -137,6 +148,13 @@ func (x *ReleaseSignerRequest) GetNote() string {
 	return ""
 }
 
+func (x *ReleaseSignerRequest) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
 type Quarantine struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
@@ -155,6 +173,8 @@ type Quarantine struct {
 	UnknownNonces []*UnknownNonce `protobuf:"bytes,10,rep,name=unknown_nonces,json=unknownNonces,proto3" json:"unknown_nonces,omitempty"`
 	// Non-zero when more unknown nonces follow: ask again with from_nonce set to it.
 	NextFromNonce uint64 `protobuf:"varint,11,opt,name=next_from_nonce,json=nextFromNonce,proto3" json:"next_from_nonce,omitempty"`
+	// The chain this is about.
+	ChainId       uint64 `protobuf:"varint,12,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -262,6 +282,13 @@ func (x *Quarantine) GetUnknownNonces() []*UnknownNonce {
 func (x *Quarantine) GetNextFromNonce() uint64 {
 	if x != nil {
 		return x.NextFromNonce
+	}
+	return 0
+}
+
+func (x *Quarantine) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
 	}
 	return 0
 }
@@ -483,8 +510,10 @@ func (x *ResolveTxResponse) GetTx() *Tx {
 }
 
 type GetSignerStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Signer        string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	// The chain; required when the deployment serves more than one (0: its only chain).
+	ChainId       uint64 `protobuf:"varint,2,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -526,6 +555,13 @@ func (x *GetSignerStatusRequest) GetSigner() string {
 	return ""
 }
 
+func (x *GetSignerStatusRequest) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
 type SignerStatus struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
@@ -540,8 +576,10 @@ type SignerStatus struct {
 	PendingDepth            uint64  `protobuf:"varint,7,opt,name=pending_depth,json=pendingDepth,proto3" json:"pending_depth,omitempty"`
 	OldestPendingAgeSeconds float64 `protobuf:"fixed64,8,opt,name=oldest_pending_age_seconds,json=oldestPendingAgeSeconds,proto3" json:"oldest_pending_age_seconds,omitempty"`
 	StuckCount              uint64  `protobuf:"varint,9,opt,name=stuck_count,json=stuckCount,proto3" json:"stuck_count,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// The chain this is about.
+	ChainId       uint64 `protobuf:"varint,10,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SignerStatus) Reset() {
@@ -637,12 +675,21 @@ func (x *SignerStatus) GetStuckCount() uint64 {
 	return 0
 }
 
+func (x *SignerStatus) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
 type ListStuckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional: one signer only.
 	Signer string `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
 	// 1..1000 (default 100).
-	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The chain; required when the deployment serves more than one (0: its only chain).
+	ChainId       uint64 `protobuf:"varint,3,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -687,6 +734,13 @@ func (x *ListStuckRequest) GetSigner() string {
 func (x *ListStuckRequest) GetLimit() uint32 {
 	if x != nil {
 		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListStuckRequest) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
 	}
 	return 0
 }
@@ -930,15 +984,17 @@ var File_api_txmanager_v1_admin_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"c\n" +
+	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"~\n" +
 	"\x14GetQuarantineRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1d\n" +
 	"\n" +
 	"from_nonce\x18\x02 \x01(\x04R\tfromNonce\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\rR\x05limit\"B\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x19\n" +
+	"\bchain_id\x18\x04 \x01(\x04R\achainId\"]\n" +
 	"\x14ReleaseSignerRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x12\n" +
-	"\x04note\x18\x02 \x01(\tR\x04note\"\xd5\x03\n" +
+	"\x04note\x18\x02 \x01(\tR\x04note\x12\x19\n" +
+	"\bchain_id\x18\x03 \x01(\x04R\achainId\"\xf0\x03\n" +
 	"\n" +
 	"Quarantine\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12 \n" +
@@ -957,7 +1013,8 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\frelease_note\x18\t \x01(\tR\vreleaseNote\x12A\n" +
 	"\x0eunknown_nonces\x18\n" +
 	" \x03(\v2\x1a.txmanager.v1.UnknownNonceR\runknownNonces\x12&\n" +
-	"\x0fnext_from_nonce\x18\v \x01(\x04R\rnextFromNonce\"\xb0\x01\n" +
+	"\x0fnext_from_nonce\x18\v \x01(\x04R\rnextFromNonce\x12\x19\n" +
+	"\bchain_id\x18\f \x01(\x04R\achainId\"\xb0\x01\n" +
 	"\fUnknownNonce\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\x12\x17\n" +
 	"\atx_hash\x18\x02 \x01(\tR\x06txHash\x12\x0e\n" +
@@ -973,9 +1030,10 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x11ResolveTxResponse\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12 \n" +
-	"\x02tx\x18\x03 \x01(\v2\x10.txmanager.v1.TxR\x02tx\"0\n" +
+	"\x02tx\x18\x03 \x01(\v2\x10.txmanager.v1.TxR\x02tx\"K\n" +
 	"\x16GetSignerStatusRequest\x12\x16\n" +
-	"\x06signer\x18\x01 \x01(\tR\x06signer\"\xf3\x02\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x19\n" +
+	"\bchain_id\x18\x02 \x01(\x04R\achainId\"\x8e\x03\n" +
 	"\fSignerStatus\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1f\n" +
 	"\vlease_owner\x18\x02 \x01(\tR\n" +
@@ -989,10 +1047,13 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\rpending_depth\x18\a \x01(\x04R\fpendingDepth\x12;\n" +
 	"\x1aoldest_pending_age_seconds\x18\b \x01(\x01R\x17oldestPendingAgeSeconds\x12\x1f\n" +
 	"\vstuck_count\x18\t \x01(\x04R\n" +
-	"stuckCount\"@\n" +
+	"stuckCount\x12\x19\n" +
+	"\bchain_id\x18\n" +
+	" \x01(\x04R\achainId\"[\n" +
 	"\x10ListStuckRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"7\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x19\n" +
+	"\bchain_id\x18\x03 \x01(\x04R\achainId\"7\n" +
 	"\x11ListStuckResponse\x12\"\n" +
 	"\x03txs\x18\x01 \x03(\v2\x10.txmanager.v1.TxR\x03txs\"\x12\n" +
 	"\x10ListNodesRequest\"\xbd\x02\n" +

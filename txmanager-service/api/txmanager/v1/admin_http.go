@@ -34,7 +34,11 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 		return serve(ctx, AdminService_ResolveTx_FullMethodName, &in, srv.ResolveTx)
 	})
 	r.GET("/api/v1/admin/signers/{signer}", func(ctx http.Context) error {
-		in := GetSignerStatusRequest{Signer: ctx.Vars().Get("signer")}
+		chainID, err := queryChainID(ctx.Request().URL.Query())
+		if err != nil {
+			return err
+		}
+		in := GetSignerStatusRequest{Signer: ctx.Vars().Get("signer"), ChainId: chainID}
 		return serve(ctx, AdminService_GetSignerStatus_FullMethodName, &in, srv.GetSignerStatus)
 	})
 	r.GET("/api/v1/admin/stuck", func(ctx http.Context) error {
@@ -43,7 +47,11 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 		if err != nil {
 			return err
 		}
-		in := ListStuckRequest{Signer: q.Get("signer"), Limit: limit}
+		chainID, err := queryChainID(q)
+		if err != nil {
+			return err
+		}
+		in := ListStuckRequest{Signer: q.Get("signer"), Limit: limit, ChainId: chainID}
 		return serve(ctx, AdminService_ListStuck_FullMethodName, &in, srv.ListStuck)
 	})
 	r.GET("/api/v1/admin/nodes", func(ctx http.Context) error {
@@ -55,7 +63,11 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 		if err != nil {
 			return err
 		}
-		in := GetQuarantineRequest{Signer: ctx.Vars().Get("signer"), Limit: limit}
+		chainID, err := queryChainID(q)
+		if err != nil {
+			return err
+		}
+		in := GetQuarantineRequest{Signer: ctx.Vars().Get("signer"), Limit: limit, ChainId: chainID}
 		if raw := q.Get("from_nonce"); raw != "" {
 			if in.FromNonce, err = strconv.ParseUint(raw, 10, 64); err != nil {
 				return InvalidArgument("from_nonce", "must be a non-negative integer")
@@ -71,6 +83,11 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 			}
 		}
 		in.Signer = ctx.Vars().Get("signer")
+		if chainID, err := queryChainID(ctx.Request().URL.Query()); err != nil {
+			return err
+		} else if chainID != 0 {
+			in.ChainId = chainID
+		}
 		return serve(ctx, AdminService_ReleaseSigner_FullMethodName, &in, srv.ReleaseSigner)
 	})
 }

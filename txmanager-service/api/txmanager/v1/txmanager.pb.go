@@ -40,8 +40,11 @@ type CreateTxRequest struct {
 	// Optional EIP-1559 fee caps in wei; empty means from the chain at signing time.
 	MaxFeePerGas         string `protobuf:"bytes,7,opt,name=max_fee_per_gas,json=maxFeePerGas,proto3" json:"max_fee_per_gas,omitempty"`
 	MaxPriorityFeePerGas string `protobuf:"bytes,8,opt,name=max_priority_fee_per_gas,json=maxPriorityFeePerGas,proto3" json:"max_priority_fee_per_gas,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The chain to send on, by chain id; required when the deployment serves more than one
+	// chain (0: its only chain).
+	ChainId       uint64 `protobuf:"varint,9,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTxRequest) Reset() {
@@ -128,6 +131,13 @@ func (x *CreateTxRequest) GetMaxPriorityFeePerGas() string {
 		return x.MaxPriorityFeePerGas
 	}
 	return ""
+}
+
+func (x *CreateTxRequest) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
 }
 
 type CreateTxResponse struct {
@@ -228,9 +238,11 @@ func (x *GetTxRequest) GetTxId() string {
 }
 
 type GetTxByRequestRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Signer        string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
-	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Signer    string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	RequestId string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The chain the request was sent on; required when the deployment serves more than one.
+	ChainId       uint64 `protobuf:"varint,3,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -279,6 +291,13 @@ func (x *GetTxByRequestRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *GetTxByRequestRequest) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
 // Tx is a managed transaction as clients see it: state and final evidence, not the
 // confirmation list.
 type Tx struct {
@@ -302,8 +321,10 @@ type Tx struct {
 	CreatedAt      *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt      *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	ConfirmedAt    *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=confirmed_at,json=confirmedAt,proto3" json:"confirmed_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The chain the transaction is for.
+	ChainId       uint64 `protobuf:"varint,18,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tx) Reset() {
@@ -455,6 +476,13 @@ func (x *Tx) GetConfirmedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Tx) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
 type Receipt struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TxHash string                 `protobuf:"bytes,1,opt,name=tx_hash,json=txHash,proto3" json:"tx_hash,omitempty"`
@@ -540,7 +568,9 @@ type ListCompletionsRequest struct {
 	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Long-poll: when nothing follows the cursor, wait up to this long (at most 30s) for a
 	// completion before answering with an empty page. HTTP: ?wait=10s (or seconds).
-	Wait          *durationpb.Duration `protobuf:"bytes,3,opt,name=wait,proto3" json:"wait,omitempty"`
+	Wait *durationpb.Duration `protobuf:"bytes,3,opt,name=wait,proto3" json:"wait,omitempty"`
+	// Only this chain's completions (0: every chain). HTTP: ?chainId=.
+	ChainId       uint64 `protobuf:"varint,4,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -594,6 +624,13 @@ func (x *ListCompletionsRequest) GetWait() *durationpb.Duration {
 		return x.Wait
 	}
 	return nil
+}
+
+func (x *ListCompletionsRequest) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
 }
 
 type WatchCompletionsRequest struct {
@@ -656,7 +693,9 @@ type Completion struct {
 	// self-transfer nobody asked for): consumers skip it.
 	Placeholder bool `protobuf:"varint,8,opt,name=placeholder,proto3" json:"placeholder,omitempty"`
 	// The cursor that resumes after this completion.
-	Cursor        string `protobuf:"bytes,9,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Cursor string `protobuf:"bytes,9,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// The chain the transaction is for.
+	ChainId       uint64 `protobuf:"varint,10,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -754,6 +793,13 @@ func (x *Completion) GetCursor() string {
 	return ""
 }
 
+func (x *Completion) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
 type ListCompletionsResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Completions []*Completion          `protobuf:"bytes,1,rep,name=completions,proto3" json:"completions,omitempty"`
@@ -811,7 +857,7 @@ var File_api_txmanager_v1_txmanager_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\n" +
-	" api/txmanager/v1/txmanager.proto\x12\ftxmanager.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfe\x01\n" +
+	" api/txmanager/v1/txmanager.proto\x12\ftxmanager.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x02\n" +
 	"\x0fCreateTxRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1d\n" +
 	"\n" +
@@ -821,16 +867,18 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\x04data\x18\x05 \x01(\tR\x04data\x12\x1b\n" +
 	"\tgas_limit\x18\x06 \x01(\x04R\bgasLimit\x12%\n" +
 	"\x0fmax_fee_per_gas\x18\a \x01(\tR\fmaxFeePerGas\x126\n" +
-	"\x18max_priority_fee_per_gas\x18\b \x01(\tR\x14maxPriorityFeePerGas\"N\n" +
+	"\x18max_priority_fee_per_gas\x18\b \x01(\tR\x14maxPriorityFeePerGas\x12\x19\n" +
+	"\bchain_id\x18\t \x01(\x04R\achainId\"N\n" +
 	"\x10CreateTxResponse\x12 \n" +
 	"\x02tx\x18\x01 \x01(\v2\x10.txmanager.v1.TxR\x02tx\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"#\n" +
 	"\fGetTxRequest\x12\x13\n" +
-	"\x05tx_id\x18\x01 \x01(\tR\x04txId\"N\n" +
+	"\x05tx_id\x18\x01 \x01(\tR\x04txId\"i\n" +
 	"\x15GetTxByRequestRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"\xb7\x04\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bchain_id\x18\x03 \x01(\x04R\achainId\"\xd2\x04\n" +
 	"\x02Tx\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
 	"\x06signer\x18\x02 \x01(\tR\x06signer\x12\x1d\n" +
@@ -853,20 +901,22 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"created_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12=\n" +
-	"\fconfirmed_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\vconfirmedAt\"\x97\x01\n" +
+	"\fconfirmed_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\vconfirmedAt\x12\x19\n" +
+	"\bchain_id\x18\x12 \x01(\x04R\achainId\"\x97\x01\n" +
 	"\aReceipt\x12\x17\n" +
 	"\atx_hash\x18\x01 \x01(\tR\x06txHash\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\x04R\x06status\x12!\n" +
 	"\fblock_number\x18\x03 \x01(\x04R\vblockNumber\x12\x1d\n" +
 	"\n" +
 	"block_hash\x18\x04 \x01(\tR\tblockHash\x12\x19\n" +
-	"\bgas_used\x18\x05 \x01(\x04R\agasUsed\"s\n" +
+	"\bgas_used\x18\x05 \x01(\x04R\agasUsed\"\x8e\x01\n" +
 	"\x16ListCompletionsRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12-\n" +
-	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"/\n" +
+	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x19\n" +
+	"\bchain_id\x18\x04 \x01(\x04R\achainId\"/\n" +
 	"\x17WatchCompletionsRequest\x12\x14\n" +
-	"\x05after\x18\x01 \x01(\tR\x05after\"\x9c\x02\n" +
+	"\x05after\x18\x01 \x01(\tR\x05after\"\xb7\x02\n" +
 	"\n" +
 	"Completion\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
@@ -877,7 +927,9 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\fblock_number\x18\x06 \x01(\x04R\vblockNumber\x12=\n" +
 	"\fcompleted_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12 \n" +
 	"\vplaceholder\x18\b \x01(\bR\vplaceholder\x12\x16\n" +
-	"\x06cursor\x18\t \x01(\tR\x06cursor\"i\n" +
+	"\x06cursor\x18\t \x01(\tR\x06cursor\x12\x19\n" +
+	"\bchain_id\x18\n" +
+	" \x01(\x04R\achainId\"i\n" +
 	"\x17ListCompletionsResponse\x12:\n" +
 	"\vcompletions\x18\x01 \x03(\v2\x18.txmanager.v1.CompletionR\vcompletions\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\tR\x04next2\x8d\x03\n" +

@@ -73,7 +73,11 @@ func getTxHandler(srv TxServiceHTTPServer) http.HandlerFunc {
 func getTxByRequestHandler(srv TxServiceHTTPServer) http.HandlerFunc {
 	return func(ctx http.Context) error {
 		q := ctx.Request().URL.Query()
-		in := GetTxByRequestRequest{Signer: q.Get("signer"), RequestId: q.Get("requestId")}
+		chainID, err := queryChainID(q)
+		if err != nil {
+			return err
+		}
+		in := GetTxByRequestRequest{Signer: q.Get("signer"), RequestId: q.Get("requestId"), ChainId: chainID}
 		if in.RequestId == "" {
 			in.RequestId = q.Get("request_id")
 		}
@@ -92,7 +96,11 @@ func listCompletionsHandler(srv TxServiceHTTPServer) http.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		in := ListCompletionsRequest{After: q.Get("after"), Limit: limit, Wait: wait}
+		chainID, err := queryChainID(q)
+		if err != nil {
+			return err
+		}
+		in := ListCompletionsRequest{After: q.Get("after"), Limit: limit, Wait: wait, ChainId: chainID}
 		return serve(ctx, TxService_ListCompletions_FullMethodName, &in, srv.ListCompletions)
 	}
 }
@@ -113,6 +121,22 @@ func serve[In, Out any](ctx http.Context, operation string, in *In, call func(co
 		return err
 	}
 	return ctx.Result(nethttp.StatusOK, out)
+}
+
+// queryChainID reads the optional chain id ("chainId" or "chain_id"); 0 when absent.
+func queryChainID(q url.Values) (uint64, error) {
+	raw := q.Get("chainId")
+	if raw == "" {
+		raw = q.Get("chain_id")
+	}
+	if raw == "" {
+		return 0, nil
+	}
+	id, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil || id == 0 {
+		return 0, InvalidArgument("chainId", "must be a positive integer chain id")
+	}
+	return id, nil
 }
 
 // queryLimit reads the optional "limit" query parameter; 0 when it is absent.

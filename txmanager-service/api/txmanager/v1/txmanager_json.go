@@ -37,6 +37,8 @@ func appendTx(b []byte, x *Tx) []byte {
 	}
 	b = append(b, `{"txId":`...)
 	b = appendString(b, x.TxId)
+	b = append(b, `,"chainId":`...)
+	b = appendUint64String(b, x.ChainId)
 	b = append(b, `,"signer":`...)
 	b = appendString(b, x.Signer)
 	b = append(b, `,"requestId":`...)

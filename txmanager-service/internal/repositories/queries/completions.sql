@@ -2,11 +2,12 @@
 -- Positions are assigned after commit by one sequencer transaction at a time, each above
 -- every earlier one and all of a round visible at once: a consumer paging by position
 -- never misses a completion and never sees one twice.
-SELECT c.feed_position::bigint AS feed_position, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder
+SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder
 FROM tx_completions c
 JOIN managed_tx t ON t.tx_id = c.tx_id
 WHERE c.feed_position > @after_position::bigint
   AND (sqlc.arg(all_signers)::bool OR c.signer = ANY(sqlc.arg(signers)::text[]))
+  AND (sqlc.arg(all_chains)::bool OR c.chain_id = sqlc.arg(chain_id)::bigint)
 ORDER BY c.feed_position
 LIMIT @page_size;
 

@@ -11,15 +11,15 @@
 -- upsert sets owner_node and fencing_token, key columns (migration 0009), so a takeover waits
 -- for every open fenced write of the old owner.
 WITH holder AS (
-    SELECT h.owner_node, h.expires_at FROM signer_lease h WHERE h.signer = @signer
+    SELECT h.owner_node, h.expires_at FROM signer_lease h WHERE h.chain_id = @chain_id AND h.signer = @signer
 ),
 upsert AS (
-    INSERT INTO signer_lease AS l (signer, owner_node, fencing_token, acquired_at, expires_at, updated_at)
-    SELECT @signer, @node_id, 1, now(), now() + make_interval(secs => @duration_seconds::float8), now()
+    INSERT INTO signer_lease AS l (chain_id, signer, owner_node, fencing_token, acquired_at, expires_at, updated_at)
+    SELECT @chain_id, @signer, @node_id, 1, now(), now() + make_interval(secs => @duration_seconds::float8), now()
     WHERE NOT EXISTS (
         SELECT 1 FROM holder
         WHERE holder.owner_node <> @node_id AND holder.expires_at > now() - make_interval(secs => @skew_seconds::float8))
-    ON CONFLICT (signer) DO UPDATE SET
+    ON CONFLICT (chain_id, signer) DO UPDATE SET
         owner_node    = EXCLUDED.owner_node,
         fencing_token = CASE WHEN l.owner_node = EXCLUDED.owner_node AND l.expires_at > now()
                              THEN l.fencing_token ELSE l.fencing_token + 1 END,
@@ -36,7 +36,7 @@ FROM upsert u
 UNION ALL
 SELECT c.signer, c.owner_node, c.fencing_token, c.acquired_at, c.expires_at, false AS acquired, now()::timestamptz AS db_now
 FROM signer_lease c
-WHERE c.signer = @signer AND NOT EXISTS (SELECT 1 FROM upsert);
+WHERE c.chain_id = @chain_id AND c.signer = @signer AND NOT EXISTS (SELECT 1 FROM upsert);
 
 -- name: RenewLeases :many
 -- One statement renews every lease a node holds and uses: each stays with its token, and a
@@ -44,7 +44,7 @@ WHERE c.signer = @signer AND NOT EXISTS (SELECT 1 FROM upsert);
 -- It sets no key column, so it does not wait for the node's own writers (FOR KEY SHARE).
 UPDATE signer_lease
 SET expires_at = now() + make_interval(secs => @duration_seconds::float8), updated_at = now()
-WHERE owner_node = @node_id AND signer = ANY(@signers::text[]) AND expires_at > now()
+WHERE owner_node = @node_id AND chain_id = @chain_id AND signer = ANY(@signers::text[]) AND expires_at > now()
 RETURNING signer, fencing_token, expires_at, now()::timestamptz AS db_now;
 
 -- name: ReleaseLease :execrows
@@ -52,7 +52,7 @@ RETURNING signer, fencing_token, expires_at, now()::timestamptz AS db_now;
 -- over without waiting; the token stays, the next acquirer increments it.
 UPDATE signer_lease
 SET expires_at = now() - interval '1 hour', updated_at = now()
-WHERE signer = @signer AND owner_node = @node_id AND fencing_token = @fencing_token;
+WHERE chain_id = @chain_id AND signer = @signer AND owner_node = @node_id AND fencing_token = @fencing_token;
 
 -- name: LockLeaseAndReadCursor :one
 -- The first statement of every writer batch for a signer: proves the lease is still ours and
@@ -60,10 +60,10 @@ WHERE signer = @signer AND owner_node = @node_id AND fencing_token = @fencing_to
 -- columns owner_node and fencing_token, migration 0009) waits for
 -- this transaction and can never slip between the check and the commit.
 SELECT l.fencing_token, c.next_nonce,
-       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined
+       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined
 FROM signer_lease l
-LEFT JOIN signer_nonce_cursor c ON c.signer = l.signer
-WHERE l.signer = @signer
+LEFT JOIN signer_nonce_cursor c ON c.chain_id = l.chain_id AND c.signer = l.signer
+WHERE l.chain_id = @chain_id AND l.signer = @signer
   AND l.owner_node = @node_id
   AND l.fencing_token = @fencing_token
   AND l.expires_at > now()

@@ -1,6 +1,6 @@
 -- name: ListAllocated :many
 SELECT * FROM managed_tx
-WHERE signer = @signer AND state = 'ALLOCATED'
+WHERE chain_id = @chain_id AND signer = @signer AND state = 'ALLOCATED'
 ORDER BY nonce
 LIMIT @max_rows;
 
@@ -10,7 +10,7 @@ LIMIT @max_rows;
 -- grey zone: the hash the node may know is already ours on record.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
@@ -23,8 +23,8 @@ input AS (
            unnest(@raw_txs::bytea[])           AS raw_tx
 ),
 attempts AS (
-    INSERT INTO tx_attempt (tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT i.tx_hash, i.tx_id::uuid, @signer, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT @chain_id, i.tx_hash, i.tx_id::uuid, @signer, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
     FROM lease, input i
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -44,7 +44,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 -- Outcomes of broadcasts: sub_state and last error (cleared on success) per transaction.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
@@ -56,7 +56,7 @@ updated AS (
     UPDATE managed_tx m
     SET sub_state = i.sub_state, last_error = NULLIF(i.last_error, ''), fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
@@ -69,7 +69,7 @@ SELECT m.tx_id, m.signer, m.nonce,
        array_agg(a.kind ORDER BY a.created_at)::text[]    AS attempt_kinds
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_id = m.tx_id
-WHERE m.signer = ANY(@signers::text[]) AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+WHERE m.chain_id = @chain_id AND m.signer = ANY(@signers::text[]) AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
 GROUP BY m.tx_id, m.signer, m.nonce;
 
 -- name: RecordReceipts :one
@@ -77,7 +77,7 @@ GROUP BY m.tx_id, m.signer, m.nonce;
 -- receipt goes back to TRACKING and on to its final state like any other.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
@@ -92,7 +92,7 @@ updated AS (
     SET receipt = i.receipt, block_number = i.block_number, block_hash = i.block_hash, tx_hash = i.tx_hash,
         state = 'TRACKING', sub_state = 'MINED', last_error = NULL, fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
@@ -103,14 +103,14 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 SELECT tx_id, signer, nonce, block_number, block_hash,
        (receipt->>'status')::bigint AS receipt_status, COALESCE(receipt->>'kind', '')::text AS receipt_kind
 FROM managed_tx
-WHERE signer = ANY(@signers::text[]) AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL;
+WHERE chain_id = @chain_id AND signer = ANY(@signers::text[]) AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL;
 
 -- name: RevertReorged :one
 -- The block holding the receipt left the canonical chain: forget the receipt and look the
 -- transaction up again; resubmission is due at once in case the reorg dropped it.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
@@ -121,7 +121,7 @@ updated AS (
     SET receipt = NULL, block_number = NULL, block_hash = NULL, state = 'TRACKING', sub_state = 'REORGED',
         next_resubmit_at = now(), fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.signer = @signer AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
@@ -131,7 +131,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 -- and only if the transaction is final.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
@@ -145,12 +145,12 @@ finalized AS (
     SET state = i.state, sub_state = NULLIF(i.sub_state, ''), confirmed_at = now(), next_resubmit_at = NULL,
         fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.signer = @signer AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
-    RETURNING m.tx_id, m.signer, m.state
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state
 ),
 completed AS (
-    INSERT INTO tx_completions (tx_id, signer, status)
-    SELECT tx_id, signer, state FROM finalized
+    INSERT INTO tx_completions (chain_id, tx_id, signer, status)
+    SELECT chain_id, tx_id, signer, state FROM finalized
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM completed)::bigint AS updated;
@@ -164,7 +164,7 @@ SELECT m.tx_id, m.tx_hash, a.raw_tx, a.kind, a.max_fee_per_gas::text AS max_fee,
        (SELECT array_agg(x.tx_hash) FROM tx_attempt x WHERE x.tx_id = m.tx_id)::text[] AS attempt_hashes
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_hash = m.tx_hash
-WHERE m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.next_resubmit_at <= now()
+WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.next_resubmit_at <= now()
 ORDER BY m.nonce
 LIMIT @max_rows;
 
@@ -175,7 +175,7 @@ LIMIT @max_rows;
 -- uuid array in the exec and simple-protocol modes a transaction pooler needs.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 claimed AS (
@@ -183,7 +183,7 @@ claimed AS (
     SET next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8), submit_attempts = m.submit_attempts + 1,
         last_submit_at = now(), fencing_token = @fencing_token, updated_at = now()
     FROM lease
-    WHERE m.tx_id = ANY(CAST(@tx_ids::text[] AS uuid[])) AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = ANY(CAST(@tx_ids::text[] AS uuid[])) AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
       AND m.next_resubmit_at <= now()
     RETURNING m.tx_id
 )
@@ -197,16 +197,16 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx
 SELECT m.tx_id, m.signer, m.nonce, m.state, m.sub_state, m.tx_hash, m.submit_attempts, m.last_error, m.created_at, m.payload,
        COALESCE(a.max_fee_per_gas::text, '')::text AS max_fee_per_gas, COALESCE(a.max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas,
        COALESCE(a.gas_limit, 0)::bigint AS attempt_gas_limit,
-       (SELECT count(*) FROM managed_tx p WHERE p.signer = m.signer AND p.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))::bigint AS pending_depth,
+       (SELECT count(*) FROM managed_tx p WHERE p.chain_id = m.chain_id AND p.signer = m.signer AND p.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))::bigint AS pending_depth,
        COALESCE((SELECT max(s.created_at) FROM stuck_resolution_audit s WHERE s.tx_id = m.tx_id), m.created_at)::timestamptz AS stuck_since
 FROM managed_tx m
 LEFT JOIN tx_attempt a ON a.tx_hash = m.tx_hash
 WHERE m.tx_id = COALESCE(sqlc.narg('tx_id')::uuid, (
         SELECT h.tx_id FROM managed_tx h
-        WHERE h.signer = sqlc.narg('signer')::text AND h.state IN ('TRACKING', 'STUCK') AND h.receipt IS NULL
+        WHERE h.chain_id = @chain_id AND h.signer = sqlc.narg('signer')::text AND h.state IN ('TRACKING', 'STUCK') AND h.receipt IS NULL
         ORDER BY h.nonce
         LIMIT 1))
-  AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL;
+  AND m.chain_id = @chain_id AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL;
 
 -- name: ClaimStuckResolution :one
 -- Claim a stuck transaction for one resolution action and audit it, in one fenced
@@ -214,7 +214,7 @@ WHERE m.tx_id = COALESCE(sqlc.narg('tx_id')::uuid, (
 -- TRACKING with a sub-state naming the action until their attempt is recorded.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 claimed AS (
@@ -222,13 +222,13 @@ claimed AS (
     SET state = @new_state, sub_state = @sub_state, last_error = NULLIF(@reason::text, ''),
         fencing_token = @fencing_token, updated_at = now()
     FROM lease
-    WHERE m.tx_id = @tx_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = @tx_id AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
       AND (m.sub_state IS DISTINCT FROM @sub_state OR m.state IS DISTINCT FROM @new_state)
     RETURNING m.tx_id, m.nonce
 ),
 audited AS (
-    INSERT INTO stuck_resolution_audit (signer, tx_id, nonce, action, node_id, fencing_token, reason)
-    SELECT @signer, tx_id, nonce, @action, @node_id, @fencing_token, @reason FROM claimed
+    INSERT INTO stuck_resolution_audit (chain_id, signer, tx_id, nonce, action, node_id, fencing_token, reason)
+    SELECT @chain_id, @signer, tx_id, nonce, @action, @node_id, @fencing_token, @reason FROM claimed
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM audited)::bigint AS updated;
@@ -238,12 +238,12 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM audited
 -- transaction's current attempt; the earlier ones stay on record for receipt look-ups.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 attempt AS (
-    INSERT INTO tx_attempt (tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT @tx_hash, @tx_id, @signer, @nonce, @kind, CAST(sqlc.arg(max_fee)::text AS numeric), CAST(sqlc.arg(max_tip)::text AS numeric), @gas_limit, @raw_tx, @fencing_token
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT @chain_id, @tx_hash, @tx_id, @signer, @nonce, @kind, CAST(sqlc.arg(max_fee)::text AS numeric), CAST(sqlc.arg(max_tip)::text AS numeric), @gas_limit, @raw_tx, @fencing_token
     FROM lease
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -254,7 +254,7 @@ updated AS (
         last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8),
         fencing_token = @fencing_token, updated_at = now()
     FROM lease
-    WHERE m.tx_id = @tx_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = @tx_id AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
@@ -265,7 +265,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 -- settles the transaction). Only where the attempt replaced is still the current one.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
@@ -280,8 +280,8 @@ input AS (
            unnest(@raw_txs::bytea[])     AS raw_tx
 ),
 attempts AS (
-    INSERT INTO tx_attempt (tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT i.tx_hash, i.tx_id::uuid, @signer, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT @chain_id, i.tx_hash, i.tx_id::uuid, @signer, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
     FROM lease, input i
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -290,7 +290,7 @@ updated AS (
     UPDATE managed_tx m
     SET tx_hash = i.tx_hash, sub_state = 'REPRICED', fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.signer = @signer AND m.tx_hash = i.replaced AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.tx_hash = i.replaced AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING m.tx_id
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM updated), '{}')::uuid[] AS updated_ids;
@@ -298,14 +298,14 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx
 -- name: ListOpenSigners :many
 -- Signers with unfinished transactions, and who (if anyone) holds their lease now.
 SELECT o.signer, l.owner_node, l.fencing_token, COALESCE(l.expires_at > now(), false)::bool AS lease_live
-FROM (SELECT DISTINCT signer FROM managed_tx WHERE state IN ('ALLOCATED', 'TRACKING', 'STUCK')) o
-LEFT JOIN signer_lease l ON l.signer = o.signer;
+FROM (SELECT DISTINCT m.signer FROM managed_tx m WHERE m.chain_id = @chain_id AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')) o
+LEFT JOIN signer_lease l ON l.chain_id = @chain_id AND l.signer = o.signer;
 
 -- name: OldestPendingAges :many
 -- Per signer, how long its oldest unfinished transaction has been waiting.
 SELECT signer, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS age_seconds
 FROM managed_tx
-WHERE signer = ANY(@signers::text[]) AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+WHERE chain_id = @chain_id AND signer = ANY(@signers::text[]) AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
 GROUP BY signer;
 
 -- name: LowestOpenNonce :one
@@ -313,7 +313,7 @@ GROUP BY signer;
 -- lies below it.
 SELECT COALESCE(min(nonce), -1)::bigint AS nonce
 FROM managed_tx
-WHERE signer = @signer AND state IN ('ALLOCATED', 'TRACKING', 'STUCK');
+WHERE chain_id = @chain_id AND signer = @signer AND state IN ('ALLOCATED', 'TRACKING', 'STUCK');
 
 -- name: InsertPlaceholders :one
 -- Fill nonce holes: zero-value self-transfers at nonces below the signer's open ones that
@@ -322,12 +322,12 @@ WHERE signer = @signer AND state IN ('ALLOCATED', 'TRACKING', 'STUCK');
 -- nonce); the cursor is above them already.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 inserted AS (
-    INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, sub_state, placeholder, fencing_token, created_at, updated_at)
-    SELECT t.tx_id::uuid, @signer, t.intent_hash, t.nonce, t.payload::jsonb, 'ALLOCATED', 'PLACEHOLDER', true, @fencing_token, now(), now()
+    INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, placeholder, fencing_token, created_at, updated_at)
+    SELECT @chain_id, t.tx_id::uuid, @signer, t.intent_hash, t.nonce, t.payload::jsonb, 'ALLOCATED', 'PLACEHOLDER', true, @fencing_token, now(), now()
     FROM lease, (
         SELECT unnest(@tx_ids::text[])         AS tx_id,
                unnest(@nonces::bigint[])       AS nonce,
@@ -343,7 +343,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM inserte
 -- Broadcasts answered "nonce too low" while none of their attempts is known to the node:
 -- the nonce went to a transaction the database has no attempt for, to be identified.
 SELECT * FROM managed_tx
-WHERE signer = @signer AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL AND sub_state = 'NONCE_TAKEN'
+WHERE chain_id = @chain_id AND signer = @signer AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL AND sub_state = 'NONCE_TAKEN'
 ORDER BY nonce
 LIMIT @max_rows;
 
@@ -352,7 +352,7 @@ LIMIT @max_rows;
 -- intent can never execute. Final as FAILED_FINAL/NONCE_TAKEN with its completion.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 failed AS (
@@ -360,12 +360,12 @@ failed AS (
     SET state = 'FAILED_FINAL', sub_state = 'NONCE_TAKEN', last_error = @reason, confirmed_at = now(), next_resubmit_at = NULL,
         fencing_token = @fencing_token, updated_at = now()
     FROM lease
-    WHERE m.tx_id = @tx_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.sub_state = 'NONCE_TAKEN'
-    RETURNING m.tx_id, m.signer, m.state
+    WHERE m.tx_id = @tx_id AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.sub_state = 'NONCE_TAKEN'
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state
 ),
 completed AS (
-    INSERT INTO tx_completions (tx_id, signer, status)
-    SELECT tx_id, signer, state FROM failed
+    INSERT INTO tx_completions (chain_id, tx_id, signer, status)
+    SELECT chain_id, tx_id, signer, state FROM failed
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM completed)::bigint AS updated;

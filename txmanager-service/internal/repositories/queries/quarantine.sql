@@ -5,13 +5,13 @@
 -- (recorded now, or already by a concurrent check).
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 recorded AS (
-    INSERT INTO signer_quarantine AS q (signer, db_next_nonce, chain_nonce, detected_by, fencing_token)
-    SELECT @signer, @db_next_nonce, @chain_nonce, @node_id, @fencing_token FROM lease
-    ON CONFLICT (signer) DO UPDATE SET
+    INSERT INTO signer_quarantine AS q (chain_id, signer, db_next_nonce, chain_nonce, detected_by, fencing_token)
+    SELECT @chain_id, @signer, @db_next_nonce, @chain_nonce, @node_id, @fencing_token FROM lease
+    ON CONFLICT (chain_id, signer) DO UPDATE SET
         db_next_nonce = EXCLUDED.db_next_nonce, chain_nonce = EXCLUDED.chain_nonce, detected_at = now(),
         detected_by = EXCLUDED.detected_by, fencing_token = EXCLUDED.fencing_token,
         released_at = NULL, released_by = NULL, release_note = NULL
@@ -19,21 +19,21 @@ recorded AS (
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held,
-       (EXISTS (SELECT 1 FROM recorded) OR EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.signer = @signer AND q.released_at IS NULL))::bool AS quarantined;
+       (EXISTS (SELECT 1 FROM recorded) OR EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL))::bool AS quarantined;
 
 -- name: GetQuarantine :one
 SELECT q.signer, q.db_next_nonce, q.chain_nonce, q.detected_at, q.detected_by, q.fencing_token,
        q.released_at, COALESCE(q.released_by, '')::text AS released_by, COALESCE(q.release_note, '')::text AS release_note
-FROM signer_quarantine q WHERE q.signer = @signer;
+FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = @signer;
 
 -- name: ReleaseQuarantine :execrows
 -- An operator confirmed the unknown nonces: allocation goes on above them (the chain term
 -- takes the next nonce from the chain).
 UPDATE signer_quarantine SET released_at = now(), released_by = @released_by, release_note = @note
-WHERE signer = @signer AND released_at IS NULL;
+WHERE chain_id = @chain_id AND signer = @signer AND released_at IS NULL;
 
 -- name: SignerChainCheck :one
 -- What the periodic check compares with the chain: the signer's next nonce on record and
 -- whether it is quarantined now.
-SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor c WHERE c.signer = @signer), -1)::bigint AS next_nonce,
-       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.signer = @signer AND q.released_at IS NULL)::bool AS quarantined;
+SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor c WHERE c.chain_id = @chain_id AND c.signer = @signer), -1)::bigint AS next_nonce,
+       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL)::bool AS quarantined;

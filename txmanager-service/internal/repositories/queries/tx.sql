@@ -5,12 +5,12 @@
 -- stands for "none" because a text[] parameter cannot carry NULLs here.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 inserted AS (
-    INSERT INTO managed_tx (tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
-    SELECT t.tx_id::uuid, @signer, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', @fencing_token, @created_at, @created_at
+    INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
+    SELECT @chain_id, t.tx_id::uuid, @signer, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', @fencing_token, @created_at, @created_at
     FROM lease, (
         SELECT unnest(@tx_ids::text[])          AS tx_id,
                unnest(@request_ids::text[])     AS request_id,
@@ -21,10 +21,10 @@ inserted AS (
     RETURNING 1
 ),
 advanced AS (
-    INSERT INTO signer_nonce_cursor AS c (signer, next_nonce, fencing_token, updated_at)
-    SELECT @signer, @next_nonce::bigint, @fencing_token, now()
+    INSERT INTO signer_nonce_cursor AS c (chain_id, signer, next_nonce, fencing_token, updated_at)
+    SELECT @chain_id, @signer, @next_nonce::bigint, @fencing_token, now()
     FROM lease
-    ON CONFLICT (signer) DO UPDATE SET
+    ON CONFLICT (chain_id, signer) DO UPDATE SET
         next_nonce    = EXCLUDED.next_nonce,
         fencing_token = EXCLUDED.fencing_token,
         updated_at    = now()
@@ -36,10 +36,10 @@ SELECT (SELECT count(*) FROM inserted)::bigint AS inserted,
 
 -- name: FindTxsByRequestIDs :many
 SELECT * FROM managed_tx
-WHERE signer = @signer AND request_id = ANY(@request_ids::text[]);
+WHERE chain_id = @chain_id AND signer = @signer AND request_id = ANY(@request_ids::text[]);
 
 -- name: GetTxByID :one
 SELECT * FROM managed_tx WHERE tx_id = @tx_id;
 
 -- name: GetTxByRequestID :one
-SELECT * FROM managed_tx WHERE signer = @signer AND request_id = @request_id;
+SELECT * FROM managed_tx WHERE chain_id = @chain_id AND signer = @signer AND request_id = @request_id;

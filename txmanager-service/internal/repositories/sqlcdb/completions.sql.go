@@ -71,24 +71,28 @@ func (q *Queries) FeedState(ctx context.Context) (FeedStateRow, error) {
 }
 
 const listCompletionsAfter = `-- name: ListCompletionsAfter :many
-SELECT c.feed_position::bigint AS feed_position, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder
+SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder
 FROM tx_completions c
 JOIN managed_tx t ON t.tx_id = c.tx_id
 WHERE c.feed_position > $1::bigint
   AND ($2::bool OR c.signer = ANY($3::text[]))
+  AND ($4::bool OR c.chain_id = $5::bigint)
 ORDER BY c.feed_position
-LIMIT $4
+LIMIT $6
 `
 
 type ListCompletionsAfterParams struct {
 	AfterPosition int64
 	AllSigners    bool
 	Signers       []string
+	AllChains     bool
+	ChainID       int64
 	PageSize      int32
 }
 
 type ListCompletionsAfterRow struct {
 	FeedPosition int64
+	ChainID      int64
 	TxID         uuid.UUID
 	Signer       string
 	Status       string
@@ -107,6 +111,8 @@ func (q *Queries) ListCompletionsAfter(ctx context.Context, arg ListCompletionsA
 		arg.AfterPosition,
 		arg.AllSigners,
 		arg.Signers,
+		arg.AllChains,
+		arg.ChainID,
 		arg.PageSize,
 	)
 	if err != nil {
@@ -118,6 +124,7 @@ func (q *Queries) ListCompletionsAfter(ctx context.Context, arg ListCompletionsA
 		var i ListCompletionsAfterRow
 		if err := rows.Scan(
 			&i.FeedPosition,
+			&i.ChainID,
 			&i.TxID,
 			&i.Signer,
 			&i.Status,

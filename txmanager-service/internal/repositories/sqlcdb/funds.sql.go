@@ -19,11 +19,12 @@ FROM managed_tx m
 LEFT JOIN LATERAL (
     SELECT max(t.max_fee_per_gas) AS max_fee FROM tx_attempt t WHERE t.tx_id = m.tx_id
 ) a ON true
-WHERE m.signer = $2 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.block_number IS NULL
+WHERE m.chain_id = $2 AND m.signer = $3 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.block_number IS NULL
 `
 
 type UnminedCostParams struct {
 	FallbackFee string
+	ChainID     int64
 	Signer      string
 }
 
@@ -32,7 +33,7 @@ type UnminedCostParams struct {
 // own cap, or at @fallback_fee when nothing is signed yet. Mined ones are already paid for
 // in the latest balance.
 func (q *Queries) UnminedCost(ctx context.Context, arg UnminedCostParams) (string, error) {
-	row := q.db.QueryRow(ctx, unminedCost, arg.FallbackFee, arg.Signer)
+	row := q.db.QueryRow(ctx, unminedCost, arg.FallbackFee, arg.ChainID, arg.Signer)
 	var cost string
 	err := row.Scan(&cost)
 	return cost, err

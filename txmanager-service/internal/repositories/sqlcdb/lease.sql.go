@@ -14,15 +14,15 @@ import (
 
 const acquireOrRenewLease = `-- name: AcquireOrRenewLease :one
 WITH holder AS (
-    SELECT h.owner_node, h.expires_at FROM signer_lease h WHERE h.signer = $1
+    SELECT h.owner_node, h.expires_at FROM signer_lease h WHERE h.chain_id = $1 AND h.signer = $2
 ),
 upsert AS (
-    INSERT INTO signer_lease AS l (signer, owner_node, fencing_token, acquired_at, expires_at, updated_at)
-    SELECT $1, $2, 1, now(), now() + make_interval(secs => $3::float8), now()
+    INSERT INTO signer_lease AS l (chain_id, signer, owner_node, fencing_token, acquired_at, expires_at, updated_at)
+    SELECT $1, $2, $3, 1, now(), now() + make_interval(secs => $4::float8), now()
     WHERE NOT EXISTS (
         SELECT 1 FROM holder
-        WHERE holder.owner_node <> $2 AND holder.expires_at > now() - make_interval(secs => $4::float8))
-    ON CONFLICT (signer) DO UPDATE SET
+        WHERE holder.owner_node <> $3 AND holder.expires_at > now() - make_interval(secs => $5::float8))
+    ON CONFLICT (chain_id, signer) DO UPDATE SET
         owner_node    = EXCLUDED.owner_node,
         fencing_token = CASE WHEN l.owner_node = EXCLUDED.owner_node AND l.expires_at > now()
                              THEN l.fencing_token ELSE l.fencing_token + 1 END,
@@ -31,7 +31,7 @@ upsert AS (
         expires_at    = EXCLUDED.expires_at,
         updated_at    = now()
     WHERE l.owner_node = EXCLUDED.owner_node
-       OR l.expires_at <= now() - make_interval(secs => $4::float8)
+       OR l.expires_at <= now() - make_interval(secs => $5::float8)
     RETURNING l.signer, l.owner_node, l.fencing_token, l.acquired_at, l.expires_at
 )
 SELECT u.signer, u.owner_node, u.fencing_token, u.acquired_at, u.expires_at, true AS acquired, now()::timestamptz AS db_now
@@ -39,10 +39,11 @@ FROM upsert u
 UNION ALL
 SELECT c.signer, c.owner_node, c.fencing_token, c.acquired_at, c.expires_at, false AS acquired, now()::timestamptz AS db_now
 FROM signer_lease c
-WHERE c.signer = $1 AND NOT EXISTS (SELECT 1 FROM upsert)
+WHERE c.chain_id = $1 AND c.signer = $2 AND NOT EXISTS (SELECT 1 FROM upsert)
 `
 
 type AcquireOrRenewLeaseParams struct {
+	ChainID         int64
 	Signer          string
 	NodeID          string
 	DurationSeconds float64
@@ -72,6 +73,7 @@ type AcquireOrRenewLeaseRow struct {
 // for every open fenced write of the old owner.
 func (q *Queries) AcquireOrRenewLease(ctx context.Context, arg AcquireOrRenewLeaseParams) (AcquireOrRenewLeaseRow, error) {
 	row := q.db.QueryRow(ctx, acquireOrRenewLease,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.DurationSeconds,
@@ -92,17 +94,18 @@ func (q *Queries) AcquireOrRenewLease(ctx context.Context, arg AcquireOrRenewLea
 
 const lockLeaseAndReadCursor = `-- name: LockLeaseAndReadCursor :one
 SELECT l.fencing_token, c.next_nonce,
-       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined
+       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined
 FROM signer_lease l
-LEFT JOIN signer_nonce_cursor c ON c.signer = l.signer
-WHERE l.signer = $1
-  AND l.owner_node = $2
-  AND l.fencing_token = $3
+LEFT JOIN signer_nonce_cursor c ON c.chain_id = l.chain_id AND c.signer = l.signer
+WHERE l.chain_id = $1 AND l.signer = $2
+  AND l.owner_node = $3
+  AND l.fencing_token = $4
   AND l.expires_at > now()
 FOR KEY SHARE OF l
 `
 
 type LockLeaseAndReadCursorParams struct {
+	ChainID      int64
 	Signer       string
 	NodeID       string
 	FencingToken int64
@@ -119,7 +122,12 @@ type LockLeaseAndReadCursorRow struct {
 // columns owner_node and fencing_token, migration 0009) waits for
 // this transaction and can never slip between the check and the commit.
 func (q *Queries) LockLeaseAndReadCursor(ctx context.Context, arg LockLeaseAndReadCursorParams) (LockLeaseAndReadCursorRow, error) {
-	row := q.db.QueryRow(ctx, lockLeaseAndReadCursor, arg.Signer, arg.NodeID, arg.FencingToken)
+	row := q.db.QueryRow(ctx, lockLeaseAndReadCursor,
+		arg.ChainID,
+		arg.Signer,
+		arg.NodeID,
+		arg.FencingToken,
+	)
 	var i LockLeaseAndReadCursorRow
 	err := row.Scan(&i.FencingToken, &i.NextNonce, &i.Quarantined)
 	return i, err
@@ -128,10 +136,11 @@ func (q *Queries) LockLeaseAndReadCursor(ctx context.Context, arg LockLeaseAndRe
 const releaseLease = `-- name: ReleaseLease :execrows
 UPDATE signer_lease
 SET expires_at = now() - interval '1 hour', updated_at = now()
-WHERE signer = $1 AND owner_node = $2 AND fencing_token = $3
+WHERE chain_id = $1 AND signer = $2 AND owner_node = $3 AND fencing_token = $4
 `
 
 type ReleaseLeaseParams struct {
+	ChainID      int64
 	Signer       string
 	NodeID       string
 	FencingToken int64
@@ -140,7 +149,12 @@ type ReleaseLeaseParams struct {
 // Ends our lease at once (expiry in the past, beyond any skew allowance) so a peer can take
 // over without waiting; the token stays, the next acquirer increments it.
 func (q *Queries) ReleaseLease(ctx context.Context, arg ReleaseLeaseParams) (int64, error) {
-	result, err := q.db.Exec(ctx, releaseLease, arg.Signer, arg.NodeID, arg.FencingToken)
+	result, err := q.db.Exec(ctx, releaseLease,
+		arg.ChainID,
+		arg.Signer,
+		arg.NodeID,
+		arg.FencingToken,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -150,13 +164,14 @@ func (q *Queries) ReleaseLease(ctx context.Context, arg ReleaseLeaseParams) (int
 const renewLeases = `-- name: RenewLeases :many
 UPDATE signer_lease
 SET expires_at = now() + make_interval(secs => $1::float8), updated_at = now()
-WHERE owner_node = $2 AND signer = ANY($3::text[]) AND expires_at > now()
+WHERE owner_node = $2 AND chain_id = $3 AND signer = ANY($4::text[]) AND expires_at > now()
 RETURNING signer, fencing_token, expires_at, now()::timestamptz AS db_now
 `
 
 type RenewLeasesParams struct {
 	DurationSeconds float64
 	NodeID          string
+	ChainID         int64
 	Signers         []string
 }
 
@@ -171,7 +186,12 @@ type RenewLeasesRow struct {
 // lease missing from the answer has expired (or changed owner) and is gone for this node.
 // It sets no key column, so it does not wait for the node's own writers (FOR KEY SHARE).
 func (q *Queries) RenewLeases(ctx context.Context, arg RenewLeasesParams) ([]RenewLeasesRow, error) {
-	rows, err := q.db.Query(ctx, renewLeases, arg.DurationSeconds, arg.NodeID, arg.Signers)
+	rows, err := q.db.Query(ctx, renewLeases,
+		arg.DurationSeconds,
+		arg.NodeID,
+		arg.ChainID,
+		arg.Signers,
+	)
 	if err != nil {
 		return nil, err
 	}

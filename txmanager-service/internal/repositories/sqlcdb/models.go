@@ -45,6 +45,7 @@ type ManagedTx struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	Placeholder    bool
+	ChainID        int64
 }
 
 type NodeRegistry struct {
@@ -65,6 +66,7 @@ type SignerLease struct {
 	AcquiredAt   time.Time
 	ExpiresAt    time.Time
 	UpdatedAt    time.Time
+	ChainID      int64
 }
 
 type SignerNonceCursor struct {
@@ -72,6 +74,7 @@ type SignerNonceCursor struct {
 	NextNonce    int64
 	FencingToken int64
 	UpdatedAt    time.Time
+	ChainID      int64
 }
 
 type SignerQuarantine struct {
@@ -84,6 +87,7 @@ type SignerQuarantine struct {
 	ReleasedAt   *time.Time
 	ReleasedBy   pgtype.Text
 	ReleaseNote  pgtype.Text
+	ChainID      int64
 }
 
 type StuckResolutionAudit struct {
@@ -96,6 +100,7 @@ type StuckResolutionAudit struct {
 	FencingToken int64
 	Reason       string
 	CreatedAt    time.Time
+	ChainID      int64
 }
 
 type TxAttempt struct {
@@ -110,6 +115,7 @@ type TxAttempt struct {
 	RawTx                []byte
 	FencingToken         int64
 	CreatedAt            time.Time
+	ChainID              int64
 }
 
 type TxCompletion struct {
@@ -121,4 +127,5 @@ type TxCompletion struct {
 	CompletedAt  time.Time
 	FeedPosition pgtype.Int8
 	PositionedAt *time.Time
+	ChainID      int64
 }

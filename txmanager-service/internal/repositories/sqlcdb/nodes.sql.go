@@ -154,20 +154,26 @@ func (q *Queries) ListNodes(ctx context.Context, timeoutSeconds float64) ([]List
 }
 
 const listStuck = `-- name: ListStuck :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder FROM managed_tx
-WHERE state = 'STUCK' AND ($1::bool OR signer = $2::text)
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id FROM managed_tx
+WHERE chain_id = $1 AND state = 'STUCK' AND ($2::bool OR signer = $3::text)
 ORDER BY created_at
-LIMIT $3
+LIMIT $4
 `
 
 type ListStuckParams struct {
+	ChainID   int64
 	AnySigner bool
 	Signer    string
 	PageSize  int32
 }
 
 func (q *Queries) ListStuck(ctx context.Context, arg ListStuckParams) ([]ManagedTx, error) {
-	rows, err := q.db.Query(ctx, listStuck, arg.AnySigner, arg.Signer, arg.PageSize)
+	rows, err := q.db.Query(ctx, listStuck,
+		arg.ChainID,
+		arg.AnySigner,
+		arg.Signer,
+		arg.PageSize,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -197,6 +203,7 @@ func (q *Queries) ListStuck(ctx context.Context, arg ListStuckParams) ([]Managed
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.Placeholder,
+			&i.ChainID,
 		); err != nil {
 			return nil, err
 		}
@@ -228,14 +235,19 @@ SELECT COALESCE(l.owner_node, '')::text                          AS owner_node,
        COALESCE(l.expires_at, 'epoch'::timestamptz)::timestamptz AS lease_expires_at,
        COALESCE(l.expires_at > now(), false)::bool               AS lease_live,
        COALESCE(c.next_nonce, 0)::bigint                         AS next_nonce,
-       (SELECT count(*) FROM managed_tx m WHERE m.signer = $1 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))::bigint AS pending_depth,
+       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))::bigint AS pending_depth,
        COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(m.created_at)) FROM managed_tx m
-                 WHERE m.signer = $1 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')), 0)::float8 AS oldest_pending_age_seconds,
-       (SELECT count(*) FROM managed_tx m WHERE m.signer = $1 AND m.state = 'STUCK')::bigint AS stuck_count
+                 WHERE m.chain_id = $1 AND m.signer = $2 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')), 0)::float8 AS oldest_pending_age_seconds,
+       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.state = 'STUCK')::bigint AS stuck_count
 FROM (SELECT 1) AS one
-LEFT JOIN signer_lease l ON l.signer = $1
-LEFT JOIN signer_nonce_cursor c ON c.signer = $1
+LEFT JOIN signer_lease l ON l.chain_id = $1 AND l.signer = $2
+LEFT JOIN signer_nonce_cursor c ON c.chain_id = $1 AND c.signer = $2
 `
+
+type SignerStatusParams struct {
+	ChainID int64
+	Signer  string
+}
 
 type SignerStatusRow struct {
 	OwnerNode               string
@@ -248,8 +260,8 @@ type SignerStatusRow struct {
 	StuckCount              int64
 }
 
-func (q *Queries) SignerStatus(ctx context.Context, signer string) (SignerStatusRow, error) {
-	row := q.db.QueryRow(ctx, signerStatus, signer)
+func (q *Queries) SignerStatus(ctx context.Context, arg SignerStatusParams) (SignerStatusRow, error) {
+	row := q.db.QueryRow(ctx, signerStatus, arg.ChainID, arg.Signer)
 	var i SignerStatusRow
 	err := row.Scan(
 		&i.OwnerNode,

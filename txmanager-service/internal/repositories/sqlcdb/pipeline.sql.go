@@ -16,15 +16,15 @@ import (
 const claimResubmits = `-- name: ClaimResubmits :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 claimed AS (
     UPDATE managed_tx m
-    SET next_resubmit_at = now() + make_interval(secs => $4::float8), submit_attempts = m.submit_attempts + 1,
-        last_submit_at = now(), fencing_token = $3, updated_at = now()
+    SET next_resubmit_at = now() + make_interval(secs => $5::float8), submit_attempts = m.submit_attempts + 1,
+        last_submit_at = now(), fencing_token = $4, updated_at = now()
     FROM lease
-    WHERE m.tx_id = ANY(CAST($5::text[] AS uuid[])) AND m.signer = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = ANY(CAST($6::text[] AS uuid[])) AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
       AND m.next_resubmit_at <= now()
     RETURNING m.tx_id
 )
@@ -32,6 +32,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx
 `
 
 type ClaimResubmitsParams struct {
+	ChainID              int64
 	Signer               string
 	NodeID               string
 	FencingToken         int64
@@ -50,6 +51,7 @@ type ClaimResubmitsRow struct {
 // uuid array in the exec and simple-protocol modes a transaction pooler needs.
 func (q *Queries) ClaimResubmits(ctx context.Context, arg ClaimResubmitsParams) (ClaimResubmitsRow, error) {
 	row := q.db.QueryRow(ctx, claimResubmits,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
@@ -64,27 +66,28 @@ func (q *Queries) ClaimResubmits(ctx context.Context, arg ClaimResubmitsParams) 
 const claimStuckResolution = `-- name: ClaimStuckResolution :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 claimed AS (
     UPDATE managed_tx m
-    SET state = $4, sub_state = $5, last_error = NULLIF($6::text, ''),
-        fencing_token = $3, updated_at = now()
+    SET state = $5, sub_state = $6, last_error = NULLIF($7::text, ''),
+        fencing_token = $4, updated_at = now()
     FROM lease
-    WHERE m.tx_id = $7 AND m.signer = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
-      AND (m.sub_state IS DISTINCT FROM $5 OR m.state IS DISTINCT FROM $4)
+    WHERE m.tx_id = $8 AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+      AND (m.sub_state IS DISTINCT FROM $6 OR m.state IS DISTINCT FROM $5)
     RETURNING m.tx_id, m.nonce
 ),
 audited AS (
-    INSERT INTO stuck_resolution_audit (signer, tx_id, nonce, action, node_id, fencing_token, reason)
-    SELECT $1, tx_id, nonce, $8, $2, $3, $6 FROM claimed
+    INSERT INTO stuck_resolution_audit (chain_id, signer, tx_id, nonce, action, node_id, fencing_token, reason)
+    SELECT $1, $2, tx_id, nonce, $9, $3, $4, $7 FROM claimed
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM audited)::bigint AS updated
 `
 
 type ClaimStuckResolutionParams struct {
+	ChainID      int64
 	Signer       string
 	NodeID       string
 	FencingToken int64
@@ -105,6 +108,7 @@ type ClaimStuckResolutionRow struct {
 // TRACKING with a sub-state naming the action until their attempt is recorded.
 func (q *Queries) ClaimStuckResolution(ctx context.Context, arg ClaimStuckResolutionParams) (ClaimStuckResolutionRow, error) {
 	row := q.db.QueryRow(ctx, claimStuckResolution,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
@@ -122,26 +126,27 @@ func (q *Queries) ClaimStuckResolution(ctx context.Context, arg ClaimStuckResolu
 const failNonceTaken = `-- name: FailNonceTaken :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 failed AS (
     UPDATE managed_tx m
-    SET state = 'FAILED_FINAL', sub_state = 'NONCE_TAKEN', last_error = $4, confirmed_at = now(), next_resubmit_at = NULL,
-        fencing_token = $3, updated_at = now()
+    SET state = 'FAILED_FINAL', sub_state = 'NONCE_TAKEN', last_error = $5, confirmed_at = now(), next_resubmit_at = NULL,
+        fencing_token = $4, updated_at = now()
     FROM lease
-    WHERE m.tx_id = $5 AND m.signer = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.sub_state = 'NONCE_TAKEN'
-    RETURNING m.tx_id, m.signer, m.state
+    WHERE m.tx_id = $6 AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.sub_state = 'NONCE_TAKEN'
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state
 ),
 completed AS (
-    INSERT INTO tx_completions (tx_id, signer, status)
-    SELECT tx_id, signer, state FROM failed
+    INSERT INTO tx_completions (chain_id, tx_id, signer, status)
+    SELECT chain_id, tx_id, signer, state FROM failed
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM completed)::bigint AS updated
 `
 
 type FailNonceTakenParams struct {
+	ChainID      int64
 	Signer       string
 	NodeID       string
 	FencingToken int64
@@ -158,6 +163,7 @@ type FailNonceTakenRow struct {
 // intent can never execute. Final as FAILED_FINAL/NONCE_TAKEN with its completion.
 func (q *Queries) FailNonceTaken(ctx context.Context, arg FailNonceTakenParams) (FailNonceTakenRow, error) {
 	row := q.db.QueryRow(ctx, failNonceTaken,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
@@ -172,32 +178,33 @@ func (q *Queries) FailNonceTaken(ctx context.Context, arg FailNonceTakenParams) 
 const finalizeTxs = `-- name: FinalizeTxs :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($4::text[])       AS tx_id,
-           unnest($5::text[]) AS block_hash,
-           unnest($6::text[])       AS state,
-           unnest($7::text[])   AS sub_state
+    SELECT unnest($5::text[])       AS tx_id,
+           unnest($6::text[]) AS block_hash,
+           unnest($7::text[])       AS state,
+           unnest($8::text[])   AS sub_state
 ),
 finalized AS (
     UPDATE managed_tx m
     SET state = i.state, sub_state = NULLIF(i.sub_state, ''), confirmed_at = now(), next_resubmit_at = NULL,
-        fencing_token = $3, updated_at = now()
+        fencing_token = $4, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.signer = $1 AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
-    RETURNING m.tx_id, m.signer, m.state
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state
 ),
 completed AS (
-    INSERT INTO tx_completions (tx_id, signer, status)
-    SELECT tx_id, signer, state FROM finalized
+    INSERT INTO tx_completions (chain_id, tx_id, signer, status)
+    SELECT chain_id, tx_id, signer, state FROM finalized
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM completed)::bigint AS updated
 `
 
 type FinalizeTxsParams struct {
+	ChainID      int64
 	Signer       string
 	NodeID       string
 	FencingToken int64
@@ -216,6 +223,7 @@ type FinalizeTxsRow struct {
 // and only if the transaction is final.
 func (q *Queries) FinalizeTxs(ctx context.Context, arg FinalizeTxsParams) (FinalizeTxsRow, error) {
 	row := q.db.QueryRow(ctx, finalizeTxs,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
@@ -233,21 +241,22 @@ const getResolvable = `-- name: GetResolvable :one
 SELECT m.tx_id, m.signer, m.nonce, m.state, m.sub_state, m.tx_hash, m.submit_attempts, m.last_error, m.created_at, m.payload,
        COALESCE(a.max_fee_per_gas::text, '')::text AS max_fee_per_gas, COALESCE(a.max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas,
        COALESCE(a.gas_limit, 0)::bigint AS attempt_gas_limit,
-       (SELECT count(*) FROM managed_tx p WHERE p.signer = m.signer AND p.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))::bigint AS pending_depth,
+       (SELECT count(*) FROM managed_tx p WHERE p.chain_id = m.chain_id AND p.signer = m.signer AND p.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))::bigint AS pending_depth,
        COALESCE((SELECT max(s.created_at) FROM stuck_resolution_audit s WHERE s.tx_id = m.tx_id), m.created_at)::timestamptz AS stuck_since
 FROM managed_tx m
 LEFT JOIN tx_attempt a ON a.tx_hash = m.tx_hash
 WHERE m.tx_id = COALESCE($1::uuid, (
         SELECT h.tx_id FROM managed_tx h
-        WHERE h.signer = $2::text AND h.state IN ('TRACKING', 'STUCK') AND h.receipt IS NULL
+        WHERE h.chain_id = $2 AND h.signer = $3::text AND h.state IN ('TRACKING', 'STUCK') AND h.receipt IS NULL
         ORDER BY h.nonce
         LIMIT 1))
-  AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+  AND m.chain_id = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
 `
 
 type GetResolvableParams struct {
-	TxID   pgtype.UUID
-	Signer pgtype.Text
+	TxID    pgtype.UUID
+	ChainID int64
+	Signer  pgtype.Text
 }
 
 type GetResolvableRow struct {
@@ -273,7 +282,7 @@ type GetResolvableRow struct {
 // (creation, or the last resolution claimed for it). Without a tx_id it is the signer's
 // head of line: the lowest unmined nonce, which everything after it waits for.
 func (q *Queries) GetResolvable(ctx context.Context, arg GetResolvableParams) (GetResolvableRow, error) {
-	row := q.db.QueryRow(ctx, getResolvable, arg.TxID, arg.Signer)
+	row := q.db.QueryRow(ctx, getResolvable, arg.TxID, arg.ChainID, arg.Signer)
 	var i GetResolvableRow
 	err := row.Scan(
 		&i.TxID,
@@ -298,17 +307,17 @@ func (q *Queries) GetResolvable(ctx context.Context, arg GetResolvableParams) (G
 const insertPlaceholders = `-- name: InsertPlaceholders :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 inserted AS (
-    INSERT INTO managed_tx (tx_id, signer, intent_hash, nonce, payload, state, sub_state, placeholder, fencing_token, created_at, updated_at)
-    SELECT t.tx_id::uuid, $1, t.intent_hash, t.nonce, t.payload::jsonb, 'ALLOCATED', 'PLACEHOLDER', true, $3, now(), now()
+    INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, placeholder, fencing_token, created_at, updated_at)
+    SELECT $1, t.tx_id::uuid, $2, t.intent_hash, t.nonce, t.payload::jsonb, 'ALLOCATED', 'PLACEHOLDER', true, $4, now(), now()
     FROM lease, (
-        SELECT unnest($4::text[])         AS tx_id,
-               unnest($5::bigint[])       AS nonce,
-               unnest($6::bytea[]) AS intent_hash,
-               unnest($7::text[])       AS payload
+        SELECT unnest($5::text[])         AS tx_id,
+               unnest($6::bigint[])       AS nonce,
+               unnest($7::bytea[]) AS intent_hash,
+               unnest($8::text[])       AS payload
     ) AS t
     ON CONFLICT DO NOTHING
     RETURNING 1
@@ -317,6 +326,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM inserte
 `
 
 type InsertPlaceholdersParams struct {
+	ChainID      int64
 	Signer       string
 	NodeID       string
 	FencingToken int64
@@ -337,6 +347,7 @@ type InsertPlaceholdersRow struct {
 // nonce); the cursor is above them already.
 func (q *Queries) InsertPlaceholders(ctx context.Context, arg InsertPlaceholdersParams) (InsertPlaceholdersRow, error) {
 	row := q.db.QueryRow(ctx, insertPlaceholders,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
@@ -351,19 +362,20 @@ func (q *Queries) InsertPlaceholders(ctx context.Context, arg InsertPlaceholders
 }
 
 const listAllocated = `-- name: ListAllocated :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder FROM managed_tx
-WHERE signer = $1 AND state = 'ALLOCATED'
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id FROM managed_tx
+WHERE chain_id = $1 AND signer = $2 AND state = 'ALLOCATED'
 ORDER BY nonce
-LIMIT $2
+LIMIT $3
 `
 
 type ListAllocatedParams struct {
+	ChainID int64
 	Signer  string
 	MaxRows int32
 }
 
 func (q *Queries) ListAllocated(ctx context.Context, arg ListAllocatedParams) ([]ManagedTx, error) {
-	rows, err := q.db.Query(ctx, listAllocated, arg.Signer, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listAllocated, arg.ChainID, arg.Signer, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -393,6 +405,7 @@ func (q *Queries) ListAllocated(ctx context.Context, arg ListAllocatedParams) ([
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.Placeholder,
+			&i.ChainID,
 		); err != nil {
 			return nil, err
 		}
@@ -410,9 +423,14 @@ SELECT m.tx_id, m.signer, m.nonce,
        array_agg(a.kind ORDER BY a.created_at)::text[]    AS attempt_kinds
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_id = m.tx_id
-WHERE m.signer = ANY($1::text[]) AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+WHERE m.chain_id = $1 AND m.signer = ANY($2::text[]) AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
 GROUP BY m.tx_id, m.signer, m.nonce
 `
+
+type ListAwaitingReceiptParams struct {
+	ChainID int64
+	Signers []string
+}
 
 type ListAwaitingReceiptRow struct {
 	TxID          uuid.UUID
@@ -424,8 +442,8 @@ type ListAwaitingReceiptRow struct {
 
 // Transactions broadcast and not mined, with every attempt's hash: a receipt for any of
 // them (the original or a replacement) settles the transaction.
-func (q *Queries) ListAwaitingReceipt(ctx context.Context, signers []string) ([]ListAwaitingReceiptRow, error) {
-	rows, err := q.db.Query(ctx, listAwaitingReceipt, signers)
+func (q *Queries) ListAwaitingReceipt(ctx context.Context, arg ListAwaitingReceiptParams) ([]ListAwaitingReceiptRow, error) {
+	rows, err := q.db.Query(ctx, listAwaitingReceipt, arg.ChainID, arg.Signers)
 	if err != nil {
 		return nil, err
 	}
@@ -454,8 +472,13 @@ const listMined = `-- name: ListMined :many
 SELECT tx_id, signer, nonce, block_number, block_hash,
        (receipt->>'status')::bigint AS receipt_status, COALESCE(receipt->>'kind', '')::text AS receipt_kind
 FROM managed_tx
-WHERE signer = ANY($1::text[]) AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL
+WHERE chain_id = $1 AND signer = ANY($2::text[]) AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL
 `
+
+type ListMinedParams struct {
+	ChainID int64
+	Signers []string
+}
 
 type ListMinedRow struct {
 	TxID          uuid.UUID
@@ -469,8 +492,8 @@ type ListMinedRow struct {
 
 // Every finality pass reads these: the receipt's two fields it needs come out as columns,
 // so the receipt document is not shipped and decoded each time.
-func (q *Queries) ListMined(ctx context.Context, signers []string) ([]ListMinedRow, error) {
-	rows, err := q.db.Query(ctx, listMined, signers)
+func (q *Queries) ListMined(ctx context.Context, arg ListMinedParams) ([]ListMinedRow, error) {
+	rows, err := q.db.Query(ctx, listMined, arg.ChainID, arg.Signers)
 	if err != nil {
 		return nil, err
 	}
@@ -498,13 +521,14 @@ func (q *Queries) ListMined(ctx context.Context, signers []string) ([]ListMinedR
 }
 
 const listNonceTaken = `-- name: ListNonceTaken :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder FROM managed_tx
-WHERE signer = $1 AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL AND sub_state = 'NONCE_TAKEN'
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id FROM managed_tx
+WHERE chain_id = $1 AND signer = $2 AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL AND sub_state = 'NONCE_TAKEN'
 ORDER BY nonce
-LIMIT $2
+LIMIT $3
 `
 
 type ListNonceTakenParams struct {
+	ChainID int64
 	Signer  string
 	MaxRows int32
 }
@@ -512,7 +536,7 @@ type ListNonceTakenParams struct {
 // Broadcasts answered "nonce too low" while none of their attempts is known to the node:
 // the nonce went to a transaction the database has no attempt for, to be identified.
 func (q *Queries) ListNonceTaken(ctx context.Context, arg ListNonceTakenParams) ([]ManagedTx, error) {
-	rows, err := q.db.Query(ctx, listNonceTaken, arg.Signer, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listNonceTaken, arg.ChainID, arg.Signer, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -542,6 +566,7 @@ func (q *Queries) ListNonceTaken(ctx context.Context, arg ListNonceTakenParams) 
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.Placeholder,
+			&i.ChainID,
 		); err != nil {
 			return nil, err
 		}
@@ -555,8 +580,8 @@ func (q *Queries) ListNonceTaken(ctx context.Context, arg ListNonceTakenParams) 
 
 const listOpenSigners = `-- name: ListOpenSigners :many
 SELECT o.signer, l.owner_node, l.fencing_token, COALESCE(l.expires_at > now(), false)::bool AS lease_live
-FROM (SELECT DISTINCT signer FROM managed_tx WHERE state IN ('ALLOCATED', 'TRACKING', 'STUCK')) o
-LEFT JOIN signer_lease l ON l.signer = o.signer
+FROM (SELECT DISTINCT m.signer FROM managed_tx m WHERE m.chain_id = $1 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')) o
+LEFT JOIN signer_lease l ON l.chain_id = $1 AND l.signer = o.signer
 `
 
 type ListOpenSignersRow struct {
@@ -567,8 +592,8 @@ type ListOpenSignersRow struct {
 }
 
 // Signers with unfinished transactions, and who (if anyone) holds their lease now.
-func (q *Queries) ListOpenSigners(ctx context.Context) ([]ListOpenSignersRow, error) {
-	rows, err := q.db.Query(ctx, listOpenSigners)
+func (q *Queries) ListOpenSigners(ctx context.Context, chainID int64) ([]ListOpenSignersRow, error) {
+	rows, err := q.db.Query(ctx, listOpenSigners, chainID)
 	if err != nil {
 		return nil, err
 	}
@@ -598,12 +623,13 @@ SELECT m.tx_id, m.tx_hash, a.raw_tx, a.kind, a.max_fee_per_gas::text AS max_fee,
        (SELECT array_agg(x.tx_hash) FROM tx_attempt x WHERE x.tx_id = m.tx_id)::text[] AS attempt_hashes
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_hash = m.tx_hash
-WHERE m.signer = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.next_resubmit_at <= now()
+WHERE m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.next_resubmit_at <= now()
 ORDER BY m.nonce
-LIMIT $2
+LIMIT $3
 `
 
 type ListResubmitDueParams struct {
+	ChainID int64
 	Signer  string
 	MaxRows int32
 }
@@ -624,7 +650,7 @@ type ListResubmitDueRow struct {
 // send again or re-price. STUCK ones too: a stuck transaction keeps being rebroadcast and
 // re-priced until it is final or an operator resolves it.
 func (q *Queries) ListResubmitDue(ctx context.Context, arg ListResubmitDueParams) ([]ListResubmitDueRow, error) {
-	rows, err := q.db.Query(ctx, listResubmitDue, arg.Signer, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listResubmitDue, arg.ChainID, arg.Signer, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -656,13 +682,18 @@ func (q *Queries) ListResubmitDue(ctx context.Context, arg ListResubmitDueParams
 const lowestOpenNonce = `-- name: LowestOpenNonce :one
 SELECT COALESCE(min(nonce), -1)::bigint AS nonce
 FROM managed_tx
-WHERE signer = $1 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+WHERE chain_id = $1 AND signer = $2 AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
 `
+
+type LowestOpenNonceParams struct {
+	ChainID int64
+	Signer  string
+}
 
 // The signer's lowest nonce not yet final: everything above waits for it, and a nonce hole
 // lies below it.
-func (q *Queries) LowestOpenNonce(ctx context.Context, signer string) (int64, error) {
-	row := q.db.QueryRow(ctx, lowestOpenNonce, signer)
+func (q *Queries) LowestOpenNonce(ctx context.Context, arg LowestOpenNonceParams) (int64, error) {
+	row := q.db.QueryRow(ctx, lowestOpenNonce, arg.ChainID, arg.Signer)
 	var nonce int64
 	err := row.Scan(&nonce)
 	return nonce, err
@@ -671,21 +702,21 @@ func (q *Queries) LowestOpenNonce(ctx context.Context, signer string) (int64, er
 const markSigned = `-- name: MarkSigned :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($4::text[])             AS tx_id,
-           unnest($5::text[])          AS tx_hash,
-           unnest($6::bigint[])           AS nonce,
-           unnest($7::text[])           AS max_fee,
-           unnest($8::text[])           AS max_tip,
-           unnest($9::bigint[])       AS gas_limit,
-           unnest($10::bytea[])           AS raw_tx
+    SELECT unnest($5::text[])             AS tx_id,
+           unnest($6::text[])          AS tx_hash,
+           unnest($7::bigint[])           AS nonce,
+           unnest($8::text[])           AS max_fee,
+           unnest($9::text[])           AS max_tip,
+           unnest($10::bigint[])       AS gas_limit,
+           unnest($11::bytea[])           AS raw_tx
 ),
 attempts AS (
-    INSERT INTO tx_attempt (tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT i.tx_hash, i.tx_id::uuid, $1, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $3
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT $1, i.tx_hash, i.tx_id::uuid, $2, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
     FROM lease, input i
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -693,8 +724,8 @@ attempts AS (
 updated AS (
     UPDATE managed_tx m
     SET state = 'TRACKING', sub_state = 'SIGNED', tx_hash = i.tx_hash, submit_attempts = m.submit_attempts + 1,
-        last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $11::float8),
-        last_error = NULL, fencing_token = $3, updated_at = now()
+        last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $12::float8),
+        last_error = NULL, fencing_token = $4, updated_at = now()
     FROM lease, input i
     WHERE m.tx_id = i.tx_id::uuid AND m.state = 'ALLOCATED'
     RETURNING 1
@@ -703,6 +734,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 `
 
 type MarkSignedParams struct {
+	ChainID              int64
 	Signer               string
 	NodeID               string
 	FencingToken         int64
@@ -726,6 +758,7 @@ type MarkSignedRow struct {
 // grey zone: the hash the node may know is already ours on record.
 func (q *Queries) MarkSigned(ctx context.Context, arg MarkSignedParams) (MarkSignedRow, error) {
 	row := q.db.QueryRow(ctx, markSigned,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
@@ -746,9 +779,14 @@ func (q *Queries) MarkSigned(ctx context.Context, arg MarkSignedParams) (MarkSig
 const oldestPendingAges = `-- name: OldestPendingAges :many
 SELECT signer, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS age_seconds
 FROM managed_tx
-WHERE signer = ANY($1::text[]) AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+WHERE chain_id = $1 AND signer = ANY($2::text[]) AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
 GROUP BY signer
 `
+
+type OldestPendingAgesParams struct {
+	ChainID int64
+	Signers []string
+}
 
 type OldestPendingAgesRow struct {
 	Signer     string
@@ -756,8 +794,8 @@ type OldestPendingAgesRow struct {
 }
 
 // Per signer, how long its oldest unfinished transaction has been waiting.
-func (q *Queries) OldestPendingAges(ctx context.Context, signers []string) ([]OldestPendingAgesRow, error) {
-	rows, err := q.db.Query(ctx, oldestPendingAges, signers)
+func (q *Queries) OldestPendingAges(ctx context.Context, arg OldestPendingAgesParams) ([]OldestPendingAgesRow, error) {
+	rows, err := q.db.Query(ctx, oldestPendingAges, arg.ChainID, arg.Signers)
 	if err != nil {
 		return nil, err
 	}
@@ -779,29 +817,30 @@ func (q *Queries) OldestPendingAges(ctx context.Context, signers []string) ([]Ol
 const recordAttempt = `-- name: RecordAttempt :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 attempt AS (
-    INSERT INTO tx_attempt (tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT $4, $5, $1, $6, $7, CAST($8::text AS numeric), CAST($9::text AS numeric), $10, $11, $3
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT $1, $5, $6, $2, $7, $8, CAST($9::text AS numeric), CAST($10::text AS numeric), $11, $12, $4
     FROM lease
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
 ),
 updated AS (
     UPDATE managed_tx m
-    SET tx_hash = $4, state = 'TRACKING', sub_state = $12, submit_attempts = m.submit_attempts + 1,
-        last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $13::float8),
-        fencing_token = $3, updated_at = now()
+    SET tx_hash = $5, state = 'TRACKING', sub_state = $13, submit_attempts = m.submit_attempts + 1,
+        last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $14::float8),
+        fencing_token = $4, updated_at = now()
     FROM lease
-    WHERE m.tx_id = $5 AND m.signer = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = $6 AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated
 `
 
 type RecordAttemptParams struct {
+	ChainID              int64
 	Signer               string
 	NodeID               string
 	FencingToken         int64
@@ -826,6 +865,7 @@ type RecordAttemptRow struct {
 // transaction's current attempt; the earlier ones stay on record for receipt look-ups.
 func (q *Queries) RecordAttempt(ctx context.Context, arg RecordAttemptParams) (RecordAttemptRow, error) {
 	row := q.db.QueryRow(ctx, recordAttempt,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
@@ -848,25 +888,26 @@ func (q *Queries) RecordAttempt(ctx context.Context, arg RecordAttemptParams) (R
 const recordBroadcasts = `-- name: RecordBroadcasts :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($4::text[])      AS tx_id,
-           unnest($5::text[])  AS sub_state,
-           unnest($6::text[]) AS last_error
+    SELECT unnest($5::text[])      AS tx_id,
+           unnest($6::text[])  AS sub_state,
+           unnest($7::text[]) AS last_error
 ),
 updated AS (
     UPDATE managed_tx m
-    SET sub_state = i.sub_state, last_error = NULLIF(i.last_error, ''), fencing_token = $3, updated_at = now()
+    SET sub_state = i.sub_state, last_error = NULLIF(i.last_error, ''), fencing_token = $4, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.signer = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated
 `
 
 type RecordBroadcastsParams struct {
+	ChainID      int64
 	Signer       string
 	NodeID       string
 	FencingToken int64
@@ -883,6 +924,7 @@ type RecordBroadcastsRow struct {
 // Outcomes of broadcasts: sub_state and last error (cleared on success) per transaction.
 func (q *Queries) RecordBroadcasts(ctx context.Context, arg RecordBroadcastsParams) (RecordBroadcastsRow, error) {
 	row := q.db.QueryRow(ctx, recordBroadcasts,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
@@ -898,28 +940,29 @@ func (q *Queries) RecordBroadcasts(ctx context.Context, arg RecordBroadcastsPara
 const recordReceipts = `-- name: RecordReceipts :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($4::text[])        AS tx_id,
-           unnest($5::text[])     AS tx_hash,
-           unnest($6::text[])::jsonb AS receipt,
-           unnest($7::bigint[]) AS block_number,
-           unnest($8::text[])  AS block_hash
+    SELECT unnest($5::text[])        AS tx_id,
+           unnest($6::text[])     AS tx_hash,
+           unnest($7::text[])::jsonb AS receipt,
+           unnest($8::bigint[]) AS block_number,
+           unnest($9::text[])  AS block_hash
 ),
 updated AS (
     UPDATE managed_tx m
     SET receipt = i.receipt, block_number = i.block_number, block_hash = i.block_hash, tx_hash = i.tx_hash,
-        state = 'TRACKING', sub_state = 'MINED', last_error = NULL, fencing_token = $3, updated_at = now()
+        state = 'TRACKING', sub_state = 'MINED', last_error = NULL, fencing_token = $4, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.signer = $1 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated
 `
 
 type RecordReceiptsParams struct {
+	ChainID      int64
 	Signer       string
 	NodeID       string
 	FencingToken int64
@@ -939,6 +982,7 @@ type RecordReceiptsRow struct {
 // receipt goes back to TRACKING and on to its final state like any other.
 func (q *Queries) RecordReceipts(ctx context.Context, arg RecordReceiptsParams) (RecordReceiptsRow, error) {
 	row := q.db.QueryRow(ctx, recordReceipts,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
@@ -956,38 +1000,39 @@ func (q *Queries) RecordReceipts(ctx context.Context, arg RecordReceiptsParams) 
 const recordReplacements = `-- name: RecordReplacements :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($4::text[])       AS tx_id,
-           unnest($5::text[])     AS replaced,
-           unnest($6::text[])    AS tx_hash,
-           unnest($7::bigint[])     AS nonce,
-           unnest($8::text[])        AS kind,
-           unnest($9::text[])     AS max_fee,
-           unnest($10::text[])     AS max_tip,
-           unnest($11::bigint[]) AS gas_limit,
-           unnest($12::bytea[])     AS raw_tx
+    SELECT unnest($5::text[])       AS tx_id,
+           unnest($6::text[])     AS replaced,
+           unnest($7::text[])    AS tx_hash,
+           unnest($8::bigint[])     AS nonce,
+           unnest($9::text[])        AS kind,
+           unnest($10::text[])     AS max_fee,
+           unnest($11::text[])     AS max_tip,
+           unnest($12::bigint[]) AS gas_limit,
+           unnest($13::bytea[])     AS raw_tx
 ),
 attempts AS (
-    INSERT INTO tx_attempt (tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT i.tx_hash, i.tx_id::uuid, $1, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $3
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT $1, i.tx_hash, i.tx_id::uuid, $2, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
     FROM lease, input i
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
 ),
 updated AS (
     UPDATE managed_tx m
-    SET tx_hash = i.tx_hash, sub_state = 'REPRICED', fencing_token = $3, updated_at = now()
+    SET tx_hash = i.tx_hash, sub_state = 'REPRICED', fencing_token = $4, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.signer = $1 AND m.tx_hash = i.replaced AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.tx_hash = i.replaced AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING m.tx_id
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM updated), '{}')::uuid[] AS updated_ids
 `
 
 type RecordReplacementsParams struct {
+	ChainID      int64
 	Signer       string
 	NodeID       string
 	FencingToken int64
@@ -1012,6 +1057,7 @@ type RecordReplacementsRow struct {
 // settles the transaction). Only where the attempt replaced is still the current one.
 func (q *Queries) RecordReplacements(ctx context.Context, arg RecordReplacementsParams) (RecordReplacementsRow, error) {
 	row := q.db.QueryRow(ctx, recordReplacements,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
@@ -1033,24 +1079,25 @@ func (q *Queries) RecordReplacements(ctx context.Context, arg RecordReplacements
 const revertReorged = `-- name: RevertReorged :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($4::text[]) AS tx_id, unnest($5::text[]) AS block_hash
+    SELECT unnest($5::text[]) AS tx_id, unnest($6::text[]) AS block_hash
 ),
 updated AS (
     UPDATE managed_tx m
     SET receipt = NULL, block_number = NULL, block_hash = NULL, state = 'TRACKING', sub_state = 'REORGED',
-        next_resubmit_at = now(), fencing_token = $3, updated_at = now()
+        next_resubmit_at = now(), fencing_token = $4, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.signer = $1 AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated
 `
 
 type RevertReorgedParams struct {
+	ChainID      int64
 	Signer       string
 	NodeID       string
 	FencingToken int64
@@ -1067,6 +1114,7 @@ type RevertReorgedRow struct {
 // transaction up again; resubmission is due at once in case the reorg dropped it.
 func (q *Queries) RevertReorged(ctx context.Context, arg RevertReorgedParams) (RevertReorgedRow, error) {
 	row := q.db.QueryRow(ctx, revertReorged,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,

@@ -15,8 +15,13 @@ import (
 const getQuarantine = `-- name: GetQuarantine :one
 SELECT q.signer, q.db_next_nonce, q.chain_nonce, q.detected_at, q.detected_by, q.fencing_token,
        q.released_at, COALESCE(q.released_by, '')::text AS released_by, COALESCE(q.release_note, '')::text AS release_note
-FROM signer_quarantine q WHERE q.signer = $1
+FROM signer_quarantine q WHERE q.chain_id = $1 AND q.signer = $2
 `
+
+type GetQuarantineParams struct {
+	ChainID int64
+	Signer  string
+}
 
 type GetQuarantineRow struct {
 	Signer       string
@@ -30,8 +35,8 @@ type GetQuarantineRow struct {
 	ReleaseNote  string
 }
 
-func (q *Queries) GetQuarantine(ctx context.Context, signer string) (GetQuarantineRow, error) {
-	row := q.db.QueryRow(ctx, getQuarantine, signer)
+func (q *Queries) GetQuarantine(ctx context.Context, arg GetQuarantineParams) (GetQuarantineRow, error) {
+	row := q.db.QueryRow(ctx, getQuarantine, arg.ChainID, arg.Signer)
 	var i GetQuarantineRow
 	err := row.Scan(
 		&i.Signer,
@@ -50,13 +55,13 @@ func (q *Queries) GetQuarantine(ctx context.Context, signer string) (GetQuaranti
 const quarantineSigner = `-- name: QuarantineSigner :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 recorded AS (
-    INSERT INTO signer_quarantine AS q (signer, db_next_nonce, chain_nonce, detected_by, fencing_token)
-    SELECT $1, $4, $5, $2, $3 FROM lease
-    ON CONFLICT (signer) DO UPDATE SET
+    INSERT INTO signer_quarantine AS q (chain_id, signer, db_next_nonce, chain_nonce, detected_by, fencing_token)
+    SELECT $1, $2, $5, $6, $3, $4 FROM lease
+    ON CONFLICT (chain_id, signer) DO UPDATE SET
         db_next_nonce = EXCLUDED.db_next_nonce, chain_nonce = EXCLUDED.chain_nonce, detected_at = now(),
         detected_by = EXCLUDED.detected_by, fencing_token = EXCLUDED.fencing_token,
         released_at = NULL, released_by = NULL, release_note = NULL
@@ -64,10 +69,11 @@ recorded AS (
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held,
-       (EXISTS (SELECT 1 FROM recorded) OR EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.signer = $1 AND q.released_at IS NULL))::bool AS quarantined
+       (EXISTS (SELECT 1 FROM recorded) OR EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = $1 AND q.signer = $2 AND q.released_at IS NULL))::bool AS quarantined
 `
 
 type QuarantineSignerParams struct {
+	ChainID      int64
 	Signer       string
 	NodeID       string
 	FencingToken int64
@@ -86,6 +92,7 @@ type QuarantineSignerRow struct {
 // (recorded now, or already by a concurrent check).
 func (q *Queries) QuarantineSigner(ctx context.Context, arg QuarantineSignerParams) (QuarantineSignerRow, error) {
 	row := q.db.QueryRow(ctx, quarantineSigner,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
@@ -99,19 +106,25 @@ func (q *Queries) QuarantineSigner(ctx context.Context, arg QuarantineSignerPara
 
 const releaseQuarantine = `-- name: ReleaseQuarantine :execrows
 UPDATE signer_quarantine SET released_at = now(), released_by = $1, release_note = $2
-WHERE signer = $3 AND released_at IS NULL
+WHERE chain_id = $3 AND signer = $4 AND released_at IS NULL
 `
 
 type ReleaseQuarantineParams struct {
 	ReleasedBy pgtype.Text
 	Note       pgtype.Text
+	ChainID    int64
 	Signer     string
 }
 
 // An operator confirmed the unknown nonces: allocation goes on above them (the chain term
 // takes the next nonce from the chain).
 func (q *Queries) ReleaseQuarantine(ctx context.Context, arg ReleaseQuarantineParams) (int64, error) {
-	result, err := q.db.Exec(ctx, releaseQuarantine, arg.ReleasedBy, arg.Note, arg.Signer)
+	result, err := q.db.Exec(ctx, releaseQuarantine,
+		arg.ReleasedBy,
+		arg.Note,
+		arg.ChainID,
+		arg.Signer,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -119,9 +132,14 @@ func (q *Queries) ReleaseQuarantine(ctx context.Context, arg ReleaseQuarantinePa
 }
 
 const signerChainCheck = `-- name: SignerChainCheck :one
-SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor c WHERE c.signer = $1), -1)::bigint AS next_nonce,
-       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.signer = $1 AND q.released_at IS NULL)::bool AS quarantined
+SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor c WHERE c.chain_id = $1 AND c.signer = $2), -1)::bigint AS next_nonce,
+       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = $1 AND q.signer = $2 AND q.released_at IS NULL)::bool AS quarantined
 `
+
+type SignerChainCheckParams struct {
+	ChainID int64
+	Signer  string
+}
 
 type SignerChainCheckRow struct {
 	NextNonce   int64
@@ -130,8 +148,8 @@ type SignerChainCheckRow struct {
 
 // What the periodic check compares with the chain: the signer's next nonce on record and
 // whether it is quarantined now.
-func (q *Queries) SignerChainCheck(ctx context.Context, signer string) (SignerChainCheckRow, error) {
-	row := q.db.QueryRow(ctx, signerChainCheck, signer)
+func (q *Queries) SignerChainCheck(ctx context.Context, arg SignerChainCheckParams) (SignerChainCheckRow, error) {
+	row := q.db.QueryRow(ctx, signerChainCheck, arg.ChainID, arg.Signer)
 	var i SignerChainCheckRow
 	err := row.Scan(&i.NextNonce, &i.Quarantined)
 	return i, err

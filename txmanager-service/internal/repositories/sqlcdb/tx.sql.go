@@ -14,17 +14,18 @@ import (
 )
 
 const findTxsByRequestIDs = `-- name: FindTxsByRequestIDs :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder FROM managed_tx
-WHERE signer = $1 AND request_id = ANY($2::text[])
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id FROM managed_tx
+WHERE chain_id = $1 AND signer = $2 AND request_id = ANY($3::text[])
 `
 
 type FindTxsByRequestIDsParams struct {
+	ChainID    int64
 	Signer     string
 	RequestIds []string
 }
 
 func (q *Queries) FindTxsByRequestIDs(ctx context.Context, arg FindTxsByRequestIDsParams) ([]ManagedTx, error) {
-	rows, err := q.db.Query(ctx, findTxsByRequestIDs, arg.Signer, arg.RequestIds)
+	rows, err := q.db.Query(ctx, findTxsByRequestIDs, arg.ChainID, arg.Signer, arg.RequestIds)
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +55,7 @@ func (q *Queries) FindTxsByRequestIDs(ctx context.Context, arg FindTxsByRequestI
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.Placeholder,
+			&i.ChainID,
 		); err != nil {
 			return nil, err
 		}
@@ -66,7 +68,7 @@ func (q *Queries) FindTxsByRequestIDs(ctx context.Context, arg FindTxsByRequestI
 }
 
 const getTxByID = `-- name: GetTxByID :one
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder FROM managed_tx WHERE tx_id = $1
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id FROM managed_tx WHERE tx_id = $1
 `
 
 func (q *Queries) GetTxByID(ctx context.Context, txID uuid.UUID) (ManagedTx, error) {
@@ -94,21 +96,23 @@ func (q *Queries) GetTxByID(ctx context.Context, txID uuid.UUID) (ManagedTx, err
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Placeholder,
+		&i.ChainID,
 	)
 	return i, err
 }
 
 const getTxByRequestID = `-- name: GetTxByRequestID :one
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder FROM managed_tx WHERE signer = $1 AND request_id = $2
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND request_id = $3
 `
 
 type GetTxByRequestIDParams struct {
+	ChainID   int64
 	Signer    string
 	RequestID pgtype.Text
 }
 
 func (q *Queries) GetTxByRequestID(ctx context.Context, arg GetTxByRequestIDParams) (ManagedTx, error) {
-	row := q.db.QueryRow(ctx, getTxByRequestID, arg.Signer, arg.RequestID)
+	row := q.db.QueryRow(ctx, getTxByRequestID, arg.ChainID, arg.Signer, arg.RequestID)
 	var i ManagedTx
 	err := row.Scan(
 		&i.TxID,
@@ -132,6 +136,7 @@ func (q *Queries) GetTxByRequestID(ctx context.Context, arg GetTxByRequestIDPara
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.Placeholder,
+		&i.ChainID,
 	)
 	return i, err
 }
@@ -139,26 +144,26 @@ func (q *Queries) GetTxByRequestID(ctx context.Context, arg GetTxByRequestIDPara
 const writeAllocation = `-- name: WriteAllocation :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
-    WHERE sl.signer = $1 AND sl.owner_node = $2 AND sl.fencing_token = $3 AND sl.expires_at > now()
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 inserted AS (
-    INSERT INTO managed_tx (tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
-    SELECT t.tx_id::uuid, $1, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', $3, $4, $4
+    INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
+    SELECT $1, t.tx_id::uuid, $2, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', $4, $5, $5
     FROM lease, (
-        SELECT unnest($5::text[])          AS tx_id,
-               unnest($6::text[])     AS request_id,
-               unnest($7::bytea[])  AS intent_hash,
-               unnest($8::bigint[])        AS nonce,
-               unnest($9::text[])::jsonb AS payload
+        SELECT unnest($6::text[])          AS tx_id,
+               unnest($7::text[])     AS request_id,
+               unnest($8::bytea[])  AS intent_hash,
+               unnest($9::bigint[])        AS nonce,
+               unnest($10::text[])::jsonb AS payload
     ) AS t
     RETURNING 1
 ),
 advanced AS (
-    INSERT INTO signer_nonce_cursor AS c (signer, next_nonce, fencing_token, updated_at)
-    SELECT $1, $10::bigint, $3, now()
+    INSERT INTO signer_nonce_cursor AS c (chain_id, signer, next_nonce, fencing_token, updated_at)
+    SELECT $1, $2, $11::bigint, $4, now()
     FROM lease
-    ON CONFLICT (signer) DO UPDATE SET
+    ON CONFLICT (chain_id, signer) DO UPDATE SET
         next_nonce    = EXCLUDED.next_nonce,
         fencing_token = EXCLUDED.fencing_token,
         updated_at    = now()
@@ -170,6 +175,7 @@ SELECT (SELECT count(*) FROM inserted)::bigint AS inserted,
 `
 
 type WriteAllocationParams struct {
+	ChainID      int64
 	Signer       string
 	NodeID       string
 	FencingToken int64
@@ -193,6 +199,7 @@ type WriteAllocationRow struct {
 // stands for "none" because a text[] parameter cannot carry NULLs here.
 func (q *Queries) WriteAllocation(ctx context.Context, arg WriteAllocationParams) (WriteAllocationRow, error) {
 	row := q.db.QueryRow(ctx, writeAllocation,
+		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
