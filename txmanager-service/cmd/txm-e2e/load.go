@@ -16,8 +16,10 @@ import (
 // createdTx is one transaction of the run: what was asked, what create answered, and the
 // last state read back.
 type createdTx struct {
-	signerIndex int
-	signer      common.Address
+	// lane is the row of the summary: one per chain and signer (laneOf).
+	lane    int
+	chainID uint64
+	signer  common.Address
 	requestID   string
 	txID        string
 	// nonce is what create allocated; the final read and the chain must agree with it.
@@ -31,13 +33,16 @@ type createdTx struct {
 // create whose answer was lost comes back as a replay of the same transaction.
 const createAttempts = 5
 
-// createAll sends perSigner transfers for each signer, parallel at a time, round-robin over
-// the signers so that every signer's nonce allocation is contended at once.
-func createAll(ctx context.Context, client *e2e.Client, signers []common.Address, perSigner, parallel int) ([]*createdTx, error) {
-	txs := make([]*createdTx, 0, len(signers)*perSigner)
+// createAll sends perSigner transfers for each signer on each chain, parallel at a time,
+// round-robin over the signers and chains so that every allocation is contended at once.
+// Both chains get the same request ids: an idempotency key belongs to one chain's signer.
+func createAll(ctx context.Context, client *e2e.Client, chains []uint64, signers []common.Address, perSigner, parallel int) ([]*createdTx, error) {
+	txs := make([]*createdTx, 0, len(chains)*len(signers)*perSigner)
 	for i := range perSigner {
 		for s, signer := range signers {
-			txs = append(txs, &createdTx{signerIndex: s, signer: signer, requestID: fmt.Sprintf("e2e-%d-%d", s, i)})
+			for c, chainID := range chains {
+				txs = append(txs, &createdTx{lane: laneOf(c, s, len(signers)), chainID: chainID, signer: signer, requestID: fmt.Sprintf("e2e-%d-%d", s, i)})
+			}
 		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
@@ -48,8 +53,12 @@ func createAll(ctx context.Context, client *e2e.Client, signers []common.Address
 	return txs, g.Wait()
 }
 
+// laneOf is the summary row of signer s on chain c.
+func laneOf(c, s, signers int) int { return c*signers + s }
+
 func create(ctx context.Context, client *e2e.Client, tx *createdTx) error {
 	req := &v1.CreateTxRequest{
+		ChainId:   tx.chainID,
 		Signer:    tx.signer.Hex(),
 		RequestId: tx.requestID,
 		To:        e2e.Recipient().Hex(),
@@ -65,6 +74,9 @@ func create(ctx context.Context, client *e2e.Client, tx *createdTx) error {
 				return fmt.Errorf("create %s: first request answered as a replay (HTTP 200) of tx %s", tx.requestID, resp.GetTx().GetTxId())
 			}
 			got := resp.GetTx()
+			if got.GetChainId() != tx.chainID {
+				return fmt.Errorf("create %s: answered for chain %d, asked for chain %d", tx.requestID, got.GetChainId(), tx.chainID)
+			}
 			if !common.IsHexAddress(got.GetSigner()) || common.HexToAddress(got.GetSigner()) != tx.signer {
 				return fmt.Errorf("create %s: answered signer %q, asked for %s", tx.requestID, got.GetSigner(), tx.signer)
 			}

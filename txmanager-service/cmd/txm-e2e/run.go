@@ -19,6 +19,18 @@ import (
 // fundingEtherPerSigner: 100 transfers of 21000 gas at devnet fees cost far less.
 const fundingEtherPerSigner = 10
 
+// secondChainID is the id of the run's second chain (txm-devchain next to geth --dev,
+// whose id is 1337): the same keys send on both.
+const secondChainID = 31337
+
+// runChain is one chain of the run.
+type runChain struct {
+	id   uint64
+	name string
+	url  string
+	eth  *ethclient.Client
+}
+
 // timings are the phases the summary reports.
 type timings struct {
 	buildGeth, buildService time.Duration
@@ -29,6 +41,7 @@ type timings struct {
 // report is what the run found; run fills it as far as it got.
 type report struct {
 	gethVersion  string
+	chains       []*runChain
 	signers      []common.Address
 	perSigner    int
 	txs          []*createdTx
@@ -109,11 +122,37 @@ func runSteps(ctx context.Context, opts options, repo, workDir string, td *teard
 		return err
 	}
 
+	step(out, "txm-devchain, chain id %d, the same signers funded at genesis", secondChainID)
+	devChain, err := e2e.StartDevChain(ctx, e2e.DevChainOptions{Bin: bins.devChain, ChainID: secondChainID, Fund: signers, Dir: filepath.Join(workDir, "devchain")})
+	if err != nil {
+		return err
+	}
+	td.add("txm-devchain", devChain.Stop)
+	fmt.Fprintf(out, "    JSON-RPC %s\n", devChain.URL())
+	rep.chains = []*runChain{{name: "geth --dev", url: geth.URL()}, {name: "txm-devchain", url: devChain.URL()}}
+	targets := make([]e2e.ChainTarget, len(rep.chains))
+	chainIDs := make([]uint64, len(rep.chains))
+	for i, c := range rep.chains {
+		if c.eth, err = ethclient.DialContext(ctx, c.url); err != nil {
+			return fmt.Errorf("dial %s: %w", c.name, err)
+		}
+		td.add("close "+c.name+" client", func() error { c.eth.Close(); return nil })
+		id, err := c.eth.ChainID(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: chain id: %w", c.name, err)
+		}
+		c.id = id.Uint64()
+		targets[i], chainIDs[i] = e2e.ChainTarget{ID: c.id, RPCURL: c.url}, c.id
+	}
+	if chainIDs[0] == chainIDs[1] {
+		return fmt.Errorf("both chains have id %d", chainIDs[0])
+	}
+
 	step(out, "txmanager-service")
 	config := e2e.FastLoops(e2e.ServiceConfig{
 		NodeID:      "txm-e2e-1",
 		DatabaseDSN: db.DSN,
-		ChainRPCURL: geth.URL(),
+		Chains:      targets,
 		Signers:     keys,
 	})
 	rep.confirmations = config.Confirmations
@@ -135,12 +174,12 @@ func runSteps(ctx context.Context, opts options, repo, workDir string, td *teard
 	})
 	td.add("stop txmanager-service", svc.Stop)
 	fmt.Fprintf(out, "    HTTP %s, gRPC %s\n", svc.HTTPURL(), svc.GRPCAddr())
-	watch := processWatch{"txmanager-service": svc.Exited(), "geth": geth.Exited()}
+	watch := processWatch{"txmanager-service": svc.Exited(), "geth": geth.Exited(), "txm-devchain": devChain.Exited()}
 
 	client := e2e.NewClient(svc.HTTPURL())
-	step(out, "creating %d x %d transactions, %d at a time", len(signers), opts.txsPerSigner, opts.parallel)
+	step(out, "creating %d chains x %d signers x %d transactions, %d at a time", len(chainIDs), len(signers), opts.txsPerSigner, opts.parallel)
 	loadStart := time.Now()
-	txs, err := createAll(ctx, client, signers, opts.txsPerSigner, opts.parallel)
+	txs, err := createAll(ctx, client, chainIDs, signers, opts.txsPerSigner, opts.parallel)
 	t.createAll = time.Since(loadStart)
 	rep.txs = txs
 	if err != nil {
@@ -154,13 +193,8 @@ func runSteps(ctx context.Context, opts options, repo, workDir string, td *teard
 	}
 	t.createToConfirmed = time.Since(loadStart)
 
-	step(out, "checking the chain and the completion feed")
-	eth, err := ethclient.DialContext(ctx, geth.URL())
-	if err != nil {
-		return fmt.Errorf("dial geth: %w", err)
-	}
-	defer eth.Close()
-	v, err := verify(ctx, eth, client, signers, txs, uint64(opts.txsPerSigner), opts.parallel)
+	step(out, "checking both chains and the completion feed")
+	v, err := verify(ctx, rep.chains, client, signers, txs, uint64(opts.txsPerSigner), opts.parallel)
 	if err != nil {
 		return err
 	}
@@ -173,6 +207,7 @@ type binaries struct {
 	geth        string
 	gethVersion string // as geth reports it
 	service     string
+	devChain    string
 }
 
 // buildBinaries builds geth into the repository's bin/ (reused across runs: the first build
@@ -193,6 +228,9 @@ func buildBinaries(ctx context.Context, opts options, repo, workDir string, out 
 	step(out, "building txmanager-service")
 	start = time.Now()
 	if bins.service, err = e2e.BuildService(ctx, filepath.Join(repo, "txmanager-service"), filepath.Join(workDir, "bin")); err != nil {
+		return binaries{}, err
+	}
+	if bins.devChain, err = e2e.BuildDevChain(ctx, filepath.Join(repo, "txmanager-service"), filepath.Join(workDir, "bin")); err != nil {
 		return binaries{}, err
 	}
 	t.buildService = time.Since(start)

@@ -38,15 +38,16 @@ func printReport(out io.Writer, rep *report, wall time.Duration) {
 
 func printTable(out io.Writer, rep *report, v *verification) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "signer\tcreated\tconfirmed\tbroadcasts\tchain nonce\tdistinct nonces\tnonces 0..%d\ton chain\tcompletions\t\n", rep.perSigner-1)
+	fmt.Fprintf(tw, "chain\tsigner\tcreated\tconfirmed\tbroadcasts\tchain nonce\tdistinct nonces\tnonces 0..%d\ton chain\tcompletions\t\n", rep.perSigner-1)
 	var total signerResult
 	distinct := 0
-	for i, row := range v.perSigner {
+	for i, row := range v.lanes {
 		contiguous := "ok"
 		if !row.nonces.OK() {
 			contiguous = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t\n", rep.signers[i].Hex(), row.created, row.confirmed,
+		chain := rep.chains[i/len(rep.signers)]
+		fmt.Fprintf(tw, "%d (%s)\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t\n", chain.id, chain.name, rep.signers[i%len(rep.signers)].Hex(), row.created, row.confirmed,
 			row.broadcasts, row.chainNonce, row.nonces.Distinct, contiguous, row.onChain, row.completions)
 		total.created += row.created
 		total.confirmed += row.confirmed
@@ -56,7 +57,7 @@ func printTable(out io.Writer, rep *report, v *verification) {
 		total.completions += row.completions
 		distinct += row.nonces.Distinct
 	}
-	fmt.Fprintf(tw, "total (%d signers)\t%d\t%d\t%d\t%d\t%d\t\t%d\t%d\t\n", len(v.perSigner), total.created, total.confirmed,
+	fmt.Fprintf(tw, "total\t(%d chains x %d signers)\t%d\t%d\t%d\t%d\t%d\t\t%d\t%d\t\n", len(rep.chains), len(rep.signers), total.created, total.confirmed,
 		total.broadcasts, total.chainNonce, distinct, total.onChain, total.completions)
 	_ = tw.Flush()
 	fmt.Fprintf(out, "\ncompletion feed:        %d entries for %d transactions\n", v.completions, len(rep.txs))

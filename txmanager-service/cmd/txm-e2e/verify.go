@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/ethclient"
 
 	"github.com/bionicotaku/txmanager-service/internal/e2e"
 )
@@ -30,7 +29,8 @@ type signerResult struct {
 
 // verification is everything checked after the last transaction was CONFIRMED.
 type verification struct {
-	perSigner   []signerResult
+	// lanes are the rows: one per chain and signer (laneOf).
+	lanes       []signerResult
 	completions int
 	problems    []error
 }
@@ -53,15 +53,22 @@ func (v *verification) err() error {
 	return fmt.Errorf("%d check(s) failed%s:\n%w", len(v.problems), more, errors.Join(shown...))
 }
 
-// verify compares the service's account of the run with the chain and with the completion
-// feed. It returns an error only when it could not check; disagreements are problems.
-func verify(ctx context.Context, eth *ethclient.Client, client *e2e.Client, signers []common.Address, txs []*createdTx, perSigner uint64, parallel int) (*verification, error) {
-	v := &verification{perSigner: make([]signerResult, len(signers))}
-	nonces := make([][]uint64, len(signers))
-	expected := make([]e2e.ExpectedTx, 0, len(txs))
-	owners := make([]*createdTx, 0, len(txs))
+// verify compares the service's account of the run with each chain and with the
+// completion feed: per chain and signer, nonces 0..perSigner-1, and every transaction
+// mined on the chain it was asked for (read back from that chain, signed for its id). It
+// returns an error only when it could not check; disagreements are problems.
+func verify(ctx context.Context, chains []*runChain, client *e2e.Client, signers []common.Address, txs []*createdTx, perSigner uint64, parallel int) (*verification, error) {
+	lanes := len(chains) * len(signers)
+	v := &verification{lanes: make([]signerResult, lanes)}
+	nonces := make([][]uint64, lanes)
+	expected := make([][]e2e.ExpectedTx, len(chains))
+	owners := make([][]*createdTx, len(chains))
+	chainIndex := make(map[uint64]int, len(chains))
+	for i, c := range chains {
+		chainIndex[c.id] = i
+	}
 	for _, tx := range txs {
-		row := &v.perSigner[tx.signerIndex]
+		row := &v.lanes[tx.lane]
 		row.created++
 		last := tx.last
 		if last.GetState() == stateConfirmed {
@@ -71,7 +78,10 @@ func verify(ctx context.Context, eth *ethclient.Client, client *e2e.Client, sign
 		if last.GetNonce() != tx.nonce {
 			v.problem("tx %s: create allocated nonce %d, now reads %d", tx.txID, tx.nonce, last.GetNonce())
 		}
-		nonces[tx.signerIndex] = append(nonces[tx.signerIndex], last.GetNonce())
+		nonces[tx.lane] = append(nonces[tx.lane], last.GetNonce())
+		if last.GetChainId() != tx.chainID {
+			v.problem("tx %s: asked for chain %d, reads chain %d", tx.txID, tx.chainID, last.GetChainId())
+		}
 		receipt := last.GetReceipt()
 		if receipt == nil {
 			v.problem("tx %s: CONFIRMED without a receipt", tx.txID)
@@ -80,39 +90,44 @@ func verify(ctx context.Context, eth *ethclient.Client, client *e2e.Client, sign
 		if !strings.EqualFold(receipt.GetTxHash(), last.GetTxHash()) {
 			v.problem("tx %s: txHash %s but the receipt is for %s", tx.txID, last.GetTxHash(), receipt.GetTxHash())
 		}
-		expected = append(expected, e2e.ExpectedTx{
+		c := chainIndex[tx.chainID]
+		expected[c] = append(expected[c], e2e.ExpectedTx{
 			TxID: tx.txID, Signer: tx.signer, Nonce: last.GetNonce(),
 			TxHash: common.HexToHash(receipt.GetTxHash()), BlockNumber: receipt.GetBlockNumber(),
 		})
-		owners = append(owners, tx)
+		owners[c] = append(owners[c], tx)
 	}
 
-	for i, signer := range signers {
-		row := &v.perSigner[i]
-		count, err := eth.NonceAt(ctx, signer, nil)
+	for c, ch := range chains {
+		for s, signer := range signers {
+			lane := laneOf(c, s, len(signers))
+			row := &v.lanes[lane]
+			count, err := ch.eth.NonceAt(ctx, signer, nil)
+			if err != nil {
+				return v, fmt.Errorf("chain %d: eth_getTransactionCount %s: %w", ch.id, signer, err)
+			}
+			row.chainNonce = count
+			if count != perSigner {
+				v.problem("chain %d signer %s: %d transactions mined, want %d", ch.id, signer, count, perSigner)
+			}
+			row.nonces = e2e.CheckNonces(nonces[lane], perSigner)
+			if !row.nonces.OK() {
+				v.problem("chain %d signer %s: nonces %s", ch.id, signer, row.nonces)
+			}
+		}
+		// Read back from the chain each was asked for: CheckOnChain recovers the sender with
+		// that chain's id, so a transaction signed for another chain fails here.
+		results, err := e2e.CheckOnChain(ctx, ch.eth, expected[c], parallel)
 		if err != nil {
-			return v, fmt.Errorf("eth_getTransactionCount %s: %w", signer, err)
+			return v, err
 		}
-		row.chainNonce = count
-		if count != perSigner {
-			v.problem("signer %s: %d transactions mined, want %d", signer, count, perSigner)
+		for i, result := range results {
+			if result != nil {
+				v.problem("chain %d: %w", ch.id, result)
+				continue
+			}
+			v.lanes[owners[c][i].lane].onChain++
 		}
-		row.nonces = e2e.CheckNonces(nonces[i], perSigner)
-		if !row.nonces.OK() {
-			v.problem("signer %s: nonces %s", signer, row.nonces)
-		}
-	}
-
-	results, err := e2e.CheckOnChain(ctx, eth, expected, parallel)
-	if err != nil {
-		return v, err
-	}
-	for i, result := range results {
-		if result != nil {
-			v.problem("%w", result)
-			continue
-		}
-		v.perSigner[owners[i].signerIndex].onChain++
 	}
 
 	return v, checkCompletions(ctx, client, txs, v)
@@ -142,7 +157,10 @@ func checkCompletions(ctx context.Context, client *e2e.Client, txs []*createdTx,
 			v.problem("completion for tx %s listed %d times", c.GetTxId(), seen[c.GetTxId()])
 			continue
 		}
-		v.perSigner[tx.signerIndex].completions++
+		v.lanes[tx.lane].completions++
+		if c.GetChainId() != tx.chainID {
+			v.problem("completion for tx %s: chain %d, asked for chain %d", c.GetTxId(), c.GetChainId(), tx.chainID)
+		}
 		if c.GetStatus() != stateConfirmed || c.GetNonce() != tx.nonce || !strings.EqualFold(c.GetTxHash(), tx.last.GetTxHash()) ||
 			c.GetBlockNumber() != tx.last.GetReceipt().GetBlockNumber() ||
 			!common.IsHexAddress(c.GetSigner()) || common.HexToAddress(c.GetSigner()) != tx.signer {

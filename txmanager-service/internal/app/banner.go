@@ -1,9 +1,9 @@
 package app
 
 import (
-	"strings"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/services"

@@ -212,7 +212,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	}
 	feedSequencerLoop := shared.Feed
 	pipelineWorkers := workers.NewPipelineWorkers(workersPipelineConfig, pipeline, leaseManager, feedSequencerLoop, logger)
-	allocator := services.NewAllocator(manager, allocationRepository, leaseManager, chain, nonceCache, nonceConfig, clock, pipelineWorkers, metrics, logger)
+	allocator := services.NewAllocator(manager, allocationRepository, leaseManager, chain, chainID, nonceCache, nonceConfig, clock, pipelineWorkers, metrics, logger)
 	transactionWriter, err := workers.NewTransactionWriter(writerConfig, allocator, metrics)
 	if err != nil {
 		cleanup()

@@ -26,14 +26,14 @@ var defaultsYAML []byte
 type Bootstrap struct {
 	// Environment is "development" (raw keys and the embedded chain's dev keys allowed) or
 	// "production".
-	Environment   string        `json:"environment"`
-	Node          Node          `json:"node"`
-	Server        Server        `json:"server"`
-	Database      Database      `json:"database"`
-	Lease         Lease         `json:"lease"`
-	Writer        Writer        `json:"writer"`
-	Nonce         Nonce         `json:"nonce"`
-	Create        Create        `json:"create"`
+	Environment string   `json:"environment"`
+	Node        Node     `json:"node"`
+	Server      Server   `json:"server"`
+	Database    Database `json:"database"`
+	Lease       Lease    `json:"lease"`
+	Writer      Writer   `json:"writer"`
+	Nonce       Nonce    `json:"nonce"`
+	Create      Create   `json:"create"`
 	// Chain is the one chain of a single-chain deployment, and the defaults every entry of
 	// Chains starts from.
 	Chain Chain `json:"chain"`

@@ -20,6 +20,8 @@ type ServiceConfig struct {
 	// DatabaseDSN is the database the service migrates on start and runs on.
 	DatabaseDSN string
 	ChainRPCURL string
+	// Chains, when set, configure several chains (chains:) instead of ChainRPCURL.
+	Chains []ChainTarget
 	// Signers become signers.rawKeys (the environment is development, which allows them).
 	Signers []*ecdsa.PrivateKey
 
@@ -33,6 +35,12 @@ type ServiceConfig struct {
 	// Overrides sets any other key, by its dotted path ("lease.duration": "4s"), after the
 	// fields above; a suite tunes what it needs without this type growing a field each time.
 	Overrides map[string]any
+}
+
+// ChainTarget is one chain of a several-chain configuration: its id and endpoint.
+type ChainTarget struct {
+	ID     uint64
+	RPCURL string
 }
 
 // FastLoops returns cfg with the pipeline paced for a devnet with one-second blocks: the
@@ -67,6 +75,13 @@ func RenderConfig(cfg ServiceConfig) ([]byte, error) {
 		"database": map[string]any{"dsn": cfg.DatabaseDSN, "migrateOnStart": true},
 		"chain":    map[string]any{"rpcUrl": cfg.ChainRPCURL},
 		"signers":  map[string]any{"rawKeys": rawKeys},
+	}
+	if len(cfg.Chains) > 0 {
+		chains := make([]any, len(cfg.Chains))
+		for i, c := range cfg.Chains {
+			chains[i] = map[string]any{"id": c.ID, "rpcUrl": c.RPCURL}
+		}
+		doc["chains"] = chains
 	}
 	optional := []struct {
 		path  string

@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/ethereum/go-ethereum/common"
 )
 
 // BuildDevChain compiles cmd/txm-devchain (the embedded simulated chain as a loopback
@@ -19,6 +22,9 @@ type DevChainOptions struct {
 	Accounts      int
 	// Dir receives the log; empty means a temporary folder Stop removes.
 	Dir string
+	// ChainID is the chain's id (0: 1337); Fund are further addresses funded at genesis.
+	ChainID uint64
+	Fund    []common.Address
 }
 
 // StartDevChain starts a txm-devchain (chain id 1337, deterministic funded accounts
@@ -34,6 +40,16 @@ func StartDevChain(ctx context.Context, opts DevChainOptions) (*ChainNode, error
 		interval = time.Second
 	}
 	accounts := max(opts.Accounts, 1)
-	return startChainNode(ctx, "txm-devchain", dir, owned, "devchain.log", parseDevChainLine, opts.Bin,
-		"-http", "127.0.0.1:0", "-block-interval", interval.String(), "-accounts", strconv.Itoa(accounts))
+	args := []string{"-http", "127.0.0.1:0", "-block-interval", interval.String(), "-accounts", strconv.Itoa(accounts)}
+	if opts.ChainID != 0 {
+		args = append(args, "-chain-id", strconv.FormatUint(opts.ChainID, 10))
+	}
+	if len(opts.Fund) > 0 {
+		fund := make([]string, len(opts.Fund))
+		for i, a := range opts.Fund {
+			fund[i] = a.Hex()
+		}
+		args = append(args, "-fund", strings.Join(fund, ","))
+	}
+	return startChainNode(ctx, "txm-devchain", dir, owned, "devchain.log", parseDevChainLine, opts.Bin, args...)
 }

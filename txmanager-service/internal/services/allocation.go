@@ -92,6 +92,7 @@ type Allocator struct {
 	store   AllocationStore
 	leases  *LeaseManager
 	chain   Chain
+	chainID uint64
 	cache   *NonceCache
 	nonce   NonceConfig
 	clock   Clock
@@ -101,11 +102,11 @@ type Allocator struct {
 }
 
 // NewAllocator builds the allocator and hooks nonce-cache eviction to lease loss.
-func NewAllocator(tx txmanager.Manager, store AllocationStore, leases *LeaseManager, chain Chain, cache *NonceCache, nonce NonceConfig,
+func NewAllocator(tx txmanager.Manager, store AllocationStore, leases *LeaseManager, chain Chain, chainID ChainID, cache *NonceCache, nonce NonceConfig,
 	clock Clock, notify SubmitNotifier, metrics *telemetry.Metrics, logger log.Logger) *Allocator {
 	leases.OnLost(cache.Evict)
 	return &Allocator{
-		tx: tx, store: store, leases: leases, chain: chain, cache: cache, nonce: nonce, clock: clock, notify: notify, metrics: metrics,
+		tx: tx, store: store, leases: leases, chain: chain, chainID: chainID.Uint64(), cache: cache, nonce: nonce, clock: clock, notify: notify, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "allocator", "node_id", leases.Node())),
 	}
 }
@@ -297,6 +298,7 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 		}
 		tx := domain.ManagedTx{
 			ID:                uuid.Must(uuid.NewV7()),
+			ChainID:           a.chainID,
 			Signer:            b.signer,
 			SignerHex:         b.key,
 			RequestID:         id,

@@ -52,7 +52,7 @@ func newTestNode(t testing.TB, pool *pgxpool.Pool, name string, opts nodeOptions
 		IdleTimeout: time.Minute, NotLeaderRetryAfter: time.Second,
 	}, repositories.NewLeaseRepository(pool, testChain()), services.SystemClock{}, metrics, logger)
 	store := &gatedStore{AllocationStore: repositories.NewAllocationRepository(testChain())}
-	allocator := services.NewAllocator(component.Manager, store, leases, nil, services.NewNonceCache(nil),
+	allocator := services.NewAllocator(component.Manager, store, leases, nil, testChain(), services.NewNonceCache(nil),
 		services.NonceConfig{ChainQuery: false}, services.SystemClock{}, nil, metrics, logger)
 	return &testNode{txm: component.Manager, leases: leases, allocator: allocator, store: store}
 }

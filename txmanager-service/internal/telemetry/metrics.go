@@ -64,7 +64,7 @@ type Metrics struct {
 	serverChanged metric.Int64Counter
 	// chain holds the chain_id attribute of a chain's view (ForChain); empty for the
 	// instruments of the process as a whole.
-	chain []attribute.KeyValue
+	chain         []attribute.KeyValue
 	batchSize     metric.Int64Histogram
 	createLatency metric.Float64Histogram
 }
@@ -171,15 +171,19 @@ func (m *Metrics) zeroSeries(ctx context.Context) {
 	m.resubmit.Add(ctx, 0, m.result("submitted"))
 }
 
-func (m *Metrics) LeaseAcquire(ctx context.Context, r string) { m.leaseAcquire.Add(ctx, 1, m.result(r)) }
-func (m *Metrics) Fenced(ctx context.Context)                 { m.leaseFenced.Add(ctx, 1, m.with()) }
+func (m *Metrics) LeaseAcquire(ctx context.Context, r string) {
+	m.leaseAcquire.Add(ctx, 1, m.result(r))
+}
+func (m *Metrics) Fenced(ctx context.Context) { m.leaseFenced.Add(ctx, 1, m.with()) }
 func (m *Metrics) TxCreate(ctx context.Context, r string, seconds float64) {
 	m.txCreate.Add(ctx, 1, m.result(r))
 	m.createLatency.Record(ctx, seconds, m.result(r))
 }
-func (m *Metrics) TxSubmit(ctx context.Context, r string)     { m.txSubmit.Add(ctx, 1, m.result(r)) }
-func (m *Metrics) ReceiptCheck(ctx context.Context, r string) { m.receiptCheck.Add(ctx, 1, m.result(r)) }
-func (m *Metrics) Resubmit(ctx context.Context, r string)     { m.resubmit.Add(ctx, 1, m.result(r)) }
+func (m *Metrics) TxSubmit(ctx context.Context, r string) { m.txSubmit.Add(ctx, 1, m.result(r)) }
+func (m *Metrics) ReceiptCheck(ctx context.Context, r string) {
+	m.receiptCheck.Add(ctx, 1, m.result(r))
+}
+func (m *Metrics) Resubmit(ctx context.Context, r string) { m.resubmit.Add(ctx, 1, m.result(r)) }
 func (m *Metrics) Stuck(ctx context.Context, action string) {
 	m.stuck.Add(ctx, 1, m.with(attribute.String("action", action)))
 }
@@ -187,16 +191,20 @@ func (m *Metrics) Reorg(ctx context.Context)                    { m.reorg.Add(ct
 func (m *Metrics) ReadinessProbe(ctx context.Context, r string) { m.readiness.Add(ctx, 1, m.result(r)) }
 func (m *Metrics) RateLimited(ctx context.Context)              { m.rateLimited.Add(ctx, 1, m.with()) }
 func (m *Metrics) Reprice(ctx context.Context, r string)        { m.reprice.Add(ctx, 1, m.result(r)) }
-func (m *Metrics) NonceHolesFilled(ctx context.Context, n int)  { m.holesFilled.Add(ctx, int64(n), m.with()) }
-func (m *Metrics) Quarantined(ctx context.Context)              { m.quarantined.Add(ctx, 1, m.with()) }
-func (m *Metrics) DatabaseServerChanged(ctx context.Context)    { m.serverChanged.Add(ctx, 1, m.with()) }
+func (m *Metrics) NonceHolesFilled(ctx context.Context, n int) {
+	m.holesFilled.Add(ctx, int64(n), m.with())
+}
+func (m *Metrics) Quarantined(ctx context.Context)           { m.quarantined.Add(ctx, 1, m.with()) }
+func (m *Metrics) DatabaseServerChanged(ctx context.Context) { m.serverChanged.Add(ctx, 1, m.with()) }
 func (m *Metrics) NonceTakenResolved(ctx context.Context, r string) {
 	m.recognised.Add(ctx, 1, m.result(r))
 }
 func (m *Metrics) Pruned(ctx context.Context, kind string, n int) {
 	m.pruned.Add(ctx, int64(n), m.with(attribute.String("kind", kind)))
 }
-func (m *Metrics) WriterBatch(ctx context.Context, ops int) { m.batchSize.Record(ctx, int64(ops), m.with()) }
+func (m *Metrics) WriterBatch(ctx context.Context, ops int) {
+	m.batchSize.Record(ctx, int64(ops), m.with())
+}
 
 // RegisterGauge exposes an integer gauge whose value is read from observe at collection time.
 func (m *Metrics) RegisterGauge(name, help string, observe func(ctx context.Context, record func(value int64, attrs ...attribute.KeyValue))) error {

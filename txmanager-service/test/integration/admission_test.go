@@ -78,9 +78,11 @@ func TestAdmissionRefusesUnpayableAndUnrunnableIntents(t *testing.T) {
 		t.Errorf("managed_tx grew from %d to %d on refused intents", rowsBefore, got)
 	}
 
-	// The gauges show the unfunded signer's position (refreshed at start for every signer).
+	// The gauges show the unfunded signer's position on its chain (refreshed at start for
+	// every signer).
 	metrics := s.do(t, http.MethodGet, "/metrics", nil).raw
-	for _, want := range []string{`signer_balance_wei{signer="` + poor + `"} 0`, `signer_spendable_wei{signer="` + poor + `"} 0`, `signer_balance_wei{signer="` + rich + `"}`} {
+	onChain := `{chain_id="1337",signer="`
+	for _, want := range []string{`signer_balance_wei` + onChain + poor + `"} 0`, `signer_spendable_wei` + onChain + poor + `"} 0`, `signer_balance_wei` + onChain + rich + `"}`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
