@@ -17,11 +17,11 @@ import (
 // last state read back.
 type createdTx struct {
 	// lane is the row of the summary: one per chain and signer (laneOf).
-	lane    int
-	chainID uint64
-	signer  common.Address
-	requestID   string
-	txID        string
+	lane      int
+	chainID   uint64
+	signer    common.Address
+	requestID string
+	txID      string
 	// nonce is what create allocated; the final read and the chain must agree with it.
 	nonce uint64
 	// attempts is how many create calls it took (more than one after a retryable answer).
