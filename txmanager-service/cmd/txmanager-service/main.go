@@ -84,8 +84,14 @@ func run() error {
 		if dsn == "" {
 			dsn = bc.Database.DSN
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		applied, err := repositories.Migrate(ctx, dsn, migrations.FS)
+		// An online migration of a large table (concurrent index builds) can take a while;
+		// its steps are safe to run again, so a run cut off resumes where it stopped.
+		timeout := 10 * time.Minute
+		if *migrateOnly {
+			timeout = time.Hour
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		applied, err := repositories.Migrate(ctx, dsn, migrations.FS, repositories.MigrateOptions{ConfiguredChainID: configuredChainID(bc)})
 		cancel()
 		if err != nil {
 			return err
@@ -115,4 +121,18 @@ func startLocalDatabase(helper *log.Helper) (*pglocal.Cluster, error) {
 		return nil, fmt.Errorf("no DATABASE_URL and no local PostgreSQL could be started (install the Debian package `postgresql`, or set DATABASE_URL): %w", err)
 	}
 	return cluster, nil
+}
+
+// configuredChainID is the chain a database's existing rows belong to when the database
+// recorded none (a migration gives them a chain): the one chain the configuration names,
+// or 0 when it names none or several.
+func configuredChainID(bc *conf.Bootstrap) uint64 {
+	switch len(bc.Chains) {
+	case 0:
+		return bc.Chain.ID
+	case 1:
+		return bc.Chains[0].ID
+	default:
+		return 0
+	}
 }

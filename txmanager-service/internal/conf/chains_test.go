@@ -1,0 +1,108 @@
+package conf_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+)
+
+// A chains list loads from YAML; each chain's view takes its own endpoints, confirmations,
+// fees and block time and inherits the rest from chain, and nothing leaks between views.
+func TestChainViews(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	body := `
+chain:
+  timeouts: {read: 7s}
+chains:
+  - id: 1
+    rpcUrl: "http://eth.example"
+    confirmations: {useFinalizedTag: true}
+  - id: 137
+    rpcUrls: ["http://polygon-a.example", "http://polygon-b.example"]
+    confirmations: {required: 64}
+    fees: {maxFeePerGas: "500000000000", bumpPercent: 15}
+    blockTime: 2s
+    timeouts: {read: 3s}
+`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DATABASE_URL", "postgres://example/db")
+	bc, err := conf.Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if !bc.ServesSeveralChains() {
+		t.Fatal("a chains list does not count as several chains")
+	}
+	views := bc.ChainViews()
+	if len(views) != 2 {
+		t.Fatalf("%d views, want 2", len(views))
+	}
+	eth, polygon := views[0], views[1]
+	tests := []struct {
+		name      string
+		got, want any
+	}{
+		{"ids", []uint64{eth.Chain.ID, polygon.Chain.ID}, []uint64{1, 137}},
+		{"endpoints of the first", strings.Join(eth.Chain.Endpoints(), ","), "http://eth.example"},
+		{"endpoints of the second", strings.Join(polygon.Chain.Endpoints(), ","), "http://polygon-a.example,http://polygon-b.example"},
+		{"read timeout inherited from chain", eth.Chain.Timeouts.Read.Std(), 7 * time.Second},
+		{"read timeout of its own", polygon.Chain.Timeouts.Read.Std(), 3 * time.Second},
+		{"send timeout from the defaults", polygon.Chain.Timeouts.Send.Std(), bc.Chain.Timeouts.Send.Std()},
+		{"finalized tag on the first only", []bool{eth.Confirmations.UseFinalizedTag, polygon.Confirmations.UseFinalizedTag}, []bool{true, false}},
+		{"confirmations of the second", polygon.Confirmations.Required, uint64(64)},
+		{"fee cap of the second", polygon.Fees.MaxFeePerGas, "500000000000"},
+		{"fees of the first are the top-level ones", eth.Fees.BumpPercent, bc.Fees.BumpPercent},
+		{"block time sets the receipt poll", polygon.Pipeline.Receipts.PollInterval.Std(), 2 * time.Second},
+		{"no block time keeps the poll", eth.Pipeline.Receipts.PollInterval, bc.Pipeline.Receipts.PollInterval},
+		{"shared settings stay shared", eth.Database.DSN, polygon.Database.DSN},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, want := fmt.Sprint(tt.got), fmt.Sprint(tt.want); got != want {
+				t.Errorf("got %s, want %s", got, want)
+			}
+		})
+	}
+
+	single, err := conf.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if single.ServesSeveralChains() || len(single.ChainViews()) != 1 || single.ChainViews()[0] != single {
+		t.Error("without chains the configuration itself is the one view")
+	}
+}
+
+// The chains list is checked entry by entry, each problem naming its chain.
+func TestCheckRejectsBadChains(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"an entry without id", "chains:\n  - rpcUrl: http://a.example\n", "chains[0].id must be set"},
+		{"an id twice", "chains:\n  - {id: 5, rpcUrl: http://a.example}\n  - {id: 5, rpcUrl: http://b.example}\n", "chains[1].id 5 is listed twice"},
+		{"a bad fee cap on one chain", "chains:\n  - {id: 5, rpcUrl: http://a.example, fees: {maxFeePerGas: \"-1\", bumpPercent: 10}}\n", "chains (id 5): fees.maxFeePerGas"},
+		{"confirmations of zero on one chain", "chains:\n  - {id: 5, rpcUrl: http://a.example, confirmations: {required: 0}}\n", "chains (id 5): confirmations.required must be positive"},
+		{"a negative block time", "chains:\n  - {id: 5, rpcUrl: http://a.example, blockTime: -1s}\n", "chains[0].blockTime must not be negative"},
+		{"production without endpoints", "environment: production\nchains:\n  - {id: 5}\n", "chain 5 has no rpcUrl"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(path, []byte(tt.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("DATABASE_URL", "postgres://example/db")
+			_, err := conf.Load(path)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Load: %v, want an error naming %q", err, tt.want)
+			}
+		})
+	}
+}
