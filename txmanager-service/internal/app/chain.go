@@ -135,7 +135,13 @@ func NewChainConnection(bc *conf.Bootstrap, shared *ChainShared) (*ChainConnecti
 	helper := log.NewHelper(logger)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	rpcOptions := []chain.RPCOption{chain.WithTracer(metrics.Tracer)}
+	// Chain calls' spans name the chain when the configuration does (the single-chain
+	// form learns its id from the endpoints only after dialing them).
+	tracer := metrics.Tracer
+	if bc.Chain.ID != 0 {
+		tracer = metrics.ForChain(bc.Chain.ID).Tracer
+	}
+	rpcOptions := []chain.RPCOption{chain.WithTracer(tracer)}
 	var (
 		endpoints []chain.Endpoint
 		sim       *chain.SimulatedChain
