@@ -115,10 +115,17 @@ func (c *Client) Get(ctx context.Context, txID string) (*v1.Tx, error) {
 	})
 }
 
-// GetByRequest reads a transaction by its signer and request id.
+// GetByRequest reads a transaction by its signer and request id on a deployment's only
+// chain.
 func (c *Client) GetByRequest(ctx context.Context, signer, requestID string) (*v1.Tx, error) {
+	return c.GetByRequestOnChain(ctx, 0, signer, requestID)
+}
+
+// GetByRequestOnChain reads a transaction by chain, signer and request id: a request id
+// belongs to one chain's signer, so a deployment serving several chains needs the chain.
+func (c *Client) GetByRequestOnChain(ctx context.Context, chainID uint64, signer, requestID string) (*v1.Tx, error) {
 	return retry(ctx, c, func(ctx context.Context, n node) (*v1.Tx, error) {
-		return n.tx.GetTxByRequest(ctx, &v1.GetTxByRequestRequest{Signer: signer, RequestId: requestID})
+		return n.tx.GetTxByRequest(ctx, &v1.GetTxByRequestRequest{ChainId: chainID, Signer: signer, RequestId: requestID})
 	})
 }
 
