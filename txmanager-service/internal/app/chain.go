@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
+	"math/big"
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
@@ -189,13 +190,33 @@ func NewChainConnection(bc *conf.Bootstrap, shared *ChainShared) (*ChainConnecti
 		multi.Close()
 		closeAll()
 	}
-	identity, err := multi.VerifyIdentity(ctx)
-	if err == nil && bc.Chain.ID != 0 && identity.ChainID.Uint64() != bc.Chain.ID {
-		err = fmt.Errorf("%w: configured as chain id %d, the endpoints serve chain id %s", services.ErrOtherChain, bc.Chain.ID, identity.ChainID)
+	verify := func(ctx context.Context) (chain.Identity, error) {
+		identity, err := multi.VerifyIdentity(ctx)
+		if err == nil && bc.Chain.ID != 0 && identity.ChainID.Uint64() != bc.Chain.ID {
+			err = fmt.Errorf("%w: configured as chain id %d, the endpoints serve chain id %s", services.ErrOtherChain, bc.Chain.ID, identity.ChainID)
+		}
+		if err == nil {
+			err = services.VerifyChainIdentity(ctx, shared.Identities, services.ChainIdentity{ChainID: identity.ChainID.String(), GenesisHash: identity.GenesisHash.Hex()},
+				bc.ServesSeveralChains())
+		}
+		return identity, err
 	}
-	if err == nil {
-		err = services.VerifyChainIdentity(ctx, shared.Identities, services.ChainIdentity{ChainID: identity.ChainID.String(), GenesisHash: identity.GenesisHash.Hex()},
-			bc.ServesSeveralChains())
+	identity, err := verify(ctx)
+	if err != nil && sim == nil && bc.ServesSeveralChains() && errors.Is(err, services.ErrNoChainEndpoint) {
+		// One chain whose endpoints are down must not keep the others from serving: this
+		// one starts behind a closed gate, refusing its work as unavailable, and opens once
+		// its endpoints answer and prove to be the configured chain.
+		if err := registerEndpointGauges(metrics.ForChain(bc.Chain.ID), multi); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		gate := chain.NewIdentityGate(multi, bc.Chain.ID)
+		stopWatch := awaitIdentity(gate, verify, bc.Chain.Health.ProbeInterval.Std(), log.NewHelper(log.With(logger, "chain_id", bc.Chain.ID)))
+		helper.Warnw("msg", "no endpoint of this chain answered at start: its creates answer UNAVAILABLE until one does and serves the chain",
+			"chain_id", bc.Chain.ID, "error", err.Error())
+		conn := &ChainConnection{Chain: gate, Endpoints: multi, ChainID: services.ChainID{Int: new(big.Int).SetUint64(bc.Chain.ID)},
+			Description: fmt.Sprintf("chain id %d over %d JSON-RPC endpoint(s), unreachable at start (waiting for it)", bc.Chain.ID, len(endpoints))}
+		return conn, func() { stopWatch(); cleanup() }, nil
 	}
 	if err == nil {
 		err = registerEndpointGauges(metrics.ForChain(identity.ChainID.Uint64()), multi)
@@ -222,6 +243,44 @@ func NewChainConnection(bc *conf.Bootstrap, shared *ChainShared) (*ChainConnecti
 		helper.Infow("msg", "connected to chain", "chain_id", identity.ChainID.String(), "genesis", identity.GenesisHash.Hex(), "endpoints", len(endpoints))
 	}
 	return conn, cleanup, nil
+}
+
+// awaitIdentity proves a chain's identity in the background, every interval, and opens
+// gate once it is proven. An endpoint serving another chain keeps the gate closed and is
+// logged as an error each time: that is a configuration to fix, not a fault to wait out.
+// It returns the function that stops it.
+func awaitIdentity(gate *chain.IdentityGate, verify func(context.Context) (chain.Identity, error), interval time.Duration, helper *log.Helper) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(max(interval, time.Second))
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			attemptCtx, cancelAttempt := context.WithTimeout(ctx, startTimeout)
+			identity, err := verify(attemptCtx)
+			cancelAttempt()
+			switch {
+			case err == nil:
+				gate.Open()
+				helper.Infow("msg", "chain reachable and verified: serving it", "genesis", identity.GenesisHash.Hex())
+				return
+			case errors.Is(err, services.ErrNoChainEndpoint) || ctx.Err() != nil:
+				helper.Debugw("msg", "chain still unreachable", "error", err.Error())
+			default:
+				helper.Errorw("msg", "chain endpoints answer but cannot be served: fix the configuration", "error", err.Error())
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // NewSignerRegistry builds the key sources from configuration; in development the embedded

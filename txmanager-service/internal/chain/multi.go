@@ -131,7 +131,7 @@ func (m *MultiChain) VerifyIdentity(ctx context.Context) (Identity, error) {
 		}
 	}
 	if found == nil {
-		return Identity{}, fmt.Errorf("no chain endpoint answered: %w", errors.Join(errs...))
+		return Identity{}, fmt.Errorf("%w: %w", services.ErrNoChainEndpoint, errors.Join(errs...))
 	}
 	if len(errs) > 0 {
 		m.log.Warnw("msg", "chain endpoints unreachable at start; they join once they answer and serve the same chain", "errors", errors.Join(errs...).Error())

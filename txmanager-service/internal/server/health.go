@@ -119,23 +119,30 @@ func (h *Health) probe(ctx context.Context) readiness {
 		})
 	}
 	wg.Wait()
+	// With several chains a node stays ready while any chain serves: taking it out of the
+	// load balancer for one chain's outage would stop every other chain with it. Each chain
+	// still reports its own check.
+	serving := 0
 	for i, c := range h.chains {
-		// One chain keeps the plain names; with several each check names its chain.
 		suffix := ""
 		if len(h.chains) > 1 {
 			suffix = fmt.Sprintf("_%d", c.ID)
 		}
 		if heads[i].err != nil {
-			r.checks["chain"+suffix], r.ready = "unreachable", false
+			r.checks["chain"+suffix] = "unreachable"
 			continue
 		}
 		age := h.now().Sub(time.Unix(int64(heads[i].time), 0))
 		r.checks["chain_head_age"+suffix] = age.Truncate(time.Second).String()
 		if age > maxHeadAge {
-			r.checks["chain"+suffix], r.ready = "stale head", false
-		} else {
-			r.checks["chain"+suffix] = "ok"
+			r.checks["chain"+suffix] = "stale head"
+			continue
 		}
+		r.checks["chain"+suffix] = "ok"
+		serving++
+	}
+	if serving == 0 {
+		r.ready = false
 	}
 	r.at = h.now()
 	outcome := "ready"

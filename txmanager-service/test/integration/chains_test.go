@@ -20,6 +20,7 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/app"
 	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/chainfault"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -277,5 +278,62 @@ func TestChainsAreCheckedAtStart(t *testing.T) {
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Fatalf("%s: got %v, want an error naming %q", tc.name, err, tc.wantErr)
 		}
+	}
+}
+
+// A chain whose endpoint refuses connections at start does not keep the deployment's other
+// chain from serving: the node starts and is ready, that chain's creates answer 503
+// UNAVAILABLE and write nothing, and once the endpoint comes up the chain is verified and
+// serves, in the same process.
+func TestOneChainDownAtStartDoesNotHoldUpTheOther(t *testing.T) {
+	t.Parallel()
+	healthy, late := newChainWithID(t, 31337), newChainWithID(t, 42161)
+	proxy, err := chainfault.Start(late.HTTPEndpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	if err := proxy.SetMode(chainfault.Refuse); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, serviceOptions{chain: healthy, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Chains = []conf.Chain{{ID: 31337, RPCURL: healthy.HTTPEndpoint()}, {ID: 42161, RPCURL: proxy.URL()}}
+		bc.Chain.Health.ProbeInterval = conf.Duration(200 * time.Millisecond)
+	}})
+	signer, to := devAddress(t, 0), devAddress(t, 6)
+	create := func(chainID uint64, request string) apiResponse {
+		return s.create(t, map[string]any{"chainId": chainID, "signer": signer, "to": to, "value": "1", "gasLimit": 21000, "requestId": request})
+	}
+
+	if a := create(31337, "healthy-1"); a.status != http.StatusAccepted {
+		t.Fatalf("create on the healthy chain: %d %s", a.status, a.raw)
+	}
+	if a := create(42161, "late-1"); a.status != http.StatusServiceUnavailable || a.reason() != "UNAVAILABLE" {
+		t.Fatalf("create on the unreachable chain: %d %s, want 503 UNAVAILABLE", a.status, a.raw)
+	}
+	if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE chain_id = 42161"); n != 0 {
+		t.Fatalf("the refused create wrote %d rows", n)
+	}
+	ready := s.do(t, http.MethodGet, "/readyz", nil)
+	checks, _ := ready.body["checks"].(map[string]any)
+	if ready.status != http.StatusOK || checks["chain_31337"] != "ok" || checks["chain_42161"] != "unreachable" {
+		t.Fatalf("/readyz with one chain down: %d %s, want 200 with chain_31337 ok and chain_42161 unreachable", ready.status, ready.raw)
+	}
+
+	if err := proxy.SetMode(chainfault.Pass); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	waitFor(t, 30*time.Second, "the late chain to serve creates", func() bool {
+		a := create(42161, "late-1")
+		if a.status == http.StatusAccepted {
+			id = a.tx()["txId"].(string)
+		}
+		return a.status == http.StatusAccepted
+	})
+	waitFor(t, time.Minute, "the late chain's tx to be CONFIRMED", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+	mined, _, err := ethClient(t, late).TransactionByHash(t.Context(), common.HexToHash(s.tx(t, id).txHash))
+	if err != nil || mined.ChainId().Uint64() != 42161 {
+		t.Fatalf("the late chain's tx is not on it: %v", err)
 	}
 }
