@@ -79,30 +79,3 @@ chains:
 		t.Error("without chains the configuration itself is the one view")
 	}
 }
-
-// The chains list is checked entry by entry, each problem naming its chain.
-func TestCheckRejectsBadChains(t *testing.T) {
-	tests := []struct {
-		name, yaml, want string
-	}{
-		{"an entry without id", "chains:\n  - rpcUrl: http://a.example\n", "chains[0].id must be set"},
-		{"an id twice", "chains:\n  - {id: 5, rpcUrl: http://a.example}\n  - {id: 5, rpcUrl: http://b.example}\n", "chains[1].id 5 is listed twice"},
-		{"a bad fee cap on one chain", "chains:\n  - {id: 5, rpcUrl: http://a.example, fees: {maxFeePerGas: \"-1\", bumpPercent: 10}}\n", "chains (id 5): fees.maxFeePerGas"},
-		{"confirmations of zero on one chain", "chains:\n  - {id: 5, rpcUrl: http://a.example, confirmations: {required: 0}}\n", "chains (id 5): confirmations.required must be positive"},
-		{"a negative block time", "chains:\n  - {id: 5, rpcUrl: http://a.example, blockTime: -1s}\n", "chains[0].blockTime must not be negative"},
-		{"production without endpoints", "environment: production\nchains:\n  - {id: 5}\n", "chain 5 has no rpcUrl"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "config.yaml")
-			if err := os.WriteFile(path, []byte(tt.yaml), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			t.Setenv("DATABASE_URL", "postgres://example/db")
-			_, err := conf.Load(path)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Load: %v, want an error naming %q", err, tt.want)
-			}
-		})
-	}
-}

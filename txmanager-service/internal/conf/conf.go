@@ -369,28 +369,22 @@ func (b *Bootstrap) ServesSeveralChains() bool { return len(b.Chains) > 0 }
 
 // withDefaults fills the entry's unset connection settings from defaults.
 func (c Chain) withDefaults(defaults Chain) Chain {
-	if c.Timeouts.Read == 0 {
-		c.Timeouts.Read = defaults.Timeouts.Read
-	}
-	if c.Timeouts.Send == 0 {
-		c.Timeouts.Send = defaults.Timeouts.Send
-	}
-	if c.Timeouts.Receipts == 0 {
-		c.Timeouts.Receipts = defaults.Timeouts.Receipts
-	}
-	if c.Health.ProbeInterval == 0 {
-		c.Health.ProbeInterval = defaults.Health.ProbeInterval
-	}
-	if c.Health.MaxLagBlocks == 0 {
-		c.Health.MaxLagBlocks = defaults.Health.MaxLagBlocks
-	}
-	if c.Embedded.BlockInterval == 0 {
-		c.Embedded.BlockInterval = defaults.Embedded.BlockInterval
-	}
-	if c.Embedded.DevAccounts == 0 {
-		c.Embedded.DevAccounts = defaults.Embedded.DevAccounts
-	}
+	orDefault(&c.Timeouts.Read, defaults.Timeouts.Read)
+	orDefault(&c.Timeouts.Send, defaults.Timeouts.Send)
+	orDefault(&c.Timeouts.Receipts, defaults.Timeouts.Receipts)
+	orDefault(&c.Health.ProbeInterval, defaults.Health.ProbeInterval)
+	orDefault(&c.Health.MaxLagBlocks, defaults.Health.MaxLagBlocks)
+	orDefault(&c.Embedded.BlockInterval, defaults.Embedded.BlockInterval)
+	orDefault(&c.Embedded.DevAccounts, defaults.Embedded.DevAccounts)
 	return c
+}
+
+// orDefault sets an unset (zero) setting to its default.
+func orDefault[T comparable](setting *T, def T) {
+	var unset T
+	if *setting == unset {
+		*setting = def
+	}
 }
 
 // ChainTimeouts bound every call to an endpoint: a node that accepts a connection and never

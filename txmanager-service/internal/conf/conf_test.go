@@ -63,6 +63,13 @@ func TestCheckRejectsBadConfiguration(t *testing.T) {
 		{"no workers", "writer:\n  workers: 0\n", "writer.workers"},
 		{"bad exec mode", "database:\n  queryExecMode: turbo\n", "queryExecMode"},
 		{"bad duration", "lease:\n  duration: soon\n", "invalid duration"},
+		// The chains list is checked entry by entry, each problem naming its chain.
+		{"chain entry without id", "chains:\n  - rpcUrl: http://a.example\n", "chains[0].id must be set"},
+		{"chain id twice", "chains:\n  - {id: 5, rpcUrl: http://a.example}\n  - {id: 5, rpcUrl: http://b.example}\n", "chains[1].id 5 is listed twice"},
+		{"bad fee cap on one chain", "chains:\n  - {id: 5, rpcUrl: http://a.example, fees: {maxFeePerGas: \"-1\", bumpPercent: 10}}\n", "chains (id 5): fees.maxFeePerGas"},
+		{"no confirmations on one chain", "chains:\n  - {id: 5, rpcUrl: http://a.example, confirmations: {required: 0}}\n", "chains (id 5): confirmations.required must be positive"},
+		{"negative block time", "chains:\n  - {id: 5, rpcUrl: http://a.example, blockTime: -1s}\n", "chains[0].blockTime must not be negative"},
+		{"production chain without endpoints", "environment: production\nchains:\n  - {id: 5}\n", "chain 5 has no rpcUrl"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
