@@ -461,7 +461,8 @@ func runChainScenario(ctx context.Context, o options, root string, pg *e2e.Postg
 	settled := time.Since(settleStarted)
 	fmt.Printf("  after the faults stopped: %d transactions open after %s (bound %s)\n", open, settled.Round(time.Second), settleBound)
 
-	rows, err := checkRun(ctx, c.db, c.nodeURL(), api, rec, nil, signers, open, false)
+	// One chain, named by geth itself: the database holds that chain's rows only.
+	rows, err := checkRun(ctx, runCheck{db: c.db, chains: []e2e.ChainTarget{{RPCURL: c.nodeURL()}}, api: api, rec: rec, signers: signers})
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func (r row) ok() bool {
 
 func printTable(title string, rows []row) bool {
 	fmt.Printf("\n%s\n", title)
-	fmt.Printf("  %-52s %10s  %-8s %s\n", "check", "value", "want", "")
+	fmt.Printf("  %-64s %10s  %-8s %s\n", "check", "value", "want", "")
 	all := true
 	for _, r := range rows {
 		mark := ""
@@ -55,7 +55,7 @@ func printTable(title string, rows []row) bool {
 				mark, all = "FAIL", false
 			}
 		}
-		fmt.Printf("  %-52s %10d  %-8s %s\n", r.name, r.value, r.want, mark)
+		fmt.Printf("  %-64s %10d  %-8s %s\n", r.name, r.value, r.want, mark)
 	}
 	return all
 }
@@ -79,121 +79,137 @@ func waitFinal(ctx context.Context, db *pgx.Conn, timeout time.Duration) (int, e
 	}
 }
 
-// checkRun verifies the invariants over the database, the chain and the nodes' logs; open
-// is what waitFinal last counted as not final.
-//
-// leaseFaults says the run made nodes lose leases, so fenced writes and takeovers must
-// have happened; a run with a single node has none to show.
-func checkRun(ctx context.Context, db *pgx.Conn, chainURL string, api *e2e.Client, rec *loadRecord, logs []string, signers []common.Address, open int, leaseFaults bool) ([]row, error) {
-	var rows []row
-	count := func(sql string, args ...any) (int, error) {
-		var n int
-		err := db.QueryRow(ctx, sql, args...).Scan(&n)
-		return n, err
-	}
-	must := func(name, want, sql string, args ...any) error {
-		n, err := count(sql, args...)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		rows = append(rows, row{name, n, want})
-		return nil
-	}
+// runCheck is what checkRun verifies: the run's database, the chains its load went to, a
+// node's API (for the completion feed), what the load saw, and the nodes' logs.
+type runCheck struct {
+	db *pgx.Conn
+	// chains are the chains the run sent to; an ID of 0 is the chain's own (a single-chain
+	// run whose creates name no chain).
+	chains  []e2e.ChainTarget
+	api     *e2e.Client
+	rec     *loadRecord
+	logs    []string
+	signers []common.Address
+	// leaseFaults says the run made nodes lose leases, so fenced writes and takeovers must
+	// have happened; a run with a single node has none to show.
+	leaseFaults bool
+}
 
-	rec.mu.Lock()
-	attempted, acked, replays, replayDiffs := rec.attempted, len(rec.acknowledged), rec.replays, rec.replayDiffs
-	ackedIDs := make([]string, 0, acked)
-	for id := range rec.acknowledged {
-		ackedIDs = append(ackedIDs, id)
-	}
-	failed := fmt.Sprint(rec.failed)
-	rec.mu.Unlock()
-	rows = append(rows, row{"creates attempted", attempted, ""}, row{"creates acknowledged (txId returned)", acked, "> 0"})
-	if err := must("acknowledged creates lost", "0",
-		"SELECT count(*) FROM unnest($1::uuid[]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = a.id)", ackedIDs); err != nil {
-		return nil, err
-	}
-	rows = append(rows, row{"idempotent replays checked", replays, ""}, row{"replays answered with another tx", replayDiffs, "0"})
-	if err := must("duplicate nonces (signer, nonce)", "0",
-		"SELECT count(*) FROM (SELECT signer, nonce FROM managed_tx GROUP BY 1, 2 HAVING count(*) > 1) d"); err != nil {
-		return nil, err
-	}
-	// Allocation order must never go backwards: a later batch of a signer never got a lower
-	// nonce than an earlier one (created_at is the batch's time; same-batch rows tie).
-	if err := must("nonce regressions (later allocation, lower nonce)", "0", `
-		SELECT count(*) FROM (
-		  SELECT nonce, max(nonce) OVER (PARTITION BY signer ORDER BY created_at, nonce ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-		  FROM managed_tx) t WHERE t.nonce < t.before`); err != nil {
-		return nil, err
-	}
-	if err := must("gaps in a signer's nonces", "0", `
-		SELECT count(*) FROM (SELECT signer, max(nonce) + 1 - count(*) AS missing FROM managed_tx GROUP BY signer) g WHERE missing <> 0`); err != nil {
-		return nil, err
-	}
-	if err := must("nonces broadcast for two different txs", "0",
-		"SELECT count(*) FROM (SELECT signer, nonce FROM tx_attempt GROUP BY 1, 2 HAVING count(DISTINCT tx_id) > 1) d"); err != nil {
-		return nil, err
-	}
-	final, err := count("SELECT count(*) FROM managed_tx WHERE state IN ('CONFIRMED', 'FAILED_FINAL')")
-	if err != nil {
-		return nil, fmt.Errorf("transactions final: %w", err)
-	}
-	rows = append(rows, row{"transactions not final", open, "0"}, row{"transactions final", final, "> 0"})
-	if err := must("final without a completion / completion twice", "0", finalWithoutOneCompletion); err != nil {
-		return nil, err
-	}
+// checkedChain is one chain as the checker reads it: its id as the chain itself reports
+// it, and a client for it.
+type checkedChain struct {
+	id  uint64
+	eth *ethclient.Client
+}
 
-	// The feed as a consumer reads it: every final transaction exactly once.
-	feed, err := api.ReadCompletions(ctx, 250, final, time.Minute)
+// dialChain connects to target and makes sure it serves the chain target names (an ID of 0
+// takes the chain's own). The checker selects a chain's rows by this id, so rows of one
+// chain are never compared with another chain.
+func dialChain(ctx context.Context, target e2e.ChainTarget) (checkedChain, error) {
+	eth, err := ethclient.DialContext(ctx, target.RPCURL)
 	if err != nil {
-		return nil, fmt.Errorf("completions feed: %w", err)
+		return checkedChain{}, fmt.Errorf("dial chain %s: %w", target.RPCURL, err)
 	}
-	seen := map[string]int{}
-	for _, c := range feed {
-		seen[c.GetTxId()]++
+	id, err := eth.ChainID(ctx)
+	if err != nil {
+		eth.Close()
+		return checkedChain{}, fmt.Errorf("chain id of %s: %w", target.RPCURL, err)
 	}
-	dupes := 0
-	for _, n := range seen {
-		if n > 1 {
-			dupes++
-		}
+	if target.ID != 0 && id.Uint64() != target.ID {
+		eth.Close()
+		return checkedChain{}, fmt.Errorf("%s serves chain %s, not %d", target.RPCURL, id, target.ID)
 	}
-	rows = append(rows, row{"completions missing from the feed", final - len(seen), "0"}, row{"completions served twice", dupes, "0"})
+	return checkedChain{id: id.Uint64(), eth: eth}, nil
+}
 
-	// The chain agrees: each signer's on-chain nonce equals its managed transactions, and
-	// every confirmed one is on chain with its recorded hash, sender and nonce.
-	eth, err := ethclient.DialContext(ctx, chainURL)
-	if err != nil {
-		return nil, err
-	}
-	defer eth.Close()
-	managed, err := managedPerSigner(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	mismatched := 0
-	for _, s := range signers {
-		onChain, err := eth.NonceAt(ctx, s, nil)
+// checkRun verifies the invariants over the database, the chains and the nodes' logs: the
+// load's totals and what holds across the cluster once, every invariant of a chain once per
+// chain, its rows named after the chain.
+func checkRun(ctx context.Context, c runCheck) ([]row, error) {
+	chains := make([]checkedChain, 0, len(c.chains))
+	for _, target := range c.chains {
+		ch, err := dialChain(ctx, target)
 		if err != nil {
 			return nil, err
 		}
-		if int(onChain) != managed[s.Hex()] {
-			mismatched++
+		defer ch.eth.Close()
+		chains = append(chains, ch)
+	}
+
+	c.rec.mu.Lock()
+	attempted, acked, replays, replayDiffs, otherChain := c.rec.attempted, len(c.rec.acknowledged), c.rec.replays, c.rec.replayDiffs, c.rec.otherChain
+	failed := fmt.Sprint(c.rec.failed)
+	c.rec.mu.Unlock()
+	rows := []row{
+		{"creates attempted", attempted, ""},
+		{"creates acknowledged (txId returned)", acked, "> 0"},
+		{"idempotent replays checked", replays, ""},
+		{"replays answered with another tx", replayDiffs, "0"},
+		{"creates acknowledged on another chain than named", otherChain, "0"},
+	}
+
+	ackedOn := c.rec.ackedOn()
+	perChain := make([][]row, len(chains))
+	finalOn := make([]int, len(chains))
+	finals := 0
+	for i, ch := range chains {
+		var err error
+		if perChain[i], finalOn[i], err = checkChainRecords(ctx, c.db, ch.id, ackedOn[ch.id]); err != nil {
+			return nil, fmt.Errorf("chain %d: %w", ch.id, err)
+		}
+		finals += finalOn[i]
+	}
+
+	// The feed as a consumer reads it: every final transaction exactly once, under its
+	// chain. One read of the whole feed, split by the chain each completion names.
+	feed, err := c.api.ReadCompletions(ctx, 250, finals, time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("completions feed: %w", err)
+	}
+	served := map[uint64]map[string]int{} // chain -> tx id -> times served
+	for _, cpl := range feed {
+		if served[cpl.GetChainId()] == nil {
+			served[cpl.GetChainId()] = map[string]int{}
+		}
+		served[cpl.GetChainId()][cpl.GetTxId()]++
+	}
+	for i, ch := range chains {
+		dupes := 0
+		for _, n := range served[ch.id] {
+			if n > 1 {
+				dupes++
+			}
+		}
+		perChain[i] = append(perChain[i],
+			row{"completions missing from the feed", finalOn[i] - len(served[ch.id]), "0"},
+			row{"completions served twice", dupes, "0"})
+		chainRows, err := checkChainState(ctx, c.db, ch, c.signers)
+		if err != nil {
+			return nil, fmt.Errorf("chain %d: %w", ch.id, err)
+		}
+		for _, r := range append(perChain[i], chainRows...) {
+			r.name = fmt.Sprintf("chain %d: %s", ch.id, r.name)
+			rows = append(rows, r)
 		}
 	}
-	rows = append(rows, row{"signers whose chain nonce != managed txs", mismatched, "0"})
-	problems, err := confirmedNotOnChain(ctx, db, eth)
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, row{"confirmed txs not on chain as recorded", problems, "0"})
 
-	if !leaseFaults {
-		fmt.Printf("  creates never acknowledged, by last answer: %s\n", failed)
+	// Every row belongs to a chain checked above, so no row escaped the checks.
+	checkedIDs := make([]int64, len(chains))
+	for i, ch := range chains {
+		checkedIDs[i] = int64(ch.id)
+	}
+	unchecked, err := countOf(ctx, c.db, "SELECT count(*) FROM managed_tx WHERE NOT chain_id = ANY($1)", checkedIDs)
+	if err != nil {
+		return nil, fmt.Errorf("managed txs on other chains: %w", err)
+	}
+	rows = append(rows, row{"managed txs on a chain not checked", unchecked, "0"})
+
+	fmt.Printf("  creates never acknowledged, by last answer: %s\n", failed)
+	if !c.leaseFaults {
 		return rows, nil
 	}
 	fenced := 0
-	for _, path := range logs {
+	for _, path := range c.logs {
 		n, err := countLogLines(path, `"msg":"write fenced"`)
 		if err != nil {
 			return nil, err
@@ -201,17 +217,98 @@ func checkRun(ctx context.Context, db *pgx.Conn, chainURL string, api *e2e.Clien
 		fenced += n
 	}
 	rows = append(rows, row{"fenced writes observed (faults bit)", fenced, "> 0"})
-	if err := must("lease takeovers (token increments)", "> 0", "SELECT coalesce(sum(fencing_token - 1), 0)::int FROM signer_lease"); err != nil {
-		return nil, err
+	takeovers, err := countOf(ctx, c.db, "SELECT coalesce(sum(fencing_token - 1), 0)::int FROM signer_lease")
+	if err != nil {
+		return nil, fmt.Errorf("lease takeovers: %w", err)
 	}
-	fmt.Printf("  creates never acknowledged, by last answer: %s\n", failed)
-	return rows, nil
+	return append(rows, row{"lease takeovers (token increments)", takeovers, "> 0"}), nil
 }
 
-// managedPerSigner counts the managed transactions of each signer (as stored: its Hex form);
-// a signer with none is missing from the map.
-func managedPerSigner(ctx context.Context, db *pgx.Conn) (map[string]int, error) {
-	rs, err := db.Query(ctx, "SELECT signer, count(*) FROM managed_tx GROUP BY signer")
+// checkChainRecords checks the database's rows of one chain: what the load was told is
+// there, each signer's nonces (given once, in order, without gaps, each broadcast for one
+// transaction), and every transaction final with one completion. final is how many are.
+func checkChainRecords(ctx context.Context, db *pgx.Conn, chainID uint64, ackedIDs []string) (rows []row, final int, err error) {
+	rows = []row{{"creates acknowledged on this chain", len(ackedIDs), "> 0"}}
+	lost, err := countOf(ctx, db,
+		"SELECT count(*) FROM unnest($2::uuid[]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = a.id AND m.chain_id = $1)",
+		chainID, ackedIDs)
+	if err != nil {
+		return nil, 0, fmt.Errorf("acknowledged creates lost: %w", err)
+	}
+	rows = append(rows, row{"acknowledged creates lost", lost, "0"})
+	// Each query counts what must not exist on the chain $1.
+	for _, check := range []struct{ name, sql string }{
+		{"duplicate nonces (signer, nonce)",
+			"SELECT count(*) FROM (SELECT signer, nonce FROM managed_tx WHERE chain_id = $1 GROUP BY 1, 2 HAVING count(*) > 1) d"},
+		// Allocation order must never go backwards: a later batch of a signer never got a
+		// lower nonce than an earlier one (created_at is the batch's time; same-batch rows tie).
+		{"nonce regressions (later allocation, lower nonce)", `
+			SELECT count(*) FROM (
+			  SELECT nonce, max(nonce) OVER (PARTITION BY signer ORDER BY created_at, nonce ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+			  FROM managed_tx WHERE chain_id = $1) t WHERE t.nonce < t.before`},
+		{"gaps in a signer's nonces", `
+			SELECT count(*) FROM (SELECT signer, max(nonce) + 1 - count(*) AS missing FROM managed_tx WHERE chain_id = $1 GROUP BY signer) g WHERE missing <> 0`},
+		{"nonces broadcast for two different txs",
+			"SELECT count(*) FROM (SELECT signer, nonce FROM tx_attempt WHERE chain_id = $1 GROUP BY 1, 2 HAVING count(DISTINCT tx_id) > 1) d"},
+		{"transactions not final",
+			"SELECT count(*) FROM managed_tx WHERE chain_id = $1 AND state NOT IN ('CONFIRMED', 'FAILED_FINAL')"},
+	} {
+		n, err := countOf(ctx, db, check.sql, chainID)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", check.name, err)
+		}
+		rows = append(rows, row{check.name, n, "0"})
+	}
+	if final, err = countOf(ctx, db, "SELECT count(*) FROM managed_tx WHERE chain_id = $1 AND state IN ('CONFIRMED', 'FAILED_FINAL')", chainID); err != nil {
+		return nil, 0, fmt.Errorf("transactions final: %w", err)
+	}
+	rows = append(rows, row{"transactions final", final, "> 0"})
+	noCompletion, err := countOf(ctx, db, finalWithoutOneCompletion, chainID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("final without a completion: %w", err)
+	}
+	return append(rows, row{"final without a completion / completion twice", noCompletion, "0"}), final, nil
+}
+
+// checkChainState compares a chain with the database's rows of it: each signer's nonce on
+// the chain equals its managed transactions there, and every confirmed one is on the chain
+// with its recorded hash, sender, nonce and block.
+func checkChainState(ctx context.Context, db *pgx.Conn, ch checkedChain, signers []common.Address) ([]row, error) {
+	managed, err := managedPerSigner(ctx, db, ch.id)
+	if err != nil {
+		return nil, err
+	}
+	mismatched := 0
+	for _, s := range signers {
+		onChain, err := ch.eth.NonceAt(ctx, s, nil)
+		if err != nil {
+			return nil, fmt.Errorf("nonce of %s: %w", s, err)
+		}
+		if int(onChain) != managed[s.Hex()] {
+			mismatched++
+		}
+	}
+	problems, err := confirmedNotOnChain(ctx, db, ch)
+	if err != nil {
+		return nil, err
+	}
+	return []row{
+		{"signers whose chain nonce != managed txs", mismatched, "0"},
+		{"confirmed txs not on chain as recorded", problems, "0"},
+	}, nil
+}
+
+// countOf runs a query that answers one count.
+func countOf(ctx context.Context, db *pgx.Conn, sql string, args ...any) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, sql, args...).Scan(&n)
+	return n, err
+}
+
+// managedPerSigner counts the managed transactions of each signer on a chain (as stored:
+// its Hex form); a signer with none is missing from the map.
+func managedPerSigner(ctx context.Context, db *pgx.Conn, chainID uint64) (map[string]int, error) {
+	rs, err := db.Query(ctx, "SELECT signer, count(*) FROM managed_tx WHERE chain_id = $1 GROUP BY signer", chainID)
 	if err != nil {
 		return nil, err
 	}
@@ -228,19 +325,19 @@ func managedPerSigner(ctx context.Context, db *pgx.Conn) (map[string]int, error)
 	return out, rs.Err()
 }
 
-// finalWithoutOneCompletion counts the final transactions whose completion is missing or
-// written twice.
-const finalWithoutOneCompletion = `SELECT count(*) FROM managed_tx m WHERE m.state IN ('CONFIRMED', 'FAILED_FINAL')
-	AND (SELECT count(*) FROM tx_completions c WHERE c.tx_id = m.tx_id) <> 1`
+// finalWithoutOneCompletion counts the final transactions of the chain $1 whose completion
+// (on that chain) is missing or written twice.
+const finalWithoutOneCompletion = `SELECT count(*) FROM managed_tx m WHERE m.chain_id = $1 AND m.state IN ('CONFIRMED', 'FAILED_FINAL')
+	AND (SELECT count(*) FROM tx_completions c WHERE c.tx_id = m.tx_id AND c.chain_id = m.chain_id) <> 1`
 
-// confirmedNotOnChain counts the CONFIRMED transactions the chain does not hold as recorded
-// (hash, sender, nonce, block) and prints the first few.
-func confirmedNotOnChain(ctx context.Context, db *pgx.Conn, eth *ethclient.Client) (int, error) {
-	expected, err := confirmedOnRecord(ctx, db)
+// confirmedNotOnChain counts the CONFIRMED transactions of the chain that the chain does not
+// hold as recorded (hash, sender, nonce, block) and prints the first few.
+func confirmedNotOnChain(ctx context.Context, db *pgx.Conn, ch checkedChain) (int, error) {
+	expected, err := confirmedOnRecord(ctx, db, ch.id)
 	if err != nil {
 		return 0, err
 	}
-	results, err := e2e.CheckOnChain(ctx, eth, expected, 8)
+	results, err := e2e.CheckOnChain(ctx, ch.eth, expected, 8)
 	if err != nil {
 		return 0, err
 	}
@@ -249,15 +346,16 @@ func confirmedNotOnChain(ctx context.Context, db *pgx.Conn, eth *ethclient.Clien
 		if r != nil {
 			problems++
 			if problems <= 3 {
-				fmt.Printf("  on-chain mismatch: %v\n", r)
+				fmt.Printf("  on-chain mismatch on chain %d: %v\n", ch.id, r)
 			}
 		}
 	}
 	return problems, nil
 }
 
-func confirmedOnRecord(ctx context.Context, db *pgx.Conn) ([]e2e.ExpectedTx, error) {
-	rs, err := db.Query(ctx, "SELECT tx_id::text, signer, nonce, tx_hash, block_number FROM managed_tx WHERE state = 'CONFIRMED'")
+// confirmedOnRecord is what the database holds of the CONFIRMED transactions of a chain.
+func confirmedOnRecord(ctx context.Context, db *pgx.Conn, chainID uint64) ([]e2e.ExpectedTx, error) {
+	rs, err := db.Query(ctx, "SELECT tx_id::text, signer, nonce, tx_hash, block_number FROM managed_tx WHERE chain_id = $1 AND state = 'CONFIRMED'", chainID)
 	if err != nil {
 		return nil, err
 	}

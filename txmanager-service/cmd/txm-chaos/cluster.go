@@ -51,7 +51,9 @@ type node struct {
 	// but always with the same node id.
 	cfg  e2e.ServiceConfig
 	link *linkProxy
-	rpc  *rpcProxy // the node's way to the chain
+	// rpcs are the node's ways to its chains, one per chain in the order of
+	// clusterOptions.chains: each can hold the node's broadcasts on that chain.
+	rpcs []*rpcProxy
 	// Guarded by cluster.mu.
 	svc     *e2e.Service // nil while killed
 	httpURL string       // where its latest life serves HTTP
@@ -63,16 +65,21 @@ type clusterOptions struct {
 	dir      string
 	dsn      string // the run's database, direct
 	adminDSN string
-	chainURL string
-	signers  []*ecdsa.PrivateKey
-	count    int
-	extra    map[string]any
+	// chains are the chains the nodes serve: one is configured in the single-chain form
+	// (chain.rpcUrl; its ID is not needed), several as chains: with their ids.
+	chains  []e2e.ChainTarget
+	signers []*ecdsa.PrivateKey
+	count   int
+	extra   map[string]any
 	// direct connects the nodes to dsn as it is, with no link proxy: a multi-host DSN that
 	// follows a failover, whose faults are the database's own.
 	direct bool
 }
 
 func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
+	if len(o.chains) == 0 {
+		return nil, fmt.Errorf("cluster: no chain to serve")
+	}
 	c := &cluster{bin: o.bin, dir: o.dir, dsn: o.dsn, adminDSN: o.adminDSN}
 	dbURL, err := url.Parse(o.dsn)
 	if err != nil {
@@ -82,7 +89,7 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 	overrides := clusterTiming()
 	maps.Copy(overrides, o.extra)
 	for i := range o.count {
-		n, err := newNode(fmt.Sprintf("node-%d", i), *dbURL, o.chainURL, e2e.ServiceConfig{Signers: o.signers, Overrides: overrides}, o.direct)
+		n, err := newNode(fmt.Sprintf("node-%d", i), *dbURL, o.chains, e2e.ServiceConfig{Signers: o.signers, Overrides: overrides}, o.direct)
 		if err != nil {
 			c.stop()
 			return nil, err
@@ -110,29 +117,65 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 }
 
 // newNode prepares a node's proxies: its database link unless direct (with its name as
-// application_name, so its sessions can be cut) and its chain link. base carries what all
-// nodes share.
-func newNode(name string, db url.URL, chainURL string, base e2e.ServiceConfig, direct bool) (*node, error) {
-	var link *linkProxy
+// application_name, so its sessions can be cut) and one link per chain. base carries what
+// all nodes share.
+func newNode(name string, db url.URL, chains []e2e.ChainTarget, base e2e.ServiceConfig, direct bool) (*node, error) {
+	n := &node{name: name}
 	if !direct {
 		var err error
-		if link, err = newLinkProxy(db.Host); err != nil {
+		if n.link, err = newLinkProxy(db.Host); err != nil {
 			return nil, err
 		}
-		db.Host = link.addr()
+		db.Host = n.link.addr()
 	}
-	rpc, err := newRPCProxy(chainURL)
-	if err != nil {
-		link.close()
-		return nil, err
+	proxied := make([]e2e.ChainTarget, len(chains))
+	for i, target := range chains {
+		rpc, err := newRPCProxy(target.RPCURL)
+		if err != nil {
+			n.closeLinks()
+			return nil, err
+		}
+		n.rpcs = append(n.rpcs, rpc)
+		proxied[i] = e2e.ChainTarget{ID: target.ID, RPCURL: rpc.url()}
+	}
+	if len(proxied) == 1 {
+		base.ChainRPCURL = proxied[0].RPCURL
+	} else {
+		base.Chains = proxied
 	}
 	q := db.Query()
 	q.Set("application_name", name)
 	db.RawQuery = q.Encode()
-	base.NodeID, base.DatabaseDSN, base.ChainRPCURL = name, db.String(), rpc.url()
+	base.NodeID, base.DatabaseDSN = name, db.String()
 	// resubmit.interval comes from clusterTiming (or the extra overrides): Overrides are
 	// applied after the ServiceConfig fields, so they win over FastLoops' value.
-	return &node{name: name, cfg: e2e.FastLoops(base), link: link, rpc: rpc}, nil
+	n.cfg = e2e.FastLoops(base)
+	return n, nil
+}
+
+// holdBroadcasts makes the node's links to every chain hold the answer to each broadcast
+// for d (0 ends the holding): the node may be about to broadcast on any of its chains.
+func (n *node) holdBroadcasts(d time.Duration) {
+	for _, p := range n.rpcs {
+		p.holdFor.Store(int64(d))
+	}
+}
+
+// heldBroadcasts is how many broadcasts the node's chain links have held so far.
+func (n *node) heldBroadcasts() int64 {
+	var held int64
+	for _, p := range n.rpcs {
+		held += p.held.Load()
+	}
+	return held
+}
+
+// closeLinks closes the node's database and chain links.
+func (n *node) closeLinks() {
+	n.link.close()
+	for _, p := range n.rpcs {
+		p.close()
+	}
 }
 
 func (c *cluster) nodeDir(n *node) string { return filepath.Join(c.dir, n.name) }
@@ -284,7 +327,6 @@ func (c *cluster) stop() {
 		if svc != nil {
 			_ = svc.Stop()
 		}
-		n.link.close()
-		n.rpc.close()
+		n.closeLinks()
 	}
 }

@@ -72,7 +72,7 @@ func runDBScenario(ctx context.Context, o options, root, serviceBin, chainBin st
 		return nil, err
 	}
 	c, err := startCluster(ctx, clusterOptions{
-		bin: serviceBin, dir: filepath.Join(root, "nodes"), dsn: dsn, chainURL: devChain.URL(), signers: keys, count: o.nodes,
+		bin: serviceBin, dir: filepath.Join(root, "nodes"), dsn: dsn, chains: []e2e.ChainTarget{{RPCURL: devChain.URL()}}, signers: keys, count: o.nodes,
 		direct: true, extra: map[string]any{"database.maxConns": 12},
 	})
 	if err != nil {
@@ -388,12 +388,12 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 		fmt.Printf("  replays refused, by reason: %s\n", strings.TrimPrefix(fmt.Sprint(c.replays.refusedBy), "map"))
 	}
 
-	eth, err := ethclient.DialContext(ctx, c.chainURL)
+	ch, err := dialChain(ctx, e2e.ChainTarget{RPCURL: c.chainURL})
 	if err != nil {
 		return nil, err
 	}
-	defer eth.Close()
-	onChain, err := readSignerTxs(ctx, eth, c.signers)
+	defer ch.eth.Close()
+	onChain, err := readSignerTxs(ctx, ch.eth, c.signers)
 	if err != nil {
 		return nil, err
 	}
@@ -501,12 +501,12 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 		return nil, err
 	}
 	rows = append(rows, row{"transactions not final", c.open, "0"}, row{"transactions final", final, "> 0"})
-	noCompletion, err := count(finalWithoutOneCompletion)
+	noCompletion, err := count(finalWithoutOneCompletion, ch.id)
 	if err != nil {
 		return nil, err
 	}
 	rows = append(rows, row{"final without a completion / completion twice", noCompletion, "0"})
-	mismatch, err := confirmedNotOnChain(ctx, c.db, eth)
+	mismatch, err := confirmedNotOnChain(ctx, c.db, ch)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	signerAddr := e2e.Address(signer)
 	c, err := startCluster(ctx, clusterOptions{
 		bin: env.serviceBin, dir: env.dir("failover"), dsn: db.DSN, adminDSN: env.pg.AdminDSN,
-		chainURL: env.chainURL, signers: []*ecdsa.PrivateKey{signer}, count: 2,
+		chains: env.chains[:1], signers: []*ecdsa.PrivateKey{signer}, count: 2,
 		extra: map[string]any{"routing.mode": "basic", "resubmit.interval": "3s"},
 	})
 	if err != nil {
@@ -37,8 +37,6 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	}
 	defer c.stop()
 	nodeA, nodeB := c.nodes[0], c.nodes[1]
-	// A's chain proxy holds its broadcast answers on demand.
-	hold := nodeA.rpc
 	conn, err := pgx.Connect(ctx, db.DSN)
 	if err != nil {
 		return nil, err
@@ -65,11 +63,11 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	}
 	// 2. A's next broadcasts stall (the node takes them, the answers are held), and A is
 	// frozen while it waits for them.
-	hold.holdFor.Store(int64(6 * time.Second))
+	nodeA.holdBroadcasts(6 * time.Second)
 	if err := create(clientA, 3); err != nil {
 		return nil, fmt.Errorf("creates on node A: %w", err)
 	}
-	if err := waitUntil(ctx, 20*time.Second, func() bool { return hold.held.Load() > 0 }); err != nil {
+	if err := waitUntil(ctx, 20*time.Second, func() bool { return nodeA.heldBroadcasts() > 0 }); err != nil {
 		return nil, fmt.Errorf("node A never broadcast: %w", err)
 	}
 	if err := c.pause(nodeA); err != nil {
@@ -96,17 +94,19 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	if err := c.resume(nodeA); err != nil {
 		return nil, err
 	}
-	hold.holdFor.Store(0)
+	nodeA.holdBroadcasts(0)
 	open, err := waitFinal(ctx, conn, 2*time.Minute)
 	if err != nil {
 		return nil, err
 	}
-	// A's held broadcasts come back as it resumes; give it a moment to try its writes.
+	// A's held broadcasts come back as it resumes; give it a moment to try its writes. The
+	// counter is a series per chain (chain_id) next to an unlabelled one kept at zero, so
+	// the count is their sum.
 	fencedA := 0
 	_ = waitUntil(ctx, 15*time.Second, func() bool {
-		var fenced float64
-		fenced, err = e2e.ScrapeCounter(ctx, c.url(nodeA)+"/metrics", "lease_fenced_total")
-		fencedA = int(fenced)
+		var metrics map[string]float64
+		metrics, err = scrapeMetrics(ctx, c.url(nodeA)+"/metrics")
+		fencedA = int(metrics["lease_fenced_total"])
 		return err == nil && fencedA > 0
 	})
 	if err != nil {
@@ -116,13 +116,13 @@ func runFailover(ctx context.Context, env *runEnv) ([]row, error) {
 	_ = conn.QueryRow(ctx, "SELECT count(*) FROM managed_tx WHERE fencing_token = $1 AND updated_at >= $2", tokenA, takenOver).Scan(&lateWrites)
 	_ = conn.QueryRow(ctx, "SELECT count(*) FROM tx_attempt WHERE fencing_token = $1 AND created_at >= $2", tokenA, takenOver).Scan(&lateAttempts)
 	_ = conn.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE fencing_token = $1) FROM managed_tx", tokenB).Scan(&total, &ownedByB)
-	onChain, err := chainNonce(ctx, env.chainURL, signerAddr)
+	onChain, err := chainNonce(ctx, env.chains[0].RPCURL, signerAddr)
 	if err != nil {
 		return nil, err
 	}
 	return []row{
 		{"fencing token increase at takeover (B minus A)", int(tokenB - tokenA), "= 1"},
-		{"A's broadcasts frozen mid-flight", int(hold.held.Load()), "> 0"},
+		{"A's broadcasts frozen mid-flight", int(nodeA.heldBroadcasts()), "> 0"},
 		{"A paused past its lease (ms)", int(time.Since(pausedAt).Milliseconds()), ""},
 		{"A's fenced writes after resuming (lease_fenced_total)", fencedA, "> 0"},
 		{"rows with A's token written after B's takeover", lateWrites, "0"},

@@ -84,15 +84,15 @@ func injectFaults(ctx context.Context, c *cluster, seed uint64, leaseDuration ti
 			}
 		case "pause":
 			// Freeze the node in the middle of its work, as a long GC pause or a stalled VM
-			// would: when it next broadcasts, its chain link holds the answer and the node
-			// is stopped while it waits. (If it broadcasts nothing within 2s, it is frozen
+			// would: when it next broadcasts, on whichever chain, its link to that chain
+			// holds the answer and the node is stopped while it waits. (If it broadcasts nothing within 2s, it is frozen
 			// wherever it is.)
 			paused := leaseDuration + time.Duration(1500+r.IntN(1500))*time.Millisecond
-			heldBefore := n.rpc.held.Load()
-			n.rpc.holdFor.Store(int64(paused + time.Second))
-			midBroadcast := waitUntil(ctx, 2*time.Second, func() bool { return n.rpc.held.Load() > heldBefore }) == nil
+			heldBefore := n.heldBroadcasts()
+			n.holdBroadcasts(paused + time.Second)
+			midBroadcast := waitUntil(ctx, 2*time.Second, func() bool { return n.heldBroadcasts() > heldBefore }) == nil
 			if err := c.pause(n); err != nil {
-				n.rpc.holdFor.Store(0)
+				n.holdBroadcasts(0)
 				continue
 			}
 			where := "between tasks"
@@ -101,7 +101,7 @@ func injectFaults(ctx context.Context, c *cluster, seed uint64, leaseDuration ti
 			}
 			record(kind, n, fmt.Sprintf("SIGSTOP %s for %s (lease %s), then SIGCONT", where, paused, leaseDuration))
 			sleep(ctx, paused)
-			n.rpc.holdFor.Store(0)
+			n.holdBroadcasts(0)
 			_ = c.resume(n)
 		case "cut-db":
 			cut, err := c.cutDatabase(ctx, n)

@@ -17,17 +17,23 @@ import (
 
 // loadRecord is what the clients saw: every create they attempted and every answer that
 // acknowledged one (a txId), which the checker must find in the database afterwards.
+//
+// A signer's nonces and request ids are its own on each chain, so every key that is per
+// signer is per chain and signer (laneKey), with the chain the answer named.
 type loadRecord struct {
 	mu           sync.Mutex
 	attempted    int
 	acknowledged map[string]time.Time // tx id -> when first acknowledged
-	byRequest    map[string]string    // signer/requestId -> tx id
+	ackedChain   map[string]uint64    // tx id -> the chain its acknowledgement named
+	byRequest    map[string]string    // chain/signer/requestId -> tx id
 	failed       map[string]int       // reason -> count, for creates never acknowledged
 	replays      int
 	replayDiffs  int // a replay answered with another tx id than the original
-	errorsSeen   map[string]int
-	// nonceHolders is every tx id acknowledged with a signer's nonce ("signer/nonce"):
-	// two ids for one nonce means a nonce was given out twice.
+	// otherChain counts creates that named a chain and were acknowledged on another.
+	otherChain int
+	errorsSeen map[string]int
+	// nonceHolders is every tx id acknowledged with a signer's nonce on a chain
+	// ("chain/signer/nonce"): two ids for one nonce means a nonce was given out twice.
 	nonceHolders map[string][]string
 	// keyed are the acknowledged creates that carried a requestId, for replays later.
 	keyed []ackedRequest
@@ -40,12 +46,32 @@ type ackedRequest struct {
 }
 
 func newLoadRecord() *loadRecord {
-	return &loadRecord{acknowledged: map[string]time.Time{}, byRequest: map[string]string{}, failed: map[string]int{}, errorsSeen: map[string]int{}, nonceHolders: map[string][]string{}}
+	return &loadRecord{
+		acknowledged: map[string]time.Time{}, ackedChain: map[string]uint64{}, byRequest: map[string]string{},
+		failed: map[string]int{}, errorsSeen: map[string]int{}, nonceHolders: map[string][]string{},
+	}
+}
+
+// laneKey names a signer on a chain: the scope of its nonces and request ids.
+func laneKey(chainID uint64, signer string) string { return fmt.Sprintf("%d/%s", chainID, signer) }
+
+// ackedOn is the acknowledged tx ids per chain their acknowledgement named.
+func (rec *loadRecord) ackedOn() map[uint64][]string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	out := map[uint64][]string{}
+	for id := range rec.acknowledged {
+		out[rec.ackedChain[id]] = append(out[rec.ackedChain[id]], id)
+	}
+	return out
 }
 
 type loadOptions struct {
-	targets  []*e2e.Client // one per node
-	signers  []common.Address
+	targets []*e2e.Client // one per node
+	signers []common.Address
+	// chains are the chain ids creates are spread over, each create naming one; empty:
+	// creates name no chain (a single-chain deployment).
+	chains   []uint64
 	clients  int
 	duration time.Duration
 	seed     uint64
@@ -57,8 +83,8 @@ type loadOptions struct {
 	gasLimit uint64
 }
 
-// runLoad sends creates for random signers to random nodes until duration passes. Half
-// carry a requestId; those are retried (on another node) after a failure, and some are
+// runLoad sends creates for random signers on random chains to random nodes until duration
+// passes. Half carry a requestId; those are retried (on another node) after a failure, and some are
 // sent again after success to check the replay answers with the same transaction.
 func runLoad(ctx context.Context, o loadOptions, rec *loadRecord) {
 	deadline := time.Now().Add(o.duration)
@@ -89,6 +115,9 @@ func runLoad(ctx context.Context, o loadOptions, rec *loadRecord) {
 					To:       e2e.Recipient().Hex(),
 					Value:    fmt.Sprint(1 + r.IntN(1_000_000)),
 					GasLimit: gasLimit,
+				}
+				if len(o.chains) > 0 {
+					req.ChainId = o.chains[r.IntN(len(o.chains))]
 				}
 				if o.tagData {
 					req.Data = fmt.Sprintf("0x%016x", r.Uint64())
@@ -141,12 +170,17 @@ func (rec *loadRecord) create(ctx context.Context, clients []*e2e.Client, r *ran
 func (rec *loadRecord) acked(req *v1.CreateTxRequest, resp *v1.CreateTxResponse) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	id := resp.GetTx().GetTxId()
+	id, chainID := resp.GetTx().GetTxId(), resp.GetTx().GetChainId()
 	now := time.Now()
 	if _, seen := rec.acknowledged[id]; !seen {
 		rec.acknowledged[id] = now
+		rec.ackedChain[id] = chainID
 	}
-	nonceKey := fmt.Sprintf("%s/%d", req.Signer, resp.GetTx().GetNonce())
+	if req.GetChainId() != 0 && chainID != req.GetChainId() {
+		rec.otherChain++
+	}
+	lane := laneKey(chainID, req.Signer)
+	nonceKey := fmt.Sprintf("%s/%d", lane, resp.GetTx().GetNonce())
 	if !slices.Contains(rec.nonceHolders[nonceKey], id) {
 		rec.nonceHolders[nonceKey] = append(rec.nonceHolders[nonceKey], id)
 	}
@@ -154,7 +188,7 @@ func (rec *loadRecord) acked(req *v1.CreateTxRequest, resp *v1.CreateTxResponse)
 		rec.keyed = append(rec.keyed, ackedRequest{req: req, txID: id, at: now})
 	}
 	if req.RequestId != "" {
-		key := req.Signer + "/" + req.RequestId
+		key := lane + "/" + req.RequestId
 		if earlier, ok := rec.byRequest[key]; ok && earlier != id {
 			rec.replayDiffs++
 		}
@@ -162,6 +196,8 @@ func (rec *loadRecord) acked(req *v1.CreateTxRequest, resp *v1.CreateTxResponse)
 	}
 }
 
+// replay sends req again as it was, so on the same chain as the original: the answer must
+// be the original transaction.
 func (rec *loadRecord) replay(ctx context.Context, client *e2e.Client, req *v1.CreateTxRequest, want string) {
 	resp, err := client.CreateTx(ctx, req)
 	if err != nil {

@@ -1,15 +1,17 @@
 // Command txm-chaos is the fault-injection suite (make chaos). On loopback, against one
-// PostgreSQL and one shared chain (txm-devchain), it runs
+// PostgreSQL and two chains (txm-devchain under ids 1337 and 31337, the same development
+// keys funded on both), it runs
 //
-//   - failover: seed acceptance 3, deterministic: an owner frozen mid-broadcast past its
-//     lease is taken over, and comes back fenced;
+//   - failover: seed acceptance 3, deterministic, on the first chain: an owner frozen
+//     mid-broadcast past its lease is taken over, and comes back fenced;
 //
-//   - chaos: 3 service processes in forward routing, a load generator sending creates for
-//     several signers to random nodes (some idempotent, some retried and replayed), and a
-//     seeded schedule of faults (SIGKILL + restart, SIGSTOP past the lease + SIGCONT, cut
-//     database connections, slow database links); then the faults stop, every transaction
-//     must reach a final state, and a checker verifies the invariants over the database,
-//     the chain and the logs.
+//   - chaos: 3 service processes in forward routing serving both chains, a load generator
+//     sending creates for several signers on either chain to random nodes (some idempotent,
+//     some retried and replayed), and a seeded schedule of faults (SIGKILL + restart,
+//     SIGSTOP past the lease + SIGCONT, cut database connections, slow database links);
+//     then the faults stop, every transaction must reach a final state, and a checker
+//     verifies the invariants over the database, each chain and the logs, every invariant
+//     of a chain once per chain.
 //
 //   - db (not part of all; make chaos-db): a pg_auto_failover formation (monitor, primary,
 //     standby) from the installed packages, the service on its multi-host DSN, load, and
@@ -92,13 +94,18 @@ func main() {
 	fmt.Println("\ntxm-chaos: PASS")
 }
 
-// runEnv is what the scenarios share: binaries, PostgreSQL, the chain, the keys.
+// secondChainID is the id of the run's second chain, next to txm-devchain's default
+// (chain.SimulatedChainID).
+const secondChainID = 31337
+
+// runEnv is what the scenarios share: binaries, PostgreSQL, the chains, the keys.
 type runEnv struct {
 	keepDB     bool
 	root       string
 	serviceBin string
 	pg         *e2e.Postgres
-	chainURL   string
+	// chains are the run's chains, each with its id; a single-chain scenario uses the first.
+	chains     []e2e.ChainTarget
 	signerKeys []*ecdsa.PrivateKey
 	// failoverKey is a signer of its own: the chain outlives a scenario's database, so a
 	// signer shared between scenarios would start the next one at a nonce its database
@@ -180,19 +187,27 @@ func run(ctx context.Context, o options) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	devChain, err := e2e.StartDevChain(ctx, e2e.DevChainOptions{Bin: chainBin, BlockInterval: 500 * time.Millisecond, Accounts: o.signers + 1, Dir: filepath.Join(root, "chain")})
-	if err != nil {
-		return false, err
+	env := &runEnv{keepDB: o.keepDB, root: root, serviceBin: serviceBin, pg: pg}
+	// The same development keys are funded on both chains: one key is a signer on each,
+	// with its own nonces and leases there.
+	for _, id := range []uint64{chain.SimulatedChainID, secondChainID} {
+		devChain, err := e2e.StartDevChain(ctx, e2e.DevChainOptions{
+			Bin: chainBin, BlockInterval: 500 * time.Millisecond, Accounts: o.signers + 1, ChainID: id,
+			Dir: filepath.Join(root, fmt.Sprintf("chain-%d", id)),
+		})
+		if err != nil {
+			return false, fmt.Errorf("chain %d: %w", id, err)
+		}
+		defer func() { _ = devChain.Stop() }()
+		env.chains = append(env.chains, e2e.ChainTarget{ID: id, RPCURL: devChain.URL()})
 	}
-	defer func() { _ = devChain.Stop() }()
-	env := &runEnv{keepDB: o.keepDB, root: root, serviceBin: serviceBin, pg: pg, chainURL: devChain.URL()}
 	keys, err := chain.DevKeys(o.signers + 1)
 	if err != nil {
 		return false, err
 	}
 	env.signerKeys, env.failoverKey = keys[:o.signers], keys[o.signers]
-	fmt.Printf("txm-chaos: seed %d, %d nodes, %d signers, %d clients, %s of faults; PostgreSQL: %s; chain: txm-devchain (500ms blocks)\n",
-		o.seed, o.nodes, o.signers, o.clients, o.duration, pg.Source)
+	fmt.Printf("txm-chaos: seed %d, %d nodes, %d signers, %d clients, %s of faults; PostgreSQL: %s; chains: txm-devchain %d and %d (500ms blocks)\n",
+		o.seed, o.nodes, o.signers, o.clients, o.duration, pg.Source, env.chains[0].ID, env.chains[1].ID)
 
 	all := true
 	if o.scenario == "all" || o.scenario == "failover" {
@@ -225,7 +240,7 @@ func runChaos(ctx context.Context, env *runEnv, o options) ([]row, []faultEvent,
 	defer env.dropDatabase(ctx, db)
 	c, err := startCluster(ctx, clusterOptions{
 		bin: env.serviceBin, dir: env.dir("chaos"), dsn: db.DSN, adminDSN: env.pg.AdminDSN,
-		chainURL: env.chainURL, signers: env.signerKeys, count: o.nodes,
+		chains: env.chains, signers: env.signerKeys, count: o.nodes,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -236,7 +251,11 @@ func runChaos(ctx context.Context, env *runEnv, o options) ([]row, []faultEvent,
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	eventsCh := make(chan []faultEvent, 1)
 	go func() { eventsCh <- injectFaults(faultCtx, c, o.seed, 3*time.Second) }()
-	runLoad(ctx, loadOptions{targets: c.clients(), signers: signers, clients: o.clients, duration: o.duration, seed: o.seed}, rec)
+	chainIDs := make([]uint64, len(env.chains))
+	for i, ch := range env.chains {
+		chainIDs[i] = ch.ID
+	}
+	runLoad(ctx, loadOptions{targets: c.clients(), signers: signers, chains: chainIDs, clients: o.clients, duration: o.duration, seed: o.seed}, rec)
 	stopFaults()
 	events := <-eventsCh
 	if err := c.heal(ctx); err != nil {
@@ -253,7 +272,9 @@ func runChaos(ctx context.Context, env *runEnv, o options) ([]row, []faultEvent,
 		return nil, events, err
 	}
 	fmt.Printf("  after the faults stopped, %d transactions still open after %s of settling\n", open, time.Since(settleStarted).Round(time.Second))
-	rows, err := checkRun(ctx, conn, env.chainURL, c.client(c.nodes[0]), rec, c.logPaths(), signers, open, true)
+	rows, err := checkRun(ctx, runCheck{
+		db: conn, chains: env.chains, api: c.client(c.nodes[0]), rec: rec, logs: c.logPaths(), signers: signers, leaseFaults: true,
+	})
 	if err != nil {
 		return nil, events, err
 	}

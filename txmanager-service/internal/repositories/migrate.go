@@ -80,7 +80,7 @@ func Migrate(ctx context.Context, dsn string, fsys fs.FS, opts ...MigrateOptions
 		return nil, fmt.Errorf("migrate: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey); err != nil {
+	if err := takeMigrationLock(ctx, conn); err != nil {
 		return nil, fmt.Errorf("migrate: lock: %w", err)
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLockKey) //nolint:errcheck // the session ends right after
@@ -129,6 +129,29 @@ func Migrate(ctx context.Context, dsn string, fsys fs.FS, opts ...MigrateOptions
 		done = append(done, version)
 	}
 	return done, nil
+}
+
+// migrationLockPoll is how often a migrator that found the lock taken asks again.
+const migrationLockPoll = 200 * time.Millisecond
+
+// takeMigrationLock takes the migrators' advisory lock, asking again until it is free. It
+// never waits inside pg_advisory_lock: a session blocked there is a transaction that the
+// lock holder's CREATE INDEX CONCURRENTLY waits for, and the two would deadlock.
+func takeMigrationLock(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		var taken bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", migrationLockKey).Scan(&taken); err != nil {
+			return err
+		}
+		if taken {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(migrationLockPoll):
+		}
+	}
 }
 
 // applyFile runs a file's steps and records it with the last transactional one (or alone
