@@ -23,7 +23,8 @@ type MigrateOptions struct {
 	// database recorded none (0: not configured).
 	ConfiguredChainID uint64
 	// StepLockTimeout bounds how long a step waits for a table lock before it gives up and
-	// tries again, so a step never queues readers behind a long transaction (default 2 s).
+	// tries again: readers that arrive meanwhile queue behind the waiting step, so this is
+	// the longest a migration delays them (default 300 ms).
 	StepLockTimeout time.Duration
 }
 
@@ -73,7 +74,7 @@ func Migrate(ctx context.Context, dsn string, fsys fs.FS, opts ...MigrateOptions
 		o = opts[0]
 	}
 	if o.StepLockTimeout <= 0 {
-		o.StepLockTimeout = 2 * time.Second
+		o.StepLockTimeout = 300 * time.Millisecond
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -194,8 +195,9 @@ func applyFile(ctx context.Context, conn *pgx.Conn, version string, steps []migr
 // sqlStateLockNotAvailable is PostgreSQL's answer when lock_timeout ran out.
 const sqlStateLockNotAvailable = "55P03"
 
-// stepLockAttempts is how often a step that could not get its locks in time is tried.
-const stepLockAttempts = 30
+// stepLockAttempts is how often a step that could not get its locks in time is tried: with
+// the default lock timeout, about a minute and a half of waiting for a long transaction.
+const stepLockAttempts = 200
 
 // runStepBounded runs one transactional step. A step of a multi-step (online) migration
 // waits at most lockTimeout for each lock: a step queued behind a long transaction would
