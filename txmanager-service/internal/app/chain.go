@@ -181,6 +181,7 @@ func NewChainConnection(bc *conf.Bootstrap, shared *ChainShared) (*ChainConnecti
 	multi, err := chain.NewMultiChain(endpoints, chain.MultiChainConfig{
 		ReadTimeout: bc.Chain.Timeouts.Read.Std(), SendTimeout: bc.Chain.Timeouts.Send.Std(), ReceiptsTimeout: bc.Chain.Timeouts.Receipts.Std(),
 		ProbeInterval: bc.Chain.Health.ProbeInterval.Std(), MaxLagBlocks: bc.Chain.Health.MaxLagBlocks, BroadcastToAll: bc.Chain.BroadcastToAll,
+		FeeMaxAge: feeMaxAge(bc),
 	}, logger)
 	if err != nil {
 		closeAll()
@@ -348,4 +349,15 @@ func registerEndpointGauges(metrics *telemetry.Metrics, multi *chain.MultiChain)
 				record(int64(h.Head), attribute.String("endpoint", h.Name))
 			}
 		})
+}
+
+// feeMaxAge is how long one fee suggestion serves all of a chain's signers: one receipt poll
+// interval (the configured block-time hint), at most a second, so a fee move is seen within
+// a block and a fee spike within a second.
+func feeMaxAge(bc *conf.Bootstrap) time.Duration {
+	const ceiling = time.Second
+	if poll := bc.Pipeline.Receipts.PollInterval.Std(); poll > 0 && poll < ceiling {
+		return poll
+	}
+	return ceiling
 }

@@ -34,6 +34,9 @@ type MultiChainConfig struct {
 	MaxLagBlocks uint64
 	// BroadcastToAll sends transactions to every usable endpoint instead of the first.
 	BroadcastToAll bool
+	// FeeMaxAge is how long one fee suggestion serves every signer of the chain (0: each
+	// caller asks the node). Fees change once per block, so at most a block time is right.
+	FeeMaxAge time.Duration
 }
 
 // MultiChain is the chain behind one or more endpoints, treated as hostile: every call has a
@@ -45,6 +48,8 @@ type MultiChain struct {
 	cfg       MultiChainConfig
 	endpoints []Endpoint
 	log       *log.Helper
+
+	fees *sharedFees
 
 	mu     sync.Mutex
 	health []EndpointHealth
@@ -70,7 +75,10 @@ func NewMultiChain(endpoints []Endpoint, cfg MultiChainConfig, logger log.Logger
 	if len(endpoints) == 0 {
 		return nil, errors.New("chain: no endpoints")
 	}
-	m := &MultiChain{cfg: cfg, endpoints: endpoints, log: log.NewHelper(log.With(logger, "component", "chain-endpoints")), stop: make(chan struct{})}
+	m := &MultiChain{
+		cfg: cfg, endpoints: endpoints, fees: newSharedFees(cfg.FeeMaxAge),
+		log: log.NewHelper(log.With(logger, "component", "chain-endpoints")), stop: make(chan struct{}),
+	}
 	m.health = make([]EndpointHealth, len(endpoints))
 	m.identityChecked = make([]bool, len(endpoints))
 	for i, e := range endpoints {
@@ -259,14 +267,17 @@ func (m *MultiChain) EstimateGas(ctx context.Context, req services.CallRequest) 
 	return gas, err
 }
 
-// SuggestFees implements services.Chain.
+// SuggestFees implements services.Chain. One suggestion serves every caller for
+// cfg.FeeMaxAge (see sharedFees).
 func (m *MultiChain) SuggestFees(ctx context.Context) (services.FeeSuggestion, error) {
-	var fees services.FeeSuggestion
-	err := m.call(ctx, "fee suggestion", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-		fees, err = c.SuggestFees(ctx)
-		return err
+	return m.fees.get(ctx, func(ctx context.Context) (services.FeeSuggestion, error) {
+		var fees services.FeeSuggestion
+		err := m.call(ctx, "fee suggestion", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+			fees, err = c.SuggestFees(ctx)
+			return err
+		})
+		return fees, err
 	})
-	return fees, err
 }
 
 // TransactionReceipts implements services.Chain.
