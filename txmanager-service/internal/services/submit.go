@@ -15,8 +15,10 @@ import (
 )
 
 // SubmitAllocated signs the signer's ALLOCATED transactions (lowest nonce first), persists
-// every attempt fenced, and only then broadcasts them in nonce order.
-func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease) (int, error) {
+// every attempt fenced, and only then broadcasts them in nonce order. stored (when not nil)
+// is told the transactions once their attempts are stored and before any is sent: bytes
+// that no node has seen yet.
+func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease, stored func([]TrackedTx)) (int, error) {
 	ctx, span := p.span(ctx, "pipeline.submit", lease)
 	defer span.End()
 	txs, err := p.store.ListAllocated(ctx, lease.Signer, max(p.cfg.SubmitBatch, 1))
@@ -48,6 +50,13 @@ func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease) (int
 	items := make([]broadcastItem, len(attempts))
 	for i, a := range attempts {
 		items[i] = broadcastItem{TxID: a.TxID, Raw: a.Raw, Ours: []common.Hash{a.Hash}}
+	}
+	if stored != nil {
+		tracked := make([]TrackedTx, len(attempts))
+		for i, a := range attempts {
+			tracked[i] = TrackedTx{TxID: a.TxID, Signer: lease.Signer, Nonce: a.Nonce, Attempts: []AttemptRef{{Hash: a.Hash, Kind: a.Kind}}}
+		}
+		stored(tracked)
 	}
 	if _, err := p.broadcast(ctx, lease, items); err != nil {
 		return 0, err

@@ -95,7 +95,7 @@ func (w *PipelineWorkers) submitPass(ctx context.Context) {
 	w.eachHeld(ctx, w.submitTasks, "submit", func(ctx context.Context, lease domain.Lease) error {
 		// Drain: a hot signer may have more allocated than one pass signs.
 		for ctx.Err() == nil {
-			n, err := w.pipeline.SubmitAllocated(ctx, lease)
+			n, err := w.pipeline.SubmitAllocated(ctx, lease, w.Receipts.trackUnsent)
 			if err != nil || n == 0 {
 				return err
 			}

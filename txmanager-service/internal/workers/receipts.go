@@ -55,7 +55,7 @@ type ReceiptChecker struct {
 	refreshedAt time.Time
 	// scannedThrough is the last block whose receipts were read whole (or the head when
 	// reading was skipped): an entry known absent through it and not in the blocks read
-	// next is known absent through those too. Touched only by pass.
+	// next is known absent through those too. Written only by pass, under mu.
 	scannedThrough uint64
 	// blockScanUnsupported: the node has no eth_getBlockReceipts.
 	blockScanUnsupported bool
@@ -241,16 +241,17 @@ func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head 
 // blocks become known absent through them, so no per-hash look-up repeats for them. It
 // returns the receipts recorded.
 func (c *ReceiptChecker) scanBlocks(ctx context.Context, head uint64) int {
-	from := c.scannedThrough
 	c.mu.Lock()
-	pending := len(c.entries)
+	from, pending := c.scannedThrough, len(c.entries)
 	c.mu.Unlock()
 	if head <= from {
 		return 0 // nothing new, or an endpoint behind the one read before
 	}
 	if from == 0 || head-from > maxScanBlocks || c.blockScanUnsupported ||
 		c.cfg.BlockScanMinPending <= 0 || pending < c.cfg.BlockScanMinPending {
+		c.mu.Lock()
 		c.scannedThrough = head // per-hash look-ups cover these blocks
+		c.mu.Unlock()
 		return 0
 	}
 	c.mu.Lock()
@@ -293,6 +294,27 @@ func (c *ReceiptChecker) scanBlocks(ctx context.Context, head uint64) int {
 	}
 	c.scannedThrough = scan.Through
 	return written
+}
+
+// trackUnsent schedules transactions signed and stored but not yet sent by this node as
+// known absent through the blocks already covered: those were built before the bytes
+// existed, so asking for each receipt by hash before the next block would only load the
+// node (a look-up by hash makes it search a block's body for the transaction). Scheduled
+// before the broadcast, they are part of every block read whole from now on; the first
+// look-up once a new head is seen, or the periodic recheck after a reorg, covers the rest.
+func (c *ReceiptChecker) trackUnsent(txs []services.TrackedTx) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.scannedThrough == 0 {
+		return // nothing covered yet: the first pass looks them up
+	}
+	for _, tx := range txs {
+		if _, known := c.entries[tx.TxID]; known {
+			continue
+		}
+		c.entries[tx.TxID] = &receiptEntry{tx: tx, due: now, notFound: true, notFoundAtHead: c.scannedThrough, lookedUpAt: now}
+	}
 }
 
 func (c *ReceiptChecker) backOff(chunk []*receiptEntry, now time.Time) {

@@ -42,7 +42,12 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 
 -- name: RecordBroadcasts :one
 -- Outcomes of broadcasts: sub_state and last error (cleared on success) per transaction.
-WITH lease AS MATERIALIZED (
+-- Bookkeeping the pipeline finds again from the chain (the next resubmission learns the
+-- outcome anew), so its commit does not wait for the WAL flush (see RecordReceipts).
+WITH relaxed_commit AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true)
+),
+lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
@@ -59,7 +64,7 @@ updated AS (
     WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated FROM relaxed_commit;
 
 -- name: ListAwaitingReceipt :many
 -- Transactions broadcast and not mined, with every attempt's hash: a receipt for any of
@@ -75,7 +80,16 @@ GROUP BY m.tx_id, m.signer, m.nonce;
 -- name: RecordReceipts :one
 -- Mined: store the receipt of whichever attempt was mined. A STUCK transaction that gets a
 -- receipt goes back to TRACKING and on to its final state like any other.
-WITH lease AS MATERIALIZED (
+--
+-- The commit does not wait for the WAL flush (synchronous_commit off for this transaction
+-- alone): a receipt lost with the last moments before a database crash is looked up again,
+-- and nothing durable can depend on it, since every later durable commit (finality reads
+-- the receipt) flushes the WAL past it. Under load the flushes are what every writer waits
+-- for, creates included.
+WITH relaxed_commit AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true)
+),
+lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
@@ -95,7 +109,7 @@ updated AS (
     WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated FROM relaxed_commit;
 
 -- name: ListMined :many
 -- Every finality pass reads these: the receipt's two fields it needs come out as columns,

@@ -886,7 +886,10 @@ func (q *Queries) RecordAttempt(ctx context.Context, arg RecordAttemptParams) (R
 }
 
 const recordBroadcasts = `-- name: RecordBroadcasts :one
-WITH lease AS MATERIALIZED (
+WITH relaxed_commit AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true)
+),
+lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
@@ -903,7 +906,7 @@ updated AS (
     WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated FROM relaxed_commit
 `
 
 type RecordBroadcastsParams struct {
@@ -922,6 +925,8 @@ type RecordBroadcastsRow struct {
 }
 
 // Outcomes of broadcasts: sub_state and last error (cleared on success) per transaction.
+// Bookkeeping the pipeline finds again from the chain (the next resubmission learns the
+// outcome anew), so its commit does not wait for the WAL flush (see RecordReceipts).
 func (q *Queries) RecordBroadcasts(ctx context.Context, arg RecordBroadcastsParams) (RecordBroadcastsRow, error) {
 	row := q.db.QueryRow(ctx, recordBroadcasts,
 		arg.ChainID,
@@ -938,7 +943,10 @@ func (q *Queries) RecordBroadcasts(ctx context.Context, arg RecordBroadcastsPara
 }
 
 const recordReceipts = `-- name: RecordReceipts :one
-WITH lease AS MATERIALIZED (
+WITH relaxed_commit AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true)
+),
+lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
@@ -958,7 +966,7 @@ updated AS (
     WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated FROM relaxed_commit
 `
 
 type RecordReceiptsParams struct {
@@ -980,6 +988,12 @@ type RecordReceiptsRow struct {
 
 // Mined: store the receipt of whichever attempt was mined. A STUCK transaction that gets a
 // receipt goes back to TRACKING and on to its final state like any other.
+//
+// The commit does not wait for the WAL flush (synchronous_commit off for this transaction
+// alone): a receipt lost with the last moments before a database crash is looked up again,
+// and nothing durable can depend on it, since every later durable commit (finality reads
+// the receipt) flushes the WAL past it. Under load the flushes are what every writer waits
+// for, creates included.
 func (q *Queries) RecordReceipts(ctx context.Context, arg RecordReceiptsParams) (RecordReceiptsRow, error) {
 	row := q.db.QueryRow(ctx, recordReceipts,
 		arg.ChainID,

@@ -1,0 +1,49 @@
+package workers
+
+import (
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+func TestTrackUnsent(t *testing.T) {
+	tracked := func() services.TrackedTx {
+		return services.TrackedTx{TxID: uuid.New(), Signer: "0xaa", Nonce: 7, Attempts: []services.AttemptRef{{Hash: common.HexToHash("0x01"), Kind: services.AttemptOriginal}}}
+	}
+	tests := []struct {
+		name string
+		// scanned is the checker's covered head when the transactions are stored.
+		scanned uint64
+		// existing is already scheduled (listed by the database) before the note.
+		existing bool
+		// wantNoted: scheduled as known absent through scanned, so no look-up by hash
+		// before a new block.
+		wantNoted bool
+	}{
+		{name: "stored after blocks were covered: absent through them", scanned: 41, wantNoted: true},
+		{name: "nothing covered yet: left to the first pass's look-up", scanned: 0},
+		{name: "already scheduled: the schedule's own state stands", scanned: 41, existing: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &ReceiptChecker{entries: map[uuid.UUID]*receiptEntry{}, scannedThrough: tt.scanned}
+			tx := tracked()
+			if tt.existing {
+				c.entries[tx.TxID] = &receiptEntry{tx: tx}
+			}
+			c.trackUnsent([]services.TrackedTx{tx})
+			e, scheduled := c.entries[tx.TxID]
+			switch {
+			case tt.wantNoted && (!scheduled || !e.notFound || e.notFoundAtHead != tt.scanned || e.tx.Attempts[0].Hash != tx.Attempts[0].Hash):
+				t.Fatalf("entry %+v, want it scheduled as not found through block %d", e, tt.scanned)
+			case !tt.wantNoted && scheduled && e.notFound:
+				t.Fatalf("entry %+v marked absent, want it looked up by hash", e)
+			case !tt.wantNoted && !tt.existing && scheduled:
+				t.Fatalf("entry %+v scheduled before any block was covered", e)
+			}
+		})
+	}
+}
