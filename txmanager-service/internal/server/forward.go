@@ -41,10 +41,13 @@ type Forwarder struct {
 	idleLimit time.Duration
 }
 
-// peerConn is one connection to a peer, kept for reuse while it is used.
+// peerConn is one connection to a peer, kept for reuse while it is used, with the batches
+// of creates forwarded over it (one queue per hop count and caller credentials). Guarded
+// by Forwarder.mu.
 type peerConn struct {
 	conn     *grpc.ClientConn
 	lastUsed time.Time
+	batchers map[string]*createBatcher
 }
 
 // peerIdleLimit: a connection to a peer not used for this long is closed (the peer may be
@@ -61,29 +64,54 @@ func NewForwarder(nodes *services.NodeRegistry, tlsConfigs *TLSConfigs) (*Forwar
 	return f, f.close
 }
 
-// ForwardCreate implements controllers.OwnerForwarder.
+// ForwardCreate implements controllers.OwnerForwarder. The create joins the owner's next
+// batch (createBatcher): under load one call carries many creates, and alone it goes at once.
 func (f *Forwarder) ForwardCreate(ctx context.Context, owner string, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
-	conn, err := f.connTo(ctx, owner)
+	md := f.callerMetadata(ctx)
+	batcher, err := f.batcherTo(ctx, owner, md)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := v1.NewTxServiceClient(conn).CreateTx(f.outgoing(ctx), req)
-	return resp, fromPeer(err)
+	item := &forwardItem{ctx: ctx, req: req, done: make(chan forwardResult, 1)}
+	batcher.add(item)
+	select {
+	case r := <-item.done:
+		return r.resp, r.err
+	case <-ctx.Done():
+		return nil, &domain.UnavailableError{Reason: "lease owner did not answer in time", Err: ctx.Err()}
+	}
+}
+
+// batcherTo is the batch queue for creates to owner that carry md.
+func (f *Forwarder) batcherTo(ctx context.Context, owner string, md metadata.MD) (*createBatcher, error) {
+	pc, err := f.peerTo(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	key := batchKey(md)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := pc.batchers[key]
+	if !ok {
+		b = newCreateBatcher(pc.conn, md, f.propagator)
+		pc.batchers[key] = b
+	}
+	return b, nil
 }
 
 // ForwardResolve implements controllers.OwnerForwarder.
 func (f *Forwarder) ForwardResolve(ctx context.Context, owner string, req *v1.ResolveTxRequest) (*v1.ResolveTxResponse, error) {
-	conn, err := f.connTo(ctx, owner)
+	pc, err := f.peerTo(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := v1.NewAdminServiceClient(conn).ResolveTx(f.outgoing(ctx), req)
+	resp, err := v1.NewAdminServiceClient(pc.conn).ResolveTx(f.outgoing(ctx), req)
 	return resp, fromPeer(err)
 }
 
-// connTo returns a connection to owner if the registry says that very process (node id
+// peerTo returns the connection to owner if the registry says that very process (node id
 // and incarnation) is alive: a node id now served by a restarted process is not the owner.
-func (f *Forwarder) connTo(ctx context.Context, owner string) (*grpc.ClientConn, error) {
+func (f *Forwarder) peerTo(ctx context.Context, owner string) (*peerConn, error) {
 	nodeID, incarnation := services.SplitLeaseOwner(owner)
 	node, alive, err := f.nodes.Lookup(ctx, nodeID)
 	if err == nil && (!alive || (incarnation != "" && services.Incarnation(node.Incarnation) != incarnation)) {
@@ -102,17 +130,20 @@ func (f *Forwarder) connTo(ctx context.Context, owner string) (*grpc.ClientConn,
 	f.trim(now)
 	if pc, ok := f.conns[node.GRPCAddr]; ok {
 		pc.lastUsed = now
-		return pc.conn, nil
+		return pc, nil
 	}
 	conn, err := grpc.NewClient(node.GRPCAddr, grpc.WithTransportCredentials(f.creds))
 	if err != nil {
 		return nil, &domain.UnavailableError{Reason: "connect to lease owner", Err: err}
 	}
-	f.conns[node.GRPCAddr] = &peerConn{conn: conn, lastUsed: now}
-	return conn, nil
+	pc := &peerConn{conn: conn, lastUsed: now, batchers: map[string]*createBatcher{}}
+	f.conns[node.GRPCAddr] = pc
+	return pc, nil
 }
 
-// trim closes connections to peers idle past the limit, at most once a minute. Holds f.mu.
+// trim closes connections to peers idle past the limit, and drops batch queues idle past
+// it (a caller whose tokens rotate leaves one behind per token), at most once a minute.
+// Holds f.mu.
 func (f *Forwarder) trim(now time.Time) {
 	if now.Sub(f.lastTrim) < time.Minute {
 		return
@@ -122,12 +153,26 @@ func (f *Forwarder) trim(now time.Time) {
 		if now.Sub(pc.lastUsed) > f.idleLimit {
 			_ = pc.conn.Close()
 			delete(f.conns, addr)
+			continue
+		}
+		for key, b := range pc.batchers {
+			if b.idleSince(now) > f.idleLimit {
+				delete(pc.batchers, key)
+			}
 		}
 	}
 }
 
-// outgoing carries the hop count and the caller's credentials to the owner.
+// outgoing carries the hop count, the caller's credentials and its trace to the owner.
 func (f *Forwarder) outgoing(ctx context.Context) context.Context {
+	md := f.callerMetadata(ctx)
+	f.propagator.Inject(ctx, metadataCarrier(md))
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// callerMetadata is what a forwarded request carries of its caller: the hop count and the
+// caller's credentials.
+func (f *Forwarder) callerMetadata(ctx context.Context) metadata.MD {
 	md := metadata.Pairs(controllers.HopsHeader, strconv.Itoa(controllers.Hops(ctx)+1))
 	if tr, ok := transport.FromServerContext(ctx); ok {
 		for _, h := range forwardedHeaders() {
@@ -136,8 +181,7 @@ func (f *Forwarder) outgoing(ctx context.Context) context.Context {
 			}
 		}
 	}
-	f.propagator.Inject(ctx, metadataCarrier(md))
-	return metadata.NewOutgoingContext(ctx, md)
+	return md
 }
 
 // metadataCarrier lets the OTel propagator write gRPC metadata.

@@ -38,6 +38,7 @@ func NewGRPCServer(c *conf.Bootstrap, listeners *Listeners, tlsConfigs *TLSConfi
 	srv := kgrpc.NewServer(opts...)
 	v1.RegisterTxServiceServer(srv, tx)
 	v1.RegisterAdminServiceServer(srv, admin)
+	v1.RegisterPeerServiceServer(srv, &peerService{tx: tx})
 	return srv
 }
 

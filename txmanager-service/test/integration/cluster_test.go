@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,4 +164,60 @@ func TestGracefulShutdownHandsLeasesToAPeer(t *testing.T) {
 		return b.count(t, "SELECT count(*) FROM managed_tx WHERE signer = $1 AND state = 'CONFIRMED'", signer) == 4
 	})
 	t.Logf("B took over %s after A's graceful stop (lease duration %s)", tookOver.Round(time.Millisecond), leaseDuration)
+}
+
+// A non-owner in forward mode sends the creates waiting for one owner together: under a
+// burst of concurrent creates, every one is created (nonces contiguous), and the owner
+// received them in fewer ForwardCreates calls than there were creates.
+func TestForwardedCreatesTravelInBatches(t *testing.T) {
+	t.Parallel()
+	nodes := startCluster(t, 2, conf.RoutingForward)
+	owner, other := nodes[0], nodes[1]
+	signer := devAddress(t, 0)
+	// The first create makes nodes[0] the owner; the second teaches the other node so.
+	for _, n := range []*testService{owner, other} {
+		if a := n.create(t, map[string]any{"signer": signer, "to": devAddress(t, 7), "value": "1", "gasLimit": 21000}); a.status != http.StatusAccepted {
+			t.Fatalf("first creates: %d %s", a.status, a.raw)
+		}
+	}
+	const clients, perClient = 48, 10
+	statuses := make(chan int, clients*perClient)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := range perClient {
+				statuses <- other.create(t, map[string]any{"signer": signer, "to": devAddress(t, 7), "value": fmt.Sprint(c*1000 + i + 2), "gasLimit": 21000}).status
+			}
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	created := 0
+	for s := range statuses {
+		if s == http.StatusAccepted {
+			created++
+		}
+	}
+	if created != clients*perClient {
+		t.Fatalf("%d of %d forwarded creates were created", created, clients*perClient)
+	}
+	checkContiguous(t, owner.pool, signer)
+
+	calls := 0.0
+	for line := range strings.Lines(owner.do(t, http.MethodGet, "/metrics", nil).raw) {
+		if strings.HasPrefix(line, "server_requests_code_total{") && strings.Contains(line, `operation="/txmanager.v1.PeerService/ForwardCreates"`) {
+			fields := strings.Fields(line)
+			v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			calls += v
+		}
+	}
+	// Each create forwarded alone would make a call each (at least 481 with the second of
+	// the first creates); batching makes far fewer.
+	if calls == 0 || calls > float64(clients*perClient)/2 {
+		t.Fatalf("the owner served %.0f ForwardCreates calls for %d forwarded creates, want some and at most half as many", calls, clients*perClient+1)
+	}
+	t.Logf("%d forwarded creates arrived in %.0f calls", clients*perClient+1, calls)
 }

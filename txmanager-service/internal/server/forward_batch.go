@@ -1,0 +1,208 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// Batching of forwarded creates. A call to the owner costs both nodes more than the create
+// it carries (HTTP/2 stream, headers, the server's middleware), and in forward mode two
+// creates in three are forwarded; so the creates waiting for one owner go in one call.
+// Nothing waits on a timer: a create that finds fewer than forwardInflight calls running
+// goes at once, and the ones that arrive while calls run go together in the next.
+const (
+	// forwardBatchLimit bounds the creates of one call (the owner refuses more than
+	// maxForwardBatch).
+	forwardBatchLimit = 128
+	// forwardInflight is how many calls to one owner may run at once for one caller.
+	forwardInflight = 4
+	// forwardBatchTimeout bounds a call whose creates all came without a deadline.
+	forwardBatchTimeout = 30 * time.Second
+)
+
+// forwardItem is one create waiting for its owner's answer.
+type forwardItem struct {
+	ctx  context.Context
+	req  *v1.CreateTxRequest
+	done chan forwardResult // buffered: the batch never blocks on a caller that gave up
+}
+
+type forwardResult struct {
+	resp *v1.CreateTxResponse
+	err  error
+}
+
+// createBatcher queues the creates for one owner that carry the same hop count and caller
+// credentials (the call's metadata), and sends them in batches.
+type createBatcher struct {
+	peer       v1.PeerServiceClient
+	single     v1.TxServiceClient
+	md         metadata.MD
+	propagator propagation.TextMapPropagator
+	// unbatched: the owner does not know ForwardCreates (a node of an earlier version
+	// during a rolling upgrade), so creates go to it one call each.
+	unbatched atomic.Bool
+
+	mu       sync.Mutex
+	pending  []*forwardItem
+	inflight int
+	lastUsed time.Time
+}
+
+func newCreateBatcher(conn grpc.ClientConnInterface, md metadata.MD, propagator propagation.TextMapPropagator) *createBatcher {
+	return &createBatcher{peer: v1.NewPeerServiceClient(conn), single: v1.NewTxServiceClient(conn), md: md, propagator: propagator, lastUsed: time.Now()}
+}
+
+// batchKey names the queue for creates carrying md: only creates of one caller, at one
+// hop count, may share a call.
+func batchKey(md metadata.MD) string {
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(strings.Join(md[k], "\x01"))
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// add queues item and starts a sender unless forwardInflight of them are running already
+// (one of those takes it when its call returns).
+func (b *createBatcher) add(item *forwardItem) {
+	b.mu.Lock()
+	b.pending = append(b.pending, item)
+	b.lastUsed = time.Now()
+	start := b.inflight < forwardInflight
+	if start {
+		b.inflight++
+	}
+	b.mu.Unlock()
+	if start {
+		go b.sendPending()
+	}
+}
+
+// idleSince is how long the queue has had nothing to do (0 while it has).
+func (b *createBatcher) idleSince(now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inflight > 0 || len(b.pending) > 0 {
+		return 0
+	}
+	return now.Sub(b.lastUsed)
+}
+
+// sendPending sends what is queued, a batch at a time, until the queue is empty.
+func (b *createBatcher) sendPending() {
+	for {
+		b.mu.Lock()
+		n := min(len(b.pending), forwardBatchLimit)
+		if n == 0 {
+			b.inflight--
+			b.mu.Unlock()
+			return
+		}
+		batch := slices.Clone(b.pending[:n])
+		b.pending = slices.Delete(b.pending, 0, n)
+		b.mu.Unlock()
+		b.send(batch)
+	}
+}
+
+// send makes one call for batch and answers every item.
+func (b *createBatcher) send(batch []*forwardItem) {
+	// A caller that gave up is not sent: its create was never acknowledged to anyone.
+	live := slices.DeleteFunc(batch, func(it *forwardItem) bool { return it.ctx.Err() != nil })
+	if len(live) == 0 {
+		return
+	}
+	if b.unbatched.Load() {
+		b.sendEach(live)
+		return
+	}
+	ctx, cancel := batchContext(live)
+	defer cancel()
+	md := b.md.Copy()
+	// The call continues the first caller's trace; the others' spans end at the forwarder.
+	b.propagator.Inject(live[0].ctx, metadataCarrier(md))
+	reqs := make([]*v1.CreateTxRequest, len(live))
+	for i, it := range live {
+		reqs[i] = it.req
+	}
+	resp, err := b.peer.ForwardCreates(metadata.NewOutgoingContext(ctx, md), &v1.ForwardCreatesRequest{Creates: reqs})
+	if status.Code(err) == codes.Unimplemented {
+		b.unbatched.Store(true)
+		b.sendEach(live)
+		return
+	}
+	if err == nil && len(resp.GetResults()) != len(live) {
+		err = &domain.UnavailableError{Reason: fmt.Sprintf("lease owner answered %d of %d forwarded creates", len(resp.GetResults()), len(live))}
+	}
+	if err != nil {
+		failed := fromPeer(err)
+		for _, it := range live {
+			it.done <- forwardResult{err: failed}
+		}
+		return
+	}
+	for i, r := range resp.GetResults() {
+		switch result := r.GetResult().(type) {
+		case *v1.ForwardedCreate_Response:
+			live[i].done <- forwardResult{resp: result.Response}
+		case *v1.ForwardedCreate_Error:
+			live[i].done <- forwardResult{err: fromForwarded(result.Error)}
+		default:
+			live[i].done <- forwardResult{err: &domain.UnavailableError{Reason: "lease owner answered a forwarded create with nothing"}}
+		}
+	}
+}
+
+// sendEach sends every item in a call of its own, side by side.
+func (b *createBatcher) sendEach(items []*forwardItem) {
+	var wg sync.WaitGroup
+	for _, it := range items {
+		wg.Go(func() {
+			md := b.md.Copy()
+			b.propagator.Inject(it.ctx, metadataCarrier(md))
+			resp, err := b.single.CreateTx(metadata.NewOutgoingContext(it.ctx, md), it.req)
+			it.done <- forwardResult{resp: resp, err: fromPeer(err)}
+		})
+	}
+	wg.Wait()
+}
+
+// batchContext bounds a call by the latest of its callers' deadlines (each caller still
+// stops waiting at its own), and keeps the first caller's values for the client's spans.
+func batchContext(items []*forwardItem) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, it := range items {
+		deadline, ok := it.ctx.Deadline()
+		if !ok {
+			latest = time.Now().Add(forwardBatchTimeout)
+			break
+		}
+		if deadline.After(latest) {
+			latest = deadline
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(items[0].ctx), latest)
+}

@@ -1,0 +1,103 @@
+package server
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"go.opentelemetry.io/otel/propagation"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+)
+
+// A forwarded create's refusal reaches the caller as the API error the owner gave: status,
+// reason, message and metadata.
+func TestForwardedErrorsKeepTheAPIError(t *testing.T) {
+	tests := []*kerrors.Error{
+		kerrors.New(http.StatusConflict, v1.ErrorReason_NOT_LEADER.String(), "signer is leased by node-b").WithMetadata(map[string]string{"owner": "node-b", "retryAfterMs": "500"}),
+		kerrors.New(http.StatusUnprocessableEntity, v1.ErrorReason_INSUFFICIENT_FUNDS.String(), "signer cannot pay"),
+		kerrors.New(http.StatusServiceUnavailable, v1.ErrorReason_UNAVAILABLE.String(), "no chain endpoint answers"),
+	}
+	for _, want := range tests {
+		t.Run(want.Reason, func(t *testing.T) {
+			got := kerrors.FromError(fromForwarded(forwardedError(want)))
+			if got.Code != want.Code || got.Reason != want.Reason || got.Message != want.Message || len(got.Metadata) != len(want.Metadata) {
+				t.Fatalf("round trip gave %d %s %q %v, want %d %s %q %v", got.Code, got.Reason, got.Message, got.Metadata, want.Code, want.Reason, want.Message, want.Metadata)
+			}
+			for k, v := range want.Metadata {
+				if got.Metadata[k] != v {
+					t.Fatalf("metadata %s = %q, want %q", k, got.Metadata[k], v)
+				}
+			}
+		})
+	}
+}
+
+// olderPeer is a node of an earlier version: it serves CreateTx and knows no PeerService.
+type olderPeer struct {
+	v1.UnimplementedTxServiceServer
+	mu    sync.Mutex
+	calls int
+}
+
+func (p *olderPeer) CreateTx(_ context.Context, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
+	p.mu.Lock()
+	p.calls++
+	p.mu.Unlock()
+	if req.GetValue() == "refuse" {
+		return nil, kerrors.New(http.StatusBadRequest, v1.ErrorReason_INVALID_ARGUMENT.String(), "value: not a number")
+	}
+	return &v1.CreateTxResponse{Created: true, Tx: &v1.Tx{TxId: "tx-" + req.GetRequestId()}}, nil
+}
+
+// During a rolling upgrade the owner may not know ForwardCreates yet: the creates then go
+// one call each, and every caller still gets its own answer.
+func TestForwardingFallsBackToOneCallEachForAnOlderOwner(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	older := &olderPeer{}
+	v1.RegisterTxServiceServer(srv, older)
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	b := newCreateBatcher(conn, metadata.Pairs("x-txm-hops", "1"), propagation.TraceContext{})
+	requests := []*v1.CreateTxRequest{{RequestId: "a", Value: "1"}, {RequestId: "b", Value: "refuse"}, {RequestId: "c", Value: "3"}}
+	items := make([]*forwardItem, len(requests))
+	for i, req := range requests {
+		items[i] = &forwardItem{ctx: context.Background(), req: req, done: make(chan forwardResult, 1)}
+		b.add(items[i])
+	}
+	for i, it := range items {
+		r := <-it.done
+		switch requests[i].GetValue() {
+		case "refuse":
+			if se := kerrors.FromError(r.err); se.Reason != v1.ErrorReason_INVALID_ARGUMENT.String() || se.Code != http.StatusBadRequest {
+				t.Fatalf("create %s: %v, want the owner's INVALID_ARGUMENT", requests[i].GetRequestId(), r.err)
+			}
+		default:
+			if r.err != nil || r.resp.GetTx().GetTxId() != "tx-"+requests[i].GetRequestId() {
+				t.Fatalf("create %s: %v %v, want its own transaction", requests[i].GetRequestId(), r.resp, r.err)
+			}
+		}
+	}
+	if !b.unbatched.Load() {
+		t.Fatal("the batcher did not note that the owner cannot take batches")
+	}
+	if older.calls != len(requests) {
+		t.Fatalf("the older owner served %d CreateTx calls, want one per create (%d)", older.calls, len(requests))
+	}
+}

@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/controllers"
+)
+
+// maxForwardBatch bounds the creates one ForwardCreates call may carry; a forwarder never
+// sends more (forwardBatchLimit), so a larger call is not from a node of this deployment.
+const maxForwardBatch = 256
+
+// peerService runs the creates another node forwarded in a batch, each as CreateTx would.
+type peerService struct {
+	v1.UnimplementedPeerServiceServer
+	tx *controllers.TxController
+}
+
+// ForwardCreates implements v1.PeerServiceServer: the creates run side by side (each joins
+// the writer's batches as a create of its own would), and every one is answered on its own.
+func (p *peerService) ForwardCreates(ctx context.Context, req *v1.ForwardCreatesRequest) (*v1.ForwardCreatesResponse, error) {
+	creates := req.GetCreates()
+	if len(creates) > maxForwardBatch {
+		return nil, kerrors.New(http.StatusBadRequest, v1.ErrorReason_INVALID_ARGUMENT.String(),
+			"a forwarded batch carries at most "+strconv.Itoa(maxForwardBatch)+" creates")
+	}
+	results := make([]*v1.ForwardedCreate, len(creates))
+	var wg sync.WaitGroup
+	for i, create := range creates {
+		wg.Go(func() {
+			resp, err := p.tx.CreateTx(ctx, create)
+			if err != nil {
+				results[i] = &v1.ForwardedCreate{Result: &v1.ForwardedCreate_Error{Error: forwardedError(err)}}
+				return
+			}
+			results[i] = &v1.ForwardedCreate{Result: &v1.ForwardedCreate_Response{Response: resp}}
+		})
+	}
+	wg.Wait()
+	return &v1.ForwardCreatesResponse{Results: results}, nil
+}
+
+// forwardedError is err as the API error a caller would have seen.
+func forwardedError(err error) *v1.ForwardedError {
+	se := kerrors.FromError(err)
+	return &v1.ForwardedError{HttpStatus: se.Code, Reason: se.Reason, Message: se.Message, Metadata: se.Metadata}
+}
+
+// fromForwarded turns a forwarded create's error back into the API error it was.
+func fromForwarded(e *v1.ForwardedError) error {
+	return kerrors.New(int(e.GetHttpStatus()), e.GetReason(), e.GetMessage()).WithMetadata(e.GetMetadata())
+}
