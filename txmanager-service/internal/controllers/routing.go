@@ -45,7 +45,8 @@ func Hops(ctx context.Context) int {
 	return n
 }
 
-// route serves a request locally and, in forward mode, takes NOT_LEADER to the owner.
+// route serves a request locally and, in forward mode, takes NOT_LEADER to the owner. Only
+// the node a caller reached waits for an owner to become reachable or for its lease to lapse.
 func route[Resp any](ctx context.Context, r Routing, local func() (Resp, error), forward func(owner string) (Resp, error)) (Resp, error) {
 	for {
 		resp, err := local()
@@ -58,6 +59,12 @@ func route[Resp any](ctx context.Context, r Routing, local func() (Resp, error),
 			if ferr == nil || !retryableAtAnotherNode(ferr) {
 				return forwarded, ferr
 			}
+		}
+		if Hops(ctx) > 0 {
+			// Forwarded here and neither served nor passed on: the answer goes back to the
+			// node holding the caller, which waits and tries again within the caller's
+			// deadline. Waiting here would hold up the other creates forwarded with it.
+			return resp, err
 		}
 		wait := min(max(notLeader.RetryAfter, 50*time.Millisecond), r.RetryWait)
 		select {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -26,12 +27,18 @@ import (
 // goes at once, and the ones that arrive while calls run go together in the next.
 const (
 	// forwardBatchLimit bounds the creates of one call (the owner refuses more than
-	// maxForwardBatch).
+	// maxForwardBatch), and forwardBatchBytes their encoded size: well inside the message
+	// size the owner takes (server.maxBodyBytes, 512 KiB by default). A create larger than
+	// that alone goes in a call of its own.
 	forwardBatchLimit = 128
+	forwardBatchBytes = 192 << 10
 	// forwardInflight is how many calls to one owner may run at once for one caller.
 	forwardInflight = 4
-	// forwardBatchTimeout bounds a call whose creates all came without a deadline.
+	// forwardBatchTimeout bounds a call for the creates that came without a deadline.
 	forwardBatchTimeout = 30 * time.Second
+	// unbatchedFor is how long creates to an owner without ForwardCreates go one call
+	// each before a batch is tried again (the owner may have been upgraded meanwhile).
+	unbatchedFor = time.Minute
 )
 
 // forwardItem is one create waiting for its owner's answer.
@@ -53,9 +60,10 @@ type createBatcher struct {
 	single     v1.TxServiceClient
 	md         metadata.MD
 	propagator propagation.TextMapPropagator
-	// unbatched: the owner does not know ForwardCreates (a node of an earlier version
-	// during a rolling upgrade), so creates go to it one call each.
-	unbatched atomic.Bool
+	// unbatchedUntil (unix nanoseconds): until then the owner is taken not to know
+	// ForwardCreates (a node of an earlier version during a rolling upgrade), and creates go
+	// to it one call each.
+	unbatchedUntil atomic.Int64
 
 	mu       sync.Mutex
 	pending  []*forwardItem
@@ -115,7 +123,7 @@ func (b *createBatcher) idleSince(now time.Time) time.Duration {
 func (b *createBatcher) sendPending() {
 	for {
 		b.mu.Lock()
-		n := min(len(b.pending), forwardBatchLimit)
+		n := batchLength(b.pending)
 		if n == 0 {
 			b.inflight--
 			b.mu.Unlock()
@@ -128,6 +136,20 @@ func (b *createBatcher) sendPending() {
 	}
 }
 
+// batchLength is how many of the queued items the next call takes: at least one, at most
+// forwardBatchLimit, and no more than fit in forwardBatchBytes.
+func batchLength(queued []*forwardItem) int {
+	n, size := 0, 0
+	for _, it := range queued {
+		size += proto.Size(it.req)
+		if n == forwardBatchLimit || (n > 0 && size > forwardBatchBytes) {
+			break
+		}
+		n++
+	}
+	return n
+}
+
 // send makes one call for batch and answers every item.
 func (b *createBatcher) send(batch []*forwardItem) {
 	// A caller that gave up is not sent: its create was never acknowledged to anyone.
@@ -135,7 +157,7 @@ func (b *createBatcher) send(batch []*forwardItem) {
 	if len(live) == 0 {
 		return
 	}
-	if b.unbatched.Load() {
+	if time.Now().UnixNano() < b.unbatchedUntil.Load() {
 		b.sendEach(live)
 		return
 	}
@@ -144,15 +166,25 @@ func (b *createBatcher) send(batch []*forwardItem) {
 	md := b.md.Copy()
 	// The call continues the first caller's trace; the others' spans end at the forwarder.
 	b.propagator.Inject(live[0].ctx, metadataCarrier(md))
-	reqs := make([]*v1.CreateTxRequest, len(live))
+	call := &v1.ForwardCreatesRequest{Creates: make([]*v1.CreateTxRequest, len(live)), TimeoutsMs: make([]uint32, len(live))}
 	for i, it := range live {
-		reqs[i] = it.req
+		call.Creates[i] = it.req
+		if deadline, ok := it.ctx.Deadline(); ok {
+			call.TimeoutsMs[i] = uint32(max(time.Until(deadline).Milliseconds(), 1))
+		}
 	}
-	resp, err := b.peer.ForwardCreates(metadata.NewOutgoingContext(ctx, md), &v1.ForwardCreatesRequest{Creates: reqs})
-	if status.Code(err) == codes.Unimplemented {
-		b.unbatched.Store(true)
+	resp, err := b.peer.ForwardCreates(metadata.NewOutgoingContext(ctx, md), call)
+	switch status.Code(err) {
+	case codes.Unimplemented:
+		b.unbatchedUntil.Store(time.Now().Add(unbatchedFor).UnixNano())
 		b.sendEach(live)
 		return
+	case codes.ResourceExhausted:
+		// The owner takes smaller messages than this node: each create goes on its own.
+		if len(live) > 1 {
+			b.sendEach(live)
+			return
+		}
 	}
 	if err == nil && len(resp.GetResults()) != len(live) {
 		err = &domain.UnavailableError{Reason: fmt.Sprintf("lease owner answered %d of %d forwarded creates", len(resp.GetResults()), len(live))}
@@ -197,8 +229,7 @@ func batchContext(items []*forwardItem) (context.Context, context.CancelFunc) {
 	for _, it := range items {
 		deadline, ok := it.ctx.Deadline()
 		if !ok {
-			latest = time.Now().Add(forwardBatchTimeout)
-			break
+			deadline = time.Now().Add(forwardBatchTimeout)
 		}
 		if deadline.After(latest) {
 			latest = deadline

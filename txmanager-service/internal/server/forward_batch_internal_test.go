@@ -4,8 +4,10 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"go.opentelemetry.io/otel/propagation"
@@ -94,10 +96,40 @@ func TestForwardingFallsBackToOneCallEachForAnOlderOwner(t *testing.T) {
 			}
 		}
 	}
-	if !b.unbatched.Load() {
+	if b.unbatchedUntil.Load() <= time.Now().UnixNano() {
 		t.Fatal("the batcher did not note that the owner cannot take batches")
 	}
 	if older.calls != len(requests) {
 		t.Fatalf("the older owner served %d CreateTx calls, want one per create (%d)", older.calls, len(requests))
+	}
+}
+
+func TestBatchLength(t *testing.T) {
+	item := func(dataBytes int) *forwardItem {
+		return &forwardItem{req: &v1.CreateTxRequest{Signer: "0x00000000000000000000000000000000000000aa", Data: "0x" + strings.Repeat("ab", dataBytes)}}
+	}
+	many := func(n, dataBytes int) []*forwardItem {
+		out := make([]*forwardItem, n)
+		for i := range out {
+			out[i] = item(dataBytes)
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		queued []*forwardItem
+		want   int
+	}{
+		{"nothing queued", nil, 0},
+		{"small creates up to the count limit", many(300, 10), forwardBatchLimit},
+		{"large creates up to the size budget", many(10, 40<<10), 2}, // 80 KiB of hex each
+		{"a create larger than the budget goes alone", many(3, 150<<10), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := batchLength(tt.queued); got != tt.want {
+				t.Fatalf("batchLength = %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

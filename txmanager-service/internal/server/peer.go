@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 
@@ -25,7 +26,13 @@ type peerService struct {
 // ForwardCreates implements v1.PeerServiceServer: the creates run side by side (each joins
 // the writer's batches as a create of its own would), and every one is answered on its own.
 func (p *peerService) ForwardCreates(ctx context.Context, req *v1.ForwardCreatesRequest) (*v1.ForwardCreatesResponse, error) {
-	creates := req.GetCreates()
+	// A batch costs the caller one request of its rate limit and runs many creates at once:
+	// it is for the deployment's own nodes (a verified peer's forwarded call), not clients.
+	if controllers.Hops(ctx) == 0 {
+		return nil, kerrors.New(http.StatusForbidden, v1.ErrorReason_PERMISSION_DENIED.String(),
+			"ForwardCreates serves the deployment's nodes only; send creates with CreateTx")
+	}
+	creates, timeouts := req.GetCreates(), req.GetTimeoutsMs()
 	if len(creates) > maxForwardBatch {
 		return nil, kerrors.New(http.StatusBadRequest, v1.ErrorReason_INVALID_ARGUMENT.String(),
 			"a forwarded batch carries at most "+strconv.Itoa(maxForwardBatch)+" creates")
@@ -34,6 +41,12 @@ func (p *peerService) ForwardCreates(ctx context.Context, req *v1.ForwardCreates
 	var wg sync.WaitGroup
 	for i, create := range creates {
 		wg.Go(func() {
+			ctx := ctx
+			if i < len(timeouts) && timeouts[i] > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Duration(timeouts[i])*time.Millisecond)
+				defer cancel()
+			}
 			resp, err := p.tx.CreateTx(ctx, create)
 			if err != nil {
 				results[i] = &v1.ForwardedCreate{Result: &v1.ForwardedCreate_Error{Error: forwardedError(err)}}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -10,6 +11,11 @@ import (
 	"testing"
 	"time"
 
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/testsupport"
 )
@@ -220,4 +226,17 @@ func TestForwardedCreatesTravelInBatches(t *testing.T) {
 		t.Fatalf("the owner served %.0f ForwardCreates calls for %d forwarded creates, want some and at most half as many", calls, clients*perClient+1)
 	}
 	t.Logf("%d forwarded creates arrived in %.0f calls", clients*perClient+1, calls)
+
+	// A client is not a peer: a batch would cost it one request of its rate limit.
+	conn, err := grpc.NewClient(owner.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = v1.NewPeerServiceClient(conn).ForwardCreates(context.Background(), &v1.ForwardCreatesRequest{
+		Creates: []*v1.CreateTxRequest{{Signer: signer, To: devAddress(t, 7), Value: "1", GasLimit: 21000}},
+	})
+	if se := kerrors.FromError(err); se.Reason != v1.ErrorReason_PERMISSION_DENIED.String() {
+		t.Fatalf("a client's ForwardCreates: %v, want PERMISSION_DENIED", err)
+	}
 }

@@ -22,8 +22,11 @@ const (
 )
 
 type ForwardCreatesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Creates       []*CreateTxRequest     `protobuf:"bytes,1,rep,name=creates,proto3" json:"creates,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Creates []*CreateTxRequest     `protobuf:"bytes,1,rep,name=creates,proto3" json:"creates,omitempty"`
+	// Per create, in the same order: how long its caller still waits, in milliseconds (0:
+	// no deadline of its own). The owner gives each create that long, not the batch's.
+	TimeoutsMs    []uint32 `protobuf:"varint,2,rep,packed,name=timeouts_ms,json=timeoutsMs,proto3" json:"timeouts_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -61,6 +64,13 @@ func (*ForwardCreatesRequest) Descriptor() ([]byte, []int) {
 func (x *ForwardCreatesRequest) GetCreates() []*CreateTxRequest {
 	if x != nil {
 		return x.Creates
+	}
+	return nil
+}
+
+func (x *ForwardCreatesRequest) GetTimeoutsMs() []uint32 {
+	if x != nil {
+		return x.TimeoutsMs
 	}
 	return nil
 }
@@ -267,9 +277,11 @@ var File_api_txmanager_v1_peer_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x1bapi/txmanager/v1/peer.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\"P\n" +
+	"\x1bapi/txmanager/v1/peer.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\"q\n" +
 	"\x15ForwardCreatesRequest\x127\n" +
-	"\acreates\x18\x01 \x03(\v2\x1d.txmanager.v1.CreateTxRequestR\acreates\"Q\n" +
+	"\acreates\x18\x01 \x03(\v2\x1d.txmanager.v1.CreateTxRequestR\acreates\x12\x1f\n" +
+	"\vtimeouts_ms\x18\x02 \x03(\rR\n" +
+	"timeoutsMs\"Q\n" +
 	"\x16ForwardCreatesResponse\x127\n" +
 	"\aresults\x18\x01 \x03(\v2\x1d.txmanager.v1.ForwardedCreateR\aresults\"\x8f\x01\n" +
 	"\x0fForwardedCreate\x12<\n" +
