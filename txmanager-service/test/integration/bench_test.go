@@ -227,7 +227,6 @@ func naiveCreate(ctx context.Context, pool *pgxpool.Pool, r *http.Request) (int,
 // one node on its own database. The two are loaded in turn in short windows, so drift in
 // the machine's speed falls on both alike; it reports each one's creates/s and their ratio.
 func benchCluster(b *testing.B, signer, template string) {
-	const rounds = 5
 	dsn := testsupport.MigratedDSN(b)
 	// One chain for the cluster: a database belongs to one chain, and the nodes refuse to
 	// start against another. Allocation (what is measured) never consults it: the intents
@@ -254,22 +253,7 @@ func benchCluster(b *testing.B, signer, template string) {
 	settleDisk(b, single.pool)
 	clusterLoad(time.Second) // warm up: connections, the owner's lease, the peers' copies of the registry
 	singleLoad(time.Second)
-	var clusterParts, singleParts []loadgen.Result
-	steal := startStealMeter()
-	for b.Loop() {
-		window := benchDuration() / rounds
-		for range rounds {
-			clusterParts = append(clusterParts, clusterLoad(window))
-			singleParts = append(singleParts, singleLoad(window))
-		}
-	}
-	steal.report(b)
-	clusterRes, singleRes := combineResults(clusterParts, false), combineResults(singleParts, false)
-	for _, res := range []loadgen.Result{clusterRes, singleRes} {
-		if res.Failures > 0 {
-			b.Fatalf("%d of %d creates failed; first: %s", res.Failures, res.Requests, res.FirstFail)
-		}
-	}
+	clusterRes, singleRes := loadInTurns(b, clusterLoad, singleLoad)
 	b.ReportMetric(clusterRes.PerSecond(), "creates/s")
 	b.ReportMetric(singleRes.PerSecond(), "one-node-creates/s")
 	b.ReportMetric(clusterRes.PerSecond()/singleRes.PerSecond(), "cluster/one-node")
@@ -285,7 +269,6 @@ func benchCluster(b *testing.B, signer, template string) {
 // existing rows, and loads them in turn in short windows, so drift in the machine's speed
 // falls on both alike; it reports each one's creates/s and their ratio.
 func benchTableSize(b *testing.B, signer, template string) {
-	const rounds = 5
 	empty := startService(b, serviceOptions{configure: func(bc *conf.Bootstrap) { bc.Pipeline.Enabled = false }})
 	filled := startService(b, serviceOptions{configure: func(bc *conf.Bootstrap) { bc.Pipeline.Enabled = false }})
 	fillManagedTx(b, filled.pool, 1_000_000)
@@ -293,22 +276,9 @@ func benchTableSize(b *testing.B, signer, template string) {
 	for _, s := range []*testService{empty, filled} {
 		runLoad(b, s.httpURL, template, time.Second) // warm up
 	}
-	var emptyParts, filledParts []loadgen.Result
-	steal := startStealMeter()
-	for b.Loop() {
-		window := benchDuration() / rounds
-		for range rounds {
-			emptyParts = append(emptyParts, runLoad(b, empty.httpURL, template, window))
-			filledParts = append(filledParts, runLoad(b, filled.httpURL, template, window))
-		}
-	}
-	steal.report(b)
-	emptyRes, filledRes := combineResults(emptyParts, false), combineResults(filledParts, false)
-	for _, res := range []loadgen.Result{emptyRes, filledRes} {
-		if res.Failures > 0 {
-			b.Fatalf("%d of %d creates failed; first: %s", res.Failures, res.Requests, res.FirstFail)
-		}
-	}
+	emptyRes, filledRes := loadInTurns(b,
+		func(d time.Duration) loadgen.Result { return runLoad(b, empty.httpURL, template, d) },
+		func(d time.Duration) loadgen.Result { return runLoad(b, filled.httpURL, template, d) })
 	b.ReportMetric(emptyRes.PerSecond(), "empty-creates/s")
 	b.ReportMetric(filledRes.PerSecond(), "1M-creates/s")
 	b.ReportMetric(filledRes.PerSecond()/emptyRes.PerSecond(), "1M/empty")
@@ -324,7 +294,6 @@ func benchTableSize(b *testing.B, signer, template string) {
 // without, loaded in turn in short windows; it reports each one's creates/s, their ratio and
 // how many rows were pruned while the load ran.
 func benchRetention(b *testing.B, signer, template string) {
-	const rounds = 5
 	plain := startService(b, serviceOptions{configure: func(bc *conf.Bootstrap) {
 		bc.Pipeline.Enabled = false
 		bc.Retention.Horizon = 0
@@ -343,23 +312,10 @@ func benchRetention(b *testing.B, signer, template string) {
 		runLoad(b, s.httpURL, template, time.Second) // warm up
 	}
 	before := pruning.count(b, "SELECT count(*) FROM managed_tx")
-	var plainParts, pruningParts []loadgen.Result
-	steal := startStealMeter()
-	for b.Loop() {
-		window := benchDuration() / rounds
-		for range rounds {
-			plainParts = append(plainParts, runLoad(b, plain.httpURL, template, window))
-			pruningParts = append(pruningParts, runLoad(b, pruning.httpURL, template, window))
-		}
-	}
-	steal.report(b)
+	plainRes, pruningRes := loadInTurns(b,
+		func(d time.Duration) loadgen.Result { return runLoad(b, plain.httpURL, template, d) },
+		func(d time.Duration) loadgen.Result { return runLoad(b, pruning.httpURL, template, d) })
 	pruned := before - pruning.count(b, "SELECT count(*) FROM managed_tx WHERE signer <> $1", signer)
-	plainRes, pruningRes := combineResults(plainParts, false), combineResults(pruningParts, false)
-	for _, res := range []loadgen.Result{plainRes, pruningRes} {
-		if res.Failures > 0 {
-			b.Fatalf("%d of %d creates failed; first: %s", res.Failures, res.Requests, res.FirstFail)
-		}
-	}
 	if pruned <= 0 {
 		b.Fatalf("retention pruned nothing during the load")
 	}
@@ -393,6 +349,33 @@ func fillOldCompletions(b testing.TB, pool *pgxpool.Pool) {
 
 // combineResults adds up runs made at the same time (concurrent) or one after another;
 // percentiles are the worst of the parts.
+// loadInTurns runs first and second in turn, in loadRounds short windows each over the
+// benchmark's duration, so drift in the machine's speed falls on both alike, and returns
+// each one's combined result; a failed create fails the benchmark.
+func loadInTurns(b *testing.B, first, second func(time.Duration) loadgen.Result) (loadgen.Result, loadgen.Result) {
+	b.Helper()
+	var firstParts, secondParts []loadgen.Result
+	steal := startStealMeter()
+	for b.Loop() {
+		window := benchDuration() / loadRounds
+		for range loadRounds {
+			firstParts = append(firstParts, first(window))
+			secondParts = append(secondParts, second(window))
+		}
+	}
+	steal.report(b)
+	firstRes, secondRes := combineResults(firstParts, false), combineResults(secondParts, false)
+	for _, res := range []loadgen.Result{firstRes, secondRes} {
+		if res.Failures > 0 {
+			b.Fatalf("%d of %d creates failed; first: %s", res.Failures, res.Requests, res.FirstFail)
+		}
+	}
+	return firstRes, secondRes
+}
+
+// loadRounds is how many windows each side of a comparison gets.
+const loadRounds = 5
+
 func combineResults(parts []loadgen.Result, concurrent bool) loadgen.Result {
 	var out loadgen.Result
 	for _, p := range parts {
