@@ -2,7 +2,7 @@ package chain
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"math/big"
 	"sync"
 	"time"
@@ -13,8 +13,8 @@ import (
 // sharedFees gives every signer of a chain one fee suggestion for up to maxAge. Each signer's
 // submit pass asks for fees; asking the node each time costs it a walk over recent blocks
 // (eth_feeHistory, eth_maxPriorityFeePerGas) and the latest block's transaction list, for an
-// answer that only changes once per block. Callers that ask while a fetch is running wait for
-// it instead of starting their own. Failures are not kept: the next caller asks again.
+// answer that only changes once per block. Callers that ask while a fetch runs wait for it
+// instead of starting their own. Failures are not kept: the next caller asks again.
 type sharedFees struct {
 	maxAge time.Duration
 	now    func() time.Time
@@ -23,10 +23,14 @@ type sharedFees struct {
 	fees      services.FeeSuggestion
 	fetchedAt time.Time
 	have      bool
-	// inflight is closed when the running fetch ends; nil when none runs.
-	inflight chan struct{}
-	// lastErr is the running fetch's failure, read by its waiters after inflight closes.
-	lastErr error
+	running   *feeFlight // nil when no fetch runs
+}
+
+// feeFlight is one fetch; done is closed when fees and err are set.
+type feeFlight struct {
+	done chan struct{}
+	fees services.FeeSuggestion
+	err  error
 }
 
 func newSharedFees(maxAge time.Duration) *sharedFees {
@@ -34,51 +38,53 @@ func newSharedFees(maxAge time.Duration) *sharedFees {
 }
 
 // get returns a suggestion no older than maxAge, fetching one with fetch when there is none.
+// The fetch does not run on the caller's context: a caller with little time left would end
+// it for every signer waiting on it. Each caller stops waiting when its own context ends;
+// fetch is bounded by the chain's own call timeouts.
 func (s *sharedFees) get(ctx context.Context, fetch func(context.Context) (services.FeeSuggestion, error)) (services.FeeSuggestion, error) {
 	if s.maxAge <= 0 {
 		return fetch(ctx)
 	}
-	for {
-		s.mu.Lock()
-		if s.have && s.now().Sub(s.fetchedAt) < s.maxAge {
-			fees := s.fees
-			s.mu.Unlock()
-			return cloneFees(fees), nil
-		}
-		if wait := s.inflight; wait != nil {
-			s.mu.Unlock()
-			select {
-			case <-wait:
-			case <-ctx.Done():
-				return services.FeeSuggestion{}, ctx.Err()
-			}
-			s.mu.Lock()
-			err := s.lastErr
-			s.mu.Unlock()
-			// The fetch we waited for failed for its caller's own reason (its deadline or
-			// cancellation): that says nothing about the node, so ask again ourselves.
-			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				return services.FeeSuggestion{}, err
-			}
-			continue
-		}
-		done := make(chan struct{})
-		s.inflight = done
+	s.mu.Lock()
+	if s.have && s.now().Sub(s.fetchedAt) < s.maxAge {
+		fees := s.fees
 		s.mu.Unlock()
-
-		fees, err := fetch(ctx)
-		s.mu.Lock()
-		s.inflight, s.lastErr = nil, err
-		if err == nil {
-			s.fees, s.fetchedAt, s.have = fees, s.now(), true
-		}
-		s.mu.Unlock()
-		close(done)
-		if err != nil {
-			return services.FeeSuggestion{}, err
-		}
 		return cloneFees(fees), nil
 	}
+	flight := s.running
+	if flight == nil {
+		flight = &feeFlight{done: make(chan struct{})}
+		s.running = flight
+		go s.fly(context.WithoutCancel(ctx), flight, fetch)
+	}
+	s.mu.Unlock()
+	select {
+	case <-flight.done:
+		if flight.err != nil {
+			return services.FeeSuggestion{}, flight.err
+		}
+		return cloneFees(flight.fees), nil
+	case <-ctx.Done():
+		return services.FeeSuggestion{}, ctx.Err()
+	}
+}
+
+// fly runs one fetch and hands its result to everyone waiting on flight; a panic in it (a
+// node's answer no decoder expected) becomes the fetch's error, so no caller waits forever.
+func (s *sharedFees) fly(ctx context.Context, flight *feeFlight, fetch func(context.Context) (services.FeeSuggestion, error)) {
+	defer func() {
+		if p := recover(); p != nil {
+			flight.fees, flight.err = services.FeeSuggestion{}, fmt.Errorf("fee suggestion: panic: %v", p)
+		}
+		s.mu.Lock()
+		s.running = nil
+		if flight.err == nil {
+			s.fees, s.fetchedAt, s.have = flight.fees, s.now(), true
+		}
+		s.mu.Unlock()
+		close(flight.done)
+	}()
+	flight.fees, flight.err = fetch(ctx)
 }
 
 // cloneFees copies a suggestion so a caller that changes its numbers changes no one else's.

@@ -95,7 +95,7 @@ func TestSharedFees(t *testing.T) {
 				t.Fatalf("fees %v, %v; want a new fetch after a failure", fees.BaseFee, err)
 			}
 		}},
-		{"a waiter fetches itself when the fetch it waited for was cancelled by its caller", func(t *testing.T, s *sharedFees, clock *time.Time, src *countingFees) {
+		{"a caller giving up does not end the fetch the others wait for", func(t *testing.T, s *sharedFees, clock *time.Time, src *countingFees) {
 			src.release = make(chan struct{})
 			firstCtx, cancelFirst := context.WithCancel(ctx)
 			firstDone := make(chan error, 1)
@@ -118,8 +118,21 @@ func TestSharedFees(t *testing.T) {
 				t.Fatalf("first caller: %v, want its cancellation", err)
 			}
 			close(src.release)
-			if got := <-secondDone; got != 2 {
-				t.Fatalf("second caller got base fee %d, want its own fetch (2)", got)
+			if got := <-secondDone; got != 1 {
+				t.Fatalf("second caller got base fee %d, want the one fetch's (1)", got)
+			}
+			if n := src.fetches.Load(); n != 1 {
+				t.Fatalf("%d fetches, want the first caller's one to finish for the other", n)
+			}
+		}},
+		{"a fetch that panics fails its callers, and the next caller fetches again", func(t *testing.T, s *sharedFees, clock *time.Time, src *countingFees) {
+			panicking := func(context.Context) (services.FeeSuggestion, error) { panic("unexpected answer") }
+			if _, err := s.get(ctx, panicking); err == nil {
+				t.Fatal("want the panic as an error")
+			}
+			fees, err := s.get(ctx, src.fetch)
+			if err != nil || fees.BaseFee.Int64() != 1 {
+				t.Fatalf("fees %v, %v; want a new fetch", fees.BaseFee, err)
 			}
 		}},
 		{"callers cannot change each other's numbers", func(t *testing.T, s *sharedFees, clock *time.Time, src *countingFees) {

@@ -243,9 +243,18 @@ func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head 
 func (c *ReceiptChecker) scanBlocks(ctx context.Context, head uint64) int {
 	c.mu.Lock()
 	from, pending := c.scannedThrough, len(c.entries)
+	if head < from {
+		// The chain is behind what was covered (a head read from a fork, a sequencer that
+		// rolled back): blocks above head may come again with other contents, so nothing is
+		// known absent from them any more.
+		c.scannedThrough = head
+		for _, e := range c.entries {
+			e.notFoundAtHead = min(e.notFoundAtHead, head)
+		}
+	}
 	c.mu.Unlock()
 	if head <= from {
-		return 0 // nothing new, or an endpoint behind the one read before
+		return 0 // nothing new, or a lower head (above)
 	}
 	if from == 0 || head-from > maxScanBlocks || c.blockScanUnsupported ||
 		c.cfg.BlockScanMinPending <= 0 || pending < c.cfg.BlockScanMinPending {
@@ -284,10 +293,13 @@ func (c *ReceiptChecker) scanBlocks(ctx context.Context, head uint64) int {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, e := range entries {
+	// Every entry, not only the ones read before the call: one trackUnsent scheduled
+	// meanwhile (known absent through from) was sent after head was read, so it cannot be in
+	// the blocks just read either.
+	for id, e := range c.entries {
 		switch {
-		case found[e.tx.TxID]:
-			delete(c.entries, e.tx.TxID) // mined; finality takes it from here
+		case found[id]:
+			delete(c.entries, id) // mined; finality takes it from here
 		case e.notFound && e.notFoundAtHead >= from:
 			e.notFoundAtHead = max(e.notFoundAtHead, scan.Through)
 		}

@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"context"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -45,5 +46,20 @@ func TestTrackUnsent(t *testing.T) {
 				t.Fatalf("entry %+v scheduled before any block was covered", e)
 			}
 		})
+	}
+}
+
+// A head below what was covered (read from a fork, or a sequencer that rolled back) makes
+// nothing known absent above it any more: the entries are looked up again once the chain
+// passes that head, instead of waiting for the periodic recheck.
+func TestLowerHeadForgetsWhatWasCoveredAboveIt(t *testing.T) {
+	above := &receiptEntry{notFound: true, notFoundAtHead: 110}
+	below := &receiptEntry{notFound: true, notFoundAtHead: 100}
+	c := &ReceiptChecker{entries: map[uuid.UUID]*receiptEntry{uuid.New(): above, uuid.New(): below}, scannedThrough: 110}
+	if mined := c.scanBlocks(context.Background(), 108); mined != 0 {
+		t.Fatalf("scanBlocks recorded %d receipts on a lower head", mined)
+	}
+	if c.scannedThrough != 108 || above.notFoundAtHead != 108 || below.notFoundAtHead != 100 {
+		t.Fatalf("covered through %d, entries absent through %d and %d; want 108, 108 and 100", c.scannedThrough, above.notFoundAtHead, below.notFoundAtHead)
 	}
 }
