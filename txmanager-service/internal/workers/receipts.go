@@ -264,10 +264,8 @@ func (c *ReceiptChecker) scanBlocks(ctx context.Context, head uint64) int {
 		return 0
 	}
 	c.mu.Lock()
-	entries := make([]*receiptEntry, 0, len(c.entries))
 	txs := make([]services.TrackedTx, 0, len(c.entries))
 	for _, e := range c.entries {
-		entries = append(entries, e)
 		txs = append(txs, e.tx)
 	}
 	c.mu.Unlock()
