@@ -479,11 +479,6 @@ func runChainScenario(ctx context.Context, o options, root string, pg *e2e.Postg
 // checkChainFaults adds the chain scenario's own checks to the common ones.
 func (c *chainEnv) checkChainFaults(ctx context.Context, phases *phaseLoad, events []faultEvent) ([]row, error) {
 	var rows []row
-	count := func(sql string, args ...any) (int, error) {
-		var n int
-		err := c.db.QueryRow(ctx, sql, args...).Scan(&n)
-		return n, err
-	}
 	metrics, err := scrapeMetrics(ctx, c.svc.HTTPURL()+"/metrics")
 	if err != nil {
 		return nil, err
@@ -491,33 +486,33 @@ func (c *chainEnv) checkChainFaults(ctx context.Context, phases *phaseLoad, even
 	// geth --dev has one sealer and no peers: it never reorganises, so any reorg the
 	// service declared was false (a lagging endpoint taken for a fork).
 	rows = append(rows, row{"false reorgs (reorg_total on a chain that never reorgs)", int(metrics["reorg_total"]), "0"})
-	over, err := count("SELECT count(*) FROM tx_attempt WHERE max_fee_per_gas > $1 OR max_priority_fee_per_gas > $2",
+	over, err := countOf(ctx, c.db, "SELECT count(*) FROM tx_attempt WHERE max_fee_per_gas > $1 OR max_priority_fee_per_gas > $2",
 		strconv.FormatInt(feeCapWei, 10), strconv.FormatInt(tipCapWei, 10))
 	if err != nil {
 		return nil, err
 	}
 	rows = append(rows, row{"attempts signed above the fee caps", over, "0"})
-	failed, err := count("SELECT count(*) FROM managed_tx WHERE state = 'FAILED_FINAL'")
+	failed, err := countOf(ctx, c.db, "SELECT count(*) FROM managed_tx WHERE state = 'FAILED_FINAL'")
 	if err != nil {
 		return nil, err
 	}
 	rows = append(rows, row{"transactions FAILED_FINAL (every one should confirm)", failed, "0"})
-	external, err := count("SELECT count(*) FROM managed_tx WHERE signer = $1 AND state = 'CONFIRMED'", c.external.Hex())
+	external, err := countOf(ctx, c.db, "SELECT count(*) FROM managed_tx WHERE signer = $1 AND state = 'CONFIRMED'", c.external.Hex())
 	if err != nil {
 		return nil, err
 	}
 	rows = append(rows, row{"external signer's transactions confirmed", external, "> 0"})
-	unfunded, err := count("SELECT count(*) FROM managed_tx WHERE signer = $1 AND state = 'CONFIRMED'", c.unfunded.Hex())
+	unfunded, err := countOf(ctx, c.db, "SELECT count(*) FROM managed_tx WHERE signer = $1 AND state = 'CONFIRMED'", c.unfunded.Hex())
 	if err != nil {
 		return nil, err
 	}
 	rows = append(rows, row{"funded-later signer's transactions confirmed", unfunded, "> 0"})
 
-	txs, err := count("SELECT count(*) FROM managed_tx")
+	txs, err := countOf(ctx, c.db, "SELECT count(*) FROM managed_tx")
 	if err != nil {
 		return nil, err
 	}
-	attempts, err := count("SELECT count(*) FROM tx_attempt")
+	attempts, err := countOf(ctx, c.db, "SELECT count(*) FROM tx_attempt")
 	if err != nil {
 		return nil, err
 	}

@@ -318,11 +318,6 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 		}
 		return want
 	}
-	count := func(sql string, args ...any) (int, error) {
-		var n int
-		err := c.db.QueryRow(ctx, sql, args...).Scan(&n)
-		return n, err
-	}
 
 	c.rec.mu.Lock()
 	attempted, acked := c.rec.attempted, len(c.rec.acknowledged)
@@ -373,7 +368,7 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 		rows = append(rows, row{"  lost in " + ev.kind, lostBy[i], strict("0")})
 	}
 	rows = append(rows, row{"nonces given to two acknowledged txs", twoHolders, strict("0")})
-	dupes, err := count("SELECT count(*) FROM (SELECT signer, nonce FROM managed_tx GROUP BY 1, 2 HAVING count(*) > 1) d")
+	dupes, err := countOf(ctx, c.db, "SELECT count(*) FROM (SELECT signer, nonce FROM managed_tx GROUP BY 1, 2 HAVING count(*) > 1) d")
 	if err != nil {
 		return nil, err
 	}
@@ -464,7 +459,7 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 		row{"unknown chain txs missing from the admin listing", unlisted, "0"},
 	)
 
-	stuck, err := count("SELECT count(*) FROM managed_tx WHERE state IN ('TRACKING', 'STUCK') AND sub_state = 'NONCE_TAKEN'")
+	stuck, err := countOf(ctx, c.db, "SELECT count(*) FROM managed_tx WHERE state IN ('TRACKING', 'STUCK') AND sub_state = 'NONCE_TAKEN'")
 	if err != nil {
 		return nil, err
 	}
@@ -496,12 +491,12 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 	}
 	rows = append(rows, row{"failed as NONCE_TAKEN by their own tx", takenByItself, "0"})
 
-	final, err := count("SELECT count(*) FROM managed_tx WHERE state IN ('CONFIRMED', 'FAILED_FINAL')")
+	final, err := countOf(ctx, c.db, "SELECT count(*) FROM managed_tx WHERE state IN ('CONFIRMED', 'FAILED_FINAL')")
 	if err != nil {
 		return nil, err
 	}
 	rows = append(rows, row{"transactions not final", c.open, "0"}, row{"transactions final", final, "> 0"})
-	noCompletion, err := count(finalWithoutOneCompletion, ch.id)
+	noCompletion, err := countOf(ctx, c.db, finalWithoutOneCompletion, ch.id)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -18,19 +20,12 @@ import (
 type sharedFees struct {
 	maxAge time.Duration
 	now    func() time.Time
+	flight singleflight.Group
 
 	mu        sync.Mutex
 	fees      services.FeeSuggestion
 	fetchedAt time.Time
 	have      bool
-	running   *feeFlight // nil when no fetch runs
-}
-
-// feeFlight is one fetch; done is closed when fees and err are set.
-type feeFlight struct {
-	done chan struct{}
-	fees services.FeeSuggestion
-	err  error
 }
 
 func newSharedFees(maxAge time.Duration) *sharedFees {
@@ -46,45 +41,38 @@ func (s *sharedFees) get(ctx context.Context, fetch func(context.Context) (servi
 		return fetch(ctx)
 	}
 	s.mu.Lock()
-	if s.have && s.now().Sub(s.fetchedAt) < s.maxAge {
-		fees := s.fees
-		s.mu.Unlock()
+	fees, fresh := s.fees, s.have && s.now().Sub(s.fetchedAt) < s.maxAge
+	s.mu.Unlock()
+	if fresh {
 		return cloneFees(fees), nil
 	}
-	flight := s.running
-	if flight == nil {
-		flight = &feeFlight{done: make(chan struct{})}
-		s.running = flight
-		go s.fly(context.WithoutCancel(ctx), flight, fetch)
-	}
-	s.mu.Unlock()
+	detached := context.WithoutCancel(ctx)
+	answer := s.flight.DoChan("fees", func() (any, error) { return s.fetchAndKeep(detached, fetch) })
 	select {
-	case <-flight.done:
-		if flight.err != nil {
-			return services.FeeSuggestion{}, flight.err
+	case r := <-answer:
+		if r.Err != nil {
+			return services.FeeSuggestion{}, r.Err
 		}
-		return cloneFees(flight.fees), nil
+		return cloneFees(r.Val.(services.FeeSuggestion)), nil
 	case <-ctx.Done():
 		return services.FeeSuggestion{}, ctx.Err()
 	}
 }
 
-// fly runs one fetch and hands its result to everyone waiting on flight; a panic in it (a
-// node's answer no decoder expected) becomes the fetch's error, so no caller waits forever.
-func (s *sharedFees) fly(ctx context.Context, flight *feeFlight, fetch func(context.Context) (services.FeeSuggestion, error)) {
+// fetchAndKeep runs one fetch and keeps a suggestion it gets. A panic in it (a node's answer
+// no decoder expected) becomes its error: singleflight would crash the process with it.
+func (s *sharedFees) fetchAndKeep(ctx context.Context, fetch func(context.Context) (services.FeeSuggestion, error)) (fees services.FeeSuggestion, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			flight.fees, flight.err = services.FeeSuggestion{}, fmt.Errorf("fee suggestion: panic: %v", p)
+			fees, err = services.FeeSuggestion{}, fmt.Errorf("fee suggestion: panic: %v", p)
 		}
-		s.mu.Lock()
-		s.running = nil
-		if flight.err == nil {
-			s.fees, s.fetchedAt, s.have = flight.fees, s.now(), true
-		}
-		s.mu.Unlock()
-		close(flight.done)
 	}()
-	flight.fees, flight.err = fetch(ctx)
+	if fees, err = fetch(ctx); err == nil {
+		s.mu.Lock()
+		s.fees, s.fetchedAt, s.have = fees, s.now(), true
+		s.mu.Unlock()
+	}
+	return fees, err
 }
 
 // cloneFees copies a suggestion so a caller that changes its numbers changes no one else's.

@@ -165,8 +165,14 @@ func (f *Forwarder) trim(now time.Time) {
 
 // outgoing carries the hop count, the caller's credentials and its trace to the owner.
 func (f *Forwarder) outgoing(ctx context.Context) context.Context {
-	md := f.callerMetadata(ctx)
-	f.propagator.Inject(ctx, metadataCarrier(md))
+	return outgoingWith(ctx, ctx, f.callerMetadata(ctx), f.propagator)
+}
+
+// outgoingWith is ctx sending md and the trace of traceOf to a peer; md itself is left as it
+// is (a batch queue keeps it for every call).
+func outgoingWith(ctx, traceOf context.Context, md metadata.MD, propagator propagation.TextMapPropagator) context.Context {
+	md = md.Copy()
+	propagator.Inject(traceOf, metadataCarrier(md))
 	return metadata.NewOutgoingContext(ctx, md)
 }
 

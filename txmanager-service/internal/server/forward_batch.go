@@ -163,9 +163,6 @@ func (b *createBatcher) send(batch []*forwardItem) {
 	}
 	ctx, cancel := batchContext(live)
 	defer cancel()
-	md := b.md.Copy()
-	// The call continues the first caller's trace; the others' spans end at the forwarder.
-	b.propagator.Inject(live[0].ctx, metadataCarrier(md))
 	call := &v1.ForwardCreatesRequest{Creates: make([]*v1.CreateTxRequest, len(live)), TimeoutsMs: make([]uint32, len(live))}
 	for i, it := range live {
 		call.Creates[i] = it.req
@@ -173,7 +170,8 @@ func (b *createBatcher) send(batch []*forwardItem) {
 			call.TimeoutsMs[i] = uint32(max(time.Until(deadline).Milliseconds(), 1))
 		}
 	}
-	resp, err := b.peer.ForwardCreates(metadata.NewOutgoingContext(ctx, md), call)
+	// The call continues the first caller's trace; the others' spans end at the forwarder.
+	resp, err := b.peer.ForwardCreates(outgoingWith(ctx, live[0].ctx, b.md, b.propagator), call)
 	switch status.Code(err) {
 	case codes.Unimplemented:
 		b.unbatchedUntil.Store(time.Now().Add(unbatchedFor).UnixNano())
@@ -213,9 +211,7 @@ func (b *createBatcher) sendEach(items []*forwardItem) {
 	var wg sync.WaitGroup
 	for _, it := range items {
 		wg.Go(func() {
-			md := b.md.Copy()
-			b.propagator.Inject(it.ctx, metadataCarrier(md))
-			resp, err := b.single.CreateTx(metadata.NewOutgoingContext(it.ctx, md), it.req)
+			resp, err := b.single.CreateTx(outgoingWith(it.ctx, it.ctx, b.md, b.propagator), it.req)
 			it.done <- forwardResult{resp: resp, err: fromPeer(err)}
 		})
 	}

@@ -242,8 +242,9 @@ func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head 
 // returns the receipts recorded.
 func (c *ReceiptChecker) scanBlocks(ctx context.Context, head uint64) int {
 	c.mu.Lock()
-	from, pending := c.scannedThrough, len(c.entries)
-	if head < from {
+	from := c.scannedThrough
+	switch {
+	case head < from:
 		// The chain is behind what was covered (a head read from a fork, a sequencer that
 		// rolled back): blocks above head may come again with other contents, so nothing is
 		// known absent from them any more.
@@ -251,19 +252,17 @@ func (c *ReceiptChecker) scanBlocks(ctx context.Context, head uint64) int {
 		for _, e := range c.entries {
 			e.notFoundAtHead = min(e.notFoundAtHead, head)
 		}
-	}
-	c.mu.Unlock()
-	if head <= from {
-		return 0 // nothing new, or a lower head (above)
-	}
-	if from == 0 || head-from > maxScanBlocks || c.blockScanUnsupported ||
-		c.cfg.BlockScanMinPending <= 0 || pending < c.cfg.BlockScanMinPending {
-		c.mu.Lock()
+		c.mu.Unlock()
+		return 0
+	case head == from:
+		c.mu.Unlock()
+		return 0 // nothing new
+	case from == 0 || head-from > maxScanBlocks || c.blockScanUnsupported ||
+		c.cfg.BlockScanMinPending <= 0 || len(c.entries) < c.cfg.BlockScanMinPending:
 		c.scannedThrough = head // per-hash look-ups cover these blocks
 		c.mu.Unlock()
 		return 0
 	}
-	c.mu.Lock()
 	txs := make([]services.TrackedTx, 0, len(c.entries))
 	for _, e := range c.entries {
 		txs = append(txs, e.tx)
