@@ -76,11 +76,12 @@ type Observability struct {
 	// MetricsAuth requires credentials on /metrics: an API key with the metrics (or admin)
 	// grant, or a JWT with the admin claim. Off by default, for a scraper inside the cluster.
 	MetricsAuth bool `json:"metricsAuth"`
-	// OTLPEndpoint (host:port, gRPC) receives traces; empty records spans (for trace ids in
-	// logs) without exporting them.
+	// OTLPEndpoint (host:port, gRPC) receives traces; empty records no spans, though trace
+	// ids still reach the logs and the peers.
 	OTLPEndpoint string `json:"otlpEndpoint"`
 	OTLPInsecure bool   `json:"otlpInsecure"`
-	// SampleRatio of new traces kept (0..1); a sampled parent is always followed.
+	// SampleRatio of new traces exported (0..1) when OTLPEndpoint is set; a sampled parent
+	// is always followed.
 	SampleRatio float64 `json:"sampleRatio"`
 	// Pprof serves Go's runtime profiles on /debug/pprof/ (behind the same credentials as
 	// /metrics when metricsAuth is on), to find where a slow node spends its time.

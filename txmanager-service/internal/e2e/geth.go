@@ -19,6 +19,10 @@ const GethModuleVersion = "v1.17.8"
 // binDir already holds that version (the first build takes minutes). It returns the binary
 // and the version it reports ("1.17.8-stable").
 func BuildGeth(ctx context.Context, binDir string) (bin, version string, err error) {
+	// go install wants an absolute GOBIN, and callers pass folders relative to where they run.
+	if binDir, err = filepath.Abs(binDir); err != nil {
+		return "", "", fmt.Errorf("build geth: %w", err)
+	}
 	bin = filepath.Join(binDir, "geth")
 	if have, err := gethVersion(ctx, bin); err == nil && have == strings.TrimPrefix(GethModuleVersion, "v")+"-stable" {
 		return bin, have, nil
