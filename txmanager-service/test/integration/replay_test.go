@@ -1,0 +1,76 @@
+package integration
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/bionicotaku/txmanager-service/internal/chainfault"
+)
+
+// The writer checks requestIds inside its transaction, and the edge looks one up only for a
+// create that failed. A retry of an acknowledged create gets its transaction (200, the same
+// txId) while the chain answers and while no endpoint does; a retry with another intent
+// gets 409 either way; a new create while no endpoint answers is refused and consumes no
+// nonce.
+func TestRetriesGetTheirTransactionWhateverHoldsNewCreatesBack(t *testing.T) {
+	t.Parallel()
+	sim, proxies := proxiedChain(t, 1)
+	s := startService(t, serviceOptions{chain: sim, chainQuery: true, configure: throughProxies(proxies, time.Second)})
+	signer, to := devAddress(t, 0), devAddress(t, 5)
+	intent := func(requestID, value string) map[string]any {
+		return map[string]any{"signer": signer, "to": to, "value": value, "gasLimit": 21000, "requestId": requestID}
+	}
+	original := s.createOK(t, intent("invoice-1", "7"))
+
+	retries := func(t *testing.T) {
+		t.Helper()
+		cases := []struct {
+			name   string
+			value  string
+			status int
+			reason string
+		}{
+			{name: "same intent", value: "7", status: http.StatusOK},
+			{name: "another intent", value: "8", status: http.StatusConflict, reason: "IDEMPOTENCY_CONFLICT"},
+		}
+		for _, tc := range cases {
+			a := s.create(t, intent("invoice-1", tc.value))
+			if a.status != tc.status || a.reason() != tc.reason {
+				t.Fatalf("retry with %s: %d %s, want %d %s", tc.name, a.status, a.raw, tc.status, tc.reason)
+			}
+			if tc.status == http.StatusOK && a.tx()["txId"] != original {
+				t.Fatalf("retry with %s answered tx %v, want the original %s", tc.name, a.tx()["txId"], original)
+			}
+		}
+	}
+	t.Run("chain answering", retries)
+
+	if err := proxies[0].SetMode(chainfault.Refuse); err != nil {
+		t.Fatal(err)
+	}
+	// A new create is refused once the service has seen the endpoint fail (the first may
+	// still find a cached nonce and fail at its chain call instead).
+	deadline := time.Now().Add(10 * time.Second)
+	for attempt := 0; ; attempt++ {
+		a := s.create(t, intent("invoice-new-"+time.Now().Format("150405.000000"), "9"))
+		if a.status == http.StatusServiceUnavailable && a.reason() == "UNAVAILABLE" {
+			break
+		}
+		if a.status == http.StatusAccepted && attempt > 0 {
+			t.Fatalf("a new create was accepted after the endpoint had refused a create: %s", a.raw)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("new creates still answered %d %s 10s after the only endpoint began refusing", a.status, a.raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stored := s.count(t, "SELECT count(*) FROM managed_tx")
+	t.Run("no endpoint answering", retries)
+	if after := s.count(t, "SELECT count(*) FROM managed_tx"); after != stored {
+		t.Fatalf("%d transactions stored after the retries, %d before: a retry consumed a nonce", after, stored)
+	}
+	if stored > 2 {
+		t.Fatalf("%d transactions stored, want at most 2 (the original and one create before the refusals were noticed)", stored)
+	}
+}
