@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"slices"
@@ -14,30 +15,66 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
-// SubmitAllocated signs the signer's ALLOCATED transactions (lowest nonce first), persists
-// every attempt fenced, and only then broadcasts them in nonce order. stored (when not nil)
-// is told the transactions once their attempts are stored and before any is sent: bytes
-// that no node has seen yet.
+// SubmitAllocated signs the signer's ALLOCATED transactions (lowest nonce first) in
+// batches of pipeline.submitBatch, persists every batch's attempts fenced, and only then
+// broadcasts them, batch after batch in nonce order, until none is left. While one batch
+// is on its way to the node, the next is signed and stored: for a hot signer the node's
+// intake, not signing and the database, sets the pace. stored (when not nil) is told each
+// batch once its attempts are stored and before any is sent: bytes no node has seen yet.
 func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease, stored func([]TrackedTx)) (int, error) {
-	ctx, span := p.span(ctx, "pipeline.submit", lease)
+	total := 0
+	var sending chan error // the batch on its way to the node; nil when none is
+	sent := func() error {
+		if sending == nil {
+			return nil
+		}
+		err := <-sending
+		sending = nil
+		return err
+	}
+	for ctx.Err() == nil {
+		next, err := p.signAndStore(ctx, lease, stored)
+		if sendErr := sent(); sendErr != nil {
+			// The next batch is stored already: it goes out now rather than wait for its
+			// resubmission, even though the one before failed to record its outcome.
+			if len(next) > 0 && ctx.Err() == nil {
+				sendErr = errors.Join(sendErr, p.send(ctx, lease, next))
+			}
+			return total, errors.Join(sendErr, err)
+		}
+		if err != nil || len(next) == 0 {
+			return total, err
+		}
+		total += len(next)
+		done := make(chan error, 1)
+		go func() { done <- p.send(ctx, lease, next) }()
+		sending = done
+	}
+	return total, sent()
+}
+
+// signAndStore signs up to a batch of the signer's ALLOCATED transactions and stores their
+// attempts fenced (the transactions become TRACKING); nothing is sent.
+func (p *Pipeline) signAndStore(ctx context.Context, lease domain.Lease, stored func([]TrackedTx)) ([]SignedAttempt, error) {
+	ctx, span := p.span(ctx, "pipeline.sign", lease)
 	defer span.End()
 	txs, err := p.store.ListAllocated(ctx, lease.Signer, max(p.cfg.SubmitBatch, 1))
 	if err != nil || len(txs) == 0 {
-		return 0, err
+		return nil, err
 	}
 	suggestion, err := p.chain.SuggestFees(ctx)
 	if err != nil {
-		return 0, &domain.UnavailableError{Reason: "fee suggestion", RetryAfter: time.Second, Err: err}
+		return nil, &domain.UnavailableError{Reason: "fee suggestion", RetryAfter: time.Second, Err: err}
 	}
 	attempts := make([]SignedAttempt, 0, len(txs))
 	for _, tx := range txs {
 		maxFee, maxTip, err := p.cfg.Fees.Initial(tx.Intent, suggestion)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		signed, raw, err := p.sign(ctx, tx.Signer, tx.Nonce, tx.Intent.To, tx.Intent.Value, tx.Intent.Data, tx.EffectiveGasLimit, maxFee, maxTip, suggestion.Legacy)
 		if err != nil {
-			return 0, fmt.Errorf("sign %s (nonce %d): %w", tx.ID, tx.Nonce, err)
+			return nil, fmt.Errorf("sign %s (nonce %d): %w", tx.ID, tx.Nonce, err)
 		}
 		attempts = append(attempts, SignedAttempt{
 			TxID: tx.ID, Hash: signed.Hash(), Nonce: tx.Nonce, Kind: AttemptOriginal,
@@ -45,11 +82,7 @@ func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease, stor
 		})
 	}
 	if err := p.store.MarkSigned(ctx, lease, attempts, p.cfg.ResubmitInterval); err != nil {
-		return 0, p.fenced(ctx, lease, err)
-	}
-	items := make([]broadcastItem, len(attempts))
-	for i, a := range attempts {
-		items[i] = broadcastItem{TxID: a.TxID, Raw: a.Raw, Ours: []common.Hash{a.Hash}}
+		return nil, p.fenced(ctx, lease, err)
 	}
 	if stored != nil {
 		tracked := make([]TrackedTx, len(attempts))
@@ -58,12 +91,23 @@ func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease, stor
 		}
 		stored(tracked)
 	}
+	return attempts, nil
+}
+
+// send broadcasts stored attempts in nonce order and records the outcomes.
+func (p *Pipeline) send(ctx context.Context, lease domain.Lease, attempts []SignedAttempt) error {
+	ctx, span := p.span(ctx, "pipeline.submit", lease)
+	defer span.End()
+	items := make([]broadcastItem, len(attempts))
+	for i, a := range attempts {
+		items[i] = broadcastItem{TxID: a.TxID, Raw: a.Raw, Ours: []common.Hash{a.Hash}}
+	}
 	if _, err := p.broadcast(ctx, lease, items); err != nil {
-		return 0, err
+		return err
 	}
 	p.log.WithContext(ctx).Infow("msg", "transactions signed and broadcast", "signer", lease.Signer, "fencing_token", lease.Token,
 		"count", len(attempts), "first_nonce", attempts[0].Nonce, "first_tx_id", attempts[0].TxID.String(), "state", string(domain.StateTracking))
-	return len(attempts), nil
+	return nil
 }
 
 // ResubmitDue rebroadcasts the signer's transactions whose resubmission is due (not mined

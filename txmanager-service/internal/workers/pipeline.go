@@ -93,14 +93,8 @@ func (w *PipelineWorkers) eachHeld(ctx context.Context, tasks *signerTasks, what
 
 func (w *PipelineWorkers) submitPass(ctx context.Context) {
 	w.eachHeld(ctx, w.submitTasks, "submit", func(ctx context.Context, lease domain.Lease) error {
-		// Drain: a hot signer may have more allocated than one pass signs.
-		for ctx.Err() == nil {
-			n, err := w.pipeline.SubmitAllocated(ctx, lease, w.Receipts.trackUnsent)
-			if err != nil || n == 0 {
-				return err
-			}
-		}
-		return nil
+		_, err := w.pipeline.SubmitAllocated(ctx, lease, w.Receipts.trackUnsent)
+		return err
 	})
 }
 
