@@ -36,8 +36,10 @@ func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease, stor
 		next, err := p.signAndStore(ctx, lease, stored)
 		if sendErr := sent(); sendErr != nil {
 			// The next batch is stored already: it goes out now rather than wait for its
-			// resubmission, even though the one before failed to record its outcome.
-			if len(next) > 0 && ctx.Err() == nil {
+			// resubmission, even though the one before failed to record its outcome; unless
+			// the lease is gone, and with it the sending to the signer's new owner.
+			var fenced *domain.FencedError
+			if len(next) > 0 && ctx.Err() == nil && !errors.As(sendErr, &fenced) {
 				sendErr = errors.Join(sendErr, p.send(ctx, lease, next))
 			}
 			return total, errors.Join(sendErr, err)
