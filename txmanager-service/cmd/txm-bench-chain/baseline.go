@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"os"
 	"sync"
 	"time"
 
@@ -26,7 +27,7 @@ const (
 
 // runBaseline pre-signs transfers transfers spread over keys (round robin, so nonces reach
 // the node in order per signer), then measures first send -> every transfer confirmed.
-func runBaseline(ctx context.Context, url string, keys []*ecdsa.PrivateKey, transfers int, confirmations uint64) (measurement, error) {
+func runBaseline(ctx context.Context, url string, gethPID int, keys []*ecdsa.PrivateKey, transfers int, confirmations uint64) (measurement, error) {
 	client, err := rpc.DialContext(ctx, url)
 	if err != nil {
 		return measurement{}, err
@@ -62,6 +63,7 @@ func runBaseline(ctx context.Context, url string, keys []*ecdsa.PrivateKey, tran
 		hashes[i] = tx.Hash()
 	}
 
+	account := startCPUAccount(map[string]int{"geth": gethPID, "sender": os.Getpid()}, "geth", "sender")
 	started := time.Now()
 	if err := pushAll(ctx, client, raws); err != nil {
 		return measurement{}, err
@@ -72,6 +74,7 @@ func runBaseline(ctx context.Context, url string, keys []*ecdsa.PrivateKey, tran
 		return m, err
 	}
 	m.confirmed, m.blocks = time.Since(started), blocks
+	fmt.Printf("    %s\n", account.finish())
 	return m, nil
 }
 

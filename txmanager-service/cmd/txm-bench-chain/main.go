@@ -149,13 +149,14 @@ func run(ctx context.Context, o options) ([]result, error) {
 		keys = keys[2*n:]
 		res := result{signers: n}
 		fmt.Printf("==> %d signer(s): baseline\n", n)
-		if res.baseline, err = runBaseline(ctx, geth.URL(), baselineKeys, o.transfers, o.confirmations); err != nil {
+		if res.baseline, err = runBaseline(ctx, geth.URL(), geth.PID(), baselineKeys, o.transfers, o.confirmations); err != nil {
 			return results, fmt.Errorf("baseline, %d signers: %w", n, err)
 		}
 		fmt.Printf("==> %d signer(s): service\n", n)
 		if res.service, err = runService(ctx, serviceRun{
 			bin: serviceBin, dir: filepath.Join(root, fmt.Sprintf("service-%d", n)), pg: pg, nodeURL: geth.URL(),
 			keys: serviceKeys, transfers: o.transfers, clients: o.clients, confirmations: o.confirmations, verbose: o.verbose,
+			gethPID: geth.PID(),
 		}); err != nil {
 			return results, fmt.Errorf("service, %d signers: %w", n, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,7 @@ type serviceRun struct {
 	clients       int
 	confirmations uint64
 	verbose       bool
+	gethPID       int
 }
 
 // runService starts the service on a fresh database with keys as its signers, creates the
@@ -56,6 +58,8 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	fmt.Printf("    service at %s (profiles: %s/debug/pprof/)\n", svc.HTTPURL(), svc.HTTPURL())
 	signers := e2e.Addresses(r.keys)
 
+	account := startCPUAccount(map[string]int{"service": svc.PID(), "geth": r.gethPID, "load generator": os.Getpid()}, "service", "geth", "load generator")
+	account.sampleBackends(ctx, conn)
 	started := time.Now()
 	var (
 		next   atomic.Int64
@@ -97,6 +101,7 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 				fmt.Printf("    %5.1fs  allocated %d, broadcast %d, mined %d, confirmed %d; node pool %s\n", time.Since(started).Seconds(), allocated, broadcast, mined, final, pool)
 			}
 		}
+		account.sampleBackends(ctx, conn)
 		var confirmed, failedFinal int
 		err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'CONFIRMED'), count(*) FILTER (WHERE state = 'FAILED_FINAL')
 			FROM managed_tx`).Scan(&confirmed, &failedFinal)
@@ -114,6 +119,7 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 		}
 	}
 	m.confirmed = time.Since(started)
+	fmt.Printf("    %s\n", account.finish())
 	if err := conn.QueryRow(ctx, "SELECT count(DISTINCT block_number) FROM managed_tx").Scan(&m.blocks); err != nil {
 		return m, err
 	}

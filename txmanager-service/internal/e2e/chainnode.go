@@ -83,6 +83,9 @@ func chainIDAnswers(ctx context.Context, url string) error {
 // URL is the node's HTTP JSON-RPC endpoint.
 func (n *ChainNode) URL() string { return n.url }
 
+// PID is the node's process id.
+func (n *ChainNode) PID() int { return n.proc.cmd.Process.Pid }
+
 // Exited is closed when the node has exited.
 func (n *ChainNode) Exited() <-chan struct{} { return n.proc.exited }
 

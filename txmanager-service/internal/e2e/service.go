@@ -162,6 +162,9 @@ func (s *Service) Config() ServiceConfig { return s.config }
 // LogPath is the file holding the process's stdout and stderr.
 func (s *Service) LogPath() string { return s.proc.logPath }
 
+// PID is the service's process id.
+func (s *Service) PID() int { return s.proc.cmd.Process.Pid }
+
 // Exited is closed when the process has exited, for whatever reason.
 func (s *Service) Exited() <-chan struct{} { return s.proc.exited }
 
