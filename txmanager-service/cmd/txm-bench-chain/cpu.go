@@ -30,9 +30,9 @@ type cpuAccount struct {
 }
 
 type accountedProcess struct {
-	name       string
-	pid        int
-	start, end float64
+	name  string
+	pid   int
+	start float64
 }
 
 // machineTime is the whole machine's CPU time from /proc/stat, in ticks.
@@ -67,7 +67,7 @@ func (a *cpuAccount) sampleBackends(ctx context.Context, conn *pgx.Conn) {
 			continue
 		}
 		if seen, ok := a.backends[int(pid)]; ok {
-			seen[1] = seconds
+			seen[1] = max(seen[1], seconds)
 			continue
 		}
 		first := seconds
@@ -86,18 +86,22 @@ func (a *cpuAccount) finish() string {
 	var parts []string
 	for i := range a.processes {
 		p := &a.processes[i]
-		if seconds, err := processSeconds(p.pid); err == nil {
-			p.end = seconds
+		seconds, err := processSeconds(p.pid)
+		if err != nil {
+			parts = append(parts, p.name+" unknown")
+			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %.1f s", p.name, p.end-p.start))
+		parts = append(parts, fmt.Sprintf("%s %.1f s", p.name, seconds-p.start))
 	}
 	if len(a.backends) > 0 {
 		var database float64
 		for pid, seen := range a.backends {
-			if seconds, err := processSeconds(pid); err == nil {
+			// A pid read again after its process ended may name another one: keep what
+			// was seen while it served, and never count a time going backwards.
+			if seconds, err := processSeconds(pid); err == nil && seconds >= seen[1] {
 				seen[1] = seconds
 			}
-			database += seen[1] - seen[0]
+			database += max(seen[1]-seen[0], 0)
 		}
 		parts = append(parts, fmt.Sprintf("database %.1f s (%d server processes)", database, len(a.backends)))
 	}

@@ -76,8 +76,8 @@ type Observability struct {
 	// MetricsAuth requires credentials on /metrics: an API key with the metrics (or admin)
 	// grant, or a JWT with the admin claim. Off by default, for a scraper inside the cluster.
 	MetricsAuth bool `json:"metricsAuth"`
-	// OTLPEndpoint (host:port, gRPC) receives traces; empty records no spans, though trace
-	// ids still reach the logs and the peers.
+	// OTLPEndpoint (host:port, gRPC) receives traces; empty records only a caller's sampled
+	// traces (passed on as sampled), though trace ids always reach the logs and the peers.
 	OTLPEndpoint string `json:"otlpEndpoint"`
 	OTLPInsecure bool   `json:"otlpInsecure"`
 	// SampleRatio of new traces exported (0..1) when OTLPEndpoint is set; a sampled parent

@@ -72,6 +72,14 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (C
 	if !uc.signers.Manages(req.Signer) {
 		return CreateResult{}, fmt.Errorf("%w: %s", domain.ErrUnknownSigner, req.Signer.Hex())
 	}
+	// A create that will ask the chain before it is written (estimation, simulation) is
+	// looked up first: a retry must not wait on the chain, nor run the simulation again.
+	if req.RequestID != "" && uc.asksChainFirst(req) {
+		if existing, found := uc.recorded(ctx, req); found {
+			out := replayOutcome(existing, req.Fingerprint(), req.RequestID)
+			return CreateResult{Tx: existing}, out.err
+		}
+	}
 	res, err := uc.allocate(ctx, req)
 	if err != nil && req.RequestID != "" && !errors.Is(err, domain.ErrIdempotencyConflict) {
 		if existing, found := uc.recorded(ctx, req); found {
@@ -82,17 +90,30 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (C
 	return res, err
 }
 
-// recorded is the transaction already on record under req's requestId, if any. The
-// idempotency check at the edge happens only for a create that failed: the writer checks
-// every batch's requestIds inside its transaction anyway, so on the way to it a look-up
-// would be a second database round trip per create (a tenth of the create path's CPU)
-// that answers nothing new. A create that failed, though, may be the retry of one already
-// acknowledged, and gets that transaction whatever holds new creates back now: no chain
-// endpoint answering, another node owning the signer, a simulation that reverts now that
-// the original ran, funds the original spent.
+// recordedLookupTimeout bounds the look-up of a failed create's requestId, which runs even
+// when the create failed because its caller's deadline passed.
+const recordedLookupTimeout = 2 * time.Second
+
+// recorded is the transaction already on record under req's requestId, if any. Other
+// creates are looked up only when they fail: the writer checks every batch's requestIds
+// inside its transaction anyway, so on the way to it a look-up would be a second database
+// round trip per create (a tenth of the create path's CPU) that answers nothing new. A
+// create that failed, though, may be the retry of one already acknowledged, and gets that
+// transaction whatever holds new creates back now: no chain endpoint answering, another
+// node owning the signer, a writer queue full or slow past the caller's deadline, funds the
+// original spent.
 func (uc *CreateTxUseCase) recorded(ctx context.Context, req domain.CreateRequest) (domain.ManagedTx, bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordedLookupTimeout)
+	defer cancel()
 	existing, err := uc.txs.GetByRequestID(ctx, req.Signer, req.RequestID)
 	return existing, err == nil
+}
+
+// asksChainFirst: the create estimates its gas or simulates its call before it is written.
+func (uc *CreateTxUseCase) asksChainFirst(req domain.CreateRequest) bool {
+	given := req.Intent.GasLimit
+	simulated := uc.cfg.SimulateCalls && (len(req.Intent.Data) > 0 || req.Intent.To == nil)
+	return simulated || (given == 0 && uc.cfg.EstimateGas)
 }
 
 // allocate takes req to the writer and waits for its transaction.
@@ -134,11 +155,11 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 
 func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateRequest) (uint64, error) {
 	given := req.Intent.GasLimit
-	if given != 0 && !(uc.cfg.SimulateCalls && (len(req.Intent.Data) > 0 || req.Intent.To == nil)) {
-		return given, nil
-	}
 	if given == 0 && !uc.cfg.EstimateGas {
 		return 0, &domain.ValidationError{Field: "gasLimit", Reason: "required (gas estimation is disabled)"}
+	}
+	if !uc.asksChainFirst(req) {
+		return given, nil
 	}
 	estimate, err := uc.chain.EstimateGas(ctx, CallRequest{
 		From:                 req.Signer,

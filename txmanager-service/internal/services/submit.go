@@ -34,26 +34,29 @@ func (p *Pipeline) SubmitAllocated(ctx context.Context, lease domain.Lease, stor
 	}
 	for ctx.Err() == nil {
 		next, err := p.signAndStore(ctx, lease, stored)
-		if sendErr := sent(); sendErr != nil {
-			// The next batch is stored already: it goes out now rather than wait for its
-			// resubmission, even though the one before failed to record its outcome; unless
-			// the lease is gone, and with it the sending to the signer's new owner.
-			var fenced *domain.FencedError
-			if len(next) > 0 && ctx.Err() == nil && !errors.As(sendErr, &fenced) {
-				sendErr = errors.Join(sendErr, p.send(ctx, lease, next))
-			}
+		sendErr := sent()
+		if len(next) == 0 {
 			return total, errors.Join(sendErr, err)
 		}
-		if err != nil || len(next) == 0 {
-			return total, err
-		}
 		total += len(next)
+		if sendErr != nil || ctx.Err() != nil {
+			// The pass ends here (the batch before failed to record its outcome, or the
+			// node is stopping), but next is stored: it goes out now rather than leave a
+			// gap below every later nonce until its resubmission. When the lease is gone
+			// its outcome is the new owner's to learn.
+			var fenced *domain.FencedError
+			return total, errors.Join(sendErr, p.sendStored(ctx, lease, next, !errors.As(sendErr, &fenced)))
+		}
 		done := make(chan error, 1)
-		go func() { done <- p.send(ctx, lease, next) }()
+		go func() { done <- p.sendStored(ctx, lease, next, true) }()
 		sending = done
 	}
 	return total, sent()
 }
+
+// storedSendTimeout bounds sending a stored batch, which runs on after its pass's context
+// ends (each call to the chain has its own deadline too).
+const storedSendTimeout = 30 * time.Second
 
 // signAndStore signs up to a batch of the signer's ALLOCATED transactions and stores their
 // attempts fenced (the transactions become TRACKING); nothing is sent.
@@ -96,10 +99,22 @@ func (p *Pipeline) signAndStore(ctx context.Context, lease domain.Lease, stored 
 	return attempts, nil
 }
 
-// send broadcasts stored attempts in nonce order and records the outcomes.
-func (p *Pipeline) send(ctx context.Context, lease domain.Lease, attempts []SignedAttempt) error {
+// sendStored broadcasts stored attempts in nonce order and, when record, records the
+// outcomes (fenced). It does not stop with ctx: once stored, the bytes are this signer's
+// transactions whoever owns it, and any owner would send exactly these.
+func (p *Pipeline) sendStored(ctx context.Context, lease domain.Lease, attempts []SignedAttempt, record bool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storedSendTimeout)
+	defer cancel()
 	ctx, span := p.span(ctx, "pipeline.submit", lease)
 	defer span.End()
+	if !record {
+		raws := make([][]byte, len(attempts))
+		for i, a := range attempts {
+			raws[i] = a.Raw
+		}
+		_, err := p.chain.SendRawTransactions(ctx, raws)
+		return err
+	}
 	items := make([]broadcastItem, len(attempts))
 	for i, a := range attempts {
 		items[i] = broadcastItem{TxID: a.TxID, Raw: a.Raw, Ours: []common.Hash{a.Hash}}

@@ -73,15 +73,16 @@ func NewTxManagerDependencies(p *Prometheus, tp trace.TracerProvider, logger log
 // NewTracerProvider records spans for HTTP/gRPC requests, writer batches, database
 // transactions and chain calls, and exports them over OTLP when an endpoint is set.
 // Without one, spans are still made so logs carry trace ids (and a caller's trace id is
-// kept), but none is recorded: nothing would ever read it, and recording every request's
-// spans costs the create path several percent of its CPU.
+// kept), but only those of a caller's sampled trace are recorded, so that a peer that does
+// export learns the trace is sampled: recording every request's spans for nothing costs the
+// create path several percent of its CPU.
 func NewTracerProvider(c *conf.Bootstrap) (trace.TracerProvider, func(), error) {
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
 		semconv.ServiceName("txmanager-service"), attribute.String("service.instance.id", c.Node.ID)))
 	if err != nil {
 		return nil, nil, err
 	}
-	sampler := sdktrace.NeverSample()
+	sampler := sdktrace.ParentBased(sdktrace.NeverSample())
 	if c.Observability.OTLPEndpoint != "" {
 		sampler = sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.Observability.SampleRatio))
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 )
 
-// Spans are recorded only where something exports them, and carry trace ids (for the logs
-// and the peers) either way; a caller's trace id is kept.
+// Spans are recorded only where something exports them or a caller's trace is sampled, and
+// carry trace ids (for the logs and the peers) either way; a caller's trace id is kept.
 func TestTracerProviderRecordsOnlyWhenExporting(t *testing.T) {
 	callerTrace, err := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
 	if err != nil {
@@ -28,7 +28,7 @@ func TestTracerProviderRecordsOnlyWhenExporting(t *testing.T) {
 		wantTraceID   trace.TraceID
 	}{
 		{name: "no exporter, new trace", parent: context.Background(), sampleRatio: 1},
-		{name: "no exporter, caller's sampled trace", parent: caller, sampleRatio: 1, wantTraceID: callerTrace},
+		{name: "no exporter, caller's sampled trace (passed on as sampled)", parent: caller, sampleRatio: 1, wantRecording: true, wantTraceID: callerTrace},
 		{name: "exporter, ratio 1", otlpEndpoint: "127.0.0.1:4317", parent: context.Background(), sampleRatio: 1, wantRecording: true},
 		{name: "exporter, ratio 0, new trace", otlpEndpoint: "127.0.0.1:4317", parent: context.Background()},
 		{name: "exporter, ratio 0, caller's sampled trace", otlpEndpoint: "127.0.0.1:4317", parent: caller, wantRecording: true, wantTraceID: callerTrace},

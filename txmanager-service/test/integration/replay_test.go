@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
 
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/chainfault"
 )
 
@@ -72,5 +74,38 @@ func TestRetriesGetTheirTransactionWhateverHoldsNewCreatesBack(t *testing.T) {
 	}
 	if stored > 2 {
 		t.Fatalf("%d transactions stored, want at most 2 (the original and one create before the refusals were noticed)", stored)
+	}
+}
+
+// A retry of an acknowledged create whose gas is estimated is looked up before the chain
+// is asked: while the only endpoint hangs (and before the service has noticed), the retry
+// gets its transaction at once, within a caller deadline far shorter than the chain's, and
+// never waits on the estimate.
+func TestRetryNeedingEstimationDoesNotWaitOnAHungEndpoint(t *testing.T) {
+	t.Parallel()
+	const chainDeadline = 5 * time.Second
+	sim, proxies := proxiedChain(t, 1)
+	s := startService(t, serviceOptions{chain: sim, configure: throughProxies(proxies, chainDeadline)})
+	signer, to := devAddress(t, 0), devAddress(t, 5)
+	request := &v1.CreateTxRequest{Signer: signer, To: to, Value: "7", RequestId: "invoice-estimated"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	first, err := s.grpc.CreateTx(ctx, request)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proxies[0].SetMode(chainfault.Hang); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		retry, err := s.grpc.CreateTx(ctx, request)
+		cancel()
+		if err != nil {
+			t.Fatalf("retry %d while the endpoint hangs: %v (want the original transaction)", i, err)
+		}
+		if retry.GetCreated() || retry.GetTx().GetTxId() != first.GetTx().GetTxId() {
+			t.Fatalf("retry %d answered tx %s (created %v), want the original %s", i, retry.GetTx().GetTxId(), retry.GetCreated(), first.GetTx().GetTxId())
+		}
 	}
 }

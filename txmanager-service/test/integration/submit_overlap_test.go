@@ -176,3 +176,60 @@ func TestNextBatchIsStoredWhileOneIsSent(t *testing.T) {
 	}
 	t.Logf("%d transactions in %d sends, one at a time, nonces 0..%d in order", len(sent), len(recorder.calls), len(sent)-1)
 }
+
+// A batch that is stored goes out even when the node stops while the batch before it is
+// on its way: its bytes are on record, and leaving it unsent would hold every later nonce
+// up until its resubmission (10 minutes here).
+func TestStoredBatchGoesOutWhenTheNodeStops(t *testing.T) {
+	t.Parallel()
+	const transactions, batch = 64, 16
+	sim := newTestChain(t, 250*time.Millisecond)
+	dsn := testsupport.MigratedDSN(t)
+	signer, to := devAddress(t, 0), devAddress(t, 5)
+	creator := startService(t, serviceOptions{chain: sim, dsn: dsn, configure: func(bc *conf.Bootstrap) { bc.Pipeline.Enabled = false }})
+	for i := range transactions {
+		creator.createOK(t, map[string]any{"signer": signer, "to": to, "value": fmt.Sprint(i + 1), "gasLimit": 21000})
+	}
+	creator.stop(t)
+
+	recorder := newSendRecorder(t, sim.HTTPEndpoint())
+	slowResubmit := func(bc *conf.Bootstrap) {
+		bc.Pipeline.SubmitBatch = batch
+		bc.Resubmit.Interval = conf.Duration(10 * time.Minute)
+	}
+	s := startService(t, serviceOptions{chain: sim, dsn: dsn, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		slowResubmit(bc)
+		bc.Chain.RPCURL = recorder.server.URL
+	}})
+	select {
+	case <-recorder.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no transaction was sent within 30s")
+	}
+	waitFor(t, 10*time.Second, "the next batch stored while the first is being sent", func() bool {
+		return s.count(t, "SELECT count(*) FROM managed_tx WHERE state = 'TRACKING'") >= 2*batch
+	})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		s.stop(t)
+	}()
+	time.Sleep(300 * time.Millisecond) // the stop has begun with the first send still held
+	recorder.releaseFirst()
+	select {
+	case <-stopped:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the node did not stop within 60s")
+	}
+	recorder.mu.Lock()
+	sends := len(recorder.calls)
+	recorder.mu.Unlock()
+	if sends < 2 {
+		t.Fatalf("%d sends by the stopping node, want the held batch and the stored one after it", sends)
+	}
+
+	next := startService(t, serviceOptions{chain: sim, dsn: dsn, fastPipeline: true, configure: slowResubmit})
+	waitFor(t, 60*time.Second, "every transaction confirmed under the next owner, without waiting for resubmission", func() bool {
+		return next.count(t, "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'") == transactions
+	})
+}
