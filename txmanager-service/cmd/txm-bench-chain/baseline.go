@@ -63,7 +63,7 @@ func runBaseline(ctx context.Context, url string, gethPID int, keys []*ecdsa.Pri
 		hashes[i] = tx.Hash()
 	}
 
-	account := startCPUAccount(map[string]int{"geth": gethPID, "sender": os.Getpid()}, "geth", "sender")
+	account := startCPUAccount(accountedProcess{name: "geth", pid: gethPID}, accountedProcess{name: "sender", pid: os.Getpid()})
 	started := time.Now()
 	if err := pushAll(ctx, client, raws); err != nil {
 		return measurement{}, err

@@ -3,48 +3,49 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// userHZ is the unit of the CPU times in /proc/<pid>/stat: USER_HZ, 100 on every Linux
-// architecture this runs on (it is part of the kernel's user-space ABI).
-const userHZ = 100
+	"github.com/bionicotaku/txmanager-service/internal/procstat"
+)
 
 // cpuAccount is the CPU time each participant of a measured run used, read from /proc: on
 // a machine whose cores the node, the database, the service and this load generator share,
 // it says where the run's time went.
 type cpuAccount struct {
 	began   time.Time
-	machine machineTime
+	machine procstat.MachineTimes
 	// processes are the participants with one process each (service, geth, this one).
 	processes []accountedProcess
-	// backends are the database's server processes serving the run, by pid: CPU seconds
-	// when first seen (0 for one that started during the run) and when last seen.
-	backends        map[int]*[2]float64
+	// backends are the database's server processes serving the run, by pid.
+	backends        map[int]*backendTimes
 	backendsSampled bool
 }
 
+// accountedProcess is a participant: its name, its pid and (once started) its CPU seconds
+// when the account began.
 type accountedProcess struct {
 	name  string
 	pid   int
 	start float64
 }
 
-// machineTime is the whole machine's CPU time from /proc/stat, in ticks.
-type machineTime struct{ busy, total uint64 }
+// backendTimes are a database server process's CPU seconds when first seen (0 for one
+// that started during the run) and the most it was seen at since.
+type backendTimes struct{ first, last float64 }
 
-// startCPUAccount begins accounting for the named processes.
-func startCPUAccount(processes map[string]int, order ...string) *cpuAccount {
-	a := &cpuAccount{began: time.Now(), machine: readMachineTime(), backends: map[int]*[2]float64{}}
-	for _, name := range order {
-		pid := processes[name]
-		seconds, _ := processSeconds(pid)
-		a.processes = append(a.processes, accountedProcess{name: name, pid: pid, start: seconds})
+// saw records a reading; a pid read again after its process ended may name another one,
+// so a reading below the last never counts.
+func (b *backendTimes) saw(seconds float64) { b.last = max(b.last, seconds) }
+
+// startCPUAccount begins accounting for processes, reported in this order.
+func startCPUAccount(processes ...accountedProcess) *cpuAccount {
+	machine, _ := procstat.Machine()
+	a := &cpuAccount{began: time.Now(), machine: machine, processes: processes, backends: map[int]*backendTimes{}}
+	for i := range a.processes {
+		a.processes[i].start, _ = procstat.ProcessSeconds(a.processes[i].pid)
 	}
 	return a
 }
@@ -62,19 +63,19 @@ func (a *cpuAccount) sampleBackends(ctx context.Context, conn *pgx.Conn) {
 		return
 	}
 	for _, pid := range pids {
-		seconds, err := processSeconds(int(pid))
+		seconds, err := procstat.ProcessSeconds(int(pid))
 		if err != nil {
 			continue
 		}
 		if seen, ok := a.backends[int(pid)]; ok {
-			seen[1] = max(seen[1], seconds)
+			seen.saw(seconds)
 			continue
 		}
 		first := seconds
 		if a.backendsSampled {
 			first = 0 // started during the run: all of its time is the run's
 		}
-		a.backends[int(pid)] = &[2]float64{first, seconds}
+		a.backends[int(pid)] = &backendTimes{first: first, last: seconds}
 	}
 	a.backendsSampled = true
 }
@@ -82,11 +83,9 @@ func (a *cpuAccount) sampleBackends(ctx context.Context, conn *pgx.Conn) {
 // finish reads every process once more and describes the account.
 func (a *cpuAccount) finish() string {
 	elapsed := time.Since(a.began)
-	machine := readMachineTime()
 	var parts []string
-	for i := range a.processes {
-		p := &a.processes[i]
-		seconds, err := processSeconds(p.pid)
+	for _, p := range a.processes {
+		seconds, err := procstat.ProcessSeconds(p.pid)
 		if err != nil {
 			parts = append(parts, p.name+" unknown")
 			continue
@@ -96,82 +95,16 @@ func (a *cpuAccount) finish() string {
 	if len(a.backends) > 0 {
 		var database float64
 		for pid, seen := range a.backends {
-			// A pid read again after its process ended may name another one: keep what
-			// was seen while it served, and never count a time going backwards.
-			if seconds, err := processSeconds(pid); err == nil && seconds >= seen[1] {
-				seen[1] = seconds
+			if seconds, err := procstat.ProcessSeconds(pid); err == nil {
+				seen.saw(seconds)
 			}
-			database += max(seen[1]-seen[0], 0)
+			database += max(seen.last-seen.first, 0)
 		}
 		parts = append(parts, fmt.Sprintf("database %.1f s (%d server processes)", database, len(a.backends)))
 	}
 	busy := "unknown"
-	if total := machine.total - a.machine.total; total > 0 {
-		busy = fmt.Sprintf("%.0f%%", 100*float64(machine.busy-a.machine.busy)/float64(total))
+	if machine, ok := procstat.Machine(); ok && machine.Total > a.machine.Total {
+		busy = fmt.Sprintf("%.0f%%", 100*float64(machine.Busy-a.machine.Busy)/float64(machine.Total-a.machine.Total))
 	}
 	return fmt.Sprintf("CPU over %s: %s; the machine's cores %s busy", elapsed.Round(100*time.Millisecond), strings.Join(parts, ", "), busy)
-}
-
-// processSeconds is the CPU time (user and system) process pid has used so far.
-func processSeconds(pid int) (float64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	seconds, err := statSeconds(string(raw))
-	if err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return seconds, nil
-}
-
-// statSeconds is utime + stime of a /proc/<pid>/stat line, in seconds.
-func statSeconds(stat string) (float64, error) {
-	// The command name (field 2) may hold spaces and parentheses; the fields after it
-	// start past its last ')'.
-	end := strings.LastIndexByte(stat, ')')
-	if end < 0 {
-		return 0, fmt.Errorf("no command name")
-	}
-	fields := strings.Fields(stat[end+1:])
-	// fields[0] is the state (field 3): utime and stime are fields 14 and 15.
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("%d fields after the command name, want at least 13", len(fields))
-	}
-	utime, err1 := strconv.ParseUint(fields[11], 10, 64)
-	stime, err2 := strconv.ParseUint(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("times %q %q are not numbers", fields[11], fields[12])
-	}
-	return float64(utime+stime) / userHZ, nil
-}
-
-// readMachineTime is the machine's busy and total CPU ticks so far (zero when /proc/stat
-// cannot be read).
-func readMachineTime() machineTime {
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return machineTime{}
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	fields := strings.Fields(line)
-	if len(fields) < 5 || fields[0] != "cpu" {
-		return machineTime{}
-	}
-	var t machineTime
-	for i, field := range fields[1:] {
-		ticks, err := strconv.ParseUint(field, 10, 64)
-		if err != nil {
-			return machineTime{}
-		}
-		// guest and guest_nice (fields 9 and 10) are already counted in user and nice.
-		if i >= 8 {
-			break
-		}
-		t.total += ticks
-		if i != 3 && i != 4 { // idle, iowait
-			t.busy += ticks
-		}
-	}
-	return t
 }

@@ -58,7 +58,8 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	fmt.Printf("    service at %s (profiles: %s/debug/pprof/)\n", svc.HTTPURL(), svc.HTTPURL())
 	signers := e2e.Addresses(r.keys)
 
-	account := startCPUAccount(map[string]int{"service": svc.PID(), "geth": r.gethPID, "load generator": os.Getpid()}, "service", "geth", "load generator")
+	account := startCPUAccount(accountedProcess{name: "service", pid: svc.PID()}, accountedProcess{name: "geth", pid: r.gethPID},
+		accountedProcess{name: "load generator", pid: os.Getpid()})
 	account.sampleBackends(ctx, conn)
 	started := time.Now()
 	var (

@@ -74,17 +74,15 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (C
 	}
 	// A create that will ask the chain before it is written (estimation, simulation) is
 	// looked up first: a retry must not wait on the chain, nor run the simulation again.
-	if req.RequestID != "" && uc.asksChainFirst(req) {
-		if existing, found := uc.recorded(ctx, req); found {
-			out := replayOutcome(existing, req.Fingerprint(), req.RequestID)
-			return CreateResult{Tx: existing}, out.err
+	if uc.asksChainFirst(req) {
+		if res, found, err := uc.recorded(ctx, req); found {
+			return res, err
 		}
 	}
 	res, err := uc.allocate(ctx, req)
-	if err != nil && req.RequestID != "" && !errors.Is(err, domain.ErrIdempotencyConflict) {
-		if existing, found := uc.recorded(ctx, req); found {
-			out := replayOutcome(existing, req.Fingerprint(), req.RequestID)
-			return CreateResult{Tx: existing}, out.err
+	if err != nil && !errors.Is(err, domain.ErrIdempotencyConflict) {
+		if res, found, err := uc.recorded(ctx, req); found {
+			return res, err
 		}
 	}
 	return res, err
@@ -94,19 +92,27 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (C
 // when the create failed because its caller's deadline passed.
 const recordedLookupTimeout = 2 * time.Second
 
-// recorded is the transaction already on record under req's requestId, if any. Other
+// recorded answers req as a replay of the transaction already on record under its
+// requestId, if any (the transaction, or a conflict when the intent differs). Other
 // creates are looked up only when they fail: the writer checks every batch's requestIds
 // inside its transaction anyway, so on the way to it a look-up would be a second database
 // round trip per create (a tenth of the create path's CPU) that answers nothing new. A
 // create that failed, though, may be the retry of one already acknowledged, and gets that
 // transaction whatever holds new creates back now: no chain endpoint answering, another
 // node owning the signer, a writer queue full or slow past the caller's deadline, funds the
-// original spent.
-func (uc *CreateTxUseCase) recorded(ctx context.Context, req domain.CreateRequest) (domain.ManagedTx, bool) {
+// original spent. found is false when req has no requestId, none is on record, or the
+// look-up failed.
+func (uc *CreateTxUseCase) recorded(ctx context.Context, req domain.CreateRequest) (res CreateResult, found bool, err error) {
+	if req.RequestID == "" {
+		return CreateResult{}, false, nil
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordedLookupTimeout)
 	defer cancel()
-	existing, err := uc.txs.GetByRequestID(ctx, req.Signer, req.RequestID)
-	return existing, err == nil
+	existing, lookupErr := uc.txs.GetByRequestID(ctx, req.Signer, req.RequestID)
+	if lookupErr != nil {
+		return CreateResult{}, false, nil
+	}
+	return CreateResult{Tx: existing}, true, replayOutcome(existing, req.Fingerprint(), req.RequestID).err
 }
 
 // asksChainFirst: the create estimates its gas or simulates its call before it is written.

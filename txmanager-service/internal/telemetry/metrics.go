@@ -68,7 +68,7 @@ type Metrics struct {
 	chain []attribute.KeyValue
 	// results holds the attributes of each result label (chain_id and result) once made:
 	// a set is sorted and hashed when made, and every create records two measurements.
-	results       *resultAttributes
+	results       *sync.Map // result label -> metric.MeasurementOption
 	batchSize     metric.Int64Histogram
 	createLatency metric.Float64Histogram
 }
@@ -78,7 +78,7 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 	if provider == nil {
 		provider = noop.NewMeterProvider()
 	}
-	m := &Metrics{meter: provider.Meter("github.com/bionicotaku/txmanager-service"), Tracer: tracenoop.NewTracerProvider().Tracer(""), results: &resultAttributes{}}
+	m := &Metrics{meter: provider.Meter("github.com/bionicotaku/txmanager-service"), Tracer: tracenoop.NewTracerProvider().Tracer(""), results: &sync.Map{}}
 	counters := []struct {
 		dst  *metric.Int64Counter
 		name string
@@ -141,23 +141,20 @@ func (m *Metrics) with(kv ...attribute.KeyValue) metric.MeasurementOption {
 
 // result is the measurement option for result label r (a small fixed set of labels).
 func (m *Metrics) result(r string) metric.MeasurementOption {
-	if opt, ok := m.results.byLabel.Load(r); ok {
+	if opt, ok := m.results.Load(r); ok {
 		return opt.(metric.MeasurementOption)
 	}
 	set := attribute.NewSet(append(slices.Clip(m.chain), attribute.String("result", r))...)
-	opt, _ := m.results.byLabel.LoadOrStore(r, metric.WithAttributeSet(set))
+	opt, _ := m.results.LoadOrStore(r, metric.WithAttributeSet(set))
 	return opt.(metric.MeasurementOption)
 }
-
-// resultAttributes maps a result label to its metric.MeasurementOption.
-type resultAttributes struct{ byLabel sync.Map }
 
 // ForChain is the view of the instruments a chain's components record through: every
 // measurement and gauge carries chain_id, and every span the chain's tracer starts too.
 func (m *Metrics) ForChain(chainID uint64) *Metrics {
 	view := *m
 	view.chain = []attribute.KeyValue{attribute.Int64("chain_id", int64(chainID))}
-	view.results = &resultAttributes{}
+	view.results = &sync.Map{}
 	view.Tracer = chainTracer{Tracer: m.Tracer, attrs: view.chain}
 	view.zeroSeries(context.Background())
 	return &view

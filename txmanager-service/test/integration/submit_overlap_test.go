@@ -14,6 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 
+	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/testsupport"
 )
@@ -114,28 +115,31 @@ func sentNonces(body []byte) []uint64 {
 	return nonces
 }
 
-// A hot signer's next batch is signed and stored while the batch before it is on its way
-// to the node, and the sends themselves stay one at a time, in nonce order.
-func TestNextBatchIsStoredWhileOneIsSent(t *testing.T) {
-	t.Parallel()
-	const transactions, batch = 64, 16
-	sim := newTestChain(t, 250*time.Millisecond)
-	dsn := testsupport.MigratedDSN(t)
-	signer, to := devAddress(t, 0), devAddress(t, 5)
+// overlapTransactions transactions of one signer wait ALLOCATED, to be sent in batches of
+// overlapBatch.
+const overlapTransactions, overlapBatch = 64, 16
 
+// heldSecondBatch allocates overlapTransactions with the pipeline off, then starts a node
+// whose chain calls pass through a sendRecorder holding the first send, and waits until
+// that send is held and the batch after it is stored. Neither node rebroadcasts (10
+// minutes, slowOverlapResubmit): every send in the record is a first one. It returns the
+// chain, the database, the recorder and the sending node.
+func heldSecondBatch(t *testing.T) (sim *chain.SimulatedChain, dsn string, recorder *sendRecorder, s *testService) {
+	t.Helper()
+	sim = newTestChain(t, 250*time.Millisecond)
+	dsn = testsupport.MigratedDSN(t)
+	signer, to := devAddress(t, 0), devAddress(t, 5)
 	// Allocated first, with the pipeline off: the pipeline then finds them all waiting.
 	creator := startService(t, serviceOptions{chain: sim, dsn: dsn, configure: func(bc *conf.Bootstrap) { bc.Pipeline.Enabled = false }})
-	for i := range transactions {
+	for i := range overlapTransactions {
 		creator.createOK(t, map[string]any{"signer": signer, "to": to, "value": fmt.Sprint(i + 1), "gasLimit": 21000})
 	}
 	creator.stop(t)
 
-	recorder := newSendRecorder(t, sim.HTTPEndpoint())
-	s := startService(t, serviceOptions{chain: sim, dsn: dsn, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+	recorder = newSendRecorder(t, sim.HTTPEndpoint())
+	s = startService(t, serviceOptions{chain: sim, dsn: dsn, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		slowOverlapResubmit(bc)
 		bc.Chain.RPCURL = recorder.server.URL
-		bc.Pipeline.SubmitBatch = batch
-		// No rebroadcast while the first send is held: every send in the record is a first one.
-		bc.Resubmit.Interval = conf.Duration(10 * time.Minute)
 	}})
 	select {
 	case <-recorder.held:
@@ -144,8 +148,22 @@ func TestNextBatchIsStoredWhileOneIsSent(t *testing.T) {
 	}
 	// While the first batch is held on its way, the next one is signed and stored.
 	waitFor(t, 10*time.Second, "the next batch stored while the first is being sent", func() bool {
-		return s.count(t, "SELECT count(*) FROM managed_tx WHERE state = 'TRACKING'") >= 2*batch
+		return s.count(t, "SELECT count(*) FROM managed_tx WHERE state = 'TRACKING'") >= 2*overlapBatch
 	})
+	return sim, dsn, recorder, s
+}
+
+// slowOverlapResubmit sends in batches of overlapBatch and never rebroadcasts in a test's time.
+func slowOverlapResubmit(bc *conf.Bootstrap) {
+	bc.Pipeline.SubmitBatch = overlapBatch
+	bc.Resubmit.Interval = conf.Duration(10 * time.Minute)
+}
+
+// A hot signer's next batch is signed and stored while the batch before it is on its way
+// to the node, and the sends themselves stay one at a time, in nonce order.
+func TestNextBatchIsStoredWhileOneIsSent(t *testing.T) {
+	t.Parallel()
+	_, _, recorder, s := heldSecondBatch(t)
 	recorder.mu.Lock()
 	sendsWhileHeld := len(recorder.calls)
 	recorder.mu.Unlock()
@@ -154,7 +172,7 @@ func TestNextBatchIsStoredWhileOneIsSent(t *testing.T) {
 	}
 	recorder.releaseFirst()
 	waitFor(t, 60*time.Second, "every transaction confirmed", func() bool {
-		return s.count(t, "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'") == transactions
+		return s.count(t, "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'") == overlapTransactions
 	})
 
 	recorder.mu.Lock()
@@ -166,8 +184,8 @@ func TestNextBatchIsStoredWhileOneIsSent(t *testing.T) {
 	for _, call := range recorder.calls {
 		sent = append(sent, call...)
 	}
-	if len(sent) != transactions || len(recorder.calls) < transactions/batch {
-		t.Fatalf("%d transactions sent in %d calls, want %d in at least %d", len(sent), len(recorder.calls), transactions, transactions/batch)
+	if len(sent) != overlapTransactions || len(recorder.calls) < overlapTransactions/overlapBatch {
+		t.Fatalf("%d transactions sent in %d calls, want %d in at least %d", len(sent), len(recorder.calls), overlapTransactions, overlapTransactions/overlapBatch)
 	}
 	for i, nonce := range sent {
 		if nonce != uint64(i) {
@@ -182,33 +200,7 @@ func TestNextBatchIsStoredWhileOneIsSent(t *testing.T) {
 // up until its resubmission (10 minutes here).
 func TestStoredBatchGoesOutWhenTheNodeStops(t *testing.T) {
 	t.Parallel()
-	const transactions, batch = 64, 16
-	sim := newTestChain(t, 250*time.Millisecond)
-	dsn := testsupport.MigratedDSN(t)
-	signer, to := devAddress(t, 0), devAddress(t, 5)
-	creator := startService(t, serviceOptions{chain: sim, dsn: dsn, configure: func(bc *conf.Bootstrap) { bc.Pipeline.Enabled = false }})
-	for i := range transactions {
-		creator.createOK(t, map[string]any{"signer": signer, "to": to, "value": fmt.Sprint(i + 1), "gasLimit": 21000})
-	}
-	creator.stop(t)
-
-	recorder := newSendRecorder(t, sim.HTTPEndpoint())
-	slowResubmit := func(bc *conf.Bootstrap) {
-		bc.Pipeline.SubmitBatch = batch
-		bc.Resubmit.Interval = conf.Duration(10 * time.Minute)
-	}
-	s := startService(t, serviceOptions{chain: sim, dsn: dsn, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
-		slowResubmit(bc)
-		bc.Chain.RPCURL = recorder.server.URL
-	}})
-	select {
-	case <-recorder.held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no transaction was sent within 30s")
-	}
-	waitFor(t, 10*time.Second, "the next batch stored while the first is being sent", func() bool {
-		return s.count(t, "SELECT count(*) FROM managed_tx WHERE state = 'TRACKING'") >= 2*batch
-	})
+	sim, dsn, recorder, s := heldSecondBatch(t)
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -228,8 +220,8 @@ func TestStoredBatchGoesOutWhenTheNodeStops(t *testing.T) {
 		t.Fatalf("%d sends by the stopping node, want the held batch and the stored one after it", sends)
 	}
 
-	next := startService(t, serviceOptions{chain: sim, dsn: dsn, fastPipeline: true, configure: slowResubmit})
+	next := startService(t, serviceOptions{chain: sim, dsn: dsn, fastPipeline: true, configure: slowOverlapResubmit})
 	waitFor(t, 60*time.Second, "every transaction confirmed under the next owner, without waiting for resubmission", func() bool {
-		return next.count(t, "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'") == transactions
+		return next.count(t, "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'") == overlapTransactions
 	})
 }
