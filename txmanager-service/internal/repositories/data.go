@@ -11,6 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/reconcile"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/stuck"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -40,12 +45,20 @@ var ChainProviderSet = wire.NewSet(
 	wire.Bind(new(services.AllocationStore), new(*AllocationRepository)),
 	NewTxRepository,
 	wire.Bind(new(services.TxReader), new(*TxRepository)),
-	NewPipelineRepository,
-	wire.Bind(new(services.PipelineStore), new(*PipelineRepository)),
+	NewAttemptRepository,
+	wire.Bind(new(pipeline.AttemptStore), new(*AttemptRepository)),
+	NewSubmittingRepository,
+	wire.Bind(new(submitting.Store), new(*SubmittingRepository)),
+	NewReceiptRepository,
+	wire.Bind(new(receipts.Store), new(*ReceiptRepository)),
+	NewStuckRepository,
+	wire.Bind(new(stuck.Store), new(*StuckRepository)),
+	NewReconcileRepository,
+	wire.Bind(new(reconcile.Store), new(*ReconcileRepository)),
+	NewOpenSignerRepository,
+	wire.Bind(new(services.OpenSignerStore), new(*OpenSignerRepository)),
 	NewAdminRepository,
 	wire.Bind(new(services.AdminStore), new(*AdminRepository)),
-	NewRecoveryRepository,
-	wire.Bind(new(services.ChainCheckStore), new(*RecoveryRepository)),
 	NewFundsRepository,
 	wire.Bind(new(services.FundsStore), new(*FundsRepository)),
 )

@@ -1,4 +1,4 @@
-package services
+package reconcile
 
 import (
 	"context"
@@ -15,14 +15,6 @@ import (
 
 // maxHoleFill bounds how many placeholders one pass creates for a signer.
 const maxHoleFill = 64
-
-// HoleConfig sets how nonce holes are filled.
-type HoleConfig struct {
-	// Fill turns filling on; Grace is how long a hole must be seen before it is filled, so a
-	// transaction sent outside the service that is still propagating is not raced.
-	Fill  bool
-	Grace time.Duration
-}
 
 // NonceHole is a run of nonces below a signer's lowest open managed nonce that the chain
 // neither mined nor holds pending: everything above waits for them.
@@ -76,35 +68,35 @@ func (t *holeTracker) observe(signer string, hole NonceHole, present bool, now t
 // signs and sends like any other, marked in the feed). A hole is what a transaction sent
 // outside the service and then dropped leaves when the chain term moved allocation past
 // it; nothing a person needs to decide. It returns how many placeholders it created.
-func (p *Pipeline) FillNonceHoles(ctx context.Context, lease domain.Lease) (int, error) {
-	if !p.cfg.Holes.Fill {
+func (r *Reconciler) FillNonceHoles(ctx context.Context, lease domain.Lease) (int, error) {
+	if !r.cfg.FillHoles {
 		return 0, nil
 	}
-	lowest, err := p.store.LowestOpenNonce(ctx, lease.Signer)
+	lowest, err := r.store.LowestOpenNonce(ctx, lease.Signer)
 	if err != nil || lowest < 0 {
-		p.holes.observe(lease.Signer, NonceHole{}, false, p.clock.Now())
+		r.holes.observe(lease.Signer, NonceHole{}, false, r.clock.Now())
 		return 0, err
 	}
 	signer := common.HexToAddress(lease.Signer)
-	pending, err := p.chain.PendingNonceAt(ctx, signer)
+	pending, err := r.chain.PendingNonceAt(ctx, signer)
 	if err != nil {
 		return 0, fmt.Errorf("pending nonce: %w", err)
 	}
 	hole, present := findHole(pending, lowest)
-	if age := p.holes.observe(lease.Signer, hole, present, p.clock.Now()); !present || age < p.cfg.Holes.Grace {
+	if age := r.holes.observe(lease.Signer, hole, present, r.clock.Now()); !present || age < r.cfg.HoleGrace {
 		return 0, nil
 	}
 	placeholders := make([]domain.ManagedTx, 0, hole.To-hole.From)
 	for nonce := hole.From; nonce < hole.To; nonce++ {
-		placeholders = append(placeholders, placeholderTx(signer, lease.Signer, nonce, p.clock.Now()))
+		placeholders = append(placeholders, placeholderTx(signer, lease.Signer, nonce, r.clock.Now()))
 	}
-	created, err := p.store.InsertPlaceholders(ctx, lease, placeholders)
+	created, err := r.store.InsertPlaceholders(ctx, lease, placeholders)
 	if err != nil {
-		return 0, p.fenced(ctx, lease, err)
+		return 0, r.leases.Fence(ctx, lease, err)
 	}
-	p.holes.observe(lease.Signer, NonceHole{}, false, p.clock.Now())
-	p.metrics.NonceHolesFilled(ctx, created)
-	p.log.WithContext(ctx).Warnw("msg", "nonce hole filled with placeholder transactions", "signer", lease.Signer, "fencing_token", lease.Token,
+	r.holes.observe(lease.Signer, NonceHole{}, false, r.clock.Now())
+	r.metrics.NonceHolesFilled(ctx, created)
+	r.log.WithContext(ctx).Warnw("msg", "nonce hole filled with placeholder transactions", "signer", lease.Signer, "fencing_token", lease.Token,
 		"from_nonce", hole.From, "to_nonce", hole.To-1, "created", created, "lowest_open_nonce", lowest, "chain_pending_nonce", pending)
 	return created, nil
 }
