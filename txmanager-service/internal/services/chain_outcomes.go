@@ -148,3 +148,31 @@ func IsNodeAnswer(err error) bool {
 	}
 	return errors.Is(err, ErrExecutionReverted) || errors.Is(err, ErrNotSupported)
 }
+
+// AnswerRow is one row of the outcome table as its tests and the classifier's see it.
+type AnswerRow struct {
+	// Class is the answer class (nil: accepted).
+	Class     error
+	Ownership Ownership
+	Outcome   ChainOutcome
+}
+
+// ChainAnswers lists the table's rows.
+func ChainAnswers() []AnswerRow {
+	out := make([]AnswerRow, len(chainAnswers))
+	for i, row := range chainAnswers {
+		out[i] = AnswerRow{Class: row.class, Ownership: row.ownership, Outcome: row.outcome}
+	}
+	return out
+}
+
+// AnswerClassOf is the class of the table that err matches: nil for nil (accepted) and for
+// an unclassified error.
+func AnswerClassOf(err error) error {
+	for _, row := range chainAnswers {
+		if row.class != nil && errors.Is(err, row.class) {
+			return row.class
+		}
+	}
+	return nil
+}

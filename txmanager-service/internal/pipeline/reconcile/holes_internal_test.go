@@ -3,6 +3,9 @@ package reconcile
 import (
 	"testing"
 	"time"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/ethereum/go-ethereum/common"
 )
 
 func TestFindHole(t *testing.T) {
@@ -46,5 +49,18 @@ func TestHoleTrackerAges(t *testing.T) {
 	tr.observe("a", NonceHole{}, false, t0.Add(21*time.Second))
 	if age := tr.observe("a", h, true, t0.Add(22*time.Second)); age != 0 {
 		t.Fatalf("a hole seen again after closing aged %s", age)
+	}
+}
+
+// A placeholder is a zero-value self-transfer at the nonce, allocated and ready to sign.
+func TestPlaceholderTx(t *testing.T) {
+	signer := common.HexToAddress("0x00000000000000000000000000000000000000aa")
+	tx := placeholderTx(signer, signer.Hex(), 12, time.Unix(50, 0))
+	if tx.Nonce != 12 || *tx.Intent.To != signer || tx.Intent.Value.Sign() != 0 || tx.EffectiveGasLimit != placeholderGas ||
+		tx.State != domain.StateAllocated || tx.Fingerprint == ([32]byte{}) {
+		t.Errorf("placeholder %+v", tx)
+	}
+	if other := placeholderTx(signer, signer.Hex(), 12, time.Unix(50, 0)); other.ID == tx.ID {
+		t.Error("two placeholders share an id")
 	}
 }
