@@ -107,8 +107,9 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 			return nil, fmt.Errorf("telemetry: %s: %w", c.name, err)
 		}
 	}
+	// The series that only count trouble start at zero per chain (ForChain), where they are
+	// recorded; a process-wide zero beside them would be a second series that never moves.
 	ctx := context.Background()
-	m.zeroSeries(ctx)
 	m.rateLimited.Add(ctx, 0)
 	m.serverChanged.Add(ctx, 0)
 	if m.batchSize, err = m.meter.Int64Histogram("writer_batch_size",
