@@ -1,5 +1,3 @@
-// Package telemetry holds the service's metric instruments (SPEC section 4.9). They are
-// created from an OpenTelemetry MeterProvider; with the no-op provider every call is free.
 package telemetry
 
 import (
