@@ -17,7 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // syncBuffer is a log sink shared by the service's goroutines.
