@@ -13,7 +13,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // The writes that commit without waiting for the WAL flush turn it off for their own

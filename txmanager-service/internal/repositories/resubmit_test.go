@@ -12,7 +12,7 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // Resubmission claims work in every query exec mode, including exec and simple_protocol,

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // syncBuffer is a log sink shared by the service's goroutines.
