@@ -193,6 +193,14 @@ func chainFaults() []chainFault {
 	}
 }
 
+// shuffledChainFaults is every chain fault once, in the order r (seeded from the run's
+// seed) gives: a seed replays the same schedule.
+func shuffledChainFaults(r *rand.Rand) []chainFault {
+	faults := chainFaults()
+	r.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
+	return faults
+}
+
 func proxyFault(ctx context.Context, p *faultproxy.Proxy, mode faultproxy.Mode, hold time.Duration) (string, error) {
 	if err := p.SetMode(mode); err != nil {
 		return "", err
@@ -400,8 +408,7 @@ func runChainScenario(ctx context.Context, o options, root string, pg *e2e.Postg
 	defer stopLoad()
 
 	r := rand.New(rand.NewPCG(o.seed, 11))
-	faults := chainFaults()
-	r.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
+	faults := shuffledChainFaults(r)
 	var events []faultEvent
 	faultsStarted := time.Now()
 	calm := func() error { return sleepCtx(ctx, time.Duration(3000+r.IntN(4000))*time.Millisecond) }
