@@ -30,9 +30,9 @@ type Health struct {
 	pool        *pgxpool.Pool
 	replication DatabaseReplication
 	chains      []ReadinessChain
-	metrics  *telemetry.Metrics
-	interval time.Duration
-	now      func() time.Time
+	metrics     *telemetry.Metrics
+	interval    time.Duration
+	now         func() time.Time
 
 	// probing is held while one request probes; the others wait for its answer.
 	probing sync.Mutex
