@@ -352,3 +352,36 @@ func failedByOwnTx(failed, onChain []chainTx) int {
 	}
 	return n
 }
+
+// retryOutcome counts how the retries of lost requests were answered after recovery.
+type retryOutcome struct {
+	sent int
+	// adopted were answered with their transaction recovered from the chain; fresh with a
+	// new transaction (their request never reached the chain); refused got no answer.
+	adopted, fresh, refused int
+	refusedBy               map[string]int
+}
+
+// servingAgain is, for each signer, how long after the failover its first create was
+// acknowledged: the longest of those, and the signers with none after it.
+func servingAgain(ackSigner map[string]string, ackedAt map[string]time.Time, signers []common.Address, failover time.Time) (longest time.Duration, never int) {
+	first := map[string]time.Time{}
+	for id, at := range ackedAt {
+		signer := ackSigner[id]
+		if at.Before(failover) {
+			continue
+		}
+		if prev, ok := first[signer]; !ok || at.Before(prev) {
+			first[signer] = at
+		}
+	}
+	for _, s := range signers {
+		at, ok := first[s.Hex()]
+		if !ok {
+			never++
+			continue
+		}
+		longest = max(longest, at.Sub(failover))
+	}
+	return longest, never
+}

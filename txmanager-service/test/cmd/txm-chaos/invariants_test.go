@@ -444,3 +444,23 @@ func TestCountQuarantines(t *testing.T) {
 		}
 	}
 }
+
+func TestServingAgain(t *testing.T) {
+	failover := time.Unix(1000, 0)
+	a, b, c := common.HexToAddress("0xa"), common.HexToAddress("0xb"), common.HexToAddress("0xc")
+	ackSigner := map[string]string{"1": a.Hex(), "2": a.Hex(), "3": b.Hex(), "4": b.Hex(), "5": c.Hex()}
+	ackedAt := map[string]time.Time{
+		"1": failover.Add(-time.Second),     // before the failover: does not count
+		"2": failover.Add(12 * time.Second), // a serves again after 12 s
+		"3": failover.Add(20 * time.Second),
+		"4": failover.Add(15 * time.Second), // b's first after the failover: 15 s
+		"5": failover.Add(-3 * time.Second), // c never again
+	}
+	longest, never := servingAgain(ackSigner, ackedAt, []common.Address{a, b, c}, failover)
+	if longest != 15*time.Second || never != 1 {
+		t.Errorf("longest %s, never %d; want 15s and 1", longest, never)
+	}
+	if longest, never := servingAgain(nil, nil, nil, failover); longest != 0 || never != 0 {
+		t.Errorf("no signers: %s %d", longest, never)
+	}
+}
