@@ -1,0 +1,75 @@
+package services_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-kratos/kratos/v2/log"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// grantingLeases grants every lease it is asked for to the asker, except those another
+// node holds.
+type grantingLeases struct {
+	foreign []string
+	asked   []string
+}
+
+func (g *grantingLeases) AcquireOrRenew(_ context.Context, signer, node string, duration, _ time.Duration) (services.LeaseGrant, error) {
+	g.asked = append(g.asked, signer)
+	now := time.Now()
+	if slices.Contains(g.foreign, signer) {
+		return services.LeaseGrant{Signer: signer, Owner: "peer", Token: 3, ExpiresAt: now.Add(duration), DBNow: now}, nil
+	}
+	return services.LeaseGrant{Signer: signer, Owner: node, Token: 1, ExpiresAt: now.Add(duration), DBNow: now, Acquired: true}, nil
+}
+func (g *grantingLeases) Release(context.Context, domain.Lease) error { return nil }
+func (g *grantingLeases) Renew(context.Context, string, []string, time.Duration) ([]services.LeaseGrant, error) {
+	return nil, nil
+}
+
+type openSigners struct{ open []services.OpenSigner }
+
+func (o openSigners) ListOpenSigners(context.Context) ([]services.OpenSigner, error) {
+	return o.open, nil
+}
+func (o openSigners) OldestPendingAges(context.Context, []string) (map[string]float64, error) {
+	return nil, nil
+}
+
+// A signer with open transactions whose lease nobody holds is taken, so some node drives
+// it; one a live peer holds is left to the peer, and one this node holds is kept.
+func TestOpenSignersAreAdopted(t *testing.T) {
+	store := &grantingLeases{foreign: []string{"0xcontested"}}
+	leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a", Duration: 10 * time.Second, RenewInterval: 3 * time.Second, IdleTimeout: time.Minute},
+		store, services.SystemClock{}, telemetry.Noop(), log.DefaultLogger)
+	if _, err := leases.Acquire(t.Context(), "0xheld"); err != nil {
+		t.Fatal(err)
+	}
+	store.asked = nil
+	o, err := services.NewOpenSigners(openSigners{open: []services.OpenSigner{
+		{Signer: "0xorphan"}, // nobody drives it
+		{Signer: "0xheld", Owner: "node-a", LeaseLive: true}, // ours already
+		{Signer: "0xpeer", Owner: "node-b", LeaseLive: true}, // a live peer drives it
+		{Signer: "0xcontested", Owner: "node-b"},             // expired, but a peer took it meanwhile
+	}}, leases, telemetry.Noop(), log.DefaultLogger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Adopt(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(store.asked, []string{"0xorphan", "0xcontested"}) {
+		t.Errorf("asked the database for %v, want the orphan and the expired one only", store.asked)
+	}
+	held := leases.HeldSigners()
+	slices.Sort(held)
+	if !slices.Equal(held, []string{"0xheld", "0xorphan"}) {
+		t.Errorf("holds %v, want 0xheld and 0xorphan", held)
+	}
+}
