@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -243,8 +244,8 @@ func TestChainIDMigrationKeepsServingReads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	if len(applied) == 0 || applied[len(applied)-1] != chainIDMigration {
-		t.Fatalf("applied %v, want it to end with %s", applied, chainIDMigration)
+	if !slices.Contains(applied, chainIDMigration) {
+		t.Fatalf("applied %v, want %s among them", applied, chainIDMigration)
 	}
 	if ended := <-longEnded; finished.Before(ended) {
 		t.Fatalf("the migration finished at %s, before the long transaction ended at %s: it cannot have altered the tables that transaction locked", finished, ended)
