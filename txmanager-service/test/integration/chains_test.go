@@ -267,7 +267,7 @@ func TestChainsAreCheckedAtStart(t *testing.T) {
 		{"the same id twice", func(bc *conf.Bootstrap) {
 			bc.Chains = []conf.Chain{{ID: 31337, RPCURL: first.HTTPEndpoint()}, {ID: 31337, RPCURL: first.HTTPEndpoint()}}
 		}, "listed twice"},
-		{"an entry without its id", func(bc *conf.Bootstrap) { bc.Chains = []conf.Chain{{RPCURL: first.HTTPEndpoint()}} }, "chains[0].id must be set"},
+		{"an entry without its id", func(bc *conf.Bootstrap) { bc.Chains = []conf.Chain{{RPCURL: first.HTTPEndpoint()}} }, "chains[0].id: must be set"},
 	}
 	for _, tc := range tests {
 		// In order: each case depends on what the database recorded before it.
