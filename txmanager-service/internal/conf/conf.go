@@ -427,6 +427,8 @@ type Signers struct {
 	RawKeys  []string       `json:"rawKeys"`
 	Keystore KeystoreSource `json:"keystore"`
 	External ExternalSource `json:"external"`
+	AWSKMS   AWSKMSSource   `json:"awsKms"`
+	GCPKMS   GCPKMSSource   `json:"gcpKms"`
 }
 
 // KeystoreSource is a go-ethereum keystore directory.
@@ -611,6 +613,7 @@ func (b *Bootstrap) Check() error {
 		req(view.Fees.BumpPercent >= 10, "%s: fees.bumpPercent must be at least 10 (nodes refuse smaller replacements)", name)
 	}
 	req(b.Signers.External.URL == "" || b.Signers.External.Timeout > 0, "signers.external.timeout must be positive")
+	errs = append(errs, b.Signers.kmsProblems(b.Environment)...)
 	req(b.Pipeline.SignerConcurrency > 0, "pipeline.signerConcurrency must be positive")
 	req(b.Retention.Horizon >= 0 && b.Retention.Interval > 0 && b.Retention.BatchSize > 0 && b.Retention.BatchSize <= 10000 && b.Retention.MaxBatchesPerPass > 0,
 		"retention: horizon must not be negative, interval positive, batchSize in 1..10000, maxBatchesPerPass positive")
