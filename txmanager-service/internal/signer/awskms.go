@@ -19,9 +19,6 @@ import (
 const (
 	DefaultKMSTimeout     = 5 * time.Second
 	DefaultKMSMaxAttempts = 5
-	// kmsMaxBackoff caps the wait between two tries: a throttled call retried after many
-	// seconds would outlive its deadline anyway.
-	kmsMaxBackoff = time.Second
 )
 
 // AWSKMSSource signs with ECC_SECG_P256K1 keys held in AWS KMS (Sign with MessageType
@@ -59,7 +56,7 @@ func NewAWSKMSSource(ctx context.Context, cfg conf.AWSKMSSource, loadOptions ...
 		// failures with jittered backoff; a per-call deadline bounds the whole.
 		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 			so.MaxAttempts = attempts
-			so.MaxBackoff = kmsMaxBackoff
+			so.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) { return kmsBackoff(attempt), nil })
 		})
 	})
 	timeout := cfg.Timeout.Std()

@@ -139,10 +139,9 @@ func crc32cMatches(b []byte, sum *wrapperspb.Int64Value) bool {
 }
 
 // gcpRetryer retries a Cloud KMS call that failed with a code worth another try, at most
-// left more times, with jittered exponential backoff.
+// left more times, waiting kmsBackoff.
 type gcpRetryer struct {
-	left    int
-	backoff gax.Backoff
+	left, done int
 }
 
 // gcpRetryableCodes: quota exhausted (throttling) and the transient failures.
@@ -153,8 +152,6 @@ func (r *gcpRetryer) Retry(err error) (time.Duration, bool) {
 		return 0, false
 	}
 	r.left--
-	if r.backoff.Initial == 0 {
-		r.backoff = gax.Backoff{Initial: 50 * time.Millisecond, Max: kmsMaxBackoff, Multiplier: 2}
-	}
-	return r.backoff.Pause(), true
+	r.done++
+	return kmsBackoff(r.done), true
 }

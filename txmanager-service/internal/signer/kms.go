@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -30,6 +31,25 @@ var (
 
 // kmsConcurrentLookups bounds the public-key look-ups at startup.
 const kmsConcurrentLookups = 8
+
+// Bounds of the wait before a KMS call is tried again. A KMS signs in tens of milliseconds
+// and its quotas are per second, so the first retry comes soon; a wait of many seconds
+// would outlive the call's deadline anyway.
+const (
+	kmsFirstBackoff = 50 * time.Millisecond
+	kmsMaxBackoff   = time.Second
+)
+
+// kmsBackoff is the wait before retry number retry (1 for the first): a random duration up
+// to kmsFirstBackoff doubled per earlier retry, capped at kmsMaxBackoff ("full jitter",
+// so callers throttled together do not come back together).
+func kmsBackoff(retry int) time.Duration {
+	ceiling := kmsMaxBackoff
+	if retry < 10 {
+		ceiling = min(kmsMaxBackoff, kmsFirstBackoff<<max(retry-1, 0))
+	}
+	return time.Duration(rand.Int64N(int64(ceiling) + 1))
+}
 
 // kmsSource signs with keys a cloud KMS holds. The KMS signs a digest and answers with an
 // ASN.1 DER ECDSA signature; this turns it into the [R || S || V] form Ethereum needs. It
@@ -118,6 +138,11 @@ func (s *kmsSource) SignTx(ctx context.Context, from common.Address, tx *types.T
 	defer cancel()
 	der, err := s.signDigest(ctx, keyID, digest[:])
 	if err != nil {
+		// A client may report the deadline as its own status (gRPC's DeadlineExceeded)
+		// rather than the context's error; say it the one way callers can test for.
+		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+			err = fmt.Errorf("%w: %w", ctxErr, err)
+		}
 		return nil, fmt.Errorf("%s: sign for %s with key %s: %w", s.name, from.Hex(), keyID, err)
 	}
 	sig, err := ethereumSignature(digest[:], der, from)

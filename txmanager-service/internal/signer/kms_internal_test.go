@@ -350,3 +350,21 @@ func TestKMSSourceErrorsNameTheSigner(t *testing.T) {
 		})
 	}
 }
+
+func TestKMSBackoffStaysUnderItsCeiling(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		retry   int
+		ceiling time.Duration
+	}{
+		{0, kmsFirstBackoff}, {1, kmsFirstBackoff}, {2, 2 * kmsFirstBackoff}, {3, 4 * kmsFirstBackoff},
+		{5, 16 * kmsFirstBackoff}, {6, kmsMaxBackoff}, {40, kmsMaxBackoff}, {1 << 20, kmsMaxBackoff},
+	}
+	for _, tt := range tests {
+		for range 200 {
+			if got := kmsBackoff(tt.retry); got < 0 || got > tt.ceiling {
+				t.Fatalf("kmsBackoff(%d) = %s, want within 0..%s", tt.retry, got, tt.ceiling)
+			}
+		}
+	}
+}

@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,6 +80,9 @@ type Options struct {
 	ChainID *big.Int
 	// Keys are the accounts clef holds and signs for.
 	Keys []*ecdsa.PrivateKey
+	// Refused are accounts among Keys that clef lists but whose signing requests the rules
+	// reject, as an operator's rules reject an account they do not approve.
+	Refused []common.Address
 }
 
 // Clef is a running clef this process started.
@@ -143,7 +147,13 @@ func (c *Clef) prepare(ctx context.Context, opts Options) error {
 		}
 		c.accounts = append(c.accounts, addr)
 	}
-	rules := rulesFile(c.accounts)
+	var approved []common.Address
+	for _, addr := range c.accounts {
+		if !slices.Contains(opts.Refused, addr) {
+			approved = append(approved, addr)
+		}
+	}
+	rules := rulesFile(approved)
 	rulesPath := filepath.Join(c.dir, "rules.js")
 	if err := os.WriteFile(rulesPath, []byte(rules), 0o600); err != nil {
 		return fmt.Errorf("clef: %w", err)
@@ -191,8 +201,8 @@ func (c *Clef) run(ctx context.Context, bin, stdin string, args ...string) error
 	return nil
 }
 
-// rulesFile approves listing the accounts and signing transactions from them, and rejects
-// every other request, so that nothing waits for a human.
+// rulesFile approves listing clef's accounts and signing transactions from the approved
+// ones, and rejects every other request, so that nothing waits for a human.
 func rulesFile(accounts []common.Address) string {
 	quoted := make([]string, len(accounts))
 	for i, a := range accounts {
