@@ -40,7 +40,9 @@ func StartFront(upstream string) (*Front, error) {
 	}
 	f := &Front{url: "http://" + listener.Addr().String(), proxy: httputil.NewSingleHostReverseProxy(target), closed: make(chan struct{})}
 	// A request its caller gave up on is no news; answer a failed forward quietly.
-	f.proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) { http.Error(w, err.Error(), http.StatusBadGateway) }
+	f.proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+	}
 	f.server = &http.Server{Handler: http.HandlerFunc(f.handle), ReadHeaderTimeout: 10 * time.Second}
 	f.serving.Go(func() { _ = f.server.Serve(listener) })
 	return f, nil
