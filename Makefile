@@ -81,7 +81,7 @@ bench: ## run the benchmarks: library overhead, then the service's create load t
 .PHONY: bench-chain
 BENCH_CHAIN_TRANSFERS ?= 20000
 bench-chain: ## geth --dev with room to spare: a bare pre-signed batched sender (the node's limit) against the service, 20 signers and 1 signer
-	go run $(SERVICE)/cmd/txm-bench-chain -repo $(ROOT) -transfers $(BENCH_CHAIN_TRANSFERS)
+	go run $(SERVICE)/test/cmd/txm-bench-chain -repo $(ROOT) -transfers $(BENCH_CHAIN_TRANSFERS)
 
 FUZZTIME ?= 60s
 
@@ -96,13 +96,13 @@ CHAOS_SEED ?= $(shell date +%s)
 
 .PHONY: chaos
 chaos: ## fault-injection suite: failover scenario, then 3 nodes under load with kills, pauses, cut and slow database links
-	go run $(SERVICE)/cmd/txm-chaos -repo $(ROOT) -seed $(CHAOS_SEED)
+	go run $(SERVICE)/test/cmd/txm-chaos -repo $(ROOT) -seed $(CHAOS_SEED)
 
 .PHONY: chaos-chain
 CHAOS_CHAIN_SEEDS ?= 1 2 3
 chaos-chain: ## chain-side faults on geth --dev (hung, refusing, lagging endpoint; hung external signer; 8x base fee; node restart losing its mempool; late funding), once per seed in CHAOS_CHAIN_SEEDS
 	@for seed in $(CHAOS_CHAIN_SEEDS); do \
-	  go run $(SERVICE)/cmd/txm-chaos -repo $(ROOT) -scenario chain -seed $$seed -signers 4 -clients 4 || exit 1; \
+	  go run $(SERVICE)/test/cmd/txm-chaos -repo $(ROOT) -scenario chain -seed $$seed -signers 4 -clients 4 || exit 1; \
 	done
 
 .PHONY: chaos-db
@@ -111,16 +111,16 @@ CHAOS_DB_MODES ?= sync async
 chaos-db: ## database failovers under load on a pg_auto_failover formation (planned, primary killed, killed while the standby lags), synchronous and asynchronous replication, once per seed in CHAOS_DB_SEEDS
 	@$(call apt-ensure,pg_autoctl,postgresql-15-auto-failover,echo "pg_autoctl missing: apt-get install postgresql-15-auto-failover"; exit 1)
 	@for seed in $(CHAOS_DB_SEEDS); do for mode in $(CHAOS_DB_MODES); do \
-	  go run $(SERVICE)/cmd/txm-chaos -repo $(ROOT) -scenario db -seed $$seed -nodes 2 -signers 4 -clients 32 $$([ $$mode = async ] && echo -async) || exit 1; \
+	  go run $(SERVICE)/test/cmd/txm-chaos -repo $(ROOT) -scenario db -seed $$seed -nodes 2 -signers 4 -clients 32 $$([ $$mode = async ] && echo -async) || exit 1; \
 	done; done
 
 .PHONY: example-e2e
 example-e2e: ## the payouts example against the real service with kills mid-relay, mid-consume and of txmanager; prints the invariant table
-	go run $(SERVICE)/cmd/txm-example-e2e -repo $(ROOT)
+	go run $(SERVICE)/test/cmd/txm-example-e2e -repo $(ROOT)
 
 .PHONY: e2e
 e2e: ## build geth v1.17.8, run it with --dev, drive 500 txs from 5 signers to CONFIRMED and check nonces on chain
-	go run $(SERVICE)/cmd/txm-e2e -repo $(ROOT)
+	go run $(SERVICE)/test/cmd/txm-e2e -repo $(ROOT)
 
 MAX_TRACKED_BYTES := 1048576
 

@@ -12,7 +12,7 @@ accounts=64
 patterns="$(mktemp /tmp/txm-secrets.XXXXXX)"
 trap 'rm -f "$patterns"' EXIT
 # Dev keys with and without 0x are both caught by the bare hex.
-go run ./txmanager-service/cmd/txm-devchain -keys-only -accounts "$accounts" >"$patterns"
+go run ./txmanager-service/test/cmd/txm-devchain -keys-only -accounts "$accounts" >"$patterns"
 # The fixed secrets the service tests configure (kept in step with the tests by grepping them).
 grep -rhoE '(clientKey|adminKey|jwtSecret|passphrase|password)\s*=\s*"[^"]{12,}"' \
 	--include='*_test.go' txmanager-service lingo-utils | sed -E 's/^[^"]*"([^"]*)"$/\1/' | sort -u >>"$patterns"

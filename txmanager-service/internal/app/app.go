@@ -1,6 +1,3 @@
-// Package app assembles the whole service (Wire): configuration, data, services,
-// workers and servers, and the start and stop order that loses nothing. The binary in
-// cmd/txmanager-service and the integration tests build it the same way.
 package app
 
 import (

@@ -11,17 +11,34 @@ import (
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/wire"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/reconcile"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/stuck"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/signer"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/internal/workers"
+)
+
+// pipelineSet is one chain's pipeline: the shared signing and broadcasting, and each stage.
+var pipelineSet = wire.NewSet(
+	pipeline.NewSigner,
+	pipeline.NewBroadcaster,
+	submitting.New,
+	receipts.New,
+	stuck.New,
+	reconcile.New,
+	wire.Bind(new(services.TxResolver), new(*stuck.Resolver)),
 )
 
 // ChainConnection is the chain the service runs against: JSON-RPC endpoints, or the

@@ -10,6 +10,11 @@ import (
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/reconcile"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/stuck"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -81,7 +86,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	}
 	feedSequencerLoop := workers.NewFeedSequencerLoop(bootstrap, feedSequencer, logger)
 	clock := _wireSystemClockValue
-	nodeConfig := services.NewNodeConfig(bootstrap, incarnation, buildVersion, clock)
+	nodeConfig := newNodeConfig(bootstrap, incarnation, buildVersion, clock)
 	nodeRepository := repositories.NewNodeRepository(pool)
 	nodeRegistry := services.NewNodeRegistry(nodeConfig, nodeRepository, logger)
 	chainIdentityRepository := repositories.NewChainIdentityRepository(pool)
@@ -106,7 +111,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		return nil, nil, err
 	}
 	chains := ChainServicesOf(chainStacks)
-	feedConfig := services.NewFeedConfig(bootstrap)
+	feedConfig := newFeedConfig(bootstrap)
 	completionsUseCase := services.NewCompletionsUseCase(completionRepository, feedNotifier, feedConfig)
 	routing := controllers.NewRouting(bootstrap)
 	forwarder, cleanup6 := server.NewForwarder(nodeRegistry, tlsConfigs)
@@ -138,7 +143,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	httpServer := server.NewHTTPServer(bootstrap, listeners, tlsConfigs, txController, adminController, health, prometheus, authenticator, middleware)
 	grpcServer := server.NewGRPCServer(bootstrap, listeners, tlsConfigs, txController, adminController, middleware, authenticator)
 	nodeHeartbeat := workers.NewNodeHeartbeat(bootstrap, nodeRegistry)
-	retentionConfig := services.NewRetentionConfig(bootstrap)
+	retentionConfig := newRetentionConfig(bootstrap)
 	retentionRepository := repositories.NewRetentionRepository(pool)
 	retention := services.NewRetention(retentionConfig, retentionRepository, clock, metrics, logger)
 	retentionLoop := workers.NewRetentionLoop(bootstrap, retention, logger)
@@ -166,25 +171,25 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	if err != nil {
 		return nil, nil, err
 	}
-	createConfig := services.NewCreateConfig(view)
+	createConfig := newCreateConfig(view)
 	registry := shared.Signers
 	pool := shared.Pool
 	chainID := chainConnection.ChainID
 	txRepository := repositories.NewTxRepository(pool, chainID)
 	chain := chainConnection.Chain
 	incarnation := shared.Incarnation
-	leaseConfig := services.NewLeaseConfig(view, incarnation)
+	leaseConfig := newLeaseConfig(view, incarnation)
 	leaseRepository := repositories.NewLeaseRepository(pool, chainID)
 	clock := _wireServicesSystemClockValue
 	metrics := chainMetrics(shared, chainConnection)
 	logger := chainLogger(shared, chainConnection)
 	leaseManager := services.NewLeaseManager(leaseConfig, leaseRepository, clock, metrics, logger)
-	pipelineConfig, err := services.NewPipelineConfig(view)
+	feePolicy, err := newFeePolicy(view)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	fundsConfig := services.NewFundsConfig(view, pipelineConfig)
+	fundsConfig := newFundsConfig(view, feePolicy)
 	fundsRepository := repositories.NewFundsRepository(pool, chainID)
 	fundsGuard, err := services.NewFundsGuard(fundsConfig, chain, fundsRepository, clock, metrics)
 	if err != nil {
@@ -196,22 +201,47 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	allocationRepository := repositories.NewAllocationRepository(chainID)
 	serverWatch := shared.ServerWatch
 	nonceCache := services.NewNonceCache(serverWatch)
-	nonceConfig := services.NewNonceConfig(view)
-	workersPipelineConfig := workers.NewPipelineWorkerConfig(view)
-	pipelineRepository := repositories.NewPipelineRepository(pool, chainID)
-	recoveryRepository := repositories.NewRecoveryRepository(pool, chainID)
-	stuckResolutionHook, err := services.NewStuckHook(view)
+	nonceConfig := newNonceConfig(view)
+	pipelineConfig := workers.NewPipelineWorkerConfig(view)
+	config := newSubmittingConfig(view, feePolicy)
+	submittingRepository := repositories.NewSubmittingRepository(pool, chainID)
+	signer := pipeline.NewSigner(chainID, registry)
+	attemptRepository := repositories.NewAttemptRepository(pool, chainID)
+	broadcaster := pipeline.NewBroadcaster(chain, attemptRepository, leaseManager, metrics, logger)
+	submitter := submitting.New(config, submittingRepository, chain, signer, broadcaster, leaseManager, metrics, logger)
+	receiptsConfig := newReceiptsConfig(view)
+	receiptRepository := repositories.NewReceiptRepository(pool, chainID)
+	tracker := receipts.New(receiptsConfig, receiptRepository, chain, leaseManager, metrics, logger)
+	stuckConfig := newStuckConfig(view, feePolicy)
+	stuckRepository := repositories.NewStuckRepository(pool, chainID)
+	hook, err := newStuckHook(view)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	pipeline, err := services.NewPipeline(pipelineConfig, pipelineRepository, recoveryRepository, chain, chainID, registry, leaseManager, stuckResolutionHook, clock, metrics, logger)
+	resolver := stuck.New(stuckConfig, stuckRepository, attemptRepository, chain, signer, broadcaster, leaseManager, hook, clock, metrics, logger)
+	reconcileConfig := newReconcileConfig(view)
+	reconcileRepository := repositories.NewReconcileRepository(pool, chainID)
+	reconciler, err := reconcile.New(reconcileConfig, reconcileRepository, attemptRepository, chain, leaseManager, clock, metrics, logger)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
+	}
+	openSignerRepository := repositories.NewOpenSignerRepository(pool, chainID)
+	openSigners, err := services.NewOpenSigners(openSignerRepository, leaseManager, metrics, logger)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	pipelineStages := workers.PipelineStages{
+		Submitting: submitter,
+		Receipts:   tracker,
+		Stuck:      resolver,
+		Reconcile:  reconciler,
+		Open:       openSigners,
 	}
 	feedSequencerLoop := shared.Feed
-	pipelineWorkers := workers.NewPipelineWorkers(workersPipelineConfig, pipeline, leaseManager, feedSequencerLoop, logger)
+	pipelineWorkers := workers.NewPipelineWorkers(pipelineConfig, pipelineStages, leaseManager, feedSequencerLoop, logger)
 	allocator := services.NewAllocator(manager, allocationRepository, leaseManager, chain, chainID, nonceCache, nonceConfig, clock, pipelineWorkers, metrics, logger)
 	transactionWriter, err := workers.NewTransactionWriter(writerConfig, allocator, metrics)
 	if err != nil {
@@ -220,9 +250,10 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	}
 	createTxUseCase := services.NewCreateTxUseCase(createConfig, registry, txRepository, chain, leaseManager, fundsGuard, transactionWriter, clock, metrics, logger)
 	getTxUseCase := services.NewGetTxUseCase(txRepository)
+	adminConfig := newAdminConfig(view)
 	adminRepository := repositories.NewAdminRepository(pool, chainID)
 	nodeRegistry := shared.Nodes
-	adminUseCase := services.NewAdminUseCase(pipeline, adminRepository, nodeRegistry)
+	adminUseCase := services.NewAdminUseCase(adminConfig, resolver, chain, adminRepository, nodeRegistry)
 	chainServices := newChainServices(chainConnection, createTxUseCase, getTxUseCase, adminUseCase)
 	leaseKeeper := workers.NewLeaseKeeperFromConfig(view, leaseManager)
 	fundsGaugeLoop := workers.NewFundsGaugeLoop(view, fundsGuard, registry, logger)

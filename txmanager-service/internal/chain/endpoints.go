@@ -69,13 +69,7 @@ func endpointAnswered(err error) bool {
 	if errors.As(err, &rpcErr) {
 		return true
 	}
-	for _, answer := range []error{services.ErrExecutionReverted, services.ErrKnownTransaction, services.ErrNonceTooLow,
-		services.ErrUnderpriced, services.ErrInsufficientFunds, services.ErrNotSupported} {
-		if errors.Is(err, answer) {
-			return true
-		}
-	}
-	return false
+	return services.IsNodeAnswer(err)
 }
 
 // EndpointName names an endpoint in logs and metrics without its path or query, where

@@ -9,17 +9,17 @@ import (
 	"github.com/go-kratos/kratos/v2/log"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
-	"github.com/bionicotaku/txmanager-service/internal/chainfault"
 	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 )
 
-// faultyEndpoints puts one chainfault proxy per name in front of sim's JSON-RPC.
-func faultyEndpoints(t *testing.T, sim *chain.SimulatedChain, n int) ([]*chainfault.Proxy, []chain.Endpoint) {
+// faultyEndpoints puts one fault proxy per name in front of sim's JSON-RPC.
+func faultyEndpoints(t *testing.T, sim *chain.SimulatedChain, n int) ([]*faultproxy.Proxy, []chain.Endpoint) {
 	t.Helper()
-	var proxies []*chainfault.Proxy
+	var proxies []*faultproxy.Proxy
 	var endpoints []chain.Endpoint
 	for i := range n {
-		p, err := chainfault.Start(sim.HTTPEndpoint())
+		p, err := faultproxy.Start(sim.HTTPEndpoint())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestMultiChainFailsOverFromAHungEndpoint(t *testing.T) {
 	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0", BlockInterval: 200 * time.Millisecond})
 	proxies, endpoints := faultyEndpoints(t, sim, 2)
 	m := newMulti(t, endpoints, chain.MultiChainConfig{ReadTimeout: timeout, SendTimeout: timeout, ReceiptsTimeout: timeout, ProbeInterval: 100 * time.Millisecond, MaxLagBlocks: 3})
-	if err := proxies[0].SetMode(chainfault.Hang); err != nil {
+	if err := proxies[0].SetMode(faultproxy.Hang); err != nil {
 		t.Fatal(err)
 	}
 	ctx := testContext(t)
@@ -77,7 +77,7 @@ func TestMultiChainFailsOverFromAHungEndpoint(t *testing.T) {
 	if calls := proxies[0].Requests() - before; calls > 15 {
 		t.Fatalf("the hung endpoint got %d requests during 20 calls", calls)
 	}
-	if err := proxies[0].SetMode(chainfault.Pass); err != nil {
+	if err := proxies[0].SetMode(faultproxy.Pass); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 5*time.Second, "the endpoint to be reachable again", func() bool { return m.Health()[0].Reachable })
@@ -90,10 +90,10 @@ func TestMultiChainFailsFastWhenNoEndpointAnswers(t *testing.T) {
 	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
 	proxies, endpoints := faultyEndpoints(t, sim, 2)
 	m := newMulti(t, endpoints, chain.MultiChainConfig{ReadTimeout: timeout, SendTimeout: timeout, ReceiptsTimeout: timeout, ProbeInterval: time.Hour})
-	if err := proxies[0].SetMode(chainfault.Hang); err != nil {
+	if err := proxies[0].SetMode(faultproxy.Hang); err != nil {
 		t.Fatal(err)
 	}
-	if err := proxies[1].SetMode(chainfault.Refuse); err != nil {
+	if err := proxies[1].SetMode(faultproxy.Refuse); err != nil {
 		t.Fatal(err)
 	}
 	ctx := testContext(t)

@@ -1,6 +1,3 @@
-// Package chain holds the adapters behind services.Chain: RPCChain talks to any EVM node
-// over JSON-RPC, and SimulatedChain runs an in-process go-ethereum chain for development
-// and tests.
 package chain
 
 import (

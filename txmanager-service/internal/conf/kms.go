@@ -61,24 +61,25 @@ func (s GCPKMSSource) Configured() bool { return len(s.Keys) > 0 }
 // gcpKeyVersionName is the shape of a Cloud KMS crypto key version's resource name.
 var gcpKeyVersionName = regexp.MustCompile(`^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+/cryptoKeyVersions/[^/]+$`)
 
-// kmsProblems checks signers.awsKms and signers.gcpKms, naming the key to change.
+// kmsProblems checks signers.awsKms and signers.gcpKms; each message starts with the key
+// to change.
 func (s Signers) kmsProblems(environment string) []error {
 	var errs []error
 	if aws := s.AWSKMS; aws.Configured() {
 		errs = append(errs, kmsKeyProblems("signers.awsKms", aws.Keys, nil, aws.Timeout, aws.MaxAttempts)...)
 		if aws.Endpoint != "" {
 			if u, err := url.Parse(aws.Endpoint); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-				errs = append(errs, fmt.Errorf("signers.awsKms.endpoint must be an http(s) URL, e.g. https://kms.eu-west-1.amazonaws.com"))
+				errs = append(errs, fmt.Errorf("signers.awsKms.endpoint: must be an http(s) URL, e.g. https://kms.eu-west-1.amazonaws.com"))
 			}
 		}
 	}
 	if gcp := s.GCPKMS; gcp.Configured() {
 		errs = append(errs, kmsKeyProblems("signers.gcpKms", gcp.Keys, gcpKeyVersionName, gcp.Timeout, gcp.MaxAttempts)...)
 		if gcp.Plaintext && environment != EnvironmentDevelopment {
-			errs = append(errs, fmt.Errorf("signers.gcpKms.plaintext is for a development emulator only (environment is %q): remove it to reach Cloud KMS over TLS with Workload Identity", environment))
+			errs = append(errs, fmt.Errorf("signers.gcpKms.plaintext: is for a development emulator only (environment is %q): remove it to reach Cloud KMS over TLS with Workload Identity", environment))
 		}
 		if gcp.Plaintext && gcp.Endpoint == "" {
-			errs = append(errs, fmt.Errorf("signers.gcpKms.plaintext needs signers.gcpKms.endpoint (the emulator's host:port)"))
+			errs = append(errs, fmt.Errorf("signers.gcpKms.endpoint: must be set (the emulator's host:port) when signers.gcpKms.plaintext is on"))
 		}
 	}
 	return errs
@@ -93,11 +94,11 @@ func kmsKeyProblems(prefix string, keys []KMSKey, idShape *regexp.Regexp, timeou
 		field := fmt.Sprintf("%s.keys[%d]", prefix, i)
 		switch {
 		case key.ID == "":
-			errs = append(errs, fmt.Errorf("%s.id is empty", field))
+			errs = append(errs, fmt.Errorf("%s.id: is empty", field))
 		case idShape != nil && !idShape.MatchString(key.ID):
-			errs = append(errs, fmt.Errorf("%s.id %q is not a crypto key version name (projects/P/locations/L/keyRings/R/cryptoKeys/K/cryptoKeyVersions/V)", field, key.ID))
+			errs = append(errs, fmt.Errorf("%s.id: %q is not a crypto key version name (projects/P/locations/L/keyRings/R/cryptoKeys/K/cryptoKeyVersions/V)", field, key.ID))
 		case seen[key.ID]:
-			errs = append(errs, fmt.Errorf("%s.id %q is listed twice", field, key.ID))
+			errs = append(errs, fmt.Errorf("%s.id: %q is listed twice", field, key.ID))
 		}
 		seen[key.ID] = true
 		if key.Address != "" {
@@ -107,10 +108,10 @@ func kmsKeyProblems(prefix string, keys []KMSKey, idShape *regexp.Regexp, timeou
 		}
 	}
 	if timeout <= 0 {
-		errs = append(errs, fmt.Errorf("%s.timeout must be positive", prefix))
+		errs = append(errs, fmt.Errorf("%s.timeout: must be positive", prefix))
 	}
 	if maxAttempts < 1 || maxAttempts > 10 {
-		errs = append(errs, fmt.Errorf("%s.maxAttempts must be in 1..10", prefix))
+		errs = append(errs, fmt.Errorf("%s.maxAttempts: must be in 1..10", prefix))
 	}
 	return errs
 }

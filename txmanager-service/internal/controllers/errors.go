@@ -1,5 +1,3 @@
-// Package controllers maps the API's protobuf messages to use-case calls and back, and
-// domain errors to API errors. Nothing else lives here.
 package controllers
 
 import (

@@ -3,14 +3,21 @@ package repositories
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/wire"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/reconcile"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/stuck"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -40,12 +47,20 @@ var ChainProviderSet = wire.NewSet(
 	wire.Bind(new(services.AllocationStore), new(*AllocationRepository)),
 	NewTxRepository,
 	wire.Bind(new(services.TxReader), new(*TxRepository)),
-	NewPipelineRepository,
-	wire.Bind(new(services.PipelineStore), new(*PipelineRepository)),
+	NewAttemptRepository,
+	wire.Bind(new(pipeline.AttemptStore), new(*AttemptRepository)),
+	NewSubmittingRepository,
+	wire.Bind(new(submitting.Store), new(*SubmittingRepository)),
+	NewReceiptRepository,
+	wire.Bind(new(receipts.Store), new(*ReceiptRepository)),
+	NewStuckRepository,
+	wire.Bind(new(stuck.Store), new(*StuckRepository)),
+	NewReconcileRepository,
+	wire.Bind(new(reconcile.Store), new(*ReconcileRepository)),
+	NewOpenSignerRepository,
+	wire.Bind(new(services.OpenSignerStore), new(*OpenSignerRepository)),
 	NewAdminRepository,
 	wire.Bind(new(services.AdminStore), new(*AdminRepository)),
-	NewRecoveryRepository,
-	wire.Bind(new(services.ChainCheckStore), new(*RecoveryRepository)),
 	NewFundsRepository,
 	wire.Bind(new(services.FundsStore), new(*FundsRepository)),
 )
@@ -65,6 +80,7 @@ func NewPool(c *conf.Bootstrap, logger log.Logger, watch *ServerWatch) (*pgxpool
 		return nil, nil, err
 	}
 	cfg.ConnConfig.DefaultQueryExecMode = mode
+	cfg.ConnConfig.OnPgError = explainPreparedStatementErrors(cfg.ConnConfig.OnPgError, log.NewHelper(logger), c.Database.QueryExecMode)
 	cfg.AfterConnect = watch.AfterConnect
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -78,6 +94,35 @@ func NewPool(c *conf.Bootstrap, logger log.Logger, watch *ServerWatch) (*pgxpool
 	}
 	log.NewHelper(logger).Infow("msg", "database pool open", "host", cfg.ConnConfig.Host, "database", cfg.ConnConfig.Database, "max_conns", cfg.MaxConns, "exec_mode", mode.String())
 	return pool, pool.Close, nil
+}
+
+// Prepared-statement failures: a named statement the server already has (42P05) or no
+// longer has (26000). Behind a transaction-mode pooler without prepared-statement support
+// each transaction may run on another server connection, so pgx's statement cache fails
+// with these.
+const (
+	sqlStateDuplicatePreparedStatement = "42P05"
+	sqlStateInvalidStatementName       = "26000"
+)
+
+// explainPreparedStatementErrors logs, at most once a minute, what to change when the
+// server refuses a prepared statement: the error itself names only the statement.
+func explainPreparedStatementErrors(next func(*pgconn.PgConn, *pgconn.PgError) bool, logger *log.Helper, mode string) func(*pgconn.PgConn, *pgconn.PgError) bool {
+	var last atomic.Int64
+	return func(conn *pgconn.PgConn, pgErr *pgconn.PgError) bool {
+		if pgErr.Code == sqlStateDuplicatePreparedStatement || pgErr.Code == sqlStateInvalidStatementName {
+			now := time.Now().UnixNano()
+			if prev := last.Load(); now-prev > int64(time.Minute) && last.CompareAndSwap(prev, now) {
+				logger.Errorw("msg", "database.queryExecMode: the database refused a prepared statement; behind a transaction-mode pooler "+
+					"(PgBouncer, Supabase's pooler) set database.queryExecMode to exec or simple_protocol",
+					"query_exec_mode", mode, "sql_state", pgErr.Code, "error", pgErr.Message)
+			}
+		}
+		if next != nil {
+			return next(conn, pgErr)
+		}
+		return pgErr.Severity != "FATAL" // pgx's own default: a FATAL error ends the connection
+	}
 }
 
 // NewTxManagerConfig maps database.tx onto the library's configuration.

@@ -1,6 +1,10 @@
 package repositories
 
 import (
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
@@ -14,3 +18,16 @@ func fencedError(lease domain.Lease, write string) error {
 func leaseArgs(lease domain.Lease) (signer, node string, token int64) {
 	return lease.Signer, lease.Owner, int64(lease.Token)
 }
+
+// fencedOutcome turns a fenced statement's (lease_held, updated) into FENCED or a count.
+func fencedOutcome(lease domain.Lease, write string, leaseHeld bool, updated int64, err error) (int, error) {
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", write, err)
+	}
+	if !leaseHeld {
+		return 0, fencedError(lease, write)
+	}
+	return int(updated), nil
+}
+
+func text(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }

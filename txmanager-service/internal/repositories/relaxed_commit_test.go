@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // The writes that commit without waiting for the WAL flush turn it off for their own
@@ -21,7 +23,8 @@ func TestRelaxedCommitStaysInItsTransaction(t *testing.T) {
 	t.Parallel()
 	// One connection, so every statement below runs on the one the relaxed write used.
 	pool := testsupport.MigratedPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-	repo := repositories.NewPipelineRepository(pool, testChain())
+	attempts := repositories.NewAttemptRepository(pool, testChain())
+	found := repositories.NewReceiptRepository(pool, testChain())
 	ctx := context.Background()
 	lease := domain.Lease{Signer: "0x00000000000000000000000000000000000000aa", Owner: "node-a", Token: 1}
 	var before string
@@ -33,10 +36,10 @@ func TestRelaxedCommitStaysInItsTransaction(t *testing.T) {
 		write func() error
 	}{
 		{"broadcast outcomes", func() error {
-			return repo.RecordBroadcasts(ctx, lease, []services.BroadcastOutcome{{TxID: uuid.New(), SubState: services.SubStateSubmitted}})
+			return attempts.RecordBroadcasts(ctx, lease, []pipeline.BroadcastOutcome{{TxID: uuid.New(), SubState: services.SubStateSubmitted}})
 		}},
 		{"receipts", func() error {
-			_, err := repo.RecordReceipts(ctx, lease, []services.FoundReceipt{{TxID: uuid.New(), Signer: lease.Signer, Kind: services.AttemptOriginal,
+			_, err := found.RecordReceipts(ctx, lease, []receipts.FoundReceipt{{TxID: uuid.New(), Signer: lease.Signer, Kind: pipeline.AttemptOriginal,
 				Receipt: services.Receipt{TxHash: common.HexToHash("0x01"), Status: 1, BlockNumber: 1, BlockHash: common.HexToHash("0x02")}}})
 			return err
 		}},

@@ -12,7 +12,7 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // Resubmission claims work in every query exec mode, including exec and simple_protocol,
@@ -43,7 +43,7 @@ func TestClaimResubmitsInEveryExecMode(t *testing.T) {
 				due, notDue, signer, int64(grant.Token)); err != nil {
 				t.Fatal(err)
 			}
-			repo := repositories.NewPipelineRepository(pool, testChain())
+			repo := repositories.NewSubmittingRepository(pool, testChain())
 
 			claimed, err := repo.ClaimResubmits(ctx, lease, []uuid.UUID{due, notDue}, time.Minute)
 			if err != nil || !slices.Equal(claimed, []uuid.UUID{due}) {

@@ -14,10 +14,10 @@ import (
 	"github.com/bionicotaku/lingo-utils/pglocal"
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 
-	"github.com/bionicotaku/txmanager-service/internal/e2e"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/test/e2e"
 )
 
 func hostPort(t *testing.T, dsn string) string {

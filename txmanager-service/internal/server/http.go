@@ -1,5 +1,3 @@
-// Package server builds the Kratos HTTP and gRPC servers: routes, middleware and the
-// translation of API errors to each transport.
 package server
 
 import (

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
@@ -32,16 +34,30 @@ type AdminStore interface {
 	ReleaseQuarantine(ctx context.Context, signer, by, note string) (bool, error)
 }
 
+// TxResolver resolves one unmined transaction now (the pipeline's stuck stage); action ""
+// lets its hook decide.
+type TxResolver interface {
+	ResolveTx(ctx context.Context, txID uuid.UUID, action domain.ResolutionAction, reason string) (domain.ResolutionAction, error)
+}
+
+// AdminConfig tunes the admin use case.
+type AdminConfig struct {
+	// ScanBlocks bounds how far back a quarantined signer's unknown nonces are looked for.
+	ScanBlocks uint64
+}
+
 // AdminUseCase serves the operators' API.
 type AdminUseCase struct {
-	pipeline *Pipeline
+	cfg      AdminConfig
+	resolver TxResolver
+	chain    Chain
 	store    AdminStore
 	nodes    *NodeRegistry
 }
 
 // NewAdminUseCase wires the use case.
-func NewAdminUseCase(pipeline *Pipeline, store AdminStore, nodes *NodeRegistry) *AdminUseCase {
-	return &AdminUseCase{pipeline: pipeline, store: store, nodes: nodes}
+func NewAdminUseCase(cfg AdminConfig, resolver TxResolver, chain Chain, store AdminStore, nodes *NodeRegistry) *AdminUseCase {
+	return &AdminUseCase{cfg: cfg, resolver: resolver, chain: chain, store: store, nodes: nodes}
 }
 
 // ResolveTx resolves one unmined transaction now with action ("" = the hook decides).
@@ -59,7 +75,7 @@ func (uc *AdminUseCase) ResolveTx(ctx context.Context, txID, action, reason stri
 	if reason, err = domain.ParseReason("reason", reason, 500); err != nil {
 		return "", err
 	}
-	return uc.pipeline.ResolveTx(ctx, id, parsed, reason)
+	return uc.resolver.ResolveTx(ctx, id, parsed, reason)
 }
 
 // SignerStatus reports on one signer.
@@ -160,7 +176,7 @@ func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string, fromNo
 	if n < q.ChainNonce {
 		q.NextFromNonce = n
 	}
-	found, err := uc.pipeline.chain.SentTransactions(ctx, addr, nonces, uc.pipeline.cfg.Recovery.ScanBlocks)
+	found, err := uc.chain.SentTransactions(ctx, addr, nonces, uc.cfg.ScanBlocks)
 	if err != nil {
 		return Quarantine{}, &domain.UnavailableError{Reason: "chain look-up of the unknown nonces", RetryAfter: time.Second, Err: err}
 	}

@@ -8,6 +8,10 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 )
 
+// ChainID is the id of the chain every transaction is signed for, read once when the
+// service connects to the chain.
+type ChainID struct{ *big.Int }
+
 // Chain is the port to an EVM node. Adapters: internal/chain (go-ethereum ethclient against
 // any JSON-RPC URL, and the embedded simulated chain).
 type Chain interface {
@@ -23,9 +27,9 @@ type Chain interface {
 	SuggestFees(ctx context.Context) (FeeSuggestion, error)
 	// SendRawTransactions broadcasts many in as few round trips as possible (JSON-RPC
 	// batches, in order); the result has one classified error (or nil) per transaction:
-	// errors.Is works against ErrKnownTransaction, ErrNonceTooLow, ErrUnderpriced,
-	// ErrInsufficientFunds, anything else is returned as it came. An error for the whole
-	// call means none of them can be assumed sent or unsent.
+	// errors.Is works against the answer classes of chain_outcomes.go, anything else is
+	// returned as it came. An error for the whole call means none of them can be assumed
+	// sent or unsent.
 	SendRawTransactions(ctx context.Context, raws [][]byte) ([]error, error)
 	// TransactionReceipts looks up many receipts in as few round trips as possible (JSON-RPC
 	// batch calls). The result has one entry per hash, nil where the node has no receipt yet.
@@ -119,13 +123,9 @@ type ReceiptResult struct {
 	Err     error    // a lookup error other than not-found
 }
 
-// Classified chain errors.
+// Classified chain errors (the answer classes of a broadcast are in chain_outcomes.go).
 var (
 	ErrExecutionReverted = errors.New("chain: execution reverted")
-	ErrKnownTransaction  = errors.New("chain: transaction already known")
-	ErrNonceTooLow       = errors.New("chain: nonce too low")
-	ErrUnderpriced       = errors.New("chain: transaction underpriced")
-	ErrInsufficientFunds = errors.New("chain: insufficient funds")
 	ErrNotSupported      = errors.New("chain: not supported by this node")
 	// ErrNoChainEndpoint: no endpoint answered in time (or none is usable now); the call
 	// may succeed later.

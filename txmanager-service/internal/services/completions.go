@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
@@ -240,20 +239,25 @@ type FeedSequencer struct {
 	store   CompletionStore
 	notify  *FeedNotifier
 	metrics *telemetry.Metrics
-	// lag is the longest wait of the latest round, for completions_feed_lag_seconds.
-	lag atomic.Int64
+	// lag is the longest wait of the rounds of the last feedLagWindow, for
+	// completions_feed_lag_seconds: a round takes milliseconds and most are idle, so the
+	// latest round alone reads 0 at nearly every scrape.
+	lag *telemetry.WindowMax
 }
+
+// feedLagWindow spans at least one scrape interval (Prometheus' default is 15 s).
+const feedLagWindow = 30 * time.Second
 
 // sequencerRoundSize bounds one round; a backlog takes several rounds.
 const sequencerRoundSize = 1000
 
 // NewFeedSequencer wires the sequencer and its lag gauge.
 func NewFeedSequencer(tx txmanager.Manager, store CompletionStore, notify *FeedNotifier, metrics *telemetry.Metrics) (*FeedSequencer, error) {
-	s := &FeedSequencer{tx: tx, store: store, notify: notify, metrics: metrics}
+	s := &FeedSequencer{tx: tx, store: store, notify: notify, metrics: metrics, lag: telemetry.NewWindowMax(feedLagWindow, 6, nil)}
 	err := metrics.RegisterFloatGauge(telemetry.CompletionsFeedLagSeconds,
-		"Longest time a completion waited from its commit to its feed position in the latest sequencer round on this node (0 when idle).",
+		"Longest time a completion waited from its commit to its feed position in this node's sequencer rounds of the last 30 seconds (0 when idle).",
 		func(_ context.Context, record func(float64, ...attribute.KeyValue)) {
-			record(time.Duration(s.lag.Load()).Seconds())
+			record(s.lag.Max())
 		})
 	return s, err
 }
@@ -274,7 +278,7 @@ func (s *FeedSequencer) Round(ctx context.Context) (int, bool, error) {
 	if err != nil {
 		return 0, false, err
 	}
-	s.lag.Store(int64(waited))
+	s.lag.Observe(waited.Seconds())
 	if positioned > 0 {
 		s.notify.Broadcast()
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner is SPEC 4.3's required

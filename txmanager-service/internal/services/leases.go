@@ -195,6 +195,16 @@ func (m *LeaseManager) Fenced(ctx context.Context, lease domain.Lease, write str
 	m.forget(lease.Signer, lease.Token)
 }
 
+// Fence passes err on; when it is a fenced write it reports it first (Fenced), so the
+// lease is dropped before the caller hears of it.
+func (m *LeaseManager) Fence(ctx context.Context, lease domain.Lease, err error) error {
+	var f *domain.FencedError
+	if errors.As(err, &f) {
+		m.Fenced(ctx, lease, f.Write)
+	}
+	return err
+}
+
 // forget drops our lease on signer (only if it still has token, when token != 0) and runs
 // the lost hooks.
 func (m *LeaseManager) forget(signer string, token uint64) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // TestRegistryLookupServesACopyForOneHeartbeat: forwarding looks the owner up on every

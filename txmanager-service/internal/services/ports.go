@@ -1,6 +1,3 @@
-// Package services holds the use cases (create, query, lease management, allocation) and
-// the ports they need. Repositories, the chain adapter and the workers implement or drive
-// these ports; nothing here knows how they are implemented.
 package services
 
 import (

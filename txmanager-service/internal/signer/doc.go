@@ -5,4 +5,7 @@
 //
 // Key material never leaves a source: no error, log line or String method in this package
 // includes a private key or a passphrase.
+//
+// It imports domain and conf; the Registry satisfies the services ports without importing
+// them, and app assembles it.
 package signer

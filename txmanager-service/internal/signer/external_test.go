@@ -19,7 +19,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/ethereum/go-ethereum/signer/core/apitypes"
 
-	"github.com/bionicotaku/txmanager-service/internal/chainfault"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/signer"
 	"github.com/bionicotaku/txmanager-service/test/clef"
@@ -302,7 +302,7 @@ func TestExternalSourceConstructionAndCallErrors(t *testing.T) {
 		t.Parallel()
 		proxy := hungProxy(t, real.URL())
 		src := newExternal(t, proxy.URL(), addressOf(key))
-		if err := proxy.SetMode(chainfault.Hang); err != nil {
+		if err := proxy.SetMode(faultproxy.Hang); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -323,9 +323,9 @@ func TestExternalSourceConstructionAndCallErrors(t *testing.T) {
 }
 
 // hungProxy is a fault proxy in front of url (a clef), passing requests until told to hang.
-func hungProxy(t *testing.T, url string) *chainfault.Proxy {
+func hungProxy(t *testing.T, url string) *faultproxy.Proxy {
 	t.Helper()
-	proxy, err := chainfault.Start(url)
+	proxy, err := faultproxy.Start(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestExternalSourceTimesOutAHangingSigner(t *testing.T) {
 	if _, err := newExternal(t, proxy.URL(), addressOf(key)).SignTx(ctx, addressOf(key), abiCallTx(1), testChainID); err != nil {
 		t.Fatalf("signing before the hang: %v", err)
 	}
-	if err := proxy.SetMode(chainfault.Hang); err != nil {
+	if err := proxy.SetMode(faultproxy.Hang); err != nil {
 		t.Fatal(err)
 	}
 	started := time.Now()

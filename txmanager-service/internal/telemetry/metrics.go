@@ -1,5 +1,3 @@
-// Package telemetry holds the service's metric instruments (SPEC section 4.9). They are
-// created from an OpenTelemetry MeterProvider; with the no-op provider every call is free.
 package telemetry
 
 import (
@@ -107,8 +105,9 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 			return nil, fmt.Errorf("telemetry: %s: %w", c.name, err)
 		}
 	}
+	// The series that only count trouble start at zero per chain (ForChain), where they are
+	// recorded; a process-wide zero beside them would be a second series that never moves.
 	ctx := context.Background()
-	m.zeroSeries(ctx)
 	m.rateLimited.Add(ctx, 0)
 	m.serverChanged.Add(ctx, 0)
 	if m.batchSize, err = m.meter.Int64Histogram("writer_batch_size",

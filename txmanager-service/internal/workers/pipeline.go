@@ -8,6 +8,10 @@ import (
 	"github.com/go-kratos/kratos/v2/log"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/reconcile"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/stuck"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -23,13 +27,22 @@ type PipelineConfig struct {
 	SignerConcurrency int
 }
 
+// PipelineStages are the chain pipeline's stages, which the loops drive.
+type PipelineStages struct {
+	Submitting *submitting.Submitter
+	Receipts   *receipts.Tracker
+	Stuck      *stuck.Resolver
+	Reconcile  *reconcile.Reconciler
+	Open       *services.OpenSigners
+}
+
 // PipelineWorkers run the chain pipeline: submitting, receipts, finality, resubmission,
-// stuck detection, and adopting signers whose transactions nobody drives. Every loop works
-// only on signers whose lease this node holds.
+// stuck detection and reconciliation, and adopting signers whose transactions nobody
+// drives. Every loop works only on signers whose lease this node holds.
 type PipelineWorkers struct {
-	pipeline *services.Pipeline
-	leases   *services.LeaseManager
-	log      *log.Helper
+	stages PipelineStages
+	leases *services.LeaseManager
+	log    *log.Helper
 
 	submit   *Loop
 	finality *Loop
@@ -44,15 +57,15 @@ type PipelineWorkers struct {
 }
 
 // NewPipelineWorkers builds the loops.
-func NewPipelineWorkers(cfg PipelineConfig, pipeline *services.Pipeline, leases *services.LeaseManager, feed *FeedSequencerLoop, logger log.Logger) *PipelineWorkers {
-	w := &PipelineWorkers{pipeline: pipeline, leases: leases, feed: feed, log: log.NewHelper(log.With(logger, "component", "pipeline-workers")),
+func NewPipelineWorkers(cfg PipelineConfig, stages PipelineStages, leases *services.LeaseManager, feed *FeedSequencerLoop, logger log.Logger) *PipelineWorkers {
+	w := &PipelineWorkers{stages: stages, leases: leases, feed: feed, log: log.NewHelper(log.With(logger, "component", "pipeline-workers")),
 		submitTasks: newSignerTasks(cfg.SignerConcurrency), resubmitTasks: newSignerTasks(cfg.SignerConcurrency), stuckTasks: newSignerTasks(cfg.SignerConcurrency)}
 	w.submit = NewLoop(cfg.SubmitInterval, w.submitPass)
 	w.finality = NewLoop(cfg.FinalityInterval, w.finalityPass)
 	w.resubmit = NewLoop(cfg.ResubmitScan, w.resubmitPass)
 	w.stuck = NewLoop(cfg.StuckScan, w.stuckPass)
 	w.adopt = NewLoop(cfg.AdoptInterval, w.adoptPass)
-	w.Receipts = NewReceiptChecker(cfg.Receipts, pipeline, leases, w.finality.Wake, logger)
+	w.Receipts = NewReceiptChecker(cfg.Receipts, stages.Receipts, leases, w.finality.Wake, logger)
 	return w
 }
 
@@ -93,7 +106,7 @@ func (w *PipelineWorkers) eachHeld(ctx context.Context, tasks *signerTasks, what
 
 func (w *PipelineWorkers) submitPass(ctx context.Context) {
 	w.eachHeld(ctx, w.submitTasks, "submit", func(ctx context.Context, lease domain.Lease) error {
-		_, err := w.pipeline.SubmitAllocated(ctx, lease, w.Receipts.trackUnsent)
+		_, err := w.stages.Submitting.SubmitAllocated(ctx, lease, w.Receipts.trackUnsent)
 		return err
 	})
 }
@@ -103,7 +116,7 @@ func (w *PipelineWorkers) finalityPass(ctx context.Context) {
 	if len(signers) == 0 {
 		return
 	}
-	reorged, err := w.pipeline.AdvanceFinality(ctx, signers)
+	reorged, err := w.stages.Receipts.AdvanceFinality(ctx, signers)
 	if err != nil {
 		w.log.Warnw("msg", "finality pass failed", "error", err.Error())
 	}
@@ -117,7 +130,7 @@ func (w *PipelineWorkers) finalityPass(ctx context.Context) {
 
 func (w *PipelineWorkers) resubmitPass(ctx context.Context) {
 	w.eachHeld(ctx, w.resubmitTasks, "resubmit", func(ctx context.Context, lease domain.Lease) error {
-		_, err := w.pipeline.ResubmitDue(ctx, lease, 256)
+		_, err := w.stages.Submitting.ResubmitDue(ctx, lease, 256)
 		return err
 	})
 }
@@ -127,16 +140,16 @@ func (w *PipelineWorkers) stuckPass(ctx context.Context) {
 		// What holds a head of line up and a machine can settle comes first: a chain ahead
 		// of the database (quarantine), nonces taken by transactions without an attempt on
 		// record (recognised or failed), a nonce hole (filled); then the stuck policy.
-		_, holeErr := w.pipeline.FillNonceHoles(ctx, lease)
-		aheadErr := w.pipeline.CheckChainAhead(ctx, lease)
-		_, takenErr := w.pipeline.SettleTakenNonces(ctx, lease)
-		_, stuckErr := w.pipeline.DetectStuck(ctx, lease)
+		_, holeErr := w.stages.Reconcile.FillNonceHoles(ctx, lease)
+		aheadErr := w.stages.Reconcile.CheckChainAhead(ctx, lease)
+		_, takenErr := w.stages.Reconcile.SettleTakenNonces(ctx, lease)
+		_, stuckErr := w.stages.Stuck.DetectStuck(ctx, lease)
 		return errors.Join(holeErr, aheadErr, takenErr, stuckErr)
 	})
 }
 
 func (w *PipelineWorkers) adoptPass(ctx context.Context) {
-	if err := w.pipeline.AdoptOpenSigners(ctx); err != nil {
+	if err := w.stages.Open.Adopt(ctx); err != nil {
 		w.log.Warnw("msg", "adopting open signers failed", "error", err.Error())
 	}
 }

@@ -24,6 +24,7 @@ var ChainProviderSet = wire.NewSet(
 	wire.Bind(new(services.AllocationQueue), new(*TransactionWriter)),
 	NewLeaseKeeperFromConfig,
 	NewPipelineWorkerConfig,
+	wire.Struct(new(PipelineStages), "*"),
 	NewPipelineWorkers,
 	wire.Bind(new(services.SubmitNotifier), new(*PipelineWorkers)),
 	NewFundsGaugeLoop,

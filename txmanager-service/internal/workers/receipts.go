@@ -10,6 +10,8 @@ import (
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -43,11 +45,11 @@ const (
 // after PollInterval. A look-up error backs the entry off exponentially, which also moves
 // it behind everything else, so one bad entry never holds up the rest.
 type ReceiptChecker struct {
-	cfg      ReceiptCheckerConfig
-	pipeline *services.Pipeline
-	leases   *services.LeaseManager
-	onMined  func()
-	log      *log.Helper
+	cfg     ReceiptCheckerConfig
+	tracker *receipts.Tracker
+	leases  *services.LeaseManager
+	onMined func()
+	log     *log.Helper
 	*Loop
 
 	mu          sync.Mutex
@@ -62,7 +64,7 @@ type ReceiptChecker struct {
 }
 
 type receiptEntry struct {
-	tx       services.TrackedTx
+	tx       pipeline.TrackedTx
 	due      time.Time
 	failures int
 	// notFoundAtHead is the head a "not found" answer was given at: asking again before a
@@ -74,8 +76,8 @@ type receiptEntry struct {
 }
 
 // NewReceiptChecker builds the checker; onMined runs after a pass that recorded receipts.
-func NewReceiptChecker(cfg ReceiptCheckerConfig, pipeline *services.Pipeline, leases *services.LeaseManager, onMined func(), logger log.Logger) *ReceiptChecker {
-	c := &ReceiptChecker{cfg: cfg, pipeline: pipeline, leases: leases, onMined: onMined, entries: map[uuid.UUID]*receiptEntry{},
+func NewReceiptChecker(cfg ReceiptCheckerConfig, tracker *receipts.Tracker, leases *services.LeaseManager, onMined func(), logger log.Logger) *ReceiptChecker {
+	c := &ReceiptChecker{cfg: cfg, tracker: tracker, leases: leases, onMined: onMined, entries: map[uuid.UUID]*receiptEntry{},
 		log: log.NewHelper(log.With(logger, "component", "receipts"))}
 	// The loop ticks faster than the poll interval so backed-off and fresh entries are
 	// picked up close to when they fall due.
@@ -97,7 +99,7 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 	if len(due) == 0 {
 		return // the tick is faster than the poll interval: most find nothing due
 	}
-	head, err := c.pipeline.HeadNumber(ctx)
+	head, err := c.tracker.HeadNumber(ctx)
 	if err != nil {
 		c.log.Warnw("msg", "reading the chain head failed", "error", err.Error())
 		return
@@ -151,10 +153,10 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 // that were mined elsewhere, finalized or whose signer this node lost are dropped.
 func (c *ReceiptChecker) refresh(ctx context.Context) error {
 	signers := c.leases.HeldSigners()
-	var txs []services.TrackedTx
+	var txs []pipeline.TrackedTx
 	if len(signers) > 0 {
 		var err error
-		if txs, err = c.pipeline.AwaitingReceipt(ctx, signers); err != nil {
+		if txs, err = c.tracker.AwaitingReceipt(ctx, signers); err != nil {
 			return err
 		}
 	}
@@ -197,13 +199,13 @@ func (c *ReceiptChecker) dueByTime(now time.Time) []*receiptEntry {
 
 // check looks one chunk up and reschedules its entries; it returns receipts recorded.
 func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head uint64) int {
-	txs := make([]services.TrackedTx, len(chunk))
+	txs := make([]pipeline.TrackedTx, len(chunk))
 	byID := make(map[uuid.UUID]*receiptEntry, len(chunk))
 	for i, e := range chunk {
 		txs[i] = e.tx
 		byID[e.tx.TxID] = e
 	}
-	outcome, err := c.pipeline.CheckReceipts(ctx, txs)
+	outcome, err := c.tracker.CheckReceipts(ctx, txs)
 	now := time.Now()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -212,7 +214,7 @@ func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head 
 		c.backOff(chunk, now)
 		return 0
 	}
-	written, err := c.pipeline.RecordReceipts(ctx, outcome.Found)
+	written, err := c.tracker.RecordReceipts(ctx, outcome.Found)
 	if err != nil && ctx.Err() == nil { // a cancelled context is shutdown, not a failure
 		c.log.Warnw("msg", "recording receipts failed", "error", err.Error())
 	}
@@ -263,12 +265,12 @@ func (c *ReceiptChecker) scanBlocks(ctx context.Context, head uint64) int {
 		c.mu.Unlock()
 		return 0
 	}
-	txs := make([]services.TrackedTx, 0, len(c.entries))
+	txs := make([]pipeline.TrackedTx, 0, len(c.entries))
 	for _, e := range c.entries {
 		txs = append(txs, e.tx)
 	}
 	c.mu.Unlock()
-	scan, err := c.pipeline.ReceiptsInBlocks(ctx, txs, from, head)
+	scan, err := c.tracker.ReceiptsInBlocks(ctx, txs, from, head)
 	switch {
 	case errors.Is(err, services.ErrNotSupported):
 		c.log.Infow("msg", "the node cannot return a block's receipts at once; looking receipts up by hash", "error", err.Error())
@@ -280,7 +282,7 @@ func (c *ReceiptChecker) scanBlocks(ctx context.Context, head uint64) int {
 		}
 		return 0
 	}
-	written, err := c.pipeline.RecordReceipts(ctx, scan.Found)
+	written, err := c.tracker.RecordReceipts(ctx, scan.Found)
 	if err != nil && ctx.Err() == nil {
 		c.log.Warnw("msg", "recording receipts failed", "error", err.Error())
 	}
@@ -311,7 +313,7 @@ func (c *ReceiptChecker) scanBlocks(ctx context.Context, head uint64) int {
 // node (a look-up by hash makes it search a block's body for the transaction). Scheduled
 // before the broadcast, they are part of every block read whole from now on; the first
 // look-up once a new head is seen, or the periodic recheck after a reorg, covers the rest.
-func (c *ReceiptChecker) trackUnsent(txs []services.TrackedTx) {
+func (c *ReceiptChecker) trackUnsent(txs []pipeline.TrackedTx) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()

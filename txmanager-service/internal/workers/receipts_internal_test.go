@@ -7,12 +7,12 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
-	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 )
 
 func TestTrackUnsent(t *testing.T) {
-	tracked := func() services.TrackedTx {
-		return services.TrackedTx{TxID: uuid.New(), Signer: "0xaa", Nonce: 7, Attempts: []services.AttemptRef{{Hash: common.HexToHash("0x01"), Kind: services.AttemptOriginal}}}
+	tracked := func() pipeline.TrackedTx {
+		return pipeline.TrackedTx{TxID: uuid.New(), Signer: "0xaa", Nonce: 7, Attempts: []pipeline.AttemptRef{{Hash: common.HexToHash("0x01"), Kind: pipeline.AttemptOriginal}}}
 	}
 	tests := []struct {
 		name string
@@ -35,7 +35,7 @@ func TestTrackUnsent(t *testing.T) {
 			if tt.existing {
 				c.entries[tx.TxID] = &receiptEntry{tx: tx}
 			}
-			c.trackUnsent([]services.TrackedTx{tx})
+			c.trackUnsent([]pipeline.TrackedTx{tx})
 			e, scheduled := c.entries[tx.TxID]
 			switch {
 			case tt.wantNoted && (!scheduled || !e.notFound || e.notFoundAtHead != tt.scanned || e.tx.Attempts[0].Hash != tx.Attempts[0].Hash):

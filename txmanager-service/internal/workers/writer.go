@@ -1,5 +1,3 @@
-// Package workers holds the service's long-running loops. Each has an owner that starts it,
-// stops it and waits for it; queues are bounded.
 package workers
 
 import (

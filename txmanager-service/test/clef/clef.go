@@ -44,7 +44,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/google/uuid"
 
-	"github.com/bionicotaku/txmanager-service/internal/e2e"
+	"github.com/bionicotaku/txmanager-service/test/e2e"
 )
 
 // ModuleVersion is the go-ethereum release clef is built from. go-ethereum removed

@@ -22,8 +22,8 @@ import (
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
-	"github.com/bionicotaku/txmanager-service/internal/loadgen"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/loadgen"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // benchDuration is how long each load phase runs (BENCH_SECONDS overrides).

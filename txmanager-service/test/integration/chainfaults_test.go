@@ -22,20 +22,20 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/app"
 	"github.com/bionicotaku/txmanager-service/internal/chain"
-	"github.com/bionicotaku/txmanager-service/internal/chainfault"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // proxiedChain starts a test chain and n fault proxies in front of its JSON-RPC.
-func proxiedChain(t *testing.T, n int) (*chain.SimulatedChain, []*chainfault.Proxy) {
+func proxiedChain(t *testing.T, n int) (*chain.SimulatedChain, []*faultproxy.Proxy) {
 	t.Helper()
 	sim := newTestChain(t, 250*time.Millisecond)
-	proxies := make([]*chainfault.Proxy, n)
+	proxies := make([]*faultproxy.Proxy, n)
 	for i := range proxies {
-		p, err := chainfault.Start(sim.HTTPEndpoint())
+		p, err := faultproxy.Start(sim.HTTPEndpoint())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func proxiedChain(t *testing.T, n int) (*chain.SimulatedChain, []*chainfault.Pro
 
 // throughProxies points the service at the proxies (in order of preference) with short
 // chain deadlines.
-func throughProxies(proxies []*chainfault.Proxy, deadline time.Duration) func(*conf.Bootstrap) {
+func throughProxies(proxies []*faultproxy.Proxy, deadline time.Duration) func(*conf.Bootstrap) {
 	return func(bc *conf.Bootstrap) {
 		var urls []string
 		for _, p := range proxies {
@@ -73,7 +73,7 @@ func TestHungChainEndpoint(t *testing.T) {
 		s := startService(t, serviceOptions{chain: sim, signers: 2, fastPipeline: true, chainQuery: true, configure: throughProxies(proxies, deadline)})
 		signer, to := devAddress(t, 0), devAddress(t, 5)
 		s.createOK(t, map[string]any{"signer": signer, "to": to, "value": "1", "gasLimit": 21000})
-		if err := proxies[0].SetMode(chainfault.Hang); err != nil {
+		if err := proxies[0].SetMode(faultproxy.Hang); err != nil {
 			t.Fatal(err)
 		}
 		accepted, refused := 0, 0
@@ -110,7 +110,7 @@ func TestHungChainEndpoint(t *testing.T) {
 		sim, proxies := proxiedChain(t, 2)
 		s := startService(t, serviceOptions{chain: sim, signers: 3, fastPipeline: true, chainQuery: true, configure: throughProxies(proxies, deadline)})
 		to := devAddress(t, 5)
-		if err := proxies[0].SetMode(chainfault.Hang); err != nil {
+		if err := proxies[0].SetMode(faultproxy.Hang); err != nil {
 			t.Fatal(err)
 		}
 		var latencies []time.Duration
@@ -140,7 +140,7 @@ func TestLaggingEndpointIsNeitherAReorgNorARebroadcast(t *testing.T) {
 	t.Parallel()
 	sim, proxies := proxiedChain(t, 1)
 	proxies[0].SetLag(5, true)
-	if err := proxies[0].SetMode(chainfault.Lag); err != nil {
+	if err := proxies[0].SetMode(faultproxy.Lag); err != nil {
 		t.Fatal(err)
 	}
 	s := startService(t, serviceOptions{chain: sim, signers: 2, fastPipeline: true, configure: func(bc *conf.Bootstrap) {

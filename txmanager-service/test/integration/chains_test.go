@@ -20,11 +20,11 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/app"
 	"github.com/bionicotaku/txmanager-service/internal/chain"
-	"github.com/bionicotaku/txmanager-service/internal/chainfault"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // newChainWithID is a test-owned simulated chain under its own chain id, served over HTTP.
@@ -288,12 +288,12 @@ func TestChainsAreCheckedAtStart(t *testing.T) {
 func TestOneChainDownAtStartDoesNotHoldUpTheOther(t *testing.T) {
 	t.Parallel()
 	healthy, late := newChainWithID(t, 31337), newChainWithID(t, 42161)
-	proxy, err := chainfault.Start(late.HTTPEndpoint())
+	proxy, err := faultproxy.Start(late.HTTPEndpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	if err := proxy.SetMode(chainfault.Refuse); err != nil {
+	if err := proxy.SetMode(faultproxy.Refuse); err != nil {
 		t.Fatal(err)
 	}
 	s := startService(t, serviceOptions{chain: healthy, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
@@ -320,7 +320,7 @@ func TestOneChainDownAtStartDoesNotHoldUpTheOther(t *testing.T) {
 		t.Fatalf("/readyz with one chain down: %d %s, want 200 with chain_31337 ok and chain_42161 unreachable", ready.status, ready.raw)
 	}
 
-	if err := proxy.SetMode(chainfault.Pass); err != nil {
+	if err := proxy.SetMode(faultproxy.Pass); err != nil {
 		t.Fatal(err)
 	}
 	var id string

@@ -17,8 +17,8 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 
-	"github.com/bionicotaku/txmanager-service/internal/e2e"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/test/e2e"
 )
 
 // dashboardPath is the Grafana dashboard shipped in deploy/, relative to this package.

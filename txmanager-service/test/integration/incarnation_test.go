@@ -12,8 +12,8 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 
-	"github.com/bionicotaku/txmanager-service/internal/e2e"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/e2e"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // A process killed and started again under the same node id is a new lease owner: its

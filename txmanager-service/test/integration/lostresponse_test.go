@@ -12,7 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
-	"github.com/bionicotaku/txmanager-service/internal/e2e"
+	"github.com/bionicotaku/txmanager-service/test/e2e"
 )
 
 // responseDroppingProxy forwards JSON-RPC to a node, but for the first N

@@ -15,9 +15,11 @@ import (
 	"github.com/ethereum/go-ethereum/accounts/keystore"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // syncBuffer is a log sink shared by the service's goroutines.
@@ -81,6 +83,57 @@ func TestMetricsAfterACreateConfirmCycle(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("/metrics sums: %v", samples)
+	}
+}
+
+// Every metric has one series per label set: where a metric is recorded per chain, no
+// series without chain_id stands beside it (a panel or alert that picks that one reads a
+// 0 that never moves). The feed's lag shows at a scrape after the confirmation, not only
+// during the milliseconds a sequencer round takes.
+func TestMetricsHaveNoUnlabelledTwins(t *testing.T) {
+	t.Parallel()
+	s := startService(t, serviceOptions{fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Chain.Embedded.BlockInterval = conf.Duration(250 * time.Millisecond)
+	}})
+	id := s.createOK(t, map[string]any{"signer": devAddress(t, 0), "to": devAddress(t, 1), "value": "1", "gasLimit": 21000})
+	waitFor(t, 30*time.Second, "confirmed", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+	// A scrape comes seconds later: many idle sequencer rounds (one each 100 ms) ran since.
+	time.Sleep(2 * time.Second)
+
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(s.do(t, http.MethodGet, "/metrics", nil).raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perChain := 0
+	for name, family := range families {
+		var with, without []string
+		for _, m := range family.GetMetric() {
+			labels := make([]string, 0, len(m.GetLabel()))
+			chain := false
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+				chain = chain || l.GetName() == "chain_id"
+			}
+			if chain {
+				with = append(with, strings.Join(labels, ","))
+			} else {
+				without = append(without, "{"+strings.Join(labels, ",")+"}")
+			}
+		}
+		if len(with) > 0 {
+			perChain++
+		}
+		if len(with) > 0 && len(without) > 0 {
+			t.Errorf("%s has series with chain_id and without it: %v", name, without)
+		}
+	}
+	if perChain < 10 {
+		t.Errorf("only %d metrics carry chain_id; the check above would prove little", perChain)
+	}
+	lag := families["completions_feed_lag_seconds"]
+	if lag == nil || len(lag.GetMetric()) == 0 || lag.GetMetric()[0].GetGauge().GetValue() <= 0 {
+		t.Errorf("completions_feed_lag_seconds after a completion was positioned: %v, want the time it waited", lag)
 	}
 }
 

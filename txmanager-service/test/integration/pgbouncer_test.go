@@ -14,7 +14,7 @@ import (
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // The service behind PgBouncer in transaction mode, as Supabase's transaction pooler runs

@@ -14,8 +14,8 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
-	"github.com/bionicotaku/txmanager-service/internal/e2e"
-	"github.com/bionicotaku/txmanager-service/internal/loadgen"
+	"github.com/bionicotaku/txmanager-service/test/e2e"
+	"github.com/bionicotaku/txmanager-service/test/loadgen"
 )
 
 // receiptCountingProxy forwards JSON-RPC and counts requests carrying receipt look-ups and

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
-	"github.com/bionicotaku/txmanager-service/internal/testsupport"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // After a failover to a standby that missed the last commits, transactions the chain holds

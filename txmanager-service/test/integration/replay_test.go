@@ -7,7 +7,7 @@ import (
 	"time"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
-	"github.com/bionicotaku/txmanager-service/internal/chainfault"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 )
 
 // The writer checks requestIds inside its transaction, and the edge looks one up only for a
@@ -48,7 +48,7 @@ func TestRetriesGetTheirTransactionWhateverHoldsNewCreatesBack(t *testing.T) {
 	}
 	t.Run("chain answering", retries)
 
-	if err := proxies[0].SetMode(chainfault.Refuse); err != nil {
+	if err := proxies[0].SetMode(faultproxy.Refuse); err != nil {
 		t.Fatal(err)
 	}
 	// A new create is refused once the service has seen the endpoint fail (the first may
@@ -94,7 +94,7 @@ func TestRetryNeedingEstimationDoesNotWaitOnAHungEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := proxies[0].SetMode(chainfault.Hang); err != nil {
+	if err := proxies[0].SetMode(faultproxy.Hang); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {

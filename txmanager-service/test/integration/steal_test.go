@@ -3,7 +3,7 @@ package integration
 import (
 	"testing"
 
-	"github.com/bionicotaku/txmanager-service/internal/procstat"
+	"github.com/bionicotaku/txmanager-service/test/procstat"
 )
 
 // stealMeter reports the share of CPU time the hypervisor took from this machine while a

@@ -25,7 +25,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 
-	"github.com/bionicotaku/txmanager-service/internal/e2e"
+	"github.com/bionicotaku/txmanager-service/test/e2e"
 )
 
 // ModuleVersion is the local-kms commit the tests run (the module has no tagged release).

@@ -31,9 +31,3 @@ FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = @signer;
 -- takes the next nonce from the chain).
 UPDATE signer_quarantine SET released_at = now(), released_by = @released_by, release_note = @note
 WHERE chain_id = @chain_id AND signer = @signer AND released_at IS NULL;
-
--- name: SignerChainCheck :one
--- What the periodic check compares with the chain: the signer's next nonce on record and
--- whether it is quarantined now.
-SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor c WHERE c.chain_id = @chain_id AND c.signer = @signer), -1)::bigint AS next_nonce,
-       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL)::bool AS quarantined;

@@ -130,27 +130,3 @@ func (q *Queries) ReleaseQuarantine(ctx context.Context, arg ReleaseQuarantinePa
 	}
 	return result.RowsAffected(), nil
 }
-
-const signerChainCheck = `-- name: SignerChainCheck :one
-SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor c WHERE c.chain_id = $1 AND c.signer = $2), -1)::bigint AS next_nonce,
-       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = $1 AND q.signer = $2 AND q.released_at IS NULL)::bool AS quarantined
-`
-
-type SignerChainCheckParams struct {
-	ChainID int64
-	Signer  string
-}
-
-type SignerChainCheckRow struct {
-	NextNonce   int64
-	Quarantined bool
-}
-
-// What the periodic check compares with the chain: the signer's next nonce on record and
-// whether it is quarantined now.
-func (q *Queries) SignerChainCheck(ctx context.Context, arg SignerChainCheckParams) (SignerChainCheckRow, error) {
-	row := q.db.QueryRow(ctx, signerChainCheck, arg.ChainID, arg.Signer)
-	var i SignerChainCheckRow
-	err := row.Scan(&i.NextNonce, &i.Quarantined)
-	return i, err
-}

@@ -1,0 +1,125 @@
+package app
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/google/wire"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/reconcile"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/stuck"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// The configuration file mapped onto the use cases' and stages' own configurations: the
+// layers below the assembly know nothing of the file's shape.
+
+// sharedConfigSet maps what the whole process shares.
+var sharedConfigSet = wire.NewSet(newRetentionConfig, newFeedConfig, newNodeConfig)
+
+// chainConfigSet maps what one chain's stack needs (from its view of the configuration).
+var chainConfigSet = wire.NewSet(newLeaseConfig, newNonceConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
+	newSubmittingConfig, newReceiptsConfig, newStuckConfig, newReconcileConfig, newStuckHook)
+
+func newRetentionConfig(c *conf.Bootstrap) services.RetentionConfig {
+	return services.RetentionConfig{Horizon: c.Retention.Horizon.Std(), BatchSize: c.Retention.BatchSize, MaxBatches: c.Retention.MaxBatchesPerPass}
+}
+
+func newFeedConfig(c *conf.Bootstrap) services.FeedConfig {
+	return services.FeedConfig{MaxWait: c.Feed.MaxWait.Std(), PollInterval: c.Feed.PollInterval.Std()}
+}
+
+// newNodeConfig describes this node for the registry.
+func newNodeConfig(c *conf.Bootstrap, incarnation services.Incarnation, version services.BuildVersion, clock services.Clock) services.NodeConfig {
+	return services.NodeConfig{
+		Self: services.NodeInfo{ID: c.Node.ID, Incarnation: string(incarnation), GRPCAddr: c.AdvertisedGRPCAddr(), HTTPAddr: c.Server.HTTP.Addr,
+			Version: string(version), StartedAt: clock.Now().UTC().Truncate(time.Microsecond)},
+		Timeout:           c.Routing.NodeTimeout.Std(),
+		HeartbeatInterval: c.Routing.HeartbeatInterval.Std(),
+	}
+}
+
+func newLeaseConfig(c *conf.Bootstrap, incarnation services.Incarnation) services.LeaseConfig {
+	return services.LeaseConfig{
+		Node:                services.LeaseOwner(c.Node.ID, incarnation),
+		Duration:            c.Lease.Duration.Std(),
+		RenewInterval:       c.Lease.RenewInterval.Std(),
+		Skew:                c.Lease.ClockSkew.Std(),
+		IdleTimeout:         c.Lease.IdleTimeout.Std(),
+		NotLeaderRetryAfter: c.Lease.NotLeaderRetryAfter.Std(),
+	}
+}
+
+func newNonceConfig(c *conf.Bootstrap) services.NonceConfig {
+	return services.NonceConfig{ChainQuery: c.Nonce.ChainQuery.Enabled, StateTimeout: c.Nonce.NonceStateTimeout.Std(),
+		AdoptUnknownChainNonces: c.Nonce.UnknownChainNonces == conf.UnknownChainNoncesAdopt}
+}
+
+func newCreateConfig(c *conf.Bootstrap) services.CreateConfig {
+	limits := domain.DefaultLimits()
+	limits.MaxDataBytes = c.Create.MaxDataBytes
+	limits.MaxGasLimit = c.Create.MaxGasLimit
+	return services.CreateConfig{Limits: limits, EstimateGas: c.Create.EstimateGas, SimulateCalls: c.Create.SimulateCalls,
+		GasEstimateMultiplier: c.Create.GasEstimateMultiplier}
+}
+
+// newFeePolicy maps the fees section: one policy prices first attempts, re-pricing, stuck
+// resolutions and the funds check alike.
+func newFeePolicy(c *conf.Bootstrap) (services.FeePolicy, error) {
+	fees := services.FeePolicy{BumpPercent: c.Fees.BumpPercent, BaseFeeMultiplier: c.Fees.BaseFeeMultiplier}
+	var err error
+	if fees.MaxFeeCap, err = domain.ParseOptionalWei("fees.maxFeePerGas", c.Fees.MaxFeePerGas); err != nil {
+		return services.FeePolicy{}, err
+	}
+	if fees.MaxTipCap, err = domain.ParseOptionalWei("fees.maxPriorityFeePerGas", c.Fees.MaxPriorityFeePerGas); err != nil {
+		return services.FeePolicy{}, err
+	}
+	return fees, nil
+}
+
+// newFundsConfig maps the create section's funds check; intents without their own fee cap
+// are priced as the pipeline would price their first attempt.
+func newFundsConfig(c *conf.Bootstrap, fees services.FeePolicy) services.FundsConfig {
+	return services.FundsConfig{Check: c.Create.CheckFunds, CacheFor: c.Create.FundsCacheFor.Std(), Fees: fees}
+}
+
+func newAdminConfig(c *conf.Bootstrap) services.AdminConfig {
+	return services.AdminConfig{ScanBlocks: c.Nonce.RecoveryScanBlocks}
+}
+
+func newSubmittingConfig(c *conf.Bootstrap, fees services.FeePolicy) submitting.Config {
+	return submitting.Config{Batch: c.Pipeline.SubmitBatch, ResubmitInterval: c.Resubmit.Interval.Std(), Fees: fees}
+}
+
+func newReceiptsConfig(c *conf.Bootstrap) receipts.Config {
+	return receipts.Config{Confirmations: c.Confirmations.Required, UseFinalizedTag: c.Confirmations.UseFinalizedTag}
+}
+
+func newStuckConfig(c *conf.Bootstrap, fees services.FeePolicy) stuck.Config {
+	return stuck.Config{MinAge: c.Stuck.MinAge.Std(), MinAttempts: c.Stuck.MinAttempts, ResubmitInterval: c.Resubmit.Interval.Std(), Fees: fees}
+}
+
+func newReconcileConfig(c *conf.Bootstrap) reconcile.Config {
+	return reconcile.Config{
+		AdoptUnknownChainNonces: c.Nonce.UnknownChainNonces == conf.UnknownChainNoncesAdopt,
+		ScanBlocks:              c.Nonce.RecoveryScanBlocks,
+		Confirmations:           c.Confirmations.Required,
+		ResubmitInterval:        c.Resubmit.Interval.Std(),
+		FillHoles:               c.Nonce.FillHoles,
+		HoleGrace:               c.Nonce.HoleGrace.Std(),
+	}
+}
+
+// newStuckHook is the shipped policy hook with the configured action. A service embedding
+// its own hook replaces this provider.
+func newStuckHook(c *conf.Bootstrap) (stuck.Hook, error) {
+	action, err := domain.ParseResolutionAction(c.Stuck.Action)
+	if err != nil {
+		return nil, fmt.Errorf("stuck.action: %w", err)
+	}
+	return stuck.PolicyHook{Action: action}, nil
+}

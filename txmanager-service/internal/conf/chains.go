@@ -1,0 +1,129 @@
+package conf
+
+import (
+	"slices"
+	"strings"
+)
+
+// Confirmations sets finality.
+type Confirmations struct {
+	Required        uint64 `json:"required"`
+	UseFinalizedTag bool   `json:"useFinalizedTag"`
+}
+
+// Fees caps and bumps EIP-1559 fees; caps are wei as decimal strings ("" = no cap).
+type Fees struct {
+	MaxFeePerGas         string `json:"maxFeePerGas"`
+	MaxPriorityFeePerGas string `json:"maxPriorityFeePerGas"`
+	BumpPercent          int64  `json:"bumpPercent"`
+	BaseFeeMultiplier    int64  `json:"baseFeeMultiplier"`
+}
+
+// Chain is one chain the service serves: its endpoints (or the embedded chain), timeouts
+// and health checks, and per-chain overrides.
+type Chain struct {
+	// ID is the chain's id: required in chains, optional in the single-chain form. When
+	// set, endpoints serving another chain are refused and the embedded chain runs under it.
+	ID uint64 `json:"id"`
+	// RPCURL is one JSON-RPC endpoint, or several separated by commas (handy in one
+	// environment variable); RPCURLs lists more. Together, in order of preference, they are
+	// the chain's endpoints; none runs the embedded simulated chain.
+	RPCURL  string   `json:"rpcUrl"`
+	RPCURLs []string `json:"rpcUrls"`
+	// BroadcastToAll sends every signed transaction to every healthy endpoint, not just the
+	// preferred one, so a transaction reaches the network even when one node's peering is poor.
+	BroadcastToAll bool          `json:"broadcastToAll"`
+	Timeouts       ChainTimeouts `json:"timeouts"`
+	Health         ChainHealth   `json:"health"`
+	Embedded       EmbeddedChain `json:"embedded"`
+	// Confirmations and Fees replace the top-level ones for this chain (chains only).
+	Confirmations *Confirmations `json:"confirmations,omitempty"`
+	Fees          *Fees          `json:"fees,omitempty"`
+	// BlockTime is the chain's usual block interval, a hint: receipts are looked for once
+	// per block instead of at pipeline.receipts.pollInterval.
+	BlockTime Duration `json:"blockTime"`
+}
+
+// ChainViews is the configuration each chain runs with: for the single-chain form the
+// whole configuration, for chains one copy per entry whose chain is the entry (its unset
+// settings taken from chain) with the entry's confirmations, fees and block time applied.
+// Everything that is not per chain (database, servers, signers) is shared by the copies.
+func (b *Bootstrap) ChainViews() []*Bootstrap {
+	if len(b.Chains) == 0 {
+		return []*Bootstrap{b}
+	}
+	views := make([]*Bootstrap, 0, len(b.Chains))
+	for _, entry := range b.Chains {
+		view := *b
+		view.Chain = entry.withDefaults(b.Chain)
+		if entry.Confirmations != nil {
+			view.Confirmations = *entry.Confirmations
+		}
+		if entry.Fees != nil {
+			view.Fees = *entry.Fees
+		}
+		if entry.BlockTime > 0 {
+			view.Pipeline.Receipts.PollInterval = entry.BlockTime
+		}
+		views = append(views, &view)
+	}
+	return views
+}
+
+// ServesSeveralChains reports whether chains names the chains: then every create names
+// its chain (when there is more than one) and a chain new to the database is recorded.
+func (b *Bootstrap) ServesSeveralChains() bool { return len(b.Chains) > 0 }
+
+// withDefaults fills the entry's unset connection settings from defaults.
+func (c Chain) withDefaults(defaults Chain) Chain {
+	orDefault(&c.Timeouts.Read, defaults.Timeouts.Read)
+	orDefault(&c.Timeouts.Send, defaults.Timeouts.Send)
+	orDefault(&c.Timeouts.Receipts, defaults.Timeouts.Receipts)
+	orDefault(&c.Health.ProbeInterval, defaults.Health.ProbeInterval)
+	orDefault(&c.Health.MaxLagBlocks, defaults.Health.MaxLagBlocks)
+	orDefault(&c.Embedded.BlockInterval, defaults.Embedded.BlockInterval)
+	orDefault(&c.Embedded.DevAccounts, defaults.Embedded.DevAccounts)
+	return c
+}
+
+// orDefault sets an unset (zero) setting to its default.
+func orDefault[T comparable](setting *T, def T) {
+	var unset T
+	if *setting == unset {
+		*setting = def
+	}
+}
+
+// ChainTimeouts bound every call to an endpoint: a node that accepts a connection and never
+// answers costs one timeout, then the call fails over or fails.
+type ChainTimeouts struct {
+	Read     Duration `json:"read"`
+	Send     Duration `json:"send"`
+	Receipts Duration `json:"receipts"`
+}
+
+// ChainHealth is how endpoints are watched: each is probed every ProbeInterval; one that
+// fails is skipped until it answers again, and one whose head trails the best endpoint by
+// more than MaxLagBlocks serves only when nothing better does.
+type ChainHealth struct {
+	ProbeInterval Duration `json:"probeInterval"`
+	MaxLagBlocks  uint64   `json:"maxLagBlocks"`
+}
+
+// Endpoints are the configured JSON-RPC URLs in order of preference, without duplicates.
+func (c Chain) Endpoints() []string {
+	var urls []string
+	for _, u := range append(strings.Split(c.RPCURL, ","), c.RPCURLs...) {
+		if u = strings.TrimSpace(u); u != "" && !slices.Contains(urls, u) {
+			urls = append(urls, u)
+		}
+	}
+	return urls
+}
+
+// EmbeddedChain is the simulated chain a development start runs when no endpoint is set.
+type EmbeddedChain struct {
+	BlockInterval Duration `json:"blockInterval"`
+	DevAccounts   int      `json:"devAccounts"`
+	HTTPAddr      string   `json:"httpAddr"`
+}

@@ -1,0 +1,50 @@
+package conf
+
+import (
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Database is the service's PostgreSQL: the pool's DSN, a direct connection for migrations
+// (behind a transaction pooler), and how queries are sent (QueryExecMode).
+type Database struct {
+	DSN            string `json:"dsn"`
+	MigrationDSN   string `json:"migrationDsn"`
+	MigrateOnStart bool   `json:"migrateOnStart"`
+	LocalDatabase  bool   `json:"localDatabase"`
+	MaxConns       int32  `json:"maxConns"`
+	MinConns       int32  `json:"minConns"`
+	QueryExecMode  string `json:"queryExecMode"`
+	Tx             Tx     `json:"tx"`
+}
+
+// Tx is the transaction defaults the writer and the library use.
+type Tx struct {
+	Isolation   string   `json:"isolation"`
+	Timeout     Duration `json:"timeout"`
+	LockTimeout Duration `json:"lockTimeout"`
+	// IdleInTransactionTimeout: the server ends a session silent inside a transaction this
+	// long, so a frozen owner cannot hold its lease row locked (and block a takeover).
+	IdleInTransactionTimeout Duration `json:"idleInTransactionTimeout"`
+}
+
+// ParseQueryExecMode maps database.queryExecMode to pgx. Behind a transaction-mode pooler
+// (PgBouncer, Supabase's pooler) prepared statements cannot be relied on: use exec or
+// simple_protocol there.
+func ParseQueryExecMode(s string) (pgx.QueryExecMode, error) {
+	switch s {
+	case "", "cache_statement":
+		return pgx.QueryExecModeCacheStatement, nil
+	case "cache_describe":
+		return pgx.QueryExecModeCacheDescribe, nil
+	case "describe_exec":
+		return pgx.QueryExecModeDescribeExec, nil
+	case "exec":
+		return pgx.QueryExecModeExec, nil
+	case "simple_protocol":
+		return pgx.QueryExecModeSimpleProtocol, nil
+	default:
+		return 0, fmt.Errorf("unknown query exec mode %q", s)
+	}
+}

@@ -1,0 +1,124 @@
+package conf
+
+// Retention deletes final transactions (with their attempts and feed rows) older than
+// Horizon, BatchSize at a time, every Interval; 0 keeps everything. The horizon is also how
+// long a requestId is remembered for replays, and how old a feed cursor may be.
+type Retention struct {
+	Horizon           Duration `json:"horizon"`
+	Interval          Duration `json:"interval"`
+	BatchSize         int      `json:"batchSize"`
+	MaxBatchesPerPass int      `json:"maxBatchesPerPass"`
+}
+
+// Feed paces the completions feed: how often completions get their positions, how long a
+// long-poll may wait, and how often a waiting reader looks for positions other nodes gave.
+type Feed struct {
+	SequenceInterval Duration `json:"sequenceInterval"`
+	MaxWait          Duration `json:"maxWait"`
+	PollInterval     Duration `json:"pollInterval"`
+}
+
+// Pipeline sizes and paces the loops after allocation.
+type Pipeline struct {
+	// Enabled false makes a node that allocates nonces but never signs, broadcasts or
+	// tracks: only for measuring the allocation path alone (make bench). Never in service.
+	Enabled          bool     `json:"enabled"`
+	SubmitBatch      int      `json:"submitBatch"`
+	SubmitInterval   Duration `json:"submitInterval"`
+	Receipts         Receipts `json:"receipts"`
+	FinalityInterval Duration `json:"finalityInterval"`
+	AdoptInterval    Duration `json:"adoptInterval"`
+	// SignerConcurrency bounds how many signers' work (signing, broadcasting, rebroadcasting,
+	// stuck handling) runs at once; each signer runs on its own, so one that hangs holds up
+	// no other.
+	SignerConcurrency int `json:"signerConcurrency"`
+}
+
+// Receipts tunes the receipt checker.
+type Receipts struct {
+	PollInterval Duration `json:"pollInterval"`
+	Workers      int      `json:"workers"`
+	BatchSize    int      `json:"batchSize"`
+	MaxBackoff   Duration `json:"maxBackoff"`
+	// BlockScanMinPending: from this many transactions awaiting receipts on, new blocks'
+	// receipts are read whole (eth_getBlockReceipts); 0 always looks up by hash.
+	BlockScanMinPending int `json:"blockScanMinPending"`
+}
+
+// Resubmit paces rebroadcasts.
+type Resubmit struct {
+	Interval     Duration `json:"interval"`
+	ScanInterval Duration `json:"scanInterval"`
+}
+
+// Stuck sets when the head of line is stuck and what the shipped hook does about it.
+type Stuck struct {
+	MinAge       Duration `json:"minAge"`
+	MinAttempts  int      `json:"minAttempts"`
+	Action       string   `json:"action"`
+	ScanInterval Duration `json:"scanInterval"`
+}
+
+// Lease is the per-signer lease (SPEC 4.3).
+type Lease struct {
+	Duration            Duration `json:"duration"`
+	RenewInterval       Duration `json:"renewInterval"`
+	ClockSkew           Duration `json:"clockSkew"`
+	IdleTimeout         Duration `json:"idleTimeout"`
+	NotLeaderRetryAfter Duration `json:"notLeaderRetryAfter"`
+}
+
+// Writer sizes the transaction writer: workers, batch size and wait, queue.
+type Writer struct {
+	Workers   int      `json:"workers"`
+	BatchSize int      `json:"batchSize"`
+	BatchWait Duration `json:"batchWait"`
+	QueueSize int      `json:"queueSize"`
+}
+
+// Nonce is how nonces are allocated and reconciled with the chain.
+type Nonce struct {
+	ChainQuery        ChainQuery `json:"chainQuery"`
+	NonceStateTimeout Duration   `json:"nonceStateTimeout"`
+	// FillHoles fills a nonce hole (nonces below a signer's open ones that neither the
+	// chain nor the service holds) with placeholder transactions once it has lasted
+	// HoleGrace; otherwise everything above it would wait for a person.
+	FillHoles bool     `json:"fillHoles"`
+	HoleGrace Duration `json:"holeGrace"`
+	// UnknownChainNonces is what happens when the chain's nonce of a signer is above
+	// everything the database knows: "quarantine" (no allocation until an operator
+	// releases it) or "adopt" (allocate above them: a key also used outside the service).
+	UnknownChainNonces string `json:"unknownChainNonces"`
+	// RecoveryScanBlocks bounds how many recent blocks are read to find the transaction
+	// that took a nonce the database has no attempt for.
+	RecoveryScanBlocks uint64 `json:"recoveryScanBlocks"`
+}
+
+// What happens to a signer whose chain nonce is above what the database knows.
+const (
+	UnknownChainNoncesQuarantine = "quarantine"
+	UnknownChainNoncesAdopt      = "adopt"
+)
+
+// ChainQuery turns the chain's pending nonce term of allocation on.
+type ChainQuery struct {
+	Enabled bool `json:"enabled"`
+}
+
+// Create is what a create request is checked against before it gets a nonce.
+type Create struct {
+	EstimateGas           bool    `json:"estimateGas"`
+	GasEstimateMultiplier float64 `json:"gasEstimateMultiplier"`
+	MaxDataBytes          int     `json:"maxDataBytes"`
+	MaxGasLimit           uint64  `json:"maxGasLimit"`
+	// CheckFunds refuses (422 INSUFFICIENT_FUNDS) an intent whose value plus gas limit x
+	// max fee exceeds the signer's balance minus what its unfinished transactions may cost.
+	CheckFunds bool `json:"checkFunds"`
+	// SimulateCalls runs intents with call data and a gas limit through eth_estimateGas
+	// capped at that limit, refusing one that cannot run (422 INTENT_REVERTS).
+	SimulateCalls bool `json:"simulateCalls"`
+	// FundsCacheFor is how long a signer's balance and committed cost are reused between
+	// creates; FundsGaugeInterval how often every signer's balance gauges are refreshed.
+	FundsCacheFor      Duration `json:"fundsCacheFor"`
+	FundsGaugeInterval Duration `json:"fundsGaugeInterval"`
+}

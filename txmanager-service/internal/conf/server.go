@@ -1,0 +1,204 @@
+package conf
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+)
+
+// Observability configures trace export (metrics are always on /metrics).
+type Observability struct {
+	// MetricsAuth requires credentials on /metrics: an API key with the metrics (or admin)
+	// grant, or a JWT with the admin claim. Off by default, for a scraper inside the cluster.
+	MetricsAuth bool `json:"metricsAuth"`
+	// OTLPEndpoint (host:port, gRPC) receives traces; empty records only a caller's sampled
+	// traces (passed on as sampled), though trace ids always reach the logs and the peers.
+	OTLPEndpoint string `json:"otlpEndpoint"`
+	OTLPInsecure bool   `json:"otlpInsecure"`
+	// SampleRatio of new traces exported (0..1) when OTLPEndpoint is set; a sampled parent
+	// is always followed.
+	SampleRatio float64 `json:"sampleRatio"`
+	// Pprof serves Go's runtime profiles on /debug/pprof/ (behind the same credentials as
+	// /metrics when metricsAuth is on), to find where a slow node spends its time.
+	Pprof bool `json:"pprof"`
+}
+
+// Auth configures authentication and per-signer authorisation. With it disabled the
+// service only listens on loopback.
+type Auth struct {
+	Enabled bool     `json:"enabled"`
+	APIKeys []APIKey `json:"apiKeys"`
+	JWT     JWT      `json:"jwt"`
+}
+
+// APIKey grants a caller presenting a key (header X-API-Key) whose SHA-256 is SHA256.
+type APIKey struct {
+	ID string `json:"id"`
+	// SHA256 is the lowercase hex SHA-256 of the key; the key itself is never stored.
+	SHA256 string `json:"sha256"`
+	// Signers the key may use; "*" grants every managed signer.
+	Signers []string `json:"signers"`
+	Admin   bool     `json:"admin"`
+	// Metrics lets the key read /metrics when observability.metricsAuth is on.
+	Metrics bool `json:"metrics"`
+}
+
+// JWT accepts bearer tokens signed with an HMAC secret (HS256/384/512) or a public key
+// (RS*, ES*, EdDSA), with the signers and admin grant in claims.
+type JWT struct {
+	Issuer   string `json:"issuer"`
+	Audience string `json:"audience"`
+	// HMACSecretFile holds the shared secret; PublicKeyFile a PEM public key. One of them.
+	HMACSecretFile string `json:"hmacSecretFile"`
+	PublicKeyFile  string `json:"publicKeyFile"`
+	// SignersClaim names the claim listing granted signers ("*" for all); AdminClaim the
+	// boolean claim granting the admin API.
+	SignersClaim string `json:"signersClaim"`
+	AdminClaim   string `json:"adminClaim"`
+}
+
+// Server is the HTTP and gRPC listeners and what they accept.
+type Server struct {
+	HTTP         HTTPListener `json:"http"`
+	GRPC         Listener     `json:"grpc"`
+	MaxBodyBytes int64        `json:"maxBodyBytes"`
+	TLS          TLS          `json:"tls"`
+	RateLimit    RateLimit    `json:"rateLimit"`
+	// ReadinessInterval: /readyz answers from a probe of the database and the chain at
+	// most this old, so a flood of probes costs one database ping and one RPC per interval.
+	ReadinessInterval Duration `json:"readinessInterval"`
+}
+
+// Listener is one server's address and request timeout.
+type Listener struct {
+	Addr    string   `json:"addr"`
+	Timeout Duration `json:"timeout"`
+}
+
+// HTTPListener adds the connection limits that keep slow clients from holding sockets.
+type HTTPListener struct {
+	Listener
+	// ReadHeaderTimeout bounds how long a client may take to send its request headers
+	// (slow-loris); IdleTimeout how long a keep-alive connection may sit unused.
+	ReadHeaderTimeout Duration `json:"readHeaderTimeout"`
+	IdleTimeout       Duration `json:"idleTimeout"`
+}
+
+// TLS is a PEM certificate chain and its key, served on both HTTP and gRPC; empty serves
+// plaintext (loopback development, or TLS ended by a proxy in front).
+type TLS struct {
+	CertFile string `json:"certFile"`
+	KeyFile  string `json:"keyFile"`
+}
+
+// Enabled reports whether a certificate is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// PeerTLS is mutual TLS between nodes: a forwarding node presents CertFile and trusts only
+// owners whose server certificate CAFile issued; a node accepts the forwarding headers
+// (hop count) only from peers presenting a client certificate CAFile issued.
+type PeerTLS struct {
+	CAFile   string `json:"caFile"`
+	CertFile string `json:"certFile"`
+	KeyFile  string `json:"keyFile"`
+}
+
+// Enabled reports whether peer TLS is configured.
+func (p PeerTLS) Enabled() bool { return p.CAFile != "" || p.CertFile != "" || p.KeyFile != "" }
+
+// RateLimit is a token bucket per credential (API key id, JWT subject): a caller beyond it
+// gets 429 RATE_LIMITED with Retry-After. Requests forwarded by a peer are not counted again.
+type RateLimit struct {
+	Enabled           bool    `json:"enabled"`
+	RequestsPerSecond float64 `json:"requestsPerSecond"`
+	Burst             int     `json:"burst"`
+}
+
+// Routing is how a node reaches the owner of a signer's lease (SPEC 4.4).
+type Routing struct {
+	Mode string `json:"mode"`
+	// AdvertiseGRPCAddr is where peers reach this node's gRPC server; empty means
+	// server.grpc.addr (fine on one host; set it behind NAT or in containers).
+	AdvertiseGRPCAddr string `json:"advertiseGrpcAddr"`
+	// PeerTLS secures forwarding between nodes (required in production forward mode).
+	PeerTLS PeerTLS `json:"peerTLS"`
+	// MaxHops bounds how many times one create may be forwarded.
+	MaxHops int `json:"maxHops"`
+	// HeartbeatInterval and NodeTimeout judge which peers are alive.
+	HeartbeatInterval Duration `json:"heartbeatInterval"`
+	NodeTimeout       Duration `json:"nodeTimeout"`
+}
+
+// Routing modes (SPEC 4.4).
+const (
+	RoutingBasic   = "basic"
+	RoutingForward = "forward"
+)
+
+// UseBoundPorts records the ports the HTTP and gRPC servers were bound to. They differ
+// from the configured ones when a port is 0 (the kernel picks a free one); the node
+// registers and prints where it really listens, and a node id that was derived from the
+// gRPC address follows it.
+func (b *Bootstrap) UseBoundPorts(httpPort, grpcPort int) error {
+	derivedID := b.Node.ID == defaultNodeID(b.Server.GRPC.Addr)
+	for _, l := range []struct {
+		listener *Listener
+		port     int
+	}{{&b.Server.HTTP.Listener, httpPort}, {&b.Server.GRPC, grpcPort}} {
+		host, _, err := net.SplitHostPort(l.listener.Addr)
+		if err != nil {
+			return fmt.Errorf("server address %q: %w", l.listener.Addr, err)
+		}
+		l.listener.Addr = net.JoinHostPort(host, strconv.Itoa(l.port))
+	}
+	if derivedID {
+		b.Node.ID = defaultNodeID(b.Server.GRPC.Addr)
+	}
+	return nil
+}
+
+// AdvertisedGRPCAddr is where peers reach this node's gRPC server: routing.advertiseGrpcAddr,
+// or the gRPC listen address when that is empty.
+func (b *Bootstrap) AdvertisedGRPCAddr() string {
+	if b.Routing.AdvertiseGRPCAddr != "" {
+		return b.Routing.AdvertiseGRPCAddr
+	}
+	return b.Server.GRPC.Addr
+}
+
+func defaultNodeID(grpcAddr string) string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	_, port, err := net.SplitHostPort(grpcAddr)
+	if err != nil {
+		port = grpcAddr
+	}
+	return host + ":" + port
+}
+
+// reachableByPeers: a concrete host, not the wildcard a server binds to (0.0.0.0, ::, "")
+// nor loopback, which on another machine is that machine.
+func reachableByPeers(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" || port == "0" || host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsUnspecified() && !ip.IsLoopback()
+}
+
+// isLoopback reports whether a listen address binds loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

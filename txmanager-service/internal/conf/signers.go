@@ -1,0 +1,31 @@
+package conf
+
+// Signers configures the key sources. Every address any source holds is a managed signer.
+type Signers struct {
+	// RawKeys are hex private keys, accepted only when environment is "development".
+	RawKeys  []string       `json:"rawKeys"`
+	Keystore KeystoreSource `json:"keystore"`
+	External ExternalSource `json:"external"`
+	AWSKMS   AWSKMSSource   `json:"awsKms"`
+	GCPKMS   GCPKMSSource   `json:"gcpKms"`
+}
+
+// KeystoreSource is a go-ethereum keystore directory.
+type KeystoreSource struct {
+	Dir string `json:"dir"`
+	// Addresses to unlock; empty means every account in Dir.
+	Addresses []string `json:"addresses"`
+	// The passphrase comes from a file (first line) or an environment variable, never from
+	// the configuration itself.
+	PassphraseFile string `json:"passphraseFile"`
+	PassphraseEnv  string `json:"passphraseEnv"`
+}
+
+// ExternalSource is a clef-compatible signer reached over JSON-RPC (account_signTransaction).
+type ExternalSource struct {
+	URL       string   `json:"url"`
+	Addresses []string `json:"addresses"`
+	// Timeout bounds one signing request; a signer that hangs fails that signer's pass
+	// instead of holding it.
+	Timeout Duration `json:"timeout"`
+}

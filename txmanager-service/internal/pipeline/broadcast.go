@@ -1,0 +1,114 @@
+package pipeline
+
+import (
+	"context"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// BroadcastItem is one signed transaction to send: its bytes and every hash of ours the
+// node might know for its nonce.
+type BroadcastItem struct {
+	TxID uuid.UUID
+	Raw  []byte
+	Ours []common.Hash
+}
+
+// Broadcaster sends signed transactions and records what each answer means
+// (services.OutcomeOf), fenced.
+type Broadcaster struct {
+	chain   services.Chain
+	store   AttemptStore
+	leases  *services.LeaseManager
+	metrics *telemetry.Metrics
+	log     *log.Helper
+}
+
+// NewBroadcaster builds the broadcaster.
+func NewBroadcaster(chain services.Chain, store AttemptStore, leases *services.LeaseManager, metrics *telemetry.Metrics, logger log.Logger) *Broadcaster {
+	return &Broadcaster{chain: chain, store: store, leases: leases, metrics: metrics,
+		log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
+}
+
+// Broadcast sends the items in one batched round trip (in order) and records each
+// outcome. Answers whose meaning depends on whose transaction holds the nonce ("nonce too
+// low" after a lost response) are settled by asking the node for our hashes, never guessed.
+func (b *Broadcaster) Broadcast(ctx context.Context, lease domain.Lease, items []BroadcastItem) ([]BroadcastOutcome, error) {
+	raws := make([][]byte, len(items))
+	for i, it := range items {
+		raws[i] = it.Raw
+	}
+	sendErrs, err := b.chain.SendRawTransactions(ctx, raws)
+	if err != nil {
+		sendErrs = make([]error, len(items))
+		for i := range sendErrs {
+			sendErrs[i] = err
+		}
+	}
+	ownership := b.ownership(ctx, items, sendErrs)
+	outcomes := make([]BroadcastOutcome, len(items))
+	meanings := make([]services.ChainOutcome, len(items))
+	for i, it := range items {
+		meanings[i] = services.OutcomeOf(sendErrs[i], ownership[i])
+		outcomes[i] = BroadcastOutcome{TxID: it.TxID, SubState: meanings[i].SubState, LastError: meanings[i].LastError, Result: meanings[i].Result}
+		b.metrics.TxSubmit(ctx, outcomes[i].Result)
+	}
+	if err := b.store.RecordBroadcasts(ctx, lease, outcomes); err != nil {
+		return outcomes, b.leases.Fence(ctx, lease, err)
+	}
+	for i, o := range outcomes {
+		if sendErrs[i] != nil {
+			b.log.WithContext(ctx).Infow("msg", "broadcast outcome", "signer", lease.Signer, "tx_id", o.TxID.String(), "fencing_token", lease.Token,
+				"result", o.Result, "sub_state", o.SubState, "next", string(meanings[i].Next), "last_error", o.LastError)
+		}
+	}
+	return outcomes, nil
+}
+
+// ownership asks the node, in one batch, whether it has any of our hashes for the items
+// whose answer needs it; an item it could not check is OwnershipUnchecked.
+func (b *Broadcaster) ownership(ctx context.Context, items []BroadcastItem, sendErrs []error) []services.Ownership {
+	out := make([]services.Ownership, len(items))
+	var hashes []common.Hash
+	var owners []int
+	for i, it := range items {
+		if services.NeedsOwnership(sendErrs[i]) {
+			out[i] = services.OwnershipUnchecked
+			for _, h := range it.Ours {
+				hashes = append(hashes, h)
+				owners = append(owners, i)
+			}
+		}
+	}
+	if len(hashes) == 0 {
+		return out
+	}
+	known, err := b.chain.TransactionsKnown(ctx, hashes)
+	if err != nil {
+		b.log.Warnw("msg", "checking our hashes after nonce too low failed", "error", err.Error())
+		return out
+	}
+	for _, i := range owners {
+		out[i] = services.OwnershipForeign
+	}
+	for j, k := range known {
+		if k {
+			out[owners[j]] = services.OwnershipOurs
+		}
+	}
+	return out
+}
+
+// Span starts a span for one piece of a stage's work on a signer.
+func Span(ctx context.Context, metrics *telemetry.Metrics, name string, lease domain.Lease) (context.Context, trace.Span) {
+	return metrics.Tracer.Start(ctx, name, trace.WithAttributes(
+		attribute.String("signer", lease.Signer), attribute.Int64("fencing_token", int64(lease.Token))))
+}

@@ -1,0 +1,105 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// answeringChain answers each broadcast with the error set for its raw bytes, and knows the
+// hashes in known.
+type answeringChain struct {
+	services.Chain
+	answers  map[string]error
+	known    map[common.Hash]bool
+	knownErr error
+	asked    []common.Hash
+}
+
+func (c *answeringChain) SendRawTransactions(_ context.Context, raws [][]byte) ([]error, error) {
+	out := make([]error, len(raws))
+	for i, raw := range raws {
+		out[i] = c.answers[string(raw)]
+	}
+	return out, nil
+}
+
+func (c *answeringChain) TransactionsKnown(_ context.Context, hashes []common.Hash) ([]bool, error) {
+	c.asked = append(c.asked, hashes...)
+	if c.knownErr != nil {
+		return nil, c.knownErr
+	}
+	out := make([]bool, len(hashes))
+	for i, h := range hashes {
+		out[i] = c.known[h]
+	}
+	return out, nil
+}
+
+type recordingStore struct {
+	pipeline.AttemptStore
+	recorded []pipeline.BroadcastOutcome
+}
+
+func (s *recordingStore) RecordBroadcasts(_ context.Context, _ domain.Lease, outcomes []pipeline.BroadcastOutcome) error {
+	s.recorded = append(s.recorded, outcomes...)
+	return nil
+}
+
+// The broadcaster asks the node about our hashes only for answers whose meaning depends on
+// it, and records what the outcome table says for each.
+func TestBroadcastRecordsWhatEachAnswerMeans(t *testing.T) {
+	nonceTooLow := fmt.Errorf("%w: nonce too low: next nonce 9, tx nonce 3", services.ErrNonceTooLow)
+	ours, foreign := common.HexToHash("0x01"), common.HexToHash("0x02")
+	tests := []struct {
+		name         string
+		answer       error
+		hashes       []common.Hash
+		knownErr     error
+		wantSubState string
+		wantResult   string
+		wantAsked    int
+	}{
+		{"accepted", nil, []common.Hash{ours}, nil, services.SubStateSubmitted, "submitted", 0},
+		{"underpriced", fmt.Errorf("%w: replacement transaction underpriced", services.ErrUnderpriced), []common.Hash{ours}, nil,
+			services.SubStateUnderpriced, "underpriced", 0},
+		{"nonce too low with our hash known", nonceTooLow, []common.Hash{foreign, ours}, nil, services.SubStateSubmitted, "nonce_too_low_ours", 2},
+		{"nonce too low, none of ours known", nonceTooLow, []common.Hash{foreign}, nil, services.SubStateNonceTaken, "nonce_taken", 1},
+		{"nonce too low, node cannot say", nonceTooLow, []common.Hash{ours}, errors.New("timeout"), services.SubStateBroadcastFailed, "error", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			chain := &answeringChain{answers: map[string]error{"raw": tc.answer}, known: map[common.Hash]bool{ours: true}, knownErr: tc.knownErr}
+			store := &recordingStore{}
+			leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a"}, nil, services.SystemClock{}, telemetry.Noop(), log.DefaultLogger)
+			b := pipeline.NewBroadcaster(chain, store, leases, telemetry.Noop(), log.DefaultLogger)
+			lease := domain.Lease{Signer: "0xaa", Owner: "node-a", Token: 1, ExpiresAt: time.Now().Add(time.Minute)}
+			id := uuid.New()
+			outcomes, err := b.Broadcast(t.Context(), lease, []pipeline.BroadcastItem{{TxID: id, Raw: []byte("raw"), Ours: tc.hashes}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(store.recorded) != 1 || store.recorded[0] != outcomes[0] {
+				t.Fatalf("recorded %+v, answered %+v", store.recorded, outcomes)
+			}
+			got := outcomes[0]
+			if got.TxID != id || got.SubState != tc.wantSubState || got.Result != tc.wantResult {
+				t.Errorf("outcome %+v, want sub-state %s result %s", got, tc.wantSubState, tc.wantResult)
+			}
+			if len(chain.asked) != tc.wantAsked {
+				t.Errorf("asked the node about %d hashes, want %d", len(chain.asked), tc.wantAsked)
+			}
+		})
+	}
+}

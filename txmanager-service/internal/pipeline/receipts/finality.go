@@ -1,0 +1,129 @@
+package receipts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// AdvanceFinality moves mined transactions of the given signers on: a receipt whose block
+// is no longer canonical goes back to TRACKING; one with enough confirmations (or under the
+// node's finalized block) becomes CONFIRMED or FAILED_FINAL together with its completion.
+// It returns how many went back to TRACKING.
+//
+// The pass judges every transaction against one view of the chain: the head is read once
+// and each height's canonical block is fetched once, so two transactions in one block can
+// never be judged against different forks.
+func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, error) {
+	ctx, span := t.metrics.Tracer.Start(ctx, "pipeline.finality")
+	defer span.End()
+	mined, err := t.store.ListMined(ctx, signers)
+	if err != nil || len(mined) == 0 {
+		return 0, err
+	}
+	view, err := t.chainView(ctx, mined)
+	if err != nil {
+		return 0, err
+	}
+	reorged, finals := judge(mined, view, t.cfg)
+
+	reverted, revertErr := writeHeld(ctx, t.leases, reorged, t.store.RevertReorged, func(lease domain.Lease, n int, txs []MinedTx) {
+		for range n {
+			t.metrics.Reorg(ctx)
+		}
+		t.log.WithContext(ctx).Warnw("msg", "receipts left the canonical chain; tracking again", "signer", lease.Signer, "fencing_token", lease.Token,
+			"count", n, "first_tx_id", txs[0].TxID.String(), "state", string(domain.StateTracking), "sub_state", "REORGED")
+	})
+	_, finalizeErr := writeHeld(ctx, t.leases, finals, t.store.Finalize, func(lease domain.Lease, n int, group []Finalization) {
+		t.log.WithContext(ctx).Infow("msg", "transactions final", "signer", lease.Signer, "fencing_token", lease.Token, "count", n,
+			"first_tx_id", group[0].Tx.TxID.String(), "first_state", string(group[0].State))
+	})
+	return reverted, errors.Join(revertErr, finalizeErr)
+}
+
+// chainView is one pass's view of the chain: the head, the finalized height (when the
+// finalized tag decides) and the canonical header at every height a mined tx is in.
+type chainView struct {
+	head        uint64
+	finalizedAt uint64
+	canonical   map[uint64]services.BlockHeader
+}
+
+func (t *Tracker) chainView(ctx context.Context, mined []MinedTx) (chainView, error) {
+	head, err := t.chain.LatestHeader(ctx)
+	if err != nil {
+		return chainView{}, fmt.Errorf("head: %w", err)
+	}
+	view := chainView{head: head.Number}
+	if t.cfg.UseFinalizedTag {
+		finalized, err := t.chain.FinalizedHeader(ctx)
+		if err != nil {
+			return chainView{}, fmt.Errorf("finalized block: %w", err)
+		}
+		view.finalizedAt = finalized.Number
+	}
+	var heights []uint64
+	for _, tx := range mined {
+		if tx.BlockNumber <= head.Number {
+			heights = append(heights, tx.BlockNumber)
+		}
+	}
+	slices.Sort(heights)
+	heights = slices.Compact(heights)
+	headers, err := t.chain.HeadersByNumber(ctx, heights)
+	if err != nil {
+		return chainView{}, fmt.Errorf("canonical headers: %w", err)
+	}
+	view.canonical = make(map[uint64]services.BlockHeader, len(headers))
+	for i, h := range headers {
+		if h != nil {
+			view.canonical[heights[i]] = *h
+		}
+	}
+	return view, nil
+}
+
+// judge sorts mined transactions by signer into those whose block left the canonical
+// chain and those that are final in view; the rest wait for a later pass.
+func judge(mined []MinedTx, view chainView, cfg Config) (reorged map[string][]MinedTx, finals map[string][]Finalization) {
+	reorged, finals = map[string][]MinedTx{}, map[string][]Finalization{}
+	for _, tx := range mined {
+		block, ok := view.canonical[tx.BlockNumber]
+		switch {
+		case !ok:
+			// Above the head this view reached, or a header the endpoint did not serve: an
+			// endpoint lagging behind the one that gave the receipt (a load balancer over
+			// backends at different heights) is not a reorg. Judged on a later pass.
+			continue
+		case block.Hash != tx.BlockHash:
+			// A header is only served by an endpoint that has that height, so a different
+			// hash there is the chain having moved on without this block.
+			reorged[tx.Signer] = append(reorged[tx.Signer], tx)
+			continue
+		}
+		isFinal := view.head-tx.BlockNumber+1 >= max(cfg.Confirmations, 1)
+		if cfg.UseFinalizedTag {
+			isFinal = tx.BlockNumber <= view.finalizedAt
+		}
+		if isFinal {
+			finals[tx.Signer] = append(finals[tx.Signer], finalization(tx))
+		}
+	}
+	return reorged, finals
+}
+
+// finalization decides the final state from the receipt status and which attempt was mined.
+func finalization(tx MinedTx) Finalization {
+	switch {
+	case !tx.Kind.ExecutesIntent():
+		return Finalization{Tx: tx, State: domain.StateFailedFinal, SubState: services.SubStateCancelled}
+	case tx.Status == 1:
+		return Finalization{Tx: tx, State: domain.StateConfirmed}
+	default:
+		return Finalization{Tx: tx, State: domain.StateFailedFinal, SubState: services.SubStateReverted}
+	}
+}

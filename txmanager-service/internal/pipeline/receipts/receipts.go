@@ -1,0 +1,274 @@
+// Package receipts is the pipeline stage that follows broadcast transactions to a final
+// state: it finds the receipt of whichever attempt was mined (by hash, or by reading whole
+// blocks when many are in flight), and judges each mined transaction against one view of
+// the chain per pass, back to TRACKING when its block left the canonical chain, final
+// (CONFIRMED or FAILED_FINAL, with its completion) when enough blocks are on top of it.
+package receipts
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// Config tunes finality.
+type Config struct {
+	// Confirmations required for finality (when UseFinalizedTag is false).
+	Confirmations uint64
+	// UseFinalizedTag: final when the node's "finalized" block has reached the receipt.
+	UseFinalizedTag bool
+}
+
+// FoundReceipt is a receipt for one attempt of a tracked transaction.
+type FoundReceipt struct {
+	TxID    uuid.UUID
+	Signer  string
+	Kind    pipeline.AttemptKind
+	Receipt services.Receipt
+}
+
+// MinedTx has a receipt and is not final yet.
+type MinedTx struct {
+	TxID        uuid.UUID
+	Signer      string
+	Nonce       uint64
+	BlockNumber uint64
+	BlockHash   common.Hash
+	Status      uint64
+	Kind        pipeline.AttemptKind
+}
+
+// Finalization is a mined transaction reaching its final state.
+type Finalization struct {
+	Tx       MinedTx
+	State    domain.State
+	SubState string
+}
+
+// Store is the stage's view of the database. Every write is fenced on the lease and yields
+// *domain.FencedError when the lease no longer matches.
+type Store interface {
+	ListAwaitingReceipt(ctx context.Context, signers []string) ([]pipeline.TrackedTx, error)
+	RecordReceipts(ctx context.Context, lease domain.Lease, found []FoundReceipt) (int, error)
+	ListMined(ctx context.Context, signers []string) ([]MinedTx, error)
+	RevertReorged(ctx context.Context, lease domain.Lease, txs []MinedTx) (int, error)
+	// Finalize writes the final states together with their completions.
+	Finalize(ctx context.Context, lease domain.Lease, finals []Finalization) (int, error)
+}
+
+// Tracker runs the stage for the signers whose lease this node holds.
+type Tracker struct {
+	cfg     Config
+	store   Store
+	chain   services.Chain
+	leases  *services.LeaseManager
+	metrics *telemetry.Metrics
+	log     *log.Helper
+}
+
+// New builds the stage.
+func New(cfg Config, store Store, chain services.Chain, leases *services.LeaseManager, metrics *telemetry.Metrics, logger log.Logger) *Tracker {
+	return &Tracker{cfg: cfg, store: store, chain: chain, leases: leases, metrics: metrics,
+		log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
+}
+
+// AwaitingReceipt lists the broadcast, unmined transactions of the signers.
+func (t *Tracker) AwaitingReceipt(ctx context.Context, signers []string) ([]pipeline.TrackedTx, error) {
+	return t.store.ListAwaitingReceipt(ctx, signers)
+}
+
+// HeadNumber is the chain's current block number.
+func (t *Tracker) HeadNumber(ctx context.Context) (uint64, error) {
+	head, err := t.chain.LatestHeader(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return head.Number, nil
+}
+
+// Outcome sorts one look-up pass: what was mined, what the node does not have yet, and
+// what could not be looked up.
+type Outcome struct {
+	Found    []FoundReceipt
+	NotFound []uuid.UUID
+	Failed   []uuid.UUID
+}
+
+// CheckReceipts looks up the receipts of every attempt of txs in batched calls (the chain
+// adapter packs them into JSON-RPC batches). A receipt for ANY attempt counts: a
+// replacement or cancellation may be the one that was mined.
+func (t *Tracker) CheckReceipts(ctx context.Context, txs []pipeline.TrackedTx) (Outcome, error) {
+	ctx, span := t.metrics.Tracer.Start(ctx, "pipeline.receipts", trace.WithAttributes(attribute.Int("txs", len(txs))))
+	defer span.End()
+	var hashes []common.Hash
+	for _, tx := range txs {
+		for _, a := range tx.Attempts {
+			hashes = append(hashes, a.Hash)
+		}
+	}
+	results, err := t.chain.TransactionReceipts(ctx, hashes)
+	if err != nil {
+		for range txs {
+			t.metrics.ReceiptCheck(ctx, "error")
+		}
+		return Outcome{}, err
+	}
+	out := sortReceipts(txs, results)
+	t.countLookups(ctx, out)
+	return out, nil
+}
+
+func (t *Tracker) countLookups(ctx context.Context, out Outcome) {
+	for range out.Found {
+		t.metrics.ReceiptCheck(ctx, "found")
+	}
+	for range out.Failed {
+		t.metrics.ReceiptCheck(ctx, "error")
+	}
+	for range out.NotFound {
+		t.metrics.ReceiptCheck(ctx, "not_found")
+	}
+}
+
+// sortReceipts reads the per-hash results (one per attempt of each tx, in order): the
+// first receipt found for any attempt settles the tx; without one, a look-up error makes
+// it Failed, else NotFound.
+func sortReceipts(txs []pipeline.TrackedTx, results []services.ReceiptResult) Outcome {
+	var out Outcome
+	i := 0
+	for _, tx := range txs {
+		var found *FoundReceipt
+		failed := false
+		for _, attempt := range tx.Attempts {
+			r := results[i]
+			i++
+			switch {
+			case r.Receipt != nil && found == nil:
+				found = &FoundReceipt{TxID: tx.TxID, Signer: tx.Signer, Kind: attempt.Kind, Receipt: *r.Receipt}
+			case r.Err != nil:
+				failed = true
+			}
+		}
+		switch {
+		case found != nil:
+			out.Found = append(out.Found, *found)
+		case failed:
+			out.Failed = append(out.Failed, tx.TxID)
+		default:
+			out.NotFound = append(out.NotFound, tx.TxID)
+		}
+	}
+	return out
+}
+
+// BlockScan is what reading whole blocks' receipts found.
+type BlockScan struct {
+	Found []FoundReceipt
+	// Through is the last block read; blocks after from up to it were all read. When the
+	// endpoint did not have the first block yet it is from itself (nothing was read).
+	Through uint64
+}
+
+// ReceiptsInBlocks reads the receipts of blocks from+1..to (one call per block) and picks
+// those of txs' attempts: with many transactions in flight this replaces a look-up per
+// hash, which costs the node a search of the whole block each. Reading stops at the first
+// block the endpoint does not have. ErrNotSupported: the node has no eth_getBlockReceipts.
+func (t *Tracker) ReceiptsInBlocks(ctx context.Context, txs []pipeline.TrackedTx, from, to uint64) (BlockScan, error) {
+	ctx, span := t.metrics.Tracer.Start(ctx, "pipeline.block_receipts", trace.WithAttributes(attribute.Int("txs", len(txs)), attribute.Int64("blocks", int64(to-from))))
+	defer span.End()
+	if to <= from {
+		return BlockScan{Through: from}, nil
+	}
+	numbers := make([]uint64, 0, to-from)
+	for n := from + 1; n <= to; n++ {
+		numbers = append(numbers, n)
+	}
+	blocks, err := t.chain.BlockReceipts(ctx, numbers)
+	if err != nil {
+		return BlockScan{Through: from}, err
+	}
+	scan := matchBlocks(txs, from, numbers, blocks)
+	for range scan.Found {
+		t.metrics.ReceiptCheck(ctx, "found")
+	}
+	return scan, nil
+}
+
+// matchBlocks picks, from the receipts of the blocks numbers (nil: a block the endpoint
+// does not have yet, where reading stops), those of txs' attempts, one per tx.
+func matchBlocks(txs []pipeline.TrackedTx, from uint64, numbers []uint64, blocks [][]services.Receipt) BlockScan {
+	scan := BlockScan{Through: from}
+	type owner struct {
+		tx   *pipeline.TrackedTx
+		kind pipeline.AttemptKind
+	}
+	ours := make(map[common.Hash]owner, len(txs))
+	for i := range txs {
+		for _, a := range txs[i].Attempts {
+			ours[a.Hash] = owner{&txs[i], a.Kind}
+		}
+	}
+	found := map[uuid.UUID]bool{}
+	for i, receipts := range blocks {
+		if receipts == nil {
+			break // the endpoint is not at this height yet
+		}
+		scan.Through = numbers[i]
+		for _, r := range receipts {
+			if o, ok := ours[r.TxHash]; ok && !found[o.tx.TxID] {
+				found[o.tx.TxID] = true
+				scan.Found = append(scan.Found, FoundReceipt{TxID: o.tx.TxID, Signer: o.tx.Signer, Kind: o.kind, Receipt: r})
+			}
+		}
+	}
+	return scan
+}
+
+// RecordReceipts writes found receipts, signer by signer, with the leases this node holds;
+// receipts of signers it no longer holds are left for their owner.
+func (t *Tracker) RecordReceipts(ctx context.Context, found []FoundReceipt) (int, error) {
+	ctx, span := t.metrics.Tracer.Start(ctx, "pipeline.record_receipts", trace.WithAttributes(attribute.Int("receipts", len(found))))
+	defer span.End()
+	bySigner := map[string][]FoundReceipt{}
+	for _, f := range found {
+		bySigner[f.Signer] = append(bySigner[f.Signer], f)
+	}
+	return writeHeld(ctx, t.leases, bySigner, t.store.RecordReceipts, func(lease domain.Lease, n int, group []FoundReceipt) {
+		t.log.WithContext(ctx).Infow("msg", "receipts recorded", "signer", lease.Signer, "fencing_token", lease.Token, "count", n,
+			"first_tx_id", group[0].TxID.String(), "sub_state", "MINED")
+	})
+}
+
+// writeHeld writes each signer's group with the lease this node holds for that signer, and
+// leaves the groups of signers it no longer holds to their owner. A fenced write drops the
+// lease; written runs after each successful write. It returns the rows written and every
+// failure.
+func writeHeld[T any](ctx context.Context, leases *services.LeaseManager, groups map[string][]T,
+	write func(context.Context, domain.Lease, []T) (int, error), written func(domain.Lease, int, []T)) (int, error) {
+	total := 0
+	var errs []error
+	for signer, group := range groups {
+		lease, ok := leases.Current(signer)
+		if !ok {
+			continue
+		}
+		n, err := write(ctx, lease, group)
+		if err != nil {
+			errs = append(errs, leases.Fence(ctx, lease, err))
+			continue
+		}
+		total += n
+		written(lease, n, group)
+	}
+	return total, errors.Join(errs...)
+}

@@ -1,0 +1,143 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// CheckChainAhead quarantines the signer when the chain's pending nonce is above every
+// nonce the database knows for it: the chain then holds transactions the database lost or
+// never had. Allocation refuses the signer until an operator releases it (admin API),
+// unless the configuration adopts such nonces.
+func (r *Reconciler) CheckChainAhead(ctx context.Context, lease domain.Lease) error {
+	if r.cfg.AdoptUnknownChainNonces {
+		return nil
+	}
+	// The chain first, the cursor second: every transaction of ours the chain can hold was
+	// allocated (the cursor moved past it) before it was sent, so a chain nonce read before
+	// the cursor is above it only when the chain holds nonces the database does not know.
+	pending, err := r.chain.PendingNonceAt(ctx, common.HexToAddress(lease.Signer))
+	if err != nil {
+		return err
+	}
+	next, quarantined, err := r.store.SignerChainCheck(ctx, lease.Signer)
+	if err != nil {
+		return err
+	}
+	r.quarantine.set(lease.Signer, quarantined)
+	if quarantined || next < 0 || pending <= uint64(next) {
+		return nil
+	}
+	recorded, err := r.store.Quarantine(ctx, lease, uint64(next), pending)
+	if err != nil {
+		return r.leases.Fence(ctx, lease, err)
+	}
+	if !recorded {
+		return nil // released by an operator; the next allocation goes on above them
+	}
+	r.quarantine.set(lease.Signer, true)
+	r.metrics.Quarantined(ctx)
+	r.log.WithContext(ctx).Errorw("msg", "signer quarantined: the chain holds nonces the database does not know", "signer", lease.Signer,
+		"fencing_token", lease.Token, "db_next_nonce", next, "chain_nonce", pending)
+	return nil
+}
+
+// takenNonceVerdict is what the chain says of a NONCE_TAKEN row's nonce.
+type takenNonceVerdict int
+
+const (
+	// verdictWait: nothing found yet, or another transaction not yet confirmed: look again.
+	verdictWait takenNonceVerdict = iota
+	// verdictOurs: the transaction there carries the row's own intent.
+	verdictOurs
+	// verdictForeign: another intent, mined with enough confirmations: the nonce is gone.
+	verdictForeign
+)
+
+// judgeTakenNonce decides about one row from what the chain holds at its nonce (found is
+// false when nothing was found) and the head.
+func judgeTakenNonce(row domain.ManagedTx, sent services.SentTx, found bool, head, confirmations uint64) takenNonceVerdict {
+	switch {
+	case !found:
+		return verdictWait
+	case sameIntent(row.Intent, sent):
+		return verdictOurs
+	case sent.BlockNumber > 0 && head+1 >= sent.BlockNumber+max(confirmations, 1):
+		return verdictForeign
+	default:
+		return verdictWait
+	}
+}
+
+// SettleTakenNonces identifies the transactions that hold the nonces of the signer's
+// NONCE_TAKEN rows. One carrying the row's own intent is this service's (its attempt was
+// lost with the database's last commits): it is recorded as the row's attempt and followed
+// to finality. Another, mined and confirmed, took the nonce for good: the row becomes
+// FAILED_FINAL. Anything else (not found yet, not confirmed) is looked at again later.
+func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) (int, error) {
+	rows, err := r.store.ListNonceTaken(ctx, lease.Signer, 64)
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	nonces := make([]uint64, len(rows))
+	for i, row := range rows {
+		nonces[i] = row.Nonce
+	}
+	found, err := r.chain.SentTransactions(ctx, common.HexToAddress(lease.Signer), nonces, r.cfg.ScanBlocks)
+	if err != nil {
+		return 0, fmt.Errorf("find the transactions at taken nonces: %w", err)
+	}
+	head, err := r.chain.LatestHeader(ctx)
+	if err != nil {
+		return 0, err
+	}
+	settled := 0
+	var errs []error
+	for _, row := range rows {
+		sent, ok := found[row.Nonce]
+		switch judgeTakenNonce(row, sent, ok, head.Number, r.cfg.Confirmations) {
+		case verdictOurs:
+			attempt := pipeline.SignedAttempt{TxID: row.ID, Hash: sent.Hash, Nonce: row.Nonce, Kind: pipeline.AttemptOriginal,
+				MaxFee: pipeline.OrZero(sent.MaxFee), MaxTip: pipeline.OrZero(sent.MaxTip), GasLimit: sent.Gas, Raw: sent.Raw}
+			if err := r.attempts.RecordAttempt(ctx, lease, attempt, services.SubStateRecognised, r.cfg.ResubmitInterval); err != nil {
+				errs = append(errs, r.leases.Fence(ctx, lease, err))
+				continue
+			}
+			r.metrics.NonceTakenResolved(ctx, "ours")
+			r.log.WithContext(ctx).Warnw("msg", "nonce taken by this service's own transaction, whose attempt the database had lost: following it",
+				"signer", lease.Signer, "tx_id", row.ID.String(), "nonce", row.Nonce, "tx_hash", sent.Hash.Hex(), "fencing_token", lease.Token)
+		case verdictForeign:
+			reason := fmt.Sprintf("nonce %d was taken by transaction %s (another intent), mined in block %d", row.Nonce, sent.Hash.Hex(), sent.BlockNumber)
+			if err := r.store.FailNonceTaken(ctx, lease, row, reason); err != nil {
+				errs = append(errs, r.leases.Fence(ctx, lease, err))
+				continue
+			}
+			r.metrics.NonceTakenResolved(ctx, "foreign")
+			r.log.WithContext(ctx).Warnw("msg", "nonce taken by another transaction; final as FAILED_FINAL", "signer", lease.Signer,
+				"tx_id", row.ID.String(), "nonce", row.Nonce, "tx_hash", sent.Hash.Hex(), "fencing_token", lease.Token, "state", string(domain.StateFailedFinal))
+		default:
+			continue
+		}
+		settled++
+	}
+	return settled, errors.Join(errs...)
+}
+
+// sameIntent: the chain's transaction carries exactly the intent (recipient, value, data).
+func sameIntent(intent domain.Intent, sent services.SentTx) bool {
+	switch {
+	case (intent.To == nil) != (sent.To == nil):
+		return false
+	case intent.To != nil && *intent.To != *sent.To:
+		return false
+	}
+	return pipeline.OrZero(intent.Value).Cmp(pipeline.OrZero(sent.Value)) == 0 && bytes.Equal(intent.Data, sent.Data)
+}

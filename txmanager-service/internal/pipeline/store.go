@@ -1,0 +1,29 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// BroadcastOutcome is what a broadcast ended in, for one transaction.
+type BroadcastOutcome struct {
+	TxID      uuid.UUID
+	SubState  string
+	LastError string
+	// Result is the metric label (submitted, known, nonce_too_low_ours, nonce_taken, ...).
+	Result string
+}
+
+// AttemptStore is what every stage that signs or sends writes about attempts. Every write
+// is fenced on the lease and yields *domain.FencedError when the lease no longer matches.
+type AttemptStore interface {
+	// RecordBroadcasts records each transaction's broadcast outcome.
+	RecordBroadcasts(ctx context.Context, lease domain.Lease, outcomes []BroadcastOutcome) error
+	// RecordAttempt stores a new attempt as its transaction's current one, with subState,
+	// due for resubmission after resubmitAfter.
+	RecordAttempt(ctx context.Context, lease domain.Lease, attempt SignedAttempt, subState string, resubmitAfter time.Duration) error
+}

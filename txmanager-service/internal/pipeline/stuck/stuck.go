@@ -1,0 +1,263 @@
+package stuck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// Config sets when the head of line counts as stuck and how a resolution is priced.
+type Config struct {
+	// MinAge since creation (or since the last resolution) and MinAttempts broadcasts.
+	MinAge      time.Duration
+	MinAttempts int
+	// ResubmitInterval: a resolution's attempt is broadcast again after this long.
+	ResubmitInterval time.Duration
+	Fees             services.FeePolicy
+}
+
+// HeadOfLineTx is a signer's lowest unmined nonce.
+type HeadOfLineTx struct {
+	TxID           uuid.UUID
+	Signer         string
+	Nonce          uint64
+	State          domain.State
+	SubState       string
+	TxHash         *common.Hash
+	SubmitAttempts int
+	LastError      string
+	CreatedAt      time.Time
+	Intent         domain.Intent
+	GasLimit       uint64
+	// Fees of the current attempt (nil before the first signing).
+	MaxFee, MaxTip *big.Int
+	PendingDepth   int
+	// Since is when it started waiting: creation, or the last resolution claimed for it.
+	Since time.Time
+}
+
+// Claim claims a stuck transaction for one resolution action.
+type Claim struct {
+	TxID     uuid.UUID
+	Action   domain.ResolutionAction
+	NewState domain.State
+	SubState string
+	Reason   string
+}
+
+// Store is the stage's view of the database; ClaimResolution is fenced on the lease and
+// yields *domain.FencedError when the lease no longer matches.
+type Store interface {
+	// HeadOfLine is the signer's lowest unmined transaction (nil when none).
+	HeadOfLine(ctx context.Context, signer string) (*HeadOfLineTx, error)
+	// Resolvable loads one unmined transaction in the same shape (nil when it is mined,
+	// final or unknown).
+	Resolvable(ctx context.Context, txID uuid.UUID) (*HeadOfLineTx, error)
+	// ClaimResolution records the claim with its audit row; false when the transaction is
+	// already in that state or no longer unmined.
+	ClaimResolution(ctx context.Context, lease domain.Lease, claim Claim) (bool, error)
+}
+
+// Resolver runs the stage.
+type Resolver struct {
+	cfg         Config
+	store       Store
+	attempts    pipeline.AttemptStore
+	chain       services.Chain
+	signer      *pipeline.Signer
+	broadcaster *pipeline.Broadcaster
+	leases      *services.LeaseManager
+	hook        Hook
+	clock       services.Clock
+	metrics     *telemetry.Metrics
+	log         *log.Helper
+}
+
+// New builds the stage.
+func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain services.Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
+	leases *services.LeaseManager, hook Hook, clock services.Clock, metrics *telemetry.Metrics, logger log.Logger) *Resolver {
+	return &Resolver{cfg: cfg, store: store, attempts: attempts, chain: chain, signer: signer, broadcaster: broadcaster, leases: leases, hook: hook,
+		clock: clock, metrics: metrics, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
+}
+
+// DetectStuck looks at the signer's lowest unmined nonce and, past the thresholds, asks the
+// hook and carries its decision out. A transaction already marked STUCK (NOOP) is left
+// alone until a receipt arrives or an operator acts.
+func (r *Resolver) DetectStuck(ctx context.Context, lease domain.Lease) (bool, error) {
+	ctx, span := pipeline.Span(ctx, r.metrics, "pipeline.stuck", lease)
+	defer span.End()
+	head, err := r.store.HeadOfLine(ctx, lease.Signer)
+	if err != nil || !isStuck(head, r.clock.Now(), r.cfg) {
+		return false, err
+	}
+	decision, err := r.hook.Decide(ctx, caseOf(head, r.clock.Now(), false))
+	if err != nil {
+		return false, fmt.Errorf("stuck hook: %w", err)
+	}
+	return true, r.resolve(ctx, lease, head, decision)
+}
+
+// isStuck: a head of line not already marked STUCK that has waited at least MinAge and
+// been broadcast at least MinAttempts times.
+func isStuck(head *HeadOfLineTx, now time.Time, cfg Config) bool {
+	return head != nil && head.State != domain.StateStuck && now.Sub(head.Since) >= cfg.MinAge && head.SubmitAttempts >= cfg.MinAttempts
+}
+
+// ResolveTx resolves one transaction now (admin API). This node must hold the signer's
+// lease; the action defaults to the hook's decision.
+func (r *Resolver) ResolveTx(ctx context.Context, txID uuid.UUID, action domain.ResolutionAction, reason string) (domain.ResolutionAction, error) {
+	head, err := r.store.Resolvable(ctx, txID)
+	if err != nil {
+		return "", err
+	}
+	if head == nil {
+		return "", fmt.Errorf("%w: no unmined transaction %s", domain.ErrNotFound, txID)
+	}
+	lease, err := r.leases.Acquire(ctx, head.Signer)
+	if err != nil {
+		return "", err
+	}
+	decision := Decision{Action: action, Reason: reason}
+	if action == "" {
+		if decision, err = r.hook.Decide(ctx, caseOf(head, r.clock.Now(), true)); err != nil {
+			return "", fmt.Errorf("stuck hook: %w", err)
+		}
+	}
+	if decision.Reason == "" {
+		decision.Reason = "manual resolution requested through the admin API"
+	}
+	return decision.Action, r.resolve(ctx, lease, head, decision)
+}
+
+func caseOf(h *HeadOfLineTx, now time.Time, manual bool) Case {
+	return Case{
+		Signer: h.Signer, TxID: h.TxID, Nonce: h.Nonce, TxHash: h.TxHash, State: h.State, SubmitAttempts: h.SubmitAttempts,
+		LastError: h.LastError, Age: now.Sub(h.CreatedAt), PendingDepth: h.PendingDepth, Manual: manual,
+	}
+}
+
+// claimFor is the claim a decision makes. An action that needs an attempt gets it built
+// first (attemptErr is how that went): when no fee within the caps can replace the stuck
+// attempt, the transaction is marked STUCK instead of claiming an action that cannot
+// happen (fallback).
+func claimFor(head *HeadOfLineTx, decision Decision, attemptErr error) (claim Claim, fallback bool, err error) {
+	claim = Claim{TxID: head.TxID, Action: decision.Action, Reason: decision.Reason}
+	switch decision.Action {
+	case domain.ActionNoop:
+		claim.NewState, claim.SubState = domain.StateStuck, string(domain.ActionNoop)
+	case domain.ActionCancel, domain.ActionPlaceholder, domain.ActionReplace:
+		if errors.Is(attemptErr, services.ErrFeeCapReached) {
+			claim.NewState, claim.SubState = domain.StateStuck, string(domain.ActionNoop)
+			claim.Reason = decision.Reason + "; " + attemptErr.Error()
+			return claim, true, nil
+		}
+		if attemptErr != nil {
+			return Claim{}, false, attemptErr
+		}
+		claim.NewState, claim.SubState = domain.StateTracking, "RESOLVING_"+string(decision.Action)
+	default:
+		return Claim{}, false, fmt.Errorf("stuck hook returned unknown action %q", decision.Action)
+	}
+	return claim, false, nil
+}
+
+// needsAttempt: the action puts a new transaction at the stuck nonce.
+func needsAttempt(action domain.ResolutionAction) bool {
+	return action == domain.ActionCancel || action == domain.ActionPlaceholder || action == domain.ActionReplace
+}
+
+// resolve carries a decision out: a fenced, audited claim first; only then any signing and
+// broadcasting.
+func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOfLineTx, decision Decision) error {
+	var (
+		attempt    pipeline.SignedAttempt
+		attemptErr error
+	)
+	if needsAttempt(decision.Action) {
+		attempt, attemptErr = r.resolutionAttempt(ctx, head, decision.Action)
+	}
+	claim, fallback, err := claimFor(head, decision, attemptErr)
+	if err != nil {
+		return err
+	}
+	claimed, err := r.store.ClaimResolution(ctx, lease, claim)
+	if err != nil {
+		return r.leases.Fence(ctx, lease, err)
+	}
+	if !claimed {
+		return nil // already in this state (repeated decision) or no longer unmined
+	}
+	action := decision.Action
+	if fallback {
+		action = domain.ActionNoop
+	}
+	r.metrics.Stuck(ctx, strings.ToLower(string(action)))
+	fields := []any{"msg", "stuck transaction", "signer", lease.Signer, "tx_id", head.TxID.String(), "nonce", head.Nonce,
+		"action", string(action), "fencing_token", lease.Token, "reason", claim.Reason, "state", string(claim.NewState)}
+	if action == domain.ActionNoop {
+		// Alert level: a head-of-line nonce is blocking the signer and nobody will fix it
+		// automatically.
+		r.log.WithContext(ctx).Errorw(fields...)
+		return nil
+	}
+	r.log.WithContext(ctx).Warnw(fields...)
+	if err := r.attempts.RecordAttempt(ctx, lease, attempt, string(decision.Action)+"_SUBMITTED", r.cfg.ResubmitInterval); err != nil {
+		return r.leases.Fence(ctx, lease, err)
+	}
+	ours := []common.Hash{attempt.Hash}
+	if head.TxHash != nil {
+		ours = append(ours, *head.TxHash)
+	}
+	_, err = r.broadcaster.Broadcast(ctx, lease, []pipeline.BroadcastItem{{TxID: head.TxID, Raw: attempt.Raw, Ours: ours}})
+	return err
+}
+
+// resolutionAttempt signs the attempt an action needs at the stuck nonce.
+func (r *Resolver) resolutionAttempt(ctx context.Context, head *HeadOfLineTx, action domain.ResolutionAction) (pipeline.SignedAttempt, error) {
+	suggestion, err := r.chain.SuggestFees(ctx)
+	if err != nil {
+		return pipeline.SignedAttempt{}, &domain.UnavailableError{Reason: "fee suggestion", RetryAfter: time.Second, Err: err}
+	}
+	maxFee, maxTip := head.MaxFee, head.MaxTip
+	if maxFee == nil || maxTip == nil {
+		maxFee, maxTip = new(big.Int), new(big.Int)
+	}
+	if maxFee, maxTip, err = r.cfg.Fees.Bump(maxFee, maxTip, suggestion); err != nil {
+		return pipeline.SignedAttempt{}, err
+	}
+	u, kind := resolutionTx(head, action)
+	u.MaxFee, u.MaxTip, u.Legacy = maxFee, maxTip, suggestion.Legacy
+	return r.signer.Sign(ctx, head.TxID, kind, u)
+}
+
+// cancelGas is a plain transfer's gas.
+const cancelGas = 21_000
+
+// resolutionTx is the transaction an action puts at the stuck nonce (fees left to the
+// caller): the intent again for REPLACE, a 0-value self-transfer for CANCEL and
+// PLACEHOLDER.
+func resolutionTx(head *HeadOfLineTx, action domain.ResolutionAction) (pipeline.Unsigned, pipeline.AttemptKind) {
+	from := common.HexToAddress(head.Signer)
+	u := pipeline.Unsigned{From: from, Nonce: head.Nonce, To: &from, Value: new(big.Int), Gas: cancelGas}
+	switch action {
+	case domain.ActionReplace:
+		u.To, u.Value, u.Data, u.Gas = head.Intent.To, head.Intent.Value, head.Intent.Data, head.GasLimit
+		return u, pipeline.AttemptReplace
+	case domain.ActionPlaceholder:
+		return u, pipeline.AttemptPlaceholder
+	default:
+		return u, pipeline.AttemptCancel
+	}
+}

@@ -1,0 +1,148 @@
+package submitting
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// ResubmitDue rebroadcasts the signer's transactions whose resubmission is due (not mined
+// within the resubmit interval), STUCK ones included. They are claimed first, in one
+// fenced statement (advance next_resubmit_at, count the attempt), and only the claimed ones
+// are sent, lowest nonce first. Each is re-priced when it pays less than a fresh attempt
+// would (FeePolicy.Reprice): the replacement is signed and stored fenced before it is
+// sent; otherwise the same signed bytes go out again.
+func (s *Submitter) ResubmitDue(ctx context.Context, lease domain.Lease, limit int) (int, error) {
+	ctx, span := pipeline.Span(ctx, s.metrics, "pipeline.resubmit", lease)
+	defer span.End()
+	due, err := s.store.ListResubmitDue(ctx, lease.Signer, limit)
+	if err != nil || len(due) == 0 {
+		return 0, err
+	}
+	ids := make([]uuid.UUID, len(due))
+	for i, d := range due {
+		ids[i] = d.TxID
+	}
+	claimed, err := s.store.ClaimResubmits(ctx, lease, ids, s.cfg.ResubmitInterval)
+	if err != nil {
+		return 0, s.leases.Fence(ctx, lease, err)
+	}
+	items := claimedItems(due, claimed)
+	if len(items) == 0 {
+		return 0, nil
+	}
+	if items, err = s.reprice(ctx, lease, due, items); err != nil {
+		return 0, err
+	}
+	outcomes, err := s.broadcaster.Broadcast(ctx, lease, items)
+	for _, o := range outcomes {
+		s.metrics.Resubmit(ctx, o.Result)
+	}
+	return len(items), err
+}
+
+// claimedItems is what goes out again: the due transactions the claim kept, in the order
+// they were listed (lowest nonce first), each with every hash of ours the node may know.
+func claimedItems(due []DueResubmit, claimedIDs []uuid.UUID) []pipeline.BroadcastItem {
+	var items []pipeline.BroadcastItem
+	for _, d := range due {
+		if slices.Contains(claimedIDs, d.TxID) {
+			items = append(items, pipeline.BroadcastItem{TxID: d.TxID, Raw: d.Raw, Ours: d.AllHashes})
+		}
+	}
+	return items
+}
+
+// reprice replaces the bytes of every item whose fees fall short of the market with a
+// re-priced attempt, stored (fenced) as the transaction's current one before anything is
+// sent. Without a fee suggestion the items go out as they are: a rebroadcast must not
+// wait for the fee oracle.
+func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueResubmit, items []pipeline.BroadcastItem) ([]pipeline.BroadcastItem, error) {
+	suggestion, err := s.chain.SuggestFees(ctx)
+	if err != nil {
+		s.log.WithContext(ctx).Warnw("msg", "no fee suggestion; rebroadcasting at the current fees", "signer", lease.Signer, "error", err.Error())
+		return items, nil
+	}
+	current := make(map[uuid.UUID]DueResubmit, len(due))
+	for _, d := range due {
+		current[d.TxID] = d
+	}
+	var replacements []Replacement
+	for _, it := range items {
+		d := current[it.TxID]
+		maxFee, maxTip, action := s.cfg.Fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip).Reprice(d.MaxFee, d.MaxTip, suggestion)
+		switch action {
+		case services.AtFeeCap:
+			s.metrics.Reprice(ctx, "at_cap")
+			s.log.WithContext(ctx).Warnw("msg", "underpriced, and the fee caps leave no room for a replacement; waiting at the current fees",
+				"signer", lease.Signer, "tx_id", it.TxID.String(), "max_fee", d.MaxFee.String(), "base_fee", pipeline.OrZero(suggestion.BaseFee).String())
+			continue
+		case services.KeepFees:
+			continue
+		}
+		attempt, err := s.resign(ctx, d, maxFee, maxTip)
+		if err != nil {
+			return nil, fmt.Errorf("re-price %s: %w", it.TxID, err)
+		}
+		replacements = append(replacements, Replacement{Replaced: d.Current, Attempt: attempt})
+	}
+	if len(replacements) == 0 {
+		return items, nil
+	}
+	stored, err := s.store.RecordReplacements(ctx, lease, replacements)
+	if err != nil {
+		return nil, s.leases.Fence(ctx, lease, err)
+	}
+	items, raised := withReplacements(items, replacements, stored)
+	for _, a := range raised {
+		s.metrics.Reprice(ctx, "raised")
+		s.log.WithContext(ctx).Infow("msg", "transaction re-priced", "signer", lease.Signer, "tx_id", a.TxID.String(), "fencing_token", lease.Token,
+			"tx_hash", a.Hash.Hex(), "max_fee", a.MaxFee.String(), "max_tip", a.MaxTip.String())
+	}
+	return items, nil
+}
+
+// withReplacements sends, for each item whose replacement was stored as its current
+// attempt, the replacement's bytes, and adds its hash to ours; a replacement the store did
+// not take (the transaction was mined or moved on meanwhile) is dropped. It returns the
+// items and the replacements that took.
+func withReplacements(items []pipeline.BroadcastItem, replacements []Replacement, stored []uuid.UUID) ([]pipeline.BroadcastItem, []pipeline.SignedAttempt) {
+	became := make(map[uuid.UUID]pipeline.SignedAttempt, len(stored))
+	for _, r := range replacements {
+		if slices.Contains(stored, r.Attempt.TxID) {
+			became[r.Attempt.TxID] = r.Attempt
+		}
+	}
+	out := slices.Clone(items)
+	var raised []pipeline.SignedAttempt
+	for i, it := range out {
+		if a, ok := became[it.TxID]; ok {
+			out[i].Raw, out[i].Ours = a.Raw, append(slices.Clone(it.Ours), a.Hash)
+			raised = append(raised, a)
+		}
+	}
+	return out, raised
+}
+
+// resign signs the current attempt's transaction again with new fees: same nonce,
+// recipient, value, data and gas, same type (legacy or EIP-1559); an original becomes a
+// replacement, any other kind stays what it is.
+func (s *Submitter) resign(ctx context.Context, d DueResubmit, maxFee, maxTip *big.Int) (pipeline.SignedAttempt, error) {
+	u, err := s.signer.Decode(d.Raw)
+	if err != nil {
+		return pipeline.SignedAttempt{}, err
+	}
+	u.MaxFee, u.MaxTip = maxFee, maxTip
+	kind := d.Kind
+	if kind == pipeline.AttemptOriginal {
+		kind = pipeline.AttemptReplace
+	}
+	return s.signer.Sign(ctx, d.TxID, kind, u)
+}

@@ -1,0 +1,202 @@
+// Package submitting is the pipeline stage that signs and sends: a signer's allocated
+// transactions are signed, stored (fenced) and only then broadcast, in nonce order; those
+// not mined within the resubmit interval go out again, re-priced when the market moved
+// past their fees.
+package submitting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// Config tunes the stage.
+type Config struct {
+	// Batch bounds the transactions signed per signer per pass.
+	Batch int
+	// ResubmitInterval: a broadcast transaction without a receipt is broadcast again after
+	// this long.
+	ResubmitInterval time.Duration
+	Fees             services.FeePolicy
+}
+
+// DueResubmit is a transaction whose current attempt is due to be broadcast again.
+type DueResubmit struct {
+	TxID uuid.UUID
+	// Current is the current attempt: its hash, signed bytes, kind and fees.
+	Current        common.Hash
+	Raw            []byte
+	Kind           pipeline.AttemptKind
+	MaxFee, MaxTip *big.Int
+	// IntentMaxFee and IntentMaxTip are the fees the client named (nil when it named none):
+	// a re-priced attempt never goes above them.
+	IntentMaxFee, IntentMaxTip *big.Int
+	// AllHashes are every attempt's hashes: any of them may be what the node has.
+	AllHashes []common.Hash
+}
+
+// Replacement is a re-priced attempt that takes over from the attempt Replaced.
+type Replacement struct {
+	Replaced common.Hash
+	Attempt  pipeline.SignedAttempt
+}
+
+// Store is the stage's view of the database. Every write is fenced on the lease and yields
+// *domain.FencedError when the lease no longer matches.
+type Store interface {
+	ListAllocated(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error)
+	// MarkSigned stores the attempts and moves their transactions to TRACKING (SIGNED).
+	MarkSigned(ctx context.Context, lease domain.Lease, attempts []pipeline.SignedAttempt, resubmitAfter time.Duration) error
+	ListResubmitDue(ctx context.Context, signer string, limit int) ([]DueResubmit, error)
+	// ClaimResubmits claims those of txIDs still due and returns them.
+	ClaimResubmits(ctx context.Context, lease domain.Lease, txIDs []uuid.UUID, resubmitAfter time.Duration) ([]uuid.UUID, error)
+	// RecordReplacements stores re-priced attempts as their transactions' current ones and
+	// returns the transactions whose current attempt they became.
+	RecordReplacements(ctx context.Context, lease domain.Lease, replacements []Replacement) ([]uuid.UUID, error)
+}
+
+// Submitter runs the stage for the signers whose lease this node holds.
+type Submitter struct {
+	cfg         Config
+	store       Store
+	chain       services.Chain
+	signer      *pipeline.Signer
+	broadcaster *pipeline.Broadcaster
+	leases      *services.LeaseManager
+	metrics     *telemetry.Metrics
+	log         *log.Helper
+}
+
+// New builds the stage.
+func New(cfg Config, store Store, chain services.Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
+	leases *services.LeaseManager, metrics *telemetry.Metrics, logger log.Logger) *Submitter {
+	return &Submitter{cfg: cfg, store: store, chain: chain, signer: signer, broadcaster: broadcaster, leases: leases, metrics: metrics,
+		log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
+}
+
+// SubmitAllocated signs the signer's ALLOCATED transactions (lowest nonce first) in
+// batches of Config.Batch, persists every batch's attempts fenced, and only then
+// broadcasts them, batch after batch in nonce order, until none is left. While one batch
+// is on its way to the node, the next is signed and stored: for a hot signer the node's
+// intake, not signing and the database, sets the pace. stored (when not nil) is told each
+// batch once its attempts are stored and before any is sent: bytes no node has seen yet.
+func (s *Submitter) SubmitAllocated(ctx context.Context, lease domain.Lease, stored func([]pipeline.TrackedTx)) (int, error) {
+	total := 0
+	var sending chan error // the batch on its way to the node; nil when none is
+	sent := func() error {
+		if sending == nil {
+			return nil
+		}
+		err := <-sending
+		sending = nil
+		return err
+	}
+	for ctx.Err() == nil {
+		next, err := s.signAndStore(ctx, lease, stored)
+		sendErr := sent()
+		if len(next) == 0 {
+			return total, errors.Join(sendErr, err)
+		}
+		total += len(next)
+		if sendErr != nil || ctx.Err() != nil {
+			// The pass ends here (the batch before failed to record its outcome, or the
+			// node is stopping), but next is stored: it goes out now rather than leave a
+			// gap below every later nonce until its resubmission. When the lease is gone
+			// its outcome is the new owner's to learn.
+			var fenced *domain.FencedError
+			return total, errors.Join(sendErr, s.sendStored(ctx, lease, next, !errors.As(sendErr, &fenced)))
+		}
+		done := make(chan error, 1)
+		go func() { done <- s.sendStored(ctx, lease, next, true) }()
+		sending = done
+	}
+	return total, sent()
+}
+
+// storedSendTimeout bounds sending a stored batch, which runs on after its pass's context
+// ends (each call to the chain has its own deadline too).
+const storedSendTimeout = 30 * time.Second
+
+// signAndStore signs up to a batch of the signer's ALLOCATED transactions and stores their
+// attempts fenced (the transactions become TRACKING); nothing is sent.
+func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored func([]pipeline.TrackedTx)) ([]pipeline.SignedAttempt, error) {
+	ctx, span := pipeline.Span(ctx, s.metrics, "pipeline.sign", lease)
+	defer span.End()
+	txs, err := s.store.ListAllocated(ctx, lease.Signer, max(s.cfg.Batch, 1))
+	if err != nil || len(txs) == 0 {
+		return nil, err
+	}
+	suggestion, err := s.chain.SuggestFees(ctx)
+	if err != nil {
+		return nil, &domain.UnavailableError{Reason: "fee suggestion", RetryAfter: time.Second, Err: err}
+	}
+	attempts := make([]pipeline.SignedAttempt, 0, len(txs))
+	for _, tx := range txs {
+		u, err := s.original(tx, suggestion)
+		if err != nil {
+			return nil, err
+		}
+		attempt, err := s.signer.Sign(ctx, tx.ID, pipeline.AttemptOriginal, u)
+		if err != nil {
+			return nil, fmt.Errorf("sign %s (nonce %d): %w", tx.ID, tx.Nonce, err)
+		}
+		attempts = append(attempts, attempt)
+	}
+	if err := s.store.MarkSigned(ctx, lease, attempts, s.cfg.ResubmitInterval); err != nil {
+		return nil, s.leases.Fence(ctx, lease, err)
+	}
+	if stored != nil {
+		stored(pipeline.Tracked(lease.Signer, attempts))
+	}
+	return attempts, nil
+}
+
+// original is the first attempt's transaction for tx: its intent at the policy's initial
+// fees.
+func (s *Submitter) original(tx domain.ManagedTx, suggestion services.FeeSuggestion) (pipeline.Unsigned, error) {
+	maxFee, maxTip, err := s.cfg.Fees.Initial(tx.Intent, suggestion)
+	if err != nil {
+		return pipeline.Unsigned{}, err
+	}
+	return pipeline.Unsigned{From: tx.Signer, Nonce: tx.Nonce, To: tx.Intent.To, Value: tx.Intent.Value, Data: tx.Intent.Data,
+		Gas: tx.EffectiveGasLimit, MaxFee: maxFee, MaxTip: maxTip, Legacy: suggestion.Legacy}, nil
+}
+
+// sendStored broadcasts stored attempts in nonce order and, when record, records the
+// outcomes (fenced). It does not stop with ctx: once stored, the bytes are this signer's
+// transactions whoever owns it, and any owner would send exactly these.
+func (s *Submitter) sendStored(ctx context.Context, lease domain.Lease, attempts []pipeline.SignedAttempt, record bool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storedSendTimeout)
+	defer cancel()
+	ctx, span := pipeline.Span(ctx, s.metrics, "pipeline.submit", lease)
+	defer span.End()
+	if !record {
+		raws := make([][]byte, len(attempts))
+		for i, a := range attempts {
+			raws[i] = a.Raw
+		}
+		_, err := s.chain.SendRawTransactions(ctx, raws)
+		return err
+	}
+	items := make([]pipeline.BroadcastItem, len(attempts))
+	for i, a := range attempts {
+		items[i] = pipeline.BroadcastItem{TxID: a.TxID, Raw: a.Raw, Ours: []common.Hash{a.Hash}}
+	}
+	if _, err := s.broadcaster.Broadcast(ctx, lease, items); err != nil {
+		return err
+	}
+	s.log.WithContext(ctx).Infow("msg", "transactions signed and broadcast", "signer", lease.Signer, "fencing_token", lease.Token,
+		"count", len(attempts), "first_nonce", attempts[0].Nonce, "first_tx_id", attempts[0].TxID.String(), "state", string(domain.StateTracking))
+	return nil
+}

@@ -1,0 +1,114 @@
+package submitting
+
+import (
+	"context"
+	"math/big"
+	"slices"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+func TestClaimedItems(t *testing.T) {
+	a, b, c := uuid.New(), uuid.New(), uuid.New()
+	due := []DueResubmit{
+		{TxID: a, Raw: []byte("a"), AllHashes: []common.Hash{{1}}},
+		{TxID: b, Raw: []byte("b"), AllHashes: []common.Hash{{2}, {3}}},
+		{TxID: c, Raw: []byte("c")},
+	}
+	items := claimedItems(due, []uuid.UUID{c, b})
+	if len(items) != 2 || items[0].TxID != b || items[1].TxID != c {
+		t.Fatalf("items %+v: want b then c, in the listed (nonce) order", items)
+	}
+	if !slices.Equal(items[0].Ours, []common.Hash{{2}, {3}}) || string(items[0].Raw) != "b" {
+		t.Errorf("item b = %+v: want its bytes and every hash of ours", items[0])
+	}
+	if none := claimedItems(due, nil); len(none) != 0 {
+		t.Errorf("nothing claimed, yet %d items", len(none))
+	}
+}
+
+// A replacement goes out in place of the current bytes only when the store took it as the
+// transaction's current attempt; the old hashes stay ours.
+func TestWithReplacements(t *testing.T) {
+	a, b := uuid.New(), uuid.New()
+	items := []pipeline.BroadcastItem{{TxID: a, Raw: []byte("a0"), Ours: []common.Hash{{0xa0}}}, {TxID: b, Raw: []byte("b0"), Ours: []common.Hash{{0xb0}}}}
+	replacements := []Replacement{
+		{Replaced: common.Hash{0xa0}, Attempt: pipeline.SignedAttempt{TxID: a, Hash: common.Hash{0xa1}, Raw: []byte("a1")}},
+		{Replaced: common.Hash{0xb0}, Attempt: pipeline.SignedAttempt{TxID: b, Hash: common.Hash{0xb1}, Raw: []byte("b1")}},
+	}
+	out, raised := withReplacements(items, replacements, []uuid.UUID{a})
+	if string(out[0].Raw) != "a1" || !slices.Equal(out[0].Ours, []common.Hash{{0xa0}, {0xa1}}) {
+		t.Errorf("a = %+v, want the replacement's bytes and both hashes", out[0])
+	}
+	if string(out[1].Raw) != "b0" || len(out[1].Ours) != 1 {
+		t.Errorf("b = %+v, want it unchanged (the store did not take its replacement)", out[1])
+	}
+	if len(raised) != 1 || raised[0].TxID != a {
+		t.Errorf("raised %+v, want a only", raised)
+	}
+	if string(items[0].Raw) != "a0" {
+		t.Error("the items passed in were changed")
+	}
+}
+
+// A re-priced attempt is the same transaction (nonce, recipient, value, data, gas, type)
+// with the new fees; an original becomes a replacement, a cancellation stays one.
+func TestResignKeepsTheTransaction(t *testing.T) {
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chainID := services.ChainID{Int: big.NewInt(1337)}
+	signer := pipeline.NewSigner(chainID, signerFunc(func(tx *types.Transaction) (*types.Transaction, error) {
+		return types.SignTx(tx, types.LatestSignerForChainID(chainID.Int), key)
+	}))
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	to := common.HexToAddress("0x00000000000000000000000000000000000000bb")
+	s := &Submitter{signer: signer}
+	for _, tc := range []struct {
+		name     string
+		legacy   bool
+		kind     pipeline.AttemptKind
+		wantKind pipeline.AttemptKind
+	}{
+		{"original, EIP-1559", false, pipeline.AttemptOriginal, pipeline.AttemptReplace},
+		{"original, legacy", true, pipeline.AttemptOriginal, pipeline.AttemptReplace},
+		{"cancel", false, pipeline.AttemptCancel, pipeline.AttemptCancel},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first, err := signer.Sign(t.Context(), uuid.New(), tc.kind, pipeline.Unsigned{From: from, Nonce: 4, To: &to, Value: big.NewInt(9),
+				Data: []byte{0xca, 0xfe}, Gas: 50_000, MaxFee: big.NewInt(10), MaxTip: big.NewInt(1), Legacy: tc.legacy})
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := s.resign(t.Context(), DueResubmit{TxID: first.TxID, Raw: first.Raw, Kind: tc.kind}, big.NewInt(20), big.NewInt(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, err := signer.Decode(again.Raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.Kind != tc.wantKind || again.Hash == first.Hash || again.TxID != first.TxID {
+				t.Errorf("attempt %+v", again)
+			}
+			if u.From != from || u.Nonce != 4 || *u.To != to || u.Value.Int64() != 9 || string(u.Data) != "\xca\xfe" || u.Gas != 50_000 ||
+				u.Legacy != tc.legacy || u.MaxFee.Int64() != 20 {
+				t.Errorf("re-signed transaction %+v", u)
+			}
+		})
+	}
+}
+
+type signerFunc func(*types.Transaction) (*types.Transaction, error)
+
+func (f signerFunc) SignTx(_ context.Context, _ common.Address, tx *types.Transaction, _ *big.Int) (*types.Transaction, error) {
+	return f(tx)
+}

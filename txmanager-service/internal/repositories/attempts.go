@@ -1,0 +1,55 @@
+package repositories
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// AttemptRepository implements pipeline.AttemptStore (queries/attempts.sql): what every
+// stage that signs or sends records about attempts. Each write is one autocommitted, fenced
+// statement.
+type AttemptRepository struct {
+	q       *sqlcdb.Queries
+	chainID int64
+}
+
+// NewAttemptRepository builds the repository on the pool.
+func NewAttemptRepository(pool *pgxpool.Pool, chain services.ChainID) *AttemptRepository {
+	return &AttemptRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
+}
+
+// RecordBroadcasts implements pipeline.AttemptStore.
+func (r *AttemptRepository) RecordBroadcasts(ctx context.Context, lease domain.Lease, outcomes []pipeline.BroadcastOutcome) error {
+	var p sqlcdb.RecordBroadcastsParams
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
+	for _, o := range outcomes {
+		p.TxIds = append(p.TxIds, o.TxID.String())
+		p.SubStates = append(p.SubStates, o.SubState)
+		p.LastErrors = append(p.LastErrors, o.LastError)
+	}
+	row, err := r.q.RecordBroadcasts(ctx, p)
+	_, err = fencedOutcome(lease, "broadcast outcome", row.LeaseHeld, row.Updated, err)
+	return err
+}
+
+// RecordAttempt implements pipeline.AttemptStore.
+func (r *AttemptRepository) RecordAttempt(ctx context.Context, lease domain.Lease, a pipeline.SignedAttempt, subState string, resubmitAfter time.Duration) error {
+	p := sqlcdb.RecordAttemptParams{
+		TxHash: a.Hash.Hex(), TxID: a.TxID, Nonce: int64(a.Nonce), Kind: string(a.Kind),
+		MaxFee: a.MaxFee.String(), MaxTip: a.MaxTip.String(), GasLimit: int64(a.GasLimit), RawTx: a.Raw,
+		SubState: text(subState), ResubmitAfterSeconds: resubmitAfter.Seconds(),
+	}
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
+	row, err := r.q.RecordAttempt(ctx, p)
+	_, err = fencedOutcome(lease, "attempt", row.LeaseHeld, row.Updated, err)
+	return err
+}

@@ -1,0 +1,51 @@
+-- name: RecordBroadcasts :one
+-- Outcomes of broadcasts: sub_state and last error (cleared on success) per transaction.
+-- Bookkeeping the pipeline finds again from the chain (the next resubmission learns the
+-- outcome anew), so its commit does not wait for the WAL flush (see RecordReceipts).
+WITH relaxed_commit AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true)
+),
+lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+input AS (
+    SELECT unnest(@tx_ids::text[])      AS tx_id,
+           unnest(@sub_states::text[])  AS sub_state,
+           unnest(@last_errors::text[]) AS last_error
+),
+updated AS (
+    UPDATE managed_tx m
+    SET sub_state = i.sub_state, last_error = NULLIF(i.last_error, ''), fencing_token = @fencing_token, updated_at = now()
+    FROM lease, input i
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated FROM relaxed_commit;
+
+-- name: RecordAttempt :one
+-- A replacement, cancellation or placeholder attempt for the same nonce becomes the
+-- transaction's current attempt; the earlier ones stay on record for receipt look-ups.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+attempt AS (
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT @chain_id, @tx_hash, @tx_id, @signer, @nonce, @kind, CAST(sqlc.arg(max_fee)::text AS numeric), CAST(sqlc.arg(max_tip)::text AS numeric), @gas_limit, @raw_tx, @fencing_token
+    FROM lease
+    ON CONFLICT (tx_hash) DO NOTHING
+    RETURNING 1
+),
+updated AS (
+    UPDATE managed_tx m
+    SET tx_hash = @tx_hash, state = 'TRACKING', sub_state = @sub_state, submit_attempts = m.submit_attempts + 1,
+        last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8),
+        fencing_token = @fencing_token, updated_at = now()
+    FROM lease
+    WHERE m.tx_id = @tx_id AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;

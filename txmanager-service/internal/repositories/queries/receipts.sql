@@ -1,0 +1,102 @@
+-- name: ListAwaitingReceipt :many
+-- Transactions broadcast and not mined, with every attempt's hash: a receipt for any of
+-- them (the original or a replacement) settles the transaction.
+SELECT m.tx_id, m.signer, m.nonce,
+       array_agg(a.tx_hash ORDER BY a.created_at)::text[] AS attempt_hashes,
+       array_agg(a.kind ORDER BY a.created_at)::text[]    AS attempt_kinds
+FROM managed_tx m
+JOIN tx_attempt a ON a.tx_id = m.tx_id
+WHERE m.chain_id = @chain_id AND m.signer = ANY(@signers::text[]) AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+GROUP BY m.tx_id, m.signer, m.nonce;
+
+-- name: RecordReceipts :one
+-- Mined: store the receipt of whichever attempt was mined. A STUCK transaction that gets a
+-- receipt goes back to TRACKING and on to its final state like any other.
+--
+-- The commit does not wait for the WAL flush (synchronous_commit off for this transaction
+-- alone): a receipt lost with the last moments before a database crash is looked up again,
+-- and nothing durable can depend on it, since every later durable commit (finality reads
+-- the receipt) flushes the WAL past it. Under load the flushes are what every writer waits
+-- for, creates included.
+WITH relaxed_commit AS MATERIALIZED (
+    SELECT set_config('synchronous_commit', 'off', true)
+),
+lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+input AS (
+    SELECT unnest(@tx_ids::text[])        AS tx_id,
+           unnest(@tx_hashes::text[])     AS tx_hash,
+           unnest(@receipts::text[])::jsonb AS receipt,
+           unnest(@block_numbers::bigint[]) AS block_number,
+           unnest(@block_hashes::text[])  AS block_hash
+),
+updated AS (
+    UPDATE managed_tx m
+    SET receipt = i.receipt, block_number = i.block_number, block_hash = i.block_hash, tx_hash = i.tx_hash,
+        state = 'TRACKING', sub_state = 'MINED', last_error = NULL, fencing_token = @fencing_token, updated_at = now()
+    FROM lease, input i
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated FROM relaxed_commit;
+
+-- name: ListMined :many
+-- Every finality pass reads these: the receipt's two fields it needs come out as columns,
+-- so the receipt document is not shipped and decoded each time.
+SELECT tx_id, signer, nonce, block_number, block_hash,
+       (receipt->>'status')::bigint AS receipt_status, COALESCE(receipt->>'kind', '')::text AS receipt_kind
+FROM managed_tx
+WHERE chain_id = @chain_id AND signer = ANY(@signers::text[]) AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL;
+
+-- name: RevertReorged :one
+-- The block holding the receipt left the canonical chain: forget the receipt and look the
+-- transaction up again; resubmission is due at once in case the reorg dropped it.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+input AS (
+    SELECT unnest(@tx_ids::text[]) AS tx_id, unnest(@block_hashes::text[]) AS block_hash
+),
+updated AS (
+    UPDATE managed_tx m
+    SET receipt = NULL, block_number = NULL, block_hash = NULL, state = 'TRACKING', sub_state = 'REORGED',
+        next_resubmit_at = now(), fencing_token = @fencing_token, updated_at = now()
+    FROM lease, input i
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
+
+-- name: FinalizeTxs :one
+-- Final state and its completions-feed row in one fenced statement: a completion exists if
+-- and only if the transaction is final.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+input AS (
+    SELECT unnest(@tx_ids::text[])       AS tx_id,
+           unnest(@block_hashes::text[]) AS block_hash,
+           unnest(@states::text[])       AS state,
+           unnest(@sub_states::text[])   AS sub_state
+),
+finalized AS (
+    UPDATE managed_tx m
+    SET state = i.state, sub_state = NULLIF(i.sub_state, ''), confirmed_at = now(), next_resubmit_at = NULL,
+        fencing_token = @fencing_token, updated_at = now()
+    FROM lease, input i
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state
+),
+completed AS (
+    INSERT INTO tx_completions (chain_id, tx_id, signer, status)
+    SELECT chain_id, tx_id, signer, state FROM finalized
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM completed)::bigint AS updated;

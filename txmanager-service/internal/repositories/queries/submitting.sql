@@ -1,0 +1,111 @@
+-- name: ListAllocated :many
+SELECT * FROM managed_tx
+WHERE chain_id = @chain_id AND signer = @signer AND state = 'ALLOCATED'
+ORDER BY nonce
+LIMIT @max_rows;
+
+-- name: MarkSigned :one
+-- Persists signed attempts (hash, fees, raw bytes) and moves their transactions to
+-- TRACKING before anything is broadcast, so a response lost after broadcast is never a
+-- grey zone: the hash the node may know is already ours on record.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+input AS (
+    SELECT unnest(@tx_ids::text[])             AS tx_id,
+           unnest(@tx_hashes::text[])          AS tx_hash,
+           unnest(@nonces::bigint[])           AS nonce,
+           unnest(@max_fees::text[])           AS max_fee,
+           unnest(@max_tips::text[])           AS max_tip,
+           unnest(@gas_limits::bigint[])       AS gas_limit,
+           unnest(@raw_txs::bytea[])           AS raw_tx
+),
+attempts AS (
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT @chain_id, i.tx_hash, i.tx_id::uuid, @signer, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
+    FROM lease, input i
+    ON CONFLICT (tx_hash) DO NOTHING
+    RETURNING 1
+),
+updated AS (
+    UPDATE managed_tx m
+    SET state = 'TRACKING', sub_state = 'SIGNED', tx_hash = i.tx_hash, submit_attempts = m.submit_attempts + 1,
+        last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8),
+        last_error = NULL, fencing_token = @fencing_token, updated_at = now()
+    FROM lease, input i
+    WHERE m.tx_id = i.tx_id::uuid AND m.state = 'ALLOCATED'
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
+
+-- name: ListResubmitDue :many
+-- Broadcast, not mined, due again: with the current attempt (signed bytes, kind, fees) to
+-- send again or re-price. STUCK ones too: a stuck transaction keeps being rebroadcast and
+-- re-priced until it is final or an operator resolves it.
+SELECT m.tx_id, m.tx_hash, a.raw_tx, a.kind, a.max_fee_per_gas::text AS max_fee, a.max_priority_fee_per_gas::text AS max_tip,
+       COALESCE(m.payload->>'maxFeePerGas', '')::text AS intent_max_fee, COALESCE(m.payload->>'maxPriorityFeePerGas', '')::text AS intent_max_tip,
+       (SELECT array_agg(x.tx_hash) FROM tx_attempt x WHERE x.tx_id = m.tx_id)::text[] AS attempt_hashes
+FROM managed_tx m
+JOIN tx_attempt a ON a.tx_hash = m.tx_hash
+WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.next_resubmit_at <= now()
+ORDER BY m.nonce
+LIMIT @max_rows;
+
+-- name: ClaimResubmits :one
+-- Claim before the RPC: advance next_resubmit_at and count the attempt, so two nodes (or
+-- two loops) never rebroadcast the same transaction for the same slot. Returns the ids
+-- actually claimed (still due and unmined). The ids travel as text: pgx cannot encode a
+-- uuid array in the exec and simple-protocol modes a transaction pooler needs.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+claimed AS (
+    UPDATE managed_tx m
+    SET next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8), submit_attempts = m.submit_attempts + 1,
+        last_submit_at = now(), fencing_token = @fencing_token, updated_at = now()
+    FROM lease
+    WHERE m.tx_id = ANY(CAST(@tx_ids::text[] AS uuid[])) AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+      AND m.next_resubmit_at <= now()
+    RETURNING m.tx_id
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM claimed), '{}')::uuid[] AS claimed_ids;
+
+-- name: RecordReplacements :one
+-- Re-priced attempts of claimed rebroadcasts, stored before they are sent: each becomes its
+-- transaction's current attempt, the earlier ones stay on record (a receipt for any of them
+-- settles the transaction). Only where the attempt replaced is still the current one.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+input AS (
+    SELECT unnest(@tx_ids::text[])       AS tx_id,
+           unnest(@replaced::text[])     AS replaced,
+           unnest(@tx_hashes::text[])    AS tx_hash,
+           unnest(@nonces::bigint[])     AS nonce,
+           unnest(@kinds::text[])        AS kind,
+           unnest(@max_fees::text[])     AS max_fee,
+           unnest(@max_tips::text[])     AS max_tip,
+           unnest(@gas_limits::bigint[]) AS gas_limit,
+           unnest(@raw_txs::bytea[])     AS raw_tx
+),
+attempts AS (
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT @chain_id, i.tx_hash, i.tx_id::uuid, @signer, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
+    FROM lease, input i
+    ON CONFLICT (tx_hash) DO NOTHING
+    RETURNING 1
+),
+updated AS (
+    UPDATE managed_tx m
+    SET tx_hash = i.tx_hash, sub_state = 'REPRICED', fencing_token = @fencing_token, updated_at = now()
+    FROM lease, input i
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.tx_hash = i.replaced AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    RETURNING m.tx_id
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM updated), '{}')::uuid[] AS updated_ids;

@@ -1,0 +1,178 @@
+package services
+
+import "errors"
+
+// What a node's answer to a broadcast means is decided here and nowhere else: one row per
+// answer class, giving the sub-state recorded, what the pipeline does next and the metric
+// label. The chain adapter's classifier (internal/chain/classify.go) reads the class from
+// the node's message; a new class of node error is a sentinel and a row here plus its
+// phrases there.
+
+// Answer classes of a broadcast: errors.Is matches them on what Chain.SendRawTransactions
+// returns per transaction.
+var (
+	ErrKnownTransaction  = errors.New("chain: transaction already known")
+	ErrNonceTooLow       = errors.New("chain: nonce too low")
+	ErrUnderpriced       = errors.New("chain: transaction underpriced")
+	ErrInsufficientFunds = errors.New("chain: insufficient funds")
+)
+
+// Sub-states: the detail under a state.
+const (
+	SubStateSigned            = "SIGNED"
+	SubStateSubmitted         = "SUBMITTED"
+	SubStateBroadcastFailed   = "BROADCAST_FAILED"
+	SubStateUnderpriced       = "UNDERPRICED"
+	SubStateInsufficientFunds = "INSUFFICIENT_FUNDS"
+	SubStateNonceTaken        = "NONCE_TAKEN"
+	SubStateReverted          = "REVERTED"
+	SubStateCancelled         = "CANCELLED"
+	// SubStateRecognised: the nonce's transaction on chain was found to be this one's own.
+	SubStateRecognised = "RECOGNISED"
+)
+
+// NextStep is what happens to a transaction after an answer.
+type NextStep string
+
+// The steps. Each is carried out by the stage named, keyed on the sub-state recorded.
+const (
+	// StepAwaitReceipt: the node holds the transaction; receipts and finality follow it.
+	StepAwaitReceipt NextStep = "await receipt"
+	// StepRebroadcast: the same bytes go out again when the resubmit interval has passed.
+	StepRebroadcast NextStep = "rebroadcast after the resubmit interval"
+	// StepReprice: resubmission signs a replacement at the market's fees (within the caps).
+	StepReprice NextStep = "re-price at the next resubmission"
+	// StepWaitForFunds: rebroadcast at each resubmit interval until the signer can pay.
+	StepWaitForFunds NextStep = "rebroadcast once the signer can pay"
+	// StepSettleNonce: reconciliation finds what holds the nonce on chain and settles the
+	// transaction (recognised as ours, or failed when another transaction took it for good).
+	StepSettleNonce NextStep = "reconciliation settles the nonce"
+)
+
+// Ownership is what the node says of our own hashes for a transaction's nonce: asked only
+// for answers whose meaning depends on it (nonce too low).
+type Ownership int
+
+const (
+	// OwnershipNotAsked: the answer's meaning does not depend on it.
+	OwnershipNotAsked Ownership = iota
+	// OwnershipOurs: the node knows one of our hashes for the nonce.
+	OwnershipOurs
+	// OwnershipForeign: the node knows none of them; some other transaction has the nonce.
+	OwnershipForeign
+	// OwnershipUnchecked: the node could not be asked.
+	OwnershipUnchecked
+)
+
+// ChainOutcome is what an answer means for one transaction.
+type ChainOutcome struct {
+	SubState string
+	Next     NextStep
+	// Result is the label of tx_submit_total and resubmit_total.
+	Result string
+	// LastError is recorded as the transaction's last error; KeepNodeMessage records the
+	// node's own message instead (its nonces and balances are the operator's clue).
+	LastError       string
+	KeepNodeMessage bool
+}
+
+// chainAnswer is one row: an answer class (nil: accepted), the ownership it applies to, and
+// its meaning.
+type chainAnswer struct {
+	class     error
+	ownership Ownership
+	outcome   ChainOutcome
+}
+
+// chainAnswers is the table. Classes are matched in order with errors.Is.
+var chainAnswers = []chainAnswer{
+	{nil, OwnershipNotAsked, ChainOutcome{SubState: SubStateSubmitted, Next: StepAwaitReceipt, Result: "submitted"}},
+	{ErrKnownTransaction, OwnershipNotAsked, ChainOutcome{SubState: SubStateSubmitted, Next: StepAwaitReceipt, Result: "known"}},
+	// "nonce too low" after a lost response is settled by comparing hashes with what the
+	// node has, never guessed.
+	{ErrNonceTooLow, OwnershipOurs, ChainOutcome{SubState: SubStateSubmitted, Next: StepAwaitReceipt, Result: "nonce_too_low_ours"}},
+	{ErrNonceTooLow, OwnershipForeign, ChainOutcome{SubState: SubStateNonceTaken, Next: StepSettleNonce, Result: "nonce_taken",
+		LastError: "nonce used by a transaction this service did not sign"}},
+	{ErrNonceTooLow, OwnershipUnchecked, ChainOutcome{SubState: SubStateBroadcastFailed, Next: StepRebroadcast, Result: "error",
+		LastError: "nonce too low; our hashes could not be checked"}},
+	{ErrUnderpriced, OwnershipNotAsked, ChainOutcome{SubState: SubStateUnderpriced, Next: StepReprice, Result: "underpriced", KeepNodeMessage: true}},
+	{ErrInsufficientFunds, OwnershipNotAsked, ChainOutcome{SubState: SubStateInsufficientFunds, Next: StepWaitForFunds, Result: "insufficient_funds", KeepNodeMessage: true}},
+}
+
+// unclassifiedAnswer is any other failure: a transport error, or a node message no phrase
+// matches.
+var unclassifiedAnswer = ChainOutcome{SubState: SubStateBroadcastFailed, Next: StepRebroadcast, Result: "error", KeepNodeMessage: true}
+
+// NeedsOwnership reports whether the meaning of sendErr depends on whether the node knows
+// one of our hashes for the nonce.
+func NeedsOwnership(sendErr error) bool {
+	if sendErr == nil {
+		return false
+	}
+	for _, row := range chainAnswers {
+		if row.class != nil && row.ownership != OwnershipNotAsked && errors.Is(sendErr, row.class) {
+			return true
+		}
+	}
+	return false
+}
+
+// OutcomeOf is what sendErr (nil: accepted) means, given ownership for the classes that
+// need it (NeedsOwnership).
+func OutcomeOf(sendErr error, ownership Ownership) ChainOutcome {
+	for _, row := range chainAnswers {
+		matches := (sendErr == nil && row.class == nil) || (sendErr != nil && row.class != nil && errors.Is(sendErr, row.class))
+		if !matches || (row.ownership != OwnershipNotAsked && row.ownership != ownership) {
+			continue
+		}
+		out := row.outcome
+		if out.KeepNodeMessage {
+			out.LastError = sendErr.Error()
+		}
+		return out
+	}
+	out := unclassifiedAnswer
+	if sendErr != nil {
+		out.LastError = sendErr.Error()
+	}
+	return out
+}
+
+// IsNodeAnswer reports whether err is a node's answer about the request (another endpoint
+// would answer the same) rather than a failure to reach the node.
+func IsNodeAnswer(err error) bool {
+	for _, row := range chainAnswers {
+		if row.class != nil && errors.Is(err, row.class) {
+			return true
+		}
+	}
+	return errors.Is(err, ErrExecutionReverted) || errors.Is(err, ErrNotSupported)
+}
+
+// AnswerRow is one row of the outcome table as its tests and the classifier's see it.
+type AnswerRow struct {
+	// Class is the answer class (nil: accepted).
+	Class     error
+	Ownership Ownership
+	Outcome   ChainOutcome
+}
+
+// ChainAnswers lists the table's rows.
+func ChainAnswers() []AnswerRow {
+	out := make([]AnswerRow, len(chainAnswers))
+	for i, row := range chainAnswers {
+		out[i] = AnswerRow{Class: row.class, Ownership: row.ownership, Outcome: row.outcome}
+	}
+	return out
+}
+
+// AnswerClassOf is the class of the table that err matches: nil for nil (accepted) and for
+// an unclassified error.
+func AnswerClassOf(err error) error {
+	for _, row := range chainAnswers {
+		if row.class != nil && errors.Is(err, row.class) {
+			return row.class
+		}
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package services_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// Every row of the outcome table, through the same call the broadcaster makes: the node's
+// answer (as the classifier wraps it, with the node's own message) and, where the meaning
+// depends on it, whose hash the node holds.
+func TestOutcomeOfEveryAnswer(t *testing.T) {
+	node := func(class error, msg string) error { return fmt.Errorf("%w: %w", class, errors.New(msg)) }
+	tests := []struct {
+		name      string
+		answer    error
+		ownership services.Ownership
+		want      services.ChainOutcome
+	}{
+		{"accepted", nil, services.OwnershipNotAsked,
+			services.ChainOutcome{SubState: services.SubStateSubmitted, Next: services.StepAwaitReceipt, Result: "submitted"}},
+		{"already known", node(services.ErrKnownTransaction, "already known"), services.OwnershipNotAsked,
+			services.ChainOutcome{SubState: services.SubStateSubmitted, Next: services.StepAwaitReceipt, Result: "known"}},
+		{"nonce too low, ours", node(services.ErrNonceTooLow, "nonce too low: next nonce 8, tx nonce 7"), services.OwnershipOurs,
+			services.ChainOutcome{SubState: services.SubStateSubmitted, Next: services.StepAwaitReceipt, Result: "nonce_too_low_ours"}},
+		{"nonce too low, foreign", node(services.ErrNonceTooLow, "nonce too low"), services.OwnershipForeign,
+			services.ChainOutcome{SubState: services.SubStateNonceTaken, Next: services.StepSettleNonce, Result: "nonce_taken",
+				LastError: "nonce used by a transaction this service did not sign"}},
+		{"nonce too low, unchecked", node(services.ErrNonceTooLow, "nonce too low"), services.OwnershipUnchecked,
+			services.ChainOutcome{SubState: services.SubStateBroadcastFailed, Next: services.StepRebroadcast, Result: "error",
+				LastError: "nonce too low; our hashes could not be checked"}},
+		{"underpriced", node(services.ErrUnderpriced, "replacement transaction underpriced"), services.OwnershipNotAsked,
+			services.ChainOutcome{SubState: services.SubStateUnderpriced, Next: services.StepReprice, Result: "underpriced", KeepNodeMessage: true,
+				LastError: "chain: transaction underpriced: replacement transaction underpriced"}},
+		{"insufficient funds", node(services.ErrInsufficientFunds, "insufficient funds for gas * price + value"), services.OwnershipNotAsked,
+			services.ChainOutcome{SubState: services.SubStateInsufficientFunds, Next: services.StepWaitForFunds, Result: "insufficient_funds", KeepNodeMessage: true,
+				LastError: "chain: insufficient funds: insufficient funds for gas * price + value"}},
+		{"unclassified", errors.New("502 bad gateway"), services.OwnershipNotAsked,
+			services.ChainOutcome{SubState: services.SubStateBroadcastFailed, Next: services.StepRebroadcast, Result: "error", KeepNodeMessage: true,
+				LastError: "502 bad gateway"}},
+	}
+	covered := map[string]bool{}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := services.OutcomeOf(tc.answer, tc.ownership); got != tc.want {
+				t.Errorf("OutcomeOf = %+v\nwant        %+v", got, tc.want)
+			}
+			if need := services.NeedsOwnership(tc.answer); need != (tc.ownership != services.OwnershipNotAsked) {
+				t.Errorf("NeedsOwnership = %v, want %v", need, !need)
+			}
+		})
+		covered[fmt.Sprint(services.AnswerClassOf(tc.answer), tc.ownership)] = true
+	}
+	// A row added to the table without a case here fails.
+	for _, row := range services.ChainAnswers() {
+		if !covered[fmt.Sprint(row.Class, row.Ownership)] {
+			t.Errorf("the outcome table's row %v (ownership %d) has no case in this test", row.Class, row.Ownership)
+		}
+	}
+}
+
+func TestIsNodeAnswer(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("%w: nonce too low", services.ErrNonceTooLow), true},
+		{fmt.Errorf("%w: x", services.ErrKnownTransaction), true},
+		{fmt.Errorf("%w: x", services.ErrUnderpriced), true},
+		{fmt.Errorf("%w: x", services.ErrInsufficientFunds), true},
+		{fmt.Errorf("%w: x", services.ErrExecutionReverted), true},
+		{fmt.Errorf("%w: x", services.ErrNotSupported), true},
+		{errors.New("connection refused"), false},
+		{fmt.Errorf("%w: all down", services.ErrNoChainEndpoint), false},
+	}
+	for _, tc := range tests {
+		if got := services.IsNodeAnswer(tc.err); got != tc.want {
+			t.Errorf("IsNodeAnswer(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

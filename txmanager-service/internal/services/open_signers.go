@@ -1,0 +1,81 @@
+package services
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/go-kratos/kratos/v2/log"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// OpenSigner is a signer with unfinished transactions and its lease holder, if any.
+type OpenSigner struct {
+	Signer    string
+	Owner     string
+	LeaseLive bool
+}
+
+// OpenSignerStore reads which signers have unfinished transactions.
+type OpenSignerStore interface {
+	ListOpenSigners(ctx context.Context) ([]OpenSigner, error)
+	// OldestPendingAges is, per signer, the age in seconds of its oldest unfinished tx.
+	OldestPendingAges(ctx context.Context, signers []string) (map[string]float64, error)
+}
+
+// OpenSigners makes sure every signer with unfinished transactions has some node driving
+// its pipeline, and reports how long the oldest of them has waited.
+type OpenSigners struct {
+	store  OpenSignerStore
+	leases *LeaseManager
+	log    *log.Helper
+}
+
+// NewOpenSigners builds the use case and registers the pending-age gauge.
+func NewOpenSigners(store OpenSignerStore, leases *LeaseManager, metrics *telemetry.Metrics, logger log.Logger) (*OpenSigners, error) {
+	o := &OpenSigners{store: store, leases: leases, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
+	err := metrics.RegisterFloatGauge(telemetry.PendingOldestAgeSeconds,
+		"Age of the oldest unfinished transaction, per signer this node holds.",
+		func(ctx context.Context, record func(float64, ...attribute.KeyValue)) {
+			signers := leases.HeldSigners()
+			if len(signers) == 0 {
+				return
+			}
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			ages, err := store.OldestPendingAges(ctx, signers)
+			if err != nil {
+				return // a scrape must not fail because the database is slow
+			}
+			for _, signer := range signers {
+				record(ages[signer], attribute.String("signer", signer))
+			}
+		})
+	return o, err
+}
+
+// Adopt keeps the leases of signers with unfinished transactions: renewed while this node
+// holds them, and acquired when nobody does (after a restart or a peer's departure), so
+// every open transaction has some node driving it.
+func (o *OpenSigners) Adopt(ctx context.Context) error {
+	open, err := o.store.ListOpenSigners(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range open {
+		if _, held := o.leases.Current(s.Signer); held {
+			o.leases.Touch(s.Signer)
+			continue
+		}
+		if s.LeaseLive {
+			continue // a live peer drives it
+		}
+		if _, err := o.leases.Acquire(ctx, s.Signer); err != nil && !errors.Is(err, domain.ErrNotLeader) {
+			o.log.Warnw("msg", "could not adopt signer", "signer", s.Signer, "error", err.Error())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+// Command txm-bench-chain measures the service end to end against a real node (make
+// bench-chain): geth v1.17.8 --dev with a block gas limit and transaction pool large enough
+// that neither block space nor the pool is the limit, and, for each shape (20 signers and
+// 1 signer, 20,000 transfers by default):
+//
+//   - a baseline: a bare sender that pre-signs every transfer and pushes them with batched
+//     eth_sendRawTransaction as fast as the node takes them, then waits until every one has
+//     the same confirmations the service waits for: the node's own limit on this machine;
+//   - the service: the same transfers created through its HTTP API by concurrent clients,
+//     from the first create until every one is CONFIRMED.
+//
+// It prints both times and their ratio per shape. Each measurement uses signers of its own,
+// so every one starts at nonce 0 on the same chain.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/big"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ethereum/go-ethereum/params"
+
+	"github.com/bionicotaku/txmanager-service/test/e2e"
+)
+
+type options struct {
+	repo          string
+	transfers     int
+	shapes        []int
+	clients       int
+	confirmations uint64
+	target        float64
+	timeout       time.Duration
+	verbose       bool
+	keep          bool
+}
+
+// confirmationsDefault matches e2e.FastLoops, which the service runs with.
+const confirmationsDefault = 2
+
+func main() {
+	o := options{shapes: []int{20, 1}, confirmations: confirmationsDefault}
+	flag.StringVar(&o.repo, "repo", ".", "repository root (holds txmanager-service/ and bin/)")
+	flag.IntVar(&o.transfers, "transfers", 20_000, "transfers per shape")
+	flag.IntVar(&o.clients, "clients", 256, "concurrent HTTP clients creating transactions (a payout run or a busy API has hundreds of callers in flight)")
+	flag.Float64Var(&o.target, "target", 1.5, "the service may take at most this many times the baseline's time")
+	flag.BoolVar(&o.verbose, "v", false, "print the service's progress (allocated, broadcast, mined, confirmed) every second")
+	flag.Func("signers", "signer counts to run, comma separated (default 20,1)", func(v string) error {
+		o.shapes = nil
+		for _, field := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(field))
+			if err != nil || n < 1 {
+				return fmt.Errorf("signer count %q: want a positive integer", field)
+			}
+			o.shapes = append(o.shapes, n)
+		}
+		return nil
+	})
+	flag.BoolVar(&o.keep, "keep", false, "keep the work folder (the service's and geth's logs) and print its path")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole run")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	results, err := run(ctx, o)
+	printResults(results, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "txm-bench-chain:", err)
+		os.Exit(1)
+	}
+}
+
+// result is one shape's figures.
+type result struct {
+	signers  int
+	baseline measurement
+	service  measurement
+}
+
+type measurement struct {
+	transfers int
+	// accepted is first send (or create) -> last one accepted by the node (or answered).
+	accepted time.Duration
+	// confirmed is first send (or create) -> every transfer with the confirmations.
+	confirmed time.Duration
+	blocks    int // blocks the transfers were mined in
+}
+
+func (m measurement) perSecond() float64 {
+	if m.confirmed <= 0 {
+		return 0
+	}
+	return float64(m.transfers) / m.confirmed.Seconds()
+}
+
+func run(ctx context.Context, o options) ([]result, error) {
+	root, err := os.MkdirTemp("", "txm-bench-chain-")
+	if err != nil {
+		return nil, err
+	}
+	if o.keep {
+		fmt.Printf("work folder (kept): %s\n", root)
+	} else {
+		defer os.RemoveAll(root)
+	}
+	gethBin, version, err := e2e.BuildGeth(ctx, filepath.Join(o.repo, "bin"))
+	if err != nil {
+		return nil, err
+	}
+	serviceBin, err := e2e.BuildService(ctx, filepath.Join(o.repo, "txmanager-service"), filepath.Join(root, "bin"))
+	if err != nil {
+		return nil, err
+	}
+	pg, err := e2e.FindPostgres(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = pg.Close() }()
+	geth, err := e2e.StartGeth(ctx, e2e.GethOptions{Bin: gethBin, Period: time.Second, Dir: filepath.Join(root, "geth"), ExtraArgs: roomyNode(o.transfers)})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = geth.Stop() }()
+	fmt.Printf("txm-bench-chain: geth %s --dev (1s blocks, %d gas per block), %d transfers per shape; PostgreSQL: %s\n",
+		version, blockGasLimit, o.transfers, pg.Source)
+
+	// Keys: for each shape, a set for the baseline and a set for the service.
+	total := 0
+	for _, n := range o.shapes {
+		total += 2 * n
+	}
+	keys := e2e.Keys(total)
+	amount := new(big.Int).Mul(big.NewInt(100), big.NewInt(params.Ether))
+	if err := e2e.FundAccounts(ctx, geth.URL(), e2e.Addresses(keys), amount); err != nil {
+		return nil, err
+	}
+	var results []result
+	for _, n := range o.shapes {
+		baselineKeys, serviceKeys := keys[:n], keys[n:2*n]
+		keys = keys[2*n:]
+		res := result{signers: n}
+		fmt.Printf("==> %d signer(s): baseline\n", n)
+		if res.baseline, err = runBaseline(ctx, geth.URL(), geth.PID(), baselineKeys, o.transfers, o.confirmations); err != nil {
+			return results, fmt.Errorf("baseline, %d signers: %w", n, err)
+		}
+		fmt.Printf("==> %d signer(s): service\n", n)
+		if res.service, err = runService(ctx, serviceRun{
+			bin: serviceBin, dir: filepath.Join(root, fmt.Sprintf("service-%d", n)), pg: pg, nodeURL: geth.URL(),
+			keys: serviceKeys, transfers: o.transfers, clients: o.clients, confirmations: o.confirmations, verbose: o.verbose,
+			gethPID: geth.PID(),
+		}); err != nil {
+			return results, fmt.Errorf("service, %d signers: %w", n, err)
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+// blockGasLimit holds 40,000 transfers: block space is never what the run measures.
+const blockGasLimit = 840_000_000
+
+// roomyNode is geth's configuration for the run: blocks and a transaction pool that hold
+// the whole run, so the node takes transfers as fast as it can process them.
+func roomyNode(transfers int) []string {
+	slots := fmt.Sprint(2 * transfers)
+	return []string{
+		"--dev.gaslimit", fmt.Sprint(blockGasLimit), "--miner.gaslimit", fmt.Sprint(blockGasLimit),
+		"--txpool.accountslots", slots, "--txpool.globalslots", slots,
+		"--txpool.accountqueue", slots, "--txpool.globalqueue", slots,
+		"--rpc.batch-request-limit", "5000", "--rpc.batch-response-max-size", "100000000",
+	}
+}
+
+func printResults(results []result, o options) {
+	if len(results) == 0 {
+		return
+	}
+	fmt.Printf("\n%-8s  %-10s %12s %14s %8s %10s\n", "signers", "run", "accepted", "all confirmed", "blocks", "txs/s")
+	for _, r := range results {
+		for _, m := range []struct {
+			name string
+			m    measurement
+		}{{"baseline", r.baseline}, {"service", r.service}} {
+			fmt.Printf("%-8d  %-10s %12s %14s %8d %10.0f\n", r.signers, m.name, m.m.accepted.Round(time.Millisecond),
+				m.m.confirmed.Round(time.Millisecond), m.m.blocks, m.m.perSecond())
+		}
+		ratio := r.service.confirmed.Seconds() / r.baseline.confirmed.Seconds()
+		verdict := "within target"
+		if ratio > o.target {
+			verdict = "ABOVE target"
+		}
+		fmt.Printf("%-8d  service / baseline = %.2fx (target <= %.1fx: %s)\n", r.signers, ratio, o.target, verdict)
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/rpc"
+	"github.com/jackc/pgx/v5"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/test/e2e"
+)
+
+type serviceRun struct {
+	bin, dir      string
+	pg            *e2e.Postgres
+	nodeURL       string
+	keys          []*ecdsa.PrivateKey
+	transfers     int
+	clients       int
+	confirmations uint64
+	verbose       bool
+	gethPID       int
+}
+
+// runService starts the service on a fresh database with keys as its signers, creates the
+// transfers through its HTTP API from r.clients concurrent clients (round robin over the
+// signers, with a gas limit as the baseline has), and measures first create -> every
+// transaction CONFIRMED.
+func runService(ctx context.Context, r serviceRun) (measurement, error) {
+	db, err := r.pg.CreateDatabase(ctx, "txm_bench_chain")
+	if err != nil {
+		return measurement{}, err
+	}
+	defer func() { _ = db.Drop(context.WithoutCancel(ctx)) }()
+	cfg := e2e.FastLoops(e2e.ServiceConfig{NodeID: "bench-chain", DatabaseDSN: db.DSN, ChainRPCURL: r.nodeURL, Signers: r.keys})
+	cfg.Confirmations = r.confirmations
+	// Profiles on /debug/pprof/ let a slow run be looked into while it happens.
+	cfg.Overrides = map[string]any{"observability.pprof": true}
+	svc, err := e2e.StartService(ctx, e2e.ServiceOptions{Bin: r.bin, Config: cfg, Dir: r.dir})
+	if err != nil {
+		return measurement{}, err
+	}
+	defer func() { _ = svc.Stop() }()
+	conn, err := pgx.Connect(ctx, db.DSN)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	api := e2e.NewClient(svc.HTTPURL())
+	fmt.Printf("    service at %s (profiles: %s/debug/pprof/)\n", svc.HTTPURL(), svc.HTTPURL())
+	signers := e2e.Addresses(r.keys)
+
+	account := startCPUAccount(accountedProcess{name: "service", pid: svc.PID()}, accountedProcess{name: "geth", pid: r.gethPID},
+		accountedProcess{name: "load generator", pid: os.Getpid()})
+	account.sampleBackends(ctx, conn)
+	started := time.Now()
+	var (
+		next   atomic.Int64
+		failed atomic.Pointer[error]
+		wg     sync.WaitGroup
+	)
+	for range r.clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= r.transfers || failed.Load() != nil {
+					return
+				}
+				_, err := api.CreateTx(ctx, &v1.CreateTxRequest{
+					Signer: signers[i%len(signers)].Hex(), To: e2e.Recipient().Hex(), Value: "1", GasLimit: 21_000,
+					RequestId: fmt.Sprintf("bench-%d", i),
+				})
+				if err != nil {
+					err = fmt.Errorf("create %d: %w", i, err)
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if errp := failed.Load(); errp != nil {
+		return measurement{}, *errp
+	}
+	m := measurement{transfers: r.transfers, accepted: time.Since(started)}
+	lastReport := time.Now()
+	for {
+		if r.verbose && time.Since(lastReport) >= time.Second {
+			lastReport = time.Now()
+			var allocated, broadcast, mined, final int
+			if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'ALLOCATED'), count(*) FILTER (WHERE state IN ('TRACKING', 'STUCK') AND receipt IS NULL),
+				count(*) FILTER (WHERE state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL), count(*) FILTER (WHERE state = 'CONFIRMED') FROM managed_tx`).Scan(&allocated, &broadcast, &mined, &final); err == nil {
+				pool := poolStatus(ctx, r.nodeURL)
+				fmt.Printf("    %5.1fs  allocated %d, broadcast %d, mined %d, confirmed %d; node pool %s\n", time.Since(started).Seconds(), allocated, broadcast, mined, final, pool)
+			}
+		}
+		account.sampleBackends(ctx, conn)
+		var confirmed, failedFinal int
+		err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'CONFIRMED'), count(*) FILTER (WHERE state = 'FAILED_FINAL')
+			FROM managed_tx`).Scan(&confirmed, &failedFinal)
+		if err != nil {
+			return m, err
+		}
+		if confirmed == r.transfers {
+			break
+		}
+		if failedFinal > 0 {
+			return m, fmt.Errorf("%d transactions FAILED_FINAL", failedFinal)
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return m, errors.Join(fmt.Errorf("%d of %d confirmed", confirmed, r.transfers), err)
+		}
+	}
+	m.confirmed = time.Since(started)
+	fmt.Printf("    %s\n", account.finish())
+	if err := conn.QueryRow(ctx, "SELECT count(DISTINCT block_number) FROM managed_tx").Scan(&m.blocks); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// poolStatus is the node's transaction pool as "pending/queued", for the progress lines.
+func poolStatus(ctx context.Context, url string) string {
+	client, err := rpc.DialContext(ctx, url)
+	if err != nil {
+		return err.Error()
+	}
+	defer client.Close()
+	var status struct{ Pending, Queued hexutil.Uint }
+	if err := client.CallContext(ctx, &status, "txpool_status"); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%d pending / %d queued", status.Pending, status.Queued)
+}

@@ -1,0 +1,368 @@
+// Package faultproxy is a fault-injection test tool: an HTTP proxy that puts the faults
+// production RPC endpoints bring between the service and a real node (geth, or the
+// simulated chain served over HTTP): an endpoint that accepts and never answers, one that
+// refuses connections, and one that serves a head some blocks behind, always or on every
+// other request like a load balancer over backends at different heights. Tests and the
+// chain chaos suite use it; the service never does (how the service reads a node's answers
+// is production code under internal/).
+package faultproxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Mode is how the proxy treats requests.
+type Mode int32
+
+const (
+	// Pass forwards every request.
+	Pass Mode = iota
+	// Hang accepts connections and requests and never answers.
+	Hang
+	// Refuse closes the listening socket: connections are refused.
+	Refuse
+	// Lag serves the chain as a node Lag blocks behind would.
+	Lag
+)
+
+func (m Mode) String() string {
+	return [...]string{"pass", "hang", "refuse", "lag"}[m]
+}
+
+// Proxy is a JSON-RPC proxy on a loopback port of its own in front of one node.
+type Proxy struct {
+	// upstream is the node's URL; it changes when the node restarts on another port.
+	upstream atomic.Pointer[string]
+	client   *http.Client
+
+	mode      atomic.Int32
+	lagBlocks atomic.Uint64
+	// alternate applies Lag to every other request only.
+	alternate atomic.Bool
+	// legacy hides the base fee from blocks: the node looks like a chain without EIP-1559.
+	legacy   atomic.Bool
+	requests atomic.Uint64
+
+	mu       sync.Mutex
+	addr     string
+	listener net.Listener
+	server   *http.Server
+	serving  sync.WaitGroup
+	closed   chan struct{}
+}
+
+// Start listens on a free loopback port and forwards to upstream (an http:// JSON-RPC URL).
+func Start(upstream string) (*Proxy, error) {
+	p := &Proxy{client: &http.Client{}, closed: make(chan struct{})}
+	p.upstream.Store(&upstream)
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("faultproxy: listen: %w", err)
+	}
+	p.addr = listener.Addr().String()
+	p.serve(listener)
+	return p, nil
+}
+
+// URL is the proxy's JSON-RPC address.
+func (p *Proxy) URL() string { return "http://" + p.addr }
+
+// Requests is how many JSON-RPC requests (a batch counts once) reached the proxy.
+func (p *Proxy) Requests() uint64 { return p.requests.Load() }
+
+func (p *Proxy) serve(listener net.Listener) {
+	server := &http.Server{Handler: http.HandlerFunc(p.handle), ReadHeaderTimeout: 10 * time.Second}
+	p.listener, p.server = listener, server
+	p.serving.Go(func() { _ = server.Serve(listener) })
+}
+
+// SetMode switches the fault. Refuse closes the socket (open connections too); leaving it
+// listens again on the same port.
+func (p *Proxy) SetMode(m Mode) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := Mode(p.mode.Swap(int32(m)))
+	switch {
+	case m == Refuse && old != Refuse:
+		_ = p.server.Close()
+		p.listener = nil
+	case m != Refuse && old == Refuse:
+		var listener net.Listener
+		var err error
+		// The port was ours a moment ago; another socket may briefly hold it.
+		for range 50 {
+			if listener, err = net.Listen("tcp", p.addr); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			p.mode.Store(int32(Refuse))
+			return fmt.Errorf("faultproxy: listen again on %s: %w", p.addr, err)
+		}
+		p.serve(listener)
+	}
+	return nil
+}
+
+// SetUpstream points the proxy at another node URL (the node restarted on a new port);
+// requests already under way finish against the old one.
+func (p *Proxy) SetUpstream(url string) { p.upstream.Store(&url) }
+
+// SetLag sets how many blocks behind the Lag mode serves, and whether only every other
+// request lags (a load balancer over backends at different heights).
+func (p *Proxy) SetLag(blocks uint64, everyOtherRequest bool) {
+	p.lagBlocks.Store(blocks)
+	p.alternate.Store(everyOtherRequest)
+}
+
+// SetLegacy makes the node look like a chain without EIP-1559: blocks carry no base fee.
+// The node behind still mines legacy transactions, so the legacy path runs end to end.
+func (p *Proxy) SetLegacy(on bool) { p.legacy.Store(on) }
+
+// Close stops the proxy; hung requests end.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	select {
+	case <-p.closed:
+	default:
+		close(p.closed)
+		if p.listener != nil {
+			_ = p.server.Close()
+		}
+	}
+	p.mu.Unlock()
+	p.serving.Wait()
+}
+
+func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
+	n := p.requests.Add(1)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 32<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	mode := Mode(p.mode.Load())
+	if mode == Lag && p.alternate.Load() && n%2 == 0 {
+		mode = Pass
+	}
+	if mode == Pass && p.legacy.Load() {
+		mode = Lag // a rewriting pass with no lag
+	}
+	switch mode {
+	case Hang:
+		select {
+		case <-r.Context().Done():
+		case <-p.closed:
+		}
+		return
+	case Lag:
+		answer, err := p.lagging(r.Context(), body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+		return
+	}
+	answer, status, err := p.post(r.Context(), body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(answer)
+}
+
+func (p *Proxy) post(ctx context.Context, body []byte) ([]byte, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *p.upstream.Load(), bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	return answer, resp.StatusCode, err
+}
+
+type rpcRequest struct {
+	JSONRPC string            `json:"jsonrpc"`
+	ID      json.RawMessage   `json:"id"`
+	Method  string            `json:"method"`
+	Params  []json.RawMessage `json:"params"`
+}
+
+type rpcResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   json.RawMessage `json:"error,omitempty"`
+}
+
+// lagging answers as a node whose head is lag blocks below the real one: the head, blocks
+// and receipts above it do not exist yet, and "latest" state is read at its head. With the
+// legacy view (and no lag) it only hides base fees.
+func (p *Proxy) lagging(ctx context.Context, body []byte) ([]byte, error) {
+	trimmed := bytes.TrimSpace(body)
+	batch := len(trimmed) > 0 && trimmed[0] == '['
+	var reqs []rpcRequest
+	if batch {
+		if err := json.Unmarshal(trimmed, &reqs); err != nil {
+			return nil, err
+		}
+	} else {
+		var one rpcRequest
+		if err := json.Unmarshal(trimmed, &one); err != nil {
+			return nil, err
+		}
+		reqs = []rpcRequest{one}
+	}
+	realHead, err := p.head(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lag := p.lagBlocks.Load()
+	if Mode(p.mode.Load()) != Lag {
+		lag = 0
+	}
+	head := uint64(0)
+	if realHead > lag {
+		head = realHead - lag
+	}
+	headHex := json.RawMessage(strconv.Quote("0x" + strconv.FormatUint(head, 16)))
+	for i := range reqs {
+		rewriteForHead(&reqs[i], headHex)
+	}
+	upstream, err := json.Marshal(reqs)
+	if err != nil {
+		return nil, err
+	}
+	answer, status, err := p.post(ctx, upstream)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("upstream answered %d: %s", status, answer)
+	}
+	var resps []rpcResponse
+	if err := json.Unmarshal(answer, &resps); err != nil {
+		return nil, err
+	}
+	byID := map[string]*rpcResponse{}
+	for i := range resps {
+		byID[string(resps[i].ID)] = &resps[i]
+	}
+	out := make([]rpcResponse, 0, len(reqs))
+	for _, req := range reqs {
+		resp, ok := byID[string(req.ID)]
+		if !ok {
+			return nil, fmt.Errorf("upstream left request %s unanswered", req.ID)
+		}
+		switch {
+		case req.Method == "eth_blockNumber":
+			resp.Result, resp.Error = headHex, nil
+		case resp.Error == nil && beyondHead(req.Method, resp.Result, head):
+			resp.Result = json.RawMessage("null")
+		case resp.Error == nil && p.legacy.Load():
+			resp.Result = withoutBaseFee(req.Method, resp.Result)
+		}
+		out = append(out, *resp)
+	}
+	if !batch {
+		return json.Marshal(out[0])
+	}
+	return json.Marshal(out)
+}
+
+// rewriteForHead points "latest"-style block tags at the lagging head. Heights above it
+// need no rewriting: their answers are replaced by null (beyondHead).
+func rewriteForHead(req *rpcRequest, headHex json.RawMessage) {
+	tagAt := map[string]int{"eth_getBlockByNumber": 0, "eth_getTransactionCount": 1, "eth_getBalance": 1, "eth_getCode": 1}
+	i, ok := tagAt[req.Method]
+	if !ok || len(req.Params) <= i {
+		return
+	}
+	var tag string
+	if err := json.Unmarshal(req.Params[i], &tag); err != nil {
+		return
+	}
+	if tag == "latest" || tag == "safe" || tag == "finalized" {
+		req.Params[i] = headHex
+	}
+}
+
+// withoutBaseFee drops baseFeePerGas from a block.
+func withoutBaseFee(method string, result json.RawMessage) json.RawMessage {
+	if method != "eth_getBlockByNumber" && method != "eth_getBlockByHash" {
+		return result
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(result, &obj); err != nil || obj == nil {
+		return result
+	}
+	delete(obj, "baseFeePerGas")
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return result
+	}
+	return out
+}
+
+// beyondHead: the answer describes a block (or a transaction in a block) above head.
+func beyondHead(method string, result json.RawMessage, head uint64) bool {
+	var field string
+	switch method {
+	case "eth_getBlockByNumber", "eth_getBlockByHash":
+		field = "number"
+	case "eth_getTransactionReceipt", "eth_getTransactionByHash":
+		field = "blockNumber"
+	default:
+		return false
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(result, &obj); err != nil || obj == nil {
+		return false
+	}
+	var hexNumber string
+	if err := json.Unmarshal(obj[field], &hexNumber); err != nil {
+		return false
+	}
+	n, err := strconv.ParseUint(strings.TrimPrefix(hexNumber, "0x"), 16, 64)
+	return err == nil && n > head
+}
+
+func (p *Proxy) head(ctx context.Context) (uint64, error) {
+	answer, _, err := p.post(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}`))
+	if err != nil {
+		return 0, err
+	}
+	var resp struct {
+		Result string `json:"result"`
+	}
+	if err := json.Unmarshal(answer, &resp); err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(strings.TrimPrefix(resp.Result, "0x"), 16, 64)
+	if err != nil {
+		return 0, errors.New("upstream head: " + string(answer))
+	}
+	return n, nil
+}
