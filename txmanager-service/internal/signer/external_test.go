@@ -19,10 +19,10 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/ethereum/go-ethereum/signer/core/apitypes"
 
-	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/signer"
 	"github.com/bionicotaku/txmanager-service/test/clef"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 )
 
 var (
