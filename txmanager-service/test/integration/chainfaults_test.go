@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -250,13 +249,4 @@ func TestHungSignerDelaysNoOtherSigner(t *testing.T) {
 	if state := s.tx(t, hung).state; state != "ALLOCATED" {
 		t.Fatalf("the hung signer's transaction is %s, want ALLOCATED (never signed)", state)
 	}
-}
-
-func listenLoopback(t *testing.T) net.Listener {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }
