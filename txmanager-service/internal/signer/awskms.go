@@ -44,10 +44,7 @@ func NewAWSKMSSource(ctx context.Context, cfg conf.AWSKMSSource, loadOptions ...
 	if awsCfg.Region == "" {
 		return nil, errors.New("aws kms: no region: set signers.awsKms.region or AWS_REGION")
 	}
-	attempts := cfg.MaxAttempts
-	if attempts <= 0 {
-		attempts = DefaultKMSMaxAttempts
-	}
+	timeout, attempts := kmsBounds(cfg.Timeout, cfg.MaxAttempts)
 	client := kms.NewFromConfig(awsCfg, func(o *kms.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
@@ -59,13 +56,7 @@ func NewAWSKMSSource(ctx context.Context, cfg conf.AWSKMSSource, loadOptions ...
 			so.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) { return kmsBackoff(attempt), nil })
 		})
 	})
-	timeout := cfg.Timeout.Std()
-	if timeout <= 0 {
-		timeout = DefaultKMSTimeout
-	}
-	keyOf, addrs, err := resolveKMSKeys(ctx, "aws kms", "signers.awsKms.keys", cfg.Keys, func(ctx context.Context, keyID string) ([]byte, error) {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
+	keyOf, addrs, err := resolveKMSKeys(ctx, "aws kms", "signers.awsKms.keys", cfg.Keys, timeout, func(ctx context.Context, keyID string) ([]byte, error) {
 		out, err := client.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(keyID)})
 		if err != nil {
 			return nil, err

@@ -85,27 +85,7 @@ func TestAWSKMSSourceSigns(t *testing.T) {
 	if got, want := src.Addresses(), []common.Address{firstAddr, secondAddr}; !sameAddresses(got, want) {
 		t.Fatalf("Addresses() = %v, want %v", got, want)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 40)
-	for i := range 40 {
-		wg.Go(func() {
-			from, tx := firstAddr, dynamicFeeTx(uint64(i))
-			if i%2 == 1 {
-				from = secondAddr
-			}
-			signed, err := src.SignTx(ctx, from, tx, testChainID)
-			if err != nil {
-				errs <- err
-				return
-			}
-			requireSignedBy(t, signed, tx, from)
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	requireSignsConcurrently(t, src, []common.Address{firstAddr, secondAddr}, 40)
 	if _, err := src.SignTx(ctx, addressOf(newKey(t)), dynamicFeeTx(0), testChainID); !errors.Is(err, domain.ErrUnknownSigner) {
 		t.Fatalf("signing for an address the source lacks: %v, want ErrUnknownSigner", err)
 	}

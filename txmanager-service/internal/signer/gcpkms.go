@@ -52,23 +52,14 @@ func NewGCPKMSSource(ctx context.Context, cfg conf.GCPKMSSource, clientOptions .
 		return nil, nil, fmt.Errorf("gcp kms: client: %w", err)
 	}
 	closeClient := func() { _ = client.Close() } // a close error leaves nothing to do
-	attempts := cfg.MaxAttempts
-	if attempts <= 0 {
-		attempts = DefaultKMSMaxAttempts
-	}
+	timeout, attempts := kmsBounds(cfg.Timeout, cfg.MaxAttempts)
 	// The library's defaults retry Unavailable and DeadlineExceeded for up to 60 s; ours
 	// also retry quota exhaustion (Cloud KMS's throttling), a bounded number of times, and
 	// leave the deadline to the call's context.
 	retrying := gax.WithRetry(func() gax.Retryer { return &gcpRetryer{left: attempts - 1} })
 	client.CallOptions.GetPublicKey = []gax.CallOption{retrying}
 	client.CallOptions.AsymmetricSign = []gax.CallOption{retrying}
-	timeout := cfg.Timeout.Std()
-	if timeout <= 0 {
-		timeout = DefaultKMSTimeout
-	}
-	keyOf, addrs, err := resolveKMSKeys(ctx, "gcp kms", "signers.gcpKms.keys", cfg.Keys, func(ctx context.Context, keyID string) ([]byte, error) {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
+	keyOf, addrs, err := resolveKMSKeys(ctx, "gcp kms", "signers.gcpKms.keys", cfg.Keys, timeout, func(ctx context.Context, keyID string) ([]byte, error) {
 		return gcpPublicKeyDER(ctx, client, keyID)
 	})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,27 +58,7 @@ func TestGCPKMSSourceSigns(t *testing.T) {
 		t.Fatalf("Addresses() = %v, want %s and %s", got, first.Hex(), second.Hex())
 	}
 	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make(chan error, 40)
-	for i := range 40 {
-		wg.Go(func() {
-			from, tx := first, dynamicFeeTx(uint64(i))
-			if i%2 == 1 {
-				from = second
-			}
-			signed, err := src.SignTx(ctx, from, tx, testChainID)
-			if err != nil {
-				errs <- err
-				return
-			}
-			requireSignedBy(t, signed, tx, from)
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	requireSignsConcurrently(t, src, []common.Address{first, second}, 40)
 	if kms.HighSAnswers() == 0 {
 		t.Fatal("the KMS sent no high-s signature, so normalisation went untested")
 	}

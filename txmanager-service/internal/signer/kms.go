@@ -67,11 +67,25 @@ type kmsSource struct {
 	signDigest func(ctx context.Context, keyID string, digest []byte) ([]byte, error)
 }
 
+// kmsBounds is a KMS source's per-call deadline and tries per call, the defaults where the
+// configuration leaves them unset.
+func kmsBounds(timeout conf.Duration, maxAttempts int) (time.Duration, int) {
+	t := timeout.Std()
+	if t <= 0 {
+		t = DefaultKMSTimeout
+	}
+	if maxAttempts <= 0 {
+		maxAttempts = DefaultKMSMaxAttempts
+	}
+	return t, maxAttempts
+}
+
 // resolveKMSKeys asks the KMS for each configured key's public key (publicKeyDER, an X.509
-// SubjectPublicKeyInfo) and maps the address it belongs to to the key id. field is the
-// configuration key named in errors. A key that cannot be read, is not secp256k1, holds
-// another address than configured, or shares an address with another key fails it all.
-func resolveKMSKeys(ctx context.Context, name, field string, keys []conf.KMSKey,
+// SubjectPublicKeyInfo), each look-up within timeout, and maps the address it belongs to
+// to the key id. field is the configuration key named in errors. A key that cannot be
+// read, is not secp256k1, holds another address than configured, or shares an address with
+// another key fails it all.
+func resolveKMSKeys(ctx context.Context, name, field string, keys []conf.KMSKey, timeout time.Duration,
 	publicKeyDER func(ctx context.Context, keyID string) ([]byte, error)) (map[common.Address]string, []common.Address, error) {
 	if len(keys) == 0 {
 		return nil, nil, fmt.Errorf("%s: %s is empty", name, field)
@@ -81,7 +95,9 @@ func resolveKMSKeys(ctx context.Context, name, field string, keys []conf.KMSKey,
 	g.SetLimit(kmsConcurrentLookups)
 	for i, key := range keys {
 		g.Go(func() error {
-			der, err := publicKeyDER(gctx, key.ID)
+			ctx, cancel := context.WithTimeout(gctx, timeout)
+			defer cancel()
+			der, err := publicKeyDER(ctx, key.ID)
 			if err != nil {
 				return fmt.Errorf("%s: key %s (%s[%d]): get public key: %w", name, key.ID, field, i, err)
 			}

@@ -64,11 +64,11 @@ func Build(ctx context.Context, binDir string) (string, error) {
 // BuildInRepo is Build into the monorepo's bin folder (found from the working directory),
 // where the other tools the suites build are kept.
 func BuildInRepo(ctx context.Context) (string, error) {
-	root, err := e2e.FindRepo("", "go.work")
+	dir, err := e2e.RepoBinDir()
 	if err != nil {
 		return "", err
 	}
-	return Build(ctx, filepath.Join(root, "bin"))
+	return Build(ctx, dir)
 }
 
 // Options describes one clef.

@@ -36,3 +36,13 @@ func InstallGoTool(ctx context.Context, binDir, pkg, version string) (string, er
 	}
 	return bin, nil
 }
+
+// RepoBinDir is the monorepo's bin folder (the root found from the working directory),
+// where the suites keep the tools they build; tests use it to share one build.
+func RepoBinDir() (string, error) {
+	root, err := FindRepo("", "go.work")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "bin"), nil
+}
