@@ -135,66 +135,84 @@ func TestAWSKMSSourceRefusesBadKeys(t *testing.T) {
 	}
 }
 
-// What a signature meets after startup: a key disabled (KMS refuses it), throttling that
-// passes (retried) or does not (fails after maxAttempts), and a KMS that stops answering
-// (the per-call deadline, not a stall).
+// What a signature meets after startup: throttling, a hang, and the key disabled (KMS
+// refuses it).
 func TestAWSKMSSourceAtSignTime(t *testing.T) {
 	t.Parallel()
 	kms, front := startLocalKMS(t)
 	id, addr := createKMSKey(t, kms)
-	ctx := context.Background()
 	const attempts = 3
-	src, err := newAWSKMSSource(ctx, front.URL(), []conf.KMSKey{{ID: id}}, 800*time.Millisecond, attempts)
+	src, err := newAWSKMSSource(context.Background(), front.URL(), []conf.KMSKey{{ID: id}}, kmsTestDeadline, attempts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	requireKMSFaultsHandled(t, src, addr, front, attempts, "aws kms: sign for "+addr.Hex(), "ThrottlingException")
+	t.Run("key disabled", func(t *testing.T) {
+		if err := kms.DisableKey(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		_, err := src.SignTx(context.Background(), addr, dynamicFeeTx(1), testChainID)
+		if err == nil || !strings.Contains(err.Error(), "aws kms: sign for "+addr.Hex()+" with key "+id) || !strings.Contains(err.Error(), "DisabledException") {
+			t.Fatalf("got %v, want a DisabledException naming the signer and the key", err)
+		}
+	})
+}
+
+// kmsTestDeadline is the per-call deadline of the sources in the fault tests.
+const kmsTestDeadline = 800 * time.Millisecond
+
+// kmsFaults is what the fronts of both KMSes (test/localkms.Front, test/gcpkms.Server) do
+// to signing calls.
+type kmsFaults interface {
+	Throttle(n int)
+	SignCalls() int64
+	Hang()
+	Release()
+}
+
+// requireKMSFaultsHandled runs, in order, the faults both KMS sources must handle the same
+// way: throttling that passes is retried, throttling that lasts fails after attempts
+// tries with the KMS's throttling error (throttleCode), and a KMS that stops answering
+// costs the per-call deadline, not a stall. Every error starts with wantPrefix (the source
+// and the signer).
+func requireKMSFaultsHandled(t *testing.T, src signer.Source, from common.Address, faults kmsFaults, attempts int, wantPrefix, throttleCode string) {
+	t.Helper()
 	sign := func() error {
-		_, err := src.SignTx(ctx, addr, dynamicFeeTx(1), testChainID)
+		_, err := src.SignTx(context.Background(), from, dynamicFeeTx(1), testChainID)
 		return err
 	}
-
-	// Subtests run in order: they share the emulator and the front.
-	t.Run("throttled twice, then signed", func(t *testing.T) {
-		before := front.SignRequests()
-		front.Throttle(attempts - 1)
+	t.Run("throttled, then signed", func(t *testing.T) {
+		before := faults.SignCalls()
+		faults.Throttle(attempts - 1)
 		if err := sign(); err != nil {
-			t.Fatalf("throttled twice with %d attempts: %v", attempts, err)
+			t.Fatalf("throttled %d times with %d attempts: %v", attempts-1, attempts, err)
 		}
-		if n := front.SignRequests() - before; n != attempts {
-			t.Fatalf("%d Sign requests, want %d", n, attempts)
+		if n := faults.SignCalls() - before; n != int64(attempts) {
+			t.Fatalf("%d signing calls, want %d", n, attempts)
 		}
 	})
 	t.Run("throttled throughout", func(t *testing.T) {
-		before := front.SignRequests()
-		front.Throttle(100)
-		defer front.Throttle(0)
+		before := faults.SignCalls()
+		faults.Throttle(100)
+		defer faults.Throttle(0)
 		err := sign()
-		if err == nil || !strings.Contains(err.Error(), "ThrottlingException") || !strings.Contains(err.Error(), addr.Hex()) {
-			t.Fatalf("got %v, want a ThrottlingException naming %s", err, addr.Hex())
+		if err == nil || !strings.HasPrefix(err.Error(), wantPrefix) || !strings.Contains(err.Error(), throttleCode) {
+			t.Fatalf("got %v, want %s after %q", err, throttleCode, wantPrefix)
 		}
-		if n := front.SignRequests() - before; n != attempts {
-			t.Fatalf("%d Sign requests, want %d (signers.awsKms.maxAttempts)", n, attempts)
+		if n := faults.SignCalls() - before; n != int64(attempts) {
+			t.Fatalf("%d signing calls, want %d (maxAttempts)", n, attempts)
 		}
 	})
 	t.Run("KMS stops answering", func(t *testing.T) {
-		front.Hang()
-		defer front.Release()
+		faults.Hang()
+		defer faults.Release()
 		started := time.Now()
 		err := sign()
-		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "aws kms: sign for "+addr.Hex()) {
-			t.Fatalf("got %v, want the deadline, naming the signer", err)
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), wantPrefix) {
+			t.Fatalf("got %v, want the deadline after %q", err, wantPrefix)
 		}
 		if waited := time.Since(started); waited > 10*time.Second {
-			t.Fatalf("returned after %s; the deadline is 800ms", waited)
-		}
-	})
-	t.Run("key disabled", func(t *testing.T) {
-		if err := kms.DisableKey(ctx, id); err != nil {
-			t.Fatal(err)
-		}
-		err := sign()
-		if err == nil || !strings.Contains(err.Error(), "aws kms: sign for "+addr.Hex()+" with key "+id) || !strings.Contains(err.Error(), "DisabledException") {
-			t.Fatalf("got %v, want a DisabledException naming the signer and the key", err)
+			t.Fatalf("returned after %s; the deadline is %s", waited, kmsTestDeadline)
 		}
 	})
 }

@@ -55,8 +55,8 @@ func (f *Front) URL() string { return f.url }
 // does above its request quota.
 func (f *Front) Throttle(n int) { f.throttle.Store(int64(n)) }
 
-// SignRequests is how many Sign requests arrived, throttled ones included.
-func (f *Front) SignRequests() int64 { return f.signs.Load() }
+// SignCalls is how many Sign requests arrived, throttled ones included.
+func (f *Front) SignCalls() int64 { return f.signs.Load() }
 
 // Hang holds every request, unanswered, until Release or the caller gives up.
 func (f *Front) Hang() {

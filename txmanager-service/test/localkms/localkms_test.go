@@ -55,8 +55,8 @@ func TestEmulatorAndFront(t *testing.T) {
 	if len(der) < 8 || der[0] != 0x30 {
 		t.Fatalf("signature %x is not DER", der)
 	}
-	if (addr == [20]byte{}) || front.SignRequests() != 1 {
-		t.Fatalf("address %s, %d Sign requests through the front", addr.Hex(), front.SignRequests())
+	if (addr == [20]byte{}) || front.SignCalls() != 1 {
+		t.Fatalf("address %s, %d Sign requests through the front", addr.Hex(), front.SignCalls())
 	}
 
 	front.Throttle(1)
