@@ -31,7 +31,6 @@ var ErrKMSChecksum = errors.New("KMS checksum mismatch")
 // the client library does not check them itself.
 type GCPKMSSource struct {
 	kmsSource
-	client *kms.KeyManagementClient
 }
 
 // NewGCPKMSSource reads the public key of every configured crypto key version to learn its
@@ -66,7 +65,7 @@ func NewGCPKMSSource(ctx context.Context, cfg conf.GCPKMSSource, clientOptions .
 		closeClient()
 		return nil, nil, err
 	}
-	s := &GCPKMSSource{client: client, kmsSource: kmsSource{
+	s := &GCPKMSSource{kmsSource{
 		name: "gcp kms", keyOf: keyOf, addrs: addrs, timeout: timeout,
 		signDigest: func(ctx context.Context, keyID string, digest []byte) ([]byte, error) {
 			return gcpSignDigest(ctx, client, keyID, digest)
