@@ -56,7 +56,8 @@ func newLeaseConfig(c *conf.Bootstrap, incarnation services.Incarnation) service
 
 func newNonceConfig(c *conf.Bootstrap) services.NonceConfig {
 	return services.NonceConfig{ChainQuery: c.Nonce.ChainQuery.Enabled, StateTimeout: c.Nonce.NonceStateTimeout.Std(),
-		AdoptUnknownChainNonces: c.Nonce.UnknownChainNonces == conf.UnknownChainNoncesAdopt}
+		AdoptUnknownChainNonces: c.Nonce.UnknownChainNonces == conf.UnknownChainNoncesAdopt,
+		RecoverByIntent:         c.Recovery.Mode == conf.RecoveryAdoptByIntent}
 }
 
 func newCreateConfig(c *conf.Bootstrap) services.CreateConfig {
@@ -111,6 +112,8 @@ func newReconcileConfig(c *conf.Bootstrap) reconcile.Config {
 		ResubmitInterval:        c.Resubmit.Interval.Std(),
 		FillHoles:               c.Nonce.FillHoles,
 		HoleGrace:               c.Nonce.HoleGrace.Std(),
+		RecoverByIntent:         c.Recovery.Mode == conf.RecoveryAdoptByIntent,
+		AdoptionWindow:          c.Recovery.AdoptionWindow.Std(),
 	}
 }
 

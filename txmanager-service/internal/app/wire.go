@@ -29,6 +29,7 @@ func New(*conf.Bootstrap, *server.Listeners, log.Logger, services.BuildVersion) 
 		workers.ProviderSet,
 		controllers.ProviderSet,
 		server.ProviderSet,
+		wire.Bind(new(server.DatabaseReplication), new(*repositories.ServerWatch)),
 		NewSignerRegistry,
 		wire.Struct(new(ChainShared), "*"),
 		NewChainStacks,

@@ -49,7 +49,12 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	serverWatch := repositories.NewServerWatch(logger, metrics)
+	serverWatch, err := repositories.NewServerWatch(logger, metrics)
+	if err != nil {
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	pool, cleanup3, err := repositories.NewPool(bootstrap, logger, serverWatch)
 	if err != nil {
 		cleanup2()
@@ -118,7 +123,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	txController := controllers.NewTxController(chains, completionsUseCase, routing, forwarder, logger)
 	adminController := controllers.NewAdminController(chains, routing, forwarder, logger)
 	v := ReadinessChainsOf(chainStacks)
-	health := server.NewHealth(bootstrap, pool, v, metrics)
+	health := server.NewHealth(bootstrap, pool, serverWatch, v, metrics)
 	authenticator, err := server.NewAuthenticator(bootstrap)
 	if err != nil {
 		cleanup6()

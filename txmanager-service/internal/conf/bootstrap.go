@@ -16,6 +16,7 @@ type Bootstrap struct {
 	Lease       Lease    `json:"lease"`
 	Writer      Writer   `json:"writer"`
 	Nonce       Nonce    `json:"nonce"`
+	Recovery    Recovery `json:"recovery"`
 	Create      Create   `json:"create"`
 	// Chain is the one chain of a single-chain deployment, and the defaults every entry of
 	// Chains starts from.

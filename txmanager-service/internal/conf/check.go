@@ -45,6 +45,8 @@ func (b *Bootstrap) Check() error {
 	req(b.Nonce.HoleGrace >= 0, "nonce.holeGrace", "must not be negative")
 	req(b.Nonce.UnknownChainNonces == UnknownChainNoncesQuarantine || b.Nonce.UnknownChainNonces == UnknownChainNoncesAdopt,
 		"nonce.unknownChainNonces", "must be %q or %q", UnknownChainNoncesQuarantine, UnknownChainNoncesAdopt)
+	req(b.Recovery.Mode == RecoveryAdoptByIntent || b.Recovery.Mode == RecoveryHold, "recovery.mode", "must be %q or %q", RecoveryAdoptByIntent, RecoveryHold)
+	positive(b.Recovery.AdoptionWindow, "recovery.adoptionWindow")
 	req(b.Create.GasEstimateMultiplier >= 1 && b.Create.GasEstimateMultiplier <= 10, "create.gasEstimateMultiplier", "must be in 1..10")
 	req(b.Create.MaxDataBytes > 0 && int64(b.Create.MaxDataBytes)*2 < b.Server.MaxBodyBytes,
 		"create.maxDataBytes", "must be positive and fit (hex-encoded) in server.maxBodyBytes")

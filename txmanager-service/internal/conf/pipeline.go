@@ -94,6 +94,22 @@ type Nonce struct {
 	RecoveryScanBlocks uint64 `json:"recoveryScanBlocks"`
 }
 
+// Recovery is what reconciles a quarantined signer after a database loss.
+type Recovery struct {
+	// Mode is "adopt-by-intent" (recorded as unclaimed transactions and released without a
+	// person; a retried create with an equal intent adopts one) or "hold" (an operator
+	// releases the signer).
+	Mode string `json:"mode"`
+	// AdoptionWindow is how long a recorded transaction stays adoptable.
+	AdoptionWindow Duration `json:"adoptionWindow"`
+}
+
+// Recovery modes.
+const (
+	RecoveryAdoptByIntent = "adopt-by-intent"
+	RecoveryHold          = "hold"
+)
+
 // What happens to a signer whose chain nonce is above what the database knows.
 const (
 	UnknownChainNoncesQuarantine = "quarantine"

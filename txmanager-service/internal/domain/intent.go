@@ -65,6 +65,37 @@ func (r CreateRequest) Fingerprint() [32]byte {
 	return sum
 }
 
+// RecoveryKey identifies what a transaction does on chain, for recognising a lost
+// request's transaction when the request is retried: signer, recipient, value and data.
+// Value is read as zero when unset (the chain has no "unset"); the gas limit and fees are
+// not in it (a retry may leave them to estimation, and re-pricing changes the fees), and
+// the chain is the row's own.
+func (r CreateRequest) RecoveryKey() [32]byte {
+	h := sha256.New()
+	write := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	write([]byte("txmanager-recovery-v1"))
+	write(r.Signer.Bytes())
+	if r.Intent.To != nil {
+		write(r.Intent.To.Bytes())
+	} else {
+		write(nil)
+	}
+	value := r.Intent.Value
+	if value == nil {
+		value = new(big.Int)
+	}
+	write(value.Bytes())
+	write(r.Intent.Data)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
 // bigBytes distinguishes nil ("unset") from zero.
 func bigBytes(v *big.Int) []byte {
 	if v == nil {

@@ -36,6 +36,12 @@ type ManagedTx struct {
 	FencingToken uint64
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+
+	// RecoveredAt is set on a transaction recovered from the chain after the database lost
+	// it; a retried create with the same intent adopted it (RequestID) or may still adopt it
+	// until UnclaimedUntil.
+	RecoveredAt    *time.Time
+	UnclaimedUntil *time.Time
 }
 
 // ReceiptSummary is the minimal evidence kept of a mined transaction.

@@ -34,7 +34,7 @@ func (r AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess t
 	if err != nil {
 		return services.CursorState{}, fmt.Errorf("lease check: %w", err)
 	}
-	state := services.CursorState{Quarantined: row.Quarantined}
+	state := services.CursorState{Quarantined: row.Quarantined, HasUnclaimed: row.HasUnclaimed}
 	if row.NextNonce.Valid {
 		next := uint64(row.NextNonce.Int64)
 		state.Next = &next
@@ -117,6 +117,48 @@ func (r AllocationRepository) WriteAllocation(ctx context.Context, sess txmanage
 		// The lease held but the cursor was already ahead, which max(chain, cache, db)
 		// rules out: refuse to commit rather than reuse a nonce.
 		return fmt.Errorf("allocation wrote %d of %d transactions, cursor advanced %d: refusing to commit", row.Inserted, len(txs), row.CursorAdvanced)
+	}
+	return nil
+}
+
+// FindUnclaimed implements services.AllocationStore.
+func (r AllocationRepository) FindUnclaimed(ctx context.Context, sess txmanager.Session, signer common.Address, keys [][32]byte) ([]domain.ManagedTx, error) {
+	p := sqlcdb.FindUnclaimedParams{ChainID: r.chainID, Signer: signer.Hex(), RecoveryKeys: make([][]byte, len(keys))}
+	for i := range keys {
+		p.RecoveryKeys[i] = keys[i][:]
+	}
+	rows, err := sqlcdb.New(sess.DB()).FindUnclaimed(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("find unclaimed: %w", err)
+	}
+	out := make([]domain.ManagedTx, 0, len(rows))
+	for _, row := range rows {
+		tx, err := toDomain(row)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tx)
+	}
+	return out, nil
+}
+
+// ClaimUnclaimed implements services.AllocationStore.
+func (r AllocationRepository) ClaimUnclaimed(ctx context.Context, sess txmanager.Session, lease domain.Lease, claims []services.Adoption) error {
+	p := sqlcdb.ClaimUnclaimedParams{TxIds: make([]string, len(claims)), RequestIds: make([]string, len(claims)), IntentHashes: make([][]byte, len(claims))}
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
+	for i, c := range claims {
+		p.TxIds[i], p.RequestIds[i], p.IntentHashes[i] = c.TxID.String(), c.RequestID, c.Fingerprint[:]
+	}
+	row, err := sqlcdb.New(sess.DB()).ClaimUnclaimed(ctx, p)
+	n, err := fencedOutcome(lease, "adoption", row.LeaseHeld, row.Claimed, err)
+	if err != nil {
+		return err
+	}
+	if n != len(claims) {
+		// The rows were found adoptable and locked in this transaction: anything else means
+		// the batch must not answer with them.
+		return fmt.Errorf("adoption claimed %d of %d recovered transactions: refusing to commit", n, len(claims))
 	}
 	return nil
 }

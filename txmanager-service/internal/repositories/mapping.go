@@ -87,6 +87,8 @@ func toDomain(row sqlcdb.ManagedTx) (domain.ManagedTx, error) {
 		FencingToken:   uint64(row.FencingToken),
 		CreatedAt:      row.CreatedAt,
 		UpdatedAt:      row.UpdatedAt,
+		RecoveredAt:    row.RecoveredAt,
+		UnclaimedUntil: row.UnclaimedUntil,
 	}
 	copy(tx.Fingerprint[:], row.IntentHash)
 	if row.TxHash.Valid {

@@ -55,7 +55,11 @@ func TestPreparedStatementFailureBehindAPoolerNamesTheSetting(t *testing.T) {
 	var logs syncBuffer
 	logger := log.NewStdLogger(&logs)
 	bc := &conf.Bootstrap{Database: conf.Database{DSN: bouncer.DSN("postgres"), MaxConns: 8, QueryExecMode: "cache_statement"}}
-	pool, closePool, err := repositories.NewPool(bc, logger, repositories.NewServerWatch(logger, telemetry.Noop()))
+	watch, err := repositories.NewServerWatch(logger, telemetry.Noop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, closePool, err := repositories.NewPool(bc, logger, watch)
 	if err != nil {
 		t.Fatal(err)
 	}

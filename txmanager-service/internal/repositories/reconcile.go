@@ -3,10 +3,12 @@ package repositories
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/reconcile"
 	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
@@ -24,12 +26,16 @@ func NewReconcileRepository(pool *pgxpool.Pool, chain services.ChainID) *Reconci
 }
 
 // SignerChainCheck implements reconcile.Store.
-func (r *ReconcileRepository) SignerChainCheck(ctx context.Context, signer string) (int64, bool, error) {
+func (r *ReconcileRepository) SignerChainCheck(ctx context.Context, signer string) (reconcile.SignerCheck, error) {
 	row, err := r.q.SignerChainCheck(ctx, sqlcdb.SignerChainCheckParams{ChainID: r.chainID, Signer: signer})
 	if err != nil {
-		return 0, false, fmt.Errorf("signer chain check: %w", err)
+		return reconcile.SignerCheck{}, fmt.Errorf("signer chain check: %w", err)
 	}
-	return row.NextNonce, row.Quarantined, nil
+	check := reconcile.SignerCheck{NextNonce: row.NextNonce, UnclaimedExpired: row.UnclaimedExpired}
+	if row.QuarantinedFrom.Valid && row.QuarantinedTo.Valid {
+		check.Quarantine = &reconcile.NonceRange{From: uint64(row.QuarantinedFrom.Int64), To: uint64(row.QuarantinedTo.Int64)}
+	}
+	return check, nil
 }
 
 // Quarantine implements reconcile.Store.
@@ -90,4 +96,63 @@ func (r *ReconcileRepository) InsertPlaceholders(ctx context.Context, lease doma
 	}
 	row, err := r.q.InsertPlaceholders(ctx, p)
 	return fencedOutcome(lease, "placeholders", row.LeaseHeld, row.Inserted, err)
+}
+
+// RecordRecovered implements reconcile.Store.
+func (r *ReconcileRepository) RecordRecovered(ctx context.Context, lease domain.Lease, txs []reconcile.RecoveredTx, unclaimedUntil time.Time, resubmitAfter time.Duration) (int, error) {
+	p := sqlcdb.RecordRecoveredParams{UnclaimedUntil: unclaimedUntil, ResubmitAfterSeconds: resubmitAfter.Seconds()}
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
+	for _, rec := range txs {
+		payload, err := encodePayload(rec.Tx)
+		if err != nil {
+			return 0, err
+		}
+		key := domain.CreateRequest{Signer: rec.Tx.Signer, Intent: rec.Tx.Intent}.RecoveryKey()
+		a := rec.Attempt
+		p.TxIds = append(p.TxIds, rec.Tx.ID.String())
+		p.Nonces = append(p.Nonces, int64(rec.Tx.Nonce))
+		p.Payloads = append(p.Payloads, string(payload))
+		p.IntentHashes = append(p.IntentHashes, rec.Tx.Fingerprint[:])
+		p.RecoveryKeys = append(p.RecoveryKeys, key[:])
+		p.TxHashes = append(p.TxHashes, a.Hash.Hex())
+		p.MaxFees = append(p.MaxFees, a.MaxFee.String())
+		p.MaxTips = append(p.MaxTips, a.MaxTip.String())
+		p.GasLimits = append(p.GasLimits, int64(a.GasLimit))
+		p.RawTxs = append(p.RawTxs, a.Raw)
+	}
+	row, err := r.q.RecordRecovered(ctx, p)
+	return fencedOutcome(lease, "recovered transactions", row.LeaseHeld, row.Inserted, err)
+}
+
+// FinishRecovery implements reconcile.Store.
+func (r *ReconcileRepository) FinishRecovery(ctx context.Context, lease domain.Lease, chainNonce uint64, note string) (bool, error) {
+	p := sqlcdb.FinishRecoveryParams{ChainNonce: int64(chainNonce), ReleasedBy: text(recoveryReleaser), Note: text(note)}
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
+	row, err := r.q.FinishRecovery(ctx, p)
+	n, err := fencedOutcome(lease, "recovery release", row.LeaseHeld, row.Released, err)
+	return n > 0, err
+}
+
+// recoveryReleaser names the recovery in a quarantine's release record, where an operator's
+// id stands when a person released it.
+const recoveryReleaser = "recovery (adopt-by-intent)"
+
+// ExpireUnclaimed implements reconcile.Store.
+func (r *ReconcileRepository) ExpireUnclaimed(ctx context.Context, lease domain.Lease) (int, error) {
+	var p sqlcdb.ExpireUnclaimedParams
+	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
+	p.ChainID = r.chainID
+	row, err := r.q.ExpireUnclaimed(ctx, p)
+	return fencedOutcome(lease, "adoption window", row.LeaseHeld, row.Expired, err)
+}
+
+// QuarantinedAmong implements reconcile.Store.
+func (r *ReconcileRepository) QuarantinedAmong(ctx context.Context, signers []string) ([]string, error) {
+	rows, err := r.q.QuarantinedAmong(ctx, sqlcdb.QuarantinedAmongParams{ChainID: r.chainID, Signers: signers})
+	if err != nil {
+		return nil, fmt.Errorf("quarantined signers: %w", err)
+	}
+	return rows, nil
 }

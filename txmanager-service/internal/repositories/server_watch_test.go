@@ -67,7 +67,10 @@ func TestServerWatchMovesWhenConnectionsLandOnAnotherServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch := repositories.NewServerWatch(log.DefaultLogger, metrics)
+	watch, err := repositories.NewServerWatch(log.DefaultLogger, metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.AfterConnect = watch.AfterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -27,11 +27,12 @@ const (
 // however often /readyz is hit (it is unauthenticated), the service pings the database and
 // asks the chain at most once per interval.
 type Health struct {
-	pool     *pgxpool.Pool
-	chains   []ReadinessChain
-	metrics  *telemetry.Metrics
-	interval time.Duration
-	now      func() time.Time
+	pool        *pgxpool.Pool
+	replication DatabaseReplication
+	chains      []ReadinessChain
+	metrics     *telemetry.Metrics
+	interval    time.Duration
+	now         func() time.Time
 
 	// probing is held while one request probes; the others wait for its answer.
 	probing sync.Mutex
@@ -52,9 +53,15 @@ type ReadinessChain struct {
 	Chain services.Chain
 }
 
+// DatabaseReplication says what the database server's replication settings risk in a
+// failover (the database server watch reads them at start and at every change of server).
+type DatabaseReplication interface {
+	ReplicationSummary() string
+}
+
 // NewHealth builds the probes.
-func NewHealth(c *conf.Bootstrap, pool *pgxpool.Pool, chains []ReadinessChain, metrics *telemetry.Metrics) *Health {
-	return &Health{pool: pool, chains: chains, metrics: metrics, interval: c.Server.ReadinessInterval.Std(), now: time.Now}
+func NewHealth(c *conf.Bootstrap, pool *pgxpool.Pool, replication DatabaseReplication, chains []ReadinessChain, metrics *telemetry.Metrics) *Health {
+	return &Health{pool: pool, replication: replication, chains: chains, metrics: metrics, interval: c.Server.ReadinessInterval.Std(), now: time.Now}
 }
 
 // Live is 200 while the process serves HTTP.
@@ -106,6 +113,9 @@ func (h *Health) probe(ctx context.Context) readiness {
 	} else {
 		r.checks["database"] = "ok"
 	}
+	// A detail, not a condition: an asynchronous standby is the operator's choice, and
+	// readiness must not flap with it.
+	r.checks["database_replication"] = h.replication.ReplicationSummary()
 	// Chains are probed side by side: a hung endpoint of one costs the others nothing.
 	heads := make([]headProbe, len(h.chains))
 	var wg sync.WaitGroup

@@ -82,6 +82,10 @@ type NonceConfig struct {
 	AdoptUnknownChainNonces bool
 	// StateTimeout: the chain is consulted again when the cache's chain view is older.
 	StateTimeout time.Duration
+	// RecoverByIntent: a quarantined signer is reconciled by the pipeline on its own
+	// (recovery.mode adopt-by-intent), so a create meanwhile is told to retry shortly, not
+	// that a person must act.
+	RecoverByIntent bool
 }
 
 // Allocator writes one TransactionWriter batch: for each signer, within ONE database
@@ -125,6 +129,7 @@ type signerBatch struct {
 	outcome     []opOutcome // parallel to ops, filled inside the transaction
 	allocated   []domain.ManagedTx
 	nextAfter   uint64
+	adopted     int
 	fenced      bool
 	fencedWrite string
 }
@@ -277,6 +282,11 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 	if err != nil {
 		return err
 	}
+	pool, err := a.adoptable(ctx, sess, b, state, existing)
+	if err != nil {
+		return err
+	}
+	var adoptions []Adoption
 	next := domain.NextNonce(b.chainNext, b.cachedNext, cursor)
 	// PostgreSQL keeps microseconds: round here so the answer equals what a read returns.
 	now := a.clock.Now().UTC().Truncate(time.Microsecond)
@@ -295,6 +305,13 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 				continue
 			}
 			firstInBatch[id] = i
+			if tx, ok := pool.take(op.Request.RecoveryKey(), op.Request.Intent.GasLimit); ok {
+				// A lost request's retry: answered with its transaction on chain.
+				tx.RequestID, tx.Fingerprint, tx.UnclaimedUntil = id, op.Fingerprint, nil
+				b.outcome[i] = opOutcome{tx: tx}
+				adoptions = append(adoptions, Adoption{TxID: tx.ID, RequestID: id, Fingerprint: op.Fingerprint})
+				continue
+			}
 		}
 		tx := domain.ManagedTx{
 			ID:                uuid.Must(uuid.NewV7()),
@@ -316,10 +333,72 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 		b.allocated = append(b.allocated, tx)
 	}
 	b.nextAfter = next
+	b.adopted = len(adoptions)
+	if len(adoptions) > 0 {
+		if err := a.store.ClaimUnclaimed(ctx, sess, b.lease, adoptions); err != nil {
+			return err
+		}
+	}
 	if len(b.allocated) == 0 {
 		return nil
 	}
 	return a.store.WriteAllocation(ctx, sess, b.lease, b.allocated, next)
+}
+
+// adoptable loads the signer's recovered transactions that the batch's new creates may
+// adopt (nil when the signer has none: the common case costs no query).
+func (a *Allocator) adoptable(ctx context.Context, sess txmanager.Session, b *signerBatch, state CursorState, existing map[string]domain.ManagedTx) (*adoptionPool, error) {
+	if !state.HasUnclaimed {
+		return nil, nil
+	}
+	var keys [][32]byte
+	for _, op := range b.ops {
+		if id := op.Request.RequestID; id != "" {
+			if _, known := existing[id]; !known {
+				keys = append(keys, op.Request.RecoveryKey())
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	candidates, err := a.store.FindUnclaimed(ctx, sess, b.signer, keys)
+	if err != nil {
+		return nil, err
+	}
+	return newAdoptionPool(candidates), nil
+}
+
+// adoptionPool hands a batch's recovered transactions to its creates, each at most once.
+// Equal intents are interchangeable: any one-to-one assignment executes each intent once
+// per request, so a create takes the lowest nonce still free.
+type adoptionPool struct {
+	free []domain.ManagedTx
+	keys [][32]byte
+}
+
+func newAdoptionPool(candidates []domain.ManagedTx) *adoptionPool {
+	p := &adoptionPool{free: candidates, keys: make([][32]byte, len(candidates))}
+	for i, tx := range candidates {
+		p.keys[i] = domain.CreateRequest{Signer: tx.Signer, Intent: tx.Intent}.RecoveryKey()
+	}
+	return p
+}
+
+// take removes and returns a free transaction with the recovery key and, when the create
+// named one, the gas limit.
+func (p *adoptionPool) take(key [32]byte, gasLimit uint64) (domain.ManagedTx, bool) {
+	if p == nil {
+		return domain.ManagedTx{}, false
+	}
+	for i, tx := range p.free {
+		if p.keys[i] == key && (gasLimit == 0 || tx.EffectiveGasLimit == gasLimit) {
+			p.free = append(p.free[:i], p.free[i+1:]...)
+			p.keys = append(p.keys[:i], p.keys[i+1:]...)
+			return tx, true
+		}
+	}
+	return domain.ManagedTx{}, false
 }
 
 func (a *Allocator) existingByRequestID(ctx context.Context, sess txmanager.Session, b *signerBatch) (map[string]domain.ManagedTx, error) {
@@ -344,6 +423,11 @@ func replayOutcome(tx domain.ManagedTx, fingerprint [32]byte, requestID string) 
 
 // finish runs after commit: record the new cursor in the cache and answer the ops.
 func (a *Allocator) finish(ctx context.Context, b *signerBatch) {
+	if b.adopted > 0 && !b.fenced {
+		a.metrics.Recovered(ctx, "adopted", b.adopted)
+		a.log.WithContext(ctx).Warnw("msg", "retried creates answered with their transactions recovered from the chain", "signer", b.key,
+			"fencing_token", b.lease.Token, "count", b.adopted)
+	}
 	if b.fenced {
 		a.cache.Evict(b.key)
 		a.leases.Fenced(ctx, b.lease, b.fencedWrite)
@@ -376,6 +460,20 @@ func (a *Allocator) quarantined(ctx context.Context, sess txmanager.Session, b *
 		}
 		a.cache.Evict(b.key)
 	}
+	if state.Quarantined && a.nonce.RecoverByIntent {
+		// The pipeline records the chain's unknown transactions and releases the signer
+		// by itself (recovery.mode adopt-by-intent): a retry in a moment is served, and a
+		// lost request's retry is answered with its transaction on chain.
+		for i := range b.ops {
+			b.outcome[i].err = &domain.UnavailableError{Reason: "signer recovering transactions the database lost from the chain", RetryAfter: time.Second,
+				Err: errors.New("the chain holds nonces of this signer that the database does not know; they are being recorded")}
+		}
+		a.cache.Evict(b.key)
+		if a.notify != nil {
+			a.notify.NotifyQuarantined(b.key)
+		}
+		return true, nil
+	}
 	if state.Quarantined {
 		refuse("the chain holds nonces of this signer that the database does not know")
 		return true, nil
@@ -391,6 +489,10 @@ func (a *Allocator) quarantined(ctx context.Context, sess txmanager.Session, b *
 	a.metrics.Quarantined(ctx)
 	a.log.WithContext(ctx).Errorw("msg", "signer quarantined: the chain holds nonces the database does not know", "signer", b.key,
 		"fencing_token", b.lease.Token, "db_next_nonce", *state.Next, "chain_nonce", *b.chainNext)
+	if a.nonce.RecoverByIntent {
+		state.Quarantined = true
+		return a.quarantined(ctx, sess, b, state)
+	}
 	refuse(fmt.Sprintf("the chain's nonce is %d, the database knows nonces below %d only", *b.chainNext, *state.Next))
 	return true, nil
 }

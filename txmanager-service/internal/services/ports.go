@@ -51,12 +51,27 @@ type AllocationStore interface {
 	// WriteAllocation inserts the signer's newly allocated transactions and advances its
 	// cursor to next, both or neither.
 	WriteAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, txs []domain.ManagedTx, next uint64) error
+	// FindUnclaimed returns the signer's recovered transactions still adoptable whose
+	// recovery key is among keys, lowest nonce first, locked until the batch commits.
+	FindUnclaimed(ctx context.Context, sess txmanager.Session, signer common.Address, keys [][32]byte) ([]domain.ManagedTx, error)
+	// ClaimUnclaimed gives each recovered transaction its adopter's request id and
+	// fingerprint (fenced), writing the held-back completion of those already final.
+	ClaimUnclaimed(ctx context.Context, sess txmanager.Session, lease domain.Lease, adoptions []Adoption) error
 }
 
 // CursorState is a signer's allocation state read under its lease.
 type CursorState struct {
 	Next        *uint64
 	Quarantined bool
+	// HasUnclaimed: the signer has recovered transactions a retried create may adopt.
+	HasUnclaimed bool
+}
+
+// Adoption is a create adopting a recovered transaction.
+type Adoption struct {
+	TxID        uuid.UUID
+	RequestID   string
+	Fingerprint [32]byte
 }
 
 // TxReader reads managed transactions outside any transaction.

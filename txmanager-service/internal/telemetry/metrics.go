@@ -37,6 +37,9 @@ const (
 	SignerQuarantined         = "signer_quarantined"
 	RecognisedTotal           = "nonce_taken_resolved_total"
 	DatabaseServerChanges     = "database_server_changes_total"
+	RecoveredTxTotal          = "recovered_tx_total"
+	// DatabaseSynchronousReplication is registered by the database server watch.
+	DatabaseSynchronousReplication = "database_synchronous_replication"
 )
 
 // Metrics are the service's instruments. Gauges read their value from callbacks registered
@@ -61,6 +64,7 @@ type Metrics struct {
 	quarantined   metric.Int64Counter
 	recognised    metric.Int64Counter
 	serverChanged metric.Int64Counter
+	recovered     metric.Int64Counter
 	// chain holds the chain_id attribute of a chain's view (ForChain); empty for the
 	// instruments of the process as a whole.
 	chain []attribute.KeyValue
@@ -97,6 +101,7 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 		{&m.holesFilled, NonceHoleFilledTotal, "Placeholder transactions created to fill nonce holes (nonces nothing held below a signer's open ones)."},
 		{&m.reprice, RepriceTotal, "Rebroadcasts that found the transaction underpriced, by result: raised (a replacement at higher fees) or at_cap (the caps left no room)."},
 		{&m.rateLimited, RateLimitedTotal, "Requests refused with 429 because their credential exceeded server.rateLimit."},
+		{&m.recovered, RecoveredTxTotal, "Transactions the database lost and reconciliation found on chain, by result: recorded (kept as unclaimed rows), adopted (a retried create with the same intent was answered with one), expired (the adoption window passed)."},
 		{&m.serverChanged, DatabaseServerChanges, "New database connections that reached another server than before: a failover, switchover or restart (cached nonces are then dropped)."},
 	}
 	var err error
@@ -179,6 +184,9 @@ func (m *Metrics) zeroSeries(ctx context.Context) {
 	m.holesFilled.Add(ctx, 0, m.with())
 	m.quarantined.Add(ctx, 0, m.with())
 	m.resubmit.Add(ctx, 0, m.result("submitted"))
+	for _, r := range []string{"recorded", "adopted", "expired"} {
+		m.recovered.Add(ctx, 0, m.result(r))
+	}
 }
 
 func (m *Metrics) LeaseAcquire(ctx context.Context, r string) {
@@ -203,6 +211,9 @@ func (m *Metrics) RateLimited(ctx context.Context)              { m.rateLimited.
 func (m *Metrics) Reprice(ctx context.Context, r string)        { m.reprice.Add(ctx, 1, m.result(r)) }
 func (m *Metrics) NonceHolesFilled(ctx context.Context, n int) {
 	m.holesFilled.Add(ctx, int64(n), m.with())
+}
+func (m *Metrics) Recovered(ctx context.Context, r string, n int) {
+	m.recovered.Add(ctx, int64(n), m.result(r))
 }
 func (m *Metrics) Quarantined(ctx context.Context)           { m.quarantined.Add(ctx, 1, m.with()) }
 func (m *Metrics) DatabaseServerChanged(ctx context.Context) { m.serverChanged.Add(ctx, 1, m.with()) }

@@ -72,6 +72,10 @@ func NewPipelineWorkers(cfg PipelineConfig, stages PipelineStages, leases *servi
 // NotifyAllocated implements services.SubmitNotifier.
 func (w *PipelineWorkers) NotifyAllocated(string) { w.submit.Wake() }
 
+// NotifyQuarantined implements services.SubmitNotifier: reconciliation, which runs with
+// stuck detection, starts at once.
+func (w *PipelineWorkers) NotifyQuarantined(string) { w.stuck.Wake() }
+
 func (w *PipelineWorkers) loops() []*Loop {
 	return []*Loop{w.adopt, w.submit, w.Receipts.Loop, w.finality, w.resubmit, w.stuck}
 }
@@ -137,14 +141,11 @@ func (w *PipelineWorkers) resubmitPass(ctx context.Context) {
 
 func (w *PipelineWorkers) stuckPass(ctx context.Context) {
 	w.eachHeld(ctx, w.stuckTasks, "stuck detection", func(ctx context.Context, lease domain.Lease) error {
-		// What holds a head of line up and a machine can settle comes first: a chain ahead
-		// of the database (quarantine), nonces taken by transactions without an attempt on
-		// record (recognised or failed), a nonce hole (filled); then the stuck policy.
-		_, holeErr := w.stages.Reconcile.FillNonceHoles(ctx, lease)
-		aheadErr := w.stages.Reconcile.CheckChainAhead(ctx, lease)
-		_, takenErr := w.stages.Reconcile.SettleTakenNonces(ctx, lease)
+		// What holds a head of line up and a machine can settle comes first
+		// (reconciliation with the chain); then the stuck policy.
+		reconcileErr := w.stages.Reconcile.Pass(ctx, lease)
 		_, stuckErr := w.stages.Stuck.DetectStuck(ctx, lease)
-		return errors.Join(holeErr, aheadErr, takenErr, stuckErr)
+		return errors.Join(reconcileErr, stuckErr)
 	})
 }
 

@@ -6,9 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kratos/kratos/v2/log"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // TestFailoverClusterFollowsTheFailovers runs the formation make chaos-db runs on: one
@@ -66,6 +70,32 @@ func TestFailoverClusterFollowsTheFailovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(1)
+	// The service's watch of the database server reads the formation's replication as
+	// synchronous (commits wait for a standby), and reads it again at each new primary.
+	replicationAfterNewConnections := func() string {
+		t.Helper()
+		watch, err := repositories.NewServerWatch(log.DefaultLogger, telemetry.Noop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := pgxpool.ParseConfig(f.DSN("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.AfterConnect = watch.AfterConnect
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		if err := pool.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return watch.Replication().Mode
+	}
+	if mode := replicationAfterNewConnections(); mode != repositories.ReplicationSynchronous {
+		t.Fatalf("the formation's replication read as %s, want synchronous", mode)
+	}
 	steps := []struct {
 		name  string
 		fault func(primary *FailoverNode) error
@@ -101,6 +131,18 @@ func TestFailoverClusterFollowsTheFailovers(t *testing.T) {
 		write(written)
 		if err := f.WaitHealthy(ctx, 4*time.Minute); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
+		}
+		// A new primary runs asynchronously until its standby is back in the quorum; the
+		// watch of a pool that connects afterwards reads it synchronous again.
+		mode := ""
+		for range 60 {
+			if mode = replicationAfterNewConnections(); mode == repositories.ReplicationSynchronous {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if mode != repositories.ReplicationSynchronous {
+			t.Fatalf("%s: replication of the healed formation read as %s, want synchronous", step.name, mode)
 		}
 	}
 	if last, _ := f.Primary(ctx); last != first {

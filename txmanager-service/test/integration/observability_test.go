@@ -131,6 +131,15 @@ func TestMetricsHaveNoUnlabelledTwins(t *testing.T) {
 	if perChain < 10 {
 		t.Errorf("only %d metrics carry chain_id; the check above would prove little", perChain)
 	}
+	// The test database is a standalone server: its commits wait for no standby, and the
+	// service says so in the metric and /readyz.
+	if sync := families["database_synchronous_replication"]; sync == nil || len(sync.GetMetric()) != 1 || sync.GetMetric()[0].GetGauge().GetValue() != 0 {
+		t.Errorf("database_synchronous_replication: %v, want 0 (asynchronous)", sync)
+	}
+	ready := s.do(t, http.MethodGet, "/readyz", nil)
+	if checks, _ := ready.body["checks"].(map[string]any); !strings.HasPrefix(fmt.Sprint(checks["database_replication"]), "asynchronous (synchronous_commit=") {
+		t.Errorf("/readyz replication detail: %s", ready.raw)
+	}
 	lag := families["completions_feed_lag_seconds"]
 	if lag == nil || len(lag.GetMetric()) == 0 || lag.GetMetric()[0].GetGauge().GetValue() <= 0 {
 		t.Errorf("completions_feed_lag_seconds after a completion was positioned: %v, want the time it waited", lag)

@@ -3,9 +3,13 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math/big"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
@@ -74,8 +78,8 @@ func TestLostAttemptsAreRecognisedOnChain(t *testing.T) {
 	}
 }
 
-// A chain ahead of the database (the last commits lost in a failover, while their
-// transactions were mined): the signer is quarantined, creates are refused with a clear
+// In recovery.mode hold, a chain ahead of the database (the last commits lost in a failover,
+// while their transactions were mined): the signer is quarantined, creates are refused with a clear
 // reason and consume no nonce, the admin API lists the unknown nonces with what the chain
 // holds there, and after an operator's release allocation goes on above them.
 func TestChainAheadOfTheDatabaseQuarantinesTheSigner(t *testing.T) {
@@ -85,6 +89,7 @@ func TestChainAheadOfTheDatabaseQuarantinesTheSigner(t *testing.T) {
 	dsn := testsupport.MigratedDSN(t)
 	opts := serviceOptions{chain: sim, signers: 1, fastPipeline: true, dsn: dsn, chainQuery: true, configure: func(bc *conf.Bootstrap) {
 		bc.Nonce.NonceStateTimeout = 0 // every batch asks the chain
+		bc.Recovery.Mode = conf.RecoveryHold
 	}}
 	first := startService(t, opts)
 	signer := devAddress(t, 0)
@@ -164,5 +169,119 @@ func TestChainAheadOfTheDatabaseQuarantinesTheSigner(t *testing.T) {
 	again := second.create(t, map[string]any{"signer": signer, "to": devAddress(t, 4), "value": "99", "gasLimit": 21000, "requestId": "after-failover"})
 	if again.status != http.StatusAccepted || again.tx()["nonce"] != "5" {
 		t.Fatalf("create after release: %d %s, want 202 at nonce 5 (above the unknown ones)", again.status, again.raw)
+	}
+}
+
+// After a database loss (the rows of a signer's last transactions gone while the chain has
+// them), the service settles by itself (recovery.mode adopt-by-intent): each lost request's
+// retry, with its requestId, is answered with its transaction on chain, and nothing is
+// executed twice. Equal intents are interchangeable: two identical lost requests' retries
+// adopt the two identical transactions, and a third identical request gets a new one.
+func TestLostRequestsAreAnsweredWithTheirTransactionsOnChain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sim := newTestChain(t, 250*time.Millisecond)
+	dsn := testsupport.MigratedDSN(t)
+	opts := serviceOptions{chain: sim, signers: 1, fastPipeline: true, dsn: dsn, chainQuery: true, configure: func(bc *conf.Bootstrap) {
+		bc.Nonce.NonceStateTimeout = 0 // every batch asks the chain
+	}}
+	first := startService(t, opts)
+	signer, recipient := devAddress(t, 0), devAddress(t, 4)
+	request := func(id, value string) map[string]any {
+		return map[string]any{"signer": signer, "to": recipient, "value": value, "gasLimit": 21000, "requestId": id}
+	}
+	// Nonces 0..4: three distinct intents, then two identical ones.
+	sent := []map[string]any{request("kept", "1"), request("lost-a", "2"), request("lost-b", "3"), request("twin-1", "7"), request("twin-2", "7")}
+	onChain := map[string]string{} // requestId -> tx hash
+	for _, r := range sent {
+		id := first.createOK(t, r)
+		waitFor(t, 60*time.Second, "transaction "+id+" confirmed", func() bool { return first.tx(t, id).state == "CONFIRMED" })
+		onChain[r["requestId"].(string)] = first.tx(t, id).txHash
+	}
+	first.stop(t)
+	// The standby missed everything from nonce 1 on: rows, attempts, completions, cursor.
+	for _, stmt := range []string{
+		"DELETE FROM tx_completions WHERE tx_id IN (SELECT tx_id FROM managed_tx WHERE nonce >= 1)",
+		"DELETE FROM tx_attempt WHERE nonce >= 1",
+		"DELETE FROM managed_tx WHERE nonce >= 1",
+		"UPDATE signer_nonce_cursor SET next_nonce = 1",
+	} {
+		if _, err := first.pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	second := startService(t, opts)
+	// Retries as a client makes them: a 503 while the signer is being reconciled is retried.
+	retry := func(r map[string]any) apiResponse {
+		var got apiResponse
+		waitFor(t, 60*time.Second, "an answer to "+fmt.Sprint(r["requestId"]), func() bool {
+			got = second.create(t, r)
+			return got.status != http.StatusServiceUnavailable
+		})
+		return got
+	}
+	for _, id := range []string{"lost-a", "lost-b"} {
+		want := onChain[id]
+		got := retry(request(id, map[string]string{"lost-a": "2", "lost-b": "3"}[id]))
+		if got.status != http.StatusOK || got.tx()["txHash"] != want {
+			t.Fatalf("retry of %s: %d %s, want 200 with its transaction on chain %s", id, got.status, got.raw, want)
+		}
+	}
+	twins := map[string]bool{}
+	for _, id := range []string{"twin-1", "twin-2"} {
+		got := retry(request(id, "7"))
+		hash, _ := got.tx()["txHash"].(string)
+		if got.status != http.StatusOK || (hash != onChain["twin-1"] && hash != onChain["twin-2"]) || twins[hash] {
+			t.Fatalf("retry of %s: %d %s, want 200 with one of the two identical transactions on chain, not one already adopted", id, got.status, got.raw)
+		}
+		twins[hash] = true
+	}
+	third := retry(request("twin-3", "7"))
+	if third.status != http.StatusAccepted || third.tx()["nonce"] != "5" {
+		t.Fatalf("a third identical request: %d %s, want 202 with a new transaction at nonce 5", third.status, third.raw)
+	}
+	// A replay of an adopted request is a replay like any other.
+	if replay := second.create(t, request("lost-a", "2")); replay.status != http.StatusOK || replay.tx()["txHash"] != onChain["lost-a"] {
+		t.Fatalf("replay of an adopted request: %d %s", replay.status, replay.raw)
+	}
+	if conflict := second.create(t, request("lost-a", "9")); conflict.status != http.StatusConflict {
+		t.Fatalf("an adopted request with another intent: %d %s, want 409", conflict.status, conflict.raw)
+	}
+	thirdID, _ := third.tx()["txId"].(string)
+	waitFor(t, 60*time.Second, "the new transaction confirmed", func() bool { return second.tx(t, thirdID).state == "CONFIRMED" })
+
+	// On chain: every intent executed exactly as often as it was requested.
+	client := ethClient(t, sim)
+	head, err := client.BlockNumber(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	executed := map[string]int{} // value -> transfers from signer to recipient
+	for n := uint64(0); n <= head; n++ {
+		block, err := client.BlockByNumber(ctx, new(big.Int).SetUint64(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tx := range block.Transactions() {
+			from, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), tx)
+			if err == nil && from.Hex() == signer && tx.To() != nil && tx.To().Hex() == recipient {
+				executed[tx.Value().String()]++
+			}
+		}
+	}
+	if want := map[string]int{"1": 1, "2": 1, "3": 1, "7": 3}; !maps.Equal(executed, want) {
+		t.Fatalf("executed on chain (value -> count) %v, want %v", executed, want)
+	}
+	if n := second.count(t, "SELECT count(*) FROM managed_tx WHERE recovered_at IS NOT NULL AND request_id IS NOT NULL"); n != 4 {
+		t.Fatalf("%d adopted rows, want 4", n)
+	}
+	// Every adopted transaction is final with its completion in the feed, and no signer is
+	// left quarantined.
+	waitFor(t, 60*time.Second, "completions of every transaction", func() bool {
+		return second.count(t, "SELECT count(*) FROM tx_completions") == 6
+	})
+	if n := second.count(t, "SELECT count(*) FROM signer_quarantine WHERE released_at IS NULL"); n != 0 {
+		t.Fatalf("%d signers still quarantined", n)
 	}
 }

@@ -6,6 +6,7 @@ package procstat
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -19,14 +20,53 @@ const userHZ = 100
 // that but idle and iowait, Steal is what the hypervisor took.
 type MachineTimes struct{ Busy, Steal, Total uint64 }
 
-// Machine reads the machine's CPU times so far; ok is false where /proc/stat is missing
+// Proc reads CPU times from a /proc tree at Root; the zero value reads this machine's
+// /proc. Tests point Root at a folder of fixture files.
+type Proc struct{ Root string }
+
+func (p Proc) path(elem ...string) string {
+	root := p.Root
+	if root == "" {
+		root = "/proc"
+	}
+	return filepath.Join(append([]string{root}, elem...)...)
+}
+
+// Machine reads this machine's CPU times so far; ok is false where /proc/stat is missing
 // or unreadable (not Linux).
-func Machine() (times MachineTimes, ok bool) {
-	data, err := os.ReadFile("/proc/stat")
+func Machine() (times MachineTimes, ok bool) { return Proc{}.Machine() }
+
+// ProcessSeconds is the CPU time (user and system) process pid has used so far.
+func ProcessSeconds(pid int) (float64, error) { return Proc{}.ProcessSeconds(pid) }
+
+// Machine reads the machine's CPU times so far from stat; ok is false when it is missing
+// or unreadable.
+func (p Proc) Machine() (times MachineTimes, ok bool) {
+	data, err := os.ReadFile(p.path("stat"))
 	if err != nil {
 		return MachineTimes{}, false
 	}
-	line, _, _ := strings.Cut(string(data), "\n")
+	return machineTimes(string(data))
+}
+
+// ProcessSeconds is the CPU time (user and system) process pid has used so far.
+func (p Proc) ProcessSeconds(pid int) (float64, error) {
+	file := p.path(strconv.Itoa(pid), "stat")
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	seconds, err := statSeconds(string(raw))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", file, err)
+	}
+	return seconds, nil
+}
+
+// machineTimes reads the aggregate "cpu" line, the first of /proc/stat; ok is false when
+// it is not there or not numbers.
+func machineTimes(stat string) (times MachineTimes, ok bool) {
+	line, _, _ := strings.Cut(stat, "\n")
 	fields := strings.Fields(line)
 	if len(fields) < 9 || fields[0] != "cpu" {
 		return MachineTimes{}, false
@@ -47,19 +87,6 @@ func Machine() (times MachineTimes, ok bool) {
 		}
 	}
 	return times, true
-}
-
-// ProcessSeconds is the CPU time (user and system) process pid has used so far.
-func ProcessSeconds(pid int) (float64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	seconds, err := statSeconds(string(raw))
-	if err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return seconds, nil
 }
 
 // statSeconds is utime + stime of a /proc/<pid>/stat line, in seconds.

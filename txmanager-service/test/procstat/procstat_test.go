@@ -2,9 +2,80 @@ package procstat
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
+
+func TestMachineTimes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		stat string
+		want MachineTimes
+		ok   bool
+	}{
+		{
+			// user nice system idle iowait irq softirq steal guest guest_nice
+			name: "a kernel's first lines",
+			stat: "cpu  100 5 50 1000 20 3 2 40 7 0\ncpu0 50 2 25 500 10 1 1 20 3 0\nintr 123\n",
+			want: MachineTimes{Busy: 100 + 5 + 50 + 3 + 2 + 40, Steal: 40, Total: 100 + 5 + 50 + 1000 + 20 + 3 + 2 + 40},
+			ok:   true,
+		},
+		{
+			// Guest time is inside user already: the columns after steal add nothing.
+			name: "guest columns are not counted twice",
+			stat: "cpu 10 0 0 10 0 0 0 0 999 999\n",
+			want: MachineTimes{Busy: 10, Total: 20},
+			ok:   true,
+		},
+		{name: "an old kernel's eight columns", stat: "cpu 1 2 3 4 5 6 7\n"},
+		{name: "a per-core line first", stat: "cpu0 1 2 3 4 5 6 7 8\n"},
+		{name: "not numbers", stat: "cpu 1 2 3 four 5 6 7 8\n"},
+		{name: "empty", stat: ""},
+	}
+	for _, tc := range tests {
+		got, ok := machineTimes(tc.stat)
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("%s: got %+v, %v; want %+v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// Proc reads the same files from any root, so a fixture tree stands in for /proc.
+func TestProcFixture(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("stat", "cpu 300 0 100 600 0 0 0 0 0 0\n")
+	write("42/stat", "42 (geth) S 1 42 42 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 12 0")
+	write("43/stat", "43 (broken")
+	proc := Proc{Root: root}
+
+	if got, ok := proc.Machine(); !ok || got != (MachineTimes{Busy: 400, Total: 1000}) {
+		t.Errorf("Machine() = %+v, %v; want busy 400 of 1000", got, ok)
+	}
+	if got, err := proc.ProcessSeconds(42); err != nil || got != 3.25 {
+		t.Errorf("ProcessSeconds(42) = %v, %v; want 3.25 s", got, err)
+	}
+	if _, err := proc.ProcessSeconds(43); err == nil {
+		t.Error("a malformed stat file read without an error")
+	}
+	if _, err := proc.ProcessSeconds(44); !os.IsNotExist(err) {
+		t.Errorf("a process that is gone: err = %v, want a not-exist error", err)
+	}
+	if _, ok := (Proc{Root: t.TempDir()}).Machine(); ok {
+		t.Error("Machine() reported times without a stat file")
+	}
+}
 
 func TestStatSeconds(t *testing.T) {
 	cases := []struct {

@@ -15,39 +15,41 @@ import (
 
 // CheckChainAhead quarantines the signer when the chain's pending nonce is above every
 // nonce the database knows for it: the chain then holds transactions the database lost or
-// never had. Allocation refuses the signer until an operator releases it (admin API),
-// unless the configuration adopts such nonces.
-func (r *Reconciler) CheckChainAhead(ctx context.Context, lease domain.Lease) error {
+// never had. Allocation refuses the signer until it is released: by an operator (admin API,
+// recovery.mode hold) or by RecoverFromChain (adopt-by-intent). With nonce
+// unknownChainNonces adopt nothing is checked. It returns what it read, the quarantine it
+// recorded included.
+func (r *Reconciler) CheckChainAhead(ctx context.Context, lease domain.Lease) (SignerCheck, error) {
 	if r.cfg.AdoptUnknownChainNonces {
-		return nil
+		return SignerCheck{NextNonce: -1}, nil
 	}
 	// The chain first, the cursor second: every transaction of ours the chain can hold was
 	// allocated (the cursor moved past it) before it was sent, so a chain nonce read before
 	// the cursor is above it only when the chain holds nonces the database does not know.
 	pending, err := r.chain.PendingNonceAt(ctx, common.HexToAddress(lease.Signer))
 	if err != nil {
-		return err
+		return SignerCheck{}, err
 	}
-	next, quarantined, err := r.store.SignerChainCheck(ctx, lease.Signer)
+	check, err := r.store.SignerChainCheck(ctx, lease.Signer)
 	if err != nil {
-		return err
+		return SignerCheck{}, err
 	}
-	r.quarantine.set(lease.Signer, quarantined)
-	if quarantined || next < 0 || pending <= uint64(next) {
-		return nil
+	if check.Quarantine != nil || check.NextNonce < 0 || pending <= uint64(check.NextNonce) {
+		return check, nil
 	}
-	recorded, err := r.store.Quarantine(ctx, lease, uint64(next), pending)
+	next := uint64(check.NextNonce)
+	recorded, err := r.store.Quarantine(ctx, lease, next, pending)
 	if err != nil {
-		return r.leases.Fence(ctx, lease, err)
+		return check, r.leases.Fence(ctx, lease, err)
 	}
 	if !recorded {
-		return nil // released by an operator; the next allocation goes on above them
+		return check, nil // released by an operator; the next allocation goes on above them
 	}
-	r.quarantine.set(lease.Signer, true)
+	check.Quarantine = &NonceRange{From: next, To: pending}
 	r.metrics.Quarantined(ctx)
 	r.log.WithContext(ctx).Errorw("msg", "signer quarantined: the chain holds nonces the database does not know", "signer", lease.Signer,
 		"fencing_token", lease.Token, "db_next_nonce", next, "chain_nonce", pending)
-	return nil
+	return check, nil
 }
 
 // takenNonceVerdict is what the chain says of a NONCE_TAKEN row's nonce.

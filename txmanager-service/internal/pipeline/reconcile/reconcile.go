@@ -9,7 +9,8 @@ package reconcile
 
 import (
 	"context"
-	"sync"
+	"errors"
+	"slices"
 	"time"
 
 	"github.com/go-kratos/kratos/v2/log"
@@ -37,14 +38,18 @@ type Config struct {
 	// not raced.
 	FillHoles bool
 	HoleGrace time.Duration
+	// RecoverByIntent (recovery.mode adopt-by-intent): a quarantined signer's unknown
+	// transactions are recorded as unclaimed rows, adoptable by a retried create with the
+	// same intent for AdoptionWindow, and the signer is released without a person.
+	RecoverByIntent bool
+	AdoptionWindow  time.Duration
 }
 
 // Store is the stage's view of the database. Every write is fenced on the lease and yields
 // *domain.FencedError when the lease no longer matches.
 type Store interface {
-	// SignerChainCheck returns the signer's next nonce on record (-1: none) and whether it
-	// is quarantined.
-	SignerChainCheck(ctx context.Context, signer string) (int64, bool, error)
+	// SignerChainCheck reads what a pass compares with the chain.
+	SignerChainCheck(ctx context.Context, signer string) (SignerCheck, error)
 	// Quarantine records a quarantine; false when an operator already released those
 	// nonces.
 	Quarantine(ctx context.Context, lease domain.Lease, dbNext, chainNext uint64) (bool, error)
@@ -58,53 +63,95 @@ type Store interface {
 	// InsertPlaceholders stores placeholder transactions at free nonces and returns how
 	// many it created.
 	InsertPlaceholders(ctx context.Context, lease domain.Lease, txs []domain.ManagedTx) (int, error)
+
+	// RecordRecovered stores transactions found on chain at lost nonces as unclaimed rows
+	// with their attempts, adoptable until unclaimedUntil; a nonce that has a row already is
+	// left alone. It returns how many it stored.
+	RecordRecovered(ctx context.Context, lease domain.Lease, txs []RecoveredTx, unclaimedUntil time.Time, resubmitAfter time.Duration) (int, error)
+	// FinishRecovery moves the cursor to chainNonce (never back) and releases the
+	// quarantine, together; false when there was no quarantine to release.
+	FinishRecovery(ctx context.Context, lease domain.Lease, chainNonce uint64, note string) (bool, error)
+	// QuarantinedAmong returns which of signers are quarantined now.
+	QuarantinedAmong(ctx context.Context, signers []string) ([]string, error)
+	// ExpireUnclaimed ends the adoption window of the signer's recovered rows past it (their
+	// held-back completions are written) and returns how many.
+	ExpireUnclaimed(ctx context.Context, lease domain.Lease) (int, error)
 }
+
+// SignerCheck is a signer's state as reconciliation reads it.
+type SignerCheck struct {
+	// NextNonce is the cursor (-1: the signer has none yet).
+	NextNonce int64
+	// Quarantine is the live quarantine's unknown nonces [From, To), nil when none.
+	Quarantine *NonceRange
+	// UnclaimedExpired: some recovered row's adoption window has ended.
+	UnclaimedExpired bool
+}
+
+// NonceRange is the nonces [From, To).
+type NonceRange struct{ From, To uint64 }
 
 // Reconciler runs the stage for the signers whose lease this node holds.
 type Reconciler struct {
-	cfg        Config
-	store      Store
-	attempts   pipeline.AttemptStore
-	chain      services.Chain
-	leases     *services.LeaseManager
-	clock      services.Clock
-	metrics    *telemetry.Metrics
-	log        *log.Helper
-	holes      *holeTracker
-	quarantine *quarantineGauge
+	cfg      Config
+	store    Store
+	attempts pipeline.AttemptStore
+	chain    services.Chain
+	leases   *services.LeaseManager
+	clock    services.Clock
+	metrics  *telemetry.Metrics
+	log      *log.Helper
+	holes    *holeTracker
 }
 
 // New builds the stage and registers the quarantine gauge.
 func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain services.Chain, leases *services.LeaseManager, clock services.Clock,
 	metrics *telemetry.Metrics, logger log.Logger) (*Reconciler, error) {
 	r := &Reconciler{cfg: cfg, store: store, attempts: attempts, chain: chain, leases: leases, clock: clock, metrics: metrics,
-		log:        log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node())),
-		holes:      &holeTracker{seen: map[string]seenHole{}},
-		quarantine: &quarantineGauge{signers: map[string]bool{}},
+		log:   log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node())),
+		holes: &holeTracker{seen: map[string]seenHole{}},
 	}
-	return r, r.quarantine.register(metrics)
+	return r, r.registerQuarantineGauge()
 }
 
-// quarantineGauge remembers which held signers the latest checks found quarantined.
-type quarantineGauge struct {
-	mu      sync.Mutex
-	signers map[string]bool
+// Pass reconciles one signer, each step in the order a head of line needs it: a nonce hole
+// is filled; a chain ahead of the database quarantines the signer, and in adopt-by-intent
+// mode the chain's unknown transactions are recorded and the signer released; adoption
+// windows that ended are closed; nonces taken by transactions without an attempt on
+// record are settled.
+func (r *Reconciler) Pass(ctx context.Context, lease domain.Lease) error {
+	_, holeErr := r.FillNonceHoles(ctx, lease)
+	check, aheadErr := r.CheckChainAhead(ctx, lease)
+	var recoverErr, expireErr error
+	if aheadErr == nil && check.Quarantine != nil {
+		_, recoverErr = r.RecoverFromChain(ctx, lease, *check.Quarantine)
+	}
+	if aheadErr == nil && check.UnclaimedExpired {
+		_, expireErr = r.ExpireUnclaimed(ctx, lease)
+	}
+	_, takenErr := r.SettleTakenNonces(ctx, lease)
+	return errors.Join(holeErr, aheadErr, recoverErr, expireErr, takenErr)
 }
 
-func (g *quarantineGauge) set(signer string, quarantined bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.signers[signer] = quarantined
-}
-
-func (g *quarantineGauge) register(metrics *telemetry.Metrics) error {
-	return metrics.RegisterGauge(telemetry.SignerQuarantined, "1 for a signer this node holds that is quarantined (the chain holds nonces the database does not know).",
-		func(_ context.Context, record func(int64, ...attribute.KeyValue)) {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			for signer, q := range g.signers {
+// registerQuarantineGauge reports, at each scrape, which signers this node holds are
+// quarantined, read from the database: a release (by an operator on any node, or by the
+// recovery) shows at the next scrape.
+func (r *Reconciler) registerQuarantineGauge() error {
+	return r.metrics.RegisterGauge(telemetry.SignerQuarantined, "1 for a signer this node holds that is quarantined (the chain holds nonces the database does not know).",
+		func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
+			signers := r.leases.HeldSigners()
+			if len(signers) == 0 {
+				return
+			}
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			quarantined, err := r.store.QuarantinedAmong(ctx, signers)
+			if err != nil {
+				return // a scrape must not fail because the database is slow
+			}
+			for _, signer := range signers {
 				v := int64(0)
-				if q {
+				if slices.Contains(quarantined, signer) {
 					v = 1
 				}
 				record(v, attribute.String("signer", signer))

@@ -60,7 +60,8 @@ WHERE chain_id = @chain_id AND signer = @signer AND owner_node = @node_id AND fe
 -- columns owner_node and fencing_token, migration 0009) waits for
 -- this transaction and can never slip between the check and the commit.
 SELECT l.fencing_token, c.next_nonce,
-       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined
+       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined,
+       EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = l.chain_id AND m.signer = l.signer AND m.unclaimed_until > now())::bool AS has_unclaimed
 FROM signer_lease l
 LEFT JOIN signer_nonce_cursor c ON c.chain_id = l.chain_id AND c.signer = l.signer
 WHERE l.chain_id = @chain_id AND l.signer = @signer

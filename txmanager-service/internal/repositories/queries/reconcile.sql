@@ -1,8 +1,13 @@
 -- name: SignerChainCheck :one
--- What the periodic check compares with the chain: the signer's next nonce on record and
--- whether it is quarantined now.
+-- What each reconciliation pass compares with the chain, in one read: the signer's next
+-- nonce on record, its live quarantine if any (the nonces it covers), and whether a
+-- recovered row's adoption window has ended (judged by the database clock, as the update
+-- that ends it).
 SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor c WHERE c.chain_id = @chain_id AND c.signer = @signer), -1)::bigint AS next_nonce,
-       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL)::bool AS quarantined;
+       q.db_next_nonce AS quarantined_from, q.chain_nonce AS quarantined_to,
+       EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.unclaimed_until <= now())::bool AS unclaimed_expired
+FROM (SELECT 1) AS one
+LEFT JOIN signer_quarantine q ON q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL;
 
 -- name: LowestOpenNonce :one
 -- The signer's lowest nonce not yet final: everything above waits for it, and a nonce hole
@@ -65,3 +70,95 @@ completed AS (
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM completed)::bigint AS updated;
+
+-- name: RecordRecovered :one
+-- Records transactions the chain holds at nonces the database lost (recovery after a
+-- database loss), fenced: each becomes a row of its own, TRACKING with the chain's signed
+-- bytes as its attempt, so receipts and finality follow it like any other, unclaimed until
+-- @unclaimed_until for a retried create with the same recovery key to adopt. A nonce that
+-- already has a row (recorded by an earlier pass) is left as it is.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+input AS (
+    SELECT unnest(@tx_ids::text[])          AS tx_id,
+           unnest(@nonces::bigint[])        AS nonce,
+           unnest(@payloads::text[])::jsonb AS payload,
+           unnest(@intent_hashes::bytea[])  AS intent_hash,
+           unnest(@recovery_keys::bytea[])  AS recovery_key,
+           unnest(@tx_hashes::text[])       AS tx_hash,
+           unnest(@max_fees::text[])        AS max_fee,
+           unnest(@max_tips::text[])        AS max_tip,
+           unnest(@gas_limits::bigint[])    AS gas_limit,
+           unnest(@raw_txs::bytea[])        AS raw_tx
+),
+inserted AS (
+    INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, tx_hash, state, sub_state, submit_attempts,
+                            last_submit_at, next_resubmit_at, fencing_token, recovered_at, recovery_key, unclaimed_until)
+    SELECT @chain_id, i.tx_id::uuid, @signer, i.intent_hash, i.nonce, i.payload, i.tx_hash, 'TRACKING', 'RECOVERED', 1,
+           now(), now() + make_interval(secs => @resubmit_after_seconds::float8), @fencing_token, now(), i.recovery_key, @unclaimed_until::timestamptz
+    FROM lease, input i
+    ON CONFLICT (chain_id, signer, nonce) DO NOTHING
+    RETURNING tx_id, nonce
+),
+attempts AS (
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT @chain_id, i.tx_hash, n.tx_id, @signer, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
+    FROM inserted n JOIN input i ON i.nonce = n.nonce
+    ON CONFLICT (tx_hash) DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM inserted)::bigint AS inserted;
+
+-- name: FinishRecovery :one
+-- Once every unknown nonce has its row: the cursor moves past the chain's nonce (never
+-- back) and the quarantine is released by the recovery itself, in one fenced statement, so
+-- the signer serves again with nothing between the two.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+advanced AS (
+    INSERT INTO signer_nonce_cursor AS c (chain_id, signer, next_nonce, fencing_token, updated_at)
+    SELECT @chain_id, @signer, @chain_nonce::bigint, @fencing_token, now()
+    FROM lease
+    ON CONFLICT (chain_id, signer) DO UPDATE SET next_nonce = EXCLUDED.next_nonce, fencing_token = EXCLUDED.fencing_token, updated_at = now()
+    WHERE c.next_nonce < EXCLUDED.next_nonce
+    RETURNING 1
+),
+released AS (
+    UPDATE signer_quarantine q SET released_at = now(), released_by = @released_by, release_note = @note
+    FROM lease
+    WHERE q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL AND q.chain_nonce <= @chain_nonce::bigint
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM released)::bigint AS released;
+
+-- name: ExpireUnclaimed :one
+-- Recovered rows no request adopted within the window stop being adoptable; those already
+-- final get the completion that was held back for the adopter.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+expired AS (
+    UPDATE managed_tx m SET unclaimed_until = NULL, fencing_token = @fencing_token, updated_at = now()
+    FROM lease
+    WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.unclaimed_until IS NOT NULL AND m.unclaimed_until <= now()
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state
+),
+completed AS (
+    INSERT INTO tx_completions (chain_id, tx_id, signer, status)
+    SELECT chain_id, tx_id, signer, state FROM expired WHERE state IN ('CONFIRMED', 'FAILED_FINAL')
+    ON CONFLICT (tx_id) DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM expired)::bigint AS expired;
+
+-- name: QuarantinedAmong :many
+-- Which of the signers are quarantined now (the quarantine gauge, at each scrape).
+SELECT signer FROM signer_quarantine WHERE chain_id = @chain_id AND signer = ANY(@signers::text[]) AND released_at IS NULL;

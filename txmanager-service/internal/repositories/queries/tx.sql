@@ -43,3 +43,41 @@ SELECT * FROM managed_tx WHERE tx_id = @tx_id;
 
 -- name: GetTxByRequestID :one
 SELECT * FROM managed_tx WHERE chain_id = @chain_id AND signer = @signer AND request_id = @request_id;
+
+-- name: FindUnclaimed :many
+-- Inside a writer batch (the lease row already locked): the recovered rows still adoptable
+-- whose recovery key one of the batch's creates carries, lowest nonce first, locked until
+-- the batch commits.
+SELECT * FROM managed_tx
+WHERE chain_id = @chain_id AND signer = @signer AND unclaimed_until > now() AND recovery_key = ANY(@recovery_keys::bytea[])
+ORDER BY nonce
+FOR UPDATE;
+
+-- name: ClaimUnclaimed :one
+-- A retried create adopts a recovered row: the row takes the request's id and intent
+-- fingerprint (a later replay of the request matches it) and stops being adoptable; if it
+-- is final already, its held-back completion is written now. Fenced like WriteAllocation.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+input AS (
+    SELECT unnest(@tx_ids::text[])         AS tx_id,
+           unnest(@request_ids::text[])    AS request_id,
+           unnest(@intent_hashes::bytea[]) AS intent_hash
+),
+claimed AS (
+    UPDATE managed_tx m
+    SET request_id = NULLIF(i.request_id, ''), intent_hash = i.intent_hash, unclaimed_until = NULL, fencing_token = @fencing_token, updated_at = now()
+    FROM lease, input i
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.unclaimed_until > now()
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state
+),
+completed AS (
+    INSERT INTO tx_completions (chain_id, tx_id, signer, status)
+    SELECT chain_id, tx_id, signer, state FROM claimed WHERE state IN ('CONFIRMED', 'FAILED_FINAL')
+    ON CONFLICT (tx_id) DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM claimed)::bigint AS claimed;

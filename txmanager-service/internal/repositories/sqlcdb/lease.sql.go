@@ -94,7 +94,8 @@ func (q *Queries) AcquireOrRenewLease(ctx context.Context, arg AcquireOrRenewLea
 
 const lockLeaseAndReadCursor = `-- name: LockLeaseAndReadCursor :one
 SELECT l.fencing_token, c.next_nonce,
-       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined
+       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined,
+       EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = l.chain_id AND m.signer = l.signer AND m.unclaimed_until > now())::bool AS has_unclaimed
 FROM signer_lease l
 LEFT JOIN signer_nonce_cursor c ON c.chain_id = l.chain_id AND c.signer = l.signer
 WHERE l.chain_id = $1 AND l.signer = $2
@@ -115,6 +116,7 @@ type LockLeaseAndReadCursorRow struct {
 	FencingToken int64
 	NextNonce    pgtype.Int8
 	Quarantined  bool
+	HasUnclaimed bool
 }
 
 // The first statement of every writer batch for a signer: proves the lease is still ours and
@@ -129,7 +131,12 @@ func (q *Queries) LockLeaseAndReadCursor(ctx context.Context, arg LockLeaseAndRe
 		arg.FencingToken,
 	)
 	var i LockLeaseAndReadCursorRow
-	err := row.Scan(&i.FencingToken, &i.NextNonce, &i.Quarantined)
+	err := row.Scan(
+		&i.FencingToken,
+		&i.NextNonce,
+		&i.Quarantined,
+		&i.HasUnclaimed,
+	)
 	return i, err
 }
 

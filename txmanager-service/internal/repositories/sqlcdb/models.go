@@ -46,6 +46,9 @@ type ManagedTx struct {
 	UpdatedAt      time.Time
 	Placeholder    bool
 	ChainID        int64
+	RecoveredAt    *time.Time
+	RecoveryKey    []byte
+	UnclaimedUntil *time.Time
 }
 
 type NodeRegistry struct {

@@ -30,14 +30,14 @@ finalized AS (
         fencing_token = $4, updated_at = now()
     FROM lease, input i
     WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
-    RETURNING m.chain_id, m.tx_id, m.signer, m.state
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state, m.unclaimed_until
 ),
 completed AS (
     INSERT INTO tx_completions (chain_id, tx_id, signer, status)
-    SELECT chain_id, tx_id, signer, state FROM finalized
+    SELECT chain_id, tx_id, signer, state FROM finalized WHERE unclaimed_until IS NULL
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM completed)::bigint AS updated
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM finalized)::bigint AS updated
 `
 
 type FinalizeTxsParams struct {
@@ -57,7 +57,9 @@ type FinalizeTxsRow struct {
 }
 
 // Final state and its completions-feed row in one fenced statement: a completion exists if
-// and only if the transaction is final.
+// and only if the transaction is final, except for a recovered row no request has adopted
+// yet, whose completion waits for its adopter (ClaimUnclaimed) or the end of the adoption
+// window (ExpireUnclaimed).
 func (q *Queries) FinalizeTxs(ctx context.Context, arg FinalizeTxsParams) (FinalizeTxsRow, error) {
 	row := q.db.QueryRow(ctx, finalizeTxs,
 		arg.ChainID,

@@ -7,10 +7,58 @@ package sqlcdb
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
+
+const expireUnclaimed = `-- name: ExpireUnclaimed :one
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+expired AS (
+    UPDATE managed_tx m SET unclaimed_until = NULL, fencing_token = $4, updated_at = now()
+    FROM lease
+    WHERE m.chain_id = $1 AND m.signer = $2 AND m.unclaimed_until IS NOT NULL AND m.unclaimed_until <= now()
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state
+),
+completed AS (
+    INSERT INTO tx_completions (chain_id, tx_id, signer, status)
+    SELECT chain_id, tx_id, signer, state FROM expired WHERE state IN ('CONFIRMED', 'FAILED_FINAL')
+    ON CONFLICT (tx_id) DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM expired)::bigint AS expired
+`
+
+type ExpireUnclaimedParams struct {
+	ChainID      int64
+	Signer       string
+	NodeID       string
+	FencingToken int64
+}
+
+type ExpireUnclaimedRow struct {
+	LeaseHeld bool
+	Expired   int64
+}
+
+// Recovered rows no request adopted within the window stop being adoptable; those already
+// final get the completion that was held back for the adopter.
+func (q *Queries) ExpireUnclaimed(ctx context.Context, arg ExpireUnclaimedParams) (ExpireUnclaimedRow, error) {
+	row := q.db.QueryRow(ctx, expireUnclaimed,
+		arg.ChainID,
+		arg.Signer,
+		arg.NodeID,
+		arg.FencingToken,
+	)
+	var i ExpireUnclaimedRow
+	err := row.Scan(&i.LeaseHeld, &i.Expired)
+	return i, err
+}
 
 const failNonceTaken = `-- name: FailNonceTaken :one
 WITH lease AS MATERIALIZED (
@@ -61,6 +109,62 @@ func (q *Queries) FailNonceTaken(ctx context.Context, arg FailNonceTakenParams) 
 	)
 	var i FailNonceTakenRow
 	err := row.Scan(&i.LeaseHeld, &i.Updated)
+	return i, err
+}
+
+const finishRecovery = `-- name: FinishRecovery :one
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+advanced AS (
+    INSERT INTO signer_nonce_cursor AS c (chain_id, signer, next_nonce, fencing_token, updated_at)
+    SELECT $1, $2, $5::bigint, $4, now()
+    FROM lease
+    ON CONFLICT (chain_id, signer) DO UPDATE SET next_nonce = EXCLUDED.next_nonce, fencing_token = EXCLUDED.fencing_token, updated_at = now()
+    WHERE c.next_nonce < EXCLUDED.next_nonce
+    RETURNING 1
+),
+released AS (
+    UPDATE signer_quarantine q SET released_at = now(), released_by = $6, release_note = $7
+    FROM lease
+    WHERE q.chain_id = $1 AND q.signer = $2 AND q.released_at IS NULL AND q.chain_nonce <= $5::bigint
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM released)::bigint AS released
+`
+
+type FinishRecoveryParams struct {
+	ChainID      int64
+	Signer       string
+	NodeID       string
+	FencingToken int64
+	ChainNonce   int64
+	ReleasedBy   pgtype.Text
+	Note         pgtype.Text
+}
+
+type FinishRecoveryRow struct {
+	LeaseHeld bool
+	Released  int64
+}
+
+// Once every unknown nonce has its row: the cursor moves past the chain's nonce (never
+// back) and the quarantine is released by the recovery itself, in one fenced statement, so
+// the signer serves again with nothing between the two.
+func (q *Queries) FinishRecovery(ctx context.Context, arg FinishRecoveryParams) (FinishRecoveryRow, error) {
+	row := q.db.QueryRow(ctx, finishRecovery,
+		arg.ChainID,
+		arg.Signer,
+		arg.NodeID,
+		arg.FencingToken,
+		arg.ChainNonce,
+		arg.ReleasedBy,
+		arg.Note,
+	)
+	var i FinishRecoveryRow
+	err := row.Scan(&i.LeaseHeld, &i.Released)
 	return i, err
 }
 
@@ -122,7 +226,7 @@ func (q *Queries) InsertPlaceholders(ctx context.Context, arg InsertPlaceholders
 }
 
 const listNonceTaken = `-- name: ListNonceTaken :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id FROM managed_tx
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until FROM managed_tx
 WHERE chain_id = $1 AND signer = $2 AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL AND sub_state = 'NONCE_TAKEN'
 ORDER BY nonce
 LIMIT $3
@@ -168,6 +272,9 @@ func (q *Queries) ListNonceTaken(ctx context.Context, arg ListNonceTakenParams) 
 			&i.UpdatedAt,
 			&i.Placeholder,
 			&i.ChainID,
+			&i.RecoveredAt,
+			&i.RecoveryKey,
+			&i.UnclaimedUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -199,9 +306,132 @@ func (q *Queries) LowestOpenNonce(ctx context.Context, arg LowestOpenNonceParams
 	return nonce, err
 }
 
+const quarantinedAmong = `-- name: QuarantinedAmong :many
+SELECT signer FROM signer_quarantine WHERE chain_id = $1 AND signer = ANY($2::text[]) AND released_at IS NULL
+`
+
+type QuarantinedAmongParams struct {
+	ChainID int64
+	Signers []string
+}
+
+// Which of the signers are quarantined now (the quarantine gauge, at each scrape).
+func (q *Queries) QuarantinedAmong(ctx context.Context, arg QuarantinedAmongParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, quarantinedAmong, arg.ChainID, arg.Signers)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var signer string
+		if err := rows.Scan(&signer); err != nil {
+			return nil, err
+		}
+		items = append(items, signer)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const recordRecovered = `-- name: RecordRecovered :one
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+input AS (
+    SELECT unnest($5::text[])          AS tx_id,
+           unnest($6::bigint[])        AS nonce,
+           unnest($7::text[])::jsonb AS payload,
+           unnest($8::bytea[])  AS intent_hash,
+           unnest($9::bytea[])  AS recovery_key,
+           unnest($10::text[])       AS tx_hash,
+           unnest($11::text[])        AS max_fee,
+           unnest($12::text[])        AS max_tip,
+           unnest($13::bigint[])    AS gas_limit,
+           unnest($14::bytea[])        AS raw_tx
+),
+inserted AS (
+    INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, tx_hash, state, sub_state, submit_attempts,
+                            last_submit_at, next_resubmit_at, fencing_token, recovered_at, recovery_key, unclaimed_until)
+    SELECT $1, i.tx_id::uuid, $2, i.intent_hash, i.nonce, i.payload, i.tx_hash, 'TRACKING', 'RECOVERED', 1,
+           now(), now() + make_interval(secs => $15::float8), $4, now(), i.recovery_key, $16::timestamptz
+    FROM lease, input i
+    ON CONFLICT (chain_id, signer, nonce) DO NOTHING
+    RETURNING tx_id, nonce
+),
+attempts AS (
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT $1, i.tx_hash, n.tx_id, $2, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
+    FROM inserted n JOIN input i ON i.nonce = n.nonce
+    ON CONFLICT (tx_hash) DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM inserted)::bigint AS inserted
+`
+
+type RecordRecoveredParams struct {
+	ChainID              int64
+	Signer               string
+	NodeID               string
+	FencingToken         int64
+	TxIds                []string
+	Nonces               []int64
+	Payloads             []string
+	IntentHashes         [][]byte
+	RecoveryKeys         [][]byte
+	TxHashes             []string
+	MaxFees              []string
+	MaxTips              []string
+	GasLimits            []int64
+	RawTxs               [][]byte
+	ResubmitAfterSeconds float64
+	UnclaimedUntil       time.Time
+}
+
+type RecordRecoveredRow struct {
+	LeaseHeld bool
+	Inserted  int64
+}
+
+// Records transactions the chain holds at nonces the database lost (recovery after a
+// database loss), fenced: each becomes a row of its own, TRACKING with the chain's signed
+// bytes as its attempt, so receipts and finality follow it like any other, unclaimed until
+// @unclaimed_until for a retried create with the same recovery key to adopt. A nonce that
+// already has a row (recorded by an earlier pass) is left as it is.
+func (q *Queries) RecordRecovered(ctx context.Context, arg RecordRecoveredParams) (RecordRecoveredRow, error) {
+	row := q.db.QueryRow(ctx, recordRecovered,
+		arg.ChainID,
+		arg.Signer,
+		arg.NodeID,
+		arg.FencingToken,
+		arg.TxIds,
+		arg.Nonces,
+		arg.Payloads,
+		arg.IntentHashes,
+		arg.RecoveryKeys,
+		arg.TxHashes,
+		arg.MaxFees,
+		arg.MaxTips,
+		arg.GasLimits,
+		arg.RawTxs,
+		arg.ResubmitAfterSeconds,
+		arg.UnclaimedUntil,
+	)
+	var i RecordRecoveredRow
+	err := row.Scan(&i.LeaseHeld, &i.Inserted)
+	return i, err
+}
+
 const signerChainCheck = `-- name: SignerChainCheck :one
 SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor c WHERE c.chain_id = $1 AND c.signer = $2), -1)::bigint AS next_nonce,
-       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = $1 AND q.signer = $2 AND q.released_at IS NULL)::bool AS quarantined
+       q.db_next_nonce AS quarantined_from, q.chain_nonce AS quarantined_to,
+       EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.unclaimed_until <= now())::bool AS unclaimed_expired
+FROM (SELECT 1) AS one
+LEFT JOIN signer_quarantine q ON q.chain_id = $1 AND q.signer = $2 AND q.released_at IS NULL
 `
 
 type SignerChainCheckParams struct {
@@ -210,15 +440,24 @@ type SignerChainCheckParams struct {
 }
 
 type SignerChainCheckRow struct {
-	NextNonce   int64
-	Quarantined bool
+	NextNonce        int64
+	QuarantinedFrom  pgtype.Int8
+	QuarantinedTo    pgtype.Int8
+	UnclaimedExpired bool
 }
 
-// What the periodic check compares with the chain: the signer's next nonce on record and
-// whether it is quarantined now.
+// What each reconciliation pass compares with the chain, in one read: the signer's next
+// nonce on record, its live quarantine if any (the nonces it covers), and whether a
+// recovered row's adoption window has ended (judged by the database clock, as the update
+// that ends it).
 func (q *Queries) SignerChainCheck(ctx context.Context, arg SignerChainCheckParams) (SignerChainCheckRow, error) {
 	row := q.db.QueryRow(ctx, signerChainCheck, arg.ChainID, arg.Signer)
 	var i SignerChainCheckRow
-	err := row.Scan(&i.NextNonce, &i.Quarantined)
+	err := row.Scan(
+		&i.NextNonce,
+		&i.QuarantinedFrom,
+		&i.QuarantinedTo,
+		&i.UnclaimedExpired,
+	)
 	return i, err
 }

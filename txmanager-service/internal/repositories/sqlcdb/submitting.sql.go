@@ -63,7 +63,7 @@ func (q *Queries) ClaimResubmits(ctx context.Context, arg ClaimResubmitsParams) 
 }
 
 const listAllocated = `-- name: ListAllocated :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id FROM managed_tx
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until FROM managed_tx
 WHERE chain_id = $1 AND signer = $2 AND state = 'ALLOCATED'
 ORDER BY nonce
 LIMIT $3
@@ -107,6 +107,9 @@ func (q *Queries) ListAllocated(ctx context.Context, arg ListAllocatedParams) ([
 			&i.UpdatedAt,
 			&i.Placeholder,
 			&i.ChainID,
+			&i.RecoveredAt,
+			&i.RecoveryKey,
+			&i.UnclaimedUntil,
 		); err != nil {
 			return nil, err
 		}

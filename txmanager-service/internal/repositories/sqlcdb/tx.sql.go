@@ -13,8 +13,68 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const claimUnclaimed = `-- name: ClaimUnclaimed :one
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+input AS (
+    SELECT unnest($5::text[])         AS tx_id,
+           unnest($6::text[])    AS request_id,
+           unnest($7::bytea[]) AS intent_hash
+),
+claimed AS (
+    UPDATE managed_tx m
+    SET request_id = NULLIF(i.request_id, ''), intent_hash = i.intent_hash, unclaimed_until = NULL, fencing_token = $4, updated_at = now()
+    FROM lease, input i
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.unclaimed_until > now()
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state
+),
+completed AS (
+    INSERT INTO tx_completions (chain_id, tx_id, signer, status)
+    SELECT chain_id, tx_id, signer, state FROM claimed WHERE state IN ('CONFIRMED', 'FAILED_FINAL')
+    ON CONFLICT (tx_id) DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM claimed)::bigint AS claimed
+`
+
+type ClaimUnclaimedParams struct {
+	ChainID      int64
+	Signer       string
+	NodeID       string
+	FencingToken int64
+	TxIds        []string
+	RequestIds   []string
+	IntentHashes [][]byte
+}
+
+type ClaimUnclaimedRow struct {
+	LeaseHeld bool
+	Claimed   int64
+}
+
+// A retried create adopts a recovered row: the row takes the request's id and intent
+// fingerprint (a later replay of the request matches it) and stops being adoptable; if it
+// is final already, its held-back completion is written now. Fenced like WriteAllocation.
+func (q *Queries) ClaimUnclaimed(ctx context.Context, arg ClaimUnclaimedParams) (ClaimUnclaimedRow, error) {
+	row := q.db.QueryRow(ctx, claimUnclaimed,
+		arg.ChainID,
+		arg.Signer,
+		arg.NodeID,
+		arg.FencingToken,
+		arg.TxIds,
+		arg.RequestIds,
+		arg.IntentHashes,
+	)
+	var i ClaimUnclaimedRow
+	err := row.Scan(&i.LeaseHeld, &i.Claimed)
+	return i, err
+}
+
 const findTxsByRequestIDs = `-- name: FindTxsByRequestIDs :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id FROM managed_tx
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until FROM managed_tx
 WHERE chain_id = $1 AND signer = $2 AND request_id = ANY($3::text[])
 `
 
@@ -56,6 +116,71 @@ func (q *Queries) FindTxsByRequestIDs(ctx context.Context, arg FindTxsByRequestI
 			&i.UpdatedAt,
 			&i.Placeholder,
 			&i.ChainID,
+			&i.RecoveredAt,
+			&i.RecoveryKey,
+			&i.UnclaimedUntil,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const findUnclaimed = `-- name: FindUnclaimed :many
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until FROM managed_tx
+WHERE chain_id = $1 AND signer = $2 AND unclaimed_until > now() AND recovery_key = ANY($3::bytea[])
+ORDER BY nonce
+FOR UPDATE
+`
+
+type FindUnclaimedParams struct {
+	ChainID      int64
+	Signer       string
+	RecoveryKeys [][]byte
+}
+
+// Inside a writer batch (the lease row already locked): the recovered rows still adoptable
+// whose recovery key one of the batch's creates carries, lowest nonce first, locked until
+// the batch commits.
+func (q *Queries) FindUnclaimed(ctx context.Context, arg FindUnclaimedParams) ([]ManagedTx, error) {
+	rows, err := q.db.Query(ctx, findUnclaimed, arg.ChainID, arg.Signer, arg.RecoveryKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ManagedTx{}
+	for rows.Next() {
+		var i ManagedTx
+		if err := rows.Scan(
+			&i.TxID,
+			&i.Signer,
+			&i.RequestID,
+			&i.IntentHash,
+			&i.Nonce,
+			&i.Payload,
+			&i.TxHash,
+			&i.State,
+			&i.SubState,
+			&i.LastSubmitAt,
+			&i.NextResubmitAt,
+			&i.SubmitAttempts,
+			&i.LastError,
+			&i.Receipt,
+			&i.BlockNumber,
+			&i.BlockHash,
+			&i.ConfirmedAt,
+			&i.FencingToken,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.Placeholder,
+			&i.ChainID,
+			&i.RecoveredAt,
+			&i.RecoveryKey,
+			&i.UnclaimedUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -68,7 +193,7 @@ func (q *Queries) FindTxsByRequestIDs(ctx context.Context, arg FindTxsByRequestI
 }
 
 const getTxByID = `-- name: GetTxByID :one
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id FROM managed_tx WHERE tx_id = $1
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until FROM managed_tx WHERE tx_id = $1
 `
 
 func (q *Queries) GetTxByID(ctx context.Context, txID uuid.UUID) (ManagedTx, error) {
@@ -97,12 +222,15 @@ func (q *Queries) GetTxByID(ctx context.Context, txID uuid.UUID) (ManagedTx, err
 		&i.UpdatedAt,
 		&i.Placeholder,
 		&i.ChainID,
+		&i.RecoveredAt,
+		&i.RecoveryKey,
+		&i.UnclaimedUntil,
 	)
 	return i, err
 }
 
 const getTxByRequestID = `-- name: GetTxByRequestID :one
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND request_id = $3
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND request_id = $3
 `
 
 type GetTxByRequestIDParams struct {
@@ -137,6 +265,9 @@ func (q *Queries) GetTxByRequestID(ctx context.Context, arg GetTxByRequestIDPara
 		&i.UpdatedAt,
 		&i.Placeholder,
 		&i.ChainID,
+		&i.RecoveredAt,
+		&i.RecoveryKey,
+		&i.UnclaimedUntil,
 	)
 	return i, err
 }

@@ -15,6 +15,8 @@ import (
 // a machine whose cores the node, the database, the service and this load generator share,
 // it says where the run's time went.
 type cpuAccount struct {
+	proc    procstat.Proc
+	now     func() time.Time
 	began   time.Time
 	machine procstat.MachineTimes
 	// processes are the participants with one process each (service, geth, this one).
@@ -42,17 +44,22 @@ func (b *backendTimes) saw(seconds float64) { b.last = max(b.last, seconds) }
 
 // startCPUAccount begins accounting for processes, reported in this order.
 func startCPUAccount(processes ...accountedProcess) *cpuAccount {
-	machine, _ := procstat.Machine()
-	a := &cpuAccount{began: time.Now(), machine: machine, processes: processes, backends: map[int]*backendTimes{}}
+	return newCPUAccount(procstat.Proc{}, time.Now, processes...)
+}
+
+// newCPUAccount begins accounting for processes from the /proc tree proc, on the clock now.
+func newCPUAccount(proc procstat.Proc, now func() time.Time, processes ...accountedProcess) *cpuAccount {
+	machine, _ := proc.Machine()
+	a := &cpuAccount{proc: proc, now: now, began: now(), machine: machine, processes: processes, backends: map[int]*backendTimes{}}
 	for i := range a.processes {
-		a.processes[i].start, _ = procstat.ProcessSeconds(a.processes[i].pid)
+		a.processes[i].start, _ = proc.ProcessSeconds(a.processes[i].pid)
 	}
 	return a
 }
 
 // sampleBackends records the CPU time of the database's server processes that serve conn's
-// database; the first call, at the start, sets where each one already there began. It
-// needs the database on this machine; elsewhere it records nothing.
+// database (sawBackends). It needs the database on this machine; elsewhere it records
+// nothing.
 func (a *cpuAccount) sampleBackends(ctx context.Context, conn *pgx.Conn) {
 	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
 	if err != nil {
@@ -62,49 +69,92 @@ func (a *cpuAccount) sampleBackends(ctx context.Context, conn *pgx.Conn) {
 	if err != nil {
 		return
 	}
+	ints := make([]int, len(pids))
+	for i, pid := range pids {
+		ints[i] = int(pid)
+	}
+	a.sawBackends(ints)
+}
+
+// sawBackends records the CPU time of the database's server processes pids; the first
+// call, at the start, sets where each one already there began, and a process first seen
+// later started during the run, so all of its time is the run's.
+func (a *cpuAccount) sawBackends(pids []int) {
 	for _, pid := range pids {
-		seconds, err := procstat.ProcessSeconds(int(pid))
+		seconds, err := a.proc.ProcessSeconds(pid)
 		if err != nil {
 			continue
 		}
-		if seen, ok := a.backends[int(pid)]; ok {
+		if seen, ok := a.backends[pid]; ok {
 			seen.saw(seconds)
 			continue
 		}
 		first := seconds
 		if a.backendsSampled {
-			first = 0 // started during the run: all of its time is the run's
+			first = 0
 		}
-		a.backends[int(pid)] = &backendTimes{first: first, last: seconds}
+		a.backends[pid] = &backendTimes{first: first, last: seconds}
 	}
 	a.backendsSampled = true
 }
 
-// finish reads every process once more and describes the account.
-func (a *cpuAccount) finish() string {
-	elapsed := time.Since(a.began)
-	var parts []string
+// cpuReport is an account's result.
+type cpuReport struct {
+	elapsed time.Duration
+	// processes are the participants in the account's order; known is false for one whose
+	// times could not be read at the end.
+	processes []processCPU
+	// database sums the server processes' seconds (backends of them).
+	database float64
+	backends int
+	// busyPercent is how busy the machine's cores were; known is false where the machine's
+	// times could not be read or did not move.
+	busyPercent float64
+	busyKnown   bool
+}
+
+type processCPU struct {
+	name    string
+	seconds float64
+	known   bool
+}
+
+// finish reads every process once more and reports the account.
+func (a *cpuAccount) finish() cpuReport {
+	r := cpuReport{elapsed: a.now().Sub(a.began)}
 	for _, p := range a.processes {
-		seconds, err := procstat.ProcessSeconds(p.pid)
-		if err != nil {
+		seconds, err := a.proc.ProcessSeconds(p.pid)
+		r.processes = append(r.processes, processCPU{name: p.name, seconds: seconds - p.start, known: err == nil})
+	}
+	for pid, seen := range a.backends {
+		if seconds, err := a.proc.ProcessSeconds(pid); err == nil {
+			seen.saw(seconds)
+		}
+		r.database += max(seen.last-seen.first, 0)
+	}
+	r.backends = len(a.backends)
+	if machine, ok := a.proc.Machine(); ok && machine.Total > a.machine.Total {
+		r.busyPercent = 100 * float64(machine.Busy-a.machine.Busy) / float64(machine.Total-a.machine.Total)
+		r.busyKnown = true
+	}
+	return r
+}
+
+func (r cpuReport) String() string {
+	var parts []string
+	for _, p := range r.processes {
+		if !p.known {
 			parts = append(parts, p.name+" unknown")
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %.1f s", p.name, seconds-p.start))
+		parts = append(parts, fmt.Sprintf("%s %.1f s", p.name, p.seconds))
 	}
-	if len(a.backends) > 0 {
-		var database float64
-		for pid, seen := range a.backends {
-			if seconds, err := procstat.ProcessSeconds(pid); err == nil {
-				seen.saw(seconds)
-			}
-			database += max(seen.last-seen.first, 0)
-		}
-		parts = append(parts, fmt.Sprintf("database %.1f s (%d server processes)", database, len(a.backends)))
+	if r.backends > 0 {
+		parts = append(parts, fmt.Sprintf("database %.1f s (%d server processes)", r.database, r.backends))
 	}
 	busy := "unknown"
-	if machine, ok := procstat.Machine(); ok && machine.Total > a.machine.Total {
-		busy = fmt.Sprintf("%.0f%%", 100*float64(machine.Busy-a.machine.Busy)/float64(machine.Total-a.machine.Total))
+	if r.busyKnown {
+		busy = fmt.Sprintf("%.0f%%", r.busyPercent)
 	}
-	return fmt.Sprintf("CPU over %s: %s; the machine's cores %s busy", elapsed.Round(100*time.Millisecond), strings.Join(parts, ", "), busy)
+	return fmt.Sprintf("CPU over %s: %s; the machine's cores %s busy", r.elapsed.Round(100*time.Millisecond), strings.Join(parts, ", "), busy)
 }

@@ -5,10 +5,8 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"math/rand/v2"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -194,6 +192,14 @@ func chainFaults() []chainFault {
 		}},
 		{"node-restart", restartNode},
 	}
+}
+
+// shuffledChainFaults is every chain fault once, in the order r (seeded from the run's
+// seed) gives: a seed replays the same schedule.
+func shuffledChainFaults(r *rand.Rand) []chainFault {
+	faults := chainFaults()
+	r.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
+	return faults
 }
 
 func proxyFault(ctx context.Context, p *faultproxy.Proxy, mode faultproxy.Mode, hold time.Duration) (string, error) {
@@ -403,8 +409,7 @@ func runChainScenario(ctx context.Context, o options, root string, pg *e2e.Postg
 	defer stopLoad()
 
 	r := rand.New(rand.NewPCG(o.seed, 11))
-	faults := chainFaults()
-	r.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
+	faults := shuffledChainFaults(r)
 	var events []faultEvent
 	faultsStarted := time.Now()
 	calm := func() error { return sleepCtx(ctx, time.Duration(3000+r.IntN(4000))*time.Millisecond) }
@@ -577,49 +582,32 @@ func scanInt(s, before, after string) int {
 	return n
 }
 
-// scrapeMetrics reads a Prometheus text page into series -> value; a name without labels
-// also gets the sum of its labelled series.
+// scrapeMetrics reads the Prometheus text page at url as metricTotals.
 func scrapeMetrics(ctx context.Context, url string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	series, err := e2e.ScrapeMetrics(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
+	return metricTotals(series), nil
+}
+
+// metricTotals is every series, plus under each name without labels the sum of all its
+// series, and under name{result="..."} the sum of its series with that result label (the
+// checks name those, without the scope labels the exporter adds).
+func metricTotals(series map[string]float64) map[string]float64 {
 	out := map[string]float64{}
-	for line := range strings.Lines(string(body)) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
+	for s, v := range series {
+		out[s] += v
+		name, labels, labelled := strings.Cut(s, "{")
+		if !labelled {
 			continue
 		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(line[i+1:], &v); err != nil {
-			continue
-		}
-		series := line[:i]
-		name, labels, labelled := strings.Cut(series, "{")
-		out[series] += v
-		if labelled {
-			out[name] += v
-			// Keep the labels the checks name (result="..."), without the scope labels
-			// the exporter adds.
-			for l := range strings.SplitSeq(strings.TrimSuffix(labels, "}"), ",") {
-				if strings.HasPrefix(l, "result=") {
-					out[name+"{"+l+"}"] += v
-				}
+		out[name] += v
+		for l := range strings.SplitSeq(strings.TrimSuffix(labels, "}"), ",") {
+			if strings.HasPrefix(l, "result=") {
+				out[name+"{"+l+"}"] += v
 			}
 		}
 	}
-	return out, nil
+	return out
 }

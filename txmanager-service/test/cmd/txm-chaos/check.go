@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/jackc/pgx/v5"
 
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/test/e2e"
 )
 
@@ -43,9 +45,11 @@ func (r row) ok() bool {
 	}
 }
 
-func printTable(title string, rows []row) bool {
-	fmt.Printf("\n%s\n", title)
-	fmt.Printf("  %-64s %10s  %-8s %s\n", "check", "value", "want", "")
+// printTable writes the rows under title with each checked row's verdict; it reports
+// whether every check held.
+func printTable(w io.Writer, title string, rows []row) bool {
+	fmt.Fprintf(w, "\n%s\n", title)
+	fmt.Fprintf(w, "  %-64s %10s  %-8s %s\n", "check", "value", "want", "")
 	all := true
 	for _, r := range rows {
 		mark := ""
@@ -55,7 +59,7 @@ func printTable(title string, rows []row) bool {
 				mark, all = "FAIL", false
 			}
 		}
-		fmt.Printf("  %-64s %10d  %-8s %s\n", r.name, r.value, r.want, mark)
+		fmt.Fprintf(w, "  %-64s %10d  %-8s %s\n", r.name, r.value, r.want, mark)
 	}
 	return all
 }
@@ -149,15 +153,14 @@ func checkRun(ctx context.Context, c runCheck) ([]row, error) {
 	}
 
 	ackedOn := c.rec.ackedOn()
-	perChain := make([][]row, len(chains))
-	finalOn := make([]int, len(chains))
+	records := make([]chainRecords, len(chains))
 	finals := 0
 	for i, ch := range chains {
 		var err error
-		if perChain[i], finalOn[i], err = checkChainRecords(ctx, c.db, ch.id, ackedOn[ch.id]); err != nil {
+		if records[i], err = readChainRecords(ctx, c.db, ch.id); err != nil {
 			return nil, fmt.Errorf("chain %d: %w", ch.id, err)
 		}
-		finals += finalOn[i]
+		finals += finalCount(records[i].txs)
 	}
 
 	// The feed as a consumer reads it: every final transaction exactly once, under its
@@ -166,28 +169,17 @@ func checkRun(ctx context.Context, c runCheck) ([]row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("completions feed: %w", err)
 	}
-	served := map[uint64]map[string]int{} // chain -> tx id -> times served
-	for _, cpl := range feed {
-		if served[cpl.GetChainId()] == nil {
-			served[cpl.GetChainId()] = map[string]int{}
-		}
-		served[cpl.GetChainId()][cpl.GetTxId()]++
-	}
+	served := servedPerChain(feed)
 	for i, ch := range chains {
-		dupes := 0
-		for _, n := range served[ch.id] {
-			if n > 1 {
-				dupes++
-			}
-		}
-		perChain[i] = append(perChain[i],
-			row{"completions missing from the feed", finalOn[i] - len(served[ch.id]), "0"},
-			row{"completions served twice", dupes, "0"})
-		chainRows, err := checkChainState(ctx, c.db, ch, c.signers)
+		missing, twice := feedCounts(records[i].txs, served[ch.id])
+		chainRows := append(recordRows(ackedOn[ch.id], records[i]),
+			row{"completions missing from the feed", missing, "0"},
+			row{"completions served twice", twice, "0"})
+		stateRows, err := checkChainState(ctx, ch, records[i], c.signers)
 		if err != nil {
 			return nil, fmt.Errorf("chain %d: %w", ch.id, err)
 		}
-		for _, r := range append(perChain[i], chainRows...) {
+		for _, r := range append(chainRows, stateRows...) {
 			r.name = fmt.Sprintf("chain %d: %s", ch.id, r.name)
 			rows = append(rows, r)
 		}
@@ -224,76 +216,69 @@ func checkRun(ctx context.Context, c runCheck) ([]row, error) {
 	return append(rows, row{"lease takeovers (token increments)", takeovers, "> 0"}), nil
 }
 
-// checkChainRecords checks the database's rows of one chain: what the load was told is
-// there, each signer's nonces (given once, in order, without gaps, each broadcast for one
-// transaction), and every transaction final with one completion. final is how many are.
-func checkChainRecords(ctx context.Context, db *pgx.Conn, chainID uint64, ackedIDs []string) (rows []row, final int, err error) {
-	rows = []row{{"creates acknowledged on this chain", len(ackedIDs), "> 0"}}
-	lost, err := countOf(ctx, db,
-		"SELECT count(*) FROM unnest($2::uuid[]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = a.id AND m.chain_id = $1)",
-		chainID, ackedIDs)
-	if err != nil {
-		return nil, 0, fmt.Errorf("acknowledged creates lost: %w", err)
-	}
-	rows = append(rows, row{"acknowledged creates lost", lost, "0"})
-	// Each query counts what must not exist on the chain $1.
-	for _, check := range []struct{ name, sql string }{
-		{"duplicate nonces (signer, nonce)",
-			"SELECT count(*) FROM (SELECT signer, nonce FROM managed_tx WHERE chain_id = $1 GROUP BY 1, 2 HAVING count(*) > 1) d"},
-		// Allocation order must never go backwards: a later batch of a signer never got a
-		// lower nonce than an earlier one (created_at is the batch's time; same-batch rows tie).
-		{"nonce regressions (later allocation, lower nonce)", `
-			SELECT count(*) FROM (
-			  SELECT nonce, max(nonce) OVER (PARTITION BY signer ORDER BY created_at, nonce ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
-			  FROM managed_tx WHERE chain_id = $1) t WHERE t.nonce < t.before`},
-		{"gaps in a signer's nonces", `
-			SELECT count(*) FROM (SELECT signer, max(nonce) + 1 - count(*) AS missing FROM managed_tx WHERE chain_id = $1 GROUP BY signer) g WHERE missing <> 0`},
-		{"nonces broadcast for two different txs",
-			"SELECT count(*) FROM (SELECT signer, nonce FROM tx_attempt WHERE chain_id = $1 GROUP BY 1, 2 HAVING count(DISTINCT tx_id) > 1) d"},
-		{"transactions not final",
-			"SELECT count(*) FROM managed_tx WHERE chain_id = $1 AND state NOT IN ('CONFIRMED', 'FAILED_FINAL')"},
-	} {
-		n, err := countOf(ctx, db, check.sql, chainID)
-		if err != nil {
-			return nil, 0, fmt.Errorf("%s: %w", check.name, err)
+// servedPerChain is how often the feed served each tx id (lower case), per the chain each
+// completion names.
+func servedPerChain(feed []*v1.Completion) map[uint64]map[string]int {
+	served := map[uint64]map[string]int{}
+	for _, cpl := range feed {
+		if served[cpl.GetChainId()] == nil {
+			served[cpl.GetChainId()] = map[string]int{}
 		}
-		rows = append(rows, row{check.name, n, "0"})
+		served[cpl.GetChainId()][strings.ToLower(cpl.GetTxId())]++
 	}
-	if final, err = countOf(ctx, db, "SELECT count(*) FROM managed_tx WHERE chain_id = $1 AND state IN ('CONFIRMED', 'FAILED_FINAL')", chainID); err != nil {
-		return nil, 0, fmt.Errorf("transactions final: %w", err)
-	}
-	rows = append(rows, row{"transactions final", final, "> 0"})
-	noCompletion, err := countOf(ctx, db, finalWithoutOneCompletion, chainID)
+	return served
+}
+
+// readChainRecords reads what the database holds of the chain chainID: its managed
+// transactions, each with its number of completions, and its signed attempts.
+func readChainRecords(ctx context.Context, db *pgx.Conn, chainID uint64) (chainRecords, error) {
+	rs, err := db.Query(ctx, `SELECT m.tx_id::text, m.signer, m.nonce, m.state, m.created_at, coalesce(m.tx_hash, ''), coalesce(m.block_number, 0),
+		(SELECT count(*) FROM tx_completions c WHERE c.tx_id = m.tx_id AND c.chain_id = m.chain_id)
+		FROM managed_tx m WHERE m.chain_id = $1`, chainID)
 	if err != nil {
-		return nil, 0, fmt.Errorf("final without a completion: %w", err)
+		return chainRecords{}, fmt.Errorf("managed txs: %w", err)
 	}
-	return append(rows, row{"final without a completion / completion twice", noCompletion, "0"}), final, nil
+	txs, err := pgx.CollectRows(rs, func(row pgx.CollectableRow) (managedTx, error) {
+		var tx managedTx
+		err := row.Scan(&tx.id, &tx.signer, &tx.nonce, &tx.state, &tx.createdAt, &tx.txHash, &tx.block, &tx.completions)
+		return tx, err
+	})
+	if err != nil {
+		return chainRecords{}, fmt.Errorf("managed txs: %w", err)
+	}
+	rs, err = db.Query(ctx, "SELECT tx_id::text, signer, nonce FROM tx_attempt WHERE chain_id = $1", chainID)
+	if err != nil {
+		return chainRecords{}, fmt.Errorf("attempts: %w", err)
+	}
+	attempts, err := pgx.CollectRows(rs, func(row pgx.CollectableRow) (attempt, error) {
+		var a attempt
+		err := row.Scan(&a.txID, &a.signer, &a.nonce)
+		return a, err
+	})
+	if err != nil {
+		return chainRecords{}, fmt.Errorf("attempts: %w", err)
+	}
+	return chainRecords{txs: txs, attempts: attempts}, nil
 }
 
 // checkChainState compares a chain with the database's rows of it: each signer's nonce on
 // the chain equals its managed transactions there, and every confirmed one is on the chain
 // with its recorded hash, sender, nonce and block.
-func checkChainState(ctx context.Context, db *pgx.Conn, ch checkedChain, signers []common.Address) ([]row, error) {
-	managed, err := managedPerSigner(ctx, db, ch.id)
-	if err != nil {
-		return nil, err
-	}
-	mismatched := 0
+func checkChainState(ctx context.Context, ch checkedChain, rec chainRecords, signers []common.Address) ([]row, error) {
+	chainNonces := make(map[common.Address]uint64, len(signers))
 	for _, s := range signers {
-		onChain, err := ch.eth.NonceAt(ctx, s, nil)
+		nonce, err := ch.eth.NonceAt(ctx, s, nil)
 		if err != nil {
 			return nil, fmt.Errorf("nonce of %s: %w", s, err)
 		}
-		if int(onChain) != managed[s.Hex()] {
-			mismatched++
-		}
+		chainNonces[s] = nonce
 	}
-	problems, err := confirmedNotOnChain(ctx, db, ch)
+	problems, err := confirmedNotOnChain(ctx, ch, confirmedOnRecord(rec.txs))
 	if err != nil {
 		return nil, err
 	}
 	return []row{
-		{"signers whose chain nonce != managed txs", mismatched, "0"},
+		{"signers whose chain nonce != managed txs", signersOffRecord(chainNonces, rec.txs), "0"},
 		{"confirmed txs not on chain as recorded", problems, "0"},
 	}, nil
 }
@@ -305,38 +290,9 @@ func countOf(ctx context.Context, db *pgx.Conn, sql string, args ...any) (int, e
 	return n, err
 }
 
-// managedPerSigner counts the managed transactions of each signer on a chain (as stored:
-// its Hex form); a signer with none is missing from the map.
-func managedPerSigner(ctx context.Context, db *pgx.Conn, chainID uint64) (map[string]int, error) {
-	rs, err := db.Query(ctx, "SELECT signer, count(*) FROM managed_tx WHERE chain_id = $1 GROUP BY signer", chainID)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	out := map[string]int{}
-	for rs.Next() {
-		var signer string
-		var n int
-		if err := rs.Scan(&signer, &n); err != nil {
-			return nil, err
-		}
-		out[signer] = n
-	}
-	return out, rs.Err()
-}
-
-// finalWithoutOneCompletion counts the final transactions of the chain $1 whose completion
-// (on that chain) is missing or written twice.
-const finalWithoutOneCompletion = `SELECT count(*) FROM managed_tx m WHERE m.chain_id = $1 AND m.state IN ('CONFIRMED', 'FAILED_FINAL')
-	AND (SELECT count(*) FROM tx_completions c WHERE c.tx_id = m.tx_id AND c.chain_id = m.chain_id) <> 1`
-
-// confirmedNotOnChain counts the CONFIRMED transactions of the chain that the chain does not
-// hold as recorded (hash, sender, nonce, block) and prints the first few.
-func confirmedNotOnChain(ctx context.Context, db *pgx.Conn, ch checkedChain) (int, error) {
-	expected, err := confirmedOnRecord(ctx, db, ch.id)
-	if err != nil {
-		return 0, err
-	}
+// confirmedNotOnChain counts the confirmed transactions the chain does not hold as
+// recorded (hash, sender, nonce, block) and prints the first few.
+func confirmedNotOnChain(ctx context.Context, ch checkedChain, expected []e2e.ExpectedTx) (int, error) {
 	results, err := e2e.CheckOnChain(ctx, ch.eth, expected, 8)
 	if err != nil {
 		return 0, err
@@ -351,25 +307,6 @@ func confirmedNotOnChain(ctx context.Context, db *pgx.Conn, ch checkedChain) (in
 		}
 	}
 	return problems, nil
-}
-
-// confirmedOnRecord is what the database holds of the CONFIRMED transactions of a chain.
-func confirmedOnRecord(ctx context.Context, db *pgx.Conn, chainID uint64) ([]e2e.ExpectedTx, error) {
-	rs, err := db.Query(ctx, "SELECT tx_id::text, signer, nonce, tx_hash, block_number FROM managed_tx WHERE chain_id = $1 AND state = 'CONFIRMED'", chainID)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	var out []e2e.ExpectedTx
-	for rs.Next() {
-		var id, signer, hash string
-		var nonce, block int64
-		if err := rs.Scan(&id, &signer, &nonce, &hash, &block); err != nil {
-			return nil, err
-		}
-		out = append(out, e2e.ExpectedTx{TxID: id, Signer: common.HexToAddress(signer), Nonce: uint64(nonce), TxHash: common.HexToHash(hash), BlockNumber: uint64(block)})
-	}
-	return out, rs.Err()
 }
 
 func countLogLines(path, needle string) (int, error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/jackc/pgx/v5"
 
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/test/e2e"
 )
@@ -42,8 +43,9 @@ func replicationMode(async bool) string {
 // started from the installed packages, the service nodes on its multi-host DSN, load from
 // many clients, and failovers under that load. Synchronous replication must lose nothing;
 // asynchronous replication may lose acknowledged commits, and then the service must not pay
-// twice, must not leave a transaction stuck, and must quarantine every signer whose chain
-// is ahead of what the database remembers.
+// twice, must not leave a transaction stuck, must record every transaction the chain holds
+// at a nonce the database lost, must serve every signer again without a person, and must
+// answer each lost request's retry with its transaction on chain when it reached the chain.
 func runDBScenario(ctx context.Context, o options, root, serviceBin, chainBin string) ([]row, error) {
 	fmt.Printf("txm-chaos: db failover, seed %d, %s replication, faults %s, %d nodes, %d signers, %d clients\n",
 		o.seed, replicationMode(o.async), strings.Join(o.dbFaults, ", "), o.nodes, o.signers, o.clients)
@@ -116,9 +118,22 @@ func runDBScenario(ctx context.Context, o options, root, serviceBin, chainBin st
 		return nil, err
 	}
 	fmt.Printf("  after the faults, %d transactions still open after %s of settling\n", open, time.Since(settleStarted).Round(time.Second))
+	// Clients retry what they lost: every acknowledged create with a requestId whose
+	// transaction the database no longer has is sent again as it was.
+	retries, err := retryLostRequests(ctx, c.clients(), conn, rec, o.seed)
+	if err != nil {
+		return nil, err
+	}
+	if retries.sent > 0 {
+		fmt.Printf("  retried %d lost requests: %d answered with their transaction on chain, %d with a new one, %d refused %s\n",
+			retries.sent, retries.adopted, retries.fresh, retries.refused, strings.TrimPrefix(fmt.Sprint(retries.refusedBy), "map"))
+		if open, err = waitFinal(ctx, conn, 3*time.Minute); err != nil {
+			return nil, err
+		}
+	}
 	rows, err := checkDBRun(ctx, dbCheck{
 		db: conn, chainURL: devChain.URL(), api: c.client(c.nodes[0]), rec: rec, signers: signers,
-		open: open, async: o.async, replays: replays, events: events, loadEnded: loadEnded,
+		open: open, async: o.async, replays: replays, retries: retries, events: events, loadEnded: loadEnded,
 	})
 	if err != nil {
 		return nil, err
@@ -128,24 +143,6 @@ func runDBScenario(ctx context.Context, o options, root, serviceBin, chainBin st
 	fmt.Printf("  answers that were not an acknowledgement (retried or final): %s\n", strings.TrimPrefix(fmt.Sprint(rec.errorsSeen), "map"))
 	rec.mu.Unlock()
 	return rows, nil
-}
-
-// lostCreates are the acknowledged tx ids the database does not hold.
-func lostCreates(ctx context.Context, db *pgx.Conn, ackedIDs []string) ([]string, error) {
-	rs, err := db.Query(ctx, "SELECT a.id::text FROM unnest($1::uuid[]) AS a(id) WHERE NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = a.id)", ackedIDs)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	var out []string
-	for rs.Next() {
-		var id string
-		if err := rs.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rs.Err()
 }
 
 // injectDBFaults waits for the load to warm up, then injects each fault in turn; after each
@@ -294,6 +291,7 @@ type dbCheck struct {
 	open     int
 	async    bool
 	replays  replayOutcome
+	retries  retryOutcome
 	events   []faultEvent
 	// loadEnded bounds a stretch without acknowledgements that never ended.
 	loadEnded time.Time
@@ -305,6 +303,65 @@ type chainTx struct {
 	nonce  uint64
 	hash   common.Hash
 	data   string
+}
+
+// retryLostRequests sends again, as it was, every acknowledged create with a requestId
+// whose transaction the database no longer has (lost with the commits a failover dropped),
+// once the service has settled: each must be answered, with its transaction recovered from
+// the chain when it reached the chain, with a new one when it never did.
+func retryLostRequests(ctx context.Context, clients []*e2e.Client, db *pgx.Conn, rec *loadRecord, seed uint64) (retryOutcome, error) {
+	out := retryOutcome{refusedBy: map[string]int{}}
+	rec.mu.Lock()
+	keyed := slices.Clone(rec.keyed)
+	rec.mu.Unlock()
+	ids := make([]string, len(keyed))
+	for i, k := range keyed {
+		ids[i] = k.txID
+	}
+	rs, err := db.Query(ctx, "SELECT tx_id::text FROM managed_tx WHERE tx_id = ANY($1::uuid[])", ids)
+	if err != nil {
+		return out, err
+	}
+	kept, err := pgx.CollectRows(rs, pgx.RowTo[string])
+	if err != nil {
+		return out, err
+	}
+	r := rand.New(rand.NewPCG(seed, 101))
+	for _, k := range keyed {
+		if slices.Contains(kept, k.txID) {
+			continue
+		}
+		out.sent++
+		var (
+			resp *v1.CreateTxResponse
+			err  error
+		)
+		// A signer still being reconciled answers 503: a client retries.
+		for try := 0; try < 60; try++ {
+			if resp, err = clients[r.IntN(len(clients))].CreateTx(ctx, k.req); err == nil {
+				break
+			}
+			if reason := reasonOf(err); !strings.HasPrefix(reason, "503") && !strings.HasPrefix(reason, "transport") {
+				break
+			}
+			sleep(ctx, 500*time.Millisecond)
+		}
+		if err != nil {
+			out.refused++
+			out.refusedBy[reasonOf(err)]++
+			continue
+		}
+		var recovered bool
+		if err := db.QueryRow(ctx, "SELECT recovered_at IS NOT NULL FROM managed_tx WHERE tx_id = $1::uuid", resp.GetTx().GetTxId()).Scan(&recovered); err != nil {
+			return out, fmt.Errorf("the answer to a retried request names tx %s: %w", resp.GetTx().GetTxId(), err)
+		}
+		if recovered {
+			out.adopted++
+		} else {
+			out.fresh++
+		}
+	}
+	return out, nil
 }
 
 // checkDBRun is the checker of make chaos-db. Synchronous replication must lose nothing,
@@ -319,61 +376,43 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 		return want
 	}
 
-	c.rec.mu.Lock()
-	attempted, acked := c.rec.attempted, len(c.rec.acknowledged)
-	ackedIDs := make([]string, 0, acked)
-	for id := range c.rec.acknowledged {
-		ackedIDs = append(ackedIDs, id)
-	}
-	twoHolders := 0
-	for key, ids := range c.rec.nonceHolders {
-		if len(ids) > 1 {
-			twoHolders++
-			if twoHolders <= 3 {
-				var when []string
-				for _, id := range ids {
-					when = append(when, fmt.Sprintf("%s acked %s", id, c.rec.acknowledged[id].Format("15:04:05.000")))
-				}
-				fmt.Printf("  nonce %s given to %s\n", key, strings.Join(when, " and "))
-			}
-		}
-	}
-	// When each create was first acknowledged, in order, for the outages and timelines.
-	ackTimes := slices.SortedFunc(maps.Values(c.rec.acknowledged), time.Time.Compare)
-	failed := fmt.Sprint(c.rec.failed)
-	c.rec.mu.Unlock()
-	lostIDs, err := lostCreates(ctx, c.db, ackedIDs)
+	ch, err := dialChain(ctx, e2e.ChainTarget{RPCURL: c.chainURL})
 	if err != nil {
 		return nil, err
 	}
+	defer ch.eth.Close()
+	records, err := readChainRecords(ctx, c.db, ch.id)
+	if err != nil {
+		return nil, err
+	}
+
+	c.rec.mu.Lock()
+	attempted, acked := c.rec.attempted, len(c.rec.acknowledged)
+	ackedAt := maps.Clone(c.rec.acknowledged)
+	givenTwice := noncesGivenTwice(c.rec.nonceHolders)
+	for _, key := range givenTwice[:min(3, len(givenTwice))] {
+		var when []string
+		for _, id := range c.rec.nonceHolders[key] {
+			when = append(when, fmt.Sprintf("%s acked %s", id, ackedAt[id].Format("15:04:05.000")))
+		}
+		fmt.Printf("  nonce %s given to %s\n", key, strings.Join(when, " and "))
+	}
+	failed := fmt.Sprint(c.rec.failed)
+	c.rec.mu.Unlock()
+	// When each create was first acknowledged, in order, for the outages and timelines.
+	ackTimes := slices.SortedFunc(maps.Values(ackedAt), time.Time.Compare)
+	lostIDs := lostAcknowledged(slices.Sorted(maps.Keys(ackedAt)), records.txs)
 	rows = append(rows,
 		row{"creates attempted", attempted, ""},
 		row{"creates acknowledged (txId returned)", acked, "> 0"},
 		row{"acknowledged creates lost", len(lostIDs), strict("0")},
 	)
-	// Each lost create went with the first failover after its acknowledgement.
-	c.rec.mu.Lock()
-	lostBy := make([]int, len(c.events))
-	for _, id := range lostIDs {
-		// An answer may reach the client a moment after the primary that committed it died.
-		for i, ev := range c.events {
-			if c.rec.acknowledged[id].Before(ev.when.Add(2*time.Second)) || i == len(c.events)-1 {
-				lostBy[i]++
-				break
-			}
-		}
+	for i, n := range lostByFault(lostIDs, ackedAt, c.events) {
+		rows = append(rows, row{"  lost in " + c.events[i].kind, n, strict("0")})
 	}
-	c.rec.mu.Unlock()
-	for i, ev := range c.events {
-		rows = append(rows, row{"  lost in " + ev.kind, lostBy[i], strict("0")})
-	}
-	rows = append(rows, row{"nonces given to two acknowledged txs", twoHolders, strict("0")})
-	dupes, err := countOf(ctx, c.db, "SELECT count(*) FROM (SELECT signer, nonce FROM managed_tx GROUP BY 1, 2 HAVING count(*) > 1) d")
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, row{"duplicate nonces in the database", dupes, "0"})
 	rows = append(rows,
+		row{"nonces given to two acknowledged txs", len(givenTwice), strict("0")},
+		row{"duplicate nonces in the database", duplicateNonces(records.txs), "0"},
 		row{"replays of acked requests near a fault", c.replays.sent, "> 0"},
 		row{"  answered with the original tx", c.replays.same, ""},
 		row{"  answered with another tx", c.replays.other, strict("0")},
@@ -383,80 +422,72 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 		fmt.Printf("  replays refused, by reason: %s\n", strings.TrimPrefix(fmt.Sprint(c.replays.refusedBy), "map"))
 	}
 
-	ch, err := dialChain(ctx, e2e.ChainTarget{RPCURL: c.chainURL})
-	if err != nil {
-		return nil, err
-	}
-	defer ch.eth.Close()
 	onChain, err := readSignerTxs(ctx, ch.eth, c.signers)
 	if err != nil {
 		return nil, err
-	}
-	// Executed twice: one request's data (unique per request) on chain more than once.
-	perData := map[string]int{}
-	for _, tx := range onChain {
-		perData[tx.data]++
-	}
-	twice := 0
-	for _, n := range perData {
-		if n > 1 {
-			twice++
-		}
 	}
 	known, err := knownHashes(ctx, c.db)
 	if err != nil {
 		return nil, err
 	}
-	var unknown []chainTx
-	for _, tx := range onChain {
-		if !known[tx.hash] {
-			unknown = append(unknown, tx)
-		}
+	unknown := unknownToDatabase(onChain, known)
+	rows = append(rows,
+		row{"lost requests retried after recovery (with their requestId)", c.retries.sent, ""},
+		row{"  answered with their transaction on chain (adopted)", c.retries.adopted, ""},
+		row{"  given a new transaction (never reached the chain)", c.retries.fresh, ""},
+		row{"  refused", c.retries.refused, "0"},
+		row{"requests executed twice on chain", executedTwice(onChain), "0"},
+		// Recovery records every transaction the chain holds at a lost nonce.
+		row{"chain txs unknown to the database", len(unknown), "0"},
+	)
+	recovered, err := countOf(ctx, c.db, "SELECT count(*) FROM managed_tx WHERE recovered_at IS NOT NULL")
+	if err != nil {
+		return nil, err
+	}
+	adoptedRows, err := countOf(ctx, c.db, "SELECT count(*) FROM managed_tx WHERE recovered_at IS NOT NULL AND request_id IS NOT NULL")
+	if err != nil {
+		return nil, err
+	}
+	releasedByRecovery, err := countOf(ctx, c.db, "SELECT count(*) FROM signer_quarantine WHERE released_by LIKE 'recovery%'")
+	if err != nil {
+		return nil, err
 	}
 	rows = append(rows,
-		row{"requests executed twice on chain", twice, "0"},
-		row{"chain txs unknown to the database", len(unknown), strict("0")},
+		row{"transactions recovered from the chain", recovered, strict("0")},
+		row{"  adopted by a retried create", adoptedRows, strict("0")},
+		row{"  unclaimed (lost without a requestId)", recovered - adoptedRows, strict("0")},
+		row{"signers released by the recovery (no person)", releasedByRecovery, strict("0")},
 	)
-
-	// Every signer with unknown nonces must be quarantined, and the admin listing must show
-	// what the chain holds at each of them.
-	affected := map[common.Address]bool{}
-	for _, tx := range unknown {
-		affected[tx.signer] = true
+	c.rec.mu.Lock()
+	ackSigner := maps.Clone(c.rec.ackSigner)
+	c.rec.mu.Unlock()
+	if n := len(c.events); n > 0 {
+		last := c.events[n-1]
+		longest, never := servingAgain(ackSigner, ackedAt, c.signers, last.when)
+		rows = append(rows,
+			row{"signers not serving again after " + last.kind, never, "0"},
+			row{"  longest from the failover to a signer's first create served (s)", int(longest.Round(time.Second) / time.Second), ""},
+		)
 	}
-	quarantined, notQuarantined, unlisted := 0, 0, 0
+
+	// No signer is left quarantined, and while one is the admin listing shows what the
+	// chain holds at each unknown nonce.
+	answers := make(map[common.Address]*v1.Quarantine, len(c.signers))
 	for _, s := range c.signers {
 		q, err := c.api.GetQuarantine(ctx, s.Hex())
 		if err != nil {
 			return nil, fmt.Errorf("quarantine of %s: %w", s.Hex(), err)
 		}
+		answers[s] = q
 		if q.GetQuarantined() {
-			quarantined++
 			fmt.Printf("  quarantined %s: database knew nonces below %d, chain at %d, %d unknown nonces listed\n",
 				s.Hex(), q.GetDbNextNonce(), q.GetChainNonce(), len(q.GetUnknownNonces()))
 		}
-		if !affected[s] {
-			continue
-		}
-		if !q.GetQuarantined() {
-			notQuarantined++
-		}
-		listed := map[string]bool{}
-		for _, u := range q.GetUnknownNonces() {
-			if u.GetFound() {
-				listed[fmt.Sprintf("%d/%s", u.GetNonce(), strings.ToLower(u.GetTxHash()))] = true
-			}
-		}
-		for _, tx := range unknown {
-			if tx.signer == s && !listed[fmt.Sprintf("%d/%s", tx.nonce, strings.ToLower(tx.hash.Hex()))] {
-				unlisted++
-			}
-		}
 	}
+	qc := countQuarantines(answers, unknown)
 	rows = append(rows,
-		row{"signers quarantined", quarantined, strict("0")},
-		row{"signers with unknown chain txs not quarantined", notQuarantined, "0"},
-		row{"unknown chain txs missing from the admin listing", unlisted, "0"},
+		row{"signers still quarantined", qc.quarantined, "0"},
+		row{"unknown chain txs missing from the admin listing", qc.unlisted, "0"},
 	)
 
 	stuck, err := countOf(ctx, c.db, "SELECT count(*) FROM managed_tx WHERE state IN ('TRACKING', 'STUCK') AND sub_state = 'NONCE_TAKEN'")
@@ -466,42 +497,25 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 	rows = append(rows, row{"stuck as NONCE_TAKEN", stuck, "0"})
 	// A transaction the database lost the attempt of, whose own intent the chain holds,
 	// must be recognised, not failed as "nonce taken".
-	takenByItself := 0
-	byNonce := map[string]chainTx{}
-	for _, tx := range onChain {
-		byNonce[fmt.Sprintf("%s/%d", tx.signer.Hex(), tx.nonce)] = tx
-	}
 	rs, err := c.db.Query(ctx, "SELECT signer, nonce, coalesce(payload->>'data', '0x') FROM managed_tx WHERE state = 'FAILED_FINAL' AND sub_state = 'NONCE_TAKEN'")
 	if err != nil {
 		return nil, err
 	}
-	for rs.Next() {
+	failedTaken, err := pgx.CollectRows(rs, func(row pgx.CollectableRow) (chainTx, error) {
+		var tx chainTx
 		var signer string
-		var nonce int64
-		var data string
-		if err := rs.Scan(&signer, &nonce, &data); err != nil {
-			return nil, err
-		}
-		if tx, ok := byNonce[fmt.Sprintf("%s/%d", common.HexToAddress(signer).Hex(), nonce)]; ok && tx.data == strings.ToLower(data) {
-			takenByItself++
-		}
-	}
-	if err := rs.Err(); err != nil {
+		err := row.Scan(&signer, &tx.nonce, &tx.data)
+		tx.signer = common.HexToAddress(signer)
+		return tx, err
+	})
+	if err != nil {
 		return nil, err
 	}
-	rows = append(rows, row{"failed as NONCE_TAKEN by their own tx", takenByItself, "0"})
+	rows = append(rows, row{"failed as NONCE_TAKEN by their own tx", failedByOwnTx(failedTaken, onChain), "0"})
 
-	final, err := countOf(ctx, c.db, "SELECT count(*) FROM managed_tx WHERE state IN ('CONFIRMED', 'FAILED_FINAL')")
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, row{"transactions not final", c.open, "0"}, row{"transactions final", final, "> 0"})
-	noCompletion, err := countOf(ctx, c.db, finalWithoutOneCompletion, ch.id)
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, row{"final without a completion / completion twice", noCompletion, "0"})
-	mismatch, err := confirmedNotOnChain(ctx, c.db, ch)
+	rows = append(rows, row{"transactions not final", c.open, "0"}, row{"transactions final", finalCount(records.txs), "> 0"})
+	rows = append(rows, row{"final without a completion / completion twice", finalWithoutOneCompletion(records.txs), "0"})
+	mismatch, err := confirmedNotOnChain(ctx, ch, confirmedOnRecord(records.txs))
 	if err != nil {
 		return nil, err
 	}

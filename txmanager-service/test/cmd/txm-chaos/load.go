@@ -37,6 +37,8 @@ type loadRecord struct {
 	nonceHolders map[string][]string
 	// keyed are the acknowledged creates that carried a requestId, for replays later.
 	keyed []ackedRequest
+	// ackSigner is the signer of each acknowledged tx id.
+	ackSigner map[string]string
 }
 
 type ackedRequest struct {
@@ -48,7 +50,7 @@ type ackedRequest struct {
 func newLoadRecord() *loadRecord {
 	return &loadRecord{
 		acknowledged: map[string]time.Time{}, ackedChain: map[string]uint64{}, byRequest: map[string]string{},
-		failed: map[string]int{}, errorsSeen: map[string]int{}, nonceHolders: map[string][]string{},
+		failed: map[string]int{}, errorsSeen: map[string]int{}, nonceHolders: map[string][]string{}, ackSigner: map[string]string{},
 	}
 }
 
@@ -175,6 +177,7 @@ func (rec *loadRecord) acked(req *v1.CreateTxRequest, resp *v1.CreateTxResponse)
 	if _, seen := rec.acknowledged[id]; !seen {
 		rec.acknowledged[id] = now
 		rec.ackedChain[id] = chainID
+		rec.ackSigner[id] = req.Signer
 	}
 	if req.GetChainId() != 0 && chainID != req.GetChainId() {
 		rec.otherChain++

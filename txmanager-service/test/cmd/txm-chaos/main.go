@@ -165,7 +165,7 @@ func run(ctx context.Context, o options) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("db: %w", err)
 		}
-		all := printTable(fmt.Sprintf("database failover (seed %d, %s replication)", o.seed, replicationMode(o.async)), rows)
+		all := printTable(os.Stdout, fmt.Sprintf("database failover (seed %d, %s replication)", o.seed, replicationMode(o.async)), rows)
 		fmt.Printf("\nwall time %s\n", time.Since(started).Round(time.Second))
 		return all, nil
 	}
@@ -179,7 +179,7 @@ func run(ctx context.Context, o options) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("chain: %w", err)
 		}
-		all := printTable(fmt.Sprintf("chain faults (seed %d)", o.seed), rows)
+		all := printTable(os.Stdout, fmt.Sprintf("chain faults (seed %d)", o.seed), rows)
 		fmt.Printf("\nwall time %s\n", time.Since(started).Round(time.Second))
 		return all, nil
 	}
@@ -215,7 +215,7 @@ func run(ctx context.Context, o options) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("failover: %w", err)
 		}
-		all = printTable("failover (seed acceptance 3)", rows) && all
+		all = printTable(os.Stdout, "failover (seed acceptance 3)", rows) && all
 	}
 	if o.scenario == "all" || o.scenario == "chaos" {
 		rows, events, err := runChaos(ctx, env, o)
@@ -225,7 +225,7 @@ func run(ctx context.Context, o options) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("chaos: %w", err)
 		}
-		all = printTable(fmt.Sprintf("chaos (seed %d, %d faults)", o.seed, len(events)), rows) && all
+		all = printTable(os.Stdout, fmt.Sprintf("chaos (seed %d, %d faults)", o.seed, len(events)), rows) && all
 	}
 	fmt.Printf("\nwall time %s\n", time.Since(started).Round(time.Second))
 	return all, nil
