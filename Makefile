@@ -100,7 +100,7 @@ chaos: ## fault-injection suite: failover scenario, then 3 nodes under load with
 
 .PHONY: chaos-chain
 CHAOS_CHAIN_SEEDS ?= 1 2 3
-chaos-chain: ## chain-side faults on geth --dev (hung, refusing, lagging endpoint; hung external signer; 8x base fee; node restart losing its mempool; late funding), once per seed in CHAOS_CHAIN_SEEDS
+chaos-chain: ## chain-side faults on geth --dev (hung, refusing, lagging endpoint; hung clef (real, as the external signer); 8x base fee; node restart losing its mempool; late funding), once per seed in CHAOS_CHAIN_SEEDS
 	@for seed in $(CHAOS_CHAIN_SEEDS); do \
 	  go run $(SERVICE)/test/cmd/txm-chaos -repo $(ROOT) -scenario chain -seed $$seed -signers 4 -clients 4 || exit 1; \
 	done

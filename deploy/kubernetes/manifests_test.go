@@ -43,6 +43,8 @@ func newObject(apiVersion, kind string) (any, error) {
 		return &corev1.ConfigMap{}, nil
 	case "v1 Secret":
 		return &corev1.Secret{}, nil
+	case "v1 ServiceAccount":
+		return &corev1.ServiceAccount{}, nil
 	case "policy/v1 PodDisruptionBudget":
 		return &policyv1.PodDisruptionBudget{}, nil
 	case "monitoring.coreos.com/v1 ServiceMonitor":
@@ -91,6 +93,7 @@ type manifests struct {
 	statefulSets []*appsv1.StatefulSet
 	services     []*corev1.Service
 	configMaps   []*corev1.ConfigMap
+	accounts     []*corev1.ServiceAccount
 	pdbs         []*policyv1.PodDisruptionBudget
 	monitors     []*monitoringv1.ServiceMonitor
 }
@@ -123,6 +126,8 @@ func loadManifests(t *testing.T) manifests {
 				m.services = append(m.services, o)
 			case *corev1.ConfigMap:
 				m.configMaps = append(m.configMaps, o)
+			case *corev1.ServiceAccount:
+				m.accounts = append(m.accounts, o)
 			case *policyv1.PodDisruptionBudget:
 				m.pdbs = append(m.pdbs, o)
 			case *monitoringv1.ServiceMonitor:
@@ -132,9 +137,9 @@ func loadManifests(t *testing.T) manifests {
 			}
 		}
 	}
-	if len(m.statefulSets) != 1 || len(m.pdbs) != 1 || len(m.monitors) != 1 || len(m.configMaps) != 1 || len(m.services) != 2 {
-		t.Fatalf("want 1 StatefulSet, 2 Services, 1 ConfigMap, 1 PDB, 1 ServiceMonitor; got %d, %d, %d, %d, %d",
-			len(m.statefulSets), len(m.services), len(m.configMaps), len(m.pdbs), len(m.monitors))
+	if len(m.statefulSets) != 1 || len(m.pdbs) != 1 || len(m.monitors) != 1 || len(m.configMaps) != 1 || len(m.services) != 2 || len(m.accounts) != 1 {
+		t.Fatalf("want 1 StatefulSet, 2 Services, 1 ConfigMap, 1 ServiceAccount, 1 PDB, 1 ServiceMonitor; got %d, %d, %d, %d, %d, %d",
+			len(m.statefulSets), len(m.services), len(m.configMaps), len(m.accounts), len(m.pdbs), len(m.monitors))
 	}
 	return m
 }
@@ -184,8 +189,8 @@ func servedPaths(t *testing.T) map[string]string {
 func TestManifestsDecodeStrictly(t *testing.T) {
 	t.Parallel()
 	m := loadManifests(t)
-	t.Logf("%d StatefulSet, %d Services, %d ConfigMap, %d PodDisruptionBudget, %d ServiceMonitor decoded strictly",
-		len(m.statefulSets), len(m.services), len(m.configMaps), len(m.pdbs), len(m.monitors))
+	t.Logf("%d StatefulSet, %d Services, %d ConfigMap, %d ServiceAccount, %d PodDisruptionBudget, %d ServiceMonitor decoded strictly",
+		len(m.statefulSets), len(m.services), len(m.configMaps), len(m.accounts), len(m.pdbs), len(m.monitors))
 }
 
 // A misspelled or unknown field must fail the decoding, for each kind we ship.
@@ -449,6 +454,63 @@ func TestConfigFitsThePod(t *testing.T) {
 	for _, ref := range regexp.MustCompile(`\$\{(\w+)\}`).FindAllStringSubmatch(cm.Data["config.yaml"], -1) {
 		if !env[ref[1]] {
 			t.Errorf("config.yaml requires ${%s}, which the container does not set", ref[1])
+		}
+	}
+}
+
+// Keys in a cloud KMS are reached with the pod's cloud identity, never with credentials in
+// a Secret or the image: the pods run as the ServiceAccount that carries the IAM role
+// (EKS) and the Google service account (GKE Workload Identity), without a Kubernetes API
+// token, and the keystore Secrets are optional so a KMS deployment creates none.
+func TestPodsSignWithTheirCloudIdentity(t *testing.T) {
+	t.Parallel()
+	m := loadManifests(t)
+	sts, c := m.container(t)
+	sa := m.accounts[0]
+	pod := sts.Spec.Template.Spec
+	if pod.ServiceAccountName != sa.Name {
+		t.Errorf("pods run as service account %q, the manifests define %q", pod.ServiceAccountName, sa.Name)
+	}
+	for key, shape := range map[string]*regexp.Regexp{
+		"eks.amazonaws.com/role-arn":     regexp.MustCompile(`^arn:aws:iam::\d{12}:role/[\w+=,.@/-]+$`),
+		"iam.gke.io/gcp-service-account": regexp.MustCompile(`^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]+\.iam\.gserviceaccount\.com$`),
+	} {
+		if !shape.MatchString(sa.Annotations[key]) {
+			t.Errorf("ServiceAccount annotation %s = %q, want the shape %s", key, sa.Annotations[key], shape)
+		}
+	}
+	if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Error("the ServiceAccount must not mount a Kubernetes API token: the service never calls the API")
+	}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil && strings.HasPrefix(v.Secret.SecretName, "txmanager-keystore") && (v.Secret.Optional == nil || !*v.Secret.Optional) {
+			t.Errorf("volume %s: the keystore Secret must be optional (a KMS or clef deployment has none)", v.Name)
+		}
+	}
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, "AWS_") || strings.HasPrefix(e.Name, "GOOGLE_") {
+			t.Errorf("env %s: cloud credentials come from the pod's identity, not the container's environment", e.Name)
+		}
+	}
+}
+
+// The image holds the binary alone: its last stage copies nothing but the built binary, so
+// no key, passphrase or configuration can be baked into it.
+func TestImageHoldsOnlyTheBinary(t *testing.T) {
+	t.Parallel()
+	dockerfile, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages := regexp.MustCompile(`(?m)^FROM\s`).Split(string(dockerfile), -1)
+	final := stages[len(stages)-1]
+	copies := regexp.MustCompile(`(?m)^(COPY|ADD)\s.*$`).FindAllString(final, -1)
+	if len(copies) == 0 {
+		t.Fatal("the final stage copies nothing: where is the binary?")
+	}
+	for _, line := range copies {
+		if !regexp.MustCompile(`^COPY --from=\w+ /out/txmanager-service /usr/local/bin/txmanager-service$`).MatchString(line) {
+			t.Errorf("the final stage copies more than the binary: %q", line)
 		}
 	}
 }

@@ -91,6 +91,7 @@ func (b *Bootstrap) Check() error {
 		req(view.Fees.BumpPercent >= 10, feesKey+".bumpPercent", "must be at least 10 (nodes refuse smaller replacements)")
 	}
 	req(b.Signers.External.URL == "" || b.Signers.External.Timeout > 0, "signers.external.timeout", "must be positive")
+	errs = append(errs, b.Signers.kmsProblems(b.Environment)...)
 	req(b.Pipeline.SignerConcurrency > 0, "pipeline.signerConcurrency", "must be positive")
 	req(b.Retention.Horizon >= 0, "retention.horizon", "must not be negative")
 	positive(b.Retention.Interval, "retention.interval")

@@ -6,6 +6,8 @@ type Signers struct {
 	RawKeys  []string       `json:"rawKeys"`
 	Keystore KeystoreSource `json:"keystore"`
 	External ExternalSource `json:"external"`
+	AWSKMS   AWSKMSSource   `json:"awsKms"`
+	GCPKMS   GCPKMSSource   `json:"gcpKms"`
 }
 
 // KeystoreSource is a go-ethereum keystore directory.

@@ -15,11 +15,15 @@ import (
 // externalConnectTimeout bounds the external signer's startup check (account_list).
 const externalConnectTimeout = 10 * time.Second
 
+// kmsStartupTimeout bounds reading a KMS source's public keys at startup; each look-up
+// also has the source's own per-call timeout.
+const kmsStartupTimeout = 30 * time.Second
+
 // NewFromConfig builds every configured key source and joins them in a Registry.
 // Raw keys and devKeys (the embedded chain's funded development keys) are accepted only
 // in development; devKeys in any other environment is an error, so a production process
 // can never sign with publicly known keys. The cleanup wipes decrypted keystore keys and
-// closes the external signer's connection; calls after the first do nothing.
+// closes the external signer's and Cloud KMS's connections; calls after the first do nothing.
 func NewFromConfig(cfg conf.Signers, environment string, devKeys []*ecdsa.PrivateKey) (*Registry, func(), error) {
 	var (
 		sources  []Source
@@ -67,8 +71,29 @@ func NewFromConfig(cfg conf.Signers, environment string, devKeys []*ecdsa.Privat
 		cleanups = append(cleanups, release)
 	}
 
+	if cfg.AWSKMS.Configured() {
+		ctx, cancel := context.WithTimeout(context.Background(), kmsStartupTimeout)
+		src, err := NewAWSKMSSource(ctx, cfg.AWSKMS)
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("signers: %w", err))
+		}
+		sources = append(sources, src)
+	}
+
+	if cfg.GCPKMS.Configured() {
+		ctx, cancel := context.WithTimeout(context.Background(), kmsStartupTimeout)
+		src, release, err := NewGCPKMSSource(ctx, cfg.GCPKMS)
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("signers: %w", err))
+		}
+		sources = append(sources, src)
+		cleanups = append(cleanups, release)
+	}
+
 	if len(sources) == 0 {
-		return fail(errors.New("signers: no key source configured (signers.keystore, signers.external, or in development signers.rawKeys)"))
+		return fail(errors.New("signers: no key source configured (signers.keystore, signers.external, signers.awsKms, signers.gcpKms, or in development signers.rawKeys)"))
 	}
 	registry, err := NewRegistryFromSources(sources...)
 	if err != nil {

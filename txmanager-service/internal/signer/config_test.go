@@ -6,11 +6,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/signer"
+	"github.com/bionicotaku/txmanager-service/test/gcpkms"
 )
 
 func TestNewFromConfigBuildsEverySource(t *testing.T) {
@@ -19,6 +21,9 @@ func TestNewFromConfigBuildsEverySource(t *testing.T) {
 	url := serveRPC(t, fakeClefLister{&fakeClef{key: externalKey, chainID: testChainID}, []common.Address{addressOf(externalKey)}})
 	keystoreCfg := conf.KeystoreSource{Dir: fixture.dir, Addresses: hexes(fixture.accounts[0]), PassphraseFile: fixture.passphraseFile}
 	externalCfg := conf.ExternalSource{URL: url, Addresses: hexes(addressOf(externalKey))}
+	kms := startGCPKMS(t)
+	kmsAddr := kms.AddKey(gcpkms.KeyName("hot"), newKey(t))
+	gcpCfg := conf.GCPKMSSource{Endpoint: kms.Addr(), Plaintext: true, Keys: []conf.KMSKey{{ID: gcpkms.KeyName("hot")}}}
 	tests := []struct {
 		name        string
 		cfg         conf.Signers
@@ -27,11 +32,11 @@ func TestNewFromConfigBuildsEverySource(t *testing.T) {
 		want        []common.Address
 	}{
 		{
-			name:        "development: raw, dev, keystore and external",
-			cfg:         conf.Signers{RawKeys: []string{"0x" + keyHex(rawKey)}, Keystore: keystoreCfg, External: externalCfg},
+			name:        "development: raw, dev, keystore, external and Cloud KMS",
+			cfg:         conf.Signers{RawKeys: []string{"0x" + keyHex(rawKey)}, Keystore: keystoreCfg, External: externalCfg, GCPKMS: gcpCfg},
 			environment: conf.EnvironmentDevelopment,
 			devKeys:     []*ecdsa.PrivateKey{devKey},
-			want:        []common.Address{addressOf(rawKey), addressOf(devKey), fixture.accounts[0], addressOf(externalKey)},
+			want:        []common.Address{addressOf(rawKey), addressOf(devKey), fixture.accounts[0], addressOf(externalKey), kmsAddr},
 		},
 		{
 			name:        "development: dev keys alone",
@@ -114,6 +119,9 @@ func TestNewFromConfigRejectsBadConfig(t *testing.T) {
 		{"external address too short", conf.Signers{External: conf.ExternalSource{URL: url, Addresses: []string{checksummed[:41]}}}, nil, "0x followed by 40 hex digits"},
 		{"external addresses without url", conf.Signers{External: conf.ExternalSource{Addresses: []string{checksummed}}}, nil, "url is empty"},
 		{"keystore without dir", conf.Signers{Keystore: conf.KeystoreSource{PassphraseFile: fixture.passphraseFile}}, nil, "dir is empty"},
+		{"Cloud KMS unreachable", conf.Signers{GCPKMS: conf.GCPKMSSource{Endpoint: strings.TrimPrefix(unreachableURL(t), "http://"), Plaintext: true,
+			Timeout: conf.Duration(300 * time.Millisecond), MaxAttempts: 2, Keys: []conf.KMSKey{{ID: gcpkms.KeyName("hot")}}}}, nil,
+			"gcp kms: key " + gcpkms.KeyName("hot") + " (signers.gcpKms.keys[0]): get public key"},
 		{"same address in keystore and external", conf.Signers{
 			Keystore: conf.KeystoreSource{Dir: fixture.dir, Addresses: hexes(fixture.accounts[0]), PassphraseFile: fixture.passphraseFile},
 			External: conf.ExternalSource{URL: url, Addresses: hexes(fixture.accounts[0])},
@@ -139,16 +147,19 @@ func TestNewFromConfigCleanupClosesSources(t *testing.T) {
 	t.Parallel()
 	key := newKey(t)
 	url := serveRPC(t, &fakeClef{key: key, chainID: testChainID})
+	kms := startGCPKMS(t)
+	kmsAddr := kms.AddKey(gcpkms.KeyName("hot"), newKey(t))
 	registry, cleanup, err := signer.NewFromConfig(conf.Signers{
 		Keystore: conf.KeystoreSource{Dir: fixture.dir, Addresses: hexes(fixture.accounts[1]), PassphraseFile: fixture.passphraseFile},
 		External: conf.ExternalSource{URL: url, Addresses: hexes(addressOf(key))},
-	}, conf.EnvironmentProduction, nil)
+		GCPKMS:   conf.GCPKMSSource{Endpoint: kms.Addr(), Plaintext: true, Keys: []conf.KMSKey{{ID: gcpkms.KeyName("hot")}}},
+	}, conf.EnvironmentDevelopment, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cleanup()
 	cleanup() // a second call must be harmless
-	for _, addr := range []common.Address{fixture.accounts[1], addressOf(key)} {
+	for _, addr := range []common.Address{fixture.accounts[1], addressOf(key), kmsAddr} {
 		if _, err := registry.SignTx(context.Background(), addr, dynamicFeeTx(0), testChainID); err == nil {
 			t.Fatalf("signed for %s after cleanup", addr.Hex())
 		} else if errors.Is(err, context.DeadlineExceeded) {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +21,41 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/signer"
+	"github.com/bionicotaku/txmanager-service/test/clef"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 )
+
+var (
+	clefOnce sync.Once
+	clefBin  string
+	clefErr  error
+)
+
+// startClef runs a real clef (built once per test binary) holding keys for testChainID,
+// whose rules approve signing for every key except refused; it stops when t ends.
+func startClef(t *testing.T, keys []*ecdsa.PrivateKey, refused ...common.Address) *clef.Clef {
+	t.Helper()
+	clefOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		clefBin, clefErr = clef.BuildInRepo(ctx)
+	})
+	if clefErr != nil {
+		t.Fatal(clefErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := clef.Start(ctx, clef.Options{Bin: clefBin, ChainID: testChainID, Keys: keys, Refused: refused})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop clef: %v", err)
+		}
+	})
+	return c
+}
 
 // fakeClef answers account_signTransaction the way clef does: it rebuilds the
 // transaction from SendTxArgs, refuses a foreign chain id or account, signs with its
@@ -97,30 +132,38 @@ func newExternal(t *testing.T, url string, addrs ...common.Address) *signer.Exte
 	return src
 }
 
+// abiCallTx is a contract call whose calldata has the shape clef checks for (a 4-byte
+// selector and 32-byte words): clef without --advanced refuses any other calldata.
+func abiCallTx(nonce uint64) *types.Transaction {
+	to := common.HexToAddress("0x00000000000000000000000000000000000000aa")
+	data := append([]byte{0xa9, 0x05, 0x9c, 0xbb}, make([]byte, 64)...) // transfer(address,uint256)
+	return types.NewTx(&types.DynamicFeeTx{Nonce: nonce, To: &to, Gas: 60_000, GasTipCap: big.NewInt(1), GasFeeCap: big.NewInt(2), Data: data})
+}
+
+// Real clef, run headless with a rules file approving the account, signs every kind of
+// transaction the service asks for, from many goroutines at once.
 func TestExternalSourceSigns(t *testing.T) {
 	t.Parallel()
 	key := newKey(t)
-	clef := &fakeClef{key: key, chainID: testChainID}
+	url := startClef(t, []*ecdsa.PrivateKey{key}).URL()
+	src := newExternal(t, url, addressOf(key))
 	to := common.HexToAddress("0x00000000000000000000000000000000000000bb")
 	tests := []struct {
-		name    string
-		service any
-		tx      *types.Transaction
+		name string
+		tx   *types.Transaction
 	}{
-		{"dynamic fee, no account_list", clef, dynamicFeeTx(9)},
-		{"dynamic fee with chain id and access list, account_list", fakeClefLister{clef, []common.Address{addressOf(key)}},
-			types.NewTx(&types.DynamicFeeTx{
-				ChainID: testChainID, Nonce: 1, To: &to, Gas: 60_000, GasTipCap: big.NewInt(1), GasFeeCap: big.NewInt(2),
-				AccessList: types.AccessList{{Address: to, StorageKeys: []common.Hash{{1}}}},
-			})},
-		{"contract creation", clef, types.NewTx(&types.DynamicFeeTx{Nonce: 2, Gas: 100_000, GasTipCap: big.NewInt(1), GasFeeCap: big.NewInt(2), Data: []byte{0x60, 0x00}})},
-		{"legacy", clef, types.NewTx(&types.LegacyTx{Nonce: 3, To: &to, Gas: 21_000, GasPrice: big.NewInt(5), Value: big.NewInt(1)})},
-		{"access list type with empty list", clef, types.NewTx(&types.AccessListTx{Nonce: 4, To: &to, Gas: 21_000, GasPrice: big.NewInt(5)})},
+		{"dynamic fee, chain id left to the signer", abiCallTx(9)},
+		{"dynamic fee with chain id and access list", types.NewTx(&types.DynamicFeeTx{
+			ChainID: testChainID, Nonce: 1, To: &to, Gas: 60_000, GasTipCap: big.NewInt(1), GasFeeCap: big.NewInt(2),
+			AccessList: types.AccessList{{Address: to, StorageKeys: []common.Hash{{1}}}},
+		})},
+		{"contract creation", types.NewTx(&types.DynamicFeeTx{Nonce: 2, Gas: 100_000, GasTipCap: big.NewInt(1), GasFeeCap: big.NewInt(2), Data: make([]byte, 64)})},
+		{"legacy", types.NewTx(&types.LegacyTx{Nonce: 3, To: &to, Gas: 21_000, GasPrice: big.NewInt(5), Value: big.NewInt(1)})},
+		{"access list type with empty list", types.NewTx(&types.AccessListTx{Nonce: 4, To: &to, Gas: 21_000, GasPrice: big.NewInt(5)})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			src := newExternal(t, serveRPC(t, tt.service), addressOf(key))
 			signed, err := src.SignTx(context.Background(), addressOf(key), tt.tx, testChainID)
 			if err != nil {
 				t.Fatal(err)
@@ -200,8 +243,9 @@ func (c chainIgnoringClef) SignTransaction(ctx context.Context, args apitypes.Se
 
 func TestExternalSourceConstructionAndCallErrors(t *testing.T) {
 	t.Parallel()
-	key := newKey(t)
-	listed := serveRPC(t, fakeClefLister{&fakeClef{key: key, chainID: testChainID}, []common.Address{addressOf(key)}})
+	key, refusedKey := newKey(t), newKey(t)
+	real := startClef(t, []*ecdsa.PrivateKey{key, refusedKey}, addressOf(refusedKey))
+	missing := addressOf(newKey(t))
 	tests := []struct {
 		name        string
 		url         string
@@ -209,9 +253,9 @@ func TestExternalSourceConstructionAndCallErrors(t *testing.T) {
 		wantInError string
 	}{
 		{"unreachable", unreachableURL(t), []common.Address{addressOf(key)}, "connection refused"},
-		{"address not listed", listed, []common.Address{addressOf(key), addressOf(newKey(t))}, "not among the external signer's accounts"},
+		{"key missing from clef", real.URL(), []common.Address{addressOf(key), missing}, "signer " + missing.Hex() + " is not among the external signer's accounts"},
 		{"no url", "", []common.Address{addressOf(key)}, "url is empty"},
-		{"no addresses", listed, nil, "no addresses"},
+		{"no addresses", real.URL(), nil, "no addresses"},
 		{"bad scheme", "ftp://127.0.0.1:1", []common.Address{addressOf(key)}, "dial"},
 	}
 	for _, tt := range tests {
@@ -232,17 +276,35 @@ func TestExternalSourceConstructionAndCallErrors(t *testing.T) {
 
 	t.Run("signing for an unknown address", func(t *testing.T) {
 		t.Parallel()
-		src := newExternal(t, listed, addressOf(key))
+		src := newExternal(t, real.URL(), addressOf(key))
 		_, err := src.SignTx(context.Background(), addressOf(newKey(t)), dynamicFeeTx(0), testChainID)
 		if !errors.Is(err, domain.ErrUnknownSigner) {
 			t.Fatalf("got %v, want ErrUnknownSigner", err)
 		}
 	})
+	t.Run("clef's rules refuse the account", func(t *testing.T) {
+		t.Parallel()
+		src := newExternal(t, real.URL(), addressOf(refusedKey))
+		_, err := src.SignTx(context.Background(), addressOf(refusedKey), abiCallTx(0), testChainID)
+		if err == nil || !strings.Contains(err.Error(), "account_signTransaction for "+addressOf(refusedKey).Hex()+": request denied") {
+			t.Fatalf("got %v, want clef's refusal naming the signer", err)
+		}
+	})
+	t.Run("calldata clef does not take for ABI", func(t *testing.T) {
+		t.Parallel()
+		src := newExternal(t, real.URL(), addressOf(key))
+		_, err := src.SignTx(context.Background(), addressOf(key), dynamicFeeTx(0), testChainID) // 2 bytes of data
+		if err == nil || !strings.Contains(err.Error(), "account_signTransaction for "+addressOf(key).Hex()) || !strings.Contains(err.Error(), "not valid ABI") {
+			t.Fatalf("got %v, want clef's validation error naming the signer", err)
+		}
+	})
 	t.Run("signer stops answering", func(t *testing.T) {
 		t.Parallel()
-		hang := make(chan struct{})
-		t.Cleanup(func() { close(hang) })
-		src := newExternal(t, serveRPC(t, hangingClef{hang}), addressOf(key))
+		proxy := hungProxy(t, real.URL())
+		src := newExternal(t, proxy.URL(), addressOf(key))
+		if err := proxy.SetMode(faultproxy.Hang); err != nil {
+			t.Fatal(err)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		_, err := src.SignTx(ctx, addressOf(key), dynamicFeeTx(0), testChainID)
@@ -252,7 +314,7 @@ func TestExternalSourceConstructionAndCallErrors(t *testing.T) {
 	})
 	t.Run("unsupported type", func(t *testing.T) {
 		t.Parallel()
-		src := newExternal(t, listed, addressOf(key))
+		src := newExternal(t, real.URL(), addressOf(key))
 		tx := types.NewTx(&types.SetCodeTx{Nonce: 1})
 		if _, err := src.SignTx(context.Background(), addressOf(key), tx, testChainID); err == nil || !strings.Contains(err.Error(), "not supported") {
 			t.Fatalf("got %v, want an unsupported-type error", err)
@@ -260,15 +322,15 @@ func TestExternalSourceConstructionAndCallErrors(t *testing.T) {
 	})
 }
 
-// hangingClef never answers until released; clef waiting for an operator looks like this.
-type hangingClef struct{ release chan struct{} }
-
-func (c hangingClef) SignTransaction(ctx context.Context, _ apitypes.SendTxArgs, _ *string) (*fakeClefReply, error) {
-	select {
-	case <-c.release:
-	case <-ctx.Done():
+// hungProxy is a fault proxy in front of url (a clef), passing requests until told to hang.
+func hungProxy(t *testing.T, url string) *faultproxy.Proxy {
+	t.Helper()
+	proxy, err := faultproxy.Start(url)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return nil, errors.New("released")
+	t.Cleanup(proxy.Close)
+	return proxy
 }
 
 // unreachableURL is a loopback address nothing listens on.
@@ -286,22 +348,29 @@ func unreachableURL(t *testing.T) string {
 }
 
 // A signer that accepts a request and never answers costs one timeout, not the caller's
-// whole context (a pipeline pass has none shorter than the process).
+// whole context (a pipeline pass has none shorter than the process): real clef, behind a
+// proxy that stops passing requests on.
 func TestExternalSourceTimesOutAHangingSigner(t *testing.T) {
 	t.Parallel()
 	key := newKey(t)
-	hang := make(chan struct{})
-	defer close(hang)
-	url := serveRPC(t, hangingClef{hang})
+	proxy := hungProxy(t, startClef(t, []*ecdsa.PrivateKey{key}).URL())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	src, cleanup, err := signer.NewExternalSource(ctx, url, []common.Address{addressOf(key)}, 300*time.Millisecond)
+	src, cleanup, err := signer.NewExternalSource(ctx, proxy.URL(), []common.Address{addressOf(key)}, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cleanup()
+	// Through the proxy clef signs (with the default timeout: a first signature decrypts
+	// the key, which under the race detector can take longer than 300ms).
+	if _, err := newExternal(t, proxy.URL(), addressOf(key)).SignTx(ctx, addressOf(key), abiCallTx(1), testChainID); err != nil {
+		t.Fatalf("signing before the hang: %v", err)
+	}
+	if err := proxy.SetMode(faultproxy.Hang); err != nil {
+		t.Fatal(err)
+	}
 	started := time.Now()
-	_, err = src.SignTx(context.Background(), addressOf(key), dynamicFeeTx(1), testChainID)
+	_, err = src.SignTx(context.Background(), addressOf(key), abiCallTx(2), testChainID)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("SignTx against a hanging signer: %v, want a deadline error", err)
 	}

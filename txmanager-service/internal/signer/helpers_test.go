@@ -1,15 +1,19 @@
 package signer_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"encoding/hex"
 	"math/big"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/bionicotaku/txmanager-service/internal/signer"
 )
 
 var testChainID = big.NewInt(1337)
@@ -59,6 +63,27 @@ func requireSignedBy(t *testing.T, signed, asked *types.Transaction, want common
 	}
 	if signed.ChainId().Cmp(testChainID) != 0 {
 		t.Fatalf("chain id %s, want %s", signed.ChainId(), testChainID)
+	}
+}
+
+// requireSignsConcurrently has src sign n transactions, for the addresses in turn, from n
+// goroutines at once, and checks every one: a source may be called concurrently.
+func requireSignsConcurrently(t *testing.T, src signer.Source, from []common.Address, n int) {
+	t.Helper()
+	signed := make([]*types.Transaction, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			signed[i], errs[i] = src.SignTx(context.Background(), from[i%len(from)], dynamicFeeTx(uint64(i)), testChainID)
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("signature %d, for %s: %v", i, from[i%len(from)].Hex(), errs[i])
+		}
+		requireSignedBy(t, signed[i], dynamicFeeTx(uint64(i)), from[i%len(from)])
 	}
 }
 

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,23 +18,8 @@ const GethModuleVersion = "v1.17.8"
 // binDir already holds that version (the first build takes minutes). It returns the binary
 // and the version it reports ("1.17.8-stable").
 func BuildGeth(ctx context.Context, binDir string) (bin, version string, err error) {
-	// go install wants an absolute GOBIN, and callers pass folders relative to where they run.
-	if binDir, err = filepath.Abs(binDir); err != nil {
+	if bin, err = InstallGoTool(ctx, binDir, "github.com/ethereum/go-ethereum/cmd/geth", GethModuleVersion); err != nil {
 		return "", "", fmt.Errorf("build geth: %w", err)
-	}
-	bin = filepath.Join(binDir, "geth")
-	if have, err := gethVersion(ctx, bin); err == nil && have == strings.TrimPrefix(GethModuleVersion, "v")+"-stable" {
-		return bin, have, nil
-	}
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return "", "", fmt.Errorf("build geth: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, "go", "install", "github.com/ethereum/go-ethereum/cmd/geth@"+GethModuleVersion)
-	// go install pkg@version builds outside any workspace; GOWORK=off keeps an exported
-	// GOWORK (the Makefile sets one) from getting in the way.
-	cmd.Env = append(os.Environ(), "GOBIN="+binDir, "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("go install geth@%s: %w\n%s", GethModuleVersion, err, out)
 	}
 	if version, err = gethVersion(ctx, bin); err != nil {
 		return "", "", err

@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -37,6 +38,12 @@ func startChild(name, logPath string, env []string, bin string, args ...string) 
 
 // startChildAs is startChild running the process as credential's user (nil: this one's).
 func startChildAs(name, logPath string, env []string, credential *syscall.Credential, bin string, args ...string) (*child, error) {
+	return startChildWithInput(name, logPath, env, credential, nil, bin, args...)
+}
+
+// startChildWithInput is startChildAs with stdin (nil: none) as the process's standard
+// input, for programs that read a secret there rather than from a file or the command line.
+func startChildWithInput(name, logPath string, env []string, credential *syscall.Credential, stdin io.Reader, bin string, args ...string) (*child, error) {
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%s: log file: %w", name, err)
@@ -49,6 +56,7 @@ func startChildAs(name, logPath string, env []string, credential *syscall.Creden
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Stdin = stdin
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Pdeathsig: if this process dies without stopping its children they die too

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"regexp"
 	"syscall"
 	"time"
@@ -23,6 +24,8 @@ type ProcessOptions struct {
 	Args    []string
 	Env     []string
 	LogPath string
+	// Stdin, when set, is the program's standard input (a password it prompts for).
+	Stdin io.Reader
 	// Announce matches the line the program writes once it serves; its first submatch (the
 	// address it bound on port 0) is Announced.
 	Announce *regexp.Regexp
@@ -32,7 +35,7 @@ type ProcessOptions struct {
 
 // StartProcess starts the program and waits until this life announces itself.
 func StartProcess(ctx context.Context, opts ProcessOptions) (*Process, error) {
-	proc, err := startChild(opts.Name, opts.LogPath, opts.Env, opts.Bin, opts.Args...)
+	proc, err := startChildWithInput(opts.Name, opts.LogPath, opts.Env, nil, opts.Stdin, opts.Bin, opts.Args...)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +67,10 @@ func (p *Process) Kill() { p.proc.kill() }
 
 // Stop asks for a graceful exit (SIGTERM) and kills after grace.
 func (p *Process) Stop(grace time.Duration) error { return p.proc.stop(syscall.SIGTERM, grace) }
+
+// Interrupt asks for a graceful exit with SIGINT, for programs that treat SIGTERM as a
+// crash (clef exits cleanly only on an interrupt), and kills after grace.
+func (p *Process) Interrupt(grace time.Duration) error { return p.proc.stop(syscall.SIGINT, grace) }
 
 // LogTail is the last lines of the process's log, for error messages.
 func (p *Process) LogTail(lines int) string { return tailFile(p.proc.logPath, lines) }

@@ -1,23 +1,17 @@
 package integration
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/rpc"
-	"github.com/ethereum/go-ethereum/signer/core/apitypes"
 	"github.com/go-kratos/kratos/v2/log"
 
 	"github.com/bionicotaku/txmanager-service/internal/app"
@@ -228,48 +222,21 @@ func TestStartAgainstAnotherChainIsRefused(t *testing.T) {
 	})
 }
 
-// stallingClef is a clef-compatible external signer that accepts signing requests and
-// answers none until released.
-type stallingClef struct {
-	release  chan struct{}
-	accounts []common.Address
-}
-
-func (c stallingClef) List(context.Context) ([]common.Address, error) { return c.accounts, nil }
-
-func (c stallingClef) SignTransaction(ctx context.Context, _ apitypes.SendTxArgs, _ *string) (map[string]any, error) {
-	select {
-	case <-ctx.Done():
-	case <-c.release:
-	}
-	return nil, errors.New("not signing")
-}
-
 // One signer whose external signer hangs holds up no other signer: the other's
-// transactions are signed, sent and confirmed while the first one's signing waits.
+// transactions are signed, sent and confirmed while the first one's signing waits, even
+// with a signing deadline longer than the test. The signer is a real clef behind a proxy
+// that stops passing requests on.
 func TestHungSignerDelaysNoOtherSigner(t *testing.T) {
 	t.Parallel()
-	stuck := devAddress(t, 6)
-	clef := stallingClef{release: make(chan struct{}), accounts: []common.Address{common.HexToAddress(stuck)}}
-	rpcServer := rpc.NewServer()
-	if err := rpcServer.RegisterName("account", clef); err != nil {
+	sim := newTestChain(t, 250*time.Millisecond)
+	remote := startClefSigner(t, sim.DevKeys()[6], false)
+	stuck := remote.clefAddr.Hex()
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Signers.External = conf.ExternalSource{URL: remote.clefProxy.URL(), Addresses: []string{stuck}, Timeout: conf.Duration(time.Minute)}
+	}})
+	if err := remote.clefProxy.SetMode(faultproxy.Hang); err != nil {
 		t.Fatal(err)
 	}
-	httpServer := &http.Server{Handler: rpcServer, ReadHeaderTimeout: 5 * time.Second}
-	listener := listenLoopback(t)
-	var serving sync.WaitGroup
-	serving.Go(func() { _ = httpServer.Serve(listener) })
-	t.Cleanup(func() {
-		close(clef.release)
-		_ = httpServer.Close()
-		serving.Wait()
-		rpcServer.Stop()
-	})
-
-	sim := newTestChain(t, 250*time.Millisecond)
-	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
-		bc.Signers.External = conf.ExternalSource{URL: "http://" + listener.Addr().String(), Addresses: []string{stuck}, Timeout: conf.Duration(time.Minute)}
-	}})
 	hung := s.createOK(t, map[string]any{"signer": stuck, "to": devAddress(t, 7), "value": "1", "gasLimit": 21000})
 	time.Sleep(500 * time.Millisecond) // the submit pass is now waiting on the hung signer
 	var others []string
@@ -282,13 +249,4 @@ func TestHungSignerDelaysNoOtherSigner(t *testing.T) {
 	if state := s.tx(t, hung).state; state != "ALLOCATED" {
 		t.Fatalf("the hung signer's transaction is %s, want ALLOCATED (never signed)", state)
 	}
-}
-
-func listenLoopback(t *testing.T) net.Listener {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }

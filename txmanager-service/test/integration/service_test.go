@@ -71,6 +71,17 @@ type serviceOptions struct {
 
 func startService(t testing.TB, opts serviceOptions) *testService {
 	t.Helper()
+	s, err := tryStartService(t, opts)
+	if err != nil {
+		t.Fatalf("wire: %v", err)
+	}
+	return s
+}
+
+// tryStartService is startService, returning the error when the service cannot be built
+// (a key source that refuses it, a configuration it rejects) instead of failing t.
+func tryStartService(t testing.TB, opts serviceOptions) (*testService, error) {
+	t.Helper()
 	dsn := opts.dsn
 	if dsn == "" {
 		dsn = testsupport.MigratedDSN(t)
@@ -127,7 +138,7 @@ func startService(t testing.TB, opts serviceOptions) *testService {
 	logger := telemetry.NewNodeLogger(telemetry.NewJSONLogger(sink, log.LevelDebug), bc.Node.ID)
 	service, cleanup, err := app.New(bc, listeners, logger, services.BuildVersion("test"))
 	if err != nil {
-		t.Fatalf("wire: %v", err)
+		return nil, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- service.Run() }()
@@ -152,7 +163,7 @@ func startService(t testing.TB, opts serviceOptions) *testService {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	s.grpc = v1.NewTxServiceClient(conn)
-	return s
+	return s, nil
 }
 
 func (s *testService) waitReady(t testing.TB) {

@@ -42,7 +42,7 @@ const (
 )
 
 // chainEnv is what the chain scenario runs on: geth --dev behind two fault proxies (the
-// service's two endpoints for the same chain), a clef-compatible external signer that can
+// service's two endpoints for the same chain), a real clef behind a proxy that can make it
 // hang, and the service.
 type chainEnv struct {
 	gethBin, gethDir string
@@ -50,7 +50,7 @@ type chainEnv struct {
 	geth             *e2e.ChainNode
 
 	endpoints [2]*faultproxy.Proxy // [0] is the preferred endpoint, the one faults hit
-	signer    *hangingSigner
+	signer    *externalSigner
 	svc       *e2e.Service
 	db        *pgx.Conn
 	api       *e2e.Client
@@ -179,11 +179,12 @@ func chainFaults() []chainFault {
 			return proxyFault(ctx, c.endpoints[0], faultproxy.Lag, hold)
 		}},
 		{"signer-hang", func(ctx context.Context, c *chainEnv, hold time.Duration) (string, error) {
-			c.signer.Hang()
+			if err := c.signer.Hang(); err != nil {
+				return "", err
+			}
 			err := sleepCtx(ctx, hold)
-			c.signer.Release()
-			_, held := c.signer.Counts()
-			return fmt.Sprintf("external signer silent for %s; %d signing requests held", hold, held), err
+			held, releaseErr := c.signer.Release()
+			return fmt.Sprintf("clef silent for %s; %d signing requests held", hold, held), errors.Join(err, releaseErr)
 		}},
 		{"base-fee-spike", func(ctx context.Context, c *chainEnv, _ time.Duration) (string, error) {
 			res, err := spikeBaseFee(ctx, c.nodeURL(), c.spammer, spikeFactor, 2*time.Minute)
@@ -338,10 +339,10 @@ func runChainScenario(ctx context.Context, o options, root string, pg *e2e.Postg
 		}
 		defer c.endpoints[i].Close()
 	}
-	if c.signer, err = startHangingSigner(externalKey, big.NewInt(1337)); err != nil {
+	if c.signer, err = startExternalSigner(ctx, filepath.Join(o.repo, "bin"), filepath.Join(root, "clef"), externalKey, big.NewInt(1337)); err != nil {
 		return nil, err
 	}
-	defer c.signer.Close()
+	defer func() { _ = c.signer.Close() }()
 
 	db, err := pg.CreateDatabase(ctx, "txm_chaos_chain")
 	if err != nil {

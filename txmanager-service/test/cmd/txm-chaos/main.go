@@ -19,7 +19,7 @@
 //     synchronous or (-async) asynchronous replication.
 //
 //   - chain (not part of all; make chaos-chain): geth --dev behind two endpoints and a
-//     clef-compatible external signer, load from several signers, and a seeded order of
+//     real clef as the external signer, load from several signers, and a seeded order of
 //     chain-side faults: the preferred endpoint hangs, refuses, lags; the external signer
 //     hangs; a spammer drives the base fee up 8x; the node restarts and loses its mempool;
 //     a signer without funds is funded at the end. Then every transaction must be final

@@ -1,0 +1,368 @@
+package integration
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"math/big"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/params"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/test/clef"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
+	"github.com/bionicotaku/txmanager-service/test/gcpkms"
+	"github.com/bionicotaku/txmanager-service/test/localkms"
+)
+
+// Remote key sources behind the whole service on a simulated chain: AWS KMS (the local-kms
+// emulator, through the real SDK), Google Cloud KMS (test/gcpkms, the real KMS API over
+// gRPC with real keys, through the real client) and a real clef. Each is reached through a
+// fault front that can hang it.
+
+// remoteSignerTimeout is every remote source's per-call deadline in these tests.
+const remoteSignerTimeout = time.Second
+
+var (
+	clefBuildOnce, localKMSBuildOnce sync.Once
+	clefBin, localKMSBin             string
+	clefBuildErr, localKMSBuildErr   error
+	remoteSignerFundingAmount        = new(big.Int).Mul(big.NewInt(params.Ether), big.NewInt(1))
+)
+
+// remoteSigners is one account in each remote source, funded on the test chain.
+type remoteSigners struct {
+	aws      *localkms.Server
+	awsFront *localkms.Front
+	awsKeyID string
+	awsAddr  common.Address
+
+	gcp     *gcpkms.Server
+	gcpKey  string
+	gcpAddr common.Address
+
+	*clefSigner
+}
+
+// clefSigner is a real clef holding one account, behind a fault proxy.
+type clefSigner struct {
+	clef      *clef.Clef
+	clefProxy *faultproxy.Proxy
+	clefAddr  common.Address
+}
+
+// startClefSigner starts clef (built once per test binary) holding key for the simulated
+// chain, behind a proxy; refuse makes clef's rules reject the account (it still lists it).
+func startClefSigner(t *testing.T, key *ecdsa.PrivateKey, refuse bool) *clefSigner {
+	t.Helper()
+	clefBuildOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		clefBin, clefBuildErr = clef.BuildInRepo(ctx)
+	})
+	if clefBuildErr != nil {
+		t.Fatal(clefBuildErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := &clefSigner{clefAddr: crypto.PubkeyToAddress(key.PublicKey)}
+	var refused []common.Address
+	if refuse {
+		refused = append(refused, c.clefAddr)
+	}
+	var err error
+	if c.clef, err = clef.Start(ctx, clef.Options{Bin: clefBin, ChainID: big.NewInt(chain.SimulatedChainID), Keys: []*ecdsa.PrivateKey{key}, Refused: refused}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.clef.Stop(); err != nil {
+			t.Errorf("stop clef: %v", err)
+		}
+	})
+	if c.clefProxy, err = faultproxy.Start(c.clef.URL()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.clefProxy.Close)
+	return c
+}
+
+// startRemoteSigners starts the three sources and funds their accounts on sim. clefRefuses
+// makes clef's rules refuse its account. The AWS SDK's default credential chain reads the
+// emulator's credentials from the environment, so a test using this cannot run in
+// parallel.
+func startRemoteSigners(t *testing.T, sim *chain.SimulatedChain, clefRefuses bool) *remoteSigners {
+	t.Helper()
+	localKMSBuildOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		localKMSBin, localKMSBuildErr = localkms.BuildInRepo(ctx)
+	})
+	if localKMSBuildErr != nil {
+		t.Fatal(localKMSBuildErr)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", localkms.AccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", localkms.SecretAccessKey)
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := &remoteSigners{clefSigner: startClefSigner(t, newSignerKey(t), clefRefuses)}
+	var err error
+
+	if r.aws, err = localkms.Start(ctx, localKMSBin); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.aws.Stop)
+	if r.awsFront, err = localkms.StartFront(r.aws.URL()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.awsFront.Close)
+	if r.awsKeyID, r.awsAddr, err = r.aws.CreateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if r.gcp, err = gcpkms.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.gcp.Close)
+	r.gcpKey = gcpkms.KeyName("txm-hot")
+	r.gcpAddr = r.gcp.AddKey(r.gcpKey, newSignerKey(t))
+
+	funder := sim.DevKeys()[7]
+	for _, addr := range r.addresses() {
+		fund(t, sim, funder, addr, remoteSignerFundingAmount)
+	}
+	return r
+}
+
+func newSignerKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func (r *remoteSigners) addresses() []common.Address {
+	return []common.Address{r.awsAddr, r.gcpAddr, r.clefAddr}
+}
+
+// sourceOf names the source holding addr, for messages.
+func (r *remoteSigners) sourceOf(addr common.Address) string {
+	switch addr {
+	case r.awsAddr:
+		return "aws kms"
+	case r.gcpAddr:
+		return "gcp kms"
+	default:
+		return "clef"
+	}
+}
+
+// configure points the service at all three sources, through their fronts.
+func (r *remoteSigners) configure(bc *conf.Bootstrap) {
+	timeout := conf.Duration(remoteSignerTimeout)
+	bc.Signers.AWSKMS = conf.AWSKMSSource{Region: localkms.Region, Endpoint: r.awsFront.URL(), Timeout: timeout, MaxAttempts: 2,
+		Keys: []conf.KMSKey{{ID: r.awsKeyID, Address: r.awsAddr.Hex()}}}
+	bc.Signers.GCPKMS = conf.GCPKMSSource{Endpoint: r.gcp.Addr(), Plaintext: true, Timeout: timeout, MaxAttempts: 2,
+		Keys: []conf.KMSKey{{ID: r.gcpKey}}}
+	bc.Signers.External = conf.ExternalSource{URL: r.clefProxy.URL(), Addresses: []string{r.clefAddr.Hex()}, Timeout: timeout}
+}
+
+// hang makes every source stop answering; release lets them answer again.
+func (r *remoteSigners) hang(t *testing.T) {
+	t.Helper()
+	r.awsFront.Hang()
+	r.gcp.Hang()
+	if err := r.clefProxy.SetMode(faultproxy.Hang); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *remoteSigners) release(t *testing.T) {
+	t.Helper()
+	r.awsFront.Release()
+	r.gcp.Release()
+	if err := r.clefProxy.SetMode(faultproxy.Pass); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func transfer(from common.Address, to string, value int) map[string]any {
+	return map[string]any{"signer": from.Hex(), "to": to, "value": big.NewInt(int64(value)).String(), "gasLimit": 21000}
+}
+
+// requireMinedBy checks that the transaction behind a CONFIRMED row is on the chain and
+// was signed by from.
+func requireMinedBy(t *testing.T, sim *chain.SimulatedChain, row txRow, from common.Address) {
+	t.Helper()
+	tx, pending, err := sim.Backend().Client().TransactionByHash(context.Background(), common.HexToHash(row.txHash))
+	if err != nil || pending {
+		t.Fatalf("transaction %s: pending %v, %v", row.txHash, pending, err)
+	}
+	sender, err := types.Sender(types.LatestSignerForChainID(big.NewInt(chain.SimulatedChainID)), tx)
+	if err != nil || sender != from {
+		t.Fatalf("transaction %s was signed by %s (%v), want %s", row.txHash, sender.Hex(), err, from.Hex())
+	}
+}
+
+// Creates for an AWS KMS, a Google Cloud KMS and a clef signer, beside a raw-key signer,
+// all reach CONFIRMED, signed on the chain by the account that was asked for.
+func TestRemoteSignersConfirm(t *testing.T) {
+	sim := newTestChain(t, 250*time.Millisecond)
+	remote := startRemoteSigners(t, sim, false)
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: remote.configure})
+	to := devAddress(t, 6)
+	type created struct {
+		id   string
+		from common.Address
+	}
+	var ids []created
+	for i := range 3 {
+		for _, from := range append(remote.addresses(), common.HexToAddress(devAddress(t, 0))) {
+			ids = append(ids, created{s.createOK(t, transfer(from, to, i+1)), from})
+		}
+	}
+	for _, c := range ids {
+		waitFor(t, 60*time.Second, "transaction "+c.id+" of "+remote.sourceOf(c.from)+" CONFIRMED", func() bool { return s.tx(t, c.id).state == "CONFIRMED" })
+		requireMinedBy(t, sim, s.tx(t, c.id), c.from)
+	}
+}
+
+// Every remote source stops answering at once: each signing attempt ends at the per-call
+// deadline (logged, naming the signer), the raw-key signer's transactions confirm
+// meanwhile, and once the sources answer again their transactions confirm too.
+func TestHungRemoteSignersCostTheirDeadline(t *testing.T) {
+	sim := newTestChain(t, 250*time.Millisecond)
+	remote := startRemoteSigners(t, sim, false)
+	logs := &syncBuffer{}
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, logs: logs, configure: remote.configure})
+	to := devAddress(t, 6)
+	remote.hang(t)
+	hung := map[common.Address]string{}
+	for _, from := range remote.addresses() {
+		hung[from] = s.createOK(t, transfer(from, to, 1))
+	}
+	started := time.Now()
+	for from := range hung {
+		waitFor(t, 10*remoteSignerTimeout, "a deadline logged for "+remote.sourceOf(from)+" signer "+from.Hex(), func() bool {
+			return deadlineLogged(logs.String(), from)
+		})
+	}
+	t.Logf("every hung source's deadline logged %s after the creates (deadline %s)", time.Since(started).Round(time.Millisecond), remoteSignerTimeout)
+	var healthy []string
+	for i := range 3 {
+		healthy = append(healthy, s.createOK(t, transfer(common.HexToAddress(devAddress(t, 0)), to, i+2)))
+	}
+	for _, id := range healthy {
+		waitFor(t, 30*time.Second, "the raw-key signer's transaction "+id+" CONFIRMED while the remote sources hang", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+	}
+	for from, id := range hung {
+		if state := s.tx(t, id).state; state != "ALLOCATED" {
+			t.Fatalf("%s signer's transaction is %s while its source hangs, want ALLOCATED (never signed)", remote.sourceOf(from), state)
+		}
+	}
+	remote.release(t)
+	for from, id := range hung {
+		waitFor(t, 60*time.Second, remote.sourceOf(from)+" signer's transaction CONFIRMED after the hang", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+		requireMinedBy(t, sim, s.tx(t, id), from)
+	}
+}
+
+// deadlineLogged: a pipeline failure for signer whose error is the context deadline.
+func deadlineLogged(logs string, signer common.Address) bool {
+	for line := range strings.Lines(logs) {
+		if strings.Contains(line, `"signer":"`+signer.Hex()+`"`) && strings.Contains(line, "context deadline exceeded") {
+			return true
+		}
+	}
+	return false
+}
+
+// A key the source refuses at signing time (AWS: the key disabled; Google: the
+// permission withdrawn; clef: its rules reject the account) leaves the transaction
+// ALLOCATED, and the pipeline's log says which signer and why.
+func TestRemoteSignerRefusedAtSignTime(t *testing.T) {
+	sim := newTestChain(t, 250*time.Millisecond)
+	remote := startRemoteSigners(t, sim, true)
+	logs := &syncBuffer{}
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, logs: logs, configure: remote.configure})
+	if err := remote.aws.DisableKey(context.Background(), remote.awsKeyID); err != nil {
+		t.Fatal(err)
+	}
+	remote.gcp.Deny(remote.gcpKey)
+	reasons := map[common.Address]string{
+		remote.awsAddr:  "aws kms: sign for " + remote.awsAddr.Hex() + " with key " + remote.awsKeyID,
+		remote.gcpAddr:  "gcp kms: sign for " + remote.gcpAddr.Hex() + " with key " + remote.gcpKey,
+		remote.clefAddr: "external signer: account_signTransaction for " + remote.clefAddr.Hex() + ": request denied",
+	}
+	details := map[common.Address]string{remote.awsAddr: "DisabledException", remote.gcpAddr: "PermissionDenied", remote.clefAddr: "request denied"}
+	ids := map[common.Address]string{}
+	for from := range reasons {
+		ids[from] = s.createOK(t, transfer(from, devAddress(t, 6), 1))
+	}
+	for from, reason := range reasons {
+		waitFor(t, 20*time.Second, "the refusal of "+remote.sourceOf(from)+" logged", func() bool {
+			for line := range strings.Lines(logs.String()) {
+				if strings.Contains(line, `"signer":"`+from.Hex()+`"`) && strings.Contains(line, reason) && strings.Contains(line, details[from]) {
+					return true
+				}
+			}
+			return false
+		})
+		if state := s.tx(t, ids[from]).state; state != "ALLOCATED" {
+			t.Fatalf("%s signer's transaction is %s, want ALLOCATED (never signed)", remote.sourceOf(from), state)
+		}
+	}
+}
+
+// A key missing from its source, or one the process may not read, stops the service at
+// startup with an error naming the key, its configuration entry or the signer.
+func TestRemoteSignerMissingAtStartup(t *testing.T) {
+	sim := newTestChain(t, 250*time.Millisecond)
+	remote := startRemoteSigners(t, sim, false)
+	remote.gcp.AddKey(gcpkms.KeyName("not-ours"), newSignerKey(t))
+	remote.gcp.Deny(gcpkms.KeyName("not-ours"))
+	missing := crypto.PubkeyToAddress(newSignerKey(t).PublicKey)
+	tests := []struct {
+		name      string
+		configure func(bc *conf.Bootstrap)
+		want      []string
+	}{
+		{"AWS KMS key that does not exist", func(bc *conf.Bootstrap) {
+			bc.Signers.AWSKMS.Keys = append(bc.Signers.AWSKMS.Keys, conf.KMSKey{ID: "alias/txm-missing"})
+		}, []string{"aws kms: key alias/txm-missing (signers.awsKms.keys[1]): get public key", "NotFoundException"}},
+		{"Cloud KMS key version that does not exist", func(bc *conf.Bootstrap) {
+			bc.Signers.GCPKMS.Keys = []conf.KMSKey{{ID: gcpkms.KeyName("txm-missing")}}
+		}, []string{"gcp kms: key " + gcpkms.KeyName("txm-missing") + " (signers.gcpKms.keys[0]): get public key", "NotFound"}},
+		{"Cloud KMS key the service may not use", func(bc *conf.Bootstrap) {
+			bc.Signers.GCPKMS.Keys = []conf.KMSKey{{ID: gcpkms.KeyName("not-ours")}}
+		}, []string{"gcp kms: key " + gcpkms.KeyName("not-ours") + " (signers.gcpKms.keys[0]): get public key", "PermissionDenied"}},
+		{"clef account that clef does not hold", func(bc *conf.Bootstrap) {
+			bc.Signers.External.Addresses = append(bc.Signers.External.Addresses, missing.Hex())
+		}, []string{"external signer: signer " + missing.Hex() + " is not among the external signer's accounts"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tryStartService(t, serviceOptions{chain: sim, signers: 1, configure: func(bc *conf.Bootstrap) {
+				remote.configure(bc)
+				tt.configure(bc)
+			}})
+			if err == nil {
+				t.Fatal("the service started")
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("startup error %q does not contain %q", err, want)
+				}
+			}
+		})
+	}
+}
