@@ -30,8 +30,8 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/workers"
 )
 
-// pipelineSet is one chain's pipeline: the shared signing and broadcasting, and each stage.
-var pipelineSet = wire.NewSet(
+// PipelineSet is one chain's pipeline: the shared signing and broadcasting, and each stage.
+var PipelineSet = wire.NewSet(
 	pipeline.NewSigner,
 	pipeline.NewBroadcaster,
 	submitting.New,

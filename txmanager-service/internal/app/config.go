@@ -18,11 +18,11 @@ import (
 // The configuration file mapped onto the use cases' and stages' own configurations: the
 // layers below the assembly know nothing of the file's shape.
 
-// sharedConfigSet maps what the whole process shares.
-var sharedConfigSet = wire.NewSet(newRetentionConfig, newFeedConfig, newNodeConfig)
+// SharedConfigSet maps what the whole process shares.
+var SharedConfigSet = wire.NewSet(newRetentionConfig, newFeedConfig, newNodeConfig)
 
-// chainConfigSet maps what one chain's stack needs (from its view of the configuration).
-var chainConfigSet = wire.NewSet(newLeaseConfig, newNonceConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
+// ChainConfigSet maps what one chain's stack needs (from its view of the configuration).
+var ChainConfigSet = wire.NewSet(newLeaseConfig, newNonceConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
 	newSubmittingConfig, newReceiptsConfig, newStuckConfig, newReconcileConfig, newStuckHook)
 
 func newRetentionConfig(c *conf.Bootstrap) services.RetentionConfig {
