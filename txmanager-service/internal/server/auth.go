@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/middleware"
 	"github.com/go-kratos/kratos/v2/transport"
 	"github.com/golang-jwt/jwt/v5"
@@ -129,7 +128,7 @@ func (a *Authenticator) fromHeaders(header func(string) string) (domain.Principa
 }
 
 func unauthenticated(why string) error {
-	return kerrors.New(nethttp.StatusUnauthorized, v1.ErrorReason_UNAUTHENTICATED.String(), why)
+	return v1.ErrorUnauthenticated("%s", why)
 }
 
 // MetricsHandler guards /metrics when observability.metricsAuth is on: an API key with the
@@ -147,7 +146,7 @@ func (a *Authenticator) MetricsHandler(required bool, next nethttp.Handler) neth
 			return
 		}
 		if !p.CanReadMetrics() {
-			encodeError(w, r, kerrors.New(nethttp.StatusForbidden, v1.ErrorReason_PERMISSION_DENIED.String(), "this credential may not read metrics"))
+			encodeError(w, r, v1.ErrorPermissionDenied("this credential may not read metrics"))
 			return
 		}
 		next.ServeHTTP(w, r)

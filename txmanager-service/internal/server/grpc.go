@@ -92,6 +92,6 @@ func recoveryHandler(logger log.Logger) func(ctx context.Context, req, panicValu
 	helper := log.NewHelper(logger)
 	return func(ctx context.Context, req, panicValue any) error {
 		helper.Errorw("msg", "panic while serving a request", "panic", panicValue)
-		return kerrors.New(http.StatusInternalServerError, v1.ErrorReason_INTERNAL.String(), "internal error")
+		return v1.ErrorInternal("internal error")
 	}
 }

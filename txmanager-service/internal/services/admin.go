@@ -20,6 +20,8 @@ type SignerStatus struct {
 	PendingDepth            int
 	OldestPendingAgeSeconds float64
 	StuckCount              int
+	// Quarantined: no nonce is allocated until an operator releases the signer.
+	Quarantined bool
 }
 
 // AdminStore reads what the admin API shows.
@@ -37,11 +39,12 @@ type AdminUseCase struct {
 	pipeline *Pipeline
 	store    AdminStore
 	nodes    *NodeRegistry
+	signers  SignerDirectory
 }
 
 // NewAdminUseCase wires the use case.
-func NewAdminUseCase(pipeline *Pipeline, store AdminStore, nodes *NodeRegistry) *AdminUseCase {
-	return &AdminUseCase{pipeline: pipeline, store: store, nodes: nodes}
+func NewAdminUseCase(pipeline *Pipeline, store AdminStore, nodes *NodeRegistry, signers SignerDirectory) *AdminUseCase {
+	return &AdminUseCase{pipeline: pipeline, store: store, nodes: nodes, signers: signers}
 }
 
 // ResolveTx resolves one unmined transaction now with action ("" = the hook decides).
@@ -72,7 +75,11 @@ func (uc *AdminUseCase) SignerStatus(ctx context.Context, signer string) (Signer
 	if err != nil {
 		return SignerStatus{}, &domain.UnavailableError{Reason: "signer status", RetryAfter: time.Second, Err: err}
 	}
-	status.Signer = addr.Hex()
+	q, err := uc.store.GetQuarantine(ctx, addr.Hex())
+	if err != nil {
+		return SignerStatus{}, &domain.UnavailableError{Reason: "quarantine record", RetryAfter: time.Second, Err: err}
+	}
+	status.Signer, status.Quarantined = addr.Hex(), q.Quarantined
 	return status, nil
 }
 

@@ -14,6 +14,7 @@ import (
 // completions feed and retention.
 var ProviderSet = wire.NewSet(
 	NewCompletionsUseCase,
+	NewFinalWait,
 	NewFeedConfig,
 	NewRetentionConfig,
 	NewRetention,
