@@ -82,10 +82,13 @@ func developer() domain.Principal {
 	return domain.Principal{ID: "development (no authentication)", AllSigners: true, Admin: true}
 }
 
-// Middleware authenticates every API call (HTTP and gRPC alike).
+// Middleware authenticates every API call (HTTP and gRPC alike) but gRPC health checks.
 func (a *Authenticator) Middleware() middleware.Middleware {
 	return func(next middleware.Handler) middleware.Handler {
 		return func(ctx context.Context, req any) (any, error) {
+			if tr, ok := transport.FromServerContext(ctx); ok && isHealthCheck(tr.Operation()) {
+				return next(ctx, req)
+			}
 			p, err := a.authenticate(ctx)
 			if err != nil {
 				return nil, err
@@ -125,6 +128,13 @@ func (a *Authenticator) fromHeaders(header func(string) string) (domain.Principa
 		return p, nil
 	}
 	return domain.Principal{}, unauthenticated("credentials required (X-API-Key or Authorization: Bearer)")
+}
+
+// isHealthCheck: a gRPC health check (grpc.health.v1.Health), which gRPC clients (Kratos'
+// among them) send without the caller's credentials to decide whether a connection may
+// carry calls; it tells nothing but "serving", so it needs none.
+func isHealthCheck(operation string) bool {
+	return strings.HasPrefix(operation, "/grpc.health.v1.Health/")
 }
 
 func unauthenticated(why string) error {

@@ -56,7 +56,10 @@ func grpcStatusInterceptor(ctx context.Context, req any, info *grpc.UnaryServerI
 
 // streamInterceptor authenticates a stream from its opening headers and gives its handler
 // the caller's principal.
-func (a *Authenticator) streamInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (a *Authenticator) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if isHealthCheck(info.FullMethod) {
+		return handler(srv, ss)
+	}
 	p, err := a.authenticate(ss.Context())
 	if err != nil {
 		return withGRPCCode(err)
