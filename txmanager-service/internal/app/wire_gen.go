@@ -137,14 +137,15 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		return nil, nil, err
 	}
 	httpServer := server.NewHTTPServer(bootstrap, listeners, tlsConfigs, txController, adminController, health, prometheus, authenticator, middleware)
-	grpcServer := server.NewGRPCServer(bootstrap, listeners, tlsConfigs, txController, adminController, middleware, authenticator)
+	streams := server.NewStreams()
+	grpcServer := server.NewGRPCServer(bootstrap, listeners, tlsConfigs, txController, adminController, middleware, authenticator, streams)
 	nodeHeartbeat := workers.NewNodeHeartbeat(bootstrap, nodeRegistry)
 	retentionConfig := services.NewRetentionConfig(bootstrap)
 	retentionRepository := repositories.NewRetentionRepository(pool)
 	retention := services.NewRetention(retentionConfig, retentionRepository, clock, metrics, logger)
 	retentionLoop := workers.NewRetentionLoop(bootstrap, retention, logger)
 	banner := NewBanner(bootstrap, registry, chainStacks, buildVersion)
-	app := newApp(bootstrap, logger, httpServer, grpcServer, chainStacks, nodeHeartbeat, nodeRegistry, feedSequencerLoop, retentionLoop, banner, buildVersion)
+	app := newApp(bootstrap, logger, httpServer, grpcServer, chainStacks, nodeHeartbeat, nodeRegistry, feedSequencerLoop, retentionLoop, banner, streams, buildVersion)
 	return app, func() {
 		cleanup6()
 		cleanup5()

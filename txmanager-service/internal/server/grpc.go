@@ -21,15 +21,15 @@ import (
 
 // NewGRPCServer serves the API over gRPC.
 func NewGRPCServer(c *conf.Bootstrap, listeners *Listeners, tlsConfigs *TLSConfigs, tx *controllers.TxController, admin *controllers.AdminController,
-	mw *Middleware, auth *Authenticator) *kgrpc.Server {
+	mw *Middleware, auth *Authenticator, streams *Streams) *kgrpc.Server {
 	opts := []kgrpc.ServerOption{
 		kgrpc.Listener(listeners.GRPC),
 		kgrpc.Timeout(c.Server.GRPC.Timeout.Std()),
 		kgrpc.Middleware(mw.chain...),
 		kgrpc.UnaryInterceptor(grpcStatusInterceptor),
 		// Kratos middleware runs per unary call; a stream (WatchCompletions) is authenticated
-		// once, when it opens.
-		kgrpc.StreamInterceptor(auth.streamInterceptor),
+		// once, when it opens, and ended when the service stops.
+		kgrpc.StreamInterceptor(streams.interceptor, auth.streamInterceptor),
 		kgrpc.Options(grpc.MaxRecvMsgSize(int(c.Server.MaxBodyBytes))),
 	}
 	if tlsConfigs.GRPC != nil {
@@ -64,15 +64,8 @@ func (a *Authenticator) streamInterceptor(srv any, ss grpc.ServerStream, info *g
 	if err != nil {
 		return withGRPCCode(err)
 	}
-	return withGRPCCode(handler(srv, &principalStream{ServerStream: ss, ctx: domain.WithPrincipal(ss.Context(), p)}))
+	return withGRPCCode(handler(srv, &contextStream{ServerStream: ss, ctx: domain.WithPrincipal(ss.Context(), p)}))
 }
-
-type principalStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *principalStream) Context() context.Context { return s.ctx }
 
 func withGRPCCode(err error) error {
 	var kerr *kerrors.Error
