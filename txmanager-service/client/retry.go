@@ -23,8 +23,9 @@ const metadataRetryAfter = "retry_after_seconds"
 //   - NOT_LEADER, FENCED, UNAVAILABLE, RATE_LIMITED: nothing was written;
 //   - OUTCOME_UNKNOWN: the write may have landed, and the request id makes the retry
 //     return what was written instead of writing it again;
-//   - no answer at all (connection refused or reset, a proxy's 503): the call never
-//     reached the service's handlers.
+//   - no answer at all (connection refused or reset, a proxy's 503, an attempt that ran
+//     out of time): for a read or a create (its request id makes a second one a
+//     replay) sending it again is safe.
 //
 // Everything else (INVALID_ARGUMENT, IDEMPOTENCY_CONFLICT, UNKNOWN_SIGNER,
 // INSUFFICIENT_FUNDS, SIGNER_QUARANTINED, CURSOR_EXPIRED, ...) would be answered the same
@@ -50,7 +51,7 @@ func Retryable(err error) (bool, time.Duration) {
 	return false, 0
 }
 
-// transportFailure: the call did not reach the service's handlers.
+// transportFailure: the call got no answer from the service's handlers.
 func transportFailure(err error) bool {
 	if kerrors.FromError(err).Reason != "" {
 		return false
@@ -60,7 +61,7 @@ func transportFailure(err error) bool {
 		return false
 	}
 	switch st.Code() {
-	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
+	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.DeadlineExceeded:
 		return true
 	}
 	return false
@@ -100,8 +101,13 @@ func retry[T any](ctx context.Context, c *Client, class idempotency, timeout tim
 		if err == nil {
 			return out, nil
 		}
+		if ctx.Err() != nil {
+			// The caller's deadline or cancellation ended the attempt: say so, so that
+			// errors.Is(err, context.DeadlineExceeded) holds.
+			return zero, errors.Join(err, ctx.Err())
+		}
 		again, after := class.mayRetry(err)
-		if !again || n >= c.cfg.MaxAttempts || ctx.Err() != nil {
+		if !again || n >= c.cfg.MaxAttempts {
 			return zero, err
 		}
 		current++

@@ -34,6 +34,7 @@ func TestRetryRules(t *testing.T) {
 		{"outcome unknown", v1.ErrorOutcomeUnknown("commit lost"), true, false, 0},
 		{"not leader through gRPC", kerrors.FromError(v1.ErrorNotLeader("x").GRPCStatus().Err()), true, true, 0},
 		{"connection refused", status.Error(codes.Unavailable, "connection refused"), true, false, 0},
+		{"attempt timed out", status.Error(codes.DeadlineExceeded, "stream terminated"), true, false, 0},
 		{"invalid argument", v1.ErrorInvalidArgument("bad"), false, false, 0},
 		{"idempotency conflict", v1.ErrorIdempotencyConflict("other intent"), false, false, 0},
 		{"quarantined", v1.ErrorSignerQuarantined("held"), false, false, 0},

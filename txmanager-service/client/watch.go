@@ -29,7 +29,7 @@ func (c *Client) Watch(ctx context.Context, after string, fn func(context.Contex
 		case errors.As(err, &handlerErr):
 			return handlerErr.err
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return errors.Join(err, ctx.Err())
 		}
 		again, wait := Retryable(err)
 		// A stream the service ended (it is stopping) is picked up again like a broken one.
