@@ -27,10 +27,11 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: run
-run: ## start the service with its embedded defaults (local PostgreSQL and chain if none given)
+run: ## start the service with its embedded defaults (local PostgreSQL and chain if none given), and build bin/txmctl; Ctrl-C stops both service and database
 	@bash scripts/ensure-postgres.sh run
 	go build -o $(BIN)/txmanager-service $(SERVICE)/cmd/txmanager-service
-	$(BIN)/txmanager-service $(if $(CONF),-conf $(CONF))
+	go build -o $(BIN)/txmctl $(SERVICE)/client/cmd/txmctl
+	@bash scripts/run.sh $$PPID $(BIN)/txmanager-service $(if $(CONF),-conf $(CONF))
 
 .PHONY: migrate
 migrate: ## apply the migrations to DATABASE_URL (or DATABASE_MIGRATION_URL) and exit
