@@ -74,7 +74,7 @@ func TestWatchResumesAfterTheLastCompletionHandled(t *testing.T) {
 			return nil
 		})
 		if !errors.Is(err, errStop) {
-			return fmt.Errorf("Watch ended with %v, want the handler's error", err)
+			return fmt.Errorf("Watch ended with %w, want the handler's error", err)
 		}
 		return nil
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -73,7 +74,9 @@ func startWatcher(t *testing.T, client *txmclient.Client) (*watcher, context.Can
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-w.done
+		if err := <-w.done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Watch ended with %v, want the cancellation", err)
+		}
 	})
 	return w, cancel
 }

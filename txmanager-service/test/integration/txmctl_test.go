@@ -273,7 +273,7 @@ func TestTxmctl(t *testing.T) {
 		listed := decodeJSONList(t, r.stdout, func() *v1.Quarantine { return new(v1.Quarantine) })
 		api := s.doAs(t, http.MethodGet, "/api/v1/admin/signers/"+held+"/quarantine", nil, "X-API-Key", adminKey)
 		var shown v1.Quarantine
-		decodeJSON(t, string(api.raw), &shown)
+		decodeJSON(t, api.raw, &shown)
 		if api.status != http.StatusOK || len(listed) != 1 || !proto.Equal(listed[0], &shown) || len(shown.GetUnknownNonces()) != 2 {
 			t.Fatalf("txmctl quarantine list shows %v\nthe admin API shows %d %s", listed, api.status, api.raw)
 		}

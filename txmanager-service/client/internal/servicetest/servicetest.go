@@ -149,7 +149,7 @@ func newDatabase(bin, hint string) (*database, error) {
 		if errors.As(waitErr, &exit) && exit.ExitCode() == 2 {
 			return nil, fmt.Errorf("%w: %s", ErrNoDatabase, strings.TrimSpace(stderr.String()))
 		}
-		return nil, fmt.Errorf("txm-testdb: %v %s", waitErr, stderr.String())
+		return nil, fmt.Errorf("txm-testdb: %w %s", waitErr, stderr.String())
 	}
 	return &database{dsn: strings.TrimSpace(line), cmd: cmd, stdin: stdin}, nil
 }
