@@ -6,13 +6,13 @@ require (
 	github.com/bionicotaku/lingo-utils/txmanager v0.0.0
 	github.com/bionicotaku/txmanager-service/api v0.0.0
 	github.com/bionicotaku/txmanager-service/client v0.0.0
+	github.com/go-kratos/kratos/v2 v2.9.2
 	github.com/jackc/pgx/v5 v5.12.0
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-kratos/aegis v0.2.0 // indirect
-	github.com/go-kratos/kratos/v2 v2.9.2 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-playground/form/v4 v4.2.0 // indirect

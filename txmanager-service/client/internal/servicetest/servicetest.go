@@ -13,6 +13,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
@@ -158,6 +159,42 @@ func newDatabase(bin, hint string) (*database, error) {
 func (d *database) drop() error {
 	_ = d.stdin.Close()
 	return d.cmd.Wait()
+}
+
+// Database is a fresh database for a test's own use (a caller's database beside the
+// service's); Drop removes it.
+type Database struct {
+	DSN string
+	db  *database
+}
+
+// NewDatabase creates a database found the same way as the service's.
+func NewDatabase(hint string) (*Database, error) {
+	_, testdb, err := binaries()
+	if err != nil {
+		return nil, err
+	}
+	db, err := newDatabase(testdb, hint)
+	if err != nil {
+		return nil, err
+	}
+	return &Database{DSN: db.dsn, db: db}, nil
+}
+
+// Drop removes the database.
+func (d *Database) Drop() error { return d.db.drop() }
+
+// TLSConfig trusts the service's certificate.
+func (s *Service) TLSConfig() (*tls.Config, error) {
+	pem, err := os.ReadFile(s.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no certificate", s.CAFile)
+	}
+	return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
 }
 
 // Start runs a service on a database of its own; name tells its database and node apart.
