@@ -2,7 +2,6 @@ package services
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -24,13 +23,14 @@ func NewFinalWait(notify *FeedNotifier, cfg FeedConfig) *FinalWait {
 }
 
 // Read returns read's transaction as soon as it is final (CONFIRMED or FAILED_FINAL), or
-// as it stands once wait has passed (at most FeedConfig.MaxWait). A read error ends the
-// wait at once.
+// as it stands once wait has passed. A longer wait than FeedConfig.MaxWait is cut to it: a
+// caller that asks again after an answer that is not final loses nothing, and need not
+// know this deployment's bound. A read error ends the wait at once.
 func (w *FinalWait) Read(ctx context.Context, wait time.Duration, read func(context.Context) (domain.ManagedTx, error)) (domain.ManagedTx, error) {
-	if wait < 0 || wait > w.cfg.MaxWait {
-		return domain.ManagedTx{}, &domain.ValidationError{Field: "wait", Reason: fmt.Sprintf("must be between 0 and %s", w.cfg.MaxWait)}
+	if wait < 0 {
+		return domain.ManagedTx{}, &domain.ValidationError{Field: "wait", Reason: "must not be negative"}
 	}
-	deadline := answerBy(ctx, wait)
+	deadline := answerBy(ctx, min(wait, w.cfg.MaxWait))
 	for {
 		// Taken before the read: a round that positions the completion after the read
 		// still wakes this wait.

@@ -198,8 +198,8 @@ type GetTxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	TxId  string                 `protobuf:"bytes,1,opt,name=tx_id,json=txId,proto3" json:"tx_id,omitempty"`
 	// Long-poll: while the transaction is not final (CONFIRMED or FAILED_FINAL), wait up to
-	// this long (at most feed.maxWait, 30s by default) for it to become final, then answer
-	// with it as it is. HTTP: ?wait=10s (or seconds).
+	// this long for it to become final, then answer with it as it is; a longer wait is cut
+	// to the service's feed.maxWait (30s by default). HTTP: ?wait=10s (or seconds).
 	Wait          *durationpb.Duration `protobuf:"bytes,2,opt,name=wait,proto3" json:"wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
