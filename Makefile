@@ -13,6 +13,7 @@ WIRE_VERSION               := v0.7.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 KRATOS_VERSION             := v2.9.2
+GNOSTIC_VERSION            := v0.7.1
 GOLANGCI_LINT_VERSION      := v2.15.0
 
 # Every module of the workspace, as package patterns.
@@ -26,10 +27,11 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: run
-run: ## start the service with its embedded defaults (local PostgreSQL and chain if none given)
+run: ## start the service with its embedded defaults (local PostgreSQL and chain if none given), and build bin/txmctl; Ctrl-C stops both service and database
 	@bash scripts/ensure-postgres.sh run
 	go build -o $(BIN)/txmanager-service $(SERVICE)/cmd/txmanager-service
-	$(BIN)/txmanager-service $(if $(CONF),-conf $(CONF))
+	go build -o $(BIN)/txmctl $(SERVICE)/client/cmd/txmctl
+	@bash scripts/run.sh $$PPID $(BIN)/txmanager-service $(if $(CONF),-conf $(CONF))
 
 .PHONY: migrate
 migrate: ## apply the migrations to DATABASE_URL (or DATABASE_MIGRATION_URL) and exit
@@ -142,6 +144,7 @@ tools: ## install the pinned generators and golangci-lint into ./bin (protoc its
 	@$(call install-tool,wire,github.com/google/wire/cmd/wire@$(WIRE_VERSION),$(WIRE_VERSION))
 	@$(call install-tool,protoc-gen-go,google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION),$(PROTOC_GEN_GO_VERSION))
 	@$(call install-tool,protoc-gen-go-grpc,google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION),$(PROTOC_GEN_GO_GRPC_VERSION))
+	@$(call install-tool,protoc-gen-openapi,github.com/google/gnostic/cmd/protoc-gen-openapi@$(GNOSTIC_VERSION),$(GNOSTIC_VERSION))
 	@$(call install-tool,golangci-lint,github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION),$(GOLANGCI_LINT_VERSION))
 
 # apt-ensure command,package,otherwise: install the Debian package when its command is
@@ -162,12 +165,20 @@ define install-tool
 endef
 
 .PHONY: generate
-generate: tools ## regenerate sqlc, protobuf and Wire code
+generate: tools ## regenerate sqlc, protobuf (Go, gRPC, error helpers, the OpenAPI document) and Wire code
 	@if [ -f sqlc.yaml ] && ls migrations/*.sql >/dev/null 2>&1; then echo "sqlc generate"; sqlc generate -f sqlc.yaml; fi
 	@if ls $(SERVICE)/api/txmanager/v1/*.proto >/dev/null 2>&1; then \
-		echo "protoc api/txmanager/v1"; \
-		cd $(SERVICE) && protoc -I . -I $$(GOWORK=$(GOWORK) go list -m -f '{{.Dir}}' github.com/go-kratos/kratos/v2)/third_party \
-			--go_out=paths=source_relative:. --go-grpc_out=paths=source_relative:. api/txmanager/v1/*.proto; fi
+		echo "protoc api/txmanager/v1: Go, gRPC, error helpers, OpenAPI"; \
+		gen=$$(mktemp -d) && trap 'rm -rf "$$gen"' EXIT && cd $(SERVICE) && \
+		go build -o $$gen/protoc-gen-go-errors ./api/internal/cmd/protoc-gen-go-errors && \
+		third=$$(go list -m -f '{{.Dir}}' github.com/go-kratos/kratos/v2)/third_party && \
+		protoc -I . -I $$third --plugin=protoc-gen-go-errors=$$gen/protoc-gen-go-errors \
+			--go_out=paths=source_relative:. --go-grpc_out=paths=source_relative:. --go-errors_out=paths=source_relative:. \
+			api/txmanager/v1/*.proto && \
+		protoc -I . -I $$third --openapi_out=default_response=false,enum_type=string:$$gen \
+			api/txmanager/v1/txmanager.proto api/txmanager/v1/admin.proto && \
+		go run ./api/internal/cmd/openapi-finish < $$gen/openapi.yaml > $$gen/finished.yaml && \
+		mv $$gen/finished.yaml api/openapi/openapi.yaml; fi
 	@if [ -f $(SERVICE)/internal/app/wire.go ]; then echo "wire"; cd $(SERVICE)/internal/app && wire gen . >/dev/null; fi
 	@echo "sqlc and wire examples/payouts"; cd $(ROOT)/examples/payouts && sqlc generate -f sqlc.yaml && cd cmd/payouts && wire gen . >/dev/null
 

@@ -1,10 +1,17 @@
-// Package txmclient is the Go client of txmanager-service, for Kratos services that call it:
-// creates that are safe to retry (a request id is mandatory, and the same one is sent on
-// every retry), reads, and a consumer of the completions feed that applies each completion
-// exactly once in the caller's own database.
+// Package txmclient is the Go client of txmanager-service: creates that are safe to retry
+// (a request id is mandatory, and the same one is sent on every retry), reads, waiting for
+// one transaction to be final, watching the completions feed, and the operators' calls.
 //
-// It speaks gRPC through Kratos' transport, so callers' middleware (tracing, metrics,
-// logging) runs on its calls too; trace context travels to the service with the request.
+// It speaks gRPC through Kratos' transport, so a Kratos caller's middleware (tracing,
+// metrics, logging) runs on its calls too, and trace context travels with each request. It
+// depends on the API module, Kratos' transport and gRPC only; the consumer that applies
+// completions exactly once in the caller's own PostgreSQL database is a module of its own
+// (github.com/bionicotaku/txmanager-service/client/feed), so only a caller that uses it
+// pulls in a database driver.
+//
+// Errors are the service's: test them with the API module's generated helpers
+// (v1.IsNotFound(err), v1.IsSignerQuarantined(err), ...). Retryable reports which ones the
+// client already retried.
 package txmclient
 
 import (
@@ -27,24 +34,28 @@ import (
 // client does not send one.
 var ErrRequestIDRequired = errors.New("txmclient: a create needs a requestId (it makes retries safe)")
 
-// Config is what a caller sets; the zero value of every field but Endpoint is a default.
+// Config is what a caller sets; the zero value of every field but Endpoints is a default.
 type Config struct {
 	// Endpoints are the service's gRPC addresses (host:port): one behind a load balancer,
-	// or the nodes themselves. A node that answers NOT_LEADER (basic routing) is followed at
-	// once by the next endpoint.
+	// or the nodes themselves. A node that answers NOT_LEADER (basic routing), or cannot
+	// be reached, is followed at once by the next endpoint.
 	Endpoints []string
 	// APIKey is sent as x-api-key; BearerToken, when set, supplies a JWT per call instead.
 	APIKey      string
 	BearerToken func(ctx context.Context) (string, error)
 	// TLS, when set, secures the connection (nil: plaintext, e.g. inside a mesh).
 	TLS *tls.Config
-	// CallTimeout bounds one attempt (default 10s); the caller's context bounds them all.
+	// CallTimeout bounds one attempt (default 10s); a long-poll's attempt gets its wait on
+	// top. The caller's context bounds them all.
 	CallTimeout time.Duration
 	// MaxAttempts bounds the attempts of one call (default 8).
 	MaxAttempts int
 	// Backoff is the first wait between attempts when the service gave no Retry-After
 	// (default 100ms, doubling up to 5s).
 	Backoff time.Duration
+	// LongPoll is how long one waiting call (Wait, ListCompletions by a consumer) asks the
+	// service to hold it open (default 25s, at most the service's feed.maxWait).
+	LongPoll time.Duration
 	// Middleware runs on every call, after tracing.
 	Middleware []middleware.Middleware
 }
@@ -57,12 +68,14 @@ type Client struct {
 
 // node is one endpoint's connection.
 type node struct {
-	conn  *grpc.ClientConn
-	tx    v1.TxServiceClient
-	admin v1.AdminServiceClient
+	endpoint string
+	conn     *grpc.ClientConn
+	tx       v1.TxServiceClient
+	admin    v1.AdminServiceClient
 }
 
-// New connects to the service; the cleanup closes the connections.
+// New connects to the service; the cleanup closes the connections. Connections are made
+// lazily: New succeeds while the service is still starting.
 func New(ctx context.Context, cfg Config) (*Client, func(), error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, nil, errors.New("txmclient: no Endpoints")
@@ -76,8 +89,13 @@ func New(ctx context.Context, cfg Config) (*Client, func(), error) {
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 100 * time.Millisecond
 	}
+	if cfg.LongPoll <= 0 {
+		cfg.LongPoll = 25 * time.Second
+	}
 	mw := append([]middleware.Middleware{tracing.Client()}, cfg.Middleware...)
-	opts := []kgrpc.ClientOption{kgrpc.WithMiddleware(mw...), kgrpc.WithTimeout(cfg.CallTimeout)}
+	// No transport timeout: each attempt gets its own deadline (CallTimeout, plus the wait
+	// of a long-poll), which Kratos' single per-connection timeout cannot express.
+	opts := []kgrpc.ClientOption{kgrpc.WithMiddleware(mw...), kgrpc.WithTimeout(0)}
 	dial := kgrpc.DialInsecure
 	if cfg.TLS != nil {
 		opts, dial = append(opts, kgrpc.WithTLSConfig(cfg.TLS)), kgrpc.Dial
@@ -94,25 +112,32 @@ func New(ctx context.Context, cfg Config) (*Client, func(), error) {
 			closeAll()
 			return nil, nil, fmt.Errorf("txmclient: dial %s: %w", endpoint, err)
 		}
-		c.nodes = append(c.nodes, node{conn: conn, tx: v1.NewTxServiceClient(conn), admin: v1.NewAdminServiceClient(conn)})
+		c.nodes = append(c.nodes, node{endpoint: endpoint, conn: conn, tx: v1.NewTxServiceClient(conn), admin: v1.NewAdminServiceClient(conn)})
 	}
 	return c, closeAll, nil
 }
 
+// NewFromConfig is New for dependency injection (Wire): it dials with a background
+// context (the connection is lazy; calls carry their own deadlines).
+func NewFromConfig(cfg Config) (*Client, func(), error) {
+	return New(context.Background(), cfg)
+}
+
 // Create asks for a transaction. The same request id is sent on every retry, so a create
-// is executed once whatever is retried: a replay returns the first transaction.
+// is executed once whatever is retried: a replay returns the first transaction with
+// Created false.
 func (c *Client) Create(ctx context.Context, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
 	if req.GetRequestId() == "" {
 		return nil, ErrRequestIDRequired
 	}
-	return retry(ctx, c, func(ctx context.Context, n node) (*v1.CreateTxResponse, error) { return n.tx.CreateTx(ctx, req) })
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.CreateTxResponse, error) {
+		return n.tx.CreateTx(ctx, req)
+	})
 }
 
 // Get reads a transaction by id.
 func (c *Client) Get(ctx context.Context, txID string) (*v1.Tx, error) {
-	return retry(ctx, c, func(ctx context.Context, n node) (*v1.Tx, error) {
-		return n.tx.GetTx(ctx, &v1.GetTxRequest{TxId: txID})
-	})
+	return c.getTx(ctx, &v1.GetTxRequest{TxId: txID})
 }
 
 // GetByRequest reads a transaction by its signer and request id on a deployment's only
@@ -124,24 +149,74 @@ func (c *Client) GetByRequest(ctx context.Context, signer, requestID string) (*v
 // GetByRequestOnChain reads a transaction by chain, signer and request id: a request id
 // belongs to one chain's signer, so a deployment serving several chains needs the chain.
 func (c *Client) GetByRequestOnChain(ctx context.Context, chainID uint64, signer, requestID string) (*v1.Tx, error) {
-	return retry(ctx, c, func(ctx context.Context, n node) (*v1.Tx, error) {
-		return n.tx.GetTxByRequest(ctx, &v1.GetTxByRequestRequest{ChainId: chainID, Signer: signer, RequestId: requestID})
+	return c.getTxByRequest(ctx, &v1.GetTxByRequestRequest{ChainId: chainID, Signer: signer, RequestId: requestID})
+}
+
+// Wait returns the transaction once it is final (CONFIRMED or FAILED_FINAL), or the
+// context's error. It does not poll: each call asks the service to hold the read open
+// until the transaction is final (a long-poll of LongPoll), and the service answers as
+// soon as the feed positions the transaction's completion.
+func (c *Client) Wait(ctx context.Context, txID string) (*v1.Tx, error) {
+	return c.waitFinal(ctx, func(ctx context.Context, wait time.Duration) (*v1.Tx, error) {
+		return c.getTx(ctx, &v1.GetTxRequest{TxId: txID, Wait: durationOf(wait)})
 	})
 }
 
-// ListCompletions reads one page of the completions feed after cursor; wait > 0 long-polls.
+// WaitByRequest is Wait for the transaction of a signer's request id (chainID 0: the
+// deployment's only chain).
+func (c *Client) WaitByRequest(ctx context.Context, chainID uint64, signer, requestID string) (*v1.Tx, error) {
+	return c.waitFinal(ctx, func(ctx context.Context, wait time.Duration) (*v1.Tx, error) {
+		return c.getTxByRequest(ctx, &v1.GetTxByRequestRequest{ChainId: chainID, Signer: signer, RequestId: requestID, Wait: durationOf(wait)})
+	})
+}
+
+// Final reports whether a transaction state is final: CONFIRMED or FAILED_FINAL.
+func Final(state string) bool { return state == "CONFIRMED" || state == "FAILED_FINAL" }
+
+func (c *Client) waitFinal(ctx context.Context, read func(context.Context, time.Duration) (*v1.Tx, error)) (*v1.Tx, error) {
+	for {
+		tx, err := read(ctx, c.cfg.LongPoll)
+		if err != nil {
+			return nil, err
+		}
+		if Final(tx.GetState()) {
+			return tx, nil
+		}
+		// The long-poll ran out with the transaction still open: ask again.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (c *Client) getTx(ctx context.Context, req *v1.GetTxRequest) (*v1.Tx, error) {
+	return retry(ctx, c, idempotent, c.timeoutFor(req.GetWait().AsDuration()), func(ctx context.Context, n node) (*v1.Tx, error) {
+		return n.tx.GetTx(ctx, req)
+	})
+}
+
+func (c *Client) getTxByRequest(ctx context.Context, req *v1.GetTxByRequestRequest) (*v1.Tx, error) {
+	return retry(ctx, c, idempotent, c.timeoutFor(req.GetWait().AsDuration()), func(ctx context.Context, n node) (*v1.Tx, error) {
+		return n.tx.GetTxByRequest(ctx, req)
+	})
+}
+
+// ListCompletions reads one page of the completions feed after cursor ("" = from the
+// start); wait > 0 long-polls: an empty page comes back only after wait.
 func (c *Client) ListCompletions(ctx context.Context, after string, limit uint32, wait time.Duration) (*v1.ListCompletionsResponse, error) {
 	req := &v1.ListCompletionsRequest{After: after, Limit: limit}
 	if wait > 0 {
 		req.Wait = durationOf(wait)
 	}
-	return retry(ctx, c, func(ctx context.Context, n node) (*v1.ListCompletionsResponse, error) {
+	return retry(ctx, c, idempotent, c.timeoutFor(wait), func(ctx context.Context, n node) (*v1.ListCompletionsResponse, error) {
 		return n.tx.ListCompletions(ctx, req)
 	})
 }
 
-// Admin is the operators' API (first endpoint), for tools that hold an admin credential.
-func (c *Client) Admin() v1.AdminServiceClient { return c.nodes[0].admin }
+// timeoutFor is one attempt's deadline for a call that may be held open for wait.
+func (c *Client) timeoutFor(wait time.Duration) time.Duration {
+	return c.cfg.CallTimeout + max(wait, 0)
+}
 
 // withCredentials adds the configured credential to an outgoing call.
 func (c *Client) withCredentials(ctx context.Context) (context.Context, error) {

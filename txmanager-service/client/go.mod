@@ -3,11 +3,9 @@ module github.com/bionicotaku/txmanager-service/client
 go 1.26.0
 
 require (
-	github.com/bionicotaku/lingo-utils/txmanager v0.0.0-00010101000000-000000000000
 	github.com/bionicotaku/txmanager-service/api v0.0.0
 	github.com/go-kratos/kratos/v2 v2.9.2
-	github.com/google/wire v0.7.0
-	github.com/jackc/pgx/v5 v5.12.0
+	github.com/spf13/cobra v1.10.2
 	google.golang.org/grpc v1.83.2
 	google.golang.org/protobuf v1.36.12
 )
@@ -20,13 +18,14 @@ require (
 	github.com/go-playground/form/v4 v4.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/mux v1.8.1 // indirect
-	github.com/jackc/pgpassfile v1.0.0 // indirect
-	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
+	go.opentelemetry.io/otel/sdk/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	golang.org/x/net v0.58.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
@@ -37,8 +36,4 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
-replace (
-	github.com/bionicotaku/lingo-utils/pglocal => ../../lingo-utils/pglocal
-	github.com/bionicotaku/lingo-utils/txmanager => ../../lingo-utils/txmanager
-	github.com/bionicotaku/txmanager-service/api => ../api
-)
+replace github.com/bionicotaku/txmanager-service/api => ../api

@@ -17,19 +17,19 @@ import (
 // metadataRetryAfter is where the service puts its retry hint (seconds) in ErrorInfo.
 const metadataRetryAfter = "retry_after_seconds"
 
-// retryableReasons are answers after which the same request may simply be sent again:
-// nothing was written (NOT_LEADER, FENCED, UNAVAILABLE, RATE_LIMITED), or the outcome is
-// unknown and the request id makes a retry return what was written (OUTCOME_UNKNOWN).
-var retryableReasons = map[string]bool{
-	v1.ErrorReason_UNAVAILABLE.String():     true,
-	v1.ErrorReason_NOT_LEADER.String():      true,
-	v1.ErrorReason_FENCED.String():          true,
-	v1.ErrorReason_OUTCOME_UNKNOWN.String(): true,
-	v1.ErrorReason_RATE_LIMITED.String():    true,
-}
-
 // Retryable reports whether err is worth sending the same request again for, and after how
-// long the service asked (0 when it did not say).
+// long the service asked (0 when it did not say). The answers that are:
+//
+//   - NOT_LEADER, FENCED, UNAVAILABLE, RATE_LIMITED: nothing was written;
+//   - OUTCOME_UNKNOWN: the write may have landed, and the request id makes the retry
+//     return what was written instead of writing it again;
+//   - no answer at all (connection refused or reset, a proxy's 503, an attempt that ran
+//     out of time): for a read or a create (its request id makes a second one a
+//     replay) sending it again is safe.
+//
+// Everything else (INVALID_ARGUMENT, IDEMPOTENCY_CONFLICT, UNKNOWN_SIGNER,
+// INSUFFICIENT_FUNDS, SIGNER_QUARANTINED, CURSOR_EXPIRED, ...) would be answered the same
+// way again: fix the request, or, for a quarantine, have an operator release the signer.
 func Retryable(err error) (bool, time.Duration) {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false, 0
@@ -42,45 +42,80 @@ func Retryable(err error) (bool, time.Duration) {
 		}
 	}
 	if se.Reason != "" {
-		return retryableReasons[se.Reason], after
+		again := v1.IsNotLeader(err) || v1.IsFenced(err) || v1.IsUnavailable(err) || v1.IsRateLimited(err) || v1.IsOutcomeUnknown(err)
+		return again, after
 	}
-	// No reason: the call did not reach the service's handlers (connection refused,
-	// reset, a proxy's 503): a transport failure.
-	if st, ok := status.FromError(err); ok {
-		switch st.Code() {
-		case codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
-			return true, after
-		}
+	if transportFailure(err) {
+		return true, after
 	}
 	return false, 0
 }
 
-// retry runs call until it succeeds, fails for good, runs out of attempts or ctx ends.
-// A NOT_LEADER answer moves on to the next endpoint at once, until every endpoint has said
-// so; otherwise it waits what the service asked (Retry-After) or an exponential backoff.
-func retry[T any](ctx context.Context, c *Client, call func(context.Context, node) (T, error)) (T, error) {
+// transportFailure: the call got no answer from the service's handlers.
+func transportFailure(err error) bool {
+	if kerrors.FromError(err).Reason != "" {
+		return false
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// idempotency says what may be sent again.
+type idempotency int
+
+const (
+	// idempotent: reads, and creates (their request id makes a second one a replay).
+	idempotent idempotency = iota
+	// refusedOnly: an operator's action (resolve, release) is sent again only after an
+	// answer saying it was not carried out, NOT_LEADER or RATE_LIMITED (refused at the
+	// door): after a lost answer it may have been, and the operator decides.
+	refusedOnly
+)
+
+// mayRetry applies the idempotency class to Retryable.
+func (i idempotency) mayRetry(err error) (bool, time.Duration) {
+	again, after := Retryable(err)
+	if !again || i == idempotent {
+		return again, after
+	}
+	return v1.IsNotLeader(err) || v1.IsRateLimited(err), after
+}
+
+// retry runs call until it succeeds, fails for good, runs out of attempts or ctx ends;
+// each attempt has timeout. A NOT_LEADER answer, or an endpoint that cannot be reached,
+// moves on to the next endpoint at once, until every endpoint has failed so; otherwise it
+// waits what the service asked (Retry-After) or an exponential backoff.
+func retry[T any](ctx context.Context, c *Client, class idempotency, timeout time.Duration, call func(context.Context, node) (T, error)) (T, error) {
 	var zero T
 	backoff := c.cfg.Backoff
-	current, notLeaders := 0, 0
-	for attempt := 1; ; attempt++ {
-		callCtx, err := c.withCredentials(ctx)
-		if err != nil {
-			return zero, err
-		}
-		out, err := call(callCtx, c.nodes[current%len(c.nodes)])
+	current, hops := 0, 0
+	for n := 1; ; n++ {
+		out, err := attempt(ctx, c, timeout, func(ctx context.Context) (T, error) { return call(ctx, c.nodes[current%len(c.nodes)]) })
 		if err == nil {
 			return out, nil
 		}
-		again, after := Retryable(err)
-		if !again || attempt >= c.cfg.MaxAttempts {
+		if ctx.Err() != nil {
+			// The caller's deadline or cancellation ended the attempt: say so, so that
+			// errors.Is(err, context.DeadlineExceeded) holds.
+			return zero, errors.Join(err, ctx.Err())
+		}
+		again, after := class.mayRetry(err)
+		if !again || n >= c.cfg.MaxAttempts {
 			return zero, err
 		}
 		current++
-		if kerrors.FromError(err).Reason == v1.ErrorReason_NOT_LEADER.String() {
-			if notLeaders++; notLeaders < len(c.nodes) {
+		if v1.IsNotLeader(err) || transportFailure(err) {
+			if hops++; hops < len(c.nodes) {
 				continue
 			}
-			notLeaders = 0
+			hops = 0
 		}
 		wait := after
 		if wait == 0 {
@@ -93,6 +128,18 @@ func retry[T any](ctx context.Context, c *Client, call func(context.Context, nod
 		case <-time.After(wait):
 		}
 	}
+}
+
+// attempt runs one call with the credentials and its own deadline.
+func attempt[T any](ctx context.Context, c *Client, timeout time.Duration, call func(context.Context) (T, error)) (T, error) {
+	var zero T
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ctx, err := c.withCredentials(ctx)
+	if err != nil {
+		return zero, err
+	}
+	return call(ctx)
 }
 
 func durationOf(d time.Duration) *durationpb.Duration { return durationpb.New(d) }

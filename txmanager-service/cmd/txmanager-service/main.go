@@ -66,6 +66,17 @@ func run() error {
 	}
 	nodeLogger := telemetry.NewNodeLogger(logger, bc.Node.ID)
 	helper := log.NewHelper(nodeLogger)
+	// One line once everything this process started has stopped (deferred first, so it
+	// runs last): after a Ctrl-C it is the last thing a developer reads.
+	var served, throwawayRemoved bool
+	defer func() {
+		switch {
+		case served && throwawayRemoved:
+			helper.Infow("msg", "stopped; its throwaway PostgreSQL is removed")
+		case served:
+			helper.Infow("msg", "stopped")
+		}
+	}()
 
 	if bc.Database.DSN == "" && !*migrateOnly {
 		cluster, err := startLocalDatabase(helper)
@@ -75,7 +86,9 @@ func run() error {
 		defer func() {
 			if err := cluster.Stop(); err != nil {
 				helper.Warnw("msg", "stopping the local PostgreSQL", "error", err.Error())
+				return
 			}
+			throwawayRemoved = true
 		}()
 		bc.Database.DSN = cluster.DSN
 	}
@@ -107,7 +120,11 @@ func run() error {
 		return err
 	}
 	defer cleanup()
-	return service.Run()
+	if err := service.Run(); err != nil {
+		return err
+	}
+	served = true
+	return nil
 }
 
 // startLocalDatabase starts a throwaway PostgreSQL for development; it lives as long as

@@ -12,6 +12,7 @@ import (
 	khttp "github.com/go-kratos/kratos/v2/transport/http"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/workers"
 )
@@ -21,7 +22,7 @@ import (
 // stop intake, flush the writer, release leases.
 func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.Server, chains ChainStacks,
 	heartbeat *workers.NodeHeartbeat, nodes *services.NodeRegistry, feed *workers.FeedSequencerLoop, retention *workers.RetentionLoop,
-	banner *Banner, version services.BuildVersion) *kratos.App {
+	banner *Banner, streams *server.Streams, version services.BuildVersion) *kratos.App {
 	helper := log.NewHelper(logger)
 	// No kratos.Logger option: it would replace Kratos' process-wide logger, which main sets
 	// once; several instances in one process (the tests) must not race on it.
@@ -67,6 +68,12 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 			// the e2e and chaos tools start the service on port 0 and read them here.
 			helper.Infow("msg", "serving", "http_addr", bc.Server.HTTP.Addr, "grpc_addr", bc.Server.GRPC.Addr)
 			banner.Print(os.Stdout)
+			return nil
+		}),
+		// Open streams end first: gRPC's graceful stop waits for every call, and a watcher's
+		// stream would never end by itself.
+		kratos.BeforeStop(func(context.Context) error {
+			streams.Close()
 			return nil
 		}),
 		kratos.AfterStop(func(ctx context.Context) error {

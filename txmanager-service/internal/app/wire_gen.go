@@ -118,9 +118,10 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	chains := ChainServicesOf(chainStacks)
 	feedConfig := newFeedConfig(bootstrap)
 	completionsUseCase := services.NewCompletionsUseCase(completionRepository, feedNotifier, feedConfig)
+	finalWait := services.NewFinalWait(feedNotifier, feedConfig)
 	routing := controllers.NewRouting(bootstrap)
 	forwarder, cleanup6 := server.NewForwarder(nodeRegistry, tlsConfigs)
-	txController := controllers.NewTxController(chains, completionsUseCase, routing, forwarder, logger)
+	txController := controllers.NewTxController(chains, completionsUseCase, finalWait, routing, forwarder, logger)
 	adminController := controllers.NewAdminController(chains, routing, forwarder, logger)
 	v := ReadinessChainsOf(chainStacks)
 	health := server.NewHealth(bootstrap, pool, serverWatch, v, metrics)
@@ -146,14 +147,15 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		return nil, nil, err
 	}
 	httpServer := server.NewHTTPServer(bootstrap, listeners, tlsConfigs, txController, adminController, health, prometheus, authenticator, middleware)
-	grpcServer := server.NewGRPCServer(bootstrap, listeners, tlsConfigs, txController, adminController, middleware, authenticator)
+	streams := server.NewStreams()
+	grpcServer := server.NewGRPCServer(bootstrap, listeners, tlsConfigs, txController, adminController, middleware, authenticator, streams)
 	nodeHeartbeat := workers.NewNodeHeartbeat(bootstrap, nodeRegistry)
 	retentionConfig := newRetentionConfig(bootstrap)
 	retentionRepository := repositories.NewRetentionRepository(pool)
 	retention := services.NewRetention(retentionConfig, retentionRepository, clock, metrics, logger)
 	retentionLoop := workers.NewRetentionLoop(bootstrap, retention, logger)
 	banner := NewBanner(bootstrap, registry, chainStacks, buildVersion)
-	app := newApp(bootstrap, logger, httpServer, grpcServer, chainStacks, nodeHeartbeat, nodeRegistry, feedSequencerLoop, retentionLoop, banner, buildVersion)
+	app := newApp(bootstrap, logger, httpServer, grpcServer, chainStacks, nodeHeartbeat, nodeRegistry, feedSequencerLoop, retentionLoop, banner, streams, buildVersion)
 	return app, func() {
 		cleanup6()
 		cleanup5()
@@ -258,7 +260,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	adminConfig := newAdminConfig(view)
 	adminRepository := repositories.NewAdminRepository(pool, chainID)
 	nodeRegistry := shared.Nodes
-	adminUseCase := services.NewAdminUseCase(adminConfig, resolver, chain, adminRepository, nodeRegistry)
+	adminUseCase := services.NewAdminUseCase(adminConfig, resolver, chain, adminRepository, nodeRegistry, registry)
 	chainServices := newChainServices(chainConnection, createTxUseCase, getTxUseCase, adminUseCase)
 	leaseKeeper := workers.NewLeaseKeeperFromConfig(view, leaseManager)
 	fundsGaugeLoop := workers.NewFundsGaugeLoop(view, fundsGuard, registry, logger)

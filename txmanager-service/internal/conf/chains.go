@@ -50,7 +50,7 @@ type Chain struct {
 // Everything that is not per chain (database, servers, signers) is shared by the copies.
 func (b *Bootstrap) ChainViews() []*Bootstrap {
 	if len(b.Chains) == 0 {
-		return []*Bootstrap{b}
+		return []*Bootstrap{b.withDefaultConfirmations()}
 	}
 	views := make([]*Bootstrap, 0, len(b.Chains))
 	for _, entry := range b.Chains {
@@ -58,6 +58,8 @@ func (b *Bootstrap) ChainViews() []*Bootstrap {
 		view.Chain = entry.withDefaults(b.Chain)
 		if entry.Confirmations != nil {
 			view.Confirmations = *entry.Confirmations
+		} else {
+			view.Confirmations = view.withDefaultConfirmations().Confirmations
 		}
 		if entry.Fees != nil {
 			view.Fees = *entry.Fees
@@ -68,6 +70,27 @@ func (b *Bootstrap) ChainViews() []*Bootstrap {
 		views = append(views, &view)
 	}
 	return views
+}
+
+// The confirmations a chain requires when confirmations.required is 0 (unset): a real
+// chain can reorganise, the embedded simulated chain never does.
+const (
+	DefaultConfirmations       = 20
+	EmbeddedChainConfirmations = 2
+)
+
+// withDefaultConfirmations is b with an unset confirmations.required filled in for its
+// chain (b itself when it is set, or when finality follows the finalized tag).
+func (b *Bootstrap) withDefaultConfirmations() *Bootstrap {
+	if b.Confirmations.Required != 0 || b.Confirmations.UseFinalizedTag {
+		return b
+	}
+	view := *b
+	view.Confirmations.Required = DefaultConfirmations
+	if len(b.Chain.Endpoints()) == 0 {
+		view.Confirmations.Required = EmbeddedChainConfirmations
+	}
+	return &view
 }
 
 // ServesSeveralChains reports whether chains names the chains: then every create names

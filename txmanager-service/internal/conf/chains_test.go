@@ -75,7 +75,37 @@ chains:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if single.ServesSeveralChains() || len(single.ChainViews()) != 1 || single.ChainViews()[0] != single {
+	if views := single.ChainViews(); single.ServesSeveralChains() || len(views) != 1 || views[0].Chain.RPCURL != single.Chain.RPCURL || views[0].Database != single.Database {
 		t.Error("without chains the configuration itself is the one view")
+	}
+}
+
+// An unset confirmations.required is 20 on a real chain and 2 on the embedded chain; a
+// set one, or the finalized tag, is kept.
+func TestConfirmationsDefaultByChain(t *testing.T) {
+	tests := []struct {
+		name         string
+		rpcURL       string
+		required     uint64
+		finalizedTag bool
+		wantRequired uint64
+	}{
+		{"embedded chain, unset", "", 0, false, conf.EmbeddedChainConfirmations},
+		{"real chain, unset", "http://node.example", 0, false, conf.DefaultConfirmations},
+		{"embedded chain, set", "", 7, false, 7},
+		{"real chain, set", "http://node.example", 1, false, 1},
+		{"finalized tag", "http://node.example", 0, true, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bc, err := conf.Load("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			bc.Chain.RPCURL, bc.Confirmations.Required, bc.Confirmations.UseFinalizedTag = tt.rpcURL, tt.required, tt.finalizedTag
+			if got := bc.ChainViews()[0].Confirmations.Required; got != tt.wantRequired {
+				t.Fatalf("confirmations.required %d, want %d", got, tt.wantRequired)
+			}
+		})
 	}
 }

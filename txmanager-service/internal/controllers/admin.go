@@ -73,11 +73,44 @@ func (c *AdminController) GetSignerStatus(ctx context.Context, req *v1.GetSigner
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
+	return toAPISignerStatus(chain.ID, s), nil
+}
+
+// ListSigners implements v1.AdminServiceServer: every chain's signers, or one chain's.
+func (c *AdminController) ListSigners(ctx context.Context, req *v1.ListSignersRequest) (*v1.ListSignersResponse, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	ids := c.chains.IDs()
+	if req.GetChainId() != 0 {
+		if _, err := c.chains.Lookup(req.GetChainId()); err != nil {
+			return nil, ToAPIError(c.log, err)
+		}
+		ids = []uint64{req.GetChainId()}
+	}
+	out := &v1.ListSignersResponse{}
+	for _, id := range ids {
+		chain, err := c.chains.Lookup(id)
+		if err != nil {
+			return nil, ToAPIError(c.log, err)
+		}
+		statuses, err := chain.Admin.Signers(ctx)
+		if err != nil {
+			return nil, ToAPIError(c.log, err)
+		}
+		for _, s := range statuses {
+			out.Signers = append(out.Signers, toAPISignerStatus(chain.ID, s))
+		}
+	}
+	return out, nil
+}
+
+func toAPISignerStatus(chainID uint64, s services.SignerStatus) *v1.SignerStatus {
 	return &v1.SignerStatus{
-		ChainId: chain.ID, Signer: s.Signer, LeaseOwner: s.LeaseOwner, FencingToken: s.FencingToken, LeaseExpiresAt: timestamppb.New(s.LeaseExpiresAt),
+		ChainId: chainID, Signer: s.Signer, LeaseOwner: s.LeaseOwner, FencingToken: s.FencingToken, LeaseExpiresAt: timestamppb.New(s.LeaseExpiresAt),
 		LeaseLive: s.LeaseLive, NextNonce: s.NextNonce, PendingDepth: uint64(s.PendingDepth),
-		OldestPendingAgeSeconds: s.OldestPendingAgeSeconds, StuckCount: uint64(s.StuckCount),
-	}, nil
+		OldestPendingAgeSeconds: s.OldestPendingAgeSeconds, StuckCount: uint64(s.StuckCount), Quarantined: s.Quarantined,
+	}
 }
 
 // ListStuck implements v1.AdminServiceServer.

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -14,7 +13,7 @@ import (
 func principal(ctx context.Context) (domain.Principal, error) {
 	p, ok := domain.PrincipalFrom(ctx)
 	if !ok {
-		return p, apiError(http.StatusUnauthorized, v1.ErrorReason_UNAUTHENTICATED, "credentials required")
+		return p, v1.ErrorUnauthenticated("credentials required")
 	}
 	return p, nil
 }
@@ -37,7 +36,7 @@ func requireGrant(ctx context.Context, signer common.Address, shown string) erro
 		return err
 	}
 	if !p.CanUse(signer) {
-		return apiError(http.StatusForbidden, v1.ErrorReason_PERMISSION_DENIED, "caller "+p.ID+" is not granted signer "+shown)
+		return v1.ErrorPermissionDenied("caller %s is not granted signer %s", p.ID, shown)
 	}
 	return nil
 }
@@ -49,7 +48,7 @@ func requireAdmin(ctx context.Context) error {
 		return err
 	}
 	if !p.Admin {
-		return apiError(http.StatusForbidden, v1.ErrorReason_PERMISSION_DENIED, "caller "+p.ID+" has no admin permission")
+		return v1.ErrorPermissionDenied("caller %s has no admin permission", p.ID)
 	}
 	return nil
 }

@@ -82,11 +82,5 @@ func retryableAtAnotherNode(err error) bool {
 		return true
 	}
 	var kerr *kerrors.Error
-	if errors.As(err, &kerr) {
-		switch kerr.Reason {
-		case v1.ErrorReason_NOT_LEADER.String(), v1.ErrorReason_FENCED.String(), v1.ErrorReason_UNAVAILABLE.String():
-			return true
-		}
-	}
-	return false
+	return errors.As(err, &kerr) && (v1.IsNotLeader(kerr) || v1.IsFenced(kerr) || v1.IsUnavailable(kerr))
 }

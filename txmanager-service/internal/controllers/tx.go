@@ -6,6 +6,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/go-kratos/kratos/v2/log"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
@@ -18,15 +19,16 @@ type TxController struct {
 	v1.UnimplementedTxServiceServer
 	chains      *services.Chains
 	completions *services.CompletionsUseCase
+	finalWait   *services.FinalWait
 	routing     Routing
 	forwarder   OwnerForwarder
 	log         *log.Helper
 }
 
 // NewTxController wires the controller.
-func NewTxController(chains *services.Chains, completions *services.CompletionsUseCase,
+func NewTxController(chains *services.Chains, completions *services.CompletionsUseCase, finalWait *services.FinalWait,
 	routing Routing, forwarder OwnerForwarder, logger log.Logger) *TxController {
-	return &TxController{chains: chains, completions: completions, routing: routing, forwarder: forwarder,
+	return &TxController{chains: chains, completions: completions, finalWait: finalWait, routing: routing, forwarder: forwarder,
 		log: log.NewHelper(log.With(logger, "component", "api"))}
 }
 
@@ -67,14 +69,41 @@ func (c *TxController) createHere(ctx context.Context, req *v1.CreateTxRequest) 
 
 // GetTx implements v1.TxServiceServer.
 func (c *TxController) GetTx(ctx context.Context, req *v1.GetTxRequest) (*v1.Tx, error) {
-	tx, err := c.chains.Any().Get.ByID(ctx, req.GetTxId())
+	get := c.chains.Any().Get
+	return c.readTx(ctx, req.GetWait(), func(ctx context.Context) (domain.ManagedTx, error) { return get.ByID(ctx, req.GetTxId()) })
+}
+
+// readTx answers a read of one transaction, waiting for it to become final when the
+// caller asked to (a long-poll); the caller's grant is checked before any wait.
+func (c *TxController) readTx(ctx context.Context, wait *durationpb.Duration, read func(context.Context) (domain.ManagedTx, error)) (*v1.Tx, error) {
+	d, err := waitOf(wait)
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	tx, err := read(ctx)
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
 	if err := requireGrant(ctx, tx.Signer, tx.SignerText()); err != nil {
 		return nil, err
 	}
+	if d > 0 && !tx.State.Final() {
+		if tx, err = c.finalWait.Read(ctx, d, read); err != nil {
+			return nil, ToAPIError(c.log, err)
+		}
+	}
 	return toAPITx(tx), nil
+}
+
+// waitOf is a request's long-poll bound (0 when it asks for none).
+func waitOf(wait *durationpb.Duration) (time.Duration, error) {
+	if wait == nil {
+		return 0, nil
+	}
+	if err := wait.CheckValid(); err != nil {
+		return 0, &domain.ValidationError{Field: "wait", Reason: "not a duration"}
+	}
+	return wait.AsDuration(), nil
 }
 
 // GetTxByRequest implements v1.TxServiceServer.
@@ -86,11 +115,9 @@ func (c *TxController) GetTxByRequest(ctx context.Context, req *v1.GetTxByReques
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
-	tx, err := chain.Get.ByRequestID(ctx, req.GetSigner(), req.GetRequestId())
-	if err != nil {
-		return nil, ToAPIError(c.log, err)
-	}
-	return toAPITx(tx), nil
+	return c.readTx(ctx, req.GetWait(), func(ctx context.Context) (domain.ManagedTx, error) {
+		return chain.Get.ByRequestID(ctx, req.GetSigner(), req.GetRequestId())
+	})
 }
 
 // ListCompletions implements v1.TxServiceServer.
@@ -99,12 +126,9 @@ func (c *TxController) ListCompletions(ctx context.Context, req *v1.ListCompleti
 	if err != nil {
 		return nil, err
 	}
-	wait := time.Duration(0)
-	if req.GetWait() != nil {
-		if err := req.GetWait().CheckValid(); err != nil {
-			return nil, ToAPIError(c.log, &domain.ValidationError{Field: "wait", Reason: "not a duration"})
-		}
-		wait = req.GetWait().AsDuration()
+	wait, err := waitOf(req.GetWait())
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
 	}
 	// A caller sees the completions of its own signers only.
 	if id := req.GetChainId(); id != 0 {

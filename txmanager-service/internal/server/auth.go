@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/middleware"
 	"github.com/go-kratos/kratos/v2/transport"
 	"github.com/golang-jwt/jwt/v5"
@@ -83,10 +82,13 @@ func developer() domain.Principal {
 	return domain.Principal{ID: "development (no authentication)", AllSigners: true, Admin: true}
 }
 
-// Middleware authenticates every API call (HTTP and gRPC alike).
+// Middleware authenticates every API call (HTTP and gRPC alike) but gRPC health checks.
 func (a *Authenticator) Middleware() middleware.Middleware {
 	return func(next middleware.Handler) middleware.Handler {
 		return func(ctx context.Context, req any) (any, error) {
+			if tr, ok := transport.FromServerContext(ctx); ok && isHealthCheck(tr.Operation()) {
+				return next(ctx, req)
+			}
 			p, err := a.authenticate(ctx)
 			if err != nil {
 				return nil, err
@@ -128,8 +130,15 @@ func (a *Authenticator) fromHeaders(header func(string) string) (domain.Principa
 	return domain.Principal{}, unauthenticated("credentials required (X-API-Key or Authorization: Bearer)")
 }
 
+// isHealthCheck: a gRPC health check (grpc.health.v1.Health), which gRPC clients (Kratos'
+// among them) send without the caller's credentials to decide whether a connection may
+// carry calls; it tells nothing but "serving", so it needs none.
+func isHealthCheck(operation string) bool {
+	return strings.HasPrefix(operation, "/grpc.health.v1.Health/")
+}
+
 func unauthenticated(why string) error {
-	return kerrors.New(nethttp.StatusUnauthorized, v1.ErrorReason_UNAUTHENTICATED.String(), why)
+	return v1.ErrorUnauthenticated("%s", why)
 }
 
 // MetricsHandler guards /metrics when observability.metricsAuth is on: an API key with the
@@ -147,7 +156,7 @@ func (a *Authenticator) MetricsHandler(required bool, next nethttp.Handler) neth
 			return
 		}
 		if !p.CanReadMetrics() {
-			encodeError(w, r, kerrors.New(nethttp.StatusForbidden, v1.ErrorReason_PERMISSION_DENIED.String(), "this credential may not read metrics"))
+			encodeError(w, r, v1.ErrorPermissionDenied("this credential may not read metrics"))
 			return
 		}
 		next.ServeHTTP(w, r)

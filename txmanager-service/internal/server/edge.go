@@ -3,12 +3,10 @@ package server
 import (
 	"context"
 	"math"
-	nethttp "net/http"
 	"strconv"
 	"sync"
 	"time"
 
-	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/middleware"
 	"github.com/go-kratos/kratos/v2/transport"
 	"golang.org/x/time/rate"
@@ -98,8 +96,7 @@ func (l *RateLimiter) Middleware() middleware.Middleware {
 			if wait := l.reserve(p.ID, time.Now()); wait > 0 {
 				l.metrics.RateLimited(ctx)
 				seconds := strconv.Itoa(int(math.Ceil(wait.Seconds())))
-				return nil, kerrors.New(nethttp.StatusTooManyRequests, v1.ErrorReason_RATE_LIMITED.String(),
-					"rate limit of this credential exceeded; retry after Retry-After seconds").
+				return nil, v1.ErrorRateLimited("rate limit of this credential exceeded; retry after Retry-After seconds").
 					WithMetadata(map[string]string{controllers.MetadataRetryAfter: seconds})
 			}
 			return next(ctx, req)

@@ -21,15 +21,15 @@ import (
 
 // NewGRPCServer serves the API over gRPC.
 func NewGRPCServer(c *conf.Bootstrap, listeners *Listeners, tlsConfigs *TLSConfigs, tx *controllers.TxController, admin *controllers.AdminController,
-	mw *Middleware, auth *Authenticator) *kgrpc.Server {
+	mw *Middleware, auth *Authenticator, streams *Streams) *kgrpc.Server {
 	opts := []kgrpc.ServerOption{
 		kgrpc.Listener(listeners.GRPC),
 		kgrpc.Timeout(c.Server.GRPC.Timeout.Std()),
 		kgrpc.Middleware(mw.chain...),
 		kgrpc.UnaryInterceptor(grpcStatusInterceptor),
 		// Kratos middleware runs per unary call; a stream (WatchCompletions) is authenticated
-		// once, when it opens.
-		kgrpc.StreamInterceptor(auth.streamInterceptor),
+		// once, when it opens, and ended when the service stops.
+		kgrpc.StreamInterceptor(streams.interceptor, auth.streamInterceptor),
 		kgrpc.Options(grpc.MaxRecvMsgSize(int(c.Server.MaxBodyBytes))),
 	}
 	if tlsConfigs.GRPC != nil {
@@ -56,20 +56,16 @@ func grpcStatusInterceptor(ctx context.Context, req any, info *grpc.UnaryServerI
 
 // streamInterceptor authenticates a stream from its opening headers and gives its handler
 // the caller's principal.
-func (a *Authenticator) streamInterceptor(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (a *Authenticator) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if isHealthCheck(info.FullMethod) {
+		return handler(srv, ss)
+	}
 	p, err := a.authenticate(ss.Context())
 	if err != nil {
 		return withGRPCCode(err)
 	}
-	return withGRPCCode(handler(srv, &principalStream{ServerStream: ss, ctx: domain.WithPrincipal(ss.Context(), p)}))
+	return withGRPCCode(handler(srv, &contextStream{ServerStream: ss, ctx: domain.WithPrincipal(ss.Context(), p)}))
 }
-
-type principalStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *principalStream) Context() context.Context { return s.ctx }
 
 func withGRPCCode(err error) error {
 	var kerr *kerrors.Error
@@ -92,6 +88,6 @@ func recoveryHandler(logger log.Logger) func(ctx context.Context, req, panicValu
 	helper := log.NewHelper(logger)
 	return func(ctx context.Context, req, panicValue any) error {
 		helper.Errorw("msg", "panic while serving a request", "panic", panicValue)
-		return kerrors.New(http.StatusInternalServerError, v1.ErrorReason_INTERNAL.String(), "internal error")
+		return v1.ErrorInternal("internal error")
 	}
 }

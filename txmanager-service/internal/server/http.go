@@ -40,6 +40,7 @@ func NewHTTPServer(c *conf.Bootstrap, listeners *Listeners, tlsConfigs *TLSConfi
 	srv.IdleTimeout = c.Server.HTTP.IdleTimeout.Std()
 	v1.RegisterTxServiceHTTPServer(srv, tx, v1.HTTPOptions{MaxBodyBytes: c.Server.MaxBodyBytes})
 	v1.RegisterAdminServiceHTTPServer(srv, admin, v1.HTTPOptions{MaxBodyBytes: c.Server.MaxBodyBytes})
+	srv.HandleFunc(OpenAPIPath, serveOpenAPI)
 	srv.HandleFunc("/healthz", health.Live)
 	srv.HandleFunc("/readyz", health.Ready)
 	srv.Handle("/metrics", auth.MetricsHandler(c.Observability.MetricsAuth, prom.Handler))
@@ -109,11 +110,11 @@ func wholeQueriesOnly(next nethttp.Handler) nethttp.Handler {
 }
 
 func notFound(w nethttp.ResponseWriter, r *nethttp.Request) {
-	encodeError(w, r, kerrors.New(nethttp.StatusNotFound, v1.ErrorReason_NOT_FOUND.String(), "no such endpoint"))
+	encodeError(w, r, v1.ErrorNotFound("no such endpoint"))
 }
 
 func methodNotAllowed(w nethttp.ResponseWriter, r *nethttp.Request) {
-	encodeError(w, r, kerrors.New(nethttp.StatusMethodNotAllowed, v1.ErrorReason_METHOD_NOT_ALLOWED.String(), "method not allowed on this endpoint"))
+	encodeError(w, r, v1.ErrorMethodNotAllowed("method not allowed on this endpoint"))
 }
 
 // limitBody caps every request body; reading past the cap fails, which the decoder reports

@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -29,13 +27,11 @@ func (p *peerService) ForwardCreates(ctx context.Context, req *v1.ForwardCreates
 	// A batch costs the caller one request of its rate limit and runs many creates at once:
 	// it is for the deployment's own nodes (a verified peer's forwarded call), not clients.
 	if controllers.Hops(ctx) == 0 {
-		return nil, kerrors.New(http.StatusForbidden, v1.ErrorReason_PERMISSION_DENIED.String(),
-			"ForwardCreates serves the deployment's nodes only; send creates with CreateTx")
+		return nil, v1.ErrorPermissionDenied("ForwardCreates serves the deployment's nodes only; send creates with CreateTx")
 	}
 	creates, timeouts := req.GetCreates(), req.GetTimeoutsMs()
 	if len(creates) > maxForwardBatch {
-		return nil, kerrors.New(http.StatusBadRequest, v1.ErrorReason_INVALID_ARGUMENT.String(),
-			"a forwarded batch carries at most "+strconv.Itoa(maxForwardBatch)+" creates")
+		return nil, v1.ErrorInvalidArgument("a forwarded batch carries at most %d creates", maxForwardBatch)
 	}
 	results := make([]*v1.ForwardedCreate, len(creates))
 	var wg sync.WaitGroup

@@ -7,5 +7,5 @@ import (
 )
 
 // ProviderSet is the transport layer.
-var ProviderSet = wire.NewSet(NewHTTPServer, NewGRPCServer, NewHealth, NewForwarder, NewAuthenticator, NewMiddleware, NewTLSConfigs, NewRateLimiter,
+var ProviderSet = wire.NewSet(NewHTTPServer, NewGRPCServer, NewHealth, NewForwarder, NewAuthenticator, NewMiddleware, NewTLSConfigs, NewRateLimiter, NewStreams,
 	wire.Bind(new(controllers.OwnerForwarder), new(*Forwarder)))

@@ -22,6 +22,8 @@ type SignerStatus struct {
 	PendingDepth            int
 	OldestPendingAgeSeconds float64
 	StuckCount              int
+	// Quarantined: no nonce is allocated until an operator releases the signer.
+	Quarantined bool
 }
 
 // AdminStore reads what the admin API shows.
@@ -53,11 +55,12 @@ type AdminUseCase struct {
 	chain    Chain
 	store    AdminStore
 	nodes    *NodeRegistry
+	signers  SignerDirectory
 }
 
 // NewAdminUseCase wires the use case.
-func NewAdminUseCase(cfg AdminConfig, resolver TxResolver, chain Chain, store AdminStore, nodes *NodeRegistry) *AdminUseCase {
-	return &AdminUseCase{cfg: cfg, resolver: resolver, chain: chain, store: store, nodes: nodes}
+func NewAdminUseCase(cfg AdminConfig, resolver TxResolver, chain Chain, store AdminStore, nodes *NodeRegistry, signers SignerDirectory) *AdminUseCase {
+	return &AdminUseCase{cfg: cfg, resolver: resolver, chain: chain, store: store, nodes: nodes, signers: signers}
 }
 
 // ResolveTx resolves one unmined transaction now with action ("" = the hook decides).
@@ -88,7 +91,11 @@ func (uc *AdminUseCase) SignerStatus(ctx context.Context, signer string) (Signer
 	if err != nil {
 		return SignerStatus{}, &domain.UnavailableError{Reason: "signer status", RetryAfter: time.Second, Err: err}
 	}
-	status.Signer = addr.Hex()
+	q, err := uc.store.GetQuarantine(ctx, addr.Hex())
+	if err != nil {
+		return SignerStatus{}, &domain.UnavailableError{Reason: "quarantine record", RetryAfter: time.Second, Err: err}
+	}
+	status.Signer, status.Quarantined = addr.Hex(), q.Quarantined
 	return status, nil
 }
 

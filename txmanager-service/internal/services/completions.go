@@ -139,11 +139,7 @@ func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int
 	if err != nil {
 		return CompletionPage{}, err
 	}
-	deadline := time.Now().Add(wait)
-	if d, ok := ctx.Deadline(); ok && d.Add(-time.Second).Before(deadline) {
-		// Answer before the server's own deadline cuts the request off.
-		deadline = d.Add(-time.Second)
-	}
+	deadline := answerBy(ctx, wait)
 	for {
 		changed := uc.notify.Changed()
 		items, err := uc.store.ListAfter(ctx, pos, limit, signers, chainID)

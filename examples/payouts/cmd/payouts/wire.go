@@ -23,7 +23,7 @@ func wireApp(*conf.Bootstrap, log.Logger) (*kratos.App, func(), error) {
 	panic(wire.Build(
 		conf.ProviderSet,
 		txmanager.ProviderSet,
-		txmclient.ProviderSet,
+		txmclient.NewFromConfig,
 		wire.Bind(new(services.TxManagerClient), new(*txmclient.Client)),
 		repositories.ProviderSet,
 		services.ProviderSet,

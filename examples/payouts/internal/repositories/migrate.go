@@ -12,7 +12,7 @@ import (
 	"github.com/go-kratos/kratos/v2/log"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
-	txmclient "github.com/bionicotaku/txmanager-service/client"
+	"github.com/bionicotaku/txmanager-service/client/feed"
 )
 
 //go:embed migrations/*.sql
@@ -40,7 +40,7 @@ func NewMigrator(tx txmanager.Manager, logger log.Logger) *Migrator {
 }
 
 // migrations are the SQL files plus the txmanager client's cursor table, whose definition
-// the client owns (txmclient.ConsumerSchema) so it is not copied here.
+// the client owns (feed.Schema) so it is not copied here.
 func migrations() ([]migration, error) {
 	var steps []migration
 	err := fs.WalkDir(migrationFiles, "migrations", func(path string, d fs.DirEntry, err error) error {
@@ -57,7 +57,7 @@ func migrations() ([]migration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read embedded migrations: %w", err)
 	}
-	steps = append(steps, migration{name: "0002_txmanager_feed_cursor", sql: txmclient.ConsumerSchema})
+	steps = append(steps, migration{name: "0002_txmanager_feed_cursor", sql: feed.Schema})
 	slices.SortFunc(steps, func(a, b migration) int { return strings.Compare(a.name, b.name) })
 	return steps, nil
 }

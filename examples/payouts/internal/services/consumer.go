@@ -15,7 +15,7 @@ import (
 )
 
 // CompletionApplier turns txmanager's final results into final payout states. It runs as
-// a txmclient.Handler: inside the transaction that also moves the consumer's cursor, so a
+// a feed.Handler: inside the transaction that also moves the consumer's cursor, so a
 // completion is applied exactly once, however often the process dies.
 type CompletionApplier struct {
 	payouts PayoutRepository
@@ -29,7 +29,7 @@ func NewCompletionApplier(payouts PayoutRepository, txm TxManagerClient, signer 
 	return &CompletionApplier{payouts: payouts, txm: txm, signer: signer, log: log.NewHelper(log.With(logger, "component", "consumer"))}
 }
 
-// Apply is the txmclient.Handler. Completions of other signers, placeholders (nonce-hole
+// Apply is the feed.Handler. Completions of other signers, placeholders (nonce-hole
 // fillers nobody asked for) and transactions another service requested are skipped; the
 // cursor still moves past them.
 func (a *CompletionApplier) Apply(ctx context.Context, sess txmanager.Session, pc *v1.Completion) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	txmclient "github.com/bionicotaku/txmanager-service/client"
+	"github.com/bionicotaku/txmanager-service/client/feed"
 
 	"github.com/bionicotaku/txmanager-examples/payouts/internal/repositories"
 	"github.com/bionicotaku/txmanager-examples/payouts/internal/services"
@@ -18,9 +19,9 @@ import (
 
 // consumeUntil runs a consumer (named "payouts") with handler until done reports true,
 // and returns the error Run ended with if it ended on its own first.
-func consumeUntil(t *testing.T, client *txmclient.Client, db testsupport.Database, handler txmclient.Handler, done func() bool) error {
+func consumeUntil(t *testing.T, client *txmclient.Client, db testsupport.Database, handler feed.Handler, done func() bool) error {
 	t.Helper()
-	consumer := txmclient.NewConsumer(client, db.Tx, "payouts", handler)
+	consumer := feed.NewConsumer(client, db.Tx, "payouts", handler)
 	consumer.Wait = time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -169,25 +169,18 @@ func (r *Relay) record(ctx context.Context, sess txmanager.Session, item domain.
 	return nil
 }
 
-// finalRejections are txmanager's answers meaning this intent will never be executed:
-// retrying the same request cannot succeed, and nothing was allocated.
-var finalRejections = map[string]bool{
-	v1.ErrorReason_INVALID_ARGUMENT.String():     true,
-	v1.ErrorReason_INTENT_REVERTS.String():       true,
-	v1.ErrorReason_IDEMPOTENCY_CONFLICT.String(): true,
-	v1.ErrorReason_REQUEST_TOO_LARGE.String():    true,
-}
-
-// Rejection reports whether err is a final refusal of the intent, and its reason. Every
-// other failure (unavailable, not leader, insufficient funds, an unknown signer, a
-// transport error, a timeout) is retried later: it may pass once funds or configuration
-// arrive, and the requestId keeps a retry from paying twice.
+// Rejection reports whether err is a final refusal of the intent, and its reason: an
+// answer meaning this intent will never be executed (retrying the same request cannot
+// succeed, and nothing was allocated). Every other failure (unavailable, not leader,
+// insufficient funds, an unknown signer, a transport error, a timeout) is retried later:
+// it may pass once funds or configuration arrive, and the requestId keeps a retry from
+// paying twice.
 func Rejection(err error) (string, bool) {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return "", false
 	}
-	se := kerrors.FromError(err)
-	if finalRejections[se.Reason] {
+	if v1.IsInvalidArgument(err) || v1.IsIntentReverts(err) || v1.IsIdempotencyConflict(err) || v1.IsRequestTooLarge(err) {
+		se := kerrors.FromError(err)
 		return fmt.Sprintf("rejected by txmanager: %s: %s", se.Reason, se.Message), true
 	}
 	return "", false

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	txmclient "github.com/bionicotaku/txmanager-service/client"
+	"github.com/bionicotaku/txmanager-service/client/feed"
 
 	"github.com/bionicotaku/txmanager-examples/payouts/internal/conf"
 	"github.com/bionicotaku/txmanager-examples/payouts/internal/services"
@@ -100,17 +101,17 @@ func (w *RelayWorker) Start(ctx context.Context) error {
 // Stop ends the loop; a batch in flight is rolled back and replayed by the next start.
 func (w *RelayWorker) Stop(ctx context.Context) error { return w.halt(ctx) }
 
-// ConsumerWorker runs txmclient.Consumer with the completion applier as its handler.
+// ConsumerWorker runs feed.Consumer with the completion applier as its handler.
 type ConsumerWorker struct {
 	loop
-	consumer *txmclient.Consumer
+	consumer *feed.Consumer
 	backoff  time.Duration
 	log      *log.Helper
 }
 
 // NewConsumerWorker builds the consumer over the service's database.
 func NewConsumerWorker(client *txmclient.Client, tx txmanager.Manager, applier *services.CompletionApplier, bc *conf.Bootstrap, logger log.Logger) *ConsumerWorker {
-	consumer := txmclient.NewConsumer(client, tx, bc.Consumer.Name, applier.Apply)
+	consumer := feed.NewConsumer(client, tx, bc.Consumer.Name, applier.Apply)
 	consumer.Wait, consumer.Page = bc.Consumer.Wait.Std(), bc.Consumer.Page
 	return &ConsumerWorker{loop: newLoop(), consumer: consumer, backoff: bc.Consumer.RestartBackoff.Std(),
 		log: log.NewHelper(log.With(logger, "component", "consumer"))}

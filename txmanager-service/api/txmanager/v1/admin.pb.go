@@ -7,6 +7,7 @@
 package v1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -577,7 +578,10 @@ type SignerStatus struct {
 	OldestPendingAgeSeconds float64 `protobuf:"fixed64,8,opt,name=oldest_pending_age_seconds,json=oldestPendingAgeSeconds,proto3" json:"oldest_pending_age_seconds,omitempty"`
 	StuckCount              uint64  `protobuf:"varint,9,opt,name=stuck_count,json=stuckCount,proto3" json:"stuck_count,omitempty"`
 	// The chain this is about.
-	ChainId       uint64 `protobuf:"varint,10,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	ChainId uint64 `protobuf:"varint,10,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	// Quarantined: no nonce is allocated for the signer until an operator releases it
+	// (GetQuarantine shows why).
+	Quarantined   bool `protobuf:"varint,11,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -682,6 +686,103 @@ func (x *SignerStatus) GetChainId() uint64 {
 	return 0
 }
 
+func (x *SignerStatus) GetQuarantined() bool {
+	if x != nil {
+		return x.Quarantined
+	}
+	return false
+}
+
+type ListSignersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this chain (0: every chain the node serves). HTTP: ?chainId=.
+	ChainId       uint64 `protobuf:"varint,1,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSignersRequest) Reset() {
+	*x = ListSignersRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSignersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSignersRequest) ProtoMessage() {}
+
+func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
+func (*ListSignersRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListSignersRequest) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
+type ListSignersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By chain, then by address.
+	Signers       []*SignerStatus `protobuf:"bytes,1,rep,name=signers,proto3" json:"signers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSignersResponse) Reset() {
+	*x = ListSignersResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSignersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSignersResponse) ProtoMessage() {}
+
+func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
+func (*ListSignersResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListSignersResponse) GetSigners() []*SignerStatus {
+	if x != nil {
+		return x.Signers
+	}
+	return nil
+}
+
 type ListStuckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional: one signer only.
@@ -696,7 +797,7 @@ type ListStuckRequest struct {
 
 func (x *ListStuckRequest) Reset() {
 	*x = ListStuckRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +809,7 @@ func (x *ListStuckRequest) String() string {
 func (*ListStuckRequest) ProtoMessage() {}
 
 func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +822,7 @@ func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckRequest.ProtoReflect.Descriptor instead.
 func (*ListStuckRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListStuckRequest) GetSigner() string {
@@ -754,7 +855,7 @@ type ListStuckResponse struct {
 
 func (x *ListStuckResponse) Reset() {
 	*x = ListStuckResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +867,7 @@ func (x *ListStuckResponse) String() string {
 func (*ListStuckResponse) ProtoMessage() {}
 
 func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +880,7 @@ func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckResponse.ProtoReflect.Descriptor instead.
 func (*ListStuckResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListStuckResponse) GetTxs() []*Tx {
@@ -797,7 +898,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +910,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +923,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 type Node struct {
@@ -845,7 +946,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +958,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +971,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Node) GetNodeId() string {
@@ -945,7 +1046,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1058,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1071,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -984,7 +1085,7 @@ var File_api_txmanager_v1_admin_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"~\n" +
+	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"~\n" +
 	"\x14GetQuarantineRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1d\n" +
 	"\n" +
@@ -1033,7 +1134,7 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x02tx\x18\x03 \x01(\v2\x10.txmanager.v1.TxR\x02tx\"K\n" +
 	"\x16GetSignerStatusRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x19\n" +
-	"\bchain_id\x18\x02 \x01(\x04R\achainId\"\x8e\x03\n" +
+	"\bchain_id\x18\x02 \x01(\x04R\achainId\"\xb0\x03\n" +
 	"\fSignerStatus\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1f\n" +
 	"\vlease_owner\x18\x02 \x01(\tR\n" +
@@ -1049,7 +1150,12 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\vstuck_count\x18\t \x01(\x04R\n" +
 	"stuckCount\x12\x19\n" +
 	"\bchain_id\x18\n" +
-	" \x01(\x04R\achainId\"[\n" +
+	" \x01(\x04R\achainId\x12 \n" +
+	"\vquarantined\x18\v \x01(\bR\vquarantined\"/\n" +
+	"\x12ListSignersRequest\x12\x19\n" +
+	"\bchain_id\x18\x01 \x01(\x04R\achainId\"K\n" +
+	"\x13ListSignersResponse\x124\n" +
+	"\asigners\x18\x01 \x03(\v2\x1a.txmanager.v1.SignerStatusR\asigners\"[\n" +
 	"\x10ListStuckRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x19\n" +
@@ -1069,14 +1175,15 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x06leases\x18\b \x01(\x04R\x06leases\x12 \n" +
 	"\vincarnation\x18\t \x01(\tR\vincarnation\"=\n" +
 	"\x11ListNodesResponse\x12(\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\xeb\x03\n" +
-	"\fAdminService\x12S\n" +
-	"\x0fGetSignerStatus\x12$.txmanager.v1.GetSignerStatusRequest\x1a\x1a.txmanager.v1.SignerStatus\x12L\n" +
-	"\tListStuck\x12\x1e.txmanager.v1.ListStuckRequest\x1a\x1f.txmanager.v1.ListStuckResponse\x12L\n" +
-	"\tListNodes\x12\x1e.txmanager.v1.ListNodesRequest\x1a\x1f.txmanager.v1.ListNodesResponse\x12L\n" +
-	"\tResolveTx\x12\x1e.txmanager.v1.ResolveTxRequest\x1a\x1f.txmanager.v1.ResolveTxResponse\x12M\n" +
-	"\rGetQuarantine\x12\".txmanager.v1.GetQuarantineRequest\x1a\x18.txmanager.v1.Quarantine\x12M\n" +
-	"\rReleaseSigner\x12\".txmanager.v1.ReleaseSignerRequest\x1a\x18.txmanager.v1.QuarantineB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\xd5\x06\n" +
+	"\fAdminService\x12{\n" +
+	"\x0fGetSignerStatus\x12$.txmanager.v1.GetSignerStatusRequest\x1a\x1a.txmanager.v1.SignerStatus\"&\x82\xd3\xe4\x93\x02 \x12\x1e/api/v1/admin/signers/{signer}\x12q\n" +
+	"\vListSigners\x12 .txmanager.v1.ListSignersRequest\x1a!.txmanager.v1.ListSignersResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/api/v1/admin/signers\x12i\n" +
+	"\tListStuck\x12\x1e.txmanager.v1.ListStuckRequest\x1a\x1f.txmanager.v1.ListStuckResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/api/v1/admin/stuck\x12i\n" +
+	"\tListNodes\x12\x1e.txmanager.v1.ListNodesRequest\x1a\x1f.txmanager.v1.ListNodesResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/api/v1/admin/nodes\x12y\n" +
+	"\tResolveTx\x12\x1e.txmanager.v1.ResolveTxRequest\x1a\x1f.txmanager.v1.ResolveTxResponse\"+\x82\xd3\xe4\x93\x02%:\x01*\" /api/v1/admin/tx/{tx_id}/resolve\x12\x80\x01\n" +
+	"\rGetQuarantine\x12\".txmanager.v1.GetQuarantineRequest\x1a\x18.txmanager.v1.Quarantine\"1\x82\xd3\xe4\x93\x02+\x12)/api/v1/admin/signers/{signer}/quarantine\x12\x80\x01\n" +
+	"\rReleaseSigner\x12\".txmanager.v1.ReleaseSignerRequest\x1a\x18.txmanager.v1.Quarantine\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/api/v1/admin/signers/{signer}/releaseB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_admin_proto_rawDescOnce sync.Once
@@ -1090,7 +1197,7 @@ func file_api_txmanager_v1_admin_proto_rawDescGZIP() []byte {
 	return file_api_txmanager_v1_admin_proto_rawDescData
 }
 
-var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_api_txmanager_v1_admin_proto_goTypes = []any{
 	(*GetQuarantineRequest)(nil),   // 0: txmanager.v1.GetQuarantineRequest
 	(*ReleaseSignerRequest)(nil),   // 1: txmanager.v1.ReleaseSignerRequest
@@ -1100,41 +1207,46 @@ var file_api_txmanager_v1_admin_proto_goTypes = []any{
 	(*ResolveTxResponse)(nil),      // 5: txmanager.v1.ResolveTxResponse
 	(*GetSignerStatusRequest)(nil), // 6: txmanager.v1.GetSignerStatusRequest
 	(*SignerStatus)(nil),           // 7: txmanager.v1.SignerStatus
-	(*ListStuckRequest)(nil),       // 8: txmanager.v1.ListStuckRequest
-	(*ListStuckResponse)(nil),      // 9: txmanager.v1.ListStuckResponse
-	(*ListNodesRequest)(nil),       // 10: txmanager.v1.ListNodesRequest
-	(*Node)(nil),                   // 11: txmanager.v1.Node
-	(*ListNodesResponse)(nil),      // 12: txmanager.v1.ListNodesResponse
-	(*timestamppb.Timestamp)(nil),  // 13: google.protobuf.Timestamp
-	(*Tx)(nil),                     // 14: txmanager.v1.Tx
+	(*ListSignersRequest)(nil),     // 8: txmanager.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),    // 9: txmanager.v1.ListSignersResponse
+	(*ListStuckRequest)(nil),       // 10: txmanager.v1.ListStuckRequest
+	(*ListStuckResponse)(nil),      // 11: txmanager.v1.ListStuckResponse
+	(*ListNodesRequest)(nil),       // 12: txmanager.v1.ListNodesRequest
+	(*Node)(nil),                   // 13: txmanager.v1.Node
+	(*ListNodesResponse)(nil),      // 14: txmanager.v1.ListNodesResponse
+	(*timestamppb.Timestamp)(nil),  // 15: google.protobuf.Timestamp
+	(*Tx)(nil),                     // 16: txmanager.v1.Tx
 }
 var file_api_txmanager_v1_admin_proto_depIdxs = []int32{
-	13, // 0: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
-	13, // 1: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
+	15, // 0: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
+	15, // 1: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
 	3,  // 2: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
-	14, // 3: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
-	13, // 4: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
-	14, // 5: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
-	13, // 6: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	13, // 7: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
-	11, // 8: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
-	6,  // 9: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
-	8,  // 10: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
-	10, // 11: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
-	4,  // 12: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
-	0,  // 13: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
-	1,  // 14: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
-	7,  // 15: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
-	9,  // 16: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
-	12, // 17: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
-	5,  // 18: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
-	2,  // 19: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
-	2,  // 20: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	16, // 3: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
+	15, // 4: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 5: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
+	16, // 6: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
+	15, // 7: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	15, // 8: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
+	13, // 9: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
+	6,  // 10: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
+	8,  // 11: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
+	10, // 12: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
+	12, // 13: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
+	4,  // 14: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
+	0,  // 15: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
+	1,  // 16: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
+	7,  // 17: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
+	9,  // 18: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
+	11, // 19: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
+	14, // 20: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
+	5,  // 21: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
+	2,  // 22: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
+	2,  // 23: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
+	17, // [17:24] is the sub-list for method output_type
+	10, // [10:17] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_admin_proto_init() }
@@ -1149,7 +1261,7 @@ func file_api_txmanager_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_txmanager_v1_admin_proto_rawDesc), len(file_api_txmanager_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	AdminService_GetSignerStatus_FullMethodName = "/txmanager.v1.AdminService/GetSignerStatus"
+	AdminService_ListSigners_FullMethodName     = "/txmanager.v1.AdminService/ListSigners"
 	AdminService_ListStuck_FullMethodName       = "/txmanager.v1.AdminService/ListStuck"
 	AdminService_ListNodes_FullMethodName       = "/txmanager.v1.AdminService/ListNodes"
 	AdminService_ResolveTx_FullMethodName       = "/txmanager.v1.AdminService/ResolveTx"
@@ -32,19 +33,13 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // AdminService is for operators (admin permission required).
-//
-// HTTP bindings (hand-written, see admin_http.go):
-//
-//	POST /api/v1/admin/tx/{tx_id}/resolve   ResolveTx
-//	GET  /api/v1/admin/signers/{signer}     GetSignerStatus
-//	GET  /api/v1/admin/stuck?signer=&limit= ListStuck
-//	GET  /api/v1/admin/nodes                ListNodes
-//	GET  /api/v1/admin/signers/{signer}/quarantine?from_nonce=&limit=   GetQuarantine
-//	POST /api/v1/admin/signers/{signer}/release      ReleaseSigner
 type AdminServiceClient interface {
 	// GetSignerStatus: the signer's lease (owner, token), next nonce, pending depth, oldest
-	// pending age and stuck count.
+	// pending age, stuck count and whether it is quarantined.
 	GetSignerStatus(ctx context.Context, in *GetSignerStatusRequest, opts ...grpc.CallOption) (*SignerStatus, error)
+	// ListSigners: every signer this node holds a key for, with its status, on each chain it
+	// serves (or on one).
+	ListSigners(ctx context.Context, in *ListSignersRequest, opts ...grpc.CallOption) (*ListSignersResponse, error)
 	// ListStuck lists STUCK transactions, oldest first.
 	ListStuck(ctx context.Context, in *ListStuckRequest, opts ...grpc.CallOption) (*ListStuckResponse, error)
 	// ListNodes lists the service instances in the node registry.
@@ -72,6 +67,16 @@ func (c *adminServiceClient) GetSignerStatus(ctx context.Context, in *GetSignerS
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SignerStatus)
 	err := c.cc.Invoke(ctx, AdminService_GetSignerStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListSigners(ctx context.Context, in *ListSignersRequest, opts ...grpc.CallOption) (*ListSignersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSignersResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListSigners_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -133,19 +138,13 @@ func (c *adminServiceClient) ReleaseSigner(ctx context.Context, in *ReleaseSigne
 // for forward compatibility.
 //
 // AdminService is for operators (admin permission required).
-//
-// HTTP bindings (hand-written, see admin_http.go):
-//
-//	POST /api/v1/admin/tx/{tx_id}/resolve   ResolveTx
-//	GET  /api/v1/admin/signers/{signer}     GetSignerStatus
-//	GET  /api/v1/admin/stuck?signer=&limit= ListStuck
-//	GET  /api/v1/admin/nodes                ListNodes
-//	GET  /api/v1/admin/signers/{signer}/quarantine?from_nonce=&limit=   GetQuarantine
-//	POST /api/v1/admin/signers/{signer}/release      ReleaseSigner
 type AdminServiceServer interface {
 	// GetSignerStatus: the signer's lease (owner, token), next nonce, pending depth, oldest
-	// pending age and stuck count.
+	// pending age, stuck count and whether it is quarantined.
 	GetSignerStatus(context.Context, *GetSignerStatusRequest) (*SignerStatus, error)
+	// ListSigners: every signer this node holds a key for, with its status, on each chain it
+	// serves (or on one).
+	ListSigners(context.Context, *ListSignersRequest) (*ListSignersResponse, error)
 	// ListStuck lists STUCK transactions, oldest first.
 	ListStuck(context.Context, *ListStuckRequest) (*ListStuckResponse, error)
 	// ListNodes lists the service instances in the node registry.
@@ -171,6 +170,9 @@ type UnimplementedAdminServiceServer struct{}
 
 func (UnimplementedAdminServiceServer) GetSignerStatus(context.Context, *GetSignerStatusRequest) (*SignerStatus, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSignerStatus not implemented")
+}
+func (UnimplementedAdminServiceServer) ListSigners(context.Context, *ListSignersRequest) (*ListSignersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSigners not implemented")
 }
 func (UnimplementedAdminServiceServer) ListStuck(context.Context, *ListStuckRequest) (*ListStuckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListStuck not implemented")
@@ -222,6 +224,24 @@ func _AdminService_GetSignerStatus_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServiceServer).GetSignerStatus(ctx, req.(*GetSignerStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListSigners_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSignersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListSigners(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListSigners_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListSigners(ctx, req.(*ListSignersRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -326,6 +346,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetSignerStatus",
 			Handler:    _AdminService_GetSignerStatus_Handler,
+		},
+		{
+			MethodName: "ListSigners",
+			Handler:    _AdminService_ListSigners_Handler,
 		},
 		{
 			MethodName: "ListStuck",

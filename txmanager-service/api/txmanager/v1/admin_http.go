@@ -14,6 +14,7 @@ import (
 type AdminServiceHTTPServer interface {
 	ResolveTx(context.Context, *ResolveTxRequest) (*ResolveTxResponse, error)
 	GetSignerStatus(context.Context, *GetSignerStatusRequest) (*SignerStatus, error)
+	ListSigners(context.Context, *ListSignersRequest) (*ListSignersResponse, error)
 	ListStuck(context.Context, *ListStuckRequest) (*ListStuckResponse, error)
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	GetQuarantine(context.Context, *GetQuarantineRequest) (*Quarantine, error)
@@ -40,6 +41,13 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 		}
 		in := GetSignerStatusRequest{Signer: ctx.Vars().Get("signer"), ChainId: chainID}
 		return serve(ctx, AdminService_GetSignerStatus_FullMethodName, &in, srv.GetSignerStatus)
+	})
+	r.GET("/api/v1/admin/signers", func(ctx http.Context) error {
+		chainID, err := queryChainID(ctx.Request().URL.Query())
+		if err != nil {
+			return err
+		}
+		return serve(ctx, AdminService_ListSigners_FullMethodName, &ListSignersRequest{ChainId: chainID}, srv.ListSigners)
 	})
 	r.GET("/api/v1/admin/stuck", func(ctx http.Context) error {
 		q := ctx.Request().URL.Query()
@@ -68,9 +76,14 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 			return err
 		}
 		in := GetQuarantineRequest{Signer: ctx.Vars().Get("signer"), Limit: limit, ChainId: chainID}
-		if raw := q.Get("from_nonce"); raw != "" {
+		// fromNonce is the proto JSON name (the OpenAPI document's); from_nonce is older.
+		raw, name := q.Get("fromNonce"), "fromNonce"
+		if raw == "" {
+			raw, name = q.Get("from_nonce"), "from_nonce"
+		}
+		if raw != "" {
 			if in.FromNonce, err = strconv.ParseUint(raw, 10, 64); err != nil {
-				return InvalidArgument("from_nonce", "must be a non-negative integer")
+				return InvalidArgument(name, "must be a non-negative integer")
 			}
 		}
 		return serve(ctx, AdminService_GetQuarantine_FullMethodName, &in, srv.GetQuarantine)

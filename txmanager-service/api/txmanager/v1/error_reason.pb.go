@@ -7,6 +7,7 @@
 package v1
 
 import (
+	_ "github.com/go-kratos/kratos/v2/errors"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -22,7 +23,10 @@ const (
 )
 
 // ErrorReason is the stable reason carried by every error the API returns (the `reason`
-// field of the JSON body over HTTP, ErrorInfo.reason over gRPC). Clients branch on it.
+// field of the JSON body over HTTP, ErrorInfo.reason over gRPC). Clients branch on it: Go
+// callers with the generated IsX(err) helpers (error_reason_errors.pb.go), which the
+// service's ErrorX constructors pair with. (errors.code) is the HTTP status each reason is
+// answered with (UNAVAILABLE is 499 instead when the caller itself went away).
 type ErrorReason int32
 
 const (
@@ -152,31 +156,30 @@ var File_api_txmanager_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#api/txmanager/v1/error_reason.proto\x12\ftxmanager.v1*\xaf\x03\n" +
+	"#api/txmanager/v1/error_reason.proto\x12\ftxmanager.v1\x1a\x13errors/errors.proto*\xa7\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
-	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\n" +
-	"NOT_LEADER\x10\x01\x12\n" +
-	"\n" +
-	"\x06FENCED\x10\x02\x12\x18\n" +
-	"\x14IDEMPOTENCY_CONFLICT\x10\x03\x12\x14\n" +
-	"\x10INVALID_ARGUMENT\x10\x04\x12\r\n" +
-	"\tNOT_FOUND\x10\x05\x12\x0f\n" +
-	"\vUNAVAILABLE\x10\x06\x12\x12\n" +
-	"\x0eUNKNOWN_SIGNER\x10\a\x12\x12\n" +
-	"\x0eINTENT_REVERTS\x10\b\x12\x15\n" +
-	"\x11REQUEST_TOO_LARGE\x10\t\x12\x13\n" +
+	"NOT_LEADER\x10\x01\x1a\x04\xa8E\x99\x03\x12\x10\n" +
+	"\x06FENCED\x10\x02\x1a\x04\xa8E\x99\x03\x12\x1e\n" +
+	"\x14IDEMPOTENCY_CONFLICT\x10\x03\x1a\x04\xa8E\x99\x03\x12\x1a\n" +
+	"\x10INVALID_ARGUMENT\x10\x04\x1a\x04\xa8E\x90\x03\x12\x13\n" +
+	"\tNOT_FOUND\x10\x05\x1a\x04\xa8E\x94\x03\x12\x15\n" +
+	"\vUNAVAILABLE\x10\x06\x1a\x04\xa8E\xf7\x03\x12\x18\n" +
+	"\x0eUNKNOWN_SIGNER\x10\a\x1a\x04\xa8E\xa6\x03\x12\x18\n" +
+	"\x0eINTENT_REVERTS\x10\b\x1a\x04\xa8E\xa6\x03\x12\x1b\n" +
+	"\x11REQUEST_TOO_LARGE\x10\t\x1a\x04\xa8E\x90\x03\x12\x19\n" +
 	"\x0fUNAUTHENTICATED\x10\n" +
-	"\x12\x15\n" +
-	"\x11PERMISSION_DENIED\x10\v\x12\f\n" +
-	"\bINTERNAL\x10\f\x12\x16\n" +
-	"\x12METHOD_NOT_ALLOWED\x10\r\x12\x1a\n" +
-	"\x16UNSUPPORTED_MEDIA_TYPE\x10\x0e\x12\x10\n" +
-	"\fRATE_LIMITED\x10\x0f\x12\x16\n" +
-	"\x12INSUFFICIENT_FUNDS\x10\x10\x12\x12\n" +
-	"\x0eCURSOR_EXPIRED\x10\x11\x12\x13\n" +
-	"\x0fOUTCOME_UNKNOWN\x10\x12\x12\x16\n" +
-	"\x12SIGNER_QUARANTINED\x10\x13B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\x1a\x04\xa8E\x91\x03\x12\x1b\n" +
+	"\x11PERMISSION_DENIED\x10\v\x1a\x04\xa8E\x93\x03\x12\x12\n" +
+	"\bINTERNAL\x10\f\x1a\x04\xa8E\xf4\x03\x12\x1c\n" +
+	"\x12METHOD_NOT_ALLOWED\x10\r\x1a\x04\xa8E\x95\x03\x12 \n" +
+	"\x16UNSUPPORTED_MEDIA_TYPE\x10\x0e\x1a\x04\xa8E\x9f\x03\x12\x16\n" +
+	"\fRATE_LIMITED\x10\x0f\x1a\x04\xa8E\xad\x03\x12\x1c\n" +
+	"\x12INSUFFICIENT_FUNDS\x10\x10\x1a\x04\xa8E\xa6\x03\x12\x18\n" +
+	"\x0eCURSOR_EXPIRED\x10\x11\x1a\x04\xa8E\x9a\x03\x12\x19\n" +
+	"\x0fOUTCOME_UNKNOWN\x10\x12\x1a\x04\xa8E\xf7\x03\x12\x1c\n" +
+	"\x12SIGNER_QUARANTINED\x10\x13\x1a\x04\xa8E\x99\x03\x1a\x04\xa0E\xf4\x03B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_error_reason_proto_rawDescOnce sync.Once

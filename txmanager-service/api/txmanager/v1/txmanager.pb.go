@@ -7,6 +7,7 @@
 package v1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -194,8 +195,12 @@ func (x *CreateTxResponse) GetCreated() bool {
 }
 
 type GetTxRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TxId          string                 `protobuf:"bytes,1,opt,name=tx_id,json=txId,proto3" json:"tx_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	TxId  string                 `protobuf:"bytes,1,opt,name=tx_id,json=txId,proto3" json:"tx_id,omitempty"`
+	// Long-poll: while the transaction is not final (CONFIRMED or FAILED_FINAL), wait up to
+	// this long for it to become final, then answer with it as it is; a longer wait is cut
+	// to the service's feed.maxWait (30s by default). HTTP: ?wait=10s (or seconds).
+	Wait          *durationpb.Duration `protobuf:"bytes,2,opt,name=wait,proto3" json:"wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -237,12 +242,21 @@ func (x *GetTxRequest) GetTxId() string {
 	return ""
 }
 
+func (x *GetTxRequest) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
 type GetTxByRequestRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Signer    string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
 	RequestId string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The chain the request was sent on; required when the deployment serves more than one.
-	ChainId       uint64 `protobuf:"varint,3,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	ChainId uint64 `protobuf:"varint,3,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	// Long-poll as GetTxRequest.wait.
+	Wait          *durationpb.Duration `protobuf:"bytes,4,opt,name=wait,proto3" json:"wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -296,6 +310,13 @@ func (x *GetTxByRequestRequest) GetChainId() uint64 {
 		return x.ChainId
 	}
 	return 0
+}
+
+func (x *GetTxByRequestRequest) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
 }
 
 // Tx is a managed transaction as clients see it: state and final evidence, not the
@@ -857,7 +878,7 @@ var File_api_txmanager_v1_txmanager_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\n" +
-	" api/txmanager/v1/txmanager.proto\x12\ftxmanager.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x02\n" +
+	" api/txmanager/v1/txmanager.proto\x12\ftxmanager.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x02\n" +
 	"\x0fCreateTxRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1d\n" +
 	"\n" +
@@ -871,14 +892,16 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\bchain_id\x18\t \x01(\x04R\achainId\"N\n" +
 	"\x10CreateTxResponse\x12 \n" +
 	"\x02tx\x18\x01 \x01(\v2\x10.txmanager.v1.TxR\x02tx\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"#\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"R\n" +
 	"\fGetTxRequest\x12\x13\n" +
-	"\x05tx_id\x18\x01 \x01(\tR\x04txId\"i\n" +
+	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12-\n" +
+	"\x04wait\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x98\x01\n" +
 	"\x15GetTxByRequestRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
-	"\bchain_id\x18\x03 \x01(\x04R\achainId\"\xd2\x04\n" +
+	"\bchain_id\x18\x03 \x01(\x04R\achainId\x12-\n" +
+	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\xd2\x04\n" +
 	"\x02Tx\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
 	"\x06signer\x18\x02 \x01(\tR\x06signer\x12\x1d\n" +
@@ -932,12 +955,13 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	" \x01(\x04R\achainId\"i\n" +
 	"\x17ListCompletionsResponse\x12:\n" +
 	"\vcompletions\x18\x01 \x03(\v2\x18.txmanager.v1.CompletionR\vcompletions\x12\x12\n" +
-	"\x04next\x18\x02 \x01(\tR\x04next2\x8d\x03\n" +
-	"\tTxService\x12I\n" +
-	"\bCreateTx\x12\x1d.txmanager.v1.CreateTxRequest\x1a\x1e.txmanager.v1.CreateTxResponse\x125\n" +
-	"\x05GetTx\x12\x1a.txmanager.v1.GetTxRequest\x1a\x10.txmanager.v1.Tx\x12G\n" +
-	"\x0eGetTxByRequest\x12#.txmanager.v1.GetTxByRequestRequest\x1a\x10.txmanager.v1.Tx\x12^\n" +
-	"\x0fListCompletions\x12$.txmanager.v1.ListCompletionsRequest\x1a%.txmanager.v1.ListCompletionsResponse\x12U\n" +
+	"\x04next\x18\x02 \x01(\tR\x04next2\xff\x03\n" +
+	"\tTxService\x12`\n" +
+	"\bCreateTx\x12\x1d.txmanager.v1.CreateTxRequest\x1a\x1e.txmanager.v1.CreateTxResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
+	"/api/v1/tx\x12Q\n" +
+	"\x05GetTx\x12\x1a.txmanager.v1.GetTxRequest\x1a\x10.txmanager.v1.Tx\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/api/v1/tx/{tx_id}\x12f\n" +
+	"\x0eGetTxByRequest\x12#.txmanager.v1.GetTxByRequestRequest\x1a\x10.txmanager.v1.Tx\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/api/v1/tx/by-request\x12~\n" +
+	"\x0fListCompletions\x12$.txmanager.v1.ListCompletionsRequest\x1a%.txmanager.v1.ListCompletionsResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/api/v1/tx/completions\x12U\n" +
 	"\x10WatchCompletions\x12%.txmanager.v1.WatchCompletionsRequest\x1a\x18.txmanager.v1.Completion0\x01B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
@@ -964,33 +988,35 @@ var file_api_txmanager_v1_txmanager_proto_goTypes = []any{
 	(*WatchCompletionsRequest)(nil), // 7: txmanager.v1.WatchCompletionsRequest
 	(*Completion)(nil),              // 8: txmanager.v1.Completion
 	(*ListCompletionsResponse)(nil), // 9: txmanager.v1.ListCompletionsResponse
-	(*timestamppb.Timestamp)(nil),   // 10: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 11: google.protobuf.Duration
+	(*durationpb.Duration)(nil),     // 10: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 11: google.protobuf.Timestamp
 }
 var file_api_txmanager_v1_txmanager_proto_depIdxs = []int32{
 	4,  // 0: txmanager.v1.CreateTxResponse.tx:type_name -> txmanager.v1.Tx
-	5,  // 1: txmanager.v1.Tx.receipt:type_name -> txmanager.v1.Receipt
-	10, // 2: txmanager.v1.Tx.created_at:type_name -> google.protobuf.Timestamp
-	10, // 3: txmanager.v1.Tx.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 4: txmanager.v1.Tx.confirmed_at:type_name -> google.protobuf.Timestamp
-	11, // 5: txmanager.v1.ListCompletionsRequest.wait:type_name -> google.protobuf.Duration
-	10, // 6: txmanager.v1.Completion.completed_at:type_name -> google.protobuf.Timestamp
-	8,  // 7: txmanager.v1.ListCompletionsResponse.completions:type_name -> txmanager.v1.Completion
-	0,  // 8: txmanager.v1.TxService.CreateTx:input_type -> txmanager.v1.CreateTxRequest
-	2,  // 9: txmanager.v1.TxService.GetTx:input_type -> txmanager.v1.GetTxRequest
-	3,  // 10: txmanager.v1.TxService.GetTxByRequest:input_type -> txmanager.v1.GetTxByRequestRequest
-	6,  // 11: txmanager.v1.TxService.ListCompletions:input_type -> txmanager.v1.ListCompletionsRequest
-	7,  // 12: txmanager.v1.TxService.WatchCompletions:input_type -> txmanager.v1.WatchCompletionsRequest
-	1,  // 13: txmanager.v1.TxService.CreateTx:output_type -> txmanager.v1.CreateTxResponse
-	4,  // 14: txmanager.v1.TxService.GetTx:output_type -> txmanager.v1.Tx
-	4,  // 15: txmanager.v1.TxService.GetTxByRequest:output_type -> txmanager.v1.Tx
-	9,  // 16: txmanager.v1.TxService.ListCompletions:output_type -> txmanager.v1.ListCompletionsResponse
-	8,  // 17: txmanager.v1.TxService.WatchCompletions:output_type -> txmanager.v1.Completion
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	10, // 1: txmanager.v1.GetTxRequest.wait:type_name -> google.protobuf.Duration
+	10, // 2: txmanager.v1.GetTxByRequestRequest.wait:type_name -> google.protobuf.Duration
+	5,  // 3: txmanager.v1.Tx.receipt:type_name -> txmanager.v1.Receipt
+	11, // 4: txmanager.v1.Tx.created_at:type_name -> google.protobuf.Timestamp
+	11, // 5: txmanager.v1.Tx.updated_at:type_name -> google.protobuf.Timestamp
+	11, // 6: txmanager.v1.Tx.confirmed_at:type_name -> google.protobuf.Timestamp
+	10, // 7: txmanager.v1.ListCompletionsRequest.wait:type_name -> google.protobuf.Duration
+	11, // 8: txmanager.v1.Completion.completed_at:type_name -> google.protobuf.Timestamp
+	8,  // 9: txmanager.v1.ListCompletionsResponse.completions:type_name -> txmanager.v1.Completion
+	0,  // 10: txmanager.v1.TxService.CreateTx:input_type -> txmanager.v1.CreateTxRequest
+	2,  // 11: txmanager.v1.TxService.GetTx:input_type -> txmanager.v1.GetTxRequest
+	3,  // 12: txmanager.v1.TxService.GetTxByRequest:input_type -> txmanager.v1.GetTxByRequestRequest
+	6,  // 13: txmanager.v1.TxService.ListCompletions:input_type -> txmanager.v1.ListCompletionsRequest
+	7,  // 14: txmanager.v1.TxService.WatchCompletions:input_type -> txmanager.v1.WatchCompletionsRequest
+	1,  // 15: txmanager.v1.TxService.CreateTx:output_type -> txmanager.v1.CreateTxResponse
+	4,  // 16: txmanager.v1.TxService.GetTx:output_type -> txmanager.v1.Tx
+	4,  // 17: txmanager.v1.TxService.GetTxByRequest:output_type -> txmanager.v1.Tx
+	9,  // 18: txmanager.v1.TxService.ListCompletions:output_type -> txmanager.v1.ListCompletionsResponse
+	8,  // 19: txmanager.v1.TxService.WatchCompletions:output_type -> txmanager.v1.Completion
+	15, // [15:20] is the sub-list for method output_type
+	10, // [10:15] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_txmanager_proto_init() }

@@ -30,20 +30,16 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// TxService creates managed EVM transactions and reports their progress (poll-only).
-//
-// HTTP bindings (hand-written over the same messages, see txmanager_http.go):
-//
-//	POST /api/v1/tx                                     CreateTx
-//	GET  /api/v1/tx/{tx_id}                             GetTx
-//	GET  /api/v1/tx/by-request?signer=&requestId=       GetTxByRequest
-//	GET  /api/v1/tx/completions?after=&limit=           ListCompletions
+// TxService creates managed EVM transactions and reports their progress.
 type TxServiceClient interface {
 	// CreateTx allocates a nonce for the intent and queues it for signing and submission.
 	// HTTP 202 for a new transaction, 200 for an idempotent replay (same signer, requestId
 	// and intent).
 	CreateTx(ctx context.Context, in *CreateTxRequest, opts ...grpc.CallOption) (*CreateTxResponse, error)
+	// GetTx reads a transaction by id; with wait it answers when the transaction is final.
 	GetTx(ctx context.Context, in *GetTxRequest, opts ...grpc.CallOption) (*Tx, error)
+	// GetTxByRequest reads a transaction by its signer and requestId; with wait it answers
+	// when the transaction is final.
 	GetTxByRequest(ctx context.Context, in *GetTxByRequestRequest, opts ...grpc.CallOption) (*Tx, error)
 	// ListCompletions pages through final results: a consumer that always passes the
 	// returned next cursor sees every completion exactly once.
@@ -125,20 +121,16 @@ type TxService_WatchCompletionsClient = grpc.ServerStreamingClient[Completion]
 // All implementations must embed UnimplementedTxServiceServer
 // for forward compatibility.
 //
-// TxService creates managed EVM transactions and reports their progress (poll-only).
-//
-// HTTP bindings (hand-written over the same messages, see txmanager_http.go):
-//
-//	POST /api/v1/tx                                     CreateTx
-//	GET  /api/v1/tx/{tx_id}                             GetTx
-//	GET  /api/v1/tx/by-request?signer=&requestId=       GetTxByRequest
-//	GET  /api/v1/tx/completions?after=&limit=           ListCompletions
+// TxService creates managed EVM transactions and reports their progress.
 type TxServiceServer interface {
 	// CreateTx allocates a nonce for the intent and queues it for signing and submission.
 	// HTTP 202 for a new transaction, 200 for an idempotent replay (same signer, requestId
 	// and intent).
 	CreateTx(context.Context, *CreateTxRequest) (*CreateTxResponse, error)
+	// GetTx reads a transaction by id; with wait it answers when the transaction is final.
 	GetTx(context.Context, *GetTxRequest) (*Tx, error)
+	// GetTxByRequest reads a transaction by its signer and requestId; with wait it answers
+	// when the transaction is final.
 	GetTxByRequest(context.Context, *GetTxByRequestRequest) (*Tx, error)
 	// ListCompletions pages through final results: a consumer that always passes the
 	// returned next cursor sees every completion exactly once.

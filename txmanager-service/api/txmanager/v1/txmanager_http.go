@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"time"
 
-	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/transport/http"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -65,7 +64,11 @@ func createTxHandler(srv TxServiceHTTPServer, opts HTTPOptions) http.HandlerFunc
 
 func getTxHandler(srv TxServiceHTTPServer) http.HandlerFunc {
 	return func(ctx http.Context) error {
-		in := GetTxRequest{TxId: ctx.Vars().Get("tx_id")}
+		wait, err := queryWait(ctx.Request().URL.Query())
+		if err != nil {
+			return err
+		}
+		in := GetTxRequest{TxId: ctx.Vars().Get("tx_id"), Wait: wait}
 		return serve(ctx, TxService_GetTx_FullMethodName, &in, srv.GetTx)
 	}
 }
@@ -77,7 +80,11 @@ func getTxByRequestHandler(srv TxServiceHTTPServer) http.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		in := GetTxByRequestRequest{Signer: q.Get("signer"), RequestId: q.Get("requestId"), ChainId: chainID}
+		wait, err := queryWait(q)
+		if err != nil {
+			return err
+		}
+		in := GetTxByRequestRequest{Signer: q.Get("signer"), RequestId: q.Get("requestId"), ChainId: chainID, Wait: wait}
 		if in.RequestId == "" {
 			in.RequestId = q.Get("request_id")
 		}
@@ -178,8 +185,8 @@ var strictJSON = protojson.UnmarshalOptions{DiscardUnknown: false}
 // posting here cross-site without a CORS preflight (text/plain and form posts need none).
 func DecodeJSONBody(r *nethttp.Request, maxBytes int64, msg proto.Message) error {
 	if mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mediaType != "application/json" {
-		return kerrors.New(nethttp.StatusUnsupportedMediaType, ErrorReason_UNSUPPORTED_MEDIA_TYPE.String(),
-			"Content-Type: the body must be sent as application/json").WithMetadata(map[string]string{"field": "Content-Type"})
+		return ErrorUnsupportedMediaType("Content-Type: the body must be sent as application/json").
+			WithMetadata(map[string]string{"field": "Content-Type"})
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBytes+1))
 	if err != nil {
@@ -203,12 +210,10 @@ func DecodeJSONBody(r *nethttp.Request, maxBytes int64, msg proto.Message) error
 
 // InvalidArgument is the API's answer to a malformed field: 400 INVALID_ARGUMENT naming it.
 func InvalidArgument(field, reason string) error {
-	return kerrors.New(nethttp.StatusBadRequest, ErrorReason_INVALID_ARGUMENT.String(), field+": "+reason).
-		WithMetadata(map[string]string{"field": field})
+	return ErrorInvalidArgument("%s: %s", field, reason).WithMetadata(map[string]string{"field": field})
 }
 
 // RequestTooLarge is the API's answer to a body over maxBytes.
 func RequestTooLarge(maxBytes int64) error {
-	return kerrors.New(nethttp.StatusBadRequest, ErrorReason_REQUEST_TOO_LARGE.String(),
-		"request body exceeds "+strconv.FormatInt(maxBytes, 10)+" bytes")
+	return ErrorRequestTooLarge("request body exceeds %d bytes", maxBytes)
 }

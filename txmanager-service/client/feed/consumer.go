@@ -1,4 +1,8 @@
-package txmclient
+// Package feed applies txmanager-service's completions feed exactly once in the caller's
+// own PostgreSQL database: each completion is handled in the same transaction
+// (lingo-utils/txmanager) that moves the consumer's cursor past it. It is a module of its
+// own so that callers of the core client (txmclient) do not pull in a database driver.
+package feed
 
 import (
 	"context"
@@ -11,11 +15,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	txmclient "github.com/bionicotaku/txmanager-service/client"
 )
 
-// ConsumerSchema is the table a Consumer keeps its cursor in, in the caller's database;
-// apply it with the caller's migrations.
-const ConsumerSchema = `CREATE TABLE IF NOT EXISTS txmanager_feed_cursor (
+// Schema is the table a Consumer keeps its cursor in, in the caller's database; apply it
+// with the caller's migrations.
+const Schema = `CREATE TABLE IF NOT EXISTS txmanager_feed_cursor (
     consumer   text        PRIMARY KEY,
     cursor     text        NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT now()
@@ -31,7 +36,7 @@ type Handler func(ctx context.Context, s txmanager.Session, c *v1.Completion) er
 // after the last completion applied. Two consumers with the same name take turns (the
 // cursor row is locked) and never apply a completion twice.
 type Consumer struct {
-	client  *Client
+	feed    Reader
 	tx      txmanager.Manager
 	name    string
 	handler Handler
@@ -41,9 +46,16 @@ type Consumer struct {
 	Page uint32
 }
 
+// Reader reads pages of the completions feed; *txmclient.Client is one.
+type Reader interface {
+	ListCompletions(ctx context.Context, after string, limit uint32, wait time.Duration) (*v1.ListCompletionsResponse, error)
+}
+
+var _ Reader = (*txmclient.Client)(nil)
+
 // NewConsumer builds a consumer named name (its cursor row) over the caller's database.
-func NewConsumer(client *Client, tx txmanager.Manager, name string, handler Handler) *Consumer {
-	return &Consumer{client: client, tx: tx, name: name, handler: handler, Wait: 25 * time.Second, Page: 100}
+func NewConsumer(feed Reader, tx txmanager.Manager, name string, handler Handler) *Consumer {
+	return &Consumer{feed: feed, tx: tx, name: name, handler: handler, Wait: 25 * time.Second, Page: 100}
 }
 
 // Run applies completions until ctx ends (it returns ctx's error) or the handler fails (it
@@ -54,16 +66,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		page, err := c.client.ListCompletions(ctx, cursor, c.Page, c.Wait)
+		page, err := c.feed.ListCompletions(ctx, cursor, c.Page, c.Wait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if again, after := Retryable(err); again {
+			if again, after := txmclient.Retryable(err); again {
 				sleep(ctx, max(after, time.Second))
 				continue
 			}
-			return fmt.Errorf("txmclient: read completions after %q: %w", cursor, err)
+			return fmt.Errorf("feed: read completions after %q: %w", cursor, err)
 		}
 		for _, completion := range page.GetCompletions() {
 			if err := c.apply(ctx, completion); err != nil {
@@ -76,7 +88,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 // cursor reads where this consumer stands ("" before its first completion).
 func (c *Consumer) cursor(ctx context.Context) (string, error) {
 	var cursor string
-	err := c.tx.WithinReadOnlyTx(ctx, txmanager.DefaultOptions().WithTraceName("txmclient.cursor"), func(ctx context.Context, s txmanager.Session) error {
+	err := c.tx.WithinReadOnlyTx(ctx, txmanager.DefaultOptions().WithTraceName("feed.cursor"), func(ctx context.Context, s txmanager.Session) error {
 		err := s.DB().QueryRow(ctx, "SELECT cursor FROM txmanager_feed_cursor WHERE consumer = $1", c.name).Scan(&cursor)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -84,7 +96,7 @@ func (c *Consumer) cursor(ctx context.Context) (string, error) {
 		return err
 	})
 	if err != nil {
-		return "", fmt.Errorf("txmclient: read cursor of %s: %w", c.name, err)
+		return "", fmt.Errorf("feed: read cursor of %s: %w", c.name, err)
 	}
 	return cursor, nil
 }
@@ -95,9 +107,9 @@ func (c *Consumer) cursor(ctx context.Context) (string, error) {
 func (c *Consumer) apply(ctx context.Context, completion *v1.Completion) error {
 	position, err := strconv.ParseInt(completion.GetCursor(), 10, 64)
 	if err != nil {
-		return fmt.Errorf("txmclient: completion %s has cursor %q: %w", completion.GetTxId(), completion.GetCursor(), err)
+		return fmt.Errorf("feed: completion %s has cursor %q: %w", completion.GetTxId(), completion.GetCursor(), err)
 	}
-	opts := txmanager.DefaultOptions().WithTraceName("txmclient.apply").WithRetries(3)
+	opts := txmanager.DefaultOptions().WithTraceName("feed.apply").WithRetries(3)
 	err = c.tx.WithinTx(ctx, opts, func(ctx context.Context, s txmanager.Session) error {
 		var stored string
 		err := s.DB().QueryRow(ctx, "SELECT cursor FROM txmanager_feed_cursor WHERE consumer = $1 FOR UPDATE", c.name).Scan(&stored)
@@ -122,7 +134,7 @@ func (c *Consumer) apply(ctx context.Context, completion *v1.Completion) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("txmclient: apply completion %s: %w", completion.GetTxId(), err)
+		return fmt.Errorf("feed: apply completion %s: %w", completion.GetTxId(), err)
 	}
 	return nil
 }

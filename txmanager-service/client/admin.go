@@ -1,0 +1,68 @@
+package txmclient
+
+import (
+	"context"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+)
+
+// The operators' calls need a credential with the admin grant. Reads are retried like any
+// read; an action (resolve, release) only after an answer saying it was not carried out.
+// chainID 0 means the deployment's only chain.
+
+// SignerStatus reports on one signer: its lease, next nonce, pending transactions, stuck
+// count and whether it is quarantined.
+func (c *Client) SignerStatus(ctx context.Context, chainID uint64, signer string) (*v1.SignerStatus, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.SignerStatus, error) {
+		return n.admin.GetSignerStatus(ctx, &v1.GetSignerStatusRequest{ChainId: chainID, Signer: signer})
+	})
+}
+
+// Signers reports on every signer the answering node holds a key for, on every chain it
+// serves (chainID 0) or on one.
+func (c *Client) Signers(ctx context.Context, chainID uint64) ([]*v1.SignerStatus, error) {
+	resp, err := retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.ListSignersResponse, error) {
+		return n.admin.ListSigners(ctx, &v1.ListSignersRequest{ChainId: chainID})
+	})
+	return resp.GetSigners(), err
+}
+
+// Quarantine reports a signer's quarantine, with what the chain holds at each nonce the
+// database does not know (from req.FromNonce, req.Limit of them; NextFromNonce pages on).
+func (c *Client) Quarantine(ctx context.Context, req *v1.GetQuarantineRequest) (*v1.Quarantine, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.Quarantine, error) {
+		return n.admin.GetQuarantine(ctx, req)
+	})
+}
+
+// ReleaseSigner ends a signer's quarantine once an operator has looked at its unknown
+// nonces; note is recorded.
+func (c *Client) ReleaseSigner(ctx context.Context, chainID uint64, signer, note string) (*v1.Quarantine, error) {
+	return retry(ctx, c, refusedOnly, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.Quarantine, error) {
+		return n.admin.ReleaseSigner(ctx, &v1.ReleaseSignerRequest{ChainId: chainID, Signer: signer, Note: note})
+	})
+}
+
+// ListStuck lists STUCK transactions, oldest first (of one signer when req.Signer is set).
+func (c *Client) ListStuck(ctx context.Context, req *v1.ListStuckRequest) ([]*v1.Tx, error) {
+	resp, err := retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.ListStuckResponse, error) {
+		return n.admin.ListStuck(ctx, req)
+	})
+	return resp.GetTxs(), err
+}
+
+// ResolveTx resolves one unmined transaction now: action NOOP, CANCEL, REPLACE or
+// PLACEHOLDER ("" lets the service's stuck hook decide); reason is recorded.
+func (c *Client) ResolveTx(ctx context.Context, txID, action, reason string) (*v1.ResolveTxResponse, error) {
+	return retry(ctx, c, refusedOnly, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.ResolveTxResponse, error) {
+		return n.admin.ResolveTx(ctx, &v1.ResolveTxRequest{TxId: txID, Action: action, Reason: reason})
+	})
+}
+
+// Nodes lists the service's instances (the node registry).
+func (c *Client) Nodes(ctx context.Context) ([]*v1.Node, error) {
+	resp, err := retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.ListNodesResponse, error) {
+		return n.admin.ListNodes(ctx, &v1.ListNodesRequest{})
+	})
+	return resp.GetNodes(), err
+}

@@ -1,0 +1,84 @@
+package txmclient
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+)
+
+// Watch calls fn with each completion of the feed after the cursor after ("" = from the
+// start of the feed), in feed order, as completions happen, until ctx ends (it returns
+// ctx's error), fn fails (it returns fn's error) or the service refuses the watch for good
+// (CURSOR_EXPIRED, PERMISSION_DENIED, ...).
+//
+// A broken stream is opened again, on the next endpoint when there are several, after the
+// last completion fn accepted: feed positions are the same on every node, so fn sees each
+// completion once across reconnects, restarts and nodes. To resume after this process
+// itself stops, keep the cursor of the last completion handled (Completion.Cursor) and
+// pass it as after; the feed consumer module does that in the caller's database.
+func (c *Client) Watch(ctx context.Context, after string, fn func(context.Context, *v1.Completion) error) error {
+	cursor, current := after, 0
+	backoff := c.cfg.Backoff
+	for {
+		delivered, err := c.watchOnce(ctx, c.nodes[current%len(c.nodes)], &cursor, fn)
+		var handlerErr *handlerError
+		switch {
+		case errors.As(err, &handlerErr):
+			return handlerErr.err
+		case ctx.Err() != nil:
+			return errors.Join(err, ctx.Err())
+		}
+		again, wait := Retryable(err)
+		// A stream the service ended (it is stopping) is picked up again like a broken one.
+		if !again && !errors.Is(err, io.EOF) {
+			return err
+		}
+		current++
+		if delivered {
+			backoff = c.cfg.Backoff
+		}
+		if wait == 0 {
+			wait = backoff
+			backoff = min(backoff*2, 5*time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// handlerError carries fn's error out of the stream loop untouched.
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string { return e.err.Error() }
+
+// watchOnce follows one stream until it breaks, moving *cursor past every completion fn
+// accepted, and reports whether it delivered any.
+func (c *Client) watchOnce(ctx context.Context, n node, cursor *string, fn func(context.Context, *v1.Completion) error) (bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ctx, err := c.withCredentials(ctx)
+	if err != nil {
+		return false, &handlerError{err}
+	}
+	stream, err := n.tx.WatchCompletions(ctx, &v1.WatchCompletionsRequest{After: *cursor})
+	if err != nil {
+		return false, err
+	}
+	delivered := false
+	for {
+		completion, err := stream.Recv()
+		if err != nil {
+			return delivered, err
+		}
+		if err := fn(ctx, completion); err != nil {
+			return delivered, &handlerError{err}
+		}
+		*cursor, delivered = completion.GetCursor(), true
+	}
+}
