@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/go-kratos/kratos/v2/log"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -198,10 +199,16 @@ func toAPIQuarantine(chainID uint64, q services.Quarantine) *v1.Quarantine {
 	for _, u := range q.Unknown {
 		item := &v1.UnknownNonce{Nonce: u.Nonce}
 		if u.Tx != nil {
-			item.Found, item.TxHash, item.BlockNumber = true, u.Tx.Hash.Hex(), u.Tx.BlockNumber
-			item.Value, item.Data = u.Tx.Value.String(), hexutil.Encode(u.Tx.Data)
+			item.Found, item.TxHash, item.BlockNumber, item.GasLimit = true, u.Tx.Hash.Hex(), u.Tx.BlockNumber, u.Tx.Gas
+			item.Value, item.Data, item.DataDigest = u.Tx.Value.String(), hexutil.Encode(u.Tx.Data), crypto.Keccak256Hash(u.Tx.Data).Hex()
 			if u.Tx.To != nil {
 				item.To = u.Tx.To.Hex()
+			}
+		}
+		if r := u.Recovered; r != nil {
+			item.RecoveredTxId, item.Adopted, item.AdoptedByRequestId = r.TxID.String(), r.RequestID != "", r.RequestID
+			if r.UnclaimedUntil != nil {
+				item.UnclaimedUntil = timestamppb.New(*r.UnclaimedUntil)
 			}
 		}
 		out.UnknownNonces = append(out.UnknownNonces, item)

@@ -188,6 +188,8 @@ func toAPICompletion(cpl services.Completion) *v1.Completion {
 		BlockNumber: cpl.BlockNumber,
 		CompletedAt: timestamppb.New(cpl.CompletedAt),
 		Placeholder: cpl.Placeholder,
+		RequestId:   cpl.RequestID,
+		Recovered:   cpl.Recovered,
 		Cursor:      cpl.Position.String(),
 	}
 	if cpl.TxHash != nil {
@@ -233,5 +235,6 @@ func toAPITx(tx domain.ManagedTx) *v1.Tx {
 	if tx.ConfirmedAt != nil {
 		out.ConfirmedAt = timestamppb.New(*tx.ConfirmedAt)
 	}
+	out.Recovered = tx.RecoveredAt != nil
 	return out
 }

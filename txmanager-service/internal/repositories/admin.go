@@ -77,3 +77,20 @@ func (r *AdminRepository) ReleaseQuarantine(ctx context.Context, signer, by, not
 	}
 	return n > 0, nil
 }
+
+// ListRecovered implements services.AdminStore.
+func (r *AdminRepository) ListRecovered(ctx context.Context, signer string, nonces []uint64) (map[uint64]services.RecoveredRow, error) {
+	p := sqlcdb.ListRecoveredParams{ChainID: r.chainID, Signer: signer, Nonces: make([]int64, len(nonces))}
+	for i, n := range nonces {
+		p.Nonces[i] = int64(n)
+	}
+	rows, err := r.q.ListRecovered(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("list recovered: %w", err)
+	}
+	out := make(map[uint64]services.RecoveredRow, len(rows))
+	for _, row := range rows {
+		out[uint64(row.Nonce)] = services.RecoveredRow{TxID: row.TxID, RequestID: row.RequestID, UnclaimedUntil: row.UnclaimedUntil}
+	}
+	return out, nil
+}

@@ -46,6 +46,8 @@ func (r *CompletionRepository) ListAfter(ctx context.Context, pos services.FeedP
 			BlockNumber: uint64(row.BlockNumber.Int64),
 			CompletedAt: row.CompletedAt,
 			Placeholder: row.Placeholder,
+			RequestID:   row.RequestID,
+			Recovered:   row.Recovered,
 			Position:    services.FeedPosition(row.FeedPosition),
 		}
 		if row.TxHash.Valid {

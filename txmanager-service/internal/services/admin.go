@@ -34,6 +34,8 @@ type AdminStore interface {
 	GetQuarantine(ctx context.Context, signer string) (Quarantine, error)
 	// ReleaseQuarantine releases a live quarantine and reports whether there was one.
 	ReleaseQuarantine(ctx context.Context, signer, by, note string) (bool, error)
+	// ListRecovered returns the rows recovery recorded at the given nonces, by nonce.
+	ListRecovered(ctx context.Context, signer string, nonces []uint64) (map[uint64]RecoveredRow, error)
 }
 
 // TxResolver resolves one unmined transaction now (the pipeline's stuck stage); action ""
@@ -151,14 +153,26 @@ type UnknownNonce struct {
 	Nonce uint64
 	// Tx is what the chain holds there; nil when the scanned blocks do not show it.
 	Tx *SentTx
+	// Recovered is the row recovery recorded for it (nil when none was recorded).
+	Recovered *RecoveredRow
+}
+
+// RecoveredRow is a transaction recovery recorded at a lost nonce: adopted by a retried
+// create (RequestID) or adoptable until UnclaimedUntil.
+type RecoveredRow struct {
+	TxID           uuid.UUID
+	RequestID      string
+	UnclaimedUntil *time.Time
 }
 
 // maxUnknownListed bounds the nonces one report looks up on chain; a longer listing is
 // paged.
 const maxUnknownListed = 256
 
-// GetQuarantine reports the signer's quarantine, if any, with the contents of up to limit
-// unknown nonces from fromNonce on (limit 0 or above maxUnknownListed: maxUnknownListed).
+// GetQuarantine reports the signer's quarantine, if any (live or released), with the
+// contents of up to limit unknown nonces from fromNonce on (limit 0 or above
+// maxUnknownListed: maxUnknownListed): what the chain holds there and what recovery made of
+// it.
 func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string, fromNonce uint64, limit int) (Quarantine, error) {
 	addr, err := domain.ParseAddress("signer", signer)
 	if err != nil {
@@ -169,8 +183,8 @@ func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string, fromNo
 		return Quarantine{}, &domain.UnavailableError{Reason: "quarantine record", RetryAfter: time.Second, Err: err}
 	}
 	q.Signer = addr.Hex()
-	if !q.Quarantined {
-		return q, nil
+	if q.DetectedAt.IsZero() {
+		return q, nil // never quarantined
 	}
 	if limit <= 0 || limit > maxUnknownListed {
 		limit = maxUnknownListed
@@ -187,10 +201,17 @@ func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string, fromNo
 	if err != nil {
 		return Quarantine{}, &domain.UnavailableError{Reason: "chain look-up of the unknown nonces", RetryAfter: time.Second, Err: err}
 	}
+	recovered, err := uc.store.ListRecovered(ctx, addr.Hex(), nonces)
+	if err != nil {
+		return Quarantine{}, &domain.UnavailableError{Reason: "recovered transactions", RetryAfter: time.Second, Err: err}
+	}
 	for _, n := range nonces {
 		u := UnknownNonce{Nonce: n}
 		if tx, ok := found[n]; ok {
 			u.Tx = &tx
+		}
+		if row, ok := recovered[n]; ok {
+			u.Recovered = &row
 		}
 		q.Unknown = append(q.Unknown, u)
 	}

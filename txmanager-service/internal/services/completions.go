@@ -30,6 +30,10 @@ type Completion struct {
 	CompletedAt time.Time
 	// Placeholder: the service created this transaction to fill a nonce hole.
 	Placeholder bool
+	// RequestID is the request it executes ("" for none); Recovered: recovered from the
+	// chain after the database lost it.
+	RequestID string
+	Recovered bool
 	// Position is the row's place in the feed; its cursor resumes after it.
 	Position FeedPosition
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/test/e2e"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
@@ -224,8 +225,8 @@ func TestLostRequestsAreAnsweredWithTheirTransactionsOnChain(t *testing.T) {
 	for _, id := range []string{"lost-a", "lost-b"} {
 		want := onChain[id]
 		got := retry(request(id, map[string]string{"lost-a": "2", "lost-b": "3"}[id]))
-		if got.status != http.StatusOK || got.tx()["txHash"] != want {
-			t.Fatalf("retry of %s: %d %s, want 200 with its transaction on chain %s", id, got.status, got.raw, want)
+		if got.status != http.StatusOK || got.tx()["txHash"] != want || got.tx()["recovered"] != true {
+			t.Fatalf("retry of %s: %d %s, want 200 with its transaction on chain %s, marked recovered", id, got.status, got.raw, want)
 		}
 	}
 	twins := map[string]bool{}
@@ -238,7 +239,7 @@ func TestLostRequestsAreAnsweredWithTheirTransactionsOnChain(t *testing.T) {
 		twins[hash] = true
 	}
 	third := retry(request("twin-3", "7"))
-	if third.status != http.StatusAccepted || third.tx()["nonce"] != "5" {
+	if third.status != http.StatusAccepted || third.tx()["nonce"] != "5" || third.tx()["recovered"] != false {
 		t.Fatalf("a third identical request: %d %s, want 202 with a new transaction at nonce 5", third.status, third.raw)
 	}
 	// A replay of an adopted request is a replay like any other.
@@ -276,11 +277,39 @@ func TestLostRequestsAreAnsweredWithTheirTransactionsOnChain(t *testing.T) {
 	if n := second.count(t, "SELECT count(*) FROM managed_tx WHERE recovered_at IS NOT NULL AND request_id IS NOT NULL"); n != 4 {
 		t.Fatalf("%d adopted rows, want 4", n)
 	}
-	// Every adopted transaction is final with its completion in the feed, and no signer is
-	// left quarantined.
-	waitFor(t, 60*time.Second, "completions of every transaction", func() bool {
-		return second.count(t, "SELECT count(*) FROM tx_completions") == 6
-	})
+	// Every adopted transaction is final with its completion in the feed, marked recovered
+	// and naming the request that adopted it.
+	completions, err := e2e.NewClient(second.httpURL).ReadCompletions(ctx, 37, 6, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recoveredFor := map[string]bool{}
+	for _, c := range completions {
+		if c.GetRecovered() {
+			recoveredFor[c.GetRequestId()] = true
+		}
+	}
+	if want := map[string]bool{"lost-a": true, "lost-b": true, "twin-1": true, "twin-2": true}; !maps.Equal(recoveredFor, want) {
+		t.Fatalf("completions marked recovered, by request: %v, want %v", recoveredFor, want)
+	}
+	// The operator's listing shows each lost nonce's intent and the request that adopted it.
+	listing := second.do(t, http.MethodGet, "/api/v1/admin/signers/"+signer+"/quarantine", nil)
+	unknown, _ := listing.body["unknownNonces"].([]any)
+	if listing.status != http.StatusOK || listing.body["quarantined"] == true || len(unknown) != 4 {
+		t.Fatalf("quarantine listing after recovery: %d %s, want released with 4 unknown nonces", listing.status, listing.raw)
+	}
+	adoptedBy := map[string]bool{}
+	for _, u := range unknown {
+		entry, _ := u.(map[string]any)
+		if entry["found"] != true || entry["adopted"] != true || entry["gasLimit"] != "21000" || entry["dataDigest"] == "" || entry["recoveredTxId"] == "" {
+			t.Fatalf("unknown nonce entry without its intent or adoption: %v", entry)
+		}
+		adoptedBy[fmt.Sprint(entry["adoptedByRequestId"])] = true
+	}
+	if len(adoptedBy) != 4 {
+		t.Fatalf("adopted by %v, want four requests", adoptedBy)
+	}
+	// No signer is left quarantined.
 	if n := second.count(t, "SELECT count(*) FROM signer_quarantine WHERE released_at IS NULL"); n != 0 {
 		t.Fatalf("%d signers still quarantined", n)
 	}

@@ -169,8 +169,9 @@ type Quarantine struct {
 	ReleasedAt  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=released_at,json=releasedAt,proto3" json:"released_at,omitempty"`
 	ReleasedBy  string                 `protobuf:"bytes,8,opt,name=released_by,json=releasedBy,proto3" json:"released_by,omitempty"`
 	ReleaseNote string                 `protobuf:"bytes,9,opt,name=release_note,json=releaseNote,proto3" json:"release_note,omitempty"`
-	// What the chain holds at each unknown nonce (pending or mined); a nonce it does not show
-	// within the scanned blocks is listed without a transaction.
+	// What the chain holds at each unknown nonce (pending or mined), listed while the signer is
+	// quarantined and after its release; a nonce it does not show within the scanned blocks is
+	// listed without a transaction.
 	UnknownNonces []*UnknownNonce `protobuf:"bytes,10,rep,name=unknown_nonces,json=unknownNonces,proto3" json:"unknown_nonces,omitempty"`
 	// Non-zero when more unknown nonces follow: ask again with from_nonce set to it.
 	NextFromNonce uint64 `protobuf:"varint,11,opt,name=next_from_nonce,json=nextFromNonce,proto3" json:"next_from_nonce,omitempty"`
@@ -298,14 +299,25 @@ type UnknownNonce struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Nonce  uint64                 `protobuf:"varint,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	TxHash string                 `protobuf:"bytes,2,opt,name=tx_hash,json=txHash,proto3" json:"tx_hash,omitempty"`
-	To     string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
-	Value  string                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
-	Data   string                 `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
+	// The decoded intent of what the chain holds there: recipient, value, call data, its
+	// keccak-256 digest (what to compare with a request's data) and gas limit.
+	To    string `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Value string `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	Data  string `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
 	// 0 while pending.
-	BlockNumber   uint64 `protobuf:"varint,6,opt,name=block_number,json=blockNumber,proto3" json:"block_number,omitempty"`
-	Found         bool   `protobuf:"varint,7,opt,name=found,proto3" json:"found,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BlockNumber uint64 `protobuf:"varint,6,opt,name=block_number,json=blockNumber,proto3" json:"block_number,omitempty"`
+	Found       bool   `protobuf:"varint,7,opt,name=found,proto3" json:"found,omitempty"`
+	DataDigest  string `protobuf:"bytes,8,opt,name=data_digest,json=dataDigest,proto3" json:"data_digest,omitempty"`
+	GasLimit    uint64 `protobuf:"varint,9,opt,name=gas_limit,json=gasLimit,proto3" json:"gas_limit,omitempty"`
+	// Recovery (recovery.mode adopt-by-intent) recorded it as a transaction of its own:
+	// recovered_tx_id; a retried create adopted it (adopted_by_request_id), or it stays
+	// adoptable until unclaimed_until.
+	RecoveredTxId      string                 `protobuf:"bytes,10,opt,name=recovered_tx_id,json=recoveredTxId,proto3" json:"recovered_tx_id,omitempty"`
+	Adopted            bool                   `protobuf:"varint,11,opt,name=adopted,proto3" json:"adopted,omitempty"`
+	AdoptedByRequestId string                 `protobuf:"bytes,12,opt,name=adopted_by_request_id,json=adoptedByRequestId,proto3" json:"adopted_by_request_id,omitempty"`
+	UnclaimedUntil     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=unclaimed_until,json=unclaimedUntil,proto3" json:"unclaimed_until,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *UnknownNonce) Reset() {
@@ -385,6 +397,48 @@ func (x *UnknownNonce) GetFound() bool {
 		return x.Found
 	}
 	return false
+}
+
+func (x *UnknownNonce) GetDataDigest() string {
+	if x != nil {
+		return x.DataDigest
+	}
+	return ""
+}
+
+func (x *UnknownNonce) GetGasLimit() uint64 {
+	if x != nil {
+		return x.GasLimit
+	}
+	return 0
+}
+
+func (x *UnknownNonce) GetRecoveredTxId() string {
+	if x != nil {
+		return x.RecoveredTxId
+	}
+	return ""
+}
+
+func (x *UnknownNonce) GetAdopted() bool {
+	if x != nil {
+		return x.Adopted
+	}
+	return false
+}
+
+func (x *UnknownNonce) GetAdoptedByRequestId() string {
+	if x != nil {
+		return x.AdoptedByRequestId
+	}
+	return ""
+}
+
+func (x *UnknownNonce) GetUnclaimedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UnclaimedUntil
+	}
+	return nil
 }
 
 type ResolveTxRequest struct {
@@ -1115,7 +1169,7 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x0eunknown_nonces\x18\n" +
 	" \x03(\v2\x1a.txmanager.v1.UnknownNonceR\runknownNonces\x12&\n" +
 	"\x0fnext_from_nonce\x18\v \x01(\x04R\rnextFromNonce\x12\x19\n" +
-	"\bchain_id\x18\f \x01(\x04R\achainId\"\xb0\x01\n" +
+	"\bchain_id\x18\f \x01(\x04R\achainId\"\xa8\x03\n" +
 	"\fUnknownNonce\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\x12\x17\n" +
 	"\atx_hash\x18\x02 \x01(\tR\x06txHash\x12\x0e\n" +
@@ -1123,7 +1177,15 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x05value\x18\x04 \x01(\tR\x05value\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\tR\x04data\x12!\n" +
 	"\fblock_number\x18\x06 \x01(\x04R\vblockNumber\x12\x14\n" +
-	"\x05found\x18\a \x01(\bR\x05found\"W\n" +
+	"\x05found\x18\a \x01(\bR\x05found\x12\x1f\n" +
+	"\vdata_digest\x18\b \x01(\tR\n" +
+	"dataDigest\x12\x1b\n" +
+	"\tgas_limit\x18\t \x01(\x04R\bgasLimit\x12&\n" +
+	"\x0frecovered_tx_id\x18\n" +
+	" \x01(\tR\rrecoveredTxId\x12\x18\n" +
+	"\aadopted\x18\v \x01(\bR\aadopted\x121\n" +
+	"\x15adopted_by_request_id\x18\f \x01(\tR\x12adoptedByRequestId\x12C\n" +
+	"\x0funclaimed_until\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0eunclaimedUntil\"W\n" +
 	"\x10ResolveTxRequest\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x16\n" +
@@ -1221,32 +1283,33 @@ var file_api_txmanager_v1_admin_proto_depIdxs = []int32{
 	15, // 0: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
 	15, // 1: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
 	3,  // 2: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
-	16, // 3: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
-	15, // 4: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 5: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
-	16, // 6: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
-	15, // 7: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	15, // 8: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
-	13, // 9: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
-	6,  // 10: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
-	8,  // 11: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
-	10, // 12: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
-	12, // 13: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
-	4,  // 14: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
-	0,  // 15: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
-	1,  // 16: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
-	7,  // 17: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
-	9,  // 18: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
-	11, // 19: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
-	14, // 20: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
-	5,  // 21: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
-	2,  // 22: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
-	2,  // 23: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
-	17, // [17:24] is the sub-list for method output_type
-	10, // [10:17] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	15, // 3: txmanager.v1.UnknownNonce.unclaimed_until:type_name -> google.protobuf.Timestamp
+	16, // 4: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
+	15, // 5: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
+	7,  // 6: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
+	16, // 7: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
+	15, // 8: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	15, // 9: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
+	13, // 10: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
+	6,  // 11: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
+	8,  // 12: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
+	10, // 13: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
+	12, // 14: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
+	4,  // 15: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
+	0,  // 16: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
+	1,  // 17: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
+	7,  // 18: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
+	9,  // 19: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
+	11, // 20: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
+	14, // 21: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
+	5,  // 22: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
+	2,  // 23: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
+	2,  // 24: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_admin_proto_init() }

@@ -343,7 +343,11 @@ type Tx struct {
 	UpdatedAt      *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	ConfirmedAt    *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=confirmed_at,json=confirmedAt,proto3" json:"confirmed_at,omitempty"`
 	// The chain the transaction is for.
-	ChainId       uint64 `protobuf:"varint,18,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	ChainId uint64 `protobuf:"varint,18,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	// True for a transaction recovered from the chain after the database lost it (a failover
+	// to a standby that missed commits): the create that carried this requestId was answered
+	// with the transaction the chain already held, which executes the request once.
+	Recovered     bool `protobuf:"varint,19,opt,name=recovered,proto3" json:"recovered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -502,6 +506,13 @@ func (x *Tx) GetChainId() uint64 {
 		return x.ChainId
 	}
 	return 0
+}
+
+func (x *Tx) GetRecovered() bool {
+	if x != nil {
+		return x.Recovered
+	}
+	return false
 }
 
 type Receipt struct {
@@ -716,7 +727,13 @@ type Completion struct {
 	// The cursor that resumes after this completion.
 	Cursor string `protobuf:"bytes,9,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// The chain the transaction is for.
-	ChainId       uint64 `protobuf:"varint,10,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	ChainId uint64 `protobuf:"varint,10,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	// The request the transaction executes ("" when the create carried none).
+	RequestId string `protobuf:"bytes,11,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// True for a transaction recovered from the chain after the database lost it; its
+	// completion comes once a retried create adopted it (request_id), or, unclaimed, when
+	// recovery.adoptionWindow ends.
+	Recovered     bool `protobuf:"varint,12,opt,name=recovered,proto3" json:"recovered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -821,6 +838,20 @@ func (x *Completion) GetChainId() uint64 {
 	return 0
 }
 
+func (x *Completion) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Completion) GetRecovered() bool {
+	if x != nil {
+		return x.Recovered
+	}
+	return false
+}
+
 type ListCompletionsResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Completions []*Completion          `protobuf:"bytes,1,rep,name=completions,proto3" json:"completions,omitempty"`
@@ -901,7 +932,7 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
 	"\bchain_id\x18\x03 \x01(\x04R\achainId\x12-\n" +
-	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\xd2\x04\n" +
+	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\xf0\x04\n" +
 	"\x02Tx\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
 	"\x06signer\x18\x02 \x01(\tR\x06signer\x12\x1d\n" +
@@ -925,7 +956,8 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12=\n" +
 	"\fconfirmed_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\vconfirmedAt\x12\x19\n" +
-	"\bchain_id\x18\x12 \x01(\x04R\achainId\"\x97\x01\n" +
+	"\bchain_id\x18\x12 \x01(\x04R\achainId\x12\x1c\n" +
+	"\trecovered\x18\x13 \x01(\bR\trecovered\"\x97\x01\n" +
 	"\aReceipt\x12\x17\n" +
 	"\atx_hash\x18\x01 \x01(\tR\x06txHash\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\x04R\x06status\x12!\n" +
@@ -939,7 +971,7 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x19\n" +
 	"\bchain_id\x18\x04 \x01(\x04R\achainId\"/\n" +
 	"\x17WatchCompletionsRequest\x12\x14\n" +
-	"\x05after\x18\x01 \x01(\tR\x05after\"\xb7\x02\n" +
+	"\x05after\x18\x01 \x01(\tR\x05after\"\xf4\x02\n" +
 	"\n" +
 	"Completion\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
@@ -952,7 +984,10 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\vplaceholder\x18\b \x01(\bR\vplaceholder\x12\x16\n" +
 	"\x06cursor\x18\t \x01(\tR\x06cursor\x12\x19\n" +
 	"\bchain_id\x18\n" +
-	" \x01(\x04R\achainId\"i\n" +
+	" \x01(\x04R\achainId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\v \x01(\tR\trequestId\x12\x1c\n" +
+	"\trecovered\x18\f \x01(\bR\trecovered\"i\n" +
 	"\x17ListCompletionsResponse\x12:\n" +
 	"\vcompletions\x18\x01 \x03(\v2\x18.txmanager.v1.CompletionR\vcompletions\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\tR\x04next2\xff\x03\n" +

@@ -71,6 +71,8 @@ func appendTx(b []byte, x *Tx) []byte {
 	b = appendTimestamp(b, x.UpdatedAt)
 	b = append(b, `,"confirmedAt":`...)
 	b = appendTimestamp(b, x.ConfirmedAt)
+	b = append(b, `,"recovered":`...)
+	b = strconv.AppendBool(b, x.Recovered)
 	return append(b, '}')
 }
 

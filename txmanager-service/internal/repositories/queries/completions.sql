@@ -2,7 +2,8 @@
 -- Positions are assigned after commit by one sequencer transaction at a time, each above
 -- every earlier one and all of a round visible at once: a consumer paging by position
 -- never misses a completion and never sees one twice.
-SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder
+SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder,
+       COALESCE(t.request_id, '')::text AS request_id, (t.recovered_at IS NOT NULL)::bool AS recovered
 FROM tx_completions c
 JOIN managed_tx t ON t.tx_id = c.tx_id
 WHERE c.feed_position > @after_position::bigint

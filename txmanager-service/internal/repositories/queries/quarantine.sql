@@ -31,3 +31,10 @@ FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = @signer;
 -- takes the next nonce from the chain).
 UPDATE signer_quarantine SET released_at = now(), released_by = @released_by, release_note = @note
 WHERE chain_id = @chain_id AND signer = @signer AND released_at IS NULL;
+
+-- name: ListRecovered :many
+-- The rows recovery recorded at a quarantine's unknown nonces (the admin listing shows
+-- whether a retried create adopted each).
+SELECT nonce, tx_id, COALESCE(request_id, '')::text AS request_id, unclaimed_until
+FROM managed_tx
+WHERE chain_id = @chain_id AND signer = @signer AND nonce = ANY(@nonces::bigint[]) AND recovered_at IS NOT NULL;

@@ -71,7 +71,8 @@ func (q *Queries) FeedState(ctx context.Context) (FeedStateRow, error) {
 }
 
 const listCompletionsAfter = `-- name: ListCompletionsAfter :many
-SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder
+SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder,
+       COALESCE(t.request_id, '')::text AS request_id, (t.recovered_at IS NOT NULL)::bool AS recovered
 FROM tx_completions c
 JOIN managed_tx t ON t.tx_id = c.tx_id
 WHERE c.feed_position > $1::bigint
@@ -101,6 +102,8 @@ type ListCompletionsAfterRow struct {
 	TxHash       pgtype.Text
 	BlockNumber  pgtype.Int8
 	Placeholder  bool
+	RequestID    string
+	Recovered    bool
 }
 
 // Positions are assigned after commit by one sequencer transaction at a time, each above
@@ -133,6 +136,8 @@ func (q *Queries) ListCompletionsAfter(ctx context.Context, arg ListCompletionsA
 			&i.TxHash,
 			&i.BlockNumber,
 			&i.Placeholder,
+			&i.RequestID,
+			&i.Recovered,
 		); err != nil {
 			return nil, err
 		}

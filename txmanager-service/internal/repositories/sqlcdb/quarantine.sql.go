@@ -9,6 +9,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -50,6 +51,52 @@ func (q *Queries) GetQuarantine(ctx context.Context, arg GetQuarantineParams) (G
 		&i.ReleaseNote,
 	)
 	return i, err
+}
+
+const listRecovered = `-- name: ListRecovered :many
+SELECT nonce, tx_id, COALESCE(request_id, '')::text AS request_id, unclaimed_until
+FROM managed_tx
+WHERE chain_id = $1 AND signer = $2 AND nonce = ANY($3::bigint[]) AND recovered_at IS NOT NULL
+`
+
+type ListRecoveredParams struct {
+	ChainID int64
+	Signer  string
+	Nonces  []int64
+}
+
+type ListRecoveredRow struct {
+	Nonce          int64
+	TxID           uuid.UUID
+	RequestID      string
+	UnclaimedUntil *time.Time
+}
+
+// The rows recovery recorded at a quarantine's unknown nonces (the admin listing shows
+// whether a retried create adopted each).
+func (q *Queries) ListRecovered(ctx context.Context, arg ListRecoveredParams) ([]ListRecoveredRow, error) {
+	rows, err := q.db.Query(ctx, listRecovered, arg.ChainID, arg.Signer, arg.Nonces)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListRecoveredRow{}
+	for rows.Next() {
+		var i ListRecoveredRow
+		if err := rows.Scan(
+			&i.Nonce,
+			&i.TxID,
+			&i.RequestID,
+			&i.UnclaimedUntil,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const quarantineSigner = `-- name: QuarantineSigner :one
