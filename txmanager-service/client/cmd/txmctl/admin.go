@@ -176,18 +176,34 @@ func quarantineReport(w io.Writer, q *v1.Quarantine) error {
 	if len(q.GetUnknownNonces()) == 0 {
 		return nil
 	}
-	t := newTable(w, "  NONCE", "ON CHAIN", "TX HASH", "BLOCK", "TO", "VALUE")
+	t := newTable(w, "  NONCE", "ON CHAIN", "TX HASH", "BLOCK", "TO", "VALUE", "GAS", "DATA DIGEST", "RECOVERY")
 	for _, u := range q.GetUnknownNonces() {
-		onChain, block := "not seen", "-"
+		onChain, block, gas := "not seen", "-", "-"
 		if u.GetFound() {
-			onChain, block = "yes", fmt.Sprint(u.GetBlockNumber())
+			onChain, block, gas = "yes", fmt.Sprint(u.GetBlockNumber()), fmt.Sprint(u.GetGasLimit())
 			if u.GetBlockNumber() == 0 {
 				onChain, block = "pending", "-"
 			}
 		}
-		t.row("  "+fmt.Sprint(u.GetNonce()), onChain, orDash(u.GetTxHash()), block, orDash(u.GetTo()), orDash(u.GetValue()))
+		t.row("  "+fmt.Sprint(u.GetNonce()), onChain, orDash(u.GetTxHash()), block, orDash(u.GetTo()), orDash(u.GetValue()), gas,
+			orDash(u.GetDataDigest()), recoveryText(u))
 	}
 	return t.flush()
+}
+
+// recoveryText says what recovery made of an unknown nonce: adopted by a request, adoptable
+// until a time, or not recorded.
+func recoveryText(u *v1.UnknownNonce) string {
+	switch {
+	case u.GetAdopted():
+		return "adopted by " + u.GetAdoptedByRequestId()
+	case u.GetRecoveredTxId() != "" && u.GetUnclaimedUntil() != nil:
+		return "unclaimed until " + when(u.GetUnclaimedUntil())
+	case u.GetRecoveredTxId() != "":
+		return "recorded, unclaimed"
+	default:
+		return "-"
+	}
 }
 
 func releasedText(q *v1.Quarantine) string {
