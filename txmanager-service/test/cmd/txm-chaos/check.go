@@ -233,14 +233,14 @@ func servedPerChain(feed []*v1.Completion) map[uint64]map[string]int {
 // transactions, each with its number of completions, and its signed attempts.
 func readChainRecords(ctx context.Context, db *pgx.Conn, chainID uint64) (chainRecords, error) {
 	rs, err := db.Query(ctx, `SELECT m.tx_id::text, m.signer, m.nonce, m.state, m.created_at, coalesce(m.tx_hash, ''), coalesce(m.block_number, 0),
-		(SELECT count(*) FROM tx_completions c WHERE c.tx_id = m.tx_id AND c.chain_id = m.chain_id)
+		(SELECT count(*) FROM tx_completions c WHERE c.tx_id = m.tx_id AND c.chain_id = m.chain_id), m.unclaimed_until IS NOT NULL
 		FROM managed_tx m WHERE m.chain_id = $1`, chainID)
 	if err != nil {
 		return chainRecords{}, fmt.Errorf("managed txs: %w", err)
 	}
 	txs, err := pgx.CollectRows(rs, func(row pgx.CollectableRow) (managedTx, error) {
 		var tx managedTx
-		err := row.Scan(&tx.id, &tx.signer, &tx.nonce, &tx.state, &tx.createdAt, &tx.txHash, &tx.block, &tx.completions)
+		err := row.Scan(&tx.id, &tx.signer, &tx.nonce, &tx.state, &tx.createdAt, &tx.txHash, &tx.block, &tx.completions, &tx.heldForAdopter)
 		return tx, err
 	})
 	if err != nil {

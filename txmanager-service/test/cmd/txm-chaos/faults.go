@@ -21,6 +21,8 @@ type faultEvent struct {
 	began time.Time
 	// failed: the fault could not be carried through (the formation did not heal).
 	failed bool
+	// promoted is when a database failover's new primary was up (zero for other faults).
+	promoted time.Time
 }
 
 // start is when the fault began to bite.

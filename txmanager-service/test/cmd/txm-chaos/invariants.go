@@ -30,6 +30,9 @@ type managedTx struct {
 	block     uint64
 	// completions counts the completion rows written for it on its chain.
 	completions int
+	// heldForAdopter: recovered from the chain and not yet adopted, so its completion waits
+	// for the create that adopts it (or the end of the adoption window).
+	heldForAdopter bool
 }
 
 // attempt is one signed attempt: the transaction it is for and the nonce it used.
@@ -154,7 +157,22 @@ func finalCount(txs []managedTx) int {
 func finalWithoutOneCompletion(txs []managedTx) int {
 	n := 0
 	for _, tx := range txs {
-		if tx.state.Final() && tx.completions != 1 {
+		want := 1
+		if tx.heldForAdopter {
+			want = 0
+		}
+		if tx.state.Final() && tx.completions != want {
+			n++
+		}
+	}
+	return n
+}
+
+// heldForAdopters counts the final transactions whose completion waits for an adopter.
+func heldForAdopters(txs []managedTx) int {
+	n := 0
+	for _, tx := range txs {
+		if tx.state.Final() && tx.heldForAdopter {
 			n++
 		}
 	}
@@ -166,7 +184,7 @@ func finalWithoutOneCompletion(txs []managedTx) int {
 // feed served each tx id.
 func feedCounts(txs []managedTx, served map[string]int) (missing, twice int) {
 	for _, tx := range txs {
-		if tx.state.Final() && served[strings.ToLower(tx.id)] == 0 {
+		if tx.state.Final() && !tx.heldForAdopter && served[strings.ToLower(tx.id)] == 0 {
 			missing++
 		}
 	}

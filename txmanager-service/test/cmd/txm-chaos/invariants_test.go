@@ -179,6 +179,16 @@ func TestFinalAndCompletions(t *testing.T) {
 			final: 2, missingFeed: 1, served: map[string]int{"a0": 1, "zz": 1},
 		},
 		{
+			// A recovered transaction no create adopted yet: its completion is held back,
+			// neither missing nor owed to the feed; one that was written anyway is counted.
+			name: "completion held for an adopter",
+			txs: []managedTx{
+				with(mtx("a0", signerA, 0, 0), func(tx *managedTx) { tx.completions, tx.heldForAdopter = 0, true }),
+				with(mtx("a1", signerA, 1, 0), func(tx *managedTx) { tx.completions, tx.heldForAdopter = 1, true }),
+			},
+			final: 2, noCompletion: 1, served: map[string]int{"a1": 1},
+		},
+		{
 			name:  "tx ids compare without case",
 			txs:   []managedTx{mtx("AB", signerA, 0, 0)},
 			final: 1, served: map[string]int{"ab": 1},
