@@ -2,12 +2,14 @@ package domain_test
 
 import (
 	"errors"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/ethereum/go-ethereum/common"
 )
 
 func u64(v uint64) *uint64 { return &v }
@@ -177,5 +179,16 @@ func TestParseAddress(t *testing.T) {
 		if tt.wantOK && !strings.EqualFold(got.Hex(), tt.in) {
 			t.Fatalf("ParseAddress(%q) = %s", tt.in, got.Hex())
 		}
+	}
+}
+
+// Fingerprints are stored with every transaction and compared with later replays: their
+// encoding is pinned, so a refactor cannot turn a replay across an upgrade into a conflict.
+func TestFingerprintEncodingIsStable(t *testing.T) {
+	to := common.HexToAddress("0xbb")
+	req := domain.CreateRequest{Signer: common.HexToAddress("0xaa"),
+		Intent: domain.Intent{To: &to, Value: big.NewInt(5), Data: []byte{1, 2}, GasLimit: 21000, MaxFeePerGas: big.NewInt(9)}}
+	if got := fmt.Sprintf("%x", req.Fingerprint()); got != "fda79c519667172bc24c7a3309b9564abf9f52fbd0774998f737bdb0a3586520" {
+		t.Errorf("fingerprint %s: the stored encoding changed", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"hash"
 	"math/big"
 	"strings"
 	"unicode"
@@ -39,30 +40,13 @@ type CreateRequest struct {
 // client gave it (0 when left to estimation), so a replay matches before and after
 // estimation.
 func (r CreateRequest) Fingerprint() [32]byte {
-	h := sha256.New()
-	write := func(b []byte) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
-	}
-	write([]byte("txmanager-intent-v1"))
-	write(r.Signer.Bytes())
-	if r.Intent.To != nil {
-		write(r.Intent.To.Bytes())
-	} else {
-		write(nil)
-	}
-	write(bigBytes(r.Intent.Value))
-	write(r.Intent.Data)
+	h := newFieldHash("txmanager-intent-v1", r)
 	var gas [8]byte
 	binary.BigEndian.PutUint64(gas[:], r.Intent.GasLimit)
-	write(gas[:])
-	write(bigBytes(r.Intent.MaxFeePerGas))
-	write(bigBytes(r.Intent.MaxPriorityFeePerGas))
-	var sum [32]byte
-	h.Sum(sum[:0])
-	return sum
+	h.write(gas[:])
+	h.write(bigBytes(r.Intent.MaxFeePerGas))
+	h.write(bigBytes(r.Intent.MaxPriorityFeePerGas))
+	return h.sum()
 }
 
 // RecoveryKey identifies what a transaction does on chain, for recognising a lost
@@ -71,28 +55,42 @@ func (r CreateRequest) Fingerprint() [32]byte {
 // not in it (a retry may leave them to estimation, and re-pricing changes the fees), and
 // the chain is the row's own.
 func (r CreateRequest) RecoveryKey() [32]byte {
-	h := sha256.New()
-	write := func(b []byte) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
-	}
-	write([]byte("txmanager-recovery-v1"))
-	write(r.Signer.Bytes())
-	if r.Intent.To != nil {
-		write(r.Intent.To.Bytes())
-	} else {
-		write(nil)
-	}
 	value := r.Intent.Value
 	if value == nil {
 		value = new(big.Int)
 	}
-	write(value.Bytes())
-	write(r.Intent.Data)
+	r.Intent.Value = value
+	return newFieldHash("txmanager-recovery-v1", r).sum()
+}
+
+// fieldHash hashes length-prefixed fields, so no two field lists hash alike.
+type fieldHash struct{ h hash.Hash }
+
+// newFieldHash starts a hash with tag and the intent's signer, recipient, value and data.
+func newFieldHash(tag string, r CreateRequest) fieldHash {
+	f := fieldHash{h: sha256.New()}
+	f.write([]byte(tag))
+	f.write(r.Signer.Bytes())
+	if r.Intent.To != nil {
+		f.write(r.Intent.To.Bytes())
+	} else {
+		f.write(nil)
+	}
+	f.write(bigBytes(r.Intent.Value))
+	f.write(r.Intent.Data)
+	return f
+}
+
+func (f fieldHash) write(b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	f.h.Write(n[:])
+	f.h.Write(b)
+}
+
+func (f fieldHash) sum() [32]byte {
 	var sum [32]byte
-	h.Sum(sum[:0])
+	f.h.Sum(sum[:0])
 	return sum
 }
 

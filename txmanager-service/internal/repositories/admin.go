@@ -14,14 +14,11 @@ import (
 )
 
 // AdminRepository implements services.AdminStore.
-type AdminRepository struct {
-	q       *sqlcdb.Queries
-	chainID int64
-}
+type AdminRepository struct{ chainScoped }
 
 // NewAdminRepository builds the repository on the pool.
 func NewAdminRepository(pool *pgxpool.Pool, chain services.ChainID) *AdminRepository {
-	return &AdminRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
+	return &AdminRepository{newChainScoped(pool, chain)}
 }
 
 // SignerStatus implements services.AdminStore.
@@ -43,15 +40,7 @@ func (r *AdminRepository) ListStuck(ctx context.Context, signer string, limit in
 	if err != nil {
 		return nil, fmt.Errorf("list stuck: %w", err)
 	}
-	out := make([]domain.ManagedTx, 0, len(rows))
-	for _, row := range rows {
-		tx, err := toDomain(row)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, tx)
-	}
-	return out, nil
+	return toDomainRows(rows)
 }
 
 // GetQuarantine implements services.AdminStore.

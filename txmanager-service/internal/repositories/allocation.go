@@ -131,15 +131,7 @@ func (r AllocationRepository) FindUnclaimed(ctx context.Context, sess txmanager.
 	if err != nil {
 		return nil, fmt.Errorf("find unclaimed: %w", err)
 	}
-	out := make([]domain.ManagedTx, 0, len(rows))
-	for _, row := range rows {
-		tx, err := toDomain(row)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, tx)
-	}
-	return out, nil
+	return toDomainRows(rows)
 }
 
 // ClaimUnclaimed implements services.AllocationStore.

@@ -15,14 +15,11 @@ import (
 // AttemptRepository implements pipeline.AttemptStore (queries/attempts.sql): what every
 // stage that signs or sends records about attempts. Each write is one autocommitted, fenced
 // statement.
-type AttemptRepository struct {
-	q       *sqlcdb.Queries
-	chainID int64
-}
+type AttemptRepository struct{ chainScoped }
 
 // NewAttemptRepository builds the repository on the pool.
 func NewAttemptRepository(pool *pgxpool.Pool, chain services.ChainID) *AttemptRepository {
-	return &AttemptRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
+	return &AttemptRepository{newChainScoped(pool, chain)}
 }
 
 // RecordBroadcasts implements pipeline.AttemptStore.

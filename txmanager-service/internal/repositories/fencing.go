@@ -4,8 +4,11 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
 // fencedError is the one place a fenced statement that found the lease no longer ours
@@ -31,3 +34,14 @@ func fencedOutcome(lease domain.Lease, write string, leaseHeld bool, updated int
 }
 
 func text(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
+
+// chainScoped is what every repository of one chain holds: the queries on the pool and the
+// chain whose rows it reads and writes.
+type chainScoped struct {
+	q       *sqlcdb.Queries
+	chainID int64
+}
+
+func newChainScoped(pool *pgxpool.Pool, chain services.ChainID) chainScoped {
+	return chainScoped{q: sqlcdb.New(pool), chainID: chain.Int64()}
+}

@@ -12,14 +12,11 @@ import (
 )
 
 // FundsRepository implements services.FundsStore.
-type FundsRepository struct {
-	q       *sqlcdb.Queries
-	chainID int64
-}
+type FundsRepository struct{ chainScoped }
 
 // NewFundsRepository builds the repository on the pool.
 func NewFundsRepository(pool *pgxpool.Pool, chain services.ChainID) *FundsRepository {
-	return &FundsRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
+	return &FundsRepository{newChainScoped(pool, chain)}
 }
 
 // UnminedCost implements services.FundsStore.

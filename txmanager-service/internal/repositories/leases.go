@@ -16,14 +16,11 @@ import (
 
 // LeaseRepository implements services.LeaseStore. Each call is one autocommitted statement:
 // acquireOrRenew is atomic on its own.
-type LeaseRepository struct {
-	q       *sqlcdb.Queries
-	chainID int64
-}
+type LeaseRepository struct{ chainScoped }
 
 // NewLeaseRepository builds the repository on the pool.
 func NewLeaseRepository(pool *pgxpool.Pool, chain services.ChainID) *LeaseRepository {
-	return &LeaseRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
+	return &LeaseRepository{newChainScoped(pool, chain)}
 }
 
 // AcquireOrRenew implements services.LeaseStore.

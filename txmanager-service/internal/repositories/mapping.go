@@ -68,6 +68,19 @@ func decodeWei(s string) (*big.Int, error) {
 	return v, nil
 }
 
+// toDomainRows maps managed_tx rows, in order.
+func toDomainRows(rows []sqlcdb.ManagedTx) ([]domain.ManagedTx, error) {
+	out := make([]domain.ManagedTx, 0, len(rows))
+	for _, row := range rows {
+		tx, err := toDomain(row)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tx)
+	}
+	return out, nil
+}
+
 // toDomain maps a managed_tx row.
 func toDomain(row sqlcdb.ManagedTx) (domain.ManagedTx, error) {
 	tx := domain.ManagedTx{

@@ -11,14 +11,11 @@ import (
 )
 
 // OpenSignerRepository implements services.OpenSignerStore (queries/open_signers.sql).
-type OpenSignerRepository struct {
-	q       *sqlcdb.Queries
-	chainID int64
-}
+type OpenSignerRepository struct{ chainScoped }
 
 // NewOpenSignerRepository builds the repository on the pool.
 func NewOpenSignerRepository(pool *pgxpool.Pool, chain services.ChainID) *OpenSignerRepository {
-	return &OpenSignerRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
+	return &OpenSignerRepository{newChainScoped(pool, chain)}
 }
 
 // ListOpenSigners implements services.OpenSignerStore.

@@ -1,7 +1,6 @@
 package repositories_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -16,25 +15,8 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
-
-// syncBuffer is a log sink read while the pool writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // pgx's statement cache behind a transaction-mode pooler without prepared-statement support
 // (PgBouncer before 1.21, as Debian ships it) fails with an error that names only the
@@ -52,7 +34,7 @@ func TestPreparedStatementFailureBehindAPoolerNamesTheSetting(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = bouncer.Stop() })
 
-	var logs syncBuffer
+	var logs testsupport.LogBuffer
 	logger := log.NewStdLogger(&logs)
 	bc := &conf.Bootstrap{Database: conf.Database{DSN: bouncer.DSN("postgres"), MaxConns: 8, QueryExecMode: "cache_statement"}}
 	watch, err := repositories.NewServerWatch(logger, telemetry.Noop())

@@ -17,14 +17,11 @@ import (
 
 // ReceiptRepository implements receipts.Store (queries/receipts.sql): receipts and
 // finality. Each write is one autocommitted, fenced statement.
-type ReceiptRepository struct {
-	q       *sqlcdb.Queries
-	chainID int64
-}
+type ReceiptRepository struct{ chainScoped }
 
 // NewReceiptRepository builds the repository on the pool.
 func NewReceiptRepository(pool *pgxpool.Pool, chain services.ChainID) *ReceiptRepository {
-	return &ReceiptRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
+	return &ReceiptRepository{newChainScoped(pool, chain)}
 }
 
 // ListAwaitingReceipt implements receipts.Store.

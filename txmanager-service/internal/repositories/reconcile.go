@@ -15,14 +15,11 @@ import (
 
 // ReconcileRepository implements reconcile.Store (queries/reconcile.sql, and the quarantine
 // it shares with allocation). Each write is one autocommitted, fenced statement.
-type ReconcileRepository struct {
-	q       *sqlcdb.Queries
-	chainID int64
-}
+type ReconcileRepository struct{ chainScoped }
 
 // NewReconcileRepository builds the repository on the pool.
 func NewReconcileRepository(pool *pgxpool.Pool, chain services.ChainID) *ReconcileRepository {
-	return &ReconcileRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
+	return &ReconcileRepository{newChainScoped(pool, chain)}
 }
 
 // SignerChainCheck implements reconcile.Store.
@@ -49,15 +46,7 @@ func (r *ReconcileRepository) ListNonceTaken(ctx context.Context, signer string,
 	if err != nil {
 		return nil, fmt.Errorf("list nonce taken: %w", err)
 	}
-	out := make([]domain.ManagedTx, 0, len(rows))
-	for _, row := range rows {
-		tx, err := toDomain(row)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, tx)
-	}
-	return out, nil
+	return toDomainRows(rows)
 }
 
 // FailNonceTaken implements reconcile.Store.

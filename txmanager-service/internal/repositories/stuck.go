@@ -20,14 +20,11 @@ import (
 
 // StuckRepository implements stuck.Store (queries/stuck.sql). Each write is one
 // autocommitted, fenced statement.
-type StuckRepository struct {
-	q       *sqlcdb.Queries
-	chainID int64
-}
+type StuckRepository struct{ chainScoped }
 
 // NewStuckRepository builds the repository on the pool.
 func NewStuckRepository(pool *pgxpool.Pool, chain services.ChainID) *StuckRepository {
-	return &StuckRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
+	return &StuckRepository{newChainScoped(pool, chain)}
 }
 
 // HeadOfLine implements stuck.Store.

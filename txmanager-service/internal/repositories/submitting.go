@@ -19,14 +19,11 @@ import (
 
 // SubmittingRepository implements submitting.Store (queries/submitting.sql). Each write is one
 // autocommitted, fenced statement.
-type SubmittingRepository struct {
-	q       *sqlcdb.Queries
-	chainID int64
-}
+type SubmittingRepository struct{ chainScoped }
 
 // NewSubmittingRepository builds the repository on the pool.
 func NewSubmittingRepository(pool *pgxpool.Pool, chain services.ChainID) *SubmittingRepository {
-	return &SubmittingRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
+	return &SubmittingRepository{newChainScoped(pool, chain)}
 }
 
 // ListAllocated implements submitting.Store.
@@ -35,15 +32,7 @@ func (r *SubmittingRepository) ListAllocated(ctx context.Context, signer string,
 	if err != nil {
 		return nil, fmt.Errorf("list allocated: %w", err)
 	}
-	out := make([]domain.ManagedTx, 0, len(rows))
-	for _, row := range rows {
-		tx, err := toDomain(row)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, tx)
-	}
-	return out, nil
+	return toDomainRows(rows)
 }
 
 // MarkSigned implements submitting.Store.

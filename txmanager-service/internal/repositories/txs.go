@@ -17,14 +17,11 @@ import (
 )
 
 // TxRepository reads managed transactions; single-row reads need no transaction.
-type TxRepository struct {
-	q       *sqlcdb.Queries
-	chainID int64
-}
+type TxRepository struct{ chainScoped }
 
 // NewTxRepository builds the repository on the pool.
 func NewTxRepository(pool *pgxpool.Pool, chain services.ChainID) *TxRepository {
-	return &TxRepository{q: sqlcdb.New(pool), chainID: chain.Int64()}
+	return &TxRepository{newChainScoped(pool, chain)}
 }
 
 // GetByID implements services.TxReader.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,24 +20,6 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
-
-// syncBuffer is a log sink shared by the service's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // Issue 6: after a create -> confirm cycle /metrics carries every SPEC 4.9 metric, with a
 // non-zero sample where the cycle must have produced one.
@@ -170,7 +151,7 @@ func TestSecretsNeverReachTheLogs(t *testing.T) {
 	if err := os.WriteFile(secretFile, []byte(jwtSecret), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testsupport.LogBuffer{}
 	s := startService(t, serviceOptions{chain: sim, dsn: dsn, fastPipeline: true, logs: logs, configure: func(bc *conf.Bootstrap) {
 		bc.Signers.Keystore = conf.KeystoreSource{Dir: ksDir, PassphraseFile: passFile}
 		bc.Database.MigrationDSN = dsn

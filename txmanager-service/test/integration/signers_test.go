@@ -20,6 +20,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 	"github.com/bionicotaku/txmanager-service/test/gcpkms"
 	"github.com/bionicotaku/txmanager-service/test/localkms"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // Remote key sources behind the whole service on a simulated chain: AWS KMS (the local-kms
@@ -242,7 +243,7 @@ func TestRemoteSignersConfirm(t *testing.T) {
 func TestHungRemoteSignersCostTheirDeadline(t *testing.T) {
 	sim := newTestChain(t, 250*time.Millisecond)
 	remote := startRemoteSigners(t, sim, false)
-	logs := &syncBuffer{}
+	logs := &testsupport.LogBuffer{}
 	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, logs: logs, configure: remote.configure})
 	to := devAddress(t, 6)
 	remote.hang(t)
@@ -292,7 +293,7 @@ func deadlineLogged(logs string, signer common.Address) bool {
 func TestRemoteSignerRefusedAtSignTime(t *testing.T) {
 	sim := newTestChain(t, 250*time.Millisecond)
 	remote := startRemoteSigners(t, sim, true)
-	logs := &syncBuffer{}
+	logs := &testsupport.LogBuffer{}
 	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, logs: logs, configure: remote.configure})
 	if err := remote.aws.DisableKey(context.Background(), remote.awsKeyID); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // otlpCollector receives traces over OTLP/gRPC on loopback, as an OpenTelemetry Collector
@@ -72,7 +73,7 @@ func startOTLPCollector(t *testing.T) (*otlpCollector, string) {
 func TestTracesAreExportedOverOTLP(t *testing.T) {
 	t.Parallel()
 	collector, endpoint := startOTLPCollector(t)
-	logs := &syncBuffer{}
+	logs := &testsupport.LogBuffer{}
 	s := startService(t, serviceOptions{fastPipeline: true, logs: logs, configure: func(bc *conf.Bootstrap) {
 		bc.Observability.OTLPEndpoint = endpoint
 		bc.Observability.OTLPInsecure = true
