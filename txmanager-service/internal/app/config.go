@@ -93,7 +93,7 @@ func newAdminConfig(c *conf.Bootstrap) services.AdminConfig {
 }
 
 func newSubmittingConfig(c *conf.Bootstrap, fees services.FeePolicy) submitting.Config {
-	return submitting.Config{Batch: c.Pipeline.SubmitBatch, ResubmitInterval: c.Resubmit.Interval.Std(), Fees: fees}
+	return submitting.Config{Batch: c.Pipeline.SubmitBatch, SignConcurrency: c.Pipeline.SignConcurrency, ResubmitInterval: c.Resubmit.Interval.Std(), Fees: fees}
 }
 
 func newReceiptsConfig(c *conf.Bootstrap) receipts.Config {

@@ -114,6 +114,7 @@ func (b *Bootstrap) Check() error {
 	req(b.Routing.NodeTimeout > b.Routing.HeartbeatInterval, "routing.nodeTimeout", "must be above routing.heartbeatInterval")
 	req(b.Observability.SampleRatio >= 0 && b.Observability.SampleRatio <= 1, "observability.sampleRatio", "must be in 0..1")
 	req(b.Pipeline.SubmitBatch > 0, "pipeline.submitBatch", "must be positive")
+	req(b.Pipeline.SignConcurrency > 0, "pipeline.signConcurrency", "must be positive")
 	positive(b.Pipeline.SubmitInterval, "pipeline.submitInterval")
 	positive(b.Pipeline.FinalityInterval, "pipeline.finalityInterval")
 	positive(b.Pipeline.AdoptInterval, "pipeline.adoptInterval")

@@ -22,8 +22,11 @@ type Feed struct {
 type Pipeline struct {
 	// Enabled false makes a node that allocates nonces but never signs, broadcasts or
 	// tracks: only for measuring the allocation path alone (make bench). Never in service.
-	Enabled          bool     `json:"enabled"`
-	SubmitBatch      int      `json:"submitBatch"`
+	Enabled     bool `json:"enabled"`
+	SubmitBatch int  `json:"submitBatch"`
+	// SignConcurrency bounds the signatures of one signer's batch in flight at once: with
+	// a remote key at tens of milliseconds a signature, it sets the signer's pace.
+	SignConcurrency  int      `json:"signConcurrency"`
 	SubmitInterval   Duration `json:"submitInterval"`
 	Receipts         Receipts `json:"receipts"`
 	FinalityInterval Duration `json:"finalityInterval"`

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -53,6 +55,67 @@ func (s *Signer) Sign(ctx context.Context, txID uuid.UUID, kind AttemptKind, u U
 		return SignedAttempt{}, err
 	}
 	return SignedAttempt{TxID: txID, Hash: signed.Hash(), Nonce: u.Nonce, Kind: kind, MaxFee: u.MaxFee, MaxTip: u.MaxTip, GasLimit: u.Gas, Raw: raw}, nil
+}
+
+// ToSign is one transaction of a batch to sign: its attempt kind and unsigned form.
+type ToSign struct {
+	TxID     uuid.UUID
+	Kind     AttemptKind
+	Unsigned Unsigned
+}
+
+// SignInOrder signs a batch of one signer's transactions, given in nonce order, with up to
+// concurrency signatures in flight: a remote key (a cloud KMS, clef) answers in tens of
+// milliseconds, so one signature at a time would cap a signer at a few dozen transactions
+// a second. It returns the signed attempts of the longest run from the
+// batch's start that signed, in order, and the first failure after that run (nil when
+// every one signed). A failure holds back only what follows it: a nonce above an
+// unsigned one is no use to the node, so those are not returned (they are signed again
+// on the next pass), and those not yet started when it fails are not asked for at all.
+//
+// A key source with a limit of its own (services.SigningPace: clef signs one at a time)
+// gets no more than that.
+func (s *Signer) SignInOrder(ctx context.Context, batch []ToSign, concurrency int) ([]SignedAttempt, error) {
+	if paced, ok := s.keys.(services.SigningPace); ok && len(batch) > 0 {
+		if limit := paced.MaxInFlight(batch[0].Unsigned.From); limit > 0 {
+			concurrency = min(concurrency, limit)
+		}
+	}
+	attempts := make([]SignedAttempt, len(batch))
+	errs := make([]error, len(batch))
+	var (
+		next      atomic.Int64 // index of the next transaction to start; taken in order
+		firstFail atomic.Int64 // lowest index that failed; len(batch) while none has
+		wg        sync.WaitGroup
+	)
+	firstFail.Store(int64(len(batch)))
+	work := func() {
+		defer wg.Done()
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(batch) || int64(i) > firstFail.Load() {
+				return
+			}
+			item := batch[i]
+			attempts[i], errs[i] = s.Sign(ctx, item.TxID, item.Kind, item.Unsigned)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("sign %s (nonce %d): %w", item.TxID, item.Unsigned.Nonce, errs[i])
+				for failed := firstFail.Load(); int64(i) < failed && !firstFail.CompareAndSwap(failed, int64(i)); failed = firstFail.Load() {
+				}
+			}
+		}
+	}
+	workers := min(max(concurrency, 1), len(batch))
+	wg.Add(workers)
+	for range workers {
+		go work()
+	}
+	wg.Wait()
+	signed := int(firstFail.Load())
+	if signed == len(batch) {
+		return attempts, nil
+	}
+	return attempts[:signed], errs[signed]
 }
 
 // Decode reads a signed attempt's transaction back as it was signed: sender, nonce,

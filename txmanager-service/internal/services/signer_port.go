@@ -16,3 +16,12 @@ type TxSigner interface {
 	// service holds no key for yields an error matching domain.ErrUnknownSigner.
 	SignTx(ctx context.Context, from common.Address, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error)
 }
+
+// SigningPace is implemented by a TxSigner whose key sources take a limited number of
+// signatures at once: clef handles one request at a time, so more in flight would only
+// queue there, each waiting out the others inside its own deadline. The pipeline sends
+// a signer's source no more than MaxInFlight(from) signatures at a time (0: no limit of
+// its own).
+type SigningPace interface {
+	MaxInFlight(from common.Address) int
+}

@@ -96,6 +96,11 @@ func checkListed(ctx context.Context, client *rpc.Client, addrs []common.Address
 // Addresses lists the configured signers, sorted.
 func (s *ExternalSource) Addresses() []common.Address { return slices.Clone(s.addrs) }
 
+// MaxInFlight is 1: clef handles one signing request at a time (its approval path is
+// serial and it decrypts the key for each), so requests sent together would queue there
+// and a later one could spend its whole deadline waiting behind the others.
+func (s *ExternalSource) MaxInFlight() int { return 1 }
+
 // signTransactionReply is clef's answer to account_signTransaction. Only raw is used:
 // it is exactly what would be broadcast, while tx is a JSON rendering of it.
 type signTransactionReply struct {

@@ -83,3 +83,17 @@ func (r *Registry) SignTx(ctx context.Context, from common.Address, tx *types.Tr
 	}
 	return src.SignTx(ctx, from, tx, chainID)
 }
+
+// pacedSource is a Source that takes a limited number of signatures at once.
+type pacedSource interface {
+	MaxInFlight() int
+}
+
+// MaxInFlight implements services.SigningPace: the limit of the source holding from, or
+// 0 when it has none.
+func (r *Registry) MaxInFlight(from common.Address) int {
+	if paced, ok := r.owners[from].(pacedSource); ok {
+		return paced.MaxInFlight()
+	}
+	return 0
+}

@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,6 +84,11 @@ type Options struct {
 	// Refused are accounts among Keys that clef lists but whose signing requests the rules
 	// reject, as an operator's rules reject an account they do not approve.
 	Refused []common.Address
+	// RefusedNonce, with RefusedUntil set, makes the rules reject signing that nonce (for
+	// any account) until that time: one signature in the middle of a run that fails, then
+	// works again, as a KMS or clef that refuses one request does.
+	RefusedNonce uint64
+	RefusedUntil time.Time
 }
 
 // Clef is a running clef this process started.
@@ -153,7 +159,7 @@ func (c *Clef) prepare(ctx context.Context, opts Options) error {
 			approved = append(approved, addr)
 		}
 	}
-	rules := rulesFile(approved)
+	rules := rulesFile(approved, opts.RefusedNonce, opts.RefusedUntil)
 	rulesPath := filepath.Join(c.dir, "rules.js")
 	if err := os.WriteFile(rulesPath, []byte(rules), 0o600); err != nil {
 		return fmt.Errorf("clef: %w", err)
@@ -202,17 +208,24 @@ func (c *Clef) run(ctx context.Context, bin, stdin string, args ...string) error
 }
 
 // rulesFile approves listing clef's accounts and signing transactions from the approved
-// ones, and rejects every other request, so that nothing waits for a human.
-func rulesFile(accounts []common.Address) string {
+// ones, and rejects every other request, so that nothing waits for a human. Until
+// refusedUntil (when set), signing refusedNonce is rejected too.
+func rulesFile(accounts []common.Address, refusedNonce uint64, refusedUntil time.Time) string {
 	quoted := make([]string, len(accounts))
 	for i, a := range accounts {
 		quoted[i] = fmt.Sprintf("%q", strings.ToLower(a.Hex()))
 	}
+	var untilMillis int64
+	if !refusedUntil.IsZero() {
+		untilMillis = refusedUntil.UnixMilli()
+	}
 	return `// Written by txmanager-service/test/clef. Attested with clef attest.
 var allowed = [` + strings.Join(quoted, ", ") + `];
+var refusedNonce = ` + strconv.FormatUint(refusedNonce, 10) + `, refusedUntil = ` + strconv.FormatInt(untilMillis, 10) + `;
 function ApproveListing(req) { return "Approve"; }
 function ApproveTx(req) {
   var from = String(req.transaction.from).toLowerCase();
+  if (Number(req.transaction.nonce) === refusedNonce && Date.now() < refusedUntil) { return "Reject"; }
   return allowed.indexOf(from) >= 0 ? "Approve" : "Reject";
 }
 function ApproveSignData(req) { return "Reject"; }

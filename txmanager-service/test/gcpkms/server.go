@@ -22,6 +22,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"cloud.google.com/go/kms/apiv1/kmspb"
 	"github.com/ethereum/go-ethereum/common"
@@ -49,6 +50,7 @@ type Server struct {
 	throttle atomic.Int64 // the next n signing calls answer ResourceExhausted
 	corrupt  atomic.Bool  // answer signatures with a wrong checksum
 	signs    atomic.Int64 // AsymmetricSign calls received
+	latency  atomic.Int64 // time.Duration each AsymmetricSign takes before answering
 	highS    atomic.Uint64
 }
 
@@ -130,6 +132,10 @@ func (s *Server) Release() {
 // does when a project's request quota is used up.
 func (s *Server) Throttle(n int) { s.throttle.Store(int64(n)) }
 
+// SetLatency makes every AsymmetricSign take d before it answers, as a KMS in another
+// region or under load does (tens of milliseconds is usual).
+func (s *Server) SetLatency(d time.Duration) { s.latency.Store(int64(d)) }
+
 // CorruptSignatures makes the signature checksum of every answer wrong (damage in transit).
 func (s *Server) CorruptSignatures(on bool) { s.corrupt.Store(on) }
 
@@ -198,6 +204,13 @@ func (s *Server) GetPublicKey(ctx context.Context, req *kmspb.GetPublicKeyReques
 // the 32 bytes it is given, whatever hash made them.
 func (s *Server) AsymmetricSign(ctx context.Context, req *kmspb.AsymmetricSignRequest) (*kmspb.AsymmetricSignResponse, error) {
 	s.signs.Add(1)
+	if d := time.Duration(s.latency.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
 	if s.throttle.Add(-1) >= 0 {
 		return nil, status.Error(codes.ResourceExhausted, "Quota exceeded for quota metric 'Asymmetric cryptographic requests'.")
 	}

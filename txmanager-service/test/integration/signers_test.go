@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"crypto/ecdsa"
 	"math/big"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/test/clef"
 	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 	"github.com/bionicotaku/txmanager-service/test/gcpkms"
@@ -61,7 +63,18 @@ type clefSigner struct {
 
 // startClefSigner starts clef (built once per test binary) holding key for the simulated
 // chain, behind a proxy; refuse makes clef's rules reject the account (it still lists it).
-func startClefSigner(t *testing.T, key *ecdsa.PrivateKey, refuse bool) *clefSigner {
+func startClefSigner(t testing.TB, key *ecdsa.PrivateKey, refuse bool) *clefSigner {
+	t.Helper()
+	var opts clef.Options
+	if refuse {
+		opts.Refused = []common.Address{crypto.PubkeyToAddress(key.PublicKey)}
+	}
+	return startClefSignerWith(t, key, opts)
+}
+
+// startClefSignerWith is startClefSigner with clef's options (its binary, chain and keys
+// are filled in).
+func startClefSignerWith(t testing.TB, key *ecdsa.PrivateKey, opts clef.Options) *clefSigner {
 	t.Helper()
 	clefBuildOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -74,12 +87,9 @@ func startClefSigner(t *testing.T, key *ecdsa.PrivateKey, refuse bool) *clefSign
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := &clefSigner{clefAddr: crypto.PubkeyToAddress(key.PublicKey)}
-	var refused []common.Address
-	if refuse {
-		refused = append(refused, c.clefAddr)
-	}
+	opts.Bin, opts.ChainID, opts.Keys = clefBin, big.NewInt(chain.SimulatedChainID), []*ecdsa.PrivateKey{key}
 	var err error
-	if c.clef, err = clef.Start(ctx, clef.Options{Bin: clefBin, ChainID: big.NewInt(chain.SimulatedChainID), Keys: []*ecdsa.PrivateKey{key}, Refused: refused}); err != nil {
+	if c.clef, err = clef.Start(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -142,7 +152,7 @@ func startRemoteSigners(t *testing.T, sim *chain.SimulatedChain, clefRefuses boo
 	return r
 }
 
-func newSignerKey(t *testing.T) *ecdsa.PrivateKey {
+func newSignerKey(t testing.TB) *ecdsa.PrivateKey {
 	t.Helper()
 	key, err := crypto.GenerateKey()
 	if err != nil {
@@ -365,5 +375,56 @@ func TestRemoteSignerMissingAtStartup(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A remote key refuses one signature in the middle of a signer's run (clef's rules reject
+// nonce 3 for a while): the transactions below it are signed, sent and confirmed while it
+// is refused, none above it is signed before it (a nonce above a gap is no use to the
+// node), and once the key signs again every transaction confirms, each nonce once.
+func TestASignatureRefusedMidRunHoldsBackOnlyWhatFollows(t *testing.T) {
+	const refused, total = 3, 10
+	sim := newTestChain(t, 250*time.Millisecond)
+	refusedUntil := time.Now().Add(20 * time.Second)
+	c := startClefSignerWith(t, newSignerKey(t), clef.Options{RefusedNonce: refused, RefusedUntil: refusedUntil})
+	fund(t, sim, sim.DevKeys()[7], c.clefAddr, remoteSignerFundingAmount)
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Signers.External = conf.ExternalSource{URL: c.clefProxy.URL(), Addresses: []string{c.clefAddr.Hex()}, Timeout: conf.Duration(remoteSignerTimeout)}
+	}})
+	to := devAddress(t, 6)
+	ids := make([]string, total) // ids[n] has nonce n: one signer's creates, one after another
+	for n := range ids {
+		ids[n] = s.createOK(t, transfer(c.clefAddr, to, n+1))
+	}
+	for n := range refused {
+		waitFor(t, 15*time.Second, fmt.Sprintf("nonce %d CONFIRMED while nonce %d is refused", n, refused), func() bool {
+			return s.tx(t, ids[n]).state == string(domain.StateConfirmed)
+		})
+	}
+	held := 0
+	for n := refused; n < total; n++ {
+		if row := s.tx(t, ids[n]); row.state == string(domain.StateAllocated) && row.txHash == "" {
+			held++
+		}
+	}
+	if time.Now().After(refusedUntil) {
+		t.Fatalf("the nonces below the refused one took longer than clef refused it (until %s): the machine is too slow for this test's window", refusedUntil.Format(time.TimeOnly))
+	}
+	if held != total-refused {
+		t.Fatalf("%d of the %d transactions from nonce %d up are unsigned while it is refused, want all", held, total-refused, refused)
+	}
+	for n, id := range ids {
+		waitFor(t, 60*time.Second, fmt.Sprintf("nonce %d CONFIRMED once clef signs again", n), func() bool {
+			return s.tx(t, id).state == string(domain.StateConfirmed)
+		})
+		row := s.tx(t, id)
+		requireMinedBy(t, sim, row, c.clefAddr)
+		tx, _, err := sim.Backend().Client().TransactionByHash(context.Background(), common.HexToHash(row.txHash))
+		if err != nil {
+			t.Fatalf("transaction %s: %v", id, err)
+		}
+		if tx.Nonce() != uint64(n) {
+			t.Fatalf("transaction %s on chain has nonce %d, want %d", id, tx.Nonce(), n)
+		}
 	}
 }

@@ -7,7 +7,6 @@ package submitting
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/big"
 	"time"
 
@@ -25,6 +24,8 @@ import (
 type Config struct {
 	// Batch bounds the transactions signed per signer per pass.
 	Batch int
+	// SignConcurrency bounds the signatures of one batch in flight at once.
+	SignConcurrency int
 	// ResubmitInterval: a broadcast transaction without a receipt is broadcast again after
 	// this long.
 	ResubmitInterval time.Duration
@@ -109,13 +110,14 @@ func (s *Submitter) SubmitAllocated(ctx context.Context, lease domain.Lease, sto
 			return total, errors.Join(sendErr, err)
 		}
 		total += len(next)
-		if sendErr != nil || ctx.Err() != nil {
-			// The pass ends here (the batch before failed to record its outcome, or the
-			// node is stopping), but next is stored: it goes out now rather than leave a
-			// gap below every later nonce until its resubmission. When the lease is gone
-			// its outcome is the new owner's to learn.
+		if err != nil || sendErr != nil || ctx.Err() != nil {
+			// The pass ends here (a signature failed part-way through the batch, the
+			// batch before failed to record its outcome, or the node is stopping), but
+			// next is stored: it goes out now rather than leave a gap below every later
+			// nonce until its resubmission. When the lease is gone its outcome is the
+			// new owner's to learn.
 			var fenced *domain.FencedError
-			return total, errors.Join(sendErr, s.sendStored(ctx, lease, next, !errors.As(sendErr, &fenced)))
+			return total, errors.Join(err, sendErr, s.sendStored(ctx, lease, next, !errors.As(sendErr, &fenced)))
 		}
 		done := make(chan error, 1)
 		go func() { done <- s.sendStored(ctx, lease, next, true) }()
@@ -129,7 +131,8 @@ func (s *Submitter) SubmitAllocated(ctx context.Context, lease domain.Lease, sto
 const storedSendTimeout = 30 * time.Second
 
 // signAndStore signs up to a batch of the signer's ALLOCATED transactions and stores their
-// attempts fenced (the transactions become TRACKING); nothing is sent.
+// attempts fenced (the transactions become TRACKING); nothing is sent. When a signature
+// fails, the attempts signed below it are stored and returned with the failure.
 func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored func([]pipeline.TrackedTx)) ([]pipeline.SignedAttempt, error) {
 	ctx, span := pipeline.Span(ctx, s.metrics, "pipeline.sign", lease)
 	defer span.End()
@@ -141,25 +144,25 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 	if err != nil {
 		return nil, &domain.UnavailableError{Reason: "fee suggestion", RetryAfter: time.Second, Err: err}
 	}
-	attempts := make([]pipeline.SignedAttempt, 0, len(txs))
+	batch := make([]pipeline.ToSign, 0, len(txs))
 	for _, tx := range txs {
 		u, err := s.original(tx, suggestion)
 		if err != nil {
 			return nil, err
 		}
-		attempt, err := s.signer.Sign(ctx, tx.ID, pipeline.AttemptOriginal, u)
-		if err != nil {
-			return nil, fmt.Errorf("sign %s (nonce %d): %w", tx.ID, tx.Nonce, err)
-		}
-		attempts = append(attempts, attempt)
+		batch = append(batch, pipeline.ToSign{TxID: tx.ID, Kind: pipeline.AttemptOriginal, Unsigned: u})
+	}
+	attempts, signErr := s.signer.SignInOrder(ctx, batch, s.cfg.SignConcurrency)
+	if len(attempts) == 0 {
+		return nil, signErr
 	}
 	if err := s.store.MarkSigned(ctx, lease, attempts, s.cfg.ResubmitInterval); err != nil {
-		return nil, s.leases.Fence(ctx, lease, err)
+		return nil, errors.Join(s.leases.Fence(ctx, lease, err), signErr)
 	}
 	if stored != nil {
 		stored(pipeline.Tracked(lease.Signer, attempts))
 	}
-	return attempts, nil
+	return attempts, signErr
 }
 
 // original is the first attempt's transaction for tx: its intent at the policy's initial
