@@ -60,6 +60,9 @@ type signerFunds struct {
 	balance, committed, reserved *big.Int
 	fee                          *big.Int // fee cap for an intent without its own
 	at                           time.Time
+	// window is how long the snapshot is reused when that is longer than CacheFor:
+	// reloadCostFactor times what its reload took.
+	window time.Duration
 }
 
 func (f *signerFunds) spendable() *big.Int {
@@ -161,26 +164,27 @@ func (g *FundsGuard) Refresh(ctx context.Context, signers []common.Address) erro
 	return firstErr
 }
 
-// snapshot returns the signer's cached position. One younger than CacheFor is used as it
-// is. One older, but younger than twice CacheFor, is still used while a reload runs in the
-// background: the reload reads every unfinished transaction of the signer, which on a hot
-// signer with a backlog takes tens to hundreds of milliseconds, and admission must not stop
-// for it (every create of the signer waited on it, the slowest creates' latency). The
+// snapshot returns the signer's cached position. One younger than its reuse window
+// (CacheFor, or longer on a signer whose reload is slow: see reloadCostFactor) is used as it
+// is. One older, but younger than twice the window, is still used while a reload runs in
+// the background: the reload reads every unfinished transaction of the signer, which on a
+// hot signer with a backlog takes tens to hundreds of milliseconds, and admission must not
+// stop for it (every create of the signer waited on it, the slowest creates' latency). The
 // creates admitted meanwhile keep adding to the snapshot's reserved cost, so only what
 // changed outside the service (a payment by the same key elsewhere, a top-up) is seen up to
-// one CacheFor later, as between reloads anyway; a refusal is always made on a reloaded
-// view (Reserve). Older than that, or with force, the caller waits for the reload.
-// Concurrent reloads of one signer share one chain call and one query.
+// one window later, as between reloads anyway; a refusal is always made on a reloaded view
+// (Reserve). Older than that, or with force, the caller waits for the reload. Concurrent
+// reloads of one signer share one chain call and one query.
 func (g *FundsGuard) snapshot(ctx context.Context, signer common.Address, signerHex string, force bool) (*signerFunds, error) {
 	g.mu.Lock()
 	f := g.signers[signerHex]
 	g.mu.Unlock()
 	if f != nil && !force {
-		age := g.clock.Now().Sub(f.at)
-		if age < g.cfg.CacheFor {
+		age, window := g.clock.Now().Sub(f.at), max(g.cfg.CacheFor, f.window)
+		if age < window {
 			return f, nil
 		}
-		if age < 2*g.cfg.CacheFor {
+		if age < 2*window {
 			g.reloadInBackground(ctx, signer, signerHex)
 			return f, nil
 		}
@@ -191,6 +195,13 @@ func (g *FundsGuard) snapshot(ctx context.Context, signer common.Address, signer
 	}
 	return v.(*signerFunds), nil //nolint:forcetypeassert // reload returns nothing else
 }
+
+// reloadCostFactor spaces a signer's reloads at least this many times as far apart as the
+// last one took: the committed-cost query reads every unfinished transaction of the signer,
+// so on a backlog of 100,000 (a hot signer whose chain is slow or down) it costs the
+// database most of a second of CPU, which every two seconds took a third of a core or more
+// from the creates themselves (and a reload slower than CacheFor made them wait again).
+const reloadCostFactor = 10
 
 // backgroundReloadTimeout bounds a reload no caller waits for.
 const backgroundReloadTimeout = 10 * time.Second
@@ -241,7 +252,8 @@ func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHe
 	if err != nil {
 		return nil, err
 	}
-	fresh := &signerFunds{balance: balance, committed: committed, reserved: new(big.Int), fee: fee, at: at}
+	fresh := &signerFunds{balance: balance, committed: committed, reserved: new(big.Int), fee: fee, at: at,
+		window: reloadCostFactor * g.clock.Now().Sub(at)}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if current := g.signers[signerHex]; current != nil && current == previous {

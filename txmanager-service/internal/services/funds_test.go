@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/big"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,5 +235,67 @@ func TestFundsGuardReloadsWithoutHoldingCreates(t *testing.T) {
 	close(slow)
 	if err := <-waiting; err != nil {
 		t.Fatalf("after the reload: %v", err)
+	}
+}
+
+// slowCost is a committed-cost store whose read takes a second of the guard's clock.
+type slowCost struct {
+	clock *lockedClock
+	reads *atomic.Int32
+}
+
+func (s slowCost) UnminedCost(context.Context, string, *big.Int) (*big.Int, error) {
+	s.reads.Add(1)
+	s.clock.set(s.clock.Now().Add(time.Second))
+	return new(big.Int), nil
+}
+
+// A signer whose reload takes a second is reloaded every reloadCostFactor (10) seconds,
+// not every CacheFor: the reload's query costs the database in proportion to the backlog.
+func TestFundsGuardSpacesSlowReloads(t *testing.T) {
+	signer := common.HexToAddress("0x00000000000000000000000000000000000000dd")
+	start := time.Unix(1_700_000_000, 0)
+	clock := &lockedClock{now: start}
+	reads := &atomic.Int32{}
+	guard, err := services.NewFundsGuard(services.FundsConfig{Check: true, CacheFor: 2 * time.Second},
+		&fundsChain{balance: big.NewInt(1_000 * 21_000)}, slowCost{clock: clock, reads: reads}, clock, telemetry.Noop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	reserve := func() {
+		t.Helper()
+		if _, err := guard.Reserve(ctx, signer, signer.Hex(), domain.Intent{Value: big.NewInt(0)}, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reserve() // the first read: the snapshot is from start, the read took until start+1s
+	tests := []struct {
+		at    time.Duration // since start
+		reads int32         // reads so far once a create at that time has been admitted
+	}{
+		{3 * time.Second, 1},  // past CacheFor, within ten times the read's second
+		{9 * time.Second, 1},  // still within
+		{11 * time.Second, 2}, // past: reloaded (in the background: the snapshot is not twice as old)
+	}
+	for _, tc := range tests {
+		clock.set(start.Add(tc.at))
+		reserve()
+		waitUntil(t, func() bool { return reads.Load() >= tc.reads })
+		time.Sleep(10 * time.Millisecond) // a read that should not happen has had its chance
+		if got := reads.Load(); got != tc.reads {
+			t.Fatalf("at +%s: %d reads, want %d", tc.at, got, tc.reads)
+		}
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
