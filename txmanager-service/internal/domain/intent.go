@@ -197,7 +197,7 @@ func parseAddressHex(field, s string) (common.Address, string, error) {
 		return common.Address{}, "", invalid(field, "must be 0x followed by 40 hex digits")
 	}
 	addr := common.HexToAddress(s)
-	checksummed := addr.Hex()
+	checksummed := checksums.hex(addr)
 	if checksummed != s && isMixedCase(body) {
 		return common.Address{}, "", invalid(field, "EIP-55 checksum mismatch (expected %s)", checksummed)
 	}

@@ -50,6 +50,8 @@ type FundsGuard struct {
 
 	mu      sync.Mutex
 	signers map[string]*signerFunds
+	// lastBackground is when each signer's last background reload started.
+	lastBackground map[string]time.Time
 }
 
 // signerFunds is one signer's cached position; reserved is what creates admitted since the
@@ -58,6 +60,9 @@ type signerFunds struct {
 	balance, committed, reserved *big.Int
 	fee                          *big.Int // fee cap for an intent without its own
 	at                           time.Time
+	// window is how long the snapshot is reused when that is longer than CacheFor:
+	// reloadCostFactor times what its reload took.
+	window time.Duration
 }
 
 func (f *signerFunds) spendable() *big.Int {
@@ -68,7 +73,7 @@ func (f *signerFunds) spendable() *big.Int {
 // NewFundsGuard builds the guard and registers the signer_balance_wei and
 // signer_spendable_wei gauges.
 func NewFundsGuard(cfg FundsConfig, chain Chain, store FundsStore, clock Clock, metrics *telemetry.Metrics) (*FundsGuard, error) {
-	g := &FundsGuard{cfg: cfg, chain: chain, store: store, clock: clock, signers: map[string]*signerFunds{}}
+	g := &FundsGuard{cfg: cfg, chain: chain, store: store, clock: clock, signers: map[string]*signerFunds{}, lastBackground: map[string]time.Time{}}
 	if err := metrics.RegisterFloatGauge("signer_balance_wei", "Latest balance of each signer this node checked, in wei.", g.observe(func(f *signerFunds) *big.Int { return f.balance })); err != nil {
 		return nil, err
 	}
@@ -159,44 +164,111 @@ func (g *FundsGuard) Refresh(ctx context.Context, signers []common.Address) erro
 	return firstErr
 }
 
-// snapshot returns the signer's cached position, reloading it when older than CacheFor
-// (or when force is set). Concurrent reloads of one signer share one chain call and one
-// query.
+// snapshot returns the signer's cached position. One younger than its reuse window
+// (CacheFor, or longer on a signer whose reload is slow: see reloadCostFactor) is used as it
+// is. One older, but younger than twice the window, is still used while a reload runs in
+// the background: the reload reads every unfinished transaction of the signer, which on a
+// hot signer with a backlog takes tens to hundreds of milliseconds, and admission must not
+// stop for it (every create of the signer waited on it, the slowest creates' latency). The
+// creates admitted meanwhile keep adding to the snapshot's reserved cost, so only what
+// changed outside the service (a payment by the same key elsewhere, a top-up) is seen up to
+// one window later, as between reloads anyway; a refusal is always made on a reloaded view
+// (Reserve). Older than that, or with force, the caller waits for the reload. Concurrent
+// reloads of one signer share one chain call and one query.
 func (g *FundsGuard) snapshot(ctx context.Context, signer common.Address, signerHex string, force bool) (*signerFunds, error) {
 	g.mu.Lock()
 	f := g.signers[signerHex]
 	g.mu.Unlock()
-	if f != nil && !force && g.clock.Now().Sub(f.at) < g.cfg.CacheFor {
-		return f, nil
+	if f != nil && !force {
+		age, window := g.clock.Now().Sub(f.at), max(g.cfg.CacheFor, f.window)
+		if age < window {
+			return f, nil
+		}
+		if age < 2*window {
+			g.reloadInBackground(ctx, signer, signerHex)
+			return f, nil
+		}
 	}
-	v, err, _ := g.refresh.Do(signerHex, func() (any, error) {
-		at := g.clock.Now()
-		fees, err := g.chain.SuggestFees(ctx)
-		if err != nil {
-			return nil, err
-		}
-		fee, _, err := g.cfg.Fees.Initial(domain.Intent{}, fees)
-		if err != nil {
-			return nil, err
-		}
-		balance, err := g.chain.BalanceAt(ctx, signer)
-		if err != nil {
-			return nil, err
-		}
-		committed, err := g.store.UnminedCost(ctx, signerHex, fee)
-		if err != nil {
-			return nil, err
-		}
-		fresh := &signerFunds{balance: balance, committed: committed, reserved: new(big.Int), fee: fee, at: at}
-		g.mu.Lock()
-		g.signers[signerHex] = fresh
-		g.mu.Unlock()
-		return fresh, nil
-	})
+	v, err, _ := g.refresh.Do(signerHex, func() (any, error) { return g.reload(ctx, signer, signerHex) })
 	if err != nil {
 		return nil, err
 	}
-	return v.(*signerFunds), nil //nolint:forcetypeassert // the closure above returns nothing else
+	return v.(*signerFunds), nil //nolint:forcetypeassert // reload returns nothing else
+}
+
+// reloadCostFactor spaces a signer's reloads at least this many times as far apart as the
+// last one took: the committed-cost query reads every unfinished transaction of the signer,
+// so on a backlog of 100,000 (a hot signer whose chain is slow or down) it costs the
+// database most of a second of CPU, which every two seconds took a third of a core or more
+// from the creates themselves (and a reload slower than CacheFor made them wait again).
+const reloadCostFactor = 10
+
+// backgroundReloadTimeout bounds a reload no caller waits for.
+const backgroundReloadTimeout = 10 * time.Second
+
+// reloadInBackground starts a reload of the signer's position unless one is running or one
+// started less than a quarter of CacheFor ago (a failing chain is not asked once per create).
+func (g *FundsGuard) reloadInBackground(ctx context.Context, signer common.Address, signerHex string) {
+	now := g.clock.Now()
+	g.mu.Lock()
+	if last, ok := g.lastBackground[signerHex]; ok && now.Sub(last) < g.cfg.CacheFor/4 {
+		g.mu.Unlock()
+		return
+	}
+	g.lastBackground[signerHex] = now
+	g.mu.Unlock()
+	// Not the request's context: the reload outlives the create that started it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backgroundReloadTimeout)
+	done := g.refresh.DoChan(signerHex, func() (any, error) { return g.reload(ctx, signer, signerHex) })
+	go func() {
+		defer cancel()
+		<-done // an error leaves the older snapshot in place until it is too old to use
+	}()
+}
+
+// reload reads the signer's balance and committed cost and replaces its snapshot.
+func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHex string) (*signerFunds, error) {
+	at := g.clock.Now()
+	g.mu.Lock()
+	previous := g.signers[signerHex]
+	var reservedBefore *big.Int
+	if previous != nil {
+		reservedBefore = new(big.Int).Set(previous.reserved)
+	}
+	g.mu.Unlock()
+	fees, err := g.chain.SuggestFees(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fee, _, err := g.cfg.Fees.Initial(domain.Intent{}, fees)
+	if err != nil {
+		return nil, err
+	}
+	balance, err := g.chain.BalanceAt(ctx, signer)
+	if err != nil {
+		return nil, err
+	}
+	committed, err := g.store.UnminedCost(ctx, signerHex, fee)
+	if err != nil {
+		return nil, err
+	}
+	fresh := &signerFunds{balance: balance, committed: committed, reserved: new(big.Int), fee: fee, at: at,
+		window: reloadCostFactor * g.clock.Now().Sub(at)}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if current := g.signers[signerHex]; current != nil && current == previous {
+		// Creates admitted while the query ran may have rows it did not see: their
+		// reservations carry over. Those whose rows it did see are counted twice until the
+		// next reload, which errs on the side of refusing. (Their Release no longer finds
+		// their snapshot and returns nothing, erring the same way.)
+		fresh.reserved.Sub(current.reserved, reservedBefore)
+		if fresh.reserved.Sign() < 0 {
+			// Earlier reservations released meanwhile: what remains is not below zero.
+			fresh.reserved.SetInt64(0)
+		}
+	}
+	g.signers[signerHex] = fresh
+	return fresh, nil
 }
 
 // intentCost is the most an intent can cost: its value plus its gas limit at its own fee

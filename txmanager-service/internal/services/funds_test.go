@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math/big"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,5 +127,175 @@ func TestFundsGuardReleaseAndRefresh(t *testing.T) {
 	}
 	if r, err := off.Reserve(ctx, signer, signer.Hex(), domain.Intent{Value: big.NewInt(1 << 62)}, 1000); err != nil || r != nil {
 		t.Fatalf("check off: %v, %v", r, err)
+	}
+}
+
+// gatedCost is a committed-cost store whose reads wait until the gate of the moment is
+// closed, as a read of a hot signer's long backlog takes its time.
+type gatedCost struct {
+	mu      sync.Mutex
+	gate    chan struct{}
+	started chan struct{} // receives once per read
+}
+
+func (g *gatedCost) setGate(gate chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gate = gate
+}
+
+func (g *gatedCost) UnminedCost(ctx context.Context, _ string, _ *big.Int) (*big.Int, error) {
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	g.started <- struct{}{}
+	select {
+	case <-gate:
+		return new(big.Int), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// lockedClock is a settable clock the guard's background reload may read meanwhile.
+type lockedClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *lockedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *lockedClock) set(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = now
+}
+
+// A snapshot past CacheFor is reloaded in the background while creates go on being admitted
+// on it (one reload at a time); one past twice CacheFor makes a create wait for the reload.
+func TestFundsGuardReloadsWithoutHoldingCreates(t *testing.T) {
+	signer := common.HexToAddress("0x00000000000000000000000000000000000000cc")
+	start := time.Unix(1_700_000_000, 0)
+	clock := &lockedClock{now: start}
+	chain := &fundsChain{balance: big.NewInt(100 * 21_000)}
+	open := make(chan struct{})
+	close(open)
+	store := &gatedCost{gate: open, started: make(chan struct{}, 8)}
+	guard, err := services.NewFundsGuard(services.FundsConfig{Check: true, CacheFor: 2 * time.Second}, chain, store, clock, telemetry.Noop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	reserve := func() <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := guard.Reserve(ctx, signer, signer.Hex(), domain.Intent{Value: big.NewInt(0)}, 1000)
+			done <- err
+		}()
+		return done
+	}
+	if err := <-reserve(); err != nil {
+		t.Fatal(err)
+	}
+	<-store.started
+
+	// Past CacheFor, the reload is slow: creates do not wait for it.
+	slow := make(chan struct{})
+	store.setGate(slow)
+	clock.set(start.Add(3 * time.Second))
+	for i := range 5 {
+		select {
+		case err := <-reserve():
+			if err != nil {
+				t.Fatalf("create %d while the snapshot is reloaded: %v", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("create %d waited for the background reload", i)
+		}
+	}
+	<-store.started
+	select {
+	case <-store.started:
+		t.Fatal("a second reload started while one was running")
+	default:
+	}
+
+	// Past twice CacheFor the snapshot is not used: the create waits for the reload.
+	clock.set(start.Add(4500 * time.Millisecond))
+	waiting := reserve()
+	select {
+	case err := <-waiting:
+		t.Fatalf("a create was admitted on a snapshot twice CacheFor old: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(slow)
+	if err := <-waiting; err != nil {
+		t.Fatalf("after the reload: %v", err)
+	}
+}
+
+// slowCost is a committed-cost store whose read takes a second of the guard's clock.
+type slowCost struct {
+	clock *lockedClock
+	reads *atomic.Int32
+}
+
+func (s slowCost) UnminedCost(context.Context, string, *big.Int) (*big.Int, error) {
+	s.reads.Add(1)
+	s.clock.set(s.clock.Now().Add(time.Second))
+	return new(big.Int), nil
+}
+
+// A signer whose reload takes a second is reloaded every reloadCostFactor (10) seconds,
+// not every CacheFor: the reload's query costs the database in proportion to the backlog.
+func TestFundsGuardSpacesSlowReloads(t *testing.T) {
+	signer := common.HexToAddress("0x00000000000000000000000000000000000000dd")
+	start := time.Unix(1_700_000_000, 0)
+	clock := &lockedClock{now: start}
+	reads := &atomic.Int32{}
+	guard, err := services.NewFundsGuard(services.FundsConfig{Check: true, CacheFor: 2 * time.Second},
+		&fundsChain{balance: big.NewInt(1_000 * 21_000)}, slowCost{clock: clock, reads: reads}, clock, telemetry.Noop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	reserve := func() {
+		t.Helper()
+		if _, err := guard.Reserve(ctx, signer, signer.Hex(), domain.Intent{Value: big.NewInt(0)}, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reserve() // the first read: the snapshot is from start, the read took until start+1s
+	tests := []struct {
+		at    time.Duration // since start
+		reads int32         // reads so far once a create at that time has been admitted
+	}{
+		{3 * time.Second, 1},  // past CacheFor, within ten times the read's second
+		{9 * time.Second, 1},  // still within
+		{11 * time.Second, 2}, // past: reloaded (in the background: the snapshot is not twice as old)
+	}
+	for _, tc := range tests {
+		clock.set(start.Add(tc.at))
+		reserve()
+		waitUntil(t, func() bool { return reads.Load() >= tc.reads })
+		time.Sleep(10 * time.Millisecond) // a read that should not happen has had its chance
+		if got := reads.Load(); got != tc.reads {
+			t.Fatalf("at +%s: %d reads, want %d", tc.at, got, tc.reads)
+		}
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -19,13 +20,20 @@ type ChainNode struct {
 	dir     string
 	ownsDir bool
 	proc    *child
+	// sealer is the node's standard input when it seals blocks on demand (SealOnDemand).
+	sealer *os.File
 }
 
 // startChainNode starts bin with args, its output in dir/logName, reads the JSON-RPC URL
 // the node announces there (parseURL) and waits until eth_chainId answers; all of it within
 // 60s. dir is removed on failure, and by Stop, when owned.
 func startChainNode(ctx context.Context, name, dir string, owned bool, logName string, parseURL func(line string) (string, bool), bin string, args ...string) (*ChainNode, error) {
-	proc, err := startChild(name, filepath.Join(dir, logName), os.Environ(), bin, args...)
+	return startChainNodeWithInput(ctx, name, dir, owned, logName, parseURL, nil, bin, args...)
+}
+
+// startChainNodeWithInput is startChainNode with stdin (nil: none) as the node's standard input.
+func startChainNodeWithInput(ctx context.Context, name, dir string, owned bool, logName string, parseURL func(line string) (string, bool), stdin io.Reader, bin string, args ...string) (*ChainNode, error) {
+	proc, err := startChildWithInput(name, filepath.Join(dir, logName), os.Environ(), nil, stdin, bin, args...)
 	if err != nil {
 		removeIfOwned(dir, owned)
 		return nil, err
@@ -93,6 +101,9 @@ func (n *ChainNode) Exited() <-chan struct{} { return n.proc.exited }
 // after 20s, and removes its folder if this package made it.
 func (n *ChainNode) Stop() error {
 	err := n.proc.stop(syscall.SIGINT, 20*time.Second)
+	if n.sealer != nil {
+		_ = n.sealer.Close()
+	}
 	removeIfOwned(n.dir, n.ownsDir)
 	return err
 }

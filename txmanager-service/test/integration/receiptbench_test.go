@@ -7,15 +7,23 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/test/e2e"
 	"github.com/bionicotaku/txmanager-service/test/loadgen"
+	"github.com/bionicotaku/txmanager-service/test/procstat"
 )
 
 // receiptCountingProxy forwards JSON-RPC and counts requests carrying receipt look-ups and
@@ -39,34 +47,60 @@ func (p *receiptCountingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request)
 // 10 signers; once their blocks (and the confirmation blocks) are mined, how long until all
 // 10,000 are CONFIRMED, and how many JSON-RPC requests the receipt look-ups cost per 1,000
 // receipts checked (target: at most 20, through batching).
+//
+// The chain is a txm-devchain process of its own that seals a block when told, so the
+// chain's CPU (its transaction pool, block building, receipt look-ups) is counted apart from
+// this process's, which is the service's: both are reported per transaction, for the
+// create-and-broadcast phase (this process also runs the load generator and the counting
+// proxy then) and for the receipt phase (after mining; nothing but the service and the proxy
+// forwarding its receipt look-ups).
 func BenchmarkReceiptPipeline(b *testing.B) {
 	const signers, perSigner = 10, 1000
 	const total = signers * perSigner
-	sim, err := chain.NewSimulated(chain.SimulatedConfig{DevAccounts: signers + 1, HTTPAddr: "127.0.0.1:0", TxPoolSlots: 2 * total})
+	devChain := startBenchDevChain(b, signers+1)
+	keys, err := chain.DevKeys(signers + 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = sim.Close() })
-	sim.Commit()
-	proxy := &receiptCountingProxy{target: sim.HTTPEndpoint()}
+	ctx := context.Background()
+	client, err := ethclient.DialContext(ctx, devChain.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(client.Close)
+	seal := func() {
+		if err := devChain.Seal(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	seal()
+	proxy := &receiptCountingProxy{target: devChain.URL()}
 	front := httptest.NewServer(proxy)
 	b.Cleanup(front.Close)
-	s := startService(b, serviceOptions{chain: sim, signers: signers, configure: func(bc *conf.Bootstrap) {
+	s := startService(b, serviceOptions{configure: func(bc *conf.Bootstrap) {
 		bc.Chain.RPCURL = front.URL
+		bc.Signers.RawKeys = nil
+		for _, key := range keys[:signers] {
+			bc.Signers.RawKeys = append(bc.Signers.RawKeys, hexutil.Encode(crypto.FromECDSA(key)))
+		}
 		fast := conf.Duration(200 * time.Millisecond)
 		bc.Pipeline.SubmitInterval, bc.Pipeline.FinalityInterval, bc.Pipeline.Receipts.PollInterval = fast, fast, fast
 		bc.Resubmit.Interval = conf.Duration(10 * time.Minute) // nothing is lost here; keep rebroadcasts out of the figure
 		bc.Confirmations.Required = 3
 	}})
-	recipient := sim.DevAddresses()[signers].Hex()
+	addresses := make([]common.Address, len(keys))
+	for i, key := range keys {
+		addresses[i] = crypto.PubkeyToAddress(key.PublicKey)
+	}
+	recipient := addresses[signers].Hex()
 
 	for b.Loop() {
-		ctx := context.Background()
 		started := time.Now()
+		createCPU := startCPUMeter(b, devChain.PID())
 		res := loadgen.Run(ctx, loadgen.NewClient(64), loadgen.Config{
 			URL: s.httpURL + "/api/v1/tx", Concurrency: 64, Requests: total,
 			Body: func(i int) []byte {
-				body, _ := json.Marshal(map[string]any{"signer": sim.DevAddresses()[i%signers].Hex(), "to": recipient, "value": fmt.Sprint(i + 1), "gasLimit": 21000})
+				body, _ := json.Marshal(map[string]any{"signer": addresses[i%signers].Hex(), "to": recipient, "value": fmt.Sprint(i + 1), "gasLimit": 21000})
 				return body
 			},
 		})
@@ -84,14 +118,15 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 			time.Sleep(2 * time.Second)
 			return false
 		})
+		createService, createChain := createCPU.seconds(b)
 		b.Logf("10,000 created and broadcast in %s", time.Since(started).Round(time.Millisecond))
 
 		// Mine everything, then the confirmation blocks, and only then start the clock.
 		for mined := 0; mined < 200; mined++ {
-			sim.Commit()
+			seal()
 			done := true
-			for _, addr := range sim.DevAddresses()[:signers] {
-				if n, err := sim.NonceAt(ctx, addr); err != nil || n < perSigner {
+			for _, addr := range addresses[:signers] {
+				if n, err := client.NonceAt(ctx, addr, nil); err != nil || n < perSigner {
 					done = false
 					break
 				}
@@ -101,20 +136,80 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 			}
 		}
 		for range 3 {
-			sim.Commit()
+			seal()
 		}
 		requestsBefore, lookupsBefore := proxy.requests.Load(), proxy.lookups.Load()
 		minedAt := time.Now()
 		steal := startStealMeter()
+		receiptCPU := startCPUMeter(b, devChain.PID())
 		waitFor(b, 5*time.Minute, "all confirmed", func() bool {
 			return s.count(b, "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'") == total
 		})
 		finalAfter := time.Since(minedAt)
+		receiptService, receiptChain := receiptCPU.seconds(b)
 		steal.report(b)
 		requests, lookups := proxy.requests.Load(), proxy.lookups.Load()
 		b.ReportMetric(finalAfter.Seconds(), "s-to-final-10k")
 		b.ReportMetric(float64(requests)*1000/float64(max(lookups, 1)), "rpc-req/1000-receipts")
+		perTx := func(seconds float64) float64 { return seconds * 1000 / total }
+		b.ReportMetric(perTx(createService), "service-create-cpu-ms/tx")
+		b.ReportMetric(perTx(createChain), "chain-create-cpu-ms/tx")
+		b.ReportMetric(perTx(receiptService), "service-receipt-cpu-ms/tx")
+		b.ReportMetric(perTx(receiptChain), "chain-receipt-cpu-ms/tx")
 		b.Logf("final %s after mining; receipt look-ups: %d in %d requests overall (%d in %d after mining)",
 			finalAfter.Round(time.Millisecond), lookups, requests, lookups-lookupsBefore, requests-requestsBefore)
+		b.Logf("CPU, create and broadcast: this process (service, load generator, proxy) %.2f s, chain process %.2f s", createService, createChain)
+		b.Logf("CPU, receipts to final: this process (service, proxy) %.2f s, chain process %.2f s", receiptService, receiptChain)
 	}
+}
+
+// startBenchDevChain builds txm-devchain and starts it, sealing blocks only when told, as a
+// child of this process on a port the kernel picks; it is stopped when b ends.
+func startBenchDevChain(b *testing.B, accounts int) *e2e.ChainNode {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// This package's folder is test/integration of the service module.
+	bin, err := e2e.BuildDevChain(ctx, filepath.Join("..", ".."), b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	node, err := e2e.StartDevChain(ctx, e2e.DevChainOptions{Bin: bin, Accounts: accounts, SealOnDemand: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := node.Stop(); err != nil {
+			b.Errorf("txm-devchain: %v", err)
+		}
+	})
+	return node
+}
+
+// cpuMeter is the CPU time this process and a child used since it started.
+type cpuMeter struct {
+	child              int
+	selfStart, chStart float64
+}
+
+func startCPUMeter(b *testing.B, child int) cpuMeter {
+	b.Helper()
+	m := cpuMeter{child: child}
+	m.selfStart, m.chStart = processSeconds(b, os.Getpid()), processSeconds(b, child)
+	return m
+}
+
+// seconds is the CPU time (user and system) this process and the child used since start.
+func (m cpuMeter) seconds(b *testing.B) (self, child float64) {
+	b.Helper()
+	return processSeconds(b, os.Getpid()) - m.selfStart, processSeconds(b, m.child) - m.chStart
+}
+
+func processSeconds(b *testing.B, pid int) float64 {
+	b.Helper()
+	seconds, err := procstat.ProcessSeconds(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return seconds
 }

@@ -8,14 +8,20 @@
 // development addresses; the accounts' private keys are the deterministic development keys
 // (chain.DevKey), printed only with -print-keys (or alone, without starting a chain, with
 // -keys-only).
+//
+// With -seal-on-stdin every line "seal" on standard input seals one block (with
+// -block-interval 0, the only blocks there are): a benchmark that decides when blocks come
+// drives the chain from its own process while the chain's CPU is counted in this one.
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -37,7 +43,8 @@ func main() {
 
 func run() error {
 	addr := flag.String("http", "127.0.0.1:8545", "JSON-RPC listen address (loopback); port 0 picks a free one, printed at start")
-	interval := flag.Duration("block-interval", time.Second, "seal a block this often")
+	interval := flag.Duration("block-interval", time.Second, "seal a block this often (0: only on -seal-on-stdin's command)")
+	sealOnStdin := flag.Bool("seal-on-stdin", false, `seal a block for every line "seal" read on standard input; the chain stops when the input ends`)
 	accounts := flag.Int("accounts", 10, "funded development accounts")
 	chainID := flag.Uint64("chain-id", chain.SimulatedChainID, "the chain's id (several dev chains side by side need different ones)")
 	fund := flag.String("fund", "", "further addresses funded at genesis, comma-separated")
@@ -83,6 +90,31 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *sealOnStdin {
+		// The input's end (the driver gone) stops the chain like a signal.
+		go func() {
+			defer stop()
+			if err := sealOnCommand(os.Stdin, sim.Commit); err != nil {
+				fmt.Fprintln(os.Stderr, "txm-devchain:", err)
+			}
+		}()
+	}
 	<-ctx.Done()
 	return nil
+}
+
+// sealOnCommand seals a block for every "seal" line of in until it ends; any other line is
+// an error, so a driver's typo is not taken for a block that never comes.
+func sealOnCommand(in io.Reader, seal func() common.Hash) error {
+	lines := bufio.NewScanner(in)
+	for lines.Scan() {
+		switch command := strings.TrimSpace(lines.Text()); command {
+		case "seal":
+			seal()
+		case "":
+		default:
+			return fmt.Errorf("-seal-on-stdin: unknown command %q (only \"seal\")", command)
+		}
+	}
+	return lines.Err()
 }
