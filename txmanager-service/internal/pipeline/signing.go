@@ -73,8 +73,8 @@ type ToSign struct {
 // unsigned one is no use to the node, so those are not returned (they are signed again
 // on the next pass), and those not yet started when it fails are not asked for at all.
 //
-// A key source with a limit of its own (services.SigningPace: clef signs one at a time)
-// gets no more than that.
+// A key source with a limit of its own (services.SigningPace: clef takes a few at a
+// time) gets no more than that.
 func (s *Signer) SignInOrder(ctx context.Context, batch []ToSign, concurrency int) ([]SignedAttempt, error) {
 	if paced, ok := s.keys.(services.SigningPace); ok && len(batch) > 0 {
 		if limit := paced.MaxInFlight(batch[0].Unsigned.From); limit > 0 {

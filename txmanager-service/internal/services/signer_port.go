@@ -18,8 +18,8 @@ type TxSigner interface {
 }
 
 // SigningPace is implemented by a TxSigner whose key sources take a limited number of
-// signatures at once: clef handles one request at a time, so more in flight would only
-// queue there, each waiting out the others inside its own deadline. The pipeline sends
+// signatures at once: clef approves one request after another, so many in flight would
+// only queue there, each waiting out the others inside its own deadline. The pipeline sends
 // a signer's source no more than MaxInFlight(from) signatures at a time (0: no limit of
 // its own).
 type SigningPace interface {

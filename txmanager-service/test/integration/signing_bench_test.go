@@ -80,8 +80,12 @@ func BenchmarkSigning(b *testing.B) {
 			b.ReportMetric(perSecond, "signatures/s")
 			b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
+			inFlight := concurrency
+			if limit := timed.MaxInFlight(from); limit > 0 {
+				inFlight = min(inFlight, limit)
+			}
 			b.Logf("%s: %.0f signatures/s, p50 %s, p99 %s (%d signatures in batches of %d, %d in flight)",
-				src.name, perSecond, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), b.N*src.signatures, batch, concurrency)
+				src.name, perSecond, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), b.N*src.signatures, batch, inFlight)
 		})
 	}
 }
@@ -113,6 +117,15 @@ func (s *timedSource) SignTx(ctx context.Context, from common.Address, tx *types
 	s.times = append(s.times, took)
 	s.mu.Unlock()
 	return signed, err
+}
+
+// MaxInFlight passes on the source's own limit (clef signs one at a time), as the
+// registry does in the service.
+func (s *timedSource) MaxInFlight(common.Address) int {
+	if paced, ok := s.Source.(interface{ MaxInFlight() int }); ok {
+		return paced.MaxInFlight()
+	}
+	return 0
 }
 
 func (s *timedSource) reset() {
