@@ -213,7 +213,9 @@ func TestAddSigner(t *testing.T) {
 		{name: "source not configured on this node", signer: signerAddress(42).Hex(), source: "keystore", wantField: "source",
 			prepare: func(_ *testing.T, _ *services.SignerRoster, keys *fakeKeys) { keys.noSource = true }},
 		{name: "key cannot be read", signer: signerAddress(43).Hex(), source: "awsKms", keyRef: "alias/missing", wantField: "keyRef",
-			prepare: func(_ *testing.T, _ *services.SignerRoster, keys *fakeKeys) { keys.buildErr = errors.New("NotFoundException") }},
+			prepare: func(_ *testing.T, _ *services.SignerRoster, keys *fakeKeys) {
+				keys.buildErr = errors.New("NotFoundException")
+			}},
 		{name: "a retired signer made active again", signer: signerAddress(44).Hex(), source: "keystore", wantState: domain.RosterActive,
 			prepare: func(t *testing.T, roster *services.SignerRoster, _ *fakeKeys) {
 				if _, err := roster.AddSigner(t.Context(), signerAddress(44).Hex(), "keystore", "", "", "op"); err != nil {

@@ -95,7 +95,9 @@ func (k *RosterKeys) Build(ctx context.Context, entry domain.RosterSigner) error
 }
 
 // State is the roster state the registry applies to signer, and whether its key is held.
-func (k *RosterKeys) State(signer common.Address) (domain.RosterState, bool) { return k.registry.State(signer) }
+func (k *RosterKeys) State(signer common.Address) (domain.RosterState, bool) {
+	return k.registry.State(signer)
+}
 
 // Apply sets entry's roster state on the registry (creates refused while retiring, the key
 // dropped once retired).
