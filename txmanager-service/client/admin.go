@@ -66,3 +66,32 @@ func (c *Client) Nodes(ctx context.Context) ([]*v1.Node, error) {
 	})
 	return resp.GetNodes(), err
 }
+
+// AddSigner puts a signer into service on every node of the cluster without a restart
+// (req.Source: keystore, awsKms, gcpKms or external; req.KeyRef: the KMS key id). The
+// answering node reads the key first; the others serve it within one roster poll. Adding
+// it again with the same key source answers it as it is, so a lost answer is retried.
+func (c *Client) AddSigner(ctx context.Context, req *v1.AddSignerRequest) (*v1.RosterSigner, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.RosterSigner, error) {
+		return n.admin.AddSigner(ctx, req)
+	})
+}
+
+// RetireSigner retires a signer: no create is accepted for it from the moment the answer
+// is given, its unfinished transactions go on to a final state, then it lets its leases
+// go. Retiring it again answers it as it is (with its unfinished count), so a lost answer
+// is retried.
+func (c *Client) RetireSigner(ctx context.Context, signer, note string) (*v1.RosterSigner, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.RosterSigner, error) {
+		return n.admin.RetireSigner(ctx, &v1.RetireSignerRequest{Signer: signer, Note: note})
+	})
+}
+
+// Roster lists the signer roster: every signer added at run time or configured in a
+// node's file, with its state (active, retiring, retired).
+func (c *Client) Roster(ctx context.Context) ([]*v1.RosterSigner, error) {
+	resp, err := retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.ListRosterResponse, error) {
+		return n.admin.ListRoster(ctx, &v1.ListRosterRequest{})
+	})
+	return resp.GetSigners(), err
+}

@@ -22,6 +22,7 @@ import (
 // stop intake, flush the writer, release leases.
 func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.Server, chains ChainStacks,
 	heartbeat *workers.NodeHeartbeat, nodes *services.NodeRegistry, feed *workers.FeedSequencerLoop, retention *workers.RetentionLoop,
+	roster *services.SignerRoster, rosterLoop *workers.RosterLoop,
 	banner *Banner, streams *server.Streams, version services.BuildVersion) *kratos.App {
 	helper := log.NewHelper(logger)
 	// No kratos.Logger option: it would replace Kratos' process-wide logger, which main sets
@@ -48,6 +49,13 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 				case <-ctx.Done():
 				}
 			}()
+			// The roster is applied before anything is served: a signer retired while this
+			// node was down is refused from the first request (the writer's batch would refuse
+			// it anyway), and one added meanwhile is served.
+			if err := roster.Join(ctx); err != nil {
+				return err
+			}
+			rosterLoop.Start(ctx)
 			heartbeat.Start(ctx)
 			// The feed is positioned by every node, whatever its pipeline does.
 			feed.Start(ctx)
@@ -80,6 +88,7 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			heartbeat.Stop()
+			rosterLoop.Stop()
 			if err := nodes.Leave(flushCtx); err != nil {
 				helper.Warnw("msg", "leaving the node registry", "error", err.Error())
 			}

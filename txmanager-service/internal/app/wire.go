@@ -33,6 +33,7 @@ func New(*conf.Bootstrap, *server.Listeners, log.Logger, services.BuildVersion) 
 		NewSignerRegistry,
 		wire.Struct(new(ChainShared), "*"),
 		NewChainStacks,
+		NewSignerRoster,
 		ChainServicesOf,
 		ReadinessChainsOf,
 		NewBanner,

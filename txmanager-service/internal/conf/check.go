@@ -92,6 +92,9 @@ func (b *Bootstrap) Check() error {
 	}
 	req(b.Signers.External.URL == "" || b.Signers.External.Timeout > 0, "signers.external.timeout", "must be positive")
 	errs = append(errs, b.Signers.kmsProblems(b.Environment)...)
+	req(b.Signers.RosterPollInterval > 0 && b.Signers.RosterPollInterval <= b.Lease.Duration,
+		"signers.rosterPollInterval", "(%s) must be positive and at most lease.duration (%s): a signer added serves on every node within one lease period",
+		b.Signers.RosterPollInterval.Std(), b.Lease.Duration.Std())
 	req(b.Pipeline.SignerConcurrency > 0, "pipeline.signerConcurrency", "must be positive")
 	req(b.Retention.Horizon >= 0, "retention.horizon", "must not be negative")
 	positive(b.Retention.Interval, "retention.interval")

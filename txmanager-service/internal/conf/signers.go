@@ -8,6 +8,10 @@ type Signers struct {
 	External ExternalSource `json:"external"`
 	AWSKMS   AWSKMSSource   `json:"awsKms"`
 	GCPKMS   GCPKMSSource   `json:"gcpKms"`
+	// RosterPollInterval: how often each node reads the signer roster (signers added and
+	// retired at run time through the admin API). At most lease.duration, so a signer added
+	// on one node serves on every node within one lease period.
+	RosterPollInterval Duration `json:"rosterPollInterval"`
 }
 
 // KeystoreSource is a go-ethereum keystore directory.

@@ -18,12 +18,13 @@ type AdminController struct {
 	chains    *services.Chains
 	routing   Routing
 	forwarder OwnerForwarder
+	roster    *services.SignerRoster
 	log       *log.Helper
 }
 
 // NewAdminController wires the controller.
-func NewAdminController(chains *services.Chains, routing Routing, forwarder OwnerForwarder, logger log.Logger) *AdminController {
-	return &AdminController{chains: chains, routing: routing, forwarder: forwarder, log: log.NewHelper(log.With(logger, "component", "admin-api"))}
+func NewAdminController(chains *services.Chains, routing Routing, forwarder OwnerForwarder, roster *services.SignerRoster, logger log.Logger) *AdminController {
+	return &AdminController{chains: chains, routing: routing, forwarder: forwarder, roster: roster, log: log.NewHelper(log.With(logger, "component", "admin-api"))}
 }
 
 // ResolveTx implements v1.AdminServiceServer. Resolution needs the signer's lease, so in

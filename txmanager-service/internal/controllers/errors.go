@@ -60,6 +60,10 @@ func ToAPIError(logger *log.Helper, err error) error {
 		return v1.ErrorNotFound("transaction not found")
 	case errors.Is(err, domain.ErrSignerQuarantined):
 		return v1.ErrorSignerQuarantined("%s", err.Error())
+	case errors.Is(err, domain.ErrSignerRetired):
+		return v1.ErrorSignerRetired("%s", err.Error())
+	case errors.Is(err, domain.ErrSignerActive):
+		return v1.ErrorSignerActive("%s", err.Error())
 	case errors.Is(err, domain.ErrOutcomeUnknown):
 		logger.Warnw("msg", "create outcome unknown", "error", err.Error())
 		return withMetadata(v1.ErrorOutcomeUnknown("the database connection failed while the write was committing; it may have landed: retry with the same requestId"),

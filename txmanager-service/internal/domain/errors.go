@@ -36,6 +36,12 @@ var (
 	// (commits lost in a database failover, or the key used elsewhere); no nonce is
 	// allocated until an operator releases it.
 	ErrSignerQuarantined = errors.New("signer quarantined")
+	// ErrSignerRetired: an operator retired the signer (roster state retiring or retired);
+	// it accepts no new transaction, while the ones it already has still reach a final state.
+	ErrSignerRetired = errors.New("signer retired: it accepts no new transactions")
+	// ErrSignerActive: the signer is already in service with another key source; retire it
+	// before it is added with a different one.
+	ErrSignerActive = errors.New("signer already active with another key source")
 )
 
 // ValidationError names the field that failed and why; it matches ErrInvalidArgument.

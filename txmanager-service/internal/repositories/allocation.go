@@ -34,7 +34,8 @@ func (r AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess t
 	if err != nil {
 		return services.CursorState{}, fmt.Errorf("lease check: %w", err)
 	}
-	state := services.CursorState{Quarantined: row.Quarantined, HasUnclaimed: row.HasUnclaimed}
+	state := services.CursorState{Quarantined: row.Quarantined, HasUnclaimed: row.HasUnclaimed,
+		Retired: !domain.RosterState(row.RosterState).AcceptsCreates()}
 	if row.NextNonce.Valid {
 		next := uint64(row.NextNonce.Int64)
 		state.Next = &next

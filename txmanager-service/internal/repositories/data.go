@@ -36,6 +36,8 @@ var ProviderSet = wire.NewSet(
 	wire.Bind(new(services.RetentionStore), new(*RetentionRepository)),
 	NewChainIdentityRepository,
 	wire.Bind(new(services.ChainIdentityStore), new(*ChainIdentityRepository)),
+	NewRosterRepository,
+	wire.Bind(new(services.RosterStore), new(*RosterRepository)),
 )
 
 // ChainProviderSet is the repositories of one chain: each reads and writes that chain's

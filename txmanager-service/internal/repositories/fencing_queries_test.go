@@ -19,8 +19,10 @@ var fencedTables = []string{"managed_tx", "signer_nonce_cursor", "tx_attempt", "
 
 // unfencedTables are written without a lease on purpose: the lease itself (its own
 // statements judge ownership atomically), the node registry (each node's own row) and the
-// chain identity (recorded once, at a database's first start).
-var unfencedTables = []string{"signer_lease", "node_registry", "chain_identity", "feed_sequencer"}
+// chain identity (recorded once, at a database's first start), and the signer roster (an
+// operator's record of which signers serve, not a signer's nonce state: allocation reads
+// it under a row lock inside its fenced batch, which a retirement waits for).
+var unfencedTables = []string{"signer_lease", "node_registry", "chain_identity", "feed_sequencer", "signer_roster"}
 
 // unfencedQueries write a fenced table without a signer's lease, each for the reason given.
 var unfencedQueries = map[string]string{

@@ -275,6 +275,15 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 		return err
 	}
 
+	if state.Retired {
+		// Retiring or retired in the roster, read under the row lock a retirement waits
+		// for: whatever this node's last poll saw, nothing is allocated after it.
+		err := fmt.Errorf("%w: %s", domain.ErrSignerRetired, b.key)
+		for i := range b.ops {
+			b.outcome[i].err = err
+		}
+		return nil
+	}
 	if quarantined, err := a.quarantined(ctx, sess, b, state); quarantined || err != nil {
 		return err
 	}

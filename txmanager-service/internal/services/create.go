@@ -69,8 +69,14 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (C
 	if err != nil {
 		return CreateResult{}, err
 	}
-	if !uc.signers.Manages(req.Signer) {
-		return CreateResult{}, fmt.Errorf("%w: %s", domain.ErrUnknownSigner, req.Signer.Hex())
+	if err := uc.signers.Accepts(req.Signer); err != nil {
+		// A retired signer's acknowledged creates are still answered to their retries.
+		if errors.Is(err, domain.ErrSignerRetired) {
+			if res, found, replayErr := uc.recorded(ctx, req); found {
+				return res, replayErr
+			}
+		}
+		return CreateResult{}, err
 	}
 	// A create that will ask the chain before it is written (estimation, simulation) is
 	// looked up first: a retry must not wait on the chain, nor run the simulation again.
@@ -202,6 +208,8 @@ func createResultLabel(res CreateResult, err error) string {
 		return "conflict"
 	case errors.Is(err, domain.ErrInvalidArgument), errors.Is(err, domain.ErrUnknownSigner), errors.Is(err, domain.ErrIntentReverts), errors.Is(err, domain.ErrInsufficientFunds):
 		return "invalid"
+	case errors.Is(err, domain.ErrSignerRetired):
+		return "retired"
 	case errors.Is(err, domain.ErrNotLeader):
 		return "not_leader"
 	case errors.Is(err, domain.ErrFenced):

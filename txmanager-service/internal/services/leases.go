@@ -310,6 +310,18 @@ func (m *LeaseManager) release(ctx context.Context, lease domain.Lease) error {
 	return nil
 }
 
+// LetGo releases our lease on signer now, if this node holds it: the signer was retired,
+// and a peer waiting for nothing should not wait for its expiry either.
+func (m *LeaseManager) LetGo(ctx context.Context, signer string) error {
+	m.mu.Lock()
+	h, ok := m.held[signer]
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return m.release(ctx, h.lease)
+}
+
 // ReleaseAll stops intake of new leases and releases every lease held, so peers take over
 // without waiting for expiry (graceful shutdown, after the writer has flushed).
 func (m *LeaseManager) ReleaseAll(ctx context.Context) error {

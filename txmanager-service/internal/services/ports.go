@@ -63,6 +63,9 @@ type AllocationStore interface {
 type CursorState struct {
 	Next        *uint64
 	Quarantined bool
+	// Retired: the signer roster has it retiring or retired (read under a row lock a
+	// retirement waits for), so the batch allocates nothing for it.
+	Retired bool
 	// HasUnclaimed: the signer has recovered transactions a retried create may adopt.
 	HasUnclaimed bool
 }
@@ -80,9 +83,13 @@ type TxReader interface {
 	GetByRequestID(ctx context.Context, signer common.Address, requestID string) (domain.ManagedTx, error)
 }
 
-// SignerDirectory says which signers this service holds keys for.
+// SignerDirectory says which signers this service holds keys for and which of them take
+// new transactions.
 type SignerDirectory interface {
-	Manages(signer common.Address) bool
+	// Accepts is nil when signer may be given a new transaction; otherwise an error
+	// matching domain.ErrUnknownSigner (no key held) or domain.ErrSignerRetired (retiring or
+	// retired in the signer roster).
+	Accepts(signer common.Address) error
 	// Addresses lists every managed signer.
 	Addresses() []common.Address
 }

@@ -109,3 +109,102 @@ func TestRegistryUnknownSigner(t *testing.T) {
 		t.Fatalf("address-only registry lists %v, want one address", got)
 	}
 }
+
+// Signers go into and out of service at run time: a source added serves at once, a
+// retiring signer keeps signing (its unfinished transactions) but refuses new creates, a
+// retired one neither, its key source released; a signer made active again serves again.
+func TestRegistryRosterLifecycle(t *testing.T) {
+	t.Parallel()
+	configured, added := newKey(t), newKey(t)
+	registry, err := signer.NewRegistryFromSources(rawSource(t, configured))
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := 0
+	if err := registry.Add(rawSource(t, added), func() { released++ }); err != nil {
+		t.Fatal(err)
+	}
+	if err := registry.Add(rawSource(t, added), nil); err == nil {
+		t.Fatal("a second key source for a held signer was accepted")
+	}
+	if err := registry.Add(rawSource(t, newKey(t), newKey(t)), nil); err == nil {
+		t.Fatal("a run-time source with two signers was accepted")
+	}
+	tests := []struct {
+		name       string
+		signer     *ecdsa.PrivateKey
+		state      domain.RosterState
+		wantAccept error
+		wantSigns  bool
+		wantReleas int
+	}{
+		{"added serves", added, domain.RosterActive, nil, true, 0},
+		{"added retiring signs, refuses creates", added, domain.RosterRetiring, domain.ErrSignerRetired, true, 0},
+		{"configured retiring", configured, domain.RosterRetiring, domain.ErrSignerRetired, true, 0},
+		{"configured active again", configured, domain.RosterActive, nil, true, 0},
+		{"added retired: key dropped and released", added, domain.RosterRetired, domain.ErrSignerRetired, false, 1},
+		{"retired again releases nothing more", added, domain.RosterRetired, domain.ErrSignerRetired, false, 1},
+		{"configured retired", configured, domain.RosterRetired, domain.ErrSignerRetired, false, 1},
+		{"a state this version does not know refuses", configured, domain.RosterState("paused"), domain.ErrSignerRetired, false, 1},
+	}
+	for _, tt := range tests { // in order: each step builds on the one before
+		registry.SetState(addressOf(tt.signer), tt.state)
+		if err := registry.Accepts(addressOf(tt.signer)); !errors.Is(err, tt.wantAccept) || (tt.wantAccept == nil) != (err == nil) {
+			t.Fatalf("%s: Accepts = %v, want %v", tt.name, err, tt.wantAccept)
+		}
+		_, err := registry.SignTx(context.Background(), addressOf(tt.signer), dynamicFeeTx(1), testChainID)
+		if (err == nil) != tt.wantSigns {
+			t.Fatalf("%s: SignTx error %v, want signing %t", tt.name, err, tt.wantSigns)
+		}
+		if released != tt.wantReleas {
+			t.Fatalf("%s: source released %d times, want %d", tt.name, released, tt.wantReleas)
+		}
+	}
+	if err := registry.Accepts(addressOf(newKey(t))); !errors.Is(err, domain.ErrUnknownSigner) {
+		t.Fatalf("Accepts of an unknown signer = %v, want ErrUnknownSigner", err)
+	}
+	// Added again after retirement, with a new source: it serves.
+	if err := registry.Add(rawSource(t, added), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := registry.Accepts(addressOf(added)); err != nil {
+		t.Fatalf("re-added signer refused: %v", err)
+	}
+}
+
+// Signing goes on while signers are added and retired (readers see one view at a time).
+func TestRegistryChangesWhileSigning(t *testing.T) {
+	t.Parallel()
+	steady := newKey(t)
+	registry, err := signer.NewRegistryFromSources(rawSource(t, steady))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := registry.SignTx(context.Background(), addressOf(steady), dynamicFeeTx(2), testChainID); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for range 50 {
+		k := newKey(t)
+		if err := registry.Add(rawSource(t, k), nil); err != nil {
+			t.Fatal(err)
+		}
+		registry.SetState(addressOf(k), domain.RosterRetired)
+	}
+	close(done)
+	if err := <-errs; err != nil {
+		t.Fatalf("signing for a steady signer failed during changes: %v", err)
+	}
+}

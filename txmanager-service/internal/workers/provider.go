@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/wire"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -15,6 +16,7 @@ var ProviderSet = wire.NewSet(
 	NewNodeHeartbeat,
 	NewFeedSequencerLoop,
 	NewRetentionLoop,
+	NewRosterLoop,
 )
 
 // ChainProviderSet is the background loops of one chain.
@@ -79,4 +81,22 @@ func boundedLoop(interval time.Duration, pass func(context.Context)) *Loop {
 		defer cancel()
 		pass(ctx)
 	})
+}
+
+// RosterLoop applies the signer roster on this node every signers.rosterPollInterval.
+type RosterLoop struct{ *Loop }
+
+// rosterPassTimeout bounds one roster pass; each key source it builds has its own deadline.
+const rosterPassTimeout = time.Minute
+
+// NewRosterLoop builds the loop.
+func NewRosterLoop(roster *services.SignerRoster, logger log.Logger) *RosterLoop {
+	helper := log.NewHelper(log.With(logger, "component", "signer-roster"))
+	return &RosterLoop{NewLoop(roster.Interval(), func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, rosterPassTimeout)
+		defer cancel()
+		if err := roster.Sync(ctx); err != nil && ctx.Err() == nil {
+			helper.Warnw("msg", "signer roster pass failed", "error", err.Error())
+		}
+	})}
 }

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -166,11 +169,19 @@ func (c *openAPICheck) call(method, path, key string, body any, want int, wellFo
 func TestOpenAPIDocumentDescribesEveryAnswer(t *testing.T) {
 	t.Parallel()
 	adminKey, callerKey := "openapi-admin-key", "openapi-caller-key"
+	// A keystore for the roster routes: one key at start, one added at run time.
+	keyDir, passFile := t.TempDir(), filepath.Join(t.TempDir(), "passphrase")
+	if err := os.WriteFile(passFile, []byte("openapi"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startKey, addedKey := newSignerKey(t), newSignerKey(t)
+	writeKeystoreFile(t, keyDir, "openapi", startKey)
 	s := startService(t, serviceOptions{fastPipeline: true, configure: func(bc *conf.Bootstrap) {
 		bc.Auth = conf.Auth{Enabled: true, APIKeys: []conf.APIKey{
 			{ID: "operator", SHA256: sha256Hex(adminKey), Signers: []string{"*"}, Admin: true},
 			{ID: "caller", SHA256: sha256Hex(callerKey), Signers: []string{"*"}},
 		}}
+		bc.Signers.Keystore = conf.KeystoreSource{Dir: keyDir, Addresses: []string{crypto.PubkeyToAddress(startKey.PublicKey).Hex()}, PassphraseFile: passFile}
 	}})
 	doc := loadOpenAPI(t)
 	router, err := gorillamux.NewRouter(doc)
@@ -245,6 +256,22 @@ func TestOpenAPIDocumentDescribesEveryAnswer(t *testing.T) {
 	c.call("GET", "/api/v1/admin/signers/"+quarantined+"/quarantine?fromNonce=-1", adminKey, nil, http.StatusBadRequest, false)
 	c.call("POST", "/api/v1/admin/signers/"+quarantined+"/release", adminKey, map[string]any{"note": "openapi check"}, http.StatusOK, true)
 	c.call("POST", "/api/v1/admin/signers/"+quarantined+"/release", adminKey, map[string]any{"note": "again"}, http.StatusNotFound, true)
+
+	// The signer roster.
+	added := crypto.PubkeyToAddress(addedKey.PublicKey).Hex()
+	writeKeystoreFile(t, keyDir, "openapi", addedKey)
+	if row := c.call("POST", "/api/v1/admin/roster", adminKey, map[string]any{"signer": added, "source": "keystore", "note": "openapi check"}, http.StatusOK, true); row["state"] != "active" {
+		t.Fatalf("added signer: %v", row)
+	}
+	c.call("POST", "/api/v1/admin/roster", adminKey, map[string]any{"signer": added, "source": "vault"}, http.StatusBadRequest, true)
+	c.call("POST", "/api/v1/admin/roster", adminKey, map[string]any{"signer": added, "source": "awsKms", "keyRef": "alias/other"}, http.StatusConflict, true)
+	c.call("GET", "/api/v1/admin/roster", adminKey, nil, http.StatusOK, true)
+	c.call("GET", "/api/v1/admin/roster", callerKey, nil, http.StatusForbidden, true)
+	if row := c.call("POST", "/api/v1/admin/roster/"+added+"/retire", adminKey, map[string]any{"note": "openapi check"}, http.StatusOK, true); row["state"] != "retired" {
+		t.Fatalf("retired signer with nothing unfinished: %v", row)
+	}
+	c.call("POST", "/api/v1/admin/roster/0x0000000000000000000000000000000000000009/retire", adminKey, map[string]any{}, http.StatusUnprocessableEntity, true)
+	c.call("POST", "/api/v1/tx", callerKey, map[string]any{"signer": added, "to": to, "gasLimit": "21000", "requestId": "openapi-retired"}, http.StatusConflict, true)
 
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {

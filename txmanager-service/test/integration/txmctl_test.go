@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/crypto"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -122,7 +123,15 @@ func decodeJSONList[M proto.Message](t *testing.T, out string, fresh func() M) [
 func TestTxmctl(t *testing.T) {
 	t.Parallel()
 	adminKey, callerKey := "txmctl-admin-key", "txmctl-caller-key"
+	// A keystore for the roster commands: one key at start, one added at run time.
+	keyDir, passFile := t.TempDir(), filepath.Join(t.TempDir(), "passphrase")
+	if err := os.WriteFile(passFile, []byte("txmctl"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startKey, addedKey := newSignerKey(t), newSignerKey(t)
+	writeKeystoreFile(t, keyDir, "txmctl", startKey)
 	s := startService(t, serviceOptions{fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Signers.Keystore = conf.KeystoreSource{Dir: keyDir, Addresses: []string{crypto.PubkeyToAddress(startKey.PublicKey).Hex()}, PassphraseFile: passFile}
 		bc.Auth = conf.Auth{Enabled: true, APIKeys: []conf.APIKey{
 			{ID: "operator", SHA256: sha256Hex(adminKey), Signers: []string{"*"}, Admin: true},
 			{ID: "caller", SHA256: sha256Hex(callerKey), Signers: []string{"*"}},
@@ -288,6 +297,35 @@ func TestTxmctl(t *testing.T) {
 		ctl.expect(t, 3, adminKey, "quarantine", "release", held, "--note", "again")
 		if r := ctl.expect(t, 0, adminKey, "quarantine", "list"); !strings.Contains(r.stdout, "no signer is quarantined") {
 			t.Fatalf("quarantine list after the release: %q", r.stdout)
+		}
+	})
+	t.Run("signers roster", func(t *testing.T) {
+		added := crypto.PubkeyToAddress(addedKey.PublicKey).Hex()
+		writeKeystoreFile(t, keyDir, "txmctl", addedKey)
+		ctl.expect(t, 5, callerKey, "signers", "add", added, "--source", "keystore")
+		ctl.expect(t, 4, adminKey, "signers", "add", added, "--source", "vault")
+		ctl.expect(t, 2, adminKey, "signers", "add", added)
+		if r := ctl.expect(t, 0, adminKey, "signers", "add", added, "--source", "keystore", "--note", "new hot wallet"); !strings.Contains(r.stdout, "active") {
+			t.Fatalf("signers add printed %q", r.stdout)
+		}
+		r := ctl.expect(t, 0, adminKey, "--json", "signers", "roster")
+		roster := decodeJSONList(t, r.stdout, func() *v1.RosterSigner { return new(v1.RosterSigner) })
+		found := false
+		for _, rs := range roster {
+			found = found || (rs.GetSigner() == added && rs.GetState() == "active" && rs.GetSource() == "keystore")
+		}
+		if !found {
+			t.Fatalf("roster %v lacks the added signer, active from the keystore", roster)
+		}
+		ctl.expect(t, 2, adminKey, "signers", "retire", added)
+		r = ctl.expect(t, 0, adminKey, "--json", "signers", "retire", added, "--note", "rotation")
+		var retired v1.RosterSigner
+		decodeJSON(t, r.stdout, &retired)
+		if retired.GetState() != "retired" || retired.GetNote() != "rotation" {
+			t.Fatalf("signers retire of a signer with nothing unfinished: %v, want retired", &retired)
+		}
+		if r := ctl.expect(t, 0, adminKey, "signers", "roster"); !strings.Contains(r.stdout, "retired") {
+			t.Fatalf("roster table: %q", r.stdout)
 		}
 	})
 	t.Run("nodes", func(t *testing.T) {

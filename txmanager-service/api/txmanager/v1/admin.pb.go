@@ -23,6 +23,341 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AddSignerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The signer's address (0x + 40 hex digits).
+	Signer string `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	// Where its key is: keystore, awsKms, gcpKms or external (clef). The matching section of
+	// the nodes' signers configuration says how to reach it.
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// The key's id for awsKms (key id, ARN or alias) and gcpKms (the crypto key version's
+	// resource name); empty for keystore and external, where the address names the account.
+	KeyRef string `protobuf:"bytes,3,opt,name=key_ref,json=keyRef,proto3" json:"key_ref,omitempty"`
+	// Why; recorded.
+	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddSignerRequest) Reset() {
+	*x = AddSignerRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddSignerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddSignerRequest) ProtoMessage() {}
+
+func (x *AddSignerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddSignerRequest.ProtoReflect.Descriptor instead.
+func (*AddSignerRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AddSignerRequest) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *AddSignerRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *AddSignerRequest) GetKeyRef() string {
+	if x != nil {
+		return x.KeyRef
+	}
+	return ""
+}
+
+func (x *AddSignerRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+type RetireSignerRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	// Why; recorded.
+	Note          string `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetireSignerRequest) Reset() {
+	*x = RetireSignerRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetireSignerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetireSignerRequest) ProtoMessage() {}
+
+func (x *RetireSignerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetireSignerRequest.ProtoReflect.Descriptor instead.
+func (*RetireSignerRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RetireSignerRequest) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *RetireSignerRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+type ListRosterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRosterRequest) Reset() {
+	*x = ListRosterRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRosterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRosterRequest) ProtoMessage() {}
+
+func (x *ListRosterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRosterRequest.ProtoReflect.Descriptor instead.
+func (*ListRosterRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+type ListRosterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Signers       []*RosterSigner        `protobuf:"bytes,1,rep,name=signers,proto3" json:"signers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRosterResponse) Reset() {
+	*x = ListRosterResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRosterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRosterResponse) ProtoMessage() {}
+
+func (x *ListRosterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRosterResponse.ProtoReflect.Descriptor instead.
+func (*ListRosterResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListRosterResponse) GetSigners() []*RosterSigner {
+	if x != nil {
+		return x.Signers
+	}
+	return nil
+}
+
+// RosterSigner is one signer of the signer roster.
+type RosterSigner struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	// config (a node's file), keystore, awsKms, gcpKms or external.
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	KeyRef string `protobuf:"bytes,3,opt,name=key_ref,json=keyRef,proto3" json:"key_ref,omitempty"`
+	// active, retiring or retired.
+	State      string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	AddedAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=added_at,json=addedAt,proto3" json:"added_at,omitempty"`
+	AddedBy    string                 `protobuf:"bytes,6,opt,name=added_by,json=addedBy,proto3" json:"added_by,omitempty"`
+	RetiringAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=retiring_at,json=retiringAt,proto3" json:"retiring_at,omitempty"`
+	RetiredAt  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=retired_at,json=retiredAt,proto3" json:"retired_at,omitempty"`
+	RetiredBy  string                 `protobuf:"bytes,9,opt,name=retired_by,json=retiredBy,proto3" json:"retired_by,omitempty"`
+	Note       string                 `protobuf:"bytes,10,opt,name=note,proto3" json:"note,omitempty"`
+	// A retiring signer's transactions not yet final, on every chain.
+	Unfinished    uint64 `protobuf:"varint,11,opt,name=unfinished,proto3" json:"unfinished,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RosterSigner) Reset() {
+	*x = RosterSigner{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RosterSigner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RosterSigner) ProtoMessage() {}
+
+func (x *RosterSigner) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RosterSigner.ProtoReflect.Descriptor instead.
+func (*RosterSigner) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RosterSigner) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *RosterSigner) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *RosterSigner) GetKeyRef() string {
+	if x != nil {
+		return x.KeyRef
+	}
+	return ""
+}
+
+func (x *RosterSigner) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RosterSigner) GetAddedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AddedAt
+	}
+	return nil
+}
+
+func (x *RosterSigner) GetAddedBy() string {
+	if x != nil {
+		return x.AddedBy
+	}
+	return ""
+}
+
+func (x *RosterSigner) GetRetiringAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetiringAt
+	}
+	return nil
+}
+
+func (x *RosterSigner) GetRetiredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RetiredAt
+	}
+	return nil
+}
+
+func (x *RosterSigner) GetRetiredBy() string {
+	if x != nil {
+		return x.RetiredBy
+	}
+	return ""
+}
+
+func (x *RosterSigner) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *RosterSigner) GetUnfinished() uint64 {
+	if x != nil {
+		return x.Unfinished
+	}
+	return 0
+}
+
 type GetQuarantineRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
@@ -38,7 +373,7 @@ type GetQuarantineRequest struct {
 
 func (x *GetQuarantineRequest) Reset() {
 	*x = GetQuarantineRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +385,7 @@ func (x *GetQuarantineRequest) String() string {
 func (*GetQuarantineRequest) ProtoMessage() {}
 
 func (x *GetQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +398,7 @@ func (x *GetQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*GetQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetQuarantineRequest) GetSigner() string {
@@ -107,7 +442,7 @@ type ReleaseSignerRequest struct {
 
 func (x *ReleaseSignerRequest) Reset() {
 	*x = ReleaseSignerRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -119,7 +454,7 @@ func (x *ReleaseSignerRequest) String() string {
 func (*ReleaseSignerRequest) ProtoMessage() {}
 
 func (x *ReleaseSignerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -132,7 +467,7 @@ func (x *ReleaseSignerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSignerRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseSignerRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReleaseSignerRequest) GetSigner() string {
@@ -183,7 +518,7 @@ type Quarantine struct {
 
 func (x *Quarantine) Reset() {
 	*x = Quarantine{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -195,7 +530,7 @@ func (x *Quarantine) String() string {
 func (*Quarantine) ProtoMessage() {}
 
 func (x *Quarantine) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -208,7 +543,7 @@ func (x *Quarantine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quarantine.ProtoReflect.Descriptor instead.
 func (*Quarantine) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Quarantine) GetSigner() string {
@@ -322,7 +657,7 @@ type UnknownNonce struct {
 
 func (x *UnknownNonce) Reset() {
 	*x = UnknownNonce{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +669,7 @@ func (x *UnknownNonce) String() string {
 func (*UnknownNonce) ProtoMessage() {}
 
 func (x *UnknownNonce) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +682,7 @@ func (x *UnknownNonce) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnknownNonce.ProtoReflect.Descriptor instead.
 func (*UnknownNonce) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UnknownNonce) GetNonce() uint64 {
@@ -454,7 +789,7 @@ type ResolveTxRequest struct {
 
 func (x *ResolveTxRequest) Reset() {
 	*x = ResolveTxRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -466,7 +801,7 @@ func (x *ResolveTxRequest) String() string {
 func (*ResolveTxRequest) ProtoMessage() {}
 
 func (x *ResolveTxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -479,7 +814,7 @@ func (x *ResolveTxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTxRequest.ProtoReflect.Descriptor instead.
 func (*ResolveTxRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ResolveTxRequest) GetTxId() string {
@@ -515,7 +850,7 @@ type ResolveTxResponse struct {
 
 func (x *ResolveTxResponse) Reset() {
 	*x = ResolveTxResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +862,7 @@ func (x *ResolveTxResponse) String() string {
 func (*ResolveTxResponse) ProtoMessage() {}
 
 func (x *ResolveTxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +875,7 @@ func (x *ResolveTxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTxResponse.ProtoReflect.Descriptor instead.
 func (*ResolveTxResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResolveTxResponse) GetTxId() string {
@@ -575,7 +910,7 @@ type GetSignerStatusRequest struct {
 
 func (x *GetSignerStatusRequest) Reset() {
 	*x = GetSignerStatusRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +922,7 @@ func (x *GetSignerStatusRequest) String() string {
 func (*GetSignerStatusRequest) ProtoMessage() {}
 
 func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +935,7 @@ func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSignerStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetSignerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetSignerStatusRequest) GetSigner() string {
@@ -642,7 +977,7 @@ type SignerStatus struct {
 
 func (x *SignerStatus) Reset() {
 	*x = SignerStatus{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +989,7 @@ func (x *SignerStatus) String() string {
 func (*SignerStatus) ProtoMessage() {}
 
 func (x *SignerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +1002,7 @@ func (x *SignerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerStatus.ProtoReflect.Descriptor instead.
 func (*SignerStatus) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SignerStatus) GetSigner() string {
@@ -757,7 +1092,7 @@ type ListSignersRequest struct {
 
 func (x *ListSignersRequest) Reset() {
 	*x = ListSignersRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +1104,7 @@ func (x *ListSignersRequest) String() string {
 func (*ListSignersRequest) ProtoMessage() {}
 
 func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +1117,7 @@ func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
 func (*ListSignersRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListSignersRequest) GetChainId() uint64 {
@@ -802,7 +1137,7 @@ type ListSignersResponse struct {
 
 func (x *ListSignersResponse) Reset() {
 	*x = ListSignersResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +1149,7 @@ func (x *ListSignersResponse) String() string {
 func (*ListSignersResponse) ProtoMessage() {}
 
 func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +1162,7 @@ func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
 func (*ListSignersResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListSignersResponse) GetSigners() []*SignerStatus {
@@ -851,7 +1186,7 @@ type ListStuckRequest struct {
 
 func (x *ListStuckRequest) Reset() {
 	*x = ListStuckRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +1198,7 @@ func (x *ListStuckRequest) String() string {
 func (*ListStuckRequest) ProtoMessage() {}
 
 func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +1211,7 @@ func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckRequest.ProtoReflect.Descriptor instead.
 func (*ListStuckRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListStuckRequest) GetSigner() string {
@@ -909,7 +1244,7 @@ type ListStuckResponse struct {
 
 func (x *ListStuckResponse) Reset() {
 	*x = ListStuckResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1256,7 @@ func (x *ListStuckResponse) String() string {
 func (*ListStuckResponse) ProtoMessage() {}
 
 func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1269,7 @@ func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckResponse.ProtoReflect.Descriptor instead.
 func (*ListStuckResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListStuckResponse) GetTxs() []*Tx {
@@ -952,7 +1287,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1299,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1312,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 type Node struct {
@@ -1000,7 +1335,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1347,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1360,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Node) GetNodeId() string {
@@ -1100,7 +1435,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1447,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1460,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1139,7 +1474,36 @@ var File_api_txmanager_v1_admin_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"~\n" +
+	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"o\n" +
+	"\x10AddSignerRequest\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x17\n" +
+	"\akey_ref\x18\x03 \x01(\tR\x06keyRef\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\"A\n" +
+	"\x13RetireSignerRequest\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x12\n" +
+	"\x04note\x18\x02 \x01(\tR\x04note\"\x13\n" +
+	"\x11ListRosterRequest\"J\n" +
+	"\x12ListRosterResponse\x124\n" +
+	"\asigners\x18\x01 \x03(\v2\x1a.txmanager.v1.RosterSignerR\asigners\"\x8a\x03\n" +
+	"\fRosterSigner\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x17\n" +
+	"\akey_ref\x18\x03 \x01(\tR\x06keyRef\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x125\n" +
+	"\badded_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aaddedAt\x12\x19\n" +
+	"\badded_by\x18\x06 \x01(\tR\aaddedBy\x12;\n" +
+	"\vretiring_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"retiringAt\x129\n" +
+	"\n" +
+	"retired_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tretiredAt\x12\x1d\n" +
+	"\n" +
+	"retired_by\x18\t \x01(\tR\tretiredBy\x12\x12\n" +
+	"\x04note\x18\n" +
+	" \x01(\tR\x04note\x12\x1e\n" +
+	"\n" +
+	"unfinished\x18\v \x01(\x04R\n" +
+	"unfinished\"~\n" +
 	"\x14GetQuarantineRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1d\n" +
 	"\n" +
@@ -1237,7 +1601,7 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x06leases\x18\b \x01(\x04R\x06leases\x12 \n" +
 	"\vincarnation\x18\t \x01(\tR\vincarnation\"=\n" +
 	"\x11ListNodesResponse\x12(\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\xd5\x06\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\xae\t\n" +
 	"\fAdminService\x12{\n" +
 	"\x0fGetSignerStatus\x12$.txmanager.v1.GetSignerStatusRequest\x1a\x1a.txmanager.v1.SignerStatus\"&\x82\xd3\xe4\x93\x02 \x12\x1e/api/v1/admin/signers/{signer}\x12q\n" +
 	"\vListSigners\x12 .txmanager.v1.ListSignersRequest\x1a!.txmanager.v1.ListSignersResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/api/v1/admin/signers\x12i\n" +
@@ -1245,7 +1609,11 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\tListNodes\x12\x1e.txmanager.v1.ListNodesRequest\x1a\x1f.txmanager.v1.ListNodesResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/api/v1/admin/nodes\x12y\n" +
 	"\tResolveTx\x12\x1e.txmanager.v1.ResolveTxRequest\x1a\x1f.txmanager.v1.ResolveTxResponse\"+\x82\xd3\xe4\x93\x02%:\x01*\" /api/v1/admin/tx/{tx_id}/resolve\x12\x80\x01\n" +
 	"\rGetQuarantine\x12\".txmanager.v1.GetQuarantineRequest\x1a\x18.txmanager.v1.Quarantine\"1\x82\xd3\xe4\x93\x02+\x12)/api/v1/admin/signers/{signer}/quarantine\x12\x80\x01\n" +
-	"\rReleaseSigner\x12\".txmanager.v1.ReleaseSignerRequest\x1a\x18.txmanager.v1.Quarantine\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/api/v1/admin/signers/{signer}/releaseB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\rReleaseSigner\x12\".txmanager.v1.ReleaseSignerRequest\x1a\x18.txmanager.v1.Quarantine\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/api/v1/admin/signers/{signer}/release\x12h\n" +
+	"\tAddSigner\x12\x1e.txmanager.v1.AddSignerRequest\x1a\x1a.txmanager.v1.RosterSigner\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/api/v1/admin/roster\x12~\n" +
+	"\fRetireSigner\x12!.txmanager.v1.RetireSignerRequest\x1a\x1a.txmanager.v1.RosterSigner\"/\x82\xd3\xe4\x93\x02):\x01*\"$/api/v1/admin/roster/{signer}/retire\x12m\n" +
+	"\n" +
+	"ListRoster\x12\x1f.txmanager.v1.ListRosterRequest\x1a .txmanager.v1.ListRosterResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/api/v1/admin/rosterB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_admin_proto_rawDescOnce sync.Once
@@ -1259,57 +1627,72 @@ func file_api_txmanager_v1_admin_proto_rawDescGZIP() []byte {
 	return file_api_txmanager_v1_admin_proto_rawDescData
 }
 
-var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_api_txmanager_v1_admin_proto_goTypes = []any{
-	(*GetQuarantineRequest)(nil),   // 0: txmanager.v1.GetQuarantineRequest
-	(*ReleaseSignerRequest)(nil),   // 1: txmanager.v1.ReleaseSignerRequest
-	(*Quarantine)(nil),             // 2: txmanager.v1.Quarantine
-	(*UnknownNonce)(nil),           // 3: txmanager.v1.UnknownNonce
-	(*ResolveTxRequest)(nil),       // 4: txmanager.v1.ResolveTxRequest
-	(*ResolveTxResponse)(nil),      // 5: txmanager.v1.ResolveTxResponse
-	(*GetSignerStatusRequest)(nil), // 6: txmanager.v1.GetSignerStatusRequest
-	(*SignerStatus)(nil),           // 7: txmanager.v1.SignerStatus
-	(*ListSignersRequest)(nil),     // 8: txmanager.v1.ListSignersRequest
-	(*ListSignersResponse)(nil),    // 9: txmanager.v1.ListSignersResponse
-	(*ListStuckRequest)(nil),       // 10: txmanager.v1.ListStuckRequest
-	(*ListStuckResponse)(nil),      // 11: txmanager.v1.ListStuckResponse
-	(*ListNodesRequest)(nil),       // 12: txmanager.v1.ListNodesRequest
-	(*Node)(nil),                   // 13: txmanager.v1.Node
-	(*ListNodesResponse)(nil),      // 14: txmanager.v1.ListNodesResponse
-	(*timestamppb.Timestamp)(nil),  // 15: google.protobuf.Timestamp
-	(*Tx)(nil),                     // 16: txmanager.v1.Tx
+	(*AddSignerRequest)(nil),       // 0: txmanager.v1.AddSignerRequest
+	(*RetireSignerRequest)(nil),    // 1: txmanager.v1.RetireSignerRequest
+	(*ListRosterRequest)(nil),      // 2: txmanager.v1.ListRosterRequest
+	(*ListRosterResponse)(nil),     // 3: txmanager.v1.ListRosterResponse
+	(*RosterSigner)(nil),           // 4: txmanager.v1.RosterSigner
+	(*GetQuarantineRequest)(nil),   // 5: txmanager.v1.GetQuarantineRequest
+	(*ReleaseSignerRequest)(nil),   // 6: txmanager.v1.ReleaseSignerRequest
+	(*Quarantine)(nil),             // 7: txmanager.v1.Quarantine
+	(*UnknownNonce)(nil),           // 8: txmanager.v1.UnknownNonce
+	(*ResolveTxRequest)(nil),       // 9: txmanager.v1.ResolveTxRequest
+	(*ResolveTxResponse)(nil),      // 10: txmanager.v1.ResolveTxResponse
+	(*GetSignerStatusRequest)(nil), // 11: txmanager.v1.GetSignerStatusRequest
+	(*SignerStatus)(nil),           // 12: txmanager.v1.SignerStatus
+	(*ListSignersRequest)(nil),     // 13: txmanager.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),    // 14: txmanager.v1.ListSignersResponse
+	(*ListStuckRequest)(nil),       // 15: txmanager.v1.ListStuckRequest
+	(*ListStuckResponse)(nil),      // 16: txmanager.v1.ListStuckResponse
+	(*ListNodesRequest)(nil),       // 17: txmanager.v1.ListNodesRequest
+	(*Node)(nil),                   // 18: txmanager.v1.Node
+	(*ListNodesResponse)(nil),      // 19: txmanager.v1.ListNodesResponse
+	(*timestamppb.Timestamp)(nil),  // 20: google.protobuf.Timestamp
+	(*Tx)(nil),                     // 21: txmanager.v1.Tx
 }
 var file_api_txmanager_v1_admin_proto_depIdxs = []int32{
-	15, // 0: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
-	15, // 1: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
-	3,  // 2: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
-	15, // 3: txmanager.v1.UnknownNonce.unclaimed_until:type_name -> google.protobuf.Timestamp
-	16, // 4: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
-	15, // 5: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 6: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
-	16, // 7: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
-	15, // 8: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	15, // 9: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
-	13, // 10: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
-	6,  // 11: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
-	8,  // 12: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
-	10, // 13: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
-	12, // 14: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
-	4,  // 15: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
-	0,  // 16: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
-	1,  // 17: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
-	7,  // 18: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
-	9,  // 19: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
-	11, // 20: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
-	14, // 21: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
-	5,  // 22: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
-	2,  // 23: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
-	2,  // 24: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	4,  // 0: txmanager.v1.ListRosterResponse.signers:type_name -> txmanager.v1.RosterSigner
+	20, // 1: txmanager.v1.RosterSigner.added_at:type_name -> google.protobuf.Timestamp
+	20, // 2: txmanager.v1.RosterSigner.retiring_at:type_name -> google.protobuf.Timestamp
+	20, // 3: txmanager.v1.RosterSigner.retired_at:type_name -> google.protobuf.Timestamp
+	20, // 4: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
+	20, // 5: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
+	8,  // 6: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
+	20, // 7: txmanager.v1.UnknownNonce.unclaimed_until:type_name -> google.protobuf.Timestamp
+	21, // 8: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
+	20, // 9: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
+	12, // 10: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
+	21, // 11: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
+	20, // 12: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	20, // 13: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
+	18, // 14: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
+	11, // 15: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
+	13, // 16: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
+	15, // 17: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
+	17, // 18: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
+	9,  // 19: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
+	5,  // 20: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
+	6,  // 21: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
+	0,  // 22: txmanager.v1.AdminService.AddSigner:input_type -> txmanager.v1.AddSignerRequest
+	1,  // 23: txmanager.v1.AdminService.RetireSigner:input_type -> txmanager.v1.RetireSignerRequest
+	2,  // 24: txmanager.v1.AdminService.ListRoster:input_type -> txmanager.v1.ListRosterRequest
+	12, // 25: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
+	14, // 26: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
+	16, // 27: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
+	19, // 28: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
+	10, // 29: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
+	7,  // 30: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
+	7,  // 31: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
+	4,  // 32: txmanager.v1.AdminService.AddSigner:output_type -> txmanager.v1.RosterSigner
+	4,  // 33: txmanager.v1.AdminService.RetireSigner:output_type -> txmanager.v1.RosterSigner
+	3,  // 34: txmanager.v1.AdminService.ListRoster:output_type -> txmanager.v1.ListRosterResponse
+	25, // [25:35] is the sub-list for method output_type
+	15, // [15:25] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_admin_proto_init() }
@@ -1324,7 +1707,7 @@ func file_api_txmanager_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_txmanager_v1_admin_proto_rawDesc), len(file_api_txmanager_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,9 @@ const (
 	AdminService_ResolveTx_FullMethodName       = "/txmanager.v1.AdminService/ResolveTx"
 	AdminService_GetQuarantine_FullMethodName   = "/txmanager.v1.AdminService/GetQuarantine"
 	AdminService_ReleaseSigner_FullMethodName   = "/txmanager.v1.AdminService/ReleaseSigner"
+	AdminService_AddSigner_FullMethodName       = "/txmanager.v1.AdminService/AddSigner"
+	AdminService_RetireSigner_FullMethodName    = "/txmanager.v1.AdminService/RetireSigner"
+	AdminService_ListRoster_FullMethodName      = "/txmanager.v1.AdminService/ListRoster"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -53,6 +56,20 @@ type AdminServiceClient interface {
 	GetQuarantine(ctx context.Context, in *GetQuarantineRequest, opts ...grpc.CallOption) (*Quarantine, error)
 	// ReleaseSigner: an operator confirmed the unknown nonces; allocation goes on above them.
 	ReleaseSigner(ctx context.Context, in *ReleaseSignerRequest, opts ...grpc.CallOption) (*Quarantine, error)
+	// AddSigner puts a signer into service on every node without a restart: the node answering
+	// reads its key source first (a key it cannot reach is refused, nothing recorded), records
+	// it in the signer roster, and serves it at once; every other node within one roster poll
+	// (signers.rosterPollInterval, at most the lease duration). The roster names where the key
+	// is (a keystore account in signers.keystore.dir, an AWS or Cloud KMS key id, a clef
+	// account), never the key. A retired signer added again goes on from its nonce cursor.
+	AddSigner(ctx context.Context, in *AddSignerRequest, opts ...grpc.CallOption) (*RosterSigner, error)
+	// RetireSigner records a signer retiring: from then on every create for it is refused with
+	// SIGNER_RETIRED on every node, its unfinished transactions go on to a final state, and
+	// then it is retired: each node drops its key and lets its leases go.
+	RetireSigner(ctx context.Context, in *RetireSignerRequest, opts ...grpc.CallOption) (*RosterSigner, error)
+	// ListRoster lists the signer roster: every signer added at run time or configured in a
+	// node's file, with its state.
+	ListRoster(ctx context.Context, in *ListRosterRequest, opts ...grpc.CallOption) (*ListRosterResponse, error)
 }
 
 type adminServiceClient struct {
@@ -133,6 +150,36 @@ func (c *adminServiceClient) ReleaseSigner(ctx context.Context, in *ReleaseSigne
 	return out, nil
 }
 
+func (c *adminServiceClient) AddSigner(ctx context.Context, in *AddSignerRequest, opts ...grpc.CallOption) (*RosterSigner, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RosterSigner)
+	err := c.cc.Invoke(ctx, AdminService_AddSigner_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RetireSigner(ctx context.Context, in *RetireSignerRequest, opts ...grpc.CallOption) (*RosterSigner, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RosterSigner)
+	err := c.cc.Invoke(ctx, AdminService_RetireSigner_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListRoster(ctx context.Context, in *ListRosterRequest, opts ...grpc.CallOption) (*ListRosterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRosterResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListRoster_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -158,6 +205,20 @@ type AdminServiceServer interface {
 	GetQuarantine(context.Context, *GetQuarantineRequest) (*Quarantine, error)
 	// ReleaseSigner: an operator confirmed the unknown nonces; allocation goes on above them.
 	ReleaseSigner(context.Context, *ReleaseSignerRequest) (*Quarantine, error)
+	// AddSigner puts a signer into service on every node without a restart: the node answering
+	// reads its key source first (a key it cannot reach is refused, nothing recorded), records
+	// it in the signer roster, and serves it at once; every other node within one roster poll
+	// (signers.rosterPollInterval, at most the lease duration). The roster names where the key
+	// is (a keystore account in signers.keystore.dir, an AWS or Cloud KMS key id, a clef
+	// account), never the key. A retired signer added again goes on from its nonce cursor.
+	AddSigner(context.Context, *AddSignerRequest) (*RosterSigner, error)
+	// RetireSigner records a signer retiring: from then on every create for it is refused with
+	// SIGNER_RETIRED on every node, its unfinished transactions go on to a final state, and
+	// then it is retired: each node drops its key and lets its leases go.
+	RetireSigner(context.Context, *RetireSignerRequest) (*RosterSigner, error)
+	// ListRoster lists the signer roster: every signer added at run time or configured in a
+	// node's file, with its state.
+	ListRoster(context.Context, *ListRosterRequest) (*ListRosterResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -188,6 +249,15 @@ func (UnimplementedAdminServiceServer) GetQuarantine(context.Context, *GetQuaran
 }
 func (UnimplementedAdminServiceServer) ReleaseSigner(context.Context, *ReleaseSignerRequest) (*Quarantine, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReleaseSigner not implemented")
+}
+func (UnimplementedAdminServiceServer) AddSigner(context.Context, *AddSignerRequest) (*RosterSigner, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddSigner not implemented")
+}
+func (UnimplementedAdminServiceServer) RetireSigner(context.Context, *RetireSignerRequest) (*RosterSigner, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetireSigner not implemented")
+}
+func (UnimplementedAdminServiceServer) ListRoster(context.Context, *ListRosterRequest) (*ListRosterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRoster not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -336,6 +406,60 @@ func _AdminService_ReleaseSigner_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_AddSigner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddSignerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).AddSigner(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_AddSigner_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).AddSigner(ctx, req.(*AddSignerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RetireSigner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetireSignerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RetireSigner(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RetireSigner_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RetireSigner(ctx, req.(*RetireSignerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListRoster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRosterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListRoster(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListRoster_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListRoster(ctx, req.(*ListRosterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -370,6 +494,18 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReleaseSigner",
 			Handler:    _AdminService_ReleaseSigner_Handler,
+		},
+		{
+			MethodName: "AddSigner",
+			Handler:    _AdminService_AddSigner_Handler,
+		},
+		{
+			MethodName: "RetireSigner",
+			Handler:    _AdminService_RetireSigner_Handler,
+		},
+		{
+			MethodName: "ListRoster",
+			Handler:    _AdminService_ListRoster_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -19,6 +19,9 @@ type AdminServiceHTTPServer interface {
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	GetQuarantine(context.Context, *GetQuarantineRequest) (*Quarantine, error)
 	ReleaseSigner(context.Context, *ReleaseSignerRequest) (*Quarantine, error)
+	AddSigner(context.Context, *AddSignerRequest) (*RosterSigner, error)
+	RetireSigner(context.Context, *RetireSignerRequest) (*RosterSigner, error)
+	ListRoster(context.Context, *ListRosterRequest) (*ListRosterResponse, error)
 }
 
 // RegisterAdminServiceHTTPServer adds the admin routes to s.
@@ -102,5 +105,25 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 			in.ChainId = chainID
 		}
 		return serve(ctx, AdminService_ReleaseSigner_FullMethodName, &in, srv.ReleaseSigner)
+	})
+	r.POST("/api/v1/admin/roster", func(ctx http.Context) error {
+		var in AddSignerRequest
+		if err := DecodeJSONBody(ctx.Request(), opts.MaxBodyBytes, &in); err != nil {
+			return err
+		}
+		return serve(ctx, AdminService_AddSigner_FullMethodName, &in, srv.AddSigner)
+	})
+	r.POST("/api/v1/admin/roster/{signer}/retire", func(ctx http.Context) error {
+		var in RetireSignerRequest
+		if ctx.Request().ContentLength != 0 {
+			if err := DecodeJSONBody(ctx.Request(), opts.MaxBodyBytes, &in); err != nil {
+				return err
+			}
+		}
+		in.Signer = ctx.Vars().Get("signer")
+		return serve(ctx, AdminService_RetireSigner_FullMethodName, &in, srv.RetireSigner)
+	})
+	r.GET("/api/v1/admin/roster", func(ctx http.Context) error {
+		return serve(ctx, AdminService_ListRoster_FullMethodName, &ListRosterRequest{}, srv.ListRoster)
 	})
 }

@@ -75,6 +75,13 @@ const (
 	// database failover, or the key used elsewhere): no nonce is allocated until an operator
 	// releases the signer (admin API). Nothing was consumed (409).
 	ErrorReason_SIGNER_QUARANTINED ErrorReason = 19
+	// An operator retired the signer (signer roster: retiring or retired): it accepts no new
+	// transaction; the ones it already has still reach a final state. Nothing was consumed;
+	// a retry with the requestId of an acknowledged create still returns it (409).
+	ErrorReason_SIGNER_RETIRED ErrorReason = 20
+	// The signer is already in service with another key source: retire it before adding it
+	// with a different one (409).
+	ErrorReason_SIGNER_ACTIVE ErrorReason = 21
 )
 
 // Enum value maps for ErrorReason.
@@ -100,6 +107,8 @@ var (
 		17: "CURSOR_EXPIRED",
 		18: "OUTCOME_UNKNOWN",
 		19: "SIGNER_QUARANTINED",
+		20: "SIGNER_RETIRED",
+		21: "SIGNER_ACTIVE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED": 0,
@@ -122,6 +131,8 @@ var (
 		"CURSOR_EXPIRED":           17,
 		"OUTCOME_UNKNOWN":          18,
 		"SIGNER_QUARANTINED":       19,
+		"SIGNER_RETIRED":           20,
+		"SIGNER_ACTIVE":            21,
 	}
 )
 
@@ -156,7 +167,7 @@ var File_api_txmanager_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#api/txmanager/v1/error_reason.proto\x12\ftxmanager.v1\x1a\x13errors/errors.proto*\xa7\x04\n" +
+	"#api/txmanager/v1/error_reason.proto\x12\ftxmanager.v1\x1a\x13errors/errors.proto*\xda\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\n" +
@@ -179,7 +190,9 @@ const file_api_txmanager_v1_error_reason_proto_rawDesc = "" +
 	"\x12INSUFFICIENT_FUNDS\x10\x10\x1a\x04\xa8E\xa6\x03\x12\x18\n" +
 	"\x0eCURSOR_EXPIRED\x10\x11\x1a\x04\xa8E\x9a\x03\x12\x19\n" +
 	"\x0fOUTCOME_UNKNOWN\x10\x12\x1a\x04\xa8E\xf7\x03\x12\x1c\n" +
-	"\x12SIGNER_QUARANTINED\x10\x13\x1a\x04\xa8E\x99\x03\x1a\x04\xa0E\xf4\x03B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\x12SIGNER_QUARANTINED\x10\x13\x1a\x04\xa8E\x99\x03\x12\x18\n" +
+	"\x0eSIGNER_RETIRED\x10\x14\x1a\x04\xa8E\x99\x03\x12\x17\n" +
+	"\rSIGNER_ACTIVE\x10\x15\x1a\x04\xa8E\x99\x03\x1a\x04\xa0E\xf4\x03B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_error_reason_proto_rawDescOnce sync.Once

@@ -283,3 +283,34 @@ func IsSignerQuarantined(err error) bool {
 func ErrorSignerQuarantined(format string, args ...any) *errors.Error {
 	return errors.New(409, ErrorReason_SIGNER_QUARANTINED.String(), fmt.Sprintf(format, args...))
 }
+
+// IsSignerRetired reports whether err carries the reason SIGNER_RETIRED, whatever its status.
+// An operator retired the signer (signer roster: retiring or retired): it accepts no new
+// transaction; the ones it already has still reach a final state. Nothing was consumed;
+// a retry with the requestId of an acknowledged create still returns it (409).
+func IsSignerRetired(err error) bool {
+	if err == nil {
+		return false
+	}
+	return errors.FromError(err).Reason == ErrorReason_SIGNER_RETIRED.String()
+}
+
+// ErrorSignerRetired is the API's 409 SIGNER_RETIRED error with a formatted message.
+func ErrorSignerRetired(format string, args ...any) *errors.Error {
+	return errors.New(409, ErrorReason_SIGNER_RETIRED.String(), fmt.Sprintf(format, args...))
+}
+
+// IsSignerActive reports whether err carries the reason SIGNER_ACTIVE, whatever its status.
+// The signer is already in service with another key source: retire it before adding it
+// with a different one (409).
+func IsSignerActive(err error) bool {
+	if err == nil {
+		return false
+	}
+	return errors.FromError(err).Reason == ErrorReason_SIGNER_ACTIVE.String()
+}
+
+// ErrorSignerActive is the API's 409 SIGNER_ACTIVE error with a formatted message.
+func ErrorSignerActive(format string, args ...any) *errors.Error {
+	return errors.New(409, ErrorReason_SIGNER_ACTIVE.String(), fmt.Sprintf(format, args...))
+}

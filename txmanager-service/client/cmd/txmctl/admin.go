@@ -57,8 +57,88 @@ func newSignersCommand(o *options) *cobra.Command {
 				"quarantined", yesNo(s.GetQuarantined()))
 		},
 	}
-	cmd.AddCommand(status)
+	cmd.AddCommand(status, newSignerAddCommand(o), newSignerRetireCommand(o), newRosterCommand(o))
 	return cmd
+}
+
+func newSignerAddCommand(o *options) *cobra.Command {
+	var source, keyRef, note string
+	cmd := &cobra.Command{
+		Use:   "add <signer> --source keystore|awsKms|gcpKms|external [--key-ref <kms key id>] [--note <why>]",
+		Short: "put a signer into service on every node without a restart (its key found through the nodes' signers configuration)",
+		Args:  exactArgs(1, "a signer address"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := o.deadline(cmd.Context(), defaultCallTimeout)
+			defer cancel()
+			s, err := o.client.AddSigner(ctx, &v1.AddSignerRequest{Signer: args[0], Source: source, KeyRef: keyRef, Note: note})
+			if err != nil {
+				return err
+			}
+			return o.rosterSigner(s)
+		},
+	}
+	cmd.Flags().StringVar(&source, "source", "", "where the key is: keystore (signers.keystore.dir), awsKms, gcpKms, external (clef)")
+	cmd.Flags().StringVar(&keyRef, "key-ref", "", "the KMS key id (awsKms: key id, ARN or alias; gcpKms: the crypto key version's name)")
+	cmd.Flags().StringVar(&note, "note", "", "why (recorded)")
+	_ = cmd.MarkFlagRequired("source")
+	return cmd
+}
+
+func newSignerRetireCommand(o *options) *cobra.Command {
+	var note string
+	cmd := &cobra.Command{
+		Use:   "retire <signer> --note <why>",
+		Short: "retire a signer: no new transaction from now on; its unfinished ones go on to a final state, then its leases go",
+		Args:  exactArgs(1, "a signer address"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := o.deadline(cmd.Context(), defaultCallTimeout)
+			defer cancel()
+			s, err := o.client.RetireSigner(ctx, args[0], note)
+			if err != nil {
+				return err
+			}
+			return o.rosterSigner(s)
+		},
+	}
+	cmd.Flags().StringVar(&note, "note", "", "why (recorded)")
+	_ = cmd.MarkFlagRequired("note")
+	return cmd
+}
+
+func newRosterCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "roster",
+		Short: "the signer roster: every signer added at run time or configured in a node's file, and its state",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := o.deadline(cmd.Context(), defaultCallTimeout)
+			defer cancel()
+			roster, err := o.client.Roster(ctx)
+			if err != nil {
+				return err
+			}
+			if o.json {
+				return writeJSONList(o.out, roster)
+			}
+			t := newTable(o.out, "SIGNER", "STATE", "SOURCE", "KEY", "ADDED", "RETIRING SINCE", "RETIRED", "UNFINISHED")
+			for _, s := range roster {
+				t.row(s.GetSigner(), s.GetState(), s.GetSource(), orDash(s.GetKeyRef()), when(s.GetAddedAt()), when(s.GetRetiringAt()),
+					when(s.GetRetiredAt()), fmt.Sprint(s.GetUnfinished()))
+			}
+			return t.flush()
+		},
+	}
+}
+
+// rosterSigner prints one roster signer.
+func (o *options) rosterSigner(s *v1.RosterSigner) error {
+	if o.json {
+		return writeJSON(o.out, s)
+	}
+	return fields(o.out,
+		"signer", s.GetSigner(), "state", s.GetState(), "source", s.GetSource(), "key", s.GetKeyRef(),
+		"added", when(s.GetAddedAt()), "added by", s.GetAddedBy(), "retiring since", when(s.GetRetiringAt()),
+		"retired", when(s.GetRetiredAt()), "retired by", s.GetRetiredBy(), "unfinished", fmt.Sprint(s.GetUnfinished()), "note", s.GetNote())
 }
 
 func newQuarantineCommand(o *options) *cobra.Command {

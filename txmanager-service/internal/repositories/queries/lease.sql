@@ -58,10 +58,14 @@ WHERE chain_id = @chain_id AND signer = @signer AND owner_node = @node_id AND fe
 -- The first statement of every writer batch for a signer: proves the lease is still ours and
 -- holds it FOR KEY SHARE until commit, so a takeover (which must change the row's key
 -- columns owner_node and fencing_token, migration 0009) waits for
--- this transaction and can never slip between the check and the commit.
+-- this transaction and can never slip between the check and the commit. The signer's roster
+-- row is held FOR KEY SHARE the same way: a retirement (RetireRosterSigner, FOR UPDATE) waits
+-- for the batch, and a batch after it reads the new state (no row: a signer the roster has
+-- not met, which serves).
 SELECT l.fencing_token, c.next_nonce,
        EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined,
-       EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = l.chain_id AND m.signer = l.signer AND m.unclaimed_until > now())::bool AS has_unclaimed
+       EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = l.chain_id AND m.signer = l.signer AND m.unclaimed_until > now())::bool AS has_unclaimed,
+       COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = l.signer FOR KEY SHARE), 'active')::text AS roster_state
 FROM signer_lease l
 LEFT JOIN signer_nonce_cursor c ON c.chain_id = l.chain_id AND c.signer = l.signer
 WHERE l.chain_id = @chain_id AND l.signer = @signer

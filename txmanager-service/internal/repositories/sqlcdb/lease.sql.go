@@ -95,7 +95,8 @@ func (q *Queries) AcquireOrRenewLease(ctx context.Context, arg AcquireOrRenewLea
 const lockLeaseAndReadCursor = `-- name: LockLeaseAndReadCursor :one
 SELECT l.fencing_token, c.next_nonce,
        EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined,
-       EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = l.chain_id AND m.signer = l.signer AND m.unclaimed_until > now())::bool AS has_unclaimed
+       EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = l.chain_id AND m.signer = l.signer AND m.unclaimed_until > now())::bool AS has_unclaimed,
+       COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = l.signer FOR KEY SHARE), 'active')::text AS roster_state
 FROM signer_lease l
 LEFT JOIN signer_nonce_cursor c ON c.chain_id = l.chain_id AND c.signer = l.signer
 WHERE l.chain_id = $1 AND l.signer = $2
@@ -117,12 +118,16 @@ type LockLeaseAndReadCursorRow struct {
 	NextNonce    pgtype.Int8
 	Quarantined  bool
 	HasUnclaimed bool
+	RosterState  string
 }
 
 // The first statement of every writer batch for a signer: proves the lease is still ours and
 // holds it FOR KEY SHARE until commit, so a takeover (which must change the row's key
 // columns owner_node and fencing_token, migration 0009) waits for
-// this transaction and can never slip between the check and the commit.
+// this transaction and can never slip between the check and the commit. The signer's roster
+// row is held FOR KEY SHARE the same way: a retirement (RetireRosterSigner, FOR UPDATE) waits
+// for the batch, and a batch after it reads the new state (no row: a signer the roster has
+// not met, which serves).
 func (q *Queries) LockLeaseAndReadCursor(ctx context.Context, arg LockLeaseAndReadCursorParams) (LockLeaseAndReadCursorRow, error) {
 	row := q.db.QueryRow(ctx, lockLeaseAndReadCursor,
 		arg.ChainID,
@@ -136,6 +141,7 @@ func (q *Queries) LockLeaseAndReadCursor(ctx context.Context, arg LockLeaseAndRe
 		&i.NextNonce,
 		&i.Quarantined,
 		&i.HasUnclaimed,
+		&i.RosterState,
 	)
 	return i, err
 }

@@ -93,6 +93,20 @@ type SignerQuarantine struct {
 	ChainID      int64
 }
 
+type SignerRoster struct {
+	Signer     string
+	Source     string
+	KeyRef     string
+	State      string
+	AddedAt    time.Time
+	AddedBy    string
+	RetiringAt *time.Time
+	RetiredAt  *time.Time
+	RetiredBy  pgtype.Text
+	Note       string
+	UpdatedAt  time.Time
+}
+
 type StuckResolutionAudit struct {
 	ID           int64
 	Signer       string

@@ -1,0 +1,320 @@
+package services
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// RosterStore keeps the signer roster (migration 0012).
+type RosterStore interface {
+	ListRoster(ctx context.Context) ([]domain.RosterSigner, error)
+	// GetRosterSigner answers domain.ErrNotFound for a signer without a row.
+	GetRosterSigner(ctx context.Context, signer common.Address) (domain.RosterSigner, error)
+	// RegisterConfigSigners adds a row for each signer that has none (source config).
+	RegisterConfigSigners(ctx context.Context, node string, signers []common.Address) error
+	// AddRosterSigner records entry active; added is false when the signer was already
+	// active (nothing changed; the row as it is is returned).
+	AddRosterSigner(ctx context.Context, entry domain.RosterSigner, by string) (row domain.RosterSigner, added bool, err error)
+	// RetireRosterSigner records the signer retiring; retired is false when it was not
+	// active (nothing changed).
+	RetireRosterSigner(ctx context.Context, signer common.Address, by, note string) (row domain.RosterSigner, retired bool, err error)
+	// CompleteRetirement marks a retiring signer with no unfinished transaction retired;
+	// done is false while it still has some.
+	CompleteRetirement(ctx context.Context, signer common.Address) (row domain.RosterSigner, done bool, err error)
+	// CountUnfinished counts the signer's unfinished transactions on every chain.
+	CountUnfinished(ctx context.Context, signer common.Address) (int64, error)
+}
+
+// SignerKeys is the keys side of the roster: building a roster signer's key source and
+// setting its state where creates and signing look (the signer registry).
+type SignerKeys interface {
+	// Check reports whether this node could build entry's key source.
+	Check(entry domain.RosterSigner) error
+	// Build builds entry's key source and puts its signer into service.
+	Build(ctx context.Context, entry domain.RosterSigner) error
+	// State is the roster state applied to signer here, and whether its key is held.
+	State(signer common.Address) (state domain.RosterState, held bool)
+	// Apply sets entry's state: retiring refuses creates, retired drops the key.
+	Apply(entry domain.RosterSigner)
+}
+
+// RosterConfig tunes the roster.
+type RosterConfig struct {
+	Node string
+	// PollInterval: how often each node reads the roster. At most the lease duration, so a
+	// signer added anywhere serves on every node within one lease period.
+	PollInterval time.Duration
+	// BuildTimeout bounds building one key source (a KMS public key, clef's account list).
+	BuildTimeout time.Duration
+	// ConfigSigners are the signers of this node's file, registered at start.
+	ConfigSigners []common.Address
+}
+
+// SignerRoster adds and retires signers at run time, on every node, without a restart. An
+// operator's call records the change (AddSigner, RetireSigner); every node reads the roster
+// (Sync, every PollInterval) and applies it: a new signer's key source is built and serves at
+// once; a retiring signer refuses new creates (the writer's batch reads its state under a
+// row lock, so no create is accepted after the retirement is recorded, whatever a node's
+// poll has seen), its unfinished transactions go on to a final state as usual, then it is
+// recorded retired and every node lets its leases go and drops its key.
+type SignerRoster struct {
+	cfg    RosterConfig
+	store  RosterStore
+	keys   SignerKeys
+	leases []*LeaseManager
+	log    *log.Helper
+
+	// mu serialises Sync and the admin calls' own applying.
+	mu sync.Mutex
+	// failed remembers the last build error per signer, so a key that cannot be built is
+	// logged when its error changes, not on every poll.
+	failed map[common.Address]string
+}
+
+// NewSignerRoster wires the roster; leases are every served chain's lease managers.
+func NewSignerRoster(cfg RosterConfig, store RosterStore, keys SignerKeys, leases []*LeaseManager, logger log.Logger) *SignerRoster {
+	return &SignerRoster{cfg: cfg, store: store, keys: keys, leases: leases, failed: map[common.Address]string{},
+		log: log.NewHelper(log.With(logger, "component", "signer-roster", "node_id", cfg.Node))}
+}
+
+// Interval is the poll interval.
+func (r *SignerRoster) Interval() time.Duration { return r.cfg.PollInterval }
+
+// Join registers this node's configured signers (each gets a row its creates lock) and
+// applies the roster once, before the node serves: a signer retired while it was down is
+// not served for a moment.
+func (r *SignerRoster) Join(ctx context.Context) error {
+	if len(r.cfg.ConfigSigners) > 0 {
+		if err := r.store.RegisterConfigSigners(ctx, r.cfg.Node, r.cfg.ConfigSigners); err != nil {
+			return fmt.Errorf("register configured signers in the roster: %w", err)
+		}
+	}
+	return r.Sync(ctx)
+}
+
+// Sync reads the roster and applies every signer's state on this node.
+func (r *SignerRoster) Sync(ctx context.Context) error {
+	entries, err := r.store.ListRoster(ctx)
+	if err != nil {
+		return fmt.Errorf("read the signer roster: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, entry := range entries {
+		r.apply(ctx, entry)
+	}
+	return nil
+}
+
+// apply brings this node in line with entry. Callers hold mu.
+func (r *SignerRoster) apply(ctx context.Context, entry domain.RosterSigner) {
+	switch entry.State {
+	case domain.RosterActive, domain.RosterRetiring:
+		// A retiring signer's key is needed too: its unfinished transactions are signed by
+		// whichever node holds its lease.
+		if entry.Source != domain.KeySourceConfig && !r.holds(entry.Signer) {
+			r.build(ctx, entry)
+		}
+		r.keys.Apply(entry)
+		if entry.State == domain.RosterRetiring {
+			r.completeRetirement(ctx, entry)
+		}
+	case domain.RosterRetired:
+		r.retired(ctx, entry)
+	default:
+		// A state a newer version wrote: refuse creates rather than guess.
+		r.keys.Apply(entry)
+	}
+}
+
+func (r *SignerRoster) build(ctx context.Context, entry domain.RosterSigner) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.BuildTimeout)
+	defer cancel()
+	if err := r.keys.Build(ctx, entry); err != nil {
+		if r.failed[entry.Signer] != err.Error() {
+			r.failed[entry.Signer] = err.Error()
+			r.log.Errorw("msg", "signer's key source could not be built; retrying at each roster poll", "signer", entry.Signer.Hex(),
+				"source", string(entry.Source), "key_ref", entry.KeyRef, "error", err.Error())
+		}
+		return
+	}
+	delete(r.failed, entry.Signer)
+	r.log.Infow("msg", "signer in service", "signer", entry.Signer.Hex(), "source", string(entry.Source), "key_ref", entry.KeyRef, "state", string(entry.State))
+}
+
+// completeRetirement records the signer retired once none of its transactions is left
+// unfinished; every node tries at each poll, the first to see it so records it.
+func (r *SignerRoster) completeRetirement(ctx context.Context, entry domain.RosterSigner) {
+	row, done, err := r.store.CompleteRetirement(ctx, entry.Signer)
+	if err != nil {
+		r.log.Warnw("msg", "completing a signer's retirement failed", "signer", entry.Signer.Hex(), "error", err.Error())
+		return
+	}
+	if done {
+		r.log.Infow("msg", "signer retired: no unfinished transaction left", "signer", entry.Signer.Hex())
+		r.retired(ctx, row)
+	}
+}
+
+// retired drops the signer's key and lets its leases go on every chain.
+func (r *SignerRoster) retired(ctx context.Context, entry domain.RosterSigner) {
+	state, held := r.keys.State(entry.Signer)
+	if state == domain.RosterRetired && !held && !r.holdsLease(entry.Signer.Hex()) {
+		return // applied already
+	}
+	r.keys.Apply(entry)
+	for _, leases := range r.leases {
+		if err := leases.LetGo(ctx, entry.Signer.Hex()); err != nil {
+			r.log.Warnw("msg", "letting a retired signer's lease go failed", "signer", entry.Signer.Hex(), "error", err.Error())
+		}
+	}
+	r.log.Infow("msg", "retired signer's key dropped and leases let go", "signer", entry.Signer.Hex())
+}
+
+func (r *SignerRoster) holdsLease(signer string) bool {
+	for _, leases := range r.leases {
+		if _, held := leases.Current(signer); held {
+			return true
+		}
+	}
+	return false
+}
+
+// holds reports whether a key for signer is in service on this node.
+func (r *SignerRoster) holds(signer common.Address) bool {
+	_, held := r.keys.State(signer)
+	return held
+}
+
+// RosterEntry is a roster signer with what is left of its work.
+type RosterEntry struct {
+	domain.RosterSigner
+	// Unfinished counts its transactions not yet final, on every chain (retiring signers).
+	Unfinished int64
+}
+
+// AddSigner puts a signer into service on every node: its key source is built here first
+// (a key this node cannot reach is refused before anything is recorded), then recorded;
+// this node serves it at once, the others at their next poll. Adding a signer that is
+// active with the same key source answers it as it is; with another source is
+// domain.ErrSignerActive. A retiring or retired signer is made active again, its nonces
+// going on where they stopped.
+func (r *SignerRoster) AddSigner(ctx context.Context, signer, source, keyRef, note, by string) (RosterEntry, error) {
+	entry, err := domain.ParseRosterAddition(signer, source, keyRef)
+	if err != nil {
+		return RosterEntry{}, err
+	}
+	entry.Note = note
+	if err := r.keys.Check(entry); err != nil {
+		return RosterEntry{}, &domain.ValidationError{Field: "source", Reason: err.Error()}
+	}
+	existing, err := r.store.GetRosterSigner(ctx, entry.Signer)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+	case err != nil:
+		return RosterEntry{}, err
+	case existing.State == domain.RosterActive && existing.SameKey(entry):
+		return RosterEntry{RosterSigner: existing}, nil
+	case existing.State == domain.RosterActive:
+		return RosterEntry{}, fmt.Errorf("%w: %s", domain.ErrSignerActive, existing)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.holds(entry.Signer) {
+		buildCtx, cancel := context.WithTimeout(ctx, r.cfg.BuildTimeout)
+		err := r.keys.Build(buildCtx, entry)
+		cancel()
+		if err != nil {
+			return RosterEntry{}, &domain.ValidationError{Field: "keyRef", Reason: fmt.Sprintf("the key source could not be read: %v", err)}
+		}
+	}
+	row, added, err := r.store.AddRosterSigner(ctx, entry, by)
+	if err != nil {
+		return RosterEntry{}, err
+	}
+	if !added && !row.SameKey(entry) {
+		// Added meanwhile by another operator with another key.
+		return RosterEntry{}, fmt.Errorf("%w: %s", domain.ErrSignerActive, row)
+	}
+	r.keys.Apply(row)
+	if added {
+		r.log.Infow("msg", "signer added to the roster", "signer", row.Signer.Hex(), "source", string(row.Source), "key_ref", row.KeyRef, "by", by)
+	}
+	return RosterEntry{RosterSigner: row}, nil
+}
+
+// RetireSigner records a signer retiring: from the moment it is recorded no create is
+// accepted for it on any node; its unfinished transactions go on to a final state, then it
+// is retired. Retiring a signer already retiring or retired answers it as it is.
+func (r *SignerRoster) RetireSigner(ctx context.Context, signer, note, by string) (RosterEntry, error) {
+	addr, err := domain.ParseAddress("signer", signer)
+	if err != nil {
+		return RosterEntry{}, err
+	}
+	existing, err := r.store.GetRosterSigner(ctx, addr)
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		if !r.holds(addr) {
+			return RosterEntry{}, fmt.Errorf("%w: %s is in no node's roster", domain.ErrUnknownSigner, addr.Hex())
+		}
+	case err != nil:
+		return RosterEntry{}, err
+	case existing.State != domain.RosterActive:
+		return r.withUnfinished(ctx, existing)
+	}
+	row, retired, err := r.store.RetireRosterSigner(ctx, addr, by, note)
+	if err != nil {
+		return RosterEntry{}, err
+	}
+	if !retired {
+		// Retired meanwhile by another call.
+		if row, err = r.store.GetRosterSigner(ctx, addr); err != nil {
+			return RosterEntry{}, err
+		}
+		return r.withUnfinished(ctx, row)
+	}
+	r.log.Infow("msg", "signer retiring: no new transaction is accepted for it", "signer", addr.Hex(), "by", by, "note", note)
+	r.mu.Lock()
+	r.apply(ctx, row)
+	r.mu.Unlock()
+	if current, err := r.store.GetRosterSigner(ctx, addr); err == nil {
+		row = current // retired already, when it had nothing unfinished
+	}
+	return r.withUnfinished(ctx, row)
+}
+
+// List answers the roster with each signer's unfinished transactions.
+func (r *SignerRoster) List(ctx context.Context) ([]RosterEntry, error) {
+	entries, err := r.store.ListRoster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RosterEntry, 0, len(entries))
+	for _, e := range entries {
+		entry, err := r.withUnfinished(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, entry)
+	}
+	return out, nil
+}
+
+func (r *SignerRoster) withUnfinished(ctx context.Context, row domain.RosterSigner) (RosterEntry, error) {
+	if row.State != domain.RosterRetiring {
+		return RosterEntry{RosterSigner: row}, nil
+	}
+	n, err := r.store.CountUnfinished(ctx, row.Signer)
+	if err != nil {
+		return RosterEntry{}, err
+	}
+	return RosterEntry{RosterSigner: row, Unfinished: n}, nil
+}

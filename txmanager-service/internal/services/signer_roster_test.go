@@ -1,0 +1,295 @@
+package services_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
+)
+
+// fakeKeys stands for the signer registry: which signers hold a key and in what state.
+type fakeKeys struct {
+	mu       sync.Mutex
+	held     map[common.Address]bool
+	states   map[common.Address]domain.RosterState
+	builds   int
+	buildErr error
+	noSource bool
+}
+
+func newFakeKeys(held ...common.Address) *fakeKeys {
+	k := &fakeKeys{held: map[common.Address]bool{}, states: map[common.Address]domain.RosterState{}}
+	for _, a := range held {
+		k.held[a] = true
+	}
+	return k
+}
+
+func (k *fakeKeys) Check(domain.RosterSigner) error {
+	if k.noSource {
+		return errors.New("signers.keystore.dir is empty")
+	}
+	return nil
+}
+
+func (k *fakeKeys) Build(_ context.Context, e domain.RosterSigner) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.builds++
+	if k.buildErr != nil {
+		return k.buildErr
+	}
+	k.held[e.Signer] = true
+	return nil
+}
+
+func (k *fakeKeys) State(signer common.Address) (domain.RosterState, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s, ok := k.states[signer]
+	if !ok {
+		s = domain.RosterActive
+	}
+	return s, k.held[signer]
+}
+
+func (k *fakeKeys) Apply(e domain.RosterSigner) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.states[e.Signer] = e.State
+	if e.State == domain.RosterRetired {
+		delete(k.held, e.Signer)
+	}
+}
+
+func newTestRoster(t *testing.T, pool *pgxpool.Pool, keys *fakeKeys, leases ...*services.LeaseManager) *services.SignerRoster {
+	t.Helper()
+	logger := log.NewStdLogger(os.Stderr)
+	if !testing.Verbose() {
+		logger = log.NewFilter(logger, log.FilterLevel(log.LevelError))
+	}
+	return services.NewSignerRoster(services.RosterConfig{Node: "roster-test", PollInterval: time.Second, BuildTimeout: 5 * time.Second},
+		repositories.NewRosterRepository(pool), keys, leases, logger)
+}
+
+// A retirement waits for a writer batch that holds the signer (its transactions commit
+// before the retirement is recorded), and every batch after it allocates nothing: no
+// create is accepted after the retirement is recorded.
+func TestRetirementWaitsForTheBatchInFlightAndRefusesTheNext(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	signer := signerAddress(27)
+	node := newTestNode(t, pool, "node-a", nodeOptions{})
+	keys := newFakeKeys(signer)
+	roster := newTestRoster(t, pool, keys, node.leases)
+	if err := repositories.NewRosterRepository(pool).RegisterConfigSigners(t.Context(), "node-a", []common.Address{signer}); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := results(t, node.allocate(t, signer, 2)); errors.Join(errs...) != nil {
+		t.Fatalf("first batch: %v", errors.Join(errs...))
+	}
+
+	gate := newGate()
+	node.store.setGates(nil, gate)
+	inFlight := make(chan []*services.AllocationOp, 1)
+	go func() { inFlight <- node.allocate(t, signer, 3) }()
+	<-gate.reached // the batch holds the roster row FOR KEY SHARE in its open transaction
+
+	retired := make(chan error, 1)
+	go func() {
+		_, err := roster.RetireSigner(context.Background(), signer.Hex(), "rotation", "operator")
+		retired <- err
+	}()
+	select {
+	case err := <-retired:
+		t.Fatalf("the retirement was recorded while a batch held the signer (err %v)", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	close(gate.release)
+	if _, errs := results(t, <-inFlight); errors.Join(errs...) != nil {
+		t.Fatalf("the batch in flight was refused: %v; it held the signer before the retirement", errors.Join(errs...))
+	}
+	if err := <-retired; err != nil {
+		t.Fatal(err)
+	}
+	if state, _ := keys.State(signer); state != domain.RosterRetiring {
+		t.Fatalf("the node applies %q to the signer, want retiring", state)
+	}
+
+	_, errs := results(t, node.allocate(t, signer, 2))
+	for i, err := range errs {
+		if !errors.Is(err, domain.ErrSignerRetired) {
+			t.Fatalf("create %d after the retirement: %v, want ErrSignerRetired", i, err)
+		}
+	}
+	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}}, 5)
+}
+
+// A retiring signer is retired once no transaction of it is unfinished; then its lease
+// goes and its key is dropped.
+func TestRetirementCompletesWhenNothingIsUnfinished(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	signer := signerAddress(28)
+	node := newTestNode(t, pool, "node-a", nodeOptions{})
+	keys := newFakeKeys(signer)
+	roster := newTestRoster(t, pool, keys, node.leases)
+	if err := roster.Join(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := results(t, node.allocate(t, signer, 2)); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+	entry, err := roster.RetireSigner(t.Context(), signer.Hex(), "", "operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entry.State != domain.RosterRetiring || entry.Unfinished != 2 {
+		t.Fatalf("retire answered %s with %d unfinished, want retiring with 2", entry.State, entry.Unfinished)
+	}
+	if err := roster.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if state, _ := keys.State(signer); state != domain.RosterRetiring {
+		t.Fatalf("with transactions unfinished the signer must stay retiring, not %s", state)
+	}
+	if _, held := node.leases.Current(signer.Hex()); !held {
+		t.Fatal("with transactions unfinished the signer's lease must stay")
+	}
+
+	if _, err := pool.Exec(t.Context(), "UPDATE managed_tx SET state = 'CONFIRMED' WHERE signer = $1", signer.Hex()); err != nil {
+		t.Fatal(err)
+	}
+	if err := roster.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if state, held := keys.State(signer); held || state != domain.RosterRetired {
+		t.Fatalf("after its last transaction was final: state %s, key held %t; want retired, key dropped", state, held)
+	}
+	if _, held := node.leases.Current(signer.Hex()); held {
+		t.Fatal("the retired signer's lease is still held")
+	}
+	var live bool
+	if err := pool.QueryRow(t.Context(), "SELECT expires_at > now() FROM signer_lease WHERE signer = $1", signer.Hex()).Scan(&live); err != nil || live {
+		t.Fatalf("the retired signer's lease is live in the database (err %v)", err)
+	}
+	again, err := roster.RetireSigner(t.Context(), signer.Hex(), "", "operator")
+	if err != nil || again.State != domain.RosterRetired {
+		t.Fatalf("retiring a retired signer again: %v %s, want it answered as retired", err, again.State)
+	}
+}
+
+func TestAddSigner(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	added := signerAddress(40)
+	tests := []struct {
+		name      string
+		prepare   func(t *testing.T, roster *services.SignerRoster, keys *fakeKeys)
+		signer    string
+		source    string
+		keyRef    string
+		wantErr   error
+		wantField string
+		wantState domain.RosterState
+	}{
+		{name: "new keystore signer", signer: added.Hex(), source: "keystore", wantState: domain.RosterActive},
+		{name: "the same again", signer: added.Hex(), source: "keystore", wantState: domain.RosterActive},
+		{name: "active with another source", signer: added.Hex(), source: "awsKms", keyRef: "alias/other", wantErr: domain.ErrSignerActive},
+		{name: "unknown source", signer: signerAddress(41).Hex(), source: "vault", wantField: "source"},
+		{name: "kms without a key id", signer: signerAddress(41).Hex(), source: "gcpKms", wantField: "keyRef"},
+		{name: "bad address", signer: "0x12", source: "keystore", wantField: "signer"},
+		{name: "source not configured on this node", signer: signerAddress(42).Hex(), source: "keystore", wantField: "source",
+			prepare: func(_ *testing.T, _ *services.SignerRoster, keys *fakeKeys) { keys.noSource = true }},
+		{name: "key cannot be read", signer: signerAddress(43).Hex(), source: "awsKms", keyRef: "alias/missing", wantField: "keyRef",
+			prepare: func(_ *testing.T, _ *services.SignerRoster, keys *fakeKeys) {
+				keys.buildErr = errors.New("NotFoundException")
+			}},
+		{name: "a retired signer made active again", signer: signerAddress(44).Hex(), source: "keystore", wantState: domain.RosterActive,
+			prepare: func(t *testing.T, roster *services.SignerRoster, _ *fakeKeys) {
+				if _, err := roster.AddSigner(t.Context(), signerAddress(44).Hex(), "keystore", "", "", "op"); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := roster.RetireSigner(t.Context(), signerAddress(44).Hex(), "", "op"); err != nil {
+					t.Fatal(err)
+				}
+			}},
+	}
+	keys := newFakeKeys()
+	roster := newTestRoster(t, pool, keys)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			keys.noSource, keys.buildErr = false, nil
+			if tt.prepare != nil {
+				tt.prepare(t, roster, keys)
+			}
+			entry, err := roster.AddSigner(t.Context(), tt.signer, tt.source, tt.keyRef, "note", "operator")
+			var validation *domain.ValidationError
+			switch {
+			case tt.wantField != "":
+				if !errors.As(err, &validation) || validation.Field != tt.wantField {
+					t.Fatalf("error %v, want a validation error on %s", err, tt.wantField)
+				}
+				if _, err := repositories.NewRosterRepository(pool).GetRosterSigner(t.Context(), common.HexToAddress(tt.signer)); !errors.Is(err, domain.ErrNotFound) && common.IsHexAddress(tt.signer) && tt.prepare == nil {
+					t.Fatalf("a refused signer was recorded (%v)", err)
+				}
+			case tt.wantErr != nil:
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("error %v, want %v", err, tt.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case entry.State != tt.wantState || entry.Signer != common.HexToAddress(tt.signer):
+				t.Fatalf("added %s in state %s, want %s", entry.Signer.Hex(), entry.State, tt.wantState)
+			default:
+				if state, held := keys.State(entry.Signer); !held || state != domain.RosterActive {
+					t.Fatalf("the node does not serve the added signer (held %t, state %s)", held, state)
+				}
+			}
+		})
+	}
+	// The new signer once (not again when added twice), the unreadable key's try, and the
+	// signer retired (its key dropped: nothing was unfinished) and made active again twice.
+	if keys.builds != 4 {
+		t.Fatalf("%d key sources built, want 4", keys.builds)
+	}
+}
+
+// Another node learns of an added signer at its next poll and builds its key; a key it
+// cannot build is retried at each poll, not given up.
+func TestSyncBuildsSignersAddedElsewhere(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	signer := signerAddress(50)
+	first := newTestRoster(t, pool, newFakeKeys())
+	if _, err := first.AddSigner(t.Context(), signer.Hex(), "gcpKms", "projects/p/locations/l/keyRings/r/cryptoKeys/k/cryptoKeyVersions/1", "", "op"); err != nil {
+		t.Fatal(err)
+	}
+	otherKeys := newFakeKeys()
+	otherKeys.buildErr = errors.New("PermissionDenied")
+	other := newTestRoster(t, pool, otherKeys)
+	if err := other.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := otherKeys.State(signer); held {
+		t.Fatal("a key that could not be built is held")
+	}
+	otherKeys.buildErr = nil
+	if err := other.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := otherKeys.State(signer); !held || otherKeys.builds != 2 {
+		t.Fatalf("after the key became readable: held %t after %d builds, want held after 2", held, otherKeys.builds)
+	}
+}

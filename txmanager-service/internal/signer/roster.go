@@ -1,0 +1,107 @@
+package signer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// RosterKeys builds the key source a roster signer names and puts it into the Registry
+// (services.SignerKeys). Where the key is found comes from the signers configuration: the
+// keystore directory and passphrase, the KMS regions and endpoints, the clef URL. The roster
+// names an account or a key id; a key never passes through the database or the admin API.
+type RosterKeys struct {
+	registry *Registry
+	cfg      conf.Signers
+}
+
+// NewRosterKeys wires the roster's key building onto registry.
+func NewRosterKeys(registry *Registry, cfg conf.Signers) *RosterKeys {
+	return &RosterKeys{registry: registry, cfg: cfg}
+}
+
+// ErrNoKeySource: the signers configuration has no section for the roster signer's source
+// (no keystore directory, no clef URL, ...), so this node cannot reach its key.
+var ErrNoKeySource = errors.New("key source not configured on this node")
+
+// Check reports whether this node could build entry's key source (the section it needs is
+// configured), without building it.
+func (k *RosterKeys) Check(entry domain.RosterSigner) error {
+	switch entry.Source {
+	case domain.KeySourceKeystore:
+		if k.cfg.Keystore.Dir == "" {
+			return fmt.Errorf("%w: signers.keystore.dir is empty", ErrNoKeySource)
+		}
+	case domain.KeySourceExternal:
+		if k.cfg.External.URL == "" {
+			return fmt.Errorf("%w: signers.external.url is empty", ErrNoKeySource)
+		}
+	case domain.KeySourceAWSKMS, domain.KeySourceGCPKMS:
+	default:
+		return fmt.Errorf("%w: source %q", ErrNoKeySource, entry.Source)
+	}
+	return nil
+}
+
+// Build builds entry's key source, checks it holds entry's signer, and puts it into
+// service. ctx bounds the look-ups (a KMS public key, clef's account list).
+func (k *RosterKeys) Build(ctx context.Context, entry domain.RosterSigner) error {
+	if err := k.Check(entry); err != nil {
+		return err
+	}
+	addr := entry.Signer.Hex()
+	var (
+		src     Source
+		release func()
+		err     error
+	)
+	switch entry.Source {
+	case domain.KeySourceKeystore:
+		ks := k.cfg.Keystore
+		ks.Addresses = []string{addr}
+		src, release, err = NewKeystoreSource(ks)
+	case domain.KeySourceExternal:
+		src, release, err = NewExternalSource(ctx, k.cfg.External.URL, []common.Address{entry.Signer}, k.cfg.External.Timeout.Std())
+	case domain.KeySourceAWSKMS:
+		aws := k.cfg.AWSKMS
+		aws.Keys = []conf.KMSKey{{ID: entry.KeyRef, Address: addr}}
+		src, err = NewAWSKMSSource(ctx, aws)
+	case domain.KeySourceGCPKMS:
+		gcp := k.cfg.GCPKMS
+		gcp.Keys = []conf.KMSKey{{ID: entry.KeyRef, Address: addr}}
+		src, release, err = NewGCPKMSSource(ctx, gcp)
+	}
+	if err != nil {
+		return fmt.Errorf("signer %s: %w", entry, err)
+	}
+	if got := src.Addresses(); len(got) != 1 || got[0] != entry.Signer {
+		if release != nil {
+			release()
+		}
+		return fmt.Errorf("signer %s: the key source holds %v, not the signer", entry, got)
+	}
+	if err := k.registry.Add(src, release); err != nil {
+		if release != nil {
+			release()
+		}
+		return fmt.Errorf("signer %s: %w", entry, err)
+	}
+	return nil
+}
+
+// State is the roster state the registry applies to signer, and whether its key is held.
+func (k *RosterKeys) State(signer common.Address) (domain.RosterState, bool) {
+	return k.registry.State(signer)
+}
+
+// Apply sets entry's roster state on the registry (creates refused while retiring, the key
+// dropped once retired).
+func (k *RosterKeys) Apply(entry domain.RosterSigner) { k.registry.SetState(entry.Signer, entry.State) }
+
+// Close releases every key source built for the roster.
+func (k *RosterKeys) Close() { k.registry.Close() }

@@ -1,0 +1,84 @@
+package signer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/signer"
+)
+
+func TestRosterKeysCheckNamesTheMissingSection(t *testing.T) {
+	t.Parallel()
+	keys := signer.NewRosterKeys(signer.NewRegistry(nil), conf.Signers{})
+	addr := addressOf(newKey(t))
+	tests := []struct {
+		source  domain.KeySourceKind
+		wantKey string
+	}{
+		{domain.KeySourceKeystore, "signers.keystore.dir"},
+		{domain.KeySourceExternal, "signers.external.url"},
+		{domain.KeySourceAWSKMS, ""},
+		{domain.KeySourceGCPKMS, ""},
+		{domain.KeySourceConfig, "config"},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.source), func(t *testing.T) {
+			t.Parallel()
+			err := keys.Check(domain.RosterSigner{Signer: addr, Source: tt.source})
+			if tt.wantKey == "" {
+				if err != nil {
+					t.Fatalf("Check = %v; KMS needs no section (the SDK's defaults reach it)", err)
+				}
+				return
+			}
+			if !errors.Is(err, signer.ErrNoKeySource) || !strings.Contains(err.Error(), tt.wantKey) {
+				t.Fatalf("Check = %v, want ErrNoKeySource naming %s", err, tt.wantKey)
+			}
+		})
+	}
+}
+
+// A keystore signer added at run time is found in the configured directory (a mounted
+// Secret), unlocked with the configured passphrase, and served; once retired its key is
+// dropped.
+func TestRosterKeysBuildAKeystoreSigner(t *testing.T) {
+	t.Parallel()
+	ks := fixture
+	registry := signer.NewRegistry(nil)
+	keys := signer.NewRosterKeys(registry, conf.Signers{Keystore: conf.KeystoreSource{Dir: ks.dir, PassphraseFile: ks.passphraseFile}})
+	entry := domain.RosterSigner{Signer: ks.accounts[1], Source: domain.KeySourceKeystore, State: domain.RosterActive}
+	if err := keys.Build(context.Background(), entry); err != nil {
+		t.Fatal(err)
+	}
+	if state, held := keys.State(entry.Signer); !held || state != domain.RosterActive || registry.Accepts(entry.Signer) != nil {
+		t.Fatalf("built signer: state %s held %t accepts %v", state, held, registry.Accepts(entry.Signer))
+	}
+	if registry.Manages(ks.accounts[0]) {
+		t.Fatal("building one signer put the directory's other accounts into service")
+	}
+	tx := dynamicFeeTx(5)
+	signed, err := registry.SignTx(context.Background(), entry.Signer, tx, testChainID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireSignedBy(t, signed, tx, entry.Signer)
+	if err := keys.Build(context.Background(), entry); err == nil {
+		t.Fatal("a second key source for a held signer was built")
+	}
+
+	missing := domain.RosterSigner{Signer: addressOf(newKey(t)), Source: domain.KeySourceKeystore}
+	if err := keys.Build(context.Background(), missing); err == nil || !strings.Contains(err.Error(), missing.Signer.Hex()) {
+		t.Fatalf("building a signer without a key file: %v, want an error naming it", err)
+	}
+
+	entry.State = domain.RosterRetired
+	keys.Apply(entry)
+	if _, held := keys.State(entry.Signer); held || !errors.Is(registry.Accepts(entry.Signer), domain.ErrSignerRetired) {
+		t.Fatal("a retired signer's key is still held or it still accepts creates")
+	}
+	keys.Close()
+}
