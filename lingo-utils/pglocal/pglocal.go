@@ -48,6 +48,10 @@ type ClusterOptions struct {
 	Durable bool
 	// StartTimeout bounds initdb plus server start-up; 0 means 60s.
 	StartTimeout time.Duration
+	// Settings are further server settings as name=value, passed as -c on the command line
+	// (after the defaults, so they win): those only a start can set, such as
+	// shared_preload_libraries, are why a caller needs a cluster of its own.
+	Settings []string
 }
 
 // FindBinDir returns the directory holding initdb and postgres.
@@ -158,6 +162,9 @@ func startOnce(ctx context.Context, binDir string, credential *syscall.Credentia
 		"-c", "max_connections=400", "-c", "shared_buffers=128MB"}
 	if !opts.Durable {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	for _, setting := range opts.Settings {
+		args = append(args, "-c", setting)
 	}
 	cmd := exec.Command(filepath.Join(binDir, "postgres"), args...)
 	// SIGQUIT is PostgreSQL's immediate shutdown: if this process dies without calling Stop,

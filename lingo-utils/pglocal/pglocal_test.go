@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/bionicotaku/lingo-utils/pglocal"
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 )
@@ -67,5 +69,40 @@ func TestStartClusterReportsATakenPortAsABindFailure(t *testing.T) {
 	defer cancel()
 	if _, err := pglocal.StartCluster(ctx, pglocal.ClusterOptions{Port: port}); err == nil || !strings.Contains(err.Error(), "could not bind") {
 		t.Fatalf("a fixed, taken port: err = %v, want the postmaster's bind failure", err)
+	}
+}
+
+// A setting only a start can make (shared_preload_libraries) reaches the server: it is why
+// a benchmark starts a cluster of its own to count statements.
+func TestStartClusterAppliesSettings(t *testing.T) {
+	if _, err := pglocal.FindBinDir(); err != nil {
+		pgtest.Unavailable(t, "the PostgreSQL server binaries are needed (apt-get install postgresql)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cluster, err := pglocal.StartCluster(ctx, pglocal.ClusterOptions{Durable: true,
+		Settings: []string{"shared_preload_libraries=pg_stat_statements", "work_mem=7MB"}})
+	if err != nil {
+		t.Fatalf("StartCluster: %v", err)
+	}
+	defer func() { _ = cluster.Stop() }()
+	conn, err := pgx.Connect(ctx, cluster.DSN)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	tests := []struct{ setting, want string }{
+		{"shared_preload_libraries", "pg_stat_statements"},
+		{"work_mem", "7MB"},
+		{"fsync", "on"},
+	}
+	for _, tt := range tests {
+		var got string
+		if err := conn.QueryRow(ctx, "SELECT current_setting($1)", tt.setting).Scan(&got); err != nil {
+			t.Fatalf("%s: %v", tt.setting, err)
+		}
+		if got != tt.want {
+			t.Errorf("%s = %q, want %q", tt.setting, got, tt.want)
+		}
 	}
 }

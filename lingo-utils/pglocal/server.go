@@ -55,6 +55,17 @@ func FindServer(ctx context.Context) (*Server, error) {
 	return &Server{AdminDSN: cluster.DSN, Source: "throwaway cluster", cluster: cluster}, nil
 }
 
+// StartServer starts a throwaway cluster with opts and returns it as a Server the caller
+// owns and stops with Close: for a run that needs settings the shared server lacks (a
+// benchmark that loads pg_stat_statements).
+func StartServer(ctx context.Context, opts ClusterOptions) (*Server, error) {
+	cluster, err := StartCluster(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{AdminDSN: cluster.DSN, Source: "throwaway cluster", cluster: cluster}, nil
+}
+
 // Close stops the throwaway cluster, if FindServer started one.
 func (s *Server) Close() error {
 	if s.cluster == nil {

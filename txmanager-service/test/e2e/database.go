@@ -23,6 +23,17 @@ func FindPostgres(ctx context.Context) (*Postgres, error) {
 	return &Postgres{server}, nil
 }
 
+// StartPostgres starts a throwaway cluster of this process's own with settings (name=value)
+// on top of a durable server's defaults, as the shared server is configured: for a run that
+// needs what only a start can set (shared_preload_libraries=pg_stat_statements).
+func StartPostgres(ctx context.Context, settings ...string) (*Postgres, error) {
+	server, err := pglocal.StartServer(ctx, pglocal.ClusterOptions{Durable: true, Settings: settings})
+	if err != nil {
+		return nil, err
+	}
+	return &Postgres{server}, nil
+}
+
 // Database is one database created for a run; several service instances may share it.
 type Database struct {
 	Name string

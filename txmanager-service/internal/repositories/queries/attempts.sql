@@ -20,6 +20,8 @@ updated AS (
     SET sub_state = i.sub_state, last_error = NULLIF(i.last_error, ''), fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
     WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+      -- A rebroadcast that the node answers as before changes nothing: no new row version.
+      AND (m.sub_state IS DISTINCT FROM i.sub_state OR m.last_error IS DISTINCT FROM NULLIF(i.last_error, '') OR m.fencing_token <> @fencing_token)
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated FROM relaxed_commit;

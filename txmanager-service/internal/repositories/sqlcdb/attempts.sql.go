@@ -102,6 +102,8 @@ updated AS (
     SET sub_state = i.sub_state, last_error = NULLIF(i.last_error, ''), fencing_token = $4, updated_at = now()
     FROM lease, input i
     WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+      -- A rebroadcast that the node answers as before changes nothing: no new row version.
+      AND (m.sub_state IS DISTINCT FROM i.sub_state OR m.last_error IS DISTINCT FROM NULLIF(i.last_error, '') OR m.fencing_token <> $4)
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated FROM relaxed_commit

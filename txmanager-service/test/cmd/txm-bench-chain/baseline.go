@@ -74,7 +74,8 @@ func runBaseline(ctx context.Context, url string, gethPID int, keys []*ecdsa.Pri
 		return m, err
 	}
 	m.confirmed, m.blocks = time.Since(started), blocks
-	fmt.Printf("    %s\n", account.finish())
+	m.cpu = account.finish()
+	fmt.Printf("    %s\n", m.cpu)
 	return m, nil
 }
 

@@ -58,10 +58,12 @@ func newCPUAccount(proc procstat.Proc, now func() time.Time, processes ...accoun
 }
 
 // sampleBackends records the CPU time of the database's server processes that serve conn's
-// database (sawBackends). It needs the database on this machine; elsewhere it records
-// nothing.
+// database and of the server's background processes (WAL writer, checkpointer, autovacuum:
+// pg_stat_activity rows without a database), but not conn's own (sawBackends). It needs the
+// database on this machine; elsewhere it records nothing.
 func (a *cpuAccount) sampleBackends(ctx context.Context, conn *pgx.Conn) {
-	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity
+		WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid()`)
 	if err != nil {
 		return
 	}
@@ -111,6 +113,16 @@ type cpuReport struct {
 	// times could not be read or did not move.
 	busyPercent float64
 	busyKnown   bool
+}
+
+// seconds is the CPU seconds of the participant called name (0 when unknown).
+func (r cpuReport) seconds(name string) float64 {
+	for _, p := range r.processes {
+		if p.name == name && p.known {
+			return p.seconds
+		}
+	}
+	return 0
 }
 
 type processCPU struct {

@@ -94,6 +94,15 @@ type measurement struct {
 	// confirmed is first send (or create) -> every transfer with the confirmations.
 	confirmed time.Duration
 	blocks    int // blocks the transfers were mined in
+	cpu       cpuReport
+}
+
+// perTransferMillis is seconds of CPU per transfer in milliseconds.
+func (m measurement) perTransferMillis(seconds float64) float64 {
+	if m.transfers == 0 {
+		return 0
+	}
+	return 1000 * seconds / float64(m.transfers)
 }
 
 func (m measurement) perSecond() float64 {
@@ -121,9 +130,11 @@ func run(ctx context.Context, o options) ([]result, error) {
 	if err != nil {
 		return nil, err
 	}
-	pg, err := e2e.FindPostgres(ctx)
+	// A cluster of the run's own: pg_stat_statements needs shared_preload_libraries, which
+	// only a start sets, and the WAL and background processes it counts are then the run's.
+	pg, err := e2e.StartPostgres(ctx, postgresSettings...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start PostgreSQL with pg_stat_statements: %w", err)
 	}
 	defer func() { _ = pg.Close() }()
 	geth, err := e2e.StartGeth(ctx, e2e.GethOptions{Bin: gethBin, Period: time.Second, Dir: filepath.Join(root, "geth"), ExtraArgs: roomyNode(o.transfers)})
@@ -202,5 +213,14 @@ func printResults(w io.Writer, results []result, target float64) {
 			verdict = "ABOVE target"
 		}
 		fmt.Fprintf(w, "%-8d  service / baseline = %.2fx (target <= %.1fx: %s)\n", r.signers, ratio, target, verdict)
+		service, database := r.service.cpu.seconds("service"), r.service.cpu.database
+		ours := r.service.perTransferMillis(service + database)
+		geth := r.baseline.perTransferMillis(r.baseline.cpu.seconds("geth"))
+		costRatio := 0.0
+		if geth > 0 {
+			costRatio = ours / geth
+		}
+		fmt.Fprintf(w, "%-8d  CPU per confirmed transfer: service %.3f ms + database %.3f ms = %.3f ms; geth in the baseline %.3f ms; ratio %.2f\n",
+			r.signers, r.service.perTransferMillis(service), r.service.perTransferMillis(database), ours, geth, costRatio)
 	}
 }

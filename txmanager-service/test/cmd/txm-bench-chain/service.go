@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,10 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 		return measurement{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	before, err := startDBCount(ctx, conn)
+	if err != nil {
+		return measurement{}, err
+	}
 	api := e2e.NewClient(svc.HTTPURL())
 	fmt.Printf("    service at %s (profiles: %s/debug/pprof/)\n", svc.HTTPURL(), svc.HTTPURL())
 	signers := e2e.Addresses(r.keys)
@@ -61,6 +66,11 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	account := startCPUAccount(accountedProcess{name: "service", pid: svc.PID()}, accountedProcess{name: "geth", pid: r.gethPID},
 		accountedProcess{name: "load generator", pid: os.Getpid()})
 	account.sampleBackends(ctx, conn)
+	profileDir := r.dir + "-profiles"
+	if err := os.MkdirAll(profileDir, 0o755); err != nil {
+		return measurement{}, err
+	}
+	profile := startProfile(ctx, svc.HTTPURL(), profileDir)
 	started := time.Now()
 	var (
 		next   atomic.Int64
@@ -120,11 +130,55 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 		}
 	}
 	m.confirmed = time.Since(started)
-	fmt.Printf("    %s\n", account.finish())
+	m.cpu = account.finish()
+	fmt.Printf("    %s\n", m.cpu)
+	profiles, profileErr := profile.stop()
 	if err := conn.QueryRow(ctx, "SELECT count(DISTINCT block_number) FROM managed_tx").Scan(&m.blocks); err != nil {
 		return m, err
 	}
+	// The service's backends flush their table counters when they exit: stop it before
+	// reading them. Its statements after the last confirmation (idle polls) count too.
+	if err := svc.Stop(); err != nil {
+		return m, fmt.Errorf("stop the service: %w", err)
+	}
+	after, err := takeDBSnapshot(ctx, conn)
+	if err != nil {
+		return m, err
+	}
+	statements, err := countStatements(ctx, conn, topStatements)
+	if err != nil {
+		return m, err
+	}
+	printDBCost(os.Stdout, dbCost{transfers: r.transfers, delta: after.minus(before), statements: statements})
+	printProfile(ctx, profiles, profileErr)
 	return m, nil
+}
+
+// topStatements and topFunctions are how many entries the costliest statements and the
+// service's profile print.
+const (
+	topStatements = 12
+	topFunctions  = 25
+)
+
+// printProfile writes the top of the service's CPU profile over the run, by own time and
+// by time with callees.
+func printProfile(ctx context.Context, files []string, err error) {
+	if err != nil {
+		fmt.Printf("    service CPU profile: %v\n", err)
+	}
+	for _, cumulative := range []bool{false, true} {
+		top, err := profileTop(ctx, files, topFunctions, cumulative)
+		if err != nil {
+			fmt.Printf("    service CPU profile: %v\n", err)
+			return
+		}
+		fmt.Printf("    service CPU profile (cumulative=%v, %d profiles of %ds):\n%s\n", cumulative, len(files), profileChunkSeconds, indent(top, "      "))
+	}
+}
+
+func indent(text, prefix string) string {
+	return prefix + strings.ReplaceAll(text, "\n", "\n"+prefix)
 }
 
 // poolStatus is the node's transaction pool as "pending/queued", for the progress lines.

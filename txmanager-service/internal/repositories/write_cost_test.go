@@ -1,0 +1,165 @@
+package repositories_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
+)
+
+// A broadcast outcome that repeats what the row already says (a rebroadcast the node
+// accepts again) writes no new row version; one that changes the sub-state, the error or
+// the lease epoch that wrote it does, and under a lost lease the write is FENCED either way.
+func TestRecordBroadcastsWritesOnlyChanges(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	const signer = "0x00000000000000000000000000000000000000ab"
+	leases := repositories.NewLeaseRepository(pool, testChain())
+	grant, err := leases.AcquireOrRenew(ctx, signer, "node-a", time.Minute, time.Second)
+	if err != nil || !grant.Acquired {
+		t.Fatalf("acquire lease: %+v, %v", grant, err)
+	}
+	lease := domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
+	id := uuid.New()
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, fencing_token)
+		VALUES (1337, $1, $2, '\x00', 0, '{"value":"0"}', 'TRACKING', 'SIGNED', $3)`, id, signer, int64(grant.Token)); err != nil {
+		t.Fatal(err)
+	}
+	attempts := repositories.NewAttemptRepository(pool, testChain())
+	version := func() string {
+		var xmin string
+		if err := pool.QueryRow(ctx, "SELECT xmin::text FROM managed_tx WHERE tx_id = $1", id).Scan(&xmin); err != nil {
+			t.Fatal(err)
+		}
+		return xmin
+	}
+	tests := []struct {
+		name       string
+		lease      domain.Lease
+		outcome    pipeline.BroadcastOutcome
+		newVersion bool
+	}{
+		{"first outcome", lease, pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateSubmitted}, true},
+		{"the same again", lease, pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateSubmitted}, false},
+		{"an error", lease, pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateBroadcastFailed, LastError: "boom"}, true},
+		{"the same error", lease, pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateBroadcastFailed, LastError: "boom"}, false},
+		{"another error", lease, pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateBroadcastFailed, LastError: "bang"}, true},
+		{"accepted, error cleared", lease, pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateSubmitted}, true},
+	}
+	for _, tt := range tests {
+		before := version()
+		if err := attempts.RecordBroadcasts(ctx, tt.lease, []pipeline.BroadcastOutcome{tt.outcome}); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := version() != before; got != tt.newVersion {
+			t.Errorf("%s: new row version %v, want %v", tt.name, got, tt.newVersion)
+		}
+	}
+
+	// Another epoch of the lease (the same owner after a lapse) stamps the row even when the
+	// outcome repeats: the row says which epoch wrote it last.
+	if _, err := pool.Exec(ctx, "UPDATE signer_lease SET expires_at = now() - interval '1 minute' WHERE signer = $1", signer); err != nil {
+		t.Fatal(err)
+	}
+	regrant, err := leases.AcquireOrRenew(ctx, signer, "node-a", time.Minute, 0)
+	if err != nil || !regrant.Acquired || regrant.Token == grant.Token {
+		t.Fatalf("re-acquire lease: %+v, %v; want a new token", regrant, err)
+	}
+	relet := domain.Lease{Signer: signer, Owner: "node-a", Token: regrant.Token, ExpiresAt: regrant.ExpiresAt}
+	if err := attempts.RecordBroadcasts(ctx, relet, []pipeline.BroadcastOutcome{{TxID: id, SubState: services.SubStateSubmitted}}); err != nil {
+		t.Fatal(err)
+	}
+	var token int64
+	if err := pool.QueryRow(ctx, "SELECT fencing_token FROM managed_tx WHERE tx_id = $1", id).Scan(&token); err != nil || token != int64(regrant.Token) {
+		t.Fatalf("fencing_token = %d, %v; want the new epoch's %d", token, err, regrant.Token)
+	}
+	// The old epoch is fenced even for an outcome that would change nothing.
+	if err := attempts.RecordBroadcasts(ctx, lease, []pipeline.BroadcastOutcome{{TxID: id, SubState: services.SubStateSubmitted}}); !errors.Is(err, domain.ErrFenced) {
+		t.Fatalf("outcome under the old epoch: %v, want FENCED", err)
+	}
+}
+
+// The migration leaves managed_tx room in each page for HOT updates and drops the two
+// indexes no query used: an update that touches no indexed column (a broadcast outcome, a
+// resubmission claim, which rewrites next_resubmit_at) is then HOT where its page has room,
+// as a page of a few rows has. Before the migration the claim was never HOT.
+func TestManagedTxUpdatesStayHOT(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	ctx := t.Context()
+	var options []string
+	if err := pool.QueryRow(ctx, "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE relname = 'managed_tx'").Scan(&options); err != nil {
+		t.Fatal(err)
+	}
+	if len(options) != 1 || options[0] != "fillfactor=70" {
+		t.Fatalf("managed_tx options %v, want fillfactor=70", options)
+	}
+	for _, index := range []string{"managed_tx_tx_hash_idx", "managed_tx_resubmit_idx"} {
+		var exists bool
+		if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", index).Scan(&exists); err != nil || exists {
+			t.Fatalf("index %s exists: %v, %v; want it dropped", index, exists, err)
+		}
+	}
+
+	const signer = "0x00000000000000000000000000000000000000ac"
+	grant, err := repositories.NewLeaseRepository(pool, testChain()).AcquireOrRenew(ctx, signer, "node-a", time.Minute, time.Second)
+	if err != nil || !grant.Acquired {
+		t.Fatalf("acquire lease: %+v, %v", grant, err)
+	}
+	lease := domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
+	const rows = 5
+	ids := make([]uuid.UUID, rows)
+	for i := range ids {
+		ids[i] = uuid.New()
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token, next_resubmit_at)
+			VALUES (1337, $1, $2, $5, '\x00', $3, '{"to":"0x00000000000000000000000000000000000000ff","value":"1"}', 'TRACKING', 'SIGNED', '0x' || md5($5), $4, now() - interval '1 second')`,
+			ids[i], signer, i, int64(grant.Token), ids[i].String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outcomes := make([]pipeline.BroadcastOutcome, rows)
+	for i, id := range ids {
+		outcomes[i] = pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateSubmitted}
+	}
+	hot := func() (updated, hot int64) {
+		// This backend's own counters, flushed to the shared ones first.
+		if _, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.QueryRow(ctx, "SELECT n_tup_upd + pg_stat_get_xact_tuples_updated(relid), n_tup_hot_upd + pg_stat_get_xact_tuples_hot_updated(relid) FROM pg_stat_user_tables WHERE relname = 'managed_tx'").Scan(&updated, &hot); err != nil {
+			t.Fatal(err)
+		}
+		return updated, hot
+	}
+	waitFlushed := func(want int64) (int64, int64) {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			updated, hotUpdated := hot()
+			if updated >= want || time.Now().After(deadline) {
+				return updated, hotUpdated
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	updated0, hot0 := waitFlushed(0)
+	if err := repositories.NewAttemptRepository(pool, testChain()).RecordBroadcasts(ctx, lease, outcomes); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repositories.NewSubmittingRepository(pool, testChain()).ClaimResubmits(context.WithoutCancel(ctx), lease, ids, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	updated, hotUpdated := waitFlushed(updated0 + 2*rows)
+	if updated-updated0 != 2*rows || hotUpdated-hot0 != 2*rows {
+		t.Fatalf("%d updates of which %d HOT, want %d all HOT", updated-updated0, hotUpdated-hot0, 2*rows)
+	}
+}

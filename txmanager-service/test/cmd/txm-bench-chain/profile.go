@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// profileChunkSeconds is how long each CPU profile the recorder takes lasts: the run ends
+// at most this long before the last one does.
+const profileChunkSeconds = 2
+
+// profileRecorder takes the service's CPU profile (/debug/pprof/profile) in consecutive
+// chunks from start until stop, since how long a run takes is known only at its end.
+type profileRecorder struct {
+	dir    string
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	files  []string
+	err    error
+	done   chan struct{}
+}
+
+func startProfile(ctx context.Context, baseURL, dir string) *profileRecorder {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &profileRecorder{dir: dir, cancel: cancel, done: make(chan struct{})}
+	p.wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-p.done:
+				return
+			default:
+			}
+			file := filepath.Join(dir, fmt.Sprintf("cpu-%03d.pprof", i))
+			if err := fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", baseURL, profileChunkSeconds), file); err != nil {
+				p.mu.Lock()
+				p.err = err
+				p.mu.Unlock()
+				return
+			}
+			p.mu.Lock()
+			p.files = append(p.files, file)
+			p.mu.Unlock()
+		}
+	})
+	return p
+}
+
+func fetchProfile(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("CPU profile: %s", resp.Status)
+	}
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// stop lets the chunk under way finish and returns the profiles taken.
+func (p *profileRecorder) stop() ([]string, error) {
+	close(p.done)
+	p.wg.Wait()
+	p.cancel()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.files, p.err
+}
+
+// profileTop is `go tool pprof -top` over the profiles merged: the functions the service
+// spent its CPU in, by own time (flat) or with their callees (cum).
+func profileTop(ctx context.Context, files []string, entries int, cumulative bool) (string, error) {
+	if len(files) == 0 {
+		return "", fmt.Errorf("no CPU profile taken")
+	}
+	args := []string{"tool", "pprof", "-top", fmt.Sprintf("-nodecount=%d", entries)}
+	if cumulative {
+		args = append(args, "-cum")
+	}
+	out, err := exec.CommandContext(ctx, "go", append(args, files...)...).Output()
+	if err != nil {
+		return "", fmt.Errorf("go tool pprof: %w", err)
+	}
+	return strings.TrimRight(string(out), "\n"), nil
+}

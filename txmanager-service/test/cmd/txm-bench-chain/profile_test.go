@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The recorder takes profiles one after another until stopped and keeps each; the top of
+// them merged names the functions that ran.
+func TestProfileRecorderTakesConsecutiveProfiles(t *testing.T) {
+	t.Parallel()
+	var served atomic.Int32
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/debug/pprof/profile" || r.URL.Query().Get("seconds") == "" {
+			http.NotFound(w, r)
+			return
+		}
+		served.Add(1)
+		time.Sleep(20 * time.Millisecond)
+		_ = pprof.Lookup("heap").WriteTo(w, 0) // any valid profile will do for the recorder
+	}))
+	defer server.Close()
+	dir := t.TempDir()
+	recorder := startProfile(context.Background(), server.URL, dir)
+	time.Sleep(100 * time.Millisecond)
+	files, err := recorder.stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 || int(served.Load()) != len(files) {
+		t.Fatalf("%d profiles kept of %d served, want every one of at least 2", len(files), served.Load())
+	}
+	for _, f := range files {
+		if info, err := os.Stat(f); err != nil || info.Size() == 0 || filepath.Dir(f) != dir {
+			t.Errorf("profile %s: %v, want a non-empty file in %s", f, err, dir)
+		}
+	}
+	top, err := profileTop(context.Background(), files, 5, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(top, "flat") {
+		t.Errorf("top has no table:\n%s", top)
+	}
+}
+
+func TestProfileRecorderReportsAServiceWithoutProfiles(t *testing.T) {
+	t.Parallel()
+	server := httptest.NewServer(http.NotFoundHandler())
+	defer server.Close()
+	recorder := startProfile(context.Background(), server.URL, t.TempDir())
+	time.Sleep(50 * time.Millisecond) // the first request has been answered
+	files, err := recorder.stop()
+	if err == nil || len(files) != 0 {
+		t.Fatalf("files %v, err %v; want no profile and an error", files, err)
+	}
+	if _, err := profileTop(context.Background(), nil, 5, false); err == nil {
+		t.Fatal("top of no profiles: want an error")
+	}
+}
