@@ -2,8 +2,8 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"crypto/ecdsa"
+	"fmt"
 	"math/big"
 	"strings"
 	"sync"
