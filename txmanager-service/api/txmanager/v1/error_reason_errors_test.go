@@ -141,6 +141,8 @@ func TestErrorReasonHelpersRecogniseTheirReason(t *testing.T) {
 		ErrorReason_CURSOR_EXPIRED:         {IsCursorExpired, ErrorCursorExpired},
 		ErrorReason_OUTCOME_UNKNOWN:        {IsOutcomeUnknown, ErrorOutcomeUnknown},
 		ErrorReason_SIGNER_QUARANTINED:     {IsSignerQuarantined, ErrorSignerQuarantined},
+		ErrorReason_SIGNER_RETIRED:         {IsSignerRetired, ErrorSignerRetired},
+		ErrorReason_SIGNER_ACTIVE:          {IsSignerActive, ErrorSignerActive},
 	}
 	reasons := reasonsOf(t)
 	for _, reason := range reasons {
