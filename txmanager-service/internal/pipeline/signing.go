@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/big"
 	"sync"
-	"sync/atomic"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -82,40 +81,40 @@ func (s *Signer) SignInOrder(ctx context.Context, batch []ToSign, concurrency in
 		}
 	}
 	attempts := make([]SignedAttempt, len(batch))
-	errs := make([]error, len(batch))
 	var (
-		next      atomic.Int64 // index of the next transaction to start; taken in order
-		firstFail atomic.Int64 // lowest index that failed; len(batch) while none has
+		mu        sync.Mutex
+		next      int          // index of the next transaction to start; taken in order
+		firstFail = len(batch) // lowest index that failed
+		failure   error        // its error
 		wg        sync.WaitGroup
 	)
-	firstFail.Store(int64(len(batch)))
+	// take gives the next index to sign, or false when none is left or a lower one failed.
+	take := func() (int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if next >= len(batch) || next > firstFail {
+			return 0, false
+		}
+		next++
+		return next - 1, true
+	}
 	work := func() {
-		defer wg.Done()
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= len(batch) || int64(i) > firstFail.Load() {
-				return
-			}
+		for i, ok := take(); ok; i, ok = take() {
 			item := batch[i]
-			attempts[i], errs[i] = s.Sign(ctx, item.TxID, item.Kind, item.Unsigned)
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("sign %s (nonce %d): %w", item.TxID, item.Unsigned.Nonce, errs[i])
-				for failed := firstFail.Load(); int64(i) < failed && !firstFail.CompareAndSwap(failed, int64(i)); failed = firstFail.Load() {
-				}
+			attempt, err := s.Sign(ctx, item.TxID, item.Kind, item.Unsigned)
+			mu.Lock()
+			attempts[i] = attempt
+			if err != nil && i < firstFail {
+				firstFail, failure = i, fmt.Errorf("sign %s (nonce %d): %w", item.TxID, item.Unsigned.Nonce, err)
 			}
+			mu.Unlock()
 		}
 	}
-	workers := min(max(concurrency, 1), len(batch))
-	wg.Add(workers)
-	for range workers {
-		go work()
+	for range min(max(concurrency, 1), len(batch)) {
+		wg.Go(work)
 	}
 	wg.Wait()
-	signed := int(firstFail.Load())
-	if signed == len(batch) {
-		return attempts, nil
-	}
-	return attempts[:signed], errs[signed]
+	return attempts[:firstFail], failure
 }
 
 // Decode reads a signed attempt's transaction back as it was signed: sender, nonce,

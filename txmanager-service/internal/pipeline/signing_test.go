@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/big"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -110,7 +111,7 @@ func TestSignInOrderSignsConcurrentlyAndStopsAtTheFirstFailure(t *testing.T) {
 				if !errors.Is(err, errKeyDenied) {
 					t.Fatalf("error %v, want the signer's refusal", err)
 				}
-				if want := "(nonce " + itoa(tc.wantSigned) + ")"; !strings.Contains(err.Error(), want) {
+				if want := "(nonce " + strconv.Itoa(tc.wantSigned) + ")"; !strings.Contains(err.Error(), want) {
 					t.Fatalf("error %q does not name the failed nonce %s", err, want)
 				}
 				// Past the failure only signatures started while it was under way may have
@@ -143,5 +144,3 @@ func countAbove(asked map[uint64]bool, nonce uint64) int {
 	}
 	return n
 }
-
-func itoa(n int) string { return big.NewInt(int64(n)).String() }
