@@ -130,24 +130,20 @@ func (r *Registry) SignTx(ctx context.Context, from common.Address, tx *types.Tr
 func (r *Registry) Add(src Source, release func()) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cur := r.view.Load()
-	owners := maps.Clone(cur.owners)
-	refusing := maps.Clone(cur.refusing)
 	addrs := src.Addresses()
 	if len(addrs) != 1 {
 		return fmt.Errorf("a key source added at run time must hold one signer, not %d", len(addrs))
 	}
-	for _, addr := range addrs {
-		if _, held := owners[addr]; held {
-			return fmt.Errorf("signer %s is already held by a key source", addr.Hex())
-		}
+	addr := addrs[0]
+	cur := r.view.Load()
+	if _, held := cur.owners[addr]; held {
+		return fmt.Errorf("signer %s is already held by a key source", addr.Hex())
 	}
-	for _, addr := range addrs {
-		owners[addr] = src
-		delete(refusing, addr)
-	}
+	owners, refusing := maps.Clone(cur.owners), maps.Clone(cur.refusing)
+	owners[addr] = src
+	delete(refusing, addr)
 	if release != nil {
-		r.releases[addrs[0]] = sync.OnceFunc(release)
+		r.releases[addr] = sync.OnceFunc(release)
 	}
 	r.view.Store(newView(owners, refusing))
 	return nil
