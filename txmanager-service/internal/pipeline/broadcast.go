@@ -20,6 +20,8 @@ type BroadcastItem struct {
 	TxID uuid.UUID
 	Raw  []byte
 	Ours []common.Hash
+	// FirstSend: the row shows SIGNED with no error (the attempt was stored and never sent).
+	FirstSend bool
 }
 
 // Broadcaster sends signed transactions and records what each answer means
@@ -61,8 +63,10 @@ func (b *Broadcaster) Broadcast(ctx context.Context, lease domain.Lease, items [
 		outcomes[i] = BroadcastOutcome{TxID: it.TxID, SubState: meanings[i].SubState, LastError: meanings[i].LastError, Result: meanings[i].Result}
 		b.metrics.TxSubmit(ctx, outcomes[i].Result)
 	}
-	if err := b.store.RecordBroadcasts(ctx, lease, outcomes); err != nil {
-		return outcomes, b.leases.Fence(ctx, lease, err)
+	if toWrite := worthWriting(items, outcomes); len(toWrite) > 0 {
+		if err := b.store.RecordBroadcasts(ctx, lease, toWrite); err != nil {
+			return outcomes, b.leases.Fence(ctx, lease, err)
+		}
 	}
 	for i, o := range outcomes {
 		if sendErrs[i] != nil {
@@ -71,6 +75,23 @@ func (b *Broadcaster) Broadcast(ctx context.Context, lease domain.Lease, items [
 		}
 	}
 	return outcomes, nil
+}
+
+// worthWriting is the outcomes that change what the row says. A first send the node
+// accepted is not written: the row already shows SIGNED (stored, on its way to the node),
+// and its next write (the receipt, or its final state) follows within blocks; a row version
+// for SUBMITTED in between cost every transfer a write. Nothing depends on it: a response
+// lost with a crash is found again from the chain, and every later resubmission writes its
+// outcome when it differs. Errors are always written, so a refusal shows at once.
+func worthWriting(items []BroadcastItem, outcomes []BroadcastOutcome) []BroadcastOutcome {
+	toWrite := outcomes[:0:0]
+	for i, o := range outcomes {
+		if items[i].FirstSend && o.SubState == services.SubStateSubmitted && o.LastError == "" {
+			continue
+		}
+		toWrite = append(toWrite, o)
+	}
+	return toWrite
 }
 
 // ownership asks the node, in one batch, whether it has any of our hashes for the items

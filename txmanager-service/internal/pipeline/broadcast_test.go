@@ -58,25 +58,31 @@ func (s *recordingStore) RecordBroadcasts(_ context.Context, _ domain.Lease, out
 }
 
 // The broadcaster asks the node about our hashes only for answers whose meaning depends on
-// it, and records what the outcome table says for each.
+// it, and records what the outcome table says for each; a first send the node accepted is
+// the one outcome it does not write (the row already shows SIGNED).
 func TestBroadcastRecordsWhatEachAnswerMeans(t *testing.T) {
 	nonceTooLow := fmt.Errorf("%w: nonce too low: next nonce 9, tx nonce 3", services.ErrNonceTooLow)
+	underpriced := fmt.Errorf("%w: replacement transaction underpriced", services.ErrUnderpriced)
 	ours, foreign := common.HexToHash("0x01"), common.HexToHash("0x02")
 	tests := []struct {
 		name         string
 		answer       error
 		hashes       []common.Hash
 		knownErr     error
+		firstSend    bool
 		wantSubState string
 		wantResult   string
 		wantAsked    int
+		wantWritten  bool
 	}{
-		{"accepted", nil, []common.Hash{ours}, nil, services.SubStateSubmitted, "submitted", 0},
-		{"underpriced", fmt.Errorf("%w: replacement transaction underpriced", services.ErrUnderpriced), []common.Hash{ours}, nil,
-			services.SubStateUnderpriced, "underpriced", 0},
-		{"nonce too low with our hash known", nonceTooLow, []common.Hash{foreign, ours}, nil, services.SubStateSubmitted, "nonce_too_low_ours", 2},
-		{"nonce too low, none of ours known", nonceTooLow, []common.Hash{foreign}, nil, services.SubStateNonceTaken, "nonce_taken", 1},
-		{"nonce too low, node cannot say", nonceTooLow, []common.Hash{ours}, errors.New("timeout"), services.SubStateBroadcastFailed, "error", 1},
+		{"accepted", nil, []common.Hash{ours}, nil, false, services.SubStateSubmitted, "submitted", 0, true},
+		{"accepted on the first send", nil, []common.Hash{ours}, nil, true, services.SubStateSubmitted, "submitted", 0, false},
+		{"underpriced", underpriced, []common.Hash{ours}, nil, false, services.SubStateUnderpriced, "underpriced", 0, true},
+		{"underpriced on the first send", underpriced, []common.Hash{ours}, nil, true, services.SubStateUnderpriced, "underpriced", 0, true},
+		{"nonce too low with our hash known", nonceTooLow, []common.Hash{foreign, ours}, nil, false, services.SubStateSubmitted, "nonce_too_low_ours", 2, true},
+		{"nonce too low, none of ours known", nonceTooLow, []common.Hash{foreign}, nil, false, services.SubStateNonceTaken, "nonce_taken", 1, true},
+		{"nonce too low on the first send, none of ours known", nonceTooLow, []common.Hash{foreign}, nil, true, services.SubStateNonceTaken, "nonce_taken", 1, true},
+		{"nonce too low, node cannot say", nonceTooLow, []common.Hash{ours}, errors.New("timeout"), false, services.SubStateBroadcastFailed, "error", 1, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,12 +92,15 @@ func TestBroadcastRecordsWhatEachAnswerMeans(t *testing.T) {
 			b := pipeline.NewBroadcaster(chain, store, leases, telemetry.Noop(), log.DefaultLogger)
 			lease := domain.Lease{Signer: "0xaa", Owner: "node-a", Token: 1, ExpiresAt: time.Now().Add(time.Minute)}
 			id := uuid.New()
-			outcomes, err := b.Broadcast(t.Context(), lease, []pipeline.BroadcastItem{{TxID: id, Raw: []byte("raw"), Ours: tc.hashes}})
+			outcomes, err := b.Broadcast(t.Context(), lease, []pipeline.BroadcastItem{{TxID: id, Raw: []byte("raw"), Ours: tc.hashes, FirstSend: tc.firstSend}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(store.recorded) != 1 || store.recorded[0] != outcomes[0] {
+			switch {
+			case tc.wantWritten && (len(store.recorded) != 1 || store.recorded[0] != outcomes[0]):
 				t.Fatalf("recorded %+v, answered %+v", store.recorded, outcomes)
+			case !tc.wantWritten && len(store.recorded) != 0:
+				t.Fatalf("recorded %+v, want nothing written", store.recorded)
 			}
 			got := outcomes[0]
 			if got.TxID != id || got.SubState != tc.wantSubState || got.Result != tc.wantResult {

@@ -47,10 +47,7 @@ func (r *ReceiptRepository) RecordReceipts(ctx context.Context, lease domain.Lea
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
 	p.ChainID = r.chainID
 	for _, f := range found {
-		payload, err := json.Marshal(receiptPayload{
-			TxHash: f.Receipt.TxHash.Hex(), Status: f.Receipt.Status, BlockNumber: f.Receipt.BlockNumber,
-			BlockHash: f.Receipt.BlockHash.Hex(), GasUsed: f.Receipt.GasUsed, Kind: string(f.Kind),
-		})
+		payload, err := json.Marshal(payloadOf(f))
 		if err != nil {
 			return 0, err
 		}
@@ -104,7 +101,26 @@ func (r *ReceiptRepository) Finalize(ctx context.Context, lease domain.Lease, fi
 		p.BlockHashes = append(p.BlockHashes, f.Tx.BlockHash.Hex())
 		p.States = append(p.States, string(f.State))
 		p.SubStates = append(p.SubStates, f.SubState)
+		receipt, txHash, blockNumber := "", "", int64(0)
+		if held := f.Tx.Held; held != nil {
+			payload, err := json.Marshal(payloadOf(*held))
+			if err != nil {
+				return 0, err
+			}
+			receipt, txHash, blockNumber = string(payload), held.Receipt.TxHash.Hex(), int64(held.Receipt.BlockNumber)
+		}
+		p.Receipts = append(p.Receipts, receipt)
+		p.TxHashes = append(p.TxHashes, txHash)
+		p.BlockNumbers = append(p.BlockNumbers, blockNumber)
 	}
 	row, err := r.q.FinalizeTxs(ctx, p)
 	return fencedOutcome(lease, "finality", row.LeaseHeld, row.Updated, err)
+}
+
+// payloadOf is the receipt document stored for f.
+func payloadOf(f receipts.FoundReceipt) receiptPayload {
+	return receiptPayload{
+		TxHash: f.Receipt.TxHash.Hex(), Status: f.Receipt.Status, BlockNumber: f.Receipt.BlockNumber,
+		BlockHash: f.Receipt.BlockHash.Hex(), GasUsed: f.Receipt.GasUsed, Kind: string(f.Kind),
+	}
 }

@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
@@ -161,5 +163,93 @@ func TestManagedTxUpdatesStayHOT(t *testing.T) {
 	updated, hotUpdated := waitFlushed(updated0 + 2*rows)
 	if updated-updated0 != 2*rows || hotUpdated-hot0 != 2*rows {
 		t.Fatalf("%d updates of which %d HOT, want %d all HOT", updated-updated0, hotUpdated-hot0, 2*rows)
+	}
+}
+
+// A receipt held until finality is written with the final state: one row version holds
+// both, with its completion. The write is refused where the row already has a receipt on
+// record (another pass wrote one) and FENCED under a lost lease; a receipt on record is
+// finalized as before, judged by its block.
+func TestFinalizeWritesAHeldReceiptWithTheFinalState(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	const signer = "0x00000000000000000000000000000000000000ac"
+	leases := repositories.NewLeaseRepository(pool, testChain())
+	grant, err := leases.AcquireOrRenew(ctx, signer, "node-a", time.Minute, time.Second)
+	if err != nil || !grant.Acquired {
+		t.Fatalf("acquire lease: %+v, %v", grant, err)
+	}
+	lease := domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
+	stale := domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token + 1, ExpiresAt: grant.ExpiresAt}
+	insert := func(nonce int, receipt, blockHash string) uuid.UUID {
+		id := uuid.New()
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token,
+			receipt, block_number, block_hash) VALUES (1337, $1, $2, '\x00', $3, '{"value":"0"}', 'TRACKING', 'SIGNED', '0xold', $4,
+			NULLIF($5, '')::jsonb, CASE WHEN $5 = '' THEN NULL ELSE 7 END, NULLIF($6, ''))`,
+			id, signer, nonce, int64(grant.Token), receipt, blockHash); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	block := common.HexToHash("0xb1")
+	heldFor := func(id uuid.UUID, status uint64) receipts.MinedTx {
+		found := receipts.FoundReceipt{TxID: id, Signer: signer, Kind: pipeline.AttemptOriginal,
+			Receipt: services.Receipt{TxHash: common.HexToHash("0x11"), Status: status, BlockNumber: 9, BlockHash: block, GasUsed: 21000}}
+		return receipts.MinedTx{TxID: id, Signer: signer, BlockNumber: 9, BlockHash: block, Status: status, Kind: pipeline.AttemptOriginal, Held: &found}
+	}
+	type row struct {
+		state, txHash, blockHash, receiptBlock string
+		blockNumber                            int64
+		completions                            int64
+	}
+	read := func(id uuid.UUID) row {
+		var r row
+		if err := pool.QueryRow(ctx, `SELECT state, tx_hash, COALESCE(block_hash, ''), COALESCE(receipt->>'blockHash', ''), COALESCE(block_number, 0),
+			(SELECT count(*) FROM tx_completions c WHERE c.tx_id = m.tx_id) FROM managed_tx m WHERE tx_id = $1`, id).
+			Scan(&r.state, &r.txHash, &r.blockHash, &r.receiptBlock, &r.blockNumber, &r.completions); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	store := repositories.NewReceiptRepository(pool, testChain())
+	recorded := common.HexToHash("0xb2").Hex()
+	onRecord := `{"status": 1, "kind": "ORIGINAL", "blockHash": "` + recorded + `"}`
+	tests := []struct {
+		name      string
+		lease     domain.Lease
+		receipt   string // on record before; "" none
+		blockHash string
+		final     func(id uuid.UUID) receipts.MinedTx
+		wantErr   bool
+		wantN     int
+		want      row
+	}{
+		{"held receipt written with the final state", lease, "", "", func(id uuid.UUID) receipts.MinedTx { return heldFor(id, 1) }, false, 1,
+			row{state: "CONFIRMED", txHash: common.HexToHash("0x11").Hex(), blockHash: block.Hex(), receiptBlock: block.Hex(), blockNumber: 9, completions: 1}},
+		{"held receipt, another already on record", lease, onRecord, recorded, func(id uuid.UUID) receipts.MinedTx { return heldFor(id, 1) }, false, 0,
+			row{state: "TRACKING", txHash: "0xold", blockHash: recorded, receiptBlock: recorded, blockNumber: 7}},
+		{"held receipt under a lost lease", stale, "", "", func(id uuid.UUID) receipts.MinedTx { return heldFor(id, 1) }, true, 0,
+			row{state: "TRACKING", txHash: "0xold"}},
+		{"receipt on record, final in its block", lease, onRecord, recorded, func(id uuid.UUID) receipts.MinedTx {
+			return receipts.MinedTx{TxID: id, Signer: signer, BlockNumber: 7, BlockHash: common.HexToHash(recorded), Status: 1}
+		}, false, 1, row{state: "CONFIRMED", txHash: "0xold", blockHash: recorded, receiptBlock: recorded, blockNumber: 7, completions: 1}},
+		{"receipt on record, judged in another block", lease, onRecord, recorded, func(id uuid.UUID) receipts.MinedTx {
+			return receipts.MinedTx{TxID: id, Signer: signer, BlockNumber: 7, BlockHash: block, Status: 1}
+		}, false, 0, row{state: "TRACKING", txHash: "0xold", blockHash: recorded, receiptBlock: recorded, blockNumber: 7}},
+	}
+	for i, tt := range tests {
+		id := insert(i, tt.receipt, tt.blockHash)
+		n, err := store.Finalize(ctx, tt.lease, []receipts.Finalization{{Tx: tt.final(id), State: domain.StateConfirmed}})
+		var fenced *domain.FencedError
+		if tt.wantErr != errors.As(err, &fenced) || (!tt.wantErr && err != nil) {
+			t.Fatalf("%s: error %v, want fenced %v", tt.name, err, tt.wantErr)
+		}
+		if n != tt.wantN {
+			t.Errorf("%s: %d finalized, want %d", tt.name, n, tt.wantN)
+		}
+		if got := read(id); got != tt.want {
+			t.Errorf("%s: row %+v, want %+v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -165,6 +165,9 @@ func (c *ReceiptChecker) refresh(ctx context.Context) error {
 	defer c.mu.Unlock()
 	seen := make(map[uuid.UUID]bool, len(txs))
 	for _, tx := range txs {
+		if c.tracker.Holds(tx.TxID) {
+			continue // found; its receipt is written with its final state
+		}
 		seen[tx.TxID] = true
 		if e, ok := c.entries[tx.TxID]; ok {
 			if len(tx.Attempts) != len(e.tx.Attempts) {
@@ -214,7 +217,7 @@ func (c *ReceiptChecker) check(ctx context.Context, chunk []*receiptEntry, head 
 		c.backOff(chunk, now)
 		return 0
 	}
-	written, err := c.tracker.RecordReceipts(ctx, outcome.Found)
+	written, err := c.tracker.RecordReceipts(ctx, outcome.Found, head)
 	if err != nil && ctx.Err() == nil { // a cancelled context is shutdown, not a failure
 		c.log.Warnw("msg", "recording receipts failed", "error", err.Error())
 	}
@@ -282,7 +285,7 @@ func (c *ReceiptChecker) scanBlocks(ctx context.Context, head uint64) int {
 		}
 		return 0
 	}
-	written, err := c.tracker.RecordReceipts(ctx, scan.Found)
+	written, err := c.tracker.RecordReceipts(ctx, scan.Found, head)
 	if err != nil && ctx.Err() == nil {
 		c.log.Warnw("msg", "recording receipts failed", "error", err.Error())
 	}

@@ -204,6 +204,13 @@ func withPassword(t *testing.T, dsn, password string) string {
 // metricSums scrapes /metrics and sums each metric's samples over its labels.
 func (s *testService) metricSums(t testing.TB) map[string]float64 {
 	t.Helper()
+	return s.metricSumsWhere(t, "")
+}
+
+// metricSumsWhere is metricSums over the samples whose labels hold label (as
+// `result="found"`; "" for every sample).
+func (s *testService) metricSumsWhere(t testing.TB, label string) map[string]float64 {
+	t.Helper()
 	resp, err := s.http.Get(s.httpURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +230,12 @@ func (s *testService) metricSums(t testing.TB) map[string]float64 {
 		cut := strings.LastIndexByte(line, ' ')
 		name, rest := line[:cut], line[cut+1:]
 		if i := strings.IndexAny(name, "{ "); i >= 0 {
+			if label != "" && !strings.Contains(name[i:], label) {
+				continue
+			}
 			name = name[:i]
+		} else if label != "" {
+			continue
 		}
 		var v float64
 		if _, err := fmt.Sscan(rest, &v); err == nil {

@@ -112,41 +112,94 @@ func TestTransactionsReachFinalStates(t *testing.T) {
 
 // Seed acceptance 4: a mined transaction whose block is replaced goes back to TRACKING and
 // ends CONFIRMED in its new block; one dropped by the reorg is rebroadcast and confirmed.
+// Both ways a receipt is kept before finality are covered: written as MINED (many
+// confirmations to go) and held in memory to be written with the final state (few).
 func TestReorgRevertsThenConfirmsInTheNewBlock(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		confirmations uint64
+		held          bool
+	}{
+		{"receipt on record", 12, false},
+		{"receipt held until final", 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testReorg(t, tc.confirmations, tc.held)
+		})
+	}
+}
+
+func testReorg(t *testing.T, confirmations uint64, held bool) {
 	sim := newTestChain(t, 0)
-	s := startService(t, serviceOptions{chain: sim, signers: 2, fastPipeline: true})
+	s := startService(t, serviceOptions{chain: sim, signers: 2, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Confirmations.Required = confirmations
+	}})
 	recipient := sim.DevAddresses()[7].Hex()
 
-	mineAndRecord := func(t *testing.T, id string) (common.Hash, string) {
+	// mineAndFind mines the tx and waits until the service has its receipt: on record
+	// (MINED), or held (the look-up counted as found while the row shows no block). It
+	// returns the parent of the tx's block and that block's hash.
+	mineAndFind := func(t *testing.T, id string) (common.Hash, string) {
 		t.Helper()
-		waitFor(t, 20*time.Second, "broadcast", func() bool { return s.tx(t, id).subState == "SUBMITTED" })
-		header, err := sim.LatestHeader(context.Background()) // the parent of the block that will carry the tx
+		waitFor(t, 20*time.Second, "broadcast", func() bool {
+			r := s.tx(t, id)
+			if r.state != "TRACKING" || r.txHash == "" {
+				return false
+			}
+			// An accepted first send leaves the row SIGNED: the node's pool is the witness.
+			_, pending, err := sim.Backend().Client().TransactionByHash(context.Background(), common.HexToHash(r.txHash))
+			return err == nil && pending && r.subState == "SIGNED"
+		})
+		parent, err := sim.LatestHeader(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		sim.Commit()
-		waitFor(t, 20*time.Second, "receipt recorded", func() bool { return s.tx(t, id).subState == "MINED" })
-		return header.Hash, s.tx(t, id).blockHash
+		found := func() float64 { return s.metricSumsWhere(t, `result="found"`)["receipt_check_total"] }
+		foundBefore := found()
+		block := sim.Commit()
+		if held {
+			waitFor(t, 20*time.Second, "receipt found and held", func() bool {
+				// Found by hash or by reading the block: either counts one look-up found.
+				return found() > foundBefore && s.tx(t, id).blockHash == ""
+			})
+			time.Sleep(300 * time.Millisecond) // finality passes run on the held receipt meanwhile
+			if r := s.tx(t, id); r.state != "TRACKING" || r.subState == "MINED" || r.blockHash != "" {
+				t.Fatalf("held receipt: row %+v, want TRACKING with no receipt on record before finality", r)
+			}
+		} else {
+			waitFor(t, 20*time.Second, "receipt recorded", func() bool { return s.tx(t, id).subState == "MINED" })
+			if got := s.tx(t, id).blockHash; got != block.Hex() {
+				t.Fatalf("receipt in block %s, want %s", got, block.Hex())
+			}
+		}
+		return parent.Hash, block.Hex()
+	}
+	commitUntilFinal := func(t *testing.T, id string) {
+		t.Helper()
+		for range confirmations + 2 {
+			sim.Commit()
+		}
+		waitFor(t, 20*time.Second, "confirmed", func() bool { return s.tx(t, id).state == "CONFIRMED" })
 	}
 
 	t.Run("block replaced, tx re-mined", func(t *testing.T) {
 		id := s.createOK(t, map[string]any{"signer": sim.DevAddresses()[0].Hex(), "to": recipient, "value": "1", "gasLimit": 21000})
-		parent, firstBlock := mineAndRecord(t, id)
+		parent, firstBlock := mineAndFind(t, id)
 		if err := sim.Backend().Fork(parent); err != nil {
 			t.Fatalf("fork: %v", err)
 		}
 		// The replaced block's tx returns to the pool and lands in the new branch's block.
 		sim.Commit()
 		sim.Commit()
-		waitFor(t, 20*time.Second, "reorg noticed", func() bool {
-			r := s.tx(t, id)
-			return r.blockHash != firstBlock
-		})
-		for range 4 {
-			sim.Commit()
+		if !held {
+			waitFor(t, 20*time.Second, "reorg noticed", func() bool {
+				r := s.tx(t, id)
+				return r.blockHash != firstBlock
+			})
 		}
-		waitFor(t, 20*time.Second, "confirmed in the new block", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+		commitUntilFinal(t, id)
 		if r := s.tx(t, id); r.blockHash == firstBlock || r.blockHash == "" {
 			t.Fatalf("confirmed in block %s, want a block other than the replaced %s", r.blockHash, firstBlock)
 		}
@@ -157,7 +210,7 @@ func TestReorgRevertsThenConfirmsInTheNewBlock(t *testing.T) {
 
 	t.Run("tx dropped by the reorg is rebroadcast", func(t *testing.T) {
 		id := s.createOK(t, map[string]any{"signer": sim.DevAddresses()[1].Hex(), "to": recipient, "value": "2", "gasLimit": 21000})
-		parent, firstBlock := mineAndRecord(t, id)
+		parent, firstBlock := mineAndFind(t, id)
 		if err := sim.Backend().Fork(parent); err != nil {
 			t.Fatalf("fork: %v", err)
 		}
@@ -168,10 +221,7 @@ func TestReorgRevertsThenConfirmsInTheNewBlock(t *testing.T) {
 			r := s.tx(t, id)
 			return r.blockHash == "" && r.attempts >= 2 && r.subState == "SUBMITTED"
 		})
-		for range 5 {
-			sim.Commit()
-		}
-		waitFor(t, 20*time.Second, "confirmed after rebroadcast", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+		commitUntilFinal(t, id)
 		if r := s.tx(t, id); r.blockHash == firstBlock {
 			t.Fatalf("confirmed in the dropped block %s", firstBlock)
 		}

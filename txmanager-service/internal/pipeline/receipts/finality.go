@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -21,15 +22,39 @@ import (
 func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, error) {
 	ctx, span := t.metrics.Tracer.Start(ctx, "pipeline.finality")
 	defer span.End()
+	// Receipts held too long (a chain that stopped making blocks) are written as MINED.
+	_, expiredErr := t.writeReceipts(ctx, t.held.expired(time.Now().Add(-maxHold)))
 	mined, err := t.store.ListMined(ctx, signers)
-	if err != nil || len(mined) == 0 {
-		return 0, err
+	if err != nil {
+		return 0, errors.Join(expiredErr, err)
+	}
+	mined = append(mined, t.held.minedFor(signers)...)
+	if len(mined) == 0 {
+		return 0, expiredErr
 	}
 	view, err := t.chainView(ctx, mined)
 	if err != nil {
-		return 0, err
+		return 0, errors.Join(expiredErr, err)
 	}
 	reorged, finals := judge(mined, view, t.cfg)
+	// A held receipt whose block left the chain has nothing on record to revert: forgetting
+	// it is enough, and its transaction, still unmined in the database, is looked up again.
+	droppedHeld := 0
+	for signer, txs := range reorged {
+		kept := slices.DeleteFunc(txs, func(tx MinedTx) bool {
+			if tx.Held != nil {
+				t.held.release([]MinedTx{tx})
+				droppedHeld++
+				return true
+			}
+			return false
+		})
+		if len(kept) == 0 {
+			delete(reorged, signer)
+		} else {
+			reorged[signer] = kept
+		}
+	}
 
 	reverted, revertErr := writeHeld(ctx, t.leases, reorged, t.store.RevertReorged, func(lease domain.Lease, n int, txs []MinedTx) {
 		for range n {
@@ -39,10 +64,16 @@ func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, e
 			"count", n, "first_tx_id", txs[0].TxID.String(), "state", string(domain.StateTracking), "sub_state", "REORGED")
 	})
 	_, finalizeErr := writeHeld(ctx, t.leases, finals, t.store.Finalize, func(lease domain.Lease, n int, group []Finalization) {
+		for _, f := range group {
+			t.held.release([]MinedTx{f.Tx})
+		}
 		t.log.WithContext(ctx).Infow("msg", "transactions final", "signer", lease.Signer, "fencing_token", lease.Token, "count", n,
 			"first_tx_id", group[0].Tx.TxID.String(), "first_state", string(group[0].State))
 	})
-	return reverted, errors.Join(revertErr, finalizeErr)
+	for range droppedHeld {
+		t.metrics.Reorg(ctx)
+	}
+	return reverted + droppedHeld, errors.Join(expiredErr, revertErr, finalizeErr)
 }
 
 // chainView is one pass's view of the chain: the head, the finalized height (when the

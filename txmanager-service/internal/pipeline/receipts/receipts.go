@@ -8,6 +8,7 @@ package receipts
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
@@ -33,6 +34,7 @@ type Config struct {
 type FoundReceipt struct {
 	TxID    uuid.UUID
 	Signer  string
+	Nonce   uint64
 	Kind    pipeline.AttemptKind
 	Receipt services.Receipt
 }
@@ -46,6 +48,8 @@ type MinedTx struct {
 	BlockHash   common.Hash
 	Status      uint64
 	Kind        pipeline.AttemptKind
+	// Held is the receipt when it is held in memory (hold.go), nil when it is on record.
+	Held *FoundReceipt
 }
 
 // Finalization is a mined transaction reaching its final state.
@@ -74,6 +78,7 @@ type Tracker struct {
 	leases  *services.LeaseManager
 	metrics *telemetry.Metrics
 	log     *log.Helper
+	held    heldReceipts
 }
 
 // New builds the stage.
@@ -154,7 +159,7 @@ func sortReceipts(txs []pipeline.TrackedTx, results []services.ReceiptResult) Ou
 			i++
 			switch {
 			case r.Receipt != nil && found == nil:
-				found = &FoundReceipt{TxID: tx.TxID, Signer: tx.Signer, Kind: attempt.Kind, Receipt: *r.Receipt}
+				found = &FoundReceipt{TxID: tx.TxID, Signer: tx.Signer, Nonce: tx.Nonce, Kind: attempt.Kind, Receipt: *r.Receipt}
 			case r.Err != nil:
 				failed = true
 			}
@@ -227,16 +232,40 @@ func matchBlocks(txs []pipeline.TrackedTx, from uint64, numbers []uint64, blocks
 		for _, r := range receipts {
 			if o, ok := ours[r.TxHash]; ok && !found[o.tx.TxID] {
 				found[o.tx.TxID] = true
-				scan.Found = append(scan.Found, FoundReceipt{TxID: o.tx.TxID, Signer: o.tx.Signer, Kind: o.kind, Receipt: r})
+				scan.Found = append(scan.Found, FoundReceipt{TxID: o.tx.TxID, Signer: o.tx.Signer, Nonce: o.tx.Nonce, Kind: o.kind, Receipt: r})
 			}
 		}
 	}
 	return scan
 }
 
-// RecordReceipts writes found receipts, signer by signer, with the leases this node holds;
-// receipts of signers it no longer holds are left for their owner.
-func (t *Tracker) RecordReceipts(ctx context.Context, found []FoundReceipt) (int, error) {
+// RecordReceipts takes found receipts, looked up with the chain at head: those close to
+// finality are held, to be written with the final state (hold.go); the rest are written,
+// signer by signer, with the leases this node holds (receipts of signers it no longer holds
+// are left for their owner). It returns how many were held or written.
+func (t *Tracker) RecordReceipts(ctx context.Context, found []FoundReceipt, head uint64) (int, error) {
+	var toWrite []FoundReceipt
+	held := 0
+	for _, f := range found {
+		if holdable(t.cfg, f, head) {
+			held += t.held.hold([]FoundReceipt{f}, time.Now())
+			continue
+		}
+		toWrite = append(toWrite, f)
+	}
+	written, err := t.writeReceipts(ctx, toWrite)
+	return held + written, err
+}
+
+// Holds says whether the receipt of id is held, to be written with its final state: the
+// receipt checker does not look it up again.
+func (t *Tracker) Holds(id uuid.UUID) bool { return t.held.holds(id) }
+
+// writeReceipts writes receipts as MINED, each signer's with the lease this node holds.
+func (t *Tracker) writeReceipts(ctx context.Context, found []FoundReceipt) (int, error) {
+	if len(found) == 0 {
+		return 0, nil
+	}
 	ctx, span := t.metrics.Tracer.Start(ctx, "pipeline.record_receipts", trace.WithAttributes(attribute.Int("receipts", len(found))))
 	defer span.End()
 	bySigner := map[string][]FoundReceipt{}

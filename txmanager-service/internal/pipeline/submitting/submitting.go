@@ -194,7 +194,7 @@ func (s *Submitter) sendStored(ctx context.Context, lease domain.Lease, attempts
 	}
 	items := make([]pipeline.BroadcastItem, len(attempts))
 	for i, a := range attempts {
-		items[i] = pipeline.BroadcastItem{TxID: a.TxID, Raw: a.Raw, Ours: []common.Hash{a.Hash}}
+		items[i] = pipeline.BroadcastItem{TxID: a.TxID, Raw: a.Raw, Ours: []common.Hash{a.Hash}, FirstSend: true}
 	}
 	if _, err := s.broadcaster.Broadcast(ctx, lease, items); err != nil {
 		return err

@@ -77,23 +77,36 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 -- and only if the transaction is final, except for a recovered row no request has adopted
 -- yet, whose completion waits for its adopter (ClaimUnclaimed) or the end of the adoption
 -- window (ExpireUnclaimed).
+--
+-- A receipt the pipeline held in memory until finality (receipts non-empty for that row) is
+-- written here with the final state, one row version for both: the row must then have no
+-- receipt on record. Otherwise the receipt on record must be in the block judged final.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest(@tx_ids::text[])       AS tx_id,
-           unnest(@block_hashes::text[]) AS block_hash,
-           unnest(@states::text[])       AS state,
-           unnest(@sub_states::text[])   AS sub_state
+    SELECT unnest(@tx_ids::text[])          AS tx_id,
+           unnest(@block_hashes::text[])    AS block_hash,
+           unnest(@states::text[])          AS state,
+           unnest(@sub_states::text[])      AS sub_state,
+           unnest(@receipts::text[])        AS receipt,
+           unnest(@block_numbers::bigint[]) AS block_number,
+           unnest(@tx_hashes::text[])       AS tx_hash
 ),
 finalized AS (
     UPDATE managed_tx m
     SET state = i.state, sub_state = NULLIF(i.sub_state, ''), confirmed_at = now(), next_resubmit_at = NULL,
+        receipt = CASE WHEN i.receipt = '' THEN m.receipt ELSE i.receipt::jsonb END,
+        block_number = CASE WHEN i.receipt = '' THEN m.block_number ELSE i.block_number END,
+        block_hash = i.block_hash,
+        tx_hash = CASE WHEN i.receipt = '' THEN m.tx_hash ELSE i.tx_hash END,
+        last_error = CASE WHEN i.receipt = '' THEN m.last_error END,
         fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK')
+      AND CASE WHEN i.receipt = '' THEN m.block_hash = i.block_hash ELSE m.receipt IS NULL END
     RETURNING m.chain_id, m.tx_id, m.signer, m.state, m.unclaimed_until
 ),
 completed AS (

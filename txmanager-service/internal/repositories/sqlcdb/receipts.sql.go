@@ -19,17 +19,26 @@ WITH lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($5::text[])       AS tx_id,
-           unnest($6::text[]) AS block_hash,
-           unnest($7::text[])       AS state,
-           unnest($8::text[])   AS sub_state
+    SELECT unnest($5::text[])          AS tx_id,
+           unnest($6::text[])    AS block_hash,
+           unnest($7::text[])          AS state,
+           unnest($8::text[])      AS sub_state,
+           unnest($9::text[])        AS receipt,
+           unnest($10::bigint[]) AS block_number,
+           unnest($11::text[])       AS tx_hash
 ),
 finalized AS (
     UPDATE managed_tx m
     SET state = i.state, sub_state = NULLIF(i.sub_state, ''), confirmed_at = now(), next_resubmit_at = NULL,
+        receipt = CASE WHEN i.receipt = '' THEN m.receipt ELSE i.receipt::jsonb END,
+        block_number = CASE WHEN i.receipt = '' THEN m.block_number ELSE i.block_number END,
+        block_hash = i.block_hash,
+        tx_hash = CASE WHEN i.receipt = '' THEN m.tx_hash ELSE i.tx_hash END,
+        last_error = CASE WHEN i.receipt = '' THEN m.last_error END,
         fencing_token = $4, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
+    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK')
+      AND CASE WHEN i.receipt = '' THEN m.block_hash = i.block_hash ELSE m.receipt IS NULL END
     RETURNING m.chain_id, m.tx_id, m.signer, m.state, m.unclaimed_until
 ),
 completed AS (
@@ -49,6 +58,9 @@ type FinalizeTxsParams struct {
 	BlockHashes  []string
 	States       []string
 	SubStates    []string
+	Receipts     []string
+	BlockNumbers []int64
+	TxHashes     []string
 }
 
 type FinalizeTxsRow struct {
@@ -60,6 +72,10 @@ type FinalizeTxsRow struct {
 // and only if the transaction is final, except for a recovered row no request has adopted
 // yet, whose completion waits for its adopter (ClaimUnclaimed) or the end of the adoption
 // window (ExpireUnclaimed).
+//
+// A receipt the pipeline held in memory until finality (receipts non-empty for that row) is
+// written here with the final state, one row version for both: the row must then have no
+// receipt on record. Otherwise the receipt on record must be in the block judged final.
 func (q *Queries) FinalizeTxs(ctx context.Context, arg FinalizeTxsParams) (FinalizeTxsRow, error) {
 	row := q.db.QueryRow(ctx, finalizeTxs,
 		arg.ChainID,
@@ -70,6 +86,9 @@ func (q *Queries) FinalizeTxs(ctx context.Context, arg FinalizeTxsParams) (Final
 		arg.BlockHashes,
 		arg.States,
 		arg.SubStates,
+		arg.Receipts,
+		arg.BlockNumbers,
+		arg.TxHashes,
 	)
 	var i FinalizeTxsRow
 	err := row.Scan(&i.LeaseHeld, &i.Updated)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -24,6 +25,9 @@ type cpuAccount struct {
 	// backends are the database's server processes serving the run, by pid.
 	backends        map[int]*backendTimes
 	backendsSampled bool
+	// kinds are the server processes' backend_type (client backend, autovacuum worker,
+	// walwriter, checkpointer...), by pid, where the database named it.
+	kinds map[int]string
 }
 
 // accountedProcess is a participant: its name, its pid and (once started) its CPU seconds
@@ -50,7 +54,7 @@ func startCPUAccount(processes ...accountedProcess) *cpuAccount {
 // newCPUAccount begins accounting for processes from the /proc tree proc, on the clock now.
 func newCPUAccount(proc procstat.Proc, now func() time.Time, processes ...accountedProcess) *cpuAccount {
 	machine, _ := proc.Machine()
-	a := &cpuAccount{proc: proc, now: now, began: now(), machine: machine, processes: processes, backends: map[int]*backendTimes{}}
+	a := &cpuAccount{proc: proc, now: now, began: now(), machine: machine, processes: processes, backends: map[int]*backendTimes{}, kinds: map[int]string{}}
 	for i := range a.processes {
 		a.processes[i].start, _ = proc.ProcessSeconds(a.processes[i].pid)
 	}
@@ -62,18 +66,25 @@ func newCPUAccount(proc procstat.Proc, now func() time.Time, processes ...accoun
 // pg_stat_activity rows without a database), but not conn's own (sawBackends). It needs the
 // database on this machine; elsewhere it records nothing.
 func (a *cpuAccount) sampleBackends(ctx context.Context, conn *pgx.Conn) {
-	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity
+	rows, err := conn.Query(ctx, `SELECT pid, COALESCE(backend_type, '') FROM pg_stat_activity
 		WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid()`)
 	if err != nil {
 		return
 	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	type backend struct {
+		PID  int32
+		Kind string
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[backend])
 	if err != nil {
 		return
 	}
-	ints := make([]int, len(pids))
-	for i, pid := range pids {
-		ints[i] = int(pid)
+	ints := make([]int, len(found))
+	for i, b := range found {
+		ints[i] = int(b.PID)
+		if b.Kind != "" {
+			a.kinds[int(b.PID)] = b.Kind
+		}
 	}
 	a.sawBackends(ints)
 }
@@ -109,6 +120,8 @@ type cpuReport struct {
 	// database sums the server processes' seconds (backends of them).
 	database float64
 	backends int
+	// databaseByKind splits database by backend_type ("other" where it was not named).
+	databaseByKind map[string]float64
 	// busyPercent is how busy the machine's cores were; known is false where the machine's
 	// times could not be read or did not move.
 	busyPercent float64
@@ -138,11 +151,18 @@ func (a *cpuAccount) finish() cpuReport {
 		seconds, err := a.proc.ProcessSeconds(p.pid)
 		r.processes = append(r.processes, processCPU{name: p.name, seconds: seconds - p.start, known: err == nil})
 	}
+	r.databaseByKind = map[string]float64{}
 	for pid, seen := range a.backends {
 		if seconds, err := a.proc.ProcessSeconds(pid); err == nil {
 			seen.saw(seconds)
 		}
-		r.database += max(seen.last-seen.first, 0)
+		used := max(seen.last-seen.first, 0)
+		r.database += used
+		kind := a.kinds[pid]
+		if kind == "" {
+			kind = "other"
+		}
+		r.databaseByKind[kind] += used
 	}
 	r.backends = len(a.backends)
 	if machine, ok := a.proc.Machine(); ok && machine.Total > a.machine.Total {
@@ -162,11 +182,32 @@ func (r cpuReport) String() string {
 		parts = append(parts, fmt.Sprintf("%s %.1f s", p.name, p.seconds))
 	}
 	if r.backends > 0 {
-		parts = append(parts, fmt.Sprintf("database %.1f s (%d server processes)", r.database, r.backends))
+		parts = append(parts, fmt.Sprintf("database %.1f s (%d server processes%s)", r.database, r.backends, r.kindsText()))
 	}
 	busy := "unknown"
 	if r.busyKnown {
 		busy = fmt.Sprintf("%.0f%%", r.busyPercent)
 	}
 	return fmt.Sprintf("CPU over %s: %s; the machine's cores %s busy", r.elapsed.Round(100*time.Millisecond), strings.Join(parts, ", "), busy)
+}
+
+// kindsText is the database's seconds by kind of server process, most first, as
+// "; client backend 9.1 s, autovacuum worker 1.2 s" (empty when none is named).
+func (r cpuReport) kindsText() string {
+	if _, onlyUnnamed := r.databaseByKind["other"]; len(r.databaseByKind) == 0 || (onlyUnnamed && len(r.databaseByKind) == 1) {
+		return ""
+	}
+	kinds := make([]string, 0, len(r.databaseByKind))
+	for k := range r.databaseByKind {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		a, b := r.databaseByKind[kinds[i]], r.databaseByKind[kinds[j]]
+		return a > b || (a == b && kinds[i] < kinds[j])
+	})
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s %.1f s", k, r.databaseByKind[k])
+	}
+	return ": " + strings.Join(parts, ", ")
 }

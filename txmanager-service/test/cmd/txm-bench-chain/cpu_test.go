@@ -99,6 +99,29 @@ func TestCPUAccount(t *testing.T) {
 			wantText: "CPU over 12.3s: service 2.5 s, geth 0.0 s, load generator unknown, database 3.3 s (3 server processes); the machine's cores 40% busy",
 		},
 		{
+			name: "backends by kind",
+			start: func(f *fakeProc) {
+				f.process(service, 1)
+				f.process(geth, 1)
+				f.process(loadGen, 1)
+			},
+			run: func(f *fakeProc, a *cpuAccount) {
+				a.sawBackends(nil) // the start: every process seen later began during the run
+				a.kinds[30], a.kinds[31] = "client backend", "autovacuum worker"
+				f.process(30, 2)
+				f.process(31, 0.5)
+				f.process(32, 0.25)
+				a.sawBackends([]int{30, 31, 32})
+			},
+			want: cpuReport{
+				elapsed:   12340 * time.Millisecond,
+				processes: []processCPU{{"service", 0, true}, {"geth", 0, true}, {"load generator", 0, true}},
+				database:  2.75, backends: 3,
+			},
+			wantText: "CPU over 12.3s: service 0.0 s, geth 0.0 s, load generator 0.0 s, database 2.8 s (3 server processes: client backend 2.0 s, " +
+				"autovacuum worker 0.5 s, other 0.2 s); the machine's cores unknown busy",
+		},
+		{
 			name: "no backends seen and a machine that did not move",
 			start: func(f *fakeProc) {
 				f.machine(200, 800)
