@@ -112,6 +112,9 @@ type statement struct {
 	calls, rows    int64
 	totalMillis    float64
 	walBytesOfStmt int64
+	// buffers is the shared buffers the statement visited (hit or read): the work an index
+	// scan does over row versions it must skip shows here.
+	buffers int64
 }
 
 // statementCount is the service's statements in the run: their total and the costliest.
@@ -128,14 +131,14 @@ func countStatements(ctx context.Context, conn *pgx.Conn, topN int) (statementCo
 	if err != nil {
 		return c, fmt.Errorf("statement totals: %w", err)
 	}
-	rows, err := conn.Query(ctx, `SELECT query, calls, rows, total_exec_time, wal_bytes::bigint FROM pg_stat_statements
+	rows, err := conn.Query(ctx, `SELECT query, calls, rows, total_exec_time, wal_bytes::bigint, shared_blks_hit + shared_blks_read FROM pg_stat_statements
 		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT $1`, topN)
 	if err != nil {
 		return c, fmt.Errorf("top statements: %w", err)
 	}
 	c.top, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (statement, error) {
 		var s statement
-		err := row.Scan(&s.query, &s.calls, &s.rows, &s.totalMillis, &s.walBytesOfStmt)
+		err := row.Scan(&s.query, &s.calls, &s.rows, &s.totalMillis, &s.walBytesOfStmt, &s.buffers)
 		return s, err
 	})
 	return c, err
@@ -168,14 +171,14 @@ func printDBCost(w io.Writer, c dbCost) {
 	slices.Sort(parts)
 	fmt.Fprintf(w, "      by table (+inserted ~updated -deleted): %s\n", strings.Join(parts, "; "))
 	fmt.Fprintf(w, "    top statements by total execution time:\n")
-	fmt.Fprintf(w, "      %9s %8s %9s %9s %9s  %s\n", "total ms", "calls/tx", "rows/call", "ms/call", "WAL B/tx", "query")
+	fmt.Fprintf(w, "      %9s %8s %9s %9s %9s %10s  %s\n", "total ms", "calls/tx", "rows/call", "ms/call", "WAL B/tx", "bufs/call", "query")
 	for _, s := range c.statements.top {
 		rowsPerCall := 0.0
 		if s.calls > 0 {
 			rowsPerCall = float64(s.rows) / float64(s.calls)
 		}
-		fmt.Fprintf(w, "      %9.0f %8.3f %9.1f %9.3f %9.0f  %s\n", s.totalMillis, float64(s.calls)/n, rowsPerCall,
-			s.totalMillis/float64(max(s.calls, 1)), float64(s.walBytesOfStmt)/n, oneLine(s.query, 110))
+		fmt.Fprintf(w, "      %9.0f %8.3f %9.1f %9.3f %9.0f %10.0f  %s\n", s.totalMillis, float64(s.calls)/n, rowsPerCall,
+			s.totalMillis/float64(max(s.calls, 1)), float64(s.walBytesOfStmt)/n, float64(s.buffers)/float64(max(s.calls, 1)), oneLine(s.query, 110))
 	}
 }
 
