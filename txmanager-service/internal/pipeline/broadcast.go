@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
@@ -63,7 +64,7 @@ func (b *Broadcaster) Broadcast(ctx context.Context, lease domain.Lease, items [
 		outcomes[i] = BroadcastOutcome{TxID: it.TxID, SubState: meanings[i].SubState, LastError: meanings[i].LastError, Result: meanings[i].Result}
 		b.metrics.TxSubmit(ctx, outcomes[i].Result)
 	}
-	if toWrite := worthWriting(items, outcomes); len(toWrite) > 0 {
+	if toWrite := worthWriting(items, outcomes, lease.HeldAt(time.Now())); len(toWrite) > 0 {
 		if err := b.store.RecordBroadcasts(ctx, lease, toWrite); err != nil {
 			return outcomes, b.leases.Fence(ctx, lease, err)
 		}
@@ -82,8 +83,14 @@ func (b *Broadcaster) Broadcast(ctx context.Context, lease domain.Lease, items [
 // and its next write (the receipt, or its final state) follows within blocks; a row version
 // for SUBMITTED in between cost every transfer a write. Nothing depends on it: a response
 // lost with a crash is found again from the chain, and every later resubmission writes its
-// outcome when it differs. Errors are always written, so a refusal shows at once.
-func worthWriting(items []BroadcastItem, outcomes []BroadcastOutcome) []BroadcastOutcome {
+// outcome when it differs. Errors are always written, so a refusal shows at once. When the
+// lease can no longer be trusted by the time the node answered (leaseHeld false: the node
+// was paused or the send outlived the lease), the outcome is written anyway: the fenced
+// write is how this node learns at once that the signer is no longer its own.
+func worthWriting(items []BroadcastItem, outcomes []BroadcastOutcome, leaseHeld bool) []BroadcastOutcome {
+	if !leaseHeld {
+		return outcomes
+	}
 	toWrite := outcomes[:0:0]
 	for i, o := range outcomes {
 		if items[i].FirstSend && o.SubState == services.SubStateSubmitted && o.LastError == "" {

@@ -70,19 +70,21 @@ func TestBroadcastRecordsWhatEachAnswerMeans(t *testing.T) {
 		hashes       []common.Hash
 		knownErr     error
 		firstSend    bool
+		leaseLapsed  bool
 		wantSubState string
 		wantResult   string
 		wantAsked    int
 		wantWritten  bool
 	}{
-		{"accepted", nil, []common.Hash{ours}, nil, false, services.SubStateSubmitted, "submitted", 0, true},
-		{"accepted on the first send", nil, []common.Hash{ours}, nil, true, services.SubStateSubmitted, "submitted", 0, false},
-		{"underpriced", underpriced, []common.Hash{ours}, nil, false, services.SubStateUnderpriced, "underpriced", 0, true},
-		{"underpriced on the first send", underpriced, []common.Hash{ours}, nil, true, services.SubStateUnderpriced, "underpriced", 0, true},
-		{"nonce too low with our hash known", nonceTooLow, []common.Hash{foreign, ours}, nil, false, services.SubStateSubmitted, "nonce_too_low_ours", 2, true},
-		{"nonce too low, none of ours known", nonceTooLow, []common.Hash{foreign}, nil, false, services.SubStateNonceTaken, "nonce_taken", 1, true},
-		{"nonce too low on the first send, none of ours known", nonceTooLow, []common.Hash{foreign}, nil, true, services.SubStateNonceTaken, "nonce_taken", 1, true},
-		{"nonce too low, node cannot say", nonceTooLow, []common.Hash{ours}, errors.New("timeout"), false, services.SubStateBroadcastFailed, "error", 1, true},
+		{"accepted", nil, []common.Hash{ours}, nil, false, false, services.SubStateSubmitted, "submitted", 0, true},
+		{"accepted on the first send", nil, []common.Hash{ours}, nil, true, false, services.SubStateSubmitted, "submitted", 0, false},
+		{"accepted on the first send after the lease lapsed", nil, []common.Hash{ours}, nil, true, true, services.SubStateSubmitted, "submitted", 0, true},
+		{"underpriced", underpriced, []common.Hash{ours}, nil, false, false, services.SubStateUnderpriced, "underpriced", 0, true},
+		{"underpriced on the first send", underpriced, []common.Hash{ours}, nil, true, false, services.SubStateUnderpriced, "underpriced", 0, true},
+		{"nonce too low with our hash known", nonceTooLow, []common.Hash{foreign, ours}, nil, false, false, services.SubStateSubmitted, "nonce_too_low_ours", 2, true},
+		{"nonce too low, none of ours known", nonceTooLow, []common.Hash{foreign}, nil, false, false, services.SubStateNonceTaken, "nonce_taken", 1, true},
+		{"nonce too low on the first send, none of ours known", nonceTooLow, []common.Hash{foreign}, nil, true, false, services.SubStateNonceTaken, "nonce_taken", 1, true},
+		{"nonce too low, node cannot say", nonceTooLow, []common.Hash{ours}, errors.New("timeout"), false, false, services.SubStateBroadcastFailed, "error", 1, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,7 +92,10 @@ func TestBroadcastRecordsWhatEachAnswerMeans(t *testing.T) {
 			store := &recordingStore{}
 			leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a"}, nil, services.SystemClock{}, telemetry.Noop(), log.DefaultLogger)
 			b := pipeline.NewBroadcaster(chain, store, leases, telemetry.Noop(), log.DefaultLogger)
-			lease := domain.Lease{Signer: "0xaa", Owner: "node-a", Token: 1, ExpiresAt: time.Now().Add(time.Minute)}
+			lease := domain.Lease{Signer: "0xaa", Owner: "node-a", Token: 1, ExpiresAt: time.Now().Add(time.Minute), ValidUntil: time.Now().Add(time.Minute)}
+			if tc.leaseLapsed {
+				lease.ValidUntil = time.Now().Add(-time.Second)
+			}
 			id := uuid.New()
 			outcomes, err := b.Broadcast(t.Context(), lease, []pipeline.BroadcastItem{{TxID: id, Raw: []byte("raw"), Ours: tc.hashes, FirstSend: tc.firstSend}})
 			if err != nil {
