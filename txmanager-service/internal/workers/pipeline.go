@@ -128,7 +128,7 @@ func (w *PipelineWorkers) finalityPass(ctx context.Context) {
 	w.feed.Wake()
 	if reorged > 0 {
 		w.resubmit.Wake()
-		w.Receipts.Relist()
+		w.Receipts.Wake()
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-kratos/kratos/v2/log"
@@ -56,11 +55,6 @@ type ReceiptChecker struct {
 	mu          sync.Mutex
 	entries     map[uuid.UUID]*receiptEntry
 	refreshedAt time.Time
-	// refreshedFor is the signers the last listing covered; a signer held since is listed
-	// at once.
-	refreshedFor map[string]bool
-	// relist asks the next pass to list again now (a reorg put mined rows back).
-	relist atomic.Bool
 	// scannedThrough is the last block whose receipts were read whole (or the head when
 	// reading was skipped): an entry known absent through it and not in the blocks read
 	// next is known absent through those too. Written only by pass, under mu.
@@ -92,12 +86,9 @@ func NewReceiptChecker(cfg ReceiptCheckerConfig, tracker *receipts.Tracker, leas
 }
 
 func (c *ReceiptChecker) pass(ctx context.Context) {
-	// The schedule is re-read from the database every listEvery, not on every tick: with
-	// thousands in flight the listing costs more than the look-ups it schedules, and what
-	// this node signs and stores joins the schedule as it is stored (trackUnsent). What
-	// joins otherwise is listed sooner: a signer newly held at once, rows a reorg put back
-	// at once (Relist); a replacement's new hash within listEvery.
-	if time.Since(c.refreshedAt) >= max(c.cfg.PollInterval, listEvery) || c.relist.Swap(false) || c.newlyHeld() {
+	// The schedule is re-read from the database once per poll interval, not on every tick:
+	// with thousands in flight the listing costs more than the look-ups it schedules.
+	if time.Since(c.refreshedAt) >= c.cfg.PollInterval {
 		if err := c.refresh(ctx); err != nil {
 			c.log.Warnw("msg", "listing transactions awaiting receipts failed", "error", err.Error())
 			return
@@ -158,26 +149,6 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 	}
 }
 
-// listEvery bounds how long a broadcast transaction this node did not store itself (a
-// replacement's hash, a placeholder) waits to join the schedule.
-const listEvery = 5 * time.Second
-
-// Relist makes the next pass list the awaiting transactions again.
-func (c *ReceiptChecker) Relist() {
-	c.relist.Store(true)
-	c.Wake()
-}
-
-// newlyHeld says whether this node holds a signer the last listing did not cover.
-func (c *ReceiptChecker) newlyHeld() bool {
-	for _, signer := range c.leases.HeldSigners() {
-		if !c.refreshedFor[signer] {
-			return true
-		}
-	}
-	return false
-}
-
 // refresh syncs the schedule with the database: new transactions are due at once, ones
 // that were mined elsewhere, finalized or whose signer this node lost are dropped.
 func (c *ReceiptChecker) refresh(ctx context.Context) error {
@@ -188,10 +159,6 @@ func (c *ReceiptChecker) refresh(ctx context.Context) error {
 		if txs, err = c.tracker.AwaitingReceipt(ctx, signers); err != nil {
 			return err
 		}
-	}
-	c.refreshedFor = make(map[string]bool, len(signers))
-	for _, signer := range signers {
-		c.refreshedFor[signer] = true
 	}
 	now := time.Now()
 	c.mu.Lock()
