@@ -185,8 +185,12 @@ func readContinuously(ctx context.Context, pool *pgxpool.Pool, seed uint64, txs 
 }
 
 // An existing single-chain database moves to chain-keyed rows while the previous release
-// keeps reading it: readers with a 1 s statement timeout read continuously and a long
-// transaction holds locks on the tables the migration must alter, yet no read fails. Every
+// keeps reading it: readers with a 2 s statement timeout read continuously and a long
+// transaction holds locks on the tables the migration must alter for 3 s, yet no read
+// fails. A read that queued behind that transaction would wait the 3 s and fail; one that
+// only waited for a migration step's bounded lock attempt (300 ms) does not. (The timeout
+// was 1 s; a run under -race with every package's tests sharing two cores took one read
+// past it without any lock queue.) Every
 // existing row gets the recorded chain, and the new keys let one signer hold a nonce once
 // per chain.
 func TestChainIDMigrationKeepsServingReads(t *testing.T) {
@@ -197,7 +201,7 @@ func TestChainIDMigrationKeepsServingReads(t *testing.T) {
 
 	readers := pgtest.NewPool(t, dsn, func(c *pgxpool.Config) {
 		c.MaxConns = 4
-		c.ConnConfig.RuntimeParams["statement_timeout"] = "1000"
+		c.ConnConfig.RuntimeParams["statement_timeout"] = "2000"
 	})
 	var migrating atomic.Bool
 	var stats readerStats

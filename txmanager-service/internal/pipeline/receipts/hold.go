@@ -45,11 +45,15 @@ type heldReceipt struct {
 	since time.Time
 }
 
-// holdable says whether a receipt found at head is close enough to finality to be held.
+// holdable says whether a receipt found at head is close enough to finality to be held. A
+// receipt in a block above the head read (a block sealed between reading the head and the
+// look-up, or an endpoint ahead of the one asked for the head) has at least its own block:
+// finality judges it against a fresh view either way.
 func holdable(cfg Config, r FoundReceipt, head uint64) bool {
-	if cfg.UseFinalizedTag || r.Receipt.BlockNumber > head {
+	if cfg.UseFinalizedTag {
 		return false
 	}
+	head = max(head, r.Receipt.BlockNumber)
 	depth := head - r.Receipt.BlockNumber + 1
 	needed := max(cfg.Confirmations, 1)
 	return depth >= needed || needed-depth <= holdWithinBlocks

@@ -6,9 +6,9 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
-// A receipt is held only when finality is at most holdWithinBlocks blocks away by count;
-// with the finalized tag deciding, many confirmations to go or a block above the head read,
-// it is written at once.
+// A receipt is held only when finality is at most holdWithinBlocks blocks away by count
+// (a block above the head read counts from its own block); with the finalized tag
+// deciding or many confirmations to go, it is written at once.
 func TestHoldableOnlyCloseToFinality(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -25,7 +25,8 @@ func TestHoldableOnlyCloseToFinality(t *testing.T) {
 		{"many confirmations, nearly there", Config{Confirmations: 20}, 10, 27, true},
 		{"no count set: one confirmation", Config{}, 10, 10, true},
 		{"finalized tag decides", Config{Confirmations: 2, UseFinalizedTag: true}, 10, 11, false},
-		{"block above the head read", Config{Confirmations: 2}, 12, 11, false},
+		{"block above the head read", Config{Confirmations: 2}, 12, 11, true},
+		{"block above the head read, many confirmations", Config{Confirmations: 20}, 12, 11, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
