@@ -110,26 +110,10 @@ func startClefSignerWith(t testing.TB, key *ecdsa.PrivateKey, opts clef.Options)
 // parallel.
 func startRemoteSigners(t *testing.T, sim *chain.SimulatedChain, clefRefuses bool) *remoteSigners {
 	t.Helper()
-	localKMSBuildOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		defer cancel()
-		localKMSBin, localKMSBuildErr = localkms.BuildInRepo(ctx)
-	})
-	if localKMSBuildErr != nil {
-		t.Fatal(localKMSBuildErr)
-	}
-	t.Setenv("AWS_ACCESS_KEY_ID", localkms.AccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", localkms.SecretAccessKey)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	r := &remoteSigners{clefSigner: startClefSigner(t, newSignerKey(t), clefRefuses), aws: startLocalKMS(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r := &remoteSigners{clefSigner: startClefSigner(t, newSignerKey(t), clefRefuses)}
 	var err error
-
-	if r.aws, err = localkms.Start(ctx, localKMSBin); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.aws.Stop)
 	if r.awsFront, err = localkms.StartFront(r.aws.URL()); err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +134,32 @@ func startRemoteSigners(t *testing.T, sim *chain.SimulatedChain, clefRefuses boo
 		fund(t, sim, funder, addr, remoteSignerFundingAmount)
 	}
 	return r
+}
+
+// startLocalKMS builds the AWS KMS emulator once per test binary and starts it, stopped
+// when tb ends; the AWS SDK's default credential chain reads its credentials from the
+// environment tb sets.
+func startLocalKMS(tb testing.TB) *localkms.Server {
+	tb.Helper()
+	localKMSBuildOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		localKMSBin, localKMSBuildErr = localkms.BuildInRepo(ctx)
+	})
+	if localKMSBuildErr != nil {
+		tb.Fatal(localKMSBuildErr)
+	}
+	tb.Setenv("AWS_ACCESS_KEY_ID", localkms.AccessKeyID)
+	tb.Setenv("AWS_SECRET_ACCESS_KEY", localkms.SecretAccessKey)
+	tb.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	server, err := localkms.Start(ctx, localKMSBin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(server.Stop)
+	return server
 }
 
 func newSignerKey(t testing.TB) *ecdsa.PrivateKey {

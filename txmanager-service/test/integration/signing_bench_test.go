@@ -171,24 +171,9 @@ func startKeystoreSource(b *testing.B) (signer.Source, common.Address) {
 }
 
 func startAWSKMSSource(b *testing.B) (signer.Source, common.Address) {
-	localKMSBuildOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		defer cancel()
-		localKMSBin, localKMSBuildErr = localkms.BuildInRepo(ctx)
-	})
-	if localKMSBuildErr != nil {
-		b.Fatal(localKMSBuildErr)
-	}
-	b.Setenv("AWS_ACCESS_KEY_ID", localkms.AccessKeyID)
-	b.Setenv("AWS_SECRET_ACCESS_KEY", localkms.SecretAccessKey)
-	b.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	server := startLocalKMS(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	server, err := localkms.Start(ctx, localKMSBin)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(server.Stop)
 	keyID, addr, err := server.CreateKey(ctx)
 	if err != nil {
 		b.Fatal(err)

@@ -43,7 +43,7 @@ func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, e
 	for signer, txs := range reorged {
 		kept := slices.DeleteFunc(txs, func(tx MinedTx) bool {
 			if tx.Held != nil {
-				t.held.release([]MinedTx{tx})
+				t.held.release(tx.TxID)
 				droppedHeld++
 				return true
 			}
@@ -65,7 +65,7 @@ func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, e
 	})
 	_, finalizeErr := writeHeld(ctx, t.leases, finals, t.store.Finalize, func(lease domain.Lease, n int, group []Finalization) {
 		for _, f := range group {
-			t.held.release([]MinedTx{f.Tx})
+			t.held.release(f.Tx.TxID)
 		}
 		t.log.WithContext(ctx).Infow("msg", "transactions final", "signer", lease.Signer, "fencing_token", lease.Token, "count", n,
 			"first_tx_id", group[0].Tx.TxID.String(), "first_state", string(group[0].State))

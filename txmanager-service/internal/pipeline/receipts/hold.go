@@ -59,19 +59,16 @@ func holdable(cfg Config, r FoundReceipt, head uint64) bool {
 	return depth >= needed || needed-depth <= holdWithinBlocks
 }
 
-// hold keeps found; it returns how many it took.
-func (h *heldReceipts) hold(found []FoundReceipt, now time.Time) int {
+// hold keeps found until it is written with its final state (or dropped).
+func (h *heldReceipts) hold(found FoundReceipt, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.m == nil {
 		h.m = map[uuid.UUID]heldReceipt{}
 	}
-	for _, f := range found {
-		if _, ok := h.m[f.TxID]; !ok {
-			h.m[f.TxID] = heldReceipt{found: f, since: now}
-		}
+	if _, ok := h.m[found.TxID]; !ok {
+		h.m[found.TxID] = heldReceipt{found: found, since: now}
 	}
-	return len(found)
 }
 
 // holds says whether id's receipt is held.
@@ -112,13 +109,11 @@ func (h *heldReceipts) expired(cutoff time.Time) []FoundReceipt {
 	return out
 }
 
-// release forgets the held receipts of txs (written, or to be looked up again).
-func (h *heldReceipts) release(txs []MinedTx) {
+// release forgets the held receipt of id (written, or to be looked up again).
+func (h *heldReceipts) release(id uuid.UUID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, tx := range txs {
-		delete(h.m, tx.TxID)
-	}
+	delete(h.m, id)
 }
 
 // mined is a held receipt as finality sees it.

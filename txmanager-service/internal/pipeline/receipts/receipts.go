@@ -248,7 +248,8 @@ func (t *Tracker) RecordReceipts(ctx context.Context, found []FoundReceipt, head
 	held := 0
 	for _, f := range found {
 		if holdable(t.cfg, f, head) {
-			held += t.held.hold([]FoundReceipt{f}, time.Now())
+			t.held.hold(f, time.Now())
+			held++
 			continue
 		}
 		toWrite = append(toWrite, f)
