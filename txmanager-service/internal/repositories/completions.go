@@ -77,6 +77,15 @@ func (r *CompletionRepository) LegacyPosition(ctx context.Context, xid uint64, s
 	return services.FeedPosition(pos), nil
 }
 
+// Pending implements services.CompletionStore.
+func (r *CompletionRepository) Pending(ctx context.Context) (services.FeedState, bool, error) {
+	row, err := r.q.FeedPending(ctx)
+	if err != nil {
+		return services.FeedState{}, false, fmt.Errorf("feed pending: %w", err)
+	}
+	return services.FeedState{LastPosition: services.FeedPosition(row.LastPosition), PrunedThrough: services.FeedPosition(row.PrunedThrough)}, row.Unpositioned, nil
+}
+
 // LockSequencer implements services.CompletionStore.
 func (CompletionRepository) LockSequencer(ctx context.Context, sess txmanager.Session) (services.FeedState, error) {
 	row, err := sqlcdb.New(sess.DB()).LockFeedSequencer(ctx)

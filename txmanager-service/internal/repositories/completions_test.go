@@ -12,11 +12,14 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 	"github.com/bionicotaku/lingo-utils/txmanager"
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
@@ -255,5 +258,210 @@ func TestFeedLongPollAndExpiredCursor(t *testing.T) {
 	}
 	if _, err := feed.List(ctx, "5", 10, nil, 0, 0); err != nil {
 		t.Fatalf("cursor at the retention mark: %v", err)
+	}
+}
+
+// Property: finality positions the completions it writes in its own statement, under the
+// sequencer's lock, while sequencer rounds position what reconciliation writes without a
+// position. With both at once, from several signers, a consumer paging the feed receives
+// every completion exactly once in increasing positions; the positions end gapless; and
+// no finality completion waited for a round.
+func TestFinalityPositionsItsCompletionsInCommitOrder(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := context.Background()
+	const signers, perSigner, reconciled = 5, 80, 40
+	store := repositories.NewReceiptRepository(pool, testChain())
+	leases := repositories.NewLeaseRepository(pool, testChain())
+	block := common.HexToHash("0xb1")
+	type signerRows struct {
+		lease domain.Lease
+		ids   []uuid.UUID
+	}
+	rows := make([]signerRows, signers)
+	for s := range rows {
+		signer := fmt.Sprintf("0x%040x", 0xf0+s)
+		grant, err := leases.AcquireOrRenew(ctx, signer, "node-a", time.Minute, time.Second)
+		if err != nil || !grant.Acquired {
+			t.Fatalf("acquire lease: %+v, %v", grant, err)
+		}
+		rows[s].lease = domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
+		for n := range perSigner {
+			id := uuid.New()
+			rows[s].ids = append(rows[s].ids, id)
+			if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token,
+				receipt, block_number, block_hash) VALUES (1337, $1, $2, '\x00', $3, '{"value":"0"}', 'TRACKING', 'SIGNED', '0x01', $4,
+				'{"status": 1}', 7, $5)`, id, signer, n, int64(grant.Token), block.Hex()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Final rows whose completions reconciliation writes without a position.
+	others := make([]uuid.UUID, reconciled)
+	for i := range others {
+		others[i] = uuid.New()
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
+		SELECT 1337, id, 'reconciled-signer', '\x00', ordinality, '{"value":"0"}', 'FAILED_FINAL', 1 FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, ordinality)`, others); err != nil {
+		t.Fatal(err)
+	}
+
+	var writers sync.WaitGroup
+	for s := range rows {
+		writers.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(s), 11))
+			for i := 0; i < perSigner; {
+				batch := rows[s].ids[i:min(perSigner, i+1+r.IntN(8))]
+				i += len(batch)
+				finals := make([]receipts.Finalization, 0, len(batch))
+				for _, id := range batch {
+					finals = append(finals, receipts.Finalization{Tx: receipts.MinedTx{TxID: id, Signer: rows[s].lease.Signer, BlockNumber: 7, BlockHash: block, Status: 1},
+						State: domain.StateConfirmed})
+				}
+				if n, err := store.Finalize(ctx, rows[s].lease, finals); err != nil || n != len(batch) {
+					t.Errorf("finalize signer %d: %d of %d, %v", s, n, len(batch), err)
+					return
+				}
+			}
+		})
+	}
+	writers.Go(func() {
+		for _, id := range others {
+			if _, err := pool.Exec(ctx, "INSERT INTO tx_completions (chain_id, tx_id, signer, status) VALUES (1337, $1, 'reconciled-signer', 'FAILED_FINAL')", id); err != nil {
+				t.Errorf("reconciliation completion: %v", err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	writersDone := make(chan struct{})
+	go func() { writers.Wait(); close(writersDone) }()
+
+	feed, sequencer := newFeed(t, pool)
+	stopSequencers := make(chan struct{})
+	var sequencers sync.WaitGroup
+	for range 2 {
+		sequencers.Go(func() {
+			for {
+				select {
+				case <-stopSequencers:
+					return
+				case <-time.After(time.Duration(rand.IntN(5)) * time.Millisecond):
+				}
+				if _, _, err := sequencer.Round(ctx); err != nil {
+					t.Errorf("sequencer: %v", err)
+					return
+				}
+			}
+		})
+	}
+	defer func() { close(stopSequencers); sequencers.Wait() }()
+
+	const total = signers*perSigner + reconciled
+	seen := map[uuid.UUID]int{}
+	cursor, last := "", services.FeedPosition(0)
+	deadline := time.Now().Add(60 * time.Second)
+	for len(seen) < total {
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer saw %d of %d completions before the deadline", len(seen), total)
+		}
+		page, err := feed.List(ctx, cursor, 7, nil, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range page.Completions {
+			if c.Position <= last {
+				t.Fatalf("position %d served after %d", c.Position, last)
+			}
+			last = c.Position
+			seen[c.TxID]++
+		}
+		cursor = page.Next
+		if len(page.Completions) == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	<-writersDone
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("completion %s delivered %d times", id, n)
+		}
+	}
+
+	var count, maxPosition, unpositioned, lastPosition, waitedForRound int64
+	if err := pool.QueryRow(ctx, `SELECT count(*), COALESCE(max(feed_position), 0), count(*) FILTER (WHERE feed_position IS NULL),
+		(SELECT last_position FROM feed_sequencer WHERE id),
+		count(*) FILTER (WHERE signer <> 'reconciled-signer' AND positioned_at <> completed_at)
+		FROM tx_completions`).Scan(&count, &maxPosition, &unpositioned, &lastPosition, &waitedForRound); err != nil {
+		t.Fatal(err)
+	}
+	if count != total || maxPosition != total || lastPosition != total || unpositioned != 0 {
+		t.Fatalf("%d completions, highest position %d, sequencer at %d, %d unpositioned; want %d, gapless and all positioned",
+			count, maxPosition, lastPosition, unpositioned, total)
+	}
+	if waitedForRound != 0 {
+		t.Fatalf("%d finality completions were positioned by a later round, not by their own statement", waitedForRound)
+	}
+	t.Logf("%d completions (%d from finality) served once each in increasing positions 1..%d", total, signers*perSigner, maxPosition)
+}
+
+// A node's long-polls wake when another node's finality positioned completions: the
+// sequencer's look sees the feed moved, with no round of its own and no poll.
+func TestLongPollWakesForPositionsAssignedElsewhere(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := context.Background()
+	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{Logger: log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	completions := repositories.NewCompletionRepository(pool)
+	notify := services.NewFeedNotifier()
+	sequencer, err := services.NewFeedSequencer(component.Manager, completions, notify, telemetry.Noop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Polling every minute: only a wake can answer within the test's bound.
+	feed := services.NewCompletionsUseCase(completions, notify, services.FeedConfig{MaxWait: 30 * time.Second, PollInterval: time.Minute})
+	if _, _, err := sequencer.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	const signer = "0x00000000000000000000000000000000000000e1"
+	grant, err := repositories.NewLeaseRepository(pool, testChain()).AcquireOrRenew(ctx, signer, "node-b", time.Minute, time.Second)
+	if err != nil || !grant.Acquired {
+		t.Fatalf("acquire lease: %+v, %v", grant, err)
+	}
+	id := uuid.New()
+	block := common.HexToHash("0xb1")
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token,
+		receipt, block_number, block_hash) VALUES (1337, $1, $2, '\x00', 0, '{"value":"0"}', 'TRACKING', 'SIGNED', '0x01', $3, '{"status": 1}', 7, $4)`,
+		id, signer, int64(grant.Token), block.Hex()); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan services.CompletionPage, 1)
+	go func() {
+		page, err := feed.List(ctx, "", 10, nil, 0, 20*time.Second)
+		if err != nil {
+			t.Errorf("long-poll: %v", err)
+		}
+		answered <- page
+	}()
+	time.Sleep(200 * time.Millisecond)
+	lease := domain.Lease{Signer: signer, Owner: "node-b", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
+	if n, err := repositories.NewReceiptRepository(pool, testChain()).Finalize(ctx, lease, []receipts.Finalization{
+		{Tx: receipts.MinedTx{TxID: id, Signer: signer, BlockNumber: 7, BlockHash: block, Status: 1}, State: domain.StateConfirmed}}); err != nil || n != 1 {
+		t.Fatalf("finalize on the other node: %d, %v", n, err)
+	}
+	if n, _, err := sequencer.Round(ctx); err != nil || n != 0 {
+		t.Fatalf("round after another node's finality: %d positioned, %v; want 0 (finality positioned its own)", n, err)
+	}
+	select {
+	case page := <-answered:
+		if len(page.Completions) != 1 || page.Completions[0].TxID != id || page.Next != "1" {
+			t.Fatalf("long-poll answered %+v, want the one completion at position 1", page)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("long-poll not woken by the sequencer's look at the feed")
 	}
 }

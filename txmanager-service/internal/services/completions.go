@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
@@ -64,6 +65,9 @@ type CompletionStore interface {
 	State(ctx context.Context) (FeedState, error)
 	// LegacyPosition maps a cursor from before positions ("<xid>-<seq>") onto a position.
 	LegacyPosition(ctx context.Context, xid uint64, seq int64) (FeedPosition, error)
+	// Pending reads the sequencer's record and whether any committed completion still
+	// waits for a position, without locking anything: most rounds end there.
+	Pending(ctx context.Context) (FeedState, bool, error)
 	// LockSequencer starts a sequencer round: it locks the record until the transaction
 	// ends, so rounds never overlap.
 	LockSequencer(ctx context.Context, sess txmanager.Session) (FeedState, error)
@@ -229,16 +233,24 @@ func ParseFeedCursor(s string) (FeedPosition, *legacyCursor, error) {
 	return FeedPosition(p), nil, nil
 }
 
-// FeedSequencer positions committed completions: any node may run a round, and the
-// store's lock makes rounds take turns, each assigning positions above every earlier
-// round's and committing them at once. A reader therefore never meets a position below
-// one it was already served, and the delay from a completion's commit to its position is
-// one round, whatever else runs on the cluster.
+// FeedSequencer positions committed completions that were written without a position:
+// any node may run a round, and the store's lock makes rounds take turns, each assigning
+// positions above every earlier round's and committing them at once. A reader therefore
+// never meets a position below one it was already served, and the delay from a
+// completion's commit to its position is one round, whatever else runs on the cluster.
+//
+// Finality, which writes nearly every completion, positions its own under the same lock in
+// its one statement; what is left for rounds is the rare completion written by
+// reconciliation or adoption (and any from an older version during a rolling upgrade), so
+// a round first looks without locking and most end there. That look also reads the last
+// position assigned anywhere, and wakes this node's long-polls when it moved.
 type FeedSequencer struct {
 	tx      txmanager.Manager
 	store   CompletionStore
 	notify  *FeedNotifier
 	metrics *telemetry.Metrics
+	// announced is the highest position this node's long-polls were woken for.
+	announced atomic.Int64
 	// lag is the longest wait of the rounds of the last feedLagWindow, for
 	// completions_feed_lag_seconds: a round takes milliseconds and most are idle, so the
 	// latest round alone reads 0 at nearly every scrape.
@@ -265,10 +277,19 @@ func NewFeedSequencer(tx txmanager.Manager, store CompletionStore, notify *FeedN
 // Round runs one sequencer round and reports how many completions it positioned (a full
 // round means there may be more).
 func (s *FeedSequencer) Round(ctx context.Context) (int, bool, error) {
+	state, pending, err := s.store.Pending(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	s.announce(state.LastPosition)
+	if !pending {
+		s.lag.Observe(0)
+		return 0, false, nil
+	}
 	var positioned int
 	var waited time.Duration
-	err := s.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("feed.sequence").WithRetries(2), func(ctx context.Context, sess txmanager.Session) error {
-		state, err := s.store.LockSequencer(ctx, sess)
+	err = s.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("feed.sequence").WithRetries(2), func(ctx context.Context, sess txmanager.Session) error {
+		state, err = s.store.LockSequencer(ctx, sess)
 		if err != nil {
 			return err
 		}
@@ -279,8 +300,21 @@ func (s *FeedSequencer) Round(ctx context.Context) (int, bool, error) {
 		return 0, false, err
 	}
 	s.lag.Observe(waited.Seconds())
-	if positioned > 0 {
-		s.notify.Broadcast()
-	}
+	s.announce(state.LastPosition + FeedPosition(positioned))
 	return positioned, positioned == sequencerRoundSize, nil
+}
+
+// announce wakes this node's long-polls when the feed reached a position they were not
+// woken for yet, whoever assigned it.
+func (s *FeedSequencer) announce(last FeedPosition) {
+	for {
+		seen := s.announced.Load()
+		if int64(last) <= seen {
+			return
+		}
+		if s.announced.CompareAndSwap(seen, int64(last)) {
+			s.notify.Broadcast()
+			return
+		}
+	}
 }

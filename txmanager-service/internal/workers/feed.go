@@ -9,8 +9,9 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
-// FeedSequencerLoop gives committed completions their feed positions, every interval and
-// at once when woken (after finality wrote completions on this node).
+// FeedSequencerLoop gives committed completions written without a position their feed
+// positions, and wakes this node's long-polls when the feed moved, every interval and at
+// once when woken (after a finality pass on this node).
 type FeedSequencerLoop struct {
 	*Loop
 	sequencer *services.FeedSequencer

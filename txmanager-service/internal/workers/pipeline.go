@@ -124,7 +124,8 @@ func (w *PipelineWorkers) finalityPass(ctx context.Context) {
 	if err != nil {
 		w.log.Warnw("msg", "finality pass failed", "error", err.Error())
 	}
-	// Completions written now are positioned at once rather than at the next round.
+	// Finality positioned its completions itself; the round that follows wakes this node's
+	// long-polls for them at once (and positions any reconciliation wrote meanwhile).
 	w.feed.Wake()
 	if reorged > 0 {
 		w.resubmit.Wake()

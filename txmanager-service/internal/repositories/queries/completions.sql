@@ -1,7 +1,8 @@
 -- name: ListCompletionsAfter :many
--- Positions are assigned after commit by one sequencer transaction at a time, each above
--- every earlier one and all of a round visible at once: a consumer paging by position
--- never misses a completion and never sees one twice.
+-- Positions are assigned under the feed_sequencer row lock, by finality's statement or a
+-- sequencer round, one transaction at a time, each above every earlier one and all of it
+-- visible at once: a consumer paging by position never misses a completion and never sees
+-- one twice.
 SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder,
        COALESCE(t.request_id, '')::text AS request_id, (t.recovered_at IS NOT NULL)::bool AS recovered
 FROM tx_completions c
@@ -11,6 +12,14 @@ WHERE c.feed_position > @after_position::bigint
   AND (sqlc.arg(all_chains)::bool OR c.chain_id = sqlc.arg(chain_id)::bigint)
 ORDER BY c.feed_position
 LIMIT @page_size;
+
+-- name: FeedPending :one
+-- The look that starts every sequencer round, without a lock: the last position assigned
+-- anywhere and whether a committed completion still waits for one (finality positions its
+-- own; reconciliation and adoption leave theirs to the sequencer).
+SELECT last_position, pruned_through,
+       EXISTS (SELECT 1 FROM tx_completions WHERE feed_position IS NULL) AS unpositioned
+FROM feed_sequencer WHERE id;
 
 -- name: LockFeedSequencer :one
 -- The first statement of a sequencer round: one round at a time on the whole cluster, so

@@ -81,6 +81,15 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 -- A receipt the pipeline held in memory until finality (receipts non-empty for that row) is
 -- written here with the final state, one row version for both: the row must then have no
 -- receipt on record. Otherwise the receipt on record must be in the block judged final.
+--
+-- The completions get their feed positions here, not in a later sequencer round: one row
+-- version for each instead of an insert and an update. The feed_sequencer row lock taken
+-- by this statement is held until it commits, so statements that position completions take
+-- turns in commit order: one that reads last_position after another has committed, and
+-- nothing positioned becomes visible before every lower position is. Lock order is the same
+-- in every writer of positions (managed_tx rows, then feed_sequencer); retention and the
+-- sequencer take feed_sequencer first but never wait for an open transaction's row. The
+-- lock is taken only when something becomes final, and held for one statement's commit.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
@@ -107,11 +116,26 @@ finalized AS (
     FROM lease, input i
     WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK')
       AND CASE WHEN i.receipt = '' THEN m.block_hash = i.block_hash ELSE m.receipt IS NULL END
-    RETURNING m.chain_id, m.tx_id, m.signer, m.state, m.unclaimed_until
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state, m.unclaimed_until, m.nonce
+),
+completing AS MATERIALIZED (
+    SELECT chain_id, tx_id, signer, state, row_number() OVER (ORDER BY nonce) AS n
+    FROM finalized WHERE unclaimed_until IS NULL
+),
+counted AS (
+    SELECT count(*) AS k FROM completing
+),
+sequenced AS (
+    UPDATE feed_sequencer s SET last_position = s.last_position + c.k
+    FROM counted c
+    WHERE s.id AND c.k > 0
+    RETURNING s.last_position - c.k AS base
 ),
 completed AS (
-    INSERT INTO tx_completions (chain_id, tx_id, signer, status)
-    SELECT chain_id, tx_id, signer, state FROM finalized WHERE unclaimed_until IS NULL
+    INSERT INTO tx_completions (chain_id, tx_id, signer, status, feed_position, positioned_at)
+    SELECT c.chain_id, c.tx_id, c.signer, c.state, q.base + c.n, now()
+    FROM completing c CROSS JOIN sequenced q
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM finalized)::bigint AS updated;
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM finalized)::bigint AS updated,
+       (SELECT count(*) FROM completed)::bigint AS positioned;

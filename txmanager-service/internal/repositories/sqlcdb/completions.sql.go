@@ -54,6 +54,28 @@ func (q *Queries) AssignFeedPositions(ctx context.Context, arg AssignFeedPositio
 	return i, err
 }
 
+const feedPending = `-- name: FeedPending :one
+SELECT last_position, pruned_through,
+       EXISTS (SELECT 1 FROM tx_completions WHERE feed_position IS NULL) AS unpositioned
+FROM feed_sequencer WHERE id
+`
+
+type FeedPendingRow struct {
+	LastPosition  int64
+	PrunedThrough int64
+	Unpositioned  bool
+}
+
+// The look that starts every sequencer round, without a lock: the last position assigned
+// anywhere and whether a committed completion still waits for one (finality positions its
+// own; reconciliation and adoption leave theirs to the sequencer).
+func (q *Queries) FeedPending(ctx context.Context) (FeedPendingRow, error) {
+	row := q.db.QueryRow(ctx, feedPending)
+	var i FeedPendingRow
+	err := row.Scan(&i.LastPosition, &i.PrunedThrough, &i.Unpositioned)
+	return i, err
+}
+
 const feedState = `-- name: FeedState :one
 SELECT last_position, pruned_through FROM feed_sequencer WHERE id
 `
@@ -106,9 +128,10 @@ type ListCompletionsAfterRow struct {
 	Recovered    bool
 }
 
-// Positions are assigned after commit by one sequencer transaction at a time, each above
-// every earlier one and all of a round visible at once: a consumer paging by position
-// never misses a completion and never sees one twice.
+// Positions are assigned under the feed_sequencer row lock, by finality's statement or a
+// sequencer round, one transaction at a time, each above every earlier one and all of it
+// visible at once: a consumer paging by position never misses a completion and never sees
+// one twice.
 func (q *Queries) ListCompletionsAfter(ctx context.Context, arg ListCompletionsAfterParams) ([]ListCompletionsAfterRow, error) {
 	rows, err := q.db.Query(ctx, listCompletionsAfter,
 		arg.AfterPosition,
