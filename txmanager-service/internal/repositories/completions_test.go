@@ -465,3 +465,39 @@ func TestLongPollWakesForPositionsAssignedElsewhere(t *testing.T) {
 		t.Fatal("long-poll not woken by the sequencer's look at the feed")
 	}
 }
+
+// Finality never makes a transaction final without its completion: with the sequencer's
+// row gone (never deleted by the service; here by hand) the completion is written without
+// a position instead of being dropped.
+func TestFinalityWritesTheCompletionWithoutTheSequencerRow(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := context.Background()
+	const signer = "0x00000000000000000000000000000000000000e2"
+	grant, err := repositories.NewLeaseRepository(pool, testChain()).AcquireOrRenew(ctx, signer, "node-a", time.Minute, time.Second)
+	if err != nil || !grant.Acquired {
+		t.Fatalf("acquire lease: %+v, %v", grant, err)
+	}
+	id := uuid.New()
+	block := common.HexToHash("0xb1")
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token,
+		receipt, block_number, block_hash) VALUES (1337, $1, $2, '\x00', 0, '{"value":"0"}', 'TRACKING', 'SIGNED', '0x01', $3, '{"status": 1}', 7, $4)`,
+		id, signer, int64(grant.Token), block.Hex()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM feed_sequencer"); err != nil {
+		t.Fatal(err)
+	}
+	lease := domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
+	if n, err := repositories.NewReceiptRepository(pool, testChain()).Finalize(ctx, lease, []receipts.Finalization{
+		{Tx: receipts.MinedTx{TxID: id, Signer: signer, BlockNumber: 7, BlockHash: block, Status: 1}, State: domain.StateConfirmed}}); err != nil || n != 1 {
+		t.Fatalf("finalize: %d, %v", n, err)
+	}
+	var completions, positioned int
+	if err := pool.QueryRow(ctx, "SELECT count(*), count(feed_position) FROM tx_completions WHERE tx_id = $1", id).Scan(&completions, &positioned); err != nil {
+		t.Fatal(err)
+	}
+	if completions != 1 || positioned != 0 {
+		t.Fatalf("%d completions, %d positioned; want the one completion, left for a round", completions, positioned)
+	}
+}

@@ -39,8 +39,9 @@ type Completion struct {
 	Position FeedPosition
 }
 
-// FeedPosition orders the completions feed: assigned after commit by the sequencer, one
-// round at a time, so a position once served is never followed by a smaller one.
+// FeedPosition orders the completions feed: assigned under the sequencer's lock, held
+// until the assigning transaction (a finality statement or a sequencer round) commits, so
+// a position once served is never followed by a smaller one.
 type FeedPosition int64
 
 // FeedState is the sequencer's record: the highest position assigned, and the highest one
@@ -76,8 +77,8 @@ type CompletionStore interface {
 	AssignPositions(ctx context.Context, sess txmanager.Session, last FeedPosition, limit int) (int, time.Duration, error)
 }
 
-// FeedNotifier wakes long-polling readers when positions were assigned on this node;
-// readers also poll, for positions another node assigned.
+// FeedNotifier wakes long-polling readers when the sequencer's look or round on this node
+// saw the feed move (whoever assigned the positions); readers also poll.
 type FeedNotifier struct {
 	mu      sync.Mutex
 	changed chan struct{}

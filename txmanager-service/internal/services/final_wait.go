@@ -10,8 +10,9 @@ import (
 // FinalWait serves reads that ask to wait until a transaction is final (GetTx and
 // GetTxByRequest with wait): a long-poll, so a caller waiting for one transaction needs
 // neither the feed nor a polling loop of its own. A transaction becomes final in the same
-// commit as its completion, so the read is tried again whenever this node positions
-// completions and, for those another node positioned, every FeedConfig.PollInterval.
+// commit as its completion, so the read is tried again whenever this node's sequencer
+// sees the feed move (after each finality pass here, and every sequenceInterval for what
+// other nodes positioned) and at least every FeedConfig.PollInterval.
 type FinalWait struct {
 	notify *FeedNotifier
 	cfg    FeedConfig

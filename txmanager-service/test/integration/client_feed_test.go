@@ -17,8 +17,8 @@ import (
 )
 
 // Wait is answered by the service's long-poll, not by polling: it returns within 500 ms of
-// the transaction's completion being positioned in the feed (measured against the
-// positioned_at the sequencer wrote).
+// the transaction's completion being positioned in the feed (measured against its
+// positioned_at: the start of the finality statement that positioned it).
 func TestClientWaitReturnsWhenTheCompletionIsPositioned(t *testing.T) {
 	t.Parallel()
 	s := startService(t, serviceOptions{fastPipeline: true})
@@ -36,8 +36,8 @@ func TestClientWaitReturnsWhenTheCompletionIsPositioned(t *testing.T) {
 		if err != nil || tx.GetState() != "CONFIRMED" {
 			t.Fatalf("Wait: %v %v", tx, err)
 		}
-		// The final state commits with the completion; the sequencer positions it a round
-		// later, so Wait may even return first (a negative delay).
+		// The final state commits with the completion and its position; the wake reaches the
+		// long-poll through the sequencer's look after the finality pass.
 		var positionedAt *time.Time
 		waitFor(t, 30*time.Second, "the completion positioned", func() bool {
 			err := s.pool.QueryRow(ctx, "SELECT positioned_at FROM tx_completions WHERE tx_id = $1", tx.GetTxId()).Scan(&positionedAt)

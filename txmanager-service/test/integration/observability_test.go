@@ -78,8 +78,6 @@ func TestMetricsHaveNoUnlabelledTwins(t *testing.T) {
 	}})
 	id := s.createOK(t, map[string]any{"signer": devAddress(t, 0), "to": devAddress(t, 1), "value": "1", "gasLimit": 21000})
 	waitFor(t, 30*time.Second, "confirmed", func() bool { return s.tx(t, id).state == "CONFIRMED" })
-	// A scrape comes seconds later: many idle sequencer rounds (one each 100 ms) ran since.
-	time.Sleep(2 * time.Second)
 
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(s.do(t, http.MethodGet, "/metrics", nil).raw))

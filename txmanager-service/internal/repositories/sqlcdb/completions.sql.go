@@ -56,7 +56,7 @@ func (q *Queries) AssignFeedPositions(ctx context.Context, arg AssignFeedPositio
 
 const feedPending = `-- name: FeedPending :one
 SELECT last_position, pruned_through,
-       EXISTS (SELECT 1 FROM tx_completions WHERE feed_position IS NULL) AS unpositioned
+       ((SELECT min(seq) FROM tx_completions WHERE feed_position IS NULL) IS NOT NULL)::bool AS unpositioned
 FROM feed_sequencer WHERE id
 `
 
@@ -69,6 +69,9 @@ type FeedPendingRow struct {
 // The look that starts every sequencer round, without a lock: the last position assigned
 // anywhere and whether a committed completion still waits for one (finality positions its
 // own; reconciliation and adoption leave theirs to the sequencer).
+// (min(seq) rather than EXISTS: PostgreSQL answers it from the small index of unpositioned
+// rows whatever the statistics, where a plan made while the table was empty scans the
+// whole table: 230 buffers a look at 20,000 completions instead of 3.)
 func (q *Queries) FeedPending(ctx context.Context) (FeedPendingRow, error) {
 	row := q.db.QueryRow(ctx, feedPending)
 	var i FeedPendingRow

@@ -56,8 +56,10 @@ sequenced AS (
 ),
 completed AS (
     INSERT INTO tx_completions (chain_id, tx_id, signer, status, feed_position, positioned_at)
-    SELECT c.chain_id, c.tx_id, c.signer, c.state, q.base + c.n, now()
-    FROM completing c CROSS JOIN sequenced q
+    SELECT c.chain_id, c.tx_id, c.signer, c.state, q.base + c.n, CASE WHEN q.base IS NOT NULL THEN now() END
+    -- Without the sequencer's row (never deleted) the completion is still written, left
+    -- for a round: a transaction is never final without its completion.
+    FROM completing c LEFT JOIN sequenced q ON true
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM finalized)::bigint AS updated,
@@ -97,10 +99,16 @@ type FinalizeTxsRow struct {
 // version for each instead of an insert and an update. The feed_sequencer row lock taken
 // by this statement is held until it commits, so statements that position completions take
 // turns in commit order: one that reads last_position after another has committed, and
-// nothing positioned becomes visible before every lower position is. Lock order is the same
-// in every writer of positions (managed_tx rows, then feed_sequencer); retention and the
-// sequencer take feed_sequencer first but never wait for an open transaction's row. The
-// lock is taken only when something becomes final, and held for one statement's commit.
+// nothing positioned becomes visible before every lower position is. Here the lock comes
+// after the managed_tx rows; retention and sequencer rounds take it first, then touch only
+// final rows and committed completions, which no finality statement waits for. (The one
+// cycle conceivable, a row made final by another writer while this statement re-checked
+// it and deleted by retention at once, needs a retention horizon shorter than a
+// statement; PostgreSQL's deadlock detector would end it and the next pass repeat it.)
+// The lock is taken only when something becomes final and held for one commit, so
+// finality statements take turns cluster-wide: at c ms a commit (more with a synchronous
+// standby), at most 1000/c signers' finality statements a second, each covering every
+// transaction of its signer a pass found final.
 func (q *Queries) FinalizeTxs(ctx context.Context, arg FinalizeTxsParams) (FinalizeTxsRow, error) {
 	row := q.db.QueryRow(ctx, finalizeTxs,
 		arg.ChainID,

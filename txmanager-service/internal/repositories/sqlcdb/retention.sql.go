@@ -65,7 +65,7 @@ type PruneFinalRow struct {
 // so everything at or below pruned_through is gone and everything above it is still there:
 // a cursor below it is refused as expired, never served with holes. Final rows are no
 // longer written by any lease holder, so no lease is involved; the feed_sequencer row lock
-// orders this with the sequencer's rounds.
+// orders this with everything that assigns positions (finality and the sequencer's rounds).
 func (q *Queries) PruneFinal(ctx context.Context, arg PruneFinalParams) (PruneFinalRow, error) {
 	row := q.db.QueryRow(ctx, pruneFinal, arg.BatchSize, arg.Cutoff)
 	var i PruneFinalRow

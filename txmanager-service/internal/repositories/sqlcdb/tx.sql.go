@@ -75,7 +75,11 @@ func (q *Queries) ClaimUnclaimed(ctx context.Context, arg ClaimUnclaimedParams) 
 
 const findTxsByRequestIDs = `-- name: FindTxsByRequestIDs :many
 SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until FROM managed_tx
-WHERE chain_id = $1 AND signer = $2 AND request_id = ANY($3::text[])
+WHERE tx_id = ANY(ARRAY(
+    SELECT (SELECT t.tx_id FROM managed_tx t
+            WHERE t.chain_id = $1 AND t.signer = $2 AND t.request_id = r.id LIMIT 1)
+    FROM unnest($3::text[]) AS r(id)
+))
 `
 
 type FindTxsByRequestIDsParams struct {
@@ -84,6 +88,10 @@ type FindTxsByRequestIDsParams struct {
 	RequestIds []string
 }
 
+// One look-up of the unique (chain_id, signer, request_id) index per request id, then the
+// rows by primary key. The plainer "request_id = ANY(...)" lets a plan made before the
+// table has statistics (a new database's first minute, and every benchmark run) walk all
+// of the signer's rows and filter them: 7,000 buffers a call at 20,000 rows instead of 20.
 func (q *Queries) FindTxsByRequestIDs(ctx context.Context, arg FindTxsByRequestIDsParams) ([]ManagedTx, error) {
 	rows, err := q.db.Query(ctx, findTxsByRequestIDs, arg.ChainID, arg.Signer, arg.RequestIds)
 	if err != nil {
