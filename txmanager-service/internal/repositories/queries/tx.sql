@@ -35,16 +35,16 @@ SELECT (SELECT count(*) FROM inserted)::bigint AS inserted,
        (SELECT count(*) FROM advanced)::bigint AS cursor_advanced;
 
 -- name: FindTxsByRequestIDs :many
--- One look-up of the unique (chain_id, signer, request_id) index per request id, then the
--- rows by primary key. The plainer "request_id = ANY(...)" lets a plan made before the
--- table has statistics (a new database's first minute, and every benchmark run) walk all
--- of the signer's rows and filter them: 7,000 buffers a call at 20,000 rows instead of 20.
-SELECT * FROM managed_tx
-WHERE tx_id = ANY(ARRAY(
-    SELECT (SELECT t.tx_id FROM managed_tx t
-            WHERE t.chain_id = @chain_id AND t.signer = @signer AND t.request_id = r.id LIMIT 1)
-    FROM unnest(@request_ids::text[]) AS r(id)
-));
+-- One look-up of the unique (chain_id, signer, request_id) index per distinct request id.
+-- The plainer "request_id = ANY(...)" lets a plan made before the table has statistics (a
+-- new database's first minute, and every benchmark run) walk all of the signer's rows and
+-- filter them: 7,000 buffers a call at 20,000 rows instead of a few per id.
+SELECT m.* FROM (SELECT DISTINCT unnest(@request_ids::text[]) AS id) r
+CROSS JOIN LATERAL (
+    SELECT * FROM managed_tx t
+    WHERE t.chain_id = @chain_id AND t.signer = @signer AND t.request_id = r.id
+    LIMIT 1
+) m;
 
 -- name: GetTxByID :one
 SELECT * FROM managed_tx WHERE tx_id = @tx_id;
