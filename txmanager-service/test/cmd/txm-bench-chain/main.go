@@ -35,6 +35,7 @@ import (
 type options struct {
 	repo          string
 	transfers     int
+	warmup        int
 	shapes        []int
 	clients       int
 	confirmations uint64
@@ -51,6 +52,7 @@ func main() {
 	o := options{shapes: []int{20, 1}, confirmations: confirmationsDefault}
 	flag.StringVar(&o.repo, "repo", ".", "repository root (holds txmanager-service/ and bin/)")
 	flag.IntVar(&o.transfers, "transfers", 20_000, "transfers per shape")
+	flag.IntVar(&o.warmup, "warmup", 2_000, "transfers the service creates and confirms before the measured run, then ANALYZE: the database has history and statistics, as one in service has (0: a fresh database, whose first plans are made without statistics)")
 	flag.IntVar(&o.clients, "clients", 256, "concurrent HTTP clients creating transactions (a payout run or a busy API has hundreds of callers in flight)")
 	flag.Float64Var(&o.target, "target", 1.5, "the service may take at most this many times the baseline's time")
 	flag.BoolVar(&o.verbose, "v", false, "print the service's progress (allocated, broadcast, mined, confirmed) every second")
@@ -142,8 +144,8 @@ func run(ctx context.Context, o options) ([]result, error) {
 		return nil, err
 	}
 	defer func() { _ = geth.Stop() }()
-	fmt.Printf("txm-bench-chain: geth %s --dev (1s blocks, %d gas per block), %d transfers per shape; PostgreSQL: %s\n",
-		version, blockGasLimit, o.transfers, pg.Source)
+	fmt.Printf("txm-bench-chain: geth %s --dev (1s blocks, %d gas per block), %d transfers per shape (the service's after a warm-up of %d); PostgreSQL: %s\n",
+		version, blockGasLimit, o.transfers, o.warmup, pg.Source)
 
 	// Keys: for each shape, a set for the baseline and a set for the service.
 	total := 0
@@ -167,7 +169,7 @@ func run(ctx context.Context, o options) ([]result, error) {
 		fmt.Printf("==> %d signer(s): service\n", n)
 		if res.service, err = runService(ctx, serviceRun{
 			bin: serviceBin, dir: filepath.Join(root, fmt.Sprintf("service-%d", n)), pg: pg, nodeURL: geth.URL(),
-			keys: serviceKeys, transfers: o.transfers, clients: o.clients, confirmations: o.confirmations, verbose: o.verbose,
+			keys: serviceKeys, transfers: o.transfers, warmup: o.warmup, clients: o.clients, confirmations: o.confirmations, verbose: o.verbose,
 			gethPID: geth.PID(),
 		}); err != nil {
 			return results, fmt.Errorf("service, %d signers: %w", n, err)

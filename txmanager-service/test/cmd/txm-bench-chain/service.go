@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/jackc/pgx/v5"
@@ -25,6 +26,7 @@ type serviceRun struct {
 	nodeURL       string
 	keys          []*ecdsa.PrivateKey
 	transfers     int
+	warmup        int
 	clients       int
 	confirmations uint64
 	verbose       bool
@@ -55,13 +57,18 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 		return measurement{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	api := e2e.NewClient(svc.HTTPURL())
+	fmt.Printf("    service at %s (profiles: %s/debug/pprof/)\n", svc.HTTPURL(), svc.HTTPURL())
+	signers := e2e.Addresses(r.keys)
+	if r.warmup > 0 {
+		if err := warmUp(ctx, conn, api, signers, r.warmup, r.clients); err != nil {
+			return measurement{}, fmt.Errorf("warm-up: %w", err)
+		}
+	}
 	before, err := startDBCount(ctx, conn)
 	if err != nil {
 		return measurement{}, err
 	}
-	api := e2e.NewClient(svc.HTTPURL())
-	fmt.Printf("    service at %s (profiles: %s/debug/pprof/)\n", svc.HTTPURL(), svc.HTTPURL())
-	signers := e2e.Addresses(r.keys)
 
 	account := startCPUAccount(accountedProcess{name: "service", pid: svc.PID()}, accountedProcess{name: "geth", pid: r.gethPID},
 		accountedProcess{name: "load generator", pid: os.Getpid()})
@@ -72,33 +79,8 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	}
 	profile := startProfile(ctx, svc.HTTPURL(), profileDir)
 	started := time.Now()
-	var (
-		next   atomic.Int64
-		failed atomic.Pointer[error]
-		wg     sync.WaitGroup
-	)
-	for range r.clients {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= r.transfers || failed.Load() != nil {
-					return
-				}
-				_, err := api.CreateTx(ctx, &v1.CreateTxRequest{
-					Signer: signers[i%len(signers)].Hex(), To: e2e.Recipient().Hex(), Value: "1", GasLimit: 21_000,
-					RequestId: fmt.Sprintf("bench-%d", i),
-				})
-				if err != nil {
-					err = fmt.Errorf("create %d: %w", i, err)
-					failed.CompareAndSwap(nil, &err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if errp := failed.Load(); errp != nil {
-		return measurement{}, *errp
+	if err := createAll(ctx, api, signers, r.transfers, r.clients, measuredPrefix); err != nil {
+		return measurement{}, err
 	}
 	m := measurement{transfers: r.transfers, accepted: time.Since(started)}
 	lastReport := time.Now()
@@ -113,9 +95,7 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 			}
 		}
 		account.sampleBackends(ctx, conn)
-		var confirmed, failedFinal int
-		err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'CONFIRMED'), count(*) FILTER (WHERE state = 'FAILED_FINAL')
-			FROM managed_tx`).Scan(&confirmed, &failedFinal)
+		confirmed, failedFinal, err := countFinal(ctx, conn, measuredPrefix)
 		if err != nil {
 			return m, err
 		}
@@ -133,7 +113,7 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	m.cpu = account.finish()
 	fmt.Printf("    %s\n", m.cpu)
 	profiles, profileErr := profile.stop()
-	if err := conn.QueryRow(ctx, "SELECT count(DISTINCT block_number) FROM managed_tx").Scan(&m.blocks); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT count(DISTINCT block_number) FROM managed_tx WHERE request_id LIKE $1", measuredPrefix+"%").Scan(&m.blocks); err != nil {
 		return m, err
 	}
 	// The service's backends flush their table counters when they exit: stop it before
@@ -193,4 +173,84 @@ func poolStatus(ctx context.Context, url string) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("%d pending / %d queued", status.Pending, status.Queued)
+}
+
+// Request ids of the measured run and of the warm-up before it.
+const (
+	measuredPrefix = "bench-"
+	warmupPrefix   = "warmup-"
+)
+
+// warmUp gives the database what one in service has before the measured run: n transfers
+// created and confirmed, then ANALYZE, so the plans the service's statements get are made
+// with statistics (ANALYZE invalidates the ones cached before). The table counters the
+// service's backends have not flushed yet (they flush at most once a second while busy)
+// are left time to land before the count starts.
+func warmUp(ctx context.Context, conn *pgx.Conn, api *e2e.Client, signers []common.Address, n, clients int) error {
+	started := time.Now()
+	if err := createAll(ctx, api, signers, n, clients, warmupPrefix); err != nil {
+		return err
+	}
+	for {
+		confirmed, failedFinal, err := countFinal(ctx, conn, warmupPrefix)
+		switch {
+		case err != nil:
+			return err
+		case failedFinal > 0:
+			return fmt.Errorf("%d transactions FAILED_FINAL", failedFinal)
+		}
+		if confirmed == n {
+			break
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return errors.Join(fmt.Errorf("%d of %d confirmed", confirmed, n), err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
+		return fmt.Errorf("analyze: %w", err)
+	}
+	fmt.Printf("    warm-up: %d transfers confirmed in %s, then ANALYZE\n", n, time.Since(started).Round(time.Millisecond))
+	return sleep(ctx, 2*time.Second)
+}
+
+// createAll creates n transfers through the API from clients concurrent callers, round
+// robin over the signers, with request ids prefix<i>.
+func createAll(ctx context.Context, api *e2e.Client, signers []common.Address, n, clients int, prefix string) error {
+	var (
+		next   atomic.Int64
+		failed atomic.Pointer[error]
+		wg     sync.WaitGroup
+	)
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || failed.Load() != nil {
+					return
+				}
+				_, err := api.CreateTx(ctx, &v1.CreateTxRequest{
+					Signer: signers[i%len(signers)].Hex(), To: e2e.Recipient().Hex(), Value: "1", GasLimit: 21_000,
+					RequestId: fmt.Sprintf("%s%d", prefix, i),
+				})
+				if err != nil {
+					err = fmt.Errorf("create %s%d: %w", prefix, i, err)
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if errp := failed.Load(); errp != nil {
+		return *errp
+	}
+	return nil
+}
+
+// countFinal counts the transfers with request ids starting with prefix that are CONFIRMED
+// and FAILED_FINAL.
+func countFinal(ctx context.Context, conn *pgx.Conn, prefix string) (confirmed, failedFinal int, err error) {
+	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'CONFIRMED'), count(*) FILTER (WHERE state = 'FAILED_FINAL')
+		FROM managed_tx WHERE request_id LIKE $1`, prefix+"%").Scan(&confirmed, &failedFinal)
+	return confirmed, failedFinal, err
 }
