@@ -83,7 +83,7 @@ bench: ## run the benchmarks: library overhead, the service's create load test (
 
 .PHONY: bench-chain
 BENCH_CHAIN_TRANSFERS ?= 20000
-# Transfers confirmed (then ANALYZE) before the measured run; 0 measures a fresh database.
+# Transfers confirmed (then VACUUM (ANALYZE)) before the measured run; 0 measures a fresh database.
 BENCH_CHAIN_WARMUP ?= 2000
 bench-chain: ## geth --dev with room to spare: a bare pre-signed batched sender (the node's limit) against the service, 20 signers and 1 signer
 	go run $(SERVICE)/test/cmd/txm-bench-chain -repo $(ROOT) -transfers $(BENCH_CHAIN_TRANSFERS) -warmup $(BENCH_CHAIN_WARMUP)

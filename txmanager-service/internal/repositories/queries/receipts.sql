@@ -140,10 +140,10 @@ sequenced AS (
 completed AS (
     INSERT INTO tx_completions (chain_id, tx_id, signer, status, feed_position, positioned_at)
     SELECT c.chain_id, c.tx_id, c.signer, c.state, q.base + c.n, CASE WHEN q.base IS NOT NULL THEN now() END
-    -- Without the sequencer's row (never deleted) the completion is still written, left
-    -- for a round: a transaction is never final without its completion.
+    -- Without the sequencer's row (never deleted) the completion is still written, without
+    -- a position until the row is back: a transaction is never final without its completion.
     FROM completing c LEFT JOIN sequenced q ON true
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM finalized)::bigint AS updated,
-       (SELECT count(*) FROM completed)::bigint AS positioned;
+       (SELECT count(*) FROM completed)::bigint AS completions;

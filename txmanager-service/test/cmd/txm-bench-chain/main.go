@@ -52,7 +52,7 @@ func main() {
 	o := options{shapes: []int{20, 1}, confirmations: confirmationsDefault}
 	flag.StringVar(&o.repo, "repo", ".", "repository root (holds txmanager-service/ and bin/)")
 	flag.IntVar(&o.transfers, "transfers", 20_000, "transfers per shape")
-	flag.IntVar(&o.warmup, "warmup", 2_000, "transfers the service creates and confirms before the measured run, then ANALYZE: the database has history and statistics, as one in service has (0: a fresh database, whose first plans are made without statistics)")
+	flag.IntVar(&o.warmup, "warmup", 2_000, "transfers the service creates and confirms before the measured run, then VACUUM (ANALYZE): the database has history and statistics, as one in service has (0: a fresh database, whose first plans are made without statistics)")
 	flag.IntVar(&o.clients, "clients", 256, "concurrent HTTP clients creating transactions (a payout run or a busy API has hundreds of callers in flight)")
 	flag.Float64Var(&o.target, "target", 1.5, "the service may take at most this many times the baseline's time")
 	flag.BoolVar(&o.verbose, "v", false, "print the service's progress (allocated, broadcast, mined, confirmed) every second")
@@ -139,7 +139,7 @@ func run(ctx context.Context, o options) ([]result, error) {
 		return nil, fmt.Errorf("start PostgreSQL with pg_stat_statements: %w", err)
 	}
 	defer func() { _ = pg.Close() }()
-	geth, err := e2e.StartGeth(ctx, e2e.GethOptions{Bin: gethBin, Period: time.Second, Dir: filepath.Join(root, "geth"), ExtraArgs: roomyNode(o.transfers)})
+	geth, err := e2e.StartGeth(ctx, e2e.GethOptions{Bin: gethBin, Period: time.Second, Dir: filepath.Join(root, "geth"), ExtraArgs: roomyNode(max(o.transfers, o.warmup))})
 	if err != nil {
 		return nil, err
 	}
