@@ -11,15 +11,12 @@ import (
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
-	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
-	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
@@ -92,25 +89,8 @@ func TestCompletionsFeedDeliversEachCommittedCompletionExactlyOnce(t *testing.T)
 	go func() { wg.Wait(); close(writersDone) }()
 
 	// Three sequencers, as on three nodes, position what commits while the writers run.
-	feed, sequencer := newFeed(t, pool)
-	stopSequencers := make(chan struct{})
-	var sequencers sync.WaitGroup
-	for range 3 {
-		sequencers.Go(func() {
-			for {
-				select {
-				case <-stopSequencers:
-					return
-				case <-time.After(time.Duration(rand.IntN(5)) * time.Millisecond):
-				}
-				if _, _, err := sequencer.Round(ctx); err != nil {
-					t.Errorf("sequencer: %v", err)
-					return
-				}
-			}
-		})
-	}
-	defer func() { close(stopSequencers); sequencers.Wait() }()
+	feed, sequencer := newFeed(t, pool, feedPoll)
+	defer runSequencers(t, sequencer, 3)()
 	seen := map[uuid.UUID]int{}
 	cursor := ""
 	r := rand.New(rand.NewPCG(7, 7))
@@ -163,20 +143,20 @@ func lenOf(m *sync.Map) int {
 	return n
 }
 
-// newFeed builds the feed use case and a sequencer on pool.
-func newFeed(t *testing.T, pool *pgxpool.Pool) (*services.CompletionsUseCase, *services.FeedSequencer) {
+// feedPoll is how often the tests' long-polls look for positions by themselves.
+const feedPoll = 50 * time.Millisecond
+
+// newFeed builds the feed use case, its long-polls polling every poll, and a sequencer on
+// pool.
+func newFeed(t *testing.T, pool *pgxpool.Pool, poll time.Duration) (*services.CompletionsUseCase, *services.FeedSequencer) {
 	t.Helper()
-	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{Logger: log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := repositories.NewCompletionRepository(pool)
 	notify := services.NewFeedNotifier()
-	sequencer, err := services.NewFeedSequencer(component.Manager, store, notify, telemetry.Noop())
+	sequencer, err := services.NewFeedSequencer(newTestManager(t, pool), store, notify, telemetry.Noop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return services.NewCompletionsUseCase(store, notify, services.FeedConfig{MaxWait: 30 * time.Second, PollInterval: 50 * time.Millisecond}), sequencer
+	return services.NewCompletionsUseCase(store, notify, services.FeedConfig{MaxWait: 30 * time.Second, PollInterval: poll}), sequencer
 }
 
 // A transaction held open anywhere on the cluster (here: another database of the same
@@ -203,7 +183,7 @@ func TestFeedDoesNotWaitForForeignTransactions(t *testing.T) {
 	if _, err := pool.Exec(ctx, "INSERT INTO tx_completions (chain_id, tx_id, signer, status) VALUES (1337, $1, 'feed-signer', 'CONFIRMED')", id); err != nil {
 		t.Fatal(err)
 	}
-	feed, sequencer := newFeed(t, pool)
+	feed, sequencer := newFeed(t, pool, feedPoll)
 	if n, _, err := sequencer.Round(ctx); err != nil || n != 1 {
 		t.Fatalf("sequencer round with a foreign transaction open: %d positioned, %v", n, err)
 	}
@@ -219,7 +199,7 @@ func TestFeedLongPollAndExpiredCursor(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
 	ctx := context.Background()
-	feed, sequencer := newFeed(t, pool)
+	feed, sequencer := newFeed(t, pool, feedPoll)
 	answered := make(chan time.Time, 1)
 	go func() {
 		page, err := feed.List(ctx, "", 10, nil, 0, 10*time.Second)
@@ -272,7 +252,6 @@ func TestFinalityPositionsItsCompletionsInCommitOrder(t *testing.T) {
 	ctx := context.Background()
 	const signers, perSigner, reconciled = 5, 80, 40
 	store := repositories.NewReceiptRepository(pool, testChain())
-	leases := repositories.NewLeaseRepository(pool, testChain())
 	block := common.HexToHash("0xb1")
 	type signerRows struct {
 		lease domain.Lease
@@ -280,20 +259,9 @@ func TestFinalityPositionsItsCompletionsInCommitOrder(t *testing.T) {
 	}
 	rows := make([]signerRows, signers)
 	for s := range rows {
-		signer := fmt.Sprintf("0x%040x", 0xf0+s)
-		grant, err := leases.AcquireOrRenew(ctx, signer, "node-a", time.Minute, time.Second)
-		if err != nil || !grant.Acquired {
-			t.Fatalf("acquire lease: %+v, %v", grant, err)
-		}
-		rows[s].lease = domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
+		rows[s].lease = acquireLease(t, pool, fmt.Sprintf("0x%040x", 0xf0+s), "node-a")
 		for n := range perSigner {
-			id := uuid.New()
-			rows[s].ids = append(rows[s].ids, id)
-			if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token,
-				receipt, block_number, block_hash) VALUES (1337, $1, $2, '\x00', $3, '{"value":"0"}', 'TRACKING', 'SIGNED', '0x01', $4,
-				'{"status": 1}', 7, $5)`, id, signer, n, int64(grant.Token), block.Hex()); err != nil {
-				t.Fatal(err)
-			}
+			rows[s].ids = append(rows[s].ids, insertMined(t, pool, rows[s].lease, n, block))
 		}
 	}
 	// Final rows whose completions reconciliation writes without a position.
@@ -313,12 +281,7 @@ func TestFinalityPositionsItsCompletionsInCommitOrder(t *testing.T) {
 			for i := 0; i < perSigner; {
 				batch := rows[s].ids[i:min(perSigner, i+1+r.IntN(8))]
 				i += len(batch)
-				finals := make([]receipts.Finalization, 0, len(batch))
-				for _, id := range batch {
-					finals = append(finals, receipts.Finalization{Tx: receipts.MinedTx{TxID: id, Signer: rows[s].lease.Signer, BlockNumber: 7, BlockHash: block, Status: 1},
-						State: domain.StateConfirmed})
-				}
-				if n, err := store.Finalize(ctx, rows[s].lease, finals); err != nil || n != len(batch) {
+				if n, err := store.Finalize(ctx, rows[s].lease, confirmedIn(rows[s].lease, block, batch...)); err != nil || n != len(batch) {
 					t.Errorf("finalize signer %d: %d of %d, %v", s, n, len(batch), err)
 					return
 				}
@@ -337,25 +300,8 @@ func TestFinalityPositionsItsCompletionsInCommitOrder(t *testing.T) {
 	writersDone := make(chan struct{})
 	go func() { writers.Wait(); close(writersDone) }()
 
-	feed, sequencer := newFeed(t, pool)
-	stopSequencers := make(chan struct{})
-	var sequencers sync.WaitGroup
-	for range 2 {
-		sequencers.Go(func() {
-			for {
-				select {
-				case <-stopSequencers:
-					return
-				case <-time.After(time.Duration(rand.IntN(5)) * time.Millisecond):
-				}
-				if _, _, err := sequencer.Round(ctx); err != nil {
-					t.Errorf("sequencer: %v", err)
-					return
-				}
-			}
-		})
-	}
-	defer func() { close(stopSequencers); sequencers.Wait() }()
+	feed, sequencer := newFeed(t, pool, feedPoll)
+	defer runSequencers(t, sequencer, 2)()
 
 	const total = signers*perSigner + reconciled
 	seen := map[uuid.UUID]int{}
@@ -411,34 +357,15 @@ func TestLongPollWakesForPositionsAssignedElsewhere(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
 	ctx := context.Background()
-	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{Logger: log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	completions := repositories.NewCompletionRepository(pool)
-	notify := services.NewFeedNotifier()
-	sequencer, err := services.NewFeedSequencer(component.Manager, completions, notify, telemetry.Noop())
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Polling every minute: only a wake can answer within the test's bound.
-	feed := services.NewCompletionsUseCase(completions, notify, services.FeedConfig{MaxWait: 30 * time.Second, PollInterval: time.Minute})
+	feed, sequencer := newFeed(t, pool, time.Minute)
 	if _, _, err := sequencer.Round(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	const signer = "0x00000000000000000000000000000000000000e1"
-	grant, err := repositories.NewLeaseRepository(pool, testChain()).AcquireOrRenew(ctx, signer, "node-b", time.Minute, time.Second)
-	if err != nil || !grant.Acquired {
-		t.Fatalf("acquire lease: %+v, %v", grant, err)
-	}
-	id := uuid.New()
+	lease := acquireLease(t, pool, "0x00000000000000000000000000000000000000e1", "node-b")
 	block := common.HexToHash("0xb1")
-	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token,
-		receipt, block_number, block_hash) VALUES (1337, $1, $2, '\x00', 0, '{"value":"0"}', 'TRACKING', 'SIGNED', '0x01', $3, '{"status": 1}', 7, $4)`,
-		id, signer, int64(grant.Token), block.Hex()); err != nil {
-		t.Fatal(err)
-	}
+	id := insertMined(t, pool, lease, 0, block)
 	answered := make(chan services.CompletionPage, 1)
 	go func() {
 		page, err := feed.List(ctx, "", 10, nil, 0, 20*time.Second)
@@ -448,9 +375,7 @@ func TestLongPollWakesForPositionsAssignedElsewhere(t *testing.T) {
 		answered <- page
 	}()
 	time.Sleep(200 * time.Millisecond)
-	lease := domain.Lease{Signer: signer, Owner: "node-b", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
-	if n, err := repositories.NewReceiptRepository(pool, testChain()).Finalize(ctx, lease, []receipts.Finalization{
-		{Tx: receipts.MinedTx{TxID: id, Signer: signer, BlockNumber: 7, BlockHash: block, Status: 1}, State: domain.StateConfirmed}}); err != nil || n != 1 {
+	if n, err := repositories.NewReceiptRepository(pool, testChain()).Finalize(ctx, lease, confirmedIn(lease, block, id)); err != nil || n != 1 {
 		t.Fatalf("finalize on the other node: %d, %v", n, err)
 	}
 	if n, _, err := sequencer.Round(ctx); err != nil || n != 0 {
@@ -473,24 +398,13 @@ func TestFinalityWritesTheCompletionWithoutTheSequencerRow(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
 	ctx := context.Background()
-	const signer = "0x00000000000000000000000000000000000000e2"
-	grant, err := repositories.NewLeaseRepository(pool, testChain()).AcquireOrRenew(ctx, signer, "node-a", time.Minute, time.Second)
-	if err != nil || !grant.Acquired {
-		t.Fatalf("acquire lease: %+v, %v", grant, err)
-	}
-	id := uuid.New()
+	lease := acquireLease(t, pool, "0x00000000000000000000000000000000000000e2", "node-a")
 	block := common.HexToHash("0xb1")
-	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token,
-		receipt, block_number, block_hash) VALUES (1337, $1, $2, '\x00', 0, '{"value":"0"}', 'TRACKING', 'SIGNED', '0x01', $3, '{"status": 1}', 7, $4)`,
-		id, signer, int64(grant.Token), block.Hex()); err != nil {
-		t.Fatal(err)
-	}
+	id := insertMined(t, pool, lease, 0, block)
 	if _, err := pool.Exec(ctx, "DELETE FROM feed_sequencer"); err != nil {
 		t.Fatal(err)
 	}
-	lease := domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
-	if n, err := repositories.NewReceiptRepository(pool, testChain()).Finalize(ctx, lease, []receipts.Finalization{
-		{Tx: receipts.MinedTx{TxID: id, Signer: signer, BlockNumber: 7, BlockHash: block, Status: 1}, State: domain.StateConfirmed}}); err != nil || n != 1 {
+	if n, err := repositories.NewReceiptRepository(pool, testChain()).Finalize(ctx, lease, confirmedIn(lease, block, id)); err != nil || n != 1 {
 		t.Fatalf("finalize: %d, %v", n, err)
 	}
 	var completions, positioned int

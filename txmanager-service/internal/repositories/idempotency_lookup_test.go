@@ -8,7 +8,6 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -39,10 +38,7 @@ func TestFindByRequestIDsFindsEachOfTheSignersOnce(t *testing.T) {
 	insert(1337, other, 0, "r3")
 	insert(99, signer, 0, "r4")
 
-	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{Logger: log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	manager := newTestManager(t, pool)
 	store := repositories.NewAllocationRepository(testChain())
 	tests := []struct {
 		name       string
@@ -58,7 +54,7 @@ func TestFindByRequestIDsFindsEachOfTheSignersOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var found map[string]domain.ManagedTx
-		err := component.Manager.WithinReadOnlyTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, sess txmanager.Session) error {
+		err := manager.WithinReadOnlyTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, sess txmanager.Session) error {
 			var err error
 			found, err = store.FindByRequestIDs(ctx, sess, signer, tt.requestIDs)
 			return err

@@ -2,10 +2,21 @@ package repositories_test
 
 import (
 	"math/big"
+	"math/rand/v2"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
+	"github.com/bionicotaku/lingo-utils/txmanager"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -13,3 +24,71 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // testChain is the chain the tests' repositories serve: the embedded chain's id.
 func testChain() services.ChainID { return services.ChainID{Int: big.NewInt(1337)} }
+
+// newTestManager is the transaction library's manager on pool, logging errors only.
+func newTestManager(t *testing.T, pool *pgxpool.Pool) txmanager.Manager {
+	t.Helper()
+	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{Logger: log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return component.Manager
+}
+
+// acquireLease takes signer's lease for node, as the node's lease manager would hold it.
+func acquireLease(t *testing.T, pool *pgxpool.Pool, signer, node string) domain.Lease {
+	t.Helper()
+	grant, err := repositories.NewLeaseRepository(pool, testChain()).AcquireOrRenew(t.Context(), signer, node, time.Minute, time.Second)
+	if err != nil || !grant.Acquired {
+		t.Fatalf("acquire lease: %+v, %v", grant, err)
+	}
+	return domain.Lease{Signer: signer, Owner: node, Token: grant.Token, ExpiresAt: grant.ExpiresAt}
+}
+
+// insertMined inserts a broadcast transaction of lease's signer at nonce whose receipt is
+// on record in block 7 (hash block), ready for finality.
+func insertMined(t *testing.T, pool *pgxpool.Pool, lease domain.Lease, nonce int, block common.Hash) uuid.UUID {
+	t.Helper()
+	id := uuid.New()
+	if _, err := pool.Exec(t.Context(), `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token,
+		receipt, block_number, block_hash) VALUES (1337, $1, $2, '\x00', $3, '{"value":"0"}', 'TRACKING', 'SIGNED', '0x01', $4, '{"status": 1}', 7, $5)`,
+		id, lease.Signer, nonce, int64(lease.Token), block.Hex()); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// confirmedIn is the finality of ids, mined by lease's signer in block 7 (hash block), as
+// CONFIRMED.
+func confirmedIn(lease domain.Lease, block common.Hash, ids ...uuid.UUID) []receipts.Finalization {
+	finals := make([]receipts.Finalization, 0, len(ids))
+	for _, id := range ids {
+		finals = append(finals, receipts.Finalization{Tx: receipts.MinedTx{TxID: id, Signer: lease.Signer, BlockNumber: 7, BlockHash: block, Status: 1},
+			State: domain.StateConfirmed})
+	}
+	return finals
+}
+
+// runSequencers runs n sequencers, as on n nodes, each a round every few milliseconds,
+// until the returned stop is called.
+func runSequencers(t *testing.T, sequencer *services.FeedSequencer, n int) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var running sync.WaitGroup
+	for range n {
+		running.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				case <-time.After(time.Duration(rand.IntN(5)) * time.Millisecond):
+				}
+				if _, _, err := sequencer.Round(t.Context()); err != nil {
+					t.Errorf("sequencer: %v", err)
+					return
+				}
+			}
+		})
+	}
+	return func() { close(done); running.Wait() }
+}

@@ -22,7 +22,7 @@ func TestRetentionPrunesTheOldestFinalTransactions(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
 	ctx := context.Background()
-	feed, sequencer := newFeed(t, pool)
+	feed, sequencer := newFeed(t, pool, feedPoll)
 	now := time.Now()
 	// 30 old, then 1 young, then 5 old: only the leading 30 may go (a leading run keeps the
 	// feed gap-free above the retention mark).

@@ -26,15 +26,10 @@ func TestRecordBroadcastsWritesOnlyChanges(t *testing.T) {
 	pool := testsupport.MigratedPool(t)
 	ctx := t.Context()
 	const signer = "0x00000000000000000000000000000000000000ab"
-	leases := repositories.NewLeaseRepository(pool, testChain())
-	grant, err := leases.AcquireOrRenew(ctx, signer, "node-a", time.Minute, time.Second)
-	if err != nil || !grant.Acquired {
-		t.Fatalf("acquire lease: %+v, %v", grant, err)
-	}
-	lease := domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
+	lease := acquireLease(t, pool, signer, "node-a")
 	id := uuid.New()
 	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, fencing_token)
-		VALUES (1337, $1, $2, '\x00', 0, '{"value":"0"}', 'TRACKING', 'SIGNED', $3)`, id, signer, int64(grant.Token)); err != nil {
+		VALUES (1337, $1, $2, '\x00', 0, '{"value":"0"}', 'TRACKING', 'SIGNED', $3)`, id, signer, int64(lease.Token)); err != nil {
 		t.Fatal(err)
 	}
 	attempts := repositories.NewAttemptRepository(pool, testChain())
@@ -73,8 +68,8 @@ func TestRecordBroadcastsWritesOnlyChanges(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE signer_lease SET expires_at = now() - interval '1 minute' WHERE signer = $1", signer); err != nil {
 		t.Fatal(err)
 	}
-	regrant, err := leases.AcquireOrRenew(ctx, signer, "node-a", time.Minute, 0)
-	if err != nil || !regrant.Acquired || regrant.Token == grant.Token {
+	regrant, err := repositories.NewLeaseRepository(pool, testChain()).AcquireOrRenew(ctx, signer, "node-a", time.Minute, 0)
+	if err != nil || !regrant.Acquired || regrant.Token == lease.Token {
 		t.Fatalf("re-acquire lease: %+v, %v; want a new token", regrant, err)
 	}
 	relet := domain.Lease{Signer: signer, Owner: "node-a", Token: regrant.Token, ExpiresAt: regrant.ExpiresAt}
@@ -114,18 +109,14 @@ func TestManagedTxUpdatesStayHOT(t *testing.T) {
 	}
 
 	const signer = "0x00000000000000000000000000000000000000ac"
-	grant, err := repositories.NewLeaseRepository(pool, testChain()).AcquireOrRenew(ctx, signer, "node-a", time.Minute, time.Second)
-	if err != nil || !grant.Acquired {
-		t.Fatalf("acquire lease: %+v, %v", grant, err)
-	}
-	lease := domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
+	lease := acquireLease(t, pool, signer, "node-a")
 	const rows = 5
 	ids := make([]uuid.UUID, rows)
 	for i := range ids {
 		ids[i] = uuid.New()
 		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token, next_resubmit_at)
 			VALUES (1337, $1, $2, $5, '\x00', $3, '{"to":"0x00000000000000000000000000000000000000ff","value":"1"}', 'TRACKING', 'SIGNED', '0x' || md5($5), $4, now() - interval '1 second')`,
-			ids[i], signer, i, int64(grant.Token), ids[i].String()); err != nil {
+			ids[i], signer, i, int64(lease.Token), ids[i].String()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,19 +166,14 @@ func TestFinalizeWritesAHeldReceiptWithTheFinalState(t *testing.T) {
 	pool := testsupport.MigratedPool(t)
 	ctx := t.Context()
 	const signer = "0x00000000000000000000000000000000000000ac"
-	leases := repositories.NewLeaseRepository(pool, testChain())
-	grant, err := leases.AcquireOrRenew(ctx, signer, "node-a", time.Minute, time.Second)
-	if err != nil || !grant.Acquired {
-		t.Fatalf("acquire lease: %+v, %v", grant, err)
-	}
-	lease := domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token, ExpiresAt: grant.ExpiresAt}
-	stale := domain.Lease{Signer: signer, Owner: "node-a", Token: grant.Token + 1, ExpiresAt: grant.ExpiresAt}
+	lease := acquireLease(t, pool, signer, "node-a")
+	stale := domain.Lease{Signer: signer, Owner: "node-a", Token: lease.Token + 1, ExpiresAt: lease.ExpiresAt}
 	insert := func(nonce int, receipt, blockHash string) uuid.UUID {
 		id := uuid.New()
 		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token,
 			receipt, block_number, block_hash) VALUES (1337, $1, $2, '\x00', $3, '{"value":"0"}', 'TRACKING', 'SIGNED', '0xold', $4,
 			NULLIF($5, '')::jsonb, CASE WHEN $5 = '' THEN NULL ELSE 7 END, NULLIF($6, ''))`,
-			id, signer, nonce, int64(grant.Token), receipt, blockHash); err != nil {
+			id, signer, nonce, int64(lease.Token), receipt, blockHash); err != nil {
 			t.Fatal(err)
 		}
 		return id

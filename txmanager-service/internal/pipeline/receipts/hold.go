@@ -1,7 +1,6 @@
 package receipts
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -82,15 +81,19 @@ func (h *heldReceipts) holds(id uuid.UUID) bool {
 // minedFor is the held receipts of signers as mined transactions; those of other signers
 // (a lease this node no longer holds) are dropped: their next owner looks them up again.
 func (h *heldReceipts) minedFor(signers []string) []MinedTx {
+	held := make(map[string]bool, len(signers))
+	for _, s := range signers {
+		held[s] = true
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []MinedTx
-	for id, held := range h.m {
-		if !slices.Contains(signers, held.found.Signer) {
+	for id, r := range h.m {
+		if !held[r.found.Signer] {
 			delete(h.m, id)
 			continue
 		}
-		out = append(out, held.found.mined())
+		out = append(out, r.found.mined())
 	}
 	return out
 }

@@ -145,5 +145,4 @@ completed AS (
     FROM completing c LEFT JOIN sequenced q ON true
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM finalized)::bigint AS updated,
-       (SELECT count(*) FROM completed)::bigint AS completions;
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM finalized)::bigint AS updated;

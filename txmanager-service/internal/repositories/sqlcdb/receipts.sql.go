@@ -62,8 +62,7 @@ completed AS (
     FROM completing c LEFT JOIN sequenced q ON true
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM finalized)::bigint AS updated,
-       (SELECT count(*) FROM completed)::bigint AS completions
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM finalized)::bigint AS updated
 `
 
 type FinalizeTxsParams struct {
@@ -81,9 +80,8 @@ type FinalizeTxsParams struct {
 }
 
 type FinalizeTxsRow struct {
-	LeaseHeld   bool
-	Updated     int64
-	Completions int64
+	LeaseHeld bool
+	Updated   int64
 }
 
 // Final state and its completions-feed row in one fenced statement: a completion exists if
@@ -124,7 +122,7 @@ func (q *Queries) FinalizeTxs(ctx context.Context, arg FinalizeTxsParams) (Final
 		arg.TxHashes,
 	)
 	var i FinalizeTxsRow
-	err := row.Scan(&i.LeaseHeld, &i.Updated, &i.Completions)
+	err := row.Scan(&i.LeaseHeld, &i.Updated)
 	return i, err
 }
 

@@ -84,7 +84,7 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	}
 	m := measurement{transfers: r.transfers, accepted: time.Since(started)}
 	lastReport := time.Now()
-	for {
+	err = waitAllConfirmed(ctx, conn, measuredPrefix, r.transfers, func() {
 		if r.verbose && time.Since(lastReport) >= time.Second {
 			lastReport = time.Now()
 			var allocated, broadcast, mined, final int
@@ -95,19 +95,9 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 			}
 		}
 		account.sampleBackends(ctx, conn)
-		confirmed, failedFinal, err := countFinal(ctx, conn, measuredPrefix)
-		if err != nil {
-			return m, err
-		}
-		if confirmed == r.transfers {
-			break
-		}
-		if failedFinal > 0 {
-			return m, fmt.Errorf("%d transactions FAILED_FINAL", failedFinal)
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return m, errors.Join(fmt.Errorf("%d of %d confirmed", confirmed, r.transfers), err)
-		}
+	})
+	if err != nil {
+		return m, err
 	}
 	m.confirmed = time.Since(started)
 	m.cpu = account.finish()
@@ -191,20 +181,8 @@ func warmUp(ctx context.Context, conn *pgx.Conn, api *e2e.Client, signers []comm
 	if err := createAll(ctx, api, signers, n, clients, warmupPrefix); err != nil {
 		return err
 	}
-	for {
-		confirmed, failedFinal, err := countFinal(ctx, conn, warmupPrefix)
-		switch {
-		case err != nil:
-			return err
-		case failedFinal > 0:
-			return fmt.Errorf("%d transactions FAILED_FINAL", failedFinal)
-		}
-		if confirmed == n {
-			break
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return errors.Join(fmt.Errorf("%d of %d confirmed", confirmed, n), err)
-		}
+	if err := waitAllConfirmed(ctx, conn, warmupPrefix, n, func() {}); err != nil {
+		return err
 	}
 	// VACUUM too, or autovacuum cleans the warm-up's dead row versions during the measured
 	// run and its CPU and WAL count there; a checkpoint, so none falls due in it by chance.
@@ -249,6 +227,26 @@ func createAll(ctx context.Context, api *e2e.Client, signers []common.Address, n
 		return *errp
 	}
 	return nil
+}
+
+// waitAllConfirmed waits until the n transfers with request ids starting with prefix are
+// CONFIRMED, calling each before every look; a FAILED_FINAL one ends the wait.
+func waitAllConfirmed(ctx context.Context, conn *pgx.Conn, prefix string, n int, each func()) error {
+	for {
+		each()
+		confirmed, failedFinal, err := countFinal(ctx, conn, prefix)
+		switch {
+		case err != nil:
+			return err
+		case confirmed == n:
+			return nil
+		case failedFinal > 0:
+			return fmt.Errorf("%d transactions FAILED_FINAL", failedFinal)
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return errors.Join(fmt.Errorf("%d of %d confirmed", confirmed, n), err)
+		}
+	}
 }
 
 // countFinal counts the transfers with request ids starting with prefix that are CONFIRMED
