@@ -35,8 +35,8 @@ func TestCompletionsFeedDeliversEachCommittedCompletionExactlyOnce(t *testing.T)
 	for i := range ids {
 		ids[i] = uuid.New()
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
-		SELECT 1337, id, 'feed-signer', '\x00', ordinality, '{"value":"0"}', 'CONFIRMED', 1 FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, ordinality)`, ids); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, confirmed_at)
+		SELECT 1337, id, 'feed-signer', '\x00', ordinality, '{"value":"0"}', 'CONFIRMED', 1, now() FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, ordinality)`, ids); err != nil {
 		t.Fatal(err)
 	}
 
@@ -176,8 +176,8 @@ func TestFeedDoesNotWaitForForeignTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := uuid.New()
-	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
-		VALUES (1337, $1, 'feed-signer', '\x00', 1, '{"value":"0"}', 'CONFIRMED', 1)`, id); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, confirmed_at)
+		VALUES (1337, $1, 'feed-signer', '\x00', 1, '{"value":"0"}', 'CONFIRMED', 1, now())`, id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, "INSERT INTO tx_completions (chain_id, tx_id, signer, status) VALUES (1337, $1, 'feed-signer', 'CONFIRMED')", id); err != nil {
@@ -210,8 +210,8 @@ func TestFeedLongPollAndExpiredCursor(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	id := uuid.New()
-	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
-		VALUES (1337, $1, 'feed-signer', '\x00', 1, '{"value":"0"}', 'CONFIRMED', 1)`, id); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, confirmed_at)
+		VALUES (1337, $1, 'feed-signer', '\x00', 1, '{"value":"0"}', 'CONFIRMED', 1, now())`, id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, "INSERT INTO tx_completions (chain_id, tx_id, signer, status) VALUES (1337, $1, 'feed-signer', 'CONFIRMED')", id); err != nil {
@@ -269,8 +269,8 @@ func TestFinalityPositionsItsCompletionsInCommitOrder(t *testing.T) {
 	for i := range others {
 		others[i] = uuid.New()
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
-		SELECT 1337, id, 'reconciled-signer', '\x00', ordinality, '{"value":"0"}', 'FAILED_FINAL', 1 FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, ordinality)`, others); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, confirmed_at)
+		SELECT 1337, id, 'reconciled-signer', '\x00', ordinality, '{"value":"0"}', 'FAILED_FINAL', 1, now() FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, ordinality)`, others); err != nil {
 		t.Fatal(err)
 	}
 

@@ -27,12 +27,21 @@ func NewSubmittingRepository(pool *pgxpool.Pool, chain services.ChainID) *Submit
 }
 
 // ListAllocated implements submitting.Store.
-func (r *SubmittingRepository) ListAllocated(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error) {
-	rows, err := r.q.ListAllocated(ctx, sqlcdb.ListAllocatedParams{ChainID: r.chainID, Signer: signer, MaxRows: int32(limit)})
+func (r *SubmittingRepository) ListAllocated(ctx context.Context, signer string, from uint64, limit int) ([]domain.ManagedTx, error) {
+	rows, err := r.q.ListAllocated(ctx, sqlcdb.ListAllocatedParams{ChainID: r.chainID, Signer: signer, FromNonce: int64(from), MaxRows: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list allocated: %w", err)
 	}
 	return toDomainRows(rows)
+}
+
+// AllocationCursor implements submitting.Store.
+func (r *SubmittingRepository) AllocationCursor(ctx context.Context, signer string) (uint64, error) {
+	next, err := r.q.AllocationCursor(ctx, sqlcdb.AllocationCursorParams{ChainID: r.chainID, Signer: signer})
+	if err != nil {
+		return 0, fmt.Errorf("allocation cursor: %w", err)
+	}
+	return uint64(next), nil
 }
 
 // MarkSigned implements submitting.Store.

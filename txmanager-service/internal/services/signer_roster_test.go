@@ -168,7 +168,7 @@ func TestRetirementCompletesWhenNothingIsUnfinished(t *testing.T) {
 		t.Fatal("with transactions unfinished the signer's lease must stay")
 	}
 
-	if _, err := pool.Exec(t.Context(), "UPDATE managed_tx SET state = 'CONFIRMED' WHERE signer = $1", signer.Hex()); err != nil {
+	if _, err := pool.Exec(t.Context(), "UPDATE managed_tx SET state = 'CONFIRMED', confirmed_at = now() WHERE signer = $1", signer.Hex()); err != nil {
 		t.Fatal(err)
 	}
 	if err := roster.Sync(t.Context()); err != nil {

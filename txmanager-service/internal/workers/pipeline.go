@@ -144,7 +144,13 @@ func (w *PipelineWorkers) stuckPass(ctx context.Context) {
 	w.eachHeld(ctx, w.stuckTasks, "stuck detection", func(ctx context.Context, lease domain.Lease) error {
 		// What holds a head of line up and a machine can settle comes first
 		// (reconciliation with the chain); then the stuck policy.
-		reconcileErr := w.stages.Reconcile.Pass(ctx, lease)
+		placeholders, reconcileErr := w.stages.Reconcile.Pass(ctx, lease)
+		if placeholders > 0 {
+			// Written below the nonces the submitter has signed, where its passes do not
+			// look unless told.
+			w.stages.Submitting.Rescan(lease.Signer)
+			w.submit.Wake()
+		}
 		_, stuckErr := w.stages.Stuck.DetectStuck(ctx, lease)
 		return errors.Join(reconcileErr, stuckErr)
 	})

@@ -118,9 +118,10 @@ func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain services
 // is filled; a chain ahead of the database quarantines the signer, and in adopt-by-intent
 // mode the chain's unknown transactions are recorded and the signer released; adoption
 // windows that ended are closed; nonces taken by transactions without an attempt on
-// record are settled.
-func (r *Reconciler) Pass(ctx context.Context, lease domain.Lease) error {
-	_, holeErr := r.FillNonceHoles(ctx, lease)
+// record are settled. It returns how many placeholders it wrote: rows below the nonces the
+// signer's submitter has signed, which it reads only when told.
+func (r *Reconciler) Pass(ctx context.Context, lease domain.Lease) (placeholders int, err error) {
+	placeholders, holeErr := r.FillNonceHoles(ctx, lease)
 	check, aheadErr := r.CheckChainAhead(ctx, lease)
 	var recoverErr, expireErr error
 	if aheadErr == nil && check.Quarantine != nil {
@@ -130,7 +131,7 @@ func (r *Reconciler) Pass(ctx context.Context, lease domain.Lease) error {
 		_, expireErr = r.ExpireUnclaimed(ctx, lease)
 	}
 	_, takenErr := r.SettleTakenNonces(ctx, lease)
-	return errors.Join(holeErr, aheadErr, recoverErr, expireErr, takenErr)
+	return placeholders, errors.Join(holeErr, aheadErr, recoverErr, expireErr, takenErr)
 }
 
 // registerQuarantineGauge reports, at each scrape, which signers this node holds are

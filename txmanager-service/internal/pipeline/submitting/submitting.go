@@ -56,7 +56,12 @@ type Replacement struct {
 // Store is the stage's view of the database. Every write is fenced on the lease and yields
 // *domain.FencedError when the lease no longer matches.
 type Store interface {
-	ListAllocated(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error)
+	// ListAllocated lists the signer's ALLOCATED transactions at or above nonce from, lowest
+	// first.
+	ListAllocated(ctx context.Context, signer string, from uint64, limit int) ([]domain.ManagedTx, error)
+	// AllocationCursor is the signer's nonce cursor: whatever is allocated after the read is
+	// at or above it.
+	AllocationCursor(ctx context.Context, signer string) (uint64, error)
 	// MarkSigned stores the attempts and moves their transactions to TRACKING (SIGNED).
 	MarkSigned(ctx context.Context, lease domain.Lease, attempts []pipeline.SignedAttempt, resubmitAfter time.Duration) error
 	ListResubmitDue(ctx context.Context, signer string, limit int) ([]DueResubmit, error)
@@ -77,6 +82,7 @@ type Submitter struct {
 	leases      *services.LeaseManager
 	metrics     *telemetry.Metrics
 	log         *log.Helper
+	unsigned    unsignedFrontiers
 }
 
 // New builds the stage.
@@ -126,6 +132,11 @@ func (s *Submitter) SubmitAllocated(ctx context.Context, lease domain.Lease, sto
 	return total, sent()
 }
 
+// Rescan makes the signer's next pass read every open row for ALLOCATED ones, not only
+// those above the nonces it signed: for rows written below them (placeholders filling a
+// nonce hole).
+func (s *Submitter) Rescan(signer string) { s.unsigned.rescan(signer) }
+
 // storedSendTimeout bounds sending a stored batch, which runs on after its pass's context
 // ends (each call to the chain has its own deadline too).
 const storedSendTimeout = 30 * time.Second
@@ -136,9 +147,26 @@ const storedSendTimeout = 30 * time.Second
 func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored func([]pipeline.TrackedTx)) ([]pipeline.SignedAttempt, error) {
 	ctx, span := pipeline.Span(ctx, s.metrics, "pipeline.sign", lease)
 	defer span.End()
-	txs, err := s.store.ListAllocated(ctx, lease.Signer, max(s.cfg.Batch, 1))
-	if err != nil || len(txs) == 0 {
+	from, full := s.unsigned.from(lease, time.Now())
+	var (
+		cursor uint64
+		err    error
+	)
+	if full {
+		// Read before the scan: anything allocated after the scan's snapshot is at or above it.
+		if cursor, err = s.store.AllocationCursor(ctx, lease.Signer); err != nil {
+			return nil, err
+		}
+	}
+	txs, err := s.store.ListAllocated(ctx, lease.Signer, from, max(s.cfg.Batch, 1))
+	if err != nil {
 		return nil, err
+	}
+	if full {
+		s.unsigned.scanned(lease, time.Now(), txs, cursor)
+	}
+	if len(txs) == 0 {
+		return nil, nil
 	}
 	suggestion, err := s.chain.SuggestFees(ctx)
 	if err != nil {
@@ -159,6 +187,7 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 	if err := s.store.MarkSigned(ctx, lease, attempts, s.cfg.ResubmitInterval); err != nil {
 		return nil, errors.Join(s.leases.Fence(ctx, lease, err), signErr)
 	}
+	s.unsigned.signedThrough(lease, attempts[len(attempts)-1].Nonce)
 	if stored != nil {
 		stored(pipeline.Tracked(lease.Signer, attempts))
 	}

@@ -12,4 +12,4 @@ FROM managed_tx m
 LEFT JOIN LATERAL (
     SELECT max(t.max_fee_per_gas) AS max_fee FROM tx_attempt t WHERE t.tx_id = m.tx_id
 ) a ON true
-WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.block_number IS NULL;
+WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL AND m.block_number IS NULL;

@@ -35,16 +35,16 @@ SELECT COALESCE(l.owner_node, '')::text                          AS owner_node,
        COALESCE(l.expires_at, 'epoch'::timestamptz)::timestamptz AS lease_expires_at,
        COALESCE(l.expires_at > now(), false)::bool               AS lease_live,
        COALESCE(c.next_nonce, 0)::bigint                         AS next_nonce,
-       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))::bigint AS pending_depth,
+       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL)::bigint AS pending_depth,
        COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(m.created_at)) FROM managed_tx m
-                 WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')), 0)::float8 AS oldest_pending_age_seconds,
-       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.state = 'STUCK')::bigint AS stuck_count
+                 WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL), 0)::float8 AS oldest_pending_age_seconds,
+       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL AND m.state = 'STUCK')::bigint AS stuck_count
 FROM (SELECT 1) AS one
 LEFT JOIN signer_lease l ON l.chain_id = @chain_id AND l.signer = @signer
 LEFT JOIN signer_nonce_cursor c ON c.chain_id = @chain_id AND c.signer = @signer;
 
 -- name: ListStuck :many
 SELECT * FROM managed_tx
-WHERE chain_id = sqlc.arg(chain_id) AND state = 'STUCK' AND (sqlc.arg(any_signer)::bool OR signer = sqlc.arg(signer)::text)
+WHERE chain_id = sqlc.arg(chain_id) AND confirmed_at IS NULL AND state = 'STUCK' AND (sqlc.arg(any_signer)::bool OR signer = sqlc.arg(signer)::text)
 ORDER BY created_at
 LIMIT sqlc.arg(page_size);

@@ -6,7 +6,7 @@ SELECT m.tx_id, m.signer, m.nonce,
        array_agg(a.kind ORDER BY a.created_at)::text[]    AS attempt_kinds
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_id = m.tx_id
-WHERE m.chain_id = @chain_id AND m.signer = ANY(@signers::text[]) AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+WHERE m.chain_id = @chain_id AND m.signer = ANY(@signers::text[]) AND m.confirmed_at IS NULL AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
 GROUP BY m.tx_id, m.signer, m.nonce;
 
 -- name: RecordReceipts :one
@@ -49,7 +49,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 SELECT tx_id, signer, nonce, block_number, block_hash,
        (receipt->>'status')::bigint AS receipt_status, COALESCE(receipt->>'kind', '')::text AS receipt_kind
 FROM managed_tx
-WHERE chain_id = @chain_id AND signer = ANY(@signers::text[]) AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL;
+WHERE chain_id = @chain_id AND signer = ANY(@signers::text[]) AND confirmed_at IS NULL AND receipt IS NOT NULL AND state IN ('TRACKING', 'STUCK');
 
 -- name: RevertReorged :one
 -- The block holding the receipt left the canonical chain: forget the receipt and look the

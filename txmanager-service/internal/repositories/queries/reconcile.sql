@@ -14,7 +14,7 @@ LEFT JOIN signer_quarantine q ON q.chain_id = @chain_id AND q.signer = @signer A
 -- lies below it.
 SELECT COALESCE(min(nonce), -1)::bigint AS nonce
 FROM managed_tx
-WHERE chain_id = @chain_id AND signer = @signer AND state IN ('ALLOCATED', 'TRACKING', 'STUCK');
+WHERE chain_id = @chain_id AND signer = @signer AND confirmed_at IS NULL;
 
 -- name: InsertPlaceholders :one
 -- Fill nonce holes: zero-value self-transfers at nonces below the signer's open ones that
@@ -44,7 +44,7 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM inserte
 -- Broadcasts answered "nonce too low" while none of their attempts is known to the node:
 -- the nonce went to a transaction the database has no attempt for, to be identified.
 SELECT * FROM managed_tx
-WHERE chain_id = @chain_id AND signer = @signer AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL AND sub_state = 'NONCE_TAKEN'
+WHERE chain_id = @chain_id AND signer = @signer AND confirmed_at IS NULL AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL AND sub_state = 'NONCE_TAKEN'
 ORDER BY nonce
 LIMIT @max_rows;
 

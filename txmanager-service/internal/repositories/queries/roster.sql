@@ -67,10 +67,10 @@ WITH locked AS (
 UPDATE signer_roster r SET state = 'retired', retired_at = now(), updated_at = now()
 FROM locked
 WHERE r.signer = locked.signer
-  AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.signer = r.signer AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))
+  AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.signer = r.signer AND m.confirmed_at IS NULL)
 RETURNING r.signer, r.source, r.key_ref, r.state, r.added_at, r.added_by, r.retiring_at, r.retired_at,
           COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at;
 
 -- name: CountUnfinishedBySigner :one
 -- A retiring signer's unfinished transactions on every chain (the admin answer shows them).
-SELECT count(*)::bigint FROM managed_tx WHERE signer = @signer AND state IN ('ALLOCATED', 'TRACKING', 'STUCK');
+SELECT count(*)::bigint FROM managed_tx WHERE signer = @signer AND confirmed_at IS NULL;

@@ -1,6 +1,10 @@
 -- name: ListAllocated :many
+-- The signer's ALLOCATED rows from @from_nonce up. No index names `state` (migration 0014:
+-- signing is a HOT update), so the open rows' index is read from @from_nonce and each row's
+-- state checked: from the lowest nonce the submitter has not signed, that is the ALLOCATED
+-- rows alone; from 0, every open row of the signer.
 SELECT * FROM managed_tx
-WHERE chain_id = @chain_id AND signer = @signer AND state = 'ALLOCATED'
+WHERE chain_id = @chain_id AND signer = @signer AND confirmed_at IS NULL AND nonce >= @from_nonce AND state = 'ALLOCATED'
 ORDER BY nonce
 LIMIT @max_rows;
 
@@ -52,7 +56,7 @@ SELECT m.tx_id, m.tx_hash, a.raw_tx, a.kind, a.max_fee_per_gas::text AS max_fee,
        (SELECT array_agg(x.tx_hash) FROM tx_attempt x WHERE x.tx_id = m.tx_id)::text[] AS attempt_hashes
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_hash = m.tx_hash
-WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.next_resubmit_at <= now()
+WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.next_resubmit_at <= now()
 ORDER BY m.nonce
 LIMIT @max_rows;
 
@@ -112,3 +116,8 @@ updated AS (
     RETURNING m.tx_id
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM updated), '{}')::uuid[] AS updated_ids;
+
+-- name: AllocationCursor :one
+-- The signer's nonce cursor. Every transaction allocated after this read is at or above it:
+-- an allocation writes from the cursor it reads (or higher) and moves it up, never down.
+SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor WHERE chain_id = @chain_id AND signer = @signer), 0)::bigint AS next_nonce;

@@ -19,7 +19,7 @@ FROM managed_tx m
 LEFT JOIN LATERAL (
     SELECT max(t.max_fee_per_gas) AS max_fee FROM tx_attempt t WHERE t.tx_id = m.tx_id
 ) a ON true
-WHERE m.chain_id = $2 AND m.signer = $3 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.block_number IS NULL
+WHERE m.chain_id = $2 AND m.signer = $3 AND m.confirmed_at IS NULL AND m.block_number IS NULL
 `
 
 type UnminedCostParams struct {

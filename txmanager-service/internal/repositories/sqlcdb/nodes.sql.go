@@ -155,7 +155,7 @@ func (q *Queries) ListNodes(ctx context.Context, timeoutSeconds float64) ([]List
 
 const listStuck = `-- name: ListStuck :many
 SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until FROM managed_tx
-WHERE chain_id = $1 AND state = 'STUCK' AND ($2::bool OR signer = $3::text)
+WHERE chain_id = $1 AND confirmed_at IS NULL AND state = 'STUCK' AND ($2::bool OR signer = $3::text)
 ORDER BY created_at
 LIMIT $4
 `
@@ -238,10 +238,10 @@ SELECT COALESCE(l.owner_node, '')::text                          AS owner_node,
        COALESCE(l.expires_at, 'epoch'::timestamptz)::timestamptz AS lease_expires_at,
        COALESCE(l.expires_at > now(), false)::bool               AS lease_live,
        COALESCE(c.next_nonce, 0)::bigint                         AS next_nonce,
-       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))::bigint AS pending_depth,
+       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.confirmed_at IS NULL)::bigint AS pending_depth,
        COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(m.created_at)) FROM managed_tx m
-                 WHERE m.chain_id = $1 AND m.signer = $2 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')), 0)::float8 AS oldest_pending_age_seconds,
-       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.state = 'STUCK')::bigint AS stuck_count
+                 WHERE m.chain_id = $1 AND m.signer = $2 AND m.confirmed_at IS NULL), 0)::float8 AS oldest_pending_age_seconds,
+       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.confirmed_at IS NULL AND m.state = 'STUCK')::bigint AS stuck_count
 FROM (SELECT 1) AS one
 LEFT JOIN signer_lease l ON l.chain_id = $1 AND l.signer = $2
 LEFT JOIN signer_nonce_cursor c ON c.chain_id = $1 AND c.signer = $2

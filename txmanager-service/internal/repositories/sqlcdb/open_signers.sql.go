@@ -13,7 +13,7 @@ import (
 
 const listOpenSigners = `-- name: ListOpenSigners :many
 SELECT o.signer, l.owner_node, l.fencing_token, COALESCE(l.expires_at > now(), false)::bool AS lease_live
-FROM (SELECT DISTINCT m.signer FROM managed_tx m WHERE m.chain_id = $1 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK')) o
+FROM (SELECT DISTINCT m.signer FROM managed_tx m WHERE m.chain_id = $1 AND m.confirmed_at IS NULL) o
 LEFT JOIN signer_lease l ON l.chain_id = $1 AND l.signer = o.signer
 `
 
@@ -53,7 +53,7 @@ func (q *Queries) ListOpenSigners(ctx context.Context, chainID int64) ([]ListOpe
 const oldestPendingAges = `-- name: OldestPendingAges :many
 SELECT signer, EXTRACT(EPOCH FROM now() - min(created_at))::float8 AS age_seconds
 FROM managed_tx
-WHERE chain_id = $1 AND signer = ANY($2::text[]) AND state IN ('ALLOCATED', 'TRACKING', 'STUCK')
+WHERE chain_id = $1 AND signer = ANY($2::text[]) AND confirmed_at IS NULL
 GROUP BY signer
 `
 

@@ -132,7 +132,7 @@ SELECT m.tx_id, m.signer, m.nonce,
        array_agg(a.kind ORDER BY a.created_at)::text[]    AS attempt_kinds
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_id = m.tx_id
-WHERE m.chain_id = $1 AND m.signer = ANY($2::text[]) AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+WHERE m.chain_id = $1 AND m.signer = ANY($2::text[]) AND m.confirmed_at IS NULL AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
 GROUP BY m.tx_id, m.signer, m.nonce
 `
 
@@ -181,7 +181,7 @@ const listMined = `-- name: ListMined :many
 SELECT tx_id, signer, nonce, block_number, block_hash,
        (receipt->>'status')::bigint AS receipt_status, COALESCE(receipt->>'kind', '')::text AS receipt_kind
 FROM managed_tx
-WHERE chain_id = $1 AND signer = ANY($2::text[]) AND state IN ('TRACKING', 'STUCK') AND receipt IS NOT NULL
+WHERE chain_id = $1 AND signer = ANY($2::text[]) AND confirmed_at IS NULL AND receipt IS NOT NULL AND state IN ('TRACKING', 'STUCK')
 `
 
 type ListMinedParams struct {

@@ -77,13 +77,13 @@ const getResolvable = `-- name: GetResolvable :one
 SELECT m.tx_id, m.signer, m.nonce, m.state, m.sub_state, m.tx_hash, m.submit_attempts, m.last_error, m.created_at, m.payload,
        COALESCE(a.max_fee_per_gas::text, '')::text AS max_fee_per_gas, COALESCE(a.max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas,
        COALESCE(a.gas_limit, 0)::bigint AS attempt_gas_limit,
-       (SELECT count(*) FROM managed_tx p WHERE p.chain_id = m.chain_id AND p.signer = m.signer AND p.state IN ('ALLOCATED', 'TRACKING', 'STUCK'))::bigint AS pending_depth,
+       (SELECT count(*) FROM managed_tx p WHERE p.chain_id = m.chain_id AND p.signer = m.signer AND p.confirmed_at IS NULL)::bigint AS pending_depth,
        COALESCE((SELECT max(s.created_at) FROM stuck_resolution_audit s WHERE s.tx_id = m.tx_id), m.created_at)::timestamptz AS stuck_since
 FROM managed_tx m
 LEFT JOIN tx_attempt a ON a.tx_hash = m.tx_hash
 WHERE m.tx_id = COALESCE($1::uuid, (
         SELECT h.tx_id FROM managed_tx h
-        WHERE h.chain_id = $2 AND h.signer = $3::text AND h.state IN ('TRACKING', 'STUCK') AND h.receipt IS NULL
+        WHERE h.chain_id = $2 AND h.signer = $3::text AND h.confirmed_at IS NULL AND h.state IN ('TRACKING', 'STUCK') AND h.receipt IS NULL
         ORDER BY h.nonce
         LIMIT 1))
   AND m.chain_id = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL

@@ -12,6 +12,24 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const allocationCursor = `-- name: AllocationCursor :one
+SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2), 0)::bigint AS next_nonce
+`
+
+type AllocationCursorParams struct {
+	ChainID int64
+	Signer  string
+}
+
+// The signer's nonce cursor. Every transaction allocated after this read is at or above it:
+// an allocation writes from the cursor it reads (or higher) and moves it up, never down.
+func (q *Queries) AllocationCursor(ctx context.Context, arg AllocationCursorParams) (int64, error) {
+	row := q.db.QueryRow(ctx, allocationCursor, arg.ChainID, arg.Signer)
+	var next_nonce int64
+	err := row.Scan(&next_nonce)
+	return next_nonce, err
+}
+
 const claimResubmits = `-- name: ClaimResubmits :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
@@ -64,19 +82,29 @@ func (q *Queries) ClaimResubmits(ctx context.Context, arg ClaimResubmitsParams) 
 
 const listAllocated = `-- name: ListAllocated :many
 SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until FROM managed_tx
-WHERE chain_id = $1 AND signer = $2 AND state = 'ALLOCATED'
+WHERE chain_id = $1 AND signer = $2 AND confirmed_at IS NULL AND nonce >= $3 AND state = 'ALLOCATED'
 ORDER BY nonce
-LIMIT $3
+LIMIT $4
 `
 
 type ListAllocatedParams struct {
-	ChainID int64
-	Signer  string
-	MaxRows int32
+	ChainID   int64
+	Signer    string
+	FromNonce int64
+	MaxRows   int32
 }
 
+// The signer's ALLOCATED rows from @from_nonce up. No index names `state` (migration 0014:
+// signing is a HOT update), so the open rows' index is read from @from_nonce and each row's
+// state checked: from the lowest nonce the submitter has not signed, that is the ALLOCATED
+// rows alone; from 0, every open row of the signer.
 func (q *Queries) ListAllocated(ctx context.Context, arg ListAllocatedParams) ([]ManagedTx, error) {
-	rows, err := q.db.Query(ctx, listAllocated, arg.ChainID, arg.Signer, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listAllocated,
+		arg.ChainID,
+		arg.Signer,
+		arg.FromNonce,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +155,7 @@ SELECT m.tx_id, m.tx_hash, a.raw_tx, a.kind, a.max_fee_per_gas::text AS max_fee,
        (SELECT array_agg(x.tx_hash) FROM tx_attempt x WHERE x.tx_id = m.tx_id)::text[] AS attempt_hashes
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_hash = m.tx_hash
-WHERE m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.next_resubmit_at <= now()
+WHERE m.chain_id = $1 AND m.signer = $2 AND m.confirmed_at IS NULL AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.next_resubmit_at <= now()
 ORDER BY m.nonce
 LIMIT $3
 `

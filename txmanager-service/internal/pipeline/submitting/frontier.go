@@ -1,0 +1,80 @@
+package submitting
+
+import (
+	"sync"
+	"time"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// rescanEvery bounds how long an ALLOCATED row below a signer's frontier can wait: one
+// written there by another path than allocation (a placeholder filling a nonce hole is the
+// one known) that no Rescan announced.
+const rescanEvery = 5 * time.Second
+
+// unsignedFrontiers keeps, per signer, a nonce below which the signer has nothing left to
+// sign, so a pass reads only the rows above it.
+//
+// Why it is safe: allocation writes a signer's rows in increasing nonces at or above its
+// cursor, one batch after another under the lease, and this stage signs them lowest first;
+// so once the rows up to nonce n are stored signed, every ALLOCATED row of the signer is
+// above n. Anything else that writes an ALLOCATED row (placeholders, which go below) calls
+// Rescan, and a scan of every open row from nonce 0 runs anyway after a new lease epoch
+// (another owner may have signed or allocated meanwhile) and every rescanEvery.
+type unsignedFrontiers struct {
+	mu       sync.Mutex
+	bySigner map[string]unsignedFrontier
+}
+
+type unsignedFrontier struct {
+	token     uint64    // the lease epoch it was learned in
+	next      uint64    // no ALLOCATED row of the signer is below it
+	scannedAt time.Time // the last scan from nonce 0
+}
+
+// from is the nonce a pass lists the signer's ALLOCATED rows from, and whether that is a
+// scan of every open row (then the pass reports it through scanned).
+func (f *unsignedFrontiers) from(lease domain.Lease, now time.Time) (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u, ok := f.bySigner[lease.Signer]
+	if !ok || u.token != lease.Token || now.Sub(u.scannedAt) >= rescanEvery {
+		return 0, true
+	}
+	return u.next, false
+}
+
+// scanned records a scan from nonce 0 that found found (lowest first, at most a batch),
+// with the signer's nonce cursor read before it: with nothing found, nothing ALLOCATED is
+// below the cursor.
+func (f *unsignedFrontiers) scanned(lease domain.Lease, now time.Time, found []domain.ManagedTx, cursor uint64) {
+	next := cursor
+	if len(found) > 0 {
+		next = found[0].Nonce
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.bySigner == nil {
+		f.bySigner = map[string]unsignedFrontier{}
+	}
+	f.bySigner[lease.Signer] = unsignedFrontier{token: lease.Token, next: next, scannedAt: now}
+}
+
+// signedThrough records that the signer's ALLOCATED rows up to nonce are stored signed.
+func (f *unsignedFrontiers) signedThrough(lease domain.Lease, nonce uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u, ok := f.bySigner[lease.Signer]
+	if !ok || u.token != lease.Token || nonce < u.next {
+		return
+	}
+	u.next = nonce + 1
+	f.bySigner[lease.Signer] = u
+}
+
+// rescan makes the signer's next pass scan every open row.
+func (f *unsignedFrontiers) rescan(signer string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.bySigner, signer)
+}

@@ -1,0 +1,143 @@
+package repositories_test
+
+import (
+	"math/big"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
+)
+
+// The submitter lists a signer's ALLOCATED rows from the nonce it gives: from 0 every one,
+// from above its signed ones only those above. Rows in other states, of another signer or
+// final are never listed, and the limit keeps the lowest.
+func TestListAllocatedReadsFromTheNonceGiven(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	const signer, other = "0x00000000000000000000000000000000000000b1", "0x00000000000000000000000000000000000000b2"
+	lease := acquireLease(t, pool, signer, "node-a")
+	insert := func(signer string, nonce int, state string) {
+		confirmed := "NULL"
+		if state == "CONFIRMED" {
+			confirmed = "now()"
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, confirmed_at)
+			VALUES (1337, $1, $2, '\x00', $3, '{"value":"0"}', $4, 1, `+confirmed+`)`, uuid.New(), signer, nonce, state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(signer, 0, "CONFIRMED")
+	insert(signer, 1, "ALLOCATED") // a placeholder below signed rows
+	insert(signer, 2, "TRACKING")
+	insert(signer, 3, "STUCK")
+	insert(signer, 4, "ALLOCATED")
+	insert(signer, 5, "ALLOCATED")
+	insert(other, 6, "ALLOCATED")
+	if _, err := pool.Exec(ctx, "INSERT INTO signer_nonce_cursor (chain_id, signer, next_nonce, fencing_token) VALUES (1337, $1, 6, $2)", signer, int64(lease.Token)); err != nil {
+		t.Fatal(err)
+	}
+	store := repositories.NewSubmittingRepository(pool, testChain())
+	tests := []struct {
+		from  uint64
+		limit int
+		want  []uint64
+	}{
+		{0, 10, []uint64{1, 4, 5}},
+		{2, 10, []uint64{4, 5}},
+		{5, 10, []uint64{5}},
+		{6, 10, nil},
+		{0, 2, []uint64{1, 4}},
+	}
+	for _, tt := range tests {
+		txs, err := store.ListAllocated(ctx, signer, tt.from, tt.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []uint64
+		for _, tx := range txs {
+			got = append(got, tx.Nonce)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("from %d, limit %d: nonces %v, want %v", tt.from, tt.limit, got, tt.want)
+		}
+	}
+	for signer, want := range map[string]uint64{signer: 6, other: 0} {
+		if got, err := store.AllocationCursor(ctx, signer); err != nil || got != want {
+			t.Errorf("cursor of %s = %d, %v; want %d", signer, got, err, want)
+		}
+	}
+}
+
+// Storing a signed attempt (ALLOCATED to TRACKING) touches no indexed column since
+// migration 0014, so in a page with room it is a HOT update: no index entry written. The
+// database refuses a row whose confirmed_at disagrees with its state, which the open-rows
+// index relies on.
+func TestSigningIsAHOTUpdate(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	ctx := t.Context()
+	for index, want := range map[string]bool{"managed_tx_open_nonce_idx": true, "managed_tx_mined_block_idx": true, "managed_tx_open_idx": false, "managed_tx_mined_idx": false} {
+		var exists bool
+		if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", index).Scan(&exists); err != nil || exists != want {
+			t.Fatalf("index %s exists: %v, %v; want %v", index, exists, err, want)
+		}
+	}
+	for _, bad := range []string{
+		`INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token) VALUES (1337, gen_random_uuid(), '0xbad', '\x00', 0, '{}', 'CONFIRMED', 1)`,
+		`INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, confirmed_at) VALUES (1337, gen_random_uuid(), '0xbad', '\x00', 1, '{}', 'TRACKING', 1, now())`,
+	} {
+		if _, err := pool.Exec(ctx, bad); err == nil || !strings.Contains(err.Error(), "managed_tx_open_until_confirmed") {
+			t.Errorf("%s: error %v, want the open-until-confirmed check", bad, err)
+		}
+	}
+
+	const signer = "0x00000000000000000000000000000000000000b3"
+	lease := acquireLease(t, pool, signer, "node-a")
+	const rows = 5
+	attempts := make([]pipeline.SignedAttempt, rows)
+	for i := range attempts {
+		id := uuid.New()
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token)
+			VALUES (1337, $1, $2, $5, '\x00', $3, '{"to":"0x00000000000000000000000000000000000000ff","value":"1"}', 'ALLOCATED', $4)`,
+			id, signer, i, int64(lease.Token), id.String()); err != nil {
+			t.Fatal(err)
+		}
+		attempts[i] = pipeline.SignedAttempt{TxID: id, Hash: common.BigToHash(big.NewInt(int64(1000 + i))), Nonce: uint64(i), Kind: pipeline.AttemptOriginal,
+			MaxFee: big.NewInt(2), MaxTip: big.NewInt(1), GasLimit: 21000, Raw: []byte{byte(i)}}
+	}
+	counters := func() (updated, hot int64) {
+		if _, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.QueryRow(ctx, "SELECT n_tup_upd + pg_stat_get_xact_tuples_updated(relid), n_tup_hot_upd + pg_stat_get_xact_tuples_hot_updated(relid) FROM pg_stat_user_tables WHERE relname = 'managed_tx'").Scan(&updated, &hot); err != nil {
+			t.Fatal(err)
+		}
+		return updated, hot
+	}
+	updated0, hot0 := counters()
+	if err := repositories.NewSubmittingRepository(pool, testChain()).MarkSigned(ctx, lease, attempts, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var updated, hot int64
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if updated, hot = counters(); updated-updated0 >= rows {
+			break
+		}
+	}
+	if updated-updated0 != rows || hot-hot0 != rows {
+		t.Fatalf("signing made %d updates of which %d HOT, want %d all HOT", updated-updated0, hot-hot0, rows)
+	}
+	var tracking int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM managed_tx WHERE signer = $1 AND state = 'TRACKING' AND sub_state = 'SIGNED' AND confirmed_at IS NULL", signer).Scan(&tracking); err != nil || tracking != rows {
+		t.Fatalf("%d rows signed, %v; want %d", tracking, err, rows)
+	}
+}
