@@ -6,7 +6,7 @@
 -- request id, open rows), about a third of the database's time per transfer. Here the
 -- two indexes stop naming `state`: a row is open while confirmed_at is NULL, which the
 -- CHECK below makes the same thing as an open state. The signing update then touches no
--- indexed column and stays in its page (fillfactor 70, migration 0013).
+-- indexed column and stays in its page (fillfactor, below).
 --
 -- The submitter no longer finds ALLOCATED rows through an index on `state`: it reads
 -- the signer's open rows from the lowest nonce it has not signed (internal/pipeline/
@@ -50,3 +50,10 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS managed_tx_mined_block_idx
 DROP INDEX CONCURRENTLY IF EXISTS managed_tx_open_idx;
 -- txm:step no-transaction
 DROP INDEX CONCURRENTLY IF EXISTS managed_tx_mined_idx;
+
+-- txm:step
+-- A row is rewritten twice in its first seconds (signed, then final with its receipt); half
+-- of each page left free keeps the signing rewrite in its page nearly always (HOT for 96%
+-- of rows in bench-chain, against 62% with 70), and the final version next to it, so both
+-- are logged as the bytes that changed. Pages written from now on keep it.
+ALTER TABLE managed_tx SET (fillfactor = 50);
