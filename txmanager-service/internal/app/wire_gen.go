@@ -221,7 +221,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	signer := pipeline.NewSigner(chainID, registry)
 	attemptRepository := repositories.NewAttemptRepository(pool, chainID)
 	broadcaster := pipeline.NewBroadcaster(chain, attemptRepository, leaseManager, metrics, logger)
-	submitter := submitting.New(config, submittingRepository, chain, signer, broadcaster, leaseManager, metrics, logger)
+	submitter := submitting.New(config, submittingRepository, chain, signer, broadcaster, leaseManager, serverWatch, metrics, logger)
 	receiptsConfig := newReceiptsConfig(view)
 	receiptRepository := repositories.NewReceiptRepository(pool, chainID)
 	tracker := receipts.New(receiptsConfig, receiptRepository, chain, leaseManager, metrics, logger)

@@ -20,25 +20,34 @@ const rescanEvery = 5 * time.Second
 // so once the rows up to nonce n are stored signed, every ALLOCATED row of the signer is
 // above n. Anything else that writes an ALLOCATED row (placeholders, which go below) calls
 // Rescan, and a scan of every open row from nonce 0 runs anyway after a new lease epoch
-// (another owner may have signed or allocated meanwhile) and every rescanEvery.
+// (another owner may have signed or allocated meanwhile), on a new database server (a
+// failover may have lost the last signings, whose rows are ALLOCATED again there) and
+// every rescanEvery.
 type unsignedFrontiers struct {
 	mu       sync.Mutex
 	bySigner map[string]unsignedFrontier
 }
 
+// frontierEpoch is what a frontier holds for: one lease epoch on one database server.
+type frontierEpoch struct {
+	signer string
+	token  uint64 // the lease's fencing token
+	server uint64 // the database server epoch (services.DatabaseServerEpoch)
+}
+
 type unsignedFrontier struct {
-	token     uint64    // the lease epoch it was learned in
+	epoch     frontierEpoch
 	next      uint64    // no ALLOCATED row of the signer is below it
 	scannedAt time.Time // the last scan from nonce 0
 }
 
 // from is the nonce a pass lists the signer's ALLOCATED rows from, and whether that is a
 // scan of every open row (then the pass reports it through scanned).
-func (f *unsignedFrontiers) from(lease domain.Lease, now time.Time) (uint64, bool) {
+func (f *unsignedFrontiers) from(at frontierEpoch, now time.Time) (uint64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	u, ok := f.bySigner[lease.Signer]
-	if !ok || u.token != lease.Token || now.Sub(u.scannedAt) >= rescanEvery {
+	u, ok := f.bySigner[at.signer]
+	if !ok || u.epoch != at || now.Sub(u.scannedAt) >= rescanEvery {
 		return 0, true
 	}
 	return u.next, false
@@ -47,7 +56,7 @@ func (f *unsignedFrontiers) from(lease domain.Lease, now time.Time) (uint64, boo
 // scanned records a scan from nonce 0 that found found (lowest first, at most a batch),
 // with the signer's nonce cursor read before it: with nothing found, nothing ALLOCATED is
 // below the cursor.
-func (f *unsignedFrontiers) scanned(lease domain.Lease, now time.Time, found []domain.ManagedTx, cursor uint64) {
+func (f *unsignedFrontiers) scanned(at frontierEpoch, now time.Time, found []domain.ManagedTx, cursor uint64) {
 	next := cursor
 	if len(found) > 0 {
 		next = found[0].Nonce
@@ -57,19 +66,19 @@ func (f *unsignedFrontiers) scanned(lease domain.Lease, now time.Time, found []d
 	if f.bySigner == nil {
 		f.bySigner = map[string]unsignedFrontier{}
 	}
-	f.bySigner[lease.Signer] = unsignedFrontier{token: lease.Token, next: next, scannedAt: now}
+	f.bySigner[at.signer] = unsignedFrontier{epoch: at, next: next, scannedAt: now}
 }
 
 // signedThrough records that the signer's ALLOCATED rows up to nonce are stored signed.
-func (f *unsignedFrontiers) signedThrough(lease domain.Lease, nonce uint64) {
+func (f *unsignedFrontiers) signedThrough(at frontierEpoch, nonce uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	u, ok := f.bySigner[lease.Signer]
-	if !ok || u.token != lease.Token || nonce < u.next {
+	u, ok := f.bySigner[at.signer]
+	if !ok || u.epoch != at || nonce < u.next {
 		return
 	}
 	u.next = nonce + 1
-	f.bySigner[lease.Signer] = u
+	f.bySigner[at.signer] = u
 }
 
 // rescan makes the signer's next pass scan every open row.

@@ -8,10 +8,15 @@ import (
 )
 
 // A pass reads from the nonce above what the signer has signed, and from 0 (every open
-// row) before anything is known, in a new lease epoch, after Rescan, and every rescanEvery.
+// row) before anything is known, in a new lease epoch, on a new database server, after
+// Rescan, and every rescanEvery.
 func TestUnsignedFrontier(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
-	lease := domain.Lease{Signer: "0xa", Token: 7}
+	at := frontierEpoch{signer: "0xa", token: 7, server: 1}
+	newLease := frontierEpoch{signer: "0xa", token: 8, server: 1}
+	oldLease := frontierEpoch{signer: "0xa", token: 6, server: 1}
+	newServer := frontierEpoch{signer: "0xa", token: 7, server: 2}
+	other := frontierEpoch{signer: "0xb", token: 1, server: 1}
 	rows := func(nonces ...uint64) []domain.ManagedTx {
 		out := make([]domain.ManagedTx, len(nonces))
 		for i, n := range nonces {
@@ -21,8 +26,8 @@ func TestUnsignedFrontier(t *testing.T) {
 	}
 	type step struct {
 		do       func(f *unsignedFrontiers)
-		at       time.Duration
-		lease    domain.Lease
+		after    time.Duration
+		at       frontierEpoch
 		wantFrom uint64
 		wantFull bool
 	}
@@ -30,32 +35,36 @@ func TestUnsignedFrontier(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"nothing known", []step{{at: 0, lease: lease, wantFrom: 0, wantFull: true}}},
+		{"nothing known", []step{{at: at, wantFrom: 0, wantFull: true}}},
 		{"a scan that found rows starts from the lowest, signing moves past it", []step{
-			{do: func(f *unsignedFrontiers) { f.scanned(lease, t0, rows(3, 4, 9), 20) }, at: time.Second, lease: lease, wantFrom: 3},
-			{do: func(f *unsignedFrontiers) { f.signedThrough(lease, 4) }, at: time.Second, lease: lease, wantFrom: 5},
-			{do: func(f *unsignedFrontiers) { f.signedThrough(lease, 2) }, at: time.Second, lease: lease, wantFrom: 5},
+			{do: func(f *unsignedFrontiers) { f.scanned(at, t0, rows(3, 4, 9), 20) }, after: time.Second, at: at, wantFrom: 3},
+			{do: func(f *unsignedFrontiers) { f.signedThrough(at, 4) }, after: time.Second, at: at, wantFrom: 5},
+			{do: func(f *unsignedFrontiers) { f.signedThrough(at, 2) }, after: time.Second, at: at, wantFrom: 5},
 		}},
 		{"a scan that found nothing starts from the cursor read before it", []step{
-			{do: func(f *unsignedFrontiers) { f.scanned(lease, t0, nil, 20) }, at: time.Second, lease: lease, wantFrom: 20},
+			{do: func(f *unsignedFrontiers) { f.scanned(at, t0, nil, 20) }, after: time.Second, at: at, wantFrom: 20},
 		}},
 		{"every rescanEvery the pass reads every open row", []step{
-			{do: func(f *unsignedFrontiers) { f.scanned(lease, t0, nil, 20) }, at: rescanEvery, lease: lease, wantFrom: 0, wantFull: true},
+			{do: func(f *unsignedFrontiers) { f.scanned(at, t0, nil, 20) }, after: rescanEvery, at: at, wantFrom: 0, wantFull: true},
 		}},
 		{"another lease epoch knows nothing, and signing in the old one changes nothing", []step{
-			{do: func(f *unsignedFrontiers) { f.scanned(lease, t0, nil, 20) }, at: time.Second, lease: domain.Lease{Signer: "0xa", Token: 8}, wantFull: true},
-			{do: func(f *unsignedFrontiers) { f.signedThrough(domain.Lease{Signer: "0xa", Token: 6}, 30) }, at: time.Second, lease: lease, wantFrom: 20},
+			{do: func(f *unsignedFrontiers) { f.scanned(at, t0, nil, 20) }, after: time.Second, at: newLease, wantFull: true},
+			{do: func(f *unsignedFrontiers) { f.signedThrough(oldLease, 30) }, after: time.Second, at: at, wantFrom: 20},
+		}},
+		{"a new database server knows nothing", []step{
+			{do: func(f *unsignedFrontiers) { f.scanned(at, t0, nil, 20) }, after: time.Second, at: newServer, wantFull: true},
+			{do: func(f *unsignedFrontiers) { f.signedThrough(newServer, 30) }, after: time.Second, at: at, wantFrom: 20},
 		}},
 		{"rescan forgets the signer, not others", []step{
 			{do: func(f *unsignedFrontiers) {
-				f.scanned(lease, t0, nil, 20)
-				f.scanned(domain.Lease{Signer: "0xb", Token: 1}, t0, nil, 5)
+				f.scanned(at, t0, nil, 20)
+				f.scanned(other, t0, nil, 5)
 				f.rescan("0xa")
-			}, at: time.Second, lease: lease, wantFull: true},
-			{at: time.Second, lease: domain.Lease{Signer: "0xb", Token: 1}, wantFrom: 5},
+			}, after: time.Second, at: at, wantFull: true},
+			{after: time.Second, at: other, wantFrom: 5},
 		}},
 		{"signing before any scan records nothing", []step{
-			{do: func(f *unsignedFrontiers) { f.signedThrough(lease, 9) }, at: time.Second, lease: lease, wantFull: true},
+			{do: func(f *unsignedFrontiers) { f.signedThrough(at, 9) }, after: time.Second, at: at, wantFull: true},
 		}},
 	}
 	for _, tt := range tests {
@@ -64,7 +73,7 @@ func TestUnsignedFrontier(t *testing.T) {
 			if s.do != nil {
 				s.do(&f)
 			}
-			from, full := f.from(s.lease, t0.Add(s.at))
+			from, full := f.from(s.at, t0.Add(s.after))
 			if from != s.wantFrom || full != s.wantFull {
 				t.Errorf("%s, step %d: from %d (full %v), want %d (full %v)", tt.name, i, from, full, s.wantFrom, s.wantFull)
 			}

@@ -82,13 +82,14 @@ type Submitter struct {
 	leases      *services.LeaseManager
 	metrics     *telemetry.Metrics
 	log         *log.Helper
+	server      services.DatabaseServerEpoch
 	unsigned    unsignedFrontiers
 }
 
 // New builds the stage.
 func New(cfg Config, store Store, chain services.Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
-	leases *services.LeaseManager, metrics *telemetry.Metrics, logger log.Logger) *Submitter {
-	return &Submitter{cfg: cfg, store: store, chain: chain, signer: signer, broadcaster: broadcaster, leases: leases, metrics: metrics,
+	leases *services.LeaseManager, server services.DatabaseServerEpoch, metrics *telemetry.Metrics, logger log.Logger) *Submitter {
+	return &Submitter{cfg: cfg, store: store, chain: chain, signer: signer, broadcaster: broadcaster, leases: leases, server: server, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
 }
 
@@ -147,7 +148,8 @@ const storedSendTimeout = 30 * time.Second
 func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored func([]pipeline.TrackedTx)) ([]pipeline.SignedAttempt, error) {
 	ctx, span := pipeline.Span(ctx, s.metrics, "pipeline.sign", lease)
 	defer span.End()
-	from, full := s.unsigned.from(lease, time.Now())
+	at := frontierEpoch{signer: lease.Signer, token: lease.Token, server: s.server.ServerEpoch()}
+	from, full := s.unsigned.from(at, time.Now())
 	var (
 		cursor uint64
 		err    error
@@ -163,7 +165,7 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 		return nil, err
 	}
 	if full {
-		s.unsigned.scanned(lease, time.Now(), txs, cursor)
+		s.unsigned.scanned(at, time.Now(), txs, cursor)
 	}
 	if len(txs) == 0 {
 		return nil, nil
@@ -187,7 +189,7 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 	if err := s.store.MarkSigned(ctx, lease, attempts, s.cfg.ResubmitInterval); err != nil {
 		return nil, errors.Join(s.leases.Fence(ctx, lease, err), signErr)
 	}
-	s.unsigned.signedThrough(lease, attempts[len(attempts)-1].Nonce)
+	s.unsigned.signedThrough(at, attempts[len(attempts)-1].Nonce)
 	if stored != nil {
 		stored(pipeline.Tracked(lease.Signer, attempts))
 	}
