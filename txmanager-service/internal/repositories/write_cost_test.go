@@ -98,8 +98,8 @@ func TestManagedTxUpdatesStayHOT(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE relname = 'managed_tx'").Scan(&options); err != nil {
 		t.Fatal(err)
 	}
-	if len(options) != 1 || options[0] != "fillfactor=50" {
-		t.Fatalf("managed_tx options %v, want fillfactor=50", options)
+	if len(options) != 1 || options[0] != "fillfactor=60" {
+		t.Fatalf("managed_tx options %v, want fillfactor=60", options)
 	}
 	for _, index := range []string{"managed_tx_tx_hash_idx", "managed_tx_resubmit_idx"} {
 		var exists bool
