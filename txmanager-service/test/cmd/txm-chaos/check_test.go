@@ -42,8 +42,8 @@ func TestReadChainRecords(t *testing.T) {
 		{"00000000-0000-4000-8000-000000000005", otherChain, 0, domain.StateConfirmed, 0, "0xbb01", int64(1), signerA},
 	}
 	for _, tx := range txs {
-		if _, err := db.Exec(ctx, `INSERT INTO managed_tx (tx_id, chain_id, signer, intent_hash, nonce, payload, tx_hash, state, block_number, fencing_token, created_at)
-			VALUES ($1, $2, $3, '\x00', $4, '{}', $5, $6, $7, 1, $8)`,
+		if _, err := db.Exec(ctx, `INSERT INTO managed_tx (tx_id, chain_id, signer, intent_hash, nonce, payload, tx_hash, state, block_number, fencing_token, created_at, confirmed_at)
+			VALUES ($1, $2, $3, '\x00', $4, '{}', $5, $6::text, $7, 1, $8::timestamptz, CASE WHEN $6::text IN ('CONFIRMED', 'FAILED_FINAL') THEN $8::timestamptz END)`,
 			tx.id, tx.chain, tx.signer, tx.nonce, tx.hash, string(tx.state), tx.block, batch.Add(time.Duration(tx.batch)*time.Second)); err != nil {
 			t.Fatalf("insert %s: %v", tx.id, err)
 		}
