@@ -92,3 +92,33 @@ func runSequencers(t *testing.T, sequencer *services.FeedSequencer, n int) (stop
 	}
 	return func() { close(done); running.Wait() }
 }
+
+// checkIndexes fails t unless each named index exists (true) or is gone (false).
+func checkIndexes(t *testing.T, pool *pgxpool.Pool, want map[string]bool) {
+	t.Helper()
+	for index, exists := range want {
+		var got bool
+		if err := pool.QueryRow(t.Context(), "SELECT to_regclass($1) IS NOT NULL", index).Scan(&got); err != nil || got != exists {
+			t.Fatalf("index %s exists: %v, %v; want %v", index, got, err, exists)
+		}
+	}
+}
+
+// managedTxUpdates is managed_tx's count of updates and of HOT ones, this backend's own
+// flushed first, read until the updates reach atLeast (or 5 s pass): the statistics
+// collector publishes them late.
+func managedTxUpdates(t *testing.T, pool *pgxpool.Pool, atLeast int64) (updated, hot int64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := pool.Exec(t.Context(), "SELECT pg_stat_force_next_flush()"); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.QueryRow(t.Context(), `SELECT n_tup_upd + pg_stat_get_xact_tuples_updated(relid), n_tup_hot_upd + pg_stat_get_xact_tuples_hot_updated(relid)
+			FROM pg_stat_user_tables WHERE relname = 'managed_tx'`).Scan(&updated, &hot); err != nil {
+			t.Fatal(err)
+		}
+		if updated >= atLeast || time.Now().After(deadline) {
+			return updated, hot
+		}
+	}
+}

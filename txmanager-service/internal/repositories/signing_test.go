@@ -85,12 +85,7 @@ func TestSigningIsAHOTUpdate(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := t.Context()
-	for index, want := range map[string]bool{"managed_tx_open_nonce_idx": true, "managed_tx_mined_block_idx": true, "managed_tx_open_idx": false, "managed_tx_mined_idx": false} {
-		var exists bool
-		if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", index).Scan(&exists); err != nil || exists != want {
-			t.Fatalf("index %s exists: %v, %v; want %v", index, exists, err, want)
-		}
-	}
+	checkIndexes(t, pool, map[string]bool{"managed_tx_open_nonce_idx": true, "managed_tx_mined_block_idx": true, "managed_tx_open_idx": false, "managed_tx_mined_idx": false})
 	for _, bad := range []string{
 		`INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token) VALUES (1337, gen_random_uuid(), '0xbad', '\x00', 0, '{}', 'CONFIRMED', 1)`,
 		`INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, confirmed_at) VALUES (1337, gen_random_uuid(), '0xbad', '\x00', 1, '{}', 'TRACKING', 1, now())`,
@@ -114,25 +109,11 @@ func TestSigningIsAHOTUpdate(t *testing.T) {
 		attempts[i] = pipeline.SignedAttempt{TxID: id, Hash: common.BigToHash(big.NewInt(int64(1000 + i))), Nonce: uint64(i), Kind: pipeline.AttemptOriginal,
 			MaxFee: big.NewInt(2), MaxTip: big.NewInt(1), GasLimit: 21000, Raw: []byte{byte(i)}}
 	}
-	counters := func() (updated, hot int64) {
-		if _, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
-			t.Fatal(err)
-		}
-		if err := pool.QueryRow(ctx, "SELECT n_tup_upd + pg_stat_get_xact_tuples_updated(relid), n_tup_hot_upd + pg_stat_get_xact_tuples_hot_updated(relid) FROM pg_stat_user_tables WHERE relname = 'managed_tx'").Scan(&updated, &hot); err != nil {
-			t.Fatal(err)
-		}
-		return updated, hot
-	}
-	updated0, hot0 := counters()
+	updated0, hot0 := managedTxUpdates(t, pool, 0)
 	if err := repositories.NewSubmittingRepository(pool, testChain()).MarkSigned(ctx, lease, attempts, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	var updated, hot int64
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if updated, hot = counters(); updated-updated0 >= rows {
-			break
-		}
-	}
+	updated, hot := managedTxUpdates(t, pool, updated0+rows)
 	if updated-updated0 != rows || hot-hot0 != rows {
 		t.Fatalf("signing made %d updates of which %d HOT, want %d all HOT", updated-updated0, hot-hot0, rows)
 	}

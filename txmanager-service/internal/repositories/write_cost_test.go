@@ -101,12 +101,7 @@ func TestManagedTxUpdatesStayHOT(t *testing.T) {
 	if len(options) != 1 || options[0] != "fillfactor=60" {
 		t.Fatalf("managed_tx options %v, want fillfactor=60", options)
 	}
-	for _, index := range []string{"managed_tx_tx_hash_idx", "managed_tx_resubmit_idx"} {
-		var exists bool
-		if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", index).Scan(&exists); err != nil || exists {
-			t.Fatalf("index %s exists: %v, %v; want it dropped", index, exists, err)
-		}
-	}
+	checkIndexes(t, pool, map[string]bool{"managed_tx_tx_hash_idx": false, "managed_tx_resubmit_idx": false})
 
 	const signer = "0x00000000000000000000000000000000000000ac"
 	lease := acquireLease(t, pool, signer, "node-a")
@@ -124,34 +119,14 @@ func TestManagedTxUpdatesStayHOT(t *testing.T) {
 	for i, id := range ids {
 		outcomes[i] = pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateSubmitted}
 	}
-	hot := func() (updated, hot int64) {
-		// This backend's own counters, flushed to the shared ones first.
-		if _, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
-			t.Fatal(err)
-		}
-		if err := pool.QueryRow(ctx, "SELECT n_tup_upd + pg_stat_get_xact_tuples_updated(relid), n_tup_hot_upd + pg_stat_get_xact_tuples_hot_updated(relid) FROM pg_stat_user_tables WHERE relname = 'managed_tx'").Scan(&updated, &hot); err != nil {
-			t.Fatal(err)
-		}
-		return updated, hot
-	}
-	waitFlushed := func(want int64) (int64, int64) {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			updated, hotUpdated := hot()
-			if updated >= want || time.Now().After(deadline) {
-				return updated, hotUpdated
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	updated0, hot0 := waitFlushed(0)
+	updated0, hot0 := managedTxUpdates(t, pool, 0)
 	if err := repositories.NewAttemptRepository(pool, testChain()).RecordBroadcasts(ctx, lease, outcomes); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := repositories.NewSubmittingRepository(pool, testChain()).ClaimResubmits(context.WithoutCancel(ctx), lease, ids, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	updated, hotUpdated := waitFlushed(updated0 + 2*rows)
+	updated, hotUpdated := managedTxUpdates(t, pool, updated0+2*rows)
 	if updated-updated0 != 2*rows || hotUpdated-hot0 != 2*rows {
 		t.Fatalf("%d updates of which %d HOT, want %d all HOT", updated-updated0, hotUpdated-hot0, 2*rows)
 	}

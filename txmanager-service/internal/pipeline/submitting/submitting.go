@@ -150,15 +150,14 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 	defer span.End()
 	at := frontierEpoch{signer: lease.Signer, token: lease.Token, server: s.server.ServerEpoch()}
 	from, full := s.unsigned.from(at, time.Now())
-	var (
-		cursor uint64
-		err    error
-	)
+	var cursor uint64
 	if full {
 		// Read before the scan: anything allocated after the scan's snapshot is at or above it.
-		if cursor, err = s.store.AllocationCursor(ctx, lease.Signer); err != nil {
+		next, err := s.store.AllocationCursor(ctx, lease.Signer)
+		if err != nil {
 			return nil, err
 		}
+		cursor = next
 	}
 	txs, err := s.store.ListAllocated(ctx, lease.Signer, from, max(s.cfg.Batch, 1))
 	if err != nil {
