@@ -11,15 +11,18 @@ lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest(@tx_ids::text[])      AS tx_id,
-           unnest(@sub_states::text[])  AS sub_state,
-           unnest(@last_errors::text[]) AS last_error
+    SELECT unnest(@tx_ids::text[])::uuid AS tx_id,
+           unnest(@sub_states::text[])     AS sub_state,
+           unnest(@last_errors::text[])    AS last_error,
+           @chain_id::bigint AS chain_id, @signer::text AS signer, true AS unmined
 ),
 updated AS (
     UPDATE managed_tx m
     SET sub_state = i.sub_state, last_error = NULLIF(i.last_error, ''), fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
+    WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer
+      AND (m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL) = i.unmined
       -- A rebroadcast that the node answers as before changes nothing: no new row version.
       AND (m.sub_state IS DISTINCT FROM i.sub_state OR m.last_error IS DISTINCT FROM NULLIF(i.last_error, '') OR m.fencing_token <> @fencing_token)
     RETURNING 1

@@ -27,18 +27,21 @@ lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest(@tx_ids::text[])        AS tx_id,
-           unnest(@tx_hashes::text[])     AS tx_hash,
+    SELECT unnest(@tx_ids::text[])::uuid    AS tx_id,
+           unnest(@tx_hashes::text[])       AS tx_hash,
            unnest(@receipts::text[])::jsonb AS receipt,
            unnest(@block_numbers::bigint[]) AS block_number,
-           unnest(@block_hashes::text[])  AS block_hash
+           unnest(@block_hashes::text[])    AS block_hash,
+           @chain_id::bigint AS chain_id, @signer::text AS signer, true AS unmined
 ),
 updated AS (
     UPDATE managed_tx m
     SET receipt = i.receipt, block_number = i.block_number, block_hash = i.block_hash, tx_hash = i.tx_hash,
         state = 'TRACKING', sub_state = 'MINED', last_error = NULL, fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
+    WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer
+      AND (m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL) = i.unmined
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated FROM relaxed_commit;
@@ -60,14 +63,17 @@ WITH lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest(@tx_ids::text[]) AS tx_id, unnest(@block_hashes::text[]) AS block_hash
+    SELECT unnest(@tx_ids::text[])::uuid AS tx_id, unnest(@block_hashes::text[]) AS block_hash,
+           @chain_id::bigint AS chain_id, @signer::text AS signer, true AS open
 ),
 updated AS (
     UPDATE managed_tx m
     SET receipt = NULL, block_number = NULL, block_hash = NULL, state = 'TRACKING', sub_state = 'REORGED',
         next_resubmit_at = now(), fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
+    -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
+    WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer AND m.block_hash = i.block_hash
+      AND (m.state IN ('TRACKING', 'STUCK')) = i.open
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
@@ -102,13 +108,14 @@ WITH lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest(@tx_ids::text[])          AS tx_id,
+    SELECT unnest(@tx_ids::text[])::uuid    AS tx_id,
            unnest(@block_hashes::text[])    AS block_hash,
            unnest(@states::text[])          AS state,
            unnest(@sub_states::text[])      AS sub_state,
            unnest(@receipts::text[])        AS receipt,
            unnest(@block_numbers::bigint[]) AS block_number,
-           unnest(@tx_hashes::text[])       AS tx_hash
+           unnest(@tx_hashes::text[])       AS tx_hash,
+           @chain_id::bigint AS chain_id, @signer::text AS signer, true AS open
 ),
 finalized AS (
     UPDATE managed_tx m
@@ -120,7 +127,9 @@ finalized AS (
         last_error = CASE WHEN i.receipt = '' THEN m.last_error END,
         fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK')
+    -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
+    WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer
+      AND (m.state IN ('TRACKING', 'STUCK')) = i.open
       AND CASE WHEN i.receipt = '' THEN m.block_hash = i.block_hash ELSE m.receipt IS NULL END
     RETURNING m.chain_id, m.tx_id, m.signer, m.state, m.unclaimed_until, m.nonce
 ),

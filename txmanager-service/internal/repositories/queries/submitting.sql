@@ -18,17 +18,18 @@ WITH lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest(@tx_ids::text[])             AS tx_id,
-           unnest(@tx_hashes::text[])          AS tx_hash,
-           unnest(@nonces::bigint[])           AS nonce,
-           unnest(@max_fees::text[])           AS max_fee,
-           unnest(@max_tips::text[])           AS max_tip,
-           unnest(@gas_limits::bigint[])       AS gas_limit,
-           unnest(@raw_txs::bytea[])           AS raw_tx
+    SELECT unnest(@tx_ids::text[])::uuid AS tx_id,
+           unnest(@tx_hashes::text[])    AS tx_hash,
+           unnest(@nonces::bigint[])     AS nonce,
+           unnest(@max_fees::text[])     AS max_fee,
+           unnest(@max_tips::text[])     AS max_tip,
+           unnest(@gas_limits::bigint[]) AS gas_limit,
+           unnest(@raw_txs::bytea[])     AS raw_tx,
+           @chain_id::bigint AS chain_id, @signer::text AS signer, true AS allocated
 ),
 attempts AS (
     INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT @chain_id, i.tx_hash, i.tx_id::uuid, @signer, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
+    SELECT @chain_id, i.tx_hash, i.tx_id, @signer, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
     FROM lease, input i
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -39,13 +40,9 @@ updated AS (
         last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8),
         last_error = NULL, fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
-    -- chain_id, signer and the batch's nonce range keep the rows to those of the batch in
-    -- the open rows' index: no index names `state` (signing is HOT), and without the range
-    -- a plan read every row of the signer, or the table (5,000 buffers a call with one
-    -- signer), to find the ALLOCATED ones.
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer
-      AND m.confirmed_at IS NULL AND m.nonce BETWEEN (SELECT min(nonce) FROM input) AND (SELECT max(nonce) FROM input)
-      AND m.state = 'ALLOCATED'
+    -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
+    WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer
+      AND (m.state = 'ALLOCATED') = i.allocated
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;
@@ -94,7 +91,7 @@ WITH lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest(@tx_ids::text[])       AS tx_id,
+    SELECT unnest(@tx_ids::text[])::uuid AS tx_id,
            unnest(@replaced::text[])     AS replaced,
            unnest(@tx_hashes::text[])    AS tx_hash,
            unnest(@nonces::bigint[])     AS nonce,
@@ -102,11 +99,12 @@ input AS (
            unnest(@max_fees::text[])     AS max_fee,
            unnest(@max_tips::text[])     AS max_tip,
            unnest(@gas_limits::bigint[]) AS gas_limit,
-           unnest(@raw_txs::bytea[])     AS raw_tx
+           unnest(@raw_txs::bytea[])     AS raw_tx,
+           @chain_id::bigint AS chain_id, @signer::text AS signer, true AS unmined
 ),
 attempts AS (
     INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT @chain_id, i.tx_hash, i.tx_id::uuid, @signer, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
+    SELECT @chain_id, i.tx_hash, i.tx_id, @signer, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
     FROM lease, input i
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -115,7 +113,9 @@ updated AS (
     UPDATE managed_tx m
     SET tx_hash = i.tx_hash, sub_state = 'REPRICED', fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = @chain_id AND m.signer = @signer AND m.tx_hash = i.replaced AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
+    WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer AND m.tx_hash = i.replaced
+      AND (m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL) = i.unmined
     RETURNING m.tx_id
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM updated), '{}')::uuid[] AS updated_ids;

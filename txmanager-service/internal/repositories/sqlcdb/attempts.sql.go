@@ -93,15 +93,18 @@ lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($5::text[])      AS tx_id,
-           unnest($6::text[])  AS sub_state,
-           unnest($7::text[]) AS last_error
+    SELECT unnest($5::text[])::uuid AS tx_id,
+           unnest($6::text[])     AS sub_state,
+           unnest($7::text[])    AS last_error,
+           $1::bigint AS chain_id, $2::text AS signer, true AS unmined
 ),
 updated AS (
     UPDATE managed_tx m
     SET sub_state = i.sub_state, last_error = NULLIF(i.last_error, ''), fencing_token = $4, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
+    WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer
+      AND (m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL) = i.unmined
       -- A rebroadcast that the node answers as before changes nothing: no new row version.
       AND (m.sub_state IS DISTINCT FROM i.sub_state OR m.last_error IS DISTINCT FROM NULLIF(i.last_error, '') OR m.fencing_token <> $4)
     RETURNING 1

@@ -19,13 +19,14 @@ WITH lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($5::text[])          AS tx_id,
+    SELECT unnest($5::text[])::uuid    AS tx_id,
            unnest($6::text[])    AS block_hash,
            unnest($7::text[])          AS state,
            unnest($8::text[])      AS sub_state,
            unnest($9::text[])        AS receipt,
            unnest($10::bigint[]) AS block_number,
-           unnest($11::text[])       AS tx_hash
+           unnest($11::text[])       AS tx_hash,
+           $1::bigint AS chain_id, $2::text AS signer, true AS open
 ),
 finalized AS (
     UPDATE managed_tx m
@@ -37,7 +38,9 @@ finalized AS (
         last_error = CASE WHEN i.receipt = '' THEN m.last_error END,
         fencing_token = $4, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK')
+    -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
+    WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer
+      AND (m.state IN ('TRACKING', 'STUCK')) = i.open
       AND CASE WHEN i.receipt = '' THEN m.block_hash = i.block_hash ELSE m.receipt IS NULL END
     RETURNING m.chain_id, m.tx_id, m.signer, m.state, m.unclaimed_until, m.nonce
 ),
@@ -239,18 +242,21 @@ lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($5::text[])        AS tx_id,
-           unnest($6::text[])     AS tx_hash,
+    SELECT unnest($5::text[])::uuid    AS tx_id,
+           unnest($6::text[])       AS tx_hash,
            unnest($7::text[])::jsonb AS receipt,
            unnest($8::bigint[]) AS block_number,
-           unnest($9::text[])  AS block_hash
+           unnest($9::text[])    AS block_hash,
+           $1::bigint AS chain_id, $2::text AS signer, true AS unmined
 ),
 updated AS (
     UPDATE managed_tx m
     SET receipt = i.receipt, block_number = i.block_number, block_hash = i.block_hash, tx_hash = i.tx_hash,
         state = 'TRACKING', sub_state = 'MINED', last_error = NULL, fencing_token = $4, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
+    WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer
+      AND (m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL) = i.unmined
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated FROM relaxed_commit
@@ -305,14 +311,17 @@ WITH lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($5::text[]) AS tx_id, unnest($6::text[]) AS block_hash
+    SELECT unnest($5::text[])::uuid AS tx_id, unnest($6::text[]) AS block_hash,
+           $1::bigint AS chain_id, $2::text AS signer, true AS open
 ),
 updated AS (
     UPDATE managed_tx m
     SET receipt = NULL, block_number = NULL, block_hash = NULL, state = 'TRACKING', sub_state = 'REORGED',
         next_resubmit_at = now(), fencing_token = $4, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.block_hash = i.block_hash AND m.state IN ('TRACKING', 'STUCK')
+    -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
+    WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer AND m.block_hash = i.block_hash
+      AND (m.state IN ('TRACKING', 'STUCK')) = i.open
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated

@@ -218,17 +218,18 @@ WITH lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($5::text[])             AS tx_id,
-           unnest($6::text[])          AS tx_hash,
-           unnest($7::bigint[])           AS nonce,
-           unnest($8::text[])           AS max_fee,
-           unnest($9::text[])           AS max_tip,
-           unnest($10::bigint[])       AS gas_limit,
-           unnest($11::bytea[])           AS raw_tx
+    SELECT unnest($5::text[])::uuid AS tx_id,
+           unnest($6::text[])    AS tx_hash,
+           unnest($7::bigint[])     AS nonce,
+           unnest($8::text[])     AS max_fee,
+           unnest($9::text[])     AS max_tip,
+           unnest($10::bigint[]) AS gas_limit,
+           unnest($11::bytea[])     AS raw_tx,
+           $1::bigint AS chain_id, $2::text AS signer, true AS allocated
 ),
 attempts AS (
     INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT $1, i.tx_hash, i.tx_id::uuid, $2, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
+    SELECT $1, i.tx_hash, i.tx_id, $2, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
     FROM lease, input i
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -239,13 +240,9 @@ updated AS (
         last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $12::float8),
         last_error = NULL, fencing_token = $4, updated_at = now()
     FROM lease, input i
-    -- chain_id, signer and the batch's nonce range keep the rows to those of the batch in
-    -- the open rows' index: no index names ` + "`" + `state` + "`" + ` (signing is HOT), and without the range
-    -- a plan read every row of the signer, or the table (5,000 buffers a call with one
-    -- signer), to find the ALLOCATED ones.
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2
-      AND m.confirmed_at IS NULL AND m.nonce BETWEEN (SELECT min(nonce) FROM input) AND (SELECT max(nonce) FROM input)
-      AND m.state = 'ALLOCATED'
+    -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
+    WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer
+      AND (m.state = 'ALLOCATED') = i.allocated
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated
@@ -301,7 +298,7 @@ WITH lease AS MATERIALIZED (
     FOR KEY SHARE
 ),
 input AS (
-    SELECT unnest($5::text[])       AS tx_id,
+    SELECT unnest($5::text[])::uuid AS tx_id,
            unnest($6::text[])     AS replaced,
            unnest($7::text[])    AS tx_hash,
            unnest($8::bigint[])     AS nonce,
@@ -309,11 +306,12 @@ input AS (
            unnest($10::text[])     AS max_fee,
            unnest($11::text[])     AS max_tip,
            unnest($12::bigint[]) AS gas_limit,
-           unnest($13::bytea[])     AS raw_tx
+           unnest($13::bytea[])     AS raw_tx,
+           $1::bigint AS chain_id, $2::text AS signer, true AS unmined
 ),
 attempts AS (
     INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT $1, i.tx_hash, i.tx_id::uuid, $2, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
+    SELECT $1, i.tx_hash, i.tx_id, $2, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
     FROM lease, input i
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -322,7 +320,9 @@ updated AS (
     UPDATE managed_tx m
     SET tx_hash = i.tx_hash, sub_state = 'REPRICED', fencing_token = $4, updated_at = now()
     FROM lease, input i
-    WHERE m.tx_id = i.tx_id::uuid AND m.chain_id = $1 AND m.signer = $2 AND m.tx_hash = i.replaced AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
+    WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer AND m.tx_hash = i.replaced
+      AND (m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL) = i.unmined
     RETURNING m.tx_id
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM updated), '{}')::uuid[] AS updated_ids
