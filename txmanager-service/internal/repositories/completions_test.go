@@ -415,3 +415,49 @@ func TestFinalityWritesTheCompletionWithoutTheSequencerRow(t *testing.T) {
 		t.Fatalf("%d completions, %d positioned; want the one completion, left for a round", completions, positioned)
 	}
 }
+
+// A cursor from before positions ("<xid>-<seq>") stands for the last position at or
+// before it in (xid, seq) order, the order migration 0006 positioned those rows in. The
+// look-up reads the table: the (xid, seq) index is gone (migration 0015), since every
+// completion wrote an entry into it for a translation each consumer makes once.
+func TestLegacyCursorTranslatesWithoutItsIndex(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	checkIndexes(t, pool, map[string]bool{"tx_completions_xid_seq_idx": false, "tx_completions_position_idx": true})
+	const signer = "0x0000000000000000000000000000000000000c0d"
+	// Completions as 0006 left them: positions 1..4 in (xid, seq) order.
+	legacy := []struct {
+		xid, seq, position int64
+	}{{100, 1, 1}, {100, 2, 2}, {105, 3, 3}, {107, 9, 4}}
+	for i, c := range legacy {
+		id := uuid.New()
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, confirmed_at, fencing_token)
+			VALUES (1337, $1, $2, '\x00', $3, '{"value":"0"}', 'CONFIRMED', now(), 1)`, id, signer, i); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO tx_completions (seq, xid, chain_id, tx_id, signer, status, feed_position, positioned_at)
+			VALUES ($1, $2::bigint::text::xid8, 1337, $3, $4, 'CONFIRMED', $5, now())`, c.seq, c.xid, id, signer, c.position); err != nil {
+			t.Fatal(err)
+		}
+	}
+	completions := repositories.NewCompletionRepository(pool)
+	tests := []struct {
+		name     string
+		xid, seq int64
+		want     services.FeedPosition
+	}{
+		{"before every completion", 99, 50, 0},
+		{"exactly the first", 100, 1, 1},
+		{"between two of one transaction", 100, 2, 2},
+		{"a later transaction's lower seq", 105, 1, 2},
+		{"between transactions", 106, 0, 3},
+		{"after every completion", 200, 0, 4},
+	}
+	for _, tt := range tests {
+		got, err := completions.LegacyPosition(ctx, uint64(tt.xid), tt.seq)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: cursor %d-%d -> %d, %v; want %d", tt.name, tt.xid, tt.seq, got, err, tt.want)
+		}
+	}
+}

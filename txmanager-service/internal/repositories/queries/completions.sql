@@ -58,6 +58,8 @@ SELECT last_position, pruned_through FROM feed_sequencer WHERE id;
 -- name: PositionOfLegacyCursor :one
 -- Cursors from before positions were "<xid>-<seq>"; the migration positioned those rows
 -- in that order, so such a cursor stands for the last position at or before it.
+-- A consumer translates its old cursor once, so this reads the table rather than keep an
+-- index on (xid, seq) that every completion would write (migration 0015).
 SELECT COALESCE(max(feed_position), 0)::bigint AS feed_position
 FROM tx_completions
 WHERE (xid, seq) <= (CAST(sqlc.arg(xid)::text AS xid8), sqlc.arg(seq)::bigint) AND feed_position IS NOT NULL;

@@ -206,6 +206,8 @@ type PositionOfLegacyCursorParams struct {
 
 // Cursors from before positions were "<xid>-<seq>"; the migration positioned those rows
 // in that order, so such a cursor stands for the last position at or before it.
+// A consumer translates its old cursor once, so this reads the table rather than keep an
+// index on (xid, seq) that every completion would write (migration 0015).
 func (q *Queries) PositionOfLegacyCursor(ctx context.Context, arg PositionOfLegacyCursorParams) (int64, error) {
 	row := q.db.QueryRow(ctx, positionOfLegacyCursor, arg.Xid, arg.Seq)
 	var feed_position int64
