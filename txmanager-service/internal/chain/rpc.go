@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"net/http"
 	"sync/atomic"
 
 	"github.com/ethereum/go-ethereum"
@@ -56,10 +57,19 @@ func WithTracer(tracer trace.Tracer) RPCOption {
 	}
 }
 
+// idleConnectionsPerNode is how many kept-alive HTTP connections to one node the client
+// holds between requests. The pipeline's loops call a node from many goroutines at once
+// (each signer's submitter and receipt checker, heads, fees); Go's default keeps 2, so
+// every call beyond two opened a new TCP connection and closed it after, a connect and an
+// accept on each side for a request of a few hundred bytes.
+const idleConnectionsPerNode = 64
+
 // DialRPC connects to a node's JSON-RPC endpoint (http, https, ws, wss or an IPC path).
 // Close the returned chain to release the connection.
 func DialRPC(ctx context.Context, url string, opts ...RPCOption) (*RPCChain, error) {
-	rpcClient, err := rpc.DialContext(ctx, url)
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConns, transport.MaxIdleConnsPerHost = idleConnectionsPerNode, idleConnectionsPerNode
+	rpcClient, err := rpc.DialOptions(ctx, url, rpc.WithHTTPClient(&http.Client{Transport: transport}))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}

@@ -3,9 +3,11 @@ package chain_test
 import (
 	"net"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 )
 
 func TestSimulatedServesJSONRPCOverHTTP(t *testing.T) {
@@ -75,4 +77,47 @@ func TestSimulatedReportsBusyHTTPPortAsError(t *testing.T) {
 		t.Fatalf("started on busy address %s, want an error", busy.Addr())
 	}
 	t.Logf("busy port: %v", err)
+}
+
+// The pipeline calls a node from many goroutines at once. Over HTTP the client keeps
+// enough connections alive between rounds of such calls to reuse them, instead of
+// opening (and closing) a TCP connection for every call beyond Go's default two.
+func TestRPCReusesConnectionsAcrossConcurrentCalls(t *testing.T) {
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	ctx := testContext(t)
+	proxy, err := faultproxy.Start(sim.HTTPEndpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	remote, err := chain.DialRPC(ctx, proxy.URL())
+	if err != nil {
+		t.Fatalf("DialRPC: %v", err)
+	}
+	t.Cleanup(remote.Close)
+
+	const concurrent, rounds = 32, 5
+	account := sim.DevAddresses()[0]
+	for range rounds {
+		var calls sync.WaitGroup
+		errs := make(chan error, concurrent)
+		for range concurrent {
+			calls.Go(func() {
+				if _, err := remote.BalanceAt(ctx, account); err != nil {
+					errs <- err
+				}
+			})
+		}
+		calls.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("BalanceAt: %v", err)
+		}
+	}
+	// At most one connection per call in flight, opened in the first round and reused
+	// after; without reuse each later round opens about concurrent-2 more (150 in all).
+	if got := proxy.Connections(); got > 2*concurrent {
+		t.Errorf("%d rounds of %d concurrent calls opened %d connections, want at most %d", rounds, concurrent, got, 2*concurrent)
+	}
+	t.Logf("%d rounds of %d concurrent calls: %d connections", rounds, concurrent, proxy.Connections())
 }

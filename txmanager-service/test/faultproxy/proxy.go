@@ -54,6 +54,8 @@ type Proxy struct {
 	// legacy hides the base fee from blocks: the node looks like a chain without EIP-1559.
 	legacy   atomic.Bool
 	requests atomic.Uint64
+	// connections counts the TCP connections the proxy accepted.
+	connections atomic.Uint64
 
 	mu       sync.Mutex
 	addr     string
@@ -82,8 +84,16 @@ func (p *Proxy) URL() string { return "http://" + p.addr }
 // Requests is how many JSON-RPC requests (a batch counts once) reached the proxy.
 func (p *Proxy) Requests() uint64 { return p.requests.Load() }
 
+// Connections is how many TCP connections clients opened to the proxy.
+func (p *Proxy) Connections() uint64 { return p.connections.Load() }
+
 func (p *Proxy) serve(listener net.Listener) {
-	server := &http.Server{Handler: http.HandlerFunc(p.handle), ReadHeaderTimeout: 10 * time.Second}
+	server := &http.Server{Handler: http.HandlerFunc(p.handle), ReadHeaderTimeout: 10 * time.Second,
+		ConnState: func(_ net.Conn, state http.ConnState) {
+			if state == http.StateNew {
+				p.connections.Add(1)
+			}
+		}}
 	p.listener, p.server = listener, server
 	p.serving.Go(func() { _ = server.Serve(listener) })
 }
