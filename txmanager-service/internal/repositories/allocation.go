@@ -25,9 +25,12 @@ func NewAllocationRepository(chain services.ChainID) *AllocationRepository {
 }
 
 // LockLeaseAndReadCursor implements services.AllocationStore.
-func (r AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (services.CursorState, error) {
+func (r AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string) (services.CursorState, error) {
 	signer, node, token := leaseArgs(lease)
-	row, err := sqlcdb.New(sess.DB()).LockLeaseAndReadCursor(ctx, sqlcdb.LockLeaseAndReadCursorParams{ChainID: r.chainID, Signer: signer, NodeID: node, FencingToken: token})
+	if requestIDs == nil {
+		requestIDs = []string{} // an array, not NULL: none known
+	}
+	row, err := sqlcdb.New(sess.DB()).LockLeaseAndReadCursor(ctx, sqlcdb.LockLeaseAndReadCursorParams{ChainID: r.chainID, Signer: signer, NodeID: node, FencingToken: token, RequestIds: requestIDs})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return services.CursorState{}, fencedError(lease, "lease check")
 	}
@@ -35,7 +38,7 @@ func (r AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess t
 		return services.CursorState{}, fmt.Errorf("lease check: %w", err)
 	}
 	state := services.CursorState{Quarantined: row.Quarantined, HasUnclaimed: row.HasUnclaimed,
-		Retired: !domain.RosterState(row.RosterState).AcceptsCreates()}
+		Retired: !domain.RosterState(row.RosterState).AcceptsCreates(), KnownRequests: int(row.KnownRequests)}
 	if row.NextNonce.Valid {
 		next := uint64(row.NextNonce.Int64)
 		state.Next = &next

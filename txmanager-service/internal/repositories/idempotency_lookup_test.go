@@ -12,12 +12,14 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // The idempotency look-up finds a signer's transactions by request id on its own chain
 // only, once each however often an id repeats in the batch, and nothing for ids it does
-// not hold.
+// not hold. The lease check of the batch counts the same ids, so a batch without a retry
+// skips the look-up.
 func TestFindByRequestIDsFindsEachOfTheSignersOnce(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
@@ -38,6 +40,7 @@ func TestFindByRequestIDsFindsEachOfTheSignersOnce(t *testing.T) {
 	insert(1337, other, 0, "r3")
 	insert(99, signer, 0, "r4")
 
+	lease := acquireLease(t, pool, signer.Hex(), "node-a")
 	manager := newTestManager(t, pool)
 	store := repositories.NewAllocationRepository(testChain())
 	tests := []struct {
@@ -61,6 +64,15 @@ func TestFindByRequestIDsFindsEachOfTheSignersOnce(t *testing.T) {
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
+		}
+		var state services.CursorState
+		err = manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, sess txmanager.Session) error {
+			var err error
+			state, err = store.LockLeaseAndReadCursor(ctx, sess, lease, tt.requestIDs)
+			return err
+		})
+		if err != nil || state.KnownRequests != len(tt.want) {
+			t.Errorf("%s: the lease check counted %d known request ids, %v; want %d", tt.name, state.KnownRequests, err, len(tt.want))
 		}
 		if got := slices.Sorted(maps.Keys(found)); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: found %v, want %v", tt.name, got, tt.want)

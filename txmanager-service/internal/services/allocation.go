@@ -259,7 +259,8 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 	b.outcome = make([]opOutcome, len(b.ops))
 	b.allocated = b.allocated[:0]
 	b.fenced = false
-	state, err := a.store.LockLeaseAndReadCursor(ctx, sess, b.lease)
+	requestIDs := b.requestIDs()
+	state, err := a.store.LockLeaseAndReadCursor(ctx, sess, b.lease, requestIDs)
 	cursor := state.Next
 	var fenced *domain.FencedError
 	if errors.As(err, &fenced) {
@@ -287,7 +288,7 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 	if quarantined, err := a.quarantined(ctx, sess, b, state); quarantined || err != nil {
 		return err
 	}
-	existing, err := a.existingByRequestID(ctx, sess, b)
+	existing, err := a.existingByRequestID(ctx, sess, b.signer, requestIDs, state)
 	if err != nil {
 		return err
 	}
@@ -410,17 +411,24 @@ func (p *adoptionPool) take(key [32]byte, gasLimit uint64) (domain.ManagedTx, bo
 	return domain.ManagedTx{}, false
 }
 
-func (a *Allocator) existingByRequestID(ctx context.Context, sess txmanager.Session, b *signerBatch) (map[string]domain.ManagedTx, error) {
+// existingByRequestID reads the signer's transactions of the batch's request ids, when the
+// lease check counted some on record (a retry); a batch of new requests reads nothing more.
+func (a *Allocator) existingByRequestID(ctx context.Context, sess txmanager.Session, signer common.Address, requestIDs []string, state CursorState) (map[string]domain.ManagedTx, error) {
+	if state.KnownRequests == 0 || len(requestIDs) == 0 {
+		return nil, nil
+	}
+	return a.store.FindByRequestIDs(ctx, sess, signer, requestIDs)
+}
+
+// requestIDs are the request ids the batch's creates carry.
+func (b *signerBatch) requestIDs() []string {
 	var ids []string
 	for _, op := range b.ops {
 		if op.Request.RequestID != "" {
 			ids = append(ids, op.Request.RequestID)
 		}
 	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	return a.store.FindByRequestIDs(ctx, sess, b.signer, ids)
+	return ids
 }
 
 func replayOutcome(tx domain.ManagedTx, fingerprint [32]byte, requestID string) opOutcome {

@@ -21,6 +21,10 @@ func TestBatchIdempotencyConsumesNoNonceForReplaysOrConflicts(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
+	// The lease check found none of the new ids on record: the batch read no transactions.
+	if got := node.store.lookups.Load(); got != 0 {
+		t.Errorf("a batch of new request ids looked them up %d times, want 0", got)
+	}
 
 	// One batch mixing: a replay of order-1 (same intent), a conflict on order-2 (different
 	// intent), a new order-3 twice (second is an in-batch replay), and one without requestId.
@@ -38,6 +42,9 @@ func TestBatchIdempotencyConsumesNoNonceForReplaysOrConflicts(t *testing.T) {
 		mk("", 5),
 	}
 	node.allocator.AllocateBatch(context.Background(), ops)
+	if got := node.store.lookups.Load(); got != 1 {
+		t.Errorf("a batch with retries looked them up %d times, want 1", got)
+	}
 
 	type want struct {
 		created  bool

@@ -74,7 +74,7 @@ func TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner(t *testing.T) {
 	stale.ID[15] ^= 0xff
 	writes := map[string]func(context.Context, txmanager.Session) error{
 		"lease check": func(ctx context.Context, s txmanager.Session) error {
-			_, err := store.LockLeaseAndReadCursor(ctx, s, leaseA)
+			_, err := store.LockLeaseAndReadCursor(ctx, s, leaseA, nil)
 			return err
 		},
 		"allocation (insert + cursor)": func(ctx context.Context, s txmanager.Session) error {

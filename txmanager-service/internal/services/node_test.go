@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,12 +85,19 @@ func results(t *testing.T, ops []*services.AllocationOp) ([]domain.ManagedTx, []
 	return txs, errs
 }
 
-// gatedStore lets a test stop a node at exact points of its batch transaction.
+// gatedStore lets a test stop a node at exact points of its batch transaction, and counts
+// its idempotency look-ups.
 type gatedStore struct {
 	services.AllocationStore
 	mu         sync.Mutex
 	beforeLock *gate
 	afterLock  *gate
+	lookups    atomic.Int64
+}
+
+func (s *gatedStore) FindByRequestIDs(ctx context.Context, sess txmanager.Session, signer common.Address, requestIDs []string) (map[string]domain.ManagedTx, error) {
+	s.lookups.Add(1)
+	return s.AllocationStore.FindByRequestIDs(ctx, sess, signer, requestIDs)
 }
 
 type gate struct {
@@ -110,7 +118,7 @@ func (s *gatedStore) setGates(before, after *gate) {
 	s.beforeLock, s.afterLock = before, after
 }
 
-func (s *gatedStore) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (services.CursorState, error) {
+func (s *gatedStore) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string) (services.CursorState, error) {
 	s.mu.Lock()
 	before, after := s.beforeLock, s.afterLock
 	s.beforeLock, s.afterLock = nil, nil
@@ -118,7 +126,7 @@ func (s *gatedStore) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.
 	if before != nil {
 		before.pass()
 	}
-	cursor, err := s.AllocationStore.LockLeaseAndReadCursor(ctx, sess, lease)
+	cursor, err := s.AllocationStore.LockLeaseAndReadCursor(ctx, sess, lease, requestIDs)
 	if after != nil {
 		after.pass()
 	}

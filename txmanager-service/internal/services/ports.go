@@ -39,9 +39,9 @@ type LeaseStore interface {
 // lease no longer matches.
 type AllocationStore interface {
 	// LockLeaseAndReadCursor proves the lease is still held and locks it FOR KEY SHARE until
-	// commit; it returns the cursor (nil when the signer has none yet) and whether the
-	// signer is quarantined.
-	LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease) (CursorState, error)
+	// commit; it returns the cursor (nil when the signer has none yet), whether the signer
+	// is quarantined, and how many of requestIDs the signer already has on record.
+	LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string) (CursorState, error)
 	// Quarantine records (fenced, in the batch's transaction) that the chain holds nonces
 	// from dbNext up to chainNext the database does not know.
 	// It reports false when an operator already released those nonces.
@@ -68,6 +68,9 @@ type CursorState struct {
 	Retired bool
 	// HasUnclaimed: the signer has recovered transactions a retried create may adopt.
 	HasUnclaimed bool
+	// KnownRequests is how many distinct request ids of the batch the signer already has
+	// on record: the retries FindByRequestIDs then reads.
+	KnownRequests int
 }
 
 // Adoption is a create adopting a recovered transaction.

@@ -62,10 +62,19 @@ WHERE chain_id = @chain_id AND signer = @signer AND owner_node = @node_id AND fe
 -- row is held FOR KEY SHARE the same way: a retirement (RetireRosterSigner, FOR UPDATE) waits
 -- for the batch, and a batch after it reads the new state (no row: a signer the roster has
 -- not met, which serves).
+--
+-- It also counts the batch's request ids already on record (one look-up of the unique
+-- request-id index per distinct id, as FindTxsByRequestIDs), so the batch reads those
+-- transactions only when there are some: a retry is rare, and the look-up was one statement
+-- more per signer in every batch.
 SELECT l.fencing_token, c.next_nonce,
        EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined,
        EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = l.chain_id AND m.signer = l.signer AND m.unclaimed_until > now())::bool AS has_unclaimed,
-       COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = l.signer FOR KEY SHARE), 'active')::text AS roster_state
+       COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = l.signer FOR KEY SHARE), 'active')::text AS roster_state,
+       (SELECT count(*) FROM (SELECT DISTINCT unnest(@request_ids::text[]) AS id) r
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM managed_tx t WHERE t.chain_id = l.chain_id AND t.signer = l.signer AND t.request_id = r.id LIMIT 1
+        ) known)::bigint AS known_requests
 FROM signer_lease l
 LEFT JOIN signer_nonce_cursor c ON c.chain_id = l.chain_id AND c.signer = l.signer
 WHERE l.chain_id = @chain_id AND l.signer = @signer

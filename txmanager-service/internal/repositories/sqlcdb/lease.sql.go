@@ -96,17 +96,22 @@ const lockLeaseAndReadCursor = `-- name: LockLeaseAndReadCursor :one
 SELECT l.fencing_token, c.next_nonce,
        EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined,
        EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = l.chain_id AND m.signer = l.signer AND m.unclaimed_until > now())::bool AS has_unclaimed,
-       COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = l.signer FOR KEY SHARE), 'active')::text AS roster_state
+       COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = l.signer FOR KEY SHARE), 'active')::text AS roster_state,
+       (SELECT count(*) FROM (SELECT DISTINCT unnest($1::text[]) AS id) r
+        CROSS JOIN LATERAL (
+            SELECT 1 FROM managed_tx t WHERE t.chain_id = l.chain_id AND t.signer = l.signer AND t.request_id = r.id LIMIT 1
+        ) known)::bigint AS known_requests
 FROM signer_lease l
 LEFT JOIN signer_nonce_cursor c ON c.chain_id = l.chain_id AND c.signer = l.signer
-WHERE l.chain_id = $1 AND l.signer = $2
-  AND l.owner_node = $3
-  AND l.fencing_token = $4
+WHERE l.chain_id = $2 AND l.signer = $3
+  AND l.owner_node = $4
+  AND l.fencing_token = $5
   AND l.expires_at > now()
 FOR KEY SHARE OF l
 `
 
 type LockLeaseAndReadCursorParams struct {
+	RequestIds   []string
 	ChainID      int64
 	Signer       string
 	NodeID       string
@@ -114,11 +119,12 @@ type LockLeaseAndReadCursorParams struct {
 }
 
 type LockLeaseAndReadCursorRow struct {
-	FencingToken int64
-	NextNonce    pgtype.Int8
-	Quarantined  bool
-	HasUnclaimed bool
-	RosterState  string
+	FencingToken  int64
+	NextNonce     pgtype.Int8
+	Quarantined   bool
+	HasUnclaimed  bool
+	RosterState   string
+	KnownRequests int64
 }
 
 // The first statement of every writer batch for a signer: proves the lease is still ours and
@@ -128,8 +134,14 @@ type LockLeaseAndReadCursorRow struct {
 // row is held FOR KEY SHARE the same way: a retirement (RetireRosterSigner, FOR UPDATE) waits
 // for the batch, and a batch after it reads the new state (no row: a signer the roster has
 // not met, which serves).
+//
+// It also counts the batch's request ids already on record (one look-up of the unique
+// request-id index per distinct id, as FindTxsByRequestIDs), so the batch reads those
+// transactions only when there are some: a retry is rare, and the look-up was one statement
+// more per signer in every batch.
 func (q *Queries) LockLeaseAndReadCursor(ctx context.Context, arg LockLeaseAndReadCursorParams) (LockLeaseAndReadCursorRow, error) {
 	row := q.db.QueryRow(ctx, lockLeaseAndReadCursor,
+		arg.RequestIds,
 		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
@@ -142,6 +154,7 @@ func (q *Queries) LockLeaseAndReadCursor(ctx context.Context, arg LockLeaseAndRe
 		&i.Quarantined,
 		&i.HasUnclaimed,
 		&i.RosterState,
+		&i.KnownRequests,
 	)
 	return i, err
 }
