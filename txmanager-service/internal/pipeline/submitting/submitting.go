@@ -111,7 +111,7 @@ func (s *Submitter) SubmitAllocated(ctx context.Context, lease domain.Lease, sto
 		return err
 	}
 	for ctx.Err() == nil {
-		next, err := s.signAndStore(ctx, lease, stored)
+		next, more, err := s.signAndStore(ctx, lease, stored)
 		sendErr := sent()
 		if len(next) == 0 {
 			return total, errors.Join(sendErr, err)
@@ -125,6 +125,12 @@ func (s *Submitter) SubmitAllocated(ctx context.Context, lease domain.Lease, sto
 			// new owner's to learn.
 			var fenced *domain.FencedError
 			return total, errors.Join(err, sendErr, s.sendStored(ctx, lease, next, !errors.As(sendErr, &fenced)))
+		}
+		if !more {
+			// The list held every ALLOCATED row of the signer as of its read: the pass is
+			// done without a read that finds nothing. A batch allocated since then woke the
+			// loop (NotifyAllocated) for another pass.
+			return total, s.sendStored(ctx, lease, next, true)
 		}
 		done := make(chan error, 1)
 		go func() { done <- s.sendStored(ctx, lease, next, true) }()
@@ -143,9 +149,10 @@ func (s *Submitter) Rescan(signer string) { s.unsigned.rescan(signer) }
 const storedSendTimeout = 30 * time.Second
 
 // signAndStore signs up to a batch of the signer's ALLOCATED transactions and stores their
-// attempts fenced (the transactions become TRACKING); nothing is sent. When a signature
-// fails, the attempts signed below it are stored and returned with the failure.
-func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored func([]pipeline.TrackedTx)) ([]pipeline.SignedAttempt, error) {
+// attempts fenced (the transactions become TRACKING); nothing is sent. more reports a full
+// batch: there may be ALLOCATED rows beyond it. When a signature fails, the attempts signed
+// below it are stored and returned with the failure.
+func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored func([]pipeline.TrackedTx)) (attempts []pipeline.SignedAttempt, more bool, err error) {
 	ctx, span := pipeline.Span(ctx, s.metrics, "pipeline.sign", lease)
 	defer span.End()
 	at := frontierEpoch{signer: lease.Signer, token: lease.Token, server: s.server.ServerEpoch()}
@@ -155,44 +162,45 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 		// Read before the scan: anything allocated after the scan's snapshot is at or above it.
 		next, err := s.store.AllocationCursor(ctx, lease.Signer)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		cursor = next
 	}
-	txs, err := s.store.ListAllocated(ctx, lease.Signer, from, max(s.cfg.Batch, 1))
+	limit := max(s.cfg.Batch, 1)
+	txs, err := s.store.ListAllocated(ctx, lease.Signer, from, limit)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if full {
 		s.unsigned.scanned(at, time.Now(), txs, cursor)
 	}
 	if len(txs) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	suggestion, err := s.chain.SuggestFees(ctx)
 	if err != nil {
-		return nil, &domain.UnavailableError{Reason: "fee suggestion", RetryAfter: time.Second, Err: err}
+		return nil, false, &domain.UnavailableError{Reason: "fee suggestion", RetryAfter: time.Second, Err: err}
 	}
 	batch := make([]pipeline.ToSign, 0, len(txs))
 	for _, tx := range txs {
 		u, err := s.original(tx, suggestion)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		batch = append(batch, pipeline.ToSign{TxID: tx.ID, Kind: pipeline.AttemptOriginal, Unsigned: u})
 	}
 	attempts, signErr := s.signer.SignInOrder(ctx, batch, s.cfg.SignConcurrency)
 	if len(attempts) == 0 {
-		return nil, signErr
+		return nil, false, signErr
 	}
 	if err := s.store.MarkSigned(ctx, lease, attempts, s.cfg.ResubmitInterval); err != nil {
-		return nil, errors.Join(s.leases.Fence(ctx, lease, err), signErr)
+		return nil, false, errors.Join(s.leases.Fence(ctx, lease, err), signErr)
 	}
 	s.unsigned.signedThrough(at, attempts[len(attempts)-1].Nonce)
 	if stored != nil {
 		stored(pipeline.Tracked(lease.Signer, attempts))
 	}
-	return attempts, signErr
+	return attempts, len(txs) == limit, signErr
 }
 
 // original is the first attempt's transaction for tx: its intent at the policy's initial
