@@ -137,4 +137,3 @@ func (ignoredOutcomes) RecordBroadcasts(context.Context, domain.Lease, []pipelin
 type oneServer struct{}
 
 func (oneServer) ServerEpoch() uint64 { return 1 }
-
