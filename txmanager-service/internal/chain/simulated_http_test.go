@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/test/faultproxy"
@@ -120,4 +121,15 @@ func TestRPCReusesConnectionsAcrossConcurrentCalls(t *testing.T) {
 		t.Errorf("%d rounds of %d concurrent calls opened %d connections, want at most %d", rounds, concurrent, got, 2*concurrent)
 	}
 	t.Logf("%d rounds of %d concurrent calls: %d connections", rounds, concurrent, proxy.Connections())
+
+	// Closing the chain closes them: a kept-alive connection left open would hold up the
+	// node's shutdown (5 s for one that never carried a request).
+	remote.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for proxy.OpenConnections() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if open := proxy.OpenConnections(); open != 0 {
+		t.Errorf("%d connections still open after Close, want 0", open)
+	}
 }

@@ -54,8 +54,8 @@ type Proxy struct {
 	// legacy hides the base fee from blocks: the node looks like a chain without EIP-1559.
 	legacy   atomic.Bool
 	requests atomic.Uint64
-	// connections counts the TCP connections the proxy accepted.
-	connections atomic.Uint64
+	// connections counts the TCP connections the proxy accepted; ended, those of them closed since.
+	connections, ended atomic.Uint64
 
 	mu       sync.Mutex
 	addr     string
@@ -87,11 +87,17 @@ func (p *Proxy) Requests() uint64 { return p.requests.Load() }
 // Connections is how many TCP connections clients opened to the proxy.
 func (p *Proxy) Connections() uint64 { return p.connections.Load() }
 
+// OpenConnections is how many of them are still open.
+func (p *Proxy) OpenConnections() uint64 { return p.connections.Load() - p.ended.Load() }
+
 func (p *Proxy) serve(listener net.Listener) {
 	server := &http.Server{Handler: http.HandlerFunc(p.handle), ReadHeaderTimeout: 10 * time.Second,
 		ConnState: func(_ net.Conn, state http.ConnState) {
-			if state == http.StateNew {
+			switch state {
+			case http.StateNew:
 				p.connections.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				p.ended.Add(1)
 			}
 		}}
 	p.listener, p.server = listener, server
