@@ -25,7 +25,10 @@ import (
 )
 
 // DefaultLocalDSN is the server a developer machine usually has: trust auth on loopback.
-const DefaultLocalDSN = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=2"
+// The connect timeout is for a server that accepts and never answers; an absent one refuses
+// at once. 10 s, not less: with every test package of `make test` on two cores, a backend
+// has taken over 2 s to start, and a test then failed on connecting, not on what it checks.
+const DefaultLocalDSN = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=10"
 
 // ErrNoBinaries means no PostgreSQL server binaries (initdb, postgres) are installed.
 var ErrNoBinaries = errors.New("pglocal: PostgreSQL server binaries not found (install the Debian package `postgresql`, or set PG_BINDIR)")
