@@ -143,6 +143,20 @@ func deployContract(t *testing.T, ctx context.Context, sim *chain.SimulatedChain
 // null. geth reports "transaction indexing is in progress" instead until its background
 // indexer has caught up with the head, and on a chain still at genesis it never starts, so
 // callers Commit at least one block first.
+// pendingNonceSettles reads the account's pending nonce until it is want or 5 s pass: the
+// node's pool takes a sent transaction in on its own loop, so the nonce it reports can
+// trail the send by a moment on a loaded machine.
+func pendingNonceSettles(ctx context.Context, c services.Chain, account common.Address, want uint64) (uint64, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pending, err := c.PendingNonceAt(ctx, account)
+		if err != nil || pending == want || time.Now().After(deadline) {
+			return pending, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func waitForTxIndex(t *testing.T, ctx context.Context, c services.Chain) {
 	t.Helper()
 	probe := []common.Hash{common.HexToHash("0x7e57")}

@@ -81,8 +81,7 @@ func TestSendTransferThenFindReceipt(t *testing.T) {
 	tx, raw := transfer(t, sim, key, 0)
 	sendRaw(t, ctx, sim, raw)
 
-	pending, err := sim.PendingNonceAt(ctx, from)
-	if err != nil || pending != 1 {
+	if pending, err := pendingNonceSettles(ctx, sim, from, 1); err != nil || pending != 1 {
 		t.Fatalf("PendingNonceAt after send = %d, %v; want 1", pending, err)
 	}
 	mined, err := sim.NonceAt(ctx, from)
@@ -277,8 +276,7 @@ func TestFeeCapBelowBaseFeeIsAcceptedButNotMined(t *testing.T) {
 	if results[0].Receipt != nil {
 		t.Errorf("transaction with fee cap %s below base fee %s was mined", feeCap, fees.BaseFee)
 	}
-	pending, err := sim.PendingNonceAt(ctx, sim.DevAddresses()[0])
-	if err != nil || pending != 1 {
+	if pending, err := pendingNonceSettles(ctx, sim, sim.DevAddresses()[0], 1); err != nil || pending != 1 {
 		t.Errorf("PendingNonceAt = %d, %v; want 1 (the transaction waits in the pool)", pending, err)
 	}
 }
