@@ -27,9 +27,6 @@ func NewAllocationRepository(chain services.ChainID) *AllocationRepository {
 // LockLeaseAndReadCursor implements services.AllocationStore.
 func (r AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string) (services.CursorState, error) {
 	signer, node, token := leaseArgs(lease)
-	if requestIDs == nil {
-		requestIDs = []string{} // an array, not NULL: none known
-	}
 	row, err := sqlcdb.New(sess.DB()).LockLeaseAndReadCursor(ctx, sqlcdb.LockLeaseAndReadCursorParams{ChainID: r.chainID, Signer: signer, NodeID: node, FencingToken: token, RequestIds: requestIDs})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return services.CursorState{}, fencedError(lease, "lease check")

@@ -414,7 +414,7 @@ func (p *adoptionPool) take(key [32]byte, gasLimit uint64) (domain.ManagedTx, bo
 // existingByRequestID reads the signer's transactions of the batch's request ids, when the
 // lease check counted some on record (a retry); a batch of new requests reads nothing more.
 func (a *Allocator) existingByRequestID(ctx context.Context, sess txmanager.Session, signer common.Address, requestIDs []string, state CursorState) (map[string]domain.ManagedTx, error) {
-	if state.KnownRequests == 0 || len(requestIDs) == 0 {
+	if state.KnownRequests == 0 {
 		return nil, nil
 	}
 	return a.store.FindByRequestIDs(ctx, sess, signer, requestIDs)
