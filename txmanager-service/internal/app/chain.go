@@ -159,7 +159,7 @@ func NewChainConnection(bc *conf.Bootstrap, shared *ChainShared) (*ChainConnecti
 	if bc.Chain.ID != 0 {
 		tracer = metrics.ForChain(bc.Chain.ID).Tracer
 	}
-	rpcOptions := []chain.RPCOption{chain.WithTracer(tracer)}
+	rpcOptions := []chain.RPCOption{chain.WithTracer(tracer), chain.WithResponseCompression(bc.Chain.RPCCompression)}
 	var (
 		endpoints []chain.Endpoint
 		sim       *chain.SimulatedChain

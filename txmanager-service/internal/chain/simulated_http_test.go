@@ -2,6 +2,10 @@ package chain_test
 
 import (
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -131,5 +135,69 @@ func TestRPCReusesConnectionsAcrossConcurrentCalls(t *testing.T) {
 	}
 	if open := proxy.OpenConnections(); open != 0 {
 		t.Errorf("%d connections still open after Close, want 0", open)
+	}
+}
+
+// TestRPCAsksForCompressedAnswersOnlyWhenTold runs the node's own HTTP server (geth's,
+// which gzips whenever asked) behind a recording proxy: by default the client must not ask,
+// so neither side spends CPU on it; with the option it asks and reads the gzipped answers.
+func TestRPCAsksForCompressedAnswersOnlyWhenTold(t *testing.T) {
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	ctx := testContext(t)
+	node, err := url.Parse(sim.HTTPEndpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var asked, answered []string
+	proxy := httputil.NewSingleHostReverseProxy(node)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, resp.Request.Header.Get("Accept-Encoding"))
+		answered = append(answered, resp.Header.Get("Content-Encoding"))
+		return nil
+	}
+	server := httptest.NewServer(proxy)
+	t.Cleanup(server.Close)
+
+	for _, tc := range []struct {
+		name     string
+		opts     []chain.RPCOption
+		wantGzip bool
+	}{
+		{name: "default", wantGzip: false},
+		{name: "compression off", opts: []chain.RPCOption{chain.WithResponseCompression(false)}, wantGzip: false},
+		{name: "compression on", opts: []chain.RPCOption{chain.WithResponseCompression(true)}, wantGzip: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			asked, answered = nil, nil
+			mu.Unlock()
+			remote, err := chain.DialRPC(ctx, server.URL, tc.opts...)
+			if err != nil {
+				t.Fatalf("DialRPC: %v", err)
+			}
+			defer remote.Close()
+			// A batch answer large enough for geth's gzip to be worth a look.
+			if _, err := remote.TransactionReceipts(ctx, unknownHashes(50)); err != nil {
+				t.Fatalf("TransactionReceipts: %v", err)
+			}
+			if id, err := remote.ChainID(ctx); err != nil || id.Int64() != chain.SimulatedChainID {
+				t.Fatalf("ChainID = %v, %v; want %d", id, err, chain.SimulatedChainID)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(asked) == 0 {
+				t.Fatal("no request went through the proxy")
+			}
+			for i := range asked {
+				gotAsk := strings.Contains(asked[i], "gzip")
+				gotGzip := answered[i] == "gzip"
+				if gotAsk != tc.wantGzip || gotGzip != tc.wantGzip {
+					t.Errorf("request %d: Accept-Encoding %q, answer Content-Encoding %q; want gzip asked and answered = %v", i, asked[i], answered[i], tc.wantGzip)
+				}
+			}
+		})
 	}
 }

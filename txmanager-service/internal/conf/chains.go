@@ -32,7 +32,10 @@ type Chain struct {
 	RPCURLs []string `json:"rpcUrls"`
 	// BroadcastToAll sends every signed transaction to every healthy endpoint, not just the
 	// preferred one, so a transaction reaches the network even when one node's peering is poor.
-	BroadcastToAll bool          `json:"broadcastToAll"`
+	BroadcastToAll bool `json:"broadcastToAll"`
+	// RPCCompression asks HTTP endpoints to gzip their answers: worth it over a slow or
+	// metered link to a hosted endpoint, CPU spent on both sides for nothing next to the node.
+	RPCCompression bool          `json:"rpcCompression"`
 	Timeouts       ChainTimeouts `json:"timeouts"`
 	Health         ChainHealth   `json:"health"`
 	Embedded       EmbeddedChain `json:"embedded"`
