@@ -66,6 +66,13 @@ func NewPipelineWorkers(cfg PipelineConfig, stages PipelineStages, leases *servi
 	w.stuck = NewLoop(cfg.StuckScan, w.stuckPass)
 	w.adopt = NewLoop(cfg.AdoptInterval, w.adoptPass)
 	w.Receipts = NewReceiptChecker(cfg.Receipts, stages.Receipts, leases, w.finality.Wake, logger)
+	// A replacement's hash is one more for the receipt schedule to look for.
+	if stages.Submitting != nil {
+		stages.Submitting.OnReplaced(w.Receipts.RefreshSoon)
+	}
+	if stages.Stuck != nil {
+		stages.Stuck.OnAttemptRecorded(w.Receipts.RefreshSoon)
+	}
 	return w
 }
 
@@ -128,8 +135,9 @@ func (w *PipelineWorkers) finalityPass(ctx context.Context) {
 	// long-polls for them at once (and positions any reconciliation wrote meanwhile).
 	w.feed.Wake()
 	if reorged > 0 {
+		// The reverted rows await receipts again, which the schedule learns from the database.
 		w.resubmit.Wake()
-		w.Receipts.Wake()
+		w.Receipts.RefreshSoon()
 	}
 }
 
@@ -144,8 +152,11 @@ func (w *PipelineWorkers) stuckPass(ctx context.Context) {
 	w.eachHeld(ctx, w.stuckTasks, "stuck detection", func(ctx context.Context, lease domain.Lease) error {
 		// What holds a head of line up and a machine can settle comes first
 		// (reconciliation with the chain); then the stuck policy.
-		placeholders, reconcileErr := w.stages.Reconcile.Pass(ctx, lease)
-		if placeholders > 0 {
+		reconciled, reconcileErr := w.stages.Reconcile.Pass(ctx, lease)
+		if reconciled.Recorded > 0 {
+			w.Receipts.RefreshSoon()
+		}
+		if reconciled.Placeholders > 0 {
 			// Written below the nonces the submitter has signed, where its passes do not
 			// look unless told.
 			w.stages.Submitting.Rescan(lease.Signer)

@@ -2,11 +2,14 @@ package workers
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 )
 
@@ -21,31 +24,78 @@ func TestTrackUnsent(t *testing.T) {
 		// existing is already scheduled (listed by the database) before the note.
 		existing bool
 		// wantNoted: scheduled as known absent through scanned, so no look-up by hash
-		// before a new block.
+		// before a new block; otherwise scheduled due now, for a look-up by hash.
 		wantNoted bool
 	}{
 		{name: "stored after blocks were covered: absent through them", scanned: 41, wantNoted: true},
-		{name: "nothing covered yet: left to the first pass's look-up", scanned: 0},
+		{name: "nothing covered yet: due for a look-up by hash", scanned: 0},
 		{name: "already scheduled: the schedule's own state stands", scanned: 41, existing: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &ReceiptChecker{entries: map[uuid.UUID]*receiptEntry{}, scannedThrough: tt.scanned}
 			tx := tracked()
+			var before *receiptEntry
 			if tt.existing {
-				c.entries[tx.TxID] = &receiptEntry{tx: tx}
+				before = &receiptEntry{tx: tx}
+				c.entries[tx.TxID] = before
 			}
 			c.trackUnsent([]pipeline.TrackedTx{tx})
 			e, scheduled := c.entries[tx.TxID]
+			if !scheduled {
+				// The schedule no longer re-reads the database every poll: a transaction
+				// the submitter stored must be scheduled here, covered blocks or not.
+				t.Fatalf("transaction not scheduled")
+			}
 			switch {
-			case tt.wantNoted && (!scheduled || !e.notFound || e.notFoundAtHead != tt.scanned || e.tx.Attempts[0].Hash != tx.Attempts[0].Hash):
+			case tt.existing && (e != before || e.notFound):
+				t.Fatalf("entry %+v replaced or changed, want the schedule's own entry as it was", e)
+			case tt.wantNoted && (!e.notFound || e.notFoundAtHead != tt.scanned || e.tx.Attempts[0].Hash != tx.Attempts[0].Hash):
 				t.Fatalf("entry %+v, want it scheduled as not found through block %d", e, tt.scanned)
-			case !tt.wantNoted && scheduled && e.notFound:
-				t.Fatalf("entry %+v marked absent, want it looked up by hash", e)
-			case !tt.wantNoted && !tt.existing && scheduled:
-				t.Fatalf("entry %+v scheduled before any block was covered", e)
+			case !tt.wantNoted && !tt.existing && (e.notFound || e.due.After(time.Now())):
+				t.Fatalf("entry %+v, want it due now for a look-up by hash", e)
 			}
 		})
+	}
+}
+
+// The schedule is re-read only when it may be out of date; each reason alone is enough.
+func TestReceiptScheduleRefreshesWhenOutOfDate(t *testing.T) {
+	now := time.Now()
+	const poll = time.Second
+	held := []string{"0xaa/3", "0xbb/1"}
+	tests := []struct {
+		name        string
+		refreshedAt time.Time
+		refreshed   []string
+		held        []string
+		wanted      bool
+		want        bool
+	}{
+		{name: "never read", held: held, want: true},
+		{name: "read a poll ago, nothing changed", refreshedAt: now.Add(-poll), refreshed: held, held: held, want: false},
+		{name: "read just before the backstop, nothing changed", refreshedAt: now.Add(-(refreshEveryPolls*poll - time.Millisecond)), refreshed: held, held: held, want: false},
+		{name: "backstop's time", refreshedAt: now.Add(-refreshEveryPolls * poll), refreshed: held, held: held, want: true},
+		{name: "a stage asked", refreshedAt: now.Add(-poll), refreshed: held, held: held, wanted: true, want: true},
+		{name: "a lease gained", refreshedAt: now.Add(-poll), refreshed: held[:1], held: held, want: true},
+		{name: "a lease lost", refreshedAt: now.Add(-poll), refreshed: held, held: held[1:], want: true},
+		{name: "a lease taken again under a new token", refreshedAt: now.Add(-poll), refreshed: held, held: []string{"0xaa/4", "0xbb/1"}, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &ReceiptChecker{cfg: ReceiptCheckerConfig{PollInterval: poll}, refreshedAt: tt.refreshedAt, refreshedLeases: tt.refreshed}
+			if got := c.refreshDue(tt.held, tt.wanted, now); got != tt.want {
+				t.Errorf("refreshDue = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHeldLeaseKeysNameSignerAndTokenInOrder(t *testing.T) {
+	got := heldLeaseKeys([]domain.Lease{{Signer: "0xbb", Token: 1}, {Signer: "0xaa", Token: 12}})
+	want := []string{"0xaa/12", "0xbb/1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("heldLeaseKeys = %v, want %v", got, want)
 	}
 }
 

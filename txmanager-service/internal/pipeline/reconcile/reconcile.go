@@ -114,24 +114,38 @@ func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain services
 	return r, r.registerQuarantineGauge()
 }
 
+// PassOutcome is what a reconciliation pass wrote that other stages act on.
+type PassOutcome struct {
+	// Placeholders are rows below the nonces the signer's submitter has signed, which it
+	// reads only when told.
+	Placeholders int
+	// Recorded are transactions found on chain and recorded (recovered rows, or a taken
+	// nonce's transaction that proved to be the row's own): followed to finality from now on.
+	Recorded int
+}
+
 // Pass reconciles one signer, each step in the order a head of line needs it: a nonce hole
 // is filled; a chain ahead of the database quarantines the signer, and in adopt-by-intent
 // mode the chain's unknown transactions are recorded and the signer released; adoption
 // windows that ended are closed; nonces taken by transactions without an attempt on
-// record are settled. It returns how many placeholders it wrote: rows below the nonces the
-// signer's submitter has signed, which it reads only when told.
-func (r *Reconciler) Pass(ctx context.Context, lease domain.Lease) (placeholders int, err error) {
-	placeholders, holeErr := r.FillNonceHoles(ctx, lease)
+// record are settled.
+func (r *Reconciler) Pass(ctx context.Context, lease domain.Lease) (PassOutcome, error) {
+	var out PassOutcome
+	var holeErr error
+	out.Placeholders, holeErr = r.FillNonceHoles(ctx, lease)
 	check, aheadErr := r.CheckChainAhead(ctx, lease)
 	var recoverErr, expireErr error
 	if aheadErr == nil && check.Quarantine != nil {
-		_, recoverErr = r.RecoverFromChain(ctx, lease, *check.Quarantine)
+		var recovered int
+		recovered, recoverErr = r.RecoverFromChain(ctx, lease, *check.Quarantine)
+		out.Recorded += recovered
 	}
 	if aheadErr == nil && check.UnclaimedExpired {
 		_, expireErr = r.ExpireUnclaimed(ctx, lease)
 	}
-	_, takenErr := r.SettleTakenNonces(ctx, lease)
-	return placeholders, errors.Join(holeErr, aheadErr, recoverErr, expireErr, takenErr)
+	settled, takenErr := r.SettleTakenNonces(ctx, lease)
+	out.Recorded += settled
+	return out, errors.Join(holeErr, aheadErr, recoverErr, expireErr, takenErr)
 }
 
 // registerQuarantineGauge reports, at each scrape, which signers this node holds are

@@ -83,7 +83,14 @@ type Resolver struct {
 	clock       services.Clock
 	metrics     *telemetry.Metrics
 	log         *log.Helper
+	// attemptRecorded runs after a resolution recorded a new attempt (a replacement or a
+	// cancellation), whether the pipeline or an operator decided it.
+	attemptRecorded func()
 }
+
+// OnAttemptRecorded sets what runs after a resolution recorded a new attempt: the receipt
+// schedule learns the new hash from it. Call before the stage runs.
+func (r *Resolver) OnAttemptRecorded(fn func()) { r.attemptRecorded = fn }
 
 // New builds the stage.
 func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain services.Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
@@ -215,6 +222,9 @@ func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 	r.log.WithContext(ctx).Warnw(fields...)
 	if err := r.attempts.RecordAttempt(ctx, lease, attempt, string(decision.Action)+"_SUBMITTED", r.cfg.ResubmitInterval); err != nil {
 		return r.leases.Fence(ctx, lease, err)
+	}
+	if r.attemptRecorded != nil {
+		r.attemptRecorded()
 	}
 	ours := []common.Hash{attempt.Hash}
 	if head.TxHash != nil {

@@ -100,6 +100,9 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 	if err != nil {
 		return nil, s.leases.Fence(ctx, lease, err)
 	}
+	if len(stored) > 0 && s.replaced != nil {
+		s.replaced()
+	}
 	items, raised := withReplacements(items, replacements, stored)
 	for _, a := range raised {
 		s.metrics.Reprice(ctx, "raised")

@@ -84,7 +84,13 @@ type Submitter struct {
 	log         *log.Helper
 	server      services.DatabaseServerEpoch
 	unsigned    unsignedFrontiers
+	// replaced runs after re-pricing stored replacement attempts.
+	replaced func()
 }
+
+// OnReplaced sets what runs after re-pricing stored replacement attempts: the receipt
+// schedule learns the new hashes from it. Call before the stage runs.
+func (s *Submitter) OnReplaced(fn func()) { s.replaced = fn }
 
 // New builds the stage.
 func New(cfg Config, store Store, chain services.Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
