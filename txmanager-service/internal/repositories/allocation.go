@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
@@ -80,33 +81,13 @@ func (r AllocationRepository) FindByRequestIDs(ctx context.Context, sess txmanag
 // WriteAllocation implements services.AllocationStore: one fenced statement inserts the
 // signer's new transactions and advances its cursor to next.
 func (r AllocationRepository) WriteAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, txs []domain.ManagedTx, next uint64) error {
-	params := sqlcdb.WriteAllocationParams{
-		TxIds:        make([]string, len(txs)),
-		RequestIds:   make([]string, len(txs)),
-		IntentHashes: make([][]byte, len(txs)),
-		Nonces:       make([]int64, len(txs)),
-		Payloads:     make([]string, len(txs)),
-		NextNonce:    int64(next),
+	rows, err := allocationRows(txs)
+	if err != nil {
+		return err
 	}
+	params := sqlcdb.WriteAllocationParams{TxIds: rows.ids, RequestIds: rows.requestIDs, IntentHashes: rows.intentHashes, Nonces: rows.nonces,
+		Payloads: rows.payloads, NextNonce: int64(next), CreatedAt: rows.createdAt, ChainID: r.chainID}
 	params.Signer, params.NodeID, params.FencingToken = leaseArgs(lease)
-	params.ChainID = r.chainID
-	// One timestamp for the batch, the one the callers were answered with.
-	params.CreatedAt = txs[0].CreatedAt
-	for i, tx := range txs {
-		payload, err := encodePayload(tx)
-		if err != nil {
-			return fmt.Errorf("encode payload: %w", err)
-		}
-		// Text, not uuid.UUID: pgx encodes a driver.Valuer element by element through
-		// reflection, which costs more than the rest of the batch's encoding.
-		params.TxIds[i] = tx.ID.String()
-		params.RequestIds[i] = tx.RequestID
-		params.IntentHashes[i] = tx.Fingerprint[:]
-		params.Nonces[i] = int64(tx.Nonce)
-		// Text, cast to jsonb in SQL: a []byte would go out as bytea in the exec and
-		// simple-protocol modes a transaction pooler needs.
-		params.Payloads[i] = string(payload)
-	}
 	row, err := sqlcdb.New(sess.DB()).WriteAllocation(ctx, params)
 	if err != nil {
 		return fmt.Errorf("write allocation: %w", err)
@@ -114,12 +95,77 @@ func (r AllocationRepository) WriteAllocation(ctx context.Context, sess txmanage
 	if row.Inserted == 0 && row.CursorAdvanced == 0 {
 		return fencedError(lease, "allocation")
 	}
-	if row.Inserted != int64(len(txs)) || row.CursorAdvanced != 1 {
-		// The lease held but the cursor was already ahead, which max(chain, cache, db)
-		// rules out: refuse to commit rather than reuse a nonce.
-		return fmt.Errorf("allocation wrote %d of %d transactions, cursor advanced %d: refusing to commit", row.Inserted, len(txs), row.CursorAdvanced)
+	return allocationWritten(row.Inserted, row.CursorAdvanced, len(txs))
+}
+
+// WriteClearAllocation implements services.AllocationStore: the gated one-statement
+// allocation of the common case (WriteClearAllocation in queries/tx.sql).
+func (r AllocationRepository) WriteClearAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string,
+	txs []domain.ManagedTx, expectedNext, next uint64) (bool, error) {
+	rows, err := allocationRows(txs)
+	if err != nil {
+		return false, err
+	}
+	params := sqlcdb.WriteClearAllocationParams{RequestIds: requestIDs, ExpectedNext: int64(expectedNext), TxIds: rows.ids, TxRequestIds: rows.requestIDs,
+		IntentHashes: rows.intentHashes, Nonces: rows.nonces, Payloads: rows.payloads, NextNonce: int64(next), CreatedAt: rows.createdAt, ChainID: r.chainID}
+	params.Signer, params.NodeID, params.FencingToken = leaseArgs(lease)
+	row, err := sqlcdb.New(sess.DB()).WriteClearAllocation(ctx, params)
+	if err != nil {
+		return false, fmt.Errorf("write clear allocation: %w", err)
+	}
+	if !row.Clear {
+		return false, nil
+	}
+	return true, allocationWritten(row.Inserted, row.CursorAdvanced, len(txs))
+}
+
+// allocationWritten checks that an allocation whose lease held wrote every transaction and
+// moved the cursor once.
+func allocationWritten(inserted, cursorAdvanced int64, want int) error {
+	if inserted != int64(want) || cursorAdvanced != 1 {
+		// The lease held but the cursor was not where the batch numbered from, which
+		// max(chain, cache, db) and the clear path's gate rule out: refuse to commit rather
+		// than reuse a nonce.
+		return fmt.Errorf("allocation wrote %d of %d transactions, cursor advanced %d: refusing to commit", inserted, want, cursorAdvanced)
 	}
 	return nil
+}
+
+// allocationColumns are a batch's new transactions as the allocation statements' arrays.
+type allocationColumns struct {
+	ids, requestIDs, payloads []string
+	intentHashes              [][]byte
+	nonces                    []int64
+	createdAt                 time.Time
+}
+
+func allocationRows(txs []domain.ManagedTx) (allocationColumns, error) {
+	c := allocationColumns{
+		ids:          make([]string, len(txs)),
+		requestIDs:   make([]string, len(txs)),
+		intentHashes: make([][]byte, len(txs)),
+		nonces:       make([]int64, len(txs)),
+		payloads:     make([]string, len(txs)),
+		// One timestamp for the batch, the one the callers were answered with.
+		createdAt: txs[0].CreatedAt,
+	}
+	for i, tx := range txs {
+		payload, err := encodePayload(tx)
+		if err != nil {
+			return c, fmt.Errorf("encode payload: %w", err)
+		}
+		// Text, not uuid.UUID: pgx encodes a driver.Valuer element by element through
+		// reflection, which costs more than the rest of the batch's encoding.
+		c.ids[i] = tx.ID.String()
+		// request_id '' stands for "none": a text[] parameter cannot carry NULLs here.
+		c.requestIDs[i] = tx.RequestID
+		c.intentHashes[i] = tx.Fingerprint[:]
+		c.nonces[i] = int64(tx.Nonce)
+		// Text, cast to jsonb in SQL: a []byte would go out as bytea in the exec and
+		// simple-protocol modes a transaction pooler needs.
+		c.payloads[i] = string(payload)
+	}
+	return c, nil
 }
 
 // FindUnclaimed implements services.AllocationStore.

@@ -256,10 +256,13 @@ func (a *Allocator) prepare(ctx context.Context, ops []*AllocationOp) []*signerB
 // writeSigner does one signer's part inside the batch transaction. It is re-run as a whole
 // when the transaction is retried, so it recomputes everything it records.
 func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *signerBatch) error {
-	b.outcome = make([]opOutcome, len(b.ops))
-	b.allocated = b.allocated[:0]
 	b.fenced = false
 	requestIDs := b.requestIDs()
+	if written, err := a.writeClear(ctx, sess, b, requestIDs); written || err != nil {
+		return err
+	}
+	b.outcome = make([]opOutcome, len(b.ops))
+	b.allocated = b.allocated[:0]
 	state, err := a.store.LockLeaseAndReadCursor(ctx, sess, b.lease, requestIDs)
 	cursor := state.Next
 	var fenced *domain.FencedError
@@ -323,24 +326,8 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 				continue
 			}
 		}
-		tx := domain.ManagedTx{
-			ID:                uuid.Must(uuid.NewV7()),
-			ChainID:           a.chainID,
-			Signer:            b.signer,
-			SignerHex:         b.key,
-			RequestID:         id,
-			Fingerprint:       op.Fingerprint,
-			Nonce:             next,
-			Intent:            op.Request.Intent,
-			EffectiveGasLimit: op.GasLimit,
-			State:             domain.StateAllocated,
-			FencingToken:      b.lease.Token,
-			CreatedAt:         now,
-			UpdatedAt:         now,
-		}
+		b.allocate(i, a.newTx(b, op, next, now))
 		next++
-		b.outcome[i] = opOutcome{tx: tx, created: true}
-		b.allocated = append(b.allocated, tx)
 	}
 	b.nextAfter = next
 	b.adopted = len(adoptions)
@@ -353,6 +340,70 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 		return nil
 	}
 	return a.store.WriteAllocation(ctx, sess, b.lease, b.allocated, next)
+}
+
+// writeClear allocates the signer's part in one statement in the common case: the cached
+// cursor is fresh enough not to ask the chain, and the batch numbers its creates from it.
+// The statement writes them only if the database agrees the full path below would write
+// exactly the same (WriteClearAllocation's gate: the lease held, the cursor where the
+// cache says, the signer active and not quarantined, nothing to adopt, no request id on
+// record). With those conditions the full path's max(chain, cache, db) is the cached value
+// (no chain reading, cursor equal to the cache), no create is a replay or an adoption, and
+// no quarantine applies, so its outcome is this one; it spent a statement more per signer
+// and batch to find that out. Anything else writes nothing, and the full path runs in the
+// same transaction.
+func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, b *signerBatch, requestIDs []string) (bool, error) {
+	if b.chainNext != nil || b.cachedNext == nil {
+		return false, nil
+	}
+	b.outcome = make([]opOutcome, len(b.ops))
+	b.allocated = b.allocated[:0]
+	expected := *b.cachedNext
+	next := expected
+	now := a.clock.Now().UTC().Truncate(time.Microsecond)
+	firstInBatch := map[string]int{}
+	for i, op := range b.ops {
+		if id := op.Request.RequestID; id != "" {
+			if j, ok := firstInBatch[id]; ok {
+				b.outcome[i] = replayOutcome(b.outcome[j].tx, op.Fingerprint, id)
+				continue
+			}
+			firstInBatch[id] = i
+		}
+		b.allocate(i, a.newTx(b, op, next, now))
+		next++
+	}
+	written, err := a.store.WriteClearAllocation(ctx, sess, b.lease, requestIDs, b.allocated, expected, next)
+	if err != nil || !written {
+		return false, err
+	}
+	b.nextAfter, b.adopted = next, 0
+	return true, nil
+}
+
+// newTx is op's new transaction at nonce.
+func (a *Allocator) newTx(b *signerBatch, op *AllocationOp, nonce uint64, now time.Time) domain.ManagedTx {
+	return domain.ManagedTx{
+		ID:                uuid.Must(uuid.NewV7()),
+		ChainID:           a.chainID,
+		Signer:            b.signer,
+		SignerHex:         b.key,
+		RequestID:         op.Request.RequestID,
+		Fingerprint:       op.Fingerprint,
+		Nonce:             nonce,
+		Intent:            op.Request.Intent,
+		EffectiveGasLimit: op.GasLimit,
+		State:             domain.StateAllocated,
+		FencingToken:      b.lease.Token,
+		CreatedAt:         now,
+		UpdatedAt:         now,
+	}
+}
+
+// allocate records tx as the new transaction answering op i.
+func (b *signerBatch) allocate(i int, tx domain.ManagedTx) {
+	b.outcome[i] = opOutcome{tx: tx, created: true}
+	b.allocated = append(b.allocated, tx)
 }
 
 // adoptable loads the signer's recovered transactions that the batch's new creates may

@@ -121,3 +121,49 @@ func TestFailedBatchWritesNothingAndEvictsTheCache(t *testing.T) {
 		t.Fatalf("after recovery nonce = %d (%v), want 3", txs[0].Nonce, err)
 	}
 }
+
+// A signer's batch with its cursor cached is written in one statement (WriteClearAllocation)
+// and makes no separate lease check; a batch the database has something to settle for (a
+// retried request id) finds nothing written by it and takes the full path, with the same
+// answers the full path always gave.
+func TestBatchWithACachedCursorIsOneStatement(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	signer := signerAddress(61)
+	node := newTestNode(t, pool, "node-a", nodeOptions{})
+
+	steps := []struct {
+		name            string
+		ids             []string
+		wantNonces      []uint64
+		wantCreated     []bool
+		wantLeaseChecks int64 // after the step
+		wantClearWrites int64
+	}{
+		{name: "first batch: nothing cached, the full path", ids: []string{"a", "b"}, wantNonces: []uint64{0, 1}, wantCreated: []bool{true, true}, wantLeaseChecks: 1},
+		{name: "cursor cached: one statement", ids: []string{"c", "d", "e"}, wantNonces: []uint64{2, 3, 4}, wantCreated: []bool{true, true, true}, wantLeaseChecks: 1, wantClearWrites: 1},
+		{name: "a retry among new ids: the full path answers it", ids: []string{"f", "a"}, wantNonces: []uint64{5, 0}, wantCreated: []bool{true, false}, wantLeaseChecks: 2, wantClearWrites: 1},
+		{name: "cursor cached again: one statement", ids: []string{"g"}, wantNonces: []uint64{6}, wantCreated: []bool{true}, wantLeaseChecks: 2, wantClearWrites: 2},
+	}
+	for _, step := range steps {
+		ops := make([]*services.AllocationOp, len(step.ids))
+		for i, id := range step.ids {
+			ops[i] = services.NewAllocationOp(context.Background(), domain.CreateRequest{Signer: signer, SignerHex: signer.Hex(), RequestID: id,
+				Intent: domain.Intent{To: &signer, Value: big.NewInt(int64(len(id))), GasLimit: 21000}}, 21000)
+		}
+		node.allocator.AllocateBatch(context.Background(), ops)
+		for i, op := range ops {
+			tx, created, err := op.Wait(context.Background())
+			if err != nil || tx.Nonce != step.wantNonces[i] || created != step.wantCreated[i] {
+				t.Fatalf("%s: %s answered nonce %d created %v (%v), want nonce %d created %v", step.name, step.ids[i], tx.Nonce, created, err, step.wantNonces[i], step.wantCreated[i])
+			}
+		}
+		if got, want := node.store.leaseChecks.Load(), step.wantLeaseChecks; got != want {
+			t.Errorf("%s: %d full-path lease checks so far, want %d", step.name, got, want)
+		}
+		if got, want := node.store.clearWrites.Load(), step.wantClearWrites; got != want {
+			t.Errorf("%s: %d one-statement batches so far, want %d", step.name, got, want)
+		}
+	}
+	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}, 7)
+}

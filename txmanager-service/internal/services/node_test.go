@@ -93,6 +93,10 @@ type gatedStore struct {
 	beforeLock *gate
 	afterLock  *gate
 	lookups    atomic.Int64
+	// leaseChecks counts the full path's lease checks; clearWrites the batches written in
+	// one statement.
+	leaseChecks atomic.Int64
+	clearWrites atomic.Int64
 }
 
 func (s *gatedStore) FindByRequestIDs(ctx context.Context, sess txmanager.Session, signer common.Address, requestIDs []string) (map[string]domain.ManagedTx, error) {
@@ -118,19 +122,44 @@ func (s *gatedStore) setGates(before, after *gate) {
 	s.beforeLock, s.afterLock = before, after
 }
 
-func (s *gatedStore) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string) (services.CursorState, error) {
+// takeGates hands the gates set to the next lease check, whichever path makes it.
+func (s *gatedStore) takeGates() (before, after *gate) {
 	s.mu.Lock()
-	before, after := s.beforeLock, s.afterLock
+	defer s.mu.Unlock()
+	before, after = s.beforeLock, s.afterLock
 	s.beforeLock, s.afterLock = nil, nil
-	s.mu.Unlock()
+	return before, after
+}
+
+func (s *gatedStore) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string) (services.CursorState, error) {
+	before, after := s.takeGates()
 	if before != nil {
 		before.pass()
 	}
+	s.leaseChecks.Add(1)
 	cursor, err := s.AllocationStore.LockLeaseAndReadCursor(ctx, sess, lease, requestIDs)
 	if after != nil {
 		after.pass()
 	}
 	return cursor, err
+}
+
+// WriteClearAllocation is gated like the lease check: the one-statement path checks the
+// lease (and holds it and the roster row) in the statement that writes.
+func (s *gatedStore) WriteClearAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string,
+	txs []domain.ManagedTx, expectedNext, next uint64) (bool, error) {
+	before, after := s.takeGates()
+	if before != nil {
+		before.pass()
+	}
+	written, err := s.AllocationStore.WriteClearAllocation(ctx, sess, lease, requestIDs, txs, expectedNext, next)
+	if written {
+		s.clearWrites.Add(1)
+	}
+	if after != nil {
+		after.pass()
+	}
+	return written, err
 }
 
 func signerAddress(i int) common.Address {

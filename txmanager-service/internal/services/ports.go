@@ -51,6 +51,12 @@ type AllocationStore interface {
 	// WriteAllocation inserts the signer's newly allocated transactions and advances its
 	// cursor to next, both or neither.
 	WriteAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, txs []domain.ManagedTx, next uint64) error
+	// WriteClearAllocation writes txs, numbered from expectedNext, and advances the cursor
+	// to next in one statement, but only when the signer needs nothing of the full path (the
+	// lease held, the cursor at expectedNext, the signer active and not quarantined, nothing
+	// to adopt, none of requestIDs on record); it reports false, having written nothing,
+	// otherwise.
+	WriteClearAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string, txs []domain.ManagedTx, expectedNext, next uint64) (bool, error)
 	// FindUnclaimed returns the signer's recovered transactions still adoptable whose
 	// recovery key is among keys, lowest nonce first, locked until the batch commits.
 	FindUnclaimed(ctx context.Context, sess txmanager.Session, signer common.Address, keys [][32]byte) ([]domain.ManagedTx, error)

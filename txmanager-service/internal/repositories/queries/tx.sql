@@ -34,6 +34,53 @@ advanced AS (
 SELECT (SELECT count(*) FROM inserted)::bigint AS inserted,
        (SELECT count(*) FROM advanced)::bigint AS cursor_advanced;
 
+-- name: WriteClearAllocation :one
+-- A writer batch's allocation for one signer in one statement, in the common case only: the
+-- batch numbered its transactions from its cached cursor (@expected_next), and they go in
+-- only when the full path (LockLeaseAndReadCursor, then WriteAllocation) would write exactly
+-- the same: the lease ours (held FOR KEY SHARE), the cursor where the cache says, the roster
+-- row active (held FOR KEY SHARE, as the full path does, so a retirement waits for the
+-- batch), no open quarantine, no recovered transaction a create could adopt, and none of the
+-- request ids already on record. Otherwise nothing is written (clear is false) and the batch
+-- takes the full path in the same transaction.
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+nothing_to_settle AS MATERIALIZED (
+    SELECT 1 FROM lease, signer_nonce_cursor c
+    WHERE c.chain_id = @chain_id AND c.signer = @signer AND c.next_nonce = @expected_next::bigint
+      AND NOT EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL)
+      AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.unclaimed_until > now())
+      AND NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT unnest(@request_ids::text[]) AS id) r
+                      CROSS JOIN LATERAL (
+                          SELECT 1 FROM managed_tx t WHERE t.chain_id = @chain_id AND t.signer = @signer AND t.request_id = r.id LIMIT 1
+                      ) known)
+      AND COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = @signer FOR KEY SHARE), 'active') = 'active'
+),
+inserted AS (
+    INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
+    SELECT @chain_id, t.tx_id::uuid, @signer, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', @fencing_token, @created_at, @created_at
+    FROM nothing_to_settle, (
+        SELECT unnest(@tx_ids::text[])          AS tx_id,
+               unnest(@tx_request_ids::text[])  AS request_id,
+               unnest(@intent_hashes::bytea[])  AS intent_hash,
+               unnest(@nonces::bigint[])        AS nonce,
+               unnest(@payloads::text[])::jsonb AS payload
+    ) AS t
+    RETURNING 1
+),
+advanced AS (
+    UPDATE signer_nonce_cursor c SET next_nonce = @next_nonce::bigint, fencing_token = @fencing_token, updated_at = now()
+    FROM nothing_to_settle
+    WHERE c.chain_id = @chain_id AND c.signer = @signer AND c.next_nonce = @expected_next::bigint
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM nothing_to_settle) AS clear,
+       (SELECT count(*) FROM inserted)::bigint AS inserted,
+       (SELECT count(*) FROM advanced)::bigint AS cursor_advanced;
+
 -- name: FindTxsByRequestIDs :many
 -- One look-up of the unique (chain_id, signer, request_id) index per distinct request id.
 -- The plainer "request_id = ANY(...)" lets a plan made before the table has statistics (a

@@ -354,3 +354,94 @@ func (q *Queries) WriteAllocation(ctx context.Context, arg WriteAllocationParams
 	err := row.Scan(&i.Inserted, &i.CursorAdvanced)
 	return i, err
 }
+
+const writeClearAllocation = `-- name: WriteClearAllocation :one
+WITH lease AS MATERIALIZED (
+    SELECT 1 FROM signer_lease sl
+    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
+    FOR KEY SHARE
+),
+nothing_to_settle AS MATERIALIZED (
+    SELECT 1 FROM lease, signer_nonce_cursor c
+    WHERE c.chain_id = $1 AND c.signer = $2 AND c.next_nonce = $5::bigint
+      AND NOT EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = $1 AND q.signer = $2 AND q.released_at IS NULL)
+      AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.unclaimed_until > now())
+      AND NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT unnest($6::text[]) AS id) r
+                      CROSS JOIN LATERAL (
+                          SELECT 1 FROM managed_tx t WHERE t.chain_id = $1 AND t.signer = $2 AND t.request_id = r.id LIMIT 1
+                      ) known)
+      AND COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = $2 FOR KEY SHARE), 'active') = 'active'
+),
+inserted AS (
+    INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
+    SELECT $1, t.tx_id::uuid, $2, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', $4, $7, $7
+    FROM nothing_to_settle, (
+        SELECT unnest($8::text[])          AS tx_id,
+               unnest($9::text[])  AS request_id,
+               unnest($10::bytea[])  AS intent_hash,
+               unnest($11::bigint[])        AS nonce,
+               unnest($12::text[])::jsonb AS payload
+    ) AS t
+    RETURNING 1
+),
+advanced AS (
+    UPDATE signer_nonce_cursor c SET next_nonce = $13::bigint, fencing_token = $4, updated_at = now()
+    FROM nothing_to_settle
+    WHERE c.chain_id = $1 AND c.signer = $2 AND c.next_nonce = $5::bigint
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM nothing_to_settle) AS clear,
+       (SELECT count(*) FROM inserted)::bigint AS inserted,
+       (SELECT count(*) FROM advanced)::bigint AS cursor_advanced
+`
+
+type WriteClearAllocationParams struct {
+	ChainID      int64
+	Signer       string
+	NodeID       string
+	FencingToken int64
+	ExpectedNext int64
+	RequestIds   []string
+	CreatedAt    time.Time
+	TxIds        []string
+	TxRequestIds []string
+	IntentHashes [][]byte
+	Nonces       []int64
+	Payloads     []string
+	NextNonce    int64
+}
+
+type WriteClearAllocationRow struct {
+	Clear          bool
+	Inserted       int64
+	CursorAdvanced int64
+}
+
+// A writer batch's allocation for one signer in one statement, in the common case only: the
+// batch numbered its transactions from its cached cursor (@expected_next), and they go in
+// only when the full path (LockLeaseAndReadCursor, then WriteAllocation) would write exactly
+// the same: the lease ours (held FOR KEY SHARE), the cursor where the cache says, the roster
+// row active (held FOR KEY SHARE, as the full path does, so a retirement waits for the
+// batch), no open quarantine, no recovered transaction a create could adopt, and none of the
+// request ids already on record. Otherwise nothing is written (clear is false) and the batch
+// takes the full path in the same transaction.
+func (q *Queries) WriteClearAllocation(ctx context.Context, arg WriteClearAllocationParams) (WriteClearAllocationRow, error) {
+	row := q.db.QueryRow(ctx, writeClearAllocation,
+		arg.ChainID,
+		arg.Signer,
+		arg.NodeID,
+		arg.FencingToken,
+		arg.ExpectedNext,
+		arg.RequestIds,
+		arg.CreatedAt,
+		arg.TxIds,
+		arg.TxRequestIds,
+		arg.IntentHashes,
+		arg.Nonces,
+		arg.Payloads,
+		arg.NextNonce,
+	)
+	var i WriteClearAllocationRow
+	err := row.Scan(&i.Clear, &i.Inserted, &i.CursorAdvanced)
+	return i, err
+}
