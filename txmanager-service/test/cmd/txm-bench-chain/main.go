@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -43,13 +44,16 @@ type options struct {
 	timeout       time.Duration
 	verbose       bool
 	keep          bool
+	// overrides are service configuration keys set for the run (-set), e.g. to compare a
+	// setting's cost on the same workload.
+	overrides map[string]any
 }
 
 // confirmationsDefault matches e2e.FastLoops, which the service runs with.
 const confirmationsDefault = 2
 
 func main() {
-	o := options{shapes: []int{20, 1}, confirmations: confirmationsDefault}
+	o := options{shapes: []int{20, 1}, confirmations: confirmationsDefault, overrides: map[string]any{}}
 	flag.StringVar(&o.repo, "repo", ".", "repository root (holds txmanager-service/ and bin/)")
 	flag.IntVar(&o.transfers, "transfers", 20_000, "transfers per shape")
 	flag.IntVar(&o.warmup, "warmup", 2_000, "transfers the service creates and confirms before the measured run, then VACUUM (ANALYZE): the database has history and statistics, as one in service has (0: a fresh database, whose first plans are made without statistics)")
@@ -65,6 +69,18 @@ func main() {
 			}
 			o.shapes = append(o.shapes, n)
 		}
+		return nil
+	})
+	flag.Func("set", "a service configuration key for the run, as key=value (a number, true or false, or text; repeatable), e.g. -set writer.workers=4", func(v string) error {
+		key, value, ok := strings.Cut(v, "=")
+		if !ok || strings.TrimSpace(key) == "" {
+			return fmt.Errorf("want key=value, got %q", v)
+		}
+		var parsed any
+		if err := json.Unmarshal([]byte(value), &parsed); err != nil {
+			parsed = value // plain text
+		}
+		o.overrides[strings.TrimSpace(key)] = parsed
 		return nil
 	})
 	flag.BoolVar(&o.keep, "keep", false, "keep the work folder (the service's and geth's logs) and print its path")
@@ -146,6 +162,9 @@ func run(ctx context.Context, o options) ([]result, error) {
 	defer func() { _ = geth.Stop() }()
 	fmt.Printf("txm-bench-chain: geth %s --dev (1s blocks, %d gas per block), %d transfers per shape (the service's after a warm-up of %d); PostgreSQL: %s\n",
 		version, blockGasLimit, o.transfers, o.warmup, pg.Source)
+	if len(o.overrides) > 0 {
+		fmt.Printf("    service configuration set for the run: %v\n", o.overrides)
+	}
 
 	// Keys: for each shape, a set for the baseline and a set for the service.
 	total := 0
@@ -170,7 +189,7 @@ func run(ctx context.Context, o options) ([]result, error) {
 		if res.service, err = runService(ctx, serviceRun{
 			bin: serviceBin, dir: filepath.Join(root, fmt.Sprintf("service-%d", n)), pg: pg, nodeURL: geth.URL(),
 			keys: serviceKeys, transfers: o.transfers, warmup: o.warmup, clients: o.clients, confirmations: o.confirmations, verbose: o.verbose,
-			gethPID: geth.PID(),
+			gethPID: geth.PID(), overrides: o.overrides,
 		}); err != nil {
 			return results, fmt.Errorf("service, %d signers: %w", n, err)
 		}

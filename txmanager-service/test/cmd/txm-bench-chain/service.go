@@ -31,6 +31,7 @@ type serviceRun struct {
 	confirmations uint64
 	verbose       bool
 	gethPID       int
+	overrides     map[string]any
 }
 
 // runService starts the service on a fresh database with keys as its signers, creates the
@@ -47,6 +48,9 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	cfg.Confirmations = r.confirmations
 	// Profiles on /debug/pprof/ let a slow run be looked into while it happens.
 	cfg.Overrides = map[string]any{"observability.pprof": true}
+	for key, value := range r.overrides {
+		cfg.Overrides[key] = value
+	}
 	svc, err := e2e.StartService(ctx, e2e.ServiceOptions{Bin: r.bin, Config: cfg, Dir: r.dir})
 	if err != nil {
 		return measurement{}, err
