@@ -83,7 +83,7 @@ const idleConnectionsPerNode = 64
 // DialRPC connects to a node's JSON-RPC endpoint (http, https, ws, wss or an IPC path).
 // Close the returned chain to release the connection.
 func DialRPC(ctx context.Context, url string, opts ...RPCOption) (*RPCChain, error) {
-	c := NewRPCChain(nil, opts...)
+	c := newRPCChain(opts)
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConns, transport.MaxIdleConnsPerHost = idleConnectionsPerNode, idleConnectionsPerNode
 	transport.DisableCompression = !c.compressResponses
@@ -91,22 +91,30 @@ func DialRPC(ctx context.Context, url string, opts ...RPCOption) (*RPCChain, err
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}
-	c.rpcClient, c.ethClient, c.transport = rpcClient, ethclient.NewClient(rpcClient), transport
+	c.attach(rpcClient)
+	c.transport = transport
 	return c, nil
 }
 
 // NewRPCChain wraps an existing client. Close on the result closes that client.
 func NewRPCChain(rpcClient *rpc.Client, opts ...RPCOption) *RPCChain {
-	c := &RPCChain{
-		rpcClient:    rpcClient,
-		ethClient:    ethclient.NewClient(rpcClient),
-		maxBatchSize: DefaultMaxBatchSize,
-		tracer:       tracenoop.NewTracerProvider().Tracer(""),
-	}
+	c := newRPCChain(opts)
+	c.attach(rpcClient)
+	return c
+}
+
+// newRPCChain is a chain with its options applied and no client yet: DialRPC needs the
+// options before it dials.
+func newRPCChain(opts []RPCOption) *RPCChain {
+	c := &RPCChain{maxBatchSize: DefaultMaxBatchSize, tracer: tracenoop.NewTracerProvider().Tracer("")}
 	for _, opt := range opts {
 		opt(c)
 	}
 	return c
+}
+
+func (c *RPCChain) attach(rpcClient *rpc.Client) {
+	c.rpcClient, c.ethClient = rpcClient, ethclient.NewClient(rpcClient)
 }
 
 // RequestCount is how many JSON-RPC requests this chain has sent; a batch counts once,

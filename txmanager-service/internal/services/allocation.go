@@ -261,8 +261,7 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 	if written, err := a.writeClear(ctx, sess, b, requestIDs); written || err != nil {
 		return err
 	}
-	b.outcome = make([]opOutcome, len(b.ops))
-	b.allocated = b.allocated[:0]
+	b.reset()
 	state, err := a.store.LockLeaseAndReadCursor(ctx, sess, b.lease, requestIDs)
 	cursor := state.Next
 	var fenced *domain.FencedError
@@ -299,8 +298,24 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 	if err != nil {
 		return err
 	}
+	adoptions := a.assign(b, existing, pool, domain.NextNonce(b.chainNext, b.cachedNext, cursor))
+	if len(adoptions) > 0 {
+		if err := a.store.ClaimUnclaimed(ctx, sess, b.lease, adoptions); err != nil {
+			return err
+		}
+	}
+	if len(b.allocated) == 0 {
+		return nil
+	}
+	return a.store.WriteAllocation(ctx, sess, b.lease, b.allocated, b.nextAfter)
+}
+
+// assign answers each op of the batch, on a reset batch: a replay of a transaction on
+// record (existing) or of an earlier op of the batch with the same request id, an adoption
+// of a recovered transaction (pool), or a new transaction at the next nonce from next. It
+// records the new ones and the nonce after them on the batch and returns the adoptions.
+func (a *Allocator) assign(b *signerBatch, existing map[string]domain.ManagedTx, pool *adoptionPool, next uint64) []Adoption {
 	var adoptions []Adoption
-	next := domain.NextNonce(b.chainNext, b.cachedNext, cursor)
 	// PostgreSQL keeps microseconds: round here so the answer equals what a read returns.
 	now := a.clock.Now().UTC().Truncate(time.Microsecond)
 	firstInBatch := map[string]int{}
@@ -326,20 +341,12 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 				continue
 			}
 		}
-		b.allocate(i, a.newTx(b, op, next, now))
+		b.outcome[i] = opOutcome{tx: a.newTx(b, op, next, now), created: true}
+		b.allocated = append(b.allocated, b.outcome[i].tx)
 		next++
 	}
-	b.nextAfter = next
-	b.adopted = len(adoptions)
-	if len(adoptions) > 0 {
-		if err := a.store.ClaimUnclaimed(ctx, sess, b.lease, adoptions); err != nil {
-			return err
-		}
-	}
-	if len(b.allocated) == 0 {
-		return nil
-	}
-	return a.store.WriteAllocation(ctx, sess, b.lease, b.allocated, next)
+	b.nextAfter, b.adopted = next, len(adoptions)
+	return adoptions
 }
 
 // writeClear allocates the signer's part in one statement in the common case: the cached
@@ -348,37 +355,18 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 // exactly the same (WriteClearAllocation's gate: the lease held, the cursor where the
 // cache says, the signer active and not quarantined, nothing to adopt, no request id on
 // record). With those conditions the full path's max(chain, cache, db) is the cached value
-// (no chain reading, cursor equal to the cache), no create is a replay or an adoption, and
-// no quarantine applies, so its outcome is this one; it spent a statement more per signer
-// and batch to find that out. Anything else writes nothing, and the full path runs in the
-// same transaction.
+// (no chain reading, cursor equal to the cache), no quarantine applies, and its assignment
+// (assign) has nothing on record to replay and nothing to adopt, so its outcome is this
+// one; it spends a statement more per signer and batch to reach it. Anything else writes
+// nothing, and the full path runs in the same transaction.
 func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, b *signerBatch, requestIDs []string) (bool, error) {
 	if b.chainNext != nil || b.cachedNext == nil {
 		return false, nil
 	}
-	b.outcome = make([]opOutcome, len(b.ops))
-	b.allocated = b.allocated[:0]
+	b.reset()
 	expected := *b.cachedNext
-	next := expected
-	now := a.clock.Now().UTC().Truncate(time.Microsecond)
-	firstInBatch := map[string]int{}
-	for i, op := range b.ops {
-		if id := op.Request.RequestID; id != "" {
-			if j, ok := firstInBatch[id]; ok {
-				b.outcome[i] = replayOutcome(b.outcome[j].tx, op.Fingerprint, id)
-				continue
-			}
-			firstInBatch[id] = i
-		}
-		b.allocate(i, a.newTx(b, op, next, now))
-		next++
-	}
-	written, err := a.store.WriteClearAllocation(ctx, sess, b.lease, requestIDs, b.allocated, expected, next)
-	if err != nil || !written {
-		return false, err
-	}
-	b.nextAfter, b.adopted = next, 0
-	return true, nil
+	a.assign(b, nil, nil, expected)
+	return a.store.WriteClearAllocation(ctx, sess, b.lease, requestIDs, b.allocated, expected, b.nextAfter)
 }
 
 // newTx is op's new transaction at nonce.
@@ -400,10 +388,11 @@ func (a *Allocator) newTx(b *signerBatch, op *AllocationOp, nonce uint64, now ti
 	}
 }
 
-// allocate records tx as the new transaction answering op i.
-func (b *signerBatch) allocate(i int, tx domain.ManagedTx) {
-	b.outcome[i] = opOutcome{tx: tx, created: true}
-	b.allocated = append(b.allocated, tx)
+// reset clears what a previous run of the batch's part decided.
+func (b *signerBatch) reset() {
+	b.outcome = make([]opOutcome, len(b.ops))
+	b.allocated = b.allocated[:0]
+	b.nextAfter, b.adopted = 0, 0
 }
 
 // adoptable loads the signer's recovered transactions that the batch's new creates may

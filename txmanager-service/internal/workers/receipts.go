@@ -114,10 +114,11 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 	// The schedule is re-read from the database only when it may be out of date (see
 	// refreshEveryPolls): with thousands in flight the listing costs more than the look-ups
 	// it schedules.
-	held := heldLeaseKeys(c.leases.Held())
+	leases := c.leases.Held()
+	held := heldLeaseKeys(leases)
 	wanted := c.refreshWanted.Swap(false)
 	if c.refreshDue(held, wanted, time.Now()) {
-		if err := c.refresh(ctx); err != nil {
+		if err := c.refresh(ctx, leases); err != nil {
 			if wanted {
 				c.refreshWanted.Store(true)
 			}
@@ -180,10 +181,14 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 	}
 }
 
-// refresh syncs the schedule with the database: new transactions are due at once, ones
+// refresh syncs the schedule with the database for leases (the ones pass compared, so what
+// it records as read is what was read): new transactions are due at once, ones
 // that were mined elsewhere, finalized or whose signer this node lost are dropped.
-func (c *ReceiptChecker) refresh(ctx context.Context) error {
-	signers := c.leases.HeldSigners()
+func (c *ReceiptChecker) refresh(ctx context.Context, leases []domain.Lease) error {
+	signers := make([]string, len(leases))
+	for i, l := range leases {
+		signers[i] = l.Signer
+	}
 	var txs []pipeline.TrackedTx
 	if len(signers) > 0 {
 		var err error
