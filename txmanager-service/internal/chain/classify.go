@@ -158,6 +158,24 @@ func isNotSupported(err error) bool {
 	return false
 }
 
+// isMethodNotFound: the node itself answered that it has no such method: the JSON-RPC code
+// for it, or a message that names the method as unknown (geth: "the method X does not
+// exist/is not available"; some providers answer "unsupported method: X" with another code).
+func isMethodNotFound(err error, method string) bool {
+	var rpcErr rpc.Error
+	if !errors.As(err, &rpcErr) {
+		return false
+	}
+	if rpcErr.ErrorCode() == codeMethodNotFound {
+		return true
+	}
+	message := strings.ToLower(rpcErr.Error())
+	return containsWordPrefix(message, "method not found") ||
+		(strings.Contains(message, strings.ToLower(method)) &&
+			(containsWordPrefix(message, "does not exist") || containsWordPrefix(message, "not available") ||
+				containsWordPrefix(message, "unsupported") || containsWordPrefix(message, "not supported")))
+}
+
 func matchPhrase(message string, phrases []errorPhrase) error {
 	message = strings.ToLower(message)
 	for _, p := range phrases {

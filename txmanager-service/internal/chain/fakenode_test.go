@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
@@ -188,6 +189,70 @@ func TestSuggestFeesAcrossNodeCapabilities(t *testing.T) {
 			}
 			if fees.BaseFee.Cmp(baseFee) != 0 || fees.TipCap.Cmp(tc.wantTip) != 0 {
 				t.Errorf("SuggestFees = base %s tip %s, want base %s tip %s", fees.BaseFee, fees.TipCap, baseFee, tc.wantTip)
+			}
+		})
+	}
+}
+
+// fakeEthWithHeaders also answers eth_getHeaderByNumber, as geth, Erigon and reth do.
+type fakeEthWithHeaders struct {
+	*fakeEth
+	headerCalls int
+}
+
+func (f *fakeEthWithHeaders) GetHeaderByNumber(tag string) (map[string]any, error) {
+	f.headerCalls++
+	return f.GetBlockByNumber(tag, false)
+}
+
+// TestHeadersFallBackToBlocksOnNodesWithoutTheHeaderMethod: a node that does not know
+// eth_getHeaderByNumber costs one refused request, once; from then on the endpoint is asked
+// with eth_getBlockByNumber. A node that knows it is never asked the other way, and a
+// header it cannot give (no finalized block) does not make the endpoint switch.
+func TestHeadersFallBackToBlocksOnNodesWithoutTheHeaderMethod(t *testing.T) {
+	block := fakeBlock(9, big.NewInt(7))
+	tests := []struct {
+		name string
+		node any
+		// wantRequests: the requests of each LatestHeader call, then FinalizedHeader's,
+		// then LatestHeader's once more.
+		wantRequests []int64
+	}{
+		{name: "node without the method", node: &fakeEth{latest: block, finalizedErr: codedError{"Unknown block", -39001}},
+			wantRequests: []int64{2, 1, 1, 1}},
+		{name: "node with the method", node: &fakeEthWithHeaders{fakeEth: &fakeEth{latest: block, finalizedErr: codedError{"Unknown block", -39001}}},
+			wantRequests: []int64{1, 1, 1, 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t)
+			node := fakeNode(t, tc.node)
+			var got []int64
+			before := node.RequestCount()
+			step := func() {
+				got = append(got, node.RequestCount()-before)
+				before = node.RequestCount()
+			}
+			for range 2 {
+				header, err := node.LatestHeader(ctx)
+				if err != nil || header.Number != 9 {
+					t.Fatalf("LatestHeader = %+v, %v; want height 9", header, err)
+				}
+				step()
+			}
+			if _, err := node.FinalizedHeader(ctx); !errors.Is(err, services.ErrNotSupported) {
+				t.Fatalf("FinalizedHeader error %v, want ErrNotSupported", err)
+			}
+			step()
+			if _, err := node.LatestHeader(ctx); err != nil {
+				t.Fatalf("LatestHeader after FinalizedHeader: %v", err)
+			}
+			step()
+			if !slices.Equal(got, tc.wantRequests) {
+				t.Errorf("requests per call %v, want %v", got, tc.wantRequests)
+			}
+			if withHeaders, ok := tc.node.(*fakeEthWithHeaders); ok && withHeaders.headerCalls != 4 {
+				t.Errorf("eth_getHeaderByNumber answered %d calls, want all 4", withHeaders.headerCalls)
 			}
 		})
 	}

@@ -43,13 +43,42 @@ func (h *rpcHeader) baseFee() *big.Int {
 	return (*big.Int)(h.BaseFee)
 }
 
-// getBlockHeaderElem asks for a block without its transactions, which is all a header needs.
-func getBlockHeaderElem(block string, into **rpcHeader) rpc.BatchElem {
-	return rpc.BatchElem{
-		Method: "eth_getBlockByNumber",
-		Args:   []any{block, false},
-		Result: into,
+// Header calls. eth_getBlockByNumber(n, false) answers with the block's transaction
+// hashes: 68 bytes for each transaction, so 400 KB for a block of 6,000 transfers, which the
+// node encodes and the service decodes on every poll of the head. eth_getHeaderByNumber
+// (geth, Erigon, reth) answers the same header without them. A node that does not know it
+// is asked with eth_getBlockByNumber from its first refusal on.
+const (
+	headerOnlyMethod = "eth_getHeaderByNumber"
+	blockMethod      = "eth_getBlockByNumber"
+)
+
+// headerMethod is the call this endpoint answers headers with.
+func (c *RPCChain) headerMethod() string {
+	if c.headersByBlock.Load() {
+		return blockMethod
 	}
+	return headerOnlyMethod
+}
+
+// headerElem asks for one header with method.
+func headerElem(method, block string, into **rpcHeader) rpc.BatchElem {
+	args := []any{block}
+	if method == blockMethod {
+		args = append(args, false)
+	}
+	return rpc.BatchElem{Method: method, Args: args, Result: into}
+}
+
+// lacksHeaderMethod records that the node refused eth_getHeaderByNumber as unknown and says
+// whether the call should be made again with eth_getBlockByNumber. Only a refusal of the
+// method itself counts: an unknown block or tag is the same answer either way.
+func (c *RPCChain) lacksHeaderMethod(method string, err error) bool {
+	if method != headerOnlyMethod || !isMethodNotFound(err, method) {
+		return false
+	}
+	c.headersByBlock.Store(true)
+	return true
 }
 
 // HeadersByNumber implements services.Chain with batched eth_getBlockByNumber.
@@ -59,11 +88,17 @@ func (c *RPCChain) HeadersByNumber(ctx context.Context, numbers []uint64) ([]*se
 	}
 	decoded := make([]*rpcHeader, len(numbers))
 	elems := make([]rpc.BatchElem, len(numbers))
-	for i, number := range numbers {
-		elems[i] = getBlockHeaderElem(hexutil.EncodeUint64(number), &decoded[i])
-	}
-	if err := c.batchCall(ctx, elems); err != nil {
-		return nil, err
+	for {
+		method := c.headerMethod()
+		for i, number := range numbers {
+			elems[i] = headerElem(method, hexutil.EncodeUint64(number), &decoded[i])
+		}
+		if err := c.batchCall(ctx, elems); err != nil {
+			return nil, err
+		}
+		if !c.lacksHeaderMethod(method, elems[0].Error) {
+			break
+		}
 	}
 	headers := make([]*services.BlockHeader, len(numbers))
 	for i, elem := range elems {
@@ -106,9 +141,16 @@ func (c *RPCChain) FinalizedHeader(ctx context.Context) (*services.BlockHeader, 
 
 // headerByTag returns nil, nil when the node answers null.
 func (c *RPCChain) headerByTag(ctx context.Context, tag string) (*rpcHeader, error) {
-	var header *rpcHeader
-	if err := c.call(ctx, &header, "eth_getBlockByNumber", tag, false); err != nil {
-		return nil, fmt.Errorf("%s block: %w", tag, err)
+	for {
+		var header *rpcHeader
+		method := c.headerMethod()
+		elem := headerElem(method, tag, &header)
+		err := c.call(ctx, elem.Result, method, elem.Args...)
+		switch {
+		case err == nil:
+			return header, nil
+		case !c.lacksHeaderMethod(method, err):
+			return nil, fmt.Errorf("%s block: %w", tag, err)
+		}
 	}
-	return header, nil
 }

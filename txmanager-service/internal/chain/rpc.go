@@ -38,6 +38,9 @@ type RPCChain struct {
 	transport *http.Transport
 	// compressResponses asks an HTTP node to gzip its answers (DialRPC only).
 	compressResponses bool
+	// headersByBlock: the node refused eth_getHeaderByNumber, so headers are asked for with
+	// eth_getBlockByNumber (headers.go).
+	headersByBlock atomic.Bool
 }
 
 // RPCOption adjusts an RPCChain at construction.

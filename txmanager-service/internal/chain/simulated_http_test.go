@@ -1,6 +1,10 @@
 package chain_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 )
 
@@ -199,5 +204,89 @@ func TestRPCAsksForCompressedAnswersOnlyWhenTold(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHeadersAreAskedForWithoutTheBlocksTransactions runs geth's own HTTP server behind a
+// proxy that records each JSON-RPC method: every header the service reads (head, heights,
+// finalized, fee suggestion) must be asked for with eth_getHeaderByNumber, whose answer
+// leaves out the transaction hashes of a full block, and must be the header geth reports
+// for the block.
+func TestHeadersAreAskedForWithoutTheBlocksTransactions(t *testing.T) {
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	ctx := testContext(t)
+	key := sim.DevKeys()[0]
+	for nonce := range uint64(20) {
+		_, raw := transfer(t, sim, key, nonce)
+		sendRaw(t, ctx, sim, raw)
+	}
+	full := sim.Commit()
+	node, err := url.Parse(sim.HTTPEndpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var methods []string
+	proxy := httputil.NewSingleHostReverseProxy(node)
+	recorder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var calls []struct {
+			Method string `json:"method"`
+		}
+		if err := json.Unmarshal(body, &calls); err != nil { // not a batch: one call
+			calls = calls[:0]
+			var call struct {
+				Method string `json:"method"`
+			}
+			_ = json.Unmarshal(body, &call)
+			calls = append(calls, call)
+		}
+		mu.Lock()
+		for _, c := range calls {
+			methods = append(methods, c.Method)
+		}
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, r)
+	})
+	server := httptest.NewServer(recorder)
+	t.Cleanup(server.Close)
+	remote, err := chain.DialRPC(ctx, server.URL)
+	if err != nil {
+		t.Fatalf("DialRPC: %v", err)
+	}
+	t.Cleanup(remote.Close)
+
+	latest, err := remote.LatestHeader(ctx)
+	if err != nil || latest.Hash != full {
+		t.Fatalf("LatestHeader = %+v, %v; want the block of the 20 transfers, %s", latest, err, full)
+	}
+	headers, err := remote.HeadersByNumber(ctx, []uint64{0, latest.Number})
+	if err != nil || headers[1] == nil || headers[1].Hash != full || headers[0] == nil || headers[0].Number != 0 {
+		t.Fatalf("HeadersByNumber = %+v, %v; want genesis and %s", headers, err, full)
+	}
+	if headers[1].ParentHash != headers[0].Hash && latest.Number == 1 {
+		t.Errorf("block 1's parent %s is not genesis %s", headers[1].ParentHash, headers[0].Hash)
+	}
+	if _, err := remote.FinalizedHeader(ctx); err != nil && !errors.Is(err, services.ErrNotSupported) {
+		t.Fatalf("FinalizedHeader: %v", err)
+	}
+	fees, err := remote.SuggestFees(ctx)
+	if err != nil || fees.BaseFee == nil || fees.BaseFee.Sign() <= 0 {
+		t.Fatalf("SuggestFees = %+v, %v; want the latest block's base fee", fees, err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	counts := map[string]int{}
+	for _, m := range methods {
+		counts[m]++
+	}
+	if counts["eth_getBlockByNumber"] != 0 || counts["eth_getHeaderByNumber"] != 5 {
+		t.Errorf("methods asked: %v; want 5 eth_getHeaderByNumber (latest, two heights, finalized, fees) and no eth_getBlockByNumber", counts)
 	}
 }

@@ -311,7 +311,7 @@ func (p *Proxy) lagging(ctx context.Context, body []byte) ([]byte, error) {
 // rewriteForHead points "latest"-style block tags at the lagging head. Heights above it
 // need no rewriting: their answers are replaced by null (beyondHead).
 func rewriteForHead(req *rpcRequest, headHex json.RawMessage) {
-	tagAt := map[string]int{"eth_getBlockByNumber": 0, "eth_getTransactionCount": 1, "eth_getBalance": 1, "eth_getCode": 1}
+	tagAt := map[string]int{"eth_getBlockByNumber": 0, "eth_getHeaderByNumber": 0, "eth_getTransactionCount": 1, "eth_getBalance": 1, "eth_getCode": 1}
 	i, ok := tagAt[req.Method]
 	if !ok || len(req.Params) <= i {
 		return
@@ -325,9 +325,9 @@ func rewriteForHead(req *rpcRequest, headHex json.RawMessage) {
 	}
 }
 
-// withoutBaseFee drops baseFeePerGas from a block.
+// withoutBaseFee drops baseFeePerGas from a block or a header.
 func withoutBaseFee(method string, result json.RawMessage) json.RawMessage {
-	if method != "eth_getBlockByNumber" && method != "eth_getBlockByHash" {
+	if !describesBlock(method) {
 		return result
 	}
 	var obj map[string]json.RawMessage
@@ -342,13 +342,22 @@ func withoutBaseFee(method string, result json.RawMessage) json.RawMessage {
 	return out
 }
 
+// describesBlock: the method answers with a block or its header.
+func describesBlock(method string) bool {
+	switch method {
+	case "eth_getBlockByNumber", "eth_getBlockByHash", "eth_getHeaderByNumber", "eth_getHeaderByHash":
+		return true
+	}
+	return false
+}
+
 // beyondHead: the answer describes a block (or a transaction in a block) above head.
 func beyondHead(method string, result json.RawMessage, head uint64) bool {
 	var field string
-	switch method {
-	case "eth_getBlockByNumber", "eth_getBlockByHash":
+	switch {
+	case describesBlock(method):
 		field = "number"
-	case "eth_getTransactionReceipt", "eth_getTransactionByHash":
+	case method == "eth_getTransactionReceipt" || method == "eth_getTransactionByHash":
 		field = "blockNumber"
 	default:
 		return false

@@ -16,6 +16,9 @@ var postgresSettings = []string{
 	"shared_preload_libraries=pg_stat_statements",
 	"pg_stat_statements.track=top",
 	"pg_stat_statements.max=1000",
+	// Planning is counted apart from execution: a batch statement's custom plan is made
+	// afresh for every call, and that time is not in total_exec_time.
+	"pg_stat_statements.track_planning=on",
 	"track_io_timing=off",
 }
 
@@ -111,6 +114,7 @@ type statement struct {
 	query          string
 	calls, rows    int64
 	totalMillis    float64
+	planMillis     float64
 	walBytesOfStmt int64
 	// buffers is the shared buffers the statement visited (hit or read): the work an index
 	// scan does over row versions it must skip shows here.
@@ -121,24 +125,25 @@ type statement struct {
 type statementCount struct {
 	calls, rows int64
 	totalMillis float64
+	planMillis  float64
 	top         []statement
 }
 
 func countStatements(ctx context.Context, conn *pgx.Conn, topN int) (statementCount, error) {
 	var c statementCount
-	err := conn.QueryRow(ctx, `SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(rows), 0)::bigint, coalesce(sum(total_exec_time), 0)
-		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&c.calls, &c.rows, &c.totalMillis)
+	err := conn.QueryRow(ctx, `SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(rows), 0)::bigint, coalesce(sum(total_exec_time), 0), coalesce(sum(total_plan_time), 0)
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&c.calls, &c.rows, &c.totalMillis, &c.planMillis)
 	if err != nil {
 		return c, fmt.Errorf("statement totals: %w", err)
 	}
-	rows, err := conn.Query(ctx, `SELECT query, calls, rows, total_exec_time, wal_bytes::bigint, shared_blks_hit + shared_blks_read FROM pg_stat_statements
-		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT $1`, topN)
+	rows, err := conn.Query(ctx, `SELECT query, calls, rows, total_exec_time, total_plan_time, wal_bytes::bigint, shared_blks_hit + shared_blks_read FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time + total_plan_time DESC LIMIT $1`, topN)
 	if err != nil {
 		return c, fmt.Errorf("top statements: %w", err)
 	}
 	c.top, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (statement, error) {
 		var s statement
-		err := row.Scan(&s.query, &s.calls, &s.rows, &s.totalMillis, &s.walBytesOfStmt, &s.buffers)
+		err := row.Scan(&s.query, &s.calls, &s.rows, &s.totalMillis, &s.planMillis, &s.walBytesOfStmt, &s.buffers)
 		return s, err
 	})
 	return c, err
@@ -156,7 +161,7 @@ func printDBCost(w io.Writer, c dbCost) {
 	n := float64(c.transfers)
 	d := c.delta
 	fmt.Fprintf(w, "    database per confirmed transfer (%d transfers):\n", c.transfers)
-	fmt.Fprintf(w, "      statements %.2f (rows returned or affected %.2f, execution %.3f ms)\n", float64(c.statements.calls)/n, float64(c.statements.rows)/n, c.statements.totalMillis/n)
+	fmt.Fprintf(w, "      statements %.2f (rows returned or affected %.2f, execution %.3f ms, planning %.3f ms)\n", float64(c.statements.calls)/n, float64(c.statements.rows)/n, c.statements.totalMillis/n, c.statements.planMillis/n)
 	fmt.Fprintf(w, "      row versions written %.2f (inserted %.2f, updated %.2f of which HOT %.2f); dead row versions %.2f (updated + deleted %.2f)\n",
 		float64(d.tables.written())/n, float64(d.tables.inserted)/n, float64(d.tables.updated)/n, float64(d.tables.hotUpdated)/n,
 		float64(d.tables.dead())/n, float64(d.tables.deleted)/n)
@@ -170,14 +175,14 @@ func printDBCost(w io.Writer, c dbCost) {
 	}
 	slices.Sort(parts)
 	fmt.Fprintf(w, "      by table (+inserted ~updated -deleted): %s\n", strings.Join(parts, "; "))
-	fmt.Fprintf(w, "    top statements by total execution time:\n")
-	fmt.Fprintf(w, "      %9s %8s %9s %9s %9s %10s  %s\n", "total ms", "calls/tx", "rows/call", "ms/call", "WAL B/tx", "bufs/call", "query")
+	fmt.Fprintf(w, "    top statements by total execution and planning time:\n")
+	fmt.Fprintf(w, "      %9s %8s %8s %9s %9s %9s %10s  %s\n", "total ms", "plan ms", "calls/tx", "rows/call", "ms/call", "WAL B/tx", "bufs/call", "query")
 	for _, s := range c.statements.top {
 		rowsPerCall := 0.0
 		if s.calls > 0 {
 			rowsPerCall = float64(s.rows) / float64(s.calls)
 		}
-		fmt.Fprintf(w, "      %9.0f %8.3f %9.1f %9.3f %9.0f %10.0f  %s\n", s.totalMillis, float64(s.calls)/n, rowsPerCall,
+		fmt.Fprintf(w, "      %9.0f %8.0f %8.3f %9.1f %9.3f %9.0f %10.0f  %s\n", s.totalMillis, s.planMillis, float64(s.calls)/n, rowsPerCall,
 			s.totalMillis/float64(max(s.calls, 1)), float64(s.walBytesOfStmt)/n, float64(s.buffers)/float64(max(s.calls, 1)), oneLine(s.query, 110))
 	}
 }

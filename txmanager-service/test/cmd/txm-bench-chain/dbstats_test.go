@@ -48,12 +48,12 @@ func TestPrintDBCostIsPerTransfer(t *testing.T) {
 		transfers: 100,
 		delta: dbSnapshot{tables: tableCounts{inserted: 300, updated: 500, hotUpdated: 100}, walBytes: 780_000, walRecords: 5300,
 			perTable: map[string]tableCounts{"managed_tx": {inserted: 100, updated: 400}, "idle": {}}},
-		statements: statementCount{calls: 190, rows: 500, totalMillis: 50,
+		statements: statementCount{calls: 190, rows: 500, totalMillis: 50, planMillis: 30,
 			top: []statement{{query: "-- name: MarkSigned :one\nWITH lease AS (\n  SELECT 1)", calls: 10, rows: 10, totalMillis: 20, walBytesOfStmt: 1000}}},
 	})
 	text := out.String()
 	for _, want := range []string{
-		"statements 1.90", "row versions written 8.00", "dead row versions 5.00", "WAL 7800 bytes", "managed_tx +1.00 ~4.00",
+		"statements 1.90", "planning 0.300 ms", "row versions written 8.00", "dead row versions 5.00", "WAL 7800 bytes", "managed_tx +1.00 ~4.00",
 		"-- name: MarkSigned :one WITH lease AS ( SELECT 1)",
 	} {
 		if !strings.Contains(text, want) {

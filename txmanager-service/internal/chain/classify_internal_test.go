@@ -1,0 +1,42 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+type rpcError struct {
+	message string
+	code    int
+}
+
+func (e rpcError) Error() string  { return e.message }
+func (e rpcError) ErrorCode() int { return e.code }
+
+func TestIsMethodNotFound(t *testing.T) {
+	const method = "eth_getHeaderByNumber"
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"geth", rpcError{"the method eth_getHeaderByNumber does not exist/is not available", -32601}, true},
+		{"code only", rpcError{"Method not found", -32601}, true},
+		{"provider with another code", rpcError{"Unsupported method: eth_getHeaderByNumber", -32600}, true},
+		{"method not found text", rpcError{"method not found", -32000}, true},
+		{"wrapped", fmt.Errorf("latest block: %w", rpcError{"Method not found", -32601}), true},
+		{"unknown block", rpcError{"Unknown block", -39001}, false},
+		{"finalized not supported names no method", rpcError{"finalized block not supported", -32000}, false},
+		{"another method refused", rpcError{"the method eth_getBlockReceipts does not exist/is not available", -32000}, false},
+		{"transport error", errors.New("404 Not Found: method not found"), false},
+		{"nil", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := isMethodNotFound(tc.err, method); got != tc.want {
+				t.Errorf("isMethodNotFound(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
