@@ -24,6 +24,7 @@ type AttemptStore interface {
 	// RecordBroadcasts records each transaction's broadcast outcome.
 	RecordBroadcasts(ctx context.Context, lease domain.Lease, outcomes []BroadcastOutcome) error
 	// RecordAttempt stores a new attempt as its transaction's current one, with subState,
-	// due for resubmission after resubmitAfter.
-	RecordAttempt(ctx context.Context, lease domain.Lease, attempt SignedAttempt, subState string, resubmitAfter time.Duration) error
+	// due for resubmission after resubmitAfter, and reports whether it did: a transaction
+	// mined or final meanwhile takes no new attempt, and the attempt must not be sent.
+	RecordAttempt(ctx context.Context, lease domain.Lease, attempt SignedAttempt, subState string, resubmitAfter time.Duration) (bool, error)
 }

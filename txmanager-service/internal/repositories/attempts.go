@@ -38,7 +38,7 @@ func (r *AttemptRepository) RecordBroadcasts(ctx context.Context, lease domain.L
 }
 
 // RecordAttempt implements pipeline.AttemptStore.
-func (r *AttemptRepository) RecordAttempt(ctx context.Context, lease domain.Lease, a pipeline.SignedAttempt, subState string, resubmitAfter time.Duration) error {
+func (r *AttemptRepository) RecordAttempt(ctx context.Context, lease domain.Lease, a pipeline.SignedAttempt, subState string, resubmitAfter time.Duration) (bool, error) {
 	p := sqlcdb.RecordAttemptParams{
 		TxHash: a.Hash.Hex(), TxID: a.TxID, Nonce: int64(a.Nonce), Kind: string(a.Kind),
 		MaxFee: a.MaxFee.String(), MaxTip: a.MaxTip.String(), GasLimit: int64(a.GasLimit), RawTx: a.Raw,
@@ -47,6 +47,6 @@ func (r *AttemptRepository) RecordAttempt(ctx context.Context, lease domain.Leas
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
 	p.ChainID = r.chainID
 	row, err := r.q.RecordAttempt(ctx, p)
-	_, err = fencedOutcome(lease, "attempt", row.LeaseHeld, row.Updated, err)
-	return err
+	recorded, err := fencedOutcome(lease, "attempt", row.LeaseHeld, row.Updated, err)
+	return recorded > 0, err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
@@ -110,8 +111,8 @@ func TestSigningIsAHOTUpdate(t *testing.T) {
 			MaxFee: big.NewInt(2), MaxTip: big.NewInt(1), GasLimit: 21000, Raw: []byte{byte(i)}}
 	}
 	updated0, hot0 := managedTxUpdates(t, pool, 0)
-	if err := repositories.NewSubmittingRepository(pool, testChain()).MarkSigned(ctx, lease, attempts, time.Minute); err != nil {
-		t.Fatal(err)
+	if signed, err := repositories.NewSubmittingRepository(pool, testChain()).MarkSigned(ctx, lease, attempts, time.Minute); err != nil || len(signed) != rows {
+		t.Fatalf("MarkSigned = %v, %v; want the %d rows", signed, err, rows)
 	}
 	updated, hot := managedTxUpdates(t, pool, updated0+rows)
 	if updated-updated0 != rows || hot-hot0 != rows {
@@ -120,5 +121,81 @@ func TestSigningIsAHOTUpdate(t *testing.T) {
 	var tracking int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM managed_tx WHERE signer = $1 AND state = 'TRACKING' AND sub_state = 'SIGNED' AND confirmed_at IS NULL", signer).Scan(&tracking); err != nil || tracking != rows {
 		t.Fatalf("%d rows signed, %v; want %d", tracking, err, rows)
+	}
+}
+
+// Attempts have no foreign key to their transaction (migration 0016), so the writes that
+// store one must not store it for a row they do not move: a signed attempt for a row no
+// longer ALLOCATED, a replacement or a resolution attempt for a row mined meanwhile. Those
+// rows' ids are not answered, so their attempts are not sent either.
+func TestAttemptsAreStoredOnlyForRowsTheWriteMoves(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	const signer = "0x00000000000000000000000000000000000000b4"
+	lease := acquireLease(t, pool, signer, "node-a")
+	var fks int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND conrelid IN ('tx_attempt'::regclass, 'tx_completions'::regclass)`).Scan(&fks); err != nil || fks != 0 {
+		t.Fatalf("%d foreign keys on tx_attempt and tx_completions (%v), want none", fks, err)
+	}
+	// Nonces 0-2 ALLOCATED; 3 signed by an earlier pass; 4 mined, 5 waiting for its receipt.
+	states := []string{"ALLOCATED", "ALLOCATED", "ALLOCATED", "TRACKING", "TRACKING", "TRACKING"}
+	ids := make([]uuid.UUID, len(states))
+	for i, state := range states {
+		ids[i] = uuid.New()
+		receipt := "NULL"
+		if i == 4 {
+			receipt = `'{"status":"0x1"}'`
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, tx_hash, receipt, fencing_token)
+			VALUES (1337, $1, $2, '\x00', $3, '{"value":"1"}', $4, $5, `+receipt+`, $6)`,
+			ids[i], signer, i, state, common.BigToHash(big.NewInt(int64(200+i))).Hex(), int64(lease.Token)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	attempt := func(i int, hash int64) pipeline.SignedAttempt {
+		return pipeline.SignedAttempt{TxID: ids[i], Hash: common.BigToHash(big.NewInt(hash)), Nonce: uint64(i), Kind: pipeline.AttemptOriginal,
+			MaxFee: big.NewInt(2), MaxTip: big.NewInt(1), GasLimit: 21000, Raw: []byte{byte(i)}}
+	}
+	attemptsOf := func(i int) int {
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM tx_attempt WHERE tx_id = $1", ids[i]).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	store := repositories.NewSubmittingRepository(pool, testChain())
+
+	signed, err := store.MarkSigned(ctx, lease, []pipeline.SignedAttempt{attempt(0, 100), attempt(1, 101), attempt(3, 103)}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(signed, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+	want := []uuid.UUID{ids[0], ids[1]}
+	slices.SortFunc(want, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+	if !slices.Equal(signed, want) {
+		t.Errorf("MarkSigned answered %v, want the two ALLOCATED rows %v", signed, want)
+	}
+	if got := []int{attemptsOf(0), attemptsOf(1), attemptsOf(2), attemptsOf(3)}; !slices.Equal(got, []int{1, 1, 0, 0}) {
+		t.Errorf("attempts of nonces 0-3 after signing 0, 1 and 3: %v, want [1 1 0 0]", got)
+	}
+
+	replaced, err := store.RecordReplacements(ctx, lease, []submitting.Replacement{
+		{Replaced: common.BigToHash(big.NewInt(204)), Attempt: attempt(4, 404)}, // mined: not replaced
+	})
+	if err != nil || len(replaced) != 0 || attemptsOf(4) != 0 {
+		t.Errorf("replacement of a mined row: answered %v, %v, %d attempts; want none stored", replaced, err, attemptsOf(4))
+	}
+
+	attempts := repositories.NewAttemptRepository(pool, testChain())
+	for _, tc := range []struct {
+		nonce    int
+		want     bool
+		attempts int
+	}{{nonce: 4, want: false, attempts: 0}, {nonce: 5, want: true, attempts: 1}} {
+		recorded, err := attempts.RecordAttempt(ctx, lease, attempt(tc.nonce, 300+int64(tc.nonce)), "CANCEL_SUBMITTED", time.Minute)
+		if err != nil || recorded != tc.want || attemptsOf(tc.nonce) != tc.attempts {
+			t.Errorf("RecordAttempt for nonce %d = %v, %v with %d attempts; want %v with %d", tc.nonce, recorded, err, attemptsOf(tc.nonce), tc.want, tc.attempts)
+		}
 	}
 }

@@ -45,7 +45,7 @@ func (r *SubmittingRepository) AllocationCursor(ctx context.Context, signer stri
 }
 
 // MarkSigned implements submitting.Store.
-func (r *SubmittingRepository) MarkSigned(ctx context.Context, lease domain.Lease, attempts []pipeline.SignedAttempt, resubmitAfter time.Duration) error {
+func (r *SubmittingRepository) MarkSigned(ctx context.Context, lease domain.Lease, attempts []pipeline.SignedAttempt, resubmitAfter time.Duration) ([]uuid.UUID, error) {
 	p := sqlcdb.MarkSignedParams{ResubmitAfterSeconds: resubmitAfter.Seconds()}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
 	p.ChainID = r.chainID
@@ -59,8 +59,10 @@ func (r *SubmittingRepository) MarkSigned(ctx context.Context, lease domain.Leas
 		p.RawTxs = append(p.RawTxs, a.Raw)
 	}
 	row, err := r.q.MarkSigned(ctx, p)
-	_, err = fencedOutcome(lease, "signed attempts", row.LeaseHeld, row.Updated, err)
-	return err
+	if _, err := fencedOutcome(lease, "signed attempts", row.LeaseHeld, int64(len(row.SignedIds)), err); err != nil {
+		return nil, err
+	}
+	return row.SignedIds, nil
 }
 
 // ListResubmitDue implements submitting.Store.

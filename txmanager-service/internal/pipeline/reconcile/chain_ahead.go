@@ -109,9 +109,13 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 		case verdictOurs:
 			attempt := pipeline.SignedAttempt{TxID: row.ID, Hash: sent.Hash, Nonce: row.Nonce, Kind: pipeline.AttemptOriginal,
 				MaxFee: pipeline.OrZero(sent.MaxFee), MaxTip: pipeline.OrZero(sent.MaxTip), GasLimit: sent.Gas, Raw: sent.Raw}
-			if err := r.attempts.RecordAttempt(ctx, lease, attempt, services.SubStateRecognised, r.cfg.ResubmitInterval); err != nil {
+			recorded, err := r.attempts.RecordAttempt(ctx, lease, attempt, services.SubStateRecognised, r.cfg.ResubmitInterval)
+			if err != nil {
 				errs = append(errs, r.leases.Fence(ctx, lease, err))
 				continue
+			}
+			if !recorded {
+				continue // the row moved on meanwhile (mined or final): nothing to follow
 			}
 			r.metrics.NonceTakenResolved(ctx, "ours")
 			r.log.WithContext(ctx).Warnw("msg", "nonce taken by this service's own transaction, whose attempt the database had lost: following it",

@@ -220,8 +220,12 @@ func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 		return nil
 	}
 	r.log.WithContext(ctx).Warnw(fields...)
-	if err := r.attempts.RecordAttempt(ctx, lease, attempt, string(decision.Action)+"_SUBMITTED", r.cfg.ResubmitInterval); err != nil {
+	recorded, err := r.attempts.RecordAttempt(ctx, lease, attempt, string(decision.Action)+"_SUBMITTED", r.cfg.ResubmitInterval)
+	if err != nil {
 		return r.leases.Fence(ctx, lease, err)
+	}
+	if !recorded {
+		return nil // mined meanwhile: the attempt was not stored and is not sent
 	}
 	if r.attemptRecorded != nil {
 		r.attemptRecorded()

@@ -98,12 +98,14 @@ func (r *allocatedRows) AllocationCursor(context.Context, string) (uint64, error
 	return uint64(len(r.rows)), nil
 }
 
-func (r *allocatedRows) MarkSigned(_ context.Context, _ domain.Lease, attempts []pipeline.SignedAttempt, _ time.Duration) error {
+func (r *allocatedRows) MarkSigned(_ context.Context, _ domain.Lease, attempts []pipeline.SignedAttempt, _ time.Duration) ([]uuid.UUID, error) {
+	var signed []uuid.UUID
 	for _, a := range attempts {
 		i := slices.IndexFunc(r.rows, func(tx domain.ManagedTx) bool { return tx.ID == a.TxID })
 		r.rows[i].State = domain.StateTracking
+		signed = append(signed, a.TxID)
 	}
-	return nil
+	return signed, nil
 }
 
 func (r *allocatedRows) allocated() []uint64 {

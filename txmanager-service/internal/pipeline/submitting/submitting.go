@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"math/big"
+	"slices"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -62,8 +63,10 @@ type Store interface {
 	// AllocationCursor is the signer's nonce cursor: whatever is allocated after the read is
 	// at or above it.
 	AllocationCursor(ctx context.Context, signer string) (uint64, error)
-	// MarkSigned stores the attempts and moves their transactions to TRACKING (SIGNED).
-	MarkSigned(ctx context.Context, lease domain.Lease, attempts []pipeline.SignedAttempt, resubmitAfter time.Duration) error
+	// MarkSigned stores the attempts of the transactions still ALLOCATED and moves those to
+	// TRACKING (SIGNED); it returns their ids. The others have moved on meanwhile and keep
+	// what happened to them: their attempts are neither stored nor sent.
+	MarkSigned(ctx context.Context, lease domain.Lease, attempts []pipeline.SignedAttempt, resubmitAfter time.Duration) ([]uuid.UUID, error)
 	ListResubmitDue(ctx context.Context, signer string, limit int) ([]DueResubmit, error)
 	// ClaimResubmits claims those of txIDs still due and returns them.
 	ClaimResubmits(ctx context.Context, lease domain.Lease, txIDs []uuid.UUID, resubmitAfter time.Duration) ([]uuid.UUID, error)
@@ -199,11 +202,15 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 	if len(attempts) == 0 {
 		return nil, false, signErr
 	}
-	if err := s.store.MarkSigned(ctx, lease, attempts, s.cfg.ResubmitInterval); err != nil {
+	signedIDs, err := s.store.MarkSigned(ctx, lease, attempts, s.cfg.ResubmitInterval)
+	if err != nil {
 		return nil, false, errors.Join(s.leases.Fence(ctx, lease, err), signErr)
 	}
 	s.unsigned.signedThrough(at, attempts[len(attempts)-1].Nonce)
-	if stored != nil {
+	if len(signedIDs) < len(attempts) {
+		attempts = slices.DeleteFunc(attempts, func(a pipeline.SignedAttempt) bool { return !slices.Contains(signedIDs, a.TxID) })
+	}
+	if stored != nil && len(attempts) > 0 {
 		stored(pipeline.Tracked(lease.Signer, attempts))
 	}
 	return attempts, len(txs) == limit, signErr

@@ -37,20 +37,21 @@ WITH lease AS MATERIALIZED (
     WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
     FOR KEY SHARE
 ),
-attempt AS (
-    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT @chain_id, @tx_hash, @tx_id, @signer, @nonce, @kind, CAST(sqlc.arg(max_fee)::text AS numeric), CAST(sqlc.arg(max_tip)::text AS numeric), @gas_limit, @raw_tx, @fencing_token
-    FROM lease
-    ON CONFLICT (tx_hash) DO NOTHING
-    RETURNING 1
-),
 updated AS (
     UPDATE managed_tx m
-    SET tx_hash = @tx_hash, state = 'TRACKING', sub_state = @sub_state, submit_attempts = m.submit_attempts + 1,
+    SET tx_hash = @tx_hash::text, state = 'TRACKING', sub_state = @sub_state, submit_attempts = m.submit_attempts + 1,
         last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8),
         fencing_token = @fencing_token, updated_at = now()
     FROM lease
     WHERE m.tx_id = @tx_id AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    RETURNING m.tx_id
+),
+attempt AS (
+    -- The attempt only if the row took it (migration 0016).
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT @chain_id, @tx_hash, @tx_id, @signer, @nonce, @kind, CAST(sqlc.arg(max_fee)::text AS numeric), CAST(sqlc.arg(max_tip)::text AS numeric), @gas_limit, @raw_tx, @fencing_token
+    FROM updated
+    ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated;

@@ -18,20 +18,21 @@ WITH lease AS MATERIALIZED (
     WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
     FOR KEY SHARE
 ),
-attempt AS (
-    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT $1, $5, $6, $2, $7, $8, CAST($9::text AS numeric), CAST($10::text AS numeric), $11, $12, $4
-    FROM lease
-    ON CONFLICT (tx_hash) DO NOTHING
-    RETURNING 1
-),
 updated AS (
     UPDATE managed_tx m
-    SET tx_hash = $5, state = 'TRACKING', sub_state = $13, submit_attempts = m.submit_attempts + 1,
-        last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $14::float8),
+    SET tx_hash = $5::text, state = 'TRACKING', sub_state = $6, submit_attempts = m.submit_attempts + 1,
+        last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $7::float8),
         fencing_token = $4, updated_at = now()
     FROM lease
-    WHERE m.tx_id = $6 AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = $8 AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    RETURNING m.tx_id
+),
+attempt AS (
+    -- The attempt only if the row took it (migration 0016).
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT $1, $5, $8, $2, $9, $10, CAST($11::text AS numeric), CAST($12::text AS numeric), $13, $14, $4
+    FROM updated
+    ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated
@@ -43,6 +44,8 @@ type RecordAttemptParams struct {
 	NodeID               string
 	FencingToken         int64
 	TxHash               string
+	SubState             pgtype.Text
+	ResubmitAfterSeconds float64
 	TxID                 uuid.UUID
 	Nonce                int64
 	Kind                 string
@@ -50,8 +53,6 @@ type RecordAttemptParams struct {
 	MaxTip               string
 	GasLimit             int64
 	RawTx                []byte
-	SubState             pgtype.Text
-	ResubmitAfterSeconds float64
 }
 
 type RecordAttemptRow struct {
@@ -68,6 +69,8 @@ func (q *Queries) RecordAttempt(ctx context.Context, arg RecordAttemptParams) (R
 		arg.NodeID,
 		arg.FencingToken,
 		arg.TxHash,
+		arg.SubState,
+		arg.ResubmitAfterSeconds,
 		arg.TxID,
 		arg.Nonce,
 		arg.Kind,
@@ -75,8 +78,6 @@ func (q *Queries) RecordAttempt(ctx context.Context, arg RecordAttemptParams) (R
 		arg.MaxTip,
 		arg.GasLimit,
 		arg.RawTx,
-		arg.SubState,
-		arg.ResubmitAfterSeconds,
 	)
 	var i RecordAttemptRow
 	err := row.Scan(&i.LeaseHeld, &i.Updated)

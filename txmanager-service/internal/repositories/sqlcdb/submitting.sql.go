@@ -227,13 +227,6 @@ input AS (
            unnest($11::bytea[])     AS raw_tx,
            $1::bigint AS chain_id, $2::text AS signer, true AS allocated
 ),
-attempts AS (
-    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT $1, i.tx_hash, i.tx_id, $2, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
-    FROM lease, input i
-    ON CONFLICT (tx_hash) DO NOTHING
-    RETURNING 1
-),
 updated AS (
     UPDATE managed_tx m
     SET state = 'TRACKING', sub_state = 'SIGNED', tx_hash = i.tx_hash, submit_attempts = m.submit_attempts + 1,
@@ -243,9 +236,18 @@ updated AS (
     -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
     WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer
       AND (m.state = 'ALLOCATED') = i.allocated
+    RETURNING m.tx_id
+),
+attempts AS (
+    -- An attempt only for a row signed here: its transaction exists and is locked until
+    -- the commit (migration 0016: no foreign key checks it).
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT $1, i.tx_hash, i.tx_id, $2, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
+    FROM updated u JOIN input i ON i.tx_id = u.tx_id
+    ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM updated), '{}')::uuid[] AS signed_ids
 `
 
 type MarkSignedParams struct {
@@ -265,12 +267,14 @@ type MarkSignedParams struct {
 
 type MarkSignedRow struct {
 	LeaseHeld bool
-	Updated   int64
+	SignedIds []uuid.UUID
 }
 
 // Persists signed attempts (hash, fees, raw bytes) and moves their transactions to
 // TRACKING before anything is broadcast, so a response lost after broadcast is never a
 // grey zone: the hash the node may know is already ours on record.
+// Only the rows still ALLOCATED move and get their attempt; it answers their ids, and the
+// submitter broadcasts those alone.
 func (q *Queries) MarkSigned(ctx context.Context, arg MarkSignedParams) (MarkSignedRow, error) {
 	row := q.db.QueryRow(ctx, markSigned,
 		arg.ChainID,
@@ -287,7 +291,7 @@ func (q *Queries) MarkSigned(ctx context.Context, arg MarkSignedParams) (MarkSig
 		arg.ResubmitAfterSeconds,
 	)
 	var i MarkSignedRow
-	err := row.Scan(&i.LeaseHeld, &i.Updated)
+	err := row.Scan(&i.LeaseHeld, &i.SignedIds)
 	return i, err
 }
 
@@ -309,13 +313,6 @@ input AS (
            unnest($13::bytea[])     AS raw_tx,
            $1::bigint AS chain_id, $2::text AS signer, true AS unmined
 ),
-attempts AS (
-    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT $1, i.tx_hash, i.tx_id, $2, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
-    FROM lease, input i
-    ON CONFLICT (tx_hash) DO NOTHING
-    RETURNING 1
-),
 updated AS (
     UPDATE managed_tx m
     SET tx_hash = i.tx_hash, sub_state = 'REPRICED', fencing_token = $4, updated_at = now()
@@ -324,6 +321,14 @@ updated AS (
     WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer AND m.tx_hash = i.replaced
       AND (m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL) = i.unmined
     RETURNING m.tx_id
+),
+attempts AS (
+    -- An attempt only for a row re-priced here (migration 0016).
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT $1, i.tx_hash, i.tx_id, $2, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
+    FROM updated u JOIN input i ON i.tx_id = u.tx_id
+    ON CONFLICT (tx_hash) DO NOTHING
+    RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx_id) FROM updated), '{}')::uuid[] AS updated_ids
 `
