@@ -199,3 +199,38 @@ func TestAttemptsAreStoredOnlyForRowsTheWriteMoves(t *testing.T) {
 		}
 	}
 }
+
+// NextResubmitIn answers for the signer's broadcast, unmined rows only: a mined row due long
+// ago, a final one and another signer's do not count.
+func TestNextResubmitInCountsUnminedRowsOnly(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	const signer, other, idle = "0x00000000000000000000000000000000000000b5", "0x00000000000000000000000000000000000000b6", "0x00000000000000000000000000000000000000b7"
+	lease := acquireLease(t, pool, signer, "node-a")
+	for i, row := range []struct {
+		signer, state, due string
+		receipt, confirmed bool
+	}{
+		{signer, "TRACKING", "30 seconds", false, false},
+		{signer, "STUCK", "20 seconds", false, false},
+		{signer, "TRACKING", "-1 hour", true, false},   // mined
+		{signer, "CONFIRMED", "-1 hour", true, true},   // final
+		{other, "TRACKING", "5 seconds", false, false}, // another signer
+	} {
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, tx_hash, next_resubmit_at, receipt, confirmed_at, fencing_token)
+			VALUES (1337, gen_random_uuid(), $1, '\x00', $2, '{"value":"1"}', $3, $4, now() + $5::interval,
+				CASE WHEN $6 THEN '{"status":"0x1"}'::jsonb END, CASE WHEN $7 THEN now() END, $8)`,
+			row.signer, i, row.state, common.BigToHash(big.NewInt(int64(500+i))).Hex(), row.due, row.receipt, row.confirmed, int64(lease.Token)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := repositories.NewSubmittingRepository(pool, testChain())
+	in, pending, err := store.NextResubmitIn(ctx, signer)
+	if err != nil || !pending || in <= 15*time.Second || in > 20*time.Second {
+		t.Errorf("NextResubmitIn(signer) = %v, %v, %v; want about 20s, pending", in, pending, err)
+	}
+	if in, pending, err := store.NextResubmitIn(ctx, idle); err != nil || pending {
+		t.Errorf("NextResubmitIn(a signer without rows) = %v, %v, %v; want none pending", in, pending, err)
+	}
+}

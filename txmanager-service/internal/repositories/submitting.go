@@ -65,6 +65,15 @@ func (r *SubmittingRepository) MarkSigned(ctx context.Context, lease domain.Leas
 	return row.SignedIds, nil
 }
 
+// NextResubmitIn implements submitting.Store.
+func (r *SubmittingRepository) NextResubmitIn(ctx context.Context, signer string) (time.Duration, bool, error) {
+	row, err := r.q.NextResubmitIn(ctx, sqlcdb.NextResubmitInParams{ChainID: r.chainID, Signer: signer})
+	if err != nil {
+		return 0, false, fmt.Errorf("next resubmission: %w", err)
+	}
+	return time.Duration(row.Seconds * float64(time.Second)), row.AnyUnmined, nil
+}
+
 // ListResubmitDue implements submitting.Store.
 func (r *SubmittingRepository) ListResubmitDue(ctx context.Context, signer string, limit int) ([]submitting.DueResubmit, error) {
 	rows, err := r.q.ListResubmitDue(ctx, sqlcdb.ListResubmitDueParams{ChainID: r.chainID, Signer: signer, MaxRows: int32(limit)})

@@ -135,7 +135,9 @@ func (w *PipelineWorkers) finalityPass(ctx context.Context) {
 	// long-polls for them at once (and positions any reconciliation wrote meanwhile).
 	w.feed.Wake()
 	if reorged > 0 {
-		// The reverted rows await receipts again, which the schedule learns from the database.
+		// The reverted rows await receipts again, which the schedule learns from the database,
+		// and are due for resubmission at once.
+		w.stages.Submitting.ResubmitSoon()
 		w.resubmit.Wake()
 		w.Receipts.RefreshSoon()
 	}
@@ -155,6 +157,7 @@ func (w *PipelineWorkers) stuckPass(ctx context.Context) {
 		reconciled, reconcileErr := w.stages.Reconcile.Pass(ctx, lease)
 		if reconciled.Recorded > 0 {
 			w.Receipts.RefreshSoon()
+			w.stages.Submitting.ResubmitSoon()
 		}
 		if reconciled.Placeholders > 0 {
 			// Written below the nonces the submitter has signed, where its passes do not

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -19,12 +20,29 @@ import (
 // are sent, lowest nonce first. Each is re-priced when it pays less than a fresh attempt
 // would (FeePolicy.Reprice): the replacement is signed and stored fenced before it is
 // sent; otherwise the same signed bytes go out again.
+//
+// A signer none of whose transactions can be due yet is skipped without a read
+// (resubmitQuiet): after a pass that left nothing due, it reads when the first of them is.
 func (s *Submitter) ResubmitDue(ctx context.Context, lease domain.Lease, limit int) (int, error) {
+	at := frontierEpoch{signer: lease.Signer, token: lease.Token, server: s.server.ServerEpoch()}
+	start := s.now()
+	if s.resubmits.quiet(at, start) {
+		return 0, nil
+	}
+	gen := s.resubmits.generation()
 	ctx, span := pipeline.Span(ctx, s.metrics, "pipeline.resubmit", lease)
 	defer span.End()
 	due, err := s.store.ListResubmitDue(ctx, lease.Signer, limit)
-	if err != nil || len(due) == 0 {
+	if err != nil {
 		return 0, err
+	}
+	if len(due) < limit {
+		// Whatever this pass sends is claimed (due again one interval on) before the
+		// read below, so it finds the first row due after this pass.
+		defer s.learnNextDue(ctx, at, gen, start)
+	}
+	if len(due) == 0 {
+		return 0, nil
 	}
 	ids := make([]uuid.UUID, len(due))
 	for i, d := range due {
@@ -47,6 +65,23 @@ func (s *Submitter) ResubmitDue(ctx context.Context, lease domain.Lease, limit i
 	}
 	return len(items), err
 }
+
+// learnNextDue reads when the signer's first transaction is due again and skips the
+// signer's passes until then, one resubmit interval at most. A failed read skips nothing.
+func (s *Submitter) learnNextDue(ctx context.Context, at frontierEpoch, gen uint64, start time.Time) {
+	in, pending, err := s.store.NextResubmitIn(ctx, at.signer)
+	if err != nil || (pending && in <= 0) {
+		return
+	}
+	if !pending || in > s.cfg.ResubmitInterval {
+		in = s.cfg.ResubmitInterval
+	}
+	s.resubmits.until(at, gen, start.Add(in))
+}
+
+// ResubmitSoon has every signer's next resubmit pass read its due transactions: a reorg
+// made some due at once.
+func (s *Submitter) ResubmitSoon() { s.resubmits.wake() }
 
 // claimedItems is what goes out again: the due transactions the claim kept, in the order
 // they were listed (lowest nonce first), each with every hash of ours the node may know.

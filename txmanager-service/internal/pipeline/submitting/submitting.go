@@ -68,6 +68,9 @@ type Store interface {
 	// what happened to them: their attempts are neither stored nor sent.
 	MarkSigned(ctx context.Context, lease domain.Lease, attempts []pipeline.SignedAttempt, resubmitAfter time.Duration) ([]uuid.UUID, error)
 	ListResubmitDue(ctx context.Context, signer string, limit int) ([]DueResubmit, error)
+	// NextResubmitIn is how long until the first of the signer's broadcast, unmined
+	// transactions is due again (zero or less: now), and whether it has any.
+	NextResubmitIn(ctx context.Context, signer string) (time.Duration, bool, error)
 	// ClaimResubmits claims those of txIDs still due and returns them.
 	ClaimResubmits(ctx context.Context, lease domain.Lease, txIDs []uuid.UUID, resubmitAfter time.Duration) ([]uuid.UUID, error)
 	// RecordReplacements stores re-priced attempts as their transactions' current ones and
@@ -87,6 +90,8 @@ type Submitter struct {
 	log         *log.Helper
 	server      services.DatabaseServerEpoch
 	unsigned    unsignedFrontiers
+	resubmits   resubmitQuiet
+	now         func() time.Time
 	// replaced runs after re-pricing stored replacement attempts.
 	replaced func()
 }
@@ -99,7 +104,7 @@ func (s *Submitter) OnReplaced(fn func()) { s.replaced = fn }
 func New(cfg Config, store Store, chain services.Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
 	leases *services.LeaseManager, server services.DatabaseServerEpoch, metrics *telemetry.Metrics, logger log.Logger) *Submitter {
 	return &Submitter{cfg: cfg, store: store, chain: chain, signer: signer, broadcaster: broadcaster, leases: leases, server: server, metrics: metrics,
-		log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
+		now: time.Now, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
 }
 
 // SubmitAllocated signs the signer's ALLOCATED transactions (lowest nonce first) in

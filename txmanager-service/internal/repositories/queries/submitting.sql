@@ -64,6 +64,16 @@ WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL A
 ORDER BY m.nonce
 LIMIT @max_rows;
 
+-- name: NextResubmitIn :one
+-- Seconds until the first of the signer's broadcast, unmined transactions is due again (0 or
+-- less: one is due now), and whether it has any. Every write that schedules a resubmission
+-- sets now() + the interval, except a reorg's (now()), so after this read none of the
+-- signer's rows comes due before the answer unless a reorg reverts one (the submitter is
+-- told) or the lease or the database server changes (it reads again).
+SELECT count(next_resubmit_at) > 0 AS any_unmined, COALESCE(EXTRACT(EPOCH FROM min(next_resubmit_at) - now()), 0)::float8 AS seconds
+FROM managed_tx
+WHERE chain_id = @chain_id AND signer = @signer AND confirmed_at IS NULL AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL;
+
 -- name: ClaimResubmits :one
 -- Claim before the RPC: advance next_resubmit_at and count the attempt, so two nodes (or
 -- two loops) never rebroadcast the same transaction for the same slot. Returns the ids

@@ -295,6 +295,34 @@ func (q *Queries) MarkSigned(ctx context.Context, arg MarkSignedParams) (MarkSig
 	return i, err
 }
 
+const nextResubmitIn = `-- name: NextResubmitIn :one
+SELECT count(next_resubmit_at) > 0 AS any_unmined, COALESCE(EXTRACT(EPOCH FROM min(next_resubmit_at) - now()), 0)::float8 AS seconds
+FROM managed_tx
+WHERE chain_id = $1 AND signer = $2 AND confirmed_at IS NULL AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL
+`
+
+type NextResubmitInParams struct {
+	ChainID int64
+	Signer  string
+}
+
+type NextResubmitInRow struct {
+	AnyUnmined bool
+	Seconds    float64
+}
+
+// Seconds until the first of the signer's broadcast, unmined transactions is due again (0 or
+// less: one is due now), and whether it has any. Every write that schedules a resubmission
+// sets now() + the interval, except a reorg's (now()), so after this read none of the
+// signer's rows comes due before the answer unless a reorg reverts one (the submitter is
+// told) or the lease or the database server changes (it reads again).
+func (q *Queries) NextResubmitIn(ctx context.Context, arg NextResubmitInParams) (NextResubmitInRow, error) {
+	row := q.db.QueryRow(ctx, nextResubmitIn, arg.ChainID, arg.Signer)
+	var i NextResubmitInRow
+	err := row.Scan(&i.AnyUnmined, &i.Seconds)
+	return i, err
+}
+
 const recordReplacements = `-- name: RecordReplacements :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
