@@ -7,7 +7,6 @@ import (
 	"github.com/go-kratos/kratos/v2/middleware"
 	"github.com/go-kratos/kratos/v2/middleware/metrics"
 	"github.com/go-kratos/kratos/v2/middleware/recovery"
-	"github.com/go-kratos/kratos/v2/middleware/tracing"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -34,7 +33,7 @@ func NewMiddleware(c *conf.Bootstrap, tp trace.TracerProvider, m *telemetry.Metr
 	}
 	return &Middleware{chain: []middleware.Middleware{
 		recovery.Recovery(recovery.WithHandler(recoveryHandler(logger))),
-		tracing.Server(tracing.WithTracerProvider(tp), tracing.WithPropagator(telemetry.Propagator())),
+		serverTracing(tp, telemetry.Propagator()),
 		metrics.Server(metrics.WithRequests(requests), metrics.WithSeconds(seconds)),
 		peerHops(c.Routing.PeerTLS.Enabled()),
 		auth.Middleware(),
