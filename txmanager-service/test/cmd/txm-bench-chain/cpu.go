@@ -126,6 +126,9 @@ type cpuReport struct {
 	// times could not be read or did not move.
 	busyPercent float64
 	busyKnown   bool
+	// stealPercent is the share of the cores' time the hypervisor gave to other machines:
+	// a run that lost much of it measured a slower machine, not a slower service.
+	stealPercent float64
 }
 
 // seconds is the CPU seconds of the participant called name (0 when unknown).
@@ -166,7 +169,9 @@ func (a *cpuAccount) finish() cpuReport {
 	}
 	r.backends = len(a.backends)
 	if machine, ok := a.proc.Machine(); ok && machine.Total > a.machine.Total {
-		r.busyPercent = 100 * float64(machine.Busy-a.machine.Busy) / float64(machine.Total-a.machine.Total)
+		total := float64(machine.Total - a.machine.Total)
+		r.busyPercent = 100 * float64(machine.Busy-a.machine.Busy) / total
+		r.stealPercent = 100 * float64(machine.Steal-a.machine.Steal) / total
 		r.busyKnown = true
 	}
 	return r
@@ -184,11 +189,11 @@ func (r cpuReport) String() string {
 	if r.backends > 0 {
 		parts = append(parts, fmt.Sprintf("database %.1f s (%d server processes%s)", r.database, r.backends, r.kindsText()))
 	}
-	busy := "unknown"
+	busy := "unknown busy"
 	if r.busyKnown {
-		busy = fmt.Sprintf("%.0f%%", r.busyPercent)
+		busy = fmt.Sprintf("%.0f%% busy (stolen by the hypervisor %.0f%%)", r.busyPercent, r.stealPercent)
 	}
-	return fmt.Sprintf("CPU over %s: %s; the machine's cores %s busy", r.elapsed.Round(100*time.Millisecond), strings.Join(parts, ", "), busy)
+	return fmt.Sprintf("CPU over %s: %s; the machine's cores %s", r.elapsed.Round(100*time.Millisecond), strings.Join(parts, ", "), busy)
 }
 
 // kindsText is the database's seconds by kind of server process, most first, as

@@ -47,9 +47,10 @@ func (f *fakeProc) gone(pid int) {
 	}
 }
 
-// machine sets /proc/stat's aggregate line: busy ticks as user time, the rest idle.
-func (f *fakeProc) machine(busy, idle int) {
-	f.write("stat", fmt.Sprintf("cpu  %d 0 0 %d 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n", busy, idle))
+// machine sets /proc/stat's aggregate line: busy ticks (steal of them stolen by the
+// hypervisor, the rest user time), the rest idle.
+func (f *fakeProc) machine(busy, idle, steal int) {
+	f.write("stat", fmt.Sprintf("cpu  %d 0 0 %d 0 0 0 %d 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n", busy-steal, idle, steal))
 }
 
 func (f *fakeProc) proc() procstat.Proc { return procstat.Proc{Root: f.root} }
@@ -71,7 +72,7 @@ func TestCPUAccount(t *testing.T) {
 		{
 			name: "participants, backends and the machine",
 			start: func(f *fakeProc) {
-				f.machine(200, 800)
+				f.machine(200, 800, 0)
 				f.process(service, 1.5)
 				f.process(geth, 2)
 				f.process(loadGen, 3)
@@ -88,15 +89,15 @@ func TestCPUAccount(t *testing.T) {
 				f.process(20, .3) // pid 20 reused by a new process: never counted backwards
 				f.process(service, 4)
 				f.gone(loadGen)
-				f.machine(600, 1400)
+				f.machine(600, 1400, 100)
 			},
 			want: cpuReport{
 				elapsed:   12340 * time.Millisecond,
 				processes: []processCPU{{"service", 2.5, true}, {"geth", 0, true}, {"load generator", 0, false}},
 				database:  (7 - 5) + (1.8 - 1) + 0.5, backends: 3,
-				busyPercent: 40, busyKnown: true,
+				busyPercent: 40, busyKnown: true, stealPercent: 10,
 			},
-			wantText: "CPU over 12.3s: service 2.5 s, geth 0.0 s, load generator unknown, database 3.3 s (3 server processes); the machine's cores 40% busy",
+			wantText: "CPU over 12.3s: service 2.5 s, geth 0.0 s, load generator unknown, database 3.3 s (3 server processes); the machine's cores 40% busy (stolen by the hypervisor 10%)",
 		},
 		{
 			name: "backends by kind",
@@ -124,7 +125,7 @@ func TestCPUAccount(t *testing.T) {
 		{
 			name: "no backends seen and a machine that did not move",
 			start: func(f *fakeProc) {
-				f.machine(200, 800)
+				f.machine(200, 800, 0)
 				f.process(service, 1)
 				f.process(geth, 1)
 				f.process(loadGen, 1)
@@ -164,7 +165,7 @@ func TestCPUAccount(t *testing.T) {
 			got := a.finish()
 
 			if got.elapsed != tc.want.elapsed || got.backends != tc.want.backends || got.busyKnown != tc.want.busyKnown ||
-				!near(got.database, tc.want.database) || !near(got.busyPercent, tc.want.busyPercent) || len(got.processes) != len(tc.want.processes) {
+				!near(got.database, tc.want.database) || !near(got.busyPercent, tc.want.busyPercent) || !near(got.stealPercent, tc.want.stealPercent) || len(got.processes) != len(tc.want.processes) {
 				t.Fatalf("report %+v, want %+v", got, tc.want)
 			}
 			for i, p := range got.processes {
