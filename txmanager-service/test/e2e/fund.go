@@ -33,9 +33,16 @@ func FundAccounts(ctx context.Context, url string, addrs []common.Address, amoun
 		return errors.New("fund: the node has no unlocked account (is it running with --dev?)")
 	}
 	funder := accounts[0]
+	// Each transfer names its nonce: geth takes a missing one from its pool, which learns of
+	// the previous transfer on its own loop, so sends in quick succession could be given the
+	// same nonce and refused as an underpriced replacement.
+	var next hexutil.Uint64
+	if err := client.CallContext(ctx, &next, "eth_getTransactionCount", funder, "pending"); err != nil {
+		return fmt.Errorf("fund: nonce of %s: %w", funder, err)
+	}
 	hashes := make([]common.Hash, len(addrs))
 	for i, to := range addrs {
-		tx := map[string]any{"from": funder, "to": to, "value": (*hexutil.Big)(amount)}
+		tx := map[string]any{"from": funder, "to": to, "value": (*hexutil.Big)(amount), "nonce": next + hexutil.Uint64(i)}
 		if err := client.CallContext(ctx, &hashes[i], "eth_sendTransaction", tx); err != nil {
 			return fmt.Errorf("fund %s from %s: eth_sendTransaction: %w", to, funder, err)
 		}
