@@ -2,7 +2,14 @@
 -- Records (fenced) that the chain holds nonces of the signer the database does not know. A
 -- quarantine an operator released is replaced only when the chain has moved past what was
 -- released: the released nonces are known now. Returns whether the signer is quarantined
--- (recorded now, or already by a concurrent check).
+-- (recorded now, or already, by this check or a concurrent one).
+--
+-- The answer comes from the row the upsert wrote or found, never from a separate read: when
+-- two checks run at once (the allocator's and the reconciler's), the second waits for the
+-- first's insert and then finds its row through ON CONFLICT, which sees the committed row,
+-- while a plain read in the same statement would use the snapshot from before that commit
+-- and answer "not quarantined": the signer was then served above the unknown nonces. An
+-- unreleased quarantine is therefore "updated" to itself, so that RETURNING reports it.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
@@ -12,14 +19,17 @@ recorded AS (
     INSERT INTO signer_quarantine AS q (chain_id, signer, db_next_nonce, chain_nonce, detected_by, fencing_token)
     SELECT @chain_id, @signer, @db_next_nonce, @chain_nonce, @node_id, @fencing_token FROM lease
     ON CONFLICT (chain_id, signer) DO UPDATE SET
-        db_next_nonce = EXCLUDED.db_next_nonce, chain_nonce = EXCLUDED.chain_nonce, detected_at = now(),
-        detected_by = EXCLUDED.detected_by, fencing_token = EXCLUDED.fencing_token,
+        db_next_nonce = CASE WHEN q.released_at IS NOT NULL THEN EXCLUDED.db_next_nonce ELSE q.db_next_nonce END,
+        chain_nonce   = CASE WHEN q.released_at IS NOT NULL THEN EXCLUDED.chain_nonce ELSE q.chain_nonce END,
+        detected_at   = CASE WHEN q.released_at IS NOT NULL THEN now() ELSE q.detected_at END,
+        detected_by   = CASE WHEN q.released_at IS NOT NULL THEN EXCLUDED.detected_by ELSE q.detected_by END,
+        fencing_token = CASE WHEN q.released_at IS NOT NULL THEN EXCLUDED.fencing_token ELSE q.fencing_token END,
         released_at = NULL, released_by = NULL, release_note = NULL
-    WHERE q.released_at IS NOT NULL AND EXCLUDED.chain_nonce > q.chain_nonce
+    -- Unreleased: kept as it is. Released: replaced only above what the operator released.
+    WHERE q.released_at IS NULL OR EXCLUDED.chain_nonce > q.chain_nonce
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held,
-       (EXISTS (SELECT 1 FROM recorded) OR EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL))::bool AS quarantined;
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, EXISTS (SELECT 1 FROM recorded) AS quarantined;
 
 -- name: GetQuarantine :one
 SELECT q.signer, q.db_next_nonce, q.chain_nonce, q.detected_at, q.detected_by, q.fencing_token,
