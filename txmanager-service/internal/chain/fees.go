@@ -36,20 +36,18 @@ func (c *RPCChain) SuggestFees(ctx context.Context) (services.FeeSuggestion, err
 		history  feeHistory
 	)
 	var elems []rpc.BatchElem
-	for {
-		method := c.headerMethod()
+	err := c.askHeaders(func(method string) (error, error) {
 		elems = []rpc.BatchElem{
 			headerElem(method, "latest", &latest),
 			{Method: "eth_maxPriorityFeePerGas", Result: &tipCap},
 			{Method: "eth_feeHistory", Args: []any{hexutil.Uint64(feeHistoryBlocks), "latest", []float64{feeHistoryPercentile}}, Result: &history},
 			{Method: "eth_gasPrice", Result: &gasPrice},
 		}
-		if err := c.batchCall(ctx, elems); err != nil {
-			return services.FeeSuggestion{}, err
-		}
-		if !c.lacksHeaderMethod(method, elems[0].Error) {
-			break
-		}
+		err := c.batchCall(ctx, elems)
+		return elems[0].Error, err
+	})
+	if err != nil {
+		return services.FeeSuggestion{}, err
 	}
 	if err := elems[0].Error; err != nil {
 		return services.FeeSuggestion{}, fmt.Errorf("latest block: %w", err)

@@ -70,35 +70,38 @@ func headerElem(method, block string, into **rpcHeader) rpc.BatchElem {
 	return rpc.BatchElem{Method: method, Args: args, Result: into}
 }
 
-// lacksHeaderMethod records that the node refused eth_getHeaderByNumber as unknown and says
-// whether the call should be made again with eth_getBlockByNumber. Only a refusal of the
-// method itself counts: an unknown block or tag is the same answer either way.
-func (c *RPCChain) lacksHeaderMethod(method string, err error) bool {
-	if method != headerOnlyMethod || !isMethodNotFound(err, method) {
-		return false
+// askHeaders makes a call that reads headers with the endpoint's header method, and makes it
+// once more with eth_getBlockByNumber when the node refuses eth_getHeaderByNumber as
+// unknown, which it then remembers. call returns its header request's own error (a batch
+// element's) and its transport error; askHeaders returns the transport error. Only a
+// refusal of the method itself counts: an unknown block or tag is the same answer either way.
+func (c *RPCChain) askHeaders(call func(method string) (headerErr, err error)) error {
+	for {
+		method := c.headerMethod()
+		headerErr, err := call(method)
+		if method != headerOnlyMethod || !isMethodNotFound(headerErr, method) {
+			return err
+		}
+		c.headersByBlock.Store(true)
 	}
-	c.headersByBlock.Store(true)
-	return true
 }
 
-// HeadersByNumber implements services.Chain with batched eth_getBlockByNumber.
+// HeadersByNumber implements services.Chain with batched header calls (askHeaders).
 func (c *RPCChain) HeadersByNumber(ctx context.Context, numbers []uint64) ([]*services.BlockHeader, error) {
 	if len(numbers) == 0 {
 		return nil, nil
 	}
 	decoded := make([]*rpcHeader, len(numbers))
 	elems := make([]rpc.BatchElem, len(numbers))
-	for {
-		method := c.headerMethod()
+	err := c.askHeaders(func(method string) (error, error) {
 		for i, number := range numbers {
 			elems[i] = headerElem(method, hexutil.EncodeUint64(number), &decoded[i])
 		}
-		if err := c.batchCall(ctx, elems); err != nil {
-			return nil, err
-		}
-		if !c.lacksHeaderMethod(method, elems[0].Error) {
-			break
-		}
+		err := c.batchCall(ctx, elems)
+		return elems[0].Error, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	headers := make([]*services.BlockHeader, len(numbers))
 	for i, elem := range elems {
@@ -141,16 +144,14 @@ func (c *RPCChain) FinalizedHeader(ctx context.Context) (*services.BlockHeader, 
 
 // headerByTag returns nil, nil when the node answers null.
 func (c *RPCChain) headerByTag(ctx context.Context, tag string) (*rpcHeader, error) {
-	for {
-		var header *rpcHeader
-		method := c.headerMethod()
+	var header *rpcHeader
+	err := c.askHeaders(func(method string) (error, error) {
 		elem := headerElem(method, tag, &header)
 		err := c.call(ctx, elem.Result, method, elem.Args...)
-		switch {
-		case err == nil:
-			return header, nil
-		case !c.lacksHeaderMethod(method, err):
-			return nil, fmt.Errorf("%s block: %w", tag, err)
-		}
+		return err, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s block: %w", tag, err)
 	}
+	return header, nil
 }

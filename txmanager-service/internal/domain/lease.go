@@ -25,3 +25,12 @@ func LocalDeadline(sentAt, dbNow, expiresAt time.Time, skew time.Duration) time.
 
 // HeldAt reports whether the lease can still be trusted at local time now.
 func (l Lease) HeldAt(now time.Time) bool { return now.Before(l.ValidUntil) }
+
+// LeaseSigners is the signer of each lease, in order.
+func LeaseSigners(leases []Lease) []string {
+	signers := make([]string, len(leases))
+	for i, l := range leases {
+		signers[i] = l.Signer
+	}
+	return signers
+}

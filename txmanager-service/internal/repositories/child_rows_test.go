@@ -2,6 +2,7 @@ package repositories
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -23,10 +24,7 @@ var firstSource = regexp.MustCompile(`\bselect\b.*?\bfrom (\w+)\b`)
 
 // checkChildRows returns what is wrong with one query's inserts into a child table.
 func checkChildRows(q namedQuery) []string {
-	bodies := map[string]string{}
-	for _, m := range cteStart.FindAllStringSubmatchIndex(q.sql, -1) {
-		bodies[q.sql[m[2]:m[3]]] = strings.TrimSpace(enclosing(q.sql, m[1]))
-	}
+	bodies := cteBodies(q.sql)
 	// parents: CTEs whose rows are managed_tx rows the statement wrote, directly (RETURNING)
 	// or selected from such a CTE.
 	parents := map[string]bool{}
@@ -44,7 +42,7 @@ func checkChildRows(q namedQuery) []string {
 	var problems []string
 	for _, m := range writeTargets(q.sql) {
 		table := q.sql[m[2]:m[3]]
-		if !strings.HasPrefix(q.sql[m[0]:], "insert into") || !isChildTable(table) {
+		if !strings.HasPrefix(q.sql[m[0]:], "insert into") || !slices.Contains(childTables, table) {
 			continue
 		}
 		if !readsFrom(enclosing(q.sql, m[0]), parents) {
@@ -60,15 +58,6 @@ func readsFrom(sql string, sources map[string]bool) bool {
 	return m != nil && sources[m[1]]
 }
 
-func isChildTable(table string) bool {
-	for _, c := range childTables {
-		if c == table {
-			return true
-		}
-	}
-	return false
-}
-
 func TestChildRowsComeFromTheRowsTheStatementWrote(t *testing.T) {
 	inserts := 0
 	for _, q := range readQueries(t) {
@@ -76,7 +65,7 @@ func TestChildRowsComeFromTheRowsTheStatementWrote(t *testing.T) {
 			t.Errorf("%s %s: %s", q.file, q.name, problem)
 		}
 		for _, m := range writeTargets(q.sql) {
-			if strings.HasPrefix(q.sql[m[0]:], "insert into") && isChildTable(q.sql[m[2]:m[3]]) {
+			if strings.HasPrefix(q.sql[m[0]:], "insert into") && slices.Contains(childTables, q.sql[m[2]:m[3]]) {
 				inserts++
 			}
 		}

@@ -110,13 +110,19 @@ func mentions(text, word string) bool {
 	return regexp.MustCompile(`\b` + regexp.QuoteMeta(word) + `\b`).MatchString(text)
 }
 
+// cteBodies maps each CTE of sql to its body.
+func cteBodies(sql string) map[string]string {
+	bodies := map[string]string{}
+	for _, m := range cteStart.FindAllStringSubmatchIndex(sql, -1) {
+		bodies[sql[m[2]:m[3]]] = strings.TrimSpace(enclosing(sql, m[1]))
+	}
+	return bodies
+}
+
 // fencedCTEs names the CTEs whose rows depend on the lease CTE, directly or through other
 // fenced CTEs (a completion inserted from the rows a fenced UPDATE returned is fenced too).
 func fencedCTEs(sql string) map[string]bool {
-	bodies := map[string]string{}
-	for _, m := range cteStart.FindAllStringSubmatchIndex(sql, -1) {
-		bodies[sql[m[2]:m[3]]] = enclosing(sql, m[1])
-	}
+	bodies := cteBodies(sql)
 	fenced := map[string]bool{"lease": strings.Contains(sql, normalizeSQL(leaseCheck))}
 	for changed := true; changed; {
 		changed = false

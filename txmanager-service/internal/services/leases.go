@@ -180,12 +180,7 @@ func (m *LeaseManager) Held() []domain.Lease {
 
 // HeldSigners lists the signers of Held.
 func (m *LeaseManager) HeldSigners() []string {
-	held := m.Held()
-	signers := make([]string, len(held))
-	for i, l := range held {
-		signers[i] = l.Signer
-	}
-	return signers
+	return domain.LeaseSigners(m.Held())
 }
 
 // Fenced is called when a write with lease was rejected: the lease is dropped at once.
@@ -267,12 +262,8 @@ func (m *LeaseManager) renew(ctx context.Context, leases []domain.Lease) {
 	if len(leases) == 0 {
 		return
 	}
-	signers := make([]string, len(leases))
-	for i, l := range leases {
-		signers[i] = l.Signer
-	}
 	sentAt := m.clock.Now()
-	grants, err := m.store.Renew(ctx, m.cfg.Node, signers, m.cfg.Duration)
+	grants, err := m.store.Renew(ctx, m.cfg.Node, domain.LeaseSigners(leases), m.cfg.Duration)
 	if err != nil {
 		m.metrics.LeaseAcquire(ctx, "error")
 		m.log.Warnw("msg", "lease renewal failed", "leases", len(leases), "error", err.Error())

@@ -185,10 +185,7 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 // it records as read is what was read): new transactions are due at once, ones
 // that were mined elsewhere, finalized or whose signer this node lost are dropped.
 func (c *ReceiptChecker) refresh(ctx context.Context, leases []domain.Lease) error {
-	signers := make([]string, len(leases))
-	for i, l := range leases {
-		signers[i] = l.Signer
-	}
+	signers := domain.LeaseSigners(leases)
 	var txs []pipeline.TrackedTx
 	if len(signers) > 0 {
 		var err error
