@@ -41,20 +41,14 @@ func TestCallOrder(t *testing.T) {
 	}
 }
 
-type jsonRPCError struct{}
-
-func (jsonRPCError) Error() string  { return "execution reverted" }
-func (jsonRPCError) ErrorCode() int { return 3 }
-
 func TestEndpointAnswered(t *testing.T) {
-	var _ rpc.Error = jsonRPCError{}
 	tests := []struct {
 		name string
 		err  error
 		want bool
 	}{
 		{"success", nil, true},
-		{"JSON-RPC error object", fmt.Errorf("estimate: %w", jsonRPCError{}), true},
+		{"JSON-RPC error object", fmt.Errorf("estimate: %w", &jsonRPCError{Code: 3, Message: "execution reverted"}), true},
 		{"classified revert", fmt.Errorf("%w: boom", services.ErrExecutionReverted), true},
 		{"nonce too low", fmt.Errorf("%w: x", services.ErrNonceTooLow), true},
 		{"not supported", services.ErrNotSupported, true},

@@ -87,6 +87,28 @@ func (r *rpcReceipt) toReceipt() (*services.Receipt, error) {
 	return receipt, nil
 }
 
+// fetchBlockReceipts asks for the receipts of blocks in one batch: itself on an HTTP
+// endpoint (receipts_http.go), through the client otherwise. One slice per block (nil: not
+// at that height yet) and one error per block; the error returned is the request's.
+func (c *RPCChain) fetchBlockReceipts(ctx context.Context, blocks []uint64) ([][]*rpcReceipt, []error, error) {
+	if c.blockReceipts != nil {
+		return c.blockReceipts.fetch(ctx, blocks)
+	}
+	decoded := make([][]*rpcReceipt, len(blocks))
+	elems := make([]rpc.BatchElem, len(blocks))
+	for i, n := range blocks {
+		elems[i] = rpc.BatchElem{Method: "eth_getBlockReceipts", Args: []any{hexutil.EncodeUint64(n)}, Result: &decoded[i]}
+	}
+	if err := c.rpcClient.BatchCallContext(ctx, elems); err != nil {
+		return nil, nil, err
+	}
+	errs := make([]error, len(blocks))
+	for i, elem := range elems {
+		errs[i] = elem.Error
+	}
+	return decoded, errs, nil
+}
+
 // blockReceiptsPerBatch bounds one batch of eth_getBlockReceipts: a block of a busy chain
 // carries thousands of receipts, so a batch of blocks is already a large answer.
 const blockReceiptsPerBatch = 8
@@ -102,29 +124,27 @@ func (c *RPCChain) BlockReceipts(ctx context.Context, numbers []uint64) ([][]ser
 	out := make([][]services.Receipt, len(numbers))
 	for start := 0; start < len(numbers); start += blockReceiptsPerBatch {
 		chunk := numbers[start:min(start+blockReceiptsPerBatch, len(numbers))]
-		decoded := make([]*[]*rpcReceipt, len(chunk))
-		elems := make([]rpc.BatchElem, len(chunk))
-		for i, n := range chunk {
-			decoded[i] = new([]*rpcReceipt)
-			elems[i] = rpc.BatchElem{Method: "eth_getBlockReceipts", Args: []any{hexutil.EncodeUint64(n)}, Result: decoded[i]}
-		}
+		var decoded [][]*rpcReceipt
+		var errs []error
 		err := c.send(ctx, "chain.rpc batch eth_getBlockReceipts", "eth_getBlockReceipts", func(ctx context.Context) error {
-			return c.rpcClient.BatchCallContext(ctx, elems)
-		}, attribute.Int("rpc.batch_size", len(elems)))
+			var err error
+			decoded, errs, err = c.fetchBlockReceipts(ctx, chunk)
+			return err
+		}, attribute.Int("rpc.batch_size", len(chunk)))
 		if err != nil {
-			return nil, fmt.Errorf("batch of %d calls to eth_getBlockReceipts: %w", len(elems), err)
+			return nil, fmt.Errorf("batch of %d calls to eth_getBlockReceipts: %w", len(chunk), err)
 		}
-		for i, elem := range elems {
+		for i, blockErr := range errs {
 			switch {
-			case elem.Error != nil && isNotSupported(elem.Error):
-				return nil, fmt.Errorf("eth_getBlockReceipts: %w: %w", services.ErrNotSupported, elem.Error)
-			case elem.Error != nil:
-				return nil, fmt.Errorf("receipts of block %d: %w", chunk[i], elem.Error)
-			case *decoded[i] == nil:
+			case blockErr != nil && isNotSupported(blockErr):
+				return nil, fmt.Errorf("eth_getBlockReceipts: %w: %w", services.ErrNotSupported, blockErr)
+			case blockErr != nil:
+				return nil, fmt.Errorf("receipts of block %d: %w", chunk[i], blockErr)
+			case decoded[i] == nil:
 				continue // not at that height yet
 			}
-			receipts := make([]services.Receipt, 0, len(*decoded[i]))
-			for _, r := range *decoded[i] {
+			receipts := make([]services.Receipt, 0, len(decoded[i]))
+			for _, r := range decoded[i] {
 				receipt, err := r.toReceipt()
 				if err != nil {
 					return nil, fmt.Errorf("receipts of block %d: %w", chunk[i], err)

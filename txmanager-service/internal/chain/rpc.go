@@ -41,6 +41,9 @@ type RPCChain struct {
 	// headersByBlock: the node refused eth_getHeaderByNumber, so headers are asked for with
 	// eth_getBlockByNumber (headers.go).
 	headersByBlock atomic.Bool
+	// blockReceipts reads eth_getBlockReceipts answers itself on an http(s) endpoint
+	// DialRPC dialed (receipts_http.go); nil leaves them to the client.
+	blockReceipts *blockReceiptsHTTP
 }
 
 // RPCOption adjusts an RPCChain at construction.
@@ -90,12 +93,14 @@ func DialRPC(ctx context.Context, url string, opts ...RPCOption) (*RPCChain, err
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConns, transport.MaxIdleConnsPerHost = idleConnectionsPerNode, idleConnectionsPerNode
 	transport.DisableCompression = !c.compressResponses
-	rpcClient, err := rpc.DialOptions(ctx, url, rpc.WithHTTPClient(&http.Client{Transport: transport}))
+	httpClient := &http.Client{Transport: transport}
+	rpcClient, err := rpc.DialOptions(ctx, url, rpc.WithHTTPClient(httpClient))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
 	}
 	c.attach(rpcClient)
 	c.transport = transport
+	c.blockReceipts = receiptsOverHTTP(url, httpClient)
 	return c, nil
 }
 
