@@ -53,6 +53,16 @@ type GethOptions struct {
 	// ExtraArgs are appended to the command line (e.g. --txpool.nolocals, so a restart
 	// loses the mempool as a production node's would).
 	ExtraArgs []string
+	// DebugAPI serves the debug namespace over HTTP too (debug_startCPUProfile: a benchmark
+	// profiles the node).
+	DebugAPI bool
+}
+
+func httpAPIs(debug bool) string {
+	if debug {
+		return "eth,net,web3,txpool,debug"
+	}
+	return "eth,net,web3,txpool"
 }
 
 // StartGeth starts a fresh `geth --dev` chain (chain id 1337, one prefunded unlocked
@@ -74,7 +84,7 @@ func StartGeth(ctx context.Context, opts GethOptions) (*ChainNode, error) {
 		"--datadir", filepath.Join(dir, "data"),
 		// Port 0: geth binds whatever the kernel gives and logs it ("HTTP server started
 		// endpoint=..."), which is where the URL is read from.
-		"--http", "--http.addr", "127.0.0.1", "--http.port", "0", "--http.api", "eth,net,web3,txpool",
+		"--http", "--http.addr", "127.0.0.1", "--http.port", "0", "--http.api", httpAPIs(opts.DebugAPI),
 		// No peers, no discovery, no IPC socket: nothing outside loopback HTTP. (--dev
 		// already sets maxpeers 0 and starts no engine API; these make it explicit.)
 		"--port", "0", "--nodiscover", "--maxpeers", "0", "--ipcdisable",

@@ -27,7 +27,9 @@ const (
 
 // runBaseline pre-signs transfers transfers spread over keys (round robin, so nonces reach
 // the node in order per signer), then measures first send -> every transfer confirmed.
-func runBaseline(ctx context.Context, url string, gethPID int, keys []*ecdsa.PrivateKey, transfers int, confirmations uint64) (measurement, error) {
+func runBaseline(ctx context.Context, url string, gethPID int, keys []*ecdsa.PrivateKey, transfers int, confirmations uint64,
+	profileNode func(context.Context, string) func(),
+) (measurement, error) {
 	client, err := rpc.DialContext(ctx, url)
 	if err != nil {
 		return measurement{}, err
@@ -63,6 +65,7 @@ func runBaseline(ctx context.Context, url string, gethPID int, keys []*ecdsa.Pri
 		hashes[i] = tx.Hash()
 	}
 
+	stopNodeProfile := profileNode(ctx, fmt.Sprintf("baseline-%d", len(keys)))
 	account := startCPUAccount(accountedProcess{name: "geth", pid: gethPID}, accountedProcess{name: "sender", pid: os.Getpid()})
 	// The head before the first send: a push of thousands can outlast several blocks, and
 	// the first of them may already hold transfers.
@@ -82,6 +85,7 @@ func runBaseline(ctx context.Context, url string, gethPID int, keys []*ecdsa.Pri
 	m.confirmed, m.blocks = time.Since(started), blocks
 	m.cpu = account.finish()
 	fmt.Printf("    %s\n", m.cpu)
+	stopNodeProfile()
 	return m, nil
 }
 

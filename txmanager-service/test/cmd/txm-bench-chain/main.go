@@ -44,6 +44,7 @@ type options struct {
 	timeout       time.Duration
 	verbose       bool
 	keep          bool
+	nodeProfile   bool
 	// overrides are service configuration keys set for the run (-set), e.g. to compare a
 	// setting's cost on the same workload.
 	overrides map[string]any
@@ -59,6 +60,7 @@ func main() {
 	flag.IntVar(&o.warmup, "warmup", 2_000, "transfers the service creates and confirms before the measured run, then VACUUM (ANALYZE): the database has history and statistics, as one in service has (0: a fresh database, whose first plans are made without statistics)")
 	flag.IntVar(&o.clients, "clients", 256, "concurrent HTTP clients creating transactions (a payout run or a busy API has hundreds of callers in flight)")
 	flag.Float64Var(&o.target, "target", 1.5, "the service may take at most this many times the baseline's time")
+	flag.BoolVar(&o.nodeProfile, "node-profile", false, "profile geth itself (debug_startCPUProfile) over each baseline and service run and print the top of each: where the node's CPU goes, and what the service's calls add to it")
 	flag.BoolVar(&o.verbose, "v", false, "print the service's progress (allocated, broadcast, mined, confirmed) every second")
 	flag.Func("signers", "signer counts to run, comma separated (default 20,1)", func(v string) error {
 		o.shapes = nil
@@ -155,7 +157,8 @@ func run(ctx context.Context, o options) ([]result, error) {
 		return nil, fmt.Errorf("start PostgreSQL with pg_stat_statements: %w", err)
 	}
 	defer func() { _ = pg.Close() }()
-	geth, err := e2e.StartGeth(ctx, e2e.GethOptions{Bin: gethBin, Period: time.Second, Dir: filepath.Join(root, "geth"), ExtraArgs: roomyNode(max(o.transfers, o.warmup))})
+	geth, err := e2e.StartGeth(ctx, e2e.GethOptions{Bin: gethBin, Period: time.Second, Dir: filepath.Join(root, "geth"), ExtraArgs: roomyNode(max(o.transfers, o.warmup)),
+		DebugAPI: o.nodeProfile})
 	if err != nil {
 		return nil, err
 	}
@@ -176,20 +179,24 @@ func run(ctx context.Context, o options) ([]result, error) {
 	if err := e2e.FundAccounts(ctx, geth.URL(), e2e.Addresses(keys), amount); err != nil {
 		return nil, err
 	}
+	var profiler *nodeProfiler
+	if o.nodeProfile {
+		profiler = &nodeProfiler{url: geth.URL(), dir: root}
+	}
 	var results []result
 	for _, n := range o.shapes {
 		baselineKeys, serviceKeys := keys[:n], keys[n:2*n]
 		keys = keys[2*n:]
 		res := result{signers: n}
 		fmt.Printf("==> %d signer(s): baseline\n", n)
-		if res.baseline, err = runBaseline(ctx, geth.URL(), geth.PID(), baselineKeys, o.transfers, o.confirmations); err != nil {
+		if res.baseline, err = runBaseline(ctx, geth.URL(), geth.PID(), baselineKeys, o.transfers, o.confirmations, profiler.start); err != nil {
 			return results, fmt.Errorf("baseline, %d signers: %w", n, err)
 		}
 		fmt.Printf("==> %d signer(s): service\n", n)
 		if res.service, err = runService(ctx, serviceRun{
 			bin: serviceBin, dir: filepath.Join(root, fmt.Sprintf("service-%d", n)), pg: pg, nodeURL: geth.URL(),
 			keys: serviceKeys, transfers: o.transfers, warmup: o.warmup, clients: o.clients, confirmations: o.confirmations, verbose: o.verbose,
-			gethPID: geth.PID(), overrides: o.overrides,
+			gethPID: geth.PID(), overrides: o.overrides, profileNode: profiler.start,
 		}); err != nil {
 			return results, fmt.Errorf("service, %d signers: %w", n, err)
 		}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/ethereum/go-ethereum/rpc"
 )
 
 // profileChunkSeconds is how long each CPU profile the recorder takes lasts: the run ends
@@ -102,4 +104,46 @@ func profileTop(ctx context.Context, files []string, entries int, cumulative boo
 		return "", fmt.Errorf("go tool pprof: %w", err)
 	}
 	return strings.TrimRight(string(out), "\n"), nil
+}
+
+// nodeProfiler takes geth's own CPU profile over a run (debug_startCPUProfile, written by
+// the node to a file), so the node's cost in the service's run can be set beside its cost in
+// the baseline: what the service's calls (receipts, heads, fees, balances) add to taking the
+// transfers in. nil profiles nothing.
+type nodeProfiler struct {
+	url, dir string
+}
+
+// start has the node profile itself into name.pprof until the returned stop; stop prints the
+// top of the profile.
+func (p *nodeProfiler) start(ctx context.Context, name string) (stop func()) {
+	if p == nil {
+		return func() {}
+	}
+	file := filepath.Join(p.dir, "node-"+name+".pprof")
+	client, err := rpc.DialContext(ctx, p.url)
+	if err != nil {
+		fmt.Printf("    node profile: %v\n", err)
+		return func() {}
+	}
+	if err := client.CallContext(ctx, nil, "debug_startCPUProfile", file); err != nil {
+		client.Close()
+		fmt.Printf("    node profile: %v\n", err)
+		return func() {}
+	}
+	return func() {
+		defer client.Close()
+		if err := client.CallContext(ctx, nil, "debug_stopCPUProfile"); err != nil {
+			fmt.Printf("    node profile: %v\n", err)
+			return
+		}
+		for _, cumulative := range []bool{false, true} {
+			top, err := profileTop(ctx, []string{file}, topFunctions, cumulative)
+			if err != nil {
+				fmt.Printf("    node profile: %v\n", err)
+				return
+			}
+			fmt.Printf("    geth's CPU profile (cumulative=%v):\n      %s\n", cumulative, strings.ReplaceAll(top, "\n", "\n      "))
+		}
+	}
 }

@@ -32,6 +32,8 @@ type serviceRun struct {
 	verbose       bool
 	gethPID       int
 	overrides     map[string]any
+	// profileNode profiles geth over the measured run (nodeProfiler.start).
+	profileNode func(context.Context, string) func()
 }
 
 // runService starts the service on a fresh database with keys as its signers, creates the
@@ -82,6 +84,7 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 		return measurement{}, err
 	}
 	profile := startProfile(ctx, svc.HTTPURL(), profileDir)
+	stopNodeProfile := r.profileNode(ctx, fmt.Sprintf("service-%d", len(r.keys)))
 	started := time.Now()
 	if err := createAll(ctx, api, signers, r.transfers, r.clients, measuredPrefix); err != nil {
 		return measurement{}, err
@@ -106,6 +109,7 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	m.confirmed = time.Since(started)
 	m.cpu = account.finish()
 	fmt.Printf("    %s\n", m.cpu)
+	stopNodeProfile()
 	profiles, profileErr := profile.stop()
 	if err := conn.QueryRow(ctx, "SELECT count(DISTINCT block_number) FROM managed_tx WHERE request_id LIKE $1", measuredPrefix+"%").Scan(&m.blocks); err != nil {
 		return m, err
