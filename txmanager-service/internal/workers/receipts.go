@@ -197,10 +197,7 @@ func (c *ReceiptChecker) refresh(ctx context.Context, leases []domain.Lease) err
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	seen := make(map[uuid.UUID]bool, len(txs))
-	for _, tx := range txs {
-		if c.tracker.Holds(tx.TxID) {
-			continue // found; its receipt is written with its final state
-		}
+	for _, tx := range txs { // none whose receipt is held: found, written when final
 		seen[tx.TxID] = true
 		if e, ok := c.entries[tx.TxID]; ok {
 			if len(tx.Attempts) != len(e.tx.Attempts) {

@@ -78,6 +78,17 @@ func (h *heldReceipts) holds(id uuid.UUID) bool {
 	return ok
 }
 
+// ids are the transactions whose receipts are held now.
+func (h *heldReceipts) ids() map[uuid.UUID]struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[uuid.UUID]struct{}, len(h.m))
+	for id := range h.m {
+		out[id] = struct{}{}
+	}
+	return out
+}
+
 // minedFor is the held receipts of signers as mined transactions; those of other signers
 // (a lease this node no longer holds) are dropped: their next owner looks them up again.
 func (h *heldReceipts) minedFor(signers []string) []MinedTx {
