@@ -494,7 +494,7 @@ func (a *Allocator) finish(ctx context.Context, b *signerBatch) {
 		a.log.WithContext(ctx).Infow("msg", "nonces allocated", "signer", b.key, "fencing_token", b.lease.Token,
 			"count", len(b.allocated), "first_nonce", first.Nonce, "first_tx_id", first.ID.String(), "state", string(domain.StateAllocated))
 		if a.notify != nil {
-			a.notify.NotifyAllocated(b.key)
+			a.notify.NotifyAllocated(b.lease, b.nextAfter)
 		}
 	}
 	for i, op := range b.ops {

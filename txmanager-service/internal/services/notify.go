@@ -1,9 +1,12 @@
 package services
 
-// SubmitNotifier is told when a signer has newly allocated transactions, so signing and
-// broadcasting start at once instead of at the next scheduled pass, and when a signer was
-// found quarantined, so reconciliation with the chain starts at once too.
+import "github.com/bionicotaku/txmanager-service/internal/domain"
+
+// SubmitNotifier is told when a signer has newly allocated transactions (under lease, every
+// one below next), so signing and broadcasting start at once instead of at the next
+// scheduled pass, and when a signer was found quarantined, so reconciliation with the chain
+// starts at once too.
 type SubmitNotifier interface {
-	NotifyAllocated(signer string)
+	NotifyAllocated(lease domain.Lease, next uint64)
 	NotifyQuarantined(signer string)
 }

@@ -77,7 +77,10 @@ func NewPipelineWorkers(cfg PipelineConfig, stages PipelineStages, leases *servi
 }
 
 // NotifyAllocated implements services.SubmitNotifier.
-func (w *PipelineWorkers) NotifyAllocated(string) { w.submit.Wake() }
+func (w *PipelineWorkers) NotifyAllocated(lease domain.Lease, next uint64) {
+	w.stages.Submitting.Allocated(lease, next)
+	w.submit.Wake()
+}
 
 // NotifyQuarantined implements services.SubmitNotifier: reconciliation, which runs with
 // stuck detection, starts at once.

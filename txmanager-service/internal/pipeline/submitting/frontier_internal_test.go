@@ -80,3 +80,67 @@ func TestUnsignedFrontier(t *testing.T) {
 		}
 	}
 }
+
+// A pass has nothing to read once the signer's rows are signed up to the cursor read before
+// the last scan and up to every allocation this node announced in the lease epoch since;
+// otherwise (nothing known, another epoch, a scan due, an allocation not signed yet) it reads.
+func TestAllSignedOnlyWhenEveryAllocationIsSigned(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	at := frontierEpoch{signer: "0xa", token: 7, server: 1}
+	newLease := frontierEpoch{signer: "0xa", token: 8, server: 1}
+	newServer := frontierEpoch{signer: "0xa", token: 7, server: 2}
+	found := []domain.ManagedTx{{Nonce: 18}, {Nonce: 19}}
+	tests := []struct {
+		name  string
+		do    func(f *unsignedFrontiers)
+		at    frontierEpoch
+		after time.Duration
+		want  bool
+	}{
+		{name: "nothing known", do: func(*unsignedFrontiers) {}, at: at, want: false},
+		{name: "a scan found nothing below the cursor, nothing allocated since", do: func(f *unsignedFrontiers) { f.scanned(at, t0, nil, 20) }, at: at, want: true},
+		{name: "a scan found rows not signed yet", do: func(f *unsignedFrontiers) { f.scanned(at, t0, found, 20) }, at: at, want: false},
+		{name: "the rows the scan found are signed", do: func(f *unsignedFrontiers) {
+			f.scanned(at, t0, found, 20)
+			f.signedThrough(at, 19)
+		}, at: at, want: true},
+		{name: "an allocation announced after the scan", do: func(f *unsignedFrontiers) {
+			f.scanned(at, t0, nil, 20)
+			f.allocated("0xa", 7, 25)
+		}, at: at, want: false},
+		{name: "an allocation announced after the scan, signed", do: func(f *unsignedFrontiers) {
+			f.scanned(at, t0, nil, 20)
+			f.allocated("0xa", 7, 25)
+			f.signedThrough(at, 24)
+		}, at: at, want: true},
+		{name: "an allocation announced while the scan ran, before it recorded", do: func(f *unsignedFrontiers) {
+			f.allocated("0xa", 7, 25)
+			f.scanned(at, t0, nil, 20)
+		}, at: at, want: false},
+		{name: "a late notice from an older lease epoch hides nothing", do: func(f *unsignedFrontiers) {
+			f.scanned(at, t0, nil, 20)
+			f.allocated("0xa", 7, 25)
+			f.allocated("0xa", 6, 21)
+		}, at: at, want: false},
+		{name: "another signer's allocation", do: func(f *unsignedFrontiers) {
+			f.scanned(at, t0, nil, 20)
+			f.allocated("0xb", 7, 25)
+		}, at: at, want: true},
+		{name: "a scan from nonce 0 is due", do: func(f *unsignedFrontiers) { f.scanned(at, t0, nil, 20) }, at: at, after: rescanEvery, want: false},
+		{name: "another lease epoch", do: func(f *unsignedFrontiers) { f.scanned(at, t0, nil, 20) }, at: newLease, want: false},
+		{name: "a new database server", do: func(f *unsignedFrontiers) { f.scanned(at, t0, nil, 20) }, at: newServer, want: false},
+		{name: "after Rescan", do: func(f *unsignedFrontiers) {
+			f.scanned(at, t0, nil, 20)
+			f.rescan("0xa")
+		}, at: at, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f unsignedFrontiers
+			tt.do(&f)
+			if got := f.allSigned(tt.at, t0.Add(time.Second+tt.after)); got != tt.want {
+				t.Fatalf("allSigned = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -158,6 +158,12 @@ func (s *Submitter) SubmitAllocated(ctx context.Context, lease domain.Lease, sto
 // nonce hole).
 func (s *Submitter) Rescan(signer string) { s.unsigned.rescan(signer) }
 
+// Allocated notes that this node allocated the signer's transactions below next under
+// lease (committed): a pass that has signed up to there has nothing to read until the next.
+func (s *Submitter) Allocated(lease domain.Lease, next uint64) {
+	s.unsigned.allocated(lease.Signer, lease.Token, next)
+}
+
 // storedSendTimeout bounds sending a stored batch, which runs on after its pass's context
 // ends (each call to the chain has its own deadline too).
 const storedSendTimeout = 30 * time.Second
@@ -170,6 +176,9 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 	ctx, span := pipeline.Span(ctx, s.metrics, "pipeline.sign", lease)
 	defer span.End()
 	at := frontierEpoch{signer: lease.Signer, token: lease.Token, server: s.server.ServerEpoch()}
+	if s.unsigned.allSigned(at, time.Now()) {
+		return nil, false, nil
+	}
 	from, full := s.unsigned.from(at, time.Now())
 	var cursor uint64
 	if full {
