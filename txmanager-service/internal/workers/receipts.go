@@ -90,6 +90,9 @@ type receiptEntry struct {
 	notFound       bool
 	// lookedUpAt is the last look-up by hash.
 	lookedUpAt time.Time
+	// scheduledAt is when the entry was made: a re-read of the database removes only
+	// entries older than its listing.
+	scheduledAt time.Time
 }
 
 // NewReceiptChecker builds the checker; onMined runs after a pass that recorded receipts.
@@ -184,8 +187,17 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 // refresh syncs the schedule with the database for leases (the ones pass compared, so what
 // it records as read is what was read): new transactions are due at once, ones
 // that were mined elsewhere, finalized or whose signer this node lost are dropped.
+//
+// An entry made after the listing began is kept though the listing does not show it: the
+// submitter schedules each transaction as it is stored (trackUnsent), and one stored after
+// the listing's snapshot is not in it. Dropped, it was found by no block read (those match
+// scheduled entries only) until the next re-read, up to refreshEveryPolls later, which then
+// looked it up by hash, a search of its block by the node: in bench-chain each re-read
+// during the run dropped 150-250 transactions signed while it ran, and the last ones held
+// up the end of the run by seconds.
 func (c *ReceiptChecker) refresh(ctx context.Context, leases []domain.Lease) error {
 	signers := domain.LeaseSigners(leases)
+	listedAt := time.Now()
 	var txs []pipeline.TrackedTx
 	if len(signers) > 0 {
 		var err error
@@ -207,10 +219,10 @@ func (c *ReceiptChecker) refresh(ctx context.Context, leases []domain.Lease) err
 			e.tx = tx
 			continue
 		}
-		c.entries[tx.TxID] = &receiptEntry{tx: tx, due: now}
+		c.entries[tx.TxID] = &receiptEntry{tx: tx, due: now, scheduledAt: now}
 	}
-	for id := range c.entries {
-		if !seen[id] {
+	for id, e := range c.entries {
+		if !seen[id] && e.scheduledAt.Before(listedAt) {
 			delete(c.entries, id)
 		}
 	}
@@ -373,7 +385,7 @@ func (c *ReceiptChecker) trackUnsent(txs []pipeline.TrackedTx) {
 		if _, known := c.entries[tx.TxID]; known {
 			continue
 		}
-		e := &receiptEntry{tx: tx, due: now}
+		e := &receiptEntry{tx: tx, due: now, scheduledAt: now}
 		if c.scannedThrough > 0 {
 			e.notFound, e.notFoundAtHead, e.lookedUpAt = true, c.scannedThrough, now
 		}

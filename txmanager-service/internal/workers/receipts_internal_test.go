@@ -7,10 +7,14 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 func TestTrackUnsent(t *testing.T) {
@@ -111,5 +115,57 @@ func TestLowerHeadForgetsWhatWasCoveredAboveIt(t *testing.T) {
 	}
 	if c.scannedThrough != 108 || above.notFoundAtHead != 108 || below.notFoundAtHead != 100 {
 		t.Fatalf("covered through %d, entries absent through %d and %d; want 108, 108 and 100", c.scannedThrough, above.notFoundAtHead, below.notFoundAtHead)
+	}
+}
+
+// listingDuring answers the awaiting-receipt listing with rows, running meanwhile what
+// other stages do while the query runs; the tracker's writes are not part of these tests.
+type listingDuring struct {
+	receipts.Store
+	rows      []pipeline.TrackedTx
+	meanwhile func()
+}
+
+func (s listingDuring) ListAwaitingReceipt(context.Context, []string) ([]pipeline.TrackedTx, error) {
+	s.meanwhile()
+	return s.rows, nil
+}
+
+// A re-read of the schedule keeps the transactions the submitter stored while its listing
+// ran (they are not in the listing's snapshot) and drops only older entries the listing
+// no longer shows: dropped, a new transaction was found by no block read until the next
+// re-read, and then looked up by hash.
+func TestRefreshKeepsTransactionsStoredWhileItListed(t *testing.T) {
+	tracked := func() pipeline.TrackedTx {
+		return pipeline.TrackedTx{TxID: uuid.New(), Signer: "0xaa", Attempts: []pipeline.AttemptRef{{Hash: common.BytesToHash(uuid.New().NodeID()), Kind: pipeline.AttemptOriginal}}}
+	}
+	listed, gone, storedMeanwhile := tracked(), tracked(), tracked()
+	logger := log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError))
+	leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a"}, nil, services.SystemClock{}, telemetry.Noop(), logger)
+	var c *ReceiptChecker
+	store := listingDuring{rows: []pipeline.TrackedTx{listed}, meanwhile: func() {
+		time.Sleep(time.Millisecond)
+		c.trackUnsent([]pipeline.TrackedTx{storedMeanwhile})
+	}}
+	c = NewReceiptChecker(ReceiptCheckerConfig{PollInterval: time.Second}, receipts.New(receipts.Config{}, store, nil, leases, telemetry.Noop(), logger), leases, nil, logger)
+	c.scannedThrough = 40
+	c.trackUnsent([]pipeline.TrackedTx{listed, gone})
+	time.Sleep(time.Millisecond)
+
+	if err := c.refresh(t.Context(), []domain.Lease{{Signer: "0xaa", Token: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		name      string
+		tx        pipeline.TrackedTx
+		scheduled bool
+	}{
+		{"listed", listed, true},
+		{"made final elsewhere (older, not listed)", gone, false},
+		{"stored while the listing ran", storedMeanwhile, true},
+	} {
+		if _, ok := c.entries[want.tx.TxID]; ok != want.scheduled {
+			t.Errorf("%s: scheduled %v, want %v", want.name, ok, want.scheduled)
+		}
 	}
 }
