@@ -48,6 +48,17 @@ func nodeBehind(t *testing.T, endpoint string, rewrite func(request, answer []by
 	return server.URL
 }
 
+// dialBehind dials the node at endpoint through nodeBehind's proxy.
+func dialBehind(t *testing.T, endpoint string, rewrite func(request, answer []byte) (int, []byte)) *chain.RPCChain {
+	t.Helper()
+	remote, err := chain.DialRPC(testContext(t), nodeBehind(t, endpoint, rewrite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remote.Close)
+	return remote
+}
+
 // reversed answers a batch in reverse order, as JSON-RPC allows.
 func reversed(_, answer []byte) (int, []byte) {
 	var elems []json.RawMessage
@@ -135,11 +146,7 @@ func TestBlockReceiptsOverHTTPReadTheSameAsTheClient(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			remote, err := chain.DialRPC(ctx, nodeBehind(t, sim.HTTPEndpoint(), tc.rewrite))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(remote.Close)
+			remote := dialBehind(t, sim.HTTPEndpoint(), tc.rewrite)
 			got, err := remote.BlockReceipts(ctx, blocks)
 			if err != nil {
 				t.Fatalf("BlockReceipts over HTTP: %v", err)
@@ -197,11 +204,7 @@ func TestBlockReceiptsOverHTTPFailLikeTheClient(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			remote, err := chain.DialRPC(ctx, nodeBehind(t, sim.HTTPEndpoint(), tc.rewrite))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(remote.Close)
+			remote := dialBehind(t, sim.HTTPEndpoint(), tc.rewrite)
 			got, err := remote.BlockReceipts(ctx, []uint64{0, 1})
 			if !tc.check(err) {
 				t.Fatalf("BlockReceipts = %v, %v: not the failure wanted", got, err)

@@ -70,14 +70,6 @@ func (h *heldReceipts) hold(found FoundReceipt, now time.Time) {
 	}
 }
 
-// holds says whether id's receipt is held.
-func (h *heldReceipts) holds(id uuid.UUID) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, ok := h.m[id]
-	return ok
-}
-
 // ids are the transactions whose receipts are held now.
 func (h *heldReceipts) ids() map[uuid.UUID]struct{} {
 	h.mu.Lock()

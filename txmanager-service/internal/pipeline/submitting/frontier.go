@@ -64,11 +64,21 @@ type unsignedFrontier struct {
 func (f *unsignedFrontiers) from(at frontierEpoch, now time.Time) (uint64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	u, ok := f.bySigner[at.signer]
-	if !ok || u.epoch != at || now.Sub(u.scannedAt) >= rescanEvery {
+	u, ok := f.current(at, now)
+	if !ok {
 		return 0, true
 	}
 	return u.next, false
+}
+
+// current is the signer's frontier when it holds for at and no scan from nonce 0 is due;
+// f.mu held.
+func (f *unsignedFrontiers) current(at frontierEpoch, now time.Time) (unsignedFrontier, bool) {
+	u, ok := f.bySigner[at.signer]
+	if !ok || u.epoch != at || now.Sub(u.scannedAt) >= rescanEvery {
+		return unsignedFrontier{}, false
+	}
+	return u, true
 }
 
 // scanned records a scan from nonce 0 that found found (lowest first, at most a batch),
@@ -107,8 +117,8 @@ func (f *unsignedFrontiers) allocated(signer string, token, next uint64) {
 func (f *unsignedFrontiers) allSigned(at frontierEpoch, now time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	u, ok := f.bySigner[at.signer]
-	if !ok || u.epoch != at || now.Sub(u.scannedAt) >= rescanEvery {
+	u, ok := f.current(at, now)
+	if !ok {
 		return false
 	}
 	allocatedBelow := u.cursor

@@ -176,10 +176,11 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 	ctx, span := pipeline.Span(ctx, s.metrics, "pipeline.sign", lease)
 	defer span.End()
 	at := frontierEpoch{signer: lease.Signer, token: lease.Token, server: s.server.ServerEpoch()}
-	if s.unsigned.allSigned(at, time.Now()) {
+	now := time.Now()
+	if s.unsigned.allSigned(at, now) {
 		return nil, false, nil
 	}
-	from, full := s.unsigned.from(at, time.Now())
+	from, full := s.unsigned.from(at, now)
 	var cursor uint64
 	if full {
 		// Read before the scan: anything allocated after the scan's snapshot is at or above it.

@@ -137,13 +137,6 @@ func (p *nodeProfiler) start(ctx context.Context, name string) (stop func()) {
 			fmt.Printf("    node profile: %v\n", err)
 			return
 		}
-		for _, cumulative := range []bool{false, true} {
-			top, err := profileTop(ctx, []string{file}, topFunctions, cumulative)
-			if err != nil {
-				fmt.Printf("    node profile: %v\n", err)
-				return
-			}
-			fmt.Printf("    geth's CPU profile (cumulative=%v):\n      %s\n", cumulative, strings.ReplaceAll(top, "\n", "\n      "))
-		}
+		printProfileTops(ctx, "geth's CPU profile", "", []string{file})
 	}
 }

@@ -145,13 +145,19 @@ func printProfile(ctx context.Context, files []string, err error) {
 	if err != nil {
 		fmt.Printf("    service CPU profile: %v\n", err)
 	}
+	printProfileTops(ctx, "service CPU profile", fmt.Sprintf(", %d profiles of %ds", len(files), profileChunkSeconds), files)
+}
+
+// printProfileTops writes the top of the profiles in files, by own time and by time with
+// callees, under name (detail follows the cumulative flag in the heading).
+func printProfileTops(ctx context.Context, name, detail string, files []string) {
 	for _, cumulative := range []bool{false, true} {
 		top, err := profileTop(ctx, files, topFunctions, cumulative)
 		if err != nil {
-			fmt.Printf("    service CPU profile: %v\n", err)
+			fmt.Printf("    %s: %v\n", name, err)
 			return
 		}
-		fmt.Printf("    service CPU profile (cumulative=%v, %d profiles of %ds):\n%s\n", cumulative, len(files), profileChunkSeconds, indent(top, "      "))
+		fmt.Printf("    %s (cumulative=%v%s):\n%s\n", name, cumulative, detail, indent(top, "      "))
 	}
 }
 
