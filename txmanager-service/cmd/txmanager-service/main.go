@@ -66,6 +66,8 @@ func run() error {
 	}
 	nodeLogger := telemetry.NewNodeLogger(logger, bc.Node.ID)
 	helper := log.NewHelper(nodeLogger)
+	goRuntime := app.ApplyGoRuntime(bc.Runtime)
+	helper.Infow(append([]any{"msg", "garbage collector set"}, goRuntime.Fields()...)...)
 	// One line once everything this process started has stopped (deferred first, so it
 	// runs last): after a Ctrl-C it is the last thing a developer reads.
 	var served, throwawayRemoved bool

@@ -35,6 +35,7 @@ type Bootstrap struct {
 	Observability Observability `json:"observability"`
 	Feed          Feed          `json:"feed"`
 	Retention     Retention     `json:"retention"`
+	Runtime       Runtime       `json:"runtime"`
 }
 
 // Node names this instance (default hostname:grpc-port).

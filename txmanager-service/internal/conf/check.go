@@ -115,6 +115,8 @@ func (b *Bootstrap) Check() error {
 	}
 	positive(b.Routing.HeartbeatInterval, "routing.heartbeatInterval")
 	req(b.Routing.NodeTimeout > b.Routing.HeartbeatInterval, "routing.nodeTimeout", "must be above routing.heartbeatInterval")
+	req(b.Runtime.GCPercent >= 10 && b.Runtime.GCPercent <= 10000, "runtime.gcPercent", "must be in 10..10000 (Go's default is 100)")
+	req(b.Runtime.MemoryLimitMiB >= 0, "runtime.memoryLimitMiB", "must not be negative (0: 90%% of the container's memory limit)")
 	req(b.Observability.SampleRatio >= 0 && b.Observability.SampleRatio <= 1, "observability.sampleRatio", "must be in 0..1")
 	req(b.Pipeline.SubmitBatch > 0, "pipeline.submitBatch", "must be positive")
 	req(b.Pipeline.SignConcurrency > 0, "pipeline.signConcurrency", "must be positive")

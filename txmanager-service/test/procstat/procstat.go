@@ -1,5 +1,5 @@
 // Package procstat reads CPU time from Linux's /proc: the whole machine's (busy, stolen by
-// the hypervisor, total) and one process's. Benchmarks and the chain benchmark tool use it
+// the hypervisor, total) and one process's, and a process's peak memory. Benchmarks and the chain benchmark tool use it
 // to say where a run's time went on a machine whose cores everything shares.
 package procstat
 
@@ -61,6 +61,33 @@ func (p Proc) ProcessSeconds(pid int) (float64, error) {
 		return 0, fmt.Errorf("%s: %w", file, err)
 	}
 	return seconds, nil
+}
+
+// PeakResidentBytes is the most memory process pid has held resident so far (VmHWM of its
+// status file): what a setting that trades memory for CPU costs.
+func (p Proc) PeakResidentBytes(pid int) (int64, error) {
+	file := p.path(strconv.Itoa(pid), "status")
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(raw)) {
+		value, found := strings.CutPrefix(line, "VmHWM:")
+		if !found {
+			continue
+		}
+		// "VmHWM:	  123456 kB"
+		fields := strings.Fields(value)
+		if len(fields) != 2 || fields[1] != "kB" {
+			break
+		}
+		kb, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			break
+		}
+		return kb << 10, nil
+	}
+	return 0, fmt.Errorf("%s: no VmHWM line in kB", file)
 }
 
 // machineTimes reads the aggregate "cpu" line, the first of /proc/stat; ok is false when

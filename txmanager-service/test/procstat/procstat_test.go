@@ -58,6 +58,8 @@ func TestProcFixture(t *testing.T) {
 	write("stat", "cpu 300 0 100 600 0 0 0 0 0 0\n")
 	write("42/stat", "42 (geth) S 1 42 42 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 12 0")
 	write("43/stat", "43 (broken")
+	write("42/status", "Name:\tgeth\nVmPeak:\t  900000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40000 kB\n")
+	write("43/status", "Name:\tbroken\nVmHWM:\t lots\n")
 	proc := Proc{Root: root}
 
 	if got, ok := proc.Machine(); !ok || got != (MachineTimes{Busy: 400, Total: 1000}) {
@@ -71,6 +73,15 @@ func TestProcFixture(t *testing.T) {
 	}
 	if _, err := proc.ProcessSeconds(44); !os.IsNotExist(err) {
 		t.Errorf("a process that is gone: err = %v, want a not-exist error", err)
+	}
+	if got, err := proc.PeakResidentBytes(42); err != nil || got != 50<<20 {
+		t.Errorf("PeakResidentBytes(42) = %v, %v; want 50 MiB", got, err)
+	}
+	if _, err := proc.PeakResidentBytes(43); err == nil {
+		t.Error("a malformed VmHWM line read without an error")
+	}
+	if _, err := proc.PeakResidentBytes(44); !os.IsNotExist(err) {
+		t.Errorf("PeakResidentBytes of a process that is gone: err = %v, want a not-exist error", err)
 	}
 	if _, ok := (Proc{Root: t.TempDir()}).Machine(); ok {
 		t.Error("Machine() reported times without a stat file")

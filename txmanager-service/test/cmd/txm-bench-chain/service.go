@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/test/e2e"
+	"github.com/bionicotaku/txmanager-service/test/procstat"
 )
 
 type serviceRun struct {
@@ -109,6 +110,9 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	m.confirmed = time.Since(started)
 	m.cpu = account.finish()
 	fmt.Printf("    %s\n", m.cpu)
+	if peak, err := (procstat.Proc{}).PeakResidentBytes(svc.PID()); err == nil {
+		fmt.Printf("    service peak resident memory %d MiB\n", peak>>20)
+	}
 	stopNodeProfile()
 	profiles, profileErr := profile.stop()
 	if err := conn.QueryRow(ctx, "SELECT count(DISTINCT block_number) FROM managed_tx WHERE request_id LIKE $1", measuredPrefix+"%").Scan(&m.blocks); err != nil {
