@@ -39,7 +39,10 @@ WITH lease AS MATERIALIZED (
 ),
 updated AS (
     UPDATE managed_tx m
-    SET tx_hash = @tx_hash::text, state = 'TRACKING', sub_state = @sub_state, submit_attempts = m.submit_attempts + 1,
+    -- The highest cap signed stays on the row (migration 0017), as in RecordReplacements.
+    SET tx_hash = @tx_hash::text,
+        max_fee_signed = CASE WHEN m.max_fee_signed IS NOT NULL THEN GREATEST(m.max_fee_signed, CAST(sqlc.arg(max_fee)::text AS numeric)) END,
+        state = 'TRACKING', sub_state = @sub_state, submit_attempts = m.submit_attempts + 1,
         last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8),
         fencing_token = @fencing_token, updated_at = now()
     FROM lease

@@ -2,14 +2,15 @@
 -- The most a signer's transactions that are neither final nor mined may still cost: each
 -- one's value plus its gas limit at the highest fee cap signed for it, or at the intent's
 -- own cap, or at @fallback_fee when nothing is signed yet. Mined ones are already paid for
--- in the latest balance.
+-- in the latest balance. The highest cap signed is on the row where it is known (migration
+-- 0017); the attempts are read only where it is not (COALESCE stops at the first value, so
+-- the sub-query runs for those rows alone).
 SELECT COALESCE(SUM(
            (m.payload->>'value')::numeric
            + GREATEST((m.payload->>'effectiveGasLimit')::numeric, (m.payload->>'gasLimit')::numeric)
-             * COALESCE(a.max_fee, NULLIF(m.payload->>'maxFeePerGas', '')::numeric, (@fallback_fee::text)::numeric)
+             * COALESCE(m.max_fee_signed,
+                        (SELECT max(t.max_fee_per_gas) FROM tx_attempt t WHERE t.tx_id = m.tx_id),
+                        NULLIF(m.payload->>'maxFeePerGas', '')::numeric, (@fallback_fee::text)::numeric)
        ), 0)::text AS cost
 FROM managed_tx m
-LEFT JOIN LATERAL (
-    SELECT max(t.max_fee_per_gas) AS max_fee FROM tx_attempt t WHERE t.tx_id = m.tx_id
-) a ON true
 WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL AND m.block_number IS NULL;

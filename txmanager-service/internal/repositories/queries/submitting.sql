@@ -31,7 +31,7 @@ input AS (
 ),
 updated AS (
     UPDATE managed_tx m
-    SET state = 'TRACKING', sub_state = 'SIGNED', tx_hash = i.tx_hash, submit_attempts = m.submit_attempts + 1,
+    SET state = 'TRACKING', sub_state = 'SIGNED', tx_hash = i.tx_hash, max_fee_signed = i.max_fee::numeric, submit_attempts = m.submit_attempts + 1,
         last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8),
         last_error = NULL, fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
@@ -118,7 +118,11 @@ input AS (
 ),
 updated AS (
     UPDATE managed_tx m
-    SET tx_hash = i.tx_hash, sub_state = 'REPRICED', fencing_token = @fencing_token, updated_at = now()
+    -- The highest cap signed stays on the row (migration 0017); where an earlier attempt's
+    -- cap is not known, neither is the highest.
+    SET tx_hash = i.tx_hash,
+        max_fee_signed = CASE WHEN m.max_fee_signed IS NOT NULL THEN GREATEST(m.max_fee_signed, i.max_fee::numeric) END,
+        sub_state = 'REPRICED', fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
     -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
     WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer AND m.tx_hash = i.replaced

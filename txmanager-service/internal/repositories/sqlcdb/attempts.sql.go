@@ -20,17 +20,20 @@ WITH lease AS MATERIALIZED (
 ),
 updated AS (
     UPDATE managed_tx m
-    SET tx_hash = $5::text, state = 'TRACKING', sub_state = $6, submit_attempts = m.submit_attempts + 1,
-        last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $7::float8),
+    -- The highest cap signed stays on the row (migration 0017), as in RecordReplacements.
+    SET tx_hash = $5::text,
+        max_fee_signed = CASE WHEN m.max_fee_signed IS NOT NULL THEN GREATEST(m.max_fee_signed, CAST($6::text AS numeric)) END,
+        state = 'TRACKING', sub_state = $7, submit_attempts = m.submit_attempts + 1,
+        last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $8::float8),
         fencing_token = $4, updated_at = now()
     FROM lease
-    WHERE m.tx_id = $8 AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = $9 AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
     RETURNING m.tx_id
 ),
 attempt AS (
     -- The attempt only if the row took it (migration 0016).
     INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT $1, $5, $8, $2, $9, $10, CAST($11::text AS numeric), CAST($12::text AS numeric), $13, $14, $4
+    SELECT $1, $5, $9, $2, $10, $11, CAST($6::text AS numeric), CAST($12::text AS numeric), $13, $14, $4
     FROM updated
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -44,12 +47,12 @@ type RecordAttemptParams struct {
 	NodeID               string
 	FencingToken         int64
 	TxHash               string
+	MaxFee               string
 	SubState             pgtype.Text
 	ResubmitAfterSeconds float64
 	TxID                 uuid.UUID
 	Nonce                int64
 	Kind                 string
-	MaxFee               string
 	MaxTip               string
 	GasLimit             int64
 	RawTx                []byte
@@ -69,12 +72,12 @@ func (q *Queries) RecordAttempt(ctx context.Context, arg RecordAttemptParams) (R
 		arg.NodeID,
 		arg.FencingToken,
 		arg.TxHash,
+		arg.MaxFee,
 		arg.SubState,
 		arg.ResubmitAfterSeconds,
 		arg.TxID,
 		arg.Nonce,
 		arg.Kind,
-		arg.MaxFee,
 		arg.MaxTip,
 		arg.GasLimit,
 		arg.RawTx,

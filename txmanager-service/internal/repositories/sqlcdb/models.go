@@ -49,6 +49,7 @@ type ManagedTx struct {
 	RecoveredAt    *time.Time
 	RecoveryKey    []byte
 	UnclaimedUntil *time.Time
+	MaxFeeSigned   pgtype.Numeric
 }
 
 type NodeRegistry struct {
