@@ -6,25 +6,19 @@
 -- and the reload was a tenth of the database's statement time in bench-chain. Each
 -- statement that stores an attempt now also keeps the highest cap on the row it moves.
 --
--- max_fee_signed is NULL where it is not known: rows signed before this migration, and rows
--- a node of an earlier version (during a rolling upgrade) signs or re-prices. The reload
--- reads the attempts for those, as before, so it never counts less than the attempts say.
--- The trigger keeps a cap from going stale: a write that makes another attempt current
--- (tx_hash changes) without also setting the cap (an earlier version's statement) clears it.
--- It is a WHEN clause on the columns named in the SET list, so the statements that keep the
--- cap, and every update that leaves tx_hash alone, never run the function.
+-- The cap counts only while the row's current attempt is the one it was kept with:
+-- max_fee_for_hash holds that attempt's key (tx_hash_key, the first 8 bytes of its hash).
+-- A node of an earlier version, during a rolling upgrade, signs and re-prices without
+-- keeping the cap: the current attempt changes, the key no longer matches, and the reload
+-- reads the attempts for that row, as it does for rows signed before this migration. So it
+-- never counts less than the attempts say. (A trigger could clear the cap instead, but a
+-- BEFORE UPDATE row trigger has PostgreSQL lock every updated row first: a WAL record more
+-- for each of the two updates a transfer makes.)
 ALTER TABLE managed_tx ADD COLUMN IF NOT EXISTS max_fee_signed numeric(78, 0);
+ALTER TABLE managed_tx ADD COLUMN IF NOT EXISTS max_fee_for_hash bigint;
 
-CREATE OR REPLACE FUNCTION managed_tx_forget_stale_fee_cap() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    NEW.max_fee_signed := NULL;
-    RETURN NEW;
-END $$;
-
-DROP TRIGGER IF EXISTS managed_tx_forget_stale_fee_cap ON managed_tx;
-CREATE TRIGGER managed_tx_forget_stale_fee_cap
-    BEFORE UPDATE OF tx_hash ON managed_tx
-    FOR EACH ROW
-    WHEN (NEW.tx_hash IS DISTINCT FROM OLD.tx_hash AND NEW.max_fee_signed IS NOT DISTINCT FROM OLD.max_fee_signed)
-    EXECUTE FUNCTION managed_tx_forget_stale_fee_cap();
+-- tx_hash_key is the first 8 bytes of a 0x-prefixed hex hash as a bigint; PostgreSQL inlines
+-- it into the statements that call it.
+CREATE OR REPLACE FUNCTION tx_hash_key(hash text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT ('x' || substr(hash, 3, 16))::bit(64)::bigint $$;

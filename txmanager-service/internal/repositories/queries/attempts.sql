@@ -41,7 +41,8 @@ updated AS (
     UPDATE managed_tx m
     -- The highest cap signed stays on the row (migration 0017), as in RecordReplacements.
     SET tx_hash = @tx_hash::text,
-        max_fee_signed = CASE WHEN m.max_fee_signed IS NOT NULL THEN GREATEST(m.max_fee_signed, CAST(sqlc.arg(max_fee)::text AS numeric)) END,
+        max_fee_signed = CASE WHEN m.max_fee_for_hash = tx_hash_key(m.tx_hash) THEN GREATEST(m.max_fee_signed, CAST(sqlc.arg(max_fee)::text AS numeric)) END,
+        max_fee_for_hash = CASE WHEN m.max_fee_for_hash = tx_hash_key(m.tx_hash) THEN tx_hash_key(@tx_hash::text) END,
         state = 'TRACKING', sub_state = @sub_state, submit_attempts = m.submit_attempts + 1,
         last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8),
         fencing_token = @fencing_token, updated_at = now()

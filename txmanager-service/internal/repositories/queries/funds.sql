@@ -2,13 +2,13 @@
 -- The most a signer's transactions that are neither final nor mined may still cost: each
 -- one's value plus its gas limit at the highest fee cap signed for it, or at the intent's
 -- own cap, or at @fallback_fee when nothing is signed yet. Mined ones are already paid for
--- in the latest balance. The highest cap signed is on the row where it is known (migration
--- 0017); the attempts are read only where it is not (COALESCE stops at the first value, so
--- the sub-query runs for those rows alone).
+-- in the latest balance. The highest cap signed is on the row where it was kept with the
+-- current attempt (migration 0017); the attempts are read only where it was not (COALESCE
+-- stops at the first value, so the sub-query runs for those rows alone).
 SELECT COALESCE(SUM(
            (m.payload->>'value')::numeric
            + GREATEST((m.payload->>'effectiveGasLimit')::numeric, (m.payload->>'gasLimit')::numeric)
-             * COALESCE(m.max_fee_signed,
+             * COALESCE(CASE WHEN m.max_fee_for_hash = tx_hash_key(m.tx_hash) THEN m.max_fee_signed END,
                         (SELECT max(t.max_fee_per_gas) FROM tx_attempt t WHERE t.tx_id = m.tx_id),
                         NULLIF(m.payload->>'maxFeePerGas', '')::numeric, (@fallback_fee::text)::numeric)
        ), 0)::text AS cost

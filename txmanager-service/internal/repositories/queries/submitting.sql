@@ -31,7 +31,9 @@ input AS (
 ),
 updated AS (
     UPDATE managed_tx m
-    SET state = 'TRACKING', sub_state = 'SIGNED', tx_hash = i.tx_hash, max_fee_signed = i.max_fee::numeric, submit_attempts = m.submit_attempts + 1,
+    -- The cap signed, kept with the attempt it belongs to (migration 0017).
+    SET state = 'TRACKING', sub_state = 'SIGNED', tx_hash = i.tx_hash, max_fee_signed = i.max_fee::numeric, max_fee_for_hash = tx_hash_key(i.tx_hash),
+        submit_attempts = m.submit_attempts + 1,
         last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => @resubmit_after_seconds::float8),
         last_error = NULL, fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
@@ -118,10 +120,11 @@ input AS (
 ),
 updated AS (
     UPDATE managed_tx m
-    -- The highest cap signed stays on the row (migration 0017); where an earlier attempt's
-    -- cap is not known, neither is the highest.
+    -- The highest cap signed stays on the row, kept with the new attempt (migration 0017);
+    -- where the cap kept is not the current attempt's, the highest is not known here.
     SET tx_hash = i.tx_hash,
-        max_fee_signed = CASE WHEN m.max_fee_signed IS NOT NULL THEN GREATEST(m.max_fee_signed, i.max_fee::numeric) END,
+        max_fee_signed = CASE WHEN m.max_fee_for_hash = tx_hash_key(m.tx_hash) THEN GREATEST(m.max_fee_signed, i.max_fee::numeric) END,
+        max_fee_for_hash = CASE WHEN m.max_fee_for_hash = tx_hash_key(m.tx_hash) THEN tx_hash_key(i.tx_hash) END,
         sub_state = 'REPRICED', fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
     -- Rows by primary key through input alone; every other check names i (package doc: batch writes).

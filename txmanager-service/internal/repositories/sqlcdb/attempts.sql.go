@@ -22,7 +22,8 @@ updated AS (
     UPDATE managed_tx m
     -- The highest cap signed stays on the row (migration 0017), as in RecordReplacements.
     SET tx_hash = $5::text,
-        max_fee_signed = CASE WHEN m.max_fee_signed IS NOT NULL THEN GREATEST(m.max_fee_signed, CAST($6::text AS numeric)) END,
+        max_fee_signed = CASE WHEN m.max_fee_for_hash = tx_hash_key(m.tx_hash) THEN GREATEST(m.max_fee_signed, CAST($6::text AS numeric)) END,
+        max_fee_for_hash = CASE WHEN m.max_fee_for_hash = tx_hash_key(m.tx_hash) THEN tx_hash_key($5::text) END,
         state = 'TRACKING', sub_state = $7, submit_attempts = m.submit_attempts + 1,
         last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $8::float8),
         fencing_token = $4, updated_at = now()

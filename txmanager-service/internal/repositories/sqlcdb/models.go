@@ -50,6 +50,7 @@ type ManagedTx struct {
 	RecoveryKey    []byte
 	UnclaimedUntil *time.Time
 	MaxFeeSigned   pgtype.Numeric
+	MaxFeeForHash  pgtype.Int8
 }
 
 type NodeRegistry struct {

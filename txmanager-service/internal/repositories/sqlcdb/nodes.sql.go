@@ -154,7 +154,7 @@ func (q *Queries) ListNodes(ctx context.Context, timeoutSeconds float64) ([]List
 }
 
 const listStuck = `-- name: ListStuck :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed FROM managed_tx
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed, max_fee_for_hash FROM managed_tx
 WHERE chain_id = $1 AND confirmed_at IS NULL AND state = 'STUCK' AND ($2::bool OR signer = $3::text)
 ORDER BY created_at
 LIMIT $4
@@ -208,6 +208,7 @@ func (q *Queries) ListStuck(ctx context.Context, arg ListStuckParams) ([]Managed
 			&i.RecoveryKey,
 			&i.UnclaimedUntil,
 			&i.MaxFeeSigned,
+			&i.MaxFeeForHash,
 		); err != nil {
 			return nil, err
 		}

@@ -226,7 +226,7 @@ func (q *Queries) InsertPlaceholders(ctx context.Context, arg InsertPlaceholders
 }
 
 const listNonceTaken = `-- name: ListNonceTaken :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed FROM managed_tx
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed, max_fee_for_hash FROM managed_tx
 WHERE chain_id = $1 AND signer = $2 AND confirmed_at IS NULL AND state IN ('TRACKING', 'STUCK') AND receipt IS NULL AND sub_state = 'NONCE_TAKEN'
 ORDER BY nonce
 LIMIT $3
@@ -276,6 +276,7 @@ func (q *Queries) ListNonceTaken(ctx context.Context, arg ListNonceTakenParams) 
 			&i.RecoveryKey,
 			&i.UnclaimedUntil,
 			&i.MaxFeeSigned,
+			&i.MaxFeeForHash,
 		); err != nil {
 			return nil, err
 		}

@@ -81,7 +81,7 @@ func (q *Queries) ClaimResubmits(ctx context.Context, arg ClaimResubmitsParams) 
 }
 
 const listAllocated = `-- name: ListAllocated :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed FROM managed_tx
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed, max_fee_for_hash FROM managed_tx
 WHERE chain_id = $1 AND signer = $2 AND confirmed_at IS NULL AND nonce >= $3 AND state = 'ALLOCATED'
 ORDER BY nonce
 LIMIT $4
@@ -139,6 +139,7 @@ func (q *Queries) ListAllocated(ctx context.Context, arg ListAllocatedParams) ([
 			&i.RecoveryKey,
 			&i.UnclaimedUntil,
 			&i.MaxFeeSigned,
+			&i.MaxFeeForHash,
 		); err != nil {
 			return nil, err
 		}
@@ -230,7 +231,9 @@ input AS (
 ),
 updated AS (
     UPDATE managed_tx m
-    SET state = 'TRACKING', sub_state = 'SIGNED', tx_hash = i.tx_hash, max_fee_signed = i.max_fee::numeric, submit_attempts = m.submit_attempts + 1,
+    -- The cap signed, kept with the attempt it belongs to (migration 0017).
+    SET state = 'TRACKING', sub_state = 'SIGNED', tx_hash = i.tx_hash, max_fee_signed = i.max_fee::numeric, max_fee_for_hash = tx_hash_key(i.tx_hash),
+        submit_attempts = m.submit_attempts + 1,
         last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $12::float8),
         last_error = NULL, fencing_token = $4, updated_at = now()
     FROM lease, input i
@@ -344,10 +347,11 @@ input AS (
 ),
 updated AS (
     UPDATE managed_tx m
-    -- The highest cap signed stays on the row (migration 0017); where an earlier attempt's
-    -- cap is not known, neither is the highest.
+    -- The highest cap signed stays on the row, kept with the new attempt (migration 0017);
+    -- where the cap kept is not the current attempt's, the highest is not known here.
     SET tx_hash = i.tx_hash,
-        max_fee_signed = CASE WHEN m.max_fee_signed IS NOT NULL THEN GREATEST(m.max_fee_signed, i.max_fee::numeric) END,
+        max_fee_signed = CASE WHEN m.max_fee_for_hash = tx_hash_key(m.tx_hash) THEN GREATEST(m.max_fee_signed, i.max_fee::numeric) END,
+        max_fee_for_hash = CASE WHEN m.max_fee_for_hash = tx_hash_key(m.tx_hash) THEN tx_hash_key(i.tx_hash) END,
         sub_state = 'REPRICED', fencing_token = $4, updated_at = now()
     FROM lease, input i
     -- Rows by primary key through input alone; every other check names i (package doc: batch writes).

@@ -74,9 +74,9 @@ func (q *Queries) ClaimUnclaimed(ctx context.Context, arg ClaimUnclaimedParams) 
 }
 
 const findTxsByRequestIDs = `-- name: FindTxsByRequestIDs :many
-SELECT m.tx_id, m.signer, m.request_id, m.intent_hash, m.nonce, m.payload, m.tx_hash, m.state, m.sub_state, m.last_submit_at, m.next_resubmit_at, m.submit_attempts, m.last_error, m.receipt, m.block_number, m.block_hash, m.confirmed_at, m.fencing_token, m.created_at, m.updated_at, m.placeholder, m.chain_id, m.recovered_at, m.recovery_key, m.unclaimed_until, m.max_fee_signed FROM (SELECT DISTINCT unnest($1::text[]) AS id) r
+SELECT m.tx_id, m.signer, m.request_id, m.intent_hash, m.nonce, m.payload, m.tx_hash, m.state, m.sub_state, m.last_submit_at, m.next_resubmit_at, m.submit_attempts, m.last_error, m.receipt, m.block_number, m.block_hash, m.confirmed_at, m.fencing_token, m.created_at, m.updated_at, m.placeholder, m.chain_id, m.recovered_at, m.recovery_key, m.unclaimed_until, m.max_fee_signed, m.max_fee_for_hash FROM (SELECT DISTINCT unnest($1::text[]) AS id) r
 CROSS JOIN LATERAL (
-    SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed FROM managed_tx t
+    SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed, max_fee_for_hash FROM managed_tx t
     WHERE t.chain_id = $2 AND t.signer = $3 AND t.request_id = r.id
     LIMIT 1
 ) m
@@ -128,6 +128,7 @@ func (q *Queries) FindTxsByRequestIDs(ctx context.Context, arg FindTxsByRequestI
 			&i.RecoveryKey,
 			&i.UnclaimedUntil,
 			&i.MaxFeeSigned,
+			&i.MaxFeeForHash,
 		); err != nil {
 			return nil, err
 		}
@@ -140,7 +141,7 @@ func (q *Queries) FindTxsByRequestIDs(ctx context.Context, arg FindTxsByRequestI
 }
 
 const findUnclaimed = `-- name: FindUnclaimed :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed FROM managed_tx
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed, max_fee_for_hash FROM managed_tx
 WHERE chain_id = $1 AND signer = $2 AND unclaimed_until > now() AND recovery_key = ANY($3::bytea[])
 ORDER BY nonce
 FOR UPDATE
@@ -191,6 +192,7 @@ func (q *Queries) FindUnclaimed(ctx context.Context, arg FindUnclaimedParams) ([
 			&i.RecoveryKey,
 			&i.UnclaimedUntil,
 			&i.MaxFeeSigned,
+			&i.MaxFeeForHash,
 		); err != nil {
 			return nil, err
 		}
@@ -203,7 +205,7 @@ func (q *Queries) FindUnclaimed(ctx context.Context, arg FindUnclaimedParams) ([
 }
 
 const getTxByID = `-- name: GetTxByID :one
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed FROM managed_tx WHERE tx_id = $1
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed, max_fee_for_hash FROM managed_tx WHERE tx_id = $1
 `
 
 func (q *Queries) GetTxByID(ctx context.Context, txID uuid.UUID) (ManagedTx, error) {
@@ -236,12 +238,13 @@ func (q *Queries) GetTxByID(ctx context.Context, txID uuid.UUID) (ManagedTx, err
 		&i.RecoveryKey,
 		&i.UnclaimedUntil,
 		&i.MaxFeeSigned,
+		&i.MaxFeeForHash,
 	)
 	return i, err
 }
 
 const getTxByRequestID = `-- name: GetTxByRequestID :one
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND request_id = $3
+SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed, max_fee_for_hash FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND request_id = $3
 `
 
 type GetTxByRequestIDParams struct {
@@ -280,6 +283,7 @@ func (q *Queries) GetTxByRequestID(ctx context.Context, arg GetTxByRequestIDPara
 		&i.RecoveryKey,
 		&i.UnclaimedUntil,
 		&i.MaxFeeSigned,
+		&i.MaxFeeForHash,
 	)
 	return i, err
 }
