@@ -38,17 +38,18 @@ var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/me
 // explicit choice wins).
 func ApplyGoRuntime(cfg conf.Runtime) GoRuntime {
 	g := decideGoRuntime(cfg, os.LookupEnv, containerMemoryLimit(cgroupMemoryFiles))
-	if g.GCPercentFrom != "GOGC" {
+	if g.GCPercentFrom == "GOGC" {
+		// What the runtime made of the variable, for the log: SetGCPercent answers the value
+		// it replaces, which is put back at once.
+		g.GCPercent = debug.SetGCPercent(100)
+		debug.SetGCPercent(g.GCPercent)
+	} else {
 		debug.SetGCPercent(g.GCPercent)
 	}
-	if g.MemoryLimitFrom != "GOMEMLIMIT" {
+	if g.MemoryLimitFrom == "GOMEMLIMIT" {
+		g.MemoryLimit = debug.SetMemoryLimit(-1) // a negative limit only reads
+	} else {
 		debug.SetMemoryLimit(g.MemoryLimit)
-	}
-	if g.GCPercentFrom == "GOGC" || g.MemoryLimitFrom == "GOMEMLIMIT" {
-		// What the runtime made of the variables, for the log. SetGCPercent answers the
-		// value it replaces, so it is put back at once; a negative limit only reads.
-		g.GCPercent = debug.SetGCPercent(debug.SetGCPercent(100))
-		g.MemoryLimit = debug.SetMemoryLimit(-1)
 	}
 	return g
 }

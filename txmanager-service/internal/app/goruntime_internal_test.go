@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -90,5 +91,53 @@ func TestContainerMemoryLimit(t *testing.T) {
 		if got := containerMemoryLimit(tc.files); got != tc.want {
 			t.Errorf("%s: got %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// ApplyGoRuntime sets the collector from the configuration, and where GOGC or GOMEMLIMIT
+// was given it leaves what the runtime made of them and reports that. (The runtime reads
+// the variables when the process starts; the test sets what it would have.)
+func TestApplyGoRuntime(t *testing.T) {
+	gcBefore, limitBefore := debug.SetGCPercent(100), debug.SetMemoryLimit(-1)
+	t.Cleanup(func() {
+		debug.SetGCPercent(gcBefore)
+		debug.SetMemoryLimit(limitBefore)
+	})
+	const mib = 1 << 20
+
+	unset := func(key string) {
+		t.Helper()
+		t.Setenv(key, "") // restored when the test ends
+		if err := os.Unsetenv(key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unset("GOMEMLIMIT") // only GOGC given at first
+	t.Setenv("GOGC", "150")
+	debug.SetGCPercent(150)
+	debug.SetMemoryLimit(math.MaxInt64)
+	got := ApplyGoRuntime(conf.Runtime{GCPercent: 400, MemoryLimitMiB: 700})
+	if got.GCPercent != 150 || got.GCPercentFrom != "GOGC" || got.MemoryLimit != 700*mib {
+		t.Errorf("GOGC=150: reported %+v, want 150 from GOGC and a 700 MiB limit", got)
+	}
+	if now := debug.SetGCPercent(100); now != 150 {
+		t.Errorf("GOGC=150: the collector runs at %d, want 150 left as the runtime set it", now)
+	}
+	if now := debug.SetMemoryLimit(-1); now != 700*mib {
+		t.Errorf("runtime.memoryLimitMiB 700: the limit is %d, want %d", now, 700*mib)
+	}
+
+	unset("GOGC")
+	t.Setenv("GOMEMLIMIT", "300MiB")
+	debug.SetMemoryLimit(300 * mib)
+	got = ApplyGoRuntime(conf.Runtime{GCPercent: 400, MemoryLimitMiB: 700})
+	if got.GCPercent != 400 || got.MemoryLimit != 300*mib || got.MemoryLimitFrom != "GOMEMLIMIT" {
+		t.Errorf("GOMEMLIMIT=300MiB: reported %+v, want 400 from the configuration and 300 MiB from GOMEMLIMIT", got)
+	}
+	if now := debug.SetGCPercent(100); now != 400 {
+		t.Errorf("runtime.gcPercent 400: the collector runs at %d", now)
+	}
+	if now := debug.SetMemoryLimit(-1); now != 300*mib {
+		t.Errorf("GOMEMLIMIT=300MiB: the limit is %d, want it left at %d", now, 300*mib)
 	}
 }
