@@ -38,19 +38,16 @@ var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/me
 // explicit choice wins).
 func ApplyGoRuntime(cfg conf.Runtime) GoRuntime {
 	g := decideGoRuntime(cfg, os.LookupEnv, containerMemoryLimit(cgroupMemoryFiles))
+	// Where a variable set it, what the runtime made of it is kept and reported: each setter
+	// answers the value it replaces (a negative limit only reads), which is set back.
 	if g.GCPercentFrom == "GOGC" {
-		// What the runtime made of the variable, for the log: SetGCPercent answers the value
-		// it replaces, which is put back at once.
 		g.GCPercent = debug.SetGCPercent(100)
-		debug.SetGCPercent(g.GCPercent)
-	} else {
-		debug.SetGCPercent(g.GCPercent)
 	}
+	debug.SetGCPercent(g.GCPercent)
 	if g.MemoryLimitFrom == "GOMEMLIMIT" {
-		g.MemoryLimit = debug.SetMemoryLimit(-1) // a negative limit only reads
-	} else {
-		debug.SetMemoryLimit(g.MemoryLimit)
+		g.MemoryLimit = debug.SetMemoryLimit(-1)
 	}
+	debug.SetMemoryLimit(g.MemoryLimit)
 	return g
 }
 
