@@ -202,6 +202,9 @@ func DecodeJSONBody(r *nethttp.Request, maxBytes int64, msg proto.Message) error
 	if len(body) == 0 {
 		return InvalidArgument("body", "a JSON object is required")
 	}
+	if fast, ok := msg.(jsonFastDecoder); ok && fast.decodeJSONFast(body) {
+		return nil
+	}
 	if err := strictJSON.Unmarshal(body, msg); err != nil {
 		return InvalidArgument("body", "malformed JSON: "+err.Error())
 	}
