@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
@@ -98,25 +99,57 @@ func (r AllocationRepository) WriteAllocation(ctx context.Context, sess txmanage
 	return allocationWritten(row.Inserted, row.CursorAdvanced, len(txs))
 }
 
-// WriteClearAllocation implements services.AllocationStore: the gated one-statement
-// allocation of the common case (WriteClearAllocation in queries/tx.sql).
-func (r AllocationRepository) WriteClearAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string,
-	txs []domain.ManagedTx, expectedNext, next uint64) (bool, error) {
-	rows, err := allocationRows(txs)
+// WriteClearAllocations implements services.AllocationStore: the gated one-statement
+// allocation of the common case for a batch's signers (WriteClearAllocations in
+// queries/tx.sql).
+func (r AllocationRepository) WriteClearAllocations(ctx context.Context, sess txmanager.Session, parts []services.ClearAllocation) ([]bool, error) {
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	params := sqlcdb.WriteClearAllocationsParams{ChainID: r.chainID, NodeID: parts[0].Lease.Owner,
+		Signers: make([]string, len(parts)), FencingTokens: make([]int64, len(parts)), ExpectedNexts: make([]int64, len(parts)),
+		NextNonces: make([]int64, len(parts)), CreatedAts: make([]time.Time, len(parts))}
+	for i, part := range parts {
+		if part.Lease.Owner != params.NodeID {
+			return nil, fmt.Errorf("write clear allocations: leases of two nodes (%s, %s) in one batch", params.NodeID, part.Lease.Owner)
+		}
+		if len(part.Txs) == 0 {
+			return nil, fmt.Errorf("write clear allocations: no transactions for %s", part.Lease.Signer)
+		}
+		rows, err := allocationRows(part.Txs)
+		if err != nil {
+			return nil, err
+		}
+		params.Signers[i], params.FencingTokens[i] = part.Lease.Signer, int64(part.Lease.Token)
+		params.ExpectedNexts[i], params.NextNonces[i], params.CreatedAts[i] = int64(part.ExpectedNext), int64(part.Next), rows.createdAt
+		for range part.Txs {
+			params.RowSigners = append(params.RowSigners, part.Lease.Signer)
+		}
+		params.TxIds = append(params.TxIds, rows.ids...)
+		params.TxRequestIds = append(params.TxRequestIds, rows.requestIDs...)
+		params.IntentHashes = append(params.IntentHashes, rows.intentHashes...)
+		params.Nonces = append(params.Nonces, rows.nonces...)
+		params.Payloads = append(params.Payloads, rows.payloads...)
+	}
+	row, err := sqlcdb.New(sess.DB()).WriteClearAllocations(ctx, params)
 	if err != nil {
-		return false, err
+		return nil, fmt.Errorf("write clear allocations: %w", err)
 	}
-	params := sqlcdb.WriteClearAllocationParams{RequestIds: requestIDs, ExpectedNext: int64(expectedNext), TxIds: rows.ids, TxRequestIds: rows.requestIDs,
-		IntentHashes: rows.intentHashes, Nonces: rows.nonces, Payloads: rows.payloads, NextNonce: int64(next), CreatedAt: rows.createdAt, ChainID: r.chainID}
-	params.Signer, params.NodeID, params.FencingToken = leaseArgs(lease)
-	row, err := sqlcdb.New(sess.DB()).WriteClearAllocation(ctx, params)
-	if err != nil {
-		return false, fmt.Errorf("write clear allocation: %w", err)
+	written := make([]bool, len(parts))
+	want := 0
+	for i, part := range parts {
+		written[i] = slices.Contains(row.ClearSigners, part.Lease.Signer)
+		if written[i] {
+			want += len(part.Txs)
+		}
 	}
-	if !row.Clear {
-		return false, nil
+	if row.Inserted != int64(want) || row.CursorAdvanced != int64(len(row.ClearSigners)) {
+		// A signer's gate was clear but its cursor was not where its part was numbered
+		// from, which the gate rules out: refuse to commit rather than reuse a nonce.
+		return nil, fmt.Errorf("allocation wrote %d of %d transactions, advanced %d of %d cursors: refusing to commit",
+			row.Inserted, want, row.CursorAdvanced, len(row.ClearSigners))
 	}
-	return true, allocationWritten(row.Inserted, row.CursorAdvanced, len(txs))
+	return written, nil
 }
 
 // allocationWritten checks that an allocation whose lease held wrote every transaction and

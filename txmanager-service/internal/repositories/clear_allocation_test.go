@@ -3,6 +3,7 @@ package repositories_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,14 +14,17 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
-// The one-statement allocation writes only when the full path (lease check, then
-// WriteAllocation) would write the same; each condition the full path acts on alone turns
-// it away, having written nothing, so the batch can take the full path in the same
-// transaction.
-func TestClearAllocationWritesOnlyWhatTheFullPathWould(t *testing.T) {
+// The one-statement allocation writes a signer's part only when the full path (lease check,
+// then WriteAllocation) would write the same; each condition the full path acts on alone
+// turns that signer away, having written nothing for it, so the batch can take the full path
+// for it in the same transaction. Each case shares its statement with a neighbour signer
+// whose gate is clear: the neighbour is written whatever happens to the other, and the other
+// is judged on its own lease, cursor and rows alone.
+func TestClearAllocationsWriteEachSignerOnItsOwnGate(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
 	ctx := context.Background()
@@ -75,36 +79,66 @@ func TestClearAllocationWritesOnlyWhatTheFullPathWould(t *testing.T) {
 		{name: "retiring in the roster", prepare: func(t *testing.T, signer string, _ *domain.Lease) {
 			exec(t, `INSERT INTO signer_roster (signer, source, state, retiring_at) VALUES ($1, 'config', 'retiring', now())`, signer)
 		}},
+		{name: "the request id on record for another signer: written", wantClear: true, requestIDs: []string{"elsewhere"},
+			prepare: func(t *testing.T, _ string, _ *domain.Lease) {
+				exec(t, `INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token)
+				VALUES (1337, $1, $2, 'elsewhere', '\x00', 1, '{"value":"0"}', 'ALLOCATED', 1)`, uuid.New(), common.HexToAddress("0xe15e").Hex())
+			}},
+		{name: "the lease of another node", prepare: func(t *testing.T, _ string, lease *domain.Lease) {
+			lease.Owner = "node-b"
+		}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			signer := common.HexToAddress(fmt.Sprintf("0x%040x", 0xc1ea0+i)).Hex()
+			neighbour := common.HexToAddress(fmt.Sprintf("0x%040x", 0xe1ea0+i)).Hex()
 			lease := acquireLease(t, pool, signer, "node-a")
+			neighbourLease := acquireLease(t, pool, neighbour, "node-a")
 			exec(t, `INSERT INTO signer_nonce_cursor (chain_id, signer, next_nonce, fencing_token) VALUES (1337, $1, $2, $3)`, signer, cursor, lease.Token)
+			exec(t, `INSERT INTO signer_nonce_cursor (chain_id, signer, next_nonce, fencing_token) VALUES (1337, $1, $2, $3)`, neighbour, cursor, neighbourLease.Token)
 			if tt.prepare != nil {
 				tt.prepare(t, signer, &lease)
 			}
+			if lease.Owner != neighbourLease.Owner {
+				// One node's batch: the neighbour's lease is taken by the same node as the case's.
+				exec(t, `UPDATE signer_lease SET owner_node = $2 WHERE chain_id = 1337 AND signer = $1`, neighbour, lease.Owner)
+				neighbourLease.Owner = lease.Owner
+			}
 			rowsBefore, cursorBefore := signerRows(t, pool, signer)
-			txs := clearBatch(signer, lease, cursor, 2)
-			var clear bool
+			txs := clearBatch(signer, lease, cursor, max(2, len(tt.requestIDs)))
+			for i, id := range tt.requestIDs {
+				txs[i].RequestID = id
+			}
+			// The neighbour's request ids are the case's own: request ids are per signer.
+			neighbourTxs := clearBatch(neighbour, neighbourLease, cursor, len(txs))
+			for i, id := range tt.requestIDs {
+				neighbourTxs[i].RequestID = id
+			}
+			var written []bool
 			err := manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, sess txmanager.Session) error {
 				var err error
-				clear, err = store.WriteClearAllocation(ctx, sess, lease, tt.requestIDs, txs, cursor, cursor+uint64(len(txs)))
+				written, err = store.WriteClearAllocations(ctx, sess, []services.ClearAllocation{
+					{Lease: neighbourLease, Txs: neighbourTxs, ExpectedNext: cursor, Next: cursor + uint64(len(neighbourTxs))},
+					{Lease: lease, Txs: txs, ExpectedNext: cursor, Next: cursor + uint64(len(txs))},
+				})
 				return err
 			})
 			if err != nil {
-				t.Fatalf("WriteClearAllocation: %v", err)
+				t.Fatalf("WriteClearAllocations: %v", err)
+			}
+			if want := []bool{true, tt.wantClear}; !slices.Equal(written, want) {
+				t.Fatalf("written (neighbour, signer) = %v, want %v", written, want)
 			}
 			rowsAfter, cursorAfter := signerRows(t, pool, signer)
-			if clear != tt.wantClear {
-				t.Fatalf("clear = %v, want %v", clear, tt.wantClear)
-			}
 			wantRows, wantCursor := rowsBefore, cursorBefore
 			if tt.wantClear {
 				wantRows, wantCursor = rowsBefore+len(txs), fmt.Sprint(cursor+len(txs))
 			}
 			if rowsAfter != wantRows || cursorAfter != wantCursor {
 				t.Errorf("after the call: %d rows and cursor %s, want %d rows and cursor %s", rowsAfter, cursorAfter, wantRows, wantCursor)
+			}
+			if rows, cursorNow := signerRows(t, pool, neighbour); rows != len(neighbourTxs) || cursorNow != fmt.Sprint(cursor+len(neighbourTxs)) {
+				t.Errorf("the neighbour after the call: %d rows and cursor %s, want %d rows and cursor %d", rows, cursorNow, len(neighbourTxs), cursor+len(neighbourTxs))
 			}
 		})
 	}

@@ -42,6 +42,15 @@ var unfencedQueries = map[string]string{
 const leaseCheck = "lease as materialized ( select 1 from signer_lease sl where sl.chain_id = @chain_id and sl.signer = @signer and sl.owner_node = @node_id " +
 	"and sl.fencing_token = @fencing_token and sl.expires_at > now() for key share )"
 
+// leasesCheck is the same clause for a batch of signers (WriteClearAllocations): each signer's
+// lease row matched on the (signer, fencing_token) pair given for it, held by this node and
+// unexpired, locked FOR KEY SHARE. It yields the signers whose lease holds, so a write must
+// also join its rows to them by signer; TestClearAllocationsWriteEachSignerOnItsOwnGate
+// shows that the one statement using it does.
+const leasesCheck = "leases as materialized ( select sl.signer from signer_lease sl join ( select unnest ( @signers::text[] ) as signer, " +
+	"unnest ( @fencing_tokens::bigint[] ) as fencing_token ) as held on sl.signer = held.signer and sl.fencing_token = held.fencing_token " +
+	"where sl.chain_id = @chain_id and sl.owner_node = @node_id and sl.expires_at > now() for key share of sl )"
+
 type namedQuery struct {
 	file, name, sql string // sql: lower case, comments removed, whitespace collapsed
 }
@@ -123,7 +132,7 @@ func cteBodies(sql string) map[string]string {
 // fenced CTEs (a completion inserted from the rows a fenced UPDATE returned is fenced too).
 func fencedCTEs(sql string) map[string]bool {
 	bodies := cteBodies(sql)
-	fenced := map[string]bool{"lease": strings.Contains(sql, normalizeSQL(leaseCheck))}
+	fenced := map[string]bool{"lease": strings.Contains(sql, normalizeSQL(leaseCheck)), "leases": strings.Contains(sql, normalizeSQL(leasesCheck))}
 	for changed := true; changed; {
 		changed = false
 		for name, body := range bodies {
@@ -166,8 +175,8 @@ func checkFencing(q namedQuery) []string {
 			problems = append(problems, "writes "+table+", which is neither in fencedTables nor in unfencedTables: classify it")
 			continue
 		}
-		if !fenced["lease"] {
-			problems = append(problems, "writes "+table+" without the lease check (the `lease` CTE locking signer_lease FOR KEY SHARE)")
+		if !fenced["lease"] && !fenced["leases"] {
+			problems = append(problems, "writes "+table+" without the lease check (the `lease` or `leases` CTE locking signer_lease FOR KEY SHARE)")
 			continue
 		}
 		statement := enclosing(q.sql, m[0])
@@ -224,6 +233,12 @@ func TestFencingCheckerCatchesUnfencedWrites(t *testing.T) {
 			"AND sl.fencing_token = @fencing_token AND sl.expires_at > now() ) UPDATE managed_tx m SET state = 'X' FROM lease", false},
 		{"lease CTE without expiry", "WITH lease AS MATERIALIZED ( SELECT 1 FROM signer_lease sl WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id " +
 			"AND sl.fencing_token = @fencing_token FOR KEY SHARE ) UPDATE managed_tx m SET state = 'X' FROM lease", false},
+		{"batch of signers through leases", "WITH " + leasesCheck + ", g AS ( SELECT s.signer FROM input s JOIN leases l ON l.signer = s.signer ), " +
+			"i AS ( INSERT INTO managed_tx (signer) SELECT signer FROM g RETURNING 1 ) SELECT 1", true},
+		{"leases CTE without the token", "WITH leases AS MATERIALIZED ( SELECT sl.signer FROM signer_lease sl JOIN ( SELECT unnest(@signers::text[]) AS signer ) AS held " +
+			"ON sl.signer = held.signer WHERE sl.chain_id = @chain_id AND sl.owner_node = @node_id AND sl.expires_at > now() FOR KEY SHARE OF sl ) " +
+			"INSERT INTO managed_tx (signer) SELECT signer FROM leases", false},
+		{"leases CTE without FOR KEY SHARE", "WITH " + strings.Replace(leasesCheck, " for key share of sl", "", 1) + " INSERT INTO managed_tx (signer) SELECT signer FROM leases", false},
 		{"unclassified table", "DELETE FROM some_new_table WHERE id = 1", false},
 		{"node registry", "UPDATE node_registry SET stopped_at = now() WHERE node_id = @node_id", true},
 	}

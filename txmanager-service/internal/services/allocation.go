@@ -130,6 +130,7 @@ type signerBatch struct {
 	allocated   []domain.ManagedTx
 	nextAfter   uint64
 	adopted     int
+	clear       bool // written by the batch's one statement (writeClear)
 	fenced      bool
 	fencedWrite string
 }
@@ -152,7 +153,13 @@ func (a *Allocator) AllocateBatch(ctx context.Context, ops []*AllocationOp) {
 	}
 	err := a.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("writer.batch").WithRetries(2),
 		func(ctx context.Context, sess txmanager.Session) error {
+			if err := a.writeClear(ctx, sess, batches); err != nil {
+				return err
+			}
 			for _, b := range batches {
+				if b.clear {
+					continue
+				}
 				if err := a.writeSigner(ctx, sess, b); err != nil {
 					return err
 				}
@@ -258,9 +265,6 @@ func (a *Allocator) prepare(ctx context.Context, ops []*AllocationOp) []*signerB
 func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *signerBatch) error {
 	b.fenced = false
 	requestIDs := b.requestIDs()
-	if written, err := a.writeClear(ctx, sess, b, requestIDs); written || err != nil {
-		return err
-	}
 	b.reset()
 	state, err := a.store.LockLeaseAndReadCursor(ctx, sess, b.lease, requestIDs)
 	cursor := state.Next
@@ -349,24 +353,41 @@ func (a *Allocator) assign(b *signerBatch, existing map[string]domain.ManagedTx,
 	return adoptions
 }
 
-// writeClear allocates the signer's part in one statement in the common case: the cached
-// cursor is fresh enough not to ask the chain, and the batch numbers its creates from it.
-// The statement writes them only if the database agrees the full path below would write
-// exactly the same (WriteClearAllocation's gate: the lease held, the cursor where the
-// cache says, the signer active and not quarantined, nothing to adopt, no request id on
-// record). With those conditions the full path's max(chain, cache, db) is the cached value
-// (no chain reading, cursor equal to the cache), no quarantine applies, and its assignment
-// (assign) has nothing on record to replay and nothing to adopt, so its outcome is this
-// one; it spends a statement more per signer and batch to reach it. Anything else writes
-// nothing, and the full path runs in the same transaction.
-func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, b *signerBatch, requestIDs []string) (bool, error) {
-	if b.chainNext != nil || b.cachedNext == nil {
-		return false, nil
+// writeClear allocates, in one statement for the whole batch, the part of each signer whose
+// cached cursor is fresh enough not to ask the chain, numbering its creates from it, and
+// marks the signers it wrote (clear). The statement writes a signer's part only if the
+// database agrees the full path would write exactly the same for it (WriteClearAllocations'
+// gate: the lease held, the cursor where the cache says, the signer active and not
+// quarantined, nothing to adopt, no request id on record). With those conditions the full
+// path's max(chain, cache, db) is the cached value (no chain reading, cursor equal to the
+// cache), no quarantine applies, and its assignment (assign) has nothing on record to
+// replay and nothing to adopt, so its outcome is this one. A signer turned away has had
+// nothing written and takes the full path (writeSigner) in the same transaction.
+func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batches []*signerBatch) error {
+	var parts []ClearAllocation
+	var tried []*signerBatch
+	for _, b := range batches {
+		b.clear, b.fenced = false, false
+		if b.chainNext != nil || b.cachedNext == nil {
+			continue
+		}
+		b.reset()
+		expected := *b.cachedNext
+		a.assign(b, nil, nil, expected)
+		parts = append(parts, ClearAllocation{Lease: b.lease, Txs: b.allocated, ExpectedNext: expected, Next: b.nextAfter})
+		tried = append(tried, b)
 	}
-	b.reset()
-	expected := *b.cachedNext
-	a.assign(b, nil, nil, expected)
-	return a.store.WriteClearAllocation(ctx, sess, b.lease, requestIDs, b.allocated, expected, b.nextAfter)
+	if len(parts) == 0 {
+		return nil
+	}
+	written, err := a.store.WriteClearAllocations(ctx, sess, parts)
+	if err != nil {
+		return err
+	}
+	for i, b := range tried {
+		b.clear = written[i]
+	}
+	return nil
 }
 
 // newTx is op's new transaction at nonce.

@@ -6,6 +6,8 @@ import (
 	"math/big"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
@@ -122,7 +124,7 @@ func TestFailedBatchWritesNothingAndEvictsTheCache(t *testing.T) {
 	}
 }
 
-// A signer's batch with its cursor cached is written in one statement (WriteClearAllocation)
+// A signer's batch with its cursor cached is written in one statement (WriteClearAllocations)
 // and makes no separate lease check; a batch the database has something to settle for (a
 // retried request id) finds nothing written by it and takes the full path, with the same
 // answers the full path always gave.
@@ -166,4 +168,63 @@ func TestBatchWithACachedCursorIsOneStatement(t *testing.T) {
 		}
 	}
 	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}, 7)
+}
+
+// A batch of several signers with their cursors cached is written in one statement for all
+// of them; a signer the database has something to settle for (a retried request id) is
+// turned away alone and takes the full path in the same transaction, while the others'
+// parts stand.
+func TestBatchOfSeveralSignersIsOneStatement(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	signers := []common.Address{signerAddress(71), signerAddress(72), signerAddress(73)}
+	node := newTestNode(t, pool, "node-a", nodeOptions{})
+
+	type op struct {
+		signer int
+		id     string
+	}
+	steps := []struct {
+		name            string
+		ops             []op
+		wantNonces      []uint64
+		wantCreated     []bool
+		wantLeaseChecks int64 // after the step
+		wantClearCalls  int64
+		wantClearWrites int64
+	}{
+		{name: "first batch: nothing cached, the full path for each", ops: []op{{0, "a0"}, {1, "a1"}, {2, "a2"}},
+			wantNonces: []uint64{0, 0, 0}, wantCreated: []bool{true, true, true}, wantLeaseChecks: 3},
+		{name: "cursors cached: one statement for three signers", ops: []op{{0, "b0"}, {1, "b1"}, {2, "b2"}, {0, "c0"}},
+			wantNonces: []uint64{1, 1, 1, 2}, wantCreated: []bool{true, true, true, true}, wantLeaseChecks: 3, wantClearCalls: 1, wantClearWrites: 3},
+		{name: "a retry for one signer: it alone takes the full path", ops: []op{{0, "d0"}, {1, "a1"}, {1, "d1"}, {2, "d2"}},
+			wantNonces: []uint64{3, 0, 2, 2}, wantCreated: []bool{true, false, true, true}, wantLeaseChecks: 4, wantClearCalls: 2, wantClearWrites: 5},
+	}
+	for _, step := range steps {
+		ops := make([]*services.AllocationOp, len(step.ops))
+		for i, o := range step.ops {
+			signer := signers[o.signer]
+			ops[i] = services.NewAllocationOp(context.Background(), domain.CreateRequest{Signer: signer, SignerHex: signer.Hex(), RequestID: o.id,
+				Intent: domain.Intent{To: &signer, Value: big.NewInt(int64(len(o.id))), GasLimit: 21000}}, 21000)
+		}
+		node.allocator.AllocateBatch(context.Background(), ops)
+		for i, op := range ops {
+			tx, created, err := op.Wait(context.Background())
+			if err != nil || tx.Nonce != step.wantNonces[i] || created != step.wantCreated[i] {
+				t.Fatalf("%s: %v answered nonce %d created %v (%v), want nonce %d created %v", step.name, step.ops[i], tx.Nonce, created, err, step.wantNonces[i], step.wantCreated[i])
+			}
+		}
+		if got, want := node.store.leaseChecks.Load(), step.wantLeaseChecks; got != want {
+			t.Errorf("%s: %d full-path lease checks so far, want %d", step.name, got, want)
+		}
+		if got, want := node.store.clearCalls.Load(), step.wantClearCalls; got != want {
+			t.Errorf("%s: %d one-statement calls so far, want %d", step.name, got, want)
+		}
+		if got, want := node.store.clearWrites.Load(), step.wantClearWrites; got != want {
+			t.Errorf("%s: %d signers' parts written in one statement so far, want %d", step.name, got, want)
+		}
+	}
+	assertSignerRows(t, pool, signers[0].Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 1}}, 4)
+	assertSignerRows(t, pool, signers[1].Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}}, 3)
+	assertSignerRows(t, pool, signers[2].Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}}, 3)
 }

@@ -93,10 +93,11 @@ type gatedStore struct {
 	beforeLock *gate
 	afterLock  *gate
 	lookups    atomic.Int64
-	// leaseChecks counts the full path's lease checks; clearWrites the batches written in
-	// one statement.
+	// leaseChecks counts the full path's lease checks; clearWrites the signers' parts
+	// written by the one-statement path, and clearCalls its statements.
 	leaseChecks atomic.Int64
 	clearWrites atomic.Int64
+	clearCalls  atomic.Int64
 }
 
 func (s *gatedStore) FindByRequestIDs(ctx context.Context, sess txmanager.Session, signer common.Address, requestIDs []string) (map[string]domain.ManagedTx, error) {
@@ -144,17 +145,19 @@ func (s *gatedStore) LockLeaseAndReadCursor(ctx context.Context, sess txmanager.
 	return cursor, err
 }
 
-// WriteClearAllocation is gated like the lease check: the one-statement path checks the
-// lease (and holds it and the roster row) in the statement that writes.
-func (s *gatedStore) WriteClearAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string,
-	txs []domain.ManagedTx, expectedNext, next uint64) (bool, error) {
+// WriteClearAllocations is gated like the lease check: the one-statement path checks the
+// leases (and holds them and the roster rows) in the statement that writes.
+func (s *gatedStore) WriteClearAllocations(ctx context.Context, sess txmanager.Session, parts []services.ClearAllocation) ([]bool, error) {
 	before, after := s.takeGates()
 	if before != nil {
 		before.pass()
 	}
-	written, err := s.AllocationStore.WriteClearAllocation(ctx, sess, lease, requestIDs, txs, expectedNext, next)
-	if written {
-		s.clearWrites.Add(1)
+	s.clearCalls.Add(1)
+	written, err := s.AllocationStore.WriteClearAllocations(ctx, sess, parts)
+	for _, w := range written {
+		if w {
+			s.clearWrites.Add(1)
+		}
 	}
 	if after != nil {
 		after.pass()

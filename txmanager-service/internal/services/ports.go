@@ -51,18 +51,28 @@ type AllocationStore interface {
 	// WriteAllocation inserts the signer's newly allocated transactions and advances its
 	// cursor to next, both or neither.
 	WriteAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, txs []domain.ManagedTx, next uint64) error
-	// WriteClearAllocation writes txs, numbered from expectedNext, and advances the cursor
-	// to next in one statement, but only when the signer needs nothing of the full path (the
-	// lease held, the cursor at expectedNext, the signer active and not quarantined, nothing
-	// to adopt, none of requestIDs on record); it reports false, having written nothing,
-	// otherwise.
-	WriteClearAllocation(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string, txs []domain.ManagedTx, expectedNext, next uint64) (bool, error)
+	// WriteClearAllocations writes, in one statement, each part's txs, numbered from its
+	// ExpectedNext, and advances its signer's cursor to its Next, but only for the parts whose
+	// signer needs nothing of the full path (the lease held, the cursor at ExpectedNext, the
+	// signer active and not quarantined, nothing to adopt, none of the parts' request ids on
+	// record). It reports, part by part, which were written; the others have had nothing
+	// written.
+	WriteClearAllocations(ctx context.Context, sess txmanager.Session, parts []ClearAllocation) ([]bool, error)
 	// FindUnclaimed returns the signer's recovered transactions still adoptable whose
 	// recovery key is among keys, lowest nonce first, locked until the batch commits.
 	FindUnclaimed(ctx context.Context, sess txmanager.Session, signer common.Address, keys [][32]byte) ([]domain.ManagedTx, error)
 	// ClaimUnclaimed gives each recovered transaction its adopter's request id and
 	// fingerprint (fenced), writing the held-back completion of those already final.
 	ClaimUnclaimed(ctx context.Context, sess txmanager.Session, lease domain.Lease, adoptions []Adoption) error
+}
+
+// ClearAllocation is one signer's part of a batch written by WriteClearAllocations: its new
+// transactions, numbered from the cached cursor ExpectedNext, and the cursor after them.
+type ClearAllocation struct {
+	Lease        domain.Lease
+	Txs          []domain.ManagedTx
+	ExpectedNext uint64
+	Next         uint64
 }
 
 // CursorState is a signer's allocation state read under its lease.

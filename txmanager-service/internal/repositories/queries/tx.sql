@@ -34,50 +34,69 @@ advanced AS (
 SELECT (SELECT count(*) FROM inserted)::bigint AS inserted,
        (SELECT count(*) FROM advanced)::bigint AS cursor_advanced;
 
--- name: WriteClearAllocation :one
--- A writer batch's allocation for one signer in one statement, in the common case only: the
--- batch numbered its transactions from its cached cursor (@expected_next), and they go in
+-- name: WriteClearAllocations :one
+-- A writer batch's allocation for several signers in one statement, in the common case only:
+-- each signer's part was numbered from its cached cursor (expected_nexts), and it goes in
 -- only when the full path (LockLeaseAndReadCursor, then WriteAllocation) would write exactly
--- the same: the lease ours (held FOR KEY SHARE), the cursor where the cache says, the roster
--- row active (held FOR KEY SHARE, as the full path does, so a retirement waits for the
--- batch), no open quarantine, no recovered transaction a create could adopt, and none of the
--- request ids already on record. Otherwise nothing is written (clear is false) and the batch
--- takes the full path in the same transaction.
-WITH lease AS MATERIALIZED (
-    SELECT 1 FROM signer_lease sl
-    WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
-    FOR KEY SHARE
+-- the same for that signer: its lease ours (held FOR KEY SHARE), its cursor where the cache
+-- says, its roster row active (held FOR KEY SHARE, as the full path does, so a retirement
+-- waits for the batch), no open quarantine, no recovered transaction a create could adopt,
+-- and none of its request ids already on record. A signer whose gate is not clear gets
+-- nothing written and takes the full path in the same transaction; the others are written.
+--
+-- One statement for the batch instead of one per signer: a statement's fixed work (locks,
+-- the cursor, the gate's look-ups, planning, the round trip) was most of a small part's cost
+-- (5 signers of 6 rows: 2.2 ms a transaction, one signer of 30 rows: 1.1 ms).
+--
+-- Fencing: the leases CTE is the lease check of one signer taken for each signer of the
+-- batch, matched on (signer, fencing_token) pairs as given; every row written joins the gate
+-- (clear) on its own signer, and clear joins leases on that signer, so a row goes in only
+-- under its own signer's lease.
+WITH leases AS MATERIALIZED (
+    SELECT sl.signer FROM signer_lease sl
+    JOIN (SELECT unnest(@signers::text[]) AS signer, unnest(@fencing_tokens::bigint[]) AS fencing_token) AS held
+      ON sl.signer = held.signer AND sl.fencing_token = held.fencing_token
+    WHERE sl.chain_id = @chain_id AND sl.owner_node = @node_id AND sl.expires_at > now()
+    FOR KEY SHARE OF sl
 ),
-nothing_to_settle AS MATERIALIZED (
-    SELECT 1 FROM lease, signer_nonce_cursor c
-    WHERE c.chain_id = @chain_id AND c.signer = @signer AND c.next_nonce = @expected_next::bigint
-      AND NOT EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL)
-      AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.unclaimed_until > now())
-      AND NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT unnest(@request_ids::text[]) AS id) r
+input AS MATERIALIZED (
+    SELECT unnest(@row_signers::text[])       AS signer,
+           unnest(@tx_ids::text[])            AS tx_id,
+           unnest(@tx_request_ids::text[])    AS request_id,
+           unnest(@intent_hashes::bytea[])    AS intent_hash,
+           unnest(@nonces::bigint[])          AS nonce,
+           unnest(@payloads::text[])::jsonb   AS payload
+),
+clear AS MATERIALIZED (
+    SELECT s.signer, s.fencing_token, s.expected_next, s.next_nonce, s.created_at
+    FROM (SELECT unnest(@signers::text[])            AS signer,
+                 unnest(@fencing_tokens::bigint[])   AS fencing_token,
+                 unnest(@expected_nexts::bigint[])   AS expected_next,
+                 unnest(@next_nonces::bigint[])      AS next_nonce,
+                 unnest(@created_ats::timestamptz[]) AS created_at) AS s
+    JOIN leases l ON l.signer = s.signer
+    JOIN signer_nonce_cursor c ON c.chain_id = @chain_id AND c.signer = s.signer AND c.next_nonce = s.expected_next
+    WHERE NOT EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = s.signer AND q.released_at IS NULL)
+      AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = s.signer AND m.unclaimed_until > now())
+      AND NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT i.request_id AS id FROM input i WHERE i.signer = s.signer AND i.request_id <> '') r
                       CROSS JOIN LATERAL (
-                          SELECT 1 FROM managed_tx t WHERE t.chain_id = @chain_id AND t.signer = @signer AND t.request_id = r.id LIMIT 1
+                          SELECT 1 FROM managed_tx t WHERE t.chain_id = @chain_id AND t.signer = s.signer AND t.request_id = r.id LIMIT 1
                       ) known)
-      AND COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = @signer FOR KEY SHARE), 'active') = 'active'
+      AND COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = s.signer FOR KEY SHARE), 'active') = 'active'
 ),
 inserted AS (
     INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
-    SELECT @chain_id, t.tx_id::uuid, @signer, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', @fencing_token, @created_at, @created_at
-    FROM nothing_to_settle, (
-        SELECT unnest(@tx_ids::text[])          AS tx_id,
-               unnest(@tx_request_ids::text[])  AS request_id,
-               unnest(@intent_hashes::bytea[])  AS intent_hash,
-               unnest(@nonces::bigint[])        AS nonce,
-               unnest(@payloads::text[])::jsonb AS payload
-    ) AS t
+    SELECT @chain_id, t.tx_id::uuid, t.signer, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', g.fencing_token, g.created_at, g.created_at
+    FROM input t JOIN clear g ON g.signer = t.signer
     RETURNING 1
 ),
 advanced AS (
-    UPDATE signer_nonce_cursor c SET next_nonce = @next_nonce::bigint, fencing_token = @fencing_token, updated_at = now()
-    FROM nothing_to_settle
-    WHERE c.chain_id = @chain_id AND c.signer = @signer AND c.next_nonce = @expected_next::bigint
+    UPDATE signer_nonce_cursor c SET next_nonce = g.next_nonce, fencing_token = g.fencing_token, updated_at = now()
+    FROM clear g
+    WHERE c.chain_id = @chain_id AND c.signer = g.signer AND c.next_nonce = g.expected_next
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM nothing_to_settle) AS clear,
+SELECT COALESCE((SELECT array_agg(signer) FROM clear), '{}')::text[] AS clear_signers,
        (SELECT count(*) FROM inserted)::bigint AS inserted,
        (SELECT count(*) FROM advanced)::bigint AS cursor_advanced;
 

@@ -363,93 +363,112 @@ func (q *Queries) WriteAllocation(ctx context.Context, arg WriteAllocationParams
 	return i, err
 }
 
-const writeClearAllocation = `-- name: WriteClearAllocation :one
-WITH lease AS MATERIALIZED (
-    SELECT 1 FROM signer_lease sl
-    WHERE sl.chain_id = $1 AND sl.signer = $2 AND sl.owner_node = $3 AND sl.fencing_token = $4 AND sl.expires_at > now()
-    FOR KEY SHARE
+const writeClearAllocations = `-- name: WriteClearAllocations :one
+WITH leases AS MATERIALIZED (
+    SELECT sl.signer FROM signer_lease sl
+    JOIN (SELECT unnest($1::text[]) AS signer, unnest($2::bigint[]) AS fencing_token) AS held
+      ON sl.signer = held.signer AND sl.fencing_token = held.fencing_token
+    WHERE sl.chain_id = $3 AND sl.owner_node = $4 AND sl.expires_at > now()
+    FOR KEY SHARE OF sl
 ),
-nothing_to_settle AS MATERIALIZED (
-    SELECT 1 FROM lease, signer_nonce_cursor c
-    WHERE c.chain_id = $1 AND c.signer = $2 AND c.next_nonce = $5::bigint
-      AND NOT EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = $1 AND q.signer = $2 AND q.released_at IS NULL)
-      AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.unclaimed_until > now())
-      AND NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT unnest($6::text[]) AS id) r
+input AS MATERIALIZED (
+    SELECT unnest($5::text[])       AS signer,
+           unnest($6::text[])            AS tx_id,
+           unnest($7::text[])    AS request_id,
+           unnest($8::bytea[])    AS intent_hash,
+           unnest($9::bigint[])          AS nonce,
+           unnest($10::text[])::jsonb   AS payload
+),
+clear AS MATERIALIZED (
+    SELECT s.signer, s.fencing_token, s.expected_next, s.next_nonce, s.created_at
+    FROM (SELECT unnest($1::text[])            AS signer,
+                 unnest($2::bigint[])   AS fencing_token,
+                 unnest($11::bigint[])   AS expected_next,
+                 unnest($12::bigint[])      AS next_nonce,
+                 unnest($13::timestamptz[]) AS created_at) AS s
+    JOIN leases l ON l.signer = s.signer
+    JOIN signer_nonce_cursor c ON c.chain_id = $3 AND c.signer = s.signer AND c.next_nonce = s.expected_next
+    WHERE NOT EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = $3 AND q.signer = s.signer AND q.released_at IS NULL)
+      AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = $3 AND m.signer = s.signer AND m.unclaimed_until > now())
+      AND NOT EXISTS (SELECT 1 FROM (SELECT DISTINCT i.request_id AS id FROM input i WHERE i.signer = s.signer AND i.request_id <> '') r
                       CROSS JOIN LATERAL (
-                          SELECT 1 FROM managed_tx t WHERE t.chain_id = $1 AND t.signer = $2 AND t.request_id = r.id LIMIT 1
+                          SELECT 1 FROM managed_tx t WHERE t.chain_id = $3 AND t.signer = s.signer AND t.request_id = r.id LIMIT 1
                       ) known)
-      AND COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = $2 FOR KEY SHARE), 'active') = 'active'
+      AND COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = s.signer FOR KEY SHARE), 'active') = 'active'
 ),
 inserted AS (
     INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
-    SELECT $1, t.tx_id::uuid, $2, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', $4, $7, $7
-    FROM nothing_to_settle, (
-        SELECT unnest($8::text[])          AS tx_id,
-               unnest($9::text[])  AS request_id,
-               unnest($10::bytea[])  AS intent_hash,
-               unnest($11::bigint[])        AS nonce,
-               unnest($12::text[])::jsonb AS payload
-    ) AS t
+    SELECT $3, t.tx_id::uuid, t.signer, NULLIF(t.request_id, ''), t.intent_hash, t.nonce, t.payload, 'ALLOCATED', g.fencing_token, g.created_at, g.created_at
+    FROM input t JOIN clear g ON g.signer = t.signer
     RETURNING 1
 ),
 advanced AS (
-    UPDATE signer_nonce_cursor c SET next_nonce = $13::bigint, fencing_token = $4, updated_at = now()
-    FROM nothing_to_settle
-    WHERE c.chain_id = $1 AND c.signer = $2 AND c.next_nonce = $5::bigint
+    UPDATE signer_nonce_cursor c SET next_nonce = g.next_nonce, fencing_token = g.fencing_token, updated_at = now()
+    FROM clear g
+    WHERE c.chain_id = $3 AND c.signer = g.signer AND c.next_nonce = g.expected_next
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM nothing_to_settle) AS clear,
+SELECT COALESCE((SELECT array_agg(signer) FROM clear), '{}')::text[] AS clear_signers,
        (SELECT count(*) FROM inserted)::bigint AS inserted,
        (SELECT count(*) FROM advanced)::bigint AS cursor_advanced
 `
 
-type WriteClearAllocationParams struct {
-	ChainID      int64
-	Signer       string
-	NodeID       string
-	FencingToken int64
-	ExpectedNext int64
-	RequestIds   []string
-	CreatedAt    time.Time
-	TxIds        []string
-	TxRequestIds []string
-	IntentHashes [][]byte
-	Nonces       []int64
-	Payloads     []string
-	NextNonce    int64
+type WriteClearAllocationsParams struct {
+	Signers       []string
+	FencingTokens []int64
+	ChainID       int64
+	NodeID        string
+	RowSigners    []string
+	TxIds         []string
+	TxRequestIds  []string
+	IntentHashes  [][]byte
+	Nonces        []int64
+	Payloads      []string
+	ExpectedNexts []int64
+	NextNonces    []int64
+	CreatedAts    []time.Time
 }
 
-type WriteClearAllocationRow struct {
-	Clear          bool
+type WriteClearAllocationsRow struct {
+	ClearSigners   []string
 	Inserted       int64
 	CursorAdvanced int64
 }
 
-// A writer batch's allocation for one signer in one statement, in the common case only: the
-// batch numbered its transactions from its cached cursor (@expected_next), and they go in
+// A writer batch's allocation for several signers in one statement, in the common case only:
+// each signer's part was numbered from its cached cursor (expected_nexts), and it goes in
 // only when the full path (LockLeaseAndReadCursor, then WriteAllocation) would write exactly
-// the same: the lease ours (held FOR KEY SHARE), the cursor where the cache says, the roster
-// row active (held FOR KEY SHARE, as the full path does, so a retirement waits for the
-// batch), no open quarantine, no recovered transaction a create could adopt, and none of the
-// request ids already on record. Otherwise nothing is written (clear is false) and the batch
-// takes the full path in the same transaction.
-func (q *Queries) WriteClearAllocation(ctx context.Context, arg WriteClearAllocationParams) (WriteClearAllocationRow, error) {
-	row := q.db.QueryRow(ctx, writeClearAllocation,
+// the same for that signer: its lease ours (held FOR KEY SHARE), its cursor where the cache
+// says, its roster row active (held FOR KEY SHARE, as the full path does, so a retirement
+// waits for the batch), no open quarantine, no recovered transaction a create could adopt,
+// and none of its request ids already on record. A signer whose gate is not clear gets
+// nothing written and takes the full path in the same transaction; the others are written.
+//
+// One statement for the batch instead of one per signer: a statement's fixed work (locks,
+// the cursor, the gate's look-ups, planning, the round trip) was most of a small part's cost
+// (5 signers of 6 rows: 2.2 ms a transaction, one signer of 30 rows: 1.1 ms).
+//
+// Fencing: the leases CTE is the lease check of one signer taken for each signer of the
+// batch, matched on (signer, fencing_token) pairs as given; every row written joins the gate
+// (clear) on its own signer, and clear joins leases on that signer, so a row goes in only
+// under its own signer's lease.
+func (q *Queries) WriteClearAllocations(ctx context.Context, arg WriteClearAllocationsParams) (WriteClearAllocationsRow, error) {
+	row := q.db.QueryRow(ctx, writeClearAllocations,
+		arg.Signers,
+		arg.FencingTokens,
 		arg.ChainID,
-		arg.Signer,
 		arg.NodeID,
-		arg.FencingToken,
-		arg.ExpectedNext,
-		arg.RequestIds,
-		arg.CreatedAt,
+		arg.RowSigners,
 		arg.TxIds,
 		arg.TxRequestIds,
 		arg.IntentHashes,
 		arg.Nonces,
 		arg.Payloads,
-		arg.NextNonce,
+		arg.ExpectedNexts,
+		arg.NextNonces,
+		arg.CreatedAts,
 	)
-	var i WriteClearAllocationRow
-	err := row.Scan(&i.Clear, &i.Inserted, &i.CursorAdvanced)
+	var i WriteClearAllocationsRow
+	err := row.Scan(&i.ClearSigners, &i.Inserted, &i.CursorAdvanced)
 	return i, err
 }
