@@ -44,12 +44,17 @@ const leaseCheck = "lease as materialized ( select 1 from signer_lease sl where 
 
 // leasesCheck is the same clause for a batch of signers (WriteClearAllocations): each signer's
 // lease row matched on the (signer, fencing_token) pair given for it, held by this node and
-// unexpired, locked FOR KEY SHARE. It yields the signers whose lease holds, so a write must
-// also join its rows to them by signer; TestClearAllocationsWriteEachSignerOnItsOwnGate
-// shows that the one statement using it does.
-const leasesCheck = "leases as materialized ( select sl.signer from signer_lease sl join ( select unnest ( @signers::text[] ) as signer, " +
+// unexpired, locked FOR KEY SHARE. It yields the (signer, token) pairs whose lease holds, so
+// whatever reads it must match each row to its own pair (leasesJoin);
+// TestClearAllocationsWriteEachSignerOnItsOwnGate shows that the statement using it does.
+const leasesCheck = "leases as materialized ( select sl.signer, sl.fencing_token from signer_lease sl join ( select unnest ( @signers::text[] ) as signer, " +
 	"unnest ( @fencing_tokens::bigint[] ) as fencing_token ) as held on sl.signer = held.signer and sl.fencing_token = held.fencing_token " +
 	"where sl.chain_id = @chain_id and sl.owner_node = @node_id and sl.expires_at > now() for key share of sl )"
+
+// leasesJoin is the one way to read the batch lease CTE: joined on a row's own signer and
+// token, never crossed with the rows (which would let every signer's rows through when any
+// one lease holds).
+var leasesJoin = regexp.MustCompile(`\bjoin leases (\w+) on (\w+)\.signer = (\w+)\.signer and (\w+)\.fencing_token = (\w+)\.fencing_token\b`)
 
 type namedQuery struct {
 	file, name, sql string // sql: lower case, comments removed, whitespace collapsed
@@ -162,10 +167,28 @@ func writeTargets(sql string) [][]int {
 	return targets
 }
 
+// leasesReadPerRow reports whether every reading of the batch lease CTE in sql is a
+// leasesJoin on the joined rows' own signer and token.
+func leasesReadPerRow(sql string) bool {
+	// The alias and the row side must pair up: "join leases l on l.signer = s.signer and
+	// l.fencing_token = s.fencing_token".
+	matched := 0
+	for _, m := range leasesJoin.FindAllStringSubmatch(sql, -1) {
+		if m[2] == m[1] && m[4] == m[1] && m[3] == m[5] && m[3] != m[1] {
+			matched++
+		}
+	}
+	uses := len(regexp.MustCompile(`\bleases\b`).FindAllStringIndex(sql, -1)) - 1 // less its definition
+	return uses == matched
+}
+
 // checkFencing returns what is wrong with one query's writes, or nothing.
 func checkFencing(q namedQuery) []string {
 	var problems []string
 	fenced := fencedCTEs(q.sql)
+	if fenced["leases"] && !leasesReadPerRow(q.sql) {
+		problems = append(problems, "reads the batch lease CTE other than joined on each row's own signer and token (JOIN leases l ON l.signer = x.signer AND l.fencing_token = x.fencing_token)")
+	}
 	for _, m := range writeTargets(q.sql) {
 		table := q.sql[m[2]:m[3]]
 		switch {
@@ -233,8 +256,14 @@ func TestFencingCheckerCatchesUnfencedWrites(t *testing.T) {
 			"AND sl.fencing_token = @fencing_token AND sl.expires_at > now() ) UPDATE managed_tx m SET state = 'X' FROM lease", false},
 		{"lease CTE without expiry", "WITH lease AS MATERIALIZED ( SELECT 1 FROM signer_lease sl WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id " +
 			"AND sl.fencing_token = @fencing_token FOR KEY SHARE ) UPDATE managed_tx m SET state = 'X' FROM lease", false},
-		{"batch of signers through leases", "WITH " + leasesCheck + ", g AS ( SELECT s.signer FROM input s JOIN leases l ON l.signer = s.signer ), " +
+		{"batch of signers through leases", "WITH " + leasesCheck + ", g AS ( SELECT s.signer FROM input s JOIN leases l ON l.signer = s.signer AND l.fencing_token = s.fencing_token ), " +
 			"i AS ( INSERT INTO managed_tx (signer) SELECT signer FROM g RETURNING 1 ) SELECT 1", true},
+		{"leases crossed with the rows", "WITH " + leasesCheck + ", g AS ( SELECT s.signer FROM input s, leases ), " +
+			"i AS ( INSERT INTO managed_tx (signer) SELECT signer FROM g RETURNING 1 ) SELECT 1", false},
+		{"leases joined on the signer alone", "WITH " + leasesCheck + ", g AS ( SELECT s.signer FROM input s JOIN leases l ON l.signer = s.signer ), " +
+			"i AS ( INSERT INTO managed_tx (signer) SELECT signer FROM g RETURNING 1 ) SELECT 1", false},
+		{"leases joined on another row's signer", "WITH " + leasesCheck + ", g AS ( SELECT s.signer FROM input s, input o JOIN leases l ON l.signer = o.signer AND l.fencing_token = s.fencing_token ), " +
+			"i AS ( INSERT INTO managed_tx (signer) SELECT signer FROM g RETURNING 1 ) SELECT 1", false},
 		{"leases CTE without the token", "WITH leases AS MATERIALIZED ( SELECT sl.signer FROM signer_lease sl JOIN ( SELECT unnest(@signers::text[]) AS signer ) AS held " +
 			"ON sl.signer = held.signer WHERE sl.chain_id = @chain_id AND sl.owner_node = @node_id AND sl.expires_at > now() FOR KEY SHARE OF sl ) " +
 			"INSERT INTO managed_tx (signer) SELECT signer FROM leases", false},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -374,7 +375,8 @@ func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batc
 		b.reset()
 		expected := *b.cachedNext
 		a.assign(b, nil, nil, expected)
-		parts = append(parts, ClearAllocation{Lease: b.lease, Txs: b.allocated, ExpectedNext: expected, Next: b.nextAfter})
+		// A copy: a signer turned away reuses b.allocated for its full path.
+		parts = append(parts, ClearAllocation{Lease: b.lease, Txs: slices.Clone(b.allocated), ExpectedNext: expected, Next: b.nextAfter})
 		tried = append(tried, b)
 	}
 	if len(parts) == 0 {

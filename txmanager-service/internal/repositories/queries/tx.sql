@@ -50,10 +50,10 @@ SELECT (SELECT count(*) FROM inserted)::bigint AS inserted,
 --
 -- Fencing: the leases CTE is the lease check of one signer taken for each signer of the
 -- batch, matched on (signer, fencing_token) pairs as given; every row written joins the gate
--- (clear) on its own signer, and clear joins leases on that signer, so a row goes in only
--- under its own signer's lease.
+-- (clear) on its own signer, and clear joins leases on that signer and token, so a row goes
+-- in only under its own signer's lease and the token its part was numbered under.
 WITH leases AS MATERIALIZED (
-    SELECT sl.signer FROM signer_lease sl
+    SELECT sl.signer, sl.fencing_token FROM signer_lease sl
     JOIN (SELECT unnest(@signers::text[]) AS signer, unnest(@fencing_tokens::bigint[]) AS fencing_token) AS held
       ON sl.signer = held.signer AND sl.fencing_token = held.fencing_token
     WHERE sl.chain_id = @chain_id AND sl.owner_node = @node_id AND sl.expires_at > now()
@@ -86,7 +86,7 @@ clear AS MATERIALIZED (
                  unnest(@expected_nexts::bigint[])   AS expected_next,
                  unnest(@next_nonces::bigint[])      AS next_nonce,
                  unnest(@created_ats::timestamptz[]) AS created_at) AS s
-    JOIN leases l ON l.signer = s.signer
+    JOIN leases l ON l.signer = s.signer AND l.fencing_token = s.fencing_token
     JOIN signer_nonce_cursor c ON c.chain_id = @chain_id AND c.signer = s.signer AND c.next_nonce = s.expected_next
     WHERE NOT EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = s.signer AND q.released_at IS NULL)
       AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = s.signer AND m.unclaimed_until > now())

@@ -365,7 +365,7 @@ func (q *Queries) WriteAllocation(ctx context.Context, arg WriteAllocationParams
 
 const writeClearAllocations = `-- name: WriteClearAllocations :one
 WITH leases AS MATERIALIZED (
-    SELECT sl.signer FROM signer_lease sl
+    SELECT sl.signer, sl.fencing_token FROM signer_lease sl
     JOIN (SELECT unnest($1::text[]) AS signer, unnest($2::bigint[]) AS fencing_token) AS held
       ON sl.signer = held.signer AND sl.fencing_token = held.fencing_token
     WHERE sl.chain_id = $3 AND sl.owner_node = $4 AND sl.expires_at > now()
@@ -393,7 +393,7 @@ clear AS MATERIALIZED (
                  unnest($11::bigint[])   AS expected_next,
                  unnest($12::bigint[])      AS next_nonce,
                  unnest($13::timestamptz[]) AS created_at) AS s
-    JOIN leases l ON l.signer = s.signer
+    JOIN leases l ON l.signer = s.signer AND l.fencing_token = s.fencing_token
     JOIN signer_nonce_cursor c ON c.chain_id = $3 AND c.signer = s.signer AND c.next_nonce = s.expected_next
     WHERE NOT EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = $3 AND q.signer = s.signer AND q.released_at IS NULL)
       AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = $3 AND m.signer = s.signer AND m.unclaimed_until > now())
@@ -454,8 +454,8 @@ type WriteClearAllocationsRow struct {
 //
 // Fencing: the leases CTE is the lease check of one signer taken for each signer of the
 // batch, matched on (signer, fencing_token) pairs as given; every row written joins the gate
-// (clear) on its own signer, and clear joins leases on that signer, so a row goes in only
-// under its own signer's lease.
+// (clear) on its own signer, and clear joins leases on that signer and token, so a row goes
+// in only under its own signer's lease and the token its part was numbered under.
 // The signers with one of their parts' request ids on record: one look-up of the unique
 // (chain_id, signer, request_id) index per row (a part has no request id twice: a repeat in
 // the batch is answered as a replay and has no row). A CTE of its own rather than a check
