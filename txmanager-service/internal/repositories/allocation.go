@@ -109,6 +109,7 @@ func (r AllocationRepository) WriteClearAllocations(ctx context.Context, sess tx
 	params := sqlcdb.WriteClearAllocationsParams{ChainID: r.chainID, NodeID: parts[0].Lease.Owner,
 		Signers: make([]string, len(parts)), FencingTokens: make([]int64, len(parts)), ExpectedNexts: make([]int64, len(parts)),
 		NextNonces: make([]int64, len(parts)), CreatedAts: make([]time.Time, len(parts))}
+	var txs []domain.ManagedTx
 	for i, part := range parts {
 		if part.Lease.Owner != params.NodeID {
 			return nil, fmt.Errorf("write clear allocations: leases of two nodes (%s, %s) in one batch", params.NodeID, part.Lease.Owner)
@@ -116,21 +117,20 @@ func (r AllocationRepository) WriteClearAllocations(ctx context.Context, sess tx
 		if len(part.Txs) == 0 {
 			return nil, fmt.Errorf("write clear allocations: no transactions for %s", part.Lease.Signer)
 		}
-		rows, err := allocationRows(part.Txs)
-		if err != nil {
-			return nil, err
-		}
 		params.Signers[i], params.FencingTokens[i] = part.Lease.Signer, int64(part.Lease.Token)
-		params.ExpectedNexts[i], params.NextNonces[i], params.CreatedAts[i] = int64(part.ExpectedNext), int64(part.Next), rows.createdAt
+		params.ExpectedNexts[i], params.NextNonces[i] = int64(part.ExpectedNext), int64(part.Next)
+		// One timestamp for each signer's part, the one its callers were answered with.
+		params.CreatedAts[i] = part.Txs[0].CreatedAt
 		for range part.Txs {
 			params.RowSigners = append(params.RowSigners, part.Lease.Signer)
 		}
-		params.TxIds = append(params.TxIds, rows.ids...)
-		params.TxRequestIds = append(params.TxRequestIds, rows.requestIDs...)
-		params.IntentHashes = append(params.IntentHashes, rows.intentHashes...)
-		params.Nonces = append(params.Nonces, rows.nonces...)
-		params.Payloads = append(params.Payloads, rows.payloads...)
+		txs = append(txs, part.Txs...)
 	}
+	rows, err := allocationRows(txs)
+	if err != nil {
+		return nil, err
+	}
+	params.TxIds, params.TxRequestIds, params.IntentHashes, params.Nonces, params.Payloads = rows.ids, rows.requestIDs, rows.intentHashes, rows.nonces, rows.payloads
 	row, err := sqlcdb.New(sess.DB()).WriteClearAllocations(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("write clear allocations: %w", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -375,8 +374,7 @@ func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batc
 		b.reset()
 		expected := *b.cachedNext
 		a.assign(b, nil, nil, expected)
-		// A copy: a signer turned away reuses b.allocated for its full path.
-		parts = append(parts, ClearAllocation{Lease: b.lease, Txs: slices.Clone(b.allocated), ExpectedNext: expected, Next: b.nextAfter})
+		parts = append(parts, ClearAllocation{Lease: b.lease, Txs: b.allocated, ExpectedNext: expected, Next: b.nextAfter})
 		tried = append(tried, b)
 	}
 	if len(parts) == 0 {
@@ -414,7 +412,9 @@ func (a *Allocator) newTx(b *signerBatch, op *AllocationOp, nonce uint64, now ti
 // reset clears what a previous run of the batch's part decided.
 func (b *signerBatch) reset() {
 	b.outcome = make([]opOutcome, len(b.ops))
-	b.allocated = b.allocated[:0]
+	// A new slice, not the old one emptied: what was handed to the store (writeClear's parts)
+	// keeps its rows when a signer turned away runs its full path.
+	b.allocated = nil
 	b.nextAfter, b.adopted = 0, 0
 }
 

@@ -148,18 +148,11 @@ func TestBatchWithACachedCursorIsOneStatement(t *testing.T) {
 		{name: "cursor cached again: one statement", ids: []string{"g"}, wantNonces: []uint64{6}, wantCreated: []bool{true}, wantLeaseChecks: 2, wantClearWrites: 2},
 	}
 	for _, step := range steps {
-		ops := make([]*services.AllocationOp, len(step.ids))
+		ops := make([]batchOp, len(step.ids))
 		for i, id := range step.ids {
-			ops[i] = services.NewAllocationOp(context.Background(), domain.CreateRequest{Signer: signer, SignerHex: signer.Hex(), RequestID: id,
-				Intent: domain.Intent{To: &signer, Value: big.NewInt(int64(len(id))), GasLimit: 21000}}, 21000)
+			ops[i] = batchOp{signer: signer, id: id}
 		}
-		node.allocator.AllocateBatch(context.Background(), ops)
-		for i, op := range ops {
-			tx, created, err := op.Wait(context.Background())
-			if err != nil || tx.Nonce != step.wantNonces[i] || created != step.wantCreated[i] {
-				t.Fatalf("%s: %s answered nonce %d created %v (%v), want nonce %d created %v", step.name, step.ids[i], tx.Nonce, created, err, step.wantNonces[i], step.wantCreated[i])
-			}
-		}
+		node.allocateBatch(t, step.name, ops, step.wantNonces, step.wantCreated)
 		if got, want := node.store.leaseChecks.Load(), step.wantLeaseChecks; got != want {
 			t.Errorf("%s: %d full-path lease checks so far, want %d", step.name, got, want)
 		}
@@ -201,19 +194,11 @@ func TestBatchOfSeveralSignersIsOneStatement(t *testing.T) {
 			wantNonces: []uint64{3, 0, 2, 2}, wantCreated: []bool{true, false, true, true}, wantLeaseChecks: 4, wantClearCalls: 2, wantClearWrites: 5},
 	}
 	for _, step := range steps {
-		ops := make([]*services.AllocationOp, len(step.ops))
+		ops := make([]batchOp, len(step.ops))
 		for i, o := range step.ops {
-			signer := signers[o.signer]
-			ops[i] = services.NewAllocationOp(context.Background(), domain.CreateRequest{Signer: signer, SignerHex: signer.Hex(), RequestID: o.id,
-				Intent: domain.Intent{To: &signer, Value: big.NewInt(int64(len(o.id))), GasLimit: 21000}}, 21000)
+			ops[i] = batchOp{signer: signers[o.signer], id: o.id}
 		}
-		node.allocator.AllocateBatch(context.Background(), ops)
-		for i, op := range ops {
-			tx, created, err := op.Wait(context.Background())
-			if err != nil || tx.Nonce != step.wantNonces[i] || created != step.wantCreated[i] {
-				t.Fatalf("%s: %v answered nonce %d created %v (%v), want nonce %d created %v", step.name, step.ops[i], tx.Nonce, created, err, step.wantNonces[i], step.wantCreated[i])
-			}
-		}
+		node.allocateBatch(t, step.name, ops, step.wantNonces, step.wantCreated)
 		if got, want := node.store.leaseChecks.Load(), step.wantLeaseChecks; got != want {
 			t.Errorf("%s: %d full-path lease checks so far, want %d", step.name, got, want)
 		}
@@ -227,4 +212,29 @@ func TestBatchOfSeveralSignersIsOneStatement(t *testing.T) {
 	assertSignerRows(t, pool, signers[0].Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 1}}, 4)
 	assertSignerRows(t, pool, signers[1].Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}}, 3)
 	assertSignerRows(t, pool, signers[2].Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}}, 3)
+}
+
+// batchOp is one create of a writer batch: its signer and request id. The id's length is its
+// value, so a retry of an id is the same request.
+type batchOp struct {
+	signer common.Address
+	id     string
+}
+
+// allocateBatch runs ops as one writer batch and checks each answer's nonce and whether it
+// created a transaction.
+func (n *testNode) allocateBatch(t *testing.T, step string, ops []batchOp, wantNonces []uint64, wantCreated []bool) {
+	t.Helper()
+	allocations := make([]*services.AllocationOp, len(ops))
+	for i, o := range ops {
+		allocations[i] = services.NewAllocationOp(context.Background(), domain.CreateRequest{Signer: o.signer, SignerHex: o.signer.Hex(), RequestID: o.id,
+			Intent: domain.Intent{To: &o.signer, Value: big.NewInt(int64(len(o.id))), GasLimit: 21000}}, 21000)
+	}
+	n.allocator.AllocateBatch(context.Background(), allocations)
+	for i, op := range allocations {
+		tx, created, err := op.Wait(context.Background())
+		if err != nil || tx.Nonce != wantNonces[i] || created != wantCreated[i] {
+			t.Fatalf("%s: %s of %s answered nonce %d created %v (%v), want nonce %d created %v", step, ops[i].id, ops[i].signer.Hex(), tx.Nonce, created, err, wantNonces[i], wantCreated[i])
+		}
+	}
 }

@@ -17,59 +17,32 @@ type jsonFastDecoder interface {
 	decodeJSONFast(body []byte) bool
 }
 
-// createTxField numbers CreateTxRequest's fields for the duplicate check.
-type createTxField uint
-
-const (
-	createTxSigner createTxField = 1 << iota
-	createTxRequestID
-	createTxTo
-	createTxValue
-	createTxData
-	createTxGasLimit
-	createTxMaxFee
-	createTxMaxPriorityFee
-	createTxChainID
-)
-
-// createTxFieldByName maps both names protojson accepts for each field: the JSON
-// (lowerCamelCase) name and the proto name.
-var createTxFieldByName = map[string]createTxField{
-	"signer":                   createTxSigner,
-	"requestId":                createTxRequestID,
-	"request_id":               createTxRequestID,
-	"to":                       createTxTo,
-	"value":                    createTxValue,
-	"data":                     createTxData,
-	"gasLimit":                 createTxGasLimit,
-	"gas_limit":                createTxGasLimit,
-	"maxFeePerGas":             createTxMaxFee,
-	"max_fee_per_gas":          createTxMaxFee,
-	"maxPriorityFeePerGas":     createTxMaxPriorityFee,
-	"max_priority_fee_per_gas": createTxMaxPriorityFee,
-	"chainId":                  createTxChainID,
-	"chain_id":                 createTxChainID,
-}
-
 func (x *CreateTxRequest) decodeJSONFast(body []byte) bool {
 	x.Reset()
 	s := jsonScanner{b: body}
 	if !s.byte('{') {
 		return false
 	}
-	var seen createTxField
+	var seen uint16
 	if !s.byte('}') {
 		for {
 			key, ok := s.plainString()
 			if !ok || !s.byte(':') {
 				return false
 			}
-			field := createTxFieldByName[string(key)]
-			if field == 0 || seen&field != 0 {
+			bit, str, num := x.fastField(key)
+			if bit == 0 || seen&bit != 0 {
 				return false
 			}
-			seen |= field
-			if !x.setFast(field, &s) {
+			seen |= bit
+			if num != nil {
+				ok = s.uint64(num)
+			} else {
+				var v []byte
+				v, ok = s.plainString()
+				*str = string(v)
+			}
+			if !ok {
 				return false
 			}
 			if s.byte('}') {
@@ -84,36 +57,31 @@ func (x *CreateTxRequest) decodeJSONFast(body []byte) bool {
 	return s.i == len(s.b)
 }
 
-// setFast reads field's value from s into x.
-func (x *CreateTxRequest) setFast(field createTxField, s *jsonScanner) bool {
-	switch field {
-	case createTxGasLimit:
-		return s.uint64(&x.GasLimit)
-	case createTxChainID:
-		return s.uint64(&x.ChainId)
+// fastField is where the field named goes, under either name protojson accepts (the JSON
+// lowerCamelCase name or the proto name): a string or a 64-bit integer, with the bit that
+// marks the field seen (0: not a field of the message).
+func (x *CreateTxRequest) fastField(name []byte) (bit uint16, str *string, num *uint64) {
+	switch string(name) {
+	case "signer":
+		return 1 << 0, &x.Signer, nil
+	case "requestId", "request_id":
+		return 1 << 1, &x.RequestId, nil
+	case "to":
+		return 1 << 2, &x.To, nil
+	case "value":
+		return 1 << 3, &x.Value, nil
+	case "data":
+		return 1 << 4, &x.Data, nil
+	case "gasLimit", "gas_limit":
+		return 1 << 5, nil, &x.GasLimit
+	case "maxFeePerGas", "max_fee_per_gas":
+		return 1 << 6, &x.MaxFeePerGas, nil
+	case "maxPriorityFeePerGas", "max_priority_fee_per_gas":
+		return 1 << 7, &x.MaxPriorityFeePerGas, nil
+	case "chainId", "chain_id":
+		return 1 << 8, nil, &x.ChainId
 	}
-	v, ok := s.plainString()
-	if !ok {
-		return false
-	}
-	str := string(v)
-	switch field {
-	case createTxSigner:
-		x.Signer = str
-	case createTxRequestID:
-		x.RequestId = str
-	case createTxTo:
-		x.To = str
-	case createTxValue:
-		x.Value = str
-	case createTxData:
-		x.Data = str
-	case createTxMaxFee:
-		x.MaxFeePerGas = str
-	case createTxMaxPriorityFee:
-		x.MaxPriorityFeePerGas = str
-	}
-	return true
+	return 0, nil, nil
 }
 
 // jsonScanner reads the plain subset of JSON the fast paths take.
