@@ -34,9 +34,16 @@ func NewClient(baseURL string) *Client {
 func NewFollowingClient(baseURL func() string) *Client {
 	return &Client{baseURL: baseURL, http: &http.Client{
 		Timeout:   30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 64},
+		Transport: &http.Transport{MaxIdleConnsPerHost: idleConnections},
 	}}
 }
+
+// idleConnections is how many connections a Client keeps open between requests: more than
+// the callers any harness runs at once (bench-chain's 256). A client that keeps fewer than
+// it has requests in flight closes a connection after most answers and opens a new one for
+// the next request, and both ends pay a TCP handshake and the service a new connection's
+// goroutine and buffers: work of the harness, not of the service it measures.
+const idleConnections = 1024
 
 // APIError is an answer other than 2xx: the HTTP status and the service's error reason.
 type APIError struct {
