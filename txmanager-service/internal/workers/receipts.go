@@ -60,8 +60,10 @@ type ReceiptChecker struct {
 	cfg     ReceiptCheckerConfig
 	tracker *receipts.Tracker
 	leases  *services.LeaseManager
-	onMined func()
-	log     *log.Helper
+	// wakeFinality runs after a pass that recorded receipts or saw a new head while
+	// receipts are held for finality.
+	wakeFinality func()
+	log          *log.Helper
 	*Loop
 
 	mu          sync.Mutex
@@ -78,6 +80,8 @@ type ReceiptChecker struct {
 	scannedThrough uint64
 	// blockScanUnsupported: the node has no eth_getBlockReceipts.
 	blockScanUnsupported bool
+	// headSeen is the head the last pass read. Written only by pass.
+	headSeen uint64
 }
 
 type receiptEntry struct {
@@ -95,9 +99,10 @@ type receiptEntry struct {
 	scheduledAt time.Time
 }
 
-// NewReceiptChecker builds the checker; onMined runs after a pass that recorded receipts.
-func NewReceiptChecker(cfg ReceiptCheckerConfig, tracker *receipts.Tracker, leases *services.LeaseManager, onMined func(), logger log.Logger) *ReceiptChecker {
-	c := &ReceiptChecker{cfg: cfg, tracker: tracker, leases: leases, onMined: onMined, entries: map[uuid.UUID]*receiptEntry{},
+// NewReceiptChecker builds the checker; wakeFinality runs after a pass that recorded
+// receipts, or that saw a new head while receipts are held for finality.
+func NewReceiptChecker(cfg ReceiptCheckerConfig, tracker *receipts.Tracker, leases *services.LeaseManager, wakeFinality func(), logger log.Logger) *ReceiptChecker {
+	c := &ReceiptChecker{cfg: cfg, tracker: tracker, leases: leases, wakeFinality: wakeFinality, entries: map[uuid.UUID]*receiptEntry{},
 		log: log.NewHelper(log.With(logger, "component", "receipts"))}
 	// The loop ticks faster than the poll interval so backed-off and fresh entries are
 	// picked up close to when they fall due.
@@ -132,13 +137,16 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 	}
 	due := c.dueByTime(time.Now())
 	if len(due) == 0 {
-		return // the tick is faster than the poll interval: most find nothing due
+		// The tick is faster than the poll interval: most find nothing due.
+		c.followHead(ctx)
+		return
 	}
 	head, err := c.tracker.HeadNumber(ctx)
 	if err != nil {
 		c.log.Warnw("msg", "reading the chain head failed", "error", err.Error())
 		return
 	}
+	newHead := c.sawHead(head)
 	mined := c.scanBlocks(ctx, head)
 	// A look-up that found nothing is repeated only once a new block may hold the receipt
 	// (or, after reading whole blocks, once in a while); the rest go soonest due first
@@ -153,9 +161,7 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 	slices.SortFunc(due, func(a, b *receiptEntry) int { return a.due.Compare(b.due) })
 	c.mu.Unlock()
 	if len(due) == 0 {
-		if mined > 0 && c.onMined != nil {
-			c.onMined()
-		}
+		c.afterPass(mined, newHead)
 		return
 	}
 	chunks := slices.Collect(slices.Chunk(due, max(c.cfg.BatchSize, 1)))
@@ -179,8 +185,41 @@ func (c *ReceiptChecker) pass(ctx context.Context) {
 	}
 	close(work)
 	wg.Wait()
-	if mined > 0 && c.onMined != nil {
-		c.onMined()
+	c.afterPass(mined, newHead)
+}
+
+// followHead reads the head on a tick with nothing due while receipts are held for
+// finality, and wakes finality when the head moved. The block that makes them final
+// usually brings no receipt of this node's (the last transfers of a burst are all in the
+// block before it), so without this finality saw it only on its own interval: up to that
+// interval after the block, for every transaction in the block before. A head read is one
+// small call a tick, and only while receipts are held.
+func (c *ReceiptChecker) followHead(ctx context.Context) {
+	if c.wakeFinality == nil || !c.tracker.HoldsReceipts() {
+		return
+	}
+	head, err := c.tracker.HeadNumber(ctx)
+	if err != nil {
+		return // finality's own interval still comes; a failing node is logged by the passes that need it
+	}
+	if c.sawHead(head) {
+		c.wakeFinality()
+	}
+}
+
+// sawHead records head as the last one read and says whether it differs from the one before
+// (a lower head, a rollback, is a change finality judges too).
+func (c *ReceiptChecker) sawHead(head uint64) bool {
+	changed := head != c.headSeen
+	c.headSeen = head
+	return changed
+}
+
+// afterPass wakes finality when the pass recorded receipts, or read a new head while
+// receipts are held (followHead).
+func (c *ReceiptChecker) afterPass(mined int, newHead bool) {
+	if c.wakeFinality != nil && (mined > 0 || newHead && c.tracker.HoldsReceipts()) {
+		c.wakeFinality()
 	}
 }
 

@@ -131,6 +131,39 @@ func TestReorgRevertsThenConfirmsInTheNewBlock(t *testing.T) {
 	}
 }
 
+// The block that makes a held receipt final wakes finality at once. Finality's own interval
+// is an hour here, so only the receipt checker, following the head while it holds a
+// receipt, can confirm the transfer within the wait.
+func TestFinalityFollowsTheHead(t *testing.T) {
+	t.Parallel()
+	sim := newTestChain(t, 0)
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Pipeline.FinalityInterval = conf.Duration(time.Hour)
+		bc.Confirmations.Required = 2
+	}})
+	id := s.createOK(t, map[string]any{"signer": sim.DevAddresses()[0].Hex(), "to": sim.DevAddresses()[7].Hex(), "value": "1", "gasLimit": 21000})
+	waitFor(t, 20*time.Second, "broadcast", func() bool {
+		r := s.tx(t, id)
+		if r.state != "TRACKING" || r.txHash == "" {
+			return false
+		}
+		_, pending, err := sim.Backend().Client().TransactionByHash(context.Background(), common.HexToHash(r.txHash))
+		return err == nil && pending
+	})
+	found := func() float64 { return s.metricSumsWhere(t, `result="found"`)["receipt_check_total"] }
+	foundBefore := found()
+	sim.Commit() // one confirmation of two: the receipt is found and held
+	waitFor(t, 20*time.Second, "receipt found", func() bool { return found() > foundBefore })
+	// The finality pass the found receipt woke runs meanwhile and leaves it unconfirmed; the
+	// next block must wake finality by itself.
+	time.Sleep(300 * time.Millisecond)
+	if r := s.tx(t, id); r.state != "TRACKING" {
+		t.Fatalf("row %+v after one confirmation of two, want TRACKING", r)
+	}
+	sim.Commit()
+	waitFor(t, 20*time.Second, "confirmed on the second block, without finality's interval", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+}
+
 func testReorg(t *testing.T, confirmations uint64, held bool) {
 	sim := newTestChain(t, 0)
 	s := startService(t, serviceOptions{chain: sim, signers: 2, fastPipeline: true, configure: func(bc *conf.Bootstrap) {

@@ -115,6 +115,13 @@ func (h *heldReceipts) expired(cutoff time.Time) []FoundReceipt {
 	return out
 }
 
+// any says whether a receipt is held.
+func (h *heldReceipts) any() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.m) > 0
+}
+
 // release forgets the held receipt of id (written, or to be looked up again).
 func (h *heldReceipts) release(id uuid.UUID) {
 	h.mu.Lock()
