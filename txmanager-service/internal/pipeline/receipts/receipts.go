@@ -306,11 +306,6 @@ func (t *Tracker) writeReceipts(ctx context.Context, found []FoundReceipt) (int,
 // leaves the groups of signers it no longer holds to their owner. A fenced write drops the
 // lease; written runs after each successful write. It returns the rows written and every
 // failure.
-//
-// One signer after another: writing four at once was tried (a burst's last block is final
-// for every signer in one pass), and on two cores it only shared the same CPU-bound work
-// differently: the 20 signers' final writes took 180 ms instead of 200, and each statement
-// three times as long.
 func writeHeld[T any](ctx context.Context, leases *services.LeaseManager, groups map[string][]T,
 	write func(context.Context, domain.Lease, []T) (int, error), written func(domain.Lease, int, []T)) (int, error) {
 	total := 0
