@@ -96,7 +96,7 @@ func (r AllocationRepository) WriteAllocation(ctx context.Context, sess txmanage
 	if row.Inserted == 0 && row.CursorAdvanced == 0 {
 		return fencedError(lease, "allocation")
 	}
-	return allocationWritten(row.Inserted, row.CursorAdvanced, len(txs))
+	return allocationWritten(row.Inserted, row.CursorAdvanced, len(txs), 1)
 }
 
 // WriteClearAllocations implements services.AllocationStore: the gated one-statement
@@ -143,23 +143,21 @@ func (r AllocationRepository) WriteClearAllocations(ctx context.Context, sess tx
 			want += len(part.Txs)
 		}
 	}
-	if row.Inserted != int64(want) || row.CursorAdvanced != int64(len(row.ClearSigners)) {
-		// A signer's gate was clear but its cursor was not where its part was numbered
-		// from, which the gate rules out: refuse to commit rather than reuse a nonce.
-		return nil, fmt.Errorf("allocation wrote %d of %d transactions, advanced %d of %d cursors: refusing to commit",
-			row.Inserted, want, row.CursorAdvanced, len(row.ClearSigners))
+	if err := allocationWritten(row.Inserted, row.CursorAdvanced, want, len(row.ClearSigners)); err != nil {
+		return nil, err
 	}
 	return written, nil
 }
 
-// allocationWritten checks that an allocation whose lease held wrote every transaction and
-// moved the cursor once.
-func allocationWritten(inserted, cursorAdvanced int64, want int) error {
-	if inserted != int64(want) || cursorAdvanced != 1 {
-		// The lease held but the cursor was not where the batch numbered from, which
-		// max(chain, cache, db) and the clear path's gate rule out: refuse to commit rather
-		// than reuse a nonce.
-		return fmt.Errorf("allocation wrote %d of %d transactions, cursor advanced %d: refusing to commit", inserted, want, cursorAdvanced)
+// allocationWritten checks that an allocation wrote every transaction of the signers whose
+// lease held (or whose gate was clear) and moved each of their cursors once.
+func allocationWritten(inserted, cursorsAdvanced int64, wantRows, wantCursors int) error {
+	if inserted != int64(wantRows) || cursorsAdvanced != int64(wantCursors) {
+		// A signer's lease held but its cursor was not where its transactions were numbered
+		// from, which max(chain, cache, db) and the clear path's gate rule out: refuse to
+		// commit rather than reuse a nonce.
+		return fmt.Errorf("allocation wrote %d of %d transactions, advanced %d of %d cursors: refusing to commit",
+			inserted, wantRows, cursorsAdvanced, wantCursors)
 	}
 	return nil
 }

@@ -131,6 +131,22 @@ func TestReorgRevertsThenConfirmsInTheNewBlock(t *testing.T) {
 	}
 }
 
+// inPool says whether the row is broadcast (TRACKING with a hash) and its transaction waits
+// in the simulated node's pool.
+func inPool(sim *chain.SimulatedChain, r txRow) bool {
+	if r.state != "TRACKING" || r.txHash == "" {
+		return false
+	}
+	_, pending, err := sim.Backend().Client().TransactionByHash(context.Background(), common.HexToHash(r.txHash))
+	return err == nil && pending
+}
+
+// receiptsFound is how many receipt look-ups found a receipt (by hash or by reading a block).
+func (s *testService) receiptsFound(t *testing.T) float64 {
+	t.Helper()
+	return s.metricSumsWhere(t, `result="found"`)["receipt_check_total"]
+}
+
 // The block that makes a held receipt final wakes finality at once. Finality's own interval
 // is an hour here, so only the receipt checker, following the head while it holds a
 // receipt, can confirm the transfer within the wait.
@@ -142,18 +158,10 @@ func TestFinalityFollowsTheHead(t *testing.T) {
 		bc.Confirmations.Required = 2
 	}})
 	id := s.createOK(t, map[string]any{"signer": sim.DevAddresses()[0].Hex(), "to": sim.DevAddresses()[7].Hex(), "value": "1", "gasLimit": 21000})
-	waitFor(t, 20*time.Second, "broadcast", func() bool {
-		r := s.tx(t, id)
-		if r.state != "TRACKING" || r.txHash == "" {
-			return false
-		}
-		_, pending, err := sim.Backend().Client().TransactionByHash(context.Background(), common.HexToHash(r.txHash))
-		return err == nil && pending
-	})
-	found := func() float64 { return s.metricSumsWhere(t, `result="found"`)["receipt_check_total"] }
-	foundBefore := found()
+	waitFor(t, 20*time.Second, "broadcast", func() bool { return inPool(sim, s.tx(t, id)) })
+	foundBefore := s.receiptsFound(t)
 	sim.Commit() // one confirmation of two: the receipt is found and held
-	waitFor(t, 20*time.Second, "receipt found", func() bool { return found() > foundBefore })
+	waitFor(t, 20*time.Second, "receipt found", func() bool { return s.receiptsFound(t) > foundBefore })
 	// The finality pass the found receipt woke runs meanwhile and leaves it unconfirmed; the
 	// next block must wake finality by itself.
 	time.Sleep(300 * time.Millisecond)
@@ -177,25 +185,20 @@ func testReorg(t *testing.T, confirmations uint64, held bool) {
 	mineAndFind := func(t *testing.T, id string) (common.Hash, string) {
 		t.Helper()
 		waitFor(t, 20*time.Second, "broadcast", func() bool {
-			r := s.tx(t, id)
-			if r.state != "TRACKING" || r.txHash == "" {
-				return false
-			}
 			// An accepted first send leaves the row SIGNED: the node's pool is the witness.
-			_, pending, err := sim.Backend().Client().TransactionByHash(context.Background(), common.HexToHash(r.txHash))
-			return err == nil && pending && r.subState == "SIGNED"
+			r := s.tx(t, id)
+			return inPool(sim, r) && r.subState == "SIGNED"
 		})
 		parent, err := sim.LatestHeader(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		found := func() float64 { return s.metricSumsWhere(t, `result="found"`)["receipt_check_total"] }
-		foundBefore := found()
+		foundBefore := s.receiptsFound(t)
 		block := sim.Commit()
 		if held {
 			waitFor(t, 20*time.Second, "receipt found and held", func() bool {
 				// Found by hash or by reading the block: either counts one look-up found.
-				return found() > foundBefore && s.tx(t, id).blockHash == ""
+				return s.receiptsFound(t) > foundBefore && s.tx(t, id).blockHash == ""
 			})
 			time.Sleep(300 * time.Millisecond) // finality passes run on the held receipt meanwhile
 			if r := s.tx(t, id); r.state != "TRACKING" || r.subState == "MINED" || r.blockHash != "" {
