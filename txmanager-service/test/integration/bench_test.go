@@ -93,11 +93,12 @@ func measureCreates(b *testing.B, label string, pool *pgxpool.Pool, signer strin
 	var res loadgen.Result
 	signedBefore := countSigned(b, pool)
 	started := time.Now()
-	steal := startStealMeter()
+	steal, disk := startStealMeter(), startDiskMeter(b, pool)
 	for b.Loop() {
 		res = load(benchDuration())
 	}
 	steal.report(b)
+	disk.report(b)
 	if res.Failures > 0 {
 		b.Fatalf("%d of %d creates failed; first: %s", res.Failures, res.Requests, res.FirstFail)
 	}
@@ -371,8 +372,6 @@ func fillOldCompletions(b testing.TB, pool *pgxpool.Pool) {
 	}
 }
 
-// combineResults adds up runs made at the same time (concurrent) or one after another;
-// percentiles are the worst of the parts.
 // loadInTurns runs first and second in turn, in loadRounds short windows each over the
 // benchmark's duration, so drift in the machine's speed falls on both alike, and returns
 // each one's combined result; a failed create fails the benchmark.
@@ -400,6 +399,8 @@ func loadInTurns(b *testing.B, first, second func(time.Duration) loadgen.Result)
 // loadRounds is how many windows each side of a comparison gets.
 const loadRounds = 5
 
+// combineResults adds up runs made at the same time (concurrent) or one after another;
+// percentiles are the worst of the parts.
 func combineResults(parts []loadgen.Result, concurrent bool) loadgen.Result {
 	var out loadgen.Result
 	for _, p := range parts {
