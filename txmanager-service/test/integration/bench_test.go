@@ -98,7 +98,7 @@ func measureCreates(b *testing.B, label string, pool *pgxpool.Pool, signer strin
 		res = load(benchDuration())
 	}
 	steal.report(b)
-	disk.report(b)
+	reportDisk(b, disk)
 	if res.Failures > 0 {
 		b.Fatalf("%d of %d creates failed; first: %s", res.Failures, res.Requests, res.FirstFail)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/test/diskprobe"
 	"github.com/bionicotaku/txmanager-service/test/e2e"
 	"github.com/bionicotaku/txmanager-service/test/procstat"
 )
@@ -80,6 +81,11 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	account := startCPUAccount(accountedProcess{name: "service", pid: svc.PID()}, accountedProcess{name: "geth", pid: r.gethPID},
 		accountedProcess{name: "load generator", pid: os.Getpid()})
 	account.sampleBackends(ctx, conn)
+	disk, err := diskprobe.ForDatabase(ctx, conn)
+	if err != nil {
+		fmt.Printf("    disk probe skipped: %v\n", err)
+	}
+	defer disk.Finish()
 	profileDir := r.dir + "-profiles"
 	if err := os.MkdirAll(profileDir, 0o755); err != nil {
 		return measurement{}, err
@@ -110,6 +116,10 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	m.confirmed = time.Since(started)
 	m.cpu = account.finish()
 	fmt.Printf("    %s\n", m.cpu)
+	if flushes, ok := disk.Finish(); ok {
+		// Every commit waits for a WAL flush: a run that met a stalled disk waited with it.
+		fmt.Printf("    %s\n", flushes)
+	}
 	if peak, err := (procstat.Proc{}).PeakResidentBytes(svc.PID()); err == nil {
 		fmt.Printf("    service peak resident memory %d MiB\n", peak>>20)
 	}
