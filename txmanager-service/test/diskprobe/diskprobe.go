@@ -28,6 +28,7 @@ const Every = 20 * time.Millisecond
 
 // Probe flushes a file at a steady interval until Finish.
 type Probe struct {
+	interval time.Duration
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     sync.WaitGroup
@@ -36,13 +37,14 @@ type Probe struct {
 
 // Summary is what a probe saw.
 type Summary struct {
+	Interval time.Duration // between flushes
 	Flushes  int
 	P99, Max time.Duration
 }
 
 func (s Summary) String() string {
 	return fmt.Sprintf("disk flushes (8 kB, fdatasync, every %s): slowest %s, p99 %s of %d",
-		Every, s.Max.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), s.Flushes)
+		s.Interval, s.Max.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), s.Flushes)
 }
 
 // querier is a connection or a pool.
@@ -75,7 +77,7 @@ func Start(dir string, interval time.Duration) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("disk probe: %w", err)
 	}
-	p := &Probe{stop: make(chan struct{})}
+	p := &Probe{interval: interval, stop: make(chan struct{})}
 	p.done.Go(func() {
 		defer func() {
 			// A probe file left behind (a failed removal) is harmless: 8 kB in a temp name.
@@ -116,5 +118,5 @@ func (p *Probe) Finish() (s Summary, ok bool) {
 		return Summary{}, false
 	}
 	slices.Sort(p.flushes)
-	return Summary{Flushes: len(p.flushes), P99: p.flushes[len(p.flushes)*99/100], Max: p.flushes[len(p.flushes)-1]}, true
+	return Summary{Interval: p.interval, Flushes: len(p.flushes), P99: p.flushes[len(p.flushes)*99/100], Max: p.flushes[len(p.flushes)-1]}, true
 }

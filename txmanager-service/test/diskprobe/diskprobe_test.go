@@ -2,6 +2,7 @@ package diskprobe
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -16,6 +17,12 @@ func TestProbeTimesFlushes(t *testing.T) {
 	s, ok := p.Finish()
 	if !ok || s.Flushes < 2 {
 		t.Fatalf("%d flushes timed in 50ms at one a millisecond, want several", s.Flushes)
+	}
+	if s.Interval != time.Millisecond {
+		t.Fatalf("summary says a flush every %s, the probe ran every 1ms", s.Interval)
+	}
+	if text := s.String(); !strings.Contains(text, "every 1ms") || !strings.Contains(text, "slowest "+s.Max.Round(10*time.Microsecond).String()) {
+		t.Fatalf("summary reads %q: want the interval and the slowest flush", text)
 	}
 	if s.P99 <= 0 || s.Max < s.P99 {
 		t.Fatalf("p99 %s, slowest %s: want positive, slowest not below p99", s.P99, s.Max)
