@@ -21,10 +21,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Every keeps the probe's own flushes a small share of the disk's work (the service
+// every keeps the probe's own flushes a small share of the disk's work (the service
 // commits several hundred times a second under load) while still catching any stall
 // longer than itself.
-const Every = 20 * time.Millisecond
+const every = 20 * time.Millisecond
 
 // Probe flushes a file at a steady interval until Finish.
 type Probe struct {
@@ -62,7 +62,7 @@ func ForDatabase(ctx context.Context, db querier) (*Probe, error) {
 	if !onThisMachine(dataDir) {
 		return nil, nil
 	}
-	return Start(filepath.Dir(dataDir), Every)
+	return Start(filepath.Dir(dataDir), every)
 }
 
 // onThisMachine tells a local server's data directory from another machine's path.
