@@ -278,7 +278,7 @@ func benchCluster(b *testing.B, signer, template string, clients int) {
 	settleDisk(b, single.pool)
 	clusterLoad(time.Second) // warm up: connections, the owner's lease, the peers' copies of the registry
 	singleLoad(time.Second)
-	clusterRes, singleRes := loadInTurns(b, clusterLoad, singleLoad)
+	clusterRes, singleRes := loadInTurns(b, single.pool, clusterLoad, singleLoad)
 	b.ReportMetric(clusterRes.PerSecond(), "creates/s")
 	b.ReportMetric(singleRes.PerSecond(), "one-node-creates/s")
 	b.ReportMetric(clusterRes.PerSecond()/singleRes.PerSecond(), "cluster/one-node")
@@ -301,7 +301,7 @@ func benchTableSize(b *testing.B, signer, template string) {
 	for _, s := range []*testService{empty, filled} {
 		runLoad(b, s.httpURL, template, time.Second) // warm up
 	}
-	emptyRes, filledRes := loadInTurns(b,
+	emptyRes, filledRes := loadInTurns(b, filled.pool,
 		func(d time.Duration) loadgen.Result { return runLoad(b, empty.httpURL, template, d) },
 		func(d time.Duration) loadgen.Result { return runLoad(b, filled.httpURL, template, d) })
 	b.ReportMetric(emptyRes.PerSecond(), "empty-creates/s")
@@ -337,7 +337,7 @@ func benchRetention(b *testing.B, signer, template string) {
 		runLoad(b, s.httpURL, template, time.Second) // warm up
 	}
 	before := pruning.count(b, "SELECT count(*) FROM managed_tx")
-	plainRes, pruningRes := loadInTurns(b,
+	plainRes, pruningRes := loadInTurns(b, pruning.pool,
 		func(d time.Duration) loadgen.Result { return runLoad(b, plain.httpURL, template, d) },
 		func(d time.Duration) loadgen.Result { return runLoad(b, pruning.httpURL, template, d) })
 	pruned := before - pruning.count(b, "SELECT count(*) FROM managed_tx WHERE signer <> $1", signer)
@@ -374,11 +374,12 @@ func fillOldCompletions(b testing.TB, pool *pgxpool.Pool) {
 
 // loadInTurns runs first and second in turn, in loadRounds short windows each over the
 // benchmark's duration, so drift in the machine's speed falls on both alike, and returns
-// each one's combined result; a failed create fails the benchmark.
-func loadInTurns(b *testing.B, first, second func(time.Duration) loadgen.Result) (loadgen.Result, loadgen.Result) {
+// each one's combined result; a failed create fails the benchmark. Steal and the flushes of
+// pool's disk are reported over both.
+func loadInTurns(b *testing.B, pool *pgxpool.Pool, first, second func(time.Duration) loadgen.Result) (loadgen.Result, loadgen.Result) {
 	b.Helper()
 	var firstParts, secondParts []loadgen.Result
-	steal := startStealMeter()
+	steal, disk := startStealMeter(), startDiskMeter(b, pool)
 	for b.Loop() {
 		window := benchDuration() / loadRounds
 		for range loadRounds {
@@ -387,6 +388,7 @@ func loadInTurns(b *testing.B, first, second func(time.Duration) loadgen.Result)
 		}
 	}
 	steal.report(b)
+	reportDisk(b, disk)
 	firstRes, secondRes := combineResults(firstParts, false), combineResults(secondParts, false)
 	for _, res := range []loadgen.Result{firstRes, secondRes} {
 		if res.Failures > 0 {
