@@ -168,6 +168,11 @@ func injectDBFaults(ctx context.Context, f *e2e.FailoverCluster, kinds []string)
 	return events
 }
 
+// dbHealWait bounds how long the formation may take to heal after a failover. A node that
+// rejoins may need a full base backup and then catch up under the load: 2.5-4 minutes on two
+// busy cores.
+const dbHealWait = 5 * time.Minute
+
 func injectDBFault(ctx context.Context, f *e2e.FailoverCluster, kind string, start time.Time) (faultEvent, error) {
 	ev := faultEvent{kind: kind, at: time.Since(start).Round(100 * time.Millisecond), when: time.Now()}
 	primary, err := f.Primary(ctx)
@@ -221,9 +226,7 @@ func injectDBFault(ctx context.Context, f *e2e.FailoverCluster, kind string, sta
 		return ev, fmt.Errorf("unknown database fault %q", kind)
 	}
 	ev.note = fmt.Sprintf("promoted after %s", time.Since(ev.when).Round(100*time.Millisecond))
-	// A node that rejoins may need a full base backup and then catch up under the load:
-	// minutes on two busy cores.
-	if err := f.WaitHealthy(ctx, 5*time.Minute); err != nil {
+	if err := f.WaitHealthy(ctx, dbHealWait); err != nil {
 		return ev, err
 	}
 	ev.note += fmt.Sprintf(", formation healthy after %s", time.Since(ev.when).Round(100*time.Millisecond))

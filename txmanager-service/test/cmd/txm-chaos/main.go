@@ -75,9 +75,14 @@ func main() {
 	faults := flag.String("db-faults", strings.Join([]string{dbFaultPlanned, dbFaultKill, dbFaultKillLagging}, ","), "db scenario: failovers to inject, in order")
 	flag.StringVar(&o.keepLogs, "keep-logs", "", "copy nothing; keep the run folder (logs, configs) at this path")
 	flag.BoolVar(&o.keepDB, "keep-db", false, "keep the run's databases for inspection")
-	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, fmt.Sprintf("bound on the whole run (the db scenario adds %s a fault unless this is set)", dbHealWait))
 	flag.Parse()
 	o.dbFaults = strings.Split(*faults, ",")
+	if o.scenario == "db" && !flagSet("timeout") {
+		// The default bound leaves the faults' healing on top: two slow rejoins alone took
+		// 7.5 minutes once, and the run then ran out of time while checking a sound result.
+		o.timeout += time.Duration(len(o.dbFaults)) * dbHealWait
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -289,4 +294,11 @@ func runChaos(ctx context.Context, env *runEnv, o options) ([]row, []faultEvent,
 	fmt.Printf("  answers that were not an acknowledgement (retried or final): %s\n", strings.TrimPrefix(fmt.Sprint(rec.errorsSeen), "map"))
 	rec.mu.Unlock()
 	return rows, events, nil
+}
+
+// flagSet reports whether the command line set the named flag.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
