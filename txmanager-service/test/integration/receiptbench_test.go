@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,12 +19,15 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/test/e2e"
 	"github.com/bionicotaku/txmanager-service/test/loadgen"
 	"github.com/bionicotaku/txmanager-service/test/procstat"
+	"github.com/bionicotaku/txmanager-service/test/runcost"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // receiptCountingProxy forwards JSON-RPC and counts requests carrying receipt look-ups and
@@ -54,6 +58,13 @@ func (p *receiptCountingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request)
 // create-and-broadcast phase (this process also runs the load generator and the counting
 // proxy then) and for the receipt phase (after mining; nothing but the service and the proxy
 // forwarding its receipt look-ups).
+//
+// What the database did is counted as bench-chain counts it (package runcost), over the whole
+// run from the first create to the last CONFIRMED, per confirmed transfer: statements, row
+// versions written and left dead, WAL bytes and the database's CPU, with the costliest
+// statements; and the top of this process's CPU profile over the same span. Counting
+// statements needs pg_stat_statements preloaded, so the benchmark runs a PostgreSQL cluster
+// of its own.
 func BenchmarkReceiptPipeline(b *testing.B) {
 	const signers, perSigner = 10, 1000
 	const total = signers * perSigner
@@ -77,7 +88,8 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 	proxy := &receiptCountingProxy{target: devChain.URL()}
 	front := httptest.NewServer(proxy)
 	b.Cleanup(front.Close)
-	s := startService(b, serviceOptions{configure: func(bc *conf.Bootstrap) {
+	dsn := startCountedDatabase(b)
+	s := startService(b, serviceOptions{dsn: dsn, configure: func(bc *conf.Bootstrap) {
 		bc.Chain.RPCURL = front.URL
 		bc.Signers.RawKeys = nil
 		for _, key := range keys[:signers] {
@@ -93,8 +105,31 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 		addresses[i] = crypto.PubkeyToAddress(key.PublicKey)
 	}
 	recipient := addresses[signers].Hex()
+	// The benchmark's own queries go through conn, which pg_stat_statements leaves out.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close(context.Background()) })
+	countConfirmed := func() int {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'").Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	dbBefore, err := runcost.StartCount(ctx, conn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	account := runcost.StartAccount(runcost.Process{Name: "this process (service, load generator, proxy)", PID: os.Getpid()},
+		runcost.Process{Name: "chain process", PID: devChain.PID()})
+	account.SampleBackends(ctx, conn)
+	profile := startOwnProfile(b)
+	runs := 0
 
 	for b.Loop() {
+		runs++
 		started := time.Now()
 		createCPU := startCPUMeter(b, devChain.PID())
 		res := loadgen.Run(ctx, loadgen.NewClient(64), loadgen.Config{
@@ -116,11 +151,12 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 					inPool += int(n)
 				}
 			}
-			if inPool >= total {
+			account.SampleBackends(ctx, conn)
+			if inPool >= runs*total {
 				return true
 			}
 			var summary string
-			_ = s.pool.QueryRow(ctx, `SELECT string_agg(state || '/' || coalesce(sub_state, '') || '=' || n, ', ')
+			_ = conn.QueryRow(ctx, `SELECT string_agg(state || '/' || coalesce(sub_state, '') || '=' || n, ', ')
 				FROM (SELECT state, sub_state, count(*) n FROM managed_tx GROUP BY 1, 2) t`).Scan(&summary)
 			b.Logf("waiting: %s", summary)
 			time.Sleep(2 * time.Second)
@@ -134,7 +170,7 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 			seal()
 			done := true
 			for _, addr := range addresses[:signers] {
-				if n, err := client.NonceAt(ctx, addr, nil); err != nil || n < perSigner {
+				if n, err := client.NonceAt(ctx, addr, nil); err != nil || n < uint64(runs*perSigner) {
 					done = false
 					break
 				}
@@ -151,7 +187,8 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 		steal := startStealMeter()
 		receiptCPU := startCPUMeter(b, devChain.PID())
 		waitFor(b, 5*time.Minute, "all confirmed", func() bool {
-			return s.count(b, "SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'") == total
+			account.SampleBackends(ctx, conn)
+			return countConfirmed() == runs*total
 		})
 		finalAfter := time.Since(minedAt)
 		receiptService, receiptChain := receiptCPU.seconds(b)
@@ -168,6 +205,107 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 			finalAfter.Round(time.Millisecond), lookups, requests, lookups-lookupsBefore, requests-requestsBefore)
 		b.Logf("CPU, create and broadcast: this process (service, load generator, proxy) %.2f s, chain process %.2f s", createService, createChain)
 		b.Logf("CPU, receipts to final: this process (service, proxy) %.2f s, chain process %.2f s", receiptService, receiptChain)
+	}
+	profiles := profile.stop()
+	// The service's backends flush their table counters when they exit.
+	cpu := account.Finish()
+	s.stop(b)
+	reportDatabaseCost(b, conn, dbBefore, runs*total, cpu)
+	printOwnProfile(b, profiles)
+}
+
+// startCountedDatabase starts a PostgreSQL cluster of the benchmark's own with
+// pg_stat_statements preloaded (runcost.PostgresSettings), stopped when b ends, and returns
+// the DSN of a migrated database in it.
+func startCountedDatabase(b *testing.B) string {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, err := e2e.StartPostgres(ctx, runcost.PostgresSettings...)
+	if err != nil {
+		b.Fatalf("start PostgreSQL with pg_stat_statements: %v", err)
+	}
+	b.Cleanup(func() { _ = pg.Close() })
+	db, err := pg.CreateDatabase(ctx, "receipt_pipeline")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := testsupport.Migrate(ctx, db.DSN); err != nil {
+		b.Fatal(err)
+	}
+	return db.DSN
+}
+
+// reportDatabaseCost logs what the database did since before for transfers confirmed
+// transfers, and reports it per transfer with the database's CPU from cpu.
+func reportDatabaseCost(b *testing.B, conn *pgx.Conn, before runcost.Snapshot, transfers int, cpu runcost.Report) {
+	b.Helper()
+	ctx := context.Background()
+	after, err := runcost.TakeSnapshot(ctx, conn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	statements, err := runcost.CountStatements(ctx, conn, 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cost := runcost.DatabaseCost{Transfers: transfers, Delta: after.Minus(before), Statements: statements}
+	// On stdout: a benchmark's log is cut to ten lines unless the run is verbose.
+	fmt.Printf("BenchmarkReceiptPipeline, first create to all confirmed:\n    %s\n", cpu)
+	runcost.PrintDatabaseCost(os.Stdout, cost)
+	per := cost.PerTransfer()
+	b.ReportMetric(cpu.Database*1000/float64(transfers), "db-cpu-ms/tx")
+	b.ReportMetric(per.Statements, "statements/tx")
+	b.ReportMetric(per.DeadRowVersions, "dead-rows/tx")
+	b.ReportMetric(per.WALBytes, "wal-bytes/tx")
+}
+
+// ownProfile is this process's CPU profile over a benchmark's measured span, in a file.
+type ownProfile struct {
+	file string
+}
+
+// startOwnProfile starts profiling this process; a test binary already profiling
+// (-cpuprofile) keeps its own, and nothing is printed.
+func startOwnProfile(b *testing.B) *ownProfile {
+	b.Helper()
+	file := filepath.Join(b.TempDir(), "cpu.pprof")
+	out, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		_ = out.Close()
+		b.Logf("CPU profile not taken: %v", err)
+		return &ownProfile{}
+	}
+	b.Cleanup(func() { _ = out.Close() })
+	return &ownProfile{file: file}
+}
+
+// stop ends the profile and returns its file, if one was taken.
+func (p *ownProfile) stop() []string {
+	if p.file == "" {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	return []string{p.file}
+}
+
+// printOwnProfile logs the top of the profile by own time and with callees.
+func printOwnProfile(b *testing.B, files []string) {
+	b.Helper()
+	if len(files) == 0 {
+		return
+	}
+	for _, cumulative := range []bool{false, true} {
+		top, err := runcost.ProfileTop(context.Background(), files, 20, cumulative)
+		if err != nil {
+			b.Logf("CPU profile: %v", err)
+			return
+		}
+		fmt.Printf("    this process's CPU profile (service, load generator, proxy; cumulative=%v):\n      %s\n", cumulative,
+			strings.ReplaceAll(top, "\n", "\n      "))
 	}
 }
 

@@ -19,6 +19,10 @@ func applyMigrations(ctx context.Context, dsn string) error {
 	return err
 }
 
+// Migrate applies the schema to the database at dsn: for a database the test made on a
+// server of its own.
+func Migrate(ctx context.Context, dsn string) error { return applyMigrations(ctx, dsn) }
+
 // MigratedDSN returns the DSN of a fresh database with the schema applied.
 func MigratedDSN(t testing.TB) string {
 	t.Helper()

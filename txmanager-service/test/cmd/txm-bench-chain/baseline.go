@@ -18,6 +18,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/bionicotaku/txmanager-service/test/e2e"
+	"github.com/bionicotaku/txmanager-service/test/runcost"
 )
 
 const (
@@ -66,7 +67,7 @@ func runBaseline(ctx context.Context, url string, gethPID int, keys []*ecdsa.Pri
 	}
 
 	stopNodeProfile := profileNode(ctx, fmt.Sprintf("baseline-%d", len(keys)))
-	account := startCPUAccount(accountedProcess{name: "geth", pid: gethPID}, accountedProcess{name: "sender", pid: os.Getpid()})
+	account := runcost.StartAccount(runcost.Process{Name: "geth", PID: gethPID}, runcost.Process{Name: "sender", PID: os.Getpid()})
 	// The head before the first send: a push of thousands can outlast several blocks, and
 	// the first of them may already hold transfers.
 	start, err := eth.BlockNumber(ctx)
@@ -83,7 +84,7 @@ func runBaseline(ctx context.Context, url string, gethPID int, keys []*ecdsa.Pri
 		return m, err
 	}
 	m.confirmed, m.blocks = time.Since(started), blocks
-	m.cpu = account.finish()
+	m.cpu = account.Finish()
 	fmt.Printf("    %s\n", m.cpu)
 	stopNodeProfile()
 	return m, nil

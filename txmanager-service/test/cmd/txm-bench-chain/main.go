@@ -31,6 +31,7 @@ import (
 	"github.com/ethereum/go-ethereum/params"
 
 	"github.com/bionicotaku/txmanager-service/test/e2e"
+	"github.com/bionicotaku/txmanager-service/test/runcost"
 )
 
 type options struct {
@@ -114,7 +115,7 @@ type measurement struct {
 	// confirmed is first send (or create) -> every transfer with the confirmations.
 	confirmed time.Duration
 	blocks    int // blocks the transfers were mined in
-	cpu       cpuReport
+	cpu       runcost.Report
 }
 
 // perTransferMillis is seconds of CPU per transfer in milliseconds.
@@ -152,7 +153,7 @@ func run(ctx context.Context, o options) ([]result, error) {
 	}
 	// A cluster of the run's own: pg_stat_statements needs shared_preload_libraries, which
 	// only a start sets, and the WAL and background processes it counts are then the run's.
-	pg, err := e2e.StartPostgres(ctx, postgresSettings...)
+	pg, err := e2e.StartPostgres(ctx, runcost.PostgresSettings...)
 	if err != nil {
 		return nil, fmt.Errorf("start PostgreSQL with pg_stat_statements: %w", err)
 	}
@@ -241,9 +242,9 @@ func printResults(w io.Writer, results []result, target float64) {
 			verdict = "ABOVE target"
 		}
 		fmt.Fprintf(w, "%-8d  service / baseline = %.2fx (target <= %.1fx: %s)\n", r.signers, ratio, target, verdict)
-		service, database := r.service.cpu.seconds("service"), r.service.cpu.database
+		service, database := r.service.cpu.Seconds("service"), r.service.cpu.Database
 		ours := r.service.perTransferMillis(service + database)
-		geth := r.baseline.perTransferMillis(r.baseline.cpu.seconds("geth"))
+		geth := r.baseline.perTransferMillis(r.baseline.cpu.Seconds("geth"))
 		costRatio := 0.0
 		if geth > 0 {
 			costRatio = ours / geth

@@ -6,9 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/ethereum/go-ethereum/rpc"
@@ -87,23 +85,6 @@ func (p *profileRecorder) stop() ([]string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.files, p.err
-}
-
-// profileTop is `go tool pprof -top` over the profiles merged: the functions the service
-// spent its CPU in, by own time (flat) or with their callees (cum).
-func profileTop(ctx context.Context, files []string, entries int, cumulative bool) (string, error) {
-	if len(files) == 0 {
-		return "", fmt.Errorf("no CPU profile taken")
-	}
-	args := []string{"tool", "pprof", "-top", fmt.Sprintf("-nodecount=%d", entries)}
-	if cumulative {
-		args = append(args, "-cum")
-	}
-	out, err := exec.CommandContext(ctx, "go", append(args, files...)...).Output()
-	if err != nil {
-		return "", fmt.Errorf("go tool pprof: %w", err)
-	}
-	return strings.TrimRight(string(out), "\n"), nil
 }
 
 // nodeProfiler takes geth's own CPU profile over a run (debug_startCPUProfile, written by

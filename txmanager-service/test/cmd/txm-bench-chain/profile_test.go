@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bionicotaku/txmanager-service/test/runcost"
 )
 
 // The recorder takes profiles one after another until stopped and keeps each; the top of
@@ -43,7 +45,7 @@ func TestProfileRecorderTakesConsecutiveProfiles(t *testing.T) {
 			t.Errorf("profile %s: %v, want a non-empty file in %s", f, err, dir)
 		}
 	}
-	top, err := profileTop(context.Background(), files, 5, false)
+	top, err := runcost.ProfileTop(context.Background(), files, 5, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestProfileRecorderReportsAServiceWithoutProfiles(t *testing.T) {
 	if err == nil || len(files) != 0 {
 		t.Fatalf("files %v, err %v; want no profile and an error", files, err)
 	}
-	if _, err := profileTop(context.Background(), nil, 5, false); err == nil {
+	if _, err := runcost.ProfileTop(context.Background(), nil, 5, false); err == nil {
 		t.Fatal("top of no profiles: want an error")
 	}
 }

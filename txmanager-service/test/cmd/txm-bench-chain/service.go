@@ -20,6 +20,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/diskprobe"
 	"github.com/bionicotaku/txmanager-service/test/e2e"
 	"github.com/bionicotaku/txmanager-service/test/procstat"
+	"github.com/bionicotaku/txmanager-service/test/runcost"
 )
 
 type serviceRun struct {
@@ -73,14 +74,14 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 			return measurement{}, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	before, err := startDBCount(ctx, conn)
+	before, err := runcost.StartCount(ctx, conn)
 	if err != nil {
 		return measurement{}, err
 	}
 
-	account := startCPUAccount(accountedProcess{name: "service", pid: svc.PID()}, accountedProcess{name: "geth", pid: r.gethPID},
-		accountedProcess{name: "load generator", pid: os.Getpid()})
-	account.sampleBackends(ctx, conn)
+	account := runcost.StartAccount(runcost.Process{Name: "service", PID: svc.PID()}, runcost.Process{Name: "geth", PID: r.gethPID},
+		runcost.Process{Name: "load generator", PID: os.Getpid()})
+	account.SampleBackends(ctx, conn)
 	disk, err := diskprobe.ForDatabase(ctx, conn)
 	if err != nil {
 		fmt.Printf("    disk probe skipped: %v\n", err)
@@ -108,13 +109,13 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 				fmt.Printf("    %5.1fs  allocated %d, broadcast %d, mined %d, confirmed %d; node pool %s\n", time.Since(started).Seconds(), allocated, broadcast, mined, final, pool)
 			}
 		}
-		account.sampleBackends(ctx, conn)
+		account.SampleBackends(ctx, conn)
 	})
 	if err != nil {
 		return m, err
 	}
 	m.confirmed = time.Since(started)
-	m.cpu = account.finish()
+	m.cpu = account.Finish()
 	fmt.Printf("    %s\n", m.cpu)
 	if flushes, ok := disk.Finish(); ok {
 		// Every commit waits for a WAL flush: a run that met a stalled disk waited with it.
@@ -133,15 +134,15 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	if err := svc.Stop(); err != nil {
 		return m, fmt.Errorf("stop the service: %w", err)
 	}
-	after, err := takeDBSnapshot(ctx, conn)
+	after, err := runcost.TakeSnapshot(ctx, conn)
 	if err != nil {
 		return m, err
 	}
-	statements, err := countStatements(ctx, conn, topStatements)
+	statements, err := runcost.CountStatements(ctx, conn, topStatements)
 	if err != nil {
 		return m, err
 	}
-	printDBCost(os.Stdout, dbCost{transfers: r.transfers, delta: after.minus(before), statements: statements})
+	runcost.PrintDatabaseCost(os.Stdout, runcost.DatabaseCost{Transfers: r.transfers, Delta: after.Minus(before), Statements: statements})
 	printProfile(ctx, profiles, profileErr)
 	return m, nil
 }
@@ -166,7 +167,7 @@ func printProfile(ctx context.Context, files []string, err error) {
 // callees, under name (detail follows the cumulative flag in the heading).
 func printProfileTops(ctx context.Context, name, detail string, files []string) {
 	for _, cumulative := range []bool{false, true} {
-		top, err := profileTop(ctx, files, topFunctions, cumulative)
+		top, err := runcost.ProfileTop(ctx, files, topFunctions, cumulative)
 		if err != nil {
 			fmt.Printf("    %s: %v\n", name, err)
 			return

@@ -1,4 +1,4 @@
-package main
+package runcost
 
 import (
 	"strings"
@@ -30,9 +30,9 @@ func TestTableCounts(t *testing.T) {
 
 func TestSnapshotMinusKeepsTablesSeenOnlyAfter(t *testing.T) {
 	t.Parallel()
-	before := dbSnapshot{perTable: map[string]tableCounts{"managed_tx": {inserted: 1}}, walBytes: 1000, walRecords: 10}
-	after := dbSnapshot{perTable: map[string]tableCounts{"managed_tx": {inserted: 4}, "tx_attempt": {inserted: 3}}, walBytes: 4000, walRecords: 40, walFullPages: 2}
-	d := after.minus(before)
+	before := Snapshot{perTable: map[string]tableCounts{"managed_tx": {inserted: 1}}, walBytes: 1000, walRecords: 10}
+	after := Snapshot{perTable: map[string]tableCounts{"managed_tx": {inserted: 4}, "tx_attempt": {inserted: 3}}, walBytes: 4000, walRecords: 40, walFullPages: 2}
+	d := after.Minus(before)
 	if d.perTable["managed_tx"].inserted != 3 || d.perTable["tx_attempt"].inserted != 3 {
 		t.Errorf("per table %+v, want 3 inserted in each", d.perTable)
 	}
@@ -44,11 +44,11 @@ func TestSnapshotMinusKeepsTablesSeenOnlyAfter(t *testing.T) {
 func TestPrintDBCostIsPerTransfer(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
-	printDBCost(&out, dbCost{
-		transfers: 100,
-		delta: dbSnapshot{tables: tableCounts{inserted: 300, updated: 500, hotUpdated: 100}, walBytes: 780_000, walRecords: 5300,
+	PrintDatabaseCost(&out, DatabaseCost{
+		Transfers: 100,
+		Delta: Snapshot{tables: tableCounts{inserted: 300, updated: 500, hotUpdated: 100}, walBytes: 780_000, walRecords: 5300,
 			perTable: map[string]tableCounts{"managed_tx": {inserted: 100, updated: 400}, "idle": {}}},
-		statements: statementCount{calls: 190, rows: 500, totalMillis: 50, planMillis: 30,
+		Statements: Statements{calls: 190, rows: 500, totalMillis: 50, planMillis: 30,
 			top: []statement{{query: "-- name: MarkSigned :one\nWITH lease AS (\n  SELECT 1)", calls: 10, rows: 10, totalMillis: 20, walBytesOfStmt: 1000}}},
 	})
 	text := out.String()
@@ -80,5 +80,16 @@ func TestOneLine(t *testing.T) {
 		if got := oneLine(tt.query, tt.width); got != tt.want {
 			t.Errorf("oneLine(%q, %d) = %q, want %q", tt.query, tt.width, got, tt.want)
 		}
+	}
+}
+
+func TestPerTransferDividesByTheTransfers(t *testing.T) {
+	t.Parallel()
+	c := DatabaseCost{Transfers: 100, Delta: Snapshot{tables: tableCounts{inserted: 300, updated: 220, deleted: 10}, walBytes: 360_000},
+		Statements: Statements{calls: 17}}
+	got := c.PerTransfer()
+	want := PerTransfer{Statements: 0.17, RowVersions: 5.2, DeadRowVersions: 2.3, WALBytes: 3600}
+	if got != want {
+		t.Errorf("PerTransfer() = %+v, want %+v", got, want)
 	}
 }

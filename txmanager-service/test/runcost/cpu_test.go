@@ -1,4 +1,4 @@
-package main
+package runcost
 
 import (
 	"fmt"
@@ -65,8 +65,8 @@ func TestCPUAccount(t *testing.T) {
 		// start lays out the tree the account begins on; run changes it and samples
 		// backends between the start and the end.
 		start    func(*fakeProc)
-		run      func(*fakeProc, *cpuAccount)
-		want     cpuReport
+		run      func(*fakeProc, *Account)
+		want     Report
 		wantText string
 	}{
 		{
@@ -79,7 +79,7 @@ func TestCPUAccount(t *testing.T) {
 				f.process(20, 5)
 				f.process(21, 1)
 			},
-			run: func(f *fakeProc, a *cpuAccount) {
+			run: func(f *fakeProc, a *Account) {
 				a.sawBackends([]int{20, 21}) // at the start: their time so far is not the run's
 				f.process(20, 7)
 				f.process(21, 1.8)
@@ -91,10 +91,10 @@ func TestCPUAccount(t *testing.T) {
 				f.gone(loadGen)
 				f.machine(600, 1400, 100)
 			},
-			want: cpuReport{
+			want: Report{
 				elapsed:   12340 * time.Millisecond,
 				processes: []processCPU{{"service", 2.5, true}, {"geth", 0, true}, {"load generator", 0, false}},
-				database:  (7 - 5) + (1.8 - 1) + 0.5, backends: 3,
+				Database:  (7 - 5) + (1.8 - 1) + 0.5, backends: 3,
 				busyPercent: 40, busyKnown: true, stealPercent: 10,
 			},
 			wantText: "CPU over 12.3s: service 2.5 s, geth 0.0 s, load generator unknown, database 3.3 s (3 server processes); the machine's cores 40% busy (stolen by the hypervisor 10%)",
@@ -106,7 +106,7 @@ func TestCPUAccount(t *testing.T) {
 				f.process(geth, 1)
 				f.process(loadGen, 1)
 			},
-			run: func(f *fakeProc, a *cpuAccount) {
+			run: func(f *fakeProc, a *Account) {
 				a.sawBackends(nil) // the start: every process seen later began during the run
 				a.kinds[30], a.kinds[31] = "client backend", "autovacuum worker"
 				f.process(30, 2)
@@ -114,10 +114,10 @@ func TestCPUAccount(t *testing.T) {
 				f.process(32, 0.25)
 				a.sawBackends([]int{30, 31, 32})
 			},
-			want: cpuReport{
+			want: Report{
 				elapsed:   12340 * time.Millisecond,
 				processes: []processCPU{{"service", 0, true}, {"geth", 0, true}, {"load generator", 0, true}},
-				database:  2.75, backends: 3,
+				Database:  2.75, backends: 3,
 			},
 			wantText: "CPU over 12.3s: service 0.0 s, geth 0.0 s, load generator 0.0 s, database 2.8 s (3 server processes: client backend 2.0 s, " +
 				"autovacuum worker 0.5 s, other 0.2 s); the machine's cores unknown busy",
@@ -130,11 +130,11 @@ func TestCPUAccount(t *testing.T) {
 				f.process(geth, 1)
 				f.process(loadGen, 1)
 			},
-			run: func(f *fakeProc, a *cpuAccount) {
+			run: func(f *fakeProc, a *Account) {
 				a.sawBackends(nil)
 				f.process(geth, 3.25)
 			},
-			want: cpuReport{
+			want: Report{
 				elapsed:   12340 * time.Millisecond,
 				processes: []processCPU{{"service", 0, true}, {"geth", 2.25, true}, {"load generator", 0, true}},
 			},
@@ -143,8 +143,8 @@ func TestCPUAccount(t *testing.T) {
 		{
 			name:  "no /proc at all",
 			start: func(*fakeProc) {},
-			run:   func(_ *fakeProc, a *cpuAccount) { a.sawBackends([]int{20}) },
-			want: cpuReport{
+			run:   func(_ *fakeProc, a *Account) { a.sawBackends([]int{20}) },
+			want: Report{
 				elapsed:   12340 * time.Millisecond,
 				processes: []processCPU{{"service", 0, false}, {"geth", 0, false}, {"load generator", 0, false}},
 			},
@@ -158,14 +158,14 @@ func TestCPUAccount(t *testing.T) {
 			tc.start(f)
 			clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 			now := func() time.Time { return clock }
-			a := newCPUAccount(f.proc(), now,
-				accountedProcess{name: "service", pid: service}, accountedProcess{name: "geth", pid: geth}, accountedProcess{name: "load generator", pid: loadGen})
+			a := newAccount(f.proc(), now,
+				Process{Name: "service", PID: service}, Process{Name: "geth", PID: geth}, Process{Name: "load generator", PID: loadGen})
 			tc.run(f, a)
 			clock = clock.Add(12340 * time.Millisecond)
-			got := a.finish()
+			got := a.Finish()
 
 			if got.elapsed != tc.want.elapsed || got.backends != tc.want.backends || got.busyKnown != tc.want.busyKnown ||
-				!near(got.database, tc.want.database) || !near(got.busyPercent, tc.want.busyPercent) || !near(got.stealPercent, tc.want.stealPercent) || len(got.processes) != len(tc.want.processes) {
+				!near(got.Database, tc.want.Database) || !near(got.busyPercent, tc.want.busyPercent) || !near(got.stealPercent, tc.want.stealPercent) || len(got.processes) != len(tc.want.processes) {
 				t.Fatalf("report %+v, want %+v", got, tc.want)
 			}
 			for i, p := range got.processes {

@@ -1,4 +1,4 @@
-package main
+package runcost
 
 import (
 	"context"
@@ -12,16 +12,16 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/procstat"
 )
 
-// cpuAccount is the CPU time each participant of a measured run used, read from /proc: on
+// Account is the CPU time each participant of a measured run used, read from /proc: on
 // a machine whose cores the node, the database, the service and this load generator share,
 // it says where the run's time went.
-type cpuAccount struct {
+type Account struct {
 	proc    procstat.Proc
 	now     func() time.Time
 	began   time.Time
 	machine procstat.MachineTimes
 	// processes are the participants with one process each (service, geth, this one).
-	processes []accountedProcess
+	processes []Process
 	// backends are the database's server processes serving the run, by pid.
 	backends        map[int]*backendTimes
 	backendsSampled bool
@@ -30,11 +30,11 @@ type cpuAccount struct {
 	kinds map[int]string
 }
 
-// accountedProcess is a participant: its name, its pid and (once started) its CPU seconds
+// Process is a participant: its name, its pid and (once started) its CPU seconds
 // when the account began.
-type accountedProcess struct {
-	name  string
-	pid   int
+type Process struct {
+	Name  string
+	PID   int
 	start float64
 }
 
@@ -46,26 +46,26 @@ type backendTimes struct{ first, last float64 }
 // so a reading below the last never counts.
 func (b *backendTimes) saw(seconds float64) { b.last = max(b.last, seconds) }
 
-// startCPUAccount begins accounting for processes, reported in this order.
-func startCPUAccount(processes ...accountedProcess) *cpuAccount {
-	return newCPUAccount(procstat.Proc{}, time.Now, processes...)
+// StartAccount begins accounting for processes, reported in this order.
+func StartAccount(processes ...Process) *Account {
+	return newAccount(procstat.Proc{}, time.Now, processes...)
 }
 
-// newCPUAccount begins accounting for processes from the /proc tree proc, on the clock now.
-func newCPUAccount(proc procstat.Proc, now func() time.Time, processes ...accountedProcess) *cpuAccount {
+// newAccount begins accounting for processes from the /proc tree proc, on the clock now.
+func newAccount(proc procstat.Proc, now func() time.Time, processes ...Process) *Account {
 	machine, _ := proc.Machine()
-	a := &cpuAccount{proc: proc, now: now, began: now(), machine: machine, processes: processes, backends: map[int]*backendTimes{}, kinds: map[int]string{}}
+	a := &Account{proc: proc, now: now, began: now(), machine: machine, processes: processes, backends: map[int]*backendTimes{}, kinds: map[int]string{}}
 	for i := range a.processes {
-		a.processes[i].start, _ = proc.ProcessSeconds(a.processes[i].pid)
+		a.processes[i].start, _ = proc.ProcessSeconds(a.processes[i].PID)
 	}
 	return a
 }
 
-// sampleBackends records the CPU time of the database's server processes that serve conn's
+// SampleBackends records the CPU time of the database's server processes that serve conn's
 // database and of the server's background processes (WAL writer, checkpointer, autovacuum:
 // pg_stat_activity rows without a database), but not conn's own (sawBackends). It needs the
 // database on this machine; elsewhere it records nothing.
-func (a *cpuAccount) sampleBackends(ctx context.Context, conn *pgx.Conn) {
+func (a *Account) SampleBackends(ctx context.Context, conn *pgx.Conn) {
 	rows, err := conn.Query(ctx, `SELECT pid, COALESCE(backend_type, '') FROM pg_stat_activity
 		WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid()`)
 	if err != nil {
@@ -92,7 +92,7 @@ func (a *cpuAccount) sampleBackends(ctx context.Context, conn *pgx.Conn) {
 // sawBackends records the CPU time of the database's server processes pids; the first
 // call, at the start, sets where each one already there began, and a process first seen
 // later started during the run, so all of its time is the run's.
-func (a *cpuAccount) sawBackends(pids []int) {
+func (a *Account) sawBackends(pids []int) {
 	for _, pid := range pids {
 		seconds, err := a.proc.ProcessSeconds(pid)
 		if err != nil {
@@ -111,14 +111,14 @@ func (a *cpuAccount) sawBackends(pids []int) {
 	a.backendsSampled = true
 }
 
-// cpuReport is an account's result.
-type cpuReport struct {
+// Report is an account's result.
+type Report struct {
 	elapsed time.Duration
 	// processes are the participants in the account's order; known is false for one whose
 	// times could not be read at the end.
 	processes []processCPU
-	// database sums the server processes' seconds (backends of them).
-	database float64
+	// Database sums the server processes' seconds (backends of them).
+	Database float64
 	backends int
 	// databaseByKind splits database by backend_type ("other" where it was not named).
 	databaseByKind map[string]float64
@@ -131,8 +131,8 @@ type cpuReport struct {
 	stealPercent float64
 }
 
-// seconds is the CPU seconds of the participant called name (0 when unknown).
-func (r cpuReport) seconds(name string) float64 {
+// Seconds is the CPU seconds of the participant called name (0 when unknown).
+func (r Report) Seconds(name string) float64 {
 	for _, p := range r.processes {
 		if p.name == name && p.known {
 			return p.seconds
@@ -147,12 +147,12 @@ type processCPU struct {
 	known   bool
 }
 
-// finish reads every process once more and reports the account.
-func (a *cpuAccount) finish() cpuReport {
-	r := cpuReport{elapsed: a.now().Sub(a.began)}
+// Finish reads every process once more and reports the account.
+func (a *Account) Finish() Report {
+	r := Report{elapsed: a.now().Sub(a.began)}
 	for _, p := range a.processes {
-		seconds, err := a.proc.ProcessSeconds(p.pid)
-		r.processes = append(r.processes, processCPU{name: p.name, seconds: seconds - p.start, known: err == nil})
+		seconds, err := a.proc.ProcessSeconds(p.PID)
+		r.processes = append(r.processes, processCPU{name: p.Name, seconds: seconds - p.start, known: err == nil})
 	}
 	r.databaseByKind = map[string]float64{}
 	for pid, seen := range a.backends {
@@ -160,7 +160,7 @@ func (a *cpuAccount) finish() cpuReport {
 			seen.saw(seconds)
 		}
 		used := max(seen.last-seen.first, 0)
-		r.database += used
+		r.Database += used
 		kind := a.kinds[pid]
 		if kind == "" {
 			kind = "other"
@@ -177,7 +177,7 @@ func (a *cpuAccount) finish() cpuReport {
 	return r
 }
 
-func (r cpuReport) String() string {
+func (r Report) String() string {
 	var parts []string
 	for _, p := range r.processes {
 		if !p.known {
@@ -187,7 +187,7 @@ func (r cpuReport) String() string {
 		parts = append(parts, fmt.Sprintf("%s %.1f s", p.name, p.seconds))
 	}
 	if r.backends > 0 {
-		parts = append(parts, fmt.Sprintf("database %.1f s (%d server processes%s)", r.database, r.backends, r.kindsText()))
+		parts = append(parts, fmt.Sprintf("database %.1f s (%d server processes%s)", r.Database, r.backends, r.kindsText()))
 	}
 	busy := "unknown busy"
 	if r.busyKnown {
@@ -198,7 +198,7 @@ func (r cpuReport) String() string {
 
 // kindsText is the database's seconds by kind of server process, most first, as
 // "; client backend 9.1 s, autovacuum worker 1.2 s" (empty when none is named).
-func (r cpuReport) kindsText() string {
+func (r Report) kindsText() string {
 	if _, onlyUnnamed := r.databaseByKind["other"]; len(r.databaseByKind) == 0 || (onlyUnnamed && len(r.databaseByKind) == 1) {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package main
+package runcost
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// postgresSettings are what the run's own cluster starts with beyond a durable server's
+// PostgresSettings are what the run's own cluster starts with beyond a durable server's
 // defaults: pg_stat_statements must be preloaded, so the tool cannot use a shared server.
-var postgresSettings = []string{
+var PostgresSettings = []string{
 	"shared_preload_libraries=pg_stat_statements",
 	"pg_stat_statements.track=top",
 	"pg_stat_statements.max=1000",
@@ -39,8 +39,8 @@ func (c tableCounts) minus(o tableCounts) tableCounts {
 	return tableCounts{c.inserted - o.inserted, c.updated - o.updated, c.hotUpdated - o.hotUpdated, c.deleted - o.deleted}
 }
 
-// dbSnapshot is the database's counters at one moment.
-type dbSnapshot struct {
+// Snapshot is the database's counters at one moment.
+type Snapshot struct {
 	tables tableCounts
 	// perTable is each table's counts, for finding which one a change should go after.
 	perTable map[string]tableCounts
@@ -51,8 +51,9 @@ type dbSnapshot struct {
 	walRecords, walFullPages int64
 }
 
-func (s dbSnapshot) minus(o dbSnapshot) dbSnapshot {
-	d := dbSnapshot{tables: s.tables.minus(o.tables), perTable: map[string]tableCounts{},
+// Minus is what changed from o to s.
+func (s Snapshot) Minus(o Snapshot) Snapshot {
+	d := Snapshot{tables: s.tables.minus(o.tables), perTable: map[string]tableCounts{},
 		walBytes: s.walBytes - o.walBytes, walRecords: s.walRecords - o.walRecords, walFullPages: s.walFullPages - o.walFullPages}
 	for name, c := range s.perTable {
 		d.perTable[name] = c.minus(o.perTable[name])
@@ -60,9 +61,9 @@ func (s dbSnapshot) minus(o dbSnapshot) dbSnapshot {
 	return d
 }
 
-// startDBCount prepares conn's database for counting: pg_stat_statements installed and
+// StartCount prepares conn's database for counting: pg_stat_statements installed and
 // reset, and conn's own statements left out of the count.
-func startDBCount(ctx context.Context, conn *pgx.Conn) (dbSnapshot, error) {
+func StartCount(ctx context.Context, conn *pgx.Conn) (Snapshot, error) {
 	for _, sql := range []string{
 		"CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
 		// This connection's progress queries are the tool's, not the service's.
@@ -71,16 +72,17 @@ func startDBCount(ctx context.Context, conn *pgx.Conn) (dbSnapshot, error) {
 		"SELECT pg_stat_reset_shared('wal')",
 	} {
 		if _, err := conn.Exec(ctx, sql); err != nil {
-			return dbSnapshot{}, fmt.Errorf("prepare the database count (%s): %w", sql, err)
+			return Snapshot{}, fmt.Errorf("prepare the database count (%s): %w", sql, err)
 		}
 	}
-	return takeDBSnapshot(ctx, conn)
+	return TakeSnapshot(ctx, conn)
 }
 
-func takeDBSnapshot(ctx context.Context, conn *pgx.Conn) (dbSnapshot, error) {
+// TakeSnapshot reads conn's database's table counters and the server's WAL counters.
+func TakeSnapshot(ctx context.Context, conn *pgx.Conn) (Snapshot, error) {
 	// Counters other backends have not flushed yet are not visible; the snapshot after the
 	// run is taken once the service has stopped, whose backends flush theirs on exit.
-	s := dbSnapshot{perTable: map[string]tableCounts{}}
+	s := Snapshot{perTable: map[string]tableCounts{}}
 	rows, err := conn.Query(ctx, `SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables`)
 	if err != nil {
 		return s, fmt.Errorf("table counters: %w", err)
@@ -121,16 +123,18 @@ type statement struct {
 	buffers int64
 }
 
-// statementCount is the service's statements in the run: their total and the costliest.
-type statementCount struct {
+// Statements is the service's statements in the run: their total and the costliest.
+type Statements struct {
 	calls, rows int64
 	totalMillis float64
 	planMillis  float64
 	top         []statement
 }
 
-func countStatements(ctx context.Context, conn *pgx.Conn, topN int) (statementCount, error) {
-	var c statementCount
+// CountStatements sums pg_stat_statements over conn's database since StartCount and lists
+// the topN costliest statements by execution and planning time.
+func CountStatements(ctx context.Context, conn *pgx.Conn, topN int) (Statements, error) {
+	var c Statements
 	err := conn.QueryRow(ctx, `SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(rows), 0)::bigint, coalesce(sum(total_exec_time), 0), coalesce(sum(total_plan_time), 0)
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&c.calls, &c.rows, &c.totalMillis, &c.planMillis)
 	if err != nil {
@@ -149,19 +153,31 @@ func countStatements(ctx context.Context, conn *pgx.Conn, topN int) (statementCo
 	return c, err
 }
 
-// dbCost is what the database did for a run's confirmed transfers.
-type dbCost struct {
-	transfers  int
-	delta      dbSnapshot
-	statements statementCount
+// DatabaseCost is what the database did for a run's confirmed transfers.
+type DatabaseCost struct {
+	Transfers  int
+	Delta      Snapshot
+	Statements Statements
 }
 
-// printDBCost writes the per-transfer table and the costliest statements.
-func printDBCost(w io.Writer, c dbCost) {
-	n := float64(c.transfers)
-	d := c.delta
-	fmt.Fprintf(w, "    database per confirmed transfer (%d transfers):\n", c.transfers)
-	fmt.Fprintf(w, "      statements %.2f (rows returned or affected %.2f, execution %.3f ms, planning %.3f ms)\n", float64(c.statements.calls)/n, float64(c.statements.rows)/n, c.statements.totalMillis/n, c.statements.planMillis/n)
+// PerTransfer is a run's database cost per transfer, for benchmark metrics.
+type PerTransfer struct {
+	Statements, RowVersions, DeadRowVersions, WALBytes float64
+}
+
+// PerTransfer divides the run's counts by its transfers.
+func (c DatabaseCost) PerTransfer() PerTransfer {
+	n := float64(max(c.Transfers, 1))
+	return PerTransfer{Statements: float64(c.Statements.calls) / n, RowVersions: float64(c.Delta.tables.written()) / n,
+		DeadRowVersions: float64(c.Delta.tables.dead()) / n, WALBytes: float64(c.Delta.walBytes) / n}
+}
+
+// PrintDatabaseCost writes the per-transfer table and the costliest statements.
+func PrintDatabaseCost(w io.Writer, c DatabaseCost) {
+	n := float64(c.Transfers)
+	d := c.Delta
+	fmt.Fprintf(w, "    database per confirmed transfer (%d transfers):\n", c.Transfers)
+	fmt.Fprintf(w, "      statements %.2f (rows returned or affected %.2f, execution %.3f ms, planning %.3f ms)\n", float64(c.Statements.calls)/n, float64(c.Statements.rows)/n, c.Statements.totalMillis/n, c.Statements.planMillis/n)
 	fmt.Fprintf(w, "      row versions written %.2f (inserted %.2f, updated %.2f of which HOT %.2f); dead row versions %.2f (updated + deleted %.2f)\n",
 		float64(d.tables.written())/n, float64(d.tables.inserted)/n, float64(d.tables.updated)/n, float64(d.tables.hotUpdated)/n,
 		float64(d.tables.dead())/n, float64(d.tables.deleted)/n)
@@ -177,7 +193,7 @@ func printDBCost(w io.Writer, c dbCost) {
 	fmt.Fprintf(w, "      by table (+inserted ~updated -deleted): %s\n", strings.Join(parts, "; "))
 	fmt.Fprintf(w, "    top statements by total execution and planning time:\n")
 	fmt.Fprintf(w, "      %9s %8s %8s %9s %9s %9s %10s  %s\n", "total ms", "plan ms", "calls/tx", "rows/call", "ms/call", "WAL B/tx", "bufs/call", "query")
-	for _, s := range c.statements.top {
+	for _, s := range c.Statements.top {
 		rowsPerCall := 0.0
 		if s.calls > 0 {
 			rowsPerCall = float64(s.rows) / float64(s.calls)
