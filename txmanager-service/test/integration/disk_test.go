@@ -17,6 +17,8 @@ func startDiskMeter(tb testing.TB, pool *pgxpool.Pool) *diskprobe.Probe {
 	if err != nil {
 		tb.Logf("disk probe skipped: %v", err)
 	}
+	// A benchmark that fails before reporting leaves no probe running.
+	tb.Cleanup(func() { _, _ = probe.Finish() })
 	return probe
 }
 

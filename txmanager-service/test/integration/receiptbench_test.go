@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -122,19 +123,28 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 		}
 		return n
 	}
-	dbBefore, err := runcost.StartCount(ctx, conn)
+	dbBefore, err := runcost.StartDatabaseCount(ctx, conn)
 	if err != nil {
 		b.Fatal(err)
 	}
-	account := runcost.StartAccount(runcost.Process{Name: "this process (service, load generator, proxy)", PID: os.Getpid()},
+	account := runcost.StartCPUAccount(runcost.Process{Name: "this process (service, load generator, proxy)", PID: os.Getpid()},
 		runcost.Process{Name: "chain process", PID: devChain.PID()})
 	account.SampleBackends(ctx, conn)
+	// The samples run in this process, inside its measured CPU: a few a second are enough.
+	var lastSample time.Time
+	sampleBackends := func() {
+		if time.Since(lastSample) >= 200*time.Millisecond {
+			account.SampleBackends(ctx, conn)
+			lastSample = time.Now()
+		}
+	}
 	profile := startOwnProfile(b)
 	runs := 0
 
 	for b.Loop() {
 		runs++
 		started := time.Now()
+		requestsAtStart, lookupsAtStart, blockReadsAtStart := proxy.requests.Load(), proxy.lookups.Load(), proxy.blockReads.Load()
 		createCPU := startCPUMeter(b, devChain.PID())
 		res := loadgen.Run(ctx, loadgen.NewClient(64), loadgen.Config{
 			URL: s.httpURL + "/api/v1/tx", Concurrency: 64, Requests: total,
@@ -155,7 +165,7 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 					inPool += int(n)
 				}
 			}
-			account.SampleBackends(ctx, conn)
+			sampleBackends()
 			if inPool >= runs*total {
 				return true
 			}
@@ -191,31 +201,36 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 		steal := startStealMeter()
 		receiptCPU := startCPUMeter(b, devChain.PID())
 		waitFor(b, 5*time.Minute, "all confirmed", func() bool {
-			account.SampleBackends(ctx, conn)
+			sampleBackends()
 			return countConfirmed() == runs*total
 		})
 		finalAfter := time.Since(minedAt)
 		receiptService, receiptChain := receiptCPU.seconds(b)
 		steal.report(b)
-		requests, lookups, blockReads := proxy.requests.Load(), proxy.lookups.Load(), proxy.blockReads.Load()
+		requests := proxy.requests.Load() - requestsAtStart
+		lookups, blockReads := proxy.lookups.Load()-lookupsAtStart, proxy.blockReads.Load()-blockReadsAtStart
 		b.ReportMetric(finalAfter.Seconds(), "s-to-final-10k")
 		// Every transaction's receipt is checked once it is mined: requests per 1,000 of
 		// them, whether the checker looked them up by hash or read their blocks whole.
-		b.ReportMetric(float64(requests)*1000/float64(runs*total), "rpc-req/1000-receipts")
+		b.ReportMetric(float64(requests)*1000/float64(total), "rpc-req/1000-receipts")
 		perTx := func(seconds float64) float64 { return seconds * 1000 / total }
 		b.ReportMetric(perTx(createService), "service-create-cpu-ms/tx")
 		b.ReportMetric(perTx(createChain), "chain-create-cpu-ms/tx")
 		b.ReportMetric(perTx(receiptService), "service-receipt-cpu-ms/tx")
 		b.ReportMetric(perTx(receiptChain), "chain-receipt-cpu-ms/tx")
-		b.Logf("final %s after mining; receipts read in %d requests overall (%d after mining): %d looked up by hash, %d blocks read whole",
-			finalAfter.Round(time.Millisecond), requests, requests-requestsBefore, lookups, blockReads)
+		b.Logf("final %s after mining; receipts read in %d requests (%d after mining): %d looked up by hash, %d blocks read whole",
+			finalAfter.Round(time.Millisecond), requests, proxy.requests.Load()-requestsBefore, lookups, blockReads)
 		b.Logf("CPU, create and broadcast: this process (service, load generator, proxy) %.2f s, chain process %.2f s", createService, createChain)
 		b.Logf("CPU, receipts to final: this process (service, proxy) %.2f s, chain process %.2f s", receiptService, receiptChain)
 	}
 	profiles := profile.stop()
-	// The service's backends flush their table counters when they exit.
-	cpu := account.Finish()
+	cpu := account.Finish() // before the service stops: its server processes are gone after
+	// A server process flushes its table counters when it exits: the service stops, and its
+	// connections' processes end, before the counters are read.
 	s.stop(b)
+	if err := runcost.WaitForOtherBackends(ctx, conn, 10*time.Second); err != nil {
+		b.Fatal(err)
+	}
 	reportDatabaseCost(b, conn, dbBefore, runs*total, cpu)
 	printOwnProfile(b, profiles)
 }
@@ -244,10 +259,10 @@ func startCountedDatabase(b *testing.B) string {
 
 // reportDatabaseCost logs what the database did since before for transfers confirmed
 // transfers, and reports it per transfer with the database's CPU from cpu.
-func reportDatabaseCost(b *testing.B, conn *pgx.Conn, before runcost.Snapshot, transfers int, cpu runcost.Report) {
+func reportDatabaseCost(b *testing.B, conn *pgx.Conn, before runcost.DatabaseSnapshot, transfers int, cpu runcost.CPUReport) {
 	b.Helper()
 	ctx := context.Background()
-	after, err := runcost.TakeSnapshot(ctx, conn)
+	after, err := runcost.TakeDatabaseSnapshot(ctx, conn)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -269,10 +284,12 @@ func reportDatabaseCost(b *testing.B, conn *pgx.Conn, before runcost.Snapshot, t
 // ownProfile is this process's CPU profile over a benchmark's measured span, in a file.
 type ownProfile struct {
 	file string
+	once sync.Once
 }
 
-// startOwnProfile starts profiling this process; a test binary already profiling
-// (-cpuprofile) keeps its own, and nothing is printed.
+// startOwnProfile starts profiling this process until stop, or until b ends when it fails
+// first (a profile left running would make the next one in this binary fail to start). A
+// test binary already profiling (-cpuprofile) keeps its own, and nothing is printed.
 func startOwnProfile(b *testing.B) *ownProfile {
 	b.Helper()
 	file := filepath.Join(b.TempDir(), "cpu.pprof")
@@ -285,16 +302,19 @@ func startOwnProfile(b *testing.B) *ownProfile {
 		b.Logf("CPU profile not taken: %v", err)
 		return &ownProfile{}
 	}
+	p := &ownProfile{file: file}
+	// Cleanups run last first: the profile stops before its file closes.
 	b.Cleanup(func() { _ = out.Close() })
-	return &ownProfile{file: file}
+	b.Cleanup(func() { p.stop() })
+	return p
 }
 
-// stop ends the profile and returns its file, if one was taken.
+// stop ends the profile and returns its file, if one was taken; later calls do nothing more.
 func (p *ownProfile) stop() []string {
 	if p.file == "" {
 		return nil
 	}
-	pprof.StopCPUProfile()
+	p.once.Do(pprof.StopCPUProfile)
 	return []string{p.file}
 }
 

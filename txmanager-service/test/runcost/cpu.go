@@ -12,10 +12,10 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/procstat"
 )
 
-// Account is the CPU time each participant of a measured run used, read from /proc: on
+// CPUAccount is the CPU time each participant of a measured run used, read from /proc: on
 // a machine whose cores the node, the database, the service and this load generator share,
 // it says where the run's time went.
-type Account struct {
+type CPUAccount struct {
 	proc    procstat.Proc
 	now     func() time.Time
 	began   time.Time
@@ -46,15 +46,15 @@ type backendTimes struct{ first, last float64 }
 // so a reading below the last never counts.
 func (b *backendTimes) saw(seconds float64) { b.last = max(b.last, seconds) }
 
-// StartAccount begins accounting for processes, reported in this order.
-func StartAccount(processes ...Process) *Account {
-	return newAccount(procstat.Proc{}, time.Now, processes...)
+// StartCPUAccount begins accounting for processes, reported in this order.
+func StartCPUAccount(processes ...Process) *CPUAccount {
+	return newCPUAccount(procstat.Proc{}, time.Now, processes...)
 }
 
-// newAccount begins accounting for processes from the /proc tree proc, on the clock now.
-func newAccount(proc procstat.Proc, now func() time.Time, processes ...Process) *Account {
+// newCPUAccount begins accounting for processes from the /proc tree proc, on the clock now.
+func newCPUAccount(proc procstat.Proc, now func() time.Time, processes ...Process) *CPUAccount {
 	machine, _ := proc.Machine()
-	a := &Account{proc: proc, now: now, began: now(), machine: machine, processes: processes, backends: map[int]*backendTimes{}, kinds: map[int]string{}}
+	a := &CPUAccount{proc: proc, now: now, began: now(), machine: machine, processes: processes, backends: map[int]*backendTimes{}, kinds: map[int]string{}}
 	for i := range a.processes {
 		a.processes[i].start, _ = proc.ProcessSeconds(a.processes[i].PID)
 	}
@@ -63,9 +63,10 @@ func newAccount(proc procstat.Proc, now func() time.Time, processes ...Process) 
 
 // SampleBackends records the CPU time of the database's server processes that serve conn's
 // database and of the server's background processes (WAL writer, checkpointer, autovacuum:
-// pg_stat_activity rows without a database), but not conn's own (sawBackends). It needs the
-// database on this machine; elsewhere it records nothing.
-func (a *Account) SampleBackends(ctx context.Context, conn *pgx.Conn) {
+// pg_stat_activity rows without a database), but not conn's own. Server processes come and
+// go during a run, so call it repeatedly while the run lasts (bench-chain does every 100 ms). It needs the database
+// on this machine; elsewhere it records nothing.
+func (a *CPUAccount) SampleBackends(ctx context.Context, conn *pgx.Conn) {
 	rows, err := conn.Query(ctx, `SELECT pid, COALESCE(backend_type, '') FROM pg_stat_activity
 		WHERE (datname = current_database() OR datname IS NULL) AND pid <> pg_backend_pid()`)
 	if err != nil {
@@ -92,7 +93,7 @@ func (a *Account) SampleBackends(ctx context.Context, conn *pgx.Conn) {
 // sawBackends records the CPU time of the database's server processes pids; the first
 // call, at the start, sets where each one already there began, and a process first seen
 // later started during the run, so all of its time is the run's.
-func (a *Account) sawBackends(pids []int) {
+func (a *CPUAccount) sawBackends(pids []int) {
 	for _, pid := range pids {
 		seconds, err := a.proc.ProcessSeconds(pid)
 		if err != nil {
@@ -111,8 +112,8 @@ func (a *Account) sawBackends(pids []int) {
 	a.backendsSampled = true
 }
 
-// Report is an account's result.
-type Report struct {
+// CPUReport is an account's result.
+type CPUReport struct {
 	elapsed time.Duration
 	// processes are the participants in the account's order; known is false for one whose
 	// times could not be read at the end.
@@ -132,7 +133,7 @@ type Report struct {
 }
 
 // Seconds is the CPU seconds of the participant called name (0 when unknown).
-func (r Report) Seconds(name string) float64 {
+func (r CPUReport) Seconds(name string) float64 {
 	for _, p := range r.processes {
 		if p.name == name && p.known {
 			return p.seconds
@@ -148,8 +149,8 @@ type processCPU struct {
 }
 
 // Finish reads every process once more and reports the account.
-func (a *Account) Finish() Report {
-	r := Report{elapsed: a.now().Sub(a.began)}
+func (a *CPUAccount) Finish() CPUReport {
+	r := CPUReport{elapsed: a.now().Sub(a.began)}
 	for _, p := range a.processes {
 		seconds, err := a.proc.ProcessSeconds(p.PID)
 		r.processes = append(r.processes, processCPU{name: p.Name, seconds: seconds - p.start, known: err == nil})
@@ -177,7 +178,7 @@ func (a *Account) Finish() Report {
 	return r
 }
 
-func (r Report) String() string {
+func (r CPUReport) String() string {
 	var parts []string
 	for _, p := range r.processes {
 		if !p.known {
@@ -198,7 +199,7 @@ func (r Report) String() string {
 
 // kindsText is the database's seconds by kind of server process, most first, as
 // "; client backend 9.1 s, autovacuum worker 1.2 s" (empty when none is named).
-func (r Report) kindsText() string {
+func (r CPUReport) kindsText() string {
 	if _, onlyUnnamed := r.databaseByKind["other"]; len(r.databaseByKind) == 0 || (onlyUnnamed && len(r.databaseByKind) == 1) {
 		return ""
 	}

@@ -65,8 +65,8 @@ func TestCPUAccount(t *testing.T) {
 		// start lays out the tree the account begins on; run changes it and samples
 		// backends between the start and the end.
 		start    func(*fakeProc)
-		run      func(*fakeProc, *Account)
-		want     Report
+		run      func(*fakeProc, *CPUAccount)
+		want     CPUReport
 		wantText string
 	}{
 		{
@@ -79,7 +79,7 @@ func TestCPUAccount(t *testing.T) {
 				f.process(20, 5)
 				f.process(21, 1)
 			},
-			run: func(f *fakeProc, a *Account) {
+			run: func(f *fakeProc, a *CPUAccount) {
 				a.sawBackends([]int{20, 21}) // at the start: their time so far is not the run's
 				f.process(20, 7)
 				f.process(21, 1.8)
@@ -91,7 +91,7 @@ func TestCPUAccount(t *testing.T) {
 				f.gone(loadGen)
 				f.machine(600, 1400, 100)
 			},
-			want: Report{
+			want: CPUReport{
 				elapsed:   12340 * time.Millisecond,
 				processes: []processCPU{{"service", 2.5, true}, {"geth", 0, true}, {"load generator", 0, false}},
 				Database:  (7 - 5) + (1.8 - 1) + 0.5, backends: 3,
@@ -106,7 +106,7 @@ func TestCPUAccount(t *testing.T) {
 				f.process(geth, 1)
 				f.process(loadGen, 1)
 			},
-			run: func(f *fakeProc, a *Account) {
+			run: func(f *fakeProc, a *CPUAccount) {
 				a.sawBackends(nil) // the start: every process seen later began during the run
 				a.kinds[30], a.kinds[31] = "client backend", "autovacuum worker"
 				f.process(30, 2)
@@ -114,7 +114,7 @@ func TestCPUAccount(t *testing.T) {
 				f.process(32, 0.25)
 				a.sawBackends([]int{30, 31, 32})
 			},
-			want: Report{
+			want: CPUReport{
 				elapsed:   12340 * time.Millisecond,
 				processes: []processCPU{{"service", 0, true}, {"geth", 0, true}, {"load generator", 0, true}},
 				Database:  2.75, backends: 3,
@@ -130,11 +130,11 @@ func TestCPUAccount(t *testing.T) {
 				f.process(geth, 1)
 				f.process(loadGen, 1)
 			},
-			run: func(f *fakeProc, a *Account) {
+			run: func(f *fakeProc, a *CPUAccount) {
 				a.sawBackends(nil)
 				f.process(geth, 3.25)
 			},
-			want: Report{
+			want: CPUReport{
 				elapsed:   12340 * time.Millisecond,
 				processes: []processCPU{{"service", 0, true}, {"geth", 2.25, true}, {"load generator", 0, true}},
 			},
@@ -143,8 +143,8 @@ func TestCPUAccount(t *testing.T) {
 		{
 			name:  "no /proc at all",
 			start: func(*fakeProc) {},
-			run:   func(_ *fakeProc, a *Account) { a.sawBackends([]int{20}) },
-			want: Report{
+			run:   func(_ *fakeProc, a *CPUAccount) { a.sawBackends([]int{20}) },
+			want: CPUReport{
 				elapsed:   12340 * time.Millisecond,
 				processes: []processCPU{{"service", 0, false}, {"geth", 0, false}, {"load generator", 0, false}},
 			},
@@ -158,7 +158,7 @@ func TestCPUAccount(t *testing.T) {
 			tc.start(f)
 			clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 			now := func() time.Time { return clock }
-			a := newAccount(f.proc(), now,
+			a := newCPUAccount(f.proc(), now,
 				Process{Name: "service", PID: service}, Process{Name: "geth", PID: geth}, Process{Name: "load generator", PID: loadGen})
 			tc.run(f, a)
 			clock = clock.Add(12340 * time.Millisecond)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -39,8 +40,8 @@ func (c tableCounts) minus(o tableCounts) tableCounts {
 	return tableCounts{c.inserted - o.inserted, c.updated - o.updated, c.hotUpdated - o.hotUpdated, c.deleted - o.deleted}
 }
 
-// Snapshot is the database's counters at one moment.
-type Snapshot struct {
+// DatabaseSnapshot is the database's counters at one moment.
+type DatabaseSnapshot struct {
 	tables tableCounts
 	// perTable is each table's counts, for finding which one a change should go after.
 	perTable map[string]tableCounts
@@ -52,8 +53,8 @@ type Snapshot struct {
 }
 
 // Minus is what changed from o to s.
-func (s Snapshot) Minus(o Snapshot) Snapshot {
-	d := Snapshot{tables: s.tables.minus(o.tables), perTable: map[string]tableCounts{},
+func (s DatabaseSnapshot) Minus(o DatabaseSnapshot) DatabaseSnapshot {
+	d := DatabaseSnapshot{tables: s.tables.minus(o.tables), perTable: map[string]tableCounts{},
 		walBytes: s.walBytes - o.walBytes, walRecords: s.walRecords - o.walRecords, walFullPages: s.walFullPages - o.walFullPages}
 	for name, c := range s.perTable {
 		d.perTable[name] = c.minus(o.perTable[name])
@@ -61,9 +62,9 @@ func (s Snapshot) Minus(o Snapshot) Snapshot {
 	return d
 }
 
-// StartCount prepares conn's database for counting: pg_stat_statements installed and
+// StartDatabaseCount prepares conn's database for counting: pg_stat_statements installed and
 // reset, and conn's own statements left out of the count.
-func StartCount(ctx context.Context, conn *pgx.Conn) (Snapshot, error) {
+func StartDatabaseCount(ctx context.Context, conn *pgx.Conn) (DatabaseSnapshot, error) {
 	for _, sql := range []string{
 		"CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
 		// This connection's progress queries are the tool's, not the service's.
@@ -72,17 +73,42 @@ func StartCount(ctx context.Context, conn *pgx.Conn) (Snapshot, error) {
 		"SELECT pg_stat_reset_shared('wal')",
 	} {
 		if _, err := conn.Exec(ctx, sql); err != nil {
-			return Snapshot{}, fmt.Errorf("prepare the database count (%s): %w", sql, err)
+			return DatabaseSnapshot{}, fmt.Errorf("prepare the database count (%s): %w", sql, err)
 		}
 	}
-	return TakeSnapshot(ctx, conn)
+	return TakeDatabaseSnapshot(ctx, conn)
 }
 
-// TakeSnapshot reads conn's database's table counters and the server's WAL counters.
-func TakeSnapshot(ctx context.Context, conn *pgx.Conn) (Snapshot, error) {
+// WaitForOtherBackends waits until conn is the only client of its database, at most
+// timeout. A server process flushes its table counters when it exits, which is after its
+// client closed the connection: a snapshot taken before would miss the last of them.
+func WaitForOtherBackends(ctx context.Context, conn *pgx.Conn, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var others int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()`).Scan(&others)
+		switch {
+		case err != nil:
+			return fmt.Errorf("count the database's other clients: %w", err)
+		case others == 0:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("%d other clients of the database still connected after %s", others, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TakeDatabaseSnapshot reads conn's database's table counters and the server's WAL counters.
+func TakeDatabaseSnapshot(ctx context.Context, conn *pgx.Conn) (DatabaseSnapshot, error) {
 	// Counters other backends have not flushed yet are not visible; the snapshot after the
 	// run is taken once the service has stopped, whose backends flush theirs on exit.
-	s := Snapshot{perTable: map[string]tableCounts{}}
+	s := DatabaseSnapshot{perTable: map[string]tableCounts{}}
 	rows, err := conn.Query(ctx, `SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables`)
 	if err != nil {
 		return s, fmt.Errorf("table counters: %w", err)
@@ -131,7 +157,7 @@ type Statements struct {
 	top         []statement
 }
 
-// CountStatements sums pg_stat_statements over conn's database since StartCount and lists
+// CountStatements sums pg_stat_statements over conn's database since StartDatabaseCount and lists
 // the topN costliest statements by execution and planning time.
 func CountStatements(ctx context.Context, conn *pgx.Conn, topN int) (Statements, error) {
 	var c Statements
@@ -156,25 +182,25 @@ func CountStatements(ctx context.Context, conn *pgx.Conn, topN int) (Statements,
 // DatabaseCost is what the database did for a run's confirmed transfers.
 type DatabaseCost struct {
 	Transfers  int
-	Delta      Snapshot
+	Delta      DatabaseSnapshot
 	Statements Statements
 }
 
-// PerTransfer is a run's database cost per transfer, for benchmark metrics.
-type PerTransfer struct {
+// PerTransferCost is a run's database cost per transfer, for benchmark metrics.
+type PerTransferCost struct {
 	Statements, RowVersions, DeadRowVersions, WALBytes float64
 }
 
 // PerTransfer divides the run's counts by its transfers.
-func (c DatabaseCost) PerTransfer() PerTransfer {
+func (c DatabaseCost) PerTransfer() PerTransferCost {
 	n := float64(max(c.Transfers, 1))
-	return PerTransfer{Statements: float64(c.Statements.calls) / n, RowVersions: float64(c.Delta.tables.written()) / n,
+	return PerTransferCost{Statements: float64(c.Statements.calls) / n, RowVersions: float64(c.Delta.tables.written()) / n,
 		DeadRowVersions: float64(c.Delta.tables.dead()) / n, WALBytes: float64(c.Delta.walBytes) / n}
 }
 
 // PrintDatabaseCost writes the per-transfer table and the costliest statements.
 func PrintDatabaseCost(w io.Writer, c DatabaseCost) {
-	n := float64(c.Transfers)
+	n := float64(max(c.Transfers, 1))
 	d := c.Delta
 	fmt.Fprintf(w, "    database per confirmed transfer (%d transfers):\n", c.Transfers)
 	fmt.Fprintf(w, "      statements %.2f (rows returned or affected %.2f, execution %.3f ms, planning %.3f ms)\n", float64(c.Statements.calls)/n, float64(c.Statements.rows)/n, c.Statements.totalMillis/n, c.Statements.planMillis/n)

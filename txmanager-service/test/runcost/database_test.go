@@ -30,8 +30,8 @@ func TestTableCounts(t *testing.T) {
 
 func TestSnapshotMinusKeepsTablesSeenOnlyAfter(t *testing.T) {
 	t.Parallel()
-	before := Snapshot{perTable: map[string]tableCounts{"managed_tx": {inserted: 1}}, walBytes: 1000, walRecords: 10}
-	after := Snapshot{perTable: map[string]tableCounts{"managed_tx": {inserted: 4}, "tx_attempt": {inserted: 3}}, walBytes: 4000, walRecords: 40, walFullPages: 2}
+	before := DatabaseSnapshot{perTable: map[string]tableCounts{"managed_tx": {inserted: 1}}, walBytes: 1000, walRecords: 10}
+	after := DatabaseSnapshot{perTable: map[string]tableCounts{"managed_tx": {inserted: 4}, "tx_attempt": {inserted: 3}}, walBytes: 4000, walRecords: 40, walFullPages: 2}
 	d := after.Minus(before)
 	if d.perTable["managed_tx"].inserted != 3 || d.perTable["tx_attempt"].inserted != 3 {
 		t.Errorf("per table %+v, want 3 inserted in each", d.perTable)
@@ -41,12 +41,12 @@ func TestSnapshotMinusKeepsTablesSeenOnlyAfter(t *testing.T) {
 	}
 }
 
-func TestPrintDBCostIsPerTransfer(t *testing.T) {
+func TestPrintDatabaseCostIsPerTransfer(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
 	PrintDatabaseCost(&out, DatabaseCost{
 		Transfers: 100,
-		Delta: Snapshot{tables: tableCounts{inserted: 300, updated: 500, hotUpdated: 100}, walBytes: 780_000, walRecords: 5300,
+		Delta: DatabaseSnapshot{tables: tableCounts{inserted: 300, updated: 500, hotUpdated: 100}, walBytes: 780_000, walRecords: 5300,
 			perTable: map[string]tableCounts{"managed_tx": {inserted: 100, updated: 400}, "idle": {}}},
 		Statements: Statements{calls: 190, rows: 500, totalMillis: 50, planMillis: 30,
 			top: []statement{{query: "-- name: MarkSigned :one\nWITH lease AS (\n  SELECT 1)", calls: 10, rows: 10, totalMillis: 20, walBytesOfStmt: 1000}}},
@@ -85,10 +85,10 @@ func TestOneLine(t *testing.T) {
 
 func TestPerTransferDividesByTheTransfers(t *testing.T) {
 	t.Parallel()
-	c := DatabaseCost{Transfers: 100, Delta: Snapshot{tables: tableCounts{inserted: 300, updated: 220, deleted: 10}, walBytes: 360_000},
+	c := DatabaseCost{Transfers: 100, Delta: DatabaseSnapshot{tables: tableCounts{inserted: 300, updated: 220, deleted: 10}, walBytes: 360_000},
 		Statements: Statements{calls: 17}}
 	got := c.PerTransfer()
-	want := PerTransfer{Statements: 0.17, RowVersions: 5.2, DeadRowVersions: 2.3, WALBytes: 3600}
+	want := PerTransferCost{Statements: 0.17, RowVersions: 5.2, DeadRowVersions: 2.3, WALBytes: 3600}
 	if got != want {
 		t.Errorf("PerTransfer() = %+v, want %+v", got, want)
 	}

@@ -1,10 +1,10 @@
 // Package runcost says what a measured run cost, for the benchmarks that report cost per
 // transaction (bench-chain and the receipt pipeline benchmark):
 //
-//   - Account: the CPU seconds of each participant's process (service, chain, load
+//   - CPUAccount: the CPU seconds of each participant's process (service, chain, load
 //     generator) and of the database's server processes, read from /proc, with how busy the
 //     machine's cores were and how much of them the hypervisor took;
-//   - StartCount, TakeSnapshot and CountStatements: what the database did between two
+//   - StartDatabaseCount, TakeDatabaseSnapshot and CountStatements: what the database did between two
 //     snapshots (row versions written and left dead, by table; WAL bytes, records and
 //     full-page images; pg_stat_statements' calls, time and costliest statements), printed
 //     per transfer by PrintDatabaseCost;

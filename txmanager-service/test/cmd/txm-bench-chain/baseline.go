@@ -67,7 +67,7 @@ func runBaseline(ctx context.Context, url string, gethPID int, keys []*ecdsa.Pri
 	}
 
 	stopNodeProfile := profileNode(ctx, fmt.Sprintf("baseline-%d", len(keys)))
-	account := runcost.StartAccount(runcost.Process{Name: "geth", PID: gethPID}, runcost.Process{Name: "sender", PID: os.Getpid()})
+	account := runcost.StartCPUAccount(runcost.Process{Name: "geth", PID: gethPID}, runcost.Process{Name: "sender", PID: os.Getpid()})
 	// The head before the first send: a push of thousands can outlast several blocks, and
 	// the first of them may already hold transfers.
 	start, err := eth.BlockNumber(ctx)

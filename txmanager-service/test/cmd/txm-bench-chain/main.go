@@ -115,7 +115,7 @@ type measurement struct {
 	// confirmed is first send (or create) -> every transfer with the confirmations.
 	confirmed time.Duration
 	blocks    int // blocks the transfers were mined in
-	cpu       runcost.Report
+	cpu       runcost.CPUReport
 }
 
 // perTransferMillis is seconds of CPU per transfer in milliseconds.

@@ -74,12 +74,12 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 			return measurement{}, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	before, err := runcost.StartCount(ctx, conn)
+	before, err := runcost.StartDatabaseCount(ctx, conn)
 	if err != nil {
 		return measurement{}, err
 	}
 
-	account := runcost.StartAccount(runcost.Process{Name: "service", PID: svc.PID()}, runcost.Process{Name: "geth", PID: r.gethPID},
+	account := runcost.StartCPUAccount(runcost.Process{Name: "service", PID: svc.PID()}, runcost.Process{Name: "geth", PID: r.gethPID},
 		runcost.Process{Name: "load generator", PID: os.Getpid()})
 	account.SampleBackends(ctx, conn)
 	disk, err := diskprobe.ForDatabase(ctx, conn)
@@ -134,7 +134,10 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	if err := svc.Stop(); err != nil {
 		return m, fmt.Errorf("stop the service: %w", err)
 	}
-	after, err := runcost.TakeSnapshot(ctx, conn)
+	if err := runcost.WaitForOtherBackends(ctx, conn, 10*time.Second); err != nil {
+		return m, err
+	}
+	after, err := runcost.TakeDatabaseSnapshot(ctx, conn)
 	if err != nil {
 		return m, err
 	}
