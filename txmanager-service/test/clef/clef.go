@@ -29,6 +29,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/big"
 	"os"
@@ -38,6 +39,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ethereum/go-ethereum/accounts/keystore"
@@ -272,10 +274,26 @@ func (c *Clef) Accounts() []common.Address { return c.accounts }
 func (c *Clef) LogTail(lines int) string { return c.proc.LogTail(lines) }
 
 // Stop interrupts clef (it exits on SIGINT), waits for it and removes an owned folder.
+// clef opens its HTTP endpoint, which Start waits for, before it installs its interrupt
+// handler (cmd/clef: the rules' OnSignerStartup runs in between), so an interrupt soon after
+// Start ends it by the signal itself rather than through its handler: stopped all the same.
 func (c *Clef) Stop() error {
 	err := c.proc.Interrupt(10 * time.Second)
 	c.removeDir()
+	if endedBySignal(err, syscall.SIGINT) {
+		return nil
+	}
 	return err
+}
+
+// endedBySignal reports whether err is a process's exit by sig.
+func endedBySignal(err error, sig syscall.Signal) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	status, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && status.Signaled() && status.Signal() == sig
 }
 
 func (c *Clef) removeDir() {
