@@ -52,6 +52,17 @@ func (p *receiptCountingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request)
 	e2e.ForwardJSONRPC(w, r, p.target, body, nil)
 }
 
+// receiptReads are the proxy's counts at one moment.
+type receiptReads struct{ requests, lookups, blocks int64 }
+
+func (p *receiptCountingProxy) reads() receiptReads {
+	return receiptReads{p.requests.Load(), p.lookups.Load(), p.blockReads.Load()}
+}
+
+func (r receiptReads) minus(o receiptReads) receiptReads {
+	return receiptReads{r.requests - o.requests, r.lookups - o.lookups, r.blocks - o.blocks}
+}
+
 // BenchmarkReceiptPipeline is issue 4's receipt figure: 10,000 transactions in flight from
 // 10 signers; once their blocks (and the confirmation blocks) are mined, how long until all
 // 10,000 are CONFIRMED, and how many JSON-RPC requests the receipt look-ups cost per 1,000
@@ -144,7 +155,7 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 	for b.Loop() {
 		runs++
 		started := time.Now()
-		requestsAtStart, lookupsAtStart, blockReadsAtStart := proxy.requests.Load(), proxy.lookups.Load(), proxy.blockReads.Load()
+		readsAtStart := proxy.reads()
 		createCPU := startCPUMeter(b, devChain.PID())
 		res := loadgen.Run(ctx, loadgen.NewClient(64), loadgen.Config{
 			URL: s.httpURL + "/api/v1/tx", Concurrency: 64, Requests: total,
@@ -196,7 +207,7 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 		for range 3 {
 			seal()
 		}
-		requestsBefore := proxy.requests.Load()
+		readsBeforeFinal := proxy.reads()
 		minedAt := time.Now()
 		steal := startStealMeter()
 		receiptCPU := startCPUMeter(b, devChain.PID())
@@ -207,19 +218,18 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 		finalAfter := time.Since(minedAt)
 		receiptService, receiptChain := receiptCPU.seconds(b)
 		steal.report(b)
-		requests := proxy.requests.Load() - requestsAtStart
-		lookups, blockReads := proxy.lookups.Load()-lookupsAtStart, proxy.blockReads.Load()-blockReadsAtStart
+		reads := proxy.reads().minus(readsAtStart)
 		b.ReportMetric(finalAfter.Seconds(), "s-to-final-10k")
 		// Every transaction's receipt is checked once it is mined: requests per 1,000 of
 		// them, whether the checker looked them up by hash or read their blocks whole.
-		b.ReportMetric(float64(requests)*1000/float64(total), "rpc-req/1000-receipts")
+		b.ReportMetric(float64(reads.requests)*1000/float64(total), "rpc-req/1000-receipts")
 		perTx := func(seconds float64) float64 { return seconds * 1000 / total }
 		b.ReportMetric(perTx(createService), "service-create-cpu-ms/tx")
 		b.ReportMetric(perTx(createChain), "chain-create-cpu-ms/tx")
 		b.ReportMetric(perTx(receiptService), "service-receipt-cpu-ms/tx")
 		b.ReportMetric(perTx(receiptChain), "chain-receipt-cpu-ms/tx")
 		b.Logf("final %s after mining; receipts read in %d requests (%d after mining): %d looked up by hash, %d blocks read whole",
-			finalAfter.Round(time.Millisecond), requests, proxy.requests.Load()-requestsBefore, lookups, blockReads)
+			finalAfter.Round(time.Millisecond), reads.requests, proxy.reads().minus(readsBeforeFinal).requests, reads.lookups, reads.blocks)
 		b.Logf("CPU, create and broadcast: this process (service, load generator, proxy) %.2f s, chain process %.2f s", createService, createChain)
 		b.Logf("CPU, receipts to final: this process (service, proxy) %.2f s, chain process %.2f s", receiptService, receiptChain)
 	}
@@ -232,7 +242,7 @@ func BenchmarkReceiptPipeline(b *testing.B) {
 		b.Fatal(err)
 	}
 	reportDatabaseCost(b, conn, dbBefore, runs*total, cpu)
-	printOwnProfile(b, profiles)
+	runcost.PrintProfileTops(ctx, os.Stdout, "this process's CPU profile (service, load generator, proxy)", "", profiles, 20)
 }
 
 // startCountedDatabase starts a PostgreSQL cluster of the benchmark's own with
@@ -316,23 +326,6 @@ func (p *ownProfile) stop() []string {
 	}
 	p.once.Do(pprof.StopCPUProfile)
 	return []string{p.file}
-}
-
-// printOwnProfile logs the top of the profile by own time and with callees.
-func printOwnProfile(b *testing.B, files []string) {
-	b.Helper()
-	if len(files) == 0 {
-		return
-	}
-	for _, cumulative := range []bool{false, true} {
-		top, err := runcost.ProfileTop(context.Background(), files, 20, cumulative)
-		if err != nil {
-			b.Logf("CPU profile: %v", err)
-			return
-		}
-		fmt.Printf("    this process's CPU profile (service, load generator, proxy; cumulative=%v):\n      %s\n", cumulative,
-			strings.ReplaceAll(top, "\n", "\n      "))
-	}
 }
 
 // startBenchDevChain builds txm-devchain and starts it, sealing blocks only when told, as a

@@ -3,6 +3,7 @@ package runcost
 import (
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 )
@@ -22,4 +23,19 @@ func ProfileTop(ctx context.Context, files []string, entries int, cumulative boo
 		return "", fmt.Errorf("go tool pprof: %w", err)
 	}
 	return strings.TrimRight(string(out), "\n"), nil
+}
+
+// PrintProfileTops writes the top entries of the profiles in files to w, by own time and by
+// time with callees, under name (detail follows the cumulative flag in the heading), or why
+// there is none.
+func PrintProfileTops(ctx context.Context, w io.Writer, name, detail string, files []string, entries int) {
+	for _, cumulative := range []bool{false, true} {
+		top, err := ProfileTop(ctx, files, entries, cumulative)
+		if err != nil {
+			fmt.Fprintf(w, "    %s: %v\n", name, err)
+			return
+		}
+		const indent = "      "
+		fmt.Fprintf(w, "    %s (cumulative=%v%s):\n%s%s\n", name, cumulative, detail, indent, strings.ReplaceAll(top, "\n", "\n"+indent))
+	}
 }

@@ -13,20 +13,18 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 )
 
-// applyMigrations runs the service's own migrator, so tests exercise it too.
-func applyMigrations(ctx context.Context, dsn string) error {
+// Migrate applies the schema to the database at dsn with the service's own migrator, so
+// tests exercise it too. MigratedDSN uses it; a test that made its database on a server of
+// its own calls it directly.
+func Migrate(ctx context.Context, dsn string) error {
 	_, err := repositories.Migrate(ctx, dsn, migrations.FS)
 	return err
 }
 
-// Migrate applies the schema to the database at dsn: for a database the test made on a
-// server of its own.
-func Migrate(ctx context.Context, dsn string) error { return applyMigrations(ctx, dsn) }
-
 // MigratedDSN returns the DSN of a fresh database with the schema applied.
 func MigratedDSN(t testing.TB) string {
 	t.Helper()
-	return pgtest.NewDatabase(t, pgtest.WithSchema("txmanager-migrations", applyMigrations))
+	return pgtest.NewDatabase(t, pgtest.WithSchema("txmanager-migrations", Migrate))
 }
 
 // MigratedPool returns a pool on a fresh migrated database.

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/bionicotaku/txmanager-service/test/runcost"
 )
 
 // profileChunkSeconds is how long each CPU profile the recorder takes lasts: the run ends
@@ -118,6 +120,6 @@ func (p *nodeProfiler) start(ctx context.Context, name string) (stop func()) {
 			fmt.Printf("    node profile: %v\n", err)
 			return
 		}
-		printProfileTops(ctx, "geth's CPU profile", "", []string{file})
+		runcost.PrintProfileTops(ctx, os.Stdout, "geth's CPU profile", "", []string{file}, topFunctions)
 	}
 }

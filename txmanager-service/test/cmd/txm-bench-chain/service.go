@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,24 +162,7 @@ func printProfile(ctx context.Context, files []string, err error) {
 	if err != nil {
 		fmt.Printf("    service CPU profile: %v\n", err)
 	}
-	printProfileTops(ctx, "service CPU profile", fmt.Sprintf(", %d profiles of %ds", len(files), profileChunkSeconds), files)
-}
-
-// printProfileTops writes the top of the profiles in files, by own time and by time with
-// callees, under name (detail follows the cumulative flag in the heading).
-func printProfileTops(ctx context.Context, name, detail string, files []string) {
-	for _, cumulative := range []bool{false, true} {
-		top, err := runcost.ProfileTop(ctx, files, topFunctions, cumulative)
-		if err != nil {
-			fmt.Printf("    %s: %v\n", name, err)
-			return
-		}
-		fmt.Printf("    %s (cumulative=%v%s):\n%s\n", name, cumulative, detail, indent(top, "      "))
-	}
-}
-
-func indent(text, prefix string) string {
-	return prefix + strings.ReplaceAll(text, "\n", "\n"+prefix)
+	runcost.PrintProfileTops(ctx, os.Stdout, "service CPU profile", fmt.Sprintf(", %d profiles of %ds", len(files), profileChunkSeconds), files, topFunctions)
 }
 
 // poolStatus is the node's transaction pool as "pending/queued", for the progress lines.
