@@ -31,7 +31,7 @@ func (r AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess t
 	signer, node, token := leaseArgs(lease)
 	row, err := sqlcdb.New(sess.DB()).LockLeaseAndReadCursor(ctx, sqlcdb.LockLeaseAndReadCursorParams{ChainID: r.chainID, Signer: signer, NodeID: node, FencingToken: token, RequestIds: requestIDs})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return services.CursorState{}, fencedError(lease, "lease check")
+		return r.leaseNotHeld(ctx, sess, lease)
 	}
 	if err != nil {
 		return services.CursorState{}, fmt.Errorf("lease check: %w", err)
@@ -43,6 +43,23 @@ func (r AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess t
 		state.Next = &next
 	}
 	return state, nil
+}
+
+// leaseNotHeld answers a batch whose lease check found the lease gone. A signer that has
+// finished retiring has its lease let go by the node that held it (services.SignerRoster),
+// so a create that passed the node's roster check just before is answered with the
+// retirement, as one a moment later would be, and not FENCED, which would invite a retry
+// that can only be refused. Nothing is written for the signer either way, and the roster
+// state is read only on this rare path. Any other signer's batch is fenced.
+func (r AllocationRepository) leaseNotHeld(ctx context.Context, sess txmanager.Session, lease domain.Lease) (services.CursorState, error) {
+	roster, err := sqlcdb.New(sess.DB()).GetRosterSigner(ctx, lease.Signer)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return services.CursorState{}, fmt.Errorf("lease check: roster state: %w", err)
+	}
+	if err == nil && !domain.RosterState(roster.State).AcceptsCreates() {
+		return services.CursorState{Retired: true}, nil
+	}
+	return services.CursorState{}, fencedError(lease, "lease check")
 }
 
 // Quarantine implements services.AllocationStore.

@@ -40,7 +40,9 @@ type LeaseStore interface {
 type AllocationStore interface {
 	// LockLeaseAndReadCursor proves the lease is still held and locks it FOR KEY SHARE until
 	// commit; it returns the cursor (nil when the signer has none yet), whether the signer
-	// is quarantined, and how many of requestIDs the signer already has on record.
+	// is quarantined, and how many of requestIDs the signer already has on record. When the
+	// lease is gone because the signer is retiring or retired, it reports Retired, not
+	// FENCED: a retirement lets the signer's lease go.
 	LockLeaseAndReadCursor(ctx context.Context, sess txmanager.Session, lease domain.Lease, requestIDs []string) (CursorState, error)
 	// Quarantine records (fenced, in the batch's transaction) that the chain holds nonces
 	// from dbNext up to chainNext the database does not know.

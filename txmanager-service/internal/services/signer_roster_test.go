@@ -190,6 +190,50 @@ func TestRetirementCompletesWhenNothingIsUnfinished(t *testing.T) {
 	}
 }
 
+// A create that passed the node's roster check as the signer's retirement completed finds
+// the lease let go when its batch checks it: it is refused as retired, the answer a create a
+// moment later gets, not FENCED, which would only invite a retry that is refused too.
+func TestACreateRacingTheEndOfARetirementIsRefusedAsRetired(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	signer := signerAddress(29)
+	node := newTestNode(t, pool, "node-a", nodeOptions{})
+	keys := newFakeKeys(signer)
+	roster := newTestRoster(t, pool, keys, node.leases)
+	if err := roster.Join(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := results(t, node.allocate(t, signer, 2)); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+	if _, err := pool.Exec(t.Context(), "UPDATE managed_tx SET state = 'CONFIRMED', confirmed_at = now() WHERE signer = $1", signer.Hex()); err != nil {
+		t.Fatal(err)
+	}
+
+	gate := newGate()
+	node.store.setGates(gate, nil)
+	inFlight := make(chan []*services.AllocationOp, 1)
+	go func() { inFlight <- node.allocate(t, signer, 2) }()
+	<-gate.reached // the batch has the lease in hand and has not checked it yet
+
+	// Nothing is unfinished, so the retirement completes at once and lets the lease go.
+	entry, err := roster.RetireSigner(t.Context(), signer.Hex(), "rotation", "operator")
+	if err != nil || entry.State != domain.RosterRetired {
+		t.Fatalf("retire: %v, state %s; want retired", err, entry.State)
+	}
+	if _, held := node.leases.Current(signer.Hex()); held {
+		t.Fatal("the retired signer's lease is still held")
+	}
+	close(gate.release)
+	_, errs := results(t, <-inFlight)
+	for i, err := range errs {
+		if !errors.Is(err, domain.ErrSignerRetired) {
+			t.Errorf("create %d of the batch in flight: %v, want ErrSignerRetired", i, err)
+		}
+	}
+	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}}, 2)
+}
+
 func TestAddSigner(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)

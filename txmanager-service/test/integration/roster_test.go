@@ -201,7 +201,7 @@ func TestSignerAddedAndRetiredUnderLoad(t *testing.T) {
 			}
 		default:
 			other++
-			t.Errorf("create for the retiring signer on node %d: %d %s", a.node, a.status, a.reason)
+			t.Errorf("create for the retiring signer on node %d, sent %s after the retirement was answered: %d %s", a.node, a.sentAt.Sub(retireAnswered).Round(time.Millisecond), a.status, a.reason)
 		}
 	}
 	if refusedAfter == 0 {
