@@ -136,12 +136,12 @@ func TestRetirementWaitsForTheBatchInFlightAndRefusesTheNext(t *testing.T) {
 	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}}, 5)
 }
 
-// A retiring signer is retired once no transaction of it is unfinished; then its lease
-// goes and its key is dropped.
-func TestRetirementCompletesWhenNothingIsUnfinished(t *testing.T) {
-	t.Parallel()
+// rosterWithTwoCreates starts a node that has joined the roster with the signerAddress(i)
+// key and allocated two transactions for it.
+func rosterWithTwoCreates(t *testing.T, i int) (*pgxpool.Pool, common.Address, *testNode, *fakeKeys, *services.SignerRoster) {
+	t.Helper()
 	pool := testsupport.MigratedPool(t)
-	signer := signerAddress(28)
+	signer := signerAddress(i)
 	node := newTestNode(t, pool, "node-a", nodeOptions{})
 	keys := newFakeKeys(signer)
 	roster := newTestRoster(t, pool, keys, node.leases)
@@ -151,6 +151,22 @@ func TestRetirementCompletesWhenNothingIsUnfinished(t *testing.T) {
 	if _, errs := results(t, node.allocate(t, signer, 2)); errors.Join(errs...) != nil {
 		t.Fatal(errors.Join(errs...))
 	}
+	return pool, signer, node, keys, roster
+}
+
+// confirmAll makes every transaction of signer final, as the pipeline would.
+func confirmAll(t *testing.T, pool *pgxpool.Pool, signer common.Address) {
+	t.Helper()
+	if _, err := pool.Exec(t.Context(), "UPDATE managed_tx SET state = 'CONFIRMED', confirmed_at = now() WHERE signer = $1", signer.Hex()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A retiring signer is retired once no transaction of it is unfinished; then its lease
+// goes and its key is dropped.
+func TestRetirementCompletesWhenNothingIsUnfinished(t *testing.T) {
+	t.Parallel()
+	pool, signer, node, keys, roster := rosterWithTwoCreates(t, 28)
 	entry, err := roster.RetireSigner(t.Context(), signer.Hex(), "", "operator")
 	if err != nil {
 		t.Fatal(err)
@@ -168,9 +184,7 @@ func TestRetirementCompletesWhenNothingIsUnfinished(t *testing.T) {
 		t.Fatal("with transactions unfinished the signer's lease must stay")
 	}
 
-	if _, err := pool.Exec(t.Context(), "UPDATE managed_tx SET state = 'CONFIRMED', confirmed_at = now() WHERE signer = $1", signer.Hex()); err != nil {
-		t.Fatal(err)
-	}
+	confirmAll(t, pool, signer)
 	if err := roster.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -195,20 +209,8 @@ func TestRetirementCompletesWhenNothingIsUnfinished(t *testing.T) {
 // moment later gets, not FENCED, which would only invite a retry that is refused too.
 func TestACreateRacingTheEndOfARetirementIsRefusedAsRetired(t *testing.T) {
 	t.Parallel()
-	pool := testsupport.MigratedPool(t)
-	signer := signerAddress(29)
-	node := newTestNode(t, pool, "node-a", nodeOptions{})
-	keys := newFakeKeys(signer)
-	roster := newTestRoster(t, pool, keys, node.leases)
-	if err := roster.Join(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if _, errs := results(t, node.allocate(t, signer, 2)); errors.Join(errs...) != nil {
-		t.Fatal(errors.Join(errs...))
-	}
-	if _, err := pool.Exec(t.Context(), "UPDATE managed_tx SET state = 'CONFIRMED', confirmed_at = now() WHERE signer = $1", signer.Hex()); err != nil {
-		t.Fatal(err)
-	}
+	pool, signer, node, _, roster := rosterWithTwoCreates(t, 29)
+	confirmAll(t, pool, signer)
 
 	gate := newGate()
 	node.store.setGates(gate, nil)
