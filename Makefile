@@ -37,23 +37,29 @@ run: ## start the service with its embedded defaults (local PostgreSQL and chain
 migrate: ## apply the migrations to DATABASE_URL (or DATABASE_MIGRATION_URL) and exit
 	go run $(SERVICE)/cmd/txmanager-service -migrate-only
 
+# What scripts/check-test-databases.sh found on the tests' server before they ran.
+TEST_DATABASES_BEFORE := $(BIN)/.test-databases-before
+
 .PHONY: test
-test: ## run every test of every module with -race (finds or starts PostgreSQL itself; SKIP_DB_TESTS=1 skips those)
+test: ## run every test of every module with -race (finds or starts PostgreSQL itself; SKIP_DB_TESTS=1 skips those), then fail if they left a database behind
 	@bash scripts/ensure-postgres.sh test
 	@$(call apt-ensure,prometheus,prometheus,echo "prometheus missing: apt-get install prometheus (the dashboard and alert-rule tests run a real Prometheus and promtool)"; exit 1)
 	@$(call apt-ensure,pg_autoctl,postgresql-15-auto-failover,echo "pg_autoctl missing: apt-get install postgresql-15-auto-failover (the failover harness test)"; [ "$(SKIP_DB_TESTS)" = 1 ] || exit 1)
+	@bash scripts/check-test-databases.sh before $(TEST_DATABASES_BEFORE)
 	go test -race -count=1 $(TEST_FLAGS) $(PACKAGES)
 	@if [ "$(SKIP_DB_TESTS)" = 1 ]; then echo "make test: SKIP_DB_TESTS=1, so the throwaway-cluster harness tests did not run"; \
 	else $(MAKE) --no-print-directory test-throwaway; fi
+	@bash scripts/check-test-databases.sh after $(TEST_DATABASES_BEFORE)
 	@$(MAKE) --no-print-directory test-deploy
 	@if [ "$(SKIP_DB_TESTS)" = 1 ]; then echo "make test: passed WITHOUT the database tests (SKIP_DB_TESTS=1): the data layer, the service and the library were not tested"; \
 	else echo "make test: passed, database tests included"; fi
 
 .PHONY: secret-scan
-secret-scan: ## run every test with -v and fail if the output holds a key, passphrase, token or DSN password
+secret-scan: ## run every test with -v and fail if the output holds a key, passphrase, token or DSN password (broken configuration files included)
 	@log=$$(mktemp /tmp/txm-test-log.XXXXXX); echo "running make test with -v; output in $$log"; \
-	$(MAKE) --no-print-directory test TEST_FLAGS=-v >"$$log" 2>&1 || { echo "the test run failed; see $$log" >&2; exit 1; }; \
-	bash scripts/scan-test-logs.sh "$$log"
+	$(MAKE) --no-print-directory test TEST_FLAGS=-v >"$$log" 2>&1; tests=$$?; \
+	bash scripts/scan-test-logs.sh "$$log"; scan=$$?; \
+	if [ $$tests != 0 ]; then echo "the test run failed; see $$log" >&2; exit 1; fi; exit $$scan
 
 # deploy/ is its own module outside the workspace: the Kubernetes API types it checks the
 # manifests against must not move the service's dependency versions.

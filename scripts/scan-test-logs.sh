@@ -2,6 +2,8 @@
 # Fails if the log of a test run ($1; `make secret-scan` makes one with `make test`) holds
 # any secret the tests hand to the service: development private keys, the keystore
 # passphrase, API keys, the JWT secret and bearer tokens' secret, the database password.
+# That includes what the configuration loader, Kratos' logger and the service binary print
+# for configuration files that are broken and full of secrets, which two tests feed them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +25,14 @@ if [ "$count" -lt $((accounts + 4)) ]; then
 	echo "only $count secret patterns found: the scan would prove nothing" >&2
 	exit 1
 fi
+# The tests that break configuration files on purpose print everything the loader and the
+# service say about them; a log without them would pass without covering those paths.
+for test in TestLoadErrorsNeverQuoteValues TestConfigErrorsNeverReachTheOutput; do
+	if ! grep -q "^=== RUN   $test\$" "$log"; then
+		echo "the log has no run of $test (a -v run of the txmanager-service tests): the scan would not cover configuration failures" >&2
+		exit 1
+	fi
+done
 size=$(wc -c <"$log")
 if hits=$(grep -F -c -f "$patterns" "$log"); then
 	echo "FAIL: $hits log lines contain a secret:" >&2

@@ -20,7 +20,9 @@ const metadataRetryAfter = "retry_after_seconds"
 // Retryable reports whether err is worth sending the same request again for, and after how
 // long the service asked (0 when it did not say). The answers that are:
 //
-//   - NOT_LEADER, FENCED, UNAVAILABLE, RATE_LIMITED: nothing was written;
+//   - NOT_LEADER, FENCED, UNAVAILABLE, RATE_LIMITED, SIGNER_UNAVAILABLE: nothing was
+//     written (the last: the signer's key source cannot sign now; it serves again by
+//     itself once a signature succeeds);
 //   - OUTCOME_UNKNOWN: the write may have landed, and the request id makes the retry
 //     return what was written instead of writing it again;
 //   - no answer at all (connection refused or reset, a proxy's 503, an attempt that ran
@@ -42,7 +44,8 @@ func Retryable(err error) (bool, time.Duration) {
 		}
 	}
 	if se.Reason != "" {
-		again := v1.IsNotLeader(err) || v1.IsFenced(err) || v1.IsUnavailable(err) || v1.IsRateLimited(err) || v1.IsOutcomeUnknown(err)
+		again := v1.IsNotLeader(err) || v1.IsFenced(err) || v1.IsUnavailable(err) || v1.IsRateLimited(err) || v1.IsOutcomeUnknown(err) ||
+			v1.IsSignerUnavailable(err)
 		return again, after
 	}
 	if transportFailure(err) {

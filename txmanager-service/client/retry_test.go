@@ -32,6 +32,7 @@ func TestRetryRules(t *testing.T) {
 		{"fenced", v1.ErrorFenced("lease lost"), true, false, 0},
 		{"unavailable", v1.ErrorUnavailable("no endpoint"), true, false, 0},
 		{"outcome unknown", v1.ErrorOutcomeUnknown("commit lost"), true, false, 0},
+		{"signer cannot sign, with Retry-After", retryAfter(v1.ErrorSignerUnavailable("kms hangs"), "5"), true, false, 5 * time.Second},
 		{"not leader through gRPC", kerrors.FromError(v1.ErrorNotLeader("x").GRPCStatus().Err()), true, true, 0},
 		{"connection refused", status.Error(codes.Unavailable, "connection refused"), true, false, 0},
 		{"attempt timed out", status.Error(codes.DeadlineExceeded, "stream terminated"), true, false, 0},

@@ -126,13 +126,14 @@ func ChainServicesOf(stacks ChainStacks) *services.Chains {
 func ReadinessChainsOf(stacks ChainStacks) []server.ReadinessChain {
 	out := make([]server.ReadinessChain, len(stacks))
 	for i, s := range stacks {
-		out[i] = server.ReadinessChain{ID: s.Services.ID, Chain: s.Connection.Chain}
+		out[i] = server.ReadinessChain{ID: s.Services.ID, Chain: s.Connection.Chain, Signers: s.Services.Conditions}
 	}
 	return out
 }
 
-func newChainServices(conn *ChainConnection, create *services.CreateTxUseCase, get *services.GetTxUseCase, admin *services.AdminUseCase) *services.ChainServices {
-	return &services.ChainServices{ID: conn.ChainID.Uint64(), Create: create, Get: get, Admin: admin}
+func newChainServices(conn *ChainConnection, create *services.CreateTxUseCase, get *services.GetTxUseCase, admin *services.AdminUseCase,
+	conditions *services.SignerConditions) *services.ChainServices {
+	return &services.ChainServices{ID: conn.ChainID.Uint64(), Create: create, Get: get, Admin: admin, Conditions: conditions}
 }
 
 // chainMetrics is the chain's view of the instruments: every series carries chain_id.

@@ -23,7 +23,7 @@ var SharedConfigSet = wire.NewSet(newRetentionConfig, newFeedConfig, newNodeConf
 
 // ChainConfigSet maps what one chain's stack needs (from its view of the configuration).
 var ChainConfigSet = wire.NewSet(newLeaseConfig, newNonceConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
-	newSubmittingConfig, newReceiptsConfig, newStuckConfig, newReconcileConfig, newStuckHook)
+	newSubmittingConfig, newReceiptsConfig, newStuckConfig, newReconcileConfig, newStuckHook, newSigningStallConfig, newSignerConditionsConfig)
 
 func newRetentionConfig(c *conf.Bootstrap) services.RetentionConfig {
 	return services.RetentionConfig{Horizon: c.Retention.Horizon.Std(), BatchSize: c.Retention.BatchSize, MaxBatches: c.Retention.MaxBatchesPerPass}
@@ -88,8 +88,17 @@ func newFundsConfig(c *conf.Bootstrap, fees services.FeePolicy) services.FundsCo
 	return services.FundsConfig{Check: c.Create.CheckFunds, CacheFor: c.Create.FundsCacheFor.Std(), Fees: fees}
 }
 
+func newSigningStallConfig(c *conf.Bootstrap) services.SigningStallConfig {
+	return services.SigningStallConfig{MaxUnsigned: c.Pipeline.SigningStall.MaxUnsigned, MaxDuration: c.Pipeline.SigningStall.MaxDuration.Std()}
+}
+
+func newSignerConditionsConfig(c *conf.Bootstrap) services.SignerConditionsConfig {
+	return services.SignerConditionsConfig{RecoverByIntent: c.Recovery.Mode == conf.RecoveryAdoptByIntent}
+}
+
 func newAdminConfig(c *conf.Bootstrap) services.AdminConfig {
-	return services.AdminConfig{ScanBlocks: c.Nonce.RecoveryScanBlocks}
+	return services.AdminConfig{ScanBlocks: c.Nonce.RecoveryScanBlocks, ReleaseWait: c.Recovery.ReleaseWait.Std(),
+		RecoverByIntent: c.Recovery.Mode == conf.RecoveryAdoptByIntent}
 }
 
 func newSubmittingConfig(c *conf.Bootstrap, fees services.FeePolicy) submitting.Config {

@@ -209,6 +209,9 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 		cleanup()
 		return nil, nil, err
 	}
+	signingStallConfig := newSigningStallConfig(view)
+	signingRepository := repositories.NewSigningRepository(pool, chainID)
+	signingHealth := services.NewSigningHealth(signingStallConfig, signingRepository, clock, logger)
 	writerConfig := workers.NewWriterConfig(view)
 	manager := shared.Manager
 	allocationRepository := repositories.NewAllocationRepository(chainID)
@@ -221,7 +224,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	signer := pipeline.NewSigner(chainID, registry)
 	attemptRepository := repositories.NewAttemptRepository(pool, chainID)
 	broadcaster := pipeline.NewBroadcaster(chain, attemptRepository, leaseManager, metrics, logger)
-	submitter := submitting.New(config, submittingRepository, chain, signer, broadcaster, leaseManager, serverWatch, metrics, logger)
+	submitter := submitting.New(config, submittingRepository, chain, signer, broadcaster, leaseManager, serverWatch, signingHealth, metrics, logger)
 	receiptsConfig := newReceiptsConfig(view)
 	receiptRepository := repositories.NewReceiptRepository(pool, chainID)
 	tracker := receipts.New(receiptsConfig, receiptRepository, chain, leaseManager, metrics, logger)
@@ -261,13 +264,19 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 		cleanup()
 		return nil, nil, err
 	}
-	createTxUseCase := services.NewCreateTxUseCase(createConfig, registry, txRepository, chain, leaseManager, fundsGuard, transactionWriter, clock, metrics, logger)
+	createTxUseCase := services.NewCreateTxUseCase(createConfig, registry, txRepository, chain, leaseManager, fundsGuard, signingHealth, transactionWriter, clock, metrics, logger)
 	getTxUseCase := services.NewGetTxUseCase(txRepository)
 	adminConfig := newAdminConfig(view)
 	adminRepository := repositories.NewAdminRepository(pool, chainID)
 	nodeRegistry := shared.Nodes
 	adminUseCase := services.NewAdminUseCase(adminConfig, resolver, chain, adminRepository, nodeRegistry, registry)
-	chainServices := newChainServices(chainConnection, createTxUseCase, getTxUseCase, adminUseCase)
+	signerConditionsConfig := newSignerConditionsConfig(view)
+	signerConditions, err := services.NewSignerConditions(signerConditionsConfig, signingRepository, metrics)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	chainServices := newChainServices(chainConnection, createTxUseCase, getTxUseCase, adminUseCase, signerConditions)
 	leaseKeeper := workers.NewLeaseKeeperFromConfig(view, leaseManager)
 	fundsGaugeLoop := workers.NewFundsGaugeLoop(view, fundsGuard, registry, logger)
 	chainStack := &ChainStack{

@@ -145,3 +145,19 @@ func (g *IdentityGate) SentTransactions(ctx context.Context, from common.Address
 	}
 	return g.inner.SentTransactions(ctx, from, nonces, maxBlocks)
 }
+
+// ScanSent implements services.Chain.
+func (g *IdentityGate) ScanSent(ctx context.Context, from common.Address, first, maxBlocks, fromNonce uint64, limit int) (services.SentScan, error) {
+	if err := g.closed(); err != nil {
+		return services.SentScan{}, err
+	}
+	return g.inner.ScanSent(ctx, from, first, maxBlocks, fromNonce, limit)
+}
+
+// NonceAtBlock implements services.Chain.
+func (g *IdentityGate) NonceAtBlock(ctx context.Context, account common.Address, block uint64) (uint64, error) {
+	if err := g.closed(); err != nil {
+		return 0, err
+	}
+	return g.inner.NonceAtBlock(ctx, account, block)
+}

@@ -312,6 +312,27 @@ func (m *MultiChain) SentTransactions(ctx context.Context, from common.Address, 
 	return found, err
 }
 
+// ScanSent implements services.Chain. The scan is several requests; each has the receipts
+// deadline.
+func (m *MultiChain) ScanSent(ctx context.Context, from common.Address, first, maxBlocks, fromNonce uint64, limit int) (services.SentScan, error) {
+	var scan services.SentScan
+	err := m.call(ctx, "sent transactions scan", m.cfg.ReceiptsTimeout*4, func(ctx context.Context, c *RPCChain) (err error) {
+		scan, err = c.ScanSent(ctx, from, first, maxBlocks, fromNonce, limit)
+		return err
+	})
+	return scan, err
+}
+
+// NonceAtBlock implements services.Chain.
+func (m *MultiChain) NonceAtBlock(ctx context.Context, account common.Address, block uint64) (uint64, error) {
+	var nonce uint64
+	err := m.call(ctx, "nonce at block", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
+		nonce, err = c.NonceAtBlock(ctx, account, block)
+		return err
+	})
+	return nonce, err
+}
+
 // TransactionsKnown implements services.Chain.
 func (m *MultiChain) TransactionsKnown(ctx context.Context, hashes []common.Hash) ([]bool, error) {
 	var known []bool

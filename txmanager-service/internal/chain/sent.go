@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"slices"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -88,38 +89,101 @@ func (c *RPCChain) SentTransactions(ctx context.Context, from common.Address, no
 // whether it met one older than every wanted nonce (the scan can stop there).
 func collectSent(block *rpcBlockTxs, pending bool, from common.Address, wanted map[uint64]bool, lowest uint64, found map[uint64]services.SentTx) (bool, error) {
 	older := false
+	err := eachSent(block, pending, from, func(sent services.SentTx) bool {
+		if sent.Nonce < lowest {
+			older = true
+		}
+		if _, seen := found[sent.Nonce]; wanted[sent.Nonce] && !seen {
+			found[sent.Nonce] = sent
+		}
+		return true
+	})
+	return older, err
+}
+
+// eachSent hands keep the block's transactions from the sender, in block order, until keep
+// answers false. Only the sender's transactions are decoded whole.
+func eachSent(block *rpcBlockTxs, pending bool, from common.Address, keep func(services.SentTx) bool) error {
 	for _, raw := range block.Transactions {
 		var sender rpcTxFrom
 		if err := json.Unmarshal(raw, &sender); err != nil {
-			return false, fmt.Errorf("decode transaction sender: %w", err)
+			return fmt.Errorf("decode transaction sender: %w", err)
 		}
 		if sender.From != from {
 			continue
 		}
 		var tx types.Transaction
 		if err := tx.UnmarshalJSON(raw); err != nil {
-			return false, fmt.Errorf("decode transaction: %w", err)
-		}
-		nonce := tx.Nonce()
-		if nonce < lowest {
-			older = true
-		}
-		if !wanted[nonce] {
-			continue
-		}
-		if _, seen := found[nonce]; seen {
-			continue
+			return fmt.Errorf("decode transaction: %w", err)
 		}
 		encoded, err := tx.MarshalBinary()
 		if err != nil {
-			return false, err
+			return err
 		}
-		sent := services.SentTx{Hash: tx.Hash(), Nonce: nonce, To: tx.To(), Value: tx.Value(), Data: tx.Data(), Gas: tx.Gas(),
+		sent := services.SentTx{Hash: tx.Hash(), Nonce: tx.Nonce(), To: tx.To(), Value: tx.Value(), Data: tx.Data(), Gas: tx.Gas(),
 			MaxFee: tx.GasFeeCap(), MaxTip: tx.GasTipCap(), Raw: encoded}
 		if !pending {
 			sent.BlockNumber = uint64(block.Number)
 		}
-		found[nonce] = sent
+		if !keep(sent) {
+			return nil
+		}
 	}
-	return older, nil
+	return nil
+}
+
+// ScanSent implements services.Chain: the blocks from first on are read oldest first, a
+// batch of requests at a time, and the sender's transactions at nonces from fromNonce on
+// are collected in chain order. The scan ends with the block in which the limit was
+// reached, after maxBlocks blocks, or at the head; Next says where the next scan resumes.
+func (c *RPCChain) ScanSent(ctx context.Context, from common.Address, first, maxBlocks, fromNonce uint64, limit int) (services.SentScan, error) {
+	head, err := c.LatestHeader(ctx)
+	if err != nil {
+		return services.SentScan{}, err
+	}
+	scan := services.SentScan{Next: first, Head: head.Number}
+	for scan.Next <= head.Number && scan.Next-first < maxBlocks && len(scan.Txs) < limit {
+		count := min(uint64(sentScanBatch), head.Number+1-scan.Next, maxBlocks-(scan.Next-first))
+		blocks := make([]*rpcBlockTxs, count)
+		elems := make([]rpc.BatchElem, count)
+		for i := range elems {
+			elems[i] = rpc.BatchElem{Method: "eth_getBlockByNumber", Args: []any{hexutil.EncodeUint64(scan.Next + uint64(i)), true}, Result: &blocks[i]}
+		}
+		if err := c.batchCall(ctx, elems); err != nil {
+			return services.SentScan{}, err
+		}
+		for i, block := range blocks {
+			number := scan.Next
+			if elems[i].Error != nil {
+				return services.SentScan{}, fmt.Errorf("block %d: %w", number, elems[i].Error)
+			}
+			if block == nil {
+				return scan, nil // an endpoint behind the head it reported: resume here later
+			}
+			err := eachSent(block, false, from, func(sent services.SentTx) bool {
+				if sent.Nonce >= fromNonce {
+					scan.Txs = append(scan.Txs, sent)
+				}
+				return true
+			})
+			if err != nil {
+				return services.SentScan{}, fmt.Errorf("block %d: %w", number, err)
+			}
+			scan.Next++
+			if len(scan.Txs) >= limit {
+				return scan, nil
+			}
+		}
+	}
+	return scan, nil
+}
+
+// NonceAtBlock implements services.Chain: eth_getTransactionCount at a block, which a node
+// keeping only recent state may refuse.
+func (c *RPCChain) NonceAtBlock(ctx context.Context, account common.Address, block uint64) (uint64, error) {
+	nonce, err := c.countedEthCall().NonceAt(ctx, account, new(big.Int).SetUint64(block))
+	if err != nil {
+		return 0, fmt.Errorf("nonce of %s at block %d: %w", account, block, err)
+	}
+	return nonce, nil
 }

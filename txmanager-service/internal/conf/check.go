@@ -10,7 +10,8 @@ import (
 )
 
 // Check validates the configuration up front, naming every problem; each message starts
-// with the key to change.
+// with the key to change and says what it must be, never what it is: a value written in
+// the wrong place may be a key, a passphrase or a password.
 func (b *Bootstrap) Check() error {
 	var errs []error
 	req := func(ok bool, key, format string, args ...any) {
@@ -22,15 +23,16 @@ func (b *Bootstrap) Check() error {
 	req(b.Environment == EnvironmentDevelopment || b.Environment == EnvironmentProduction,
 		"environment", "must be %q or %q", EnvironmentDevelopment, EnvironmentProduction)
 	req(b.Environment == EnvironmentDevelopment || len(b.Signers.RawKeys) == 0,
-		"signers.rawKeys", "raw keys are for development only (environment is %q)", b.Environment)
+		"signers.rawKeys", "raw keys are for development only (environment is not %s)", EnvironmentDevelopment)
 	req(b.Node.ID != "", "node.id", "must not be empty")
 	req(b.Server.HTTP.Addr != "", "server.http.addr", "must not be empty")
 	req(b.Server.GRPC.Addr != "", "server.grpc.addr", "must not be empty")
 	req(b.Server.MaxBodyBytes > 0, "server.maxBodyBytes", "must be positive")
 	req(b.Database.DSN != "" || b.Database.LocalDatabase, "database.dsn", "is empty and database.localDatabase is off: set DATABASE_URL (or database.dsn)")
 	req(b.Database.MaxConns > 0, "database.maxConns", "must be positive")
-	_, modeErr := ParseQueryExecMode(b.Database.QueryExecMode)
-	req(modeErr == nil, "database.queryExecMode", "%v", modeErr)
+	if _, err := ParseQueryExecMode(b.Database.QueryExecMode); err != nil {
+		errs = append(errs, err)
+	}
 	req(b.Lease.Duration > 0, "lease.duration", "must be positive")
 	req(b.Lease.RenewInterval > 0 && b.Lease.RenewInterval.Std() < b.Lease.Duration.Std()/2,
 		"lease.renewInterval", "(%s) must be positive and below half of lease.duration (%s)", b.Lease.RenewInterval.Std(), b.Lease.Duration.Std())
@@ -47,19 +49,23 @@ func (b *Bootstrap) Check() error {
 		"nonce.unknownChainNonces", "must be %q or %q", UnknownChainNoncesQuarantine, UnknownChainNoncesAdopt)
 	req(b.Recovery.Mode == RecoveryAdoptByIntent || b.Recovery.Mode == RecoveryHold, "recovery.mode", "must be %q or %q", RecoveryAdoptByIntent, RecoveryHold)
 	positive(b.Recovery.AdoptionWindow, "recovery.adoptionWindow")
+	positive(b.Recovery.ReleaseWait, "recovery.releaseWait")
 	req(b.Create.GasEstimateMultiplier >= 1 && b.Create.GasEstimateMultiplier <= 10, "create.gasEstimateMultiplier", "must be in 1..10")
 	req(b.Create.MaxDataBytes > 0 && int64(b.Create.MaxDataBytes)*2 < b.Server.MaxBodyBytes,
 		"create.maxDataBytes", "must be positive and fit (hex-encoded) in server.maxBodyBytes")
 	req(b.Create.MaxGasLimit >= 21000, "create.maxGasLimit", "must be at least 21000")
 	positive(b.Create.FundsCacheFor, "create.fundsCacheFor")
 	positive(b.Create.FundsGaugeInterval, "create.fundsGaugeInterval")
-	seen := map[uint64]bool{}
+	firstWith := map[uint64]int{}
 	for i, entry := range b.Chains {
 		key := fmt.Sprintf("chains[%d]", i)
 		req(entry.ID > 0, key+".id", "must be set (the chain's id, e.g. 1 for Ethereum mainnet)")
-		req(!seen[entry.ID], key+".id", "%d is listed twice", entry.ID)
+		if first, seen := firstWith[entry.ID]; seen && entry.ID > 0 {
+			errs = append(errs, fmt.Errorf("%s.id: is listed twice (as chains[%d].id too)", key, first))
+		} else {
+			firstWith[entry.ID] = i
+		}
 		req(entry.BlockTime >= 0, key+".blockTime", "must not be negative")
-		seen[entry.ID] = true
 	}
 	for i, view := range b.ChainViews() {
 		// Keys as the file names them: chain.* for the one chain, chains[i].* for an entry,
@@ -74,8 +80,8 @@ func (b *Bootstrap) Check() error {
 				feesKey = chainKey + ".fees"
 			}
 		}
-		for j, u := range view.Chain.Endpoints() {
-			req(isJSONRPCURL(u), endpointKey(chainKey, b.chainEntry(i), u, j), "%q is not a JSON-RPC URL (http, https, ws or wss)", u)
+		for _, u := range view.Chain.Endpoints() {
+			req(isJSONRPCURL(u), endpointKey(chainKey, b.chainEntry(i), u), "is not a JSON-RPC URL (http, https, ws or wss, and a host)")
 		}
 		req(len(view.Chain.Endpoints()) > 0 || view.Chain.Embedded.BlockInterval > 0, chainKey+".embedded.blockInterval",
 			"must be positive when no chain endpoint is configured")
@@ -107,7 +113,7 @@ func (b *Bootstrap) Check() error {
 	req(b.Routing.MaxHops >= 1 && b.Routing.MaxHops <= 5, "routing.maxHops", "must be in 1..5")
 	if !b.Auth.Enabled {
 		for _, l := range []struct{ key, addr string }{{"server.http.addr", b.Server.HTTP.Addr}, {"server.grpc.addr", b.Server.GRPC.Addr}} {
-			req(isLoopback(l.addr), l.key, "refusing to listen on %q without authentication: enable auth (auth.enabled with API keys or JWT) or listen on loopback", l.addr)
+			req(isLoopback(l.addr), l.key, "refusing to listen beyond loopback without authentication: enable auth (auth.enabled with API keys or JWT) or listen on loopback (127.0.0.1, [::1] or localhost)")
 		}
 	} else {
 		req(len(b.Auth.APIKeys) > 0 || b.Auth.JWT.HMACSecretFile != "" || b.Auth.JWT.PublicKeyFile != "",
@@ -120,6 +126,8 @@ func (b *Bootstrap) Check() error {
 	req(b.Observability.SampleRatio >= 0 && b.Observability.SampleRatio <= 1, "observability.sampleRatio", "must be in 0..1")
 	req(b.Pipeline.SubmitBatch > 0, "pipeline.submitBatch", "must be positive")
 	req(b.Pipeline.SignConcurrency > 0, "pipeline.signConcurrency", "must be positive")
+	req(b.Pipeline.SigningStall.MaxUnsigned > 0, "pipeline.signingStall.maxUnsigned", "must be positive")
+	positive(b.Pipeline.SigningStall.MaxDuration, "pipeline.signingStall.maxDuration")
 	positive(b.Pipeline.SubmitInterval, "pipeline.submitInterval")
 	positive(b.Pipeline.FinalityInterval, "pipeline.finalityInterval")
 	positive(b.Pipeline.AdoptInterval, "pipeline.adoptInterval")
@@ -165,12 +173,19 @@ func (b *Bootstrap) chainEntry(i int) Chain {
 	return b.Chain
 }
 
-// endpointKey names where an endpoint URL was written: rpcUrl (one URL or a comma-separated
-// list) or rpcUrls[j].
-func endpointKey(chainKey string, entry Chain, url string, _ int) string {
+// endpointKey names where an endpoint URL was written: rpcUrls[j], or rpcUrl (one URL or
+// a comma-separated list, then which of its URLs), so that a message need not quote it.
+func endpointKey(chainKey string, entry Chain, url string) string {
 	for j, u := range entry.RPCURLs {
 		if strings.TrimSpace(u) == url {
 			return fmt.Sprintf("%s.rpcUrls[%d]", chainKey, j)
+		}
+	}
+	if list := strings.Split(entry.RPCURL, ","); len(list) > 1 {
+		for j, u := range list {
+			if strings.TrimSpace(u) == url {
+				return fmt.Sprintf("%s.rpcUrl (URL %d of %d)", chainKey, j+1, len(list))
+			}
 		}
 	}
 	return chainKey + ".rpcUrl"
@@ -193,12 +208,12 @@ func isJSONRPCURL(raw string) bool {
 // run with; each message names the key and what to set instead.
 func (b *Bootstrap) productionProblems() []error {
 	var errs []error
-	for _, view := range b.ChainViews() {
+	for i, view := range b.ChainViews() {
 		if len(view.Chain.Endpoints()) > 0 {
 			continue
 		}
 		if b.ServesSeveralChains() {
-			errs = append(errs, fmt.Errorf("chains: chain %d has no rpcUrl: in production every chain needs its JSON-RPC node(s); the embedded simulated chain is for development only", view.Chain.ID))
+			errs = append(errs, fmt.Errorf("chains[%d].rpcUrl is empty: in production every chain needs its JSON-RPC node(s); the embedded simulated chain is for development only", i))
 		} else {
 			errs = append(errs, fmt.Errorf("chain.rpcUrl is empty: in production set CHAIN_RPC_URL (or chain.rpcUrl / chain.rpcUrls) to your JSON-RPC node(s); the embedded simulated chain is for development only"))
 		}
@@ -208,7 +223,7 @@ func (b *Bootstrap) productionProblems() []error {
 	}
 	if b.Routing.Mode == RoutingForward {
 		if addr := b.AdvertisedGRPCAddr(); !reachableByPeers(addr) {
-			errs = append(errs, fmt.Errorf("routing.advertiseGrpcAddr: peers would forward to %q, which names no host they can reach: set ADVERTISE_GRPC_ADDR (or routing.advertiseGrpcAddr) to this instance's address, e.g. the pod IP and gRPC port", addr))
+			errs = append(errs, fmt.Errorf("routing.advertiseGrpcAddr: peers would forward to an address that names no host they can reach (empty, wildcard, loopback or port 0; unset, it is server.grpc.addr): set ADVERTISE_GRPC_ADDR (or routing.advertiseGrpcAddr) to this instance's address, e.g. the pod IP and gRPC port"))
 		}
 		if !b.Routing.PeerTLS.Enabled() {
 			errs = append(errs, fmt.Errorf("routing.peerTLS is not set: forward mode sends callers' credentials between nodes; set routing.peerTLS.caFile, certFile and keyFile (and server.tls) for mutual TLS"))

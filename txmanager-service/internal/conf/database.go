@@ -1,7 +1,7 @@
 package conf
 
 import (
-	"fmt"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -45,6 +45,6 @@ func ParseQueryExecMode(s string) (pgx.QueryExecMode, error) {
 	case "simple_protocol":
 		return pgx.QueryExecModeSimpleProtocol, nil
 	default:
-		return 0, fmt.Errorf("unknown query exec mode %q", s)
+		return 0, errors.New("database.queryExecMode: must be cache_statement, cache_describe, describe_exec, exec or simple_protocol")
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -81,19 +83,46 @@ func walkKeys(path string, value any, t reflect.Type, problems *[]string) {
 	}
 }
 
-// checkDecodes reports a value that does not decode into its setting's type.
+// checkDecodes reports a value that does not decode into its setting's type. The message
+// says what the value is (text, a number, a list), never what it says: a value written in
+// the wrong place may be a key, a passphrase or a password.
 func checkDecodes(path string, value any, t reflect.Type, problems *[]string) {
 	raw, err := json.Marshal(value)
 	if err == nil {
 		err = json.Unmarshal(raw, reflect.New(t).Interface())
 	}
 	if err != nil {
+		// Other errors are our own unmarshalers' (Duration), which do not quote the value;
+		// encoding/json's type errors quote numbers.
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			err = fmt.Errorf("must be %s, not %s", describeType(t), describe(value))
+			err = errors.New(mismatch(value, t))
 		}
 		*problems = append(*problems, fmt.Sprintf("%s: %v", pathOr(path), err))
 	}
+}
+
+// mismatch says what a setting of type t takes and what kind of value it was given.
+func mismatch(value any, t reflect.Type) string {
+	if lowest, highest, ok := wholeRange(t); ok && describe(value) == "a number" {
+		if f, ok := value.(float64); ok && f != math.Trunc(f) {
+			return "must be a whole number, not a number with a fraction"
+		}
+		return fmt.Sprintf("must be a whole number from %s to %s", lowest, highest)
+	}
+	return fmt.Sprintf("must be %s, not %s", describeType(t), describe(value))
+}
+
+// wholeRange is the smallest and largest value of an integer type.
+func wholeRange(t reflect.Type) (lowest, highest string, ok bool) {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		low := int64(-1) << (t.Bits() - 1)
+		return strconv.FormatInt(low, 10), strconv.FormatInt(^low, 10), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "0", strconv.FormatUint(^uint64(0)>>(64-t.Bits()), 10), true
+	}
+	return "", "", false
 }
 
 type jsonField struct {
@@ -189,6 +218,7 @@ func pathOr(path string) string {
 	return path
 }
 
+// describe names the kind of a decoded YAML value, not the value.
 func describe(v any) string {
 	switch v.(type) {
 	case map[string]any:
@@ -196,13 +226,15 @@ func describe(v any) string {
 	case []any:
 		return "a list"
 	case string:
-		return fmt.Sprintf("the text %q", v)
+		return "text"
 	case bool:
-		return fmt.Sprintf("%v", v)
+		return "true or false"
 	case nil:
 		return "empty"
+	case int, int64, uint64, float64:
+		return "a number"
 	default:
-		return fmt.Sprintf("%v", v)
+		return "a value"
 	}
 }
 

@@ -34,10 +34,14 @@ func TestUnknownKeysAreRefusedWithTheNearestKnownKey(t *testing.T) {
 		{"nested case differs", "chain:\n  rpcURL: http://a\n", "chain.rpcURL: unknown key (did you mean chain.rpcUrl?)"},
 		{"routing", "routing:\n  maxHop: 2\n", "routing.maxHop: unknown key (did you mean routing.maxHops?)"},
 		{"nothing like it", "lease:\n  colour: blue\n", "lease.colour: unknown key (lease has clockSkew, duration, idleTimeout, notLeaderRetryAfter, renewInterval)"},
-		{"duration that is not one", "lease:\n  duration: soon\n", `lease.duration: invalid duration "soon"`},
-		{"number as text", "writer:\n  workers: many\n", `writer.workers: must be a whole number, not the text "many"`},
-		{"section as a value", "writer: 7\n", "writer: must be a section of settings, not 7"},
-		{"list expected", "chain:\n  rpcUrls: http://a\n", `chain.rpcUrls: must be a list, not the text "http://a"`},
+		{"duration that is not one", "lease:\n  duration: soon\n", "lease.duration: must be a duration such as 250ms, 10s or 1m30s"},
+		{"number as text", "writer:\n  workers: many\n", "writer.workers: must be a whole number, not text"},
+		{"section as a value", "writer: 7\n", "writer: must be a section of settings, not a number"},
+		{"list expected", "chain:\n  rpcUrls: http://a\n", "chain.rpcUrls: must be a list, not text"},
+		{"fraction for a count", "writer:\n  workers: 1.5\n", "writer.workers: must be a whole number, not a number with a fraction"},
+		{"count out of range", "database:\n  maxConns: 99999999999\n", "database.maxConns: must be a whole number from -2147483648 to 2147483647"},
+		{"a date", "lease:\n  duration: 2001-01-01\n", "a_date.yaml:2:13: lease.duration: a date or time is not a value any setting takes"},
+		{"not a finite number", "create:\n  gasEstimateMultiplier: .nan\n", "create.gasEstimateMultiplier: must be a finite number"},
 	}
 	dir := t.TempDir()
 	for i, tc := range tests {

@@ -76,7 +76,7 @@ func (s Signers) kmsProblems(environment string) []error {
 	if gcp := s.GCPKMS; gcp.Configured() {
 		errs = append(errs, kmsKeyProblems("signers.gcpKms", gcp.Keys, gcpKeyVersionName, gcp.Timeout, gcp.MaxAttempts)...)
 		if gcp.Plaintext && environment != EnvironmentDevelopment {
-			errs = append(errs, fmt.Errorf("signers.gcpKms.plaintext: is for a development emulator only (environment is %q): remove it to reach Cloud KMS over TLS with Workload Identity", environment))
+			errs = append(errs, fmt.Errorf("signers.gcpKms.plaintext: is for a development emulator only (environment is not %s): remove it to reach Cloud KMS over TLS with Workload Identity", EnvironmentDevelopment))
 		}
 		if gcp.Plaintext && gcp.Endpoint == "" {
 			errs = append(errs, fmt.Errorf("signers.gcpKms.endpoint: must be set (the emulator's host:port) when signers.gcpKms.plaintext is on"))
@@ -86,21 +86,24 @@ func (s Signers) kmsProblems(environment string) []error {
 }
 
 // kmsKeyProblems checks one KMS source's keys, deadline and attempts; idShape, when set,
-// is what every key id must look like.
+// is what every key id must look like. Messages name the entry, not the id (see Check).
 func kmsKeyProblems(prefix string, keys []KMSKey, idShape *regexp.Regexp, timeout Duration, maxAttempts int) []error {
 	var errs []error
-	seen := map[string]bool{}
+	firstWith := map[string]int{}
 	for i, key := range keys {
 		field := fmt.Sprintf("%s.keys[%d]", prefix, i)
+		first, seen := firstWith[key.ID]
 		switch {
 		case key.ID == "":
 			errs = append(errs, fmt.Errorf("%s.id: is empty", field))
 		case idShape != nil && !idShape.MatchString(key.ID):
-			errs = append(errs, fmt.Errorf("%s.id: %q is not a crypto key version name (projects/P/locations/L/keyRings/R/cryptoKeys/K/cryptoKeyVersions/V)", field, key.ID))
-		case seen[key.ID]:
-			errs = append(errs, fmt.Errorf("%s.id: %q is listed twice", field, key.ID))
+			errs = append(errs, fmt.Errorf("%s.id: is not a crypto key version name (projects/P/locations/L/keyRings/R/cryptoKeys/K/cryptoKeyVersions/V)", field))
+		case seen:
+			errs = append(errs, fmt.Errorf("%s.id: is listed twice (as %s.keys[%d].id too)", field, prefix, first))
 		}
-		seen[key.ID] = true
+		if !seen {
+			firstWith[key.ID] = i
+		}
 		if key.Address != "" {
 			if _, err := domain.ParseAddress(field+".address", key.Address); err != nil {
 				errs = append(errs, err)

@@ -2,9 +2,10 @@ package conf
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/go-kratos/kratos/v2/config"
 )
@@ -19,10 +20,10 @@ func Load(path string) (*Bootstrap, error) {
 		if err != nil {
 			return nil, fmt.Errorf("config file: %w", err)
 		}
-		sources = append(sources, embeddedSource{key: filepath.Base(path), body: body})
+		sources = append(sources, embeddedSource{key: path, body: body})
 	}
 	sources = append(sources, environmentSource{})
-	c := config.New(config.WithSource(sources...))
+	c := config.New(config.WithSource(sources...), config.WithMergeFunc(overlay))
 	defer func() { _ = c.Close() }() // only stops the sources' no-op watchers
 	if err := c.Load(); err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
@@ -38,7 +39,7 @@ func Load(path string) (*Bootstrap, error) {
 	}
 	var bc Bootstrap
 	if err := c.Scan(&bc); err != nil {
-		return nil, fmt.Errorf("parse config: %w", err)
+		return nil, fmt.Errorf("parse config: %w", scanError(err))
 	}
 	if bc.Node.ID == "" {
 		bc.Node.ID = defaultNodeID(bc.Server.GRPC.Addr)
@@ -73,17 +74,54 @@ func (environmentSource) Load() ([]*config.KeyValue, error) {
 func (environmentSource) Watch() (config.Watcher, error) { return noWatch{make(chan struct{})}, nil }
 
 // embeddedSource feeds a YAML document held in memory (the embedded defaults, the -conf
-// file) to Kratos config.
+// file, key its path) to Kratos config.
 type embeddedSource struct {
 	key  string
 	body []byte
 }
 
+// Load hands Kratos only a document checkYAML passed. Kratos returns a source's own error
+// as it is, but logs the whole document, values and all, when it fails to decode one.
 func (s embeddedSource) Load() ([]*config.KeyValue, error) {
+	if err := checkYAML(s.key, s.body); err != nil {
+		return nil, err
+	}
 	return []*config.KeyValue{{Key: s.key, Value: s.body, Format: "yaml"}}, nil
 }
 
 func (embeddedSource) Watch() (config.Watcher, error) { return noWatch{make(chan struct{})}, nil }
+
+// overlay lays a source's tree over the ones before it: sections merge key by key, and any
+// other value (a list included) replaces the one before. That is what Kratos' own merge
+// (mergo with override) does to these trees, but Kratos logs the whole source, values and
+// all, when its merge fails: this one has no way to fail.
+func overlay(dst, src any) error {
+	overlayTree(*dst.(*map[string]any), src.(map[string]any))
+	return nil
+}
+
+func overlayTree(dst, src map[string]any) {
+	for key, value := range src {
+		if section, ok := value.(map[string]any); ok {
+			if under, ok := dst[key].(map[string]any); ok {
+				overlayTree(under, section)
+				continue
+			}
+		}
+		dst[key] = value
+	}
+}
+
+// scanError is a decoding error without the value: encoding/json's type errors quote a
+// number they could not fit. checkKeys has refused those with their key before Scan; this
+// keeps a missed one out of the log all the same.
+func scanError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		return fmt.Errorf("%s: must be %s", typeErr.Field, describeType(typeErr.Type))
+	}
+	return err
+}
 
 type noWatch struct{ stop chan struct{} }
 

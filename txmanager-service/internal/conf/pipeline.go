@@ -35,6 +35,16 @@ type Pipeline struct {
 	// stuck handling) runs at once; each signer runs on its own, so one that hangs holds up
 	// no other.
 	SignerConcurrency int `json:"signerConcurrency"`
+	// SigningStall holds back a signer whose key source cannot sign.
+	SigningStall SigningStall `json:"signingStall"`
+}
+
+// SigningStall: while a signer's key source fails to sign, its creates are refused (503
+// SIGNER_UNAVAILABLE) once MaxUnsigned of its transactions wait for a signature or it has
+// failed for MaxDuration, until a signature succeeds again.
+type SigningStall struct {
+	MaxUnsigned int      `json:"maxUnsigned"`
+	MaxDuration Duration `json:"maxDuration"`
 }
 
 // Receipts tunes the receipt checker.
@@ -105,6 +115,9 @@ type Recovery struct {
 	Mode string `json:"mode"`
 	// AdoptionWindow is how long a recorded transaction stays adoptable.
 	AdoptionWindow Duration `json:"adoptionWindow"`
+	// ReleaseWait is how long an operator's release waits for the recovery to carry it out
+	// before answering.
+	ReleaseWait Duration `json:"releaseWait"`
 }
 
 // Recovery modes.

@@ -75,7 +75,7 @@ func (c *AdminController) GetSignerStatus(ctx context.Context, req *v1.GetSigner
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
-	return toAPISignerStatus(chain.ID, s), nil
+	return toAPISignerStatus(chain.ID, s, chain.Admin.RecoverByIntent()), nil
 }
 
 // ListSigners implements v1.AdminServiceServer: every chain's signers, or one chain's.
@@ -101,18 +101,25 @@ func (c *AdminController) ListSigners(ctx context.Context, req *v1.ListSignersRe
 			return nil, ToAPIError(c.log, err)
 		}
 		for _, s := range statuses {
-			out.Signers = append(out.Signers, toAPISignerStatus(chain.ID, s))
+			out.Signers = append(out.Signers, toAPISignerStatus(chain.ID, s, chain.Admin.RecoverByIntent()))
 		}
 	}
 	return out, nil
 }
 
-func toAPISignerStatus(chainID uint64, s services.SignerStatus) *v1.SignerStatus {
-	return &v1.SignerStatus{
+func toAPISignerStatus(chainID uint64, s services.SignerStatus, recoverByIntent bool) *v1.SignerStatus {
+	c := s.Condition
+	out := &v1.SignerStatus{
 		ChainId: chainID, Signer: s.Signer, LeaseOwner: s.LeaseOwner, FencingToken: s.FencingToken, LeaseExpiresAt: timestamppb.New(s.LeaseExpiresAt),
 		LeaseLive: s.LeaseLive, NextNonce: s.NextNonce, PendingDepth: uint64(s.PendingDepth),
 		OldestPendingAgeSeconds: s.OldestPendingAgeSeconds, StuckCount: uint64(s.StuckCount), Quarantined: s.Quarantined,
+		Recovering: c.Recovering(recoverByIntent), UnrecordedNonces: c.UnrecordedNonces, SigningError: c.SigningError,
+		Unsigned: uint64(c.Unsigned), OldestUnsignedAgeSeconds: c.OldestUnsignedAgeSeconds, Serving: c.CanServe(),
 	}
+	if c.SigningFailingSince != nil {
+		out.SigningFailingSince = timestamppb.New(*c.SigningFailingSince)
+	}
+	return out
 }
 
 // ListStuck implements v1.AdminServiceServer.
@@ -163,7 +170,7 @@ func (c *AdminController) GetQuarantine(ctx context.Context, req *v1.GetQuaranti
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
-	q, err := chain.Admin.GetQuarantine(ctx, req.GetSigner(), req.GetFromNonce(), int(req.GetLimit()))
+	q, err := chain.Admin.GetQuarantine(ctx, req.GetSigner(), req.GetFromNonce(), int(req.GetLimit()), req.GetListNonces())
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
@@ -190,12 +197,19 @@ func toAPIQuarantine(chainID uint64, q services.Quarantine) *v1.Quarantine {
 	out := &v1.Quarantine{
 		ChainId: chainID, Signer: q.Signer, Quarantined: q.Quarantined, DbNextNonce: q.DBNextNonce, ChainNonce: q.ChainNonce,
 		DetectedBy: q.DetectedBy, ReleasedBy: q.ReleasedBy, ReleaseNote: q.ReleaseNote, NextFromNonce: q.NextFromNonce,
+		RecordedTo: q.RecordedTo, Recorded: uint64(q.Recorded), ReleaseRequestedBy: q.ReleaseRequestedBy,
 	}
 	if !q.DetectedAt.IsZero() {
 		out.DetectedAt = timestamppb.New(q.DetectedAt)
 	}
 	if q.ReleasedAt != nil {
 		out.ReleasedAt = timestamppb.New(*q.ReleasedAt)
+	}
+	if q.ReleaseRequestedAt != nil {
+		out.ReleaseRequestedAt = timestamppb.New(*q.ReleaseRequestedAt)
+	}
+	for _, r := range q.Ranges {
+		out.Ranges = append(out.Ranges, &v1.NonceRange{Class: r.Class, FirstNonce: r.First, LastNonce: r.Last, Count: r.Count})
 	}
 	for _, u := range q.Unknown {
 		item := &v1.UnknownNonce{Nonce: u.Nonce}

@@ -33,6 +33,7 @@ func ToAPIError(logger *log.Helper, err error) error {
 		notLeader   *domain.NotLeaderError
 		fenced      *domain.FencedError
 		unavailable *domain.UnavailableError
+		cannotSign  *domain.SignerUnavailableError
 	)
 	switch {
 	case errors.As(err, &kerr):
@@ -64,6 +65,8 @@ func ToAPIError(logger *log.Helper, err error) error {
 		return v1.ErrorSignerRetired("%s", err.Error())
 	case errors.Is(err, domain.ErrSignerActive):
 		return v1.ErrorSignerActive("%s", err.Error())
+	case errors.As(err, &cannotSign):
+		return withMetadata(v1.ErrorSignerUnavailable("%s", cannotSign.Error()), MetadataRetryAfter, retryAfter(cannotSign.RetryAfter))
 	case errors.Is(err, domain.ErrOutcomeUnknown):
 		logger.Warnw("msg", "create outcome unknown", "error", err.Error())
 		return withMetadata(v1.ErrorOutcomeUnknown("the database connection failed while the write was committing; it may have landed: retry with the same requestId"),

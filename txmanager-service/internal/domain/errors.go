@@ -42,7 +42,31 @@ var (
 	// ErrSignerActive: the signer is already in service with another key source; retire it
 	// before it is added with a different one.
 	ErrSignerActive = errors.New("signer already active with another key source")
+	// ErrSignerUnavailable: the signer's key source has failed long enough, or with enough
+	// transactions waiting for a signature, that new ones are held back until it signs again.
+	ErrSignerUnavailable = errors.New("signer unavailable: its key source cannot sign")
 )
+
+// SignerUnavailableError says why and since when a signer cannot take new transactions;
+// it matches ErrSignerUnavailable.
+type SignerUnavailableError struct {
+	Signer string
+	// Since is when its key source started failing; Unsigned is how many of its
+	// transactions wait for a signature.
+	Since    time.Time
+	Unsigned int
+	// Cause is the key source's last error, cleaned of credentials.
+	Cause      string
+	RetryAfter time.Duration
+}
+
+func (e *SignerUnavailableError) Error() string {
+	return fmt.Sprintf("signer %s cannot sign: its key source has failed since %s (%d transactions wait for a signature): %s",
+		e.Signer, e.Since.UTC().Format(time.RFC3339), e.Unsigned, e.Cause)
+}
+
+// Unwrap makes errors.Is(err, ErrSignerUnavailable) hold.
+func (e *SignerUnavailableError) Unwrap() error { return ErrSignerUnavailable }
 
 // ValidationError names the field that failed and why; it matches ErrInvalidArgument.
 type ValidationError struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -31,6 +32,11 @@ func (r *AdminRepository) SignerStatus(ctx context.Context, signer string) (serv
 		Signer: signer, LeaseOwner: row.OwnerNode, FencingToken: uint64(row.FencingToken), LeaseExpiresAt: row.LeaseExpiresAt,
 		LeaseLive: row.LeaseLive, NextNonce: uint64(row.NextNonce), PendingDepth: int(row.PendingDepth),
 		OldestPendingAgeSeconds: row.OldestPendingAgeSeconds, StuckCount: int(row.StuckCount),
+		Condition: services.SignerCondition{
+			Signer: signer, Quarantined: row.Quarantined, UnrecordedNonces: uint64(max(row.UnrecordedNonces, 0)), ReleaseRequested: row.ReleaseRequested,
+			SigningFailingSince: row.SigningFailingSince, SigningError: row.SigningError,
+			Unsigned: int(row.Unsigned), OldestUnsignedAgeSeconds: row.OldestUnsignedAgeSeconds,
+		},
 	}, nil
 }
 
@@ -55,16 +61,30 @@ func (r *AdminRepository) GetQuarantine(ctx context.Context, signer string) (ser
 	return services.Quarantine{
 		Quarantined: row.ReleasedAt == nil, DBNextNonce: uint64(row.DbNextNonce), ChainNonce: uint64(row.ChainNonce),
 		DetectedAt: row.DetectedAt, DetectedBy: row.DetectedBy, ReleasedAt: row.ReleasedAt, ReleasedBy: row.ReleasedBy, ReleaseNote: row.ReleaseNote,
+		RecordedTo: uint64(row.RecordedTo), Recorded: row.RecordedCount, ReleaseRequestedAt: row.ReleaseRequestedAt, ReleaseRequestedBy: row.ReleaseRequestedBy,
 	}, nil
 }
 
-// ReleaseQuarantine implements services.AdminStore.
-func (r *AdminRepository) ReleaseQuarantine(ctx context.Context, signer, by, note string) (bool, error) {
-	n, err := r.q.ReleaseQuarantine(ctx, sqlcdb.ReleaseQuarantineParams{ChainID: r.chainID, Signer: signer, ReleasedBy: text(by), Note: text(note)})
+// RequestRelease implements services.AdminStore.
+func (r *AdminRepository) RequestRelease(ctx context.Context, signer, by, note string) (bool, error) {
+	n, err := r.q.RequestRelease(ctx, sqlcdb.RequestReleaseParams{ChainID: r.chainID, Signer: signer, ReleasedBy: text(by), Note: text(note)})
 	if err != nil {
-		return false, fmt.Errorf("release quarantine: %w", err)
+		return false, fmt.Errorf("request quarantine release: %w", err)
 	}
 	return n > 0, nil
+}
+
+// QuarantineNonceRanges implements services.AdminStore.
+func (r *AdminRepository) QuarantineNonceRanges(ctx context.Context, signer string) ([]services.NonceRangeSummary, error) {
+	rows, err := r.q.QuarantineNonceRanges(ctx, sqlcdb.QuarantineNonceRangesParams{ChainID: r.chainID, Signer: signer})
+	if err != nil {
+		return nil, fmt.Errorf("quarantine nonce ranges: %w", err)
+	}
+	ranges := make([]services.NonceRangeSummary, 0, len(rows))
+	for _, row := range rows {
+		ranges = append(ranges, services.NonceRangeSummary{Class: row.Class, First: uint64(row.FirstNonce), Last: uint64(row.LastNonce), Count: uint64(row.Nonces)})
+	}
+	return ranges, nil
 }
 
 // ListRecovered implements services.AdminStore.
@@ -79,7 +99,13 @@ func (r *AdminRepository) ListRecovered(ctx context.Context, signer string, nonc
 	}
 	out := make(map[uint64]services.RecoveredRow, len(rows))
 	for _, row := range rows {
-		out[uint64(row.Nonce)] = services.RecoveredRow{TxID: row.TxID, RequestID: row.RequestID, UnclaimedUntil: row.UnclaimedUntil}
+		intent, err := decodeIntent(row.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("recovered transaction %s: %w", row.TxID, err)
+		}
+		sent := services.SentTx{Hash: common.HexToHash(row.TxHash), Nonce: uint64(row.Nonce), To: intent.To, Value: intent.Value, Data: intent.Data,
+			Gas: intent.EffectiveGasLimit, BlockNumber: uint64(row.BlockNumber)}
+		out[uint64(row.Nonce)] = services.RecoveredRow{TxID: row.TxID, RequestID: row.RequestID, UnclaimedUntil: row.UnclaimedUntil, Tx: sent}
 	}
 	return out, nil
 }

@@ -36,7 +36,7 @@ func (r AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess t
 	if err != nil {
 		return services.CursorState{}, fmt.Errorf("lease check: %w", err)
 	}
-	state := services.CursorState{Quarantined: row.Quarantined, HasUnclaimed: row.HasUnclaimed,
+	state := services.CursorState{Quarantined: row.Quarantine != "", Releasing: row.Quarantine == "releasing", HasUnclaimed: row.HasUnclaimed,
 		Retired: !domain.RosterState(row.RosterState).AcceptsCreates(), KnownRequests: int(row.KnownRequests)}
 	if row.NextNonce.Valid {
 		next := uint64(row.NextNonce.Int64)

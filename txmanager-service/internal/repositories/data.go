@@ -65,6 +65,9 @@ var ChainProviderSet = wire.NewSet(
 	wire.Bind(new(services.AdminStore), new(*AdminRepository)),
 	NewFundsRepository,
 	wire.Bind(new(services.FundsStore), new(*FundsRepository)),
+	NewSigningRepository,
+	wire.Bind(new(services.SigningHealthStore), new(*SigningRepository)),
+	wire.Bind(new(services.SignerConditionStore), new(*SigningRepository)),
 )
 
 // NewPool opens the service's connection pool and checks it can reach the database; watch

@@ -15,7 +15,7 @@ import (
 // lease row locked FOR KEY SHARE.
 
 // fencedTables hold signer state that only the lease holder may change.
-var fencedTables = []string{"managed_tx", "signer_nonce_cursor", "tx_attempt", "tx_completions", "stuck_resolution_audit", "signer_quarantine"}
+var fencedTables = []string{"managed_tx", "signer_nonce_cursor", "tx_attempt", "tx_completions", "stuck_resolution_audit", "signer_quarantine", "signer_signing"}
 
 // unfencedTables are written without a lease on purpose: the lease itself (its own
 // statements judge ownership atomically), the node registry (each node's own row) and the
@@ -31,8 +31,9 @@ var unfencedQueries = map[string]string{
 	"AssignFeedPositions": "feed positions",
 	// Retention deletes final rows past the horizon, which no lease holder writes any more.
 	"PruneFinal": "final rows past the retention horizon",
-	// An operator releases a quarantine from any node; allocation after it is fenced as ever.
-	"ReleaseQuarantine": "an operator's release",
+	// An operator asks for a quarantine's release from any node; the release itself
+	// (FinishRecovery, with the cursor's move) is fenced on the signer's lease holder.
+	"RequestRelease": "an operator's release request",
 }
 
 // leaseCheck is the one fencing clause: the lease row of the signer on the chain, still held by this

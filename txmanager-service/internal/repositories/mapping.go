@@ -108,35 +108,11 @@ func toDomain(row sqlcdb.ManagedTx) (domain.ManagedTx, error) {
 		h := common.HexToHash(row.TxHash.String)
 		tx.TxHash = &h
 	}
-	var p intentPayload
-	if err := json.Unmarshal(row.Payload, &p); err != nil {
+	intent, err := decodeIntent(row.Payload)
+	if err != nil {
 		return tx, fmt.Errorf("decode payload of %s: %w", row.TxID, err)
 	}
-	var err error
-	if tx.Intent.Value, err = decodeWei(p.Value); err != nil {
-		return tx, err
-	}
-	if p.To != nil {
-		to := common.HexToAddress(*p.To)
-		tx.Intent.To, tx.Intent.ToHex = &to, *p.To
-	}
-	if p.Data != "" {
-		if tx.Intent.Data, err = hexutil.Decode(p.Data); err != nil {
-			return tx, fmt.Errorf("decode data of %s: %w", row.TxID, err)
-		}
-	}
-	tx.Intent.GasLimit = p.GasLimit
-	tx.EffectiveGasLimit = p.EffectiveGasLimit
-	if p.MaxFeePerGas != nil {
-		if tx.Intent.MaxFeePerGas, err = decodeWei(*p.MaxFeePerGas); err != nil {
-			return tx, err
-		}
-	}
-	if p.MaxPriorityFeePerGas != nil {
-		if tx.Intent.MaxPriorityFeePerGas, err = decodeWei(*p.MaxPriorityFeePerGas); err != nil {
-			return tx, err
-		}
-	}
+	tx.Intent, tx.EffectiveGasLimit = intent.Intent, intent.EffectiveGasLimit
 	if len(row.Receipt) > 0 {
 		var r receiptPayload
 		if err := json.Unmarshal(row.Receipt, &r); err != nil {
@@ -148,4 +124,46 @@ func toDomain(row sqlcdb.ManagedTx) (domain.ManagedTx, error) {
 		}
 	}
 	return tx, nil
+}
+
+// decodedIntent is managed_tx.payload decoded.
+type decodedIntent struct {
+	domain.Intent
+	EffectiveGasLimit uint64
+}
+
+// decodeIntent decodes managed_tx.payload.
+func decodeIntent(payload []byte) (decodedIntent, error) {
+	var p intentPayload
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return decodedIntent{}, err
+	}
+	var (
+		d   = decodedIntent{EffectiveGasLimit: p.EffectiveGasLimit}
+		err error
+	)
+	if d.Value, err = decodeWei(p.Value); err != nil {
+		return d, err
+	}
+	if p.To != nil {
+		to := common.HexToAddress(*p.To)
+		d.To, d.ToHex = &to, *p.To
+	}
+	if p.Data != "" {
+		if d.Data, err = hexutil.Decode(p.Data); err != nil {
+			return d, fmt.Errorf("decode data: %w", err)
+		}
+	}
+	d.GasLimit = p.GasLimit
+	if p.MaxFeePerGas != nil {
+		if d.MaxFeePerGas, err = decodeWei(*p.MaxFeePerGas); err != nil {
+			return d, err
+		}
+	}
+	if p.MaxPriorityFeePerGas != nil {
+		if d.MaxPriorityFeePerGas, err = decodeWei(*p.MaxPriorityFeePerGas); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
 }

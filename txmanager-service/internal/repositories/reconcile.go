@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -30,7 +31,19 @@ func (r *ReconcileRepository) SignerChainCheck(ctx context.Context, signer strin
 	}
 	check := reconcile.SignerCheck{NextNonce: row.NextNonce, UnclaimedExpired: row.UnclaimedExpired}
 	if row.QuarantinedFrom.Valid && row.QuarantinedTo.Valid {
-		check.Quarantine = &reconcile.NonceRange{From: uint64(row.QuarantinedFrom.Int64), To: uint64(row.QuarantinedTo.Int64)}
+		rec := &reconcile.Recovery{
+			NonceRange:       reconcile.NonceRange{From: uint64(row.QuarantinedFrom.Int64), To: uint64(row.QuarantinedTo.Int64)},
+			RecoveryProgress: reconcile.RecoveryProgress{RecordedTo: uint64(row.RecordedTo)},
+			Recorded:         row.RecordedCount.Int64, ReleaseRequested: row.ReleaseRequested,
+		}
+		if row.ScanFromBlock.Valid {
+			from := uint64(row.ScanFromBlock.Int64)
+			rec.ScanFrom = &from
+		}
+		if row.DetectedAt != nil {
+			rec.DetectedAt = *row.DetectedAt
+		}
+		check.Quarantine = rec
 	}
 	return check, nil
 }
@@ -88,8 +101,12 @@ func (r *ReconcileRepository) InsertPlaceholders(ctx context.Context, lease doma
 }
 
 // RecordRecovered implements reconcile.Store.
-func (r *ReconcileRepository) RecordRecovered(ctx context.Context, lease domain.Lease, txs []reconcile.RecoveredTx, unclaimedUntil time.Time, resubmitAfter time.Duration) (int, error) {
-	p := sqlcdb.RecordRecoveredParams{UnclaimedUntil: unclaimedUntil, ResubmitAfterSeconds: resubmitAfter.Seconds()}
+func (r *ReconcileRepository) RecordRecovered(ctx context.Context, lease domain.Lease, txs []reconcile.RecoveredTx, unclaimedUntil time.Time, resubmitAfter time.Duration,
+	progress reconcile.RecoveryProgress) (int, error) {
+	p := sqlcdb.RecordRecoveredParams{UnclaimedUntil: unclaimedUntil, ResubmitAfterSeconds: resubmitAfter.Seconds(), RecordedTo: int64(progress.RecordedTo)}
+	if progress.ScanFrom != nil {
+		p.ScanFromBlock = int64(*progress.ScanFrom)
+	}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
 	p.ChainID = r.chainID
 	for _, rec := range txs {
@@ -114,9 +131,22 @@ func (r *ReconcileRepository) RecordRecovered(ctx context.Context, lease domain.
 	return fencedOutcome(lease, "recovered transactions", row.LeaseHeld, row.Inserted, err)
 }
 
+// RecoveryAnchors implements reconcile.Store.
+func (r *ReconcileRepository) RecoveryAnchors(ctx context.Context, signer string, below uint64, limit int) ([]reconcile.RecoveryAnchor, error) {
+	rows, err := r.q.RecoveryAnchors(ctx, sqlcdb.RecoveryAnchorsParams{ChainID: r.chainID, Signer: signer, Below: int64(below), MaxRows: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("recovery anchors: %w", err)
+	}
+	anchors := make([]reconcile.RecoveryAnchor, 0, len(rows))
+	for _, row := range rows {
+		anchors = append(anchors, reconcile.RecoveryAnchor{Nonce: uint64(row.Nonce), Hash: common.HexToHash(row.TxHash), Block: uint64(row.BlockNumber)})
+	}
+	return anchors, nil
+}
+
 // FinishRecovery implements reconcile.Store.
 func (r *ReconcileRepository) FinishRecovery(ctx context.Context, lease domain.Lease, chainNonce uint64, note string) (bool, error) {
-	p := sqlcdb.FinishRecoveryParams{ChainNonce: int64(chainNonce), ReleasedBy: text(recoveryReleaser), Note: text(note)}
+	p := sqlcdb.FinishRecoveryParams{ChainNonce: int64(chainNonce), ReleasedBy: recoveryReleaser, Note: note}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
 	p.ChainID = r.chainID
 	row, err := r.q.FinishRecovery(ctx, p)
@@ -125,7 +155,7 @@ func (r *ReconcileRepository) FinishRecovery(ctx context.Context, lease domain.L
 }
 
 // recoveryReleaser names the recovery in a quarantine's release record, where an operator's
-// id stands when a person released it.
+// id stands when a person asked for the release.
 const recoveryReleaser = "recovery (adopt-by-intent)"
 
 // ExpireUnclaimed implements reconcile.Store.
@@ -135,13 +165,4 @@ func (r *ReconcileRepository) ExpireUnclaimed(ctx context.Context, lease domain.
 	p.ChainID = r.chainID
 	row, err := r.q.ExpireUnclaimed(ctx, p)
 	return fencedOutcome(lease, "adoption window", row.LeaseHeld, row.Expired, err)
-}
-
-// QuarantinedAmong implements reconcile.Store.
-func (r *ReconcileRepository) QuarantinedAmong(ctx context.Context, signers []string) ([]string, error) {
-	rows, err := r.q.QuarantinedAmong(ctx, sqlcdb.QuarantinedAmongParams{ChainID: r.chainID, Signers: signers})
-	if err != nil {
-		return nil, fmt.Errorf("quarantined signers: %w", err)
-	}
-	return rows, nil
 }

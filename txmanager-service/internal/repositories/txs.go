@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
@@ -27,21 +28,35 @@ func NewTxRepository(pool *pgxpool.Pool, chain services.ChainID) *TxRepository {
 // GetByID implements services.TxReader.
 func (r *TxRepository) GetByID(ctx context.Context, id uuid.UUID) (domain.ManagedTx, error) {
 	row, err := r.q.GetTxByID(ctx, id)
-	return mapOne(row, err, "get tx by id")
+	return mapOne(row.ManagedTx, signingFailure{row.SigningFailingSince, row.SigningError}, err, "get tx by id")
 }
 
 // GetByRequestID implements services.TxReader.
 func (r *TxRepository) GetByRequestID(ctx context.Context, signer common.Address, requestID string) (domain.ManagedTx, error) {
 	row, err := r.q.GetTxByRequestID(ctx, sqlcdb.GetTxByRequestIDParams{ChainID: r.chainID, Signer: signer.Hex(), RequestID: pgtype.Text{String: requestID, Valid: true}})
-	return mapOne(row, err, "get tx by request id")
+	return mapOne(row.ManagedTx, signingFailure{row.SigningFailingSince, row.SigningError}, err, "get tx by request id")
 }
 
-func mapOne(row sqlcdb.ManagedTx, err error, what string) (domain.ManagedTx, error) {
+// signingFailure is the signer's key source failure a transaction waiting for its
+// signature is read with (since nil: none).
+type signingFailure struct {
+	since *time.Time
+	err   string
+}
+
+func mapOne(row sqlcdb.ManagedTx, signing signingFailure, err error, what string) (domain.ManagedTx, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return domain.ManagedTx{}, domain.ErrNotFound
 	}
 	if err != nil {
 		return domain.ManagedTx{}, fmt.Errorf("%s: %w", what, err)
 	}
-	return toDomain(row)
+	tx, err := toDomain(row)
+	if err == nil && tx.State == domain.StateAllocated && signing.since != nil {
+		// Why it does not move: its signer cannot sign. Shown, not stored: the first
+		// signature that succeeds ends it for every such transaction at once.
+		tx.SubState = domain.SubStateSigningFailed
+		tx.LastError = fmt.Sprintf("the signer's key source has failed since %s: %s", signing.since.UTC().Format(time.RFC3339), signing.err)
+	}
+	return tx, err
 }

@@ -42,15 +42,19 @@ type Health struct {
 
 // readiness is one probe's outcome.
 type readiness struct {
-	at     time.Time
-	ready  bool
-	checks map[string]string
+	at    time.Time
+	ready bool
+	// degraded: ready, but some signer cannot serve (checks say which kind).
+	degraded bool
+	checks   map[string]string
 }
 
 // ReadinessChain is a served chain readiness probes: every one must answer with a recent head.
 type ReadinessChain struct {
 	ID    uint64
 	Chain services.Chain
+	// Signers reports the chain's signers that cannot serve, as a detail.
+	Signers *services.SignerConditions
 }
 
 // DatabaseReplication says what the database server's replication settings risk in a
@@ -69,14 +73,15 @@ func (h *Health) Live(w nethttp.ResponseWriter, _ *nethttp.Request) {
 	writeJSON(w, nethttp.StatusOK, map[string]any{"status": "ok"})
 }
 
-// Ready is 200 when the database answered and the chain head was recent at the latest probe.
+// Ready is 200 when the database answered and the chain head was recent at the latest probe;
+// degraded (still 200) when some signer cannot serve.
 func (h *Health) Ready(w nethttp.ResponseWriter, _ *nethttp.Request) {
 	r := h.current()
 	status := nethttp.StatusOK
 	if !r.ready {
 		status = nethttp.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]any{"ready": r.ready, "checks": r.checks, "probedAt": r.at.UTC().Format(time.RFC3339Nano)})
+	writeJSON(w, status, map[string]any{"ready": r.ready, "degraded": r.degraded, "checks": r.checks, "probedAt": r.at.UTC().Format(time.RFC3339Nano)})
 }
 
 // current returns a probe no older than the interval, probing when there is none.
@@ -153,6 +158,28 @@ func (h *Health) probe(ctx context.Context) readiness {
 	}
 	if serving == 0 {
 		r.ready = false
+	}
+	// Signers that cannot serve (quarantined, a key source that fails) are a detail, never
+	// a reason to be unready: every node would answer for them alike, so taking this one out
+	// of a load balancer would only stop the signers that serve. Their own creates answer
+	// with the reason, and the signer gauges and alerts name them.
+	for _, c := range h.chains {
+		if c.Signers == nil {
+			continue
+		}
+		suffix := ""
+		if len(h.chains) > 1 {
+			suffix = fmt.Sprintf("_%d", c.ID)
+		}
+		summary, err := c.Signers.Summary(ctx)
+		switch {
+		case err != nil:
+			r.checks["signers"+suffix] = "unknown (database)"
+		case summary != "":
+			r.checks["signers"+suffix], r.degraded = summary, true
+		default:
+			r.checks["signers"+suffix] = "ok"
+		}
 	}
 	r.at = h.now()
 	outcome := "ready"

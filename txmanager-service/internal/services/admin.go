@@ -22,8 +22,10 @@ type SignerStatus struct {
 	PendingDepth            int
 	OldestPendingAgeSeconds float64
 	StuckCount              int
-	// Quarantined: no nonce is allocated until an operator releases the signer.
+	// Quarantined: no nonce is allocated until recovery (or an operator) releases it.
 	Quarantined bool
+	// The rest of the signer's condition, as every node reads it.
+	Condition SignerCondition
 }
 
 // AdminStore reads what the admin API shows.
@@ -32,8 +34,11 @@ type AdminStore interface {
 	ListStuck(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error)
 	// GetQuarantine returns the signer's quarantine record (zero, not quarantined, when none).
 	GetQuarantine(ctx context.Context, signer string) (Quarantine, error)
-	// ReleaseQuarantine releases a live quarantine and reports whether there was one.
-	ReleaseQuarantine(ctx context.Context, signer, by, note string) (bool, error)
+	// RequestRelease records an operator's release of a live quarantine, which the signer's
+	// recovery carries out; false when there was none.
+	RequestRelease(ctx context.Context, signer, by, note string) (bool, error)
+	// QuarantineNonceRanges summarises the quarantine's unknown nonces as runs by class.
+	QuarantineNonceRanges(ctx context.Context, signer string) ([]NonceRangeSummary, error)
 	// ListRecovered returns the rows recovery recorded at the given nonces, by nonce.
 	ListRecovered(ctx context.Context, signer string, nonces []uint64) (map[uint64]RecoveredRow, error)
 }
@@ -46,8 +51,14 @@ type TxResolver interface {
 
 // AdminConfig tunes the admin use case.
 type AdminConfig struct {
-	// ScanBlocks bounds how far back a quarantined signer's unknown nonces are looked for.
+	// ScanBlocks bounds how far back a quarantined signer's unknown nonces nothing was
+	// recorded for are looked for on chain when they are listed one by one.
 	ScanBlocks uint64
+	// ReleaseWait: how long a release waits for the signer's recovery to carry it out, so
+	// its answer says how it ended.
+	ReleaseWait time.Duration
+	// RecoverByIntent: a quarantined signer is released by its recovery, without a person.
+	RecoverByIntent bool
 }
 
 // AdminUseCase serves the operators' API.
@@ -93,13 +104,13 @@ func (uc *AdminUseCase) SignerStatus(ctx context.Context, signer string) (Signer
 	if err != nil {
 		return SignerStatus{}, &domain.UnavailableError{Reason: "signer status", RetryAfter: time.Second, Err: err}
 	}
-	q, err := uc.store.GetQuarantine(ctx, addr.Hex())
-	if err != nil {
-		return SignerStatus{}, &domain.UnavailableError{Reason: "quarantine record", RetryAfter: time.Second, Err: err}
-	}
-	status.Signer, status.Quarantined = addr.Hex(), q.Quarantined
+	status.Signer, status.Quarantined = addr.Hex(), status.Condition.Quarantined
+	status.Condition.Signer = addr.Hex()
 	return status, nil
 }
+
+// RecoverByIntent says how the use case's quarantines end (for the status it reports).
+func (uc *AdminUseCase) RecoverByIntent() bool { return uc.cfg.RecoverByIntent }
 
 // ListStuck lists STUCK transactions (of one signer when signer is not "").
 func (uc *AdminUseCase) ListStuck(ctx context.Context, signer string, limit int) ([]domain.ManagedTx, error) {
@@ -132,8 +143,8 @@ func (uc *AdminUseCase) ListNodes(ctx context.Context) ([]NodeInfo, error) {
 	return nodes, nil
 }
 
-// Quarantine is a signer's quarantine record, with what the chain holds at each nonce the
-// database does not know.
+// Quarantine is a signer's quarantine record: the unknown nonces summarised by what
+// recovery made of them, and each nonce on request.
 type Quarantine struct {
 	Signer                  string
 	Quarantined             bool
@@ -142,16 +153,48 @@ type Quarantine struct {
 	DetectedBy              string
 	ReleasedAt              *time.Time
 	ReleasedBy, ReleaseNote string
-	Unknown                 []UnknownNonce
+	// RecordedTo: every unknown nonce below it has its transaction recorded; Recorded counts
+	// the rows recovery recorded.
+	RecordedTo uint64
+	Recorded   int64
+	// ReleaseRequestedAt and ReleaseRequestedBy: an operator released the signer; it serves
+	// again once its recovery has recorded what the chain shows.
+	ReleaseRequestedAt *time.Time
+	ReleaseRequestedBy string
+	// Ranges summarise the unknown nonces in runs of one class (NonceClass*).
+	Ranges []NonceRangeSummary
+	// Unknown lists the nonces one by one, when asked for.
+	Unknown []UnknownNonce
 	// NextFromNonce is where the listing goes on when Unknown is one page of several; 0
 	// when it is complete.
 	NextFromNonce uint64
 }
 
-// UnknownNonce is one nonce the chain holds and the database does not know.
+// Classes of a quarantine's unknown nonces.
+const (
+	// NonceClassAdopted: recorded, and a retried create was answered with it.
+	NonceClassAdopted = "ADOPTED"
+	// NonceClassUnclaimed: recorded, adoptable until its window ends.
+	NonceClassUnclaimed = "UNCLAIMED"
+	// NonceClassExpired: recorded; its adoption window ended without an adopter.
+	NonceClassExpired = "EXPIRED"
+	// NonceClassNotRecorded: nothing recorded there: recovery has not reached it, or the
+	// chain does not show a transaction there.
+	NonceClassNotRecorded = "NOT_RECORDED"
+)
+
+// NonceRangeSummary is a run of consecutive unknown nonces in one class.
+type NonceRangeSummary struct {
+	Class       string
+	First, Last uint64
+	Count       uint64
+}
+
+// UnknownNonce is one nonce the chain holds and the database did not know.
 type UnknownNonce struct {
 	Nonce uint64
-	// Tx is what the chain holds there; nil when the scanned blocks do not show it.
+	// Tx is what the chain holds there (as recorded, or found on chain); nil when neither
+	// shows it.
 	Tx *SentTx
 	// Recovered is the row recovery recorded for it (nil when none was recorded).
 	Recovered *RecoveredRow
@@ -163,17 +206,18 @@ type RecoveredRow struct {
 	TxID           uuid.UUID
 	RequestID      string
 	UnclaimedUntil *time.Time
+	// Tx is the transaction as recorded (hash, intent, block once mined).
+	Tx SentTx
 }
 
-// maxUnknownListed bounds the nonces one report looks up on chain; a longer listing is
-// paged.
+// maxUnknownListed bounds the nonces one listing page shows.
 const maxUnknownListed = 256
 
-// GetQuarantine reports the signer's quarantine, if any (live or released), with the
-// contents of up to limit unknown nonces from fromNonce on (limit 0 or above
-// maxUnknownListed: maxUnknownListed): what the chain holds there and what recovery made of
-// it.
-func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string, fromNonce uint64, limit int) (Quarantine, error) {
+// GetQuarantine reports the signer's quarantine, if any (live or released), with its
+// unknown nonces summarised in ranges; with listNonces, also up to limit of them one by one
+// from fromNonce on (limit 0 or above maxUnknownListed: maxUnknownListed): what the chain
+// holds there and what recovery made of it.
+func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string, fromNonce uint64, limit int, listNonces bool) (Quarantine, error) {
 	addr, err := domain.ParseAddress("signer", signer)
 	if err != nil {
 		return Quarantine{}, err
@@ -186,6 +230,12 @@ func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string, fromNo
 	if q.DetectedAt.IsZero() {
 		return q, nil // never quarantined
 	}
+	if q.Ranges, err = uc.store.QuarantineNonceRanges(ctx, addr.Hex()); err != nil {
+		return Quarantine{}, &domain.UnavailableError{Reason: "quarantine summary", RetryAfter: time.Second, Err: err}
+	}
+	if !listNonces {
+		return q, nil
+	}
 	if limit <= 0 || limit > maxUnknownListed {
 		limit = maxUnknownListed
 	}
@@ -197,28 +247,41 @@ func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string, fromNo
 	if n < q.ChainNonce {
 		q.NextFromNonce = n
 	}
-	found, err := uc.chain.SentTransactions(ctx, addr, nonces, uc.cfg.ScanBlocks)
-	if err != nil {
-		return Quarantine{}, &domain.UnavailableError{Reason: "chain look-up of the unknown nonces", RetryAfter: time.Second, Err: err}
-	}
 	recovered, err := uc.store.ListRecovered(ctx, addr.Hex(), nonces)
 	if err != nil {
 		return Quarantine{}, &domain.UnavailableError{Reason: "recovered transactions", RetryAfter: time.Second, Err: err}
 	}
+	// Only the nonces nothing was recorded for are looked for on chain.
+	var unrecorded []uint64
+	for _, n := range nonces {
+		if _, ok := recovered[n]; !ok {
+			unrecorded = append(unrecorded, n)
+		}
+	}
+	found := map[uint64]SentTx{}
+	if len(unrecorded) > 0 {
+		if found, err = uc.chain.SentTransactions(ctx, addr, unrecorded, uc.cfg.ScanBlocks); err != nil {
+			return Quarantine{}, &domain.UnavailableError{Reason: "chain look-up of the unknown nonces", RetryAfter: time.Second, Err: err}
+		}
+	}
 	for _, n := range nonces {
 		u := UnknownNonce{Nonce: n}
-		if tx, ok := found[n]; ok {
-			u.Tx = &tx
-		}
 		if row, ok := recovered[n]; ok {
-			u.Recovered = &row
+			u.Recovered, u.Tx = &row, &row.Tx
+		} else if tx, ok := found[n]; ok {
+			u.Tx = &tx
 		}
 		q.Unknown = append(q.Unknown, u)
 	}
 	return q, nil
 }
 
-// ReleaseSigner ends the signer's quarantine: an operator looked at the unknown nonces.
+// ReleaseSigner ends the signer's quarantine at an operator's word. The release is carried
+// out by the signer's recovery once it has recorded every transaction the chain shows at the
+// unknown nonces (nonces the chain does not show are let go), so a lost request retried
+// after the release is still answered with its transaction. It waits up to ReleaseWait for
+// that and answers the quarantine as it then stands: released, with how many transactions
+// were recorded, or still recording.
 func (uc *AdminUseCase) ReleaseSigner(ctx context.Context, signer, note string) (Quarantine, error) {
 	addr, err := domain.ParseAddress("signer", signer)
 	if err != nil {
@@ -228,12 +291,26 @@ func (uc *AdminUseCase) ReleaseSigner(ctx context.Context, signer, note string) 
 		return Quarantine{}, err
 	}
 	p, _ := domain.PrincipalFrom(ctx)
-	released, err := uc.store.ReleaseQuarantine(ctx, addr.Hex(), p.ID, note)
+	requested, err := uc.store.RequestRelease(ctx, addr.Hex(), p.ID, note)
 	if err != nil {
 		return Quarantine{}, &domain.UnavailableError{Reason: "quarantine release", RetryAfter: time.Second, Err: err}
 	}
-	if !released {
+	if !requested {
 		return Quarantine{}, fmt.Errorf("%w: signer %s is not quarantined", domain.ErrNotFound, addr.Hex())
 	}
-	return uc.GetQuarantine(ctx, addr.Hex(), 0, 0)
+	wait, cancel := context.WithTimeout(ctx, uc.cfg.ReleaseWait)
+	defer cancel()
+	for {
+		q, err := uc.store.GetQuarantine(wait, addr.Hex())
+		if err == nil && !q.Quarantined {
+			break
+		}
+		select {
+		case <-wait.Done():
+		case <-time.After(200 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	return uc.GetQuarantine(ctx, addr.Hex(), 0, 0, false)
 }

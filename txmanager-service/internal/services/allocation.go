@@ -540,10 +540,11 @@ func (a *Allocator) quarantined(ctx context.Context, sess txmanager.Session, b *
 		}
 		a.cache.Evict(b.key)
 	}
-	if state.Quarantined && a.nonce.RecoverByIntent {
+	if state.Quarantined && (a.nonce.RecoverByIntent || state.Releasing) {
 		// The pipeline records the chain's unknown transactions and releases the signer
-		// by itself (recovery.mode adopt-by-intent): a retry in a moment is served, and a
-		// lost request's retry is answered with its transaction on chain.
+		// (by itself in recovery.mode adopt-by-intent, or because an operator asked): a
+		// retry in a moment is served, and a lost request's retry is answered with its
+		// transaction on chain.
 		for i := range b.ops {
 			b.outcome[i].err = &domain.UnavailableError{Reason: "signer recovering transactions the database lost from the chain", RetryAfter: time.Second,
 				Err: errors.New("the chain holds nonces of this signer that the database does not know; they are being recorded")}

@@ -55,6 +55,14 @@ type Chain interface {
 	// SentTransactions finds the sender's transactions at the given nonces, pending or in
 	// the latest maxBlocks blocks; nonces it did not find are absent from the result.
 	SentTransactions(ctx context.Context, from common.Address, nonces []uint64, maxBlocks uint64) (map[uint64]SentTx, error)
+	// ScanSent reads up to maxBlocks blocks from first on, oldest first, and returns the
+	// sender's transactions at nonces from fromNonce on in chain order: how transactions
+	// older than any window behind the head are found. It ends with the block in which limit
+	// transactions were collected, or at the head.
+	ScanSent(ctx context.Context, from common.Address, first, maxBlocks, fromNonce uint64, limit int) (SentScan, error)
+	// NonceAtBlock is the account's nonce after the given block (its transactions mined up to
+	// it); a node that keeps only recent state refuses old blocks.
+	NonceAtBlock(ctx context.Context, account common.Address, block uint64) (uint64, error)
 	// Usable is nil while some endpoint can be called, or says why none can (matching
 	// ErrNoChainEndpoint), so work that needs the chain is refused at once instead of
 	// after a deadline.
@@ -74,6 +82,16 @@ type SentTx struct {
 	BlockNumber uint64
 	// Raw is its signed encoding.
 	Raw []byte
+}
+
+// SentScan is what a forward scan of blocks found of one sender.
+type SentScan struct {
+	// Txs are the sender's transactions found, in chain order.
+	Txs []SentTx
+	// Next is the first block the scan did not read: where the next one resumes.
+	Next uint64
+	// Head is the chain's head the scan read up to at most.
+	Head uint64
 }
 
 // CallRequest is what eth_estimateGas needs.

@@ -16,6 +16,8 @@ type ChainServices struct {
 	Create *CreateTxUseCase
 	Get    *GetTxUseCase
 	Admin  *AdminUseCase
+	// Conditions reads every signer's condition on the chain (readiness, gauges).
+	Conditions *SignerConditions
 }
 
 // Chains finds a chain's use cases by chain id. A deployment with one chain serves a

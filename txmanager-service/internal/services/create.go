@@ -37,6 +37,7 @@ type CreateTxUseCase struct {
 	chain   Chain
 	leases  *LeaseManager
 	funds   *FundsGuard
+	signing *SigningHealth
 	queue   AllocationQueue
 	clock   Clock
 	metrics *telemetry.Metrics
@@ -44,8 +45,9 @@ type CreateTxUseCase struct {
 }
 
 // NewCreateTxUseCase wires the use case.
-func NewCreateTxUseCase(cfg CreateConfig, signers SignerDirectory, txs TxReader, chain Chain, leases *LeaseManager, funds *FundsGuard, queue AllocationQueue, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *CreateTxUseCase {
-	return &CreateTxUseCase{cfg: cfg, signers: signers, txs: txs, chain: chain, leases: leases, funds: funds, queue: queue, clock: clock, metrics: metrics,
+func NewCreateTxUseCase(cfg CreateConfig, signers SignerDirectory, txs TxReader, chain Chain, leases *LeaseManager, funds *FundsGuard, signing *SigningHealth,
+	queue AllocationQueue, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *CreateTxUseCase {
+	return &CreateTxUseCase{cfg: cfg, signers: signers, txs: txs, chain: chain, leases: leases, funds: funds, signing: signing, queue: queue, clock: clock, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "create"))}
 }
 
@@ -143,6 +145,11 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 	if _, err := uc.leases.Acquire(ctx, req.SignerHex); err != nil {
 		return CreateResult{}, err
 	}
+	// After the lease: the owner drives the signer's signing, and knows whether its key
+	// source signs; a signer that cannot takes no more work than the bound.
+	if err := uc.signing.Admit(req.SignerHex); err != nil {
+		return CreateResult{}, err
+	}
 	// After the lease: only the owner's view of the signer's spending is kept warm.
 	reservation, err := uc.funds.Reserve(ctx, req.Signer, req.SignerHex, req.Intent, gasLimit)
 	if err != nil {
@@ -210,6 +217,8 @@ func createResultLabel(res CreateResult, err error) string {
 		return "invalid"
 	case errors.Is(err, domain.ErrSignerRetired):
 		return "retired"
+	case errors.Is(err, domain.ErrSignerUnavailable):
+		return "signer_unavailable"
 	case errors.Is(err, domain.ErrNotLeader):
 		return "not_leader"
 	case errors.Is(err, domain.ErrFenced):

@@ -12,7 +12,8 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
-// OpenSigner is a signer with unfinished transactions and its lease holder, if any.
+// OpenSigner is a signer with unfinished transactions or a live quarantine, and its lease
+// holder, if any.
 type OpenSigner struct {
 	Signer    string
 	Owner     string
@@ -57,14 +58,16 @@ func NewOpenSigners(store OpenSignerStore, leases *LeaseManager, metrics *teleme
 	return o, err
 }
 
-// Adopt keeps the leases of signers with unfinished transactions: renewed while this node
-// holds them, and acquired when nobody does (after a restart or a peer's departure), so
-// every open transaction has some node driving it.
-func (o *OpenSigners) Adopt(ctx context.Context) error {
+// Adopt keeps the leases of signers with unfinished transactions or a live quarantine:
+// renewed while this node holds them, and acquired when nobody does (after a restart or a
+// peer's departure), so every open transaction and every recovery has some node driving
+// it. It returns how many signers it acquired now.
+func (o *OpenSigners) Adopt(ctx context.Context) (int, error) {
 	open, err := o.store.ListOpenSigners(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	acquired := 0
 	for _, s := range open {
 		if _, held := o.leases.Current(s.Signer); held {
 			o.leases.Touch(s.Signer)
@@ -73,9 +76,13 @@ func (o *OpenSigners) Adopt(ctx context.Context) error {
 		if s.LeaseLive {
 			continue // a live peer drives it
 		}
-		if _, err := o.leases.Acquire(ctx, s.Signer); err != nil && !errors.Is(err, domain.ErrNotLeader) {
-			o.log.Warnw("msg", "could not adopt signer", "signer", s.Signer, "error", err.Error())
+		if _, err := o.leases.Acquire(ctx, s.Signer); err != nil {
+			if !errors.Is(err, domain.ErrNotLeader) {
+				o.log.Warnw("msg", "could not adopt signer", "signer", s.Signer, "error", err.Error())
+			}
+			continue
 		}
+		acquired++
 	}
-	return nil
+	return acquired, nil
 }

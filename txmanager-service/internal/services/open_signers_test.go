@@ -61,8 +61,12 @@ func TestOpenSignersAreAdopted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Adopt(t.Context()); err != nil {
+	acquired, err := o.Adopt(t.Context())
+	if err != nil {
 		t.Fatal(err)
+	}
+	if acquired != 1 {
+		t.Errorf("acquired %d signers, want 1 (the orphan)", acquired)
 	}
 	if !slices.Equal(store.asked, []string{"0xorphan", "0xcontested"}) {
 		t.Errorf("asked the database for %v, want the orphan and the expired one only", store.asked)

@@ -81,6 +81,9 @@ type ClearAllocation struct {
 type CursorState struct {
 	Next        *uint64
 	Quarantined bool
+	// Releasing: an operator released the quarantined signer; it serves once its recovery
+	// has recorded the unknown transactions.
+	Releasing bool
 	// Retired: the signer roster has it retiring or retired (read under a row lock a
 	// retirement waits for), so the batch allocates nothing for it.
 	Retired bool

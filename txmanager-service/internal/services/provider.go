@@ -29,6 +29,8 @@ var ChainProviderSet = wire.NewSet(
 	NewGetTxUseCase,
 	NewOpenSigners,
 	NewAdminUseCase,
+	NewSigningHealth,
+	NewSignerConditions,
 	wire.InterfaceValue(new(Clock), SystemClock{}),
 )
 

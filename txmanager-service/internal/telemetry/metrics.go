@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -35,9 +36,15 @@ const (
 	RetentionPrunedTotal      = "retention_pruned_total"
 	SignerQuarantineTotal     = "signer_quarantine_total"
 	SignerQuarantined         = "signer_quarantined"
+	SignerRecovering          = "signer_recovering"
+	SignerRecoveryUnrecorded  = "signer_recovery_unrecorded_nonces"
+	SignerSigningFailing      = "signer_signing_failing"
+	SignerUnsignedBacklog     = "signer_unsigned_backlog"
+	SignerUnsignedOldestAge   = "signer_unsigned_oldest_age_seconds"
 	RecognisedTotal           = "nonce_taken_resolved_total"
 	DatabaseServerChanges     = "database_server_changes_total"
 	RecoveredTxTotal          = "recovered_tx_total"
+	SignerRecoverySeconds     = "signer_recovery_seconds"
 	// DatabaseSynchronousReplication is registered by the database server watch.
 	DatabaseSynchronousReplication = "database_synchronous_replication"
 )
@@ -73,6 +80,7 @@ type Metrics struct {
 	results       *sync.Map // result label -> metric.MeasurementOption
 	batchSize     metric.Int64Histogram
 	createLatency metric.Float64Histogram
+	recovery      metric.Float64Histogram
 }
 
 // NewMetrics creates the instruments on provider.
@@ -124,6 +132,12 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 		metric.WithUnit("s"),
 		metric.WithDescription("Create request latency inside the service."),
 		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)); err != nil {
+		return nil, err
+	}
+	if m.recovery, err = m.meter.Float64Histogram(SignerRecoverySeconds,
+		metric.WithUnit("s"),
+		metric.WithDescription("From a signer's quarantine to its release, once every transaction the chain holds at the nonces the database lost was recorded."),
+		metric.WithExplicitBucketBoundaries(1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -215,7 +229,12 @@ func (m *Metrics) NonceHolesFilled(ctx context.Context, n int) {
 func (m *Metrics) Recovered(ctx context.Context, r string, n int) {
 	m.recovered.Add(ctx, int64(n), m.result(r))
 }
-func (m *Metrics) Quarantined(ctx context.Context)           { m.quarantined.Add(ctx, 1, m.with()) }
+func (m *Metrics) Quarantined(ctx context.Context) { m.quarantined.Add(ctx, 1, m.with()) }
+
+// RecoveryFinished records how long a signer was quarantined until its recovery released it.
+func (m *Metrics) RecoveryFinished(ctx context.Context, held time.Duration) {
+	m.recovery.Record(ctx, held.Seconds(), m.with())
+}
 func (m *Metrics) DatabaseServerChanged(ctx context.Context) { m.serverChanged.Add(ctx, 1, m.with()) }
 func (m *Metrics) NonceTakenResolved(ctx context.Context, r string) {
 	m.recognised.Add(ctx, 1, m.result(r))

@@ -16,6 +16,9 @@ type Loop struct {
 	stopOnce sync.Once
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+
+	mu      sync.Mutex
+	delayed *time.Timer // a WakeAfter not yet due; stopped with the loop
 }
 
 // NewLoop builds a loop; Start runs it.
@@ -51,11 +54,32 @@ func (l *Loop) Wake() {
 	}
 }
 
+// WakeAfter asks for a run after d, unless one is asked for already: work that must go on
+// soon but not at once (a recovery in progress) paces itself with it.
+func (l *Loop) WakeAfter(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.delayed != nil {
+		return
+	}
+	l.delayed = time.AfterFunc(d, func() {
+		l.mu.Lock()
+		l.delayed = nil
+		l.mu.Unlock()
+		l.Wake()
+	})
+}
+
 // Stop interrupts the job in progress, ends the loop and waits for it.
 func (l *Loop) Stop() {
 	l.stopOnce.Do(func() {
 		l.cancel()
 		close(l.stop)
+		l.mu.Lock()
+		if l.delayed != nil {
+			l.delayed.Stop()
+		}
+		l.mu.Unlock()
 	})
 	l.wg.Wait()
 }

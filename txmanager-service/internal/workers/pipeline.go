@@ -15,6 +15,9 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
+// quarantinedPassInterval paces reconciliation while some signer is quarantined.
+const quarantinedPassInterval = time.Second
+
 // PipelineConfig sets how often each loop runs.
 type PipelineConfig struct {
 	SubmitInterval   time.Duration
@@ -158,6 +161,10 @@ func (w *PipelineWorkers) stuckPass(ctx context.Context) {
 		// What holds a head of line up and a machine can settle comes first
 		// (reconciliation with the chain); then the stuck policy.
 		reconciled, reconcileErr := w.stages.Reconcile.Pass(ctx, lease)
+		if reconciled.Quarantined {
+			// Its recovery goes on in bounded steps, and an operator's release waits for it.
+			w.stuck.WakeAfter(quarantinedPassInterval)
+		}
 		if reconciled.Recorded > 0 {
 			w.Receipts.RefreshSoon()
 			w.stages.Submitting.ResubmitSoon()
@@ -174,7 +181,14 @@ func (w *PipelineWorkers) stuckPass(ctx context.Context) {
 }
 
 func (w *PipelineWorkers) adoptPass(ctx context.Context) {
-	if err := w.stages.Open.Adopt(ctx); err != nil {
+	acquired, err := w.stages.Open.Adopt(ctx)
+	if err != nil {
 		w.log.Warnw("msg", "adopting open signers failed", "error", err.Error())
+	}
+	if acquired > 0 {
+		// What an adopted signer needs first: reconciliation (a quarantine's recovery among
+		// it), then its unsent transactions.
+		w.stuck.Wake()
+		w.submit.Wake()
 	}
 }

@@ -98,7 +98,7 @@ func (c *Client) GetQuarantine(ctx context.Context, signer string) (*v1.Quaranti
 	from := uint64(0)
 	for {
 		var page v1.Quarantine
-		path := "/api/v1/admin/signers/" + url.PathEscape(signer) + "/quarantine?from_nonce=" + strconv.FormatUint(from, 10)
+		path := "/api/v1/admin/signers/" + url.PathEscape(signer) + "/quarantine?nonces=true&from_nonce=" + strconv.FormatUint(from, 10)
 		if _, err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
 			return nil, err
 		}

@@ -117,13 +117,11 @@ func TestChainAheadOfTheDatabaseQuarantinesTheSigner(t *testing.T) {
 
 	second := startService(t, opts)
 	refused := second.create(t, map[string]any{"signer": signer, "to": devAddress(t, 4), "value": "99", "gasLimit": 21000, "requestId": "after-failover"})
-	if refused.status != http.StatusConflict || refused.reason() != "SIGNER_QUARANTINED" {
-		t.Fatalf("create with the chain ahead: %d %s, want 409 SIGNER_QUARANTINED", refused.status, refused.raw)
-	}
+	requireAlertAnswer(t, "TxmSignerQuarantined", refused)
 	if n := second.count(t, "SELECT next_nonce FROM signer_nonce_cursor"); n != 3 {
 		t.Fatalf("cursor moved to %d while quarantined", n)
 	}
-	report := second.do(t, http.MethodGet, "/api/v1/admin/signers/"+signer+"/quarantine", nil)
+	report := second.do(t, http.MethodGet, "/api/v1/admin/signers/"+signer+"/quarantine?nonces=true", nil)
 	unknown, _ := report.body["unknownNonces"].([]any)
 	if report.status != http.StatusOK || report.body["quarantined"] != true || len(unknown) != 2 {
 		t.Fatalf("quarantine report: %d %s, want quarantined with 2 unknown nonces", report.status, report.raw)
@@ -147,8 +145,8 @@ func TestChainAheadOfTheDatabaseQuarantinesTheSigner(t *testing.T) {
 		want     string // the nonce listed
 		wantNext any    // nextFromNonce (absent: the last page)
 	}{
-		{"?limit=1", fmt.Sprint(unknown[0].(map[string]any)["nonce"]), fmt.Sprint(unknown[1].(map[string]any)["nonce"])},
-		{"?limit=1&from_nonce=" + fmt.Sprint(unknown[1].(map[string]any)["nonce"]), fmt.Sprint(unknown[1].(map[string]any)["nonce"]), nil},
+		{"?nonces=true&limit=1", fmt.Sprint(unknown[0].(map[string]any)["nonce"]), fmt.Sprint(unknown[1].(map[string]any)["nonce"])},
+		{"?nonces=true&limit=1&from_nonce=" + fmt.Sprint(unknown[1].(map[string]any)["nonce"]), fmt.Sprint(unknown[1].(map[string]any)["nonce"]), nil},
 	}
 	for _, page := range pages {
 		got := second.do(t, http.MethodGet, "/api/v1/admin/signers/"+signer+"/quarantine"+page.query, nil)
@@ -213,6 +211,8 @@ func TestLostRequestsAreAnsweredWithTheirTransactionsOnChain(t *testing.T) {
 	}
 
 	second := startService(t, opts)
+	// The first retry finds the chain ahead: the signer recovers, as the alert says.
+	requireAlertAnswer(t, "TxmSignerRecovering", second.create(t, request("lost-a", "2")))
 	// Retries as a client makes them: a 503 while the signer is being reconciled is retried.
 	retry := func(r map[string]any) apiResponse {
 		var got apiResponse
@@ -293,7 +293,7 @@ func TestLostRequestsAreAnsweredWithTheirTransactionsOnChain(t *testing.T) {
 		t.Fatalf("completions marked recovered, by request: %v, want %v", recoveredFor, want)
 	}
 	// The operator's listing shows each lost nonce's intent and the request that adopted it.
-	listing := second.do(t, http.MethodGet, "/api/v1/admin/signers/"+signer+"/quarantine", nil)
+	listing := second.do(t, http.MethodGet, "/api/v1/admin/signers/"+signer+"/quarantine?nonces=true", nil)
 	unknown, _ := listing.body["unknownNonces"].([]any)
 	if listing.status != http.StatusOK || listing.body["quarantined"] == true || len(unknown) != 4 {
 		t.Fatalf("quarantine listing after recovery: %d %s, want released with 4 unknown nonces", listing.status, listing.raw)

@@ -238,7 +238,7 @@ func TestTxmctl(t *testing.T) {
 		if found == nil || found.GetNextNonce() == 0 || found.GetChainId() != chain.SimulatedChainID {
 			t.Fatalf("signers: %v, want %s with its nonces", signers, signer)
 		}
-		if r := ctl.expect(t, 0, adminKey, "signers"); !strings.Contains(r.stdout, "QUARANTINED") || !strings.Contains(r.stdout, signer) {
+		if r := ctl.expect(t, 0, adminKey, "signers"); !strings.Contains(r.stdout, "CONDITION") || !strings.Contains(r.stdout, "serving") || !strings.Contains(r.stdout, signer) {
 			t.Fatalf("signers table: %q", r.stdout)
 		}
 		ctl.expect(t, 5, callerKey, "signers")

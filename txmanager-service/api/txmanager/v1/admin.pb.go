@@ -366,7 +366,10 @@ type GetQuarantineRequest struct {
 	// Unknown nonces listed per answer: 0 means 256, the most one answer lists.
 	Limit uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	// The chain; required when the deployment serves more than one (0: its only chain).
-	ChainId       uint64 `protobuf:"varint,4,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	ChainId uint64 `protobuf:"varint,4,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	// List the unknown nonces one by one (unknown_nonces, paged by from_nonce and limit), not
+	// only the summary in ranges. HTTP: ?nonces=true.
+	ListNonces    bool `protobuf:"varint,5,opt,name=list_nonces,json=listNonces,proto3" json:"list_nonces,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -427,6 +430,13 @@ func (x *GetQuarantineRequest) GetChainId() uint64 {
 		return x.ChainId
 	}
 	return 0
+}
+
+func (x *GetQuarantineRequest) GetListNonces() bool {
+	if x != nil {
+		return x.ListNonces
+	}
+	return false
 }
 
 type ReleaseSignerRequest struct {
@@ -504,16 +514,26 @@ type Quarantine struct {
 	ReleasedAt  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=released_at,json=releasedAt,proto3" json:"released_at,omitempty"`
 	ReleasedBy  string                 `protobuf:"bytes,8,opt,name=released_by,json=releasedBy,proto3" json:"released_by,omitempty"`
 	ReleaseNote string                 `protobuf:"bytes,9,opt,name=release_note,json=releaseNote,proto3" json:"release_note,omitempty"`
-	// What the chain holds at each unknown nonce (pending or mined), listed while the signer is
-	// quarantined and after its release; a nonce it does not show within the scanned blocks is
-	// listed without a transaction.
+	// What the chain holds at each unknown nonce (pending or mined), listed on request
+	// (list_nonces) while the signer is quarantined and after its release; a nonce nothing
+	// was recorded for and the chain does not show is listed without a transaction.
 	UnknownNonces []*UnknownNonce `protobuf:"bytes,10,rep,name=unknown_nonces,json=unknownNonces,proto3" json:"unknown_nonces,omitempty"`
 	// Non-zero when more unknown nonces follow: ask again with from_nonce set to it.
 	NextFromNonce uint64 `protobuf:"varint,11,opt,name=next_from_nonce,json=nextFromNonce,proto3" json:"next_from_nonce,omitempty"`
 	// The chain this is about.
-	ChainId       uint64 `protobuf:"varint,12,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ChainId uint64 `protobuf:"varint,12,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	// The unknown nonces summarised: runs of consecutive nonces in one class, in nonce order.
+	Ranges []*NonceRange `protobuf:"bytes,13,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	// Recovery recorded a transaction at every unknown nonce below recorded_to; recorded is
+	// how many transactions it recorded.
+	RecordedTo uint64 `protobuf:"varint,14,opt,name=recorded_to,json=recordedTo,proto3" json:"recorded_to,omitempty"`
+	Recorded   uint64 `protobuf:"varint,15,opt,name=recorded,proto3" json:"recorded,omitempty"`
+	// An operator released the signer (ReleaseSigner): it serves again once its recovery has
+	// recorded every transaction the chain shows at the unknown nonces.
+	ReleaseRequestedAt *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=release_requested_at,json=releaseRequestedAt,proto3" json:"release_requested_at,omitempty"`
+	ReleaseRequestedBy string                 `protobuf:"bytes,17,opt,name=release_requested_by,json=releaseRequestedBy,proto3" json:"release_requested_by,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Quarantine) Reset() {
@@ -630,6 +650,113 @@ func (x *Quarantine) GetChainId() uint64 {
 	return 0
 }
 
+func (x *Quarantine) GetRanges() []*NonceRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *Quarantine) GetRecordedTo() uint64 {
+	if x != nil {
+		return x.RecordedTo
+	}
+	return 0
+}
+
+func (x *Quarantine) GetRecorded() uint64 {
+	if x != nil {
+		return x.Recorded
+	}
+	return 0
+}
+
+func (x *Quarantine) GetReleaseRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReleaseRequestedAt
+	}
+	return nil
+}
+
+func (x *Quarantine) GetReleaseRequestedBy() string {
+	if x != nil {
+		return x.ReleaseRequestedBy
+	}
+	return ""
+}
+
+// NonceRange is a run of consecutive unknown nonces [first_nonce, last_nonce] in one class:
+// ADOPTED (recorded; a retried create was answered with it), UNCLAIMED (recorded, adoptable
+// until its window ends), EXPIRED (recorded; the window ended unadopted), NOT_RECORDED
+// (nothing recorded: recovery has not reached it, or the chain shows no transaction there).
+type NonceRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Class         string                 `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
+	FirstNonce    uint64                 `protobuf:"varint,2,opt,name=first_nonce,json=firstNonce,proto3" json:"first_nonce,omitempty"`
+	LastNonce     uint64                 `protobuf:"varint,3,opt,name=last_nonce,json=lastNonce,proto3" json:"last_nonce,omitempty"`
+	Count         uint64                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NonceRange) Reset() {
+	*x = NonceRange{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NonceRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NonceRange) ProtoMessage() {}
+
+func (x *NonceRange) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NonceRange.ProtoReflect.Descriptor instead.
+func (*NonceRange) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *NonceRange) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *NonceRange) GetFirstNonce() uint64 {
+	if x != nil {
+		return x.FirstNonce
+	}
+	return 0
+}
+
+func (x *NonceRange) GetLastNonce() uint64 {
+	if x != nil {
+		return x.LastNonce
+	}
+	return 0
+}
+
+func (x *NonceRange) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type UnknownNonce struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Nonce  uint64                 `protobuf:"varint,1,opt,name=nonce,proto3" json:"nonce,omitempty"`
@@ -657,7 +784,7 @@ type UnknownNonce struct {
 
 func (x *UnknownNonce) Reset() {
 	*x = UnknownNonce{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +796,7 @@ func (x *UnknownNonce) String() string {
 func (*UnknownNonce) ProtoMessage() {}
 
 func (x *UnknownNonce) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +809,7 @@ func (x *UnknownNonce) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnknownNonce.ProtoReflect.Descriptor instead.
 func (*UnknownNonce) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UnknownNonce) GetNonce() uint64 {
@@ -789,7 +916,7 @@ type ResolveTxRequest struct {
 
 func (x *ResolveTxRequest) Reset() {
 	*x = ResolveTxRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +928,7 @@ func (x *ResolveTxRequest) String() string {
 func (*ResolveTxRequest) ProtoMessage() {}
 
 func (x *ResolveTxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +941,7 @@ func (x *ResolveTxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTxRequest.ProtoReflect.Descriptor instead.
 func (*ResolveTxRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResolveTxRequest) GetTxId() string {
@@ -850,7 +977,7 @@ type ResolveTxResponse struct {
 
 func (x *ResolveTxResponse) Reset() {
 	*x = ResolveTxResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +989,7 @@ func (x *ResolveTxResponse) String() string {
 func (*ResolveTxResponse) ProtoMessage() {}
 
 func (x *ResolveTxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1002,7 @@ func (x *ResolveTxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTxResponse.ProtoReflect.Descriptor instead.
 func (*ResolveTxResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResolveTxResponse) GetTxId() string {
@@ -910,7 +1037,7 @@ type GetSignerStatusRequest struct {
 
 func (x *GetSignerStatusRequest) Reset() {
 	*x = GetSignerStatusRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1049,7 @@ func (x *GetSignerStatusRequest) String() string {
 func (*GetSignerStatusRequest) ProtoMessage() {}
 
 func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1062,7 @@ func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSignerStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetSignerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetSignerStatusRequest) GetSigner() string {
@@ -968,16 +1095,32 @@ type SignerStatus struct {
 	StuckCount              uint64  `protobuf:"varint,9,opt,name=stuck_count,json=stuckCount,proto3" json:"stuck_count,omitempty"`
 	// The chain this is about.
 	ChainId uint64 `protobuf:"varint,10,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
-	// Quarantined: no nonce is allocated for the signer until an operator releases it
-	// (GetQuarantine shows why).
-	Quarantined   bool `protobuf:"varint,11,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
+	// Quarantined: no nonce is allocated for the signer until its recovery has recorded the
+	// transactions the chain holds at the nonces the database lost, and it is released (by the
+	// recovery in adopt-by-intent mode, or an operator); GetQuarantine shows the nonces.
+	Quarantined bool `protobuf:"varint,11,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
+	// Recovering: quarantined, and released without a person once recorded (adopt-by-intent,
+	// or an operator released it); unrecorded_nonces of the unknown nonces have no
+	// transaction recorded yet.
+	Recovering       bool   `protobuf:"varint,12,opt,name=recovering,proto3" json:"recovering,omitempty"`
+	UnrecordedNonces uint64 `protobuf:"varint,13,opt,name=unrecorded_nonces,json=unrecordedNonces,proto3" json:"unrecorded_nonces,omitempty"`
+	// Its key source fails to sign, since signing_failing_since; signing_error is the key
+	// source's last error (credentials removed). Past pipeline.signingStall its creates answer
+	// 503 SIGNER_UNAVAILABLE.
+	SigningFailingSince *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=signing_failing_since,json=signingFailingSince,proto3" json:"signing_failing_since,omitempty"`
+	SigningError        string                 `protobuf:"bytes,15,opt,name=signing_error,json=signingError,proto3" json:"signing_error,omitempty"`
+	// Transactions waiting for their first signature, and the oldest one's age.
+	Unsigned                 uint64  `protobuf:"varint,16,opt,name=unsigned,proto3" json:"unsigned,omitempty"`
+	OldestUnsignedAgeSeconds float64 `protobuf:"fixed64,17,opt,name=oldest_unsigned_age_seconds,json=oldestUnsignedAgeSeconds,proto3" json:"oldest_unsigned_age_seconds,omitempty"`
+	// Serving: nothing holds the signer's creates back (not quarantined, its key source signs).
+	Serving       bool `protobuf:"varint,18,opt,name=serving,proto3" json:"serving,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SignerStatus) Reset() {
 	*x = SignerStatus{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1132,7 @@ func (x *SignerStatus) String() string {
 func (*SignerStatus) ProtoMessage() {}
 
 func (x *SignerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1145,7 @@ func (x *SignerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerStatus.ProtoReflect.Descriptor instead.
 func (*SignerStatus) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SignerStatus) GetSigner() string {
@@ -1082,6 +1225,55 @@ func (x *SignerStatus) GetQuarantined() bool {
 	return false
 }
 
+func (x *SignerStatus) GetRecovering() bool {
+	if x != nil {
+		return x.Recovering
+	}
+	return false
+}
+
+func (x *SignerStatus) GetUnrecordedNonces() uint64 {
+	if x != nil {
+		return x.UnrecordedNonces
+	}
+	return 0
+}
+
+func (x *SignerStatus) GetSigningFailingSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SigningFailingSince
+	}
+	return nil
+}
+
+func (x *SignerStatus) GetSigningError() string {
+	if x != nil {
+		return x.SigningError
+	}
+	return ""
+}
+
+func (x *SignerStatus) GetUnsigned() uint64 {
+	if x != nil {
+		return x.Unsigned
+	}
+	return 0
+}
+
+func (x *SignerStatus) GetOldestUnsignedAgeSeconds() float64 {
+	if x != nil {
+		return x.OldestUnsignedAgeSeconds
+	}
+	return 0
+}
+
+func (x *SignerStatus) GetServing() bool {
+	if x != nil {
+		return x.Serving
+	}
+	return false
+}
+
 type ListSignersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only this chain (0: every chain the node serves). HTTP: ?chainId=.
@@ -1092,7 +1284,7 @@ type ListSignersRequest struct {
 
 func (x *ListSignersRequest) Reset() {
 	*x = ListSignersRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1296,7 @@ func (x *ListSignersRequest) String() string {
 func (*ListSignersRequest) ProtoMessage() {}
 
 func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1309,7 @@ func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
 func (*ListSignersRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListSignersRequest) GetChainId() uint64 {
@@ -1137,7 +1329,7 @@ type ListSignersResponse struct {
 
 func (x *ListSignersResponse) Reset() {
 	*x = ListSignersResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1341,7 @@ func (x *ListSignersResponse) String() string {
 func (*ListSignersResponse) ProtoMessage() {}
 
 func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1354,7 @@ func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
 func (*ListSignersResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListSignersResponse) GetSigners() []*SignerStatus {
@@ -1186,7 +1378,7 @@ type ListStuckRequest struct {
 
 func (x *ListStuckRequest) Reset() {
 	*x = ListStuckRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1390,7 @@ func (x *ListStuckRequest) String() string {
 func (*ListStuckRequest) ProtoMessage() {}
 
 func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1403,7 @@ func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckRequest.ProtoReflect.Descriptor instead.
 func (*ListStuckRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListStuckRequest) GetSigner() string {
@@ -1244,7 +1436,7 @@ type ListStuckResponse struct {
 
 func (x *ListStuckResponse) Reset() {
 	*x = ListStuckResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1448,7 @@ func (x *ListStuckResponse) String() string {
 func (*ListStuckResponse) ProtoMessage() {}
 
 func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1461,7 @@ func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckResponse.ProtoReflect.Descriptor instead.
 func (*ListStuckResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListStuckResponse) GetTxs() []*Tx {
@@ -1287,7 +1479,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1491,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1504,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 type Node struct {
@@ -1335,7 +1527,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1539,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1552,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Node) GetNodeId() string {
@@ -1435,7 +1627,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1639,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1652,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1503,17 +1695,19 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	" \x01(\tR\x04note\x12\x1e\n" +
 	"\n" +
 	"unfinished\x18\v \x01(\x04R\n" +
-	"unfinished\"~\n" +
+	"unfinished\"\x9f\x01\n" +
 	"\x14GetQuarantineRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1d\n" +
 	"\n" +
 	"from_nonce\x18\x02 \x01(\x04R\tfromNonce\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x19\n" +
-	"\bchain_id\x18\x04 \x01(\x04R\achainId\"]\n" +
+	"\bchain_id\x18\x04 \x01(\x04R\achainId\x12\x1f\n" +
+	"\vlist_nonces\x18\x05 \x01(\bR\n" +
+	"listNonces\"]\n" +
 	"\x14ReleaseSignerRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\x12\x19\n" +
-	"\bchain_id\x18\x03 \x01(\x04R\achainId\"\xf0\x03\n" +
+	"\bchain_id\x18\x03 \x01(\x04R\achainId\"\xdf\x05\n" +
 	"\n" +
 	"Quarantine\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12 \n" +
@@ -1533,7 +1727,21 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x0eunknown_nonces\x18\n" +
 	" \x03(\v2\x1a.txmanager.v1.UnknownNonceR\runknownNonces\x12&\n" +
 	"\x0fnext_from_nonce\x18\v \x01(\x04R\rnextFromNonce\x12\x19\n" +
-	"\bchain_id\x18\f \x01(\x04R\achainId\"\xa8\x03\n" +
+	"\bchain_id\x18\f \x01(\x04R\achainId\x120\n" +
+	"\x06ranges\x18\r \x03(\v2\x18.txmanager.v1.NonceRangeR\x06ranges\x12\x1f\n" +
+	"\vrecorded_to\x18\x0e \x01(\x04R\n" +
+	"recordedTo\x12\x1a\n" +
+	"\brecorded\x18\x0f \x01(\x04R\brecorded\x12L\n" +
+	"\x14release_requested_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\x12releaseRequestedAt\x120\n" +
+	"\x14release_requested_by\x18\x11 \x01(\tR\x12releaseRequestedBy\"x\n" +
+	"\n" +
+	"NonceRange\x12\x14\n" +
+	"\x05class\x18\x01 \x01(\tR\x05class\x12\x1f\n" +
+	"\vfirst_nonce\x18\x02 \x01(\x04R\n" +
+	"firstNonce\x12\x1d\n" +
+	"\n" +
+	"last_nonce\x18\x03 \x01(\x04R\tlastNonce\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x04R\x05count\"\xa8\x03\n" +
 	"\fUnknownNonce\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\x04R\x05nonce\x12\x17\n" +
 	"\atx_hash\x18\x02 \x01(\tR\x06txHash\x12\x0e\n" +
@@ -1560,7 +1768,7 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x02tx\x18\x03 \x01(\v2\x10.txmanager.v1.TxR\x02tx\"K\n" +
 	"\x16GetSignerStatusRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x19\n" +
-	"\bchain_id\x18\x02 \x01(\x04R\achainId\"\xb0\x03\n" +
+	"\bchain_id\x18\x02 \x01(\x04R\achainId\"\xe7\x05\n" +
 	"\fSignerStatus\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1f\n" +
 	"\vlease_owner\x18\x02 \x01(\tR\n" +
@@ -1577,7 +1785,16 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"stuckCount\x12\x19\n" +
 	"\bchain_id\x18\n" +
 	" \x01(\x04R\achainId\x12 \n" +
-	"\vquarantined\x18\v \x01(\bR\vquarantined\"/\n" +
+	"\vquarantined\x18\v \x01(\bR\vquarantined\x12\x1e\n" +
+	"\n" +
+	"recovering\x18\f \x01(\bR\n" +
+	"recovering\x12+\n" +
+	"\x11unrecorded_nonces\x18\r \x01(\x04R\x10unrecordedNonces\x12N\n" +
+	"\x15signing_failing_since\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\x13signingFailingSince\x12#\n" +
+	"\rsigning_error\x18\x0f \x01(\tR\fsigningError\x12\x1a\n" +
+	"\bunsigned\x18\x10 \x01(\x04R\bunsigned\x12=\n" +
+	"\x1boldest_unsigned_age_seconds\x18\x11 \x01(\x01R\x18oldestUnsignedAgeSeconds\x12\x18\n" +
+	"\aserving\x18\x12 \x01(\bR\aserving\"/\n" +
 	"\x12ListSignersRequest\x12\x19\n" +
 	"\bchain_id\x18\x01 \x01(\x04R\achainId\"K\n" +
 	"\x13ListSignersResponse\x124\n" +
@@ -1627,7 +1844,7 @@ func file_api_txmanager_v1_admin_proto_rawDescGZIP() []byte {
 	return file_api_txmanager_v1_admin_proto_rawDescData
 }
 
-var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_api_txmanager_v1_admin_proto_goTypes = []any{
 	(*AddSignerRequest)(nil),       // 0: txmanager.v1.AddSignerRequest
 	(*RetireSignerRequest)(nil),    // 1: txmanager.v1.RetireSignerRequest
@@ -1637,62 +1854,66 @@ var file_api_txmanager_v1_admin_proto_goTypes = []any{
 	(*GetQuarantineRequest)(nil),   // 5: txmanager.v1.GetQuarantineRequest
 	(*ReleaseSignerRequest)(nil),   // 6: txmanager.v1.ReleaseSignerRequest
 	(*Quarantine)(nil),             // 7: txmanager.v1.Quarantine
-	(*UnknownNonce)(nil),           // 8: txmanager.v1.UnknownNonce
-	(*ResolveTxRequest)(nil),       // 9: txmanager.v1.ResolveTxRequest
-	(*ResolveTxResponse)(nil),      // 10: txmanager.v1.ResolveTxResponse
-	(*GetSignerStatusRequest)(nil), // 11: txmanager.v1.GetSignerStatusRequest
-	(*SignerStatus)(nil),           // 12: txmanager.v1.SignerStatus
-	(*ListSignersRequest)(nil),     // 13: txmanager.v1.ListSignersRequest
-	(*ListSignersResponse)(nil),    // 14: txmanager.v1.ListSignersResponse
-	(*ListStuckRequest)(nil),       // 15: txmanager.v1.ListStuckRequest
-	(*ListStuckResponse)(nil),      // 16: txmanager.v1.ListStuckResponse
-	(*ListNodesRequest)(nil),       // 17: txmanager.v1.ListNodesRequest
-	(*Node)(nil),                   // 18: txmanager.v1.Node
-	(*ListNodesResponse)(nil),      // 19: txmanager.v1.ListNodesResponse
-	(*timestamppb.Timestamp)(nil),  // 20: google.protobuf.Timestamp
-	(*Tx)(nil),                     // 21: txmanager.v1.Tx
+	(*NonceRange)(nil),             // 8: txmanager.v1.NonceRange
+	(*UnknownNonce)(nil),           // 9: txmanager.v1.UnknownNonce
+	(*ResolveTxRequest)(nil),       // 10: txmanager.v1.ResolveTxRequest
+	(*ResolveTxResponse)(nil),      // 11: txmanager.v1.ResolveTxResponse
+	(*GetSignerStatusRequest)(nil), // 12: txmanager.v1.GetSignerStatusRequest
+	(*SignerStatus)(nil),           // 13: txmanager.v1.SignerStatus
+	(*ListSignersRequest)(nil),     // 14: txmanager.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),    // 15: txmanager.v1.ListSignersResponse
+	(*ListStuckRequest)(nil),       // 16: txmanager.v1.ListStuckRequest
+	(*ListStuckResponse)(nil),      // 17: txmanager.v1.ListStuckResponse
+	(*ListNodesRequest)(nil),       // 18: txmanager.v1.ListNodesRequest
+	(*Node)(nil),                   // 19: txmanager.v1.Node
+	(*ListNodesResponse)(nil),      // 20: txmanager.v1.ListNodesResponse
+	(*timestamppb.Timestamp)(nil),  // 21: google.protobuf.Timestamp
+	(*Tx)(nil),                     // 22: txmanager.v1.Tx
 }
 var file_api_txmanager_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: txmanager.v1.ListRosterResponse.signers:type_name -> txmanager.v1.RosterSigner
-	20, // 1: txmanager.v1.RosterSigner.added_at:type_name -> google.protobuf.Timestamp
-	20, // 2: txmanager.v1.RosterSigner.retiring_at:type_name -> google.protobuf.Timestamp
-	20, // 3: txmanager.v1.RosterSigner.retired_at:type_name -> google.protobuf.Timestamp
-	20, // 4: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
-	20, // 5: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
-	8,  // 6: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
-	20, // 7: txmanager.v1.UnknownNonce.unclaimed_until:type_name -> google.protobuf.Timestamp
-	21, // 8: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
-	20, // 9: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
-	12, // 10: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
-	21, // 11: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
-	20, // 12: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	20, // 13: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
-	18, // 14: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
-	11, // 15: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
-	13, // 16: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
-	15, // 17: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
-	17, // 18: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
-	9,  // 19: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
-	5,  // 20: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
-	6,  // 21: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
-	0,  // 22: txmanager.v1.AdminService.AddSigner:input_type -> txmanager.v1.AddSignerRequest
-	1,  // 23: txmanager.v1.AdminService.RetireSigner:input_type -> txmanager.v1.RetireSignerRequest
-	2,  // 24: txmanager.v1.AdminService.ListRoster:input_type -> txmanager.v1.ListRosterRequest
-	12, // 25: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
-	14, // 26: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
-	16, // 27: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
-	19, // 28: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
-	10, // 29: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
-	7,  // 30: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
-	7,  // 31: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
-	4,  // 32: txmanager.v1.AdminService.AddSigner:output_type -> txmanager.v1.RosterSigner
-	4,  // 33: txmanager.v1.AdminService.RetireSigner:output_type -> txmanager.v1.RosterSigner
-	3,  // 34: txmanager.v1.AdminService.ListRoster:output_type -> txmanager.v1.ListRosterResponse
-	25, // [25:35] is the sub-list for method output_type
-	15, // [15:25] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	21, // 1: txmanager.v1.RosterSigner.added_at:type_name -> google.protobuf.Timestamp
+	21, // 2: txmanager.v1.RosterSigner.retiring_at:type_name -> google.protobuf.Timestamp
+	21, // 3: txmanager.v1.RosterSigner.retired_at:type_name -> google.protobuf.Timestamp
+	21, // 4: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
+	21, // 5: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
+	9,  // 6: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
+	8,  // 7: txmanager.v1.Quarantine.ranges:type_name -> txmanager.v1.NonceRange
+	21, // 8: txmanager.v1.Quarantine.release_requested_at:type_name -> google.protobuf.Timestamp
+	21, // 9: txmanager.v1.UnknownNonce.unclaimed_until:type_name -> google.protobuf.Timestamp
+	22, // 10: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
+	21, // 11: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
+	21, // 12: txmanager.v1.SignerStatus.signing_failing_since:type_name -> google.protobuf.Timestamp
+	13, // 13: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
+	22, // 14: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
+	21, // 15: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	21, // 16: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
+	19, // 17: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
+	12, // 18: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
+	14, // 19: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
+	16, // 20: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
+	18, // 21: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
+	10, // 22: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
+	5,  // 23: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
+	6,  // 24: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
+	0,  // 25: txmanager.v1.AdminService.AddSigner:input_type -> txmanager.v1.AddSignerRequest
+	1,  // 26: txmanager.v1.AdminService.RetireSigner:input_type -> txmanager.v1.RetireSignerRequest
+	2,  // 27: txmanager.v1.AdminService.ListRoster:input_type -> txmanager.v1.ListRosterRequest
+	13, // 28: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
+	15, // 29: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
+	17, // 30: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
+	20, // 31: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
+	11, // 32: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
+	7,  // 33: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
+	7,  // 34: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
+	4,  // 35: txmanager.v1.AdminService.AddSigner:output_type -> txmanager.v1.RosterSigner
+	4,  // 36: txmanager.v1.AdminService.RetireSigner:output_type -> txmanager.v1.RosterSigner
+	3,  // 37: txmanager.v1.AdminService.ListRoster:output_type -> txmanager.v1.ListRosterResponse
+	28, // [28:38] is the sub-list for method output_type
+	18, // [18:28] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_admin_proto_init() }
@@ -1707,7 +1928,7 @@ func file_api_txmanager_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_txmanager_v1_admin_proto_rawDesc), len(file_api_txmanager_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,7 +54,10 @@ type AdminServiceClient interface {
 	// GetQuarantine: whether the signer is quarantined (the chain holds nonces the database
 	// does not know), and what the chain holds at each unknown nonce.
 	GetQuarantine(ctx context.Context, in *GetQuarantineRequest, opts ...grpc.CallOption) (*Quarantine, error)
-	// ReleaseSigner: an operator confirmed the unknown nonces; allocation goes on above them.
+	// ReleaseSigner: an operator confirmed the unknown nonces; allocation goes on above them
+	// once recovery has recorded every transaction the chain shows there (so a lost request's
+	// retry is still answered with its transaction). The answer waits a few seconds for that
+	// and says how it ended: released with the count recorded, or still recording.
 	ReleaseSigner(ctx context.Context, in *ReleaseSignerRequest, opts ...grpc.CallOption) (*Quarantine, error)
 	// AddSigner puts a signer into service on every node without a restart: the node answering
 	// reads its key source first (a key it cannot reach is refused, nothing recorded), records
@@ -203,7 +206,10 @@ type AdminServiceServer interface {
 	// GetQuarantine: whether the signer is quarantined (the chain holds nonces the database
 	// does not know), and what the chain holds at each unknown nonce.
 	GetQuarantine(context.Context, *GetQuarantineRequest) (*Quarantine, error)
-	// ReleaseSigner: an operator confirmed the unknown nonces; allocation goes on above them.
+	// ReleaseSigner: an operator confirmed the unknown nonces; allocation goes on above them
+	// once recovery has recorded every transaction the chain shows there (so a lost request's
+	// retry is still answered with its transaction). The answer waits a few seconds for that
+	// and says how it ended: released with the count recorded, or still recording.
 	ReleaseSigner(context.Context, *ReleaseSignerRequest) (*Quarantine, error)
 	// AddSigner puts a signer into service on every node without a restart: the node answering
 	// reads its key source first (a key it cannot reach is refused, nothing recorded), records

@@ -89,6 +89,11 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 				return InvalidArgument(name, "must be a non-negative integer")
 			}
 		}
+		if raw := q.Get("nonces"); raw != "" {
+			if in.ListNonces, err = strconv.ParseBool(raw); err != nil {
+				return InvalidArgument("nonces", "must be true or false")
+			}
+		}
 		return serve(ctx, AdminService_GetQuarantine_FullMethodName, &in, srv.GetQuarantine)
 	})
 	r.POST("/api/v1/admin/signers/{signer}/release", func(ctx http.Context) error {

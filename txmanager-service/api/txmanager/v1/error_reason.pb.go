@@ -82,6 +82,11 @@ const (
 	// The signer is already in service with another key source: retire it before adding it
 	// with a different one (409).
 	ErrorReason_SIGNER_ACTIVE ErrorReason = 21
+	// The signer's key source cannot sign (a KMS that hangs or refuses, a disabled key): its
+	// transactions wait for a signature, and past a bound (pipeline.signingStall) new ones
+	// are refused until a signature succeeds again. Nothing was consumed; retry after
+	// Retry-After (503).
+	ErrorReason_SIGNER_UNAVAILABLE ErrorReason = 22
 )
 
 // Enum value maps for ErrorReason.
@@ -109,6 +114,7 @@ var (
 		19: "SIGNER_QUARANTINED",
 		20: "SIGNER_RETIRED",
 		21: "SIGNER_ACTIVE",
+		22: "SIGNER_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED": 0,
@@ -133,6 +139,7 @@ var (
 		"SIGNER_QUARANTINED":       19,
 		"SIGNER_RETIRED":           20,
 		"SIGNER_ACTIVE":            21,
+		"SIGNER_UNAVAILABLE":       22,
 	}
 )
 
@@ -167,7 +174,7 @@ var File_api_txmanager_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#api/txmanager/v1/error_reason.proto\x12\ftxmanager.v1\x1a\x13errors/errors.proto*\xda\x04\n" +
+	"#api/txmanager/v1/error_reason.proto\x12\ftxmanager.v1\x1a\x13errors/errors.proto*\xf8\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\n" +
@@ -192,7 +199,8 @@ const file_api_txmanager_v1_error_reason_proto_rawDesc = "" +
 	"\x0fOUTCOME_UNKNOWN\x10\x12\x1a\x04\xa8E\xf7\x03\x12\x1c\n" +
 	"\x12SIGNER_QUARANTINED\x10\x13\x1a\x04\xa8E\x99\x03\x12\x18\n" +
 	"\x0eSIGNER_RETIRED\x10\x14\x1a\x04\xa8E\x99\x03\x12\x17\n" +
-	"\rSIGNER_ACTIVE\x10\x15\x1a\x04\xa8E\x99\x03\x1a\x04\xa0E\xf4\x03B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\rSIGNER_ACTIVE\x10\x15\x1a\x04\xa8E\x99\x03\x12\x1c\n" +
+	"\x12SIGNER_UNAVAILABLE\x10\x16\x1a\x04\xa8E\xf7\x03\x1a\x04\xa0E\xf4\x03B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_error_reason_proto_rawDescOnce sync.Once

@@ -314,3 +314,20 @@ func IsSignerActive(err error) bool {
 func ErrorSignerActive(format string, args ...any) *errors.Error {
 	return errors.New(409, ErrorReason_SIGNER_ACTIVE.String(), fmt.Sprintf(format, args...))
 }
+
+// IsSignerUnavailable reports whether err carries the reason SIGNER_UNAVAILABLE, whatever its status.
+// The signer's key source cannot sign (a KMS that hangs or refuses, a disabled key): its
+// transactions wait for a signature, and past a bound (pipeline.signingStall) new ones
+// are refused until a signature succeeds again. Nothing was consumed; retry after
+// Retry-After (503).
+func IsSignerUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	return errors.FromError(err).Reason == ErrorReason_SIGNER_UNAVAILABLE.String()
+}
+
+// ErrorSignerUnavailable is the API's 503 SIGNER_UNAVAILABLE error with a formatted message.
+func ErrorSignerUnavailable(format string, args ...any) *errors.Error {
+	return errors.New(503, ErrorReason_SIGNER_UNAVAILABLE.String(), fmt.Sprintf(format, args...))
+}

@@ -13,7 +13,7 @@ import (
 func newSignersCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "signers",
-		Short: "the signers the service holds keys for, with their lease, nonces, pending and stuck transactions, quarantine",
+		Short: "the signers the service holds keys for, with their condition (serving, recovering, quarantined, cannot sign), lease, nonces, pending, unsigned and stuck transactions",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := o.deadline(cmd.Context(), defaultCallTimeout)
@@ -25,11 +25,11 @@ func newSignersCommand(o *options) *cobra.Command {
 			if o.json {
 				return writeJSONList(o.out, signers)
 			}
-			t := newTable(o.out, "CHAIN", "SIGNER", "LEASE OWNER", "TOKEN", "LIVE", "NEXT NONCE", "PENDING", "OLDEST", "STUCK", "QUARANTINED")
+			t := newTable(o.out, "CHAIN", "SIGNER", "CONDITION", "LEASE OWNER", "TOKEN", "LIVE", "NEXT NONCE", "PENDING", "OLDEST", "UNSIGNED", "STUCK")
 			for _, s := range signers {
-				t.row(fmt.Sprint(s.GetChainId()), s.GetSigner(), orDash(s.GetLeaseOwner()), fmt.Sprint(s.GetFencingToken()), yesNo(s.GetLeaseLive()),
+				t.row(fmt.Sprint(s.GetChainId()), s.GetSigner(), conditionText(s), orDash(s.GetLeaseOwner()), fmt.Sprint(s.GetFencingToken()), yesNo(s.GetLeaseLive()),
 					fmt.Sprint(s.GetNextNonce()), fmt.Sprint(s.GetPendingDepth()), fmt.Sprintf("%.0fs", s.GetOldestPendingAgeSeconds()),
-					fmt.Sprint(s.GetStuckCount()), yesNo(s.GetQuarantined()))
+					fmt.Sprint(s.GetUnsigned()), fmt.Sprint(s.GetStuckCount()))
 			}
 			return t.flush()
 		},
@@ -54,11 +54,33 @@ func newSignersCommand(o *options) *cobra.Command {
 				"lease live", yesNo(s.GetLeaseLive()), "lease expires", when(s.GetLeaseExpiresAt()),
 				"next nonce", fmt.Sprint(s.GetNextNonce()), "pending", fmt.Sprint(s.GetPendingDepth()),
 				"oldest pending", fmt.Sprintf("%.0fs", s.GetOldestPendingAgeSeconds()), "stuck", fmt.Sprint(s.GetStuckCount()),
-				"quarantined", yesNo(s.GetQuarantined()))
+				"condition", conditionText(s), "quarantined", yesNo(s.GetQuarantined()), "recovering", recoveringText(s),
+				"signing failing since", when(s.GetSigningFailingSince()), "signing error", s.GetSigningError(),
+				"unsigned", fmt.Sprintf("%d (oldest %.0fs)", s.GetUnsigned(), s.GetOldestUnsignedAgeSeconds()))
 		},
 	}
 	cmd.AddCommand(status, newSignerAddCommand(o), newSignerRetireCommand(o), newRosterCommand(o))
 	return cmd
+}
+
+// conditionText is what holds a signer's creates back, in a word or two.
+func conditionText(s *v1.SignerStatus) string {
+	switch {
+	case s.GetQuarantined() && s.GetRecovering():
+		return "recovering"
+	case s.GetQuarantined():
+		return "QUARANTINED"
+	case s.GetSigningFailingSince() != nil:
+		return "CANNOT SIGN"
+	}
+	return "serving"
+}
+
+func recoveringText(s *v1.SignerStatus) string {
+	if !s.GetRecovering() {
+		return "no"
+	}
+	return fmt.Sprintf("yes, %d unknown nonces not recorded yet", s.GetUnrecordedNonces())
 }
 
 func newSignerAddCommand(o *options) *cobra.Command {
@@ -144,14 +166,15 @@ func (o *options) rosterSigner(s *v1.RosterSigner) error {
 func newQuarantineCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{Use: "quarantine", Short: "signers held because the chain knows nonces the database does not: list, release"}
 	var signer string
+	var nonces bool
 	list := &cobra.Command{
-		Use:   "list [--signer <address>]",
-		Short: "every quarantined signer (or one signer) with what the chain holds at each unknown nonce",
+		Use:   "list [--signer <address>] [--nonces]",
+		Short: "every quarantined signer (or one signer): its unknown nonces in ranges by what recovery made of them, or one by one (--nonces)",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := o.deadline(cmd.Context(), defaultCallTimeout)
 			defer cancel()
-			reports, err := o.quarantines(ctx, signer)
+			reports, err := o.quarantines(ctx, signer, nonces)
 			if err != nil {
 				return err
 			}
@@ -174,10 +197,11 @@ func newQuarantineCommand(o *options) *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&signer, "signer", "", "one signer only, quarantined or not")
+	list.Flags().BoolVar(&nonces, "nonces", false, "list every unknown nonce with what the chain holds there, not only the ranges")
 	var note string
 	release := &cobra.Command{
 		Use:   "release <signer> --note <why>",
-		Short: "release a quarantined signer once its unknown nonces are accounted for (allocation goes on above them)",
+		Short: "release a quarantined signer once its unknown nonces are accounted for (it serves again, above them, once recovery has recorded what the chain holds there)",
 		Args:  exactArgs(1, "a signer address"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := o.deadline(cmd.Context(), defaultCallTimeout)
@@ -199,8 +223,8 @@ func newQuarantineCommand(o *options) *cobra.Command {
 }
 
 // quarantines are the reports to list: one signer's, or every quarantined signer's, each
-// with all its unknown nonces (the admin API pages them).
-func (o *options) quarantines(ctx context.Context, signer string) ([]*v1.Quarantine, error) {
+// with its ranges and, with nonces, all its unknown nonces (the admin API pages them).
+func (o *options) quarantines(ctx context.Context, signer string, nonces bool) ([]*v1.Quarantine, error) {
 	type target struct {
 		chainID uint64
 		signer  string
@@ -223,7 +247,7 @@ func (o *options) quarantines(ctx context.Context, signer string) ([]*v1.Quarant
 	for _, t := range targets {
 		var report *v1.Quarantine
 		for from := uint64(0); ; {
-			page, err := o.client.Quarantine(ctx, &v1.GetQuarantineRequest{ChainId: t.chainID, Signer: t.signer, FromNonce: from})
+			page, err := o.client.Quarantine(ctx, &v1.GetQuarantineRequest{ChainId: t.chainID, Signer: t.signer, FromNonce: from, ListNonces: nonces})
 			if err != nil {
 				return nil, err
 			}
@@ -250,8 +274,21 @@ func quarantineReport(w io.Writer, q *v1.Quarantine) error {
 	if err := fields(w,
 		"signer", q.GetSigner(), "chain", fmt.Sprint(q.GetChainId()), "state", state,
 		"database next nonce", fmt.Sprint(q.GetDbNextNonce()), "chain nonce", fmt.Sprint(q.GetChainNonce()),
-		"released", releasedText(q)); err != nil {
+		"recorded", recordedText(q), "release requested", releaseRequestedText(q), "released", releasedText(q)); err != nil {
 		return err
+	}
+	if len(q.GetRanges()) > 0 {
+		t := newTable(w, "  NONCES", "COUNT", "RECOVERY")
+		for _, r := range q.GetRanges() {
+			span := fmt.Sprint(r.GetFirstNonce())
+			if r.GetLastNonce() != r.GetFirstNonce() {
+				span += ".." + fmt.Sprint(r.GetLastNonce())
+			}
+			t.row("  "+span, fmt.Sprint(r.GetCount()), rangeClassText(r.GetClass()))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
 	}
 	if len(q.GetUnknownNonces()) == 0 {
 		return nil
@@ -284,6 +321,35 @@ func recoveryText(u *v1.UnknownNonce) string {
 	default:
 		return "-"
 	}
+}
+
+// rangeClassText says in words what recovery made of a range of unknown nonces.
+func rangeClassText(class string) string {
+	switch class {
+	case "ADOPTED":
+		return "adopted by retried requests"
+	case "UNCLAIMED":
+		return "recorded, adoptable"
+	case "EXPIRED":
+		return "recorded, adoption window over"
+	case "NOT_RECORDED":
+		return "not recorded (not reached yet, or not on chain)"
+	}
+	return class
+}
+
+func recordedText(q *v1.Quarantine) string {
+	if q.GetChainNonce() == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d transactions; every unknown nonce below %d has one", q.GetRecorded(), q.GetRecordedTo())
+}
+
+func releaseRequestedText(q *v1.Quarantine) string {
+	if q.GetReleaseRequestedAt() == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s by %s", when(q.GetReleaseRequestedAt()), q.GetReleaseRequestedBy())
 }
 
 func releasedText(q *v1.Quarantine) string {

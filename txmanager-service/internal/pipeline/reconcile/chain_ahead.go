@@ -15,8 +15,9 @@ import (
 
 // CheckChainAhead quarantines the signer when the chain's pending nonce is above every
 // nonce the database knows for it: the chain then holds transactions the database lost or
-// never had. Allocation refuses the signer until it is released: by an operator (admin API,
-// recovery.mode hold) or by RecoverFromChain (adopt-by-intent). With nonce
+// never had. Allocation refuses the signer until RecoverFromChain has recorded the unknown
+// transactions and released it (by itself in adopt-by-intent mode, at an operator's request
+// in hold mode). With nonce
 // unknownChainNonces adopt nothing is checked. It returns what it read, the quarantine it
 // recorded included.
 func (r *Reconciler) CheckChainAhead(ctx context.Context, lease domain.Lease) (SignerCheck, error) {
@@ -45,7 +46,7 @@ func (r *Reconciler) CheckChainAhead(ctx context.Context, lease domain.Lease) (S
 	if !recorded {
 		return check, nil // released by an operator; the next allocation goes on above them
 	}
-	check.Quarantine = &NonceRange{From: next, To: pending}
+	check.Quarantine = &Recovery{NonceRange: NonceRange{From: next, To: pending}, RecoveryProgress: RecoveryProgress{RecordedTo: next}, DetectedAt: r.clock.Now()}
 	r.metrics.Quarantined(ctx)
 	r.log.WithContext(ctx).Errorw("msg", "signer quarantined: the chain holds nonces the database does not know", "signer", lease.Signer,
 		"fencing_token", lease.Token, "db_next_nonce", next, "chain_nonce", pending)

@@ -10,11 +10,10 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
-	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
@@ -38,9 +37,10 @@ type Config struct {
 	// not raced.
 	FillHoles bool
 	HoleGrace time.Duration
-	// RecoverByIntent (recovery.mode adopt-by-intent): a quarantined signer's unknown
-	// transactions are recorded as unclaimed rows, adoptable by a retried create with the
-	// same intent for AdoptionWindow, and the signer is released without a person.
+	// A quarantined signer's unknown transactions are always recorded as unclaimed rows,
+	// adoptable by a retried create with the same intent for AdoptionWindow. RecoverByIntent
+	// (recovery.mode adopt-by-intent) then releases the signer without a person; otherwise
+	// (hold) an operator's release does.
 	RecoverByIntent bool
 	AdoptionWindow  time.Duration
 }
@@ -65,14 +65,15 @@ type Store interface {
 	InsertPlaceholders(ctx context.Context, lease domain.Lease, txs []domain.ManagedTx) (int, error)
 
 	// RecordRecovered stores transactions found on chain at lost nonces as unclaimed rows
-	// with their attempts, adoptable until unclaimedUntil; a nonce that has a row already is
-	// left alone. It returns how many it stored.
-	RecordRecovered(ctx context.Context, lease domain.Lease, txs []RecoveredTx, unclaimedUntil time.Time, resubmitAfter time.Duration) (int, error)
+	// with their attempts, adoptable until unclaimedUntil, and the recovery's progress with
+	// them; a nonce that has a row already is left alone. It returns how many it stored.
+	RecordRecovered(ctx context.Context, lease domain.Lease, txs []RecoveredTx, unclaimedUntil time.Time, resubmitAfter time.Duration, progress RecoveryProgress) (int, error)
+	// RecoveryAnchors returns up to limit of the signer's transactions on record below
+	// nonce, newest first: where a recovery's scan of the chain may start.
+	RecoveryAnchors(ctx context.Context, signer string, below uint64, limit int) ([]RecoveryAnchor, error)
 	// FinishRecovery moves the cursor to chainNonce (never back) and releases the
 	// quarantine, together; false when there was no quarantine to release.
 	FinishRecovery(ctx context.Context, lease domain.Lease, chainNonce uint64, note string) (bool, error)
-	// QuarantinedAmong returns which of signers are quarantined now.
-	QuarantinedAmong(ctx context.Context, signers []string) ([]string, error)
 	// ExpireUnclaimed ends the adoption window of the signer's recovered rows past it (their
 	// held-back completions are written) and returns how many.
 	ExpireUnclaimed(ctx context.Context, lease domain.Lease) (int, error)
@@ -82,14 +83,43 @@ type Store interface {
 type SignerCheck struct {
 	// NextNonce is the cursor (-1: the signer has none yet).
 	NextNonce int64
-	// Quarantine is the live quarantine's unknown nonces [From, To), nil when none.
-	Quarantine *NonceRange
+	// Quarantine is the live quarantine with its recovery's progress, nil when none.
+	Quarantine *Recovery
 	// UnclaimedExpired: some recovered row's adoption window has ended.
 	UnclaimedExpired bool
 }
 
 // NonceRange is the nonces [From, To).
 type NonceRange struct{ From, To uint64 }
+
+// Recovery is a live quarantine as its recovery sees it: the unknown nonces and how far
+// recording them got.
+type Recovery struct {
+	NonceRange
+	RecoveryProgress
+	// Recorded counts the rows recorded so far.
+	Recorded int64
+	// DetectedAt is when the quarantine began.
+	DetectedAt time.Time
+	// ReleaseRequested: an operator released the signer; it serves once recording is done.
+	ReleaseRequested bool
+}
+
+// RecoveryProgress is how far a recovery got, committed with the rows it records.
+type RecoveryProgress struct {
+	// RecordedTo: every unknown nonce below it has its row.
+	RecordedTo uint64
+	// ScanFrom is the block the next scan starts at; nil until found.
+	ScanFrom *uint64
+}
+
+// RecoveryAnchor is a transaction on record below the unknown nonces.
+type RecoveryAnchor struct {
+	Nonce uint64
+	Hash  common.Hash
+	// Block it was mined in as recorded (0: not recorded).
+	Block uint64
+}
 
 // Reconciler runs the stage for the signers whose lease this node holds.
 type Reconciler struct {
@@ -104,14 +134,14 @@ type Reconciler struct {
 	holes    *holeTracker
 }
 
-// New builds the stage and registers the quarantine gauge.
+// New builds the stage.
 func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain services.Chain, leases *services.LeaseManager, clock services.Clock,
 	metrics *telemetry.Metrics, logger log.Logger) (*Reconciler, error) {
 	r := &Reconciler{cfg: cfg, store: store, attempts: attempts, chain: chain, leases: leases, clock: clock, metrics: metrics,
 		log:   log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node())),
 		holes: &holeTracker{seen: map[string]seenHole{}},
 	}
-	return r, r.registerQuarantineGauge()
+	return r, nil
 }
 
 // PassOutcome is what a reconciliation pass wrote that other stages act on.
@@ -122,6 +152,9 @@ type PassOutcome struct {
 	// Recorded are transactions found on chain and recorded (recovered rows, or a taken
 	// nonce's transaction that proved to be the row's own): followed to finality from now on.
 	Recorded int
+	// Quarantined: the signer is still quarantined after the pass; its recovery goes on at
+	// the next pass, which should come soon.
+	Quarantined bool
 }
 
 // Pass reconciles one signer, each step in the order a head of line needs it: a nonce hole
@@ -139,6 +172,7 @@ func (r *Reconciler) Pass(ctx context.Context, lease domain.Lease) (PassOutcome,
 		var recovered int
 		recovered, recoverErr = r.RecoverFromChain(ctx, lease, *check.Quarantine)
 		out.Recorded += recovered
+		out.Quarantined = true
 	}
 	if aheadErr == nil && check.UnclaimedExpired {
 		_, expireErr = r.ExpireUnclaimed(ctx, lease)
@@ -146,30 +180,4 @@ func (r *Reconciler) Pass(ctx context.Context, lease domain.Lease) (PassOutcome,
 	settled, takenErr := r.SettleTakenNonces(ctx, lease)
 	out.Recorded += settled
 	return out, errors.Join(holeErr, aheadErr, recoverErr, expireErr, takenErr)
-}
-
-// registerQuarantineGauge reports, at each scrape, which signers this node holds are
-// quarantined, read from the database: a release (by an operator on any node, or by the
-// recovery) shows at the next scrape.
-func (r *Reconciler) registerQuarantineGauge() error {
-	return r.metrics.RegisterGauge(telemetry.SignerQuarantined, "1 for a signer this node holds that is quarantined (the chain holds nonces the database does not know).",
-		func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
-			signers := r.leases.HeldSigners()
-			if len(signers) == 0 {
-				return
-			}
-			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			quarantined, err := r.store.QuarantinedAmong(ctx, signers)
-			if err != nil {
-				return // a scrape must not fail because the database is slow
-			}
-			for _, signer := range signers {
-				v := int64(0)
-				if slices.Contains(quarantined, signer) {
-					v = 1
-				}
-				record(v, attribute.String("signer", signer))
-			}
-		})
 }

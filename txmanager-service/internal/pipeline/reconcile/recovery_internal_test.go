@@ -14,19 +14,16 @@ import (
 )
 
 // What the chain holds at the lost nonces becomes rows whose intent is what the chain ran
-// and whose attempt is the chain's signed bytes; nonces the scan did not show are listed.
+// and whose attempt is the chain's signed bytes.
 func TestRecoveredRows(t *testing.T) {
 	signer := common.HexToAddress("0x00000000000000000000000000000000000000aa")
 	to := common.HexToAddress("0x00000000000000000000000000000000000000bb")
 	now := time.Unix(5000, 0)
-	found := map[uint64]services.SentTx{
-		10: {Hash: common.Hash{1}, Nonce: 10, To: &to, Value: big.NewInt(7), Data: []byte{1}, Gas: 60000, MaxFee: big.NewInt(9), MaxTip: big.NewInt(2), Raw: []byte("raw10"), BlockNumber: 44},
-		12: {Hash: common.Hash{2}, Nonce: 12, Gas: 90000, Data: []byte{0x60}, Raw: []byte("raw12")}, // a contract creation, no value
+	found := []services.SentTx{
+		{Hash: common.Hash{1}, Nonce: 10, To: &to, Value: big.NewInt(7), Data: []byte{1}, Gas: 60000, MaxFee: big.NewInt(9), MaxTip: big.NewInt(2), Raw: []byte("raw10"), BlockNumber: 44},
+		{Hash: common.Hash{2}, Nonce: 11, Gas: 90000, Data: []byte{0x60}, Raw: []byte("raw12")}, // a contract creation, no value
 	}
-	rows, missing := recoveredRows(signer, signer.Hex(), []uint64{10, 11, 12, 13}, found, now)
-	if !slices.Equal(missing, []uint64{11, 13}) {
-		t.Errorf("missing %v, want [11 13]", missing)
-	}
+	rows := recoveredRows(signer, signer.Hex(), found, now)
 	if len(rows) != 2 {
 		t.Fatalf("%d rows, want 2", len(rows))
 	}
@@ -46,5 +43,91 @@ func TestRecoveredRows(t *testing.T) {
 	retry := domain.CreateRequest{Signer: signer, Intent: domain.Intent{To: &to, Value: big.NewInt(7), Data: []byte{1}}}
 	if retry.RecoveryKey() != (domain.CreateRequest{Signer: signer, Intent: first.Tx.Intent}).RecoveryKey() {
 		t.Error("a retry of the intent does not have the recovered row's key")
+	}
+}
+
+// A step records the run of unknown nonces from the first unrecorded one and says where
+// the next scan starts; it never skips a nonce, never records one twice, and never moves
+// past blocks near the head that a reorganisation may still replace.
+func TestPlanRecoveryStep(t *testing.T) {
+	tx := func(nonce, block uint64) services.SentTx { return services.SentTx{Nonce: nonce, BlockNumber: block} }
+	rec := func(from, recordedTo, to uint64) Recovery {
+		return Recovery{NonceRange: NonceRange{From: from, To: to}, RecoveryProgress: RecoveryProgress{RecordedTo: recordedTo}}
+	}
+	tests := []struct {
+		name        string
+		rec         Recovery
+		start       uint64
+		scan        services.SentScan
+		margin      uint64
+		wantNonces  []uint64
+		wantTo      uint64
+		wantFrom    uint64
+		wantHead    bool
+		wantTooLate bool
+	}{
+		{
+			name: "a run from the first unrecorded nonce, the next scan from the last one's block",
+			rec:  rec(10, 10, 20), start: 100, margin: 12,
+			scan:       services.SentScan{Txs: []services.SentTx{tx(8, 100), tx(9, 100), tx(10, 101), tx(11, 101), tx(12, 150)}, Next: 151, Head: 500},
+			wantNonces: []uint64{10, 11, 12}, wantTo: 13, wantFrom: 150,
+		},
+		{
+			name: "progress kept: nonces recorded by an earlier step are not taken again",
+			rec:  rec(10, 13, 20), start: 150, margin: 12,
+			scan:       services.SentScan{Txs: []services.SentTx{tx(12, 150), tx(13, 150), tx(14, 170)}, Next: 171, Head: 500},
+			wantNonces: []uint64{13, 14}, wantTo: 15, wantFrom: 170,
+		},
+		{
+			name: "nothing in the window: the next scan starts after it",
+			rec:  rec(10, 10, 20), start: 100, margin: 12,
+			scan:   services.SentScan{Next: 356, Head: 5000},
+			wantTo: 10, wantFrom: 356,
+		},
+		{
+			name: "nothing up to the head: blocks within the margin are read again",
+			rec:  rec(10, 10, 20), start: 400, margin: 12,
+			scan:   services.SentScan{Next: 501, Head: 500},
+			wantTo: 10, wantFrom: 489, wantHead: true,
+		},
+		{
+			name: "near the start of the chain the margin does not wrap",
+			rec:  rec(0, 0, 3), start: 0, margin: 12,
+			scan:   services.SentScan{Next: 5, Head: 4},
+			wantTo: 0, wantFrom: 0, wantHead: true,
+		},
+		{
+			name: "a later nonce before the first unrecorded one: the scan started too late",
+			rec:  rec(10, 10, 20), start: 1000, margin: 12,
+			scan:   services.SentScan{Txs: []services.SentTx{tx(11, 1000)}, Next: 1001, Head: 5000},
+			wantTo: 10, wantFrom: 1000 - maxScanBlocksPerStep, wantTooLate: true,
+		},
+		{
+			name: "nonces at and above the chain's nonce are not the quarantine's",
+			rec:  rec(10, 18, 20), start: 100, margin: 12,
+			scan:       services.SentScan{Txs: []services.SentTx{tx(18, 100), tx(19, 100), tx(20, 101), tx(21, 101)}, Next: 102, Head: 500},
+			wantNonces: []uint64{18, 19}, wantTo: 20, wantFrom: 100,
+		},
+		{
+			name: "a gap after a run ends the run",
+			rec:  rec(10, 10, 20), start: 100, margin: 12,
+			scan:       services.SentScan{Txs: []services.SentTx{tx(10, 100), tx(12, 101)}, Next: 102, Head: 500},
+			wantNonces: []uint64{10}, wantTo: 11, wantFrom: 100,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := planRecoveryStep(tc.rec, tc.start, tc.scan, tc.margin)
+			var nonces []uint64
+			for _, f := range plan.found {
+				nonces = append(nonces, f.Nonce)
+			}
+			if !slices.Equal(nonces, tc.wantNonces) || plan.recordedTo != tc.wantTo || plan.scanFrom != tc.wantFrom ||
+				plan.reachedHead != tc.wantHead || plan.anchorTooLate != tc.wantTooLate {
+				t.Errorf("plan: nonces %v, recordedTo %d, scanFrom %d, head %v, too late %v; want %v, %d, %d, %v, %v",
+					nonces, plan.recordedTo, plan.scanFrom, plan.reachedHead, plan.anchorTooLate,
+					tc.wantNonces, tc.wantTo, tc.wantFrom, tc.wantHead, tc.wantTooLate)
+			}
+		})
 	}
 }

@@ -95,7 +95,7 @@ func newPassSubmitter(t *testing.T, allocated int) (*Submitter, *allocatedRows, 
 	leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a"}, nil, services.SystemClock{}, telemetry.Noop(), logger)
 	node := acceptingNode{}
 	s := New(Config{Batch: passBatch, SignConcurrency: 2, ResubmitInterval: time.Minute}, store, node, signer,
-		pipeline.NewBroadcaster(node, ignoredOutcomes{}, leases, telemetry.Noop(), logger), leases, oneServer{}, telemetry.Noop(), logger)
+		pipeline.NewBroadcaster(node, ignoredOutcomes{}, leases, telemetry.Noop(), logger), leases, oneServer{}, nil, telemetry.Noop(), logger)
 	lease := domain.Lease{Signer: from.Hex(), Owner: "node-a", Token: 1, ExpiresAt: time.Now().Add(time.Minute), ValidUntil: time.Now().Add(time.Minute)}
 	return s, store, lease
 }

@@ -91,7 +91,9 @@ type Submitter struct {
 	server      services.DatabaseServerEpoch
 	unsigned    unsignedFrontiers
 	resubmits   resubmitQuiet
-	now         func() time.Time
+	// signing learns whether each signer's key source signs.
+	signing *services.SigningHealth
+	now     func() time.Time
 	// replaced runs after re-pricing stored replacement attempts.
 	replaced func()
 }
@@ -102,9 +104,9 @@ func (s *Submitter) OnReplaced(fn func()) { s.replaced = fn }
 
 // New builds the stage.
 func New(cfg Config, store Store, chain services.Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
-	leases *services.LeaseManager, server services.DatabaseServerEpoch, metrics *telemetry.Metrics, logger log.Logger) *Submitter {
-	return &Submitter{cfg: cfg, store: store, chain: chain, signer: signer, broadcaster: broadcaster, leases: leases, server: server, metrics: metrics,
-		now: time.Now, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
+	leases *services.LeaseManager, server services.DatabaseServerEpoch, signing *services.SigningHealth, metrics *telemetry.Metrics, logger log.Logger) *Submitter {
+	return &Submitter{cfg: cfg, store: store, chain: chain, signer: signer, broadcaster: broadcaster, leases: leases, server: server, signing: signing,
+		metrics: metrics, now: time.Now, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
 }
 
 // SubmitAllocated signs the signer's ALLOCATED transactions (lowest nonce first) in
@@ -214,6 +216,13 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 		batch = append(batch, pipeline.ToSign{TxID: tx.ID, Kind: pipeline.AttemptOriginal, Unsigned: u})
 	}
 	attempts, signErr := s.signer.SignInOrder(ctx, batch, s.cfg.SignConcurrency)
+	if s.signing != nil {
+		if signErr != nil {
+			s.signing.Failed(ctx, lease, signErr)
+		} else {
+			s.signing.Signed(ctx, lease)
+		}
+	}
 	if len(attempts) == 0 {
 		return nil, false, signErr
 	}

@@ -68,7 +68,10 @@ WHERE chain_id = @chain_id AND signer = @signer AND owner_node = @node_id AND fe
 -- transactions only when there are some: a retry is rare, and the look-up was one statement
 -- more per signer in every batch.
 SELECT l.fencing_token, c.next_nonce,
-       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined,
+       -- '' (none), 'held' (waits for recovery or an operator), 'releasing' (an operator
+       -- released it; recovery finishes recording, then it serves).
+       COALESCE((SELECT CASE WHEN q.release_requested_at IS NULL THEN 'held' ELSE 'releasing' END FROM signer_quarantine q
+                 WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL), '')::text AS quarantine,
        EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = l.chain_id AND m.signer = l.signer AND m.unclaimed_until > now())::bool AS has_unclaimed,
        COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = l.signer FOR KEY SHARE), 'active')::text AS roster_state,
        (SELECT count(*) FROM (SELECT DISTINCT unnest(@request_ids::text[]) AS id) r

@@ -38,10 +38,20 @@ SELECT COALESCE(l.owner_node, '')::text                          AS owner_node,
        (SELECT count(*) FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL)::bigint AS pending_depth,
        COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(m.created_at)) FROM managed_tx m
                  WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL), 0)::float8 AS oldest_pending_age_seconds,
-       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL AND m.state = 'STUCK')::bigint AS stuck_count
+       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL AND m.state = 'STUCK')::bigint AS stuck_count,
+       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL AND m.state = 'ALLOCATED')::bigint AS unsigned,
+       COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(m.created_at)) FROM managed_tx m
+                 WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL AND m.state = 'ALLOCATED'), 0)::float8 AS oldest_unsigned_age_seconds,
+       s.failing_since AS signing_failing_since,
+       COALESCE(s.last_error, '')::text AS signing_error,
+       COALESCE(q.chain_nonce - COALESCE(q.recorded_to, q.db_next_nonce), 0)::bigint AS unrecorded_nonces,
+       (q.release_requested_at IS NOT NULL)::bool AS release_requested,
+       (q.signer IS NOT NULL)::bool AS quarantined
 FROM (SELECT 1) AS one
 LEFT JOIN signer_lease l ON l.chain_id = @chain_id AND l.signer = @signer
-LEFT JOIN signer_nonce_cursor c ON c.chain_id = @chain_id AND c.signer = @signer;
+LEFT JOIN signer_nonce_cursor c ON c.chain_id = @chain_id AND c.signer = @signer
+LEFT JOIN signer_signing s ON s.chain_id = @chain_id AND s.signer = @signer
+LEFT JOIN signer_quarantine q ON q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL;
 
 -- name: ListStuck :many
 SELECT * FROM managed_tx

@@ -24,6 +24,13 @@ recorded AS (
         detected_at   = CASE WHEN q.released_at IS NOT NULL THEN now() ELSE q.detected_at END,
         detected_by   = CASE WHEN q.released_at IS NOT NULL THEN EXCLUDED.detected_by ELSE q.detected_by END,
         fencing_token = CASE WHEN q.released_at IS NOT NULL THEN EXCLUDED.fencing_token ELSE q.fencing_token END,
+        -- A new quarantine starts its recovery afresh; a live one keeps its progress.
+        recorded_to     = CASE WHEN q.released_at IS NOT NULL THEN NULL ELSE q.recorded_to END,
+        scan_from_block = CASE WHEN q.released_at IS NOT NULL THEN NULL ELSE q.scan_from_block END,
+        recorded_count  = CASE WHEN q.released_at IS NOT NULL THEN 0 ELSE q.recorded_count END,
+        release_requested_at = CASE WHEN q.released_at IS NOT NULL THEN NULL ELSE q.release_requested_at END,
+        release_requested_by = CASE WHEN q.released_at IS NOT NULL THEN NULL ELSE q.release_requested_by END,
+        release_request_note = CASE WHEN q.released_at IS NOT NULL THEN NULL ELSE q.release_request_note END,
         released_at = NULL, released_by = NULL, release_note = NULL
     -- Unreleased: kept as it is. Released: replaced only above what the operator released.
     WHERE q.released_at IS NULL OR EXCLUDED.chain_nonce > q.chain_nonce
@@ -33,18 +40,53 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, EXISTS (SELECT 1 FROM recorde
 
 -- name: GetQuarantine :one
 SELECT q.signer, q.db_next_nonce, q.chain_nonce, q.detected_at, q.detected_by, q.fencing_token,
-       q.released_at, COALESCE(q.released_by, '')::text AS released_by, COALESCE(q.release_note, '')::text AS release_note
+       q.released_at, COALESCE(q.released_by, '')::text AS released_by, COALESCE(q.release_note, '')::text AS release_note,
+       COALESCE(q.recorded_to, q.db_next_nonce)::bigint AS recorded_to, q.recorded_count,
+       q.release_requested_at, COALESCE(q.release_requested_by, '')::text AS release_requested_by
 FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = @signer;
 
--- name: ReleaseQuarantine :execrows
--- An operator confirmed the unknown nonces: allocation goes on above them (the chain term
--- takes the next nonce from the chain).
-UPDATE signer_quarantine SET released_at = now(), released_by = @released_by, release_note = @note
+-- name: RequestRelease :execrows
+-- An operator looked at the unknown nonces and lets the signer serve again. The release is
+-- a request the signer's recovery carries out (FinishRecovery) once every transaction the
+-- chain shows at those nonces is recorded: a release never skips the recording that lets a
+-- lost request's retry be answered with its transaction instead of a second one. A second
+-- request keeps the first one's time.
+UPDATE signer_quarantine SET release_requested_at = COALESCE(release_requested_at, now()),
+    release_requested_by = @released_by, release_request_note = @note
 WHERE chain_id = @chain_id AND signer = @signer AND released_at IS NULL;
+
+-- name: QuarantineNonceRanges :many
+-- The quarantine's unknown nonces summarised as runs of consecutive nonces in one class:
+-- ADOPTED (a retried create was answered with the recorded transaction), UNCLAIMED (recorded,
+-- adoptable until its window ends), EXPIRED (recorded, the window ended unadopted),
+-- NOT_RECORDED (no transaction recorded there: recovery has not reached it, or the chain
+-- does not show one). One index look-up per nonce.
+WITH q AS (
+    SELECT sq.db_next_nonce, sq.chain_nonce FROM signer_quarantine sq WHERE sq.chain_id = @chain_id AND sq.signer = @signer
+),
+classified AS (
+    SELECT g.nonce,
+           CASE WHEN m.tx_id IS NULL THEN 'NOT_RECORDED'
+                WHEN m.request_id IS NOT NULL THEN 'ADOPTED'
+                WHEN m.unclaimed_until IS NOT NULL THEN 'UNCLAIMED'
+                ELSE 'EXPIRED' END AS class
+    FROM q
+    CROSS JOIN LATERAL generate_series(q.db_next_nonce, q.chain_nonce - 1) AS g(nonce)
+    LEFT JOIN managed_tx m ON m.chain_id = @chain_id AND m.signer = @signer AND m.nonce = g.nonce
+),
+runs AS (
+    SELECT nonce, class, nonce - row_number() OVER (PARTITION BY class ORDER BY nonce) AS run
+    FROM classified
+)
+SELECT class::text AS class, min(nonce)::bigint AS first_nonce, max(nonce)::bigint AS last_nonce, count(*)::bigint AS nonces
+FROM runs
+GROUP BY class, run
+ORDER BY first_nonce;
 
 -- name: ListRecovered :many
 -- The rows recovery recorded at a quarantine's unknown nonces (the admin listing shows
--- whether a retried create adopted each).
-SELECT nonce, tx_id, COALESCE(request_id, '')::text AS request_id, unclaimed_until
+-- whether a retried create adopted each, and what the chain ran there).
+SELECT nonce, tx_id, COALESCE(request_id, '')::text AS request_id, unclaimed_until, COALESCE(tx_hash, '')::text AS tx_hash,
+       payload, COALESCE(block_number, 0)::bigint AS block_number
 FROM managed_tx
 WHERE chain_id = @chain_id AND signer = @signer AND nonce = ANY(@nonces::bigint[]) AND recovered_at IS NOT NULL;

@@ -1,10 +1,12 @@
 -- name: SignerChainCheck :one
 -- What each reconciliation pass compares with the chain, in one read: the signer's next
--- nonce on record, its live quarantine if any (the nonces it covers), and whether a
--- recovered row's adoption window has ended (judged by the database clock, as the update
--- that ends it).
+-- nonce on record, its live quarantine if any (the nonces it covers and how far its
+-- recovery got), and whether a recovered row's adoption window has ended (judged by the
+-- database clock, as the update that ends it).
 SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor c WHERE c.chain_id = @chain_id AND c.signer = @signer), -1)::bigint AS next_nonce,
        q.db_next_nonce AS quarantined_from, q.chain_nonce AS quarantined_to,
+       COALESCE(q.recorded_to, q.db_next_nonce) AS recorded_to, q.scan_from_block, q.recorded_count, q.detected_at,
+       (q.release_requested_at IS NOT NULL)::bool AS release_requested,
        EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.unclaimed_until <= now())::bool AS unclaimed_expired
 FROM (SELECT 1) AS one
 LEFT JOIN signer_quarantine q ON q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL;
@@ -109,8 +111,21 @@ attempts AS (
     FROM inserted n JOIN input i ON i.nonce = n.nonce
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
+),
+-- The recovery's progress moves with the rows it covers, in the same statement: every nonce
+-- below @recorded_to has its row, and the next scan starts at @scan_from_block. The nonces
+-- covered never go back; the scan's start may (a start found too late is moved earlier).
+progress AS (
+    UPDATE signer_quarantine q
+    SET recorded_to = GREATEST(COALESCE(q.recorded_to, q.db_next_nonce), @recorded_to::bigint),
+        scan_from_block = @scan_from_block::bigint,
+        recorded_count = q.recorded_count + (SELECT count(*) FROM inserted)
+    FROM lease
+    WHERE q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL
+    RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM inserted)::bigint AS inserted;
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM inserted)::bigint AS inserted,
+       EXISTS (SELECT 1 FROM progress) AS progressed;
 
 -- name: FinishRecovery :one
 -- Once every unknown nonce has its row: the cursor moves past the chain's nonce (never
@@ -130,7 +145,11 @@ advanced AS (
     RETURNING 1
 ),
 released AS (
-    UPDATE signer_quarantine q SET released_at = now(), released_by = @released_by, release_note = @note
+    -- An operator's release request is carried out here: released by them, with their note
+    -- followed by what recovery recorded.
+    UPDATE signer_quarantine q SET released_at = now(),
+        released_by = COALESCE(q.release_requested_by, @released_by::text),
+        release_note = CASE WHEN q.release_requested_at IS NULL THEN @note::text ELSE COALESCE(q.release_request_note, '') || '; ' || @note::text END
     FROM lease
     WHERE q.chain_id = @chain_id AND q.signer = @signer AND q.released_at IS NULL AND q.chain_nonce <= @chain_nonce::bigint
     RETURNING 1
@@ -162,3 +181,13 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM expired
 -- name: QuarantinedAmong :many
 -- Which of the signers are quarantined now (the quarantine gauge, at each scrape).
 SELECT signer FROM signer_quarantine WHERE chain_id = @chain_id AND signer = ANY(@signers::text[]) AND released_at IS NULL;
+
+-- name: RecoveryAnchors :many
+-- Where a recovery's forward scan may start: the signer's transactions on record just below
+-- the first unknown nonce, newest first, with the block each was mined in when known. A
+-- transaction at a lower nonce was mined no later than the unknown ones.
+SELECT nonce, COALESCE(tx_hash, '')::text AS tx_hash, COALESCE(block_number, 0)::bigint AS block_number
+FROM managed_tx
+WHERE chain_id = @chain_id AND signer = @signer AND nonce < @below AND tx_hash IS NOT NULL
+ORDER BY nonce DESC
+LIMIT @max_rows;

@@ -122,10 +122,19 @@ CROSS JOIN LATERAL (
 ) m;
 
 -- name: GetTxByID :one
-SELECT * FROM managed_tx WHERE tx_id = @tx_id;
+-- A transaction with, while it waits for its first signature, its signer's signing failure
+-- if the key source fails (the reason it does not move).
+SELECT sqlc.embed(m), s.failing_since AS signing_failing_since, COALESCE(s.last_error, '')::text AS signing_error
+FROM managed_tx m
+LEFT JOIN signer_signing s ON s.chain_id = m.chain_id AND s.signer = m.signer AND m.state = 'ALLOCATED'
+WHERE m.tx_id = @tx_id;
 
 -- name: GetTxByRequestID :one
-SELECT * FROM managed_tx WHERE chain_id = @chain_id AND signer = @signer AND request_id = @request_id;
+-- As GetTxByID, by the signer's request id.
+SELECT sqlc.embed(m), s.failing_since AS signing_failing_since, COALESCE(s.last_error, '')::text AS signing_error
+FROM managed_tx m
+LEFT JOIN signer_signing s ON s.chain_id = m.chain_id AND s.signer = m.signer AND m.state = 'ALLOCATED'
+WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.request_id = @request_id;
 
 -- name: FindUnclaimed :many
 -- Inside a writer batch (the lease row already locked): the recovered rows still adoptable

@@ -94,7 +94,10 @@ func (q *Queries) AcquireOrRenewLease(ctx context.Context, arg AcquireOrRenewLea
 
 const lockLeaseAndReadCursor = `-- name: LockLeaseAndReadCursor :one
 SELECT l.fencing_token, c.next_nonce,
-       EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL)::bool AS quarantined,
+       -- '' (none), 'held' (waits for recovery or an operator), 'releasing' (an operator
+       -- released it; recovery finishes recording, then it serves).
+       COALESCE((SELECT CASE WHEN q.release_requested_at IS NULL THEN 'held' ELSE 'releasing' END FROM signer_quarantine q
+                 WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL), '')::text AS quarantine,
        EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = l.chain_id AND m.signer = l.signer AND m.unclaimed_until > now())::bool AS has_unclaimed,
        COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = l.signer FOR KEY SHARE), 'active')::text AS roster_state,
        (SELECT count(*) FROM (SELECT DISTINCT unnest($1::text[]) AS id) r
@@ -121,7 +124,7 @@ type LockLeaseAndReadCursorParams struct {
 type LockLeaseAndReadCursorRow struct {
 	FencingToken  int64
 	NextNonce     pgtype.Int8
-	Quarantined   bool
+	Quarantine    string
 	HasUnclaimed  bool
 	RosterState   string
 	KnownRequests int64
@@ -151,7 +154,7 @@ func (q *Queries) LockLeaseAndReadCursor(ctx context.Context, arg LockLeaseAndRe
 	err := row.Scan(
 		&i.FencingToken,
 		&i.NextNonce,
-		&i.Quarantined,
+		&i.Quarantine,
 		&i.HasUnclaimed,
 		&i.RosterState,
 		&i.KnownRequests,

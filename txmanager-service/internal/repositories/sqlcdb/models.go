@@ -83,16 +83,22 @@ type SignerNonceCursor struct {
 }
 
 type SignerQuarantine struct {
-	Signer       string
-	DbNextNonce  int64
-	ChainNonce   int64
-	DetectedAt   time.Time
-	DetectedBy   string
-	FencingToken int64
-	ReleasedAt   *time.Time
-	ReleasedBy   pgtype.Text
-	ReleaseNote  pgtype.Text
-	ChainID      int64
+	Signer             string
+	DbNextNonce        int64
+	ChainNonce         int64
+	DetectedAt         time.Time
+	DetectedBy         string
+	FencingToken       int64
+	ReleasedAt         *time.Time
+	ReleasedBy         pgtype.Text
+	ReleaseNote        pgtype.Text
+	ChainID            int64
+	RecordedTo         pgtype.Int8
+	ScanFromBlock      pgtype.Int8
+	RecordedCount      int64
+	ReleaseRequestedAt *time.Time
+	ReleaseRequestedBy pgtype.Text
+	ReleaseRequestNote pgtype.Text
 }
 
 type SignerRoster struct {
@@ -107,6 +113,18 @@ type SignerRoster struct {
 	RetiredBy  pgtype.Text
 	Note       string
 	UpdatedAt  time.Time
+}
+
+type SignerSigning struct {
+	ChainID      int64
+	Signer       string
+	FailingSince *time.Time
+	LastError    string
+	LastErrorAt  *time.Time
+	LastSignedAt *time.Time
+	NodeID       string
+	FencingToken int64
+	UpdatedAt    time.Time
 }
 
 type StuckResolutionAudit struct {

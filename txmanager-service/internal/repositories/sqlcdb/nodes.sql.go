@@ -243,10 +243,20 @@ SELECT COALESCE(l.owner_node, '')::text                          AS owner_node,
        (SELECT count(*) FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.confirmed_at IS NULL)::bigint AS pending_depth,
        COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(m.created_at)) FROM managed_tx m
                  WHERE m.chain_id = $1 AND m.signer = $2 AND m.confirmed_at IS NULL), 0)::float8 AS oldest_pending_age_seconds,
-       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.confirmed_at IS NULL AND m.state = 'STUCK')::bigint AS stuck_count
+       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.confirmed_at IS NULL AND m.state = 'STUCK')::bigint AS stuck_count,
+       (SELECT count(*) FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.confirmed_at IS NULL AND m.state = 'ALLOCATED')::bigint AS unsigned,
+       COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(m.created_at)) FROM managed_tx m
+                 WHERE m.chain_id = $1 AND m.signer = $2 AND m.confirmed_at IS NULL AND m.state = 'ALLOCATED'), 0)::float8 AS oldest_unsigned_age_seconds,
+       s.failing_since AS signing_failing_since,
+       COALESCE(s.last_error, '')::text AS signing_error,
+       COALESCE(q.chain_nonce - COALESCE(q.recorded_to, q.db_next_nonce), 0)::bigint AS unrecorded_nonces,
+       (q.release_requested_at IS NOT NULL)::bool AS release_requested,
+       (q.signer IS NOT NULL)::bool AS quarantined
 FROM (SELECT 1) AS one
 LEFT JOIN signer_lease l ON l.chain_id = $1 AND l.signer = $2
 LEFT JOIN signer_nonce_cursor c ON c.chain_id = $1 AND c.signer = $2
+LEFT JOIN signer_signing s ON s.chain_id = $1 AND s.signer = $2
+LEFT JOIN signer_quarantine q ON q.chain_id = $1 AND q.signer = $2 AND q.released_at IS NULL
 `
 
 type SignerStatusParams struct {
@@ -255,14 +265,21 @@ type SignerStatusParams struct {
 }
 
 type SignerStatusRow struct {
-	OwnerNode               string
-	FencingToken            int64
-	LeaseExpiresAt          time.Time
-	LeaseLive               bool
-	NextNonce               int64
-	PendingDepth            int64
-	OldestPendingAgeSeconds float64
-	StuckCount              int64
+	OwnerNode                string
+	FencingToken             int64
+	LeaseExpiresAt           time.Time
+	LeaseLive                bool
+	NextNonce                int64
+	PendingDepth             int64
+	OldestPendingAgeSeconds  float64
+	StuckCount               int64
+	Unsigned                 int64
+	OldestUnsignedAgeSeconds float64
+	SigningFailingSince      *time.Time
+	SigningError             string
+	UnrecordedNonces         int64
+	ReleaseRequested         bool
+	Quarantined              bool
 }
 
 func (q *Queries) SignerStatus(ctx context.Context, arg SignerStatusParams) (SignerStatusRow, error) {
@@ -277,6 +294,13 @@ func (q *Queries) SignerStatus(ctx context.Context, arg SignerStatusParams) (Sig
 		&i.PendingDepth,
 		&i.OldestPendingAgeSeconds,
 		&i.StuckCount,
+		&i.Unsigned,
+		&i.OldestUnsignedAgeSeconds,
+		&i.SigningFailingSince,
+		&i.SigningError,
+		&i.UnrecordedNonces,
+		&i.ReleaseRequested,
+		&i.Quarantined,
 	)
 	return i, err
 }

@@ -13,7 +13,9 @@ import (
 
 const listOpenSigners = `-- name: ListOpenSigners :many
 SELECT o.signer, l.owner_node, l.fencing_token, COALESCE(l.expires_at > now(), false)::bool AS lease_live
-FROM (SELECT DISTINCT m.signer FROM managed_tx m WHERE m.chain_id = $1 AND m.confirmed_at IS NULL) o
+FROM (SELECT m.signer FROM managed_tx m WHERE m.chain_id = $1 AND m.confirmed_at IS NULL
+      UNION
+      SELECT q.signer FROM signer_quarantine q WHERE q.chain_id = $1 AND q.released_at IS NULL) o
 LEFT JOIN signer_lease l ON l.chain_id = $1 AND l.signer = o.signer
 `
 
@@ -24,7 +26,8 @@ type ListOpenSignersRow struct {
 	LeaseLive    bool
 }
 
-// Signers with unfinished transactions, and who (if anyone) holds their lease now.
+// Signers with unfinished transactions or a live quarantine (whose recovery must run
+// somewhere), and who (if anyone) holds their lease now.
 func (q *Queries) ListOpenSigners(ctx context.Context, chainID int64) ([]ListOpenSignersRow, error) {
 	rows, err := q.db.Query(ctx, listOpenSigners, chainID)
 	if err != nil {

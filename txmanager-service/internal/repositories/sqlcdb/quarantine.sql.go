@@ -15,7 +15,9 @@ import (
 
 const getQuarantine = `-- name: GetQuarantine :one
 SELECT q.signer, q.db_next_nonce, q.chain_nonce, q.detected_at, q.detected_by, q.fencing_token,
-       q.released_at, COALESCE(q.released_by, '')::text AS released_by, COALESCE(q.release_note, '')::text AS release_note
+       q.released_at, COALESCE(q.released_by, '')::text AS released_by, COALESCE(q.release_note, '')::text AS release_note,
+       COALESCE(q.recorded_to, q.db_next_nonce)::bigint AS recorded_to, q.recorded_count,
+       q.release_requested_at, COALESCE(q.release_requested_by, '')::text AS release_requested_by
 FROM signer_quarantine q WHERE q.chain_id = $1 AND q.signer = $2
 `
 
@@ -25,15 +27,19 @@ type GetQuarantineParams struct {
 }
 
 type GetQuarantineRow struct {
-	Signer       string
-	DbNextNonce  int64
-	ChainNonce   int64
-	DetectedAt   time.Time
-	DetectedBy   string
-	FencingToken int64
-	ReleasedAt   *time.Time
-	ReleasedBy   string
-	ReleaseNote  string
+	Signer             string
+	DbNextNonce        int64
+	ChainNonce         int64
+	DetectedAt         time.Time
+	DetectedBy         string
+	FencingToken       int64
+	ReleasedAt         *time.Time
+	ReleasedBy         string
+	ReleaseNote        string
+	RecordedTo         int64
+	RecordedCount      int64
+	ReleaseRequestedAt *time.Time
+	ReleaseRequestedBy string
 }
 
 func (q *Queries) GetQuarantine(ctx context.Context, arg GetQuarantineParams) (GetQuarantineRow, error) {
@@ -49,12 +55,17 @@ func (q *Queries) GetQuarantine(ctx context.Context, arg GetQuarantineParams) (G
 		&i.ReleasedAt,
 		&i.ReleasedBy,
 		&i.ReleaseNote,
+		&i.RecordedTo,
+		&i.RecordedCount,
+		&i.ReleaseRequestedAt,
+		&i.ReleaseRequestedBy,
 	)
 	return i, err
 }
 
 const listRecovered = `-- name: ListRecovered :many
-SELECT nonce, tx_id, COALESCE(request_id, '')::text AS request_id, unclaimed_until
+SELECT nonce, tx_id, COALESCE(request_id, '')::text AS request_id, unclaimed_until, COALESCE(tx_hash, '')::text AS tx_hash,
+       payload, COALESCE(block_number, 0)::bigint AS block_number
 FROM managed_tx
 WHERE chain_id = $1 AND signer = $2 AND nonce = ANY($3::bigint[]) AND recovered_at IS NOT NULL
 `
@@ -70,10 +81,13 @@ type ListRecoveredRow struct {
 	TxID           uuid.UUID
 	RequestID      string
 	UnclaimedUntil *time.Time
+	TxHash         string
+	Payload        []byte
+	BlockNumber    int64
 }
 
 // The rows recovery recorded at a quarantine's unknown nonces (the admin listing shows
-// whether a retried create adopted each).
+// whether a retried create adopted each, and what the chain ran there).
 func (q *Queries) ListRecovered(ctx context.Context, arg ListRecoveredParams) ([]ListRecoveredRow, error) {
 	rows, err := q.db.Query(ctx, listRecovered, arg.ChainID, arg.Signer, arg.Nonces)
 	if err != nil {
@@ -88,6 +102,75 @@ func (q *Queries) ListRecovered(ctx context.Context, arg ListRecoveredParams) ([
 			&i.TxID,
 			&i.RequestID,
 			&i.UnclaimedUntil,
+			&i.TxHash,
+			&i.Payload,
+			&i.BlockNumber,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const quarantineNonceRanges = `-- name: QuarantineNonceRanges :many
+WITH q AS (
+    SELECT sq.db_next_nonce, sq.chain_nonce FROM signer_quarantine sq WHERE sq.chain_id = $1 AND sq.signer = $2
+),
+classified AS (
+    SELECT g.nonce,
+           CASE WHEN m.tx_id IS NULL THEN 'NOT_RECORDED'
+                WHEN m.request_id IS NOT NULL THEN 'ADOPTED'
+                WHEN m.unclaimed_until IS NOT NULL THEN 'UNCLAIMED'
+                ELSE 'EXPIRED' END AS class
+    FROM q
+    CROSS JOIN LATERAL generate_series(q.db_next_nonce, q.chain_nonce - 1) AS g(nonce)
+    LEFT JOIN managed_tx m ON m.chain_id = $1 AND m.signer = $2 AND m.nonce = g.nonce
+),
+runs AS (
+    SELECT nonce, class, nonce - row_number() OVER (PARTITION BY class ORDER BY nonce) AS run
+    FROM classified
+)
+SELECT class::text AS class, min(nonce)::bigint AS first_nonce, max(nonce)::bigint AS last_nonce, count(*)::bigint AS nonces
+FROM runs
+GROUP BY class, run
+ORDER BY first_nonce
+`
+
+type QuarantineNonceRangesParams struct {
+	ChainID int64
+	Signer  string
+}
+
+type QuarantineNonceRangesRow struct {
+	Class      string
+	FirstNonce int64
+	LastNonce  int64
+	Nonces     int64
+}
+
+// The quarantine's unknown nonces summarised as runs of consecutive nonces in one class:
+// ADOPTED (a retried create was answered with the recorded transaction), UNCLAIMED (recorded,
+// adoptable until its window ends), EXPIRED (recorded, the window ended unadopted),
+// NOT_RECORDED (no transaction recorded there: recovery has not reached it, or the chain
+// does not show one). One index look-up per nonce.
+func (q *Queries) QuarantineNonceRanges(ctx context.Context, arg QuarantineNonceRangesParams) ([]QuarantineNonceRangesRow, error) {
+	rows, err := q.db.Query(ctx, quarantineNonceRanges, arg.ChainID, arg.Signer)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []QuarantineNonceRangesRow{}
+	for rows.Next() {
+		var i QuarantineNonceRangesRow
+		if err := rows.Scan(
+			&i.Class,
+			&i.FirstNonce,
+			&i.LastNonce,
+			&i.Nonces,
 		); err != nil {
 			return nil, err
 		}
@@ -114,6 +197,13 @@ recorded AS (
         detected_at   = CASE WHEN q.released_at IS NOT NULL THEN now() ELSE q.detected_at END,
         detected_by   = CASE WHEN q.released_at IS NOT NULL THEN EXCLUDED.detected_by ELSE q.detected_by END,
         fencing_token = CASE WHEN q.released_at IS NOT NULL THEN EXCLUDED.fencing_token ELSE q.fencing_token END,
+        -- A new quarantine starts its recovery afresh; a live one keeps its progress.
+        recorded_to     = CASE WHEN q.released_at IS NOT NULL THEN NULL ELSE q.recorded_to END,
+        scan_from_block = CASE WHEN q.released_at IS NOT NULL THEN NULL ELSE q.scan_from_block END,
+        recorded_count  = CASE WHEN q.released_at IS NOT NULL THEN 0 ELSE q.recorded_count END,
+        release_requested_at = CASE WHEN q.released_at IS NOT NULL THEN NULL ELSE q.release_requested_at END,
+        release_requested_by = CASE WHEN q.released_at IS NOT NULL THEN NULL ELSE q.release_requested_by END,
+        release_request_note = CASE WHEN q.released_at IS NOT NULL THEN NULL ELSE q.release_request_note END,
         released_at = NULL, released_by = NULL, release_note = NULL
     -- Unreleased: kept as it is. Released: replaced only above what the operator released.
     WHERE q.released_at IS NULL OR EXCLUDED.chain_nonce > q.chain_nonce
@@ -161,22 +251,26 @@ func (q *Queries) QuarantineSigner(ctx context.Context, arg QuarantineSignerPara
 	return i, err
 }
 
-const releaseQuarantine = `-- name: ReleaseQuarantine :execrows
-UPDATE signer_quarantine SET released_at = now(), released_by = $1, release_note = $2
+const requestRelease = `-- name: RequestRelease :execrows
+UPDATE signer_quarantine SET release_requested_at = COALESCE(release_requested_at, now()),
+    release_requested_by = $1, release_request_note = $2
 WHERE chain_id = $3 AND signer = $4 AND released_at IS NULL
 `
 
-type ReleaseQuarantineParams struct {
+type RequestReleaseParams struct {
 	ReleasedBy pgtype.Text
 	Note       pgtype.Text
 	ChainID    int64
 	Signer     string
 }
 
-// An operator confirmed the unknown nonces: allocation goes on above them (the chain term
-// takes the next nonce from the chain).
-func (q *Queries) ReleaseQuarantine(ctx context.Context, arg ReleaseQuarantineParams) (int64, error) {
-	result, err := q.db.Exec(ctx, releaseQuarantine,
+// An operator looked at the unknown nonces and lets the signer serve again. The release is
+// a request the signer's recovery carries out (FinishRecovery) once every transaction the
+// chain shows at those nonces is recorded: a release never skips the recording that lets a
+// lost request's retry be answered with its transaction instead of a second one. A second
+// request keeps the first one's time.
+func (q *Queries) RequestRelease(ctx context.Context, arg RequestReleaseParams) (int64, error) {
+	result, err := q.db.Exec(ctx, requestRelease,
 		arg.ReleasedBy,
 		arg.Note,
 		arg.ChainID,

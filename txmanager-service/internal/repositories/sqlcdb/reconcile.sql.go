@@ -127,7 +127,11 @@ advanced AS (
     RETURNING 1
 ),
 released AS (
-    UPDATE signer_quarantine q SET released_at = now(), released_by = $6, release_note = $7
+    -- An operator's release request is carried out here: released by them, with their note
+    -- followed by what recovery recorded.
+    UPDATE signer_quarantine q SET released_at = now(),
+        released_by = COALESCE(q.release_requested_by, $6::text),
+        release_note = CASE WHEN q.release_requested_at IS NULL THEN $7::text ELSE COALESCE(q.release_request_note, '') || '; ' || $7::text END
     FROM lease
     WHERE q.chain_id = $1 AND q.signer = $2 AND q.released_at IS NULL AND q.chain_nonce <= $5::bigint
     RETURNING 1
@@ -141,8 +145,8 @@ type FinishRecoveryParams struct {
 	NodeID       string
 	FencingToken int64
 	ChainNonce   int64
-	ReleasedBy   pgtype.Text
-	Note         pgtype.Text
+	ReleasedBy   string
+	Note         string
 }
 
 type FinishRecoveryRow struct {
@@ -371,8 +375,18 @@ attempts AS (
     FROM inserted n JOIN input i ON i.nonce = n.nonce
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
+),
+progress AS (
+    UPDATE signer_quarantine q
+    SET recorded_to = GREATEST(COALESCE(q.recorded_to, q.db_next_nonce), $17::bigint),
+        scan_from_block = $18::bigint,
+        recorded_count = q.recorded_count + (SELECT count(*) FROM inserted)
+    FROM lease
+    WHERE q.chain_id = $1 AND q.signer = $2 AND q.released_at IS NULL
+    RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM inserted)::bigint AS inserted
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM inserted)::bigint AS inserted,
+       EXISTS (SELECT 1 FROM progress) AS progressed
 `
 
 type RecordRecoveredParams struct {
@@ -392,11 +406,14 @@ type RecordRecoveredParams struct {
 	RawTxs               [][]byte
 	ResubmitAfterSeconds float64
 	UnclaimedUntil       time.Time
+	RecordedTo           int64
+	ScanFromBlock        int64
 }
 
 type RecordRecoveredRow struct {
-	LeaseHeld bool
-	Inserted  int64
+	LeaseHeld  bool
+	Inserted   int64
+	Progressed bool
 }
 
 // Records transactions the chain holds at nonces the database lost (recovery after a
@@ -404,6 +421,9 @@ type RecordRecoveredRow struct {
 // bytes as its attempt, so receipts and finality follow it like any other, unclaimed until
 // @unclaimed_until for a retried create with the same recovery key to adopt. A nonce that
 // already has a row (recorded by an earlier pass) is left as it is.
+// The recovery's progress moves with the rows it covers, in the same statement: every nonce
+// below @recorded_to has its row, and the next scan starts at @scan_from_block. The nonces
+// covered never go back; the scan's start may (a start found too late is moved earlier).
 func (q *Queries) RecordRecovered(ctx context.Context, arg RecordRecoveredParams) (RecordRecoveredRow, error) {
 	row := q.db.QueryRow(ctx, recordRecovered,
 		arg.ChainID,
@@ -422,15 +442,68 @@ func (q *Queries) RecordRecovered(ctx context.Context, arg RecordRecoveredParams
 		arg.RawTxs,
 		arg.ResubmitAfterSeconds,
 		arg.UnclaimedUntil,
+		arg.RecordedTo,
+		arg.ScanFromBlock,
 	)
 	var i RecordRecoveredRow
-	err := row.Scan(&i.LeaseHeld, &i.Inserted)
+	err := row.Scan(&i.LeaseHeld, &i.Inserted, &i.Progressed)
 	return i, err
+}
+
+const recoveryAnchors = `-- name: RecoveryAnchors :many
+SELECT nonce, COALESCE(tx_hash, '')::text AS tx_hash, COALESCE(block_number, 0)::bigint AS block_number
+FROM managed_tx
+WHERE chain_id = $1 AND signer = $2 AND nonce < $3 AND tx_hash IS NOT NULL
+ORDER BY nonce DESC
+LIMIT $4
+`
+
+type RecoveryAnchorsParams struct {
+	ChainID int64
+	Signer  string
+	Below   int64
+	MaxRows int32
+}
+
+type RecoveryAnchorsRow struct {
+	Nonce       int64
+	TxHash      string
+	BlockNumber int64
+}
+
+// Where a recovery's forward scan may start: the signer's transactions on record just below
+// the first unknown nonce, newest first, with the block each was mined in when known. A
+// transaction at a lower nonce was mined no later than the unknown ones.
+func (q *Queries) RecoveryAnchors(ctx context.Context, arg RecoveryAnchorsParams) ([]RecoveryAnchorsRow, error) {
+	rows, err := q.db.Query(ctx, recoveryAnchors,
+		arg.ChainID,
+		arg.Signer,
+		arg.Below,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []RecoveryAnchorsRow{}
+	for rows.Next() {
+		var i RecoveryAnchorsRow
+		if err := rows.Scan(&i.Nonce, &i.TxHash, &i.BlockNumber); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const signerChainCheck = `-- name: SignerChainCheck :one
 SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor c WHERE c.chain_id = $1 AND c.signer = $2), -1)::bigint AS next_nonce,
        q.db_next_nonce AS quarantined_from, q.chain_nonce AS quarantined_to,
+       COALESCE(q.recorded_to, q.db_next_nonce) AS recorded_to, q.scan_from_block, q.recorded_count, q.detected_at,
+       (q.release_requested_at IS NOT NULL)::bool AS release_requested,
        EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.unclaimed_until <= now())::bool AS unclaimed_expired
 FROM (SELECT 1) AS one
 LEFT JOIN signer_quarantine q ON q.chain_id = $1 AND q.signer = $2 AND q.released_at IS NULL
@@ -445,13 +518,18 @@ type SignerChainCheckRow struct {
 	NextNonce        int64
 	QuarantinedFrom  pgtype.Int8
 	QuarantinedTo    pgtype.Int8
+	RecordedTo       int64
+	ScanFromBlock    pgtype.Int8
+	RecordedCount    pgtype.Int8
+	DetectedAt       *time.Time
+	ReleaseRequested bool
 	UnclaimedExpired bool
 }
 
 // What each reconciliation pass compares with the chain, in one read: the signer's next
-// nonce on record, its live quarantine if any (the nonces it covers), and whether a
-// recovered row's adoption window has ended (judged by the database clock, as the update
-// that ends it).
+// nonce on record, its live quarantine if any (the nonces it covers and how far its
+// recovery got), and whether a recovered row's adoption window has ended (judged by the
+// database clock, as the update that ends it).
 func (q *Queries) SignerChainCheck(ctx context.Context, arg SignerChainCheckParams) (SignerChainCheckRow, error) {
 	row := q.db.QueryRow(ctx, signerChainCheck, arg.ChainID, arg.Signer)
 	var i SignerChainCheckRow
@@ -459,6 +537,11 @@ func (q *Queries) SignerChainCheck(ctx context.Context, arg SignerChainCheckPara
 		&i.NextNonce,
 		&i.QuarantinedFrom,
 		&i.QuarantinedTo,
+		&i.RecordedTo,
+		&i.ScanFromBlock,
+		&i.RecordedCount,
+		&i.DetectedAt,
+		&i.ReleaseRequested,
 		&i.UnclaimedExpired,
 	)
 	return i, err

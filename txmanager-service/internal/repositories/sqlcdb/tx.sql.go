@@ -205,46 +205,62 @@ func (q *Queries) FindUnclaimed(ctx context.Context, arg FindUnclaimedParams) ([
 }
 
 const getTxByID = `-- name: GetTxByID :one
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed, max_fee_for_hash FROM managed_tx WHERE tx_id = $1
+SELECT m.tx_id, m.signer, m.request_id, m.intent_hash, m.nonce, m.payload, m.tx_hash, m.state, m.sub_state, m.last_submit_at, m.next_resubmit_at, m.submit_attempts, m.last_error, m.receipt, m.block_number, m.block_hash, m.confirmed_at, m.fencing_token, m.created_at, m.updated_at, m.placeholder, m.chain_id, m.recovered_at, m.recovery_key, m.unclaimed_until, m.max_fee_signed, m.max_fee_for_hash, s.failing_since AS signing_failing_since, COALESCE(s.last_error, '')::text AS signing_error
+FROM managed_tx m
+LEFT JOIN signer_signing s ON s.chain_id = m.chain_id AND s.signer = m.signer AND m.state = 'ALLOCATED'
+WHERE m.tx_id = $1
 `
 
-func (q *Queries) GetTxByID(ctx context.Context, txID uuid.UUID) (ManagedTx, error) {
+type GetTxByIDRow struct {
+	ManagedTx           ManagedTx
+	SigningFailingSince *time.Time
+	SigningError        string
+}
+
+// A transaction with, while it waits for its first signature, its signer's signing failure
+// if the key source fails (the reason it does not move).
+func (q *Queries) GetTxByID(ctx context.Context, txID uuid.UUID) (GetTxByIDRow, error) {
 	row := q.db.QueryRow(ctx, getTxByID, txID)
-	var i ManagedTx
+	var i GetTxByIDRow
 	err := row.Scan(
-		&i.TxID,
-		&i.Signer,
-		&i.RequestID,
-		&i.IntentHash,
-		&i.Nonce,
-		&i.Payload,
-		&i.TxHash,
-		&i.State,
-		&i.SubState,
-		&i.LastSubmitAt,
-		&i.NextResubmitAt,
-		&i.SubmitAttempts,
-		&i.LastError,
-		&i.Receipt,
-		&i.BlockNumber,
-		&i.BlockHash,
-		&i.ConfirmedAt,
-		&i.FencingToken,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.Placeholder,
-		&i.ChainID,
-		&i.RecoveredAt,
-		&i.RecoveryKey,
-		&i.UnclaimedUntil,
-		&i.MaxFeeSigned,
-		&i.MaxFeeForHash,
+		&i.ManagedTx.TxID,
+		&i.ManagedTx.Signer,
+		&i.ManagedTx.RequestID,
+		&i.ManagedTx.IntentHash,
+		&i.ManagedTx.Nonce,
+		&i.ManagedTx.Payload,
+		&i.ManagedTx.TxHash,
+		&i.ManagedTx.State,
+		&i.ManagedTx.SubState,
+		&i.ManagedTx.LastSubmitAt,
+		&i.ManagedTx.NextResubmitAt,
+		&i.ManagedTx.SubmitAttempts,
+		&i.ManagedTx.LastError,
+		&i.ManagedTx.Receipt,
+		&i.ManagedTx.BlockNumber,
+		&i.ManagedTx.BlockHash,
+		&i.ManagedTx.ConfirmedAt,
+		&i.ManagedTx.FencingToken,
+		&i.ManagedTx.CreatedAt,
+		&i.ManagedTx.UpdatedAt,
+		&i.ManagedTx.Placeholder,
+		&i.ManagedTx.ChainID,
+		&i.ManagedTx.RecoveredAt,
+		&i.ManagedTx.RecoveryKey,
+		&i.ManagedTx.UnclaimedUntil,
+		&i.ManagedTx.MaxFeeSigned,
+		&i.ManagedTx.MaxFeeForHash,
+		&i.SigningFailingSince,
+		&i.SigningError,
 	)
 	return i, err
 }
 
 const getTxByRequestID = `-- name: GetTxByRequestID :one
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed, max_fee_for_hash FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND request_id = $3
+SELECT m.tx_id, m.signer, m.request_id, m.intent_hash, m.nonce, m.payload, m.tx_hash, m.state, m.sub_state, m.last_submit_at, m.next_resubmit_at, m.submit_attempts, m.last_error, m.receipt, m.block_number, m.block_hash, m.confirmed_at, m.fencing_token, m.created_at, m.updated_at, m.placeholder, m.chain_id, m.recovered_at, m.recovery_key, m.unclaimed_until, m.max_fee_signed, m.max_fee_for_hash, s.failing_since AS signing_failing_since, COALESCE(s.last_error, '')::text AS signing_error
+FROM managed_tx m
+LEFT JOIN signer_signing s ON s.chain_id = m.chain_id AND s.signer = m.signer AND m.state = 'ALLOCATED'
+WHERE m.chain_id = $1 AND m.signer = $2 AND m.request_id = $3
 `
 
 type GetTxByRequestIDParams struct {
@@ -253,37 +269,46 @@ type GetTxByRequestIDParams struct {
 	RequestID pgtype.Text
 }
 
-func (q *Queries) GetTxByRequestID(ctx context.Context, arg GetTxByRequestIDParams) (ManagedTx, error) {
+type GetTxByRequestIDRow struct {
+	ManagedTx           ManagedTx
+	SigningFailingSince *time.Time
+	SigningError        string
+}
+
+// As GetTxByID, by the signer's request id.
+func (q *Queries) GetTxByRequestID(ctx context.Context, arg GetTxByRequestIDParams) (GetTxByRequestIDRow, error) {
 	row := q.db.QueryRow(ctx, getTxByRequestID, arg.ChainID, arg.Signer, arg.RequestID)
-	var i ManagedTx
+	var i GetTxByRequestIDRow
 	err := row.Scan(
-		&i.TxID,
-		&i.Signer,
-		&i.RequestID,
-		&i.IntentHash,
-		&i.Nonce,
-		&i.Payload,
-		&i.TxHash,
-		&i.State,
-		&i.SubState,
-		&i.LastSubmitAt,
-		&i.NextResubmitAt,
-		&i.SubmitAttempts,
-		&i.LastError,
-		&i.Receipt,
-		&i.BlockNumber,
-		&i.BlockHash,
-		&i.ConfirmedAt,
-		&i.FencingToken,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.Placeholder,
-		&i.ChainID,
-		&i.RecoveredAt,
-		&i.RecoveryKey,
-		&i.UnclaimedUntil,
-		&i.MaxFeeSigned,
-		&i.MaxFeeForHash,
+		&i.ManagedTx.TxID,
+		&i.ManagedTx.Signer,
+		&i.ManagedTx.RequestID,
+		&i.ManagedTx.IntentHash,
+		&i.ManagedTx.Nonce,
+		&i.ManagedTx.Payload,
+		&i.ManagedTx.TxHash,
+		&i.ManagedTx.State,
+		&i.ManagedTx.SubState,
+		&i.ManagedTx.LastSubmitAt,
+		&i.ManagedTx.NextResubmitAt,
+		&i.ManagedTx.SubmitAttempts,
+		&i.ManagedTx.LastError,
+		&i.ManagedTx.Receipt,
+		&i.ManagedTx.BlockNumber,
+		&i.ManagedTx.BlockHash,
+		&i.ManagedTx.ConfirmedAt,
+		&i.ManagedTx.FencingToken,
+		&i.ManagedTx.CreatedAt,
+		&i.ManagedTx.UpdatedAt,
+		&i.ManagedTx.Placeholder,
+		&i.ManagedTx.ChainID,
+		&i.ManagedTx.RecoveredAt,
+		&i.ManagedTx.RecoveryKey,
+		&i.ManagedTx.UnclaimedUntil,
+		&i.ManagedTx.MaxFeeSigned,
+		&i.ManagedTx.MaxFeeForHash,
+		&i.SigningFailingSince,
+		&i.SigningError,
 	)
 	return i, err
 }

@@ -4,7 +4,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 )
+
+// The waiting test's database is cloned from a migrated template pgtest builds once per
+// test binary; pgtest.Main drops it when the binary ends.
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestMeasurementPerSecond(t *testing.T) {
 	t.Parallel()

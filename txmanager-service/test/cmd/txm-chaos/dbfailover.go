@@ -29,7 +29,22 @@ const (
 	dbFaultPlanned     = "planned"      // the monitor switches the primary over
 	dbFaultKill        = "kill"         // the primary dies (keeper and postmaster SIGKILLed)
 	dbFaultKillLagging = "kill-lagging" // the primary dies while the standby has fallen behind
+	// the primary dies after the standby fell far behind: with asynchronous replication
+	// thousands of nonces per signer are lost, more than one recovery step records
+	dbFaultKillDeepLag = "kill-deep-lag"
 )
+
+// standbyLag is how long the standby's replication is paused before a fault kills the
+// primary.
+func standbyLag(kind string) time.Duration {
+	switch kind {
+	case dbFaultKillLagging:
+		return 3 * time.Second
+	case dbFaultKillDeepLag:
+		return 15 * time.Second
+	}
+	return 0
+}
 
 // replicationMode names the replication a db run uses.
 func replicationMode(async bool) string {
@@ -189,9 +204,9 @@ func injectDBFault(ctx context.Context, f *e2e.FailoverCluster, kind string, sta
 			return ev, err
 		}
 		ev.promoted = time.Now()
-	case dbFaultKill, dbFaultKillLagging:
+	case dbFaultKill, dbFaultKillLagging, dbFaultKillDeepLag:
 		var drop func() error
-		if kind == dbFaultKillLagging {
+		if lag := standbyLag(kind); lag > 0 {
 			standby, err := f.Standby(ctx)
 			if err != nil {
 				return ev, err
@@ -202,7 +217,7 @@ func injectDBFault(ctx context.Context, f *e2e.FailoverCluster, kind string, sta
 			}
 			defer func() { _ = resume() }()
 			ev.began = time.Now()
-			sleep(ctx, 3*time.Second)
+			sleep(ctx, lag)
 			ev.when = time.Now()
 			ev.at = time.Since(start).Round(100 * time.Millisecond)
 		}
@@ -412,8 +427,14 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 		row{"creates acknowledged (txId returned)", acked, "> 0"},
 		row{"acknowledged creates lost", len(lostIDs), strict("0")},
 	)
+	c.rec.mu.Lock()
+	ackSigner := maps.Clone(c.rec.ackSigner)
+	c.rec.mu.Unlock()
+	mostBySigner := mostLostBySigner(lostIDs, ackedAt, ackSigner, c.events)
 	for i, n := range lostByFault(lostIDs, ackedAt, c.events) {
-		rows = append(rows, row{"  lost in " + c.events[i].kind, n, strict("0")})
+		rows = append(rows,
+			row{"  lost in " + c.events[i].kind, n, strict("0")},
+			row{"    most lost by one signer", mostBySigner[i], strict("0")})
 	}
 	rows = append(rows,
 		row{"nonces given to two acknowledged txs", len(givenTwice), strict("0")},
@@ -463,9 +484,6 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 		row{"  unclaimed (lost without a requestId)", recovered - adoptedRows, strict("0")},
 		row{"signers released by the recovery (no person)", releasedByRecovery, strict("0")},
 	)
-	c.rec.mu.Lock()
-	ackSigner := maps.Clone(c.rec.ackSigner)
-	c.rec.mu.Unlock()
 	if n := len(c.events); n > 0 {
 		last := c.events[n-1]
 		// From the new primary's promotion: answers that arrived just after the kill were

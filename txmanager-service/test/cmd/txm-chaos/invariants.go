@@ -266,15 +266,46 @@ func noncesGivenTwice(holders map[string][]string) []string {
 // goes with the last. It returns one count per event.
 func lostByFault(lost []string, ackedAt map[string]time.Time, events []faultEvent) []int {
 	counts := make([]int, len(events))
+	if len(events) == 0 {
+		return counts
+	}
 	for _, id := range lost {
-		for i, ev := range events {
-			if ackedAt[id].Before(ev.when.Add(2*time.Second)) || i == len(events)-1 {
-				counts[i]++
-				break
-			}
-		}
+		counts[faultOf(ackedAt[id], events)]++
 	}
 	return counts
+}
+
+// faultOf is the fault an acknowledged create lost was lost in: the first one it was
+// acknowledged before (or just after: answers to commits before the fault arrive after it),
+// else the last.
+func faultOf(acked time.Time, events []faultEvent) int {
+	for i, ev := range events {
+		if acked.Before(ev.when.Add(2 * time.Second)) {
+			return i
+		}
+	}
+	return len(events) - 1
+}
+
+// mostLostBySigner is, per fault (as lostByFault assigns them), the most acknowledged
+// creates one signer lost in it: how deep a recovery that fault asked for.
+func mostLostBySigner(lost []string, ackedAt map[string]time.Time, ackSigner map[string]string, events []faultEvent) []int {
+	perSigner := make([]map[string]int, len(events))
+	for i := range perSigner {
+		perSigner[i] = map[string]int{}
+	}
+	for _, id := range lost {
+		if len(events) > 0 {
+			perSigner[faultOf(ackedAt[id], events)][ackSigner[id]]++
+		}
+	}
+	most := make([]int, len(events))
+	for i, counts := range perSigner {
+		for _, n := range counts {
+			most[i] = max(most[i], n)
+		}
+	}
+	return most
 }
 
 // executedTwice counts the requests whose data (unique per request) the chain holds more

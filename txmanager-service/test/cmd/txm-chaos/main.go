@@ -72,7 +72,7 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 8, "concurrent clients")
 	flag.StringVar(&o.scenario, "scenario", "all", "failover, chaos, all (both), chain (geth --dev behind faulty endpoints; make chaos-chain) or db (pg_auto_failover failovers; make chaos-db)")
 	flag.BoolVar(&o.async, "async", false, "db scenario: asynchronous replication (default synchronous)")
-	faults := flag.String("db-faults", strings.Join([]string{dbFaultPlanned, dbFaultKill, dbFaultKillLagging}, ","), "db scenario: failovers to inject, in order")
+	faults := flag.String("db-faults", strings.Join([]string{dbFaultPlanned, dbFaultKill, dbFaultKillLagging, dbFaultKillDeepLag}, ","), "db scenario: failovers to inject, in order")
 	flag.StringVar(&o.keepLogs, "keep-logs", "", "copy nothing; keep the run folder (logs, configs) at this path")
 	flag.BoolVar(&o.keepDB, "keep-db", false, "keep the run's databases for inspection")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, fmt.Sprintf("bound on the whole run (the db scenario adds %s per fault unless this is set)", dbHealWait))

@@ -1,0 +1,207 @@
+package services
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-kratos/kratos/v2/log"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// SigningStallConfig bounds how long a signer whose key source fails keeps taking work.
+type SigningStallConfig struct {
+	// MaxUnsigned: with the key source failing, creates are refused once this many of the
+	// signer's transactions wait for a signature.
+	MaxUnsigned int
+	// MaxDuration: ... or once it has failed this long.
+	MaxDuration time.Duration
+}
+
+// SigningHealthStore records and reads a signer's signing condition.
+type SigningHealthStore interface {
+	// RecordSigningHealth records, fenced on lease, that the signer's key source fails
+	// (failingSince, lastError) or signs again (failingSince nil).
+	RecordSigningHealth(ctx context.Context, lease domain.Lease, failingSince *time.Time, lastError string) error
+	// UnsignedBacklog is how many of the signer's transactions wait for their first
+	// signature.
+	UnsignedBacklog(ctx context.Context, signer string) (int, error)
+}
+
+// SigningHealth follows, on the node driving each signer, whether its key source signs.
+// The submitting stage reports every batch's outcome; creates ask Admit before they take a
+// nonce, so a signer that cannot sign stops accumulating work it cannot do, and serves again
+// by itself with the first signature that succeeds. What it finds is recorded in the
+// database for every node to show (signer status, the transactions waiting, the gauges).
+type SigningHealth struct {
+	cfg   SigningStallConfig
+	store SigningHealthStore
+	clock Clock
+	log   *log.Helper
+
+	mu      sync.Mutex
+	signers map[string]*signingState
+}
+
+// signingState is one signer's signing condition on this node.
+type signingState struct {
+	// failingSince is zero while the key source signs.
+	failingSince time.Time
+	lastError    string
+	// unsigned is the backlog as last counted; admitted counts creates let through since.
+	unsigned, admitted int
+	// recorded is what the database was last told, and when.
+	recordedError string
+	recordedAt    time.Time
+}
+
+// signingRecordEvery: a failure that goes on is recorded again at most this often (the
+// error may change; its time shows the failure is current).
+const signingRecordEvery = 10 * time.Second
+
+// NewSigningHealth builds the tracker.
+func NewSigningHealth(cfg SigningStallConfig, store SigningHealthStore, clock Clock, logger log.Logger) *SigningHealth {
+	return &SigningHealth{cfg: cfg, store: store, clock: clock, log: log.NewHelper(log.With(logger, "component", "signing-health")), signers: map[string]*signingState{}}
+}
+
+// Failed records that the signer's key source failed to sign (err, the key source's
+// error). Errors of the caller's own ending (shutdown) are not the key source's.
+func (h *SigningHealth) Failed(ctx context.Context, lease domain.Lease, err error) {
+	if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return
+	}
+	now := h.clock.Now()
+	cause := CleanSigningError(err)
+	unsigned, countErr := h.store.UnsignedBacklog(ctx, lease.Signer)
+	h.mu.Lock()
+	st := h.state(lease.Signer)
+	started := st.failingSince.IsZero()
+	if started {
+		st.failingSince = now
+	}
+	st.lastError = cause
+	if countErr == nil {
+		st.unsigned, st.admitted = unsigned, 0
+	}
+	record := started || cause != st.recordedError || now.Sub(st.recordedAt) >= signingRecordEvery
+	since := st.failingSince
+	if record {
+		st.recordedError, st.recordedAt = cause, now
+	}
+	backlog := st.unsigned + st.admitted
+	h.mu.Unlock()
+	if started {
+		h.log.WithContext(ctx).Errorw("msg", "signer's key source cannot sign; its transactions wait, and new ones are held back past the bound",
+			"signer", lease.Signer, "fencing_token", lease.Token, "unsigned", backlog, "error", cause,
+			"max_unsigned", h.cfg.MaxUnsigned, "max_duration", h.cfg.MaxDuration.String())
+	}
+	if record {
+		if err := h.store.RecordSigningHealth(ctx, lease, &since, cause); err != nil && !errors.Is(err, domain.ErrFenced) {
+			h.log.WithContext(ctx).Warnw("msg", "could not record the signer's signing failure", "signer", lease.Signer, "error", err.Error())
+		}
+	}
+}
+
+// Signed records that the signer's key source signed: a failure it had is over.
+func (h *SigningHealth) Signed(ctx context.Context, lease domain.Lease) {
+	h.mu.Lock()
+	st, ok := h.signers[lease.Signer]
+	if !ok || st.failingSince.IsZero() {
+		h.mu.Unlock()
+		return
+	}
+	since := st.failingSince
+	delete(h.signers, lease.Signer)
+	h.mu.Unlock()
+	h.log.WithContext(ctx).Warnw("msg", "signer's key source signs again; its creates are accepted", "signer", lease.Signer,
+		"fencing_token", lease.Token, "failed_seconds", h.clock.Now().Sub(since).Seconds())
+	if err := h.store.RecordSigningHealth(ctx, lease, nil, ""); err != nil && !errors.Is(err, domain.ErrFenced) {
+		h.log.WithContext(ctx).Warnw("msg", "could not record that the signer signs again", "signer", lease.Signer, "error", err.Error())
+	}
+}
+
+// Admit is nil while the signer may take a new transaction: its key source signs, or has
+// failed for less than the bound with fewer transactions waiting than the bound. Otherwise
+// it says why, with a time to retry after. A create let through is counted in the backlog.
+func (h *SigningHealth) Admit(signer string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st, ok := h.signers[signer]
+	if !ok || st.failingSince.IsZero() {
+		return nil
+	}
+	failed := h.clock.Now().Sub(st.failingSince)
+	unsigned := st.unsigned + st.admitted
+	if (h.cfg.MaxDuration > 0 && failed >= h.cfg.MaxDuration) || (h.cfg.MaxUnsigned > 0 && unsigned >= h.cfg.MaxUnsigned) {
+		return &domain.SignerUnavailableError{Signer: signer, Since: st.failingSince, Unsigned: unsigned, Cause: st.lastError, RetryAfter: signingRetryAfter}
+	}
+	st.admitted++
+	return nil
+}
+
+// Forget drops what this node knew of a signer it no longer drives: its new owner learns
+// the key source's condition from its own signatures.
+func (h *SigningHealth) Forget(signer string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.signers, signer)
+}
+
+// signingRetryAfter: a held-back signer is worth asking about again this soon (the
+// submitter retries its signature every pass).
+const signingRetryAfter = 5 * time.Second
+
+func (h *SigningHealth) state(signer string) *signingState {
+	st, ok := h.signers[signer]
+	if !ok {
+		st = &signingState{}
+		h.signers[signer] = st
+	}
+	return st
+}
+
+// maxSigningErrorLength bounds a key source's error as stored and shown.
+const maxSigningErrorLength = 300
+
+var (
+	// urlWithUserinfo matches a URL's scheme and credentials (user:password@).
+	urlWithUserinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@`)
+	// longHex matches 64 hex digits or more: what a private key or a seed looks like.
+	longHex = regexp.MustCompile(`(?i)(0x)?[0-9a-f]{64,}`)
+	// secretParam matches a query or form parameter that carries a credential.
+	secretParam = regexp.MustCompile(`(?i)((?:password|passphrase|secret|token|signature|key)=)[^&\s"]+`)
+)
+
+// CleanSigningError is a key source's error as it may be stored and shown: credentials in
+// URLs, anything shaped like a private key, and credential parameters removed, and its
+// length bounded. A key source's errors name endpoints, key ids and what went wrong; the
+// cleaning keeps those.
+func CleanSigningError(err error) string {
+	s := err.Error()
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		s = strings.ReplaceAll(s, urlErr.URL, redactURL(urlErr.URL))
+	}
+	s = urlWithUserinfo.ReplaceAllString(s, "${1}[redacted]@")
+	s = longHex.ReplaceAllString(s, "[redacted]")
+	s = secretParam.ReplaceAllString(s, "${1}[redacted]")
+	if len(s) > maxSigningErrorLength {
+		s = s[:maxSigningErrorLength] + "…"
+	}
+	return s
+}
+
+// redactURL keeps a URL's scheme, host and path.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "[url]"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
