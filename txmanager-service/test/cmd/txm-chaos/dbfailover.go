@@ -41,7 +41,7 @@ func standbyLag(kind string) time.Duration {
 	case dbFaultKillLagging:
 		return 3 * time.Second
 	case dbFaultKillDeepLag:
-		return 15 * time.Second
+		return 40 * time.Second
 	}
 	return 0
 }
