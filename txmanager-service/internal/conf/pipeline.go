@@ -72,7 +72,7 @@ type Stuck struct {
 	ScanInterval Duration `json:"scanInterval"`
 }
 
-// Lease is the per-signer lease (SPEC 4.3).
+// Lease is the per-signer lease (docs/design.md#lease-and-fencing).
 type Lease struct {
 	Duration            Duration `json:"duration"`
 	RenewInterval       Duration `json:"renewInterval"`

@@ -115,7 +115,7 @@ type RateLimit struct {
 	Burst             int     `json:"burst"`
 }
 
-// Routing is how a node reaches the owner of a signer's lease (SPEC 4.4).
+// Routing is how a node reaches the owner of a signer's lease (docs/design.md#routing).
 type Routing struct {
 	Mode string `json:"mode"`
 	// AdvertiseGRPCAddr is where peers reach this node's gRPC server; empty means
@@ -130,7 +130,7 @@ type Routing struct {
 	NodeTimeout       Duration `json:"nodeTimeout"`
 }
 
-// Routing modes (SPEC 4.4).
+// Routing modes (docs/design.md#routing).
 const (
 	RoutingBasic   = "basic"
 	RoutingForward = "forward"

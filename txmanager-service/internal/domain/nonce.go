@@ -1,7 +1,7 @@
 package domain
 
-// NextNonce is seed 002 section 3.4's max(chain, cache, db): the first nonce to allocate
-// next. Absent sources (nil) do not vote. Taking the maximum is what makes nonces never go
+// NextNonce is max(chain, cache, db), the first nonce to allocate next
+// (docs/design.md#nonce-allocation). Absent sources (nil) do not vote. Taking the maximum is what makes nonces never go
 // backwards: a stale cache, a lagging chain view or a cursor written by a previous owner can
 // only make the answer larger, never reuse a nonce.
 func NextNonce(chainPending, cached, dbCursor *uint64) uint64 {

@@ -2,7 +2,8 @@ package domain
 
 import "strings"
 
-// ResolutionAction is what to do about a stuck transaction (seed 002 section 3.7).
+// ResolutionAction is what to do about a stuck transaction
+// (docs/design.md#stuck-detection-and-resolution).
 type ResolutionAction string
 
 const (

@@ -1,6 +1,6 @@
 package domain
 
-// State is where a managed transaction is in its life (seed 002 section 4.2).
+// State is where a managed transaction is in its life (docs/design.md#states).
 type State string
 
 const (

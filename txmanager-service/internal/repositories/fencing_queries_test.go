@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// Every write to a table that holds a signer's state must be fenced (SPEC 4.3): the core
+// Every write to a table that holds a signer's state must be fenced (docs/design.md#lease-and-fencing): the core
 // invariant may not depend on a reviewer noticing a missing lease check. These tests read
 // the queries sqlc compiles and fail when a write to a fenced table does not go through the
 // lease row locked FOR KEY SHARE.

@@ -90,7 +90,7 @@ type NonceConfig struct {
 
 // Allocator writes one TransactionWriter batch: for each signer, within ONE database
 // transaction, it checks the lease, re-checks idempotency, assigns nonces, inserts the
-// transactions and advances the cursor, all fenced (seed 002 sections 3.2-3.4, 3.10).
+// transactions and advances the cursor, all fenced (docs/design.md#the-create-path).
 type Allocator struct {
 	tx      txmanager.Manager
 	store   AllocationStore

@@ -28,7 +28,7 @@ type CreateConfig struct {
 }
 
 // CreateTxUseCase validates an intent, answers idempotent replays, estimates gas where
-// needed, and hands the rest to the TransactionWriter (seed 002 section 2.3.1). Nothing that
+// needed, and hands the rest to the TransactionWriter (docs/design.md#the-create-path). Nothing that
 // fails before the writer consumes a nonce.
 type CreateTxUseCase struct {
 	cfg     CreateConfig

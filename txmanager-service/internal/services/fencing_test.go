@@ -14,8 +14,8 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
-// TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner is SPEC 4.3's required
-// interleaving: node A has passed its lease check, node B takes the signer over, and only
+// TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner is the interleaving fencing
+// exists for (docs/design.md#lease-and-fencing): node A has passed its lease check, node B takes the signer over, and only
 // then do A's writes run. Every one of them must be rejected, B must continue from the
 // right nonce, and no row may carry A's token after B's first write.
 func TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
-// LeaseConfig tunes lease handling (SPEC 4.3; defaults 10s / 3s / 1s).
+// LeaseConfig tunes lease handling (docs/design.md#lease-and-fencing; defaults 10s / 3s / 1s).
 type LeaseConfig struct {
 	Node          string
 	Duration      time.Duration

@@ -32,7 +32,7 @@ type BatchAllocator interface {
 
 // TransactionWriter routes create ops to a fixed worker by hash(signer) % N, so one
 // signer's ops are serialised on one goroutine, and each worker writes what it has queued
-// as one batch transaction (seed 002 section 3.2).
+// as one batch transaction (docs/design.md#writer-batches).
 type TransactionWriter struct {
 	cfg       WriterConfig
 	allocator BatchAllocator

@@ -21,7 +21,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
-// Issue 6: after a create -> confirm cycle /metrics carries every SPEC 4.9 metric, with a
+// Issue 6: after a create -> confirm cycle /metrics carries every metric docs/operations.md#metrics lists, with a
 // non-zero sample where the cycle must have produced one.
 func TestMetricsAfterACreateConfirmCycle(t *testing.T) {
 	t.Parallel()
