@@ -28,6 +28,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/signer"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/internal/workers"
+	"github.com/bionicotaku/txmanager-service/internal/writer"
 )
 
 // PipelineSet is one chain's pipeline: the shared signing and broadcasting, and each stage.
@@ -76,7 +77,7 @@ type ChainShared struct {
 type ChainStack struct {
 	Connection *ChainConnection
 	Services   *services.ChainServices
-	Writer     *workers.TransactionWriter
+	Writer     *writer.Writer
 	Keeper     *workers.LeaseKeeper
 	Pipeline   *workers.PipelineWorkers
 	Leases     *services.LeaseManager

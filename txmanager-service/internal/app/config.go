@@ -13,6 +13,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/stuck"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/writer"
 )
 
 // The configuration file mapped onto the use cases' and stages' own configurations: the
@@ -22,7 +23,7 @@ import (
 var SharedConfigSet = wire.NewSet(newRetentionConfig, newFeedConfig, newNodeConfig)
 
 // ChainConfigSet maps what one chain's stack needs (from its view of the configuration).
-var ChainConfigSet = wire.NewSet(newLeaseConfig, newNonceConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
+var ChainConfigSet = wire.NewSet(newLeaseConfig, newNonceConfig, newQueueConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
 	newSubmittingConfig, newReceiptsConfig, newStuckConfig, newReconcileConfig, newStuckHook, newSigningStallConfig, newSignerConditionsConfig)
 
 func newRetentionConfig(c *conf.Bootstrap) services.RetentionConfig {
@@ -54,8 +55,13 @@ func newLeaseConfig(c *conf.Bootstrap, incarnation services.Incarnation) service
 	}
 }
 
-func newNonceConfig(c *conf.Bootstrap) services.NonceConfig {
-	return services.NonceConfig{ChainQuery: c.Nonce.ChainQuery.Enabled, StateTimeout: c.Nonce.NonceStateTimeout.Std(),
+// newQueueConfig maps the writer section.
+func newQueueConfig(c *conf.Bootstrap) writer.QueueConfig {
+	return writer.QueueConfig{Workers: c.Writer.Workers, BatchSize: c.Writer.BatchSize, BatchWait: c.Writer.BatchWait.Std(), QueueSize: c.Writer.QueueSize}
+}
+
+func newNonceConfig(c *conf.Bootstrap) writer.NonceConfig {
+	return writer.NonceConfig{ChainQuery: c.Nonce.ChainQuery.Enabled, StateTimeout: c.Nonce.NonceStateTimeout.Std(),
 		AdoptUnknownChainNonces: c.Nonce.UnknownChainNonces == conf.UnknownChainNoncesAdopt,
 		RecoverByIntent:         c.Recovery.Mode == conf.RecoveryAdoptByIntent}
 }

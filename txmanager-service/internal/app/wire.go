@@ -15,6 +15,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/signer"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/internal/workers"
+	"github.com/bionicotaku/txmanager-service/internal/writer"
 )
 
 // New assembles config -> data -> repositories -> services -> controllers -> servers, with
@@ -56,9 +57,9 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 		ChainConfigSet,
 		PipelineSet,
 		workers.ChainProviderSet,
+		writer.ChainProviderSet,
 		wire.Bind(new(services.SignerDirectory), new(*signer.Registry)),
 		wire.Bind(new(services.TxSigner), new(*signer.Registry)),
-		wire.Bind(new(workers.BatchAllocator), new(*services.Allocator)),
 		wire.Bind(new(services.DatabaseServerEpoch), new(*repositories.ServerWatch)),
 		newChainServices,
 		wire.Struct(new(ChainStack), "*"),

@@ -20,6 +20,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/internal/workers"
+	"github.com/bionicotaku/txmanager-service/internal/writer"
 	"github.com/go-kratos/kratos/v2"
 	"github.com/go-kratos/kratos/v2/log"
 )
@@ -212,7 +213,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	signingStallConfig := newSigningStallConfig(view)
 	signingRepository := repositories.NewSigningRepository(pool, chainID)
 	signingHealth := services.NewSigningHealth(signingStallConfig, signingRepository, clock, logger)
-	writerConfig := workers.NewWriterConfig(view)
+	queueConfig := newQueueConfig(view)
 	manager := shared.Manager
 	allocationRepository := repositories.NewAllocationRepository(chainID)
 	serverWatch := shared.ServerWatch
@@ -258,13 +259,13 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	}
 	feedSequencerLoop := shared.Feed
 	pipelineWorkers := workers.NewPipelineWorkers(pipelineConfig, pipelineStages, leaseManager, feedSequencerLoop, logger)
-	allocator := services.NewAllocator(manager, allocationRepository, leaseManager, chain, chainID, nonceCache, nonceConfig, clock, pipelineWorkers, metrics, logger)
-	transactionWriter, err := workers.NewTransactionWriter(writerConfig, allocator, metrics)
+	allocator := writer.NewAllocator(manager, allocationRepository, leaseManager, chain, chainID, nonceCache, nonceConfig, clock, pipelineWorkers, metrics, logger)
+	writerWriter, err := writer.New(queueConfig, allocator, metrics)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	createTxUseCase := services.NewCreateTxUseCase(createConfig, registry, txRepository, chain, leaseManager, fundsGuard, signingHealth, transactionWriter, clock, metrics, logger)
+	createTxUseCase := services.NewCreateTxUseCase(createConfig, registry, txRepository, chain, leaseManager, fundsGuard, signingHealth, writerWriter, clock, metrics, logger)
 	getTxUseCase := services.NewGetTxUseCase(txRepository)
 	adminConfig := newAdminConfig(view)
 	adminRepository := repositories.NewAdminRepository(pool, chainID)
@@ -282,7 +283,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	chainStack := &ChainStack{
 		Connection: chainConnection,
 		Services:   chainServices,
-		Writer:     transactionWriter,
+		Writer:     writerWriter,
 		Keeper:     leaseKeeper,
 		Pipeline:   pipelineWorkers,
 		Leases:     leaseManager,

@@ -28,7 +28,7 @@ type CreateConfig struct {
 }
 
 // CreateTxUseCase validates an intent, answers idempotent replays, estimates gas where
-// needed, and hands the rest to the TransactionWriter (docs/design.md#the-create-path). Nothing that
+// needed, and hands the rest to the writer (docs/design.md#the-create-path). Nothing that
 // fails before the writer consumes a nonce.
 type CreateTxUseCase struct {
 	cfg     CreateConfig
@@ -120,7 +120,7 @@ func (uc *CreateTxUseCase) recorded(ctx context.Context, req domain.CreateReques
 	if lookupErr != nil {
 		return CreateResult{}, false, nil
 	}
-	return CreateResult{Tx: existing}, true, replayOutcome(existing, req.Fingerprint(), req.RequestID).err
+	return CreateResult{Tx: existing}, true, domain.ReplayOf(existing, req.Fingerprint(), req.RequestID)
 }
 
 // asksChainFirst: the create estimates its gas or simulates its call before it is written.
@@ -155,12 +155,7 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 	if err != nil {
 		return CreateResult{}, err
 	}
-	op := NewAllocationOp(ctx, req, gasLimit)
-	if err := uc.queue.Enqueue(op); err != nil {
-		reservation.Release()
-		return CreateResult{}, err
-	}
-	tx, created, err := op.Wait(ctx)
+	tx, created, err := uc.queue.Allocate(ctx, req, gasLimit)
 	if err != nil {
 		reservation.Release()
 		return CreateResult{Tx: tx}, err

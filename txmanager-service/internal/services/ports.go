@@ -118,10 +118,10 @@ type SignerDirectory interface {
 	Addresses() []common.Address
 }
 
-// AllocationQueue hands create operations to the TransactionWriter.
+// AllocationQueue takes a create to the writer and answers it once its batch has
+// committed: the transaction (created, or a replay of the one on record), or why not.
 type AllocationQueue interface {
-	// Enqueue adds op without blocking; a full queue is a *domain.UnavailableError.
-	Enqueue(op *AllocationOp) error
+	Allocate(ctx context.Context, req domain.CreateRequest, gasLimit uint64) (tx domain.ManagedTx, created bool, err error)
 }
 
 // Clock is time, injectable for tests.

@@ -23,7 +23,6 @@ var ProviderSet = wire.NewSet(
 var ChainProviderSet = wire.NewSet(
 	NewLeaseManager,
 	NewNonceCache,
-	NewAllocator,
 	NewCreateTxUseCase,
 	NewFundsGuard,
 	NewGetTxUseCase,

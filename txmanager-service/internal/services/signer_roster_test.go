@@ -16,6 +16,8 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
+
+	"github.com/bionicotaku/txmanager-service/internal/writer"
 )
 
 // fakeKeys stands for the signer registry: which signers hold a key and in what state.
@@ -89,22 +91,22 @@ func newTestRoster(t *testing.T, pool *pgxpool.Pool, keys *fakeKeys, leases ...*
 func TestRetirementWaitsForTheBatchInFlightAndRefusesTheNext(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
-	signer := signerAddress(27)
-	node := newTestNode(t, pool, "node-a", nodeOptions{})
+	signer := testsupport.SignerAddress(27)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
 	keys := newFakeKeys(signer)
-	roster := newTestRoster(t, pool, keys, node.leases)
+	roster := newTestRoster(t, pool, keys, node.Leases)
 	if err := repositories.NewRosterRepository(pool).RegisterConfigSigners(t.Context(), "node-a", []common.Address{signer}); err != nil {
 		t.Fatal(err)
 	}
-	if _, errs := results(t, node.allocate(t, signer, 2)); errors.Join(errs...) != nil {
+	if _, errs := testsupport.Results(t, node.Allocate(t, signer, 2)); errors.Join(errs...) != nil {
 		t.Fatalf("first batch: %v", errors.Join(errs...))
 	}
 
-	gate := newGate()
-	node.store.setGates(nil, gate)
-	inFlight := make(chan []*services.AllocationOp, 1)
-	go func() { inFlight <- node.allocate(t, signer, 3) }()
-	<-gate.reached // the batch holds the roster row FOR KEY SHARE in its open transaction
+	gate := testsupport.NewGate()
+	node.Store.SetGates(nil, gate)
+	inFlight := make(chan []*writer.Op, 1)
+	go func() { inFlight <- node.Allocate(t, signer, 3) }()
+	<-gate.Reached // the batch holds the roster row FOR KEY SHARE in its open transaction
 
 	retired := make(chan error, 1)
 	go func() {
@@ -116,8 +118,8 @@ func TestRetirementWaitsForTheBatchInFlightAndRefusesTheNext(t *testing.T) {
 		t.Fatalf("the retirement was recorded while a batch held the signer (err %v)", err)
 	case <-time.After(500 * time.Millisecond):
 	}
-	close(gate.release)
-	if _, errs := results(t, <-inFlight); errors.Join(errs...) != nil {
+	close(gate.Release)
+	if _, errs := testsupport.Results(t, <-inFlight); errors.Join(errs...) != nil {
 		t.Fatalf("the batch in flight was refused: %v; it held the signer before the retirement", errors.Join(errs...))
 	}
 	if err := <-retired; err != nil {
@@ -127,28 +129,28 @@ func TestRetirementWaitsForTheBatchInFlightAndRefusesTheNext(t *testing.T) {
 		t.Fatalf("the node applies %q to the signer, want retiring", state)
 	}
 
-	_, errs := results(t, node.allocate(t, signer, 2))
+	_, errs := testsupport.Results(t, node.Allocate(t, signer, 2))
 	for i, err := range errs {
 		if !errors.Is(err, domain.ErrSignerRetired) {
 			t.Fatalf("create %d after the retirement: %v, want ErrSignerRetired", i, err)
 		}
 	}
-	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}}, 5)
+	testsupport.AssertSignerRows(t, pool, signer.Hex(), []testsupport.RowWant{{Nonce: 0, Token: 1}, {Nonce: 1, Token: 1}, {Nonce: 2, Token: 1}, {Nonce: 3, Token: 1}, {Nonce: 4, Token: 1}}, 5)
 }
 
-// rosterWithTwoCreates starts a node that has joined the roster with the signerAddress(i)
+// rosterWithTwoCreates starts a node that has joined the roster with the testsupport.SignerAddress(i)
 // key and allocated two transactions for it.
-func rosterWithTwoCreates(t *testing.T, i int) (*pgxpool.Pool, common.Address, *testNode, *fakeKeys, *services.SignerRoster) {
+func rosterWithTwoCreates(t *testing.T, i int) (*pgxpool.Pool, common.Address, *testsupport.WriterNode, *fakeKeys, *services.SignerRoster) {
 	t.Helper()
 	pool := testsupport.MigratedPool(t)
-	signer := signerAddress(i)
-	node := newTestNode(t, pool, "node-a", nodeOptions{})
+	signer := testsupport.SignerAddress(i)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
 	keys := newFakeKeys(signer)
-	roster := newTestRoster(t, pool, keys, node.leases)
+	roster := newTestRoster(t, pool, keys, node.Leases)
 	if err := roster.Join(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, errs := results(t, node.allocate(t, signer, 2)); errors.Join(errs...) != nil {
+	if _, errs := testsupport.Results(t, node.Allocate(t, signer, 2)); errors.Join(errs...) != nil {
 		t.Fatal(errors.Join(errs...))
 	}
 	return pool, signer, node, keys, roster
@@ -180,7 +182,7 @@ func TestRetirementCompletesWhenNothingIsUnfinished(t *testing.T) {
 	if state, _ := keys.State(signer); state != domain.RosterRetiring {
 		t.Fatalf("with transactions unfinished the signer must stay retiring, not %s", state)
 	}
-	if _, held := node.leases.Current(signer.Hex()); !held {
+	if _, held := node.Leases.Current(signer.Hex()); !held {
 		t.Fatal("with transactions unfinished the signer's lease must stay")
 	}
 
@@ -191,7 +193,7 @@ func TestRetirementCompletesWhenNothingIsUnfinished(t *testing.T) {
 	if state, held := keys.State(signer); held || state != domain.RosterRetired {
 		t.Fatalf("after its last transaction was final: state %s, key held %t; want retired, key dropped", state, held)
 	}
-	if _, held := node.leases.Current(signer.Hex()); held {
+	if _, held := node.Leases.Current(signer.Hex()); held {
 		t.Fatal("the retired signer's lease is still held")
 	}
 	var live bool
@@ -212,34 +214,34 @@ func TestACreateRacingTheEndOfARetirementIsRefusedAsRetired(t *testing.T) {
 	pool, signer, node, _, roster := rosterWithTwoCreates(t, 29)
 	confirmAll(t, pool, signer)
 
-	gate := newGate()
-	node.store.setGates(gate, nil)
-	inFlight := make(chan []*services.AllocationOp, 1)
-	go func() { inFlight <- node.allocate(t, signer, 2) }()
-	<-gate.reached // the batch has the lease in hand and has not checked it yet
+	gate := testsupport.NewGate()
+	node.Store.SetGates(gate, nil)
+	inFlight := make(chan []*writer.Op, 1)
+	go func() { inFlight <- node.Allocate(t, signer, 2) }()
+	<-gate.Reached // the batch has the lease in hand and has not checked it yet
 
 	// Nothing is unfinished, so the retirement completes at once and lets the lease go.
 	entry, err := roster.RetireSigner(t.Context(), signer.Hex(), "rotation", "operator")
 	if err != nil || entry.State != domain.RosterRetired {
 		t.Fatalf("retire: %v, state %s; want retired", err, entry.State)
 	}
-	if _, held := node.leases.Current(signer.Hex()); held {
+	if _, held := node.Leases.Current(signer.Hex()); held {
 		t.Fatal("the retired signer's lease is still held")
 	}
-	close(gate.release)
-	_, errs := results(t, <-inFlight)
+	close(gate.Release)
+	_, errs := testsupport.Results(t, <-inFlight)
 	for i, err := range errs {
 		if !errors.Is(err, domain.ErrSignerRetired) {
 			t.Errorf("create %d of the batch in flight: %v, want ErrSignerRetired", i, err)
 		}
 	}
-	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}}, 2)
+	testsupport.AssertSignerRows(t, pool, signer.Hex(), []testsupport.RowWant{{Nonce: 0, Token: 1}, {Nonce: 1, Token: 1}}, 2)
 }
 
 func TestAddSigner(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
-	added := signerAddress(40)
+	added := testsupport.SignerAddress(40)
 	tests := []struct {
 		name      string
 		prepare   func(t *testing.T, roster *services.SignerRoster, keys *fakeKeys)
@@ -253,21 +255,21 @@ func TestAddSigner(t *testing.T) {
 		{name: "new keystore signer", signer: added.Hex(), source: "keystore", wantState: domain.RosterActive},
 		{name: "the same again", signer: added.Hex(), source: "keystore", wantState: domain.RosterActive},
 		{name: "active with another source", signer: added.Hex(), source: "awsKms", keyRef: "alias/other", wantErr: domain.ErrSignerActive},
-		{name: "unknown source", signer: signerAddress(41).Hex(), source: "vault", wantField: "source"},
-		{name: "kms without a key id", signer: signerAddress(41).Hex(), source: "gcpKms", wantField: "keyRef"},
+		{name: "unknown source", signer: testsupport.SignerAddress(41).Hex(), source: "vault", wantField: "source"},
+		{name: "kms without a key id", signer: testsupport.SignerAddress(41).Hex(), source: "gcpKms", wantField: "keyRef"},
 		{name: "bad address", signer: "0x12", source: "keystore", wantField: "signer"},
-		{name: "source not configured on this node", signer: signerAddress(42).Hex(), source: "keystore", wantField: "source",
+		{name: "source not configured on this node", signer: testsupport.SignerAddress(42).Hex(), source: "keystore", wantField: "source",
 			prepare: func(_ *testing.T, _ *services.SignerRoster, keys *fakeKeys) { keys.noSource = true }},
-		{name: "key cannot be read", signer: signerAddress(43).Hex(), source: "awsKms", keyRef: "alias/missing", wantField: "keyRef",
+		{name: "key cannot be read", signer: testsupport.SignerAddress(43).Hex(), source: "awsKms", keyRef: "alias/missing", wantField: "keyRef",
 			prepare: func(_ *testing.T, _ *services.SignerRoster, keys *fakeKeys) {
 				keys.buildErr = errors.New("NotFoundException")
 			}},
-		{name: "a retired signer made active again", signer: signerAddress(44).Hex(), source: "keystore", wantState: domain.RosterActive,
+		{name: "a retired signer made active again", signer: testsupport.SignerAddress(44).Hex(), source: "keystore", wantState: domain.RosterActive,
 			prepare: func(t *testing.T, roster *services.SignerRoster, _ *fakeKeys) {
-				if _, err := roster.AddSigner(t.Context(), signerAddress(44).Hex(), "keystore", "", "", "op"); err != nil {
+				if _, err := roster.AddSigner(t.Context(), testsupport.SignerAddress(44).Hex(), "keystore", "", "", "op"); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := roster.RetireSigner(t.Context(), signerAddress(44).Hex(), "", "op"); err != nil {
+				if _, err := roster.RetireSigner(t.Context(), testsupport.SignerAddress(44).Hex(), "", "op"); err != nil {
 					t.Fatal(err)
 				}
 			}},
@@ -317,7 +319,7 @@ func TestAddSigner(t *testing.T) {
 func TestSyncBuildsSignersAddedElsewhere(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
-	signer := signerAddress(50)
+	signer := testsupport.SignerAddress(50)
 	first := newTestRoster(t, pool, newFakeKeys())
 	if _, err := first.AddSigner(t.Context(), signer.Hex(), "gcpKms", "projects/p/locations/l/keyRings/r/cryptoKeys/k/cryptoKeyVersions/1", "", "op"); err != nil {
 		t.Fatal(err)

@@ -21,9 +21,6 @@ var ProviderSet = wire.NewSet(
 
 // ChainProviderSet is the background loops of one chain.
 var ChainProviderSet = wire.NewSet(
-	NewWriterConfig,
-	NewTransactionWriter,
-	wire.Bind(new(services.AllocationQueue), new(*TransactionWriter)),
 	NewLeaseKeeperFromConfig,
 	NewPipelineWorkerConfig,
 	wire.Struct(new(PipelineStages), "*"),
@@ -49,11 +46,6 @@ func NewPipelineWorkerConfig(c *conf.Bootstrap) PipelineConfig {
 			BlockScanMinPending: c.Pipeline.Receipts.BlockScanMinPending,
 		},
 	}
-}
-
-// NewWriterConfig maps the writer section.
-func NewWriterConfig(c *conf.Bootstrap) WriterConfig {
-	return WriterConfig{Workers: c.Writer.Workers, BatchSize: c.Writer.BatchSize, BatchWait: c.Writer.BatchWait.Std(), QueueSize: c.Writer.QueueSize}
 }
 
 // LeaseKeeper renews in-use leases, releases idle ones and applies local fencing every

@@ -38,7 +38,7 @@ const benchClients = 64
 
 // BenchmarkCreateHotSigner is issue 3's load test: 64 concurrent HTTP clients creating
 // transactions (with a gas limit, so no chain round trip) for ONE signer, against
-//   - the service (TransactionWriter batches),
+//   - the service (writer batches),
 //   - a naive baseline in the same harness: one DB transaction per request with
 //     SELECT ... FOR UPDATE on the signer's cursor,
 //   - the service with 1,000,000 existing managed_tx rows against one with an empty table,

@@ -1,4 +1,4 @@
-package services_test
+package writer_test
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 	"github.com/bionicotaku/lingo-utils/txmanager"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
-	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
+
+	"github.com/bionicotaku/txmanager-service/internal/writer"
 )
 
 // TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner is the interleaving fencing
@@ -22,54 +23,54 @@ func TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
 	ctx := context.Background()
-	signer := signerAddress(1)
-	nodeA := newTestNode(t, pool, "node-a", nodeOptions{})
-	nodeB := newTestNode(t, pool, "node-b", nodeOptions{})
+	signer := testsupport.SignerAddress(1)
+	nodeA := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	nodeB := testsupport.NewWriterNode(t, pool, "node-b", testsupport.WriterNodeOptions{})
 
 	// A owns the signer and allocates 0..2 with token 1.
-	if _, errs := results(t, nodeA.allocate(t, signer, 3)); errors.Join(errs...) != nil {
+	if _, errs := testsupport.Results(t, nodeA.Allocate(t, signer, 3)); errors.Join(errs...) != nil {
 		t.Fatalf("A's first batch: %v", errors.Join(errs...))
 	}
-	leaseA, ok := nodeA.leases.Current(signer.Hex())
+	leaseA, ok := nodeA.Leases.Current(signer.Hex())
 	if !ok || leaseA.Token != 1 {
 		t.Fatalf("A's lease = %+v, held=%v; want token 1", leaseA, ok)
 	}
 
 	// A's next batch passes its lease check, then stops before its first statement.
-	gate := newGate()
-	nodeA.store.setGates(gate, nil)
-	opsA := make(chan []*services.AllocationOp, 1)
-	go func() { opsA <- nodeA.allocate(t, signer, 2) }()
-	<-gate.reached
+	gate := testsupport.NewGate()
+	nodeA.Store.SetGates(gate, nil)
+	opsA := make(chan []*writer.Op, 1)
+	go func() { opsA <- nodeA.Allocate(t, signer, 2) }()
+	<-gate.Reached
 
 	// Meanwhile A's lease lapses and B takes over (token 2) and writes first.
 	if _, err := pool.Exec(ctx, "UPDATE signer_lease SET expires_at = now() - interval '1 hour' WHERE signer = $1", signer.Hex()); err != nil {
 		t.Fatal(err)
 	}
-	txsB, errs := results(t, nodeB.allocate(t, signer, 2))
+	txsB, errs := testsupport.Results(t, nodeB.Allocate(t, signer, 2))
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("B's batch: %v", err)
 	}
-	leaseB, _ := nodeB.leases.Current(signer.Hex())
+	leaseB, _ := nodeB.Leases.Current(signer.Hex())
 	if leaseB.Token != 2 || txsB[0].Nonce != 3 || txsB[1].Nonce != 4 {
 		t.Fatalf("B: token %d nonces %d,%d; want token 2 continuing at 3,4", leaseB.Token, txsB[0].Nonce, txsB[1].Nonce)
 	}
 
 	// A resumes: its batch is fenced and it drops the lease.
-	close(gate.release)
-	_, errsA := results(t, <-opsA)
+	close(gate.Release)
+	_, errsA := testsupport.Results(t, <-opsA)
 	for _, err := range errsA {
 		var fenced *domain.FencedError
 		if !errors.As(err, &fenced) || fenced.Token != 1 {
 			t.Fatalf("A's op err = %v, want FENCED with token 1", err)
 		}
 	}
-	if _, held := nodeA.leases.Current(signer.Hex()); held {
+	if _, held := nodeA.Leases.Current(signer.Hex()); held {
 		t.Fatal("A still trusts its lease after being fenced")
 	}
 
 	// Every other critical write of A, attempted directly with its stale lease, is fenced too.
-	store := nodeA.store.AllocationStore // the repository itself, without the test's gates
+	store := nodeA.Store.AllocationStore // the repository itself, without the test's gates
 	stale := domain.ManagedTx{ID: txsB[0].ID, Signer: signer, Nonce: 99, Intent: txsB[0].Intent, State: domain.StateAllocated}
 	stale.ID[15] ^= 0xff
 	writes := map[string]func(context.Context, txmanager.Session) error{
@@ -82,13 +83,13 @@ func TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner(t *testing.T) {
 		},
 	}
 	for name, write := range writes {
-		err := nodeA.txm.WithinTx(ctx, txmanager.DefaultOptions(), write)
+		err := nodeA.TxManager.WithinTx(ctx, txmanager.DefaultOptions(), write)
 		if !errors.Is(err, domain.ErrFenced) {
 			t.Errorf("A's %s with token 1 after takeover: err = %v, want FENCED", name, err)
 		}
 	}
 
-	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 2}, {4, 2}}, 5)
+	testsupport.AssertSignerRows(t, pool, signer.Hex(), []testsupport.RowWant{{Nonce: 0, Token: 1}, {Nonce: 1, Token: 1}, {Nonce: 2, Token: 1}, {Nonce: 3, Token: 2}, {Nonce: 4, Token: 2}}, 5)
 }
 
 // TestTakeoverWaitsForTheOwnersOpenBatch covers the other interleaving: A's batch already
@@ -97,21 +98,21 @@ func TestTakeoverBetweenLeaseCheckAndWritesFencesTheOldOwner(t *testing.T) {
 func TestTakeoverWaitsForTheOwnersOpenBatch(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
-	signer := signerAddress(2)
-	short := nodeOptions{leaseDuration: 1500 * time.Millisecond, skew: 50 * time.Millisecond}
-	nodeA := newTestNode(t, pool, "node-a", short)
-	nodeB := newTestNode(t, pool, "node-b", short)
+	signer := testsupport.SignerAddress(2)
+	short := testsupport.WriterNodeOptions{LeaseDuration: 1500 * time.Millisecond, Skew: 50 * time.Millisecond}
+	nodeA := testsupport.NewWriterNode(t, pool, "node-a", short)
+	nodeB := testsupport.NewWriterNode(t, pool, "node-b", short)
 
-	gate := newGate()
-	nodeA.store.setGates(nil, gate)
-	opsA := make(chan []*services.AllocationOp, 1)
-	go func() { opsA <- nodeA.allocate(t, signer, 3) }()
-	<-gate.reached // A holds the lease row FOR KEY SHARE inside its open transaction
+	gate := testsupport.NewGate()
+	nodeA.Store.SetGates(nil, gate)
+	opsA := make(chan []*writer.Op, 1)
+	go func() { opsA <- nodeA.Allocate(t, signer, 3) }()
+	<-gate.Reached // A holds the lease row FOR KEY SHARE inside its open transaction
 
 	time.Sleep(1700 * time.Millisecond) // A's lease is now expired by the database clock
 	acquired := make(chan error, 1)
 	go func() {
-		_, err := nodeB.leases.Acquire(context.Background(), signer.Hex())
+		_, err := nodeB.Leases.Acquire(context.Background(), signer.Hex())
 		acquired <- err
 	}()
 	select {
@@ -120,22 +121,22 @@ func TestTakeoverWaitsForTheOwnersOpenBatch(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 
-	close(gate.release)
-	txsA, errsA := results(t, <-opsA)
+	close(gate.Release)
+	txsA, errsA := testsupport.Results(t, <-opsA)
 	if err := errors.Join(errsA...); err != nil {
 		t.Fatalf("A's batch, ordered before the takeover, failed: %v", err)
 	}
 	if err := <-acquired; err != nil {
 		t.Fatalf("B's takeover after A's commit: %v", err)
 	}
-	txsB, errsB := results(t, nodeB.allocate(t, signer, 2))
+	txsB, errsB := testsupport.Results(t, nodeB.Allocate(t, signer, 2))
 	if err := errors.Join(errsB...); err != nil {
 		t.Fatalf("B's batch: %v", err)
 	}
 	if txsA[2].Nonce != 2 || txsB[0].Nonce != 3 {
 		t.Fatalf("A ended at %d, B started at %d; want 2 then 3", txsA[2].Nonce, txsB[0].Nonce)
 	}
-	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 2}, {4, 2}}, 5)
+	testsupport.AssertSignerRows(t, pool, signer.Hex(), []testsupport.RowWant{{Nonce: 0, Token: 1}, {Nonce: 1, Token: 1}, {Nonce: 2, Token: 1}, {Nonce: 3, Token: 2}, {Nonce: 4, Token: 2}}, 5)
 }
 
 // TestRenewalDoesNotWaitForTheOwnersOpenBatch: the owner's writers hold the lease row FOR
@@ -145,19 +146,19 @@ func TestTakeoverWaitsForTheOwnersOpenBatch(t *testing.T) {
 func TestRenewalDoesNotWaitForTheOwnersOpenBatch(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
-	signer := signerAddress(3)
-	nodeA := newTestNode(t, pool, "node-a", nodeOptions{leaseDuration: 10 * time.Second})
+	signer := testsupport.SignerAddress(3)
+	nodeA := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{LeaseDuration: 10 * time.Second})
 
-	gate := newGate()
-	nodeA.store.setGates(nil, gate)
+	gate := testsupport.NewGate()
+	nodeA.Store.SetGates(nil, gate)
 	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(gate.release) }) }
+	release := func() { releaseOnce.Do(func() { close(gate.Release) }) }
 	// A failed check must still let A's batch finish, or the pool's cleanup waits forever.
 	t.Cleanup(release)
-	opsA := make(chan []*services.AllocationOp, 1)
-	go func() { opsA <- nodeA.allocate(t, signer, 2) }()
-	<-gate.reached // A's batch holds the lease row inside its open transaction
-	before, ok := nodeA.leases.Current(signer.Hex())
+	opsA := make(chan []*writer.Op, 1)
+	go func() { opsA <- nodeA.Allocate(t, signer, 2) }()
+	<-gate.Reached // A's batch holds the lease row inside its open transaction
+	before, ok := nodeA.Leases.Current(signer.Hex())
 	if !ok {
 		t.Fatal("A holds no lease for the signer")
 	}
@@ -165,14 +166,14 @@ func TestRenewalDoesNotWaitForTheOwnersOpenBatch(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // the database clock moves on, so a renewal shows
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	nodeA.leases.Tick(ctx)
-	after, ok := nodeA.leases.Current(signer.Hex())
+	nodeA.Leases.Tick(ctx)
+	after, ok := nodeA.Leases.Current(signer.Hex())
 	if !ok || !after.ExpiresAt.After(before.ExpiresAt) || after.Token != before.Token {
 		t.Fatalf("renewal while A's batch is open: lease %+v (held %v), before %+v; want the same token with a later expiry", after, ok, before)
 	}
 
 	release()
-	if _, errs := results(t, <-opsA); errors.Join(errs...) != nil {
+	if _, errs := testsupport.Results(t, <-opsA); errors.Join(errs...) != nil {
 		t.Fatalf("A's batch after its renewal: %v", errors.Join(errs...))
 	}
 }

@@ -1,4 +1,4 @@
-package services_test
+package writer_test
 
 import (
 	"context"
@@ -9,32 +9,33 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
-	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
+
+	"github.com/bionicotaku/txmanager-service/internal/writer"
 )
 
 func TestBatchIdempotencyConsumesNoNonceForReplaysOrConflicts(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
-	node := newTestNode(t, pool, "node-a", nodeOptions{})
-	signer := signerAddress(3)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	signer := testsupport.SignerAddress(3)
 
-	first, errs := results(t, node.allocate(t, signer, 2, "order-1", "order-2"))
+	first, errs := testsupport.Results(t, node.Allocate(t, signer, 2, "order-1", "order-2"))
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
 	// The lease check found none of the new ids on record: the batch read no transactions.
-	if got := node.store.lookups.Load(); got != 0 {
+	if got := node.Store.Lookups.Load(); got != 0 {
 		t.Errorf("a batch of new request ids looked them up %d times, want 0", got)
 	}
 
 	// One batch mixing: a replay of order-1 (same intent), a conflict on order-2 (different
 	// intent), a new order-3 twice (second is an in-batch replay), and one without requestId.
-	mk := func(id string, value int64) *services.AllocationOp {
+	mk := func(id string, value int64) *writer.Op {
 		req := domain.CreateRequest{Signer: signer, RequestID: id, Intent: domain.Intent{To: &signer, Value: big.NewInt(value), GasLimit: 21000}}
-		return services.NewAllocationOp(t.Context(), req, 21000)
+		return writer.NewOp(t.Context(), req, 21000)
 	}
-	ops := []*services.AllocationOp{
+	ops := []*writer.Op{
 		mk("order-1", 1),   // same intent as the first batch's op 0 (value 1)
 		mk("order-2", 999), // first batch's op 1 had value 2
 		mk("order-3", 7),
@@ -43,8 +44,8 @@ func TestBatchIdempotencyConsumesNoNonceForReplaysOrConflicts(t *testing.T) {
 		mk("order-4", 9), // in-batch conflict with the op before
 		mk("", 5),
 	}
-	node.allocator.AllocateBatch(context.Background(), ops)
-	if got := node.store.lookups.Load(); got != 1 {
+	node.Allocator.AllocateBatch(context.Background(), ops)
+	if got := node.Store.Lookups.Load(); got != 1 {
 		t.Errorf("a batch with retries looked them up %d times, want 1", got)
 	}
 
@@ -86,15 +87,15 @@ func TestBatchIdempotencyConsumesNoNonceForReplaysOrConflicts(t *testing.T) {
 		}
 	}
 	// Nonces stay contiguous: conflicts and replays consumed none.
-	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}}, 5)
+	testsupport.AssertSignerRows(t, pool, signer.Hex(), []testsupport.RowWant{{Nonce: 0, Token: 1}, {Nonce: 1, Token: 1}, {Nonce: 2, Token: 1}, {Nonce: 3, Token: 1}, {Nonce: 4, Token: 1}}, 5)
 }
 
 func TestFailedBatchWritesNothingAndEvictsTheCache(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
-	node := newTestNode(t, pool, "node-a", nodeOptions{})
-	signer := signerAddress(4)
-	if _, errs := results(t, node.allocate(t, signer, 3)); errors.Join(errs...) != nil {
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	signer := testsupport.SignerAddress(4)
+	if _, errs := testsupport.Results(t, node.Allocate(t, signer, 3)); errors.Join(errs...) != nil {
 		t.Fatal(errors.Join(errs...))
 	}
 	// Break the next insert: a row already sitting at nonce 3 makes the batch's insert fail
@@ -103,7 +104,7 @@ func TestFailedBatchWritesNothingAndEvictsTheCache(t *testing.T) {
 		VALUES (1337, gen_random_uuid(), $1, '\x00', 3, '{"value":"0"}', 'ALLOCATED', 1)`, signer.Hex()); err != nil {
 		t.Fatal(err)
 	}
-	_, errs := results(t, node.allocate(t, signer, 2))
+	_, errs := testsupport.Results(t, node.Allocate(t, signer, 2))
 	for _, err := range errs {
 		if !errors.Is(err, domain.ErrUnavailable) {
 			t.Fatalf("op err = %v, want UNAVAILABLE for a failed batch", err)
@@ -118,7 +119,7 @@ func TestFailedBatchWritesNothingAndEvictsTheCache(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), "DELETE FROM managed_tx WHERE signer = $1 AND nonce = 3", signer.Hex()); err != nil {
 		t.Fatal(err)
 	}
-	txs, errs := results(t, node.allocate(t, signer, 1))
+	txs, errs := testsupport.Results(t, node.Allocate(t, signer, 1))
 	if err := errors.Join(errs...); err != nil || txs[0].Nonce != 3 {
 		t.Fatalf("after recovery nonce = %d (%v), want 3", txs[0].Nonce, err)
 	}
@@ -131,8 +132,8 @@ func TestFailedBatchWritesNothingAndEvictsTheCache(t *testing.T) {
 func TestBatchWithACachedCursorIsOneStatement(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
-	signer := signerAddress(61)
-	node := newTestNode(t, pool, "node-a", nodeOptions{})
+	signer := testsupport.SignerAddress(61)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
 
 	steps := []struct {
 		name            string
@@ -152,15 +153,15 @@ func TestBatchWithACachedCursorIsOneStatement(t *testing.T) {
 		for i, id := range step.ids {
 			ops[i] = batchOp{signer: signer, id: id}
 		}
-		node.allocateBatch(t, step.name, ops, step.wantNonces, step.wantCreated)
-		if got, want := node.store.leaseChecks.Load(), step.wantLeaseChecks; got != want {
+		allocateBatch(t, node, step.name, ops, step.wantNonces, step.wantCreated)
+		if got, want := node.Store.LeaseChecks.Load(), step.wantLeaseChecks; got != want {
 			t.Errorf("%s: %d full-path lease checks so far, want %d", step.name, got, want)
 		}
-		if got, want := node.store.clearWrites.Load(), step.wantClearWrites; got != want {
+		if got, want := node.Store.ClearWrites.Load(), step.wantClearWrites; got != want {
 			t.Errorf("%s: %d one-statement batches so far, want %d", step.name, got, want)
 		}
 	}
-	assertSignerRows(t, pool, signer.Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}, 7)
+	testsupport.AssertSignerRows(t, pool, signer.Hex(), []testsupport.RowWant{{Nonce: 0, Token: 1}, {Nonce: 1, Token: 1}, {Nonce: 2, Token: 1}, {Nonce: 3, Token: 1}, {Nonce: 4, Token: 1}, {Nonce: 5, Token: 1}, {Nonce: 6, Token: 1}}, 7)
 }
 
 // A batch of several signers with their cursors cached is written in one statement for all
@@ -170,8 +171,8 @@ func TestBatchWithACachedCursorIsOneStatement(t *testing.T) {
 func TestBatchOfSeveralSignersIsOneStatement(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
-	signers := []common.Address{signerAddress(71), signerAddress(72), signerAddress(73)}
-	node := newTestNode(t, pool, "node-a", nodeOptions{})
+	signers := []common.Address{testsupport.SignerAddress(71), testsupport.SignerAddress(72), testsupport.SignerAddress(73)}
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
 
 	type op struct {
 		signer int
@@ -198,20 +199,20 @@ func TestBatchOfSeveralSignersIsOneStatement(t *testing.T) {
 		for i, o := range step.ops {
 			ops[i] = batchOp{signer: signers[o.signer], id: o.id}
 		}
-		node.allocateBatch(t, step.name, ops, step.wantNonces, step.wantCreated)
-		if got, want := node.store.leaseChecks.Load(), step.wantLeaseChecks; got != want {
+		allocateBatch(t, node, step.name, ops, step.wantNonces, step.wantCreated)
+		if got, want := node.Store.LeaseChecks.Load(), step.wantLeaseChecks; got != want {
 			t.Errorf("%s: %d full-path lease checks so far, want %d", step.name, got, want)
 		}
-		if got, want := node.store.clearCalls.Load(), step.wantClearCalls; got != want {
+		if got, want := node.Store.ClearCalls.Load(), step.wantClearCalls; got != want {
 			t.Errorf("%s: %d one-statement calls so far, want %d", step.name, got, want)
 		}
-		if got, want := node.store.clearWrites.Load(), step.wantClearWrites; got != want {
+		if got, want := node.Store.ClearWrites.Load(), step.wantClearWrites; got != want {
 			t.Errorf("%s: %d signers' parts written in one statement so far, want %d", step.name, got, want)
 		}
 	}
-	assertSignerRows(t, pool, signers[0].Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}, {3, 1}}, 4)
-	assertSignerRows(t, pool, signers[1].Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}}, 3)
-	assertSignerRows(t, pool, signers[2].Hex(), []rowWant{{0, 1}, {1, 1}, {2, 1}}, 3)
+	testsupport.AssertSignerRows(t, pool, signers[0].Hex(), []testsupport.RowWant{{Nonce: 0, Token: 1}, {Nonce: 1, Token: 1}, {Nonce: 2, Token: 1}, {Nonce: 3, Token: 1}}, 4)
+	testsupport.AssertSignerRows(t, pool, signers[1].Hex(), []testsupport.RowWant{{Nonce: 0, Token: 1}, {Nonce: 1, Token: 1}, {Nonce: 2, Token: 1}}, 3)
+	testsupport.AssertSignerRows(t, pool, signers[2].Hex(), []testsupport.RowWant{{Nonce: 0, Token: 1}, {Nonce: 1, Token: 1}, {Nonce: 2, Token: 1}}, 3)
 }
 
 // batchOp is one create of a writer batch: its signer and request id. The id's length is its
@@ -223,14 +224,14 @@ type batchOp struct {
 
 // allocateBatch runs ops as one writer batch and checks each answer's nonce and whether it
 // created a transaction.
-func (n *testNode) allocateBatch(t *testing.T, step string, ops []batchOp, wantNonces []uint64, wantCreated []bool) {
+func allocateBatch(t *testing.T, n *testsupport.WriterNode, step string, ops []batchOp, wantNonces []uint64, wantCreated []bool) {
 	t.Helper()
-	allocations := make([]*services.AllocationOp, len(ops))
+	allocations := make([]*writer.Op, len(ops))
 	for i, o := range ops {
-		allocations[i] = services.NewAllocationOp(context.Background(), domain.CreateRequest{Signer: o.signer, SignerHex: o.signer.Hex(), RequestID: o.id,
+		allocations[i] = writer.NewOp(context.Background(), domain.CreateRequest{Signer: o.signer, SignerHex: o.signer.Hex(), RequestID: o.id,
 			Intent: domain.Intent{To: &o.signer, Value: big.NewInt(int64(len(o.id))), GasLimit: 21000}}, 21000)
 	}
-	n.allocator.AllocateBatch(context.Background(), allocations)
+	n.Allocator.AllocateBatch(context.Background(), allocations)
 	for i, op := range allocations {
 		tx, created, err := op.Wait(context.Background())
 		if err != nil || tx.Nonce != wantNonces[i] || created != wantCreated[i] {

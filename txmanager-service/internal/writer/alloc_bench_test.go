@@ -1,4 +1,4 @@
-package services_test
+package writer_test
 
 import (
 	"context"
@@ -14,10 +14,10 @@ func BenchmarkAllocateBatch(b *testing.B) {
 	for _, size := range []int{1, 16, 64, 256} {
 		b.Run("ops="+strconv.Itoa(size), func(b *testing.B) {
 			pool := testsupport.MigratedPool(b)
-			node := newTestNode(b, pool, "bench", nodeOptions{})
-			signer := signerAddress(9)
+			node := testsupport.NewWriterNode(b, pool, "bench", testsupport.WriterNodeOptions{})
+			signer := testsupport.SignerAddress(9)
 			for b.Loop() {
-				ops := node.allocate(b, signer, size)
+				ops := node.Allocate(b, signer, size)
 				if _, _, err := ops[size-1].Wait(context.Background()); err != nil {
 					b.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package workers
+package writer
 
 import (
 	"context"
@@ -9,12 +9,11 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
-	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
-// WriterConfig sizes the TransactionWriter.
-type WriterConfig struct {
+// QueueConfig sizes the writer's queues and batches.
+type QueueConfig struct {
 	Workers   int
 	BatchSize int
 	// BatchWait: after the first op, how long a worker waits for more before writing.
@@ -25,19 +24,19 @@ type WriterConfig struct {
 	QueueSize int
 }
 
-// BatchAllocator writes one batch (services.Allocator).
+// BatchAllocator writes one batch (Allocator).
 type BatchAllocator interface {
-	AllocateBatch(ctx context.Context, ops []*services.AllocationOp)
+	AllocateBatch(ctx context.Context, ops []*Op)
 }
 
-// TransactionWriter routes create ops to a fixed worker by hash(signer) % N, so one
-// signer's ops are serialised on one goroutine, and each worker writes what it has queued
-// as one batch transaction (docs/design.md#writer-batches).
-type TransactionWriter struct {
-	cfg       WriterConfig
+// Writer routes creates to a fixed worker by hash(signer) % N, so one signer's creates are
+// serialised on one goroutine, and each worker writes what it has queued as one batch
+// transaction (docs/design.md#writer-batches).
+type Writer struct {
+	cfg       QueueConfig
 	allocator BatchAllocator
 	seed      maphash.Seed
-	queues    []chan *services.AllocationOp
+	queues    []chan *Op
 
 	intake sync.RWMutex // held for reading while enqueueing; Stop takes it to close intake
 	closed bool
@@ -45,11 +44,11 @@ type TransactionWriter struct {
 	cancel context.CancelFunc
 }
 
-// NewTransactionWriter builds the writer and registers its queue-depth gauge.
-func NewTransactionWriter(cfg WriterConfig, allocator BatchAllocator, metrics *telemetry.Metrics) (*TransactionWriter, error) {
-	w := &TransactionWriter{cfg: cfg, allocator: allocator, seed: maphash.MakeSeed(), queues: make([]chan *services.AllocationOp, cfg.Workers)}
+// New builds the writer and registers its queue-depth gauge.
+func New(cfg QueueConfig, allocator BatchAllocator, metrics *telemetry.Metrics) (*Writer, error) {
+	w := &Writer{cfg: cfg, allocator: allocator, seed: maphash.MakeSeed(), queues: make([]chan *Op, cfg.Workers)}
 	for i := range w.queues {
-		w.queues[i] = make(chan *services.AllocationOp, cfg.QueueSize)
+		w.queues[i] = make(chan *Op, cfg.QueueSize)
 	}
 	err := metrics.RegisterGauge(telemetry.WriterQueueDepth, "Create operations waiting in the writer's queues, per worker.",
 		func(_ context.Context, record func(int64, ...attribute.KeyValue)) {
@@ -61,7 +60,7 @@ func NewTransactionWriter(cfg WriterConfig, allocator BatchAllocator, metrics *t
 }
 
 // Start launches the workers.
-func (w *TransactionWriter) Start(ctx context.Context) {
+func (w *Writer) Start(ctx context.Context) {
 	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	for i := range w.queues {
 		w.wg.Add(1)
@@ -72,8 +71,19 @@ func (w *TransactionWriter) Start(ctx context.Context) {
 	}
 }
 
-// Enqueue implements services.AllocationQueue: never blocks.
-func (w *TransactionWriter) Enqueue(op *services.AllocationOp) error {
+// Allocate implements services.AllocationQueue: the create joins its signer's worker's
+// next batch, and the answer comes back when that batch has committed (or failed), or when
+// ctx ends. A full queue answers at once.
+func (w *Writer) Allocate(ctx context.Context, req domain.CreateRequest, gasLimit uint64) (domain.ManagedTx, bool, error) {
+	op := NewOp(ctx, req, gasLimit)
+	if err := w.enqueue(op); err != nil {
+		return domain.ManagedTx{}, false, err
+	}
+	return op.Wait(ctx)
+}
+
+// enqueue never blocks.
+func (w *Writer) enqueue(op *Op) error {
 	w.intake.RLock()
 	defer w.intake.RUnlock()
 	if w.closed {
@@ -87,13 +97,13 @@ func (w *TransactionWriter) Enqueue(op *services.AllocationOp) error {
 	}
 }
 
-func (w *TransactionWriter) route(signer string) int {
+func (w *Writer) route(signer string) int {
 	return int(maphash.String(w.seed, signer) % uint64(len(w.queues)))
 }
 
 // Stop closes intake, lets the workers write everything already queued, and waits for
 // them; if ctx ends first, the remaining ops are failed rather than left hanging.
-func (w *TransactionWriter) Stop(ctx context.Context) {
+func (w *Writer) Stop(ctx context.Context) {
 	w.intake.Lock()
 	if w.closed {
 		w.intake.Unlock()
@@ -115,8 +125,8 @@ func (w *TransactionWriter) Stop(ctx context.Context) {
 	w.cancel()
 }
 
-func (w *TransactionWriter) run(ctx context.Context, queue chan *services.AllocationOp) {
-	batch := make([]*services.AllocationOp, 0, w.cfg.BatchSize)
+func (w *Writer) run(ctx context.Context, queue chan *Op) {
+	batch := make([]*Op, 0, w.cfg.BatchSize)
 	for first := range queue {
 		batch = append(batch[:0], first)
 		batch = w.fill(queue, batch)
@@ -131,7 +141,7 @@ func (w *TransactionWriter) run(ctx context.Context, queue chan *services.Alloca
 }
 
 // fill adds whatever is queued, then waits up to BatchWait for more, never past BatchSize.
-func (w *TransactionWriter) fill(queue chan *services.AllocationOp, batch []*services.AllocationOp) []*services.AllocationOp {
+func (w *Writer) fill(queue chan *Op, batch []*Op) []*Op {
 drain:
 	for len(batch) < w.cfg.BatchSize {
 		select {

@@ -1,0 +1,65 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bionicotaku/lingo-utils/txmanager"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// quarantined fails the signer's ops when it is quarantined, or quarantines it now when the
+// chain's nonce is above the cursor: the chain then holds transactions at nonces the
+// database does not know, which after a failover to a standby that missed commits are
+// likely this service's own. Allocating above them would hide that; only an operator who
+// looked (admin API) releases the signer. A signer the database knows nothing of yet (no
+// cursor) is a first use, not a loss, and is adopted.
+func (a *Allocator) quarantined(ctx context.Context, sess txmanager.Session, b *signerBatch, state services.CursorState) (bool, error) {
+	refuse := func(detail string) {
+		err := fmt.Errorf("%w: %s; an operator lists the unknown nonces and releases it through the admin API", domain.ErrSignerQuarantined, detail)
+		for i := range b.ops {
+			b.outcome[i].err = err
+		}
+		a.cache.Evict(b.key)
+	}
+	if state.Quarantined && (a.nonce.RecoverByIntent || state.Releasing) {
+		// The pipeline records the chain's unknown transactions and releases the signer
+		// (by itself in recovery.mode adopt-by-intent, or because an operator asked): a
+		// retry in a moment is served, and a lost request's retry is answered with its
+		// transaction on chain.
+		for i := range b.ops {
+			b.outcome[i].err = &domain.UnavailableError{Reason: "signer recovering transactions the database lost from the chain", RetryAfter: time.Second,
+				Err: errors.New("the chain holds nonces of this signer that the database does not know; they are being recorded")}
+		}
+		a.cache.Evict(b.key)
+		if a.notify != nil {
+			a.notify.NotifyQuarantined(b.key)
+		}
+		return true, nil
+	}
+	if state.Quarantined {
+		refuse("the chain holds nonces of this signer that the database does not know")
+		return true, nil
+	}
+	if a.nonce.AdoptUnknownChainNonces || state.Next == nil || b.chainNext == nil || *b.chainNext <= *state.Next {
+		return false, nil
+	}
+	recorded, err := a.store.Quarantine(ctx, sess, b.lease, *state.Next, *b.chainNext)
+	if err != nil || !recorded {
+		// Not recorded: an operator released these nonces; allocate above them.
+		return false, err
+	}
+	a.metrics.Quarantined(ctx)
+	a.log.WithContext(ctx).Errorw("msg", "signer quarantined: the chain holds nonces the database does not know", "signer", b.key,
+		"fencing_token", b.lease.Token, "db_next_nonce", *state.Next, "chain_nonce", *b.chainNext)
+	if a.nonce.RecoverByIntent {
+		state.Quarantined = true
+		return a.quarantined(ctx, sess, b, state)
+	}
+	refuse(fmt.Sprintf("the chain's nonce is %d, the database knows nonces below %d only", *b.chainNext, *state.Next))
+	return true, nil
+}
