@@ -28,8 +28,8 @@ type CreateConfig struct {
 }
 
 // CreateTxUseCase validates an intent, answers idempotent replays, estimates gas where
-// needed, and hands the rest to the writer (docs/design.md#the-create-path). Nothing that
-// fails before the writer consumes a nonce.
+// needed, and hands the rest to the writer (docs/design.md#the-create-path). Nothing
+// that fails before the writer consumes a nonce.
 type CreateTxUseCase struct {
 	cfg     CreateConfig
 	signers SignerDirectory

@@ -430,10 +430,11 @@ func checkDBRun(ctx context.Context, c dbCheck) ([]row, error) {
 	c.rec.mu.Lock()
 	ackSigner := maps.Clone(c.rec.ackSigner)
 	c.rec.mu.Unlock()
-	mostBySigner := mostLostBySigner(lostIDs, ackedAt, ackSigner, c.events)
+	fewestBySigner, mostBySigner := lostBySigner(lostIDs, ackedAt, ackSigner, c.events)
 	for i, n := range lostByFault(lostIDs, ackedAt, c.events) {
 		rows = append(rows,
 			row{"  lost in " + c.events[i].kind, n, strict("0")},
+			row{"    fewest lost by one signer", fewestBySigner[i], strict("0")},
 			row{"    most lost by one signer", mostBySigner[i], strict("0")})
 	}
 	rows = append(rows,

@@ -287,9 +287,10 @@ func faultOf(acked time.Time, events []faultEvent) int {
 	return len(events) - 1
 }
 
-// mostLostBySigner is, per fault (as lostByFault assigns them), the most acknowledged
-// creates one signer lost in it: how deep a recovery that fault asked for.
-func mostLostBySigner(lost []string, ackedAt map[string]time.Time, ackSigner map[string]string, events []faultEvent) []int {
+// lostBySigner is, per fault (as lostByFault assigns them), the fewest and the most
+// acknowledged creates one signer lost in it (of the signers that lost any): how deep a
+// recovery that fault asked of each.
+func lostBySigner(lost []string, ackedAt map[string]time.Time, ackSigner map[string]string, events []faultEvent) (fewest, most []int) {
 	perSigner := make([]map[string]int, len(events))
 	for i := range perSigner {
 		perSigner[i] = map[string]int{}
@@ -299,13 +300,16 @@ func mostLostBySigner(lost []string, ackedAt map[string]time.Time, ackSigner map
 			perSigner[faultOf(ackedAt[id], events)][ackSigner[id]]++
 		}
 	}
-	most := make([]int, len(events))
+	fewest, most = make([]int, len(events)), make([]int, len(events))
 	for i, counts := range perSigner {
 		for _, n := range counts {
+			if fewest[i] == 0 || n < fewest[i] {
+				fewest[i] = n
+			}
 			most[i] = max(most[i], n)
 		}
 	}
-	return most
+	return fewest, most
 }
 
 // executedTwice counts the requests whose data (unique per request) the chain holds more

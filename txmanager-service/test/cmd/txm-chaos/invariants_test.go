@@ -365,6 +365,29 @@ func TestLostByFault(t *testing.T) {
 	}
 }
 
+func TestLostBySigner(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	events := []faultEvent{{kind: "kill", when: t0.Add(10 * time.Second)}, {kind: "kill-deep-lag", when: t0.Add(30 * time.Second)}}
+	ackedAt := map[string]time.Time{"a1": t0.Add(5 * time.Second), "a2": t0.Add(20 * time.Second), "a3": t0.Add(21 * time.Second), "b1": t0.Add(22 * time.Second)}
+	ackSigner := map[string]string{"a1": "0xA", "a2": "0xA", "a3": "0xA", "b1": "0xB"}
+	tests := []struct {
+		name                 string
+		lost                 []string
+		wantFewest, wantMost []int
+	}{
+		{name: "none lost", wantFewest: []int{0, 0}, wantMost: []int{0, 0}},
+		{name: "per fault, per signer", lost: []string{"a1", "a2", "a3", "b1"}, wantFewest: []int{1, 1}, wantMost: []int{1, 2}},
+		{name: "a signer that lost nothing is not the fewest", lost: []string{"a2", "a3"}, wantFewest: []int{0, 2}, wantMost: []int{0, 2}},
+	}
+	for _, tc := range tests {
+		fewest, most := lostBySigner(tc.lost, ackedAt, ackSigner, events)
+		if !slices.Equal(fewest, tc.wantFewest) || !slices.Equal(most, tc.wantMost) {
+			t.Errorf("%s: fewest %v most %v, want %v %v", tc.name, fewest, most, tc.wantFewest, tc.wantMost)
+		}
+	}
+}
+
 func TestChainSideCounts(t *testing.T) {
 	t.Parallel()
 	a, b := common.HexToAddress(signerA), common.HexToAddress(signerB)
