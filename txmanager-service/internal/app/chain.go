@@ -37,6 +37,7 @@ var PipelineSet = wire.NewSet(
 	pipeline.NewBroadcaster,
 	submitting.New,
 	receipts.New,
+	receipts.NewSchedule,
 	stuck.New,
 	reconcile.New,
 	wire.Bind(new(services.TxResolver), new(*stuck.Resolver)),

@@ -13,6 +13,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/stuck"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/workers"
 	"github.com/bionicotaku/txmanager-service/internal/writer"
 )
 
@@ -23,7 +24,7 @@ import (
 var SharedConfigSet = wire.NewSet(newRetentionConfig, newFeedConfig, newNodeConfig)
 
 // ChainConfigSet maps what one chain's stack needs (from its view of the configuration).
-var ChainConfigSet = wire.NewSet(newLeaseConfig, newNonceConfig, newQueueConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
+var ChainConfigSet = wire.NewSet(newLeaseConfig, newNonceConfig, newQueueConfig, newPipelineLoopsConfig, newScheduleConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
 	newSubmittingConfig, newReceiptsConfig, newStuckConfig, newReconcileConfig, newStuckHook, newSigningStallConfig, newSignerConditionsConfig)
 
 func newRetentionConfig(c *conf.Bootstrap) services.RetentionConfig {
@@ -109,6 +110,29 @@ func newAdminConfig(c *conf.Bootstrap) services.AdminConfig {
 
 func newSubmittingConfig(c *conf.Bootstrap, fees services.FeePolicy) submitting.Config {
 	return submitting.Config{Batch: c.Pipeline.SubmitBatch, SignConcurrency: c.Pipeline.SignConcurrency, ResubmitInterval: c.Resubmit.Interval.Std(), Fees: fees}
+}
+
+// newPipelineLoopsConfig maps the loop intervals.
+func newPipelineLoopsConfig(c *conf.Bootstrap) workers.PipelineConfig {
+	return workers.PipelineConfig{
+		SubmitInterval:    c.Pipeline.SubmitInterval.Std(),
+		FinalityInterval:  c.Pipeline.FinalityInterval.Std(),
+		ResubmitScan:      c.Resubmit.ScanInterval.Std(),
+		StuckScan:         c.Stuck.ScanInterval.Std(),
+		AdoptInterval:     c.Pipeline.AdoptInterval.Std(),
+		SignerConcurrency: c.Pipeline.SignerConcurrency,
+	}
+}
+
+// newScheduleConfig maps how receipts are looked up.
+func newScheduleConfig(c *conf.Bootstrap) receipts.ScheduleConfig {
+	return receipts.ScheduleConfig{
+		PollInterval:        c.Pipeline.Receipts.PollInterval.Std(),
+		Workers:             c.Pipeline.Receipts.Workers,
+		BatchSize:           c.Pipeline.Receipts.BatchSize,
+		MaxBackoff:          c.Pipeline.Receipts.MaxBackoff.Std(),
+		BlockScanMinPending: c.Pipeline.Receipts.BlockScanMinPending,
+	}
 }
 
 func newReceiptsConfig(c *conf.Bootstrap) receipts.Config {

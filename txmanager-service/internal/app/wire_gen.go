@@ -219,7 +219,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	serverWatch := shared.ServerWatch
 	nonceCache := services.NewNonceCache(serverWatch)
 	nonceConfig := newNonceConfig(view)
-	pipelineConfig := workers.NewPipelineWorkerConfig(view)
+	pipelineConfig := newPipelineLoopsConfig(view)
 	config := newSubmittingConfig(view, feePolicy)
 	submittingRepository := repositories.NewSubmittingRepository(pool, chainID)
 	signer := pipeline.NewSigner(chainID, registry)
@@ -229,6 +229,8 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	receiptsConfig := newReceiptsConfig(view)
 	receiptRepository := repositories.NewReceiptRepository(pool, chainID)
 	tracker := receipts.New(receiptsConfig, receiptRepository, chain, leaseManager, metrics, logger)
+	scheduleConfig := newScheduleConfig(view)
+	schedule := receipts.NewSchedule(scheduleConfig, tracker, logger)
 	stuckConfig := newStuckConfig(view, feePolicy)
 	stuckRepository := repositories.NewStuckRepository(pool, chainID)
 	hook, err := newStuckHook(view)
@@ -253,6 +255,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	pipelineStages := workers.PipelineStages{
 		Submitting: submitter,
 		Receipts:   tracker,
+		Schedule:   schedule,
 		Stuck:      resolver,
 		Reconcile:  reconciler,
 		Open:       openSigners,

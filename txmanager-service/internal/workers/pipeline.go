@@ -25,7 +25,6 @@ type PipelineConfig struct {
 	ResubmitScan     time.Duration
 	StuckScan        time.Duration
 	AdoptInterval    time.Duration
-	Receipts         ReceiptCheckerConfig
 	// SignerConcurrency bounds how many signers each per-signer loop serves at once.
 	SignerConcurrency int
 }
@@ -34,9 +33,34 @@ type PipelineConfig struct {
 type PipelineStages struct {
 	Submitting *submitting.Submitter
 	Receipts   *receipts.Tracker
+	Schedule   *receipts.Schedule
 	Stuck      *stuck.Resolver
 	Reconcile  *reconcile.Reconciler
 	Open       *services.OpenSigners
+}
+
+// ReceiptLoop runs the receipt schedule's passes (pipeline/receipts owns the schedule).
+type ReceiptLoop struct {
+	*Loop
+	schedule *receipts.Schedule
+}
+
+// newReceiptLoop runs schedule for the leases this node holds, and wakes finality when a
+// pass says so.
+func newReceiptLoop(schedule *receipts.Schedule, leases *services.LeaseManager, wakeFinality func()) *ReceiptLoop {
+	l := &ReceiptLoop{schedule: schedule}
+	l.Loop = NewLoop(schedule.Tick(), func(ctx context.Context) {
+		if schedule.Pass(ctx, leases.Held()) {
+			wakeFinality()
+		}
+	})
+	return l
+}
+
+// RefreshSoon has the next pass re-read the schedule from the database, soon.
+func (l *ReceiptLoop) RefreshSoon() {
+	l.schedule.RefreshSoon()
+	l.Wake()
 }
 
 // PipelineWorkers run the chain pipeline: submitting, receipts, finality, resubmission,
@@ -52,7 +76,7 @@ type PipelineWorkers struct {
 	resubmit *Loop
 	stuck    *Loop
 	adopt    *Loop
-	Receipts *ReceiptChecker
+	Receipts *ReceiptLoop
 	// Per-signer work of the submit, resubmit and stuck loops: each signer on its own.
 	submitTasks, resubmitTasks, stuckTasks *signerTasks
 	// feed positions the completions finality writes.
@@ -68,7 +92,7 @@ func NewPipelineWorkers(cfg PipelineConfig, stages PipelineStages, leases *servi
 	w.resubmit = NewLoop(cfg.ResubmitScan, w.resubmitPass)
 	w.stuck = NewLoop(cfg.StuckScan, w.stuckPass)
 	w.adopt = NewLoop(cfg.AdoptInterval, w.adoptPass)
-	w.Receipts = NewReceiptChecker(cfg.Receipts, stages.Receipts, leases, w.finality.Wake, logger)
+	w.Receipts = newReceiptLoop(stages.Schedule, leases, w.finality.Wake)
 	// A replacement's hash is one more for the receipt schedule to look for.
 	if stages.Submitting != nil {
 		stages.Submitting.OnReplaced(w.Receipts.RefreshSoon)
@@ -123,7 +147,7 @@ func (w *PipelineWorkers) eachHeld(ctx context.Context, tasks *signerTasks, what
 
 func (w *PipelineWorkers) submitPass(ctx context.Context) {
 	w.eachHeld(ctx, w.submitTasks, "submit", func(ctx context.Context, lease domain.Lease) error {
-		_, err := w.stages.Submitting.SubmitAllocated(ctx, lease, w.Receipts.trackUnsent)
+		_, err := w.stages.Submitting.SubmitAllocated(ctx, lease, w.stages.Schedule.TrackUnsent)
 		return err
 	})
 }

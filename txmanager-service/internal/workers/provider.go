@@ -22,31 +22,11 @@ var ProviderSet = wire.NewSet(
 // ChainProviderSet is the background loops of one chain.
 var ChainProviderSet = wire.NewSet(
 	NewLeaseKeeperFromConfig,
-	NewPipelineWorkerConfig,
 	wire.Struct(new(PipelineStages), "*"),
 	NewPipelineWorkers,
 	wire.Bind(new(services.SubmitNotifier), new(*PipelineWorkers)),
 	NewFundsGaugeLoop,
 )
-
-// NewPipelineWorkerConfig maps the loop intervals.
-func NewPipelineWorkerConfig(c *conf.Bootstrap) PipelineConfig {
-	return PipelineConfig{
-		SubmitInterval:    c.Pipeline.SubmitInterval.Std(),
-		FinalityInterval:  c.Pipeline.FinalityInterval.Std(),
-		ResubmitScan:      c.Resubmit.ScanInterval.Std(),
-		StuckScan:         c.Stuck.ScanInterval.Std(),
-		AdoptInterval:     c.Pipeline.AdoptInterval.Std(),
-		SignerConcurrency: c.Pipeline.SignerConcurrency,
-		Receipts: ReceiptCheckerConfig{
-			PollInterval:        c.Pipeline.Receipts.PollInterval.Std(),
-			Workers:             c.Pipeline.Receipts.Workers,
-			BatchSize:           c.Pipeline.Receipts.BatchSize,
-			MaxBackoff:          c.Pipeline.Receipts.MaxBackoff.Std(),
-			BlockScanMinPending: c.Pipeline.Receipts.BlockScanMinPending,
-		},
-	}
-}
 
 // LeaseKeeper renews in-use leases, releases idle ones and applies local fencing every
 // renew interval.

@@ -1,4 +1,4 @@
-package workers
+package receipts
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
-	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
@@ -37,14 +36,14 @@ func TestTrackUnsent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &ReceiptChecker{entries: map[uuid.UUID]*receiptEntry{}, scannedThrough: tt.scanned}
+			c := &Schedule{entries: map[uuid.UUID]*receiptEntry{}, scannedThrough: tt.scanned}
 			tx := tracked()
 			var before *receiptEntry
 			if tt.existing {
 				before = &receiptEntry{tx: tx}
 				c.entries[tx.TxID] = before
 			}
-			c.trackUnsent([]pipeline.TrackedTx{tx})
+			c.TrackUnsent([]pipeline.TrackedTx{tx})
 			e, scheduled := c.entries[tx.TxID]
 			if !scheduled {
 				// The schedule no longer re-reads the database every poll: a transaction
@@ -87,7 +86,7 @@ func TestReceiptScheduleRefreshesWhenOutOfDate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &ReceiptChecker{cfg: ReceiptCheckerConfig{PollInterval: poll}, refreshedAt: tt.refreshedAt, refreshedLeases: tt.refreshed}
+			c := &Schedule{cfg: ScheduleConfig{PollInterval: poll}, refreshedAt: tt.refreshedAt, refreshedLeases: tt.refreshed}
 			if got := c.refreshDue(tt.held, tt.wanted, now); got != tt.want {
 				t.Errorf("refreshDue = %v, want %v", got, tt.want)
 			}
@@ -109,7 +108,7 @@ func TestHeldLeaseKeysNameSignerAndTokenInOrder(t *testing.T) {
 func TestLowerHeadForgetsWhatWasCoveredAboveIt(t *testing.T) {
 	above := &receiptEntry{notFound: true, notFoundAtHead: 110}
 	below := &receiptEntry{notFound: true, notFoundAtHead: 100}
-	c := &ReceiptChecker{entries: map[uuid.UUID]*receiptEntry{uuid.New(): above, uuid.New(): below}, scannedThrough: 110}
+	c := &Schedule{entries: map[uuid.UUID]*receiptEntry{uuid.New(): above, uuid.New(): below}, scannedThrough: 110}
 	if mined := c.scanBlocks(context.Background(), 108); mined != 0 {
 		t.Fatalf("scanBlocks recorded %d receipts on a lower head", mined)
 	}
@@ -121,7 +120,7 @@ func TestLowerHeadForgetsWhatWasCoveredAboveIt(t *testing.T) {
 // listingDuring answers the awaiting-receipt listing with rows, running meanwhile what
 // other stages do while the query runs; the tracker's writes are not part of these tests.
 type listingDuring struct {
-	receipts.Store
+	Store
 	rows      []pipeline.TrackedTx
 	meanwhile func()
 }
@@ -142,14 +141,14 @@ func TestRefreshKeepsTransactionsStoredWhileItListed(t *testing.T) {
 	listed, gone, storedMeanwhile := tracked(), tracked(), tracked()
 	logger := log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError))
 	leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a"}, nil, services.SystemClock{}, telemetry.Noop(), logger)
-	var c *ReceiptChecker
+	var c *Schedule
 	store := listingDuring{rows: []pipeline.TrackedTx{listed}, meanwhile: func() {
 		time.Sleep(time.Millisecond)
-		c.trackUnsent([]pipeline.TrackedTx{storedMeanwhile})
+		c.TrackUnsent([]pipeline.TrackedTx{storedMeanwhile})
 	}}
-	c = NewReceiptChecker(ReceiptCheckerConfig{PollInterval: time.Second}, receipts.New(receipts.Config{}, store, nil, leases, telemetry.Noop(), logger), leases, nil, logger)
+	c = NewSchedule(ScheduleConfig{PollInterval: time.Second}, New(Config{}, store, nil, leases, telemetry.Noop(), logger), logger)
 	c.scannedThrough = 40
-	c.trackUnsent([]pipeline.TrackedTx{listed, gone})
+	c.TrackUnsent([]pipeline.TrackedTx{listed, gone})
 	time.Sleep(time.Millisecond)
 
 	if err := c.refresh(t.Context(), []domain.Lease{{Signer: "0xaa", Token: 1}}); err != nil {
