@@ -41,10 +41,10 @@ migrate: ## apply the migrations to DATABASE_URL (or DATABASE_MIGRATION_URL) and
 TEST_DATABASES_BEFORE := $(BIN)/.test-databases-before
 
 .PHONY: test
-test: ## run every test of every module with -race (finds or starts PostgreSQL itself; SKIP_DB_TESTS=1 skips those), then fail if they left a database behind
+test: test-binaries ## run every test of every module with -race (finds or starts PostgreSQL itself; SKIP_DB_TESTS=1 skips those), then fail if they left a database behind
 	@bash scripts/ensure-postgres.sh test
-	@$(call apt-ensure,prometheus,prometheus,echo "prometheus missing: apt-get install prometheus (the dashboard and alert-rule tests run a real Prometheus and promtool)"; exit 1)
-	@$(call apt-ensure,pg_autoctl,postgresql-15-auto-failover,echo "pg_autoctl missing: apt-get install postgresql-15-auto-failover (the failover harness test)"; [ "$(SKIP_DB_TESTS)" = 1 ] || exit 1)
+	@$(call apt-ensure,prometheus,prometheus,echo "prometheus missing: apt-get install --no-install-recommends prometheus (the dashboard and alert-rule tests run a real Prometheus and promtool)"; exit 1,the dashboard and alert-rule tests run a real Prometheus and promtool)
+	@$(call apt-ensure,pg_autoctl,postgresql-15-auto-failover,echo "pg_autoctl missing: apt-get install --no-install-recommends postgresql-15-auto-failover (the failover harness test)"; [ "$(SKIP_DB_TESTS)" = 1 ] || exit 1,the failover harness test runs a pg_auto_failover formation)
 	@bash scripts/check-test-databases.sh before $(TEST_DATABASES_BEFORE)
 	go test -race -count=1 $(TEST_FLAGS) $(PACKAGES)
 	@if [ "$(SKIP_DB_TESTS)" = 1 ]; then echo "make test: SKIP_DB_TESTS=1, so the throwaway-cluster harness tests did not run"; \
@@ -53,6 +53,36 @@ test: ## run every test of every module with -race (finds or starts PostgreSQL i
 	@$(MAKE) --no-print-directory test-deploy
 	@if [ "$(SKIP_DB_TESTS)" = 1 ]; then echo "make test: passed WITHOUT the database tests (SKIP_DB_TESTS=1): the data layer, the service and the library were not tested"; \
 	else echo "make test: passed, database tests included"; fi
+
+# The programs the tests run, built once into TEST_BIN (git-ignored with bin/). Tests only
+# look there (test/e2e.FindTestBinary names the same folder) and fail naming this target,
+# so that no test installs anything. The versions are the constants the tests check the
+# binaries against, read from their Go source so that each is pinned in one place.
+TEST_BIN          := $(BIN)/testbin
+CLEF_VERSION      := $(shell sed -n 's/^const ModuleVersion = "\(.*\)"$$/\1/p' $(SERVICE)/test/clef/clef.go)
+LOCAL_KMS_VERSION := $(shell sed -n 's/^const ModuleVersion = "\(.*\)"$$/\1/p' $(SERVICE)/test/localkms/localkms.go)
+
+# Where the tests resolve Go modules: the workspace, and outside it deploy/ (its own module)
+# and api/ and client/ (the client's dependency test resolves a caller's module from them
+# with GOWORK=off, listing its whole module graph).
+OFF_WORKSPACE_MODULES = $(DEPLOY) $(SERVICE)/api $(SERVICE)/client
+
+.PHONY: test-binaries
+test-binaries: ## build clef and local-kms (the signer tests run them) into bin/testbin and download every module the tests resolve, so that `make test` then works with GOPROXY=off; quick when done
+	@test -n "$(CLEF_VERSION)" -a -n "$(LOCAL_KMS_VERSION)" || { echo "no ModuleVersion constant in test/clef/clef.go or test/localkms/localkms.go"; exit 1; }
+	@mkdir -p $(TEST_BIN)
+	@$(call install-tool,clef,github.com/ethereum/go-ethereum/cmd/clef@$(CLEF_VERSION),$(CLEF_VERSION),$(TEST_BIN),the external-signer tests run a real clef)
+	@$(call install-tool,local-kms,github.com/nsmithuk/local-kms@$(LOCAL_KMS_VERSION),$(LOCAL_KMS_VERSION),$(TEST_BIN),the AWS KMS tests run the local-kms emulator)
+	@$(call module-download,the workspace)
+	@for dir in $(OFF_WORKSPACE_MODULES); do (cd $$dir && export GOWORK=off && $(call module-download,$$dir)) || exit 1; done
+
+# module-download what: download every module of the current module (or workspace) and the
+# go.mod files of its whole graph, saying so first; nothing when the cache already holds them.
+define module-download
+	{ { GOPROXY=off go mod download 2>/dev/null && GOPROXY=off go list -m all >/dev/null 2>&1; } || { \
+		echo "downloading the Go modules of $(1) (make test then needs no network: GOPROXY=off works)"; \
+		go mod download && go list -m all >/dev/null; }; }
+endef
 
 .PHONY: secret-scan
 secret-scan: ## run every test with -v and fail if the output holds a key, passphrase, token or DSN password (broken configuration files included)
@@ -68,7 +98,7 @@ DEPLOY := $(ROOT)/deploy
 .PHONY: test-deploy
 test-deploy: ## check the Kubernetes manifests and Grafana dashboard, and run the alert rules' unit tests with promtool
 	cd $(DEPLOY) && GOWORK=off go test -count=1 ./...
-	@$(call apt-ensure,promtool,prometheus,echo "promtool missing: apt-get install prometheus"; exit 1)
+	@$(call apt-ensure,promtool,prometheus,echo "promtool missing: apt-get install --no-install-recommends prometheus"; exit 1,the alert rules' unit tests run promtool)
 	promtool check rules $(DEPLOY)/prometheus/alerts.yaml
 	promtool test rules $(DEPLOY)/prometheus/alerts_test.yaml
 
@@ -83,7 +113,7 @@ BENCH_SECONDS ?= 10
 bench: ## run the benchmarks: library overhead, the service's create load test (uses wrk), then signatures per second and p99 per key source
 	@$(call apt-ensure,wrk,wrk,echo "wrk not installed: the load test falls back to the Go load generator")
 	go test -run '^$$' -bench . -benchtime 3s $(ROOT)/lingo-utils/txmanager/...
-	go test -run '^$$' -bench AllocateBatch -benchtime 2s $(SERVICE)/internal/services/
+	go test -run '^$$' -bench AllocateBatch -benchtime 2s $(SERVICE)/internal/writer/
 	BENCH_SECONDS=$(BENCH_SECONDS) go test -run '^$$' -bench 'CreateHotSigner|ReceiptPipeline' -benchtime 1x -timeout 30m $(SERVICE)/test/integration/
 	go test -run '^$$' -bench 'Signing' -benchtime 1x -timeout 30m $(SERVICE)/test/integration/
 
@@ -148,7 +178,7 @@ lint: tools ## golangci-lint (.golangci.yml) and go vet on every module, gofmt, 
 .PHONY: tools
 tools: ## install the pinned generators and golangci-lint into ./bin (protoc itself comes from Debian's protobuf-compiler)
 	@mkdir -p $(BIN)
-	@$(call apt-ensure,protoc,protobuf-compiler,echo "protoc missing: apt-get install protobuf-compiler"; exit 1)
+	@$(call apt-ensure,protoc,protobuf-compiler libprotobuf-dev,echo "protoc missing: apt-get install --no-install-recommends protobuf-compiler libprotobuf-dev"; exit 1,make generate compiles the API's .proto files (libprotobuf-dev holds the well-known types they import))
 	@$(call install-tool,sqlc,github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION),$(SQLC_VERSION))
 	@$(call install-tool,wire,github.com/google/wire/cmd/wire@$(WIRE_VERSION),$(WIRE_VERSION))
 	@$(call install-tool,protoc-gen-go,google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION),$(PROTOC_GEN_GO_VERSION))
@@ -156,20 +186,26 @@ tools: ## install the pinned generators and golangci-lint into ./bin (protoc its
 	@$(call install-tool,protoc-gen-openapi,github.com/google/gnostic/cmd/protoc-gen-openapi@$(GNOSTIC_VERSION),$(GNOSTIC_VERSION))
 	@$(call install-tool,golangci-lint,github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION),$(GOLANGCI_LINT_VERSION))
 
-# apt-ensure command,package,otherwise: install the Debian package when its command is
-# missing and this is root (refreshing the package lists only if the first try fails);
-# otherwise run the shell words in "otherwise".
+# apt-ensure command,packages,otherwise[,why]: when the command is missing and this is root
+# with apt, say what is installed and why, then install the Debian packages without their
+# recommended ones (the commands are in the packages themselves; prometheus's recommends
+# alone pull in the node exporter and its collectors), refreshing the package lists
+# only if the first try fails; otherwise run the shell words in "otherwise".
 define apt-ensure
 	command -v $(1) >/dev/null || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			apt-get install -y $(2) >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y $(2) >/dev/null; }; \
+			echo "installing Debian packages $(2) (apt-get, without recommends)$(if $(4),: $(4))"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get install -y --no-install-recommends $(2) >/dev/null 2>&1 || \
+				{ apt-get update >/dev/null && apt-get install -y --no-install-recommends $(2) >/dev/null; }; \
 		else $(3); fi; }
 endef
 
-# install-tool name,module@version,version: rebuild only when the stamp's version differs.
+# install-tool name,module@version,version[,dir[,why]]: go install into dir (default ./bin)
+# only when the stamp's version differs or the binary is missing, saying so (and why) first.
 define install-tool
-	if [ "$$(cat $(BIN)/.$(1).version 2>/dev/null)" != "$(3)" ] || [ ! -x $(BIN)/$(1) ]; then \
-		echo "installing $(2)"; GOWORK=off GOBIN=$(BIN) go install $(2) && echo "$(3)" > $(BIN)/.$(1).version; \
+	dir=$(or $(4),$(BIN)); if [ "$$(cat $$dir/.$(1).version 2>/dev/null)" != "$(3)" ] || [ ! -x $$dir/$(1) ]; then \
+		echo "installing $(2) into $$dir$(if $(5),: $(5))"; GOWORK=off GOBIN=$$dir go install $(2) && echo "$(3)" > $$dir/.$(1).version; \
 	fi
 endef
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,27 +17,17 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/localkms"
 )
 
-var (
-	localKMSOnce sync.Once
-	localKMSBin  string
-	localKMSErr  error
-)
-
-// startLocalKMS runs the AWS KMS emulator (built once per test binary) with a fault front
+// startLocalKMS runs the AWS KMS emulator (`make test-binaries` built it) with a fault front
 // before it; both stop when t ends.
 func startLocalKMS(t *testing.T) (*localkms.Server, *localkms.Front) {
 	t.Helper()
-	localKMSOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		localKMSBin, localKMSErr = localkms.BuildInRepo(ctx)
-	})
-	if localKMSErr != nil {
-		t.Fatal(localKMSErr)
+	bin, err := localkms.FindInRepo()
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kms, err := localkms.Start(ctx, localKMSBin)
+	kms, err := localkms.Start(ctx, bin)
 	if err != nil {
 		t.Fatal(err)
 	}

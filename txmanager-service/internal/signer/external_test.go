@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,27 +24,17 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 )
 
-var (
-	clefOnce sync.Once
-	clefBin  string
-	clefErr  error
-)
-
-// startClef runs a real clef (built once per test binary) holding keys for testChainID,
+// startClef runs a real clef (`make test-binaries` built it) holding keys for testChainID,
 // whose rules approve signing for every key except refused; it stops when t ends.
 func startClef(t *testing.T, keys []*ecdsa.PrivateKey, refused ...common.Address) *clef.Clef {
 	t.Helper()
-	clefOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		defer cancel()
-		clefBin, clefErr = clef.BuildInRepo(ctx)
-	})
-	if clefErr != nil {
-		t.Fatal(clefErr)
+	bin, err := clef.FindInRepo()
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := clef.Start(ctx, clef.Options{Bin: clefBin, ChainID: testChainID, Keys: keys, Refused: refused})
+	c, err := clef.Start(ctx, clef.Options{Bin: bin, ChainID: testChainID, Keys: keys, Refused: refused})
 	if err != nil {
 		t.Fatal(err)
 	}

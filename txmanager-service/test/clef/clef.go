@@ -1,7 +1,8 @@
 // Package clef runs a real clef, go-ethereum's external signer, for tests and the chaos
-// suite: built from the module proxy, holding the keys it is given in an encrypted
-// keystore, approving signing for exactly those accounts through an attested rules file,
-// and serving account_list and account_signTransaction over HTTP on loopback.
+// suite: built at a pinned version (for the tests by `make test-binaries`, which they only
+// look for; the chaos suite builds its own as it starts), holding the keys it is given in
+// an encrypted keystore, approving signing for exactly those accounts through an attested
+// rules file, and serving account_list and account_signTransaction over HTTP on loopback.
 //
 // Clef is interactive by design: it asks for passwords on its terminal and for approval of
 // every request. Run headless, it works like this (all of it found by running it):
@@ -59,19 +60,17 @@ const ModuleVersion = "v1.17.3"
 
 const clefPackage = "github.com/ethereum/go-ethereum/cmd/clef"
 
-// Build installs clef ModuleVersion into binDir (once; later calls find it there).
+// Build installs clef ModuleVersion into binDir (once; later calls find it there), for the
+// chaos suite; tests use FindInRepo.
 func Build(ctx context.Context, binDir string) (string, error) {
 	return e2e.InstallGoTool(ctx, binDir, clefPackage, ModuleVersion)
 }
 
-// BuildInRepo is Build into the monorepo's bin folder (found from the working directory),
-// where the other tools the suites build are kept.
-func BuildInRepo(ctx context.Context) (string, error) {
-	dir, err := e2e.RepoBinDir()
-	if err != nil {
-		return "", err
-	}
-	return Build(ctx, dir)
+// FindInRepo is clef ModuleVersion as `make test-binaries` built it into the monorepo's
+// bin/testbin (found from the working directory); when it is not there the error names
+// the target. It installs nothing.
+func FindInRepo() (string, error) {
+	return e2e.FindTestBinary(clefPackage, ModuleVersion)
 }
 
 // Options describes one clef.

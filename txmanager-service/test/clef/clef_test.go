@@ -18,9 +18,9 @@ import (
 // Clef starts headless with its rules in force: it lists exactly its accounts without a
 // human approving, and stops cleanly on an interrupt.
 func TestClefServesItsAccountsHeadless(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bin, err := clef.BuildInRepo(ctx)
+	bin, err := clef.FindInRepo()
 	if err != nil {
 		t.Fatal(err)
 	}

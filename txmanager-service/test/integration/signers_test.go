@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,12 +32,7 @@ import (
 // remoteSignerTimeout is every remote source's per-call deadline in these tests.
 const remoteSignerTimeout = time.Second
 
-var (
-	clefBuildOnce, localKMSBuildOnce sync.Once
-	clefBin, localKMSBin             string
-	clefBuildErr, localKMSBuildErr   error
-	remoteSignerFundingAmount        = new(big.Int).Mul(big.NewInt(params.Ether), big.NewInt(1))
-)
+var remoteSignerFundingAmount = new(big.Int).Mul(big.NewInt(params.Ether), big.NewInt(1))
 
 // remoteSigners is one account in each remote source, funded on the test chain.
 type remoteSigners struct {
@@ -61,7 +55,7 @@ type clefSigner struct {
 	clefAddr  common.Address
 }
 
-// startClefSigner starts clef (built once per test binary) holding key for the simulated
+// startClefSigner starts clef (`make test-binaries` built it) holding key for the simulated
 // chain, behind a proxy; refuse makes clef's rules reject the account (it still lists it).
 func startClefSigner(t testing.TB, key *ecdsa.PrivateKey, refuse bool) *clefSigner {
 	t.Helper()
@@ -76,19 +70,14 @@ func startClefSigner(t testing.TB, key *ecdsa.PrivateKey, refuse bool) *clefSign
 // are filled in).
 func startClefSignerWith(t testing.TB, key *ecdsa.PrivateKey, opts clef.Options) *clefSigner {
 	t.Helper()
-	clefBuildOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		defer cancel()
-		clefBin, clefBuildErr = clef.BuildInRepo(ctx)
-	})
-	if clefBuildErr != nil {
-		t.Fatal(clefBuildErr)
+	bin, err := clef.FindInRepo()
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := &clefSigner{clefAddr: crypto.PubkeyToAddress(key.PublicKey)}
-	opts.Bin, opts.ChainID, opts.Keys = clefBin, big.NewInt(chain.SimulatedChainID), []*ecdsa.PrivateKey{key}
-	var err error
+	opts.Bin, opts.ChainID, opts.Keys = bin, big.NewInt(chain.SimulatedChainID), []*ecdsa.PrivateKey{key}
 	if c.clef, err = clef.Start(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -136,25 +125,21 @@ func startRemoteSigners(t *testing.T, sim *chain.SimulatedChain, clefRefuses boo
 	return r
 }
 
-// startLocalKMS builds the AWS KMS emulator once per test binary and starts it, stopped
-// when tb ends; the AWS SDK's default credential chain reads its credentials from the
+// startLocalKMS starts the AWS KMS emulator (`make test-binaries` built it), stopped when
+// tb ends; the AWS SDK's default credential chain reads its credentials from the
 // environment tb sets.
 func startLocalKMS(tb testing.TB) *localkms.Server {
 	tb.Helper()
-	localKMSBuildOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		defer cancel()
-		localKMSBin, localKMSBuildErr = localkms.BuildInRepo(ctx)
-	})
-	if localKMSBuildErr != nil {
-		tb.Fatal(localKMSBuildErr)
+	bin, err := localkms.FindInRepo()
+	if err != nil {
+		tb.Fatal(err)
 	}
 	tb.Setenv("AWS_ACCESS_KEY_ID", localkms.AccessKeyID)
 	tb.Setenv("AWS_SECRET_ACCESS_KEY", localkms.SecretAccessKey)
 	tb.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	server, err := localkms.Start(ctx, localKMSBin)
+	server, err := localkms.Start(ctx, bin)
 	if err != nil {
 		tb.Fatal(err)
 	}

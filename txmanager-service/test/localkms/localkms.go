@@ -1,6 +1,6 @@
 // Package localkms runs github.com/nsmithuk/local-kms, an AWS KMS emulator, as a child
-// process for tests: built from the Go module proxy at a pinned version, started on port 0,
-// reached through the real aws-sdk-go-v2 KMS client.
+// process for tests: built at a pinned version by `make test-binaries` (tests only look for
+// it), started on port 0, reached through the real aws-sdk-go-v2 KMS client.
 //
 // local-kms creates ECC_SECG_P256K1 keys and signs digests with them (ECDSA_SHA_256,
 // MessageType DIGEST), which is what the service's AWS KMS source uses; its seeding file
@@ -40,18 +40,11 @@ const (
 	SecretAccessKey = "local-kms-accepts-any-credentials"
 )
 
-// Build installs local-kms ModuleVersion into binDir (once; later calls find it there).
-func Build(ctx context.Context, binDir string) (string, error) {
-	return e2e.InstallGoTool(ctx, binDir, modulePath, ModuleVersion)
-}
-
-// BuildInRepo is Build into the monorepo's bin folder (found from the working directory).
-func BuildInRepo(ctx context.Context) (string, error) {
-	dir, err := e2e.RepoBinDir()
-	if err != nil {
-		return "", err
-	}
-	return Build(ctx, dir)
+// FindInRepo is local-kms ModuleVersion as `make test-binaries` built it into the
+// monorepo's bin/testbin (found from the working directory); when it is not there the
+// error names the target. It installs nothing.
+func FindInRepo() (string, error) {
+	return e2e.FindTestBinary(modulePath, ModuleVersion)
 }
 
 // Server is a running local-kms this process started.

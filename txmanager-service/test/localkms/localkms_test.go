@@ -18,9 +18,9 @@ import (
 // The emulator starts on a port of its own, makes secp256k1 keys and signs digests with
 // them; the front passes, throttles and hangs as told.
 func TestEmulatorAndFront(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bin, err := localkms.BuildInRepo(ctx)
+	bin, err := localkms.FindInRepo()
 	if err != nil {
 		t.Fatal(err)
 	}
