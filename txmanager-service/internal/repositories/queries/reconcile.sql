@@ -5,7 +5,7 @@
 -- database clock, as the update that ends it).
 SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor c WHERE c.chain_id = @chain_id AND c.signer = @signer), -1)::bigint AS next_nonce,
        q.db_next_nonce AS quarantined_from, q.chain_nonce AS quarantined_to,
-       COALESCE(q.recorded_to, q.db_next_nonce) AS recorded_to, q.scan_from_block, q.recorded_count, q.detected_at,
+       COALESCE(q.recorded_to, q.db_next_nonce, 0)::bigint AS recorded_to, q.scan_from_block, q.recorded_count, q.detected_at,
        (q.release_requested_at IS NOT NULL)::bool AS release_requested,
        EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.unclaimed_until <= now())::bool AS unclaimed_expired
 FROM (SELECT 1) AS one

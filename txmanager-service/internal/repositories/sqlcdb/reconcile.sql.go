@@ -502,7 +502,7 @@ func (q *Queries) RecoveryAnchors(ctx context.Context, arg RecoveryAnchorsParams
 const signerChainCheck = `-- name: SignerChainCheck :one
 SELECT COALESCE((SELECT next_nonce FROM signer_nonce_cursor c WHERE c.chain_id = $1 AND c.signer = $2), -1)::bigint AS next_nonce,
        q.db_next_nonce AS quarantined_from, q.chain_nonce AS quarantined_to,
-       COALESCE(q.recorded_to, q.db_next_nonce) AS recorded_to, q.scan_from_block, q.recorded_count, q.detected_at,
+       COALESCE(q.recorded_to, q.db_next_nonce, 0)::bigint AS recorded_to, q.scan_from_block, q.recorded_count, q.detected_at,
        (q.release_requested_at IS NOT NULL)::bool AS release_requested,
        EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = $1 AND m.signer = $2 AND m.unclaimed_until <= now())::bool AS unclaimed_expired
 FROM (SELECT 1) AS one

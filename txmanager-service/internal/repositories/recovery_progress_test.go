@@ -1,0 +1,108 @@
+package repositories_test
+
+import (
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/reconcile"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
+)
+
+// A recovery's progress is kept with the rows it records, in the quarantine row: the next
+// step starts where the last one ended; an operator's release is a request the recovery
+// carries out (released in their name); a new quarantine after a release starts afresh. A
+// signer that was never quarantined reads as such (every reconciliation pass reads it).
+func TestRecoveryProgressIsKeptWithTheRowsItRecords(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	const signer = "0x00000000000000000000000000000000000000d1"
+	lease := acquireLease(t, pool, signer, "node-a")
+	store := repositories.NewReconcileRepository(pool, testChain())
+	admin := repositories.NewAdminRepository(pool, testChain())
+
+	check, err := store.SignerChainCheck(ctx, signer)
+	if err != nil || check.Quarantine != nil || check.NextNonce != -1 {
+		t.Fatalf("a signer never quarantined: %+v, %v; want no quarantine, no cursor", check, err)
+	}
+	if quarantined, err := store.Quarantine(ctx, lease, 10, 20); err != nil || !quarantined {
+		t.Fatalf("quarantine: %v, %v", quarantined, err)
+	}
+	check, err = store.SignerChainCheck(ctx, signer)
+	if err != nil || check.Quarantine == nil {
+		t.Fatalf("quarantined signer: %+v, %v", check, err)
+	}
+	if q := check.Quarantine; q.From != 10 || q.To != 20 || q.RecordedTo != 10 || q.ScanFrom != nil || q.Recorded != 0 || q.ReleaseRequested || q.DetectedAt.IsZero() {
+		t.Fatalf("a new quarantine's recovery: %+v, want nothing recorded from nonce 10, no scan start yet", q)
+	}
+
+	// A step records nonces 10..12 and says the next scan starts at block 55.
+	var rows []reconcile.RecoveredTx
+	to := common.HexToAddress("0x00000000000000000000000000000000000000e1")
+	for nonce := uint64(10); nonce < 13; nonce++ {
+		id := uuid.Must(uuid.NewV7())
+		intent := domain.Intent{To: &to, ToHex: to.Hex(), Value: big.NewInt(int64(nonce)), GasLimit: 21000}
+		hash := common.BigToHash(big.NewInt(int64(nonce)))
+		rows = append(rows, reconcile.RecoveredTx{
+			Tx: domain.ManagedTx{ID: id, Signer: common.HexToAddress(signer), SignerHex: signer, Nonce: nonce, Intent: intent, EffectiveGasLimit: 21000,
+				Fingerprint: domain.CreateRequest{Signer: common.HexToAddress(signer), Intent: intent}.Fingerprint(), State: domain.StateTracking, TxHash: &hash},
+			Attempt: pipeline.SignedAttempt{TxID: id, Hash: hash, Nonce: nonce, Kind: pipeline.AttemptOriginal, MaxFee: big.NewInt(1), MaxTip: big.NewInt(1), GasLimit: 21000, Raw: []byte{1}},
+		})
+	}
+	block := uint64(55)
+	recorded, err := store.RecordRecovered(ctx, lease, rows, time.Now().Add(time.Hour), time.Minute, reconcile.RecoveryProgress{RecordedTo: 13, ScanFrom: &block})
+	if err != nil || recorded != 3 {
+		t.Fatalf("record: %d, %v; want 3", recorded, err)
+	}
+	// Recorded again (a step that repeats): nothing twice, and the progress never goes back.
+	recorded, err = store.RecordRecovered(ctx, lease, rows[:1], time.Now().Add(time.Hour), time.Minute, reconcile.RecoveryProgress{RecordedTo: 11, ScanFrom: &block})
+	if err != nil || recorded != 0 {
+		t.Fatalf("record again: %d, %v; want 0", recorded, err)
+	}
+	check, err = store.SignerChainCheck(ctx, signer)
+	if err != nil || check.Quarantine.RecordedTo != 13 || check.Quarantine.ScanFrom == nil || *check.Quarantine.ScanFrom != 55 || check.Quarantine.Recorded != 3 {
+		t.Fatalf("after a step: %+v, %v; want recorded through 12, the scan from block 55, 3 rows", check.Quarantine, err)
+	}
+	anchors, err := store.RecoveryAnchors(ctx, signer, 12, 16)
+	if err != nil || len(anchors) != 2 || anchors[0].Nonce != 11 || anchors[1].Nonce != 10 {
+		t.Fatalf("anchors below nonce 12: %+v, %v; want nonces 11 and 10, newest first", anchors, err)
+	}
+
+	// An operator releases it: a request until the recovery finishes, in their name.
+	if requested, err := admin.RequestRelease(ctx, signer, "operator-1", "ours"); err != nil || !requested {
+		t.Fatalf("release request: %v, %v", requested, err)
+	}
+	if check, err = store.SignerChainCheck(ctx, signer); err != nil || check.Quarantine == nil || !check.Quarantine.ReleaseRequested {
+		t.Fatalf("after the request: %+v, %v; want still quarantined, release requested", check.Quarantine, err)
+	}
+	if released, err := store.FinishRecovery(ctx, lease, 20, "recorded 3"); err != nil || !released {
+		t.Fatalf("finish: %v, %v", released, err)
+	}
+	q, err := admin.GetQuarantine(ctx, signer)
+	if err != nil || q.Quarantined || q.ReleasedBy != "operator-1" || q.ReleaseNote != "ours; recorded 3" || q.Recorded != 3 {
+		t.Fatalf("released quarantine: %+v, %v; want released by operator-1 with both notes", q, err)
+	}
+	if requested, err := admin.RequestRelease(ctx, signer, "operator-1", "again"); err != nil || requested {
+		t.Fatalf("releasing a released signer: %v, %v; want nothing to release", requested, err)
+	}
+	var cursor int64
+	if err := pool.QueryRow(ctx, `SELECT next_nonce FROM signer_nonce_cursor WHERE signer = $1`, signer).Scan(&cursor); err != nil || cursor != 20 {
+		t.Fatalf("cursor after the recovery: %d, %v; want past the chain's nonce, 20", cursor, err)
+	}
+
+	// The chain moves past what was released: a new quarantine starts its recovery afresh.
+	if quarantined, err := store.Quarantine(ctx, lease, 20, 25); err != nil || !quarantined {
+		t.Fatalf("second quarantine: %v, %v", quarantined, err)
+	}
+	check, err = store.SignerChainCheck(ctx, signer)
+	if err != nil || check.Quarantine == nil || check.Quarantine.RecordedTo != 20 || check.Quarantine.ScanFrom != nil || check.Quarantine.Recorded != 0 || check.Quarantine.ReleaseRequested {
+		t.Fatalf("second quarantine's recovery: %+v, %v; want afresh from nonce 20", check.Quarantine, err)
+	}
+}
