@@ -225,11 +225,12 @@ generate: tools ## regenerate sqlc, protobuf (Go, gRPC, error helpers, the OpenA
 		go run ./api/internal/cmd/openapi-finish < $$gen/openapi.yaml > $$gen/finished.yaml && \
 		mv $$gen/finished.yaml api/openapi/openapi.yaml; fi
 	@if [ -f $(SERVICE)/internal/app/wire.go ]; then echo "wire"; cd $(SERVICE)/internal/app && wire gen . >/dev/null; fi
+	@echo "docs/configuration.md"; go run $(SERVICE)/internal/conf/confdoc -conf $(SERVICE)/internal/conf > docs/configuration.md.tmp && mv docs/configuration.md.tmp docs/configuration.md
 	@echo "sqlc and wire examples/payouts"; cd $(ROOT)/examples/payouts && sqlc generate -f sqlc.yaml && cd cmd/payouts && wire gen . >/dev/null
 
 # Where generated code lives; check-generate compares exactly these paths with the commit.
 GENERATED := txmanager-service/internal/repositories/sqlcdb txmanager-service/api txmanager-service/internal/app/wire_gen.go \
-	examples/payouts/internal/repositories/payoutsdb examples/payouts/cmd/payouts/wire_gen.go
+	examples/payouts/internal/repositories/payoutsdb examples/payouts/cmd/payouts/wire_gen.go docs/configuration.md
 
 .PHONY: check-generate
 check-generate: generate ## regenerate, then fail if any generated file differs from the commit

@@ -1,5 +1,5 @@
 -- Every stuck-transaction resolution, whoever triggered it: who acted, with which lease
--- epoch, and why (seed 002 section 3.7).
+-- epoch, and why (docs/design.md#stuck-detection-and-resolution).
 CREATE TABLE stuck_resolution_audit (
     id            bigserial   PRIMARY KEY,
     signer        text        NOT NULL,

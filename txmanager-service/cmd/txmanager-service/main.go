@@ -1,6 +1,6 @@
 // Command txmanager-service runs the EVM transaction manager.
 //
-//	txmanager-service [-conf configs/config.yaml]
+//	txmanager-service [-conf config.yaml]
 //
 // Without -conf it runs on the embedded defaults: with no DATABASE_URL it starts a
 // throwaway local PostgreSQL, and with no CHAIN_RPC_URL an embedded simulated chain, so a

@@ -13,7 +13,9 @@ type Confirmations struct {
 
 // Fees caps and bumps EIP-1559 fees; caps are wei as decimal strings ("" = no cap).
 type Fees struct {
-	MaxFeePerGas         string `json:"maxFeePerGas"`
+	// MaxFeePerGas caps the fee cap of anything signed, in wei ("" = no cap).
+	MaxFeePerGas string `json:"maxFeePerGas"`
+	// MaxPriorityFeePerGas caps the priority fee (tip), in wei ("" = no cap).
 	MaxPriorityFeePerGas string `json:"maxPriorityFeePerGas"`
 	BumpPercent          int64  `json:"bumpPercent"`
 	BaseFeeMultiplier    int64  `json:"baseFeeMultiplier"`
@@ -28,7 +30,8 @@ type Chain struct {
 	// RPCURL is one JSON-RPC endpoint, or several separated by commas (handy in one
 	// environment variable); RPCURLs lists more. Together, in order of preference, they are
 	// the chain's endpoints; none runs the embedded simulated chain.
-	RPCURL  string   `json:"rpcUrl"`
+	RPCURL string `json:"rpcUrl"`
+	// RPCURLs lists endpoints beyond RPCURL, in order of preference.
 	RPCURLs []string `json:"rpcUrls"`
 	// BroadcastToAll sends every signed transaction to every healthy endpoint, not just the
 	// preferred one, so a transaction reaches the network even when one node's peering is poor.
@@ -123,8 +126,11 @@ func orDefault[T comparable](setting *T, def T) {
 // ChainTimeouts bound every call to an endpoint: a node that accepts a connection and never
 // answers costs one timeout, then the call fails over or fails.
 type ChainTimeouts struct {
-	Read     Duration `json:"read"`
-	Send     Duration `json:"send"`
+	// Read bounds one read call to one endpoint (a head, a nonce, a balance, an estimate).
+	Read Duration `json:"read"`
+	// Send bounds one broadcast call to one endpoint.
+	Send Duration `json:"send"`
+	// Receipts bounds one batched receipt look-up (a block scan takes several).
 	Receipts Duration `json:"receipts"`
 }
 
@@ -132,8 +138,10 @@ type ChainTimeouts struct {
 // fails is skipped until it answers again, and one whose head trails the best endpoint by
 // more than MaxLagBlocks serves only when nothing better does.
 type ChainHealth struct {
+	// ProbeInterval between probes of each endpoint's head.
 	ProbeInterval Duration `json:"probeInterval"`
-	MaxLagBlocks  uint64   `json:"maxLagBlocks"`
+	// MaxLagBlocks: an endpoint this far behind the best head serves only when nothing better does.
+	MaxLagBlocks uint64 `json:"maxLagBlocks"`
 }
 
 // Endpoints are the configured JSON-RPC URLs in order of preference, without duplicates.
@@ -149,7 +157,10 @@ func (c Chain) Endpoints() []string {
 
 // EmbeddedChain is the simulated chain a development start runs when no endpoint is set.
 type EmbeddedChain struct {
+	// BlockInterval: the embedded chain mines a block this often.
 	BlockInterval Duration `json:"blockInterval"`
-	DevAccounts   int      `json:"devAccounts"`
-	HTTPAddr      string   `json:"httpAddr"`
+	// DevAccounts: how many funded development accounts the embedded chain starts with (each a signer in development).
+	DevAccounts int `json:"devAccounts"`
+	// HTTPAddr exposes the embedded chain's JSON-RPC there (empty: in-process only).
+	HTTPAddr string `json:"httpAddr"`
 }

@@ -9,20 +9,26 @@ import (
 // Database is the service's PostgreSQL: the pool's DSN, a direct connection for migrations
 // (behind a transaction pooler), and how queries are sent (QueryExecMode).
 type Database struct {
-	DSN            string `json:"dsn"`
-	MigrationDSN   string `json:"migrationDsn"`
-	MigrateOnStart bool   `json:"migrateOnStart"`
-	LocalDatabase  bool   `json:"localDatabase"`
-	MaxConns       int32  `json:"maxConns"`
-	MinConns       int32  `json:"minConns"`
-	QueryExecMode  string `json:"queryExecMode"`
-	Tx             Tx     `json:"tx"`
+	DSN          string `json:"dsn"`
+	MigrationDSN string `json:"migrationDsn"`
+	// MigrateOnStart applies the embedded migrations at start (online: no long lock).
+	MigrateOnStart bool `json:"migrateOnStart"`
+	LocalDatabase  bool `json:"localDatabase"`
+	// MaxConns and MinConns size the connection pool.
+	MaxConns int32 `json:"maxConns"`
+	// MinConns connections are kept open even when idle.
+	MinConns      int32  `json:"minConns"`
+	QueryExecMode string `json:"queryExecMode"`
+	Tx            Tx     `json:"tx"`
 }
 
 // Tx is the transaction defaults the writer and the library use.
 type Tx struct {
-	Isolation   string   `json:"isolation"`
-	Timeout     Duration `json:"timeout"`
+	// Isolation is the transactions' isolation level (read_committed, repeatable_read, serializable).
+	Isolation string `json:"isolation"`
+	// Timeout bounds one transaction, retries included.
+	Timeout Duration `json:"timeout"`
+	// LockTimeout bounds a wait for a row lock inside a transaction (SET LOCAL lock_timeout).
 	LockTimeout Duration `json:"lockTimeout"`
 	// IdleInTransactionTimeout: the server ends a session silent inside a transaction this
 	// long, so a frozen owner cannot hold its lease row locked (and block a takeover).

@@ -78,7 +78,7 @@ func TestShippedConfigurationsHaveOnlyKnownKeys(t *testing.T) {
 	if err := os.WriteFile(inConfigMap, []byte(configMap.Data["config.yaml"]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"../../../configs/config.yaml", "../../../configs/production.example.yaml", inConfigMap} {
+	for _, path := range []string{"defaults.yaml", "../../../configs/production.example.yaml", inConfigMap} {
 		_, err := conf.Load(path)
 		// A production file may still fail Check here (no DATABASE_URL in a test): only a
 		// key or value problem counts.

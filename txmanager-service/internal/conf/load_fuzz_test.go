@@ -12,7 +12,7 @@ import (
 // FuzzConfigLoad: a configuration file, however mangled, is refused with an error or gives
 // a Bootstrap that passes Check; Load never panics and never hands main an invalid config.
 func FuzzConfigLoad(f *testing.F) {
-	if repo, err := os.ReadFile("../../../configs/config.yaml"); err == nil {
+	if repo, err := os.ReadFile("defaults.yaml"); err == nil {
 		f.Add(repo)
 	}
 	for _, seed := range []string{

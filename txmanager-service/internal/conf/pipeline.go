@@ -4,10 +4,13 @@ package conf
 // Horizon, BatchSize at a time, every Interval; 0 keeps everything. The horizon is also how
 // long a requestId is remembered for replays, and how old a feed cursor may be.
 type Retention struct {
-	Horizon           Duration `json:"horizon"`
-	Interval          Duration `json:"interval"`
-	BatchSize         int      `json:"batchSize"`
-	MaxBatchesPerPass int      `json:"maxBatchesPerPass"`
+	Horizon Duration `json:"horizon"`
+	// Interval between retention passes.
+	Interval Duration `json:"interval"`
+	// BatchSize rows are deleted per statement, so a pass never holds locks long.
+	BatchSize int `json:"batchSize"`
+	// MaxBatchesPerPass bounds one pass; the next pass goes on.
+	MaxBatchesPerPass int `json:"maxBatchesPerPass"`
 }
 
 // Feed paces the completions feed: how often completions get their positions, how long a
@@ -26,9 +29,11 @@ type Pipeline struct {
 	SubmitBatch int  `json:"submitBatch"`
 	// SignConcurrency bounds the signatures of one signer's batch in flight at once: with
 	// a remote key at tens of milliseconds a signature, it sets the signer's pace.
-	SignConcurrency  int      `json:"signConcurrency"`
-	SubmitInterval   Duration `json:"submitInterval"`
-	Receipts         Receipts `json:"receipts"`
+	SignConcurrency int `json:"signConcurrency"`
+	// SubmitInterval between signing passes (a new allocation wakes one at once).
+	SubmitInterval Duration `json:"submitInterval"`
+	Receipts       Receipts `json:"receipts"`
+	// FinalityInterval between finality passes (a new head with receipts held wakes one).
 	FinalityInterval Duration `json:"finalityInterval"`
 	AdoptInterval    Duration `json:"adoptInterval"`
 	// SignerConcurrency bounds how many signers' work (signing, broadcasting, rebroadcasting,
@@ -49,10 +54,13 @@ type SigningStall struct {
 
 // Receipts tunes the receipt checker.
 type Receipts struct {
+	// PollInterval: a transaction the node has no receipt for is looked up again after this.
 	PollInterval Duration `json:"pollInterval"`
-	Workers      int      `json:"workers"`
-	BatchSize    int      `json:"batchSize"`
-	MaxBackoff   Duration `json:"maxBackoff"`
+	// Workers look chunks of receipts up at once.
+	Workers   int `json:"workers"`
+	BatchSize int `json:"batchSize"`
+	// MaxBackoff caps the delay after repeated look-up errors.
+	MaxBackoff Duration `json:"maxBackoff"`
 	// BlockScanMinPending: from this many transactions awaiting receipts on, new blocks'
 	// receipts are read whole (eth_getBlockReceipts); 0 always looks up by hash.
 	BlockScanMinPending int `json:"blockScanMinPending"`
@@ -60,43 +68,57 @@ type Receipts struct {
 
 // Resubmit paces rebroadcasts.
 type Resubmit struct {
-	Interval     Duration `json:"interval"`
+	Interval Duration `json:"interval"`
+	// ScanInterval: how often transactions due for a rebroadcast are looked for.
 	ScanInterval Duration `json:"scanInterval"`
 }
 
 // Stuck sets when the head of line is stuck and what the shipped hook does about it.
 type Stuck struct {
-	MinAge       Duration `json:"minAge"`
-	MinAttempts  int      `json:"minAttempts"`
-	Action       string   `json:"action"`
+	MinAge Duration `json:"minAge"`
+	// MinAttempts: the head of line is stuck only after this many broadcasts, too.
+	MinAttempts int    `json:"minAttempts"`
+	Action      string `json:"action"`
+	// ScanInterval: how often each held signer is checked for a stuck head of line and reconciled with the chain.
 	ScanInterval Duration `json:"scanInterval"`
 }
 
 // Lease is the per-signer lease (docs/design.md#lease-and-fencing).
 type Lease struct {
-	Duration            Duration `json:"duration"`
-	RenewInterval       Duration `json:"renewInterval"`
-	ClockSkew           Duration `json:"clockSkew"`
-	IdleTimeout         Duration `json:"idleTimeout"`
+	// Duration of a lease from its last renewal: a node that stops renewing loses its signers after it.
+	Duration Duration `json:"duration"`
+	// RenewInterval between renewals of the leases in use; below half of Duration.
+	RenewInterval Duration `json:"renewInterval"`
+	// ClockSkew: a node stops writing for a signer this long before its lease expires by its own clock, so a clock a little ahead never writes after a takeover.
+	ClockSkew Duration `json:"clockSkew"`
+	// IdleTimeout: a lease unused this long (no create, nothing unfinished) is let go.
+	IdleTimeout Duration `json:"idleTimeout"`
+	// NotLeaderRetryAfter is the Retry-After a NOT_LEADER answer carries (basic routing).
 	NotLeaderRetryAfter Duration `json:"notLeaderRetryAfter"`
 }
 
 // Writer sizes the transaction writer: workers, batch size and wait, queue.
 type Writer struct {
-	Workers   int      `json:"workers"`
-	BatchSize int      `json:"batchSize"`
+	// Workers: signers are spread over this many writer workers by hash; each writes one batch transaction at a time.
+	Workers int `json:"workers"`
+	// BatchSize bounds the creates of one batch.
+	BatchSize int `json:"batchSize"`
+	// BatchWait: after a batch's first create, how long a worker waits for more (0: write at once; batches still form under load).
 	BatchWait Duration `json:"batchWait"`
-	QueueSize int      `json:"queueSize"`
+	// QueueSize bounds each worker's queue; a full queue answers UNAVAILABLE at once.
+	QueueSize int `json:"queueSize"`
 }
 
 // Nonce is how nonces are allocated and reconciled with the chain.
 type Nonce struct {
-	ChainQuery        ChainQuery `json:"chainQuery"`
-	NonceStateTimeout Duration   `json:"nonceStateTimeout"`
+	ChainQuery ChainQuery `json:"chainQuery"`
+	// NonceStateTimeout: a signer's cached next nonce is trusted this long; after it the next allocation asks the chain too.
+	NonceStateTimeout Duration `json:"nonceStateTimeout"`
 	// FillHoles fills a nonce hole (nonces below a signer's open ones that neither the
 	// chain nor the service holds) with placeholder transactions once it has lasted
 	// HoleGrace; otherwise everything above it would wait for a person.
-	FillHoles bool     `json:"fillHoles"`
+	FillHoles bool `json:"fillHoles"`
+	// HoleGrace is how long a nonce hole must last before it is filled.
 	HoleGrace Duration `json:"holeGrace"`
 	// UnknownChainNonces is what happens when the chain's nonce of a signer is above
 	// everything the database knows: "quarantine" (no allocation until an operator
@@ -134,15 +156,20 @@ const (
 
 // ChainQuery turns the chain's pending nonce term of allocation on.
 type ChainQuery struct {
+	// Enabled: allocation takes the chain's pending nonce into account (max of chain, cache and database).
 	Enabled bool `json:"enabled"`
 }
 
 // Create is what a create request is checked against before it gets a nonce.
 type Create struct {
-	EstimateGas           bool    `json:"estimateGas"`
+	// EstimateGas fills in a gas limit the intent does not give with eth_estimateGas times GasEstimateMultiplier.
+	EstimateGas bool `json:"estimateGas"`
+	// GasEstimateMultiplier is the margin over the estimate (1..10).
 	GasEstimateMultiplier float64 `json:"gasEstimateMultiplier"`
-	MaxDataBytes          int     `json:"maxDataBytes"`
-	MaxGasLimit           uint64  `json:"maxGasLimit"`
+	// MaxDataBytes bounds an intent's call data.
+	MaxDataBytes int `json:"maxDataBytes"`
+	// MaxGasLimit bounds an intent's gas limit, given or estimated.
+	MaxGasLimit uint64 `json:"maxGasLimit"`
 	// CheckFunds refuses (422 INSUFFICIENT_FUNDS) an intent whose value plus gas limit x
 	// max fee exceeds the signer's balance minus what its unfinished transactions may cost.
 	CheckFunds bool `json:"checkFunds"`
@@ -151,6 +178,7 @@ type Create struct {
 	SimulateCalls bool `json:"simulateCalls"`
 	// FundsCacheFor is how long a signer's balance and committed cost are reused between
 	// creates; FundsGaugeInterval how often every signer's balance gauges are refreshed.
-	FundsCacheFor      Duration `json:"fundsCacheFor"`
+	FundsCacheFor Duration `json:"fundsCacheFor"`
+	// FundsGaugeInterval: how often every signer's balance gauges are refreshed.
 	FundsGaugeInterval Duration `json:"fundsGaugeInterval"`
 }

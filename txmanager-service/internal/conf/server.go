@@ -15,7 +15,8 @@ type Observability struct {
 	// OTLPEndpoint (host:port, gRPC) receives traces; empty records only a caller's sampled
 	// traces (passed on as sampled), though trace ids always reach the logs and the peers.
 	OTLPEndpoint string `json:"otlpEndpoint"`
-	OTLPInsecure bool   `json:"otlpInsecure"`
+	// OTLPInsecure sends traces to OTLPEndpoint without TLS (a collector beside the node).
+	OTLPInsecure bool `json:"otlpInsecure"`
 	// SampleRatio of new traces exported (0..1) when OTLPEndpoint is set; a sampled parent
 	// is always followed.
 	SampleRatio float64 `json:"sampleRatio"`
@@ -34,12 +35,14 @@ type Auth struct {
 
 // APIKey grants a caller presenting a key (header X-API-Key) whose SHA-256 is SHA256.
 type APIKey struct {
+	// ID names the key in logs, metrics and rate limits (its credential id).
 	ID string `json:"id"`
 	// SHA256 is the lowercase hex SHA-256 of the key; the key itself is never stored.
 	SHA256 string `json:"sha256"`
 	// Signers the key may use; "*" grants every managed signer.
 	Signers []string `json:"signers"`
-	Admin   bool     `json:"admin"`
+	// Admin grants the operators' API (/api/v1/admin/...).
+	Admin bool `json:"admin"`
 	// Metrics lets the key read /metrics when observability.metricsAuth is on.
 	Metrics bool `json:"metrics"`
 }
@@ -72,7 +75,9 @@ type Server struct {
 
 // Listener is one server's address and request timeout.
 type Listener struct {
-	Addr    string   `json:"addr"`
+	// Addr is where the server listens (host:port; port 0 picks a free port, printed at start).
+	Addr string `json:"addr"`
+	// Timeout bounds the handling of one request.
 	Timeout Duration `json:"timeout"`
 }
 
@@ -82,7 +87,8 @@ type HTTPListener struct {
 	// ReadHeaderTimeout bounds how long a client may take to send its request headers
 	// (slow-loris); IdleTimeout how long a keep-alive connection may sit unused.
 	ReadHeaderTimeout Duration `json:"readHeaderTimeout"`
-	IdleTimeout       Duration `json:"idleTimeout"`
+	// IdleTimeout: a keep-alive connection unused this long is closed.
+	IdleTimeout Duration `json:"idleTimeout"`
 }
 
 // TLS is a PEM certificate chain and its key, served on both HTTP and gRPC; empty serves
@@ -127,7 +133,8 @@ type Routing struct {
 	MaxHops int `json:"maxHops"`
 	// HeartbeatInterval and NodeTimeout judge which peers are alive.
 	HeartbeatInterval Duration `json:"heartbeatInterval"`
-	NodeTimeout       Duration `json:"nodeTimeout"`
+	// NodeTimeout: a peer silent this long is taken for gone.
+	NodeTimeout Duration `json:"nodeTimeout"`
 }
 
 // Routing modes (docs/design.md#routing).

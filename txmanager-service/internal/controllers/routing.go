@@ -20,9 +20,10 @@ type OwnerForwarder interface {
 	ForwardResolve(ctx context.Context, owner string, req *v1.ResolveTxRequest) (*v1.ResolveTxResponse, error)
 }
 
-// Routing is the routing mode (docs/design.md#routing). In basic mode a non-owner answers NOT_LEADER; in
-// forward mode it forwards to the owner and, when the owner cannot be reached, waits for
-// the lease to lapse and serves the request itself, so clients never see NOT_LEADER.
+// Routing is the routing mode (docs/design.md#routing). In basic mode a non-owner answers
+// NOT_LEADER; in forward mode it forwards to the owner and, when the owner cannot be
+// reached, waits for the lease to lapse and serves the request itself, so clients never
+// see NOT_LEADER.
 type Routing struct {
 	Forward bool
 	MaxHops int

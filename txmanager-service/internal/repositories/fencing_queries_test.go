@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// Every write to a table that holds a signer's state must be fenced (docs/design.md#lease-and-fencing): the core
-// invariant may not depend on a reviewer noticing a missing lease check. These tests read
-// the queries sqlc compiles and fail when a write to a fenced table does not go through the
-// lease row locked FOR KEY SHARE.
+// Every write to a table that holds a signer's state must be fenced
+// (docs/design.md#lease-and-fencing): the core invariant may not depend on a reviewer
+// noticing a missing lease check. These tests read the queries sqlc compiles and fail when
+// a write to a fenced table does not go through the lease row locked FOR KEY SHARE.
 
 // fencedTables hold signer state that only the lease holder may change.
 var fencedTables = []string{"managed_tx", "signer_nonce_cursor", "tx_attempt", "tx_completions", "stuck_resolution_audit", "signer_quarantine", "signer_signing"}

@@ -14,7 +14,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 )
 
-// Seed acceptance 1: 100 concurrent creates with the same (signer, requestId) through the
+// Check 1 (docs/design.md#how-the-promises-are-checked): 100 concurrent creates with the same (signer, requestId) through the
 // HTTP API produce exactly one managed_tx, and all 100 answers carry its txId.
 func TestConcurrentCreatesWithOneRequestIDMakeOneTransaction(t *testing.T) {
 	t.Parallel()
@@ -52,7 +52,7 @@ func TestConcurrentCreatesWithOneRequestIDMakeOneTransaction(t *testing.T) {
 	}
 }
 
-// Seed acceptance 2: 1000 concurrent creates for one signer, half over HTTP and half over
+// Check 2 (docs/design.md#how-the-promises-are-checked): 1000 concurrent creates for one signer, half over HTTP and half over
 // gRPC, get nonces 0..999 with no duplicate and no gap (chain term disabled).
 func TestThousandConcurrentCreatesGetContiguousNonces(t *testing.T) {
 	t.Parallel()

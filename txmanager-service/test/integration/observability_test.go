@@ -21,8 +21,9 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
-// Issue 6: after a create -> confirm cycle /metrics carries every metric docs/operations.md#metrics lists, with a
-// non-zero sample where the cycle must have produced one.
+// Issue 6: after a create -> confirm cycle /metrics carries every metric that
+// docs/operations.md#metrics lists, with a non-zero sample where the cycle must have
+// produced one.
 func TestMetricsAfterACreateConfirmCycle(t *testing.T) {
 	t.Parallel()
 	s := startService(t, serviceOptions{fastPipeline: true, configure: func(bc *conf.Bootstrap) {

@@ -110,7 +110,7 @@ func TestTransactionsReachFinalStates(t *testing.T) {
 	}
 }
 
-// Seed acceptance 4: a mined transaction whose block is replaced goes back to TRACKING and
+// Check 4 (docs/design.md#how-the-promises-are-checked): a mined transaction whose block is replaced goes back to TRACKING and
 // ends CONFIRMED in its new block; one dropped by the reorg is rebroadcast and confirmed.
 // Both ways a receipt is kept before finality are covered: written as MINED (many
 // confirmations to go) and held in memory to be written with the final state (few).

@@ -28,7 +28,10 @@ type CreateTxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sending address, 0x-hex; mixed case must be a valid EIP-55 checksum.
 	Signer string `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
-	// Optional idempotency key, unique per signer (visible ASCII, at most 128 characters).
+	// Idempotency key, unique per chain and signer (visible ASCII, at most 128 characters):
+	// the same request_id with the same intent returns the first transaction, with another
+	// intent IDEMPOTENCY_CONFLICT. The service accepts a create without one, but then a retry
+	// may create the transaction twice; the Go client (txmclient) requires one.
 	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Recipient; empty for contract creation.
 	To string `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`

@@ -14,7 +14,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/e2e"
 )
 
-// runFailover is seed acceptance 3, step by step and deterministic: node A owns a signer
+// runFailover is check 3 of docs/design.md#how-the-promises-are-checked, step by step and deterministic: node A owns a signer
 // and is frozen (SIGSTOP) in the middle of a broadcast for longer than its lease; node B
 // takes the signer over (token + 1) and drives every transaction to a final state; when A
 // resumes, the writes it was about to make are FENCED, and nothing carrying A's token is

@@ -2,7 +2,7 @@
 // PostgreSQL and two chains (txm-devchain under ids 1337 and 31337, the same development
 // keys funded on both), it runs
 //
-//   - failover: seed acceptance 3, deterministic, on the first chain: an owner frozen
+//   - failover: check 3 of docs/design.md, deterministic, on the first chain: an owner frozen
 //     mid-broadcast past its lease is taken over, and comes back fenced;
 //
 //   - chaos: 3 service processes in forward routing serving both chains, a load generator
@@ -220,7 +220,7 @@ func run(ctx context.Context, o options) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("failover: %w", err)
 		}
-		all = printTable(os.Stdout, "failover (seed acceptance 3)", rows) && all
+		all = printTable(os.Stdout, "failover (design check 3)", rows) && all
 	}
 	if o.scenario == "all" || o.scenario == "chaos" {
 		rows, events, err := runChaos(ctx, env, o)
