@@ -9,6 +9,7 @@ import (
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -56,6 +57,17 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 		services.ChainProviderSet,
 		ChainConfigSet,
 		PipelineSet,
+		// Each consumer gets the part of the chain it uses (services' narrow ports): one
+		// adapter, many views.
+		wire.Bind(new(services.NonceSource), new(services.Chain)),
+		wire.Bind(new(services.FeeSource), new(services.Chain)),
+		wire.Bind(new(services.CallSimulator), new(services.Chain)),
+		wire.Bind(new(services.TxSender), new(services.Chain)),
+		wire.Bind(new(services.ReceiptSource), new(services.Chain)),
+		wire.Bind(new(services.ChainHistory), new(services.Chain)),
+		wire.Bind(new(services.SentFinder), new(services.Chain)),
+		wire.Bind(new(services.FundsChain), new(services.Chain)),
+		wire.Bind(new(submitting.Chain), new(services.Chain)),
 		workers.ChainProviderSet,
 		writer.ChainProviderSet,
 		wire.Bind(new(services.SignerDirectory), new(*signer.Registry)),

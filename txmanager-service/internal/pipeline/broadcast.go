@@ -28,7 +28,7 @@ type BroadcastItem struct {
 // Broadcaster sends signed transactions and records what each answer means
 // (services.OutcomeOf), fenced.
 type Broadcaster struct {
-	chain   services.Chain
+	chain   services.TxSender
 	store   AttemptStore
 	leases  *services.LeaseManager
 	metrics *telemetry.Metrics
@@ -36,7 +36,7 @@ type Broadcaster struct {
 }
 
 // NewBroadcaster builds the broadcaster.
-func NewBroadcaster(chain services.Chain, store AttemptStore, leases *services.LeaseManager, metrics *telemetry.Metrics, logger log.Logger) *Broadcaster {
+func NewBroadcaster(chain services.TxSender, store AttemptStore, leases *services.LeaseManager, metrics *telemetry.Metrics, logger log.Logger) *Broadcaster {
 	return &Broadcaster{chain: chain, store: store, leases: leases, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
 }

@@ -52,7 +52,7 @@ type readiness struct {
 // ReadinessChain is a served chain readiness probes: every one must answer with a recent head.
 type ReadinessChain struct {
 	ID    uint64
-	Chain services.Chain
+	Chain services.HeadSource
 	// Signers reports the chain's signers that cannot serve, as a detail.
 	Signers *services.SignerConditions
 }

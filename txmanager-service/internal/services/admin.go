@@ -65,14 +65,14 @@ type AdminConfig struct {
 type AdminUseCase struct {
 	cfg      AdminConfig
 	resolver TxResolver
-	chain    Chain
+	chain    SentFinder
 	store    AdminStore
 	nodes    *NodeRegistry
 	signers  SignerDirectory
 }
 
 // NewAdminUseCase wires the use case.
-func NewAdminUseCase(cfg AdminConfig, resolver TxResolver, chain Chain, store AdminStore, nodes *NodeRegistry, signers SignerDirectory) *AdminUseCase {
+func NewAdminUseCase(cfg AdminConfig, resolver TxResolver, chain SentFinder, store AdminStore, nodes *NodeRegistry, signers SignerDirectory) *AdminUseCase {
 	return &AdminUseCase{cfg: cfg, resolver: resolver, chain: chain, store: store, nodes: nodes, signers: signers}
 }
 

@@ -12,49 +12,102 @@ import (
 // service connects to the chain.
 type ChainID struct{ *big.Int }
 
-// Chain is the port to an EVM node. Adapters: internal/chain (go-ethereum ethclient against
-// any JSON-RPC URL, and the embedded simulated chain).
-type Chain interface {
+// The chain ports. Each consumer names only what it uses (the writer a nonce, the funds
+// check a balance and fees, the receipts stage receipts and headers, reconciliation the
+// signer's history), so a stage's dependencies read off its constructor and a test of it
+// needs no more of a node than that. Chain is all of them: what the adapters
+// (internal/chain: JSON-RPC endpoints behind one MultiChain, the embedded simulated chain)
+// implement and the assembly hands out.
+
+// NonceSource is the chain's view of a signer's next nonce.
+type NonceSource interface {
 	// PendingNonceAt is eth_getTransactionCount(account, "pending").
 	PendingNonceAt(ctx context.Context, account common.Address) (uint64, error)
+}
+
+// FeeSource is what the market asks of a transaction now.
+type FeeSource interface {
+	// SuggestFees returns the latest base fee and a suggested priority fee (EIP-1559).
+	SuggestFees(ctx context.Context) (FeeSuggestion, error)
+}
+
+// BalanceSource reads what a signer holds.
+type BalanceSource interface {
 	// BalanceAt is eth_getBalance(account, "latest") in wei.
 	BalanceAt(ctx context.Context, account common.Address) (*big.Int, error)
+}
+
+// CallSimulator runs an intent before it gets a nonce.
+type CallSimulator interface {
 	// EstimateGas runs eth_estimateGas. A call that cannot run (a revert, an invalid opcode,
 	// out of gas at any limit) returns an error matching ErrExecutionReverted with the node's
 	// message; one the sender cannot pay for matches ErrInsufficientFunds.
 	EstimateGas(ctx context.Context, call CallRequest) (uint64, error)
-	// SuggestFees returns the latest base fee and a suggested priority fee (EIP-1559).
-	SuggestFees(ctx context.Context) (FeeSuggestion, error)
+	// Usable is nil while some endpoint can be called, or says why none can (matching
+	// ErrNoChainEndpoint), so work that needs the chain is refused at once instead of
+	// after a deadline.
+	Usable() error
+}
+
+// TxSender hands signed transactions to the node.
+type TxSender interface {
 	// SendRawTransactions broadcasts many in as few round trips as possible (JSON-RPC
 	// batches, in order); the result has one classified error (or nil) per transaction:
 	// errors.Is works against the answer classes of chain_outcomes.go, anything else is
 	// returned as it came. An error for the whole call means none of them can be assumed
 	// sent or unsent.
 	SendRawTransactions(ctx context.Context, raws [][]byte) ([]error, error)
+	// TransactionsKnown reports, per hash, whether the node knows the transaction (pending
+	// in its pool or mined): how "nonce too low" after a lost response is told apart from a
+	// nonce taken by some other transaction, without guessing.
+	TransactionsKnown(ctx context.Context, hashes []common.Hash) ([]bool, error)
+}
+
+// HeadSource reads the chain's head.
+type HeadSource interface {
+	// LatestHeader is the current head.
+	LatestHeader(ctx context.Context) (*BlockHeader, error)
+}
+
+// ReceiptLookup finds transactions' receipts by hash.
+type ReceiptLookup interface {
 	// TransactionReceipts looks up many receipts in as few round trips as possible (JSON-RPC
 	// batch calls). The result has one entry per hash, nil where the node has no receipt yet.
 	// An error for the whole call (transport) is returned as error; per-hash lookup errors
 	// other than "not found" are returned in the per-hash Err field.
 	TransactionReceipts(ctx context.Context, hashes []common.Hash) ([]ReceiptResult, error)
+}
+
+// ReceiptSource is what following transactions to a final state reads.
+type ReceiptSource interface {
+	HeadSource
+	ReceiptLookup
 	// BlockReceipts returns every receipt of each block (one call per block, batched): with
 	// many transactions in flight, far cheaper for the node than one look-up per hash. A
 	// block the node does not have yet is nil; ErrNotSupported where the node lacks the call.
 	BlockReceipts(ctx context.Context, numbers []uint64) ([][]Receipt, error)
-	// TransactionsKnown reports, per hash, whether the node knows the transaction (pending
-	// in its pool or mined): how "nonce too low" after a lost response is told apart from a
-	// nonce taken by some other transaction, without guessing.
-	TransactionsKnown(ctx context.Context, hashes []common.Hash) ([]bool, error)
 	// HeadersByNumber returns the canonical block headers at the given heights, batched.
 	// A height beyond the head yields a nil entry.
 	HeadersByNumber(ctx context.Context, numbers []uint64) ([]*BlockHeader, error)
-	// LatestHeader is the current head.
-	LatestHeader(ctx context.Context) (*BlockHeader, error)
 	// FinalizedHeader is the node's "finalized" block; ErrNotSupported where the node has
 	// no such tag.
 	FinalizedHeader(ctx context.Context) (*BlockHeader, error)
+}
+
+// SentFinder finds a sender's transactions at given nonces among the recent blocks.
+type SentFinder interface {
 	// SentTransactions finds the sender's transactions at the given nonces, pending or in
 	// the latest maxBlocks blocks; nonces it did not find are absent from the result.
 	SentTransactions(ctx context.Context, from common.Address, nonces []uint64, maxBlocks uint64) (map[uint64]SentTx, error)
+}
+
+// ChainHistory is what reconciling the database with the chain reads: a signer's nonce now
+// and at past blocks, and its transactions wherever they are.
+type ChainHistory interface {
+	NonceSource
+	HeadSource
+	ReceiptLookup
+	SentFinder
 	// ScanSent reads up to maxBlocks blocks from first on, oldest first, and returns the
 	// sender's transactions at nonces from fromNonce on in chain order: how transactions
 	// older than any window behind the head are found. It ends with the block in which limit
@@ -63,10 +116,17 @@ type Chain interface {
 	// NonceAtBlock is the account's nonce after the given block (its transactions mined up to
 	// it); a node that keeps only recent state refuses old blocks.
 	NonceAtBlock(ctx context.Context, account common.Address, block uint64) (uint64, error)
-	// Usable is nil while some endpoint can be called, or says why none can (matching
-	// ErrNoChainEndpoint), so work that needs the chain is refused at once instead of
-	// after a deadline.
-	Usable() error
+}
+
+// Chain is every port to an EVM node at once.
+type Chain interface {
+	NonceSource
+	FeeSource
+	BalanceSource
+	CallSimulator
+	TxSender
+	ReceiptSource
+	ChainHistory
 }
 
 // SentTx is a transaction of a signer the chain holds at some nonce.

@@ -34,7 +34,7 @@ type CreateTxUseCase struct {
 	cfg     CreateConfig
 	signers SignerDirectory
 	txs     TxReader
-	chain   Chain
+	chain   CallSimulator
 	leases  *LeaseManager
 	funds   *FundsGuard
 	signing *SigningHealth
@@ -45,7 +45,7 @@ type CreateTxUseCase struct {
 }
 
 // NewCreateTxUseCase wires the use case.
-func NewCreateTxUseCase(cfg CreateConfig, signers SignerDirectory, txs TxReader, chain Chain, leases *LeaseManager, funds *FundsGuard, signing *SigningHealth,
+func NewCreateTxUseCase(cfg CreateConfig, signers SignerDirectory, txs TxReader, chain CallSimulator, leases *LeaseManager, funds *FundsGuard, signing *SigningHealth,
 	queue AllocationQueue, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *CreateTxUseCase {
 	return &CreateTxUseCase{cfg: cfg, signers: signers, txs: txs, chain: chain, leases: leases, funds: funds, signing: signing, queue: queue, clock: clock, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "create"))}

@@ -37,13 +37,20 @@ type FundsConfig struct {
 	Fees FeePolicy
 }
 
+// FundsChain is what the funds check reads of the chain: balances, and the fees a
+// transaction without its own would be signed at.
+type FundsChain interface {
+	BalanceSource
+	FeeSource
+}
+
 // FundsGuard is the admission check that a signer can pay for an intent, and the source of
 // the signer balance gauges. Its cache is a guard, not a ledger: a transaction admitted here
 // that later finds the balance spent (by something outside the service) waits in
 // INSUFFICIENT_FUNDS and is resubmitted once the signer is funded.
 type FundsGuard struct {
 	cfg     FundsConfig
-	chain   Chain
+	chain   FundsChain
 	store   FundsStore
 	clock   Clock
 	refresh singleflight.Group
@@ -72,7 +79,7 @@ func (f *signerFunds) spendable() *big.Int {
 
 // NewFundsGuard builds the guard and registers the signer_balance_wei and
 // signer_spendable_wei gauges.
-func NewFundsGuard(cfg FundsConfig, chain Chain, store FundsStore, clock Clock, metrics *telemetry.Metrics) (*FundsGuard, error) {
+func NewFundsGuard(cfg FundsConfig, chain FundsChain, store FundsStore, clock Clock, metrics *telemetry.Metrics) (*FundsGuard, error) {
 	g := &FundsGuard{cfg: cfg, chain: chain, store: store, clock: clock, signers: map[string]*signerFunds{}, lastBackground: map[string]time.Time{}}
 	if err := metrics.RegisterFloatGauge("signer_balance_wei", "Latest balance of each signer this node checked, in wei.", g.observe(func(f *signerFunds) *big.Int { return f.balance })); err != nil {
 		return nil, err

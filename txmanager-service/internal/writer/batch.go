@@ -41,7 +41,7 @@ type Allocator struct {
 	tx      txmanager.Manager
 	store   services.AllocationStore
 	leases  *services.LeaseManager
-	chain   services.Chain
+	chain   services.NonceSource
 	chainID uint64
 	cache   *services.NonceCache
 	nonce   NonceConfig
@@ -52,7 +52,7 @@ type Allocator struct {
 }
 
 // NewAllocator builds the allocator and hooks nonce-cache eviction to lease loss.
-func NewAllocator(tx txmanager.Manager, store services.AllocationStore, leases *services.LeaseManager, chain services.Chain, chainID services.ChainID, cache *services.NonceCache, nonce NonceConfig,
+func NewAllocator(tx txmanager.Manager, store services.AllocationStore, leases *services.LeaseManager, chain services.NonceSource, chainID services.ChainID, cache *services.NonceCache, nonce NonceConfig,
 	clock services.Clock, notify services.SubmitNotifier, metrics *telemetry.Metrics, logger log.Logger) *Allocator {
 	leases.OnLost(cache.Evict)
 	return &Allocator{

@@ -75,7 +75,7 @@ type Store interface {
 type Tracker struct {
 	cfg     Config
 	store   Store
-	chain   services.Chain
+	chain   services.ReceiptSource
 	leases  *services.LeaseManager
 	metrics *telemetry.Metrics
 	log     *log.Helper
@@ -83,7 +83,7 @@ type Tracker struct {
 }
 
 // New builds the stage.
-func New(cfg Config, store Store, chain services.Chain, leases *services.LeaseManager, metrics *telemetry.Metrics, logger log.Logger) *Tracker {
+func New(cfg Config, store Store, chain services.ReceiptSource, leases *services.LeaseManager, metrics *telemetry.Metrics, logger log.Logger) *Tracker {
 	return &Tracker{cfg: cfg, store: store, chain: chain, leases: leases, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
 }

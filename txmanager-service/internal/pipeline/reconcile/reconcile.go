@@ -126,7 +126,7 @@ type Reconciler struct {
 	cfg      Config
 	store    Store
 	attempts pipeline.AttemptStore
-	chain    services.Chain
+	chain    services.ChainHistory
 	leases   *services.LeaseManager
 	clock    services.Clock
 	metrics  *telemetry.Metrics
@@ -135,7 +135,7 @@ type Reconciler struct {
 }
 
 // New builds the stage.
-func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain services.Chain, leases *services.LeaseManager, clock services.Clock,
+func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain services.ChainHistory, leases *services.LeaseManager, clock services.Clock,
 	metrics *telemetry.Metrics, logger log.Logger) (*Reconciler, error) {
 	r := &Reconciler{cfg: cfg, store: store, attempts: attempts, chain: chain, leases: leases, clock: clock, metrics: metrics,
 		log:   log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node())),

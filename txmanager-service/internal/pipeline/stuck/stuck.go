@@ -75,7 +75,7 @@ type Resolver struct {
 	cfg         Config
 	store       Store
 	attempts    pipeline.AttemptStore
-	chain       services.Chain
+	chain       services.FeeSource
 	signer      *pipeline.Signer
 	broadcaster *pipeline.Broadcaster
 	leases      *services.LeaseManager
@@ -93,7 +93,7 @@ type Resolver struct {
 func (r *Resolver) OnAttemptRecorded(fn func()) { r.attemptRecorded = fn }
 
 // New builds the stage.
-func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain services.Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
+func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain services.FeeSource, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
 	leases *services.LeaseManager, hook Hook, clock services.Clock, metrics *telemetry.Metrics, logger log.Logger) *Resolver {
 	return &Resolver{cfg: cfg, store: store, attempts: attempts, chain: chain, signer: signer, broadcaster: broadcaster, leases: leases, hook: hook,
 		clock: clock, metrics: metrics, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}

@@ -78,11 +78,17 @@ type Store interface {
 	RecordReplacements(ctx context.Context, lease domain.Lease, replacements []Replacement) ([]uuid.UUID, error)
 }
 
+// Chain is what the stage asks of the node: fees to sign at, and a way to send.
+type Chain interface {
+	services.FeeSource
+	services.TxSender
+}
+
 // Submitter runs the stage for the signers whose lease this node holds.
 type Submitter struct {
 	cfg         Config
 	store       Store
-	chain       services.Chain
+	chain       Chain
 	signer      *pipeline.Signer
 	broadcaster *pipeline.Broadcaster
 	leases      *services.LeaseManager
@@ -103,7 +109,7 @@ type Submitter struct {
 func (s *Submitter) OnReplaced(fn func()) { s.replaced = fn }
 
 // New builds the stage.
-func New(cfg Config, store Store, chain services.Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
+func New(cfg Config, store Store, chain Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
 	leases *services.LeaseManager, server services.DatabaseServerEpoch, signing *services.SigningHealth, metrics *telemetry.Metrics, logger log.Logger) *Submitter {
 	return &Submitter{cfg: cfg, store: store, chain: chain, signer: signer, broadcaster: broadcaster, leases: leases, server: server, signing: signing,
 		metrics: metrics, now: time.Now, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
