@@ -225,17 +225,17 @@ func NewChainConnection(bc *conf.Bootstrap, shared *ChainShared) (*ChainConnecti
 	identity, err := verify(ctx)
 	if err != nil && sim == nil && bc.ServesSeveralChains() && errors.Is(err, services.ErrNoChainEndpoint) {
 		// One chain whose endpoints are down must not keep the others from serving: this
-		// one starts behind a closed gate, refusing its work as unavailable, and opens once
+		// one starts held, refusing its work as unavailable, and opens once
 		// its endpoints answer and prove to be the configured chain.
 		if err := registerEndpointGauges(metrics.ForChain(bc.Chain.ID), multi); err != nil {
 			cleanup()
 			return nil, nil, err
 		}
-		gate := chain.NewIdentityGate(multi, bc.Chain.ID)
-		stopWatch := awaitIdentity(gate, verify, bc.Chain.Health.ProbeInterval.Std(), log.NewHelper(log.With(logger, "chain_id", bc.Chain.ID)))
+		multi.HoldUntilVerified(bc.Chain.ID)
+		stopWatch := awaitIdentity(multi, verify, bc.Chain.Health.ProbeInterval.Std(), log.NewHelper(log.With(logger, "chain_id", bc.Chain.ID)))
 		helper.Warnw("msg", "no endpoint of this chain answered at start: its creates answer UNAVAILABLE until one does and serves the chain",
 			"chain_id", bc.Chain.ID, "error", err.Error())
-		conn := &ChainConnection{Chain: gate, Endpoints: multi, ChainID: services.ChainID{Int: new(big.Int).SetUint64(bc.Chain.ID)},
+		conn := &ChainConnection{Chain: multi, Endpoints: multi, ChainID: services.ChainID{Int: new(big.Int).SetUint64(bc.Chain.ID)},
 			Description: fmt.Sprintf("chain id %d over %d JSON-RPC endpoint(s), unreachable at start (waiting for it)", bc.Chain.ID, len(endpoints))}
 		return conn, func() { stopWatch(); cleanup() }, nil
 	}
@@ -267,10 +267,10 @@ func NewChainConnection(bc *conf.Bootstrap, shared *ChainShared) (*ChainConnecti
 }
 
 // awaitIdentity proves a chain's identity in the background, every interval, and opens
-// gate once it is proven. An endpoint serving another chain keeps the gate closed and is
+// the held chain once it is proven. An endpoint serving another chain keeps it held and is
 // logged as an error each time: that is a configuration to fix, not a fault to wait out.
 // It returns the function that stops it.
-func awaitIdentity(gate *chain.IdentityGate, verify func(context.Context) (chain.Identity, error), interval time.Duration, helper *log.Helper) func() {
+func awaitIdentity(held *chain.MultiChain, verify func(context.Context) (chain.Identity, error), interval time.Duration, helper *log.Helper) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -288,7 +288,7 @@ func awaitIdentity(gate *chain.IdentityGate, verify func(context.Context) (chain
 			cancelAttempt()
 			switch {
 			case err == nil:
-				gate.Open()
+				held.Open()
 				helper.Infow("msg", "chain reachable and verified: serving it", "genesis", identity.GenesisHash.Hex())
 				return
 			case errors.Is(err, services.ErrNoChainEndpoint) || ctx.Err() != nil:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -61,6 +62,10 @@ type MultiChain struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	stopOnce sync.Once
+
+	// held refuses every call until the chain's identity is proven (HoldUntilVerified).
+	held        atomic.Bool
+	heldChainID atomic.Uint64
 }
 
 // Identity is what makes a chain this chain: its id and its genesis block.
@@ -197,6 +202,9 @@ func (m *MultiChain) markFailed(i int, err error) {
 // not answer within timeout. It fails with services.ErrNoChainEndpoint when no endpoint
 // is usable or none answered.
 func (m *MultiChain) call(ctx context.Context, what string, timeout time.Duration, do func(context.Context, *RPCChain) error) error {
+	if err := m.holdError(); err != nil {
+		return err
+	}
 	order := m.order()
 	if len(order) == 0 {
 		return fmt.Errorf("%s: %w", what, services.ErrNoChainEndpoint)
@@ -219,8 +227,46 @@ func (m *MultiChain) call(ctx context.Context, what string, timeout time.Duratio
 	return fmt.Errorf("%s: %w: %w", what, services.ErrNoChainEndpoint, errors.Join(failures...))
 }
 
+// via runs one request as call does and returns its answer: every forwarding method of
+// MultiChain is this one mechanism (deadline, failover, health, the identity hold) applied
+// to the endpoint's own method.
+func via[T any](m *MultiChain, ctx context.Context, what string, timeout time.Duration, do func(context.Context, *RPCChain) (T, error)) (T, error) {
+	var out T
+	err := m.call(ctx, what, timeout, func(ctx context.Context, c *RPCChain) (err error) {
+		out, err = do(ctx, c)
+		return err
+	})
+	return out, err
+}
+
+// HoldUntilVerified refuses every call, at once and as unavailable, until Open: endpoints
+// that did not answer at start may serve another chain when they come up, so nothing is
+// read from or sent to them until they are shown to serve chainID (VerifyIdentity, which
+// the hold does not stop).
+func (m *MultiChain) HoldUntilVerified(chainID uint64) {
+	m.heldChainID.Store(chainID)
+	m.held.Store(true)
+}
+
+// Open lets calls through for good: the endpoints were shown to serve the chain.
+func (m *MultiChain) Open() { m.held.Store(false) }
+
+// IsOpen reports whether calls go through.
+func (m *MultiChain) IsOpen() bool { return !m.held.Load() }
+
+// holdError says why a held chain refuses a call.
+func (m *MultiChain) holdError() error {
+	if !m.held.Load() {
+		return nil
+	}
+	return fmt.Errorf("%w: chain %d has not been verified since start (its endpoints did not answer, or serve another chain)", services.ErrNoChainEndpoint, m.heldChainID.Load())
+}
+
 // Usable implements services.Chain.
 func (m *MultiChain) Usable() error {
+	if err := m.holdError(); err != nil {
+		return err
+	}
 	if len(m.order()) == 0 {
 		return fmt.Errorf("%w: every endpoint failed its latest call or probe", services.ErrNoChainEndpoint)
 	}
@@ -229,118 +275,71 @@ func (m *MultiChain) Usable() error {
 
 // PendingNonceAt implements services.Chain.
 func (m *MultiChain) PendingNonceAt(ctx context.Context, account common.Address) (uint64, error) {
-	var nonce uint64
-	err := m.call(ctx, "pending nonce", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-		nonce, err = c.PendingNonceAt(ctx, account)
-		return err
-	})
-	return nonce, err
+	return via(m, ctx, "pending nonce", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (uint64, error) { return c.PendingNonceAt(ctx, account) })
 }
 
 // NonceAt is the number of the account's mined transactions.
 func (m *MultiChain) NonceAt(ctx context.Context, account common.Address) (uint64, error) {
-	var nonce uint64
-	err := m.call(ctx, "latest nonce", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-		nonce, err = c.NonceAt(ctx, account)
-		return err
-	})
-	return nonce, err
+	return via(m, ctx, "latest nonce", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (uint64, error) { return c.NonceAt(ctx, account) })
 }
 
 // BalanceAt implements services.Chain.
 func (m *MultiChain) BalanceAt(ctx context.Context, account common.Address) (*big.Int, error) {
-	var balance *big.Int
-	err := m.call(ctx, "balance", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-		balance, err = c.BalanceAt(ctx, account)
-		return err
-	})
-	return balance, err
+	return via(m, ctx, "balance", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (*big.Int, error) { return c.BalanceAt(ctx, account) })
 }
 
 // EstimateGas implements services.Chain.
 func (m *MultiChain) EstimateGas(ctx context.Context, req services.CallRequest) (uint64, error) {
-	var gas uint64
-	err := m.call(ctx, "gas estimation", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-		gas, err = c.EstimateGas(ctx, req)
-		return err
-	})
-	return gas, err
+	return via(m, ctx, "gas estimation", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (uint64, error) { return c.EstimateGas(ctx, req) })
 }
 
 // SuggestFees implements services.Chain. One suggestion serves every caller for
 // cfg.FeeMaxAge (see sharedFees).
 func (m *MultiChain) SuggestFees(ctx context.Context) (services.FeeSuggestion, error) {
 	return m.fees.get(ctx, func(ctx context.Context) (services.FeeSuggestion, error) {
-		var fees services.FeeSuggestion
-		err := m.call(ctx, "fee suggestion", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-			fees, err = c.SuggestFees(ctx)
-			return err
-		})
-		return fees, err
+		return via(m, ctx, "fee suggestion", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (services.FeeSuggestion, error) { return c.SuggestFees(ctx) })
 	})
 }
 
 // TransactionReceipts implements services.Chain.
 func (m *MultiChain) TransactionReceipts(ctx context.Context, hashes []common.Hash) ([]services.ReceiptResult, error) {
-	var receipts []services.ReceiptResult
-	err := m.call(ctx, "receipts", m.cfg.ReceiptsTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-		receipts, err = c.TransactionReceipts(ctx, hashes)
-		return err
+	return via(m, ctx, "receipts", m.cfg.ReceiptsTimeout, func(ctx context.Context, c *RPCChain) ([]services.ReceiptResult, error) {
+		return c.TransactionReceipts(ctx, hashes)
 	})
-	return receipts, err
 }
 
 // BlockReceipts implements services.Chain. One endpoint serves the whole call; a block it
 // does not have yet comes back nil, so a lagging endpoint only makes the scan shorter.
 func (m *MultiChain) BlockReceipts(ctx context.Context, numbers []uint64) ([][]services.Receipt, error) {
-	var receipts [][]services.Receipt
-	err := m.call(ctx, "block receipts", m.cfg.ReceiptsTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-		receipts, err = c.BlockReceipts(ctx, numbers)
-		return err
+	return via(m, ctx, "block receipts", m.cfg.ReceiptsTimeout, func(ctx context.Context, c *RPCChain) ([][]services.Receipt, error) {
+		return c.BlockReceipts(ctx, numbers)
 	})
-	return receipts, err
 }
 
 // SentTransactions implements services.Chain. The scan is several requests; each has the
 // receipts deadline.
 func (m *MultiChain) SentTransactions(ctx context.Context, from common.Address, nonces []uint64, maxBlocks uint64) (map[uint64]services.SentTx, error) {
-	var found map[uint64]services.SentTx
-	err := m.call(ctx, "sent transactions", m.cfg.ReceiptsTimeout*4, func(ctx context.Context, c *RPCChain) (err error) {
-		found, err = c.SentTransactions(ctx, from, nonces, maxBlocks)
-		return err
+	return via(m, ctx, "sent transactions", m.cfg.ReceiptsTimeout*4, func(ctx context.Context, c *RPCChain) (map[uint64]services.SentTx, error) {
+		return c.SentTransactions(ctx, from, nonces, maxBlocks)
 	})
-	return found, err
 }
 
 // ScanSent implements services.Chain. The scan is several requests; each has the receipts
 // deadline.
 func (m *MultiChain) ScanSent(ctx context.Context, from common.Address, first, maxBlocks, fromNonce uint64, limit int) (services.SentScan, error) {
-	var scan services.SentScan
-	err := m.call(ctx, "sent transactions scan", m.cfg.ReceiptsTimeout*4, func(ctx context.Context, c *RPCChain) (err error) {
-		scan, err = c.ScanSent(ctx, from, first, maxBlocks, fromNonce, limit)
-		return err
+	return via(m, ctx, "sent transactions scan", m.cfg.ReceiptsTimeout*4, func(ctx context.Context, c *RPCChain) (services.SentScan, error) {
+		return c.ScanSent(ctx, from, first, maxBlocks, fromNonce, limit)
 	})
-	return scan, err
 }
 
 // NonceAtBlock implements services.Chain.
 func (m *MultiChain) NonceAtBlock(ctx context.Context, account common.Address, block uint64) (uint64, error) {
-	var nonce uint64
-	err := m.call(ctx, "nonce at block", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-		nonce, err = c.NonceAtBlock(ctx, account, block)
-		return err
-	})
-	return nonce, err
+	return via(m, ctx, "nonce at block", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (uint64, error) { return c.NonceAtBlock(ctx, account, block) })
 }
 
 // TransactionsKnown implements services.Chain.
 func (m *MultiChain) TransactionsKnown(ctx context.Context, hashes []common.Hash) ([]bool, error) {
-	var known []bool
-	err := m.call(ctx, "known transactions", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-		known, err = c.TransactionsKnown(ctx, hashes)
-		return err
-	})
-	return known, err
+	return via(m, ctx, "known transactions", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) ([]bool, error) { return c.TransactionsKnown(ctx, hashes) })
 }
 
 // HeadersByNumber implements services.Chain. One endpoint serves the whole batch, and a
@@ -348,45 +347,30 @@ func (m *MultiChain) TransactionsKnown(ctx context.Context, hashes []common.Hash
 // that has that height, so a hash that differs from a receipt's is a real reorg, never
 // an endpoint that has not caught up.
 func (m *MultiChain) HeadersByNumber(ctx context.Context, numbers []uint64) ([]*services.BlockHeader, error) {
-	var headers []*services.BlockHeader
-	err := m.call(ctx, "headers", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-		headers, err = c.HeadersByNumber(ctx, numbers)
-		return err
+	return via(m, ctx, "headers", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) ([]*services.BlockHeader, error) {
+		return c.HeadersByNumber(ctx, numbers)
 	})
-	return headers, err
 }
 
 // LatestHeader implements services.Chain.
 func (m *MultiChain) LatestHeader(ctx context.Context) (*services.BlockHeader, error) {
-	var head *services.BlockHeader
-	err := m.call(ctx, "head", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-		head, err = c.LatestHeader(ctx)
-		return err
-	})
-	return head, err
+	return via(m, ctx, "head", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (*services.BlockHeader, error) { return c.LatestHeader(ctx) })
 }
 
 // FinalizedHeader implements services.Chain.
 func (m *MultiChain) FinalizedHeader(ctx context.Context) (*services.BlockHeader, error) {
-	var head *services.BlockHeader
-	err := m.call(ctx, "finalized block", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-		head, err = c.FinalizedHeader(ctx)
-		return err
-	})
-	return head, err
+	return via(m, ctx, "finalized block", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (*services.BlockHeader, error) { return c.FinalizedHeader(ctx) })
 }
 
 // SendRawTransactions implements services.Chain: to the best endpoint (failing over), or,
 // with BroadcastToAll, to every usable endpoint at once.
 func (m *MultiChain) SendRawTransactions(ctx context.Context, raws [][]byte) ([]error, error) {
+	if err := m.holdError(); err != nil {
+		return nil, err
+	}
 	order := m.order()
 	if !m.cfg.BroadcastToAll || len(order) < 2 {
-		var results []error
-		err := m.call(ctx, "broadcast", m.cfg.SendTimeout, func(ctx context.Context, c *RPCChain) (err error) {
-			results, err = c.SendRawTransactions(ctx, raws)
-			return err
-		})
-		return results, err
+		return via(m, ctx, "broadcast", m.cfg.SendTimeout, func(ctx context.Context, c *RPCChain) ([]error, error) { return c.SendRawTransactions(ctx, raws) })
 	}
 	type outcome struct {
 		results []error
