@@ -1,8 +1,11 @@
 package conf
 
 import (
+	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
 // Confirmations sets finality.
@@ -163,4 +166,49 @@ type EmbeddedChain struct {
 	DevAccounts int `json:"devAccounts"`
 	// HTTPAddr exposes the embedded chain's JSON-RPC there (empty: in-process only).
 	HTTPAddr string `json:"httpAddr"`
+}
+
+// checkChains checks each chains entry and every chain as it will run (its view): ids,
+// endpoints, timeouts, confirmations and fees, each named by the key the file wrote.
+func (b *Bootstrap) checkChains(p *problems) {
+	firstWith := map[uint64]int{}
+	for i, entry := range b.Chains {
+		key := fmt.Sprintf("chains[%d]", i)
+		p.require(entry.ID > 0, key+".id", "must be set (the chain's id, e.g. 1 for Ethereum mainnet)")
+		if first, seen := firstWith[entry.ID]; seen && entry.ID > 0 {
+			p.add(fmt.Errorf("%s.id: is listed twice (as chains[%d].id too)", key, first))
+		} else {
+			firstWith[entry.ID] = i
+		}
+		p.require(entry.BlockTime >= 0, key+".blockTime", "must not be negative")
+	}
+	for i, view := range b.ChainViews() {
+		// Keys as the file names them: chain.* for the one chain, chains[i].* for an entry,
+		// and the top-level confirmations and fees unless the entry overrides them.
+		chainKey, confirmationsKey, feesKey := "chain", "confirmations", "fees"
+		if b.ServesSeveralChains() {
+			chainKey = fmt.Sprintf("chains[%d]", i)
+			if b.Chains[i].Confirmations != nil {
+				confirmationsKey = chainKey + ".confirmations"
+			}
+			if b.Chains[i].Fees != nil {
+				feesKey = chainKey + ".fees"
+			}
+		}
+		for _, u := range view.Chain.Endpoints() {
+			p.require(isJSONRPCURL(u), endpointKey(chainKey, b.chainEntry(i), u), "is not a JSON-RPC URL (http, https, ws or wss, and a host)")
+		}
+		p.require(len(view.Chain.Endpoints()) > 0 || view.Chain.Embedded.BlockInterval > 0, chainKey+".embedded.blockInterval",
+			"must be positive when no chain endpoint is configured")
+		p.positive(view.Chain.Timeouts.Read, chainKey+".timeouts.read")
+		p.positive(view.Chain.Timeouts.Send, chainKey+".timeouts.send")
+		p.positive(view.Chain.Timeouts.Receipts, chainKey+".timeouts.receipts")
+		p.positive(view.Chain.Health.ProbeInterval, chainKey+".health.probeInterval")
+		p.require(view.Confirmations.Required > 0 || view.Confirmations.UseFinalizedTag, confirmationsKey+".required", "must be positive")
+		for _, fee := range []struct{ key, value string }{{".maxFeePerGas", view.Fees.MaxFeePerGas}, {".maxPriorityFeePerGas", view.Fees.MaxPriorityFeePerGas}} {
+			n, err := domain.ParseOptionalWei(feesKey+fee.key, fee.value)
+			p.require(err == nil && (n == nil || n.Sign() > 0), feesKey+fee.key, "must be a positive number of wei")
+		}
+		p.require(view.Fees.BumpPercent >= 10, feesKey+".bumpPercent", "must be at least 10 (nodes refuse smaller replacements)")
+	}
 }

@@ -54,3 +54,12 @@ func ParseQueryExecMode(s string) (pgx.QueryExecMode, error) {
 		return 0, errors.New("database.queryExecMode: must be cache_statement, cache_describe, describe_exec, exec or simple_protocol")
 	}
 }
+
+// check: a database to reach, the pool size and the query mode.
+func (d Database) check(p *problems) {
+	p.require(d.DSN != "" || d.LocalDatabase, "database.dsn", "is empty and database.localDatabase is off: set DATABASE_URL (or database.dsn)")
+	p.require(d.MaxConns > 0, "database.maxConns", "must be positive")
+	if _, err := ParseQueryExecMode(d.QueryExecMode); err != nil {
+		p.add(err)
+	}
+}

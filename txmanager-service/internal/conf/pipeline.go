@@ -1,5 +1,7 @@
 package conf
 
+import "github.com/bionicotaku/txmanager-service/internal/domain"
+
 // Retention deletes final transactions (with their attempts and feed rows) older than
 // Horizon, BatchSize at a time, every Interval; 0 keeps everything. The horizon is also how
 // long a requestId is remembered for replays, and how old a feed cursor may be.
@@ -181,4 +183,92 @@ type Create struct {
 	FundsCacheFor Duration `json:"fundsCacheFor"`
 	// FundsGaugeInterval: how often every signer's balance gauges are refreshed.
 	FundsGaugeInterval Duration `json:"fundsGaugeInterval"`
+}
+
+// check: the lease's timing leaves room to renew and to allow for clock skew.
+func (l Lease) check(p *problems) {
+	p.require(l.Duration > 0, "lease.duration", "must be positive")
+	p.require(l.RenewInterval > 0 && l.RenewInterval.Std() < l.Duration.Std()/2,
+		"lease.renewInterval", "(%s) must be positive and below half of lease.duration (%s)", l.RenewInterval.Std(), l.Duration.Std())
+	p.require(l.ClockSkew >= 0 && l.ClockSkew.Std() < l.Duration.Std()-l.RenewInterval.Std(),
+		"lease.clockSkew", "must be non-negative and leave room for renewal (below lease.duration - lease.renewInterval)")
+	p.positive(l.IdleTimeout, "lease.idleTimeout")
+}
+
+// check: the writer's workers, batches and queues.
+func (w Writer) check(p *problems) {
+	p.require(w.Workers > 0 && w.Workers <= 4096, "writer.workers", "must be in 1..4096")
+	p.require(w.BatchSize > 0 && w.BatchSize <= 10000, "writer.batchSize", "must be in 1..10000")
+	p.require(w.BatchWait >= 0, "writer.batchWait", "must not be negative")
+	p.require(w.QueueSize > 0, "writer.queueSize", "must be positive")
+}
+
+// check: the nonce timings and what to do with nonces the database does not know.
+func (n Nonce) check(p *problems) {
+	p.require(n.NonceStateTimeout >= 0, "nonce.nonceStateTimeout", "must not be negative")
+	p.require(n.HoleGrace >= 0, "nonce.holeGrace", "must not be negative")
+	p.require(n.UnknownChainNonces == UnknownChainNoncesQuarantine || n.UnknownChainNonces == UnknownChainNoncesAdopt,
+		"nonce.unknownChainNonces", "must be %q or %q", UnknownChainNoncesQuarantine, UnknownChainNoncesAdopt)
+}
+
+// check: a known mode and positive windows.
+func (r Recovery) check(p *problems) {
+	p.require(r.Mode == RecoveryAdoptByIntent || r.Mode == RecoveryHold, "recovery.mode", "must be %q or %q", RecoveryAdoptByIntent, RecoveryHold)
+	p.positive(r.AdoptionWindow, "recovery.adoptionWindow")
+	p.positive(r.ReleaseWait, "recovery.releaseWait")
+}
+
+// check: the admission bounds; call data must fit (hex-encoded) in a request body.
+func (c Create) check(p *problems, maxBodyBytes int64) {
+	p.require(c.GasEstimateMultiplier >= 1 && c.GasEstimateMultiplier <= 10, "create.gasEstimateMultiplier", "must be in 1..10")
+	p.require(c.MaxDataBytes > 0 && int64(c.MaxDataBytes)*2 < maxBodyBytes,
+		"create.maxDataBytes", "must be positive and fit (hex-encoded) in server.maxBodyBytes")
+	p.require(c.MaxGasLimit >= 21000, "create.maxGasLimit", "must be at least 21000")
+	p.positive(c.FundsCacheFor, "create.fundsCacheFor")
+	p.positive(c.FundsGaugeInterval, "create.fundsGaugeInterval")
+}
+
+// check: the loops' pace, batches, concurrency and the signing stall bounds.
+func (pl Pipeline) check(p *problems) {
+	p.require(pl.SignerConcurrency > 0, "pipeline.signerConcurrency", "must be positive")
+	p.require(pl.SubmitBatch > 0, "pipeline.submitBatch", "must be positive")
+	p.require(pl.SignConcurrency > 0, "pipeline.signConcurrency", "must be positive")
+	p.require(pl.SigningStall.MaxUnsigned > 0, "pipeline.signingStall.maxUnsigned", "must be positive")
+	p.positive(pl.SigningStall.MaxDuration, "pipeline.signingStall.maxDuration")
+	p.positive(pl.SubmitInterval, "pipeline.submitInterval")
+	p.positive(pl.FinalityInterval, "pipeline.finalityInterval")
+	p.positive(pl.AdoptInterval, "pipeline.adoptInterval")
+	p.positive(pl.Receipts.PollInterval, "pipeline.receipts.pollInterval")
+	p.require(pl.Receipts.Workers > 0, "pipeline.receipts.workers", "must be positive")
+	p.require(pl.Receipts.BatchSize > 0 && pl.Receipts.BatchSize <= 1000, "pipeline.receipts.batchSize", "must be in 1..1000")
+	p.require(pl.Receipts.BlockScanMinPending >= 0, "pipeline.receipts.blockScanMinPending", "must not be negative")
+}
+
+// check: retention's horizon and its passes' sizes.
+func (r Retention) check(p *problems) {
+	p.require(r.Horizon >= 0, "retention.horizon", "must not be negative")
+	p.positive(r.Interval, "retention.interval")
+	p.require(r.BatchSize > 0 && r.BatchSize <= 10000, "retention.batchSize", "must be in 1..10000")
+	p.require(r.MaxBatchesPerPass > 0, "retention.maxBatchesPerPass", "must be positive")
+}
+
+// check: the feed's rounds and long-polls.
+func (f Feed) check(p *problems) {
+	p.positive(f.SequenceInterval, "feed.sequenceInterval")
+	p.positive(f.PollInterval, "feed.pollInterval")
+	p.require(f.MaxWait >= 0, "feed.maxWait", "must not be negative")
+}
+
+// check: rebroadcasting's pace.
+func (r Resubmit) check(p *problems) {
+	p.positive(r.Interval, "resubmit.interval")
+	p.positive(r.ScanInterval, "resubmit.scanInterval")
+}
+
+// check: when a head of line is stuck and the action the shipped hook takes.
+func (s Stuck) check(p *problems) {
+	p.positive(s.ScanInterval, "stuck.scanInterval")
+	p.positive(s.MinAge, "stuck.minAge")
+	_, actionErr := domain.ParseResolutionAction(s.Action)
+	p.require(actionErr == nil, "stuck.action", "must be noop, cancel, replace or placeholder")
 }

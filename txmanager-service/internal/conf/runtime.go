@@ -16,3 +16,9 @@ type Runtime struct {
 	// set, wins.
 	MemoryLimitMiB int64 `json:"memoryLimitMiB"`
 }
+
+// check: the collector's settings are in range.
+func (r Runtime) check(p *problems) {
+	p.require(r.GCPercent >= 10 && r.GCPercent <= 10000, "runtime.gcPercent", "must be in 10..10000 (Go's default is 100)")
+	p.require(r.MemoryLimitMiB >= 0, "runtime.memoryLimitMiB", "must not be negative (0: 90%% of the container's memory limit)")
+}

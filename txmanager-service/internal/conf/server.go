@@ -209,3 +209,54 @@ func isLoopback(addr string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// check: the listeners, the body limit, the rate limit and TLS.
+func (s Server) check(p *problems) {
+	p.require(s.HTTP.Addr != "", "server.http.addr", "must not be empty")
+	p.require(s.GRPC.Addr != "", "server.grpc.addr", "must not be empty")
+	p.require(s.MaxBodyBytes > 0, "server.maxBodyBytes", "must be positive")
+	p.positive(s.HTTP.ReadHeaderTimeout, "server.http.readHeaderTimeout")
+	p.positive(s.HTTP.IdleTimeout, "server.http.idleTimeout")
+	p.positive(s.ReadinessInterval, "server.readinessInterval")
+	if s.RateLimit.Enabled {
+		p.require(s.RateLimit.RequestsPerSecond > 0, "server.rateLimit.requestsPerSecond", "must be positive when the rate limit is enabled")
+		p.require(s.RateLimit.Burst > 0, "server.rateLimit.burst", "must be positive when the rate limit is enabled")
+	}
+	if s.TLS.Enabled() {
+		p.require(s.TLS.CertFile != "", "server.tls.certFile", "must be set with server.tls.keyFile")
+		p.require(s.TLS.KeyFile != "", "server.tls.keyFile", "must be set with server.tls.certFile")
+	}
+}
+
+// check: the mode, hops, liveness timing, and mutual TLS between nodes.
+func (r Routing) check(p *problems, serverTLS TLS) {
+	p.require(r.Mode == RoutingBasic || r.Mode == RoutingForward, "routing.mode", "must be %q or %q", RoutingBasic, RoutingForward)
+	p.require(r.MaxHops >= 1 && r.MaxHops <= 5, "routing.maxHops", "must be in 1..5")
+	p.positive(r.HeartbeatInterval, "routing.heartbeatInterval")
+	p.require(r.NodeTimeout > r.HeartbeatInterval, "routing.nodeTimeout", "must be above routing.heartbeatInterval")
+	if r.PeerTLS.Enabled() {
+		for _, f := range []struct{ key, value string }{{"caFile", r.PeerTLS.CAFile}, {"certFile", r.PeerTLS.CertFile}, {"keyFile", r.PeerTLS.KeyFile}} {
+			p.require(f.value != "", "routing.peerTLS."+f.key, "must be set: mutual TLS between nodes needs caFile, certFile and keyFile")
+		}
+		p.require(serverTLS.Enabled(), "server.tls", "routing.peerTLS needs it: peers reach this node's gRPC server over TLS")
+	}
+}
+
+// check: without authentication the service listens on loopback only; with it, some
+// credential must be configured.
+func (a Auth) check(p *problems, server Server) {
+	if !a.Enabled {
+		for _, l := range []struct{ key, addr string }{{"server.http.addr", server.HTTP.Addr}, {"server.grpc.addr", server.GRPC.Addr}} {
+			p.require(isLoopback(l.addr), l.key, "refusing to listen beyond loopback without authentication: enable auth (auth.enabled with API keys or JWT) or listen on loopback (127.0.0.1, [::1] or localhost)")
+		}
+		return
+	}
+	p.require(len(a.APIKeys) > 0 || a.JWT.HMACSecretFile != "" || a.JWT.PublicKeyFile != "",
+		"auth.enabled", "needs auth.apiKeys or auth.jwt.hmacSecretFile / publicKeyFile")
+}
+
+// check: the sampling ratio, and metrics credentials only where there are credentials.
+func (o Observability) check(p *problems, authEnabled bool) {
+	p.require(o.SampleRatio >= 0 && o.SampleRatio <= 1, "observability.sampleRatio", "must be in 0..1")
+	p.require(!o.MetricsAuth || authEnabled, "observability.metricsAuth", "needs auth.enabled")
+}

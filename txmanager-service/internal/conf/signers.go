@@ -33,3 +33,13 @@ type ExternalSource struct {
 	// instead of holding it.
 	Timeout Duration `json:"timeout"`
 }
+
+// check: the external signer's deadline, the KMS sections, and a roster poll that makes an
+// added signer serve on every node within one lease period.
+func (s Signers) check(p *problems, environment string, leaseDuration Duration) {
+	p.require(s.External.URL == "" || s.External.Timeout > 0, "signers.external.timeout", "must be positive")
+	p.add(s.kmsProblems(environment)...)
+	p.require(s.RosterPollInterval > 0 && s.RosterPollInterval <= leaseDuration,
+		"signers.rosterPollInterval", "(%s) must be positive and at most lease.duration (%s): a signer added serves on every node within one lease period",
+		s.RosterPollInterval.Std(), leaseDuration.Std())
+}
