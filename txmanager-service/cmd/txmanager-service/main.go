@@ -12,6 +12,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/go-kratos/kratos/v2/log"
@@ -41,6 +43,14 @@ func run() error {
 	confPath := flag.String("conf", "", "configuration file (default: the embedded defaults)")
 	migrateOnly := flag.Bool("migrate-only", false, "apply the database migrations and exit")
 	flag.Parse()
+	// Stop signals are taken from the first moment: Kratos listens for them only once the
+	// service serves, and one that came earlier (a deploy's SIGTERM while this node
+	// migrated, joined or announced itself) would end the process by the signal's default
+	// action, without draining the writer or releasing leases. Such a signal cancels what is
+	// under way and stops the service once it exists; after that, Kratos' own handler asks
+	// for the same stop.
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
+	defer cancel()
 
 	logger := telemetry.NewJSONLogger(os.Stdout, log.LevelInfo)
 	// Kratos' process-wide logger only carries its own plumbing (the config watcher's
@@ -105,10 +115,13 @@ func run() error {
 		if *migrateOnly {
 			timeout = time.Hour
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		applied, err := repositories.Migrate(ctx, dsn, migrations.FS, repositories.MigrateOptions{ConfiguredChainID: configuredChainID(bc)})
-		cancel()
+		migrateCtx, cancelMigrate := context.WithTimeout(ctx, timeout)
+		applied, err := repositories.Migrate(migrateCtx, dsn, migrations.FS, repositories.MigrateOptions{ConfiguredChainID: configuredChainID(bc)})
+		cancelMigrate()
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // told to stop; a migration cut off resumes at the next start
+			}
 			return err
 		}
 		helper.Infow("msg", "database migrated", "applied", applied)
@@ -117,12 +130,22 @@ func run() error {
 		return nil
 	}
 
+	if ctx.Err() != nil {
+		return nil // told to stop before the service was built
+	}
 	service, cleanup, err := app.New(bc, listeners, nodeLogger, services.BuildVersion(Version))
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	// A stop before Run cancels the app's context: Run then stops as soon as it has
+	// started, through the same hooks as any stop.
+	stopAfter := context.AfterFunc(ctx, func() { _ = service.Stop() })
+	defer stopAfter()
 	if err := service.Run(); err != nil {
+		if ctx.Err() != nil {
+			return nil // told to stop while it started: nothing was served
+		}
 		return err
 	}
 	served = true

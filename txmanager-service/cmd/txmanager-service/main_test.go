@@ -14,6 +14,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/crypto"
 
+	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
+
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 )
 
@@ -35,7 +37,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	pgtest.Main(m)
 }
 
 // The service, started with a configuration file that is broken and full of secrets, exits

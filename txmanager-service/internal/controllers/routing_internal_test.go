@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
@@ -48,5 +50,80 @@ func TestRouteWaitsOnlyWhereTheCallerIs(t *testing.T) {
 				t.Fatalf("%d local attempts, want %d", local, tt.wantLocal)
 			}
 		})
+	}
+}
+
+// What the owner answers decides whether the caller's node tries again: an owner that
+// moved, lost the lease or cannot be reached is worth waiting for; a refusal of the
+// request itself is the caller's answer. Basic mode never forwards, and a request that
+// has used its hops is not forwarded again.
+func TestRouteForwardsAndRetriesOnlyWhatAnotherNodeCouldServe(t *testing.T) {
+	t.Parallel()
+	refused := v1.ErrorInvalidArgument("value: not a number")
+	tests := []struct {
+		name    string
+		routing Routing
+		hops    int
+		// ownerAnswers are the forward's answers in turn (nil: served).
+		ownerAnswers []error
+		wantForwards int
+		wantLocal    int
+		wantErr      error
+	}{
+		{name: "basic mode answers NOT_LEADER without forwarding", routing: Routing{MaxHops: 1},
+			wantLocal: 1, wantErr: domain.ErrNotLeader},
+		{name: "the owner's refusal is the answer", routing: Routing{Forward: true, MaxHops: 1, RetryWait: time.Millisecond},
+			ownerAnswers: []error{refused}, wantForwards: 1, wantLocal: 1, wantErr: refused},
+		{name: "an owner that lost its lease on the wire is tried again", routing: Routing{Forward: true, MaxHops: 1, RetryWait: time.Millisecond},
+			ownerAnswers: []error{v1.ErrorFenced("lease lost"), nil}, wantForwards: 2, wantLocal: 2},
+		{name: "an owner that moved on the wire is tried again", routing: Routing{Forward: true, MaxHops: 1, RetryWait: time.Millisecond},
+			ownerAnswers: []error{v1.ErrorNotLeader("moved"), v1.ErrorUnavailable("busy"), nil}, wantForwards: 3, wantLocal: 3},
+		{name: "a request that used its hops is not forwarded again", routing: Routing{Forward: true, MaxHops: 1, RetryWait: time.Millisecond}, hops: 1,
+			wantLocal: 1, wantErr: domain.ErrNotLeader},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(WithHops(context.Background(), tt.hops), 5*time.Second)
+			defer cancel()
+			local, forwards := 0, 0
+			_, err := route(ctx, tt.routing,
+				func() (string, error) {
+					local++
+					return "", &domain.NotLeaderError{Signer: "0xaa", Owner: "node-b"}
+				},
+				func(owner string) (string, error) {
+					if owner != "node-b" {
+						t.Errorf("forwarded to %q, want the owner node-b", owner)
+					}
+					answer := tt.ownerAnswers[forwards]
+					forwards++
+					return "served", answer
+				})
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Fatalf("error %v, want %v", err, tt.wantErr)
+			}
+			if local != tt.wantLocal || forwards != tt.wantForwards {
+				t.Fatalf("%d local attempts and %d forwards, want %d and %d", local, forwards, tt.wantLocal, tt.wantForwards)
+			}
+		})
+	}
+}
+
+// The routing section maps onto the mode, the hop bound and the wait between attempts.
+func TestNewRoutingMapsTheRoutingSection(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		mode string
+		want Routing
+	}{
+		{conf.RoutingForward, Routing{Forward: true, MaxHops: 2, RetryWait: 500 * time.Millisecond}},
+		{conf.RoutingBasic, Routing{MaxHops: 2, RetryWait: 500 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		got := NewRouting(&conf.Bootstrap{Routing: conf.Routing{Mode: tt.mode, MaxHops: 2}})
+		if got != tt.want {
+			t.Errorf("mode %q: %+v, want %+v", tt.mode, got, tt.want)
+		}
 	}
 }

@@ -148,10 +148,12 @@ func (c *TxController) ListCompletions(ctx context.Context, req *v1.ListCompleti
 }
 
 // watchPage is how many completions the stream reads at a time, and watchWait how long
-// one read waits for new ones before looking again.
+// one read waits for new ones before looking again (at most feed.maxWait); with long-polls
+// turned off (feed.maxWait 0), an empty read is followed by watchIdle before the next.
 const (
 	watchPage = 100
 	watchWait = 25 * time.Second
+	watchIdle = time.Second
 )
 
 // WatchCompletions implements v1.TxServiceServer: the feed as a stream, from the cursor
@@ -163,10 +165,17 @@ func (c *TxController) WatchCompletions(req *v1.WatchCompletionsRequest, stream 
 		return err
 	}
 	cursor := req.GetAfter()
+	wait := min(watchWait, c.completions.MaxWait())
 	for ctx.Err() == nil {
-		page, err := c.completions.List(ctx, cursor, watchPage, p.SignerFilter(), 0, watchWait)
+		page, err := c.completions.List(ctx, cursor, watchPage, p.SignerFilter(), 0, wait)
 		if err != nil {
 			return ToAPIError(c.log, err)
+		}
+		if len(page.Completions) == 0 && wait == 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(watchIdle):
+			}
 		}
 		for _, cpl := range page.Completions {
 			if err := stream.Send(toAPICompletion(cpl)); err != nil {

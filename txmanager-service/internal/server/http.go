@@ -88,7 +88,11 @@ func encodeError(w nethttp.ResponseWriter, r *nethttp.Request, err error) {
 func cleanPathsOnly(next nethttp.Handler) nethttp.Handler {
 	return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
 		p := r.URL.Path
-		if p == "" || path.Clean(p) != p || strings.Contains(strings.ToLower(r.URL.RawPath), "%2f") {
+		canonical := path.Clean(p)
+		if strings.HasSuffix(p, "/") && canonical != "/" {
+			canonical += "/" // a folder's own page (/debug/pprof/)
+		}
+		if p == "" || canonical != p || strings.Contains(strings.ToLower(r.URL.RawPath), "%2f") {
 			encodeError(w, r, v1.InvalidArgument("path", "not in canonical form"))
 			return
 		}

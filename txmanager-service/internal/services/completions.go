@@ -130,6 +130,9 @@ const (
 // reader must start again from a known state instead of silently skipping them.
 var ErrCursorExpired = errors.New("cursor expired")
 
+// MaxWait is the longest a read of the feed may wait for new completions (feed.maxWait).
+func (uc *CompletionsUseCase) MaxWait() time.Duration { return uc.cfg.MaxWait }
+
 // List returns the page after cursor ("" = from the start), of the given signers only when
 // signers is not nil and of one chain only when chainID is not 0. Filtering keeps the cursor's guarantee: the filtered feed is a
 // subsequence of the whole one. With wait > 0 an empty page is only returned once wait has

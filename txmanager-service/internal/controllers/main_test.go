@@ -1,0 +1,9 @@
+package controllers_test
+
+import (
+	"testing"
+
+	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -1,0 +1,96 @@
+package receipts_test
+
+import (
+	"testing"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// Finality judges a found receipt, on record or held, against the chain: enough blocks on
+// top (or the node's finalized block past it) make the transaction final with its
+// completion; a receipt whose block was replaced sends it back to be looked up again
+// (docs/design.md#receipts-and-finality).
+func TestAdvanceFinality(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  receipts.Config
+		// cancelled: a cancellation took the nonce's place in the pool before it was mined.
+		cancelled bool
+		// blocksOnTop are sealed after the receipt was found; replaced: its block is replaced
+		// first.
+		blocksOnTop int
+		replaced    bool
+		wantHeld    bool
+		// wantReverted is what finality reports as gone back to tracking.
+		wantReverted    int
+		wantState       domain.State
+		wantSubState    string
+		wantCompletions int
+	}{
+		{name: "on record, enough blocks on top: CONFIRMED with its completion", cfg: receipts.Config{Confirmations: 5}, blocksOnTop: 4,
+			wantState: domain.StateConfirmed, wantCompletions: 1},
+		{name: "on record, one block short: left for a later pass", cfg: receipts.Config{Confirmations: 5}, blocksOnTop: 3,
+			wantState: domain.StateTracking, wantSubState: "MINED"},
+		{name: "held, final at the next block: written with its final state", cfg: receipts.Config{Confirmations: 2}, blocksOnTop: 1, wantHeld: true,
+			wantState: domain.StateConfirmed, wantCompletions: 1},
+		{name: "held, not final yet: still held", cfg: receipts.Config{Confirmations: 3}, blocksOnTop: 1, wantHeld: true,
+			wantState: domain.StateTracking, wantSubState: "SIGNED"},
+		{name: "a cancellation mined: FAILED_FINAL, cancelled", cfg: receipts.Config{Confirmations: 2}, cancelled: true, blocksOnTop: 1, wantHeld: true,
+			wantState: domain.StateFailedFinal, wantSubState: services.SubStateCancelled, wantCompletions: 1},
+		{name: "the node's finalized block not past it: not final", cfg: receipts.Config{UseFinalizedTag: true}, blocksOnTop: 10,
+			wantState: domain.StateTracking, wantSubState: "MINED"},
+		// The embedded chain finalizes every 32nd block.
+		{name: "the node's finalized block past it: final", cfg: receipts.Config{UseFinalizedTag: true}, blocksOnTop: 31,
+			wantState: domain.StateConfirmed, wantCompletions: 1},
+		{name: "on record, its block replaced: tracking again", cfg: receipts.Config{Confirmations: 5}, replaced: true, wantReverted: 1,
+			wantState: domain.StateTracking, wantSubState: "REORGED"},
+		{name: "held, its block replaced: forgotten and looked up again", cfg: receipts.Config{Confirmations: 2}, replaced: true, wantHeld: true, wantReverted: 1,
+			wantState: domain.StateTracking, wantSubState: "SIGNED"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStage(t)
+			s.send(1, nil)
+			if tc.cancelled {
+				s.resign(0, pipeline.AttemptCancel)
+			}
+			block := s.mine(1)
+			tracker := s.tracker(tc.cfg)
+			if _, err := tracker.RecordReceipts(ctx(t), s.lookUp(tracker).Found, block); err != nil {
+				t.Fatal(err)
+			}
+			if tracker.HoldsReceipts() != tc.wantHeld {
+				t.Fatalf("holds receipts: %v, want %v", tracker.HoldsReceipts(), tc.wantHeld)
+			}
+			if tc.replaced {
+				s.replaceBlock(block)
+			}
+			s.mine(tc.blocksOnTop)
+
+			reverted, err := tracker.AdvanceFinality(ctx(t), s.signers())
+			if err != nil || reverted != tc.wantReverted {
+				t.Fatalf("AdvanceFinality = %d, %v; want %d reverted", reverted, err, tc.wantReverted)
+			}
+			row := s.row(0)
+			if row.state != string(tc.wantState) || row.subState != tc.wantSubState || row.completions != tc.wantCompletions {
+				t.Fatalf("row %+v, want %s/%s with %d completions", row, tc.wantState, tc.wantSubState, tc.wantCompletions)
+			}
+			final := tc.wantState != domain.StateTracking
+			if final && (row.block != block || row.receiptHash != row.hash) {
+				t.Fatalf("final row %+v, want its receipt in block %d on record", row, block)
+			}
+			if final && tracker.HoldsReceipts() {
+				t.Fatal("a receipt written with its final state is still held")
+			}
+			awaiting, err := tracker.AwaitingReceipt(ctx(t), s.signers())
+			if wantAwaiting := map[bool]int{true: 1}[tc.replaced]; err != nil || len(awaiting) != wantAwaiting {
+				t.Fatalf("awaiting %d, %v; want %d: only a transaction whose block was replaced is looked up again", len(awaiting), err, wantAwaiting)
+			}
+		})
+	}
+}

@@ -1,0 +1,223 @@
+package stuck_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/stuck"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
+
+	keysource "github.com/bionicotaku/txmanager-service/internal/signer"
+)
+
+// The stage's tests run on a real PostgreSQL (a fresh database each) and the embedded
+// chain; pgtest stops what it started once the binary's tests end.
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// chainID is the embedded chain's id, under which the test repositories write.
+var chainID = testsupport.TestChain()
+
+// stage is one node resolving one signer's stuck transactions: a migrated database of its
+// own, a simulated chain that mines only when the test says (so whatever is sent stays
+// unmined, stuck), the signer's lease held, and the pipeline in front of the stage as
+// production runs it (the writer allocates; the submitting stage signs, stores and sends).
+type stage struct {
+	t           *testing.T
+	pool        *pgxpool.Pool
+	sim         *chain.SimulatedChain
+	signer      common.Address
+	node        *testsupport.WriterNode
+	lease       domain.Lease
+	txSigner    *pipeline.Signer
+	broadcaster *pipeline.Broadcaster
+	attempts    *repositories.AttemptRepository
+	submitter   *submitting.Submitter
+	store       *repositories.StuckRepository
+	logger      log.Logger
+}
+
+func newStage(t *testing.T) *stage {
+	t.Helper()
+	pool := testsupport.MigratedPool(t)
+	sim, err := chain.NewSimulated(chain.SimulatedConfig{DevAccounts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	// A first block: the node indexes transactions only once the chain has left genesis.
+	sim.Commit()
+	key := sim.DevKeys()[0]
+	s := &stage{t: t, pool: pool, sim: sim, signer: crypto.PubkeyToAddress(key.PublicKey), attempts: repositories.NewAttemptRepository(pool, chainID),
+		store: repositories.NewStuckRepository(pool, chainID), logger: testLogger()}
+	// No lease keeper runs here to renew the lease, so it must outlast the test however
+	// slowly a loaded machine runs it under the race detector.
+	s.node = testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{LeaseDuration: 10 * time.Minute})
+	if s.lease, err = s.node.Leases.Acquire(t.Context(), s.signer.Hex()); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := keysource.NewRawKeySource(conf.EnvironmentDevelopment, nil, []*ecdsa.PrivateKey{key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := telemetry.Noop()
+	watch, err := repositories.NewServerWatch(s.logger, metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.txSigner = pipeline.NewSigner(chainID, keys)
+	s.broadcaster = pipeline.NewBroadcaster(sim, s.attempts, s.node.Leases, metrics, s.logger)
+	s.submitter = submitting.New(submitting.Config{Batch: 64, SignConcurrency: 4, ResubmitInterval: time.Minute},
+		repositories.NewSubmittingRepository(pool, chainID), sim, s.txSigner, s.broadcaster, s.node.Leases, watch, nil, metrics, s.logger)
+	return s
+}
+
+// testLogger keeps the stages' logs out of the test output unless -v asks for them.
+func testLogger() log.Logger {
+	if testing.Verbose() {
+		return log.NewStdLogger(os.Stderr)
+	}
+	return log.NewStdLogger(io.Discard)
+}
+
+// resolver is the stage under test on this node.
+func (s *stage) resolver(cfg stuck.Config, hook stuck.Hook) *stuck.Resolver {
+	if cfg.ResubmitInterval == 0 {
+		cfg.ResubmitInterval = time.Minute
+	}
+	return stuck.New(cfg, s.store, s.attempts, s.sim, s.txSigner, s.broadcaster, s.node.Leases, hook, services.SystemClock{}, telemetry.Noop(), s.logger)
+}
+
+// sendOne allocates one self-transfer of 1 wei at nonce 0, signs, stores and sends it, and
+// waits until the node's pool holds it: the head of line, unmined until the test mines.
+func (s *stage) sendOne() txRow {
+	s.t.Helper()
+	if _, errs := testsupport.Results(s.t, s.node.Allocate(s.t, s.signer, 1)); errs[0] != nil {
+		s.t.Fatalf("allocate: %v", errs[0])
+	}
+	// The submitter reads only above what it signed last unless told to look again: the
+	// row was allocated by a writer that does not announce it.
+	s.submitter.Rescan(s.lease.Signer)
+	if _, err := s.submitter.SubmitAllocated(s.t.Context(), s.lease, nil); err != nil {
+		s.t.Fatalf("submit: %v", err)
+	}
+	s.waitPending(1)
+	return s.row()
+}
+
+// waitPending waits until the node's pending nonce for the signer is want: the pool takes
+// a sent transaction in on its own loop, and a block sealed before would miss it.
+func (s *stage) waitPending(want uint64) {
+	s.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := s.sim.PendingNonceAt(s.t.Context(), s.signer)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("pending nonce %d, want %d", got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// txRow is what a test reads back of the signer's transaction and its current attempt.
+type txRow struct {
+	id              uuid.UUID
+	state, subState string
+	hash            common.Hash
+	kind            string
+	lastError       string
+	attempts        int
+}
+
+// row reads the signer's one transaction.
+func (s *stage) row() txRow {
+	s.t.Helper()
+	var r txRow
+	var hash string
+	if err := s.pool.QueryRow(s.t.Context(), `SELECT m.tx_id, m.state, COALESCE(m.sub_state, ''), COALESCE(m.tx_hash, ''), COALESCE(a.kind, ''),
+			COALESCE(m.last_error, ''), (SELECT count(*) FROM tx_attempt x WHERE x.tx_id = m.tx_id)
+		FROM managed_tx m LEFT JOIN tx_attempt a ON a.tx_hash = m.tx_hash WHERE m.signer = $1`, s.lease.Signer).
+		Scan(&r.id, &r.state, &r.subState, &hash, &r.kind, &r.lastError, &r.attempts); err != nil {
+		s.t.Fatal(err)
+	}
+	r.hash = common.HexToHash(hash)
+	return r
+}
+
+// audit is one stuck_resolution_audit row.
+type audit struct {
+	action, node, reason string
+	token                uint64
+	nonce                uint64
+}
+
+// audits reads the resolutions recorded for the transaction, oldest first.
+func (s *stage) audits(id uuid.UUID) []audit {
+	s.t.Helper()
+	rows, err := s.pool.Query(s.t.Context(), `SELECT action, node_id, reason, fencing_token, nonce FROM stuck_resolution_audit WHERE tx_id = $1 ORDER BY id`, id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []audit
+	for rows.Next() {
+		var a audit
+		if err := rows.Scan(&a.action, &a.node, &a.reason, &a.token, &a.nonce); err != nil {
+			s.t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+// minedAtNonceZero seals a block and returns what the chain mined at the signer's nonce 0.
+func (s *stage) minedAtNonceZero() services.SentTx {
+	s.t.Helper()
+	s.sim.Commit()
+	found, err := s.sim.SentTransactions(ctx(s.t), s.signer, []uint64{0}, 4)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	sent, ok := found[0]
+	if !ok || sent.BlockNumber == 0 {
+		s.t.Fatalf("nothing mined at nonce 0: %+v", found)
+	}
+	return sent
+}
+
+// ctx is a test's context with a bound, so a hung chain call fails the test instead of
+// the whole binary.
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}

@@ -1,0 +1,279 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/controllers"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+func dial(t *testing.T, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// outgoing is a client call context carrying the given metadata pairs.
+func outgoing(kv ...string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return metadata.AppendToOutgoingContext(ctx, kv...), cancel
+}
+
+// The gRPC API authenticates every call but health checks, and answers refusals with the
+// gRPC code of their status and the API reason in the details, including the statuses
+// gRPC has no code of its own for.
+func TestGRPCServerAnswersAsTheAPISays(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	s.serveGRPC(t, &TLSConfigs{})
+	conn := dial(t, s.conf.Server.GRPC.Addr, insecure.NewCredentials())
+	txs := v1.NewTxServiceClient(conn)
+	create := func(signer string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := txs.CreateTx(ctx, &v1.CreateTxRequest{Signer: signer, To: signerA.Hex(), GasLimit: 21000})
+			return err
+		}
+	}
+	tests := []struct {
+		name   string
+		md     []string
+		call   func(ctx context.Context) error
+		code   codes.Code
+		reason string
+	}{
+		{name: "a create", md: []string{"x-api-key", clientKey}, call: create(signerA.Hex()), code: codes.OK},
+		{name: "no credentials", call: create(signerA.Hex()), code: codes.Unauthenticated, reason: "UNAUTHENTICATED"},
+		{name: "a 422 travels as FailedPrecondition", md: []string{"x-api-key", adminKey}, call: create(signerUnknown.Hex()),
+			code: codes.FailedPrecondition, reason: "UNKNOWN_SIGNER"},
+		{name: "a 409 with its owner", md: []string{"x-api-key", clientKey}, call: create(signerLeased.Hex()), code: codes.Aborted, reason: "NOT_LEADER"},
+		{name: "a health check needs no credentials", call: func(ctx context.Context) error {
+			resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil && resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				return fmt.Errorf("health %v", resp.GetStatus())
+			}
+			return err
+		}, code: codes.OK},
+		{name: "a client cannot call the peers' batch", md: []string{"x-api-key", adminKey}, call: func(ctx context.Context) error {
+			_, err := v1.NewPeerServiceClient(conn).ForwardCreates(ctx, &v1.ForwardCreatesRequest{Creates: []*v1.CreateTxRequest{{Signer: signerA.Hex()}}})
+			return err
+		}, code: codes.PermissionDenied, reason: "PERMISSION_DENIED"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := outgoing(tt.md...)
+			defer cancel()
+			err := tt.call(ctx)
+			if status.Code(err) != tt.code {
+				t.Fatalf("code %v (%v), want %v", status.Code(err), err, tt.code)
+			}
+			if tt.reason != "" {
+				if se := kerrors.FromError(err); se.Reason != tt.reason {
+					t.Fatalf("reason %q, want %q", se.Reason, tt.reason)
+				}
+			}
+		})
+	}
+}
+
+// A peer's batch runs each create as CreateTx would, answers each on its own in order,
+// gives each the time its caller had left, and refuses a batch no node of this
+// deployment would send.
+func TestPeerBatchRunsEachCreate(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	s.queue.hold = "slow"
+	s.serveGRPC(t, &TLSConfigs{})
+	peer := v1.NewPeerServiceClient(dial(t, s.conf.Server.GRPC.Addr, insecure.NewCredentials()))
+	create := func(signer common.Address, requestID string) *v1.CreateTxRequest {
+		return &v1.CreateTxRequest{Signer: signer.Hex(), RequestId: requestID, To: signerA.Hex(), GasLimit: 21000}
+	}
+	tooMany := make([]*v1.CreateTxRequest, maxForwardBatch+1)
+	for i := range tooMany {
+		tooMany[i] = create(signerA, fmt.Sprint("many-", i))
+	}
+	tests := []struct {
+		name string
+		req  *v1.ForwardCreatesRequest
+		code codes.Code
+		want []string // per create: "created" or the reason
+	}{
+		{name: "each create answered in order", req: &v1.ForwardCreatesRequest{
+			Creates: []*v1.CreateTxRequest{create(signerA, "a"), create(signerUnknown, "b"), create(signerA, "c")}},
+			want: []string{"created", "UNKNOWN_SIGNER", "created"}},
+		{name: "each create gets its caller's time", req: &v1.ForwardCreatesRequest{
+			Creates: []*v1.CreateTxRequest{create(signerA, "slow"), create(signerA, "d")}, TimeoutsMs: []uint32{100, 0}},
+			want: []string{"UNAVAILABLE", "created"}},
+		{name: "a batch larger than any node sends", req: &v1.ForwardCreatesRequest{Creates: tooMany}, code: codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := outgoing("x-api-key", adminKey, controllers.HopsHeader, "1")
+			defer cancel()
+			resp, err := peer.ForwardCreates(ctx, tt.req)
+			if status.Code(err) != tt.code {
+				t.Fatalf("code %v (%v), want %v", status.Code(err), err, tt.code)
+			}
+			var got []string
+			for _, r := range resp.GetResults() {
+				switch result := r.GetResult().(type) {
+				case *v1.ForwardedCreate_Response:
+					got = append(got, map[bool]string{true: "created", false: "existing"}[result.Response.GetCreated()])
+				case *v1.ForwardedCreate_Error:
+					got = append(got, result.Error.GetReason())
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("results %v, want %v", got, tt.want)
+			}
+		})
+	}
+	// The creates ran as the forwarded caller, with the hop the peer counted.
+	for _, a := range s.queue.allocations() {
+		if a.caller != "operator" || a.hops != 1 {
+			t.Errorf("a create ran as %q at %d hops, want the operator at 1", a.caller, a.hops)
+		}
+	}
+}
+
+// A stream is authenticated when it opens, sends the caller's completions, and ends when
+// the service stops instead of holding the shutdown.
+func TestWatchCompletionsStreamOverGRPC(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	for i := int64(1); i <= 3; i++ {
+		s.feed.items = append(s.feed.items, services.Completion{ChainID: testChainID, TxID: uuid.New(), Signer: signerA, Nonce: uint64(i),
+			Status: domain.StateConfirmed, CompletedAt: time.Now(), Position: services.FeedPosition(i)})
+	}
+	s.serveGRPC(t, &TLSConfigs{})
+	txs := v1.NewTxServiceClient(dial(t, s.conf.Server.GRPC.Addr, insecure.NewCredentials()))
+	t.Run("no credentials", func(t *testing.T) {
+		ctx, cancel := outgoing()
+		defer cancel()
+		stream, err := txs.WatchCompletions(ctx, &v1.WatchCompletionsRequest{})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("stream without credentials: %v, want Unauthenticated", err)
+		}
+	})
+	t.Run("from the cursor on, until the service stops", func(t *testing.T) {
+		ctx, cancel := outgoing("x-api-key", clientKey)
+		defer cancel()
+		stream, err := txs.WatchCompletions(ctx, &v1.WatchCompletionsRequest{After: "1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for range 2 {
+			c, err := stream.Recv()
+			if err != nil {
+				t.Fatalf("after %v: %v", got, err)
+			}
+			got = append(got, c.GetCursor())
+		}
+		if fmt.Sprint(got) != "[2 3]" {
+			t.Fatalf("streamed %v, want [2 3]", got)
+		}
+		s.streams.Close()
+		done := make(chan error, 1)
+		go func() {
+			_, err := stream.Recv()
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			// The handler returns when its context ends: a clean end of the stream,
+			// from which the client resumes with its cursor.
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("stream ended with %v, want its clean end", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the stream did not end when the service closed its streams")
+		}
+	})
+}
+
+// With peer TLS, a hop count is believed only from a connection whose client certificate
+// the peer CA issued: a caller over TLS without one, or over another transport, cannot
+// pass as a forwarded request.
+func TestHopsAreBelievedOnlyFromVerifiedPeers(t *testing.T) {
+	t.Parallel()
+	pki := newTestPKI(t)
+	serverCert, serverKey := pki.issue(t, "server")
+	peerCert, peerKey := pki.issue(t, "peer")
+	s := newStack(t, stackOptions{configure: func(c *conf.Bootstrap) {
+		c.Server.TLS = conf.TLS{CertFile: serverCert, KeyFile: serverKey}
+		c.Routing.PeerTLS = conf.PeerTLS{CAFile: pki.caFile, CertFile: peerCert, KeyFile: peerKey}
+	}})
+	configs, err := NewTLSConfigs(s.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.serveGRPC(t, configs)
+	caPEM, err := os.ReadFile(pki.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	tests := []struct {
+		name  string
+		creds credentials.TransportCredentials
+		code  codes.Code
+	}{
+		{"a peer with its certificate", credentials.NewTLS(configs.Peer), codes.OK},
+		{"a caller over TLS without a certificate", credentials.NewTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}), codes.PermissionDenied},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			peer := v1.NewPeerServiceClient(dial(t, s.conf.Server.GRPC.Addr, tt.creds))
+			ctx, cancel := outgoing("x-api-key", clientKey, controllers.HopsHeader, "1")
+			defer cancel()
+			_, err := peer.ForwardCreates(ctx, &v1.ForwardCreatesRequest{Creates: []*v1.CreateTxRequest{{Signer: signerA.Hex(), To: signerA.Hex(), GasLimit: 21000}}})
+			if status.Code(err) != tt.code {
+				t.Fatalf("code %v (%v), want %v", status.Code(err), err, tt.code)
+			}
+		})
+	}
+	// Over HTTP no header makes a forwarded request.
+	rec := request{method: "POST", path: "/api/v1/tx", body: createBody(signerA.Hex(), "http"),
+		header: map[string]string{"X-API-Key": clientKey, controllers.HopsHeader: "1"}}.send(s.httpServer())
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("create over HTTP: %d %s", rec.Code, rec.Body)
+	}
+	allocations := s.queue.allocations()
+	if last := allocations[len(allocations)-1]; last.hops != 0 {
+		t.Errorf("an HTTP caller's hop header was believed: %d hops", last.hops)
+	}
+}
