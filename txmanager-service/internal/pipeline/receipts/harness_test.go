@@ -3,9 +3,7 @@ package receipts_test
 import (
 	"context"
 	"crypto/ecdsa"
-	"io"
 	"math/big"
-	"os"
 	"testing"
 	"time"
 
@@ -20,7 +18,6 @@ import (
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
-	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
@@ -29,8 +26,6 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
-
-	keysource "github.com/bionicotaku/txmanager-service/internal/signer"
 )
 
 // The stage's tests run on a real PostgreSQL (a fresh database each) and the embedded
@@ -62,6 +57,8 @@ type stage struct {
 	// so its request count tells look-ups by hash from whole blocks read.
 	chain  *chain.RPCChain
 	logger log.Logger
+	// base is the node and chain the stage is built on.
+	base *testsupport.SignerStage
 }
 
 func newStage(t *testing.T) *stage {
@@ -76,44 +73,14 @@ func newStage(t *testing.T) *stage {
 // receipt look-up with an error until a block is sealed.
 func newStageAtGenesis(t *testing.T) *stage {
 	t.Helper()
-	pool := testsupport.MigratedPool(t)
-	sim, err := chain.NewSimulated(chain.SimulatedConfig{DevAccounts: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Close() })
-	key := sim.DevKeys()[0]
-	s := &stage{t: t, pool: pool, sim: sim, signer: crypto.PubkeyToAddress(key.PublicKey), other: sim.DevKeys()[1],
-		attempts: repositories.NewAttemptRepository(pool, chainID), store: repositories.NewReceiptRepository(pool, chainID),
-		chain: chain.NewRPCChain(sim.RPCClient(), chain.WithMaxBatchSize(1)), logger: testLogger()}
-	// No lease keeper runs here to renew the lease, so it must outlast the test however
-	// slowly a loaded machine runs it under the race detector.
-	s.node = testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{LeaseDuration: 10 * time.Minute})
-	if s.lease, err = s.node.Leases.Acquire(t.Context(), s.signer.Hex()); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := keysource.NewRawKeySource(conf.EnvironmentDevelopment, nil, []*ecdsa.PrivateKey{key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics := telemetry.Noop()
-	watch, err := repositories.NewServerWatch(s.logger, metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.txSigner = pipeline.NewSigner(chainID, keys)
-	broadcaster := pipeline.NewBroadcaster(sim, s.attempts, s.node.Leases, metrics, s.logger)
-	s.submitter = submitting.New(submitting.Config{Batch: 64, SignConcurrency: 4, ResubmitInterval: time.Minute},
-		repositories.NewSubmittingRepository(pool, chainID), sim, s.txSigner, broadcaster, s.node.Leases, watch, nil, metrics, s.logger)
-	return s
+	return stageOn(t, testsupport.NewSignerStage(t, testsupport.SignerStageOptions{DevAccounts: 2, AtGenesis: true}))
 }
 
-// testLogger keeps the stages' logs out of the test output unless -v asks for them.
-func testLogger() log.Logger {
-	if testing.Verbose() {
-		return log.NewStdLogger(os.Stderr)
-	}
-	return log.NewStdLogger(io.Discard)
+// stageOn is the receipts stage's view of base.
+func stageOn(t *testing.T, base *testsupport.SignerStage) *stage {
+	return &stage{t: t, pool: base.Pool, sim: base.Sim, signer: base.Signer, other: base.Sim.DevKeys()[1], node: base.Node, lease: base.Lease,
+		txSigner: base.TxSigner, attempts: base.Attempts, submitter: base.Submitter, store: repositories.NewReceiptRepository(base.Pool, chainID),
+		chain: chain.NewRPCChain(base.Sim.RPCClient(), chain.WithMaxBatchSize(1)), logger: base.Logger, base: base}
 }
 
 // tracker is the stage under test on this node.
@@ -181,26 +148,6 @@ func (s *stage) resign(nonce uint64, kind pipeline.AttemptKind) common.Hash {
 		s.t.Fatalf("send the %s attempt: %v, %v", kind, err, errs)
 	}
 	return attempt.Hash
-}
-
-// waitPending waits until the node's pending nonce for the signer is want: the pool takes
-// a sent transaction in on its own loop, and a block sealed before would miss it.
-func (s *stage) waitPending(want uint64) {
-	s.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got, err := s.sim.PendingNonceAt(s.t.Context(), s.signer)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("pending nonce %d, want %d", got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // mine seals n blocks and returns the head's number.
@@ -327,11 +274,7 @@ func (s *stage) lookUp(tracker *receipts.Tracker) receipts.Outcome {
 	return out
 }
 
-// ctx is a test's context with a bound, so a hung chain call fails the test instead of
-// the whole binary.
-func ctx(t *testing.T) context.Context {
-	t.Helper()
-	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+// Helpers every stage test uses, from the shared stage.
+func (s *stage) waitPending(want uint64) { s.t.Helper(); s.base.WaitPending(want) }
+
+func ctx(t *testing.T) context.Context { t.Helper(); return testsupport.BoundedContext(t) }

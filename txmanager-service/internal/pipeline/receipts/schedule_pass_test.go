@@ -7,6 +7,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // pollInterval is the tests' receipt poll interval: short, so what was not found is due
@@ -233,7 +234,7 @@ func TestScheduleTick(t *testing.T) {
 		{time.Second, 250 * time.Millisecond},
 		{100 * time.Millisecond, 50 * time.Millisecond},
 	} {
-		if got := receipts.NewSchedule(receipts.ScheduleConfig{PollInterval: tc.poll}, nil, testLogger()).Tick(); got != tc.want {
+		if got := receipts.NewSchedule(receipts.ScheduleConfig{PollInterval: tc.poll}, nil, testsupport.QuietLogger()).Tick(); got != tc.want {
 			t.Errorf("Tick with a %s poll interval = %s, want %s", tc.poll, got, tc.want)
 		}
 	}

@@ -3,16 +3,13 @@ package reconcile_test
 import (
 	"context"
 	"crypto/ecdsa"
-	"io"
 	"math/big"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,14 +17,11 @@ import (
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
-	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
-	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/reconcile"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
-	"github.com/bionicotaku/txmanager-service/internal/signer"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
@@ -55,48 +49,16 @@ type stage struct {
 	store     *repositories.ReconcileRepository
 	admin     *repositories.AdminRepository
 	logger    log.Logger
+	// base is the node and chain the stage is built on.
+	base *testsupport.SignerStage
 }
 
 func newStage(t *testing.T) *stage {
 	t.Helper()
-	pool := testsupport.MigratedPool(t)
-	sim, err := chain.NewSimulated(chain.SimulatedConfig{DevAccounts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Close() })
-	// A first block: the node indexes transactions only once the chain has left genesis.
-	sim.Commit()
-	key := sim.DevKeys()[0]
-	s := &stage{t: t, pool: pool, sim: sim, key: key, signer: crypto.PubkeyToAddress(key.PublicKey),
-		store: repositories.NewReconcileRepository(pool, chainID), admin: repositories.NewAdminRepository(pool, chainID), logger: testLogger()}
-	// No lease keeper runs here to renew the lease, so it must outlast the test however
-	// slowly a loaded machine runs it under the race detector.
-	s.node = testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{LeaseDuration: 10 * time.Minute})
-	if s.lease, err = s.node.Leases.Acquire(t.Context(), s.signer.Hex()); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := signer.NewRawKeySource(conf.EnvironmentDevelopment, nil, []*ecdsa.PrivateKey{key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics := telemetry.Noop()
-	watch, err := repositories.NewServerWatch(s.logger, metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	broadcaster := pipeline.NewBroadcaster(sim, repositories.NewAttemptRepository(pool, chainID), s.node.Leases, metrics, s.logger)
-	s.submitter = submitting.New(submitting.Config{Batch: 64, SignConcurrency: 4, ResubmitInterval: time.Minute},
-		repositories.NewSubmittingRepository(pool, chainID), sim, pipeline.NewSigner(chainID, keys), broadcaster, s.node.Leases, watch, nil, metrics, s.logger)
-	return s
-}
-
-// testLogger keeps the stages' logs out of the test output unless -v asks for them.
-func testLogger() log.Logger {
-	if testing.Verbose() {
-		return log.NewStdLogger(os.Stderr)
-	}
-	return log.NewStdLogger(io.Discard)
+	base := testsupport.NewSignerStage(t, testsupport.SignerStageOptions{DevAccounts: 1})
+	return &stage{t: t, pool: base.Pool, sim: base.Sim, key: base.Key, signer: base.Signer, node: base.Node, lease: base.Lease,
+		submitter: base.Submitter, store: repositories.NewReconcileRepository(base.Pool, chainID), admin: repositories.NewAdminRepository(base.Pool, chainID),
+		logger: base.Logger, base: base}
 }
 
 // reconciler is the stage under test on this node, timed by clock.
@@ -107,31 +69,6 @@ func (s *stage) reconciler(cfg reconcile.Config, clock services.Clock) *reconcil
 		s.t.Fatal(err)
 	}
 	return r
-}
-
-// allocate runs one writer batch of count self-transfers (values 1, 2, ...) and returns
-// the rows it wrote.
-func (s *stage) allocate(count int) []domain.ManagedTx {
-	s.t.Helper()
-	txs, errs := testsupport.Results(s.t, s.node.Allocate(s.t, s.signer, count))
-	for _, err := range errs {
-		if err != nil {
-			s.t.Fatalf("allocate: %v", err)
-		}
-	}
-	return txs
-}
-
-// submit signs, stores and sends every ALLOCATED row of the signer, and waits until the
-// node's pool holds what was accepted.
-func (s *stage) submit() {
-	s.t.Helper()
-	// The submitter reads only above what it signed last unless told to look again: these
-	// rows were allocated by a writer that does not announce them to it.
-	s.submitter.Rescan(s.lease.Signer)
-	if _, err := s.submitter.SubmitAllocated(s.t.Context(), s.lease, nil); err != nil {
-		s.t.Fatalf("submit: %v", err)
-	}
 }
 
 // sendOutside sends, with the signer's key but not through the service, a transfer at
@@ -154,33 +91,6 @@ func (s *stage) sendOutside(nonce uint64, to common.Address, value int64, tip in
 		s.t.Fatalf("send nonce %d: %v", nonce, err)
 	}
 	return tx.Hash()
-}
-
-// waitPending waits until the node's pending nonce for the signer is want: the pool takes
-// a sent transaction in on its own loop, and a block sealed before would miss it.
-func (s *stage) waitPending(want uint64) {
-	s.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got, err := s.sim.PendingNonceAt(s.t.Context(), s.signer)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("pending nonce %d, want %d", got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// mine seals n blocks.
-func (s *stage) mine(n int) {
-	for range n {
-		s.sim.Commit()
-	}
 }
 
 // txRow is what a test reads back of a managed_tx row.
@@ -262,11 +172,13 @@ func (c *clock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.L
 
 func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
-// ctx is a test's context with a bound, so a hung chain call fails the test instead of
-// the whole binary.
-func ctx(t *testing.T) context.Context {
-	t.Helper()
-	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+// Helpers every stage test uses, from the shared stage.
+func (s *stage) waitPending(want uint64) { s.t.Helper(); s.base.WaitPending(want) }
+
+func ctx(t *testing.T) context.Context { t.Helper(); return testsupport.BoundedContext(t) }
+
+func (s *stage) allocate(count int) []domain.ManagedTx { s.t.Helper(); return s.base.Allocate(count) }
+
+func (s *stage) submit() { s.t.Helper(); s.base.Submit() }
+
+func (s *stage) mine(n int) { s.base.Mine(n) }

@@ -2,14 +2,10 @@ package stuck_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"io"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,7 +13,6 @@ import (
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
-	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/stuck"
@@ -26,8 +21,6 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
-
-	keysource "github.com/bionicotaku/txmanager-service/internal/signer"
 )
 
 // The stage's tests run on a real PostgreSQL (a fresh database each) and the embedded
@@ -54,49 +47,16 @@ type stage struct {
 	submitter   *submitting.Submitter
 	store       *repositories.StuckRepository
 	logger      log.Logger
+	// base is the node and chain the stage is built on.
+	base *testsupport.SignerStage
 }
 
 func newStage(t *testing.T) *stage {
 	t.Helper()
-	pool := testsupport.MigratedPool(t)
-	sim, err := chain.NewSimulated(chain.SimulatedConfig{DevAccounts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Close() })
-	// A first block: the node indexes transactions only once the chain has left genesis.
-	sim.Commit()
-	key := sim.DevKeys()[0]
-	s := &stage{t: t, pool: pool, sim: sim, signer: crypto.PubkeyToAddress(key.PublicKey), attempts: repositories.NewAttemptRepository(pool, chainID),
-		store: repositories.NewStuckRepository(pool, chainID), logger: testLogger()}
-	// No lease keeper runs here to renew the lease, so it must outlast the test however
-	// slowly a loaded machine runs it under the race detector.
-	s.node = testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{LeaseDuration: 10 * time.Minute})
-	if s.lease, err = s.node.Leases.Acquire(t.Context(), s.signer.Hex()); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := keysource.NewRawKeySource(conf.EnvironmentDevelopment, nil, []*ecdsa.PrivateKey{key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics := telemetry.Noop()
-	watch, err := repositories.NewServerWatch(s.logger, metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.txSigner = pipeline.NewSigner(chainID, keys)
-	s.broadcaster = pipeline.NewBroadcaster(sim, s.attempts, s.node.Leases, metrics, s.logger)
-	s.submitter = submitting.New(submitting.Config{Batch: 64, SignConcurrency: 4, ResubmitInterval: time.Minute},
-		repositories.NewSubmittingRepository(pool, chainID), sim, s.txSigner, s.broadcaster, s.node.Leases, watch, nil, metrics, s.logger)
-	return s
-}
-
-// testLogger keeps the stages' logs out of the test output unless -v asks for them.
-func testLogger() log.Logger {
-	if testing.Verbose() {
-		return log.NewStdLogger(os.Stderr)
-	}
-	return log.NewStdLogger(io.Discard)
+	base := testsupport.NewSignerStage(t, testsupport.SignerStageOptions{DevAccounts: 1})
+	return &stage{t: t, pool: base.Pool, sim: base.Sim, signer: base.Signer, node: base.Node, lease: base.Lease, txSigner: base.TxSigner,
+		broadcaster: base.Broadcaster, attempts: base.Attempts, submitter: base.Submitter, store: repositories.NewStuckRepository(base.Pool, chainID),
+		logger: base.Logger, base: base}
 }
 
 // resolver is the stage under test on this node.
@@ -122,26 +82,6 @@ func (s *stage) sendOne() txRow {
 	}
 	s.waitPending(1)
 	return s.row()
-}
-
-// waitPending waits until the node's pending nonce for the signer is want: the pool takes
-// a sent transaction in on its own loop, and a block sealed before would miss it.
-func (s *stage) waitPending(want uint64) {
-	s.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got, err := s.sim.PendingNonceAt(s.t.Context(), s.signer)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("pending nonce %d, want %d", got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // txRow is what a test reads back of the signer's transaction and its current attempt.
@@ -213,11 +153,7 @@ func (s *stage) minedAtNonceZero() services.SentTx {
 	return sent
 }
 
-// ctx is a test's context with a bound, so a hung chain call fails the test instead of
-// the whole binary.
-func ctx(t *testing.T) context.Context {
-	t.Helper()
-	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+// Helpers every stage test uses, from the shared stage.
+func (s *stage) waitPending(want uint64) { s.t.Helper(); s.base.WaitPending(want) }
+
+func ctx(t *testing.T) context.Context { t.Helper(); return testsupport.BoundedContext(t) }
