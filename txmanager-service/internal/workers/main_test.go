@@ -1,0 +1,49 @@
+package workers_test
+
+import (
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-kratos/kratos/v2/log"
+
+	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+)
+
+// The loops' tests drive real stages on a real PostgreSQL (a fresh database each) and the
+// embedded chain; pgtest stops what it started once the binary's tests end.
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// testLogger keeps the loops' logs out of the test output unless -v asks for them.
+func testLogger() log.Logger {
+	if testing.Verbose() {
+		return log.NewStdLogger(os.Stderr)
+	}
+	return log.NewStdLogger(io.Discard)
+}
+
+// waitFor waits up to timeout for cond, failing t with what it waited for.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+	}
+}
+
+// loopConfig is a configuration whose loop intervals are all interval: the constructors of
+// the process-wide loops take the whole configuration, as the assembly hands it.
+func loopConfig(interval time.Duration) *conf.Bootstrap {
+	d := conf.Duration(interval)
+	bc := &conf.Bootstrap{}
+	bc.Feed.SequenceInterval = d
+	bc.Retention.Interval = d
+	bc.Routing.HeartbeatInterval = d
+	bc.Lease.RenewInterval = d
+	bc.Create.FundsGaugeInterval = d
+	return bc
+}
