@@ -215,7 +215,7 @@ func toAPITx(tx domain.ManagedTx) *v1.Tx {
 		RequestId:      tx.RequestID,
 		Nonce:          tx.Nonce,
 		State:          string(tx.State),
-		SubState:       tx.SubState,
+		SubState:       string(tx.SubState),
 		GasLimit:       tx.EffectiveGasLimit,
 		SubmitAttempts: uint32(tx.SubmitAttempts),
 		LastError:      tx.LastError,

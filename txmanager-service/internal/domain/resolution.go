@@ -1,6 +1,9 @@
 package domain
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // ResolutionAction is what to do about a stuck transaction
 // (docs/design.md#stuck-detection-and-resolution).
@@ -17,12 +20,16 @@ const (
 	ActionPlaceholder ResolutionAction = "PLACEHOLDER"
 )
 
+// ResolutionActions lists every action.
+func ResolutionActions() []ResolutionAction {
+	return []ResolutionAction{ActionNoop, ActionCancel, ActionReplace, ActionPlaceholder}
+}
+
 // ParseResolutionAction accepts the action names case-insensitively.
 func ParseResolutionAction(s string) (ResolutionAction, error) {
-	switch a := ResolutionAction(strings.ToUpper(strings.TrimSpace(s))); a {
-	case ActionNoop, ActionCancel, ActionReplace, ActionPlaceholder:
-		return a, nil
-	default:
+	a := ResolutionAction(strings.ToUpper(strings.TrimSpace(s)))
+	if !slices.Contains(ResolutionActions(), a) {
 		return "", invalid("action", "must be NOOP, CANCEL, REPLACE or PLACEHOLDER")
 	}
+	return a, nil
 }

@@ -46,7 +46,3 @@ func CanTransition(from, to State) bool {
 	}
 	return false
 }
-
-// SubStateSigningFailed: an ALLOCATED transaction whose signer's key source fails (a KMS
-// that hangs or refuses, a disabled key); it moves once a signature succeeds.
-const SubStateSigningFailed = "SIGNING_FAILED"

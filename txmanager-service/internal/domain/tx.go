@@ -23,7 +23,7 @@ type ManagedTx struct {
 	EffectiveGasLimit uint64
 
 	State          State
-	SubState       string
+	SubState       SubState
 	TxHash         *common.Hash
 	SubmitAttempts int
 	LastError      string

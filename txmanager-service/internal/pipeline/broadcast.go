@@ -72,7 +72,7 @@ func (b *Broadcaster) Broadcast(ctx context.Context, lease domain.Lease, items [
 	for i, o := range outcomes {
 		if sendErrs[i] != nil {
 			b.log.WithContext(ctx).Infow("msg", "broadcast outcome", "signer", lease.Signer, "tx_id", o.TxID.String(), "fencing_token", lease.Token,
-				"result", o.Result, "sub_state", o.SubState, "next", string(meanings[i].Next), "last_error", o.LastError)
+				"result", o.Result, "sub_state", string(o.SubState), "next", string(meanings[i].Next), "last_error", o.LastError)
 		}
 	}
 	return outcomes, nil
@@ -93,7 +93,7 @@ func worthWriting(items []BroadcastItem, outcomes []BroadcastOutcome, leaseHeld 
 	}
 	toWrite := outcomes[:0:0]
 	for i, o := range outcomes {
-		if items[i].FirstSend && o.SubState == services.SubStateSubmitted && o.LastError == "" {
+		if items[i].FirstSend && o.SubState == domain.SubStateSubmitted && o.LastError == "" {
 			continue
 		}
 		toWrite = append(toWrite, o)

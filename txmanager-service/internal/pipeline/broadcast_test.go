@@ -71,20 +71,20 @@ func TestBroadcastRecordsWhatEachAnswerMeans(t *testing.T) {
 		knownErr     error
 		firstSend    bool
 		leaseLapsed  bool
-		wantSubState string
+		wantSubState domain.SubState
 		wantResult   string
 		wantAsked    int
 		wantWritten  bool
 	}{
-		{"accepted", nil, []common.Hash{ours}, nil, false, false, services.SubStateSubmitted, "submitted", 0, true},
-		{"accepted on the first send", nil, []common.Hash{ours}, nil, true, false, services.SubStateSubmitted, "submitted", 0, false},
-		{"accepted on the first send after the lease lapsed", nil, []common.Hash{ours}, nil, true, true, services.SubStateSubmitted, "submitted", 0, true},
-		{"underpriced", underpriced, []common.Hash{ours}, nil, false, false, services.SubStateUnderpriced, "underpriced", 0, true},
-		{"underpriced on the first send", underpriced, []common.Hash{ours}, nil, true, false, services.SubStateUnderpriced, "underpriced", 0, true},
-		{"nonce too low with our hash known", nonceTooLow, []common.Hash{foreign, ours}, nil, false, false, services.SubStateSubmitted, "nonce_too_low_ours", 2, true},
-		{"nonce too low, none of ours known", nonceTooLow, []common.Hash{foreign}, nil, false, false, services.SubStateNonceTaken, "nonce_taken", 1, true},
-		{"nonce too low on the first send, none of ours known", nonceTooLow, []common.Hash{foreign}, nil, true, false, services.SubStateNonceTaken, "nonce_taken", 1, true},
-		{"nonce too low, node cannot say", nonceTooLow, []common.Hash{ours}, errors.New("timeout"), false, false, services.SubStateBroadcastFailed, "error", 1, true},
+		{"accepted", nil, []common.Hash{ours}, nil, false, false, domain.SubStateSubmitted, "submitted", 0, true},
+		{"accepted on the first send", nil, []common.Hash{ours}, nil, true, false, domain.SubStateSubmitted, "submitted", 0, false},
+		{"accepted on the first send after the lease lapsed", nil, []common.Hash{ours}, nil, true, true, domain.SubStateSubmitted, "submitted", 0, true},
+		{"underpriced", underpriced, []common.Hash{ours}, nil, false, false, domain.SubStateUnderpriced, "underpriced", 0, true},
+		{"underpriced on the first send", underpriced, []common.Hash{ours}, nil, true, false, domain.SubStateUnderpriced, "underpriced", 0, true},
+		{"nonce too low with our hash known", nonceTooLow, []common.Hash{foreign, ours}, nil, false, false, domain.SubStateSubmitted, "nonce_too_low_ours", 2, true},
+		{"nonce too low, none of ours known", nonceTooLow, []common.Hash{foreign}, nil, false, false, domain.SubStateNonceTaken, "nonce_taken", 1, true},
+		{"nonce too low on the first send, none of ours known", nonceTooLow, []common.Hash{foreign}, nil, true, false, domain.SubStateNonceTaken, "nonce_taken", 1, true},
+		{"nonce too low, node cannot say", nonceTooLow, []common.Hash{ours}, errors.New("timeout"), false, false, domain.SubStateBroadcastFailed, "error", 1, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // BroadcastOutcome is what a broadcast ended in, for one transaction.
 type BroadcastOutcome struct {
 	TxID      uuid.UUID
-	SubState  string
+	SubState  domain.SubState
 	LastError string
 	// Result is the metric label (submitted, known, nonce_too_low_ours, nonce_taken, ...).
 	Result string
@@ -26,5 +26,5 @@ type AttemptStore interface {
 	// RecordAttempt stores a new attempt as its transaction's current one, with subState,
 	// due for resubmission after resubmitAfter, and reports whether it did: a transaction
 	// mined or final meanwhile takes no new attempt, and the attempt must not be sent.
-	RecordAttempt(ctx context.Context, lease domain.Lease, attempt SignedAttempt, subState string, resubmitAfter time.Duration) (bool, error)
+	RecordAttempt(ctx context.Context, lease domain.Lease, attempt SignedAttempt, subState domain.SubState, resubmitAfter time.Duration) (bool, error)
 }

@@ -29,7 +29,7 @@ func (r *AttemptRepository) RecordBroadcasts(ctx context.Context, lease domain.L
 	p.ChainID = r.chainID
 	for _, o := range outcomes {
 		p.TxIds = append(p.TxIds, o.TxID.String())
-		p.SubStates = append(p.SubStates, o.SubState)
+		p.SubStates = append(p.SubStates, string(o.SubState))
 		p.LastErrors = append(p.LastErrors, o.LastError)
 	}
 	row, err := r.q.RecordBroadcasts(ctx, p)
@@ -38,11 +38,11 @@ func (r *AttemptRepository) RecordBroadcasts(ctx context.Context, lease domain.L
 }
 
 // RecordAttempt implements pipeline.AttemptStore.
-func (r *AttemptRepository) RecordAttempt(ctx context.Context, lease domain.Lease, a pipeline.SignedAttempt, subState string, resubmitAfter time.Duration) (bool, error) {
+func (r *AttemptRepository) RecordAttempt(ctx context.Context, lease domain.Lease, a pipeline.SignedAttempt, subState domain.SubState, resubmitAfter time.Duration) (bool, error) {
 	p := sqlcdb.RecordAttemptParams{
 		TxHash: a.Hash.Hex(), TxID: a.TxID, Nonce: int64(a.Nonce), Kind: string(a.Kind),
 		MaxFee: a.MaxFee.String(), MaxTip: a.MaxTip.String(), GasLimit: int64(a.GasLimit), RawTx: a.Raw,
-		SubState: text(subState), ResubmitAfterSeconds: resubmitAfter.Seconds(),
+		SubState: text(string(subState)), ResubmitAfterSeconds: resubmitAfter.Seconds(),
 	}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
 	p.ChainID = r.chainID

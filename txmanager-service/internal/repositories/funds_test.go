@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
@@ -121,7 +122,7 @@ func TestUnminedCostCountsTheHighestCapSigned(t *testing.T) {
 		{
 			name: "row 1 cancelled at 7 (a single attempt)",
 			do: func() {
-				if ok, err := attempts.RecordAttempt(ctx, lease, attempt(1, pipeline.AttemptCancel, 7), "CANCELLING", time.Minute); err != nil || !ok {
+				if ok, err := attempts.RecordAttempt(ctx, lease, attempt(1, pipeline.AttemptCancel, 7), domain.SubStateResolutionSubmitted(domain.ActionCancel), time.Minute); err != nil || !ok {
 					t.Fatalf("RecordAttempt = %v, %v", ok, err)
 				}
 				highest[1] = 7

@@ -91,7 +91,7 @@ func toDomain(row sqlcdb.ManagedTx) (domain.ManagedTx, error) {
 		RequestID:      row.RequestID.String,
 		Nonce:          uint64(row.Nonce),
 		State:          domain.State(row.State),
-		SubState:       row.SubState.String,
+		SubState:       domain.SubState(row.SubState.String),
 		SubmitAttempts: int(row.SubmitAttempts),
 		LastError:      row.LastError.String,
 		LastSubmitAt:   row.LastSubmitAt,

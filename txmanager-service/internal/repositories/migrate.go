@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
 // migrationLockKey serialises migrators of all nodes through one advisory lock.
@@ -129,7 +132,59 @@ func Migrate(ctx context.Context, dsn string, fsys fs.FS, opts ...MigrateOptions
 		}
 		done = append(done, version)
 	}
+	if err := syncSubStateCheck(ctx, conn, o.StepLockTimeout); err != nil {
+		return done, fmt.Errorf("migrate: sub-state check: %w", err)
+	}
 	return done, nil
+}
+
+// subStateCheck keeps managed_tx.sub_state to the sub-states the code writes.
+const subStateCheck = "managed_tx_sub_state_check"
+
+// quotedValue is a value in a CHECK's definition.
+var quotedValue = regexp.MustCompile(`'([A-Z_]+)'`)
+
+// syncSubStateCheck makes the database accept exactly the sub-states domain.StoredSubStates
+// lists, and those an earlier check allowed: it only widens, so a node of an earlier
+// version starting during a rolling upgrade never takes back a sub-state a newer one writes.
+// The constraint is added NOT VALID and validated after, which reads the table without
+// blocking writes; its one brief exclusive lock is bounded like any online step.
+func syncSubStateCheck(ctx context.Context, conn *pgx.Conn, lockTimeout time.Duration) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('managed_tx') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+		return err // a set of migrations without the transactions' table has nothing to keep
+	}
+	var def string
+	err := conn.QueryRow(ctx, `SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1 AND conrelid = 'managed_tx'::regclass`, subStateCheck).Scan(&def)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	allowed := map[string]bool{}
+	for _, m := range quotedValue.FindAllStringSubmatch(def, -1) {
+		allowed[m[1]] = true
+	}
+	before := len(allowed)
+	for _, s := range domain.StoredSubStates() {
+		allowed[string(s)] = true
+	}
+	if def != "" && len(allowed) == before {
+		return nil
+	}
+	values := make([]string, 0, len(allowed))
+	for v := range allowed {
+		values = append(values, "'"+v+"'")
+	}
+	sort.Strings(values)
+	stmt := fmt.Sprintf("ALTER TABLE managed_tx DROP CONSTRAINT IF EXISTS %s, ADD CONSTRAINT %s CHECK (sub_state IS NULL OR sub_state IN (%s)) NOT VALID",
+		subStateCheck, subStateCheck, strings.Join(values, ", "))
+	if err := runStepBounded(ctx, conn, true, lockTimeout, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, stmt)
+		return err
+	}); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "ALTER TABLE managed_tx VALIDATE CONSTRAINT "+subStateCheck)
+	return err
 }
 
 // migrationLockPoll is how often a migrator that found the lock taken asks again.

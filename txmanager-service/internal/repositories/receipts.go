@@ -100,7 +100,7 @@ func (r *ReceiptRepository) Finalize(ctx context.Context, lease domain.Lease, fi
 		p.TxIds = append(p.TxIds, f.Tx.TxID.String())
 		p.BlockHashes = append(p.BlockHashes, f.Tx.BlockHash.Hex())
 		p.States = append(p.States, string(f.State))
-		p.SubStates = append(p.SubStates, f.SubState)
+		p.SubStates = append(p.SubStates, string(f.SubState))
 		receipt, txHash, blockNumber := "", "", int64(0)
 		if held := f.Tx.Held; held != nil {
 			payload, err := json.Marshal(payloadOf(*held))

@@ -36,7 +36,7 @@ func TestRelaxedCommitStaysInItsTransaction(t *testing.T) {
 		write func() error
 	}{
 		{"broadcast outcomes", func() error {
-			return attempts.RecordBroadcasts(ctx, lease, []pipeline.BroadcastOutcome{{TxID: uuid.New(), SubState: services.SubStateSubmitted}})
+			return attempts.RecordBroadcasts(ctx, lease, []pipeline.BroadcastOutcome{{TxID: uuid.New(), SubState: domain.SubStateSubmitted}})
 		}},
 		{"receipts", func() error {
 			_, err := found.RecordReceipts(ctx, lease, []receipts.FoundReceipt{{TxID: uuid.New(), Signer: lease.Signer, Kind: pipeline.AttemptOriginal,

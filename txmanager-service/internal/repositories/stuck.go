@@ -51,7 +51,7 @@ func (r *StuckRepository) resolvable(ctx context.Context, p sqlcdb.GetResolvable
 	}
 	h := &stuck.HeadOfLineTx{
 		TxID: row.TxID, Signer: row.Signer, Nonce: uint64(row.Nonce), State: domain.State(row.State),
-		SubState: row.SubState.String, SubmitAttempts: int(row.SubmitAttempts), LastError: row.LastError.String,
+		SubState: domain.SubState(row.SubState.String), SubmitAttempts: int(row.SubmitAttempts), LastError: row.LastError.String,
 		CreatedAt: row.CreatedAt, Intent: tx.Intent, GasLimit: tx.EffectiveGasLimit, PendingDepth: int(row.PendingDepth),
 		Since: row.StuckSince,
 	}
@@ -74,7 +74,7 @@ func (r *StuckRepository) resolvable(ctx context.Context, p sqlcdb.GetResolvable
 // ClaimResolution implements stuck.Store.
 func (r *StuckRepository) ClaimResolution(ctx context.Context, lease domain.Lease, claim stuck.Claim) (bool, error) {
 	p := sqlcdb.ClaimStuckResolutionParams{
-		TxID: claim.TxID, NewState: string(claim.NewState), SubState: text(claim.SubState),
+		TxID: claim.TxID, NewState: string(claim.NewState), SubState: text(string(claim.SubState)),
 		Reason: claim.Reason, Action: string(claim.Action),
 	}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)

@@ -46,12 +46,12 @@ func TestRecordBroadcastsWritesOnlyChanges(t *testing.T) {
 		outcome    pipeline.BroadcastOutcome
 		newVersion bool
 	}{
-		{"first outcome", lease, pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateSubmitted}, true},
-		{"the same again", lease, pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateSubmitted}, false},
-		{"an error", lease, pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateBroadcastFailed, LastError: "boom"}, true},
-		{"the same error", lease, pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateBroadcastFailed, LastError: "boom"}, false},
-		{"another error", lease, pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateBroadcastFailed, LastError: "bang"}, true},
-		{"accepted, error cleared", lease, pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateSubmitted}, true},
+		{"first outcome", lease, pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateSubmitted}, true},
+		{"the same again", lease, pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateSubmitted}, false},
+		{"an error", lease, pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateBroadcastFailed, LastError: "boom"}, true},
+		{"the same error", lease, pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateBroadcastFailed, LastError: "boom"}, false},
+		{"another error", lease, pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateBroadcastFailed, LastError: "bang"}, true},
+		{"accepted, error cleared", lease, pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateSubmitted}, true},
 	}
 	for _, tt := range tests {
 		before := version()
@@ -73,7 +73,7 @@ func TestRecordBroadcastsWritesOnlyChanges(t *testing.T) {
 		t.Fatalf("re-acquire lease: %+v, %v; want a new token", regrant, err)
 	}
 	relet := domain.Lease{Signer: signer, Owner: "node-a", Token: regrant.Token, ExpiresAt: regrant.ExpiresAt}
-	if err := attempts.RecordBroadcasts(ctx, relet, []pipeline.BroadcastOutcome{{TxID: id, SubState: services.SubStateSubmitted}}); err != nil {
+	if err := attempts.RecordBroadcasts(ctx, relet, []pipeline.BroadcastOutcome{{TxID: id, SubState: domain.SubStateSubmitted}}); err != nil {
 		t.Fatal(err)
 	}
 	var token int64
@@ -81,7 +81,7 @@ func TestRecordBroadcastsWritesOnlyChanges(t *testing.T) {
 		t.Fatalf("fencing_token = %d, %v; want the new epoch's %d", token, err, regrant.Token)
 	}
 	// The old epoch is fenced even for an outcome that would change nothing.
-	if err := attempts.RecordBroadcasts(ctx, lease, []pipeline.BroadcastOutcome{{TxID: id, SubState: services.SubStateSubmitted}}); !errors.Is(err, domain.ErrFenced) {
+	if err := attempts.RecordBroadcasts(ctx, lease, []pipeline.BroadcastOutcome{{TxID: id, SubState: domain.SubStateSubmitted}}); !errors.Is(err, domain.ErrFenced) {
 		t.Fatalf("outcome under the old epoch: %v, want FENCED", err)
 	}
 }
@@ -117,7 +117,7 @@ func TestManagedTxUpdatesStayHOT(t *testing.T) {
 	}
 	outcomes := make([]pipeline.BroadcastOutcome, rows)
 	for i, id := range ids {
-		outcomes[i] = pipeline.BroadcastOutcome{TxID: id, SubState: services.SubStateSubmitted}
+		outcomes[i] = pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateSubmitted}
 	}
 	updated0, hot0 := managedTxUpdates(t, pool, 0)
 	if err := repositories.NewAttemptRepository(pool, testChain()).RecordBroadcasts(ctx, lease, outcomes); err != nil {

@@ -1,6 +1,10 @@
 package services
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
 
 // What a node's answer to a broadcast means is decided here and nowhere else: one row per
 // answer class, giving the sub-state recorded, what the pipeline does next and the metric
@@ -15,20 +19,6 @@ var (
 	ErrNonceTooLow       = errors.New("chain: nonce too low")
 	ErrUnderpriced       = errors.New("chain: transaction underpriced")
 	ErrInsufficientFunds = errors.New("chain: insufficient funds")
-)
-
-// Sub-states: the detail under a state.
-const (
-	SubStateSigned            = "SIGNED"
-	SubStateSubmitted         = "SUBMITTED"
-	SubStateBroadcastFailed   = "BROADCAST_FAILED"
-	SubStateUnderpriced       = "UNDERPRICED"
-	SubStateInsufficientFunds = "INSUFFICIENT_FUNDS"
-	SubStateNonceTaken        = "NONCE_TAKEN"
-	SubStateReverted          = "REVERTED"
-	SubStateCancelled         = "CANCELLED"
-	// SubStateRecognised: the nonce's transaction on chain was found to be this one's own.
-	SubStateRecognised = "RECOGNISED"
 )
 
 // NextStep is what happens to a transaction after an answer.
@@ -66,7 +56,7 @@ const (
 
 // ChainOutcome is what an answer means for one transaction.
 type ChainOutcome struct {
-	SubState string
+	SubState domain.SubState
 	Next     NextStep
 	// Result is the label of tx_submit_total and resubmit_total.
 	Result string
@@ -86,22 +76,22 @@ type chainAnswer struct {
 
 // chainAnswers is the table. Classes are matched in order with errors.Is.
 var chainAnswers = []chainAnswer{
-	{nil, OwnershipNotAsked, ChainOutcome{SubState: SubStateSubmitted, Next: StepAwaitReceipt, Result: "submitted"}},
-	{ErrKnownTransaction, OwnershipNotAsked, ChainOutcome{SubState: SubStateSubmitted, Next: StepAwaitReceipt, Result: "known"}},
+	{nil, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateSubmitted, Next: StepAwaitReceipt, Result: "submitted"}},
+	{ErrKnownTransaction, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateSubmitted, Next: StepAwaitReceipt, Result: "known"}},
 	// "nonce too low" after a lost response is settled by comparing hashes with what the
 	// node has, never guessed.
-	{ErrNonceTooLow, OwnershipOurs, ChainOutcome{SubState: SubStateSubmitted, Next: StepAwaitReceipt, Result: "nonce_too_low_ours"}},
-	{ErrNonceTooLow, OwnershipForeign, ChainOutcome{SubState: SubStateNonceTaken, Next: StepSettleNonce, Result: "nonce_taken",
+	{ErrNonceTooLow, OwnershipOurs, ChainOutcome{SubState: domain.SubStateSubmitted, Next: StepAwaitReceipt, Result: "nonce_too_low_ours"}},
+	{ErrNonceTooLow, OwnershipForeign, ChainOutcome{SubState: domain.SubStateNonceTaken, Next: StepSettleNonce, Result: "nonce_taken",
 		LastError: "nonce used by a transaction this service did not sign"}},
-	{ErrNonceTooLow, OwnershipUnchecked, ChainOutcome{SubState: SubStateBroadcastFailed, Next: StepRebroadcast, Result: "error",
+	{ErrNonceTooLow, OwnershipUnchecked, ChainOutcome{SubState: domain.SubStateBroadcastFailed, Next: StepRebroadcast, Result: "error",
 		LastError: "nonce too low; our hashes could not be checked"}},
-	{ErrUnderpriced, OwnershipNotAsked, ChainOutcome{SubState: SubStateUnderpriced, Next: StepReprice, Result: "underpriced", KeepNodeMessage: true}},
-	{ErrInsufficientFunds, OwnershipNotAsked, ChainOutcome{SubState: SubStateInsufficientFunds, Next: StepWaitForFunds, Result: "insufficient_funds", KeepNodeMessage: true}},
+	{ErrUnderpriced, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateUnderpriced, Next: StepReprice, Result: "underpriced", KeepNodeMessage: true}},
+	{ErrInsufficientFunds, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateInsufficientFunds, Next: StepWaitForFunds, Result: "insufficient_funds", KeepNodeMessage: true}},
 }
 
 // unclassifiedAnswer is any other failure: a transport error, or a node message no phrase
 // matches.
-var unclassifiedAnswer = ChainOutcome{SubState: SubStateBroadcastFailed, Next: StepRebroadcast, Result: "error", KeepNodeMessage: true}
+var unclassifiedAnswer = ChainOutcome{SubState: domain.SubStateBroadcastFailed, Next: StepRebroadcast, Result: "error", KeepNodeMessage: true}
 
 // NeedsOwnership reports whether the meaning of sendErr depends on whether the node knows
 // one of our hashes for the nonce.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -20,25 +21,25 @@ func TestOutcomeOfEveryAnswer(t *testing.T) {
 		want      services.ChainOutcome
 	}{
 		{"accepted", nil, services.OwnershipNotAsked,
-			services.ChainOutcome{SubState: services.SubStateSubmitted, Next: services.StepAwaitReceipt, Result: "submitted"}},
+			services.ChainOutcome{SubState: domain.SubStateSubmitted, Next: services.StepAwaitReceipt, Result: "submitted"}},
 		{"already known", node(services.ErrKnownTransaction, "already known"), services.OwnershipNotAsked,
-			services.ChainOutcome{SubState: services.SubStateSubmitted, Next: services.StepAwaitReceipt, Result: "known"}},
+			services.ChainOutcome{SubState: domain.SubStateSubmitted, Next: services.StepAwaitReceipt, Result: "known"}},
 		{"nonce too low, ours", node(services.ErrNonceTooLow, "nonce too low: next nonce 8, tx nonce 7"), services.OwnershipOurs,
-			services.ChainOutcome{SubState: services.SubStateSubmitted, Next: services.StepAwaitReceipt, Result: "nonce_too_low_ours"}},
+			services.ChainOutcome{SubState: domain.SubStateSubmitted, Next: services.StepAwaitReceipt, Result: "nonce_too_low_ours"}},
 		{"nonce too low, foreign", node(services.ErrNonceTooLow, "nonce too low"), services.OwnershipForeign,
-			services.ChainOutcome{SubState: services.SubStateNonceTaken, Next: services.StepSettleNonce, Result: "nonce_taken",
+			services.ChainOutcome{SubState: domain.SubStateNonceTaken, Next: services.StepSettleNonce, Result: "nonce_taken",
 				LastError: "nonce used by a transaction this service did not sign"}},
 		{"nonce too low, unchecked", node(services.ErrNonceTooLow, "nonce too low"), services.OwnershipUnchecked,
-			services.ChainOutcome{SubState: services.SubStateBroadcastFailed, Next: services.StepRebroadcast, Result: "error",
+			services.ChainOutcome{SubState: domain.SubStateBroadcastFailed, Next: services.StepRebroadcast, Result: "error",
 				LastError: "nonce too low; our hashes could not be checked"}},
 		{"underpriced", node(services.ErrUnderpriced, "replacement transaction underpriced"), services.OwnershipNotAsked,
-			services.ChainOutcome{SubState: services.SubStateUnderpriced, Next: services.StepReprice, Result: "underpriced", KeepNodeMessage: true,
+			services.ChainOutcome{SubState: domain.SubStateUnderpriced, Next: services.StepReprice, Result: "underpriced", KeepNodeMessage: true,
 				LastError: "chain: transaction underpriced: replacement transaction underpriced"}},
 		{"insufficient funds", node(services.ErrInsufficientFunds, "insufficient funds for gas * price + value"), services.OwnershipNotAsked,
-			services.ChainOutcome{SubState: services.SubStateInsufficientFunds, Next: services.StepWaitForFunds, Result: "insufficient_funds", KeepNodeMessage: true,
+			services.ChainOutcome{SubState: domain.SubStateInsufficientFunds, Next: services.StepWaitForFunds, Result: "insufficient_funds", KeepNodeMessage: true,
 				LastError: "chain: insufficient funds: insufficient funds for gas * price + value"}},
 		{"unclassified", errors.New("502 bad gateway"), services.OwnershipNotAsked,
-			services.ChainOutcome{SubState: services.SubStateBroadcastFailed, Next: services.StepRebroadcast, Result: "error", KeepNodeMessage: true,
+			services.ChainOutcome{SubState: domain.SubStateBroadcastFailed, Next: services.StepRebroadcast, Result: "error", KeepNodeMessage: true,
 				LastError: "502 bad gateway"}},
 	}
 	covered := map[string]bool{}

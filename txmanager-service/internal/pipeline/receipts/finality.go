@@ -151,10 +151,10 @@ func judge(mined []MinedTx, view chainView, cfg Config) (reorged map[string][]Mi
 func finalization(tx MinedTx) Finalization {
 	switch {
 	case !tx.Kind.ExecutesIntent():
-		return Finalization{Tx: tx, State: domain.StateFailedFinal, SubState: services.SubStateCancelled}
+		return Finalization{Tx: tx, State: domain.StateFailedFinal, SubState: domain.SubStateCancelled}
 	case tx.Status == 1:
 		return Finalization{Tx: tx, State: domain.StateConfirmed}
 	default:
-		return Finalization{Tx: tx, State: domain.StateFailedFinal, SubState: services.SubStateReverted}
+		return Finalization{Tx: tx, State: domain.StateFailedFinal, SubState: domain.SubStateReverted}
 	}
 }

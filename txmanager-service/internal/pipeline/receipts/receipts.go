@@ -57,7 +57,7 @@ type MinedTx struct {
 type Finalization struct {
 	Tx       MinedTx
 	State    domain.State
-	SubState string
+	SubState domain.SubState
 }
 
 // Store is the stage's view of the database. Every write is fenced on the lease and yields

@@ -106,13 +106,13 @@ func TestFinalization(t *testing.T) {
 		kind         pipeline.AttemptKind
 		status       uint64
 		wantState    domain.State
-		wantSubState string
+		wantSubState domain.SubState
 	}{
 		{pipeline.AttemptOriginal, 1, domain.StateConfirmed, ""},
 		{pipeline.AttemptReplace, 1, domain.StateConfirmed, ""},
-		{pipeline.AttemptOriginal, 0, domain.StateFailedFinal, services.SubStateReverted},
-		{pipeline.AttemptCancel, 1, domain.StateFailedFinal, services.SubStateCancelled},
-		{pipeline.AttemptPlaceholder, 1, domain.StateFailedFinal, services.SubStateCancelled},
+		{pipeline.AttemptOriginal, 0, domain.StateFailedFinal, domain.SubStateReverted},
+		{pipeline.AttemptCancel, 1, domain.StateFailedFinal, domain.SubStateCancelled},
+		{pipeline.AttemptPlaceholder, 1, domain.StateFailedFinal, domain.SubStateCancelled},
 	}
 	for _, tc := range tests {
 		f := finalization(MinedTx{Kind: tc.kind, Status: tc.status})

@@ -110,7 +110,7 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 		case verdictOurs:
 			attempt := pipeline.SignedAttempt{TxID: row.ID, Hash: sent.Hash, Nonce: row.Nonce, Kind: pipeline.AttemptOriginal,
 				MaxFee: pipeline.OrZero(sent.MaxFee), MaxTip: pipeline.OrZero(sent.MaxTip), GasLimit: sent.Gas, Raw: sent.Raw}
-			recorded, err := r.attempts.RecordAttempt(ctx, lease, attempt, services.SubStateRecognised, r.cfg.ResubmitInterval)
+			recorded, err := r.attempts.RecordAttempt(ctx, lease, attempt, domain.SubStateRecognised, r.cfg.ResubmitInterval)
 			if err != nil {
 				errs = append(errs, r.leases.Fence(ctx, lease, err))
 				continue

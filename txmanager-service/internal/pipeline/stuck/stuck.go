@@ -34,7 +34,7 @@ type HeadOfLineTx struct {
 	Signer         string
 	Nonce          uint64
 	State          domain.State
-	SubState       string
+	SubState       domain.SubState
 	TxHash         *common.Hash
 	SubmitAttempts int
 	LastError      string
@@ -53,7 +53,7 @@ type Claim struct {
 	TxID     uuid.UUID
 	Action   domain.ResolutionAction
 	NewState domain.State
-	SubState string
+	SubState domain.SubState
 	Reason   string
 }
 
@@ -163,17 +163,17 @@ func claimFor(head *HeadOfLineTx, decision Decision, attemptErr error) (claim Cl
 	claim = Claim{TxID: head.TxID, Action: decision.Action, Reason: decision.Reason}
 	switch decision.Action {
 	case domain.ActionNoop:
-		claim.NewState, claim.SubState = domain.StateStuck, string(domain.ActionNoop)
+		claim.NewState, claim.SubState = domain.StateStuck, domain.SubStateNoop
 	case domain.ActionCancel, domain.ActionPlaceholder, domain.ActionReplace:
 		if errors.Is(attemptErr, services.ErrFeeCapReached) {
-			claim.NewState, claim.SubState = domain.StateStuck, string(domain.ActionNoop)
+			claim.NewState, claim.SubState = domain.StateStuck, domain.SubStateNoop
 			claim.Reason = decision.Reason + "; " + attemptErr.Error()
 			return claim, true, nil
 		}
 		if attemptErr != nil {
 			return Claim{}, false, attemptErr
 		}
-		claim.NewState, claim.SubState = domain.StateTracking, "RESOLVING_"+string(decision.Action)
+		claim.NewState, claim.SubState = domain.StateTracking, domain.SubStateResolving(decision.Action)
 	default:
 		return Claim{}, false, fmt.Errorf("stuck hook returned unknown action %q", decision.Action)
 	}
@@ -220,7 +220,7 @@ func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 		return nil
 	}
 	r.log.WithContext(ctx).Warnw(fields...)
-	recorded, err := r.attempts.RecordAttempt(ctx, lease, attempt, string(decision.Action)+"_SUBMITTED", r.cfg.ResubmitInterval)
+	recorded, err := r.attempts.RecordAttempt(ctx, lease, attempt, domain.SubStateResolutionSubmitted(decision.Action), r.cfg.ResubmitInterval)
 	if err != nil {
 		return r.leases.Fence(ctx, lease, err)
 	}

@@ -48,7 +48,7 @@ func TestClaimFor(t *testing.T) {
 		action       domain.ResolutionAction
 		attemptErr   error
 		wantState    domain.State
-		wantSubState string
+		wantSubState domain.SubState
 		wantFallback bool
 		wantErr      bool
 	}{
