@@ -157,7 +157,7 @@ func TestSignerViewsReadTheDatabase(t *testing.T) {
 	}
 	// The stuck stage would mark it so after its resubmissions ran out; here it is marked
 	// directly so the listing has one to show.
-	if _, err := env.pool.Exec(t.Context(), "UPDATE managed_tx SET state = 'STUCK', sub_state = 'fee_cap' WHERE tx_id = $1", created.GetTx().GetTxId()); err != nil {
+	if _, err := env.pool.Exec(t.Context(), "UPDATE managed_tx SET state = 'STUCK', sub_state = 'NOOP' WHERE tx_id = $1", created.GetTx().GetTxId()); err != nil {
 		t.Fatal(err)
 	}
 	ctx := as(adminCaller)
@@ -210,7 +210,7 @@ func TestSignerViewsReadTheDatabase(t *testing.T) {
 			return node.admin.ListStuck(ctx, &v1.ListStuckRequest{Signer: dev[0].Hex()})
 		}, check: func(t *testing.T, resp any) {
 			txs := resp.(*v1.ListStuckResponse).GetTxs()
-			if len(txs) != 1 || txs[0].GetTxId() != created.GetTx().GetTxId() || txs[0].GetState() != "STUCK" || txs[0].GetSubState() != "fee_cap" {
+			if len(txs) != 1 || txs[0].GetTxId() != created.GetTx().GetTxId() || txs[0].GetState() != "STUCK" || txs[0].GetSubState() != "NOOP" {
 				t.Errorf("stuck %v, want the one marked stuck", txs)
 			}
 		}},

@@ -25,7 +25,7 @@ func TestTxRepositoryReads(t *testing.T) {
 	waiting := insertTx(t, pool, txRow{signer: signer.Hex(), nonce: 0, state: "ALLOCATED", requestID: "order-1"})
 	sent := insertTx(t, pool, txRow{signer: signer.Hex(), nonce: 1, state: "TRACKING", subState: "SIGNED", hash: "0x01", requestID: "order-2"})
 
-	read := func(name string, get func() (domain.ManagedTx, error), wantID uuid.UUID, wantErr error, wantSubState string) {
+	read := func(name string, get func() (domain.ManagedTx, error), wantID uuid.UUID, wantErr error, wantSubState domain.SubState) {
 		t.Helper()
 		tx, err := get()
 		if !errors.Is(err, wantErr) || tx.ID != wantID || tx.SubState != wantSubState {

@@ -6,7 +6,6 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
-	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
 // Finality judges a found receipt, on record or held, against the chain: enough blocks on
@@ -40,7 +39,7 @@ func TestAdvanceFinality(t *testing.T) {
 		{name: "held, not final yet: still held", cfg: receipts.Config{Confirmations: 3}, blocksOnTop: 1, wantHeld: true,
 			wantState: domain.StateTracking, wantSubState: "SIGNED"},
 		{name: "a cancellation mined: FAILED_FINAL, cancelled", cfg: receipts.Config{Confirmations: 2}, cancelled: true, blocksOnTop: 1, wantHeld: true,
-			wantState: domain.StateFailedFinal, wantSubState: services.SubStateCancelled, wantCompletions: 1},
+			wantState: domain.StateFailedFinal, wantSubState: string(domain.SubStateCancelled), wantCompletions: 1},
 		{name: "the node's finalized block not past it: not final", cfg: receipts.Config{UseFinalizedTag: true}, blocksOnTop: 10,
 			wantState: domain.StateTracking, wantSubState: "MINED"},
 		// The embedded chain finalizes every 32nd block.

@@ -141,7 +141,7 @@ func (s *stage) resign(nonce uint64, kind pipeline.AttemptKind) common.Hash {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if recorded, err := s.attempts.RecordAttempt(ctx(s.t), s.lease, attempt, string(kind)+"_SUBMITTED", time.Minute); err != nil || !recorded {
+	if recorded, err := s.attempts.RecordAttempt(ctx(s.t), s.lease, attempt, domain.SubStateResolutionSubmitted(domain.ResolutionAction(kind)), time.Minute); err != nil || !recorded {
 		s.t.Fatalf("record the %s attempt: %v, %v", kind, recorded, err)
 	}
 	if errs, err := s.chain.SendRawTransactions(ctx(s.t), [][]byte{attempt.Raw}); err != nil || errs[0] != nil {

@@ -37,11 +37,11 @@ func TestSettleTakenNonces(t *testing.T) {
 		wantCompletions int
 	}{
 		{name: "the row's own intent under another hash: recognised and followed", ownIntent: true, confirmations: 2,
-			wantSettled: 1, wantState: domain.StateTracking, wantSub: services.SubStateRecognised, wantHash: true},
+			wantSettled: 1, wantState: domain.StateTracking, wantSub: string(domain.SubStateRecognised), wantHash: true},
 		{name: "another intent, confirmed: the nonce is gone for good", confirmations: 2, blocksOnTop: 1,
-			wantSettled: 1, wantState: domain.StateFailedFinal, wantSub: services.SubStateNonceTaken, wantCompletions: 1},
+			wantSettled: 1, wantState: domain.StateFailedFinal, wantSub: string(domain.SubStateNonceTaken), wantCompletions: 1},
 		{name: "another intent, one block short of confirmed: looked at again later", confirmations: 3, blocksOnTop: 1,
-			wantState: domain.StateTracking, wantSub: services.SubStateNonceTaken},
+			wantState: domain.StateTracking, wantSub: string(domain.SubStateNonceTaken)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,7 +58,7 @@ func TestSettleTakenNonces(t *testing.T) {
 			s.waitPending(1)
 			s.mine(1 + tc.blocksOnTop)
 			s.submit()
-			if row := s.row(0); row.subState != services.SubStateNonceTaken {
+			if row := s.row(0); row.subState != string(domain.SubStateNonceTaken) {
 				t.Fatalf("row after the broadcast %+v, want NONCE_TAKEN", row)
 			}
 

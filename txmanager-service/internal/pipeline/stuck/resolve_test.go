@@ -103,12 +103,12 @@ func TestResolveTxCarriesOutEachAction(t *testing.T) {
 		wantReason string
 	}{
 		{name: "NOOP marks it STUCK", action: domain.ActionNoop, wantState: domain.StateStuck, wantSubState: "NOOP", wantValue: 1, wantReason: "ops"},
-		{name: "CANCEL sends a 0-value self-transfer", action: domain.ActionCancel, wantState: domain.StateTracking, wantSubState: services.SubStateSubmitted,
+		{name: "CANCEL sends a 0-value self-transfer", action: domain.ActionCancel, wantState: domain.StateTracking, wantSubState: string(domain.SubStateSubmitted),
 			wantKind: "CANCEL", wantReason: "ops"},
-		{name: "REPLACE sends the intent again at bumped fees", action: domain.ActionReplace, wantState: domain.StateTracking, wantSubState: services.SubStateSubmitted,
+		{name: "REPLACE sends the intent again at bumped fees", action: domain.ActionReplace, wantState: domain.StateTracking, wantSubState: string(domain.SubStateSubmitted),
 			wantKind: "REPLACE", wantValue: 1, wantReason: "ops"},
 		{name: "PLACEHOLDER fills the nonce with a 0-value self-transfer", action: domain.ActionPlaceholder, wantState: domain.StateTracking,
-			wantSubState: services.SubStateSubmitted, wantKind: "PLACEHOLDER", wantReason: "ops"},
+			wantSubState: string(domain.SubStateSubmitted), wantKind: "PLACEHOLDER", wantReason: "ops"},
 		{name: "no fee within the caps: STUCK instead of a replacement", action: domain.ActionCancel, capped: true, wantState: domain.StateStuck,
 			wantSubState: "NOOP", wantValue: 1, wantReason: services.ErrFeeCapReached.Error()},
 	}
@@ -191,7 +191,7 @@ func TestResolveTxByTheHookAndRepeated(t *testing.T) {
 	if audits := s.audits(before.id); len(audits) != 2 || audits[1].action != string(domain.ActionCancel) || audits[1].reason != "manual resolution requested through the admin API" {
 		t.Fatalf("audits %+v, want the CANCEL audited with the default reason", audits)
 	}
-	if row := s.row(); row.state != string(domain.StateTracking) || row.subState != services.SubStateSubmitted || row.kind != "CANCEL" {
+	if row := s.row(); row.state != string(domain.StateTracking) || row.subState != string(domain.SubStateSubmitted) || row.kind != "CANCEL" {
 		t.Fatalf("row %+v, want the STUCK transaction resolved by its cancellation", row)
 	}
 
@@ -211,7 +211,7 @@ func TestDetectStuckCarriesOutTheHooksDecision(t *testing.T) {
 		// wantSubState and wantKind: the row and its current attempt after the pass.
 		wantSubState, wantKind string
 	}{
-		{name: "the hook replaces", hook: stuck.PolicyHook{Action: domain.ActionReplace}, wantSubState: services.SubStateSubmitted, wantKind: "REPLACE"},
+		{name: "the hook replaces", hook: stuck.PolicyHook{Action: domain.ActionReplace}, wantSubState: string(domain.SubStateSubmitted), wantKind: "REPLACE"},
 		{name: "the hook fails", hook: failingHook{}, wantErr: "stuck hook", wantSubState: "SIGNED", wantKind: "ORIGINAL"},
 		{name: "the hook answers an unknown action", hook: stuck.PolicyHook{Action: "PRAY"}, wantErr: "unknown action", wantSubState: "SIGNED", wantKind: "ORIGINAL"},
 	}
