@@ -69,7 +69,7 @@ func run() error {
 	if !*migrateOnly {
 		// Bound first: a busy port fails the start before a database is started or touched,
 		// and the node id may follow a port the kernel picked.
-		if listeners, err = server.Listen(bc); err != nil {
+		if listeners, err = app.Listen(bc); err != nil {
 			return err
 		}
 		defer func() { _ = listeners.Close() }()

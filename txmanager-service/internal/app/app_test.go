@@ -23,7 +23,6 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
-	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
@@ -59,7 +58,7 @@ func testLogger() log.Logger {
 // assemble binds bc's ports and builds a node with app.New, as main does.
 func assemble(t *testing.T, bc *conf.Bootstrap) (run func() error, stop func() error, cleanup func(), err error) {
 	t.Helper()
-	listeners, err := server.Listen(bc)
+	listeners, err := app.Listen(bc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/google/wire"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/controllers"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/reconcile"
@@ -21,11 +22,16 @@ import (
 // layers below the assembly know nothing of the file's shape.
 
 // SharedConfigSet maps what the whole process shares.
-var SharedConfigSet = wire.NewSet(newRetentionConfig, newFeedConfig, newNodeConfig)
+var SharedConfigSet = wire.NewSet(newRetentionConfig, newFeedConfig, newNodeConfig, newRouting)
 
 // ChainConfigSet maps what one chain's stack needs (from its view of the configuration).
 var ChainConfigSet = wire.NewSet(newLeaseConfig, newNonceConfig, newQueueConfig, newPipelineLoopsConfig, newScheduleConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
 	newSubmittingConfig, newReceiptsConfig, newStuckConfig, newReconcileConfig, newStuckHook, newSigningStallConfig, newSignerConditionsConfig)
+
+// newRouting maps the routing section for the controllers that forward to a signer's leader.
+func newRouting(c *conf.Bootstrap) controllers.Routing {
+	return controllers.Routing{Forward: c.Routing.Mode == conf.RoutingForward, MaxHops: c.Routing.MaxHops, RetryWait: 500 * time.Millisecond}
+}
 
 func newRetentionConfig(c *conf.Bootstrap) services.RetentionConfig {
 	return services.RetentionConfig{Horizon: c.Retention.Horizon.Std(), BatchSize: c.Retention.BatchSize, MaxBatches: c.Retention.MaxBatchesPerPass}
@@ -118,6 +124,7 @@ func newPipelineLoopsConfig(c *conf.Bootstrap) workers.PipelineConfig {
 		SubmitInterval:    c.Pipeline.SubmitInterval.Std(),
 		FinalityInterval:  c.Pipeline.FinalityInterval.Std(),
 		ResubmitScan:      c.Resubmit.ScanInterval.Std(),
+		ResubmitBatch:     c.Resubmit.BatchSize,
 		StuckScan:         c.Stuck.ScanInterval.Std(),
 		AdoptInterval:     c.Pipeline.AdoptInterval.Std(),
 		SignerConcurrency: c.Pipeline.SignerConcurrency,

@@ -31,15 +31,20 @@ import (
 // one chain stack (newChainStack) per served chain.
 // version is the running binary's version (main sets it at build time).
 func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logger, buildVersion services.BuildVersion) (*kratos.App, func(), error) {
-	tlsConfigs, err := server.NewTLSConfigs(bootstrap)
+	confServer := bootstrap.Server
+	observability := bootstrap.Observability
+	routing := bootstrap.Routing
+	tlsConfigs, err := server.NewTLSConfigs(confServer, routing)
 	if err != nil {
 		return nil, nil, err
 	}
+	database := bootstrap.Database
 	prometheus, cleanup, err := telemetry.NewPrometheus()
 	if err != nil {
 		return nil, nil, err
 	}
-	tracerProvider, cleanup2, err := telemetry.NewTracerProvider(bootstrap)
+	node := bootstrap.Node
+	tracerProvider, cleanup2, err := telemetry.NewTracerProvider(node, observability)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
@@ -56,13 +61,14 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	pool, cleanup3, err := repositories.NewPool(bootstrap, logger, serverWatch)
+	pool, cleanup3, err := repositories.NewPool(database, logger, serverWatch)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	config := repositories.NewTxManagerConfig(bootstrap)
+	lease := bootstrap.Lease
+	config := repositories.NewTxManagerConfig(database, lease)
 	dependencies := telemetry.NewTxManagerDependencies(prometheus, tracerProvider, logger)
 	component, err := txmanager.NewComponentFromPool(config, pool, dependencies)
 	if err != nil {
@@ -80,6 +86,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
+	feed := bootstrap.Feed
 	completionRepository := repositories.NewCompletionRepository(pool)
 	feedNotifier := services.NewFeedNotifier()
 	feedSequencer, err := services.NewFeedSequencer(manager, completionRepository, feedNotifier, metrics)
@@ -90,7 +97,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	feedSequencerLoop := workers.NewFeedSequencerLoop(bootstrap, feedSequencer, logger)
+	feedSequencerLoop := workers.NewFeedSequencerLoop(feed, feedSequencer, logger)
 	clock := _wireSystemClockValue
 	nodeConfig := newNodeConfig(bootstrap, incarnation, buildVersion, clock)
 	nodeRepository := repositories.NewNodeRepository(pool)
@@ -120,15 +127,16 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	feedConfig := newFeedConfig(bootstrap)
 	completionsUseCase := services.NewCompletionsUseCase(completionRepository, feedNotifier, feedConfig)
 	finalWait := services.NewFinalWait(feedNotifier, feedConfig)
-	routing := controllers.NewRouting(bootstrap)
+	controllersRouting := newRouting(bootstrap)
 	forwarder, cleanup6 := server.NewForwarder(nodeRegistry, tlsConfigs)
-	txController := controllers.NewTxController(chains, completionsUseCase, finalWait, routing, forwarder, logger)
+	txController := controllers.NewTxController(chains, completionsUseCase, finalWait, controllersRouting, forwarder, logger)
 	rosterRepository := repositories.NewRosterRepository(pool)
 	signerRoster, cleanup7 := NewSignerRoster(bootstrap, rosterRepository, registry, chainStacks, logger)
-	adminController := controllers.NewAdminController(chains, routing, forwarder, signerRoster, logger)
+	adminController := controllers.NewAdminController(chains, controllersRouting, forwarder, signerRoster, logger)
 	v := ReadinessChainsOf(chainStacks)
-	health := server.NewHealth(bootstrap, pool, serverWatch, v, metrics)
-	authenticator, err := server.NewAuthenticator(bootstrap)
+	health := server.NewHealth(confServer, pool, serverWatch, v, metrics)
+	auth := bootstrap.Auth
+	authenticator, err := server.NewAuthenticator(auth)
 	if err != nil {
 		cleanup7()
 		cleanup6()
@@ -139,8 +147,8 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	rateLimiter := server.NewRateLimiter(bootstrap, metrics)
-	middleware, err := server.NewMiddleware(bootstrap, tracerProvider, metrics, authenticator, rateLimiter, logger)
+	rateLimiter := server.NewRateLimiter(confServer, metrics)
+	middleware, err := server.NewMiddleware(routing, tracerProvider, metrics, authenticator, rateLimiter, logger)
 	if err != nil {
 		cleanup7()
 		cleanup6()
@@ -151,14 +159,15 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	httpServer := server.NewHTTPServer(bootstrap, listeners, tlsConfigs, txController, adminController, health, prometheus, authenticator, middleware)
+	httpServer := server.NewHTTPServer(confServer, observability, listeners, tlsConfigs, txController, adminController, health, prometheus, authenticator, middleware)
 	streams := server.NewStreams()
-	grpcServer := server.NewGRPCServer(bootstrap, listeners, tlsConfigs, txController, adminController, middleware, authenticator, streams)
-	nodeHeartbeat := workers.NewNodeHeartbeat(bootstrap, nodeRegistry)
+	grpcServer := server.NewGRPCServer(confServer, listeners, tlsConfigs, txController, adminController, middleware, authenticator, streams)
+	nodeHeartbeat := workers.NewNodeHeartbeat(routing, nodeRegistry)
+	retention := bootstrap.Retention
 	retentionConfig := newRetentionConfig(bootstrap)
 	retentionRepository := repositories.NewRetentionRepository(pool)
-	retention := services.NewRetention(retentionConfig, retentionRepository, clock, metrics, logger)
-	retentionLoop := workers.NewRetentionLoop(bootstrap, retention, logger)
+	servicesRetention := services.NewRetention(retentionConfig, retentionRepository, clock, metrics, logger)
+	retentionLoop := workers.NewRetentionLoop(retention, servicesRetention, logger)
 	rosterLoop := workers.NewRosterLoop(signerRoster, logger)
 	banner := NewBanner(bootstrap, registry, chainStacks, buildVersion)
 	app := newApp(bootstrap, logger, httpServer, grpcServer, chainStacks, nodeHeartbeat, nodeRegistry, feedSequencerLoop, retentionLoop, signerRoster, rosterLoop, banner, streams, buildVersion)
@@ -281,8 +290,10 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 		return nil, nil, err
 	}
 	chainServices := newChainServices(chainConnection, createTxUseCase, getTxUseCase, adminUseCase, signerConditions)
-	leaseKeeper := workers.NewLeaseKeeperFromConfig(view, leaseManager)
-	fundsGaugeLoop := workers.NewFundsGaugeLoop(view, fundsGuard, registry, logger)
+	lease := view.Lease
+	leaseKeeper := workers.NewLeaseKeeperFromConfig(lease, leaseManager)
+	create := view.Create
+	fundsGaugeLoop := workers.NewFundsGaugeLoop(create, fundsGuard, registry, logger)
 	chainStack := &ChainStack{
 		Connection: chainConnection,
 		Services:   chainServices,

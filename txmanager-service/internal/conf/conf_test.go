@@ -74,6 +74,7 @@ func TestCheckRejectsBadConfiguration(t *testing.T) {
 		{"endpoint in a list", "chain:\n  rpcUrls: [http://a.example, \"node.example:8545\"]\n", "chain.rpcUrls[1]: is not a JSON-RPC URL"},
 		{"endpoint of a chain entry", "chains:\n  - {id: 5, rpcUrl: \"http://a.example,gopher://b\"}\n", "chains[0].rpcUrl (URL 2 of 2): is not a JSON-RPC URL"},
 		{"retention", "retention:\n  batchSize: 0\n", "retention.batchSize: must be in 1..10000"},
+		{"resubmit", "resubmit:\n  batchSize: 0\n", "resubmit.batchSize: must be in 1..10000"},
 		{"feed", "feed:\n  pollInterval: 0s\n", "feed.pollInterval: must be positive"},
 		{"receipts batch", "pipeline:\n  receipts:\n    batchSize: 5000\n", "pipeline.receipts.batchSize: must be in 1..1000"},
 		{"chain timeout", "chain:\n  timeouts:\n    send: 0s\n", "chain.timeouts.send: must be positive"},

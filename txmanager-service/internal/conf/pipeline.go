@@ -73,6 +73,9 @@ type Resubmit struct {
 	Interval Duration `json:"interval"`
 	// ScanInterval: how often transactions due for a rebroadcast are looked for.
 	ScanInterval Duration `json:"scanInterval"`
+	// BatchSize bounds the transactions one scan rebroadcasts per signer; the rest wait for
+	// the next scan, so one signer's backlog never holds the others' rebroadcasts back.
+	BatchSize int `json:"batchSize"`
 }
 
 // Stuck sets when the head of line is stuck and what the shipped hook does about it.
@@ -263,6 +266,7 @@ func (f Feed) check(p *problems) {
 func (r Resubmit) check(p *problems) {
 	p.positive(r.Interval, "resubmit.interval")
 	p.positive(r.ScanInterval, "resubmit.scanInterval")
+	p.require(r.BatchSize > 0 && r.BatchSize <= 10000, "resubmit.batchSize", "must be in 1..10000")
 }
 
 // check: when a head of line is stuck and the action the shipped hook takes.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
-	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
@@ -107,23 +106,5 @@ func TestRouteForwardsAndRetriesOnlyWhatAnotherNodeCouldServe(t *testing.T) {
 				t.Fatalf("%d local attempts and %d forwards, want %d and %d", local, forwards, tt.wantLocal, tt.wantForwards)
 			}
 		})
-	}
-}
-
-// The routing section maps onto the mode, the hop bound and the wait between attempts.
-func TestNewRoutingMapsTheRoutingSection(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		mode string
-		want Routing
-	}{
-		{conf.RoutingForward, Routing{Forward: true, MaxHops: 2, RetryWait: 500 * time.Millisecond}},
-		{conf.RoutingBasic, Routing{MaxHops: 2, RetryWait: 500 * time.Millisecond}},
-	}
-	for _, tt := range tests {
-		got := NewRouting(&conf.Bootstrap{Routing: conf.Routing{Mode: tt.mode, MaxHops: 2}})
-		if got != tt.want {
-			t.Errorf("mode %q: %+v, want %+v", tt.mode, got, tt.want)
-		}
 	}
 }

@@ -72,20 +72,20 @@ var ChainProviderSet = wire.NewSet(
 
 // NewPool opens the service's connection pool and checks it can reach the database; watch
 // sees every new connection's server.
-func NewPool(c *conf.Bootstrap, logger log.Logger, watch *ServerWatch) (*pgxpool.Pool, func(), error) {
-	cfg, err := pgxpool.ParseConfig(c.Database.DSN)
+func NewPool(c conf.Database, logger log.Logger, watch *ServerWatch) (*pgxpool.Pool, func(), error) {
+	cfg, err := pgxpool.ParseConfig(c.DSN)
 	if err != nil {
 		// pgx's message may quote the DSN, password included: keep it out of logs.
 		return nil, nil, fmt.Errorf("database.dsn is not a valid PostgreSQL connection string")
 	}
-	cfg.MaxConns = c.Database.MaxConns
-	cfg.MinConns = min(c.Database.MinConns, c.Database.MaxConns)
-	mode, err := conf.ParseQueryExecMode(c.Database.QueryExecMode)
+	cfg.MaxConns = c.MaxConns
+	cfg.MinConns = min(c.MinConns, c.MaxConns)
+	mode, err := conf.ParseQueryExecMode(c.QueryExecMode)
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg.ConnConfig.DefaultQueryExecMode = mode
-	cfg.ConnConfig.OnPgError = explainPreparedStatementErrors(cfg.ConnConfig.OnPgError, log.NewHelper(logger), c.Database.QueryExecMode)
+	cfg.ConnConfig.OnPgError = explainPreparedStatementErrors(cfg.ConnConfig.OnPgError, log.NewHelper(logger), c.QueryExecMode)
 	cfg.AfterConnect = watch.AfterConnect
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -131,12 +131,12 @@ func explainPreparedStatementErrors(next func(*pgconn.PgConn, *pgconn.PgError) b
 }
 
 // NewTxManagerConfig maps database.tx onto the library's configuration.
-func NewTxManagerConfig(c *conf.Bootstrap) txmanager.Config {
+func NewTxManagerConfig(c conf.Database, lease conf.Lease) txmanager.Config {
 	return txmanager.Config{
-		DefaultIsolation: c.Database.Tx.Isolation,
-		DefaultTimeout:   c.Database.Tx.Timeout.Std(),
-		LockTimeout:      c.Database.Tx.LockTimeout.Std(),
+		DefaultIsolation: c.Tx.Isolation,
+		DefaultTimeout:   c.Tx.Timeout.Std(),
+		LockTimeout:      c.Tx.LockTimeout.Std(),
 		// Never longer than a lease: a takeover must not wait on a frozen owner for more.
-		IdleInTransactionTimeout: min(c.Database.Tx.IdleInTransactionTimeout.Std(), c.Lease.Duration.Std()),
+		IdleInTransactionTimeout: min(c.Tx.IdleInTransactionTimeout.Std(), lease.Duration.Std()),
 	}
 }

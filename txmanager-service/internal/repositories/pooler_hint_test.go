@@ -36,12 +36,12 @@ func TestPreparedStatementFailureBehindAPoolerNamesTheSetting(t *testing.T) {
 
 	var logs testsupport.LogBuffer
 	logger := log.NewStdLogger(&logs)
-	bc := &conf.Bootstrap{Database: conf.Database{DSN: bouncer.DSN("postgres"), MaxConns: 8, QueryExecMode: "cache_statement"}}
+	database := conf.Database{DSN: bouncer.DSN("postgres"), MaxConns: 8, QueryExecMode: "cache_statement"}
 	watch, err := repositories.NewServerWatch(logger, telemetry.Noop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, closePool, err := repositories.NewPool(bc, logger, watch)
+	pool, closePool, err := repositories.NewPool(database, logger, watch)
 	if err != nil {
 		t.Fatal(err)
 	}

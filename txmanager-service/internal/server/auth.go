@@ -31,12 +31,12 @@ type Authenticator struct {
 
 // NewAuthenticator builds the authenticator from configuration. Secrets are read from
 // files and kept only in memory; none appears in an error.
-func NewAuthenticator(c *conf.Bootstrap) (*Authenticator, error) {
-	a := &Authenticator{enabled: c.Auth.Enabled, keys: map[[32]byte]domain.Principal{}}
+func NewAuthenticator(c conf.Auth) (*Authenticator, error) {
+	a := &Authenticator{enabled: c.Enabled, keys: map[[32]byte]domain.Principal{}}
 	if !a.enabled {
 		return a, nil
 	}
-	for i, k := range c.Auth.APIKeys {
+	for i, k := range c.APIKeys {
 		digest, err := hex.DecodeString(strings.TrimPrefix(strings.ToLower(k.SHA256), "sha256:"))
 		if err != nil || len(digest) != sha256.Size {
 			return nil, fmt.Errorf("auth.apiKeys[%d] (%s): sha256 must be 64 hex digits", i, k.ID)
@@ -51,8 +51,8 @@ func NewAuthenticator(c *conf.Bootstrap) (*Authenticator, error) {
 		}
 		a.keys[[32]byte(digest)] = p
 	}
-	if c.Auth.JWT.HMACSecretFile != "" || c.Auth.JWT.PublicKeyFile != "" {
-		v, err := newJWTVerifier(c.Auth.JWT)
+	if c.JWT.HMACSecretFile != "" || c.JWT.PublicKeyFile != "" {
+		v, err := newJWTVerifier(c.JWT)
 		if err != nil {
 			return nil, err
 		}

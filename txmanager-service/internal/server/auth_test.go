@@ -119,7 +119,7 @@ func TestAuthenticatorEstablishesTheCaller(t *testing.T) {
 	}
 	newAuth := func(jwtConf conf.JWT) *Authenticator {
 		jwtConf.Issuer, jwtConf.Audience = "https://issuer.test", "txmanager"
-		a, err := NewAuthenticator(&conf.Bootstrap{Auth: conf.Auth{Enabled: true, APIKeys: apiKeys(), JWT: jwtConf}})
+		a, err := NewAuthenticator(conf.Auth{Enabled: true, APIKeys: apiKeys(), JWT: jwtConf})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestAuthenticatorEstablishesTheCaller(t *testing.T) {
 	withEd.PublicKeyFile = writeFile(t, dir, "ed.pem", publicKeyPEM(t, edPublic))
 	rsaAuth, ecAuth, edAuth := newAuth(withRSA), newAuth(withEC), newAuth(withEd)
 	keysOnly := newAuth(conf.JWT{})
-	disabled, err := NewAuthenticator(&conf.Bootstrap{})
+	disabled, err := NewAuthenticator(conf.Auth{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestAuthenticatorRefusesUnusableConfiguration(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			tt.auth.Enabled = true
-			_, err := NewAuthenticator(&conf.Bootstrap{Auth: tt.auth})
+			_, err := NewAuthenticator(tt.auth)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one saying %q", err, tt.want)
 			}

@@ -71,8 +71,8 @@ type bucket struct {
 }
 
 // NewRateLimiter builds the limiter from configuration (a no-op when disabled).
-func NewRateLimiter(c *conf.Bootstrap, metrics *telemetry.Metrics) *RateLimiter {
-	rl := c.Server.RateLimit
+func NewRateLimiter(c conf.Server, metrics *telemetry.Metrics) *RateLimiter {
+	rl := c.RateLimit
 	l := &RateLimiter{enabled: rl.Enabled, metrics: metrics, buckets: map[string]*bucket{}}
 	if l.enabled {
 		l.limit, l.burst = rate.Limit(rl.RequestsPerSecond), rl.Burst

@@ -20,17 +20,17 @@ import (
 )
 
 // NewGRPCServer serves the API over gRPC.
-func NewGRPCServer(c *conf.Bootstrap, listeners *Listeners, tlsConfigs *TLSConfigs, tx *controllers.TxController, admin *controllers.AdminController,
+func NewGRPCServer(c conf.Server, listeners *Listeners, tlsConfigs *TLSConfigs, tx *controllers.TxController, admin *controllers.AdminController,
 	mw *Middleware, auth *Authenticator, streams *Streams) *kgrpc.Server {
 	opts := []kgrpc.ServerOption{
 		kgrpc.Listener(listeners.GRPC),
-		kgrpc.Timeout(c.Server.GRPC.Timeout.Std()),
+		kgrpc.Timeout(c.GRPC.Timeout.Std()),
 		kgrpc.Middleware(mw.chain...),
 		kgrpc.UnaryInterceptor(grpcStatusInterceptor),
 		// Kratos middleware runs per unary call; a stream (WatchCompletions) is authenticated
 		// once, when it opens, and ended when the service stops.
 		kgrpc.StreamInterceptor(streams.interceptor, auth.streamInterceptor),
-		kgrpc.Options(grpc.MaxRecvMsgSize(int(c.Server.MaxBodyBytes))),
+		kgrpc.Options(grpc.MaxRecvMsgSize(int(c.MaxBodyBytes))),
 	}
 	if tlsConfigs.GRPC != nil {
 		opts = append(opts, kgrpc.TLSConfig(tlsConfigs.GRPC))

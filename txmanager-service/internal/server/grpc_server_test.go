@@ -235,7 +235,7 @@ func TestHopsAreBelievedOnlyFromVerifiedPeers(t *testing.T) {
 		c.Server.TLS = conf.TLS{CertFile: serverCert, KeyFile: serverKey}
 		c.Routing.PeerTLS = conf.PeerTLS{CAFile: pki.caFile, CertFile: peerCert, KeyFile: peerKey}
 	}})
-	configs, err := NewTLSConfigs(s.conf)
+	configs, err := NewTLSConfigs(s.conf.Server, s.conf.Routing)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,8 +64,8 @@ type DatabaseReplication interface {
 }
 
 // NewHealth builds the probes.
-func NewHealth(c *conf.Bootstrap, pool *pgxpool.Pool, replication DatabaseReplication, chains []ReadinessChain, metrics *telemetry.Metrics) *Health {
-	return &Health{pool: pool, replication: replication, chains: chains, metrics: metrics, interval: c.Server.ReadinessInterval.Std(), now: time.Now}
+func NewHealth(c conf.Server, pool *pgxpool.Pool, replication DatabaseReplication, chains []ReadinessChain, metrics *telemetry.Metrics) *Health {
+	return &Health{pool: pool, replication: replication, chains: chains, metrics: metrics, interval: c.ReadinessInterval.Std(), now: time.Now}
 }
 
 // Live is 200 while the process serves HTTP.

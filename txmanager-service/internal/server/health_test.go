@@ -115,7 +115,7 @@ func TestReadinessProbesTheDatabaseAndTheChains(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := &conf.Bootstrap{Server: conf.Server{ReadinessInterval: conf.Duration(time.Hour)}}
+			c := conf.Server{ReadinessInterval: conf.Duration(time.Hour)}
 			h := NewHealth(c, tt.pool, replication("synchronous standby"), tt.chains(t), telemetry.Noop())
 			status, body := readyz(t, h)
 			if status != tt.status || body.Ready != (tt.status == nethttp.StatusOK) || body.Degraded != tt.degraded {
@@ -147,7 +147,7 @@ func TestReadinessProbesAtMostOncePerInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	chain := &fakeChain{}
-	c := &conf.Bootstrap{Server: conf.Server{ReadinessInterval: conf.Duration(10 * time.Second)}}
+	c := conf.Server{ReadinessInterval: conf.Duration(10 * time.Second)}
 	h := NewHealth(c, testsupport.MigratedPool(t), replication("async"), []ReadinessChain{{ID: 1, Chain: chain}}, metrics)
 	var mu sync.Mutex
 	now := time.Now()

@@ -17,13 +17,13 @@ import (
 )
 
 // NewHTTPServer serves the API over HTTP/JSON.
-func NewHTTPServer(c *conf.Bootstrap, listeners *Listeners, tlsConfigs *TLSConfigs, tx *controllers.TxController, admin *controllers.AdminController,
+func NewHTTPServer(c conf.Server, observability conf.Observability, listeners *Listeners, tlsConfigs *TLSConfigs, tx *controllers.TxController, admin *controllers.AdminController,
 	health *Health, prom *telemetry.Prometheus, auth *Authenticator, mw *Middleware) *khttp.Server {
 	opts := []khttp.ServerOption{
 		khttp.Listener(listeners.HTTP),
-		khttp.Timeout(c.Server.HTTP.Timeout.Std()),
+		khttp.Timeout(c.HTTP.Timeout.Std()),
 		khttp.Middleware(mw.chain...),
-		khttp.Filter(cleanPathsOnly, wholeQueriesOnly, limitBody(c.Server.MaxBodyBytes)),
+		khttp.Filter(cleanPathsOnly, wholeQueriesOnly, limitBody(c.MaxBodyBytes)),
 		// Kratos would hand unknown routes to net/http's global DefaultServeMux.
 		khttp.NotFoundHandler(nethttp.HandlerFunc(notFound)),
 		khttp.MethodNotAllowedHandler(nethttp.HandlerFunc(methodNotAllowed)),
@@ -36,22 +36,22 @@ func NewHTTPServer(c *conf.Bootstrap, listeners *Listeners, tlsConfigs *TLSConfi
 	srv := khttp.NewServer(opts...)
 	// A client that trickles its headers (slow-loris) or parks idle keep-alive connections
 	// must not hold sockets for ever.
-	srv.ReadHeaderTimeout = c.Server.HTTP.ReadHeaderTimeout.Std()
-	srv.IdleTimeout = c.Server.HTTP.IdleTimeout.Std()
-	v1.RegisterTxServiceHTTPServer(srv, tx, v1.HTTPOptions{MaxBodyBytes: c.Server.MaxBodyBytes})
-	v1.RegisterAdminServiceHTTPServer(srv, admin, v1.HTTPOptions{MaxBodyBytes: c.Server.MaxBodyBytes})
+	srv.ReadHeaderTimeout = c.HTTP.ReadHeaderTimeout.Std()
+	srv.IdleTimeout = c.HTTP.IdleTimeout.Std()
+	v1.RegisterTxServiceHTTPServer(srv, tx, v1.HTTPOptions{MaxBodyBytes: c.MaxBodyBytes})
+	v1.RegisterAdminServiceHTTPServer(srv, admin, v1.HTTPOptions{MaxBodyBytes: c.MaxBodyBytes})
 	srv.HandleFunc(OpenAPIPath, serveOpenAPI)
 	srv.HandleFunc("/healthz", health.Live)
 	srv.HandleFunc("/readyz", health.Ready)
-	srv.Handle("/metrics", auth.MetricsHandler(c.Observability.MetricsAuth, prom.Handler))
-	if c.Observability.Pprof {
+	srv.Handle("/metrics", auth.MetricsHandler(observability.MetricsAuth, prom.Handler))
+	if observability.Pprof {
 		profiles := nethttp.NewServeMux()
 		profiles.HandleFunc("/debug/pprof/", pprof.Index)
 		profiles.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		profiles.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		profiles.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		profiles.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		srv.HandlePrefix("/debug/pprof/", auth.MetricsHandler(c.Observability.MetricsAuth, profiles))
+		srv.HandlePrefix("/debug/pprof/", auth.MetricsHandler(observability.MetricsAuth, profiles))
 	}
 	return srv
 }

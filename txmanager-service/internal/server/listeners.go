@@ -16,24 +16,24 @@ type Listeners struct {
 	GRPC net.Listener
 }
 
-// Listen binds the configured server addresses and records the bound ports in c, so the
-// rest of the service (node registry, banner, node id) sees where it really listens.
-func Listen(c *conf.Bootstrap) (*Listeners, error) {
-	httpListener, err := net.Listen("tcp", c.Server.HTTP.Addr)
+// Listen binds the configured server addresses. The assembly records the bound ports
+// (Ports) in the configuration, so the rest of the service sees where it really listens.
+func Listen(c conf.Server) (*Listeners, error) {
+	httpListener, err := net.Listen("tcp", c.HTTP.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on server.http.addr: %w", err)
 	}
-	grpcListener, err := net.Listen("tcp", c.Server.GRPC.Addr)
+	grpcListener, err := net.Listen("tcp", c.GRPC.Addr)
 	if err != nil {
 		_ = httpListener.Close()
 		return nil, fmt.Errorf("listen on server.grpc.addr: %w", err)
 	}
-	l := &Listeners{HTTP: httpListener, GRPC: grpcListener}
-	if err := c.UseBoundPorts(tcpPort(httpListener), tcpPort(grpcListener)); err != nil {
-		_ = l.Close()
-		return nil, err
-	}
-	return l, nil
+	return &Listeners{HTTP: httpListener, GRPC: grpcListener}, nil
+}
+
+// Ports are the bound HTTP and gRPC ports (the kernel's choice for a configured port 0).
+func (l *Listeners) Ports() (httpPort, grpcPort int) {
+	return tcpPort(l.HTTP), tcpPort(l.GRPC)
 }
 
 // Close closes both sockets. The servers close them when they stop; this is for a start

@@ -22,7 +22,7 @@ type Middleware struct {
 }
 
 // NewMiddleware builds the chain.
-func NewMiddleware(c *conf.Bootstrap, tp trace.TracerProvider, m *telemetry.Metrics, auth *Authenticator, limiter *RateLimiter, logger log.Logger) (*Middleware, error) {
+func NewMiddleware(routing conf.Routing, tp trace.TracerProvider, m *telemetry.Metrics, auth *Authenticator, limiter *RateLimiter, logger log.Logger) (*Middleware, error) {
 	requests, err := metrics.DefaultRequestsCounter(m.Meter(), metrics.DefaultServerRequestsCounterName)
 	if err != nil {
 		return nil, fmt.Errorf("server requests counter: %w", err)
@@ -35,7 +35,7 @@ func NewMiddleware(c *conf.Bootstrap, tp trace.TracerProvider, m *telemetry.Metr
 		recovery.Recovery(recovery.WithHandler(recoveryHandler(logger))),
 		serverTracing(tp, telemetry.Propagator()),
 		metrics.Server(metrics.WithRequests(requests), metrics.WithSeconds(seconds)),
-		peerHops(c.Routing.PeerTLS.Enabled()),
+		peerHops(routing.PeerTLS.Enabled()),
 		auth.Middleware(),
 		limiter.Middleware(),
 	}}, nil

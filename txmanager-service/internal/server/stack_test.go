@@ -328,12 +328,15 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listeners, err := Listen(c)
+	listeners, err := Listen(c.Server)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := c.UseBoundPorts(listeners.Ports()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = listeners.Close() })
-	tlsConfigs, err := NewTLSConfigs(c)
+	tlsConfigs, err := NewTLSConfigs(c.Server, c.Routing)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,8 +364,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		t.Cleanup(closeForwarder)
 		opts.forwarder = forwarder
 	}
-	routing := controllers.NewRouting(c)
-	routing.RetryWait = 20 * time.Millisecond
+	routing := controllers.Routing{Forward: c.Routing.Mode == conf.RoutingForward, MaxHops: c.Routing.MaxHops, RetryWait: 20 * time.Millisecond}
 	feed := &memFeed{}
 	notify := services.NewFeedNotifier()
 	feedCfg := services.FeedConfig{MaxWait: 30 * time.Second, PollInterval: 20 * time.Millisecond}
@@ -373,25 +375,25 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		admin:   controllers.NewAdminController(chains, routing, opts.forwarder, nil, logger),
 		streams: NewStreams(),
 	}
-	if s.auth, err = NewAuthenticator(c); err != nil {
+	if s.auth, err = NewAuthenticator(c.Auth); err != nil {
 		t.Fatal(err)
 	}
-	if s.mw, err = NewMiddleware(c, opts.tracer, metrics, s.auth, NewRateLimiter(c, metrics), logger); err != nil {
+	if s.mw, err = NewMiddleware(c.Routing, opts.tracer, metrics, s.auth, NewRateLimiter(c.Server, metrics), logger); err != nil {
 		t.Fatal(err)
 	}
-	s.health = NewHealth(c, opts.pool, replication("synchronous standby"), []ReadinessChain{{ID: testChainID, Chain: chain}}, metrics)
+	s.health = NewHealth(c.Server, opts.pool, replication("synchronous standby"), []ReadinessChain{{ID: testChainID, Chain: chain}}, metrics)
 	return s
 }
 
 // httpServer is the stack's HTTP server, driven through its handler.
 func (s *stack) httpServer() *khttp.Server {
-	return NewHTTPServer(s.conf, s.listeners, &TLSConfigs{}, s.tx, s.admin, s.health, s.prom, s.auth, s.mw)
+	return NewHTTPServer(s.conf.Server, s.conf.Observability, s.listeners, &TLSConfigs{}, s.tx, s.admin, s.health, s.prom, s.auth, s.mw)
 }
 
 // serveGRPC serves the stack's gRPC API on its listener until the test ends.
 func (s *stack) serveGRPC(t *testing.T, tlsConfigs *TLSConfigs) *kgrpc.Server {
 	t.Helper()
-	srv := NewGRPCServer(s.conf, s.listeners, tlsConfigs, s.tx, s.admin, s.mw, s.auth, s.streams)
+	srv := NewGRPCServer(s.conf.Server, s.listeners, tlsConfigs, s.tx, s.admin, s.mw, s.auth, s.streams)
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(context.Background()) }()
 	t.Cleanup(func() {

@@ -25,17 +25,17 @@ type TLSConfigs struct {
 }
 
 // NewTLSConfigs loads the certificates; a missing or malformed file fails the start.
-func NewTLSConfigs(c *conf.Bootstrap) (*TLSConfigs, error) {
+func NewTLSConfigs(c conf.Server, routing conf.Routing) (*TLSConfigs, error) {
 	configs := &TLSConfigs{}
-	if c.Server.TLS.Enabled() {
-		serverCert, err := newCertificateFiles("server.tls", c.Server.TLS.CertFile, c.Server.TLS.KeyFile)
+	if c.TLS.Enabled() {
+		serverCert, err := newCertificateFiles("server.tls", c.TLS.CertFile, c.TLS.KeyFile)
 		if err != nil {
 			return nil, err
 		}
 		configs.HTTP = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: serverCert.forServer}
 		configs.GRPC = configs.HTTP.Clone()
 	}
-	if p := c.Routing.PeerTLS; p.Enabled() {
+	if p := routing.PeerTLS; p.Enabled() {
 		pool, err := loadCAPool("routing.peerTLS.caFile", p.CAFile)
 		if err != nil {
 			return nil, err

@@ -130,7 +130,7 @@ func TestTLSConfigsFollowTheConfiguration(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			configs, err := NewTLSConfigs(&conf.Bootstrap{Server: conf.Server{TLS: tt.server}, Routing: conf.Routing{PeerTLS: tt.peer}})
+			configs, err := NewTLSConfigs(conf.Server{TLS: tt.server}, conf.Routing{PeerTLS: tt.peer})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one saying %q", err, tt.wantErr)

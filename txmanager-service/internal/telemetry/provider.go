@@ -76,20 +76,20 @@ func NewTxManagerDependencies(p *Prometheus, tp trace.TracerProvider, logger log
 // kept), but only those of a caller's sampled trace are recorded, so that a peer that does
 // export learns the trace is sampled: recording every request's spans for nothing costs the
 // create path several percent of its CPU.
-func NewTracerProvider(c *conf.Bootstrap) (trace.TracerProvider, func(), error) {
+func NewTracerProvider(node conf.Node, c conf.Observability) (trace.TracerProvider, func(), error) {
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
-		semconv.ServiceName("txmanager-service"), attribute.String("service.instance.id", c.Node.ID)))
+		semconv.ServiceName("txmanager-service"), attribute.String("service.instance.id", node.ID)))
 	if err != nil {
 		return nil, nil, err
 	}
 	sampler := sdktrace.ParentBased(sdktrace.NeverSample())
-	if c.Observability.OTLPEndpoint != "" {
-		sampler = sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.Observability.SampleRatio))
+	if c.OTLPEndpoint != "" {
+		sampler = sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.SampleRatio))
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(sampler)}
-	if endpoint := c.Observability.OTLPEndpoint; endpoint != "" {
+	if endpoint := c.OTLPEndpoint; endpoint != "" {
 		clientOpts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(endpoint)}
-		if c.Observability.OTLPInsecure {
+		if c.OTLPInsecure {
 			clientOpts = append(clientOpts, otlptracegrpc.WithInsecure())
 		}
 		// The exporter connects lazily and retries in the background: an absent collector

@@ -35,8 +35,8 @@ func TestTracerProviderRecordsOnlyWhenExporting(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &conf.Bootstrap{Node: conf.Node{ID: "test"}, Observability: conf.Observability{OTLPEndpoint: tc.otlpEndpoint, OTLPInsecure: true, SampleRatio: tc.sampleRatio}}
-			provider, shutdown, err := NewTracerProvider(c)
+			observability := conf.Observability{OTLPEndpoint: tc.otlpEndpoint, OTLPInsecure: true, SampleRatio: tc.sampleRatio}
+			provider, shutdown, err := NewTracerProvider(conf.Node{ID: "test"}, observability)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,9 +19,9 @@ type FeedSequencerLoop struct {
 }
 
 // NewFeedSequencerLoop builds the loop.
-func NewFeedSequencerLoop(c *conf.Bootstrap, sequencer *services.FeedSequencer, logger log.Logger) *FeedSequencerLoop {
+func NewFeedSequencerLoop(c conf.Feed, sequencer *services.FeedSequencer, logger log.Logger) *FeedSequencerLoop {
 	f := &FeedSequencerLoop{sequencer: sequencer, log: log.NewHelper(log.With(logger, "component", "feed-sequencer"))}
-	f.Loop = NewLoop(c.Feed.SequenceInterval.Std(), f.round)
+	f.Loop = NewLoop(c.SequenceInterval.Std(), f.round)
 	return f
 }
 

@@ -35,8 +35,8 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// loopConfig is a configuration whose loop intervals are all interval: the constructors of
-// the process-wide loops take the whole configuration, as the assembly hands it.
+// loopConfig is a configuration whose loop intervals are all interval: each loop's
+// constructor takes its own section of it.
 func loopConfig(interval time.Duration) *conf.Bootstrap {
 	d := conf.Duration(interval)
 	bc := &conf.Bootstrap{}

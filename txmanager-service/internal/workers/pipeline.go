@@ -23,8 +23,10 @@ type PipelineConfig struct {
 	SubmitInterval   time.Duration
 	FinalityInterval time.Duration
 	ResubmitScan     time.Duration
-	StuckScan        time.Duration
-	AdoptInterval    time.Duration
+	// ResubmitBatch bounds one signer's rebroadcasts per scan.
+	ResubmitBatch int
+	StuckScan     time.Duration
+	AdoptInterval time.Duration
 	// SignerConcurrency bounds how many signers each per-signer loop serves at once.
 	SignerConcurrency int
 }
@@ -81,11 +83,13 @@ type PipelineWorkers struct {
 	submitTasks, resubmitTasks, stuckTasks *signerTasks
 	// feed positions the completions finality writes.
 	feed *FeedSequencerLoop
+	// resubmitBatch bounds one signer's rebroadcasts per scan.
+	resubmitBatch int
 }
 
 // NewPipelineWorkers builds the loops.
 func NewPipelineWorkers(cfg PipelineConfig, stages PipelineStages, leases *services.LeaseManager, feed *FeedSequencerLoop, logger log.Logger) *PipelineWorkers {
-	w := &PipelineWorkers{stages: stages, leases: leases, feed: feed, log: log.NewHelper(log.With(logger, "component", "pipeline-workers")),
+	w := &PipelineWorkers{stages: stages, leases: leases, feed: feed, resubmitBatch: cfg.ResubmitBatch, log: log.NewHelper(log.With(logger, "component", "pipeline-workers")),
 		submitTasks: newSignerTasks(cfg.SignerConcurrency), resubmitTasks: newSignerTasks(cfg.SignerConcurrency), stuckTasks: newSignerTasks(cfg.SignerConcurrency)}
 	w.submit = NewLoop(cfg.SubmitInterval, w.submitPass)
 	w.finality = NewLoop(cfg.FinalityInterval, w.finalityPass)
@@ -175,7 +179,7 @@ func (w *PipelineWorkers) finalityPass(ctx context.Context) {
 
 func (w *PipelineWorkers) resubmitPass(ctx context.Context) {
 	w.eachHeld(ctx, w.resubmitTasks, "resubmit", func(ctx context.Context, lease domain.Lease) error {
-		_, err := w.stages.Submitting.ResubmitDue(ctx, lease, 256)
+		_, err := w.stages.Submitting.ResubmitDue(ctx, lease, w.resubmitBatch)
 		return err
 	})
 }

@@ -97,13 +97,13 @@ func newPipelineNode(t *testing.T, pool *pgxpool.Pool, sim *chain.SimulatedChain
 	if err != nil {
 		t.Fatal(err)
 	}
-	feed := workers.NewFeedSequencerLoop(loopConfig(50*time.Millisecond), sequencer, logger)
+	feed := workers.NewFeedSequencerLoop(loopConfig(50*time.Millisecond).Feed, sequencer, logger)
 	fast := 50 * time.Millisecond
 	stuckScan := opts.stuckScan
 	if stuckScan == 0 {
 		stuckScan = fast
 	}
-	loops := workers.NewPipelineWorkers(workers.PipelineConfig{SubmitInterval: fast, FinalityInterval: fast, ResubmitScan: fast, StuckScan: stuckScan,
+	loops := workers.NewPipelineWorkers(workers.PipelineConfig{SubmitInterval: fast, FinalityInterval: fast, ResubmitScan: fast, ResubmitBatch: 256, StuckScan: stuckScan,
 		AdoptInterval: fast, SignerConcurrency: 4},
 		workers.PipelineStages{Submitting: submitter, Receipts: tracker, Schedule: schedule, Stuck: resolver, Reconcile: reconciler, Open: open}, leases, feed, logger)
 	// The chain is asked at every batch (StateTimeout 1ns), so a chain ahead of the database

@@ -33,16 +33,16 @@ var ChainProviderSet = wire.NewSet(
 type LeaseKeeper struct{ *Loop }
 
 // NewLeaseKeeperFromConfig builds the keeper with the configured renew interval.
-func NewLeaseKeeperFromConfig(c *conf.Bootstrap, leases *services.LeaseManager) *LeaseKeeper {
-	return &LeaseKeeper{boundedLoop(c.Lease.RenewInterval.Std(), leases.Tick)}
+func NewLeaseKeeperFromConfig(c conf.Lease, leases *services.LeaseManager) *LeaseKeeper {
+	return &LeaseKeeper{boundedLoop(c.RenewInterval.Std(), leases.Tick)}
 }
 
 // NodeHeartbeat keeps this node's registry entry fresh.
 type NodeHeartbeat struct{ *Loop }
 
 // NewNodeHeartbeat beats every routing.heartbeatInterval.
-func NewNodeHeartbeat(c *conf.Bootstrap, nodes *services.NodeRegistry) *NodeHeartbeat {
-	return &NodeHeartbeat{boundedLoop(c.Routing.HeartbeatInterval.Std(), nodes.Heartbeat)}
+func NewNodeHeartbeat(c conf.Routing, nodes *services.NodeRegistry) *NodeHeartbeat {
+	return &NodeHeartbeat{boundedLoop(c.HeartbeatInterval.Std(), nodes.Heartbeat)}
 }
 
 // boundedLoop runs pass every interval, each pass cut off at the interval so that a slow

@@ -3,6 +3,10 @@
 package architecture
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -93,5 +97,48 @@ func TestNoPackageImportsALayerAbove(t *testing.T) {
 		if slices.Contains([]string{"internal/workers", "internal/writer"}, dep) || strings.HasPrefix(dep, "internal/pipeline") {
 			t.Errorf("internal/services imports %s", dep)
 		}
+	}
+}
+
+// wholeConfiguration are the packages that may see the whole configuration file
+// (conf.Bootstrap): the assembly and the program. Every other package takes its own
+// section, so a package's constructor says which settings it reads.
+var wholeConfiguration = []string{"internal/app", "internal/conf", "internal/conf/confdoc", "cmd/txmanager-service"}
+
+func TestOnlyTheAssemblySeesTheWholeConfiguration(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	checked := 0
+	for pkg := range imports(t) {
+		if slices.Contains(wholeConfiguration, pkg) {
+			continue
+		}
+		dir := filepath.Join(root, pkg)
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			ast.Inspect(f, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "Bootstrap" {
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "conf" {
+						t.Errorf("%s/%s uses conf.Bootstrap: take the section the package reads", pkg, name)
+					}
+				}
+				return true
+			})
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("read %d files: the check would read nothing", checked)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/app"
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
-	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
@@ -183,7 +182,7 @@ func TestStartAgainstAnotherChainIsRefused(t *testing.T) {
 			}
 			bc.Signers.RawKeys = []string{hexutil.Encode(crypto.FromECDSA(key))}
 		}
-		listeners, err := server.Listen(bc)
+		listeners, err := app.Listen(bc)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,6 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/app"
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
-	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
@@ -240,7 +239,7 @@ func TestChainsAreCheckedAtStart(t *testing.T) {
 		if err := bc.Check(); err != nil {
 			return err
 		}
-		listeners, err := server.Listen(bc)
+		listeners, err := app.Listen(bc)
 		if err != nil {
 			t.Fatal(err)
 		}

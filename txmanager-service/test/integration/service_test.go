@@ -26,7 +26,6 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/app"
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
-	"github.com/bionicotaku/txmanager-service/internal/server"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/test/e2e"
@@ -122,7 +121,7 @@ func tryStartService(t testing.TB, opts serviceOptions) (*testService, error) {
 	}
 	// Bound here and handed to the service, so no other test can take a port between
 	// choosing it and serving on it.
-	listeners, err := server.Listen(bc)
+	listeners, err := app.Listen(bc)
 	if err != nil {
 		t.Fatal(err)
 	}

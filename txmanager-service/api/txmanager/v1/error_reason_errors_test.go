@@ -142,6 +142,7 @@ func TestErrorReasonHelpersRecogniseTheirReason(t *testing.T) {
 		ErrorReason_OUTCOME_UNKNOWN:        {IsOutcomeUnknown, ErrorOutcomeUnknown},
 		ErrorReason_SIGNER_QUARANTINED:     {IsSignerQuarantined, ErrorSignerQuarantined},
 		ErrorReason_SIGNER_RETIRED:         {IsSignerRetired, ErrorSignerRetired},
+		ErrorReason_SIGNER_UNAVAILABLE:     {IsSignerUnavailable, ErrorSignerUnavailable},
 		ErrorReason_SIGNER_ACTIVE:          {IsSignerActive, ErrorSignerActive},
 	}
 	reasons := reasonsOf(t)
