@@ -22,11 +22,22 @@ import (
 // layers below the assembly know nothing of the file's shape.
 
 // SharedConfigSet maps what the whole process shares.
-var SharedConfigSet = wire.NewSet(newRetentionConfig, newFeedConfig, newNodeConfig, newRouting)
+var SharedConfigSet = wire.NewSet(newRetentionConfig, newFeedConfig, newNodeConfig, newRouting, newLoopIntervals)
 
 // ChainConfigSet maps what one chain's stack needs (from its view of the configuration).
-var ChainConfigSet = wire.NewSet(newLeaseConfig, newNonceConfig, newQueueConfig, newPipelineLoopsConfig, newScheduleConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
+var ChainConfigSet = wire.NewSet(newLoopIntervals, newLeaseConfig, newNonceConfig, newQueueConfig, newPipelineLoopsConfig, newScheduleConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
 	newSubmittingConfig, newReceiptsConfig, newStuckConfig, newReconcileConfig, newStuckHook, newSigningStallConfig, newSignerConditionsConfig)
+
+// newLoopIntervals paces the loops other than the pipeline's.
+func newLoopIntervals(c *conf.Bootstrap) workers.Intervals {
+	return workers.Intervals{
+		LeaseRenew:   c.Lease.RenewInterval.Std(),
+		Heartbeat:    c.Routing.HeartbeatInterval.Std(),
+		FeedSequence: c.Feed.SequenceInterval.Std(),
+		Retention:    c.Retention.Interval.Std(),
+		FundsGauge:   c.Create.FundsGaugeInterval.Std(),
+	}
+}
 
 // newRouting maps the routing section for the controllers that forward to a signer's leader.
 func newRouting(c *conf.Bootstrap) controllers.Routing {

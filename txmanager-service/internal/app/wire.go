@@ -24,7 +24,7 @@ import (
 // version is the running binary's version (main sets it at build time).
 func New(*conf.Bootstrap, *server.Listeners, log.Logger, services.BuildVersion) (*kratos.App, func(), error) {
 	panic(wire.Build(
-		wire.FieldsOf(new(*conf.Bootstrap), "Node", "Server", "Database", "Lease", "Routing", "Auth", "Observability", "Feed", "Retention"),
+		wire.FieldsOf(new(*conf.Bootstrap), "Node", "Server", "Database", "Lease", "Routing", "Auth", "Observability"),
 		telemetry.ProviderSet,
 		repositories.ProviderSet,
 		services.ProviderSet,
@@ -49,7 +49,6 @@ func New(*conf.Bootstrap, *server.Listeners, log.Logger, services.BuildVersion) 
 // configuration as that chain sees it (conf.Bootstrap.ChainViews).
 func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func(), error) {
 	panic(wire.Build(
-		wire.FieldsOf(new(*conf.Bootstrap), "Lease", "Create"),
 		wire.FieldsOf(new(*ChainShared), "Pool", "Manager", "ServerWatch", "Incarnation", "Signers", "Feed", "Nodes"),
 		NewChainConnection,
 		wire.FieldsOf(new(*ChainConnection), "Chain", "ChainID"),

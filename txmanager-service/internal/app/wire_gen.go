@@ -86,7 +86,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	feed := bootstrap.Feed
+	intervals := newLoopIntervals(bootstrap)
 	completionRepository := repositories.NewCompletionRepository(pool)
 	feedNotifier := services.NewFeedNotifier()
 	feedSequencer, err := services.NewFeedSequencer(manager, completionRepository, feedNotifier, metrics)
@@ -97,7 +97,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	feedSequencerLoop := workers.NewFeedSequencerLoop(feed, feedSequencer, logger)
+	feedSequencerLoop := workers.NewFeedSequencerLoop(intervals, feedSequencer, logger)
 	clock := _wireSystemClockValue
 	nodeConfig := newNodeConfig(bootstrap, incarnation, buildVersion, clock)
 	nodeRepository := repositories.NewNodeRepository(pool)
@@ -162,12 +162,11 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	httpServer := server.NewHTTPServer(confServer, observability, listeners, tlsConfigs, txController, adminController, health, prometheus, authenticator, middleware)
 	streams := server.NewStreams()
 	grpcServer := server.NewGRPCServer(confServer, listeners, tlsConfigs, txController, adminController, middleware, authenticator, streams)
-	nodeHeartbeat := workers.NewNodeHeartbeat(routing, nodeRegistry)
-	retention := bootstrap.Retention
+	nodeHeartbeat := workers.NewNodeHeartbeat(intervals, nodeRegistry)
 	retentionConfig := newRetentionConfig(bootstrap)
 	retentionRepository := repositories.NewRetentionRepository(pool)
-	servicesRetention := services.NewRetention(retentionConfig, retentionRepository, clock, metrics, logger)
-	retentionLoop := workers.NewRetentionLoop(retention, servicesRetention, logger)
+	retention := services.NewRetention(retentionConfig, retentionRepository, clock, metrics, logger)
+	retentionLoop := workers.NewRetentionLoop(intervals, retention, logger)
 	rosterLoop := workers.NewRosterLoop(signerRoster, logger)
 	banner := NewBanner(bootstrap, registry, chainStacks, buildVersion)
 	app := newApp(bootstrap, logger, httpServer, grpcServer, chainStacks, nodeHeartbeat, nodeRegistry, feedSequencerLoop, retentionLoop, signerRoster, rosterLoop, banner, streams, buildVersion)
@@ -290,10 +289,9 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 		return nil, nil, err
 	}
 	chainServices := newChainServices(chainConnection, createTxUseCase, getTxUseCase, adminUseCase, signerConditions)
-	lease := view.Lease
-	leaseKeeper := workers.NewLeaseKeeperFromConfig(lease, leaseManager)
-	create := view.Create
-	fundsGaugeLoop := workers.NewFundsGaugeLoop(create, fundsGuard, registry, logger)
+	intervals := newLoopIntervals(view)
+	leaseKeeper := workers.NewLeaseKeeper(intervals, leaseManager)
+	fundsGaugeLoop := workers.NewFundsGaugeLoop(intervals, fundsGuard, registry, logger)
 	chainStack := &ChainStack{
 		Connection: chainConnection,
 		Services:   chainServices,

@@ -5,7 +5,6 @@ import (
 
 	"github.com/go-kratos/kratos/v2/log"
 
-	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -19,9 +18,9 @@ type FeedSequencerLoop struct {
 }
 
 // NewFeedSequencerLoop builds the loop.
-func NewFeedSequencerLoop(c conf.Feed, sequencer *services.FeedSequencer, logger log.Logger) *FeedSequencerLoop {
+func NewFeedSequencerLoop(c Intervals, sequencer *services.FeedSequencer, logger log.Logger) *FeedSequencerLoop {
 	f := &FeedSequencerLoop{sequencer: sequencer, log: log.NewHelper(log.With(logger, "component", "feed-sequencer"))}
-	f.Loop = NewLoop(c.SequenceInterval.Std(), f.round)
+	f.Loop = NewLoop(c.FeedSequence, f.round)
 	return f
 }
 

@@ -5,7 +5,6 @@ import (
 
 	"github.com/go-kratos/kratos/v2/log"
 
-	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -14,9 +13,9 @@ import (
 type FundsGaugeLoop struct{ *Loop }
 
 // NewFundsGaugeLoop builds the loop.
-func NewFundsGaugeLoop(c conf.Create, funds *services.FundsGuard, signers services.SignerDirectory, logger log.Logger) *FundsGaugeLoop {
+func NewFundsGaugeLoop(c Intervals, funds *services.FundsGuard, signers services.SignerDirectory, logger log.Logger) *FundsGaugeLoop {
 	helper := log.NewHelper(log.With(logger, "component", "funds"))
-	return &FundsGaugeLoop{NewLoop(c.FundsGaugeInterval.Std(), func(ctx context.Context) {
+	return &FundsGaugeLoop{NewLoop(c.FundsGauge, func(ctx context.Context) {
 		if err := funds.Refresh(ctx, signers.Addresses()); err != nil && ctx.Err() == nil {
 			helper.Warnw("msg", "signer balance refresh failed", "error", err.Error())
 		}

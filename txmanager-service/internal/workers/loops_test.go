@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/lingo-utils/txmanager"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
@@ -46,7 +47,7 @@ func TestLeaseKeeperRenewsLeasesInUseAndReleasesIdleOnes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			keeper := workers.NewLeaseKeeperFromConfig(loopConfig(150*time.Millisecond).Lease, leases)
+			keeper := workers.NewLeaseKeeper(loopConfig(150*time.Millisecond), leases)
 			keeper.Start(context.Background())
 			time.Sleep(2 * duration)
 			keeper.Stop()
@@ -90,7 +91,7 @@ func TestNodeHeartbeatKeepsTheNodeAlive(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.beat {
-				heartbeat := workers.NewNodeHeartbeat(loopConfig(100*time.Millisecond).Routing, registry)
+				heartbeat := workers.NewNodeHeartbeat(loopConfig(100*time.Millisecond), registry)
 				heartbeat.Start(context.Background())
 				defer heartbeat.Stop()
 			}
@@ -183,7 +184,7 @@ func TestRetentionLoopPrunesPastTheHorizon(t *testing.T) {
 	}
 	retention := services.NewRetention(services.RetentionConfig{Horizon: 24 * time.Hour, BatchSize: 10, MaxBatches: 1}, repositories.NewRetentionRepository(pool),
 		services.SystemClock{}, telemetry.Noop(), testLogger())
-	loop := workers.NewRetentionLoop(loopConfig(50*time.Millisecond).Retention, retention, testLogger())
+	loop := workers.NewRetentionLoop(loopConfig(50*time.Millisecond), retention, testLogger())
 	loop.Start(context.Background())
 	defer loop.Stop()
 	waitFor(t, 5*time.Second, "the old transaction deleted", func() bool { return countSigner(t, pool, "managed_tx", "old") == 0 })
@@ -235,7 +236,7 @@ func TestFeedSequencerLoopPositionsCompletionsWhenWoken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loop := workers.NewFeedSequencerLoop(loopConfig(time.Hour).Feed, sequencer, testLogger())
+	loop := workers.NewFeedSequencerLoop(loopConfig(time.Hour), sequencer, testLogger())
 	loop.Start(context.Background())
 	defer loop.Stop()
 	for i := range 3 {
@@ -295,7 +296,7 @@ func TestFundsGaugeLoopReadsEveryManagedSigner(t *testing.T) {
 		t.Fatal(err)
 	}
 	signers := signerList{sim.DevAddresses()[0], testsupport.SignerAddress(9)}
-	loop := workers.NewFundsGaugeLoop(loopConfig(time.Hour).Create, guard, signers, testLogger())
+	loop := workers.NewFundsGaugeLoop(loopConfig(time.Hour), guard, signers, testLogger())
 	loop.Start(context.Background())
 	defer loop.Stop()
 	loop.Wake()

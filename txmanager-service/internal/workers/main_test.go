@@ -9,8 +9,7 @@ import (
 	"github.com/go-kratos/kratos/v2/log"
 
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
-
-	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/workers"
 )
 
 // The loops' tests drive real stages on a real PostgreSQL (a fresh database each) and the
@@ -35,15 +34,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// loopConfig is a configuration whose loop intervals are all interval: each loop's
-// constructor takes its own section of it.
-func loopConfig(interval time.Duration) *conf.Bootstrap {
-	d := conf.Duration(interval)
-	bc := &conf.Bootstrap{}
-	bc.Feed.SequenceInterval = d
-	bc.Retention.Interval = d
-	bc.Routing.HeartbeatInterval = d
-	bc.Lease.RenewInterval = d
-	bc.Create.FundsGaugeInterval = d
-	return bc
+// loopConfig paces every loop at interval.
+func loopConfig(interval time.Duration) workers.Intervals {
+	return workers.Intervals{LeaseRenew: interval, Heartbeat: interval, FeedSequence: interval, Retention: interval, FundsGauge: interval}
 }

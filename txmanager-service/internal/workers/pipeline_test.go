@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/lingo-utils/txmanager"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -97,7 +98,7 @@ func newPipelineNode(t *testing.T, pool *pgxpool.Pool, sim *chain.SimulatedChain
 	if err != nil {
 		t.Fatal(err)
 	}
-	feed := workers.NewFeedSequencerLoop(loopConfig(50*time.Millisecond).Feed, sequencer, logger)
+	feed := workers.NewFeedSequencerLoop(loopConfig(50*time.Millisecond), sequencer, logger)
 	fast := 50 * time.Millisecond
 	stuckScan := opts.stuckScan
 	if stuckScan == 0 {

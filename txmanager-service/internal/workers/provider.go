@@ -7,7 +7,6 @@ import (
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/wire"
 
-	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -21,28 +20,38 @@ var ProviderSet = wire.NewSet(
 
 // ChainProviderSet is the background loops of one chain.
 var ChainProviderSet = wire.NewSet(
-	NewLeaseKeeperFromConfig,
+	NewLeaseKeeper,
 	wire.Struct(new(PipelineStages), "*"),
 	NewPipelineWorkers,
 	wire.Bind(new(services.SubmitNotifier), new(*PipelineWorkers)),
 	NewFundsGaugeLoop,
 )
 
+// Intervals pace the loops other than the pipeline's (the assembly maps them from the
+// configuration file).
+type Intervals struct {
+	LeaseRenew   time.Duration
+	Heartbeat    time.Duration
+	FeedSequence time.Duration
+	Retention    time.Duration
+	FundsGauge   time.Duration
+}
+
 // LeaseKeeper renews in-use leases, releases idle ones and applies local fencing every
 // renew interval.
 type LeaseKeeper struct{ *Loop }
 
-// NewLeaseKeeperFromConfig builds the keeper with the configured renew interval.
-func NewLeaseKeeperFromConfig(c conf.Lease, leases *services.LeaseManager) *LeaseKeeper {
-	return &LeaseKeeper{boundedLoop(c.RenewInterval.Std(), leases.Tick)}
+// NewLeaseKeeper builds the keeper, which runs every lease renew interval.
+func NewLeaseKeeper(c Intervals, leases *services.LeaseManager) *LeaseKeeper {
+	return &LeaseKeeper{boundedLoop(c.LeaseRenew, leases.Tick)}
 }
 
 // NodeHeartbeat keeps this node's registry entry fresh.
 type NodeHeartbeat struct{ *Loop }
 
-// NewNodeHeartbeat beats every routing.heartbeatInterval.
-func NewNodeHeartbeat(c conf.Routing, nodes *services.NodeRegistry) *NodeHeartbeat {
-	return &NodeHeartbeat{boundedLoop(c.HeartbeatInterval.Std(), nodes.Heartbeat)}
+// NewNodeHeartbeat beats every heartbeat interval.
+func NewNodeHeartbeat(c Intervals, nodes *services.NodeRegistry) *NodeHeartbeat {
+	return &NodeHeartbeat{boundedLoop(c.Heartbeat, nodes.Heartbeat)}
 }
 
 // boundedLoop runs pass every interval, each pass cut off at the interval so that a slow

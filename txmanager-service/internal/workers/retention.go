@@ -5,7 +5,6 @@ import (
 
 	"github.com/go-kratos/kratos/v2/log"
 
-	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -13,9 +12,9 @@ import (
 type RetentionLoop struct{ *Loop }
 
 // NewRetentionLoop builds the loop.
-func NewRetentionLoop(c conf.Retention, retention *services.Retention, logger log.Logger) *RetentionLoop {
+func NewRetentionLoop(c Intervals, retention *services.Retention, logger log.Logger) *RetentionLoop {
 	helper := log.NewHelper(log.With(logger, "component", "retention"))
-	return &RetentionLoop{NewLoop(c.Interval.Std(), func(ctx context.Context) {
+	return &RetentionLoop{NewLoop(c.Retention, func(ctx context.Context) {
 		if _, err := retention.Prune(ctx); err != nil && ctx.Err() == nil {
 			helper.Warnw("msg", "retention pass failed", "error", err.Error())
 		}
