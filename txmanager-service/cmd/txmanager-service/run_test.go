@@ -44,16 +44,10 @@ func serviceCommand(ctx context.Context, env map[string]string, args ...string) 
 	return cmd
 }
 
-// closedAddr is an address nothing listens on.
+// closedAddr is an address where connections are refused.
 func closedAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	return testsupport.RefusingAddr(t)
 }
 
 // Each way the service refuses to start exits with a status that says so and an error

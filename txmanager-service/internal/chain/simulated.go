@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/eth/ethconfig"
@@ -192,6 +194,20 @@ func (s *SimulatedChain) Commit() common.Hash {
 // BlockInterval set, its Commit bypasses the lock the miner uses; call s.Commit instead.
 func (s *SimulatedChain) Backend() *simulated.Backend {
 	return s.backend
+}
+
+// SetPoolMinimumTip makes the node's transaction pool refuse transactions that tip less
+// than tip ("transaction gas price below minimum") while its fee suggestion stays where it
+// was: a node whose floor is above the market it reports, as a private or L2 node may be.
+func (s *SimulatedChain) SetPoolMinimumTip(ctx context.Context, tip *big.Int) error {
+	var ok bool
+	if err := s.rpcClient.CallContext(ctx, &ok, "miner_setGasPrice", (*hexutil.Big)(tip)); err != nil {
+		return fmt.Errorf("simulated chain: set the pool's minimum tip: %w", err)
+	}
+	if !ok {
+		return errors.New("simulated chain: the node did not take the pool's minimum tip")
+	}
+	return nil
 }
 
 // RPCClient is the in-process client the adapter uses, for calls outside services.Chain

@@ -82,7 +82,8 @@ func (r *SubmittingRepository) ListResubmitDue(ctx context.Context, signer strin
 	}
 	out := make([]submitting.DueResubmit, 0, len(rows))
 	for _, row := range rows {
-		d := submitting.DueResubmit{TxID: row.TxID, Current: common.HexToHash(row.TxHash.String), Raw: row.RawTx, Kind: pipeline.AttemptKind(row.Kind)}
+		d := submitting.DueResubmit{TxID: row.TxID, Current: common.HexToHash(row.TxHash.String), Raw: row.RawTx, Kind: pipeline.AttemptKind(row.Kind),
+			SubState: domain.SubState(row.SubState)}
 		d.MaxFee, _ = new(big.Int).SetString(row.MaxFee, 10)
 		d.MaxTip, _ = new(big.Int).SetString(row.MaxTip, 10)
 		if row.IntentMaxFee != "" {

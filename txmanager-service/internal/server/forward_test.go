@@ -91,12 +91,7 @@ func TestForwardCreateFailures(t *testing.T) {
 	c.owner.queue.hold = "slow"
 	nodes := repositories.NewNodeRepository(c.owner.pool)
 	// node-c is registered alive at an address where nothing listens.
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := closed.Addr().String()
-	_ = closed.Close()
+	deadAddr := testsupport.RefusingAddr(t)
 	if err := nodes.Heartbeat(t.Context(), services.NodeInfo{ID: "node-c", Incarnation: "c1", GRPCAddr: deadAddr, StartedAt: time.Now().UTC()}, time.Minute); err != nil {
 		t.Fatal(err)
 	}

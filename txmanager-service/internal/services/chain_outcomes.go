@@ -8,9 +8,12 @@ import (
 
 // What a node's answer to a broadcast means is decided here and nowhere else: one row per
 // answer class, giving the sub-state recorded, what the pipeline does next and the metric
-// label. The chain adapter's classifier (internal/chain/classify.go) reads the class from
-// the node's message; a new class of node error is a sentinel and a row here plus its
-// phrases there.
+// label. The sub-state is how the decision travels: the next resubmission reads it back
+// and does what StepAfter says, so a row's Next column is what happens, not a comment.
+// The chain adapter's classifier (internal/chain/classify.go) reads the class from the
+// node's message. A new class of node error is a sentinel and a row here, its phrases
+// there, its sub-state in domain and, if its step is a new one, the resubmission's
+// reaction to that step (pipeline/submitting).
 
 // Answer classes of a broadcast: errors.Is matches them on what Chain.SendRawTransactions
 // returns per transaction.
@@ -24,20 +27,35 @@ var (
 // NextStep is what happens to a transaction after an answer.
 type NextStep string
 
-// The steps. Each is carried out by the stage named, keyed on the sub-state recorded.
+// The steps. Receipts follow every transaction the node may hold; what each step adds is
+// what the next resubmission (pipeline/submitting) does with the fees, keyed on the
+// sub-state recorded (StepAfter).
 const (
-	// StepAwaitReceipt: the node holds the transaction; receipts and finality follow it.
+	// StepAwaitReceipt: the node holds the transaction; receipts and finality follow it. If
+	// it is not mined within the resubmit interval it goes out again, re-priced when the
+	// market has risen above its fees.
 	StepAwaitReceipt NextStep = "await receipt"
-	// StepRebroadcast: the same bytes go out again when the resubmit interval has passed.
+	// StepRebroadcast: no node took it; it goes out again when the resubmit interval has
+	// passed, re-priced when the market has risen above its fees.
 	StepRebroadcast NextStep = "rebroadcast after the resubmit interval"
-	// StepReprice: resubmission signs a replacement at the market's fees (within the caps).
-	StepReprice NextStep = "re-price at the next resubmission"
-	// StepWaitForFunds: rebroadcast at each resubmit interval until the signer can pay.
-	StepWaitForFunds NextStep = "rebroadcast once the signer can pay"
+	// StepReprice: the node refused its price. The next resubmission sends a replacement
+	// that outbids it (at least the bump above it, the market's price when higher, within
+	// the caps), even when the market has not moved.
+	StepReprice NextStep = "outbid at the next resubmission"
+	// StepWaitForFunds: the signer cannot pay. The same bytes go out at each resubmit
+	// interval until it can: raising the fees would only make it pay more.
+	StepWaitForFunds NextStep = "rebroadcast unchanged until the signer can pay"
 	// StepSettleNonce: reconciliation finds what holds the nonce on chain and settles the
 	// transaction (recognised as ours, or failed when another transaction took it for good).
+	// Resubmission sends the same bytes meanwhile: a replacement would pay for a nonce that
+	// may not be ours to use.
 	StepSettleNonce NextStep = "reconciliation settles the nonce"
 )
+
+// Steps lists every step, in the order declared.
+func Steps() []NextStep {
+	return []NextStep{StepAwaitReceipt, StepRebroadcast, StepReprice, StepWaitForFunds, StepSettleNonce}
+}
 
 // Ownership is what the node says of our own hashes for a transaction's nonce: asked only
 // for answers whose meaning depends on it (nonce too low).
@@ -92,6 +110,21 @@ var chainAnswers = []chainAnswer{
 // unclassifiedAnswer is any other failure: a transport error, or a node message no phrase
 // matches.
 var unclassifiedAnswer = ChainOutcome{SubState: domain.SubStateBroadcastFailed, Next: StepRebroadcast, Result: "error", KeepNodeMessage: true}
+
+// StepAfter is the step a transaction whose last answer recorded sub is on: the Next of the
+// table's rows that record sub. Sub-states no answer records (written by signing,
+// re-pricing, receipts or reconciliation) await their receipt.
+func StepAfter(sub domain.SubState) NextStep {
+	for _, row := range chainAnswers {
+		if row.outcome.SubState == sub {
+			return row.outcome.Next
+		}
+	}
+	if sub == unclassifiedAnswer.SubState {
+		return unclassifiedAnswer.Next
+	}
+	return StepAwaitReceipt
+}
 
 // NeedsOwnership reports whether the meaning of sendErr depends on whether the node knows
 // one of our hashes for the nonce.

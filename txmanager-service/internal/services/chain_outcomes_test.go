@@ -3,6 +3,7 @@ package services_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -79,6 +80,40 @@ func TestIsNodeAnswer(t *testing.T) {
 	for _, tc := range tests {
 		if got := services.IsNodeAnswer(tc.err); got != tc.want {
 			t.Errorf("IsNodeAnswer(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// The sub-state an answer records is how its Next step reaches the next resubmission, so a
+// sub-state must mean one step: two rows recording the same sub-state with different steps
+// would have resubmission do one of them for both.
+func TestEverySubStateAnAnswerRecordsMeansOneStep(t *testing.T) {
+	steps := map[domain.SubState]services.NextStep{}
+	rows := services.ChainAnswers()
+	rows = append(rows, services.AnswerRow{Outcome: services.OutcomeOf(errors.New("unclassified"), services.OwnershipNotAsked)})
+	for _, row := range rows {
+		sub, next := row.Outcome.SubState, row.Outcome.Next
+		if seen, ok := steps[sub]; ok && seen != next {
+			t.Errorf("sub-state %s is recorded with steps %q and %q", sub, seen, next)
+		}
+		steps[sub] = next
+		if !slices.Contains(domain.StoredSubStates(), sub) {
+			t.Errorf("row %v records sub-state %s, which domain.StoredSubStates (and so the database) does not accept", row.Class, sub)
+		}
+		if got := services.StepAfter(sub); got != next {
+			t.Errorf("StepAfter(%s) = %q, want %q, the row's step", sub, got, next)
+		}
+		if !slices.Contains(services.Steps(), next) {
+			t.Errorf("row %v's step %q is not among services.Steps()", row.Class, next)
+		}
+	}
+	// Sub-states no answer records are written once the node holds the transaction (or
+	// by the stages after it): they await their receipt.
+	for _, sub := range domain.StoredSubStates() {
+		if _, recorded := steps[sub]; !recorded {
+			if got := services.StepAfter(sub); got != services.StepAwaitReceipt {
+				t.Errorf("StepAfter(%s) = %q, want %q", sub, got, services.StepAwaitReceipt)
+			}
 		}
 	}
 }

@@ -103,16 +103,25 @@ const (
 
 // Reprice decides the fees of a transaction that is due to be broadcast again because it
 // was not mined in time. An attempt priced at or above what a fresh attempt would pay now is
-// sent again as it is (it was dropped, or the chain is slow). One priced below is replaced:
-// at least BumpPercent above it on both fees (the node's replacement rule) and at the fresh
-// price when that is higher, but never above the caps; when the caps leave no room for a
-// valid replacement it keeps waiting at its price.
+// sent again as it is (it was dropped, or the chain is slow). One priced below is outbid
+// (Outbid).
 func (p FeePolicy) Reprice(prevFee, prevTip *big.Int, s FeeSuggestion) (maxFee, maxTip *big.Int, action RepriceAction) {
 	prevFee, prevTip = nonNil(prevFee), nonNil(prevTip)
 	freshFee, freshTip, _ := p.Initial(domain.Intent{}, s)
 	if prevFee.Cmp(freshFee) >= 0 && prevTip.Cmp(freshTip) >= 0 {
 		return prevFee, prevTip, KeepFees
 	}
+	return p.Outbid(prevFee, prevTip, s)
+}
+
+// Outbid decides the fees of a replacement for an attempt a node refused as underpriced,
+// whatever the market says (the node's own floor, or a pool entry at the same nonce, may be
+// above it): at least BumpPercent above it on both fees (the node's replacement rule) and
+// at the fresh price when that is higher, but never above the caps. When the caps leave no
+// room for a valid replacement it keeps waiting at its price (AtFeeCap).
+func (p FeePolicy) Outbid(prevFee, prevTip *big.Int, s FeeSuggestion) (maxFee, maxTip *big.Int, action RepriceAction) {
+	prevFee, prevTip = nonNil(prevFee), nonNil(prevTip)
+	freshFee, freshTip, _ := p.Initial(domain.Intent{}, s)
 	minFee, minTip := bumped(prevFee, p.bumpPercent()), bumped(prevTip, p.bumpPercent())
 	maxFee = clamp(maxOf(minFee, freshFee), p.MaxFeeCap)
 	maxTip = clamp(maxOf(minTip, freshTip), p.MaxTipCap)

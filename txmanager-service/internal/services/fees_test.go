@@ -116,6 +116,36 @@ func TestFeePolicyReprice(t *testing.T) {
 	}
 }
 
+// A node that refused an attempt as underpriced is outbid whatever the market says: the
+// node's floor, or a pool entry at the nonce, is above it even when the suggestion is not.
+func TestFeePolicyOutbid(t *testing.T) {
+	t.Parallel()
+	calm := services.FeeSuggestion{BaseFee: gwei(10), TipCap: gwei(2)}   // fresh: 22 / 2
+	spiked := services.FeeSuggestion{BaseFee: gwei(80), TipCap: gwei(5)} // fresh: 165 / 5
+	tests := []struct {
+		name             string
+		policy           services.FeePolicy
+		s                services.FeeSuggestion
+		prevFee, prevTip *big.Int
+		wantAction       services.RepriceAction
+		wantFee, wantTip *big.Int
+	}{
+		{"at market: still the bump above", services.FeePolicy{}, calm, gwei(22), gwei(2), services.RaiseFees, big.NewInt(24_640_000_000), big.NewInt(2_240_000_000)},
+		{"above market: still the bump above", services.FeePolicy{BumpPercent: 20}, calm, gwei(50), gwei(3), services.RaiseFees, gwei(60), big.NewInt(3_600_000_000)},
+		{"market higher: the market", services.FeePolicy{}, spiked, gwei(22), gwei(2), services.RaiseFees, gwei(165), gwei(5)},
+		{"cap leaves no valid replacement", services.FeePolicy{MaxFeeCap: gwei(23)}, calm, gwei(22), gwei(2), services.AtFeeCap, gwei(22), gwei(2)},
+	}
+	for _, tc := range tests {
+		fee, tip, action := tc.policy.Outbid(tc.prevFee, tc.prevTip, tc.s)
+		if action != tc.wantAction || fee.Cmp(tc.wantFee) != 0 || tip.Cmp(tc.wantTip) != 0 {
+			t.Errorf("%s: %v fee %v tip %v; want %v %v %v", tc.name, action, fee, tip, tc.wantAction, tc.wantFee, tc.wantTip)
+		}
+		if _, _, market := tc.policy.Reprice(tc.prevFee, tc.prevTip, tc.s); tc.name != "market higher: the market" && tc.wantAction == services.RaiseFees && market != services.KeepFees {
+			t.Errorf("%s: the market alone would re-price too (%v): the case does not show what outbidding adds", tc.name, market)
+		}
+	}
+}
+
 func TestFeePolicyInitialOnALegacyChain(t *testing.T) {
 	t.Parallel()
 	legacy := services.FeeSuggestion{Legacy: true, GasPrice: gwei(30)}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/signer"
 	"github.com/bionicotaku/txmanager-service/test/clef"
 	"github.com/bionicotaku/txmanager-service/test/faultproxy"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // startClef runs a real clef (`make test-binaries` built it) holding keys for testChainID,
@@ -322,18 +322,10 @@ func hungProxy(t *testing.T, url string) *faultproxy.Proxy {
 	return proxy
 }
 
-// unreachableURL is a loopback address nothing listens on.
+// unreachableURL is a loopback address where connections are refused.
 func unreachableURL(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return "http://" + addr
+	return "http://" + testsupport.RefusingAddr(t)
 }
 
 // A signer that accepts a request and never answers costs one timeout, not the caller's

@@ -183,3 +183,62 @@ func TestBaseFeeSpikeIsRidenOut(t *testing.T) {
 	}
 	t.Logf("replacements per transaction: %.2f (%d attempts for %d transactions)", float64(attempts-int64(len(ids)))/float64(len(ids)), attempts, len(ids))
 }
+
+// A node whose pool floor is above the tip it suggests (a private or L2 node may run so)
+// refuses the service's attempt as underpriced while the market it reports never moves. The
+// outcome table puts the transaction on "outbid": each resubmission replaces it at least
+// the bump above its last attempt, until the node takes it and it confirms. Re-pricing to
+// the market alone would send the same refused bytes for ever.
+func TestNodeFloorAboveItsSuggestionIsOutbid(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sim := newTestChain(t, 0) // blocks only when the test commits them: the market stays put
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true})
+	market, err := sim.SuggestFees(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Half again the suggested tip: four bumps of 12% clear it.
+	floor := new(big.Int).Div(new(big.Int).Mul(market.TipCap, big.NewInt(3)), big.NewInt(2))
+	if err := sim.SetPoolMinimumTip(ctx, floor); err != nil {
+		t.Fatal(err)
+	}
+	id := s.createOK(t, map[string]any{"signer": devAddress(t, 0), "to": devAddress(t, 4), "value": "1", "gasLimit": 21000})
+	waitFor(t, 30*time.Second, "the node's refusal recorded", func() bool { return s.tx(t, id).subState == "UNDERPRICED" })
+	waitFor(t, 60*time.Second, "a replacement the node takes", func() bool { return s.tx(t, id).subState == "SUBMITTED" })
+	// Until a block includes it, the node's suggestion has nothing new to sample.
+	if now, err := sim.SuggestFees(ctx); err != nil || now.TipCap.Cmp(market.TipCap) != 0 {
+		t.Fatalf("the suggested tip moved (%v, %v): the case no longer shows a market that stood still", now, err)
+	}
+	for range 3 {
+		sim.Commit()
+	}
+	waitFor(t, 30*time.Second, "transaction "+id+" confirmed", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+
+	rows, err := s.pool.Query(ctx, "SELECT max_priority_fee_per_gas::text FROM tx_attempt WHERE tx_id = $1 ORDER BY max_priority_fee_per_gas", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tips []*big.Int
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		tip, _ := new(big.Int).SetString(v, 10)
+		tips = append(tips, tip)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(tips) < 2 || tips[0].Cmp(market.TipCap) != 0 || tips[len(tips)-1].Cmp(floor) < 0 {
+		t.Fatalf("attempt tips %v: want the first at the suggested %v and the last at or above the floor %v", tips, market.TipCap, floor)
+	}
+	for i := 1; i < len(tips); i++ {
+		// Each replacement clears the node's replacement rule (10%) over the one before.
+		if min := new(big.Int).Div(new(big.Int).Mul(tips[i-1], big.NewInt(110)), big.NewInt(100)); tips[i].Cmp(min) < 0 {
+			t.Fatalf("attempt tips %v: %v is less than 10%% above %v", tips, tips[i], tips[i-1])
+		}
+	}
+	t.Logf("suggested tip %v, pool floor %v: confirmed after %d attempts, tips %v", market.TipCap, floor, len(tips), tips)
+}

@@ -17,9 +17,10 @@ import (
 // ResubmitDue rebroadcasts the signer's transactions whose resubmission is due (not mined
 // within the resubmit interval), STUCK ones included. They are claimed first, in one
 // fenced statement (advance next_resubmit_at, count the attempt), and only the claimed ones
-// are sent, lowest nonce first. Each is re-priced when it pays less than a fresh attempt
-// would (FeePolicy.Reprice): the replacement is signed and stored fenced before it is
-// sent; otherwise the same signed bytes go out again.
+// are sent, lowest nonce first. What each does with its fees is the reaction to the step its
+// last answer put it on (resubmitReactions): re-priced to the market, outbid, or kept. A
+// replacement is signed and stored fenced before it is sent; otherwise the same signed
+// bytes go out again.
 //
 // A signer none of whose transactions can be due yet is skipped without a read
 // (resubmitQuiet): after a pass that left nothing due, it reads when the first of them is.
@@ -95,9 +96,38 @@ func claimedItems(due []DueResubmit, claimedIDs []uuid.UUID) []pipeline.Broadcas
 	return items
 }
 
-// reprice replaces the bytes of every item whose fees fall short of the market with a
-// re-priced attempt, stored (fenced) as the transaction's current one before anything is
-// sent. Without a fee suggestion the items go out as they are: a rebroadcast must not
+// feeReaction is what a resubmission does with a transaction's fees on one step of the
+// outcome table: the fees of a replacement and RaiseFees, or KeepFees / AtFeeCap to send
+// the same bytes.
+type feeReaction func(policy services.FeePolicy, prevFee, prevTip *big.Int, s services.FeeSuggestion) (maxFee, maxTip *big.Int, action services.RepriceAction)
+
+// keepFees sends the same bytes whatever the market says.
+func keepFees(_ services.FeePolicy, prevFee, prevTip *big.Int, _ services.FeeSuggestion) (*big.Int, *big.Int, services.RepriceAction) {
+	return prevFee, prevTip, services.KeepFees
+}
+
+// resubmitReactions carries out each step of the outcome table (services.StepAfter of the
+// sub-state the last answer recorded) at resubmission; the step's comment says why.
+var resubmitReactions = map[services.NextStep]feeReaction{
+	services.StepAwaitReceipt: services.FeePolicy.Reprice,
+	services.StepRebroadcast:  services.FeePolicy.Reprice,
+	services.StepReprice:      services.FeePolicy.Outbid,
+	services.StepWaitForFunds: keepFees,
+	services.StepSettleNonce:  keepFees,
+}
+
+// reactionTo is the reaction to sub's step; a step without one (a table row added without
+// its reaction, which a test catches) re-prices to the market, what every step did before
+// steps had reactions.
+func reactionTo(sub domain.SubState) feeReaction {
+	if react, ok := resubmitReactions[services.StepAfter(sub)]; ok {
+		return react
+	}
+	return services.FeePolicy.Reprice
+}
+
+// reprice replaces the bytes of every item its step's reaction raises with a re-priced
+// attempt, stored (fenced) as the transaction's current one before anything is sent. Without a fee suggestion the items go out as they are: a rebroadcast must not
 // wait for the fee oracle.
 func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueResubmit, items []pipeline.BroadcastItem) ([]pipeline.BroadcastItem, error) {
 	suggestion, err := s.chain.SuggestFees(ctx)
@@ -112,7 +142,7 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 	var replacements []Replacement
 	for _, it := range items {
 		d := current[it.TxID]
-		maxFee, maxTip, action := s.cfg.Fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip).Reprice(d.MaxFee, d.MaxTip, suggestion)
+		maxFee, maxTip, action := reactionTo(d.SubState)(s.cfg.Fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip), d.MaxFee, d.MaxTip, suggestion)
 		switch action {
 		case services.AtFeeCap:
 			s.metrics.Reprice(ctx, "at_cap")

@@ -46,6 +46,9 @@ type DueResubmit struct {
 	IntentMaxFee, IntentMaxTip *big.Int
 	// AllHashes are every attempt's hashes: any of them may be what the node has.
 	AllHashes []common.Hash
+	// SubState is what the transaction's last answer recorded: through the outcome table
+	// (services.StepAfter) it decides what this resubmission does with the fees.
+	SubState domain.SubState
 }
 
 // Replacement is a re-priced attempt that takes over from the attempt Replaced.

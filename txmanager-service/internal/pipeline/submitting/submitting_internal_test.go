@@ -2,6 +2,8 @@ package submitting
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/big"
 	"slices"
 	"testing"
@@ -112,3 +114,57 @@ type signerFunc func(*types.Transaction) (*types.Transaction, error)
 func (f signerFunc) SignTx(_ context.Context, _ common.Address, tx *types.Transaction, _ *big.Int) (*types.Transaction, error) {
 	return f(tx)
 }
+
+// Each row of the outcome table decides what the next resubmission does with the fees of a
+// transaction it answered for: the sub-state the row records is read back, and the
+// reaction to its step is carried out. Two markets per row: unchanged since the attempt
+// was priced (only an outbid replaces it) and risen above it (the market re-prices, unless
+// the step keeps the fees).
+func TestEveryAnswerDecidesTheNextResubmission(t *testing.T) {
+	gwei := func(n int64) *big.Int { return new(big.Int).Mul(big.NewInt(n), big.NewInt(1_000_000_000)) }
+	policy := services.FeePolicy{}
+	prevFee, prevTip := gwei(22), gwei(2)
+	unchanged := services.FeeSuggestion{BaseFee: gwei(10), TipCap: gwei(2)} // fresh: 22 / 2, the attempt's own
+	risen := services.FeeSuggestion{BaseFee: gwei(80), TipCap: gwei(5)}     // fresh: 165 / 5
+	type want struct{ unchanged, risen services.RepriceAction }
+	byStep := map[services.NextStep]want{
+		services.StepAwaitReceipt: {services.KeepFees, services.RaiseFees},
+		services.StepRebroadcast:  {services.KeepFees, services.RaiseFees},
+		services.StepReprice:      {services.RaiseFees, services.RaiseFees},
+		services.StepWaitForFunds: {services.KeepFees, services.KeepFees},
+		services.StepSettleNonce:  {services.KeepFees, services.KeepFees},
+	}
+	for _, step := range services.Steps() {
+		if _, ok := resubmitReactions[step]; !ok {
+			t.Errorf("step %q has no reaction at resubmission", step)
+		}
+		if _, ok := byStep[step]; !ok {
+			t.Errorf("step %q has no case in this test", step)
+		}
+	}
+	rows := services.ChainAnswers()
+	rows = append(rows, services.AnswerRow{Outcome: services.OutcomeOf(errUnclassified, services.OwnershipNotAsked)})
+	for _, row := range rows {
+		sub := row.Outcome.SubState
+		t.Run(fmt.Sprintf("%v/%d/%s", row.Class, row.Ownership, sub), func(t *testing.T) {
+			w := byStep[row.Outcome.Next]
+			for _, m := range []struct {
+				name   string
+				s      services.FeeSuggestion
+				action services.RepriceAction
+			}{{"market unchanged", unchanged, w.unchanged}, {"market risen", risen, w.risen}} {
+				fee, tip, action := reactionTo(sub)(policy, prevFee, prevTip, m.s)
+				if action != m.action {
+					t.Errorf("%s: action %v, want %v (step %q)", m.name, action, m.action, row.Outcome.Next)
+					continue
+				}
+				kept := fee.Cmp(prevFee) == 0 && tip.Cmp(prevTip) == 0
+				if (action == services.KeepFees) != kept {
+					t.Errorf("%s: fees %v/%v with action %v", m.name, fee, tip, action)
+				}
+			}
+		})
+	}
+}
+
+var errUnclassified = errors.New("502 bad gateway")

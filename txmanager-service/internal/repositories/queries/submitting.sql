@@ -55,9 +55,10 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, COALESCE((SELECT array_agg(tx
 
 -- name: ListResubmitDue :many
 -- Broadcast, not mined, due again: with the current attempt (signed bytes, kind, fees) to
--- send again or re-price. STUCK ones too: a stuck transaction keeps being rebroadcast and
--- re-priced until it is final or an operator resolves it.
-SELECT m.tx_id, m.tx_hash, a.raw_tx, a.kind, a.max_fee_per_gas::text AS max_fee, a.max_priority_fee_per_gas::text AS max_tip,
+-- send again or re-price, and the sub-state its last answer recorded (which decides which).
+-- STUCK ones too: a stuck transaction keeps being rebroadcast and re-priced until it is
+-- final or an operator resolves it.
+SELECT m.tx_id, m.tx_hash, COALESCE(m.sub_state, '')::text AS sub_state, a.raw_tx, a.kind, a.max_fee_per_gas::text AS max_fee, a.max_priority_fee_per_gas::text AS max_tip,
        COALESCE(m.payload->>'maxFeePerGas', '')::text AS intent_max_fee, COALESCE(m.payload->>'maxPriorityFeePerGas', '')::text AS intent_max_tip,
        (SELECT array_agg(x.tx_hash) FROM tx_attempt x WHERE x.tx_id = m.tx_id)::text[] AS attempt_hashes
 FROM managed_tx m

@@ -152,7 +152,7 @@ func (q *Queries) ListAllocated(ctx context.Context, arg ListAllocatedParams) ([
 }
 
 const listResubmitDue = `-- name: ListResubmitDue :many
-SELECT m.tx_id, m.tx_hash, a.raw_tx, a.kind, a.max_fee_per_gas::text AS max_fee, a.max_priority_fee_per_gas::text AS max_tip,
+SELECT m.tx_id, m.tx_hash, COALESCE(m.sub_state, '')::text AS sub_state, a.raw_tx, a.kind, a.max_fee_per_gas::text AS max_fee, a.max_priority_fee_per_gas::text AS max_tip,
        COALESCE(m.payload->>'maxFeePerGas', '')::text AS intent_max_fee, COALESCE(m.payload->>'maxPriorityFeePerGas', '')::text AS intent_max_tip,
        (SELECT array_agg(x.tx_hash) FROM tx_attempt x WHERE x.tx_id = m.tx_id)::text[] AS attempt_hashes
 FROM managed_tx m
@@ -171,6 +171,7 @@ type ListResubmitDueParams struct {
 type ListResubmitDueRow struct {
 	TxID          uuid.UUID
 	TxHash        pgtype.Text
+	SubState      string
 	RawTx         []byte
 	Kind          string
 	MaxFee        string
@@ -181,8 +182,9 @@ type ListResubmitDueRow struct {
 }
 
 // Broadcast, not mined, due again: with the current attempt (signed bytes, kind, fees) to
-// send again or re-price. STUCK ones too: a stuck transaction keeps being rebroadcast and
-// re-priced until it is final or an operator resolves it.
+// send again or re-price, and the sub-state its last answer recorded (which decides which).
+// STUCK ones too: a stuck transaction keeps being rebroadcast and re-priced until it is
+// final or an operator resolves it.
 func (q *Queries) ListResubmitDue(ctx context.Context, arg ListResubmitDueParams) ([]ListResubmitDueRow, error) {
 	rows, err := q.db.Query(ctx, listResubmitDue, arg.ChainID, arg.Signer, arg.MaxRows)
 	if err != nil {
@@ -195,6 +197,7 @@ func (q *Queries) ListResubmitDue(ctx context.Context, arg ListResubmitDueParams
 		if err := rows.Scan(
 			&i.TxID,
 			&i.TxHash,
+			&i.SubState,
 			&i.RawTx,
 			&i.Kind,
 			&i.MaxFee,
