@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,7 +50,19 @@ func TestCoreClientPullsNoServerDependencies(t *testing.T) {
 		"require (\n\tgithub.com/bionicotaku/txmanager-service/api v0.0.0\n\tgithub.com/bionicotaku/txmanager-service/client v0.0.0\n)\n\n" +
 		"replace (\n\tgithub.com/bionicotaku/txmanager-service/api => " + filepath.Join(root, "api") +
 		"\n\tgithub.com/bionicotaku/txmanager-service/client => " + filepath.Join(root, "client") + "\n)\n"
-	for name, body := range map[string]string{"go.mod": goMod, "main.go": callerMain} {
+	// The caller's checksums are the client's and the API's own: tidy verifies the modules
+	// against them instead of asking the checksum database (CI runs with the network cut).
+	var sums []string
+	for _, module := range []string{"client", "api"} {
+		body, err := os.ReadFile(filepath.Join(root, module, "go.sum"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, strings.Split(strings.TrimSpace(string(body)), "\n")...)
+	}
+	slices.Sort(sums)
+	goSum := strings.Join(slices.Compact(sums), "\n") + "\n"
+	for name, body := range map[string]string{"go.mod": goMod, "go.sum": goSum, "main.go": callerMain} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
