@@ -61,6 +61,8 @@ test: test-binaries ## run every test of every module with -race (finds or start
 TEST_BIN          := $(BIN)/testbin
 CLEF_VERSION      := $(shell sed -n 's/^const ModuleVersion = "\(.*\)"$$/\1/p' $(SERVICE)/test/clef/clef.go)
 LOCAL_KMS_VERSION := $(shell sed -n 's/^const ModuleVersion = "\(.*\)"$$/\1/p' $(SERVICE)/test/localkms/localkms.go)
+ANVIL_VERSION     := $(shell sed -n 's/^const AnvilVersion = "\(.*\)"$$/\1/p' $(SERVICE)/test/e2e/anvil.go)
+ANVIL_PACKAGE     := $(shell sed -n 's/^const AnvilPackage = "\(.*\)"$$/\1/p' $(SERVICE)/test/e2e/anvil.go)
 
 # Where the tests resolve Go modules: the workspace, and outside it deploy/ (its own module)
 # and api/ and client/ (the client's dependency test resolves a caller's module from them
@@ -68,9 +70,12 @@ LOCAL_KMS_VERSION := $(shell sed -n 's/^const ModuleVersion = "\(.*\)"$$/\1/p' $
 OFF_WORKSPACE_MODULES = $(DEPLOY) $(SERVICE)/api $(SERVICE)/client
 
 .PHONY: test-binaries
-test-binaries: ## build clef and local-kms (the signer tests run them) into bin/testbin and download every module the tests resolve, so that `make test` then works with GOPROXY=off; quick when done
+test-binaries: ## build clef and local-kms (the signer tests run them) and unpack anvil (the second node) into bin/testbin, and download every module the tests resolve, so that `make test` then works with GOPROXY=off; quick when done
 	@test -n "$(CLEF_VERSION)" -a -n "$(LOCAL_KMS_VERSION)" || { echo "no ModuleVersion constant in test/clef/clef.go or test/localkms/localkms.go"; exit 1; }
+	@test -n "$(ANVIL_VERSION)" -a -n "$(ANVIL_PACKAGE)" || { echo "no AnvilVersion or AnvilPackage constant in test/e2e/anvil.go"; exit 1; }
 	@mkdir -p $(TEST_BIN)
+	@$(call apt-ensure,npm,npm,echo "npm missing: apt-get install --no-install-recommends npm (anvil is fetched from its npm package)"; exit 1,anvil is fetched from its npm package)
+	@bash scripts/install-anvil.sh $(ANVIL_PACKAGE) $(ANVIL_VERSION) $(TEST_BIN)
 	@$(call install-tool,clef,github.com/ethereum/go-ethereum/cmd/clef@$(CLEF_VERSION),$(CLEF_VERSION),$(TEST_BIN),the external-signer tests run a real clef)
 	@$(call install-tool,local-kms,github.com/nsmithuk/local-kms@$(LOCAL_KMS_VERSION),$(LOCAL_KMS_VERSION),$(TEST_BIN),the AWS KMS tests run the local-kms emulator)
 	@$(call module-download,the workspace)
