@@ -20,29 +20,39 @@ type errorPhrase struct {
 	class  error
 }
 
-// sendErrorPhrases are checked in order; the first match wins. Sources: go-ethereum
-// core/txpool/errors.go and core/error.go unless noted.
+// sendErrorPhrases are checked in order; the first match wins. docs/chains.md lists, for
+// each class, every client's wording with the file and version it was read from; its rows
+// are this table's test fixtures.
 var sendErrorPhrases = []errorPhrase{
-	{"already known", services.ErrKnownTransaction},
-	{"known transaction", services.ErrKnownTransaction}, // older geth, Besu
-	{"alreadyknown", services.ErrKnownTransaction},      // Nethermind
-	{"already imported", services.ErrKnownTransaction},  // OpenEthereum
-	{"nonce too low", services.ErrNonceTooLow},          // also Erigon, Besu
-	{"oldnonce", services.ErrNonceTooLow},               // Nethermind
+	{"already known", services.ErrKnownTransaction},     // geth, reth, Nethermind, Erigon
+	{"known transaction", services.ErrKnownTransaction}, // Besu, zkSync Era
+	{"alreadyknown", services.ErrKnownTransaction},      // Nethermind before its move to geth's wording
+	{"already imported", services.ErrKnownTransaction},  // anvil
+	{"nonce too low", services.ErrNonceTooLow},
+	{"oldnonce", services.ErrNonceTooLow}, // Nethermind, older
 	{"replacement transaction underpriced", services.ErrUnderpriced},
+	{"replacementnotallowed", services.ErrUnderpriced}, // Nethermind, older
 	{"transaction underpriced", services.ErrUnderpriced},
-	{"transaction gas price below minimum", services.ErrUnderpriced}, // tip under the pool's minimum
+	{"underpriced", services.ErrUnderpriced},                         // Erigon's bare reason
+	{"transaction gas price below minimum", services.ErrUnderpriced}, // geth, bor: tip under the pool's minimum
+	{"priority fee below minimum", services.ErrUnderpriced},          // reth
+	{"gas price below configured minimum", services.ErrUnderpriced},  // Besu
+	{"gas price below current base fee", services.ErrUnderpriced},    // Besu
 	{"max fee per gas less than block base fee", services.ErrUnderpriced},
 	{"fee cap less than block base fee", services.ErrUnderpriced}, // older geth wording
-	{"feetoolow", services.ErrUnderpriced},                        // Nethermind
+	{"feetoolow", services.ErrUnderpriced},                        // Nethermind, older (FeeTooLow, FeeTooLowToCompete)
+	{"fee too low", services.ErrUnderpriced},                      // Erigon
 	{"insufficient funds", services.ErrInsufficientFunds},
-	{"insufficientfunds", services.ErrInsufficientFunds}, // Nethermind
+	{"insufficientfunds", services.ErrInsufficientFunds},                    // Nethermind, older
+	{"upfront cost exceeds account balance", services.ErrInsufficientFunds}, // Besu
+	{"not enough balance to cover the fee", services.ErrInsufficientFunds},  // zkSync Era
 }
 
 // ClassifySendError maps an eth_sendRawTransaction failure onto the services sentinels.
 // A classified error wraps both the sentinel and the original error, so errors.Is works
-// and the node's message (with its nonces and balances) stays in Error(). Unrecognised
-// errors, including transport failures, are returned unchanged.
+// and the node's message (with its nonces and balances) stays in Error(). A node's own
+// answer that no phrase matches is services.ErrUnknownAnswer; transport failures (no
+// answer, an HTTP error) are returned unchanged.
 func ClassifySendError(err error) error {
 	if err == nil {
 		return nil
@@ -50,7 +60,20 @@ func ClassifySendError(err error) error {
 	if class := matchPhrase(err.Error(), sendErrorPhrases); class != nil {
 		return fmt.Errorf("%w: %w", class, err)
 	}
+	if nodeAnswered(err) {
+		return fmt.Errorf("%w: %w", services.ErrUnknownAnswer, err)
+	}
 	return err
+}
+
+// nodeAnswered: err is the node's JSON-RPC error object, not a failure to reach it.
+func nodeAnswered(err error) bool {
+	var httpErr rpc.HTTPError
+	if errors.As(err, &httpErr) {
+		return false
+	}
+	var rpcErr rpc.Error
+	return errors.As(err, &rpcErr)
 }
 
 // revertCode is the JSON-RPC error code geth and most clients give an EVM revert.

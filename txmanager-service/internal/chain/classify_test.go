@@ -12,11 +12,12 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
-// sendErrorClasses are the answer classes of the outcome table (services.ChainAnswers).
+// sendErrorClasses are the answer classes of the outcome table (services.ChainAnswers)
+// that phrases are read as (an answer no phrase knows is every other node answer).
 func sendErrorClasses() []error {
 	var classes []error
 	for _, row := range services.ChainAnswers() {
-		if row.Class != nil && !slices.Contains(classes, row.Class) {
+		if row.Class != nil && row.Class != services.ErrUnknownAnswer && !slices.Contains(classes, row.Class) { //nolint:errorlint // which sentinel, compared as values
 			classes = append(classes, row.Class)
 		}
 	}
@@ -81,6 +82,32 @@ func TestClassifySendError(t *testing.T) {
 			}
 			if tc.want == nil && got != original { //nolint:errorlint // the very same value must come back
 				t.Errorf("unclassified error came back as %#v, want the original", got)
+			}
+		})
+	}
+}
+
+// A node's own answer in words no phrase knows is an unknown answer (counted, alerted on,
+// never final); a failure to reach the node is not one.
+func TestUnknownNodeAnswersAreToldFromTransportFailures(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"a JSON-RPC error no phrase knows", codedError{message: "txpool is full", code: -32000}, true},
+		{"a JSON-RPC error a phrase knows", codedError{message: "nonce too low", code: -32000}, false},
+		{"an HTTP error", rpc.HTTPError{StatusCode: 502, Status: "502 Bad Gateway", Body: []byte("upstream unavailable")}, false},
+		{"no answer", errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := chain.ClassifySendError(tc.err)
+			if errors.Is(got, services.ErrUnknownAnswer) != tc.want {
+				t.Errorf("ClassifySendError(%v) = %v: unknown answer %v, want %v", tc.err, got, !tc.want, tc.want)
+			}
+			if !strings.Contains(got.Error(), tc.err.Error()) {
+				t.Errorf("%v lost the original error %q", got, tc.err)
 			}
 		})
 	}

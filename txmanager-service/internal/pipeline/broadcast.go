@@ -2,6 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"regexp"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -33,6 +36,7 @@ type Broadcaster struct {
 	leases  *services.LeaseManager
 	metrics *telemetry.Metrics
 	log     *log.Helper
+	unknown wordingsSeen
 }
 
 // NewBroadcaster builds the broadcaster.
@@ -70,6 +74,10 @@ func (b *Broadcaster) Broadcast(ctx context.Context, lease domain.Lease, items [
 		}
 	}
 	for i, o := range outcomes {
+		if o.Result == services.UnknownAnswerResult && b.unknown.first(sendErrs[i].Error()) {
+			b.log.WithContext(ctx).Warnw("msg", "a node answered in words no class knows; rebroadcasting as after a failed send until it is classified (docs/chains.md)",
+				"signer", lease.Signer, "tx_id", o.TxID.String(), "phrase", sendErrs[i].Error())
+		}
 		if sendErrs[i] != nil {
 			b.log.WithContext(ctx).Infow("msg", "broadcast outcome", "signer", lease.Signer, "tx_id", o.TxID.String(), "fencing_token", lease.Token,
 				"result", o.Result, "sub_state", string(o.SubState), "next", string(meanings[i].Next), "last_error", o.LastError)
@@ -139,4 +147,38 @@ func (b *Broadcaster) ownership(ctx context.Context, items []BroadcastItem, send
 func Span(ctx context.Context, metrics *telemetry.Metrics, name string, lease domain.Lease) (context.Context, trace.Span) {
 	return metrics.Tracer.Start(ctx, name, trace.WithAttributes(
 		attribute.String("signer", lease.Signer), attribute.Int64("fencing_token", int64(lease.Token))))
+}
+
+// wordingsSeen remembers the wordings of unknown answers already logged, so each is logged
+// once per process however many transactions meet it. Numbers and hex are ignored (the
+// same refusal names other nonces and balances); past maxWordings every one is logged.
+type wordingsSeen struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+const maxWordings = 1024
+
+// first reports whether message's wording is new, and remembers it.
+func (w *wordingsSeen) first(message string) bool {
+	key := wordingOf(message)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen[key] {
+		return false
+	}
+	if w.seen == nil {
+		w.seen = map[string]bool{}
+	}
+	if len(w.seen) < maxWordings {
+		w.seen[key] = true
+	}
+	return true
+}
+
+// numbers are what differs between two answers of the same wording.
+var numbers = regexp.MustCompile(`0x[0-9a-fA-F]+|[0-9]+`)
+
+func wordingOf(message string) string {
+	return numbers.ReplaceAllString(strings.ToLower(message), "#")
 }

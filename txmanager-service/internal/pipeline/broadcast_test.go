@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // answeringChain answers each broadcast with the error set for its raw bytes, and knows the
@@ -115,5 +117,40 @@ func TestBroadcastRecordsWhatEachAnswerMeans(t *testing.T) {
 				t.Errorf("asked the node about %d hashes, want %d", len(chain.asked), tc.wantAsked)
 			}
 		})
+	}
+}
+
+// An answer no class knows is counted under its own result and logged once per wording,
+// however many transactions and nonces meet it; another wording is logged again.
+func TestUnknownAnswersAreLoggedOncePerWording(t *testing.T) {
+	unknown := func(msg string) error { return fmt.Errorf("%w: %w", services.ErrUnknownAnswer, errors.New(msg)) }
+	chain := &answeringChain{answers: map[string]error{
+		"a": unknown("txpool is full: 5120 slots, nonce 7"),
+		"b": unknown("txpool is full: 5120 slots, nonce 8"),
+		"c": unknown("tx fee (1.50 ether) exceeds the configured cap (1.00 ether)"),
+	}}
+	var logs testsupport.LogBuffer
+	leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a"}, nil, services.SystemClock{}, telemetry.Noop(), log.DefaultLogger)
+	b := pipeline.NewBroadcaster(chain, &recordingStore{}, leases, telemetry.Noop(), log.NewStdLogger(&logs))
+	lease := domain.Lease{Signer: "0xaa", Owner: "node-a", Token: 1, ExpiresAt: time.Now().Add(time.Minute), ValidUntil: time.Now().Add(time.Minute)}
+	for range 2 {
+		outcomes, err := b.Broadcast(t.Context(), lease, []pipeline.BroadcastItem{{TxID: uuid.New(), Raw: []byte("a")}, {TxID: uuid.New(), Raw: []byte("b")}, {TxID: uuid.New(), Raw: []byte("c")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range outcomes {
+			if o.Result != services.UnknownAnswerResult || o.SubState != domain.SubStateBroadcastFailed {
+				t.Fatalf("outcome %+v, want %s and BROADCAST_FAILED", o, services.UnknownAnswerResult)
+			}
+		}
+	}
+	const line = "a node answered in words no class knows"
+	if n := strings.Count(logs.String(), line); n != 2 {
+		t.Fatalf("%d warnings for 6 answers in 2 wordings, want 2:\n%s", n, logs.String())
+	}
+	for _, phrase := range []string{"txpool is full", "exceeds the configured cap"} {
+		if !strings.Contains(logs.String(), phrase) {
+			t.Errorf("no warning names %q", phrase)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // What a node's answer to a broadcast means is decided here and nowhere else: one row per
@@ -22,6 +23,10 @@ var (
 	ErrNonceTooLow       = errors.New("chain: nonce too low")
 	ErrUnderpriced       = errors.New("chain: transaction underpriced")
 	ErrInsufficientFunds = errors.New("chain: insufficient funds")
+	// ErrUnknownAnswer is a node's own answer (a JSON-RPC error) in words no phrase of the
+	// classifier knows: never final, rebroadcast like a failed send, counted apart so that
+	// an alert asks for its phrase to be classified (docs/chains.md).
+	ErrUnknownAnswer = errors.New("chain: answer no class knows")
 )
 
 // NextStep is what happens to a transaction after an answer.
@@ -105,10 +110,14 @@ var chainAnswers = []chainAnswer{
 		LastError: "nonce too low; our hashes could not be checked"}},
 	{ErrUnderpriced, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateUnderpriced, Next: StepReprice, Result: "underpriced", KeepNodeMessage: true}},
 	{ErrInsufficientFunds, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateInsufficientFunds, Next: StepWaitForFunds, Result: "insufficient_funds", KeepNodeMessage: true}},
+	{ErrUnknownAnswer, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateBroadcastFailed, Next: StepRebroadcast, Result: UnknownAnswerResult, KeepNodeMessage: true}},
 }
 
-// unclassifiedAnswer is any other failure: a transport error, or a node message no phrase
-// matches.
+// UnknownAnswerResult is the metric label of an answer no class knows; an alert watches it.
+const UnknownAnswerResult = telemetry.UnknownAnswerResult
+
+// unclassifiedAnswer is any other failure: the node could not be reached, or answered
+// with something that is not a JSON-RPC error.
 var unclassifiedAnswer = ChainOutcome{SubState: domain.SubStateBroadcastFailed, Next: StepRebroadcast, Result: "error", KeepNodeMessage: true}
 
 // StepAfter is the step a transaction whose last answer recorded sub is on: the Next of the

@@ -49,6 +49,10 @@ const (
 	DatabaseSynchronousReplication = "database_synchronous_replication"
 )
 
+// UnknownAnswerResult is the tx_submit_total and resubmit_total label of a node's answer
+// no class knows (services.ErrUnknownAnswer); the TxmUnknownNodeAnswer alert watches it.
+const UnknownAnswerResult = "unknown_answer"
+
 // Metrics are the service's instruments. Gauges read their value from callbacks registered
 // by the component that owns the value (RegisterGauge).
 type Metrics struct {
@@ -198,6 +202,7 @@ func (m *Metrics) zeroSeries(ctx context.Context) {
 	m.holesFilled.Add(ctx, 0, m.with())
 	m.quarantined.Add(ctx, 0, m.with())
 	m.resubmit.Add(ctx, 0, m.result("submitted"))
+	m.txSubmit.Add(ctx, 0, m.result(UnknownAnswerResult))
 	for _, r := range []string{"recorded", "adopted", "expired"} {
 		m.recovered.Add(ctx, 0, m.result(r))
 	}

@@ -74,7 +74,7 @@ func dialNode(t *testing.T, url string) *chain.RPCChain {
 }
 
 // answer is what a node said to one probe, as the pipeline reads it: accepted, one of the
-// outcome table's classes, or refused with an answer no class knows.
+// outcome table's classes (an answer no phrase knows included), or a failure to reach it.
 type answer struct {
 	class   string
 	message string
@@ -90,7 +90,7 @@ func answerOf(err error) answer {
 	if errors.Is(err, services.ErrExecutionReverted) {
 		return answer{class: services.ErrExecutionReverted.Error(), message: err.Error()}
 	}
-	return answer{class: "refused, unclassified", message: err.Error()}
+	return answer{class: "not a node's answer", message: err.Error()}
 }
 
 // probeAnswers sends the same intents to node and records each answer, in order: every
@@ -183,8 +183,8 @@ func probeAnswers(t *testing.T, node probedNode, key *ecdsa.PrivateKey) map[stri
 
 // The same intents meet the same answer classes on go-ethereum and on anvil: what the
 // pipeline does next depends only on the class, so a class that differed would make the
-// service behave differently on the other node. Answers no class knows must at least be
-// refusals on both.
+// service behave differently on the other node. Answers no phrase knows yet are the class
+// "unknown answer" on both (rebroadcast, counted and alerted on, never final).
 func TestEveryAnswerClassMatchesOnGethAndAnvil(t *testing.T) {
 	t.Parallel()
 	key, err := crypto.GenerateKey()
@@ -204,9 +204,9 @@ func TestEveryAnswerClassMatchesOnGethAndAnvil(t *testing.T) {
 		"nonce too low":                   services.ErrNonceTooLow.Error(),
 		"nonce gap":                       "accepted",
 		"insufficient funds":              services.ErrInsufficientFunds.Error(),
-		"intrinsic gas too low":           "refused, unclassified",
-		"gas above the block's limit":     "refused, unclassified",
-		"signed for another chain":        "refused, unclassified",
+		"intrinsic gas too low":           services.ErrUnknownAnswer.Error(),
+		"gas above the block's limit":     services.ErrUnknownAnswer.Error(),
+		"signed for another chain":        services.ErrUnknownAnswer.Error(),
 		"estimate of a call that reverts": services.ErrExecutionReverted.Error(),
 	}
 	var table strings.Builder

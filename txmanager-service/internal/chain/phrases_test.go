@@ -1,0 +1,87 @@
+package chain_test
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+// clientPhrase is one row of docs/chains.md: a message as a node client formats it and the
+// class the classifier must give it.
+type clientPhrase struct {
+	line            int
+	class, client   string
+	message, source string
+}
+
+// chainsTable reads the table of docs/chains.md, the one place each client's wording and
+// its source are written down.
+func chainsTable(t *testing.T) []clientPhrase {
+	t.Helper()
+	path := filepath.Join("..", "..", "..", "docs", "chains.md")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows []clientPhrase
+	scanner := bufio.NewScanner(f)
+	for n := 1; scanner.Scan(); n++ {
+		cells := strings.Split(scanner.Text(), "|")
+		if len(cells) != 6 || !strings.HasPrefix(strings.TrimSpace(cells[3]), "`") {
+			continue
+		}
+		rows = append(rows, clientPhrase{line: n, class: strings.TrimSpace(cells[1]), client: strings.TrimSpace(cells[2]),
+			message: strings.Trim(strings.TrimSpace(cells[3]), "`"), source: strings.TrimSpace(cells[4])})
+	}
+	if err := scanner.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) < 40 {
+		t.Fatalf("%s: %d rows read; the table was not found", path, len(rows))
+	}
+	return rows
+}
+
+// The classes as docs/chains.md names them.
+var classByName = map[string]error{
+	"already known":      services.ErrKnownTransaction,
+	"nonce too low":      services.ErrNonceTooLow,
+	"underpriced":        services.ErrUnderpriced,
+	"insufficient funds": services.ErrInsufficientFunds,
+	"unknown answer":     services.ErrUnknownAnswer,
+}
+
+// Every client's wording of every answer, as docs/chains.md lists it with its source, is
+// read as the class the table gives it; every class of the outcome table has rows there.
+func TestEveryClientsPhrasesClassify(t *testing.T) {
+	rows := chainsTable(t)
+	seen := map[error]bool{}
+	for _, row := range rows {
+		want, known := classByName[row.class]
+		if !known {
+			t.Errorf("docs/chains.md:%d: class %q is not one of %v", row.line, row.class, classByName)
+			continue
+		}
+		if row.source == "" || row.client == "" {
+			t.Errorf("docs/chains.md:%d: a row needs its client and its source", row.line)
+		}
+		seen[want] = true
+		// As every node sends it: a JSON-RPC error object (-32000, "server error").
+		got := chain.ClassifySendError(codedError{message: row.message, code: -32000})
+		class := services.AnswerClassOf(got)
+		if class != want { //nolint:errorlint // which sentinel, compared as values
+			t.Errorf("docs/chains.md:%d: %s answers %q: classified %v, the table says %s", row.line, row.client, row.message, class, row.class)
+		}
+	}
+	for _, answer := range services.ChainAnswers() {
+		if answer.Class != nil && !seen[answer.Class] {
+			t.Errorf("the outcome table's class %v has no client's wording in docs/chains.md", answer.Class)
+		}
+	}
+}
