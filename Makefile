@@ -165,8 +165,10 @@ example-e2e: ## the payouts example against the real service with kills mid-rela
 	go run $(SERVICE)/test/cmd/txm-example-e2e -repo $(ROOT)
 
 .PHONY: e2e
-e2e: ## build geth v1.17.8, run it with --dev, drive 500 txs from 5 signers to CONFIRMED and check nonces on chain
-	go run $(SERVICE)/test/cmd/txm-e2e -repo $(ROOT)
+CHAIN_CLIENT ?= geth
+e2e: ## run a node (CHAIN_CLIENT=geth: v1.17.8 --dev, built; CHAIN_CLIENT=anvil: 1.7.1, from make test-binaries) and txm-devchain, drive 500 txs from 5 signers on each to CONFIRMED and check nonces on chain
+	$(if $(filter anvil,$(CHAIN_CLIENT)),@$(MAKE) --no-print-directory test-binaries)
+	go run $(SERVICE)/test/cmd/txm-e2e -repo $(ROOT) -chain-client $(CHAIN_CLIENT)
 
 MAX_TRACKED_BYTES := 1048576
 

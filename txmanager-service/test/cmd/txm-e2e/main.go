@@ -1,5 +1,6 @@
 // Command txm-e2e is the end-to-end check of txmanager-service against a real node: it
-// builds geth and the service, starts `geth --dev` and the service on loopback with a fresh
+// builds geth (or, with -chain-client anvil, finds anvil) and the service, starts the node
+// (`geth --dev`, or anvil), a second chain and the service on loopback with a fresh
 // PostgreSQL database, sends signers x txs-per-signer transfers through the HTTP API,
 // waits until every one is CONFIRMED, and then checks the chain itself: every transaction
 // mined from its signer with the nonce the service reported, and each signer's nonces
@@ -29,6 +30,8 @@ type options struct {
 	timeout      time.Duration
 	buildTimeout time.Duration
 	keepLogs     string
+	// chainClient is the node implementation of the run's first chain: geth or anvil.
+	chainClient string
 }
 
 func main() {
@@ -40,6 +43,7 @@ func main() {
 	flag.DurationVar(&opts.timeout, "timeout", 5*time.Minute, "limit for the run after the builds: start-up, load, confirmation, checks")
 	flag.DurationVar(&opts.buildTimeout, "build-timeout", 20*time.Minute, "limit for building geth (minutes the first time) and the service")
 	flag.StringVar(&opts.keepLogs, "keep-logs", "", "copy geth's and the service's logs and config into this folder")
+	flag.StringVar(&opts.chainClient, "chain-client", "geth", "node implementation of the first chain: geth (--dev, built from the module proxy) or anvil (`make test-binaries` unpacks it)")
 	flag.Parse()
 	if opts.signers < 1 || opts.txsPerSigner < 1 || opts.parallel < 1 {
 		fmt.Fprintln(os.Stderr, "txm-e2e: -signers, -txs-per-signer and -parallel must be positive")

@@ -19,9 +19,12 @@ import (
 // fundingEtherPerSigner: 100 transfers of 21000 gas at devnet fees cost far less.
 const fundingEtherPerSigner = 10
 
-// secondChainID is the id of the run's second chain (txm-devchain next to geth --dev,
-// whose id is 1337): the same keys send on both.
+// secondChainID is the id of the run's second chain (txm-devchain next to the first, whose
+// id is 1337, geth --dev's; anvil is started with it): the same keys send on both.
 const secondChainID = 31337
+
+// firstChainID is the id of the run's first chain, whichever node serves it.
+const firstChainID = 1337
 
 // runChain is one chain of the run.
 type runChain struct {
@@ -33,14 +36,15 @@ type runChain struct {
 
 // timings are the phases the summary reports.
 type timings struct {
-	buildGeth, buildService time.Duration
+	buildNode, buildService time.Duration
 	createAll               time.Duration // first create sent -> last create answered
 	createToConfirmed       time.Duration // first create sent -> every transaction CONFIRMED
 }
 
 // report is what the run found; run fills it as far as it got.
 type report struct {
-	gethVersion  string
+	// node names the first chain's implementation and its version ("geth Version: 1.17.8-stable").
+	node         string
 	chains       []*runChain
 	signers      []common.Address
 	perSigner    int
@@ -83,7 +87,7 @@ func runSteps(ctx context.Context, opts options, repo, workDir string, td *teard
 	if err != nil {
 		return err
 	}
-	rep.gethVersion = bins.gethVersion
+	rep.node = bins.nodeName + " " + bins.nodeVersion
 
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
 	defer cancel()
@@ -105,20 +109,18 @@ func runSteps(ctx context.Context, opts options, repo, workDir string, td *teard
 	})
 	fmt.Fprintf(out, "    %s, database %s\n", pg.Source, db.Name)
 
-	step(out, "geth %s --dev --dev.period 1", bins.gethVersion)
-	geth, err := e2e.StartGeth(ctx, e2e.GethOptions{Bin: bins.geth, Period: time.Second, Dir: filepath.Join(workDir, "geth")})
+	node, err := startFirstChain(ctx, opts.chainClient, bins, workDir, out)
 	if err != nil {
 		return err
 	}
-	td.add("geth", geth.Stop)
-	fmt.Fprintf(out, "    JSON-RPC %s (binary in %s)\n", geth.URL(), filepath.Dir(bins.geth))
+	td.add(bins.nodeName, node.Stop)
 
 	keys := e2e.Keys(opts.signers)
 	signers := e2e.Addresses(keys)
 	rep.signers = signers
 	step(out, "funding %d signers with %d ETH each", len(signers), fundingEtherPerSigner)
 	funding := new(big.Int).Mul(big.NewInt(fundingEtherPerSigner), big.NewInt(1e18))
-	if err := e2e.FundAccounts(ctx, geth.URL(), signers, funding); err != nil {
+	if err := e2e.FundAccounts(ctx, node.URL(), signers, funding); err != nil {
 		return err
 	}
 
@@ -129,7 +131,7 @@ func runSteps(ctx context.Context, opts options, repo, workDir string, td *teard
 	}
 	td.add("txm-devchain", devChain.Stop)
 	fmt.Fprintf(out, "    JSON-RPC %s\n", devChain.URL())
-	rep.chains = []*runChain{{name: "geth --dev", url: geth.URL()}, {name: "txm-devchain", url: devChain.URL()}}
+	rep.chains = []*runChain{{name: bins.nodeName, url: node.URL()}, {name: "txm-devchain", url: devChain.URL()}}
 	targets := make([]e2e.ChainTarget, len(rep.chains))
 	chainIDs := make([]uint64, len(rep.chains))
 	for i, c := range rep.chains {
@@ -174,7 +176,7 @@ func runSteps(ctx context.Context, opts options, repo, workDir string, td *teard
 	})
 	td.add("stop txmanager-service", svc.Stop)
 	fmt.Fprintf(out, "    HTTP %s, gRPC %s\n", svc.HTTPURL(), svc.GRPCAddr())
-	watch := processWatch{"txmanager-service": svc.Exited(), "geth": geth.Exited(), "txm-devchain": devChain.Exited()}
+	watch := processWatch{"txmanager-service": svc.Exited(), bins.nodeName: node.Exited(), "txm-devchain": devChain.Exited()}
 
 	client := e2e.NewClient(svc.HTTPURL())
 	step(out, "creating %d chains x %d signers x %d transactions, %d at a time", len(chainIDs), len(signers), opts.txsPerSigner, opts.parallel)
@@ -202,28 +204,60 @@ func runSteps(ctx context.Context, opts options, repo, workDir string, td *teard
 	return v.err()
 }
 
-// binaries are what buildBinaries built.
+// binaries are what buildBinaries built or found.
 type binaries struct {
-	geth        string
-	gethVersion string // as geth reports it
+	node        string // the first chain's node: geth or anvil
+	nodeName    string
+	nodeVersion string // as the node reports it
 	service     string
 	devChain    string
 }
 
+// startFirstChain starts the run's first chain on the node implementation client names.
+func startFirstChain(ctx context.Context, client string, bins binaries, workDir string, out io.Writer) (*e2e.ChainNode, error) {
+	var node *e2e.ChainNode
+	var err error
+	switch client {
+	case "anvil":
+		step(out, "anvil %s, chain id %d, a block every second", bins.nodeVersion, firstChainID)
+		node, err = e2e.StartAnvil(ctx, e2e.AnvilOptions{Bin: bins.node, BlockTime: time.Second, ChainID: firstChainID, Dir: filepath.Join(workDir, "anvil")})
+	default:
+		step(out, "geth %s --dev --dev.period 1", bins.nodeVersion)
+		node, err = e2e.StartGeth(ctx, e2e.GethOptions{Bin: bins.node, Period: time.Second, Dir: filepath.Join(workDir, "geth")})
+	}
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "    JSON-RPC %s (binary in %s)\n", node.URL(), filepath.Dir(bins.node))
+	return node, nil
+}
+
 // buildBinaries builds geth into the repository's bin/ (reused across runs: the first build
-// takes minutes) and the service into the run's folder.
+// takes minutes), or finds anvil, and builds the service into the run's folder.
 func buildBinaries(ctx context.Context, opts options, repo, workDir string, out io.Writer, t *timings) (binaries, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.buildTimeout)
 	defer cancel()
 	var bins binaries
-	step(out, "geth %s into %s (skipped when already built)", e2e.GethModuleVersion, filepath.Join(repo, "bin"))
-	start := time.Now()
 	var err error
-	if bins.geth, bins.gethVersion, err = e2e.BuildGeth(ctx, filepath.Join(repo, "bin")); err != nil {
-		return binaries{}, err
+	start := time.Now()
+	switch opts.chainClient {
+	case "anvil":
+		step(out, "anvil %s from %s", e2e.AnvilVersion, e2e.TestBinDir)
+		if bins.node, err = e2e.FindAnvil(); err != nil {
+			return binaries{}, err
+		}
+		bins.nodeName, bins.nodeVersion = "anvil", "Version: "+e2e.AnvilVersion
+	case "geth":
+		step(out, "geth %s into %s (skipped when already built)", e2e.GethModuleVersion, filepath.Join(repo, "bin"))
+		if bins.node, bins.nodeVersion, err = e2e.BuildGeth(ctx, filepath.Join(repo, "bin")); err != nil {
+			return binaries{}, err
+		}
+		bins.nodeName, bins.nodeVersion = "geth", "Version: "+bins.nodeVersion
+	default:
+		return binaries{}, fmt.Errorf("-chain-client %q: want geth or anvil", opts.chainClient)
 	}
-	t.buildGeth = time.Since(start)
-	fmt.Fprintf(out, "    Version: %s (%s)\n", bins.gethVersion, t.buildGeth.Round(time.Millisecond))
+	t.buildNode = time.Since(start)
+	fmt.Fprintf(out, "    %s (%s)\n", bins.nodeVersion, t.buildNode.Round(time.Millisecond))
 
 	step(out, "building txmanager-service")
 	start = time.Now()

@@ -18,17 +18,17 @@ func printReport(out io.Writer, rep *report, wall time.Duration) {
 		printTable(out, rep, v)
 	}
 	t := rep.timings
-	if rep.gethVersion != "" {
-		fmt.Fprintf(out, "geth:                   Version: %s (--dev, 1s blocks); service confirmations.required: %d\n",
-			rep.gethVersion, rep.confirmations)
+	if rep.node != "" {
+		fmt.Fprintf(out, "first chain's node:     %s (1s blocks); service confirmations.required: %d\n",
+			rep.node, rep.confirmations)
 	}
 	if t.createToConfirmed > 0 {
 		fmt.Fprintf(out, "create -> all CONFIRMED: %s (the %d creates were answered within %s)\n",
 			t.createToConfirmed.Round(10*time.Millisecond), len(rep.txs), t.createAll.Round(time.Millisecond))
 	}
 	if t.buildService > 0 {
-		fmt.Fprintf(out, "builds:                 geth %s, txmanager-service %s\n",
-			t.buildGeth.Round(10*time.Millisecond), t.buildService.Round(10*time.Millisecond))
+		fmt.Fprintf(out, "builds:                 node %s, txmanager-service %s\n",
+			t.buildNode.Round(10*time.Millisecond), t.buildService.Round(10*time.Millisecond))
 	}
 	fmt.Fprintf(out, "wall time:              %s\n", wall.Round(10*time.Millisecond))
 	if rep.serviceLog != nil {

@@ -145,12 +145,12 @@ func TestPrintTable(t *testing.T) {
 
 func TestPrintReport(t *testing.T) {
 	t.Parallel()
-	rep := &report{gethVersion: "1.17.8-stable", confirmations: 2, txs: make([]*createdTx, 500),
+	rep := &report{node: "geth Version: 1.17.8-stable", confirmations: 2, txs: make([]*createdTx, 500),
 		timings: timings{createAll: 1234 * time.Millisecond, createToConfirmed: 9876 * time.Millisecond}}
 	var out strings.Builder
 	printReport(&out, rep, 61*time.Second)
 	for _, want := range []string{
-		"Version: 1.17.8-stable (--dev, 1s blocks); service confirmations.required: 2",
+		"first chain's node:     geth Version: 1.17.8-stable (1s blocks); service confirmations.required: 2",
 		"create -> all CONFIRMED: 9.88s (the 500 creates were answered within 1.234s)",
 		"wall time:              1m1s",
 	} {
