@@ -25,6 +25,9 @@ type rpcReceipt struct {
 	GasUsed           hexutil.Uint64  `json:"gasUsed"`
 	EffectiveGasPrice *hexutil.Big    `json:"effectiveGasPrice"`
 	ContractAddress   *common.Address `json:"contractAddress"`
+	// L1Fee is what an OP-stack chain charged for the transaction's data on L1 (op-geth's
+	// receipts carry it; other nodes omit it).
+	L1Fee *hexutil.Big `json:"l1Fee"`
 }
 
 var errReceiptWithoutStatus = errors.New("receipt has no status field (pre-Byzantium chain?)")
@@ -83,6 +86,9 @@ func (r *rpcReceipt) toReceipt() (*services.Receipt, error) {
 	}
 	if r.EffectiveGasPrice != nil {
 		receipt.EffectiveGasPrice = (*big.Int)(r.EffectiveGasPrice)
+	}
+	if r.L1Fee != nil {
+		receipt.L1Fee = (*big.Int)(r.L1Fee)
 	}
 	return receipt, nil
 }

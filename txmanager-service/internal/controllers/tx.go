@@ -240,6 +240,15 @@ func toAPITx(tx domain.ManagedTx) *v1.Tx {
 			BlockHash:   tx.Receipt.BlockHash.Hex(),
 			GasUsed:     tx.Receipt.GasUsed,
 		}
+		if price := tx.Receipt.EffectiveGasPrice; price != nil {
+			out.Receipt.EffectiveGasPrice = price.String()
+		}
+		if l1 := tx.Receipt.L1Fee; l1 != nil {
+			out.Receipt.L1Fee = l1.String()
+		}
+		if fee := tx.Receipt.Fee(); fee != nil {
+			out.Receipt.Fee = fee.String()
+		}
 	}
 	if tx.ConfirmedAt != nil {
 		out.ConfirmedAt = timestamppb.New(*tx.ConfirmedAt)

@@ -192,3 +192,23 @@ func TestFingerprintEncodingIsStable(t *testing.T) {
 		t.Errorf("fingerprint %s: the stored encoding changed", got)
 	}
 }
+
+// What a transaction cost: gas used at the effective price, plus an OP-stack chain's L1
+// data fee; unknown without the price.
+func TestReceiptFee(t *testing.T) {
+	tests := []struct {
+		name    string
+		receipt domain.ReceiptSummary
+		want    *big.Int
+	}{
+		{"gas at its price", domain.ReceiptSummary{GasUsed: 21_000, EffectiveGasPrice: big.NewInt(3_000_000_000)}, big.NewInt(63_000_000_000_000)},
+		{"plus the L1 data fee", domain.ReceiptSummary{GasUsed: 21_000, EffectiveGasPrice: big.NewInt(1_000), L1Fee: big.NewInt(5)}, big.NewInt(21_000_005)},
+		{"price not given", domain.ReceiptSummary{GasUsed: 21_000}, nil},
+	}
+	for _, tc := range tests {
+		got := tc.receipt.Fee()
+		if (got == nil) != (tc.want == nil) || (got != nil && got.Cmp(tc.want) != 0) {
+			t.Errorf("%s: Fee() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"math/big"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -44,13 +45,30 @@ type ManagedTx struct {
 	UnclaimedUntil *time.Time
 }
 
-// ReceiptSummary is the minimal evidence kept of a mined transaction.
+// ReceiptSummary is the minimal evidence kept of a mined transaction, and what it cost.
 type ReceiptSummary struct {
 	TxHash      common.Hash
 	Status      uint64
 	BlockNumber uint64
 	BlockHash   common.Hash
 	GasUsed     uint64
+	// EffectiveGasPrice is the price per gas the signer paid (nil: the node did not say).
+	EffectiveGasPrice *big.Int
+	// L1Fee is the L1 data fee of an OP-stack chain (nil: none, or the node did not say).
+	L1Fee *big.Int
+}
+
+// Fee is what the transaction cost its signer in wei: gas used at the effective price,
+// plus the L1 data fee. Nil when the node did not give the effective price.
+func (r ReceiptSummary) Fee() *big.Int {
+	if r.EffectiveGasPrice == nil {
+		return nil
+	}
+	fee := new(big.Int).Mul(new(big.Int).SetUint64(r.GasUsed), r.EffectiveGasPrice)
+	if r.L1Fee != nil {
+		fee.Add(fee, r.L1Fee)
+	}
+	return fee
 }
 
 // SignerText is the signer in EIP-55 form.

@@ -31,6 +31,9 @@ type receiptPayload struct {
 	BlockNumber uint64 `json:"blockNumber"`
 	BlockHash   string `json:"blockHash"`
 	GasUsed     uint64 `json:"gasUsed"`
+	// EffectiveGasPrice and L1Fee are wei in decimal ("" when the node did not give them).
+	EffectiveGasPrice string `json:"effectiveGasPrice,omitempty"`
+	L1Fee             string `json:"l1Fee,omitempty"`
 	// Kind of the mined attempt: a CANCEL or PLACEHOLDER that was mined did not run the
 	// client's intent.
 	Kind string `json:"kind,omitempty"`
@@ -121,6 +124,16 @@ func toDomain(row sqlcdb.ManagedTx) (domain.ManagedTx, error) {
 		tx.Receipt = &domain.ReceiptSummary{
 			TxHash: common.HexToHash(r.TxHash), Status: r.Status, BlockNumber: r.BlockNumber,
 			BlockHash: common.HexToHash(r.BlockHash), GasUsed: r.GasUsed,
+		}
+		if r.EffectiveGasPrice != "" {
+			if tx.Receipt.EffectiveGasPrice, err = decodeWei(r.EffectiveGasPrice); err != nil {
+				return tx, fmt.Errorf("decode receipt of %s: effective gas price: %w", row.TxID, err)
+			}
+		}
+		if r.L1Fee != "" {
+			if tx.Receipt.L1Fee, err = decodeWei(r.L1Fee); err != nil {
+				return tx, fmt.Errorf("decode receipt of %s: L1 fee: %w", row.TxID, err)
+			}
 		}
 	}
 	return tx, nil

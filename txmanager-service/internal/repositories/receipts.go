@@ -119,8 +119,15 @@ func (r *ReceiptRepository) Finalize(ctx context.Context, lease domain.Lease, fi
 
 // payloadOf is the receipt document stored for f.
 func payloadOf(f receipts.FoundReceipt) receiptPayload {
-	return receiptPayload{
+	p := receiptPayload{
 		TxHash: f.Receipt.TxHash.Hex(), Status: f.Receipt.Status, BlockNumber: f.Receipt.BlockNumber,
 		BlockHash: f.Receipt.BlockHash.Hex(), GasUsed: f.Receipt.GasUsed, Kind: string(f.Kind),
 	}
+	if f.Receipt.EffectiveGasPrice != nil {
+		p.EffectiveGasPrice = f.Receipt.EffectiveGasPrice.String()
+	}
+	if f.Receipt.L1Fee != nil {
+		p.L1Fee = f.Receipt.L1Fee.String()
+	}
+	return p
 }

@@ -193,6 +193,8 @@ type Receipt struct {
 	GasUsed           uint64
 	EffectiveGasPrice *big.Int
 	ContractAddress   *common.Address
+	// L1Fee is the L1 data fee an OP-stack chain charged (nil where the node does not say).
+	L1Fee *big.Int
 }
 
 // ReceiptResult is one entry of a batched receipt look-up.

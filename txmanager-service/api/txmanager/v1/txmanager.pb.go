@@ -522,10 +522,17 @@ type Receipt struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TxHash string                 `protobuf:"bytes,1,opt,name=tx_hash,json=txHash,proto3" json:"tx_hash,omitempty"`
 	// 1 success, 0 failure.
-	Status        uint64 `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"`
-	BlockNumber   uint64 `protobuf:"varint,3,opt,name=block_number,json=blockNumber,proto3" json:"block_number,omitempty"`
-	BlockHash     string `protobuf:"bytes,4,opt,name=block_hash,json=blockHash,proto3" json:"block_hash,omitempty"`
-	GasUsed       uint64 `protobuf:"varint,5,opt,name=gas_used,json=gasUsed,proto3" json:"gas_used,omitempty"`
+	Status      uint64 `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"`
+	BlockNumber uint64 `protobuf:"varint,3,opt,name=block_number,json=blockNumber,proto3" json:"block_number,omitempty"`
+	BlockHash   string `protobuf:"bytes,4,opt,name=block_hash,json=blockHash,proto3" json:"block_hash,omitempty"`
+	GasUsed     uint64 `protobuf:"varint,5,opt,name=gas_used,json=gasUsed,proto3" json:"gas_used,omitempty"`
+	// Price per gas the signer paid, in wei (decimal; "" when the node did not say).
+	EffectiveGasPrice string `protobuf:"bytes,6,opt,name=effective_gas_price,json=effectiveGasPrice,proto3" json:"effective_gas_price,omitempty"`
+	// L1 data fee an OP-stack chain charged, in wei (decimal; "" when none or not said).
+	L1Fee string `protobuf:"bytes,7,opt,name=l1_fee,json=l1Fee,proto3" json:"l1_fee,omitempty"`
+	// What the transaction cost its signer, in wei (decimal): gas_used x
+	// effective_gas_price + l1_fee ("" when the node did not give the price).
+	Fee           string `protobuf:"bytes,8,opt,name=fee,proto3" json:"fee,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -593,6 +600,27 @@ func (x *Receipt) GetGasUsed() uint64 {
 		return x.GasUsed
 	}
 	return 0
+}
+
+func (x *Receipt) GetEffectiveGasPrice() string {
+	if x != nil {
+		return x.EffectiveGasPrice
+	}
+	return ""
+}
+
+func (x *Receipt) GetL1Fee() string {
+	if x != nil {
+		return x.L1Fee
+	}
+	return ""
+}
+
+func (x *Receipt) GetFee() string {
+	if x != nil {
+		return x.Fee
+	}
+	return ""
 }
 
 type ListCompletionsRequest struct {
@@ -960,14 +988,17 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12=\n" +
 	"\fconfirmed_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\vconfirmedAt\x12\x19\n" +
 	"\bchain_id\x18\x12 \x01(\x04R\achainId\x12\x1c\n" +
-	"\trecovered\x18\x13 \x01(\bR\trecovered\"\x97\x01\n" +
+	"\trecovered\x18\x13 \x01(\bR\trecovered\"\xf0\x01\n" +
 	"\aReceipt\x12\x17\n" +
 	"\atx_hash\x18\x01 \x01(\tR\x06txHash\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\x04R\x06status\x12!\n" +
 	"\fblock_number\x18\x03 \x01(\x04R\vblockNumber\x12\x1d\n" +
 	"\n" +
 	"block_hash\x18\x04 \x01(\tR\tblockHash\x12\x19\n" +
-	"\bgas_used\x18\x05 \x01(\x04R\agasUsed\"\x8e\x01\n" +
+	"\bgas_used\x18\x05 \x01(\x04R\agasUsed\x12.\n" +
+	"\x13effective_gas_price\x18\x06 \x01(\tR\x11effectiveGasPrice\x12\x15\n" +
+	"\x06l1_fee\x18\a \x01(\tR\x05l1Fee\x12\x10\n" +
+	"\x03fee\x18\b \x01(\tR\x03fee\"\x8e\x01\n" +
 	"\x16ListCompletionsRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\x12-\n" +

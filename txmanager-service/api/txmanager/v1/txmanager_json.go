@@ -90,6 +90,12 @@ func appendReceipt(b []byte, r *Receipt) []byte {
 	b = appendString(b, r.BlockHash)
 	b = append(b, `,"gasUsed":`...)
 	b = appendUint64String(b, r.GasUsed)
+	b = append(b, `,"effectiveGasPrice":`...)
+	b = appendString(b, r.EffectiveGasPrice)
+	b = append(b, `,"l1Fee":`...)
+	b = appendString(b, r.L1Fee)
+	b = append(b, `,"fee":`...)
+	b = appendString(b, r.Fee)
 	return append(b, '}')
 }
 

@@ -101,6 +101,12 @@ func txFields(w io.Writer, tx *v1.Tx) error {
 	block := ""
 	if r := tx.GetReceipt(); r != nil {
 		block = fmt.Sprintf("%d (status %d, gas used %d)", r.GetBlockNumber(), r.GetStatus(), r.GetGasUsed())
+		if fee := r.GetFee(); fee != "" {
+			block += fmt.Sprintf(", fee %s wei at %s wei/gas", fee, r.GetEffectiveGasPrice())
+			if l1 := r.GetL1Fee(); l1 != "" {
+				block += ", L1 fee " + l1 + " wei included"
+			}
+		}
 	}
 	return fields(w,
 		"tx id", tx.GetTxId(),

@@ -1,0 +1,67 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// What each transaction cost is on its receipt, and the figures reconcile with the chain:
+// over 100 transfers from one signer, the values sent plus the fees the service reports
+// equal the signer's balance change to the wei.
+func TestReportedFeesReconcileWithTheSignersBalance(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sim := newTestChain(t, 250*time.Millisecond)
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true})
+	signer := devAddress(t, 0)
+	account := common.HexToAddress(signer)
+	before, err := sim.BalanceAt(ctx, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const transfers = 100
+	var ids []string
+	sent := new(big.Int)
+	for i := range transfers {
+		value := int64(1_000_000 + i)
+		ids = append(ids, s.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 4), "value": fmt.Sprint(value), "gasLimit": 21000}))
+		sent.Add(sent, big.NewInt(value))
+	}
+	for _, id := range ids {
+		waitFor(t, 60*time.Second, "transaction "+id+" confirmed", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+	}
+	fees := new(big.Int)
+	for _, id := range ids {
+		res := s.do(t, http.MethodGet, "/api/v1/tx/"+id, nil)
+		receipt, _ := res.body["receipt"].(map[string]any)
+		if res.status != http.StatusOK || receipt == nil {
+			t.Fatalf("GET %s: %d %s", id, res.status, res.raw)
+		}
+		gasUsed, _ := new(big.Int).SetString(fmt.Sprint(receipt["gasUsed"]), 10)
+		price, okPrice := new(big.Int).SetString(fmt.Sprint(receipt["effectiveGasPrice"]), 10)
+		fee, okFee := new(big.Int).SetString(fmt.Sprint(receipt["fee"]), 10)
+		if gasUsed == nil || !okPrice || !okFee || price.Sign() <= 0 {
+			t.Fatalf("receipt of %s lacks its cost: %v", id, receipt)
+		}
+		if want := new(big.Int).Mul(gasUsed, price); fee.Cmp(want) != 0 {
+			t.Fatalf("receipt of %s: fee %s, want gas used x effective price = %s", id, fee, want)
+		}
+		fees.Add(fees, fee)
+	}
+	after, err := sim.BalanceAt(ctx, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent := new(big.Int).Sub(before, after)
+	if reported := new(big.Int).Add(sent, fees); reported.Cmp(spent) != 0 {
+		t.Fatalf("the signer's balance fell by %s wei; values %s + reported fees %s = %s (off by %s)",
+			spent, sent, fees, reported, new(big.Int).Sub(spent, reported))
+	}
+	t.Logf("%d transfers: balance change %s wei = values %s + fees %s, to the wei", transfers, spent, sent, fees)
+}
