@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/ethereum/go-ethereum/rpc"
 
@@ -26,6 +27,8 @@ type EndpointHealth struct {
 	WrongChain bool
 	// LastError is its latest failure, for operators.
 	LastError string
+	// LimitedUntil is when an endpoint that throttled us is asked again (probes included).
+	LimitedUntil time.Time
 }
 
 // callOrder is the order in which endpoints are tried for a call: first those in step with
@@ -60,6 +63,9 @@ func callOrder(endpoints []EndpointHealth, maxLag uint64) []int {
 func endpointAnswered(err error) bool {
 	if err == nil {
 		return true
+	}
+	if isRateLimited(err) {
+		return false
 	}
 	var httpErr rpc.HTTPError
 	if errors.As(err, &httpErr) {

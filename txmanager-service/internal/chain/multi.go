@@ -189,11 +189,24 @@ func (m *MultiChain) markAnswered(i int, head uint64) {
 }
 
 func (m *MultiChain) markFailed(i int, err error) {
+	now := time.Now()
+	limited := isRateLimited(err)
+	var pause time.Duration
+	if limited {
+		pause = m.endpoints[i].Chain.RateLimitPause(now)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := &m.health[i]
-	if h.Reachable {
+	switch {
+	case limited && now.After(h.LimitedUntil):
+		m.log.Warnw("msg", "chain endpoint throttles our requests; using the others until it takes them again", "endpoint", h.Name,
+			"pause", pause.String(), "error", err.Error())
+	case !limited && h.Reachable:
 		m.log.Warnw("msg", "chain endpoint failed; skipping it until it answers", "endpoint", h.Name, "error", err.Error())
+	}
+	if limited {
+		h.LimitedUntil = now.Add(pause)
 	}
 	h.Reachable, h.LastError = false, err.Error()
 }
@@ -459,6 +472,12 @@ func (m *MultiChain) probeAll() {
 }
 
 func (m *MultiChain) probe(ctx context.Context, i int) {
+	m.mu.Lock()
+	limited := time.Now().Before(m.health[i].LimitedUntil)
+	m.mu.Unlock()
+	if limited {
+		return // asked to wait: a probe would only count against its limit again
+	}
 	callCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadTimeout)
 	defer cancel()
 	e := m.endpoints[i]

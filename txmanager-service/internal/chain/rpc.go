@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -44,7 +45,13 @@ type RPCChain struct {
 	// blockReceipts reads eth_getBlockReceipts answers itself on an http(s) endpoint
 	// DialRPC dialed (receipts_http.go); nil leaves them to the client.
 	blockReceipts *blockReceiptsHTTP
+	// limits remembers the Retry-After of the endpoint's 429 answers (DialRPC only).
+	limits *retryAfterTransport
 }
+
+// RateLimitPause is how long to leave this endpoint alone after it refused because of its
+// request rate: its Retry-After when it gave one.
+func (c *RPCChain) RateLimitPause(now time.Time) time.Duration { return c.limits.pause(now) }
 
 // RPCOption adjusts an RPCChain at construction.
 type RPCOption func(*RPCChain)
@@ -93,7 +100,8 @@ func DialRPC(ctx context.Context, url string, opts ...RPCOption) (*RPCChain, err
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConns, transport.MaxIdleConnsPerHost = idleConnectionsPerNode, idleConnectionsPerNode
 	transport.DisableCompression = !c.compressResponses
-	httpClient := &http.Client{Transport: transport}
+	c.limits = &retryAfterTransport{next: transport}
+	httpClient := &http.Client{Transport: c.limits}
 	rpcClient, err := rpc.DialOptions(ctx, url, rpc.WithHTTPClient(httpClient))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", url, err)
@@ -263,6 +271,11 @@ func (c *RPCChain) SendRawTransactions(ctx context.Context, raws [][]byte) ([]er
 	}
 	errs := make([]error, len(raws))
 	for i, elem := range elems {
+		// A provider that throttled part of the batch said nothing about the transactions:
+		// the whole batch goes to another endpoint (what was taken answers "already known").
+		if isRateLimited(elem.Error) {
+			return nil, fmt.Errorf("eth_sendRawTransaction: %w", elem.Error)
+		}
 		errs[i] = ClassifySendError(elem.Error)
 	}
 	return errs, nil

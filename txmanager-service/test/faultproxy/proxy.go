@@ -35,10 +35,16 @@ const (
 	Refuse
 	// Lag serves the chain as a node Lag blocks behind would.
 	Lag
+	// TooManyRequests answers every request as a hosted provider over its rate limit does:
+	// HTTP 429 with a Retry-After header (SetRetryAfter).
+	TooManyRequests
+	// LimitExceeded answers every request, and every call of a batch, with the JSON-RPC
+	// error -32005 "limit exceeded" (HTTP 200), as some providers signal their limits.
+	LimitExceeded
 )
 
 func (m Mode) String() string {
-	return [...]string{"pass", "hang", "refuse", "lag"}[m]
+	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded"}[m]
 }
 
 // Proxy is a JSON-RPC proxy on a loopback port of its own in front of one node.
@@ -52,7 +58,11 @@ type Proxy struct {
 	// alternate applies Lag to every other request only.
 	alternate atomic.Bool
 	// legacy hides the base fee from blocks: the node looks like a chain without EIP-1559.
-	legacy   atomic.Bool
+	legacy atomic.Bool
+	// retryAfter is the Retry-After, in whole seconds, of TooManyRequests answers.
+	retryAfter atomic.Int64
+	// limited counts the requests answered TooManyRequests or LimitExceeded.
+	limited  atomic.Uint64
 	requests atomic.Uint64
 	// connections counts the TCP connections the proxy accepted; ended, those of them closed since.
 	connections, ended atomic.Uint64
@@ -133,6 +143,36 @@ func (p *Proxy) SetMode(m Mode) error {
 	return nil
 }
 
+// SetRetryAfter sets the Retry-After of TooManyRequests answers (at least a second).
+func (p *Proxy) SetRetryAfter(d time.Duration) { p.retryAfter.Store(int64(d / time.Second)) }
+
+// Limited is how many requests were answered TooManyRequests or LimitExceeded.
+func (p *Proxy) Limited() uint64 { return p.limited.Load() }
+
+// limitExceeded is the -32005 answer to body: one error object per call, a batch for a batch.
+func limitExceeded(body []byte) []byte {
+	const errObj = `"error":{"code":-32005,"message":"limit exceeded"}`
+	var batch []rpcRequest
+	if err := json.Unmarshal(body, &batch); err == nil {
+		out := make([]json.RawMessage, len(batch))
+		for i, req := range batch {
+			out[i] = json.RawMessage(`{"jsonrpc":"2.0","id":` + string(orNull(req.ID)) + `,` + errObj + `}`)
+		}
+		answer, _ := json.Marshal(out)
+		return answer
+	}
+	var single rpcRequest
+	_ = json.Unmarshal(body, &single)
+	return []byte(`{"jsonrpc":"2.0","id":` + string(orNull(single.ID)) + `,` + errObj + `}`)
+}
+
+func orNull(id json.RawMessage) json.RawMessage {
+	if len(id) == 0 {
+		return json.RawMessage("null")
+	}
+	return id
+}
+
 // SetUpstream points the proxy at another node URL (the node restarted on a new port);
 // requests already under way finish against the old one.
 func (p *Proxy) SetUpstream(url string) { p.upstream.Store(&url) }
@@ -178,6 +218,16 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		mode = Lag // a rewriting pass with no lag
 	}
 	switch mode {
+	case TooManyRequests:
+		p.limited.Add(1)
+		w.Header().Set("Retry-After", strconv.FormatInt(max(p.retryAfter.Load(), 1), 10))
+		http.Error(w, "rate limit exceeded", http.StatusTooManyRequests)
+		return
+	case LimitExceeded:
+		p.limited.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(limitExceeded(body))
+		return
 	case Hang:
 		select {
 		case <-r.Context().Done():

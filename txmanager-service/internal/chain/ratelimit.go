@@ -1,0 +1,100 @@
+package chain
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ethereum/go-ethereum/rpc"
+)
+
+// A hosted provider over its limit answers HTTP 429 (with Retry-After), or a JSON-RPC error
+// (-32005 "limit exceeded", or 429 and words like "rate limit" in the message). Either is a
+// fault of the endpoint, not an answer about the request: the call moves to another
+// endpoint, and this one is left alone until its Retry-After (or rateLimitPause) has passed.
+
+// rateLimitPause is how long an endpoint that limited us without saying for how long is
+// left alone.
+const rateLimitPause = time.Second
+
+// codeLimitExceeded is the JSON-RPC error code EIP-1474 gives "limit exceeded".
+const codeLimitExceeded = -32005
+
+// rateLimitPhrases are words providers put in a JSON-RPC error when they throttle.
+var rateLimitPhrases = []string{"rate limit", "too many requests", "limit exceeded", "exceeded its compute units", "request rate"}
+
+// isRateLimited reports whether err is an endpoint refusing because of its request rate.
+func isRateLimited(err error) bool {
+	if err == nil {
+		return false
+	}
+	var httpErr rpc.HTTPError
+	if errors.As(err, &httpErr) {
+		return httpErr.StatusCode == http.StatusTooManyRequests
+	}
+	var rpcErr rpc.Error
+	if !errors.As(err, &rpcErr) {
+		return false
+	}
+	if code := rpcErr.ErrorCode(); code == codeLimitExceeded || code == http.StatusTooManyRequests {
+		return true
+	}
+	message := strings.ToLower(rpcErr.Error())
+	for _, phrase := range rateLimitPhrases {
+		if strings.Contains(message, phrase) {
+			return true
+		}
+	}
+	return false
+}
+
+// retryAfterTransport remembers the Retry-After of the last 429 an endpoint answered, which
+// the JSON-RPC client does not pass on.
+type retryAfterTransport struct {
+	next http.RoundTripper
+	// until is when the endpoint said it would take requests again (Unix nanoseconds).
+	until atomic.Int64
+}
+
+func (t *retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		if wait, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			t.until.Store(time.Now().Add(wait).UnixNano())
+		}
+	}
+	return resp, err
+}
+
+// pause is how long to leave the endpoint alone after it limited us.
+func (t *retryAfterTransport) pause(now time.Time) time.Duration {
+	if t == nil {
+		return rateLimitPause
+	}
+	if wait := time.Duration(t.until.Load() - now.UnixNano()); wait > 0 {
+		return min(wait, maxRateLimitPause)
+	}
+	return rateLimitPause
+}
+
+// maxRateLimitPause bounds a Retry-After: a provider asking for an hour is probed again
+// sooner, in case it is the only endpoint.
+const maxRateLimitPause = time.Minute
+
+// parseRetryAfter reads a Retry-After header: seconds, or an HTTP date.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second, true
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return max(at.Sub(now), 0), true
+	}
+	return 0, false
+}
