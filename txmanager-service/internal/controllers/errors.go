@@ -34,6 +34,7 @@ func ToAPIError(logger *log.Helper, err error) error {
 		fenced      *domain.FencedError
 		unavailable *domain.UnavailableError
 		cannotSign  *domain.SignerUnavailableError
+		notFound    *domain.NotFoundError
 	)
 	switch {
 	case errors.As(err, &kerr):
@@ -57,6 +58,8 @@ func ToAPIError(logger *log.Helper, err error) error {
 			MetadataRetryAfter, retryAfter(time.Second))
 	case errors.Is(err, services.ErrCursorExpired):
 		return v1.ErrorCursorExpired("%s", err.Error())
+	case errors.As(err, &notFound):
+		return v1.ErrorNotFound("%s", notFound.What)
 	case errors.Is(err, domain.ErrNotFound):
 		return v1.ErrorNotFound("transaction not found")
 	case errors.Is(err, domain.ErrSignerQuarantined):

@@ -133,3 +133,11 @@ func (e *UnavailableError) Unwrap() []error {
 	}
 	return []error{ErrUnavailable}
 }
+
+// NotFoundError is a not-found answer about something other than a transaction: What says
+// what was looked for ("signer 0x... is not quarantined"). It is ErrNotFound to errors.Is,
+// so callers that only ask "not found?" need not know the difference.
+type NotFoundError struct{ What string }
+
+func (e *NotFoundError) Error() string        { return e.What }
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }

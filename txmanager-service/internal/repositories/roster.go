@@ -41,7 +41,7 @@ func (r *RosterRepository) ListRoster(ctx context.Context) ([]domain.RosterSigne
 func (r *RosterRepository) GetRosterSigner(ctx context.Context, signer common.Address) (domain.RosterSigner, error) {
 	row, err := r.q.GetRosterSigner(ctx, signer.Hex())
 	if errors.Is(err, pgx.ErrNoRows) {
-		return domain.RosterSigner{}, fmt.Errorf("roster signer %s: %w", signer.Hex(), domain.ErrNotFound)
+		return domain.RosterSigner{}, &domain.NotFoundError{What: "signer " + signer.Hex() + " is not on the roster"}
 	}
 	if err != nil {
 		return domain.RosterSigner{}, fmt.Errorf("roster signer %s: %w", signer.Hex(), err)

@@ -2,7 +2,6 @@ package services
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -296,7 +295,7 @@ func (uc *AdminUseCase) ReleaseSigner(ctx context.Context, signer, note string) 
 		return Quarantine{}, &domain.UnavailableError{Reason: "quarantine release", RetryAfter: time.Second, Err: err}
 	}
 	if !requested {
-		return Quarantine{}, fmt.Errorf("%w: signer %s is not quarantined", domain.ErrNotFound, addr.Hex())
+		return Quarantine{}, &domain.NotFoundError{What: "signer " + addr.Hex() + " is not quarantined"}
 	}
 	wait, cancel := context.WithTimeout(ctx, uc.cfg.ReleaseWait)
 	defer cancel()

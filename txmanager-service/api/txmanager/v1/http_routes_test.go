@@ -1,0 +1,145 @@
+package v1
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/go-kratos/kratos/v2/middleware"
+	"github.com/go-kratos/kratos/v2/transport"
+	"github.com/go-kratos/kratos/v2/transport/http"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// recordingServer answers every route with an empty reply of the right type and records
+// the request the route decoded.
+type recordingServer struct{ got proto.Message }
+
+func record[Out any](s *recordingServer, in proto.Message, out *Out) (*Out, error) {
+	s.got = in
+	return out, nil
+}
+
+func (s *recordingServer) CreateTx(_ context.Context, in *CreateTxRequest) (*CreateTxResponse, error) {
+	return record(s, in, &CreateTxResponse{Created: true})
+}
+func (s *recordingServer) GetTx(_ context.Context, in *GetTxRequest) (*Tx, error) {
+	return record(s, in, &Tx{})
+}
+func (s *recordingServer) GetTxByRequest(_ context.Context, in *GetTxByRequestRequest) (*Tx, error) {
+	return record(s, in, &Tx{})
+}
+func (s *recordingServer) ListCompletions(_ context.Context, in *ListCompletionsRequest) (*ListCompletionsResponse, error) {
+	return record(s, in, &ListCompletionsResponse{})
+}
+func (s *recordingServer) ResolveTx(_ context.Context, in *ResolveTxRequest) (*ResolveTxResponse, error) {
+	return record(s, in, &ResolveTxResponse{})
+}
+func (s *recordingServer) GetSignerStatus(_ context.Context, in *GetSignerStatusRequest) (*SignerStatus, error) {
+	return record(s, in, &SignerStatus{})
+}
+func (s *recordingServer) ListSigners(_ context.Context, in *ListSignersRequest) (*ListSignersResponse, error) {
+	return record(s, in, &ListSignersResponse{})
+}
+func (s *recordingServer) ListStuck(_ context.Context, in *ListStuckRequest) (*ListStuckResponse, error) {
+	return record(s, in, &ListStuckResponse{})
+}
+func (s *recordingServer) ListNodes(_ context.Context, in *ListNodesRequest) (*ListNodesResponse, error) {
+	return record(s, in, &ListNodesResponse{})
+}
+func (s *recordingServer) GetQuarantine(_ context.Context, in *GetQuarantineRequest) (*Quarantine, error) {
+	return record(s, in, &Quarantine{})
+}
+func (s *recordingServer) ReleaseSigner(_ context.Context, in *ReleaseSignerRequest) (*Quarantine, error) {
+	return record(s, in, &Quarantine{})
+}
+func (s *recordingServer) AddSigner(_ context.Context, in *AddSignerRequest) (*RosterSigner, error) {
+	return record(s, in, &RosterSigner{})
+}
+func (s *recordingServer) RetireSigner(_ context.Context, in *RetireSignerRequest) (*RosterSigner, error) {
+	return record(s, in, &RosterSigner{})
+}
+func (s *recordingServer) ListRoster(_ context.Context, in *ListRosterRequest) (*ListRosterResponse, error) {
+	return record(s, in, &ListRosterResponse{})
+}
+
+// Every HTTP route decodes its path, query and body into the request the gRPC method takes,
+// runs under that method's name (what middleware sees), answers with the right status, and
+// refuses a malformed query parameter with 400 before the method runs.
+func TestEveryRouteReachesItsMethod(t *testing.T) {
+	srv := &recordingServer{}
+	var operation string
+	server := http.NewServer(http.Middleware(func(next middleware.Handler) middleware.Handler {
+		return func(ctx context.Context, req any) (any, error) {
+			if tr, ok := transport.FromServerContext(ctx); ok {
+				operation = tr.Operation()
+			}
+			return next(ctx, req)
+		}
+	}))
+	RegisterTxServiceHTTPServer(server, srv, HTTPOptions{MaxBodyBytes: 1 << 16})
+	RegisterAdminServiceHTTPServer(server, srv, HTTPOptions{MaxBodyBytes: 1 << 16})
+	const signer = "0x06497E1D26D6C5A126E29FFbb240F267C4851c42"
+	tests := []struct {
+		method, path, body string
+		wantStatus         int
+		wantOperation      string
+		want               string // the decoded request, as protojson (empty: not reached)
+	}{
+		{"POST", "/api/v1/tx", `{"signer":"` + signer + `","value":"1","requestId":"r-1"}`, 202, TxService_CreateTx_FullMethodName, `{"signer":"` + signer + `","value":"1","requestId":"r-1"}`},
+		{"GET", "/api/v1/tx/abc?wait=2", "", 200, TxService_GetTx_FullMethodName, `{"txId":"abc","wait":"2s"}`},
+		{"GET", "/api/v1/tx/abc?wait=soon", "", 400, "", ""},
+		{"GET", "/api/v1/tx/by-request?signer=" + signer + "&request_id=r-1&chainId=5&wait=500ms", "", 200, TxService_GetTxByRequest_FullMethodName, `{"signer":"` + signer + `","requestId":"r-1","chainId":"5","wait":"0.500s"}`},
+		{"GET", "/api/v1/tx/by-request?signer=" + signer + "&requestId=r-1&chainId=0", "", 400, "", ""},
+		{"GET", "/api/v1/tx/completions?after=c&limit=10&wait=1s&chain_id=7", "", 200, TxService_ListCompletions_FullMethodName, `{"after":"c","limit":10,"wait":"1s","chainId":"7"}`},
+		{"GET", "/api/v1/tx/completions?limit=-1", "", 400, "", ""},
+		{"POST", "/api/v1/admin/tx/abc/resolve", `{"action":"CANCEL","reason":"stuck"}`, 200, AdminService_ResolveTx_FullMethodName, `{"txId":"abc","action":"CANCEL","reason":"stuck"}`},
+		{"GET", "/api/v1/admin/signers/" + signer + "?chainId=3", "", 200, AdminService_GetSignerStatus_FullMethodName, `{"signer":"` + signer + `","chainId":"3"}`},
+		{"GET", "/api/v1/admin/signers", "", 200, AdminService_ListSigners_FullMethodName, `{}`},
+		{"GET", "/api/v1/admin/stuck?signer=" + signer + "&limit=5", "", 200, AdminService_ListStuck_FullMethodName, `{"signer":"` + signer + `","limit":5}`},
+		{"GET", "/api/v1/admin/nodes", "", 200, AdminService_ListNodes_FullMethodName, `{}`},
+		{"GET", "/api/v1/admin/signers/" + signer + "/quarantine?fromNonce=9&nonces=true&limit=2", "", 200, AdminService_GetQuarantine_FullMethodName, ""},
+		{"GET", "/api/v1/admin/signers/" + signer + "/quarantine?from_nonce=x", "", 400, "", ""},
+		{"POST", "/api/v1/admin/signers/" + signer + "/release", `{"note":"checked"}`, 200, AdminService_ReleaseSigner_FullMethodName, `{"signer":"` + signer + `","note":"checked"}`},
+		{"POST", "/api/v1/admin/roster", `{"signer":"` + signer + `","source":"raw"}`, 200, AdminService_AddSigner_FullMethodName, `{"signer":"` + signer + `","source":"raw"}`},
+		{"POST", "/api/v1/admin/roster/" + signer + "/retire", `{"note":"rotated"}`, 200, AdminService_RetireSigner_FullMethodName, `{"signer":"` + signer + `","note":"rotated"}`},
+		{"GET", "/api/v1/admin/roster", "", 200, AdminService_ListRoster_FullMethodName, `{}`},
+		{"POST", "/api/v1/admin/roster", `{"signer":1}`, 400, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			srv.got, operation = nil, ""
+			req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			server.ServeHTTP(rec, req)
+			if rec.Code != tc.wantStatus {
+				t.Fatalf("status %d (%s), want %d", rec.Code, rec.Body.String(), tc.wantStatus)
+			}
+			if operation != tc.wantOperation {
+				t.Errorf("operation %q, want %q", operation, tc.wantOperation)
+			}
+			if tc.wantOperation == "" {
+				if srv.got != nil {
+					t.Errorf("a refused request reached the method with %v", srv.got)
+				}
+				return
+			}
+			if srv.got == nil {
+				t.Fatal("the method was not called")
+			}
+			if tc.want == "" {
+				return
+			}
+			want := srv.got.ProtoReflect().New().Interface()
+			if err := protojson.Unmarshal([]byte(tc.want), want); err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(srv.got, want) {
+				t.Errorf("decoded %v, want %v", srv.got, want)
+			}
+		})
+	}
+}

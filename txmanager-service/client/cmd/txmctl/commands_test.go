@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	txmclient "github.com/bionicotaku/txmanager-service/client"
+	"github.com/bionicotaku/txmanager-service/client/internal/servicetest"
+)
+
+// One real txmanager-service (TLS, API keys, the embedded chain, a database of its own) for
+// the commands to talk to.
+var service *servicetest.Service
+
+func TestMain(m *testing.M) {
+	var err error
+	service, err = servicetest.Start("txmctl")
+	if err != nil {
+		if errors.Is(err, servicetest.ErrNoDatabase) && os.Getenv(servicetest.EnvSkip) == "1" {
+			fmt.Printf("%s=1: txmctl's tests need a real service and did not run: %v\n", servicetest.EnvSkip, err)
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "txmctl tests: start txmanager-service:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := service.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "txmctl tests: stop txmanager-service:", err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
+}
+
+// txmctl runs one command line in this process against the service, with key (none when
+// empty), and returns its exit code and output.
+func txmctl(t *testing.T, key string, args ...string) (int, string, string) {
+	t.Helper()
+	flags := []string{"--addr", service.GRPCAddr, "--ca-file", service.CAFile, "--timeout", "20s"}
+	if key != "" {
+		flags = append(flags, "--api-key", key)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append(flags, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// createTransfer sends one transfer through the Go client and returns its id.
+func createTransfer(t *testing.T, requestID string) string {
+	t.Helper()
+	pem, err := os.ReadFile(service.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	client, closeClient, err := txmclient.New(t.Context(), txmclient.Config{Endpoints: []string{service.GRPCAddr}, APIKey: service.APIKey,
+		TLS: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient()
+	created, err := client.Create(t.Context(), &v1.CreateTxRequest{Signer: servicetest.DevSigner, To: servicetest.Recipient, Value: "1", GasLimit: 21000, RequestId: requestID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created.GetTx().GetTxId()
+}
+
+// Every command against a real service: what it prints and the exit code it ends with,
+// for answers and for refusals.
+func TestCommandsAgainstTheService(t *testing.T) {
+	requestID := fmt.Sprintf("txmctl-%d", time.Now().UnixNano())
+	id := createTransfer(t, requestID)
+	caller, admin := service.APIKey, service.AdminKey
+	tests := []struct {
+		name     string
+		key      string
+		args     []string
+		wantCode int
+		wantOut  []string // each must appear in stdout (stderr for a refusal)
+	}{
+		{"tx wait", caller, []string{"tx", "wait", id}, exitOK, []string{"CONFIRMED", id}},
+		{"tx get, a table with the cost", caller, []string{"tx", "get", id}, exitOK, []string{"tx hash:", "gas used 21000", "fee "}},
+		{"tx get, JSON", caller, []string{"--json", "tx", "get", id}, exitOK, []string{`"txId"`, `"state": "CONFIRMED"`}},
+		{"tx by-request", caller, []string{"tx", "by-request", "--signer", servicetest.DevSigner, "--request-id", requestID}, exitOK, []string{id}},
+		{"tx wait by request", caller, []string{"tx", "wait", "--signer", servicetest.DevSigner, "--request-id", requestID}, exitOK, []string{"CONFIRMED"}},
+		{"tx get, unknown", caller, []string{"tx", "get", "00000000-0000-7000-8000-000000000000"}, exitNotFound, []string{"NOT_FOUND: transaction not found"}},
+		{"tx by-request, not an address", caller, []string{"tx", "by-request", "--signer", "nope", "--request-id", "x"}, exitRefused, nil},
+		{"tx get, no credential", "", []string{"tx", "get", id}, exitNotAllowed, nil},
+		{"tx get, no id", caller, []string{"tx", "get"}, exitUsage, nil},
+		{"feed tail", caller, []string{"feed", "tail", "--from-start", "--count", "1"}, exitOK, []string{"CONFIRMED"}},
+		{"feed tail, JSON", caller, []string{"--json", "feed", "tail", "--from-start", "--count", "1"}, exitOK, []string{`"cursor"`}},
+		{"signers", admin, []string{"signers"}, exitOK, []string{servicetest.DevSigner}},
+		{"signers, JSON", admin, []string{"--json", "signers"}, exitOK, []string{servicetest.DevSigner}},
+		{"signers, not an admin", caller, []string{"signers"}, exitNotAllowed, nil},
+		{"signers status", admin, []string{"signers", "status", servicetest.DevSigner}, exitOK, []string{servicetest.DevSigner}},
+		{"signers roster", admin, []string{"signers", "roster"}, exitOK, nil},
+		{"signers roster, JSON", admin, []string{"--json", "signers", "roster"}, exitOK, nil},
+		{"nodes", admin, []string{"nodes"}, exitOK, nil},
+		{"nodes, JSON", admin, []string{"--json", "nodes"}, exitOK, []string{`"nodeId"`, `"alive": true`}},
+		{"quarantine list", admin, []string{"quarantine", "list"}, exitOK, nil},
+		{"quarantine list, one signer with nonces", admin, []string{"quarantine", "list", "--signer", servicetest.DevSigner, "--nonces"}, exitOK, nil},
+		{"quarantine release, not quarantined", admin, []string{"quarantine", "release", servicetest.DevSigner, "--note", "checked"}, exitNotFound, []string{"signer " + servicetest.DevSigner + " is not quarantined"}},
+		{"stuck list", admin, []string{"stuck", "list", "--limit", "5"}, exitOK, nil},
+		{"stuck list, JSON", admin, []string{"--json", "stuck", "list", "--signer", servicetest.DevSigner}, exitOK, nil},
+		{"stuck resolve, not stuck", admin, []string{"stuck", "resolve", id, "--reason", "test", "--action", "NOOP"}, exitNotFound, nil},
+		{"stuck resolve, no reason", admin, []string{"stuck", "resolve", id}, exitUsage, nil},
+		{"signers retire, no note", admin, []string{"signers", "retire", servicetest.DevSigner}, exitUsage, nil},
+		{"signers add, no source", admin, []string{"signers", "add", "0x00000000000000000000000000000000000000aa"}, exitUsage, nil},
+		{"signers add, a source this service has not configured", admin, []string{"signers", "add", "0x00000000000000000000000000000000000000aa", "--source", "awsKms", "--key-ref", "alias/none"}, exitRefused, nil},
+		{"an unknown command", caller, []string{"frobnicate"}, exitUsage, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := txmctl(t, tc.key, tc.args...)
+			if code != tc.wantCode {
+				t.Fatalf("txmctl %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(tc.args, " "), code, tc.wantCode, stdout, stderr)
+			}
+			out := stdout
+			if tc.wantCode != exitOK {
+				out = stderr
+			}
+			for _, want := range tc.wantOut {
+				if !strings.Contains(out, want) {
+					t.Errorf("txmctl %s printed\n%s\nwithout %q", strings.Join(tc.args, " "), out, want)
+				}
+			}
+			if tc.wantCode == exitOK && slicesContain(tc.args, "--json") && !json.Valid([]byte(firstJSON(stdout))) {
+				t.Errorf("--json output is not JSON: %s", stdout)
+			}
+		})
+	}
+}
+
+func slicesContain(args []string, s string) bool {
+	for _, a := range args {
+		if a == s {
+			return true
+		}
+	}
+	return false
+}
+
+// firstJSON is the first JSON document of out (feed tail prints one per line).
+func firstJSON(out string) string {
+	out = strings.TrimSpace(out)
+	if strings.HasPrefix(out, "{") && strings.Contains(out, "\n{") {
+		return out[:strings.Index(out, "\n{")]
+	}
+	return out
+}
