@@ -204,6 +204,9 @@ func toAPICompletion(cpl services.Completion) *v1.Completion {
 	if cpl.TxHash != nil {
 		item.TxHash = cpl.TxHash.Hex()
 	}
+	if cpl.Fee != nil {
+		item.Fee = cpl.Fee.String()
+	}
 	return item
 }
 

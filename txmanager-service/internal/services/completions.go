@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,9 @@ type Completion struct {
 	// chain after the database lost it.
 	RequestID string
 	Recovered bool
+	// Fee is what the transaction cost its signer in wei (nil when the node did not give the
+	// effective gas price, or it has no receipt).
+	Fee *big.Int
 	// Position is the row's place in the feed; its cursor resumes after it.
 	Position FeedPosition
 }

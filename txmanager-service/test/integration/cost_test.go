@@ -11,7 +11,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 )
 
-// What each transaction cost is on its receipt, and the figures reconcile with the chain:
+// What each transaction cost is on its receipt and in the completions feed, and the figures
+// reconcile with the chain:
 // over 100 transfers from one signer, the values sent plus the fees the service reports
 // equal the signer's balance change to the wei.
 func TestReportedFeesReconcileWithTheSignersBalance(t *testing.T) {
@@ -63,5 +64,21 @@ func TestReportedFeesReconcileWithTheSignersBalance(t *testing.T) {
 		t.Fatalf("the signer's balance fell by %s wei; values %s + reported fees %s = %s (off by %s)",
 			spent, sent, fees, reported, new(big.Int).Sub(spent, reported))
 	}
-	t.Logf("%d transfers: balance change %s wei = values %s + fees %s, to the wei", transfers, spent, sent, fees)
+	// The completions feed carries the same fee for each.
+	page := s.do(t, http.MethodGet, "/api/v1/tx/completions?limit=1000", nil)
+	entries, _ := page.body["completions"].([]any)
+	feedFees, counted := new(big.Int), 0
+	for _, e := range entries {
+		entry, _ := e.(map[string]any)
+		fee, ok := new(big.Int).SetString(fmt.Sprint(entry["fee"]), 10)
+		if !ok {
+			t.Fatalf("completion without its fee: %v", entry)
+		}
+		feedFees.Add(feedFees, fee)
+		counted++
+	}
+	if counted != transfers || feedFees.Cmp(fees) != 0 {
+		t.Fatalf("the feed has %d completions with fees %s; want %d with %s, as the receipts say", counted, feedFees, transfers, fees)
+	}
+	t.Logf("%d transfers: balance change %s wei = values %s + fees %s, to the wei; the feed's fees agree", transfers, spent, sent, fees)
 }

@@ -764,7 +764,10 @@ type Completion struct {
 	// True for a transaction recovered from the chain after the database lost it; its
 	// completion comes once a retried create adopted it (request_id), or, unclaimed, when
 	// recovery.adoptionWindow ends.
-	Recovered     bool `protobuf:"varint,12,opt,name=recovered,proto3" json:"recovered,omitempty"`
+	Recovered bool `protobuf:"varint,12,opt,name=recovered,proto3" json:"recovered,omitempty"`
+	// What the transaction cost its signer, in wei (decimal), as its receipt's fee ("" when
+	// the node did not give the effective gas price).
+	Fee           string `protobuf:"bytes,13,opt,name=fee,proto3" json:"fee,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -881,6 +884,13 @@ func (x *Completion) GetRecovered() bool {
 		return x.Recovered
 	}
 	return false
+}
+
+func (x *Completion) GetFee() string {
+	if x != nil {
+		return x.Fee
+	}
+	return ""
 }
 
 type ListCompletionsResponse struct {
@@ -1005,7 +1015,7 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x19\n" +
 	"\bchain_id\x18\x04 \x01(\x04R\achainId\"/\n" +
 	"\x17WatchCompletionsRequest\x12\x14\n" +
-	"\x05after\x18\x01 \x01(\tR\x05after\"\xf4\x02\n" +
+	"\x05after\x18\x01 \x01(\tR\x05after\"\x86\x03\n" +
 	"\n" +
 	"Completion\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
@@ -1021,7 +1031,8 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	" \x01(\x04R\achainId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\v \x01(\tR\trequestId\x12\x1c\n" +
-	"\trecovered\x18\f \x01(\bR\trecovered\"i\n" +
+	"\trecovered\x18\f \x01(\bR\trecovered\x12\x10\n" +
+	"\x03fee\x18\r \x01(\tR\x03fee\"i\n" +
 	"\x17ListCompletionsResponse\x12:\n" +
 	"\vcompletions\x18\x01 \x03(\v2\x18.txmanager.v1.CompletionR\vcompletions\x12\x12\n" +
 	"\x04next\x18\x02 \x01(\tR\x04next2\xff\x03\n" +

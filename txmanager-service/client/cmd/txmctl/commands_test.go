@@ -98,7 +98,7 @@ func TestCommandsAgainstTheService(t *testing.T) {
 		{"tx by-request, not an address", caller, []string{"tx", "by-request", "--signer", "nope", "--request-id", "x"}, exitRefused, nil},
 		{"tx get, no credential", "", []string{"tx", "get", id}, exitNotAllowed, nil},
 		{"tx get, no id", caller, []string{"tx", "get"}, exitUsage, nil},
-		{"feed tail", caller, []string{"feed", "tail", "--from-start", "--count", "1"}, exitOK, []string{"CONFIRMED"}},
+		{"feed tail", caller, []string{"feed", "tail", "--from-start", "--count", "1"}, exitOK, []string{"CONFIRMED", "FEE (WEI)"}},
 		{"feed tail, JSON", caller, []string{"--json", "feed", "tail", "--from-start", "--count", "1"}, exitOK, []string{`"cursor"`}},
 		{"signers", admin, []string{"signers"}, exitOK, []string{servicetest.DevSigner}},
 		{"signers, JSON", admin, []string{"--json", "signers"}, exitOK, []string{servicetest.DevSigner}},

@@ -67,9 +67,9 @@ var errCountReached = errors.New("count reached")
 
 func (o *options) tail(ctx context.Context, cursor string, count int) error {
 	// A stream cannot be aligned after the fact: fixed widths instead of a table.
-	const row = "%-10s %-20s %-6s %-36s %-42s %-6s %-12s %-8s %s\n"
+	const row = "%-10s %-20s %-6s %-36s %-42s %-6s %-12s %-8s %-66s %s\n"
 	if !o.json {
-		fmt.Fprintf(o.out, row, "CURSOR", "COMPLETED", "CHAIN", "TX ID", "SIGNER", "NONCE", "STATUS", "BLOCK", "TX HASH")
+		fmt.Fprintf(o.out, row, "CURSOR", "COMPLETED", "CHAIN", "TX ID", "SIGNER", "NONCE", "STATUS", "BLOCK", "TX HASH", "FEE (WEI)")
 	}
 	printed := 0
 	err := o.client.Watch(ctx, cursor, func(_ context.Context, c *v1.Completion) error {
@@ -83,7 +83,7 @@ func (o *options) tail(ctx context.Context, cursor string, count int) error {
 				status += " (placeholder)"
 			}
 			if _, err := fmt.Fprintf(o.out, row, c.GetCursor(), when(c.GetCompletedAt()), fmt.Sprint(c.GetChainId()), c.GetTxId(), c.GetSigner(),
-				fmt.Sprint(c.GetNonce()), status, fmt.Sprint(c.GetBlockNumber()), c.GetTxHash()); err != nil {
+				fmt.Sprint(c.GetNonce()), status, fmt.Sprint(c.GetBlockNumber()), c.GetTxHash(), orDash(c.GetFee())); err != nil {
 				return err
 			}
 		}

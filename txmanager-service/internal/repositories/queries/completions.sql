@@ -4,7 +4,9 @@
 -- visible at once: a consumer paging by position never misses a completion and never sees
 -- one twice.
 SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder,
-       COALESCE(t.request_id, '')::text AS request_id, (t.recovered_at IS NOT NULL)::bool AS recovered
+       COALESCE(t.request_id, '')::text AS request_id, (t.recovered_at IS NOT NULL)::bool AS recovered,
+       COALESCE((t.receipt->>'gasUsed')::bigint, 0)::bigint AS gas_used, COALESCE(t.receipt->>'effectiveGasPrice', '')::text AS effective_gas_price,
+       COALESCE(t.receipt->>'l1Fee', '')::text AS l1_fee
 FROM tx_completions c
 JOIN managed_tx t ON t.tx_id = c.tx_id
 WHERE c.feed_position > @after_position::bigint

@@ -97,7 +97,9 @@ func (q *Queries) FeedState(ctx context.Context) (FeedStateRow, error) {
 
 const listCompletionsAfter = `-- name: ListCompletionsAfter :many
 SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder,
-       COALESCE(t.request_id, '')::text AS request_id, (t.recovered_at IS NOT NULL)::bool AS recovered
+       COALESCE(t.request_id, '')::text AS request_id, (t.recovered_at IS NOT NULL)::bool AS recovered,
+       COALESCE((t.receipt->>'gasUsed')::bigint, 0)::bigint AS gas_used, COALESCE(t.receipt->>'effectiveGasPrice', '')::text AS effective_gas_price,
+       COALESCE(t.receipt->>'l1Fee', '')::text AS l1_fee
 FROM tx_completions c
 JOIN managed_tx t ON t.tx_id = c.tx_id
 WHERE c.feed_position > $1::bigint
@@ -117,18 +119,21 @@ type ListCompletionsAfterParams struct {
 }
 
 type ListCompletionsAfterRow struct {
-	FeedPosition int64
-	ChainID      int64
-	TxID         uuid.UUID
-	Signer       string
-	Status       string
-	CompletedAt  time.Time
-	Nonce        int64
-	TxHash       pgtype.Text
-	BlockNumber  pgtype.Int8
-	Placeholder  bool
-	RequestID    string
-	Recovered    bool
+	FeedPosition      int64
+	ChainID           int64
+	TxID              uuid.UUID
+	Signer            string
+	Status            string
+	CompletedAt       time.Time
+	Nonce             int64
+	TxHash            pgtype.Text
+	BlockNumber       pgtype.Int8
+	Placeholder       bool
+	RequestID         string
+	Recovered         bool
+	GasUsed           int64
+	EffectiveGasPrice string
+	L1Fee             string
 }
 
 // Positions are assigned under the feed_sequencer row lock, by finality's statement or a
@@ -164,6 +169,9 @@ func (q *Queries) ListCompletionsAfter(ctx context.Context, arg ListCompletionsA
 			&i.Placeholder,
 			&i.RequestID,
 			&i.Recovered,
+			&i.GasUsed,
+			&i.EffectiveGasPrice,
+			&i.L1Fee,
 		); err != nil {
 			return nil, err
 		}
