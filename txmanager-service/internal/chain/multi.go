@@ -181,6 +181,12 @@ func (m *MultiChain) markAnswered(i int, head uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := &m.health[i]
+	if time.Now().Before(h.LimitedUntil) {
+		// A call sent before it throttled us came back: it stays aside for its pause (a
+		// provider throttles some requests, not all).
+		h.Head = max(h.Head, head)
+		return
+	}
 	if !h.Reachable {
 		m.log.Infow("msg", "chain endpoint answers again", "endpoint", h.Name)
 	}

@@ -20,8 +20,13 @@ import (
 // left alone.
 const rateLimitPause = time.Second
 
-// codeLimitExceeded is the JSON-RPC error code EIP-1474 gives "limit exceeded".
-const codeLimitExceeded = -32005
+// JSON-RPC error codes: EIP-1474's "limit exceeded", and the generic server and internal
+// errors under which providers put their throttling words.
+const (
+	codeLimitExceeded = -32005
+	codeServerError   = -32000
+	codeInternalError = -32603
+)
 
 // rateLimitPhrases are words providers put in a JSON-RPC error when they throttle.
 var rateLimitPhrases = []string{"rate limit", "too many requests", "limit exceeded", "exceeded its compute units", "request rate"}
@@ -39,10 +44,20 @@ func isRateLimited(err error) bool {
 	if !errors.As(err, &rpcErr) {
 		return false
 	}
-	if code := rpcErr.ErrorCode(); code == codeLimitExceeded || code == http.StatusTooManyRequests {
+	code := rpcErr.ErrorCode()
+	if code == codeLimitExceeded || code == http.StatusTooManyRequests {
 		return true
 	}
+	// Words alone only from the codes providers answer with: a contract may revert with
+	// "rate limit exceeded" (code 3, with revert data), and that is an answer about the call.
+	var dataErr rpc.DataError
+	if (code != codeServerError && code != codeInternalError) || (errors.As(err, &dataErr) && dataErr.ErrorData() != nil) {
+		return false
+	}
 	message := strings.ToLower(rpcErr.Error())
+	if strings.Contains(message, "revert") {
+		return false
+	}
 	for _, phrase := range rateLimitPhrases {
 		if strings.Contains(message, phrase) {
 			return true

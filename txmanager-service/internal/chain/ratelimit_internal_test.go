@@ -34,6 +34,8 @@ func TestRateLimitsAreToldApart(t *testing.T) {
 		{"JSON-RPC -32000 naming the rate limit", rpcCodedError{"daily request count exceeded, request rate limited", -32000}, true},
 		{"HTTP 502", rpc.HTTPError{StatusCode: 502, Status: "502 Bad Gateway"}, false},
 		{"a node's answer", rpcCodedError{"nonce too low", -32000}, false},
+		{"a contract reverting with rate-limit words", rpcCodedError{"execution reverted: RateLimiter: rate limit exceeded", 3}, false},
+		{"a revert under the server error code", rpcCodedError{"execution reverted: too many requests", -32000}, false},
 		{"no answer", errors.New("connection refused"), false},
 		{"nil", nil, false},
 	}

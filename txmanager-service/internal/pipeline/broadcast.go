@@ -177,7 +177,7 @@ func (w *wordingsSeen) first(message string) bool {
 }
 
 // numbers are what differs between two answers of the same wording.
-var numbers = regexp.MustCompile(`0x[0-9a-fA-F]+|[0-9]+`)
+var numbers = regexp.MustCompile(`0x[0-9a-fA-F]+|[0-9a-fA-F]{8,}|[0-9]+`)
 
 func wordingOf(message string) string {
 	return numbers.ReplaceAllString(strings.ToLower(message), "#")

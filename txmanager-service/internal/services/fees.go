@@ -117,14 +117,23 @@ func (p FeePolicy) Reprice(prevFee, prevTip *big.Int, s FeeSuggestion) (maxFee, 
 // Outbid decides the fees of a replacement for an attempt a node refused as underpriced,
 // whatever the market says (the node's own floor, or a pool entry at the same nonce, may be
 // above it): at least BumpPercent above it on both fees (the node's replacement rule) and
-// at the fresh price when that is higher, but never above the caps. When the caps leave no
-// room for a valid replacement it keeps waiting at its price (AtFeeCap).
+// at the fresh price when that is higher, but never above the caps. Without configured caps
+// it goes no higher than maxOutbidOfMarket times the fresh price, so that a node that keeps
+// refusing cannot compound the fees without end. When the caps leave no room for a valid
+// replacement it keeps waiting at its price (AtFeeCap).
 func (p FeePolicy) Outbid(prevFee, prevTip *big.Int, s FeeSuggestion) (maxFee, maxTip *big.Int, action RepriceAction) {
 	prevFee, prevTip = nonNil(prevFee), nonNil(prevTip)
 	freshFee, freshTip, _ := p.Initial(domain.Intent{}, s)
+	feeCap, tipCap := p.MaxFeeCap, p.MaxTipCap
+	if feeCap == nil {
+		feeCap = new(big.Int).Mul(freshFee, big.NewInt(maxOutbidOfMarket))
+	}
+	if tipCap == nil {
+		tipCap = new(big.Int).Mul(freshTip, big.NewInt(maxOutbidOfMarket))
+	}
 	minFee, minTip := bumped(prevFee, p.bumpPercent()), bumped(prevTip, p.bumpPercent())
-	maxFee = clamp(maxOf(minFee, freshFee), p.MaxFeeCap)
-	maxTip = clamp(maxOf(minTip, freshTip), p.MaxTipCap)
+	maxFee = clamp(maxOf(minFee, freshFee), feeCap)
+	maxTip = clamp(maxOf(minTip, freshTip), tipCap)
 	if s.Legacy {
 		maxTip = maxFee
 	}
@@ -136,6 +145,10 @@ func (p FeePolicy) Outbid(prevFee, prevTip *big.Int, s FeeSuggestion) (maxFee, m
 	}
 	return maxFee, maxTip, RaiseFees
 }
+
+// maxOutbidOfMarket bounds outbidding without configured caps: at most this many times
+// what a fresh attempt would pay now.
+const maxOutbidOfMarket = 3
 
 func (p FeePolicy) bumpPercent() int64 {
 	if p.BumpPercent < 10 {

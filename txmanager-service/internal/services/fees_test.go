@@ -134,6 +134,9 @@ func TestFeePolicyOutbid(t *testing.T) {
 		{"above market: still the bump above", services.FeePolicy{BumpPercent: 20}, calm, gwei(50), gwei(3), services.RaiseFees, gwei(60), big.NewInt(3_600_000_000)},
 		{"market higher: the market", services.FeePolicy{}, spiked, gwei(22), gwei(2), services.RaiseFees, gwei(165), gwei(5)},
 		{"cap leaves no valid replacement", services.FeePolicy{MaxFeeCap: gwei(23)}, calm, gwei(22), gwei(2), services.AtFeeCap, gwei(22), gwei(2)},
+		// A node that keeps refusing: without caps, no higher than 3x the market (66 / 6).
+		{"no caps, already near 3x the market", services.FeePolicy{}, calm, gwei(60), gwei(3), services.AtFeeCap, gwei(60), gwei(3)},
+		{"no caps, a bump still under 3x the market", services.FeePolicy{}, calm, gwei(58), gwei(5), services.RaiseFees, big.NewInt(64_960_000_000), big.NewInt(5_600_000_000)},
 	}
 	for _, tc := range tests {
 		fee, tip, action := tc.policy.Outbid(tc.prevFee, tc.prevTip, tc.s)
