@@ -2,6 +2,7 @@ package chain
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -64,6 +65,18 @@ func isRateLimited(err error) bool {
 		}
 	}
 	return false
+}
+
+// throttledBatch is the first element of a batch a provider refused for its request rate:
+// it said nothing about that element's request, so the whole batch goes to another endpoint
+// (a broadcast the first one took answers "already known" there).
+func throttledBatch(elems []rpc.BatchElem) error {
+	for _, elem := range elems {
+		if isRateLimited(elem.Error) {
+			return fmt.Errorf("%s: %w", elem.Method, elem.Error)
+		}
+	}
+	return nil
 }
 
 // retryAfterTransport remembers the Retry-After of the last 429 an endpoint answered, which

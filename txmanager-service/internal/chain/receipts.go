@@ -49,13 +49,11 @@ func (c *RPCChain) TransactionReceipts(ctx context.Context, hashes []common.Hash
 	if err := c.batchCall(ctx, elems); err != nil {
 		return nil, err
 	}
+	if err := throttledBatch(elems); err != nil {
+		return nil, err
+	}
 	results := make([]services.ReceiptResult, len(hashes))
 	for i, elem := range elems {
-		// A provider that throttled part of the batch: the whole batch goes to another
-		// endpoint, as for broadcasts.
-		if isRateLimited(elem.Error) {
-			return nil, fmt.Errorf("eth_getTransactionReceipt: %w", elem.Error)
-		}
 		if elem.Error != nil {
 			results[i].Err = fmt.Errorf("receipt of %s: %w", hashes[i], elem.Error)
 			continue

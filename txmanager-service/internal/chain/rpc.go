@@ -269,13 +269,11 @@ func (c *RPCChain) SendRawTransactions(ctx context.Context, raws [][]byte) ([]er
 	if err := c.batchCall(ctx, elems); err != nil {
 		return nil, err
 	}
+	if err := throttledBatch(elems); err != nil {
+		return nil, err
+	}
 	errs := make([]error, len(raws))
 	for i, elem := range elems {
-		// A provider that throttled part of the batch said nothing about the transactions:
-		// the whole batch goes to another endpoint (what was taken answers "already known").
-		if isRateLimited(elem.Error) {
-			return nil, fmt.Errorf("eth_sendRawTransaction: %w", elem.Error)
-		}
 		errs[i] = ClassifySendError(elem.Error)
 	}
 	return errs, nil

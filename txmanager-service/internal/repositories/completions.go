@@ -54,18 +54,11 @@ func (r *CompletionRepository) ListAfter(ctx context.Context, pos services.FeedP
 			h := common.HexToHash(row.TxHash.String)
 			c.TxHash = &h
 		}
-		if row.EffectiveGasPrice != "" {
-			cost := domain.ReceiptSummary{GasUsed: uint64(row.GasUsed)}
-			if cost.EffectiveGasPrice, err = decodeWei(row.EffectiveGasPrice); err != nil {
-				return nil, fmt.Errorf("completion of %s: effective gas price: %w", row.TxID, err)
-			}
-			if row.L1Fee != "" {
-				if cost.L1Fee, err = decodeWei(row.L1Fee); err != nil {
-					return nil, fmt.Errorf("completion of %s: L1 fee: %w", row.TxID, err)
-				}
-			}
-			c.Fee = cost.Fee()
+		cost := domain.ReceiptSummary{GasUsed: uint64(row.GasUsed)}
+		if cost.EffectiveGasPrice, cost.L1Fee, err = decodeCost(row.EffectiveGasPrice, row.L1Fee); err != nil {
+			return nil, fmt.Errorf("completion of %s: %w", row.TxID, err)
 		}
+		c.Fee = cost.Fee()
 		out = append(out, c)
 	}
 	return out, nil

@@ -71,6 +71,22 @@ func decodeWei(s string) (*big.Int, error) {
 	return v, nil
 }
 
+// decodeCost reads a stored receipt's effective gas price and L1 fee (wei in decimal; ""
+// when the node did not give them, nil then).
+func decodeCost(effectiveGasPrice, l1Fee string) (price, l1 *big.Int, err error) {
+	if effectiveGasPrice != "" {
+		if price, err = decodeWei(effectiveGasPrice); err != nil {
+			return nil, nil, fmt.Errorf("effective gas price: %w", err)
+		}
+	}
+	if l1Fee != "" {
+		if l1, err = decodeWei(l1Fee); err != nil {
+			return nil, nil, fmt.Errorf("L1 fee: %w", err)
+		}
+	}
+	return price, l1, nil
+}
+
 // toDomainRows maps managed_tx rows, in order.
 func toDomainRows(rows []sqlcdb.ManagedTx) ([]domain.ManagedTx, error) {
 	out := make([]domain.ManagedTx, 0, len(rows))
@@ -125,15 +141,8 @@ func toDomain(row sqlcdb.ManagedTx) (domain.ManagedTx, error) {
 			TxHash: common.HexToHash(r.TxHash), Status: r.Status, BlockNumber: r.BlockNumber,
 			BlockHash: common.HexToHash(r.BlockHash), GasUsed: r.GasUsed,
 		}
-		if r.EffectiveGasPrice != "" {
-			if tx.Receipt.EffectiveGasPrice, err = decodeWei(r.EffectiveGasPrice); err != nil {
-				return tx, fmt.Errorf("decode receipt of %s: effective gas price: %w", row.TxID, err)
-			}
-		}
-		if r.L1Fee != "" {
-			if tx.Receipt.L1Fee, err = decodeWei(r.L1Fee); err != nil {
-				return tx, fmt.Errorf("decode receipt of %s: L1 fee: %w", row.TxID, err)
-			}
+		if tx.Receipt.EffectiveGasPrice, tx.Receipt.L1Fee, err = decodeCost(r.EffectiveGasPrice, r.L1Fee); err != nil {
+			return tx, fmt.Errorf("decode receipt of %s: %w", row.TxID, err)
 		}
 	}
 	return tx, nil

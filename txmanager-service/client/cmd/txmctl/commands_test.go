@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,20 +136,11 @@ func TestCommandsAgainstTheService(t *testing.T) {
 					t.Errorf("txmctl %s printed\n%s\nwithout %q", strings.Join(tc.args, " "), out, want)
 				}
 			}
-			if tc.wantCode == exitOK && slicesContain(tc.args, "--json") && !json.Valid([]byte(firstJSON(stdout))) {
+			if tc.wantCode == exitOK && slices.Contains(tc.args, "--json") && !json.Valid([]byte(firstJSON(stdout))) {
 				t.Errorf("--json output is not JSON: %s", stdout)
 			}
 		})
 	}
-}
-
-func slicesContain(args []string, s string) bool {
-	for _, a := range args {
-		if a == s {
-			return true
-		}
-	}
-	return false
 }
 
 // firstJSON is the first JSON document of out (feed tail prints one per line).
