@@ -146,9 +146,12 @@ chaos: ## fault-injection suite: failover scenario, then 3 nodes under load with
 
 .PHONY: chaos-chain
 CHAOS_CHAIN_SEEDS ?= 1 2 3
-chaos-chain: ## chain-side faults on geth --dev (hung, refusing, lagging endpoint; hung clef (real, as the external signer); 8x base fee; node restart losing its mempool; late funding), once per seed in CHAOS_CHAIN_SEEDS
+# The node implementation of make chaos-chain and make e2e: geth or anvil.
+CHAIN_CLIENT ?= geth
+chaos-chain: ## chain-side faults on geth --dev, or anvil with CHAIN_CLIENT=anvil (hung, refusing, lagging endpoint; hung clef (real, as the external signer); 8x base fee; node restart losing its mempool; late funding), once per seed in CHAOS_CHAIN_SEEDS
+	$(if $(filter anvil,$(CHAIN_CLIENT)),@$(MAKE) --no-print-directory test-binaries)
 	@for seed in $(CHAOS_CHAIN_SEEDS); do \
-	  go run $(SERVICE)/test/cmd/txm-chaos -repo $(ROOT) -scenario chain -seed $$seed -signers 4 -clients 4 || exit 1; \
+	  go run $(SERVICE)/test/cmd/txm-chaos -repo $(ROOT) -scenario chain -chain-client $(CHAIN_CLIENT) -seed $$seed -signers 4 -clients 4 || exit 1; \
 	done
 
 .PHONY: chaos-db
@@ -165,7 +168,6 @@ example-e2e: ## the payouts example against the real service with kills mid-rela
 	go run $(SERVICE)/test/cmd/txm-example-e2e -repo $(ROOT)
 
 .PHONY: e2e
-CHAIN_CLIENT ?= geth
 e2e: ## run a node (CHAIN_CLIENT=geth: v1.17.8 --dev, built; CHAIN_CLIENT=anvil: 1.7.1, from make test-binaries) and txm-devchain, drive 500 txs from 5 signers on each to CONFIRMED and check nonces on chain
 	$(if $(filter anvil,$(CHAIN_CLIENT)),@$(MAKE) --no-print-directory test-binaries)
 	go run $(SERVICE)/test/cmd/txm-e2e -repo $(ROOT) -chain-client $(CHAIN_CLIENT)

@@ -53,6 +53,9 @@ type AnvilOptions struct {
 	Optimism bool
 	// Dir holds the node's log; empty makes a temporary one, removed by Stop.
 	Dir string
+	// StateFile, when set, is loaded at start and written at a clean stop (anvil --state):
+	// a restart on it continues the chain (blocks, balances, nonces) but not the mempool.
+	StateFile string
 	// ExtraArgs are passed to anvil as they are.
 	ExtraArgs []string
 }
@@ -79,6 +82,9 @@ func StartAnvil(ctx context.Context, opts AnvilOptions) (*ChainNode, error) {
 	}
 	if opts.Optimism {
 		args = append(args, "--optimism")
+	}
+	if opts.StateFile != "" {
+		args = append(args, "--state", opts.StateFile)
 	}
 	return startChainNode(ctx, "anvil", dir, owned, "anvil.log", parseAnvilListenLine, opts.Bin, append(args, opts.ExtraArgs...)...)
 }

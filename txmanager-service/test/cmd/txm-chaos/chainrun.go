@@ -41,13 +41,13 @@ const (
 	spikeFactor = 8
 )
 
-// chainEnv is what the chain scenario runs on: geth --dev behind two fault proxies (the
-// service's two endpoints for the same chain), a real clef behind a proxy that can make it
-// hang, and the service.
+// chainEnv is what the chain scenario runs on: a development node (geth --dev or anvil)
+// behind two fault proxies (the service's two endpoints for the same chain), a real clef
+// behind a proxy that can make it hang, and the service.
 type chainEnv struct {
-	gethBin, gethDir string
-	gethMu           sync.Mutex
-	geth             *e2e.ChainNode
+	dev    devNode
+	nodeMu sync.Mutex
+	node   *e2e.ChainNode
 
 	endpoints [2]*faultproxy.Proxy // [0] is the preferred endpoint, the one faults hit
 	signer    *externalSigner
@@ -63,9 +63,45 @@ type chainEnv struct {
 }
 
 func (c *chainEnv) nodeURL() string {
-	c.gethMu.Lock()
-	defer c.gethMu.Unlock()
-	return c.geth.URL()
+	c.nodeMu.Lock()
+	defer c.nodeMu.Unlock()
+	return c.node.URL()
+}
+
+// devNode is the scenario's node implementation: what it is, and how to start it on the
+// run's data, again after a stop, with the chain continuing and the mempool gone.
+type devNode struct {
+	name, version string
+	start         func(ctx context.Context) (*e2e.ChainNode, error)
+}
+
+// prepareDevNode builds geth (reused across runs) or finds anvil, for -chain-client.
+func prepareDevNode(ctx context.Context, client, repo, root string) (devNode, error) {
+	switch client {
+	case "geth":
+		bin, version, err := e2e.BuildGeth(ctx, filepath.Join(repo, "bin"))
+		if err != nil {
+			return devNode{}, err
+		}
+		dir := filepath.Join(root, "geth")
+		return devNode{name: "geth", version: version + " --dev", start: func(ctx context.Context) (*e2e.ChainNode, error) {
+			// No local-transaction journal, so a restart loses the mempool.
+			return e2e.StartGeth(ctx, e2e.GethOptions{Bin: bin, Period: time.Second, Dir: dir, ExtraArgs: []string{"--txpool.nolocals"}})
+		}}, nil
+	case "anvil":
+		bin, err := e2e.FindAnvil()
+		if err != nil {
+			return devNode{}, err
+		}
+		dir := filepath.Join(root, "anvil")
+		return devNode{name: "anvil", version: e2e.AnvilVersion, start: func(ctx context.Context) (*e2e.ChainNode, error) {
+			// The state file carries the chain across a restart; anvil keeps no mempool in it.
+			// Chain id 1337 is geth --dev's, the one the external signer (clef) is set up for.
+			return e2e.StartAnvil(ctx, e2e.AnvilOptions{Bin: bin, BlockTime: time.Second, ChainID: 1337, Dir: dir, StateFile: filepath.Join(dir, "state.json")})
+		}}, nil
+	default:
+		return devNode{}, fmt.Errorf("-chain-client %q: want geth or anvil", client)
+	}
 }
 
 // phaseLoad records the creates of each phase: attempted, acknowledged, and how long each
@@ -210,8 +246,8 @@ func proxyFault(ctx context.Context, p *faultproxy.Proxy, mode faultproxy.Mode, 
 	return fmt.Sprintf("preferred endpoint %s for %s", mode, hold), errors.Join(err, p.SetMode(faultproxy.Pass))
 }
 
-// restartNode stops geth and starts it again on the same data directory: the chain
-// continues, the mempool does not (--txpool.nolocals keeps no journal), as when a provider
+// restartNode stops the node and starts it again on the same data: the chain continues,
+// the mempool does not (geth keeps no journal, anvil's state file holds none), as when a provider
 // restarts or replaces the node behind an endpoint. While it is down both endpoints fail.
 func restartNode(ctx context.Context, c *chainEnv, _ time.Duration) (string, error) {
 	// The load alone keeps under a block's worth of transactions in the pool; a burst makes
@@ -221,11 +257,11 @@ func restartNode(ctx context.Context, c *chainEnv, _ time.Duration) (string, err
 	if err != nil {
 		return "", err
 	}
-	c.gethMu.Lock()
-	defer c.gethMu.Unlock()
+	c.nodeMu.Lock()
+	defer c.nodeMu.Unlock()
 	before := 0
 	for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait); {
-		if before, err = mempoolSize(ctx, c.geth.URL()); err != nil {
+		if before, err = mempoolSize(ctx, c.node.URL()); err != nil {
 			return "", fmt.Errorf("mempool before restart: %w", err)
 		}
 		if before >= 50 {
@@ -235,24 +271,24 @@ func restartNode(ctx context.Context, c *chainEnv, _ time.Duration) (string, err
 			return "", err
 		}
 	}
-	if err := c.geth.Stop(); err != nil {
-		return "", fmt.Errorf("stop geth: %w", err)
+	if err := c.node.Stop(); err != nil {
+		return "", fmt.Errorf("stop %s: %w", c.dev.name, err)
 	}
 	if err := sleepCtx(ctx, 2*time.Second); err != nil {
 		return "", err
 	}
-	geth, err := e2e.StartGeth(ctx, e2e.GethOptions{Bin: c.gethBin, Period: time.Second, Dir: c.gethDir, ExtraArgs: gethExtraArgs()})
+	node, err := c.dev.start(ctx)
 	if err != nil {
-		return "", fmt.Errorf("restart geth: %w", err)
+		return "", fmt.Errorf("restart %s: %w", c.dev.name, err)
 	}
-	c.geth = geth
+	c.node = node
 	// Read before the endpoints lead to the new node, so nothing was rebroadcast yet.
-	after, err := mempoolSize(ctx, geth.URL())
+	after, err := mempoolSize(ctx, node.URL())
 	if err != nil {
 		return "", fmt.Errorf("mempool after restart: %w", err)
 	}
 	for _, p := range c.endpoints {
-		p.SetUpstream(geth.URL())
+		p.SetUpstream(node.URL())
 	}
 	return fmt.Sprintf("burst of %d creates, then mempool %d -> %d transactions across the restart", burstAcked, before, after), nil
 }
@@ -287,9 +323,6 @@ func (c *chainEnv) burst(ctx context.Context, n int) (int, error) {
 	return int(acked.Load()), ctx.Err()
 }
 
-// gethExtraArgs: no local-transaction journal, so a restart loses the mempool.
-func gethExtraArgs() []string { return []string{"--txpool.nolocals"} }
-
 func mempoolSize(ctx context.Context, url string) (int, error) {
 	client, err := rpc.DialContext(ctx, url)
 	if err != nil {
@@ -306,21 +339,20 @@ func mempoolSize(ctx context.Context, url string) (int, error) {
 // runChainScenario is the chain-side chaos run (make chaos-chain).
 func runChainScenario(ctx context.Context, o options, root string, pg *e2e.Postgres, serviceBin string) ([]row, error) {
 	started := time.Now()
-	gethBin, gethVersion, err := e2e.BuildGeth(ctx, filepath.Join(o.repo, "bin"))
+	dev, err := prepareDevNode(ctx, o.chainClient, o.repo, root)
 	if err != nil {
 		return nil, err
 	}
-	c := &chainEnv{gethBin: gethBin, gethDir: filepath.Join(root, "geth")}
-	c.geth, err = e2e.StartGeth(ctx, e2e.GethOptions{Bin: gethBin, Period: time.Second, Dir: c.gethDir, ExtraArgs: gethExtraArgs()})
-	if err != nil {
+	c := &chainEnv{dev: dev}
+	if c.node, err = dev.start(ctx); err != nil {
 		return nil, err
 	}
 	defer func() {
-		c.gethMu.Lock()
-		defer c.gethMu.Unlock()
-		_ = c.geth.Stop()
+		c.nodeMu.Lock()
+		defer c.nodeMu.Unlock()
+		_ = c.node.Stop()
 	}()
-	fmt.Printf("txm-chaos chain: seed %d, geth %s --dev (1s blocks) behind two endpoints; PostgreSQL: %s\n", o.seed, gethVersion, pg.Source)
+	fmt.Printf("txm-chaos chain: seed %d, %s %s (1s blocks) behind two endpoints; PostgreSQL: %s\n", o.seed, dev.name, dev.version, pg.Source)
 
 	keys := e2e.Keys(o.signers + 3)
 	localKeys, externalKey, unfundedKey := keys[:o.signers], keys[o.signers], keys[o.signers+1]
@@ -467,7 +499,7 @@ func runChainScenario(ctx context.Context, o options, root string, pg *e2e.Postg
 	settled := time.Since(settleStarted)
 	fmt.Printf("  after the faults stopped: %d transactions open after %s (bound %s)\n", open, settled.Round(time.Second), settleBound)
 
-	// One chain, named by geth itself: the database holds that chain's rows only.
+	// One chain, named by the node itself: the database holds that chain's rows only.
 	rows, err := checkRun(ctx, runCheck{db: c.db, chains: []e2e.ChainTarget{{RPCURL: c.nodeURL()}}, api: api, rec: rec, signers: signers})
 	if err != nil {
 		return nil, err
@@ -489,7 +521,7 @@ func (c *chainEnv) checkChainFaults(ctx context.Context, phases *phaseLoad, even
 	if err != nil {
 		return nil, err
 	}
-	// geth --dev has one sealer and no peers: it never reorganises, so any reorg the
+	// A development node has one sealer and no peers: it never reorganises, so any reorg the
 	// service declared was false (a lagging endpoint taken for a fork).
 	rows = append(rows, row{"false reorgs (reorg_total on a chain that never reorgs)", int(metrics["reorg_total"]), "0"})
 	over, err := countOf(ctx, c.db, "SELECT count(*) FROM tx_attempt WHERE max_fee_per_gas > $1 OR max_priority_fee_per_gas > $2",

@@ -18,7 +18,7 @@
 //     failovers under it: planned, primary killed, primary killed while the standby lags;
 //     synchronous or (-async) asynchronous replication.
 //
-//   - chain (not part of all; make chaos-chain): geth --dev behind two endpoints and a
+//   - chain (not part of all; make chaos-chain): geth --dev or anvil (-chain-client) behind two endpoints and a
 //     real clef as the external signer, load from several signers, and a seeded order of
 //     chain-side faults: the preferred endpoint hangs, refuses, lags; the external signer
 //     hangs; a spammer drives the base fee up 8x; the node restarts and loses its mempool;
@@ -54,9 +54,11 @@ type options struct {
 	signers  int
 	clients  int
 	scenario string
-	keepLogs string
-	keepDB   bool
-	timeout  time.Duration
+	// chainClient is the chain scenario's node implementation: geth or anvil.
+	chainClient string
+	keepLogs    string
+	keepDB      bool
+	timeout     time.Duration
 	// The db scenario: asynchronous replication, and the failovers to inject in order.
 	async    bool
 	dbFaults []string
@@ -71,6 +73,7 @@ func main() {
 	flag.IntVar(&o.signers, "signers", 4, "signers the load spreads over")
 	flag.IntVar(&o.clients, "clients", 8, "concurrent clients")
 	flag.StringVar(&o.scenario, "scenario", "all", "failover, chaos, all (both), chain (geth --dev behind faulty endpoints; make chaos-chain) or db (pg_auto_failover failovers; make chaos-db)")
+	flag.StringVar(&o.chainClient, "chain-client", "geth", "chain scenario: the node implementation, geth (--dev, built from the module proxy) or anvil (`make test-binaries` unpacks it)")
 	flag.BoolVar(&o.async, "async", false, "db scenario: asynchronous replication (default synchronous)")
 	faults := flag.String("db-faults", strings.Join([]string{dbFaultPlanned, dbFaultKill, dbFaultKillLagging, dbFaultKillDeepLag}, ","), "db scenario: failovers to inject, in order")
 	flag.StringVar(&o.keepLogs, "keep-logs", "", "copy nothing; keep the run folder (logs, configs) at this path")
