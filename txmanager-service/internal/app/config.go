@@ -103,6 +103,9 @@ func newFeePolicy(c *conf.Bootstrap) (services.FeePolicy, error) {
 	if fees.MaxTipCap, err = domain.ParseOptionalWei("fees.maxPriorityFeePerGas", c.Fees.MaxPriorityFeePerGas); err != nil {
 		return services.FeePolicy{}, err
 	}
+	if fees.MinTip, err = domain.ParseOptionalWei("fees.minPriorityFeePerGas", c.Fees.MinPriorityFeePerGas); err != nil {
+		return services.FeePolicy{}, err
+	}
 	return fees, nil
 }
 

@@ -2,8 +2,10 @@ package conf
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
@@ -20,6 +22,9 @@ type Fees struct {
 	MaxFeePerGas string `json:"maxFeePerGas"`
 	// MaxPriorityFeePerGas caps the priority fee (tip), in wei ("" = no cap).
 	MaxPriorityFeePerGas string `json:"maxPriorityFeePerGas"`
+	// MinPriorityFeePerGas is the lowest tip signed, in wei ("" = none): networks whose
+	// validators ignore lower tips (Polygon PoS) leave such transactions unmined.
+	MinPriorityFeePerGas string `json:"minPriorityFeePerGas"`
 	BumpPercent          int64  `json:"bumpPercent"`
 	BaseFeeMultiplier    int64  `json:"baseFeeMultiplier"`
 }
@@ -51,6 +56,64 @@ type Chain struct {
 	// BlockTime is the chain's usual block interval, a hint: receipts are looked for once
 	// per block instead of at pipeline.receipts.pollInterval.
 	BlockTime Duration `json:"blockTime"`
+	// Preset names a known network (ethereum, optimism, base, arbitrum, polygon) whose
+	// documented finality, block time, fee model and minimum tip fill what this entry
+	// leaves unset; anything set here wins.
+	Preset string `json:"preset"`
+	// FeeModel is what a transaction pays besides its gas: FeeModelEthereum (nothing) or
+	// FeeModelOPStack (an L1 data fee, counted by the funds check and in the fee paid).
+	FeeModel string `json:"feeModel"`
+}
+
+// Fee models a chain can declare (chain.feeModel).
+const (
+	FeeModelEthereum = "ethereum"
+	FeeModelOPStack  = "op-stack"
+)
+
+// ChainPreset is what one known network's public documentation says about it.
+type ChainPreset struct {
+	// UseFinalizedTag: finality follows the node's "finalized" block.
+	UseFinalizedTag bool
+	BlockTime       Duration
+	FeeModel        string
+	// MinPriorityFeePerGas in wei ("" = none).
+	MinPriorityFeePerGas string
+}
+
+// ChainPresets are the networks chain.preset knows. Each follows its operator's
+// documentation (docs/chains.md cites it): every one serves the "finalized" tag; OP
+// Mainnet and Base make a block every 2 s and charge the L1 data fee; Arbitrum One folds
+// its L1 cost into gas used and makes a block about every 250 ms; Polygon PoS makes one
+// about every 2 s and its validators take no tip under 30 gwei.
+var ChainPresets = map[string]ChainPreset{
+	"ethereum": {UseFinalizedTag: true, BlockTime: Duration(12 * time.Second), FeeModel: FeeModelEthereum},
+	"optimism": {UseFinalizedTag: true, BlockTime: Duration(2 * time.Second), FeeModel: FeeModelOPStack},
+	"base":     {UseFinalizedTag: true, BlockTime: Duration(2 * time.Second), FeeModel: FeeModelOPStack},
+	"arbitrum": {UseFinalizedTag: true, BlockTime: Duration(250 * time.Millisecond), FeeModel: FeeModelEthereum},
+	"polygon":  {UseFinalizedTag: true, BlockTime: Duration(2 * time.Second), FeeModel: FeeModelEthereum, MinPriorityFeePerGas: "30000000000"},
+}
+
+// presetNames lists ChainPresets' keys in order, for messages.
+func presetNames() string {
+	names := slices.Sorted(maps.Keys(ChainPresets))
+	return strings.Join(names, ", ")
+}
+
+// applyPreset fills what the view's chain preset documents and the configuration left
+// unset: finality (when neither a count nor the tag is set), block time, fee model and
+// minimum tip. An unknown preset changes nothing here; the checks name it.
+func (b *Bootstrap) applyPreset(confirmationsSet bool) {
+	preset, ok := ChainPresets[b.Chain.Preset]
+	if !ok {
+		return
+	}
+	if !confirmationsSet && b.Confirmations.Required == 0 && !b.Confirmations.UseFinalizedTag {
+		b.Confirmations.UseFinalizedTag = preset.UseFinalizedTag
+	}
+	orDefault(&b.Chain.BlockTime, preset.BlockTime)
+	orDefault(&b.Chain.FeeModel, preset.FeeModel)
+	orDefault(&b.Fees.MinPriorityFeePerGas, preset.MinPriorityFeePerGas)
 }
 
 // ChainViews is the configuration each chain runs with: for the single-chain form the
@@ -59,22 +122,36 @@ type Chain struct {
 // Everything that is not per chain (database, servers, signers) is shared by the copies.
 func (b *Bootstrap) ChainViews() []*Bootstrap {
 	if len(b.Chains) == 0 {
-		return []*Bootstrap{b.withDefaultConfirmations()}
+		if b.Chain.Preset == "" {
+			return []*Bootstrap{b.withDefaultConfirmations()}
+		}
+		view := *b
+		view.applyPreset(false)
+		if view.Chain.BlockTime > 0 {
+			view.Pipeline.Receipts.PollInterval = view.Chain.BlockTime
+		}
+		return []*Bootstrap{view.withDefaultConfirmations()}
 	}
 	views := make([]*Bootstrap, 0, len(b.Chains))
 	for _, entry := range b.Chains {
 		view := *b
 		view.Chain = entry.withDefaults(b.Chain)
-		if entry.Confirmations != nil {
-			view.Confirmations = *entry.Confirmations
-		} else {
-			view.Confirmations = view.withDefaultConfirmations().Confirmations
-		}
 		if entry.Fees != nil {
 			view.Fees = *entry.Fees
 		}
-		if entry.BlockTime > 0 {
-			view.Pipeline.Receipts.PollInterval = entry.BlockTime
+		// Finality: the entry's own, else its preset's, else the top-level one.
+		switch _, known := ChainPresets[entry.Preset]; {
+		case entry.Confirmations != nil:
+			view.Confirmations = *entry.Confirmations
+		case known:
+			view.Confirmations = Confirmations{}
+		}
+		view.applyPreset(entry.Confirmations != nil)
+		if entry.Confirmations == nil {
+			view.Confirmations = view.withDefaultConfirmations().Confirmations
+		}
+		if view.Chain.BlockTime > 0 {
+			view.Pipeline.Receipts.PollInterval = view.Chain.BlockTime
 		}
 		views = append(views, &view)
 	}
@@ -115,6 +192,7 @@ func (c Chain) withDefaults(defaults Chain) Chain {
 	orDefault(&c.Health.MaxLagBlocks, defaults.Health.MaxLagBlocks)
 	orDefault(&c.Embedded.BlockInterval, defaults.Embedded.BlockInterval)
 	orDefault(&c.Embedded.DevAccounts, defaults.Embedded.DevAccounts)
+	orDefault(&c.FeeModel, defaults.FeeModel)
 	return c
 }
 
@@ -182,6 +260,16 @@ func (b *Bootstrap) checkChains(p *problems) {
 		}
 		p.require(entry.BlockTime >= 0, key+".blockTime", "must not be negative")
 	}
+	presetKey, feeModelKey := "chain.preset", "chain.feeModel"
+	for i, c := range append([]Chain{b.Chain}, b.Chains...) {
+		if i > 0 {
+			presetKey, feeModelKey = fmt.Sprintf("chains[%d].preset", i-1), fmt.Sprintf("chains[%d].feeModel", i-1)
+		}
+		_, known := ChainPresets[c.Preset]
+		p.require(c.Preset == "" || known, presetKey, "%s", fmt.Sprintf("%q is not a preset: use one of %s, or none", c.Preset, presetNames()))
+		p.require(c.FeeModel == "" || c.FeeModel == FeeModelEthereum || c.FeeModel == FeeModelOPStack, feeModelKey, "%s",
+			fmt.Sprintf("%q is not a fee model: use %s (gas only) or %s (gas plus the L1 data fee)", c.FeeModel, FeeModelEthereum, FeeModelOPStack))
+	}
 	for i, view := range b.ChainViews() {
 		// Keys as the file names them: chain.* for the one chain, chains[i].* for an entry,
 		// and the top-level confirmations and fees unless the entry overrides them.
@@ -205,7 +293,9 @@ func (b *Bootstrap) checkChains(p *problems) {
 		p.positive(view.Chain.Timeouts.Receipts, chainKey+".timeouts.receipts")
 		p.positive(view.Chain.Health.ProbeInterval, chainKey+".health.probeInterval")
 		p.require(view.Confirmations.Required > 0 || view.Confirmations.UseFinalizedTag, confirmationsKey+".required", "must be positive")
-		for _, fee := range []struct{ key, value string }{{".maxFeePerGas", view.Fees.MaxFeePerGas}, {".maxPriorityFeePerGas", view.Fees.MaxPriorityFeePerGas}} {
+		for _, fee := range []struct{ key, value string }{
+			{".maxFeePerGas", view.Fees.MaxFeePerGas}, {".maxPriorityFeePerGas", view.Fees.MaxPriorityFeePerGas}, {".minPriorityFeePerGas", view.Fees.MinPriorityFeePerGas},
+		} {
 			n, err := domain.ParseOptionalWei(feesKey+fee.key, fee.value)
 			p.require(err == nil && (n == nil || n.Sign() > 0), feesKey+fee.key, "must be a positive number of wei")
 		}

@@ -109,3 +109,65 @@ func TestConfirmationsDefaultByChain(t *testing.T) {
 		})
 	}
 }
+
+// A preset fills what its network documents where the entry leaves it unset, and anything
+// the entry sets wins; an unknown preset or fee model is refused with the choices.
+func TestChainPresets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	body := `
+confirmations: {required: 5}
+chains:
+  - {id: 10, rpcUrl: "http://op.example", preset: optimism}
+  - {id: 137, rpcUrl: "http://polygon.example", preset: polygon, blockTime: 3s, fees: {minPriorityFeePerGas: "40000000000", bumpPercent: 12}}
+  - {id: 8453, rpcUrl: "http://base.example", preset: base, confirmations: {required: 30}, feeModel: ethereum}
+  - {id: 31337, rpcUrl: "http://dev.example"}
+`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DATABASE_URL", "postgres://example/db")
+	bc, err := conf.Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	views := bc.ChainViews()
+	op, polygon, base, dev := views[0], views[1], views[2], views[3]
+	tests := []struct {
+		name      string
+		got, want any
+	}{
+		{"optimism: L1 data fee", op.Chain.FeeModel, conf.FeeModelOPStack},
+		{"optimism: finalized tag", op.Confirmations.UseFinalizedTag, true},
+		{"optimism: 2 s blocks, receipts looked for per block", []time.Duration{op.Chain.BlockTime.Std(), op.Pipeline.Receipts.PollInterval.Std()}, []time.Duration{2 * time.Second, 2 * time.Second}},
+		{"polygon: its own block time wins", polygon.Chain.BlockTime.Std(), 3 * time.Second},
+		{"polygon: its own minimum tip wins", polygon.Fees.MinPriorityFeePerGas, "40000000000"},
+		{"polygon: gas only", polygon.Chain.FeeModel, conf.FeeModelEthereum},
+		{"base: its own confirmations win", []any{base.Confirmations.Required, base.Confirmations.UseFinalizedTag}, []any{uint64(30), false}},
+		{"base: its own fee model wins", base.Chain.FeeModel, conf.FeeModelEthereum},
+		{"no preset: the top-level confirmations", dev.Confirmations.Required, uint64(5)},
+		{"no preset: no fee model named (gas only)", dev.Chain.FeeModel, ""},
+	}
+	for _, tc := range tests {
+		if fmt.Sprint(tc.got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+	if p := conf.ChainPresets["polygon"].MinPriorityFeePerGas; p != "30000000000" {
+		t.Errorf("polygon's documented minimum tip is 30 gwei, the preset has %s wei", p)
+	}
+
+	for _, bad := range []struct{ body, want string }{
+		{"chains:\n  - {id: 10, rpcUrl: http://a.example, preset: solana}\n", `chains[0].preset: "solana" is not a preset: use one of arbitrum, base, ethereum, optimism, polygon`},
+		{"chain:\n  feeModel: zk\n", `chain.feeModel: "zk" is not a fee model`},
+		{"chain:\n  preset: mainnet\n", `chain.preset: "mainnet" is not a preset`},
+		{"fees:\n  minPriorityFeePerGas: \"-5\"\n", "fees.minPriorityFeePerGas: must be a positive number of wei"},
+	} {
+		path := filepath.Join(t.TempDir(), "bad.yaml")
+		if err := os.WriteFile(path, []byte(bad.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conf.Load(path); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: err = %v, want %q", bad.body, err, bad.want)
+		}
+	}
+}

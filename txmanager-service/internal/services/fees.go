@@ -17,6 +17,10 @@ type FeePolicy struct {
 	// MaxFeeCap and MaxTipCap bound every fee the service signs (nil: unbounded).
 	MaxFeeCap *big.Int
 	MaxTipCap *big.Int
+	// MinTip is the lowest tip signed where the intent names none (nil: none): the floor
+	// a network's validators keep (Polygon PoS takes nothing under 30 gwei), whatever the
+	// node suggests. MaxTipCap still wins over it.
+	MinTip *big.Int
 	// BumpPercent raises both fees of a replacement over the previous attempt; nodes
 	// require at least 10% (geth's default price bump), so the default is 12.
 	BumpPercent int64
@@ -38,7 +42,7 @@ func (p FeePolicy) Initial(intent domain.Intent, s FeeSuggestion) (maxFee, maxTi
 	}
 	maxTip = intent.MaxPriorityFeePerGas
 	if maxTip == nil {
-		maxTip = clamp(new(big.Int).Set(nonNil(s.TipCap)), p.MaxTipCap)
+		maxTip = clamp(new(big.Int).Set(maxOf(nonNil(s.TipCap), nonNil(p.MinTip))), p.MaxTipCap)
 	}
 	maxFee = intent.MaxFeePerGas
 	if maxFee == nil {

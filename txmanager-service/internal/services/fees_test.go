@@ -26,6 +26,10 @@ func TestFeePolicyInitial(t *testing.T) {
 		{"intent wins", services.FeePolicy{MaxFeeCap: gwei(15)}, domain.Intent{MaxFeePerGas: big.NewInt(1), MaxPriorityFeePerGas: big.NewInt(1)}, big.NewInt(1), big.NewInt(1)},
 		{"tip never above fee", services.FeePolicy{}, domain.Intent{MaxFeePerGas: gwei(1)}, gwei(1), gwei(1)},
 		{"multiplier", services.FeePolicy{BaseFeeMultiplier: 3}, domain.Intent{}, gwei(32), gwei(2)},
+		{"minimum tip lifts the node's suggestion", services.FeePolicy{MinTip: gwei(30)}, domain.Intent{}, gwei(50), gwei(30)},
+		{"minimum tip below the suggestion changes nothing", services.FeePolicy{MinTip: gwei(1)}, domain.Intent{}, gwei(22), gwei(2)},
+		{"tip cap wins over the minimum", services.FeePolicy{MinTip: gwei(30), MaxTipCap: gwei(5)}, domain.Intent{}, gwei(25), gwei(5)},
+		{"the intent's own tip wins over the minimum", services.FeePolicy{MinTip: gwei(30)}, domain.Intent{MaxPriorityFeePerGas: gwei(1)}, gwei(21), gwei(1)},
 	}
 	for _, tc := range tests {
 		fee, tip, err := tc.policy.Initial(tc.intent, suggestion)
