@@ -162,7 +162,8 @@ func NewChainConnection(bc *conf.Bootstrap, shared *ChainShared) (*ChainConnecti
 	if bc.Chain.ID != 0 {
 		tracer = metrics.ForChain(bc.Chain.ID).Tracer
 	}
-	rpcOptions := []chain.RPCOption{chain.WithTracer(tracer), chain.WithResponseCompression(bc.Chain.RPCCompression)}
+	rpcOptions := []chain.RPCOption{chain.WithTracer(tracer), chain.WithResponseCompression(bc.Chain.RPCCompression),
+		chain.WithOPStackFees(bc.Chain.FeeModel == conf.FeeModelOPStack)}
 	var (
 		endpoints []chain.Endpoint
 		sim       *chain.SimulatedChain

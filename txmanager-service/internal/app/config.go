@@ -112,7 +112,8 @@ func newFeePolicy(c *conf.Bootstrap) (services.FeePolicy, error) {
 // newFundsConfig maps the create section's funds check; intents without their own fee cap
 // are priced as the pipeline would price their first attempt.
 func newFundsConfig(c *conf.Bootstrap, fees services.FeePolicy) services.FundsConfig {
-	return services.FundsConfig{Check: c.Create.CheckFunds, CacheFor: c.Create.FundsCacheFor.Std(), Fees: fees}
+	return services.FundsConfig{Check: c.Create.CheckFunds, CacheFor: c.Create.FundsCacheFor.Std(), Fees: fees,
+		OPStack: c.Chain.FeeModel == conf.FeeModelOPStack}
 }
 
 func newSigningStallConfig(c *conf.Bootstrap) services.SigningStallConfig {

@@ -12,6 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
 
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -305,6 +306,13 @@ func (m *MultiChain) NonceAt(ctx context.Context, account common.Address) (uint6
 // BalanceAt implements services.Chain.
 func (m *MultiChain) BalanceAt(ctx context.Context, account common.Address) (*big.Int, error) {
 	return via(m, ctx, "balance", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (*big.Int, error) { return c.BalanceAt(ctx, account) })
+}
+
+// OPStackFeeParams reads the latest L1 prices of an OP-stack chain (RPCChain.OPStackFeeParams).
+func (m *MultiChain) OPStackFeeParams(ctx context.Context) (domain.OPStackFeeParams, error) {
+	return via(m, ctx, "L1 prices", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (domain.OPStackFeeParams, error) {
+		return c.OPStackFeeParams(ctx, nil)
+	})
 }
 
 // EstimateGas implements services.Chain.

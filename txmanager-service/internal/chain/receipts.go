@@ -53,6 +53,7 @@ func (c *RPCChain) TransactionReceipts(ctx context.Context, hashes []common.Hash
 		return nil, err
 	}
 	results := make([]services.ReceiptResult, len(hashes))
+	found := make([]*services.Receipt, 0, len(hashes))
 	for i, elem := range elems {
 		if elem.Error != nil {
 			results[i].Err = fmt.Errorf("receipt of %s: %w", hashes[i], elem.Error)
@@ -64,6 +65,10 @@ func (c *RPCChain) TransactionReceipts(ctx context.Context, hashes []common.Hash
 			continue
 		}
 		results[i].Receipt = receipt
+		found = append(found, receipt)
+	}
+	if err := c.fillL1Fees(ctx, found); err != nil {
+		return nil, err
 	}
 	return results, nil
 }
@@ -152,17 +157,23 @@ func (c *RPCChain) BlockReceipts(ctx context.Context, numbers []uint64) ([][]ser
 			case decoded[i] == nil:
 				continue // not at that height yet
 			}
-			receipts := make([]services.Receipt, 0, len(decoded[i]))
+			receipts := make([]*services.Receipt, 0, len(decoded[i]))
 			for _, r := range decoded[i] {
 				receipt, err := r.toReceipt()
 				if err != nil {
 					return nil, fmt.Errorf("receipts of block %d: %w", chunk[i], err)
 				}
 				if receipt != nil {
-					receipts = append(receipts, *receipt)
+					receipts = append(receipts, receipt)
 				}
 			}
-			out[start+i] = receipts
+			if err := c.fillL1Fees(ctx, receipts); err != nil {
+				return nil, fmt.Errorf("receipts of block %d: %w", chunk[i], err)
+			}
+			out[start+i] = make([]services.Receipt, len(receipts))
+			for j, r := range receipts {
+				out[start+i][j] = *r
+			}
 		}
 	}
 	return out, nil

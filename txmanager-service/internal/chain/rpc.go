@@ -47,6 +47,8 @@ type RPCChain struct {
 	blockReceipts *blockReceiptsHTTP
 	// limits remembers the Retry-After of the endpoint's 429 answers (DialRPC only).
 	limits *retryAfterTransport
+	// opStack: the chain charges an L1 data fee (WithOPStackFees).
+	opStack bool
 }
 
 // RateLimitPause is how long to leave this endpoint alone after it refused because of its

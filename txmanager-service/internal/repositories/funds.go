@@ -31,3 +31,16 @@ func (r *FundsRepository) UnminedCost(ctx context.Context, signer string, fallba
 	}
 	return cost, nil
 }
+
+// UnminedDataSizes implements services.DataSizeStore.
+func (r *FundsRepository) UnminedDataSizes(ctx context.Context, signer string) (map[int]int64, error) {
+	rows, err := r.q.UnminedDataSizes(ctx, sqlcdb.UnminedDataSizesParams{ChainID: r.chainID, Signer: signer})
+	if err != nil {
+		return nil, fmt.Errorf("unmined data sizes of %s: %w", signer, err)
+	}
+	sizes := make(map[int]int64, len(rows))
+	for _, row := range rows {
+		sizes[int(row.DataBytes)] = row.Txs
+	}
+	return sizes, nil
+}

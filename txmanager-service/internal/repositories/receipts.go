@@ -69,11 +69,16 @@ func (r *ReceiptRepository) ListMined(ctx context.Context, signers []string) ([]
 	}
 	out := make([]receipts.MinedTx, 0, len(rows))
 	for _, row := range rows {
-		out = append(out, receipts.MinedTx{
+		mined := receipts.MinedTx{
 			TxID: row.TxID, Signer: row.Signer, Nonce: uint64(row.Nonce),
 			BlockNumber: uint64(row.BlockNumber.Int64), BlockHash: common.HexToHash(row.BlockHash.String),
 			Status: uint64(row.ReceiptStatus), Kind: pipeline.AttemptKind(row.ReceiptKind),
-		})
+			Cost: domain.ReceiptSummary{GasUsed: uint64(row.GasUsed)},
+		}
+		if mined.Cost.EffectiveGasPrice, mined.Cost.L1Fee, err = decodeCost(row.EffectiveGasPrice, row.L1Fee); err != nil {
+			return nil, fmt.Errorf("list mined: receipt of %s: %w", row.TxID, err)
+		}
+		out = append(out, mined)
 	}
 	return out, nil
 }

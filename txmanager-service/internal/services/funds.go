@@ -35,6 +35,31 @@ type FundsConfig struct {
 	CacheFor time.Duration
 	// Fees prices intents without their own fee cap, as their first attempt would be.
 	Fees FeePolicy
+	// OPStack: the chain charges an L1 data fee besides gas; the check counts each
+	// transaction's upper bound of it (DataFeeChain, DataSizeStore).
+	OPStack bool
+}
+
+// DataFeeChain reads an OP-stack chain's current L1 prices.
+type DataFeeChain interface {
+	OPStackFeeParams(ctx context.Context) (domain.OPStackFeeParams, error)
+}
+
+// DataSizeStore counts a signer's unfinished, unmined transactions by call-data size.
+type DataSizeStore interface {
+	UnminedDataSizes(ctx context.Context, signer string) (map[int]int64, error)
+}
+
+// unsignedTxFixedBytes bounds what an unsigned EIP-1559 transaction holds besides its call
+// data: the type byte, the list header, the chain id, nonce, tip and fee cap at 9 bytes
+// each, the gas limit at 5, the recipient (21), the value at its widest (33), the data's
+// length prefix (up to 4) and an empty access list.
+const unsignedTxFixedBytes = 1 + 3 + 9 + 9 + 9 + 9 + 5 + 21 + 33 + 4 + 1
+
+// dataFeeBound is the most the L1 data fee of a transaction with dataBytes of call data can
+// be at prices p.
+func dataFeeBound(p domain.OPStackFeeParams, dataBytes int) *big.Int {
+	return p.L1FeeUpperBound(unsignedTxFixedBytes + dataBytes)
 }
 
 // FundsChain is what the funds check reads of the chain: balances, and the fees a
@@ -52,6 +77,9 @@ type FundsGuard struct {
 	cfg     FundsConfig
 	chain   FundsChain
 	store   FundsStore
+	// dataFees and sizes are the chain and store as OP-stack sources (cfg.OPStack only).
+	dataFees DataFeeChain
+	sizes    DataSizeStore
 	clock   Clock
 	refresh singleflight.Group
 
@@ -66,7 +94,9 @@ type FundsGuard struct {
 type signerFunds struct {
 	balance, committed, reserved *big.Int
 	fee                          *big.Int // fee cap for an intent without its own
-	at                           time.Time
+	// dataFees are the L1 prices the snapshot bounded data fees with (OP-stack chains).
+	dataFees *domain.OPStackFeeParams
+	at       time.Time
 	// window is how long the snapshot is reused when that is longer than CacheFor:
 	// reloadCostFactor times what its reload took.
 	window time.Duration
@@ -81,6 +111,15 @@ func (f *signerFunds) spendable() *big.Int {
 // signer_spendable_wei gauges.
 func NewFundsGuard(cfg FundsConfig, chain FundsChain, store FundsStore, clock Clock, metrics *telemetry.Metrics) (*FundsGuard, error) {
 	g := &FundsGuard{cfg: cfg, chain: chain, store: store, clock: clock, signers: map[string]*signerFunds{}, lastBackground: map[string]time.Time{}}
+	if cfg.OPStack && cfg.Check {
+		var ok bool
+		if g.dataFees, ok = chain.(DataFeeChain); !ok {
+			return nil, fmt.Errorf("chain.feeModel op-stack: the funds check reads L1 prices from a JSON-RPC node, and this chain (%T) has none", chain)
+		}
+		if g.sizes, ok = store.(DataSizeStore); !ok {
+			return nil, fmt.Errorf("chain.feeModel op-stack: the funds store (%T) cannot count transactions by data size", store)
+		}
+	}
 	if err := metrics.RegisterFloatGauge("signer_balance_wei", "Latest balance of each signer this node checked, in wei.", g.observe(func(f *signerFunds) *big.Int { return f.balance })); err != nil {
 		return nil, err
 	}
@@ -137,7 +176,13 @@ func (g *FundsGuard) Reserve(ctx context.Context, signer common.Address, signerH
 		if err != nil {
 			return nil, &domain.UnavailableError{Reason: "signer balance", RetryAfter: time.Second, Err: err}
 		}
-		cost := intentCost(intent, gasLimit, f.fee)
+		l2Cost := intentCost(intent, gasLimit, f.fee)
+		cost := l2Cost
+		var dataFee *big.Int
+		if f.dataFees != nil {
+			dataFee = dataFeeBound(*f.dataFees, len(intent.Data))
+			cost = new(big.Int).Add(l2Cost, dataFee)
+		}
 		g.mu.Lock()
 		current := g.signers[signerHex]
 		if current == nil {
@@ -154,6 +199,10 @@ func (g *FundsGuard) Reserve(ctx context.Context, signer common.Address, signerH
 		g.mu.Unlock()
 		// Refuse only on a recent view: the signer may just have been funded.
 		if attempt > 0 || fresh {
+			if dataFee != nil {
+				return nil, fmt.Errorf("%w: signer %s can spend %s wei after its unfinished transactions (their L1 data fees included), this intent may cost up to %s wei: L2 execution %s wei (value + gasLimit %d x maxFeePerGas %s) and L1 data fee up to %s wei",
+					domain.ErrInsufficientFunds, signerHex, spendable.String(), cost.String(), l2Cost.String(), gasLimit, feeFor(intent, f.fee), dataFee.String())
+			}
 			return nil, fmt.Errorf("%w: signer %s can spend %s wei after its unfinished transactions, this intent may cost up to %s wei (value + gasLimit %d x maxFeePerGas %s)",
 				domain.ErrInsufficientFunds, signerHex, spendable.String(), cost.String(), gasLimit, feeFor(intent, f.fee))
 		}
@@ -259,7 +308,13 @@ func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHe
 	if err != nil {
 		return nil, err
 	}
-	fresh := &signerFunds{balance: balance, committed: committed, reserved: new(big.Int), fee: fee, at: at,
+	var dataFees *domain.OPStackFeeParams
+	if g.dataFees != nil {
+		if dataFees, err = g.unminedDataFees(ctx, signerHex, committed); err != nil {
+			return nil, err
+		}
+	}
+	fresh := &signerFunds{balance: balance, committed: committed, reserved: new(big.Int), fee: fee, dataFees: dataFees, at: at,
 		window: reloadCostFactor * g.clock.Now().Sub(at)}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -276,6 +331,23 @@ func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHe
 	}
 	g.signers[signerHex] = fresh
 	return fresh, nil
+}
+
+// unminedDataFees reads the chain's L1 prices and adds to committed the most the
+// signer's unmined transactions' L1 data fees may be at them.
+func (g *FundsGuard) unminedDataFees(ctx context.Context, signerHex string, committed *big.Int) (*domain.OPStackFeeParams, error) {
+	prices, err := g.dataFees.OPStackFeeParams(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("L1 prices: %w", err)
+	}
+	sizes, err := g.sizes.UnminedDataSizes(ctx, signerHex)
+	if err != nil {
+		return nil, err
+	}
+	for size, count := range sizes {
+		committed.Add(committed, new(big.Int).Mul(dataFeeBound(prices, size), big.NewInt(count)))
+	}
+	return &prices, nil
 }
 
 // intentCost is the most an intent can cost: its value plus its gas limit at its own fee

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"slices"
 	"sync"
 	"time"
@@ -45,6 +46,7 @@ const (
 	DatabaseServerChanges     = "database_server_changes_total"
 	RecoveredTxTotal          = "recovered_tx_total"
 	SignerRecoverySeconds     = "signer_recovery_seconds"
+	SignerSpentWeiTotal       = "signer_spent_wei_total"
 	// DatabaseSynchronousReplication is registered by the database server watch.
 	DatabaseSynchronousReplication = "database_synchronous_replication"
 )
@@ -76,6 +78,8 @@ type Metrics struct {
 	recognised    metric.Int64Counter
 	serverChanged metric.Int64Counter
 	recovered     metric.Int64Counter
+	// spent is a float counter: wei outgrow an int64 after 9.2 ETH.
+	spent metric.Float64Counter
 	// chain holds the chain_id attribute of a chain's view (ForChain); empty for the
 	// instruments of the process as a whole.
 	chain []attribute.KeyValue
@@ -121,6 +125,10 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 		if *c.dst, err = m.meter.Int64Counter(c.name, metric.WithDescription(c.help)); err != nil {
 			return nil, fmt.Errorf("telemetry: %s: %w", c.name, err)
 		}
+	}
+	if m.spent, err = m.meter.Float64Counter(SignerSpentWeiTotal, metric.WithDescription(
+		"Fees signers paid for their final transactions, in wei, by signer and part: l2 (gas used x effective price) or l1 (an OP-stack chain's L1 data fee); values sent are not counted.")); err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", SignerSpentWeiTotal, err)
 	}
 	// The series that only count trouble start at zero per chain (ForChain), where they are
 	// recorded; a process-wide zero beside them would be a second series that never moves.
@@ -225,6 +233,18 @@ func (m *Metrics) Stuck(ctx context.Context, action string) {
 	m.stuck.Add(ctx, 1, m.with(attribute.String("action", action)))
 }
 func (m *Metrics) Reorg(ctx context.Context)                    { m.reorg.Add(ctx, 1, m.with()) }
+
+// SignerSpent counts the fee a final transaction of signer cost, by part (nil parts: the
+// node did not say, or none).
+func (m *Metrics) SignerSpent(ctx context.Context, signer string, l2, l1 *big.Int) {
+	for part, wei := range map[string]*big.Int{"l2": l2, "l1": l1} {
+		if wei == nil || wei.Sign() <= 0 {
+			continue
+		}
+		v, _ := new(big.Float).SetInt(wei).Float64()
+		m.spent.Add(ctx, v, metric.WithAttributes(append(slices.Clone(m.chain), attribute.String("signer", signer), attribute.String("part", part))...))
+	}
+}
 func (m *Metrics) ReadinessProbe(ctx context.Context, r string) { m.readiness.Add(ctx, 1, m.result(r)) }
 func (m *Metrics) RateLimited(ctx context.Context)              { m.rateLimited.Add(ctx, 1, m.with()) }
 func (m *Metrics) Reprice(ctx context.Context, r string)        { m.reprice.Add(ctx, 1, m.result(r)) }

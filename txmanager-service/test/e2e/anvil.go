@@ -121,3 +121,8 @@ func anvilCall(ctx context.Context, url string, result any, method string, args 
 	}
 	return nil
 }
+
+// SetStorageAt sets one storage slot of addr on an anvil node (anvil_setStorageAt).
+func SetStorageAt(ctx context.Context, url string, addr common.Address, slot, value common.Hash) error {
+	return anvilCall(ctx, url, nil, "anvil_setStorageAt", addr, slot, value)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"slices"
 	"time"
 
@@ -66,6 +67,10 @@ func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, e
 	_, finalizeErr := writeHeld(ctx, t.leases, finals, t.store.Finalize, func(lease domain.Lease, n int, group []Finalization) {
 		for _, f := range group {
 			t.held.release(f.Tx.TxID)
+			if n > 0 && f.Tx.Cost.EffectiveGasPrice != nil {
+				l2 := new(big.Int).Mul(new(big.Int).SetUint64(f.Tx.Cost.GasUsed), f.Tx.Cost.EffectiveGasPrice)
+				t.metrics.SignerSpent(ctx, lease.Signer, l2, f.Tx.Cost.L1Fee)
+			}
 		}
 		t.log.WithContext(ctx).Infow("msg", "transactions final", "signer", lease.Signer, "fencing_token", lease.Token, "count", n,
 			"first_tx_id", group[0].Tx.TxID.String(), "first_state", string(group[0].State))

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
 // Receipts found close to finality are held in memory and written together with the final
@@ -133,5 +135,6 @@ func (h *heldReceipts) release(id uuid.UUID) {
 func (f FoundReceipt) mined() MinedTx {
 	held := f
 	return MinedTx{TxID: f.TxID, Signer: f.Signer, Nonce: f.Nonce, BlockNumber: f.Receipt.BlockNumber, BlockHash: f.Receipt.BlockHash,
-		Status: f.Receipt.Status, Kind: f.Kind, Held: &held}
+		Status: f.Receipt.Status, Kind: f.Kind, Held: &held,
+		Cost: domain.ReceiptSummary{GasUsed: f.Receipt.GasUsed, EffectiveGasPrice: f.Receipt.EffectiveGasPrice, L1Fee: f.Receipt.L1Fee}}
 }

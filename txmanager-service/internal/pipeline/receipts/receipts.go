@@ -49,6 +49,8 @@ type MinedTx struct {
 	BlockHash   common.Hash
 	Status      uint64
 	Kind        pipeline.AttemptKind
+	// Cost is what the receipt says the transaction cost (its hash and block aside).
+	Cost domain.ReceiptSummary
 	// Held is the receipt when it is held in memory (hold.go), nil when it is on record.
 	Held *FoundReceipt
 }

@@ -14,3 +14,12 @@ SELECT COALESCE(SUM(
        ), 0)::text AS cost
 FROM managed_tx m
 WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL AND m.block_number IS NULL;
+
+-- name: UnminedDataSizes :many
+-- How many of a signer's transactions that are neither final nor mined carry each size of
+-- call data, in bytes: on an OP-stack chain each one's L1 data fee is bounded by its size.
+-- Transfers all share size 0, so the answer is a few rows however long the backlog.
+SELECT COALESCE((length(m.payload->>'data') - 2) / 2, 0)::int AS data_bytes, count(*)::bigint AS txs
+FROM managed_tx m
+WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.confirmed_at IS NULL AND m.block_number IS NULL
+GROUP BY 1;

@@ -47,10 +47,14 @@ updated AS (
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated)::bigint AS updated FROM relaxed_commit;
 
 -- name: ListMined :many
--- Every finality pass reads these: the receipt's two fields it needs come out as columns,
+-- Every finality pass reads these: the receipt's fields it needs (status and kind decide the
+-- final state, the cost feeds the spend counters) come out as columns,
 -- so the receipt document is not shipped and decoded each time.
 SELECT tx_id, signer, nonce, block_number, block_hash,
-       (receipt->>'status')::bigint AS receipt_status, COALESCE(receipt->>'kind', '')::text AS receipt_kind
+       (receipt->>'status')::bigint AS receipt_status, COALESCE(receipt->>'kind', '')::text AS receipt_kind,
+       COALESCE((receipt->>'gasUsed')::bigint, 0)::bigint AS gas_used,
+       COALESCE(receipt->>'effectiveGasPrice', '')::text AS effective_gas_price,
+       COALESCE(receipt->>'l1Fee', '')::text AS l1_fee
 FROM managed_tx
 WHERE chain_id = @chain_id AND signer = ANY(@signers::text[]) AND confirmed_at IS NULL AND receipt IS NOT NULL AND state IN ('TRACKING', 'STUCK');
 

@@ -39,3 +39,43 @@ func (q *Queries) UnminedCost(ctx context.Context, arg UnminedCostParams) (strin
 	err := row.Scan(&cost)
 	return cost, err
 }
+
+const unminedDataSizes = `-- name: UnminedDataSizes :many
+SELECT COALESCE((length(m.payload->>'data') - 2) / 2, 0)::int AS data_bytes, count(*)::bigint AS txs
+FROM managed_tx m
+WHERE m.chain_id = $1 AND m.signer = $2 AND m.confirmed_at IS NULL AND m.block_number IS NULL
+GROUP BY 1
+`
+
+type UnminedDataSizesParams struct {
+	ChainID int64
+	Signer  string
+}
+
+type UnminedDataSizesRow struct {
+	DataBytes int32
+	Txs       int64
+}
+
+// How many of a signer's transactions that are neither final nor mined carry each size of
+// call data, in bytes: on an OP-stack chain each one's L1 data fee is bounded by its size.
+// Transfers all share size 0, so the answer is a few rows however long the backlog.
+func (q *Queries) UnminedDataSizes(ctx context.Context, arg UnminedDataSizesParams) ([]UnminedDataSizesRow, error) {
+	rows, err := q.db.Query(ctx, unminedDataSizes, arg.ChainID, arg.Signer)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UnminedDataSizesRow{}
+	for rows.Next() {
+		var i UnminedDataSizesRow
+		if err := rows.Scan(&i.DataBytes, &i.Txs); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -182,7 +182,10 @@ func (q *Queries) ListAwaitingReceipt(ctx context.Context, arg ListAwaitingRecei
 
 const listMined = `-- name: ListMined :many
 SELECT tx_id, signer, nonce, block_number, block_hash,
-       (receipt->>'status')::bigint AS receipt_status, COALESCE(receipt->>'kind', '')::text AS receipt_kind
+       (receipt->>'status')::bigint AS receipt_status, COALESCE(receipt->>'kind', '')::text AS receipt_kind,
+       COALESCE((receipt->>'gasUsed')::bigint, 0)::bigint AS gas_used,
+       COALESCE(receipt->>'effectiveGasPrice', '')::text AS effective_gas_price,
+       COALESCE(receipt->>'l1Fee', '')::text AS l1_fee
 FROM managed_tx
 WHERE chain_id = $1 AND signer = ANY($2::text[]) AND confirmed_at IS NULL AND receipt IS NOT NULL AND state IN ('TRACKING', 'STUCK')
 `
@@ -193,16 +196,20 @@ type ListMinedParams struct {
 }
 
 type ListMinedRow struct {
-	TxID          uuid.UUID
-	Signer        string
-	Nonce         int64
-	BlockNumber   pgtype.Int8
-	BlockHash     pgtype.Text
-	ReceiptStatus int64
-	ReceiptKind   string
+	TxID              uuid.UUID
+	Signer            string
+	Nonce             int64
+	BlockNumber       pgtype.Int8
+	BlockHash         pgtype.Text
+	ReceiptStatus     int64
+	ReceiptKind       string
+	GasUsed           int64
+	EffectiveGasPrice string
+	L1Fee             string
 }
 
-// Every finality pass reads these: the receipt's two fields it needs come out as columns,
+// Every finality pass reads these: the receipt's fields it needs (status and kind decide the
+// final state, the cost feeds the spend counters) come out as columns,
 // so the receipt document is not shipped and decoded each time.
 func (q *Queries) ListMined(ctx context.Context, arg ListMinedParams) ([]ListMinedRow, error) {
 	rows, err := q.db.Query(ctx, listMined, arg.ChainID, arg.Signers)
@@ -221,6 +228,9 @@ func (q *Queries) ListMined(ctx context.Context, arg ListMinedParams) ([]ListMin
 			&i.BlockHash,
 			&i.ReceiptStatus,
 			&i.ReceiptKind,
+			&i.GasUsed,
+			&i.EffectiveGasPrice,
+			&i.L1Fee,
 		); err != nil {
 			return nil, err
 		}

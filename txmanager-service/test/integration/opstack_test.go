@@ -1,0 +1,307 @@
+package integration
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"encoding/binary"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/params"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/test/e2e"
+)
+
+// opStackChainID is OP Mainnet's id, the one the OP-stack anvil runs under.
+const opStackChainID = 10
+
+// opStackPrices are L1 prices as OP Mainnet's L1Block held them in 2025 (base fee scalar
+// 5227, blob base fee scalar 1014213), with the L1 base fee and blob base fee raised so the
+// data fee is a visible share of a transfer's cost.
+var opStackPrices = domain.OPStackFeeParams{
+	L1BaseFee: big.NewInt(30 * params.GWei), BlobBaseFee: big.NewInt(2 * params.GWei),
+	BaseFeeScalar: 5227, BlobBaseFeeScalar: 1014213,
+}
+
+// startOPStackAnvil starts anvil with the OP-stack's rules (it then charges the L1 data fee
+// but reports none in its receipts, and serves no GasPriceOracle code) and writes prices
+// into its L1Block predeploy's storage, where every OP-stack node keeps them.
+func startOPStackAnvil(t *testing.T, blockTime time.Duration) string {
+	t.Helper()
+	ctx := context.Background()
+	bin, err := e2e.FindAnvil()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := e2e.StartAnvil(ctx, e2e.AnvilOptions{Bin: bin, BlockTime: blockTime, ChainID: opStackChainID, Optimism: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Stop() })
+	var scalars common.Hash
+	binary.BigEndian.PutUint32(scalars[16:20], opStackPrices.BaseFeeScalar)
+	binary.BigEndian.PutUint32(scalars[20:24], opStackPrices.BlobBaseFeeScalar)
+	for slot, value := range map[int64]common.Hash{
+		1: common.BigToHash(opStackPrices.L1BaseFee),
+		3: scalars,
+		7: common.BigToHash(opStackPrices.BlobBaseFee),
+	} {
+		if err := e2e.SetStorageAt(ctx, node.URL(), chain.L1BlockAddress, common.BigToHash(big.NewInt(slot)), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return node.URL()
+}
+
+// The L1 data fee the service computes for a node that does not report it is, to the wei,
+// what the node charged: call data of every kind (none, incompressible, long runs,
+// repeated patterns, mixed) through FastLZ and the Fjord rule, checked against the
+// balance anvil's OP-stack EVM took.
+func TestOPStackDataFeeMatchesWhatTheNodeCharged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := startOPStackAnvil(t, 0)
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	if err := e2e.SetBalance(ctx, url, from, (*hexutil.Big)(new(big.Int).Mul(big.NewInt(100), big.NewInt(params.Ether)))); err != nil {
+		t.Fatal(err)
+	}
+	rpcChain, err := chain.DialRPC(ctx, url, chain.WithOPStackFees(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rpcChain.Close)
+	prices, err := rpcChain.OPStackFeeParams(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(prices) != fmt.Sprint(opStackPrices) {
+		t.Fatalf("L1Block storage read as %+v, want %+v", prices, opStackPrices)
+	}
+	eth, err := ethclient.DialContext(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eth.Close)
+
+	r := rand.New(rand.NewPCG(7, 47))
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return b
+	}
+	pattern := func(n int, unit []byte) []byte {
+		b := make([]byte, 0, n)
+		for len(b) < n {
+			b = append(b, unit...)
+		}
+		return b[:n]
+	}
+	cases := []struct {
+		name string
+		data []byte
+	}{
+		{"transfer", nil},
+		{"4-byte call", []byte{0xa9, 0x05, 0x9c, 0xbb}},
+		{"ERC-20 transfer shape", append([]byte{0xa9, 0x05, 0x9c, 0xbb}, append(make([]byte, 12), append(random(20), append(make([]byte, 28), 0x0f, 0x42, 0x40, 0x00)...)...)...)},
+		{"200 random bytes", random(200)},
+		{"1,000 zero bytes", make([]byte, 1000)},
+		{"3,000 bytes of a 7-byte pattern", pattern(3000, []byte{1, 2, 3, 4, 5, 6, 7})},
+		{"5,000 random bytes", random(5000)},
+		{"mixed runs and noise, 12,000 bytes", append(append(random(3000), make([]byte, 4000)...), append(pattern(2000, random(40)), random(3000)...)...)},
+		{"runs longer than a match (600 x 0xff)", append(random(10), pattern(600, []byte{0xff})...)},
+	}
+	signer := types.LatestSignerForChainID(big.NewInt(opStackChainID))
+	for nonce, tc := range cases {
+		to := common.HexToAddress("0x00000000000000000000000000000000000f00d5")
+		// Enough for the calldata floor too (EIP-7623: 40 gas per non-zero byte).
+		gas := 21_000 + 40*uint64(len(tc.data)) + 10_000
+		tx, err := types.SignNewTx(key, signer, &types.DynamicFeeTx{
+			ChainID: big.NewInt(opStackChainID), Nonce: uint64(nonce), Gas: gas, To: &to, Value: big.NewInt(1),
+			GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(10 * params.GWei), Data: tc.data,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := eth.BalanceAt(ctx, from, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rpcChain.SendRawTransaction(ctx, mustMarshal(t, tx)); err != nil {
+			t.Fatalf("%s: send: %v", tc.name, err)
+		}
+		if err := e2e.Mine(ctx, url); err != nil {
+			t.Fatal(err)
+		}
+		after, err := eth.BalanceAt(ctx, from, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results, err := rpcChain.TransactionReceipts(ctx, []common.Hash{tx.Hash()})
+		if err != nil || results[0].Err != nil || results[0].Receipt == nil {
+			t.Fatalf("%s: receipt: %v %+v", tc.name, err, results)
+		}
+		receipt := results[0].Receipt
+		charged := new(big.Int).Sub(before, after)
+		charged.Sub(charged, tx.Value())
+		l2 := new(big.Int).Mul(new(big.Int).SetUint64(receipt.GasUsed), receipt.EffectiveGasPrice)
+		nodeL1 := new(big.Int).Sub(charged, l2)
+		if receipt.L1Fee == nil || receipt.L1Fee.Cmp(nodeL1) != 0 {
+			t.Errorf("%s (%d bytes, FastLZ %d): L1 fee recorded %v wei, the node charged %s", tc.name, len(tc.data), domain.FastLZCompressedLen(mustMarshal(t, tx)), receipt.L1Fee, nodeL1)
+			continue
+		}
+		if bound := prices.L1FeeUpperBound(len(mustMarshalUnsigned(t, tx))); bound.Cmp(nodeL1) < 0 {
+			t.Errorf("%s: the upper bound %s is below the fee charged %s", tc.name, bound, nodeL1)
+		}
+		t.Logf("%-40s %6d bytes, FastLZ %6d: L1 fee %s wei = the node's, L2 %s wei", tc.name, len(tc.data), domain.FastLZCompressedLen(mustMarshal(t, tx)), nodeL1, l2)
+	}
+}
+
+func mustMarshal(t *testing.T, tx *types.Transaction) []byte {
+	t.Helper()
+	raw, err := tx.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// mustMarshalUnsigned is tx's envelope without its signature (zero V, R, S), as the
+// GasPriceOracle's upper bound is asked with.
+func mustMarshalUnsigned(t *testing.T, tx *types.Transaction) []byte {
+	t.Helper()
+	unsigned := types.NewTx(&types.DynamicFeeTx{ChainID: tx.ChainId(), Nonce: tx.Nonce(), GasTipCap: tx.GasTipCap(), GasFeeCap: tx.GasFeeCap(),
+		Gas: tx.Gas(), To: tx.To(), Value: tx.Value(), Data: tx.Data()})
+	return mustMarshal(t, unsigned)[:len(mustMarshal(t, unsigned))-3]
+}
+
+// On an OP-stack chain (feeModel op-stack) the funds check counts the L1 data fee: a signer
+// with enough for the L2 gas but not for the data fee is refused with 422
+// INSUFFICIENT_FUNDS naming both parts, and nothing is allocated. Over 100 transfers from
+// another signer the fees recorded (gas used x effective price + the L1 fee the service
+// computed, anvil reporting none) equal the signer's balance change to the wei.
+func TestOPStackFundsCheckAndFeesReconcile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := startOPStackAnvil(t, time.Second)
+	rich, poor := devKey(t, 0), devKey(t, 1)
+	richAddr, poorAddr := crypto.PubkeyToAddress(rich.PublicKey), crypto.PubkeyToAddress(poor.PublicKey)
+	if err := e2e.SetBalance(ctx, url, richAddr, (*hexutil.Big)(new(big.Int).Mul(big.NewInt(10), big.NewInt(params.Ether)))); err != nil {
+		t.Fatal(err)
+	}
+	// Exactly the L2 cost of the refused intent below: value 1 + 21,000 gas x 2 gwei.
+	maxFee := big.NewInt(2 * params.GWei)
+	l2Cost := new(big.Int).Add(big.NewInt(1), new(big.Int).Mul(big.NewInt(21_000), maxFee))
+	if err := e2e.SetBalance(ctx, url, poorAddr, (*hexutil.Big)(l2Cost)); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, serviceOptions{fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Chain.RPCURL = url
+		bc.Chain.FeeModel = conf.FeeModelOPStack
+		bc.Create.CheckFunds = true
+		bc.Signers.RawKeys = []string{hexutil.Encode(crypto.FromECDSA(rich)), hexutil.Encode(crypto.FromECDSA(poor))}
+	}})
+
+	refused := s.create(t, map[string]any{"signer": poorAddr.Hex(), "to": richAddr.Hex(), "value": "1", "gasLimit": 21000,
+		"maxFeePerGas": maxFee.String(), "maxPriorityFeePerGas": "1"})
+	msg, _ := refused.body["message"].(string)
+	if refused.status != http.StatusUnprocessableEntity || refused.reason() != "INSUFFICIENT_FUNDS" {
+		t.Fatalf("a signer short of the L1 data fee: got %d %s, want 422 INSUFFICIENT_FUNDS", refused.status, refused.raw)
+	}
+	for _, part := range []string{"L2 execution " + l2Cost.String() + " wei", "L1 data fee up to"} {
+		if !strings.Contains(msg, part) {
+			t.Fatalf("the refusal %q does not name %q", msg, part)
+		}
+	}
+	if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE signer = $1", poorAddr.Hex()); n != 0 {
+		t.Fatalf("the refused intent left %d rows", n)
+	}
+	t.Logf("refused: %s", msg)
+
+	eth, err := ethclient.DialContext(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eth.Close)
+	before, err := eth.BalanceAt(ctx, richAddr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const transfers = 100
+	var ids []string
+	sent := new(big.Int)
+	for i := range transfers {
+		value := int64(1_000 + i)
+		payload := map[string]any{"signer": richAddr.Hex(), "to": poorAddr.Hex(), "value": fmt.Sprint(value), "gasLimit": 60_000}
+		if i%4 == 1 {
+			// Some carry call data, so the data fee differs between them.
+			payload["data"] = hexutil.Encode(make([]byte, 100*i))
+			payload["gasLimit"] = 60_000 + 40*100*i
+		}
+		ids = append(ids, s.createOK(t, payload))
+		sent.Add(sent, big.NewInt(value))
+	}
+	for _, id := range ids {
+		waitFor(t, 90*time.Second, "transaction "+id+" confirmed", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+	}
+	fees, l1Fees := new(big.Int), new(big.Int)
+	for _, id := range ids {
+		res := s.do(t, http.MethodGet, "/api/v1/tx/"+id, nil)
+		receipt, _ := res.body["receipt"].(map[string]any)
+		l1, okL1 := new(big.Int).SetString(fmt.Sprint(receipt["l1Fee"]), 10)
+		fee, okFee := new(big.Int).SetString(fmt.Sprint(receipt["fee"]), 10)
+		if !okL1 || !okFee || l1.Sign() <= 0 {
+			t.Fatalf("receipt of %s lacks its L1 fee: %v", id, receipt)
+		}
+		fees.Add(fees, fee)
+		l1Fees.Add(l1Fees, l1)
+	}
+	after, err := eth.BalanceAt(ctx, richAddr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent := new(big.Int).Sub(before, after)
+	if reported := new(big.Int).Add(sent, fees); reported.Cmp(spent) != 0 {
+		t.Fatalf("the signer's balance fell by %s wei; values %s + recorded fees %s = %s (off by %s)", spent, sent, fees, reported, new(big.Int).Sub(spent, reported))
+	}
+	t.Logf("%d transactions: balance change %s wei = values %s + fees %s (of which L1 data fees %s), to the wei", transfers, spent, sent, fees, l1Fees)
+
+	// The spend counters say the same, by part (exact as floats: the totals are under 2^53).
+	l2Fees := new(big.Int).Sub(fees, l1Fees)
+	for part, want := range map[string]*big.Int{"l1": l1Fees, "l2": l2Fees} {
+		label := fmt.Sprintf(`part="%s",signer="%s"`, part, richAddr.Hex())
+		var got float64
+		waitFor(t, 10*time.Second, "signer_spent_wei_total "+label, func() bool {
+			got = s.metricSumsWhere(t, label)["signer_spent_wei_total"]
+			return fmt.Sprintf("%.0f", got) == want.String()
+		})
+		t.Logf("signer_spent_wei_total{%s} = %.0f", label, got)
+	}
+}
+
+func devKey(t *testing.T, i int) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := chain.DevKey(i)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
