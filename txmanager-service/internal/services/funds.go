@@ -74,14 +74,14 @@ type FundsChain interface {
 // that later finds the balance spent (by something outside the service) waits in
 // INSUFFICIENT_FUNDS and is resubmitted once the signer is funded.
 type FundsGuard struct {
-	cfg     FundsConfig
-	chain   FundsChain
-	store   FundsStore
+	cfg   FundsConfig
+	chain FundsChain
+	store FundsStore
 	// dataFees and sizes are the chain and store as OP-stack sources (cfg.OPStack only).
 	dataFees DataFeeChain
 	sizes    DataSizeStore
-	clock   Clock
-	refresh singleflight.Group
+	clock    Clock
+	refresh  singleflight.Group
 
 	mu      sync.Mutex
 	signers map[string]*signerFunds

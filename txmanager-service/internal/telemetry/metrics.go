@@ -232,7 +232,7 @@ func (m *Metrics) Resubmit(ctx context.Context, r string) { m.resubmit.Add(ctx, 
 func (m *Metrics) Stuck(ctx context.Context, action string) {
 	m.stuck.Add(ctx, 1, m.with(attribute.String("action", action)))
 }
-func (m *Metrics) Reorg(ctx context.Context)                    { m.reorg.Add(ctx, 1, m.with()) }
+func (m *Metrics) Reorg(ctx context.Context) { m.reorg.Add(ctx, 1, m.with()) }
 
 // SignerSpent counts the fee a final transaction of signer cost, by part (nil parts: the
 // node did not say, or none).
