@@ -88,6 +88,8 @@ func newCreateConfig(c *conf.Bootstrap) services.CreateConfig {
 	limits := domain.DefaultLimits()
 	limits.MaxDataBytes = c.Create.MaxDataBytes
 	limits.MaxGasLimit = c.Create.MaxGasLimit
+	// Checked by the configuration: "" or a positive number of wei.
+	limits.NodeTxFeeCap, _ = domain.ParseOptionalWei("fees.nodeTxFeeCap", c.Fees.NodeTxFeeCap)
 	return services.CreateConfig{Limits: limits, EstimateGas: c.Create.EstimateGas, SimulateCalls: c.Create.SimulateCalls,
 		GasEstimateMultiplier: c.Create.GasEstimateMultiplier}
 }
@@ -104,6 +106,9 @@ func newFeePolicy(c *conf.Bootstrap) (services.FeePolicy, error) {
 		return services.FeePolicy{}, err
 	}
 	if fees.MinTip, err = domain.ParseOptionalWei("fees.minPriorityFeePerGas", c.Fees.MinPriorityFeePerGas); err != nil {
+		return services.FeePolicy{}, err
+	}
+	if fees.NodeTxFeeCap, err = domain.ParseOptionalWei("fees.nodeTxFeeCap", c.Fees.NodeTxFeeCap); err != nil {
 		return services.FeePolicy{}, err
 	}
 	return fees, nil

@@ -46,6 +46,19 @@ var sendErrorPhrases = []errorPhrase{
 	{"insufficientfunds", services.ErrInsufficientFunds},                    // Nethermind, older
 	{"upfront cost exceeds account balance", services.ErrInsufficientFunds}, // Besu
 	{"not enough balance to cover the fee", services.ErrInsufficientFunds},  // zkSync Era
+	{"nonce too high", services.ErrNonceGap},
+	{"noncegap", services.ErrNonceGap}, // Nethermind, older
+	{"txpool is full", services.ErrPoolFull},
+	{"exceeds the configured cap", services.ErrAboveNodeFeeCap},   // geth, bor, Erigon, reth
+	{"transaction fee cap exceeded", services.ErrAboveNodeFeeCap}, // Besu
+	{"intrinsic gas too low", services.ErrNotMineable},
+	{"intrinsic gas exceeds gas limit", services.ErrNotMineable}, // Besu
+	{"intrinsicgas", services.ErrNotMineable},                    // Erigon
+	{"intrinsic gas too high", services.ErrNotMineable},          // anvil: a gas limit above the block's
+	{"exceeds block gas limit", services.ErrNotMineable},
+	{"transaction gas limit too high", services.ErrNotMineable}, // geth, EIP-7825's per-transaction cap
+	{"gas limit reached", services.ErrNotMineable},              // Nethermind
+	{"oversized data", services.ErrNotMineable},
 }
 
 // ClassifySendError maps an eth_sendRawTransaction failure onto the services sentinels.
@@ -58,6 +71,10 @@ func ClassifySendError(err error) error {
 		return nil
 	}
 	if class := matchPhrase(err.Error(), sendErrorPhrases); class != nil {
+		if class == services.ErrAboveNodeFeeCap { //nolint:errorlint // which sentinel the table gave, compared as a value
+			// The operator's clue: which setting on each side.
+			return fmt.Errorf("%w: %w (the node's own limit on gas limit x fee cap, go-ethereum's --rpc.txfeecap: set fees.nodeTxFeeCap at or below it)", class, err)
+		}
 		return fmt.Errorf("%w: %w", class, err)
 	}
 	if nodeAnswered(err) {

@@ -48,10 +48,11 @@ func TestClassifySendError(t *testing.T) {
 		{"FeeTooLow", services.ErrUnderpriced},
 		{"insufficient funds for gas * price + value: balance 0, tx cost 210000000000000, overshot 210000000000000", services.ErrInsufficientFunds},
 		{"insufficient funds for transfer: address 0x71562b71999873DB5b286dF957af199Ec94617F7", services.ErrInsufficientFunds},
-		{"nonce too high", nil},
-		{"exceeds block gas limit", nil},
-		{"intrinsic gas too low: gas 20000, minimum needed 21000", nil},
-		{"tx fee (1.50 ether) exceeds the configured cap (1.00 ether)", nil},
+		{"nonce too high", services.ErrNonceGap},
+		{"txpool is full", services.ErrPoolFull},
+		{"exceeds block gas limit", services.ErrNotMineable},
+		{"intrinsic gas too low: gas 20000, minimum needed 21000", services.ErrNotMineable},
+		{"tx fee (1.50 ether) exceeds the configured cap (1.00 ether)", services.ErrAboveNodeFeeCap},
 		{"unknown transaction type", nil}, // "known transaction" must not match inside "unknown"
 		{"transaction type not supported", nil},
 		{"context deadline exceeded", nil},
@@ -95,7 +96,7 @@ func TestUnknownNodeAnswersAreToldFromTransportFailures(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{"a JSON-RPC error no phrase knows", codedError{message: "txpool is full", code: -32000}, true},
+		{"a JSON-RPC error no phrase knows", codedError{message: "the chain is on holiday", code: -32000}, true},
 		{"a JSON-RPC error a phrase knows", codedError{message: "nonce too low", code: -32000}, false},
 		{"an HTTP error", rpc.HTTPError{StatusCode: 502, Status: "502 Bad Gateway", Body: []byte("upstream unavailable")}, false},
 		{"no answer", errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), false},

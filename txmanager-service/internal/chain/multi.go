@@ -397,7 +397,16 @@ func (m *MultiChain) SendRawTransactions(ctx context.Context, raws [][]byte) ([]
 	}
 	order := m.order()
 	if !m.cfg.BroadcastToAll || len(order) < 2 {
-		return via(m, ctx, "broadcast", m.cfg.SendTimeout, func(ctx context.Context, c *RPCChain) ([]error, error) { return c.SendRawTransactions(ctx, raws) })
+		var sentTo *RPCChain
+		results, err := via(m, ctx, "broadcast", m.cfg.SendTimeout, func(ctx context.Context, c *RPCChain) ([]error, error) {
+			sentTo = c
+			return c.SendRawTransactions(ctx, raws)
+		})
+		if err != nil {
+			return nil, err
+		}
+		m.retryPoolFull(ctx, order, sentTo, raws, results)
+		return results, nil
 	}
 	type outcome struct {
 		results []error
@@ -435,8 +444,48 @@ func (m *MultiChain) SendRawTransactions(ctx context.Context, raws [][]byte) ([]
 	return mergeBroadcastResults(answered), nil
 }
 
+// retryPoolFull sends the transactions whose endpoint answered that its pool is full to the
+// other endpoints in turn, until one takes them or says something else about them: a full
+// pool says nothing about the transaction, only about that node. results is updated in place.
+func (m *MultiChain) retryPoolFull(ctx context.Context, order []int, tried *RPCChain, raws [][]byte, results []error) {
+	for _, i := range order {
+		if m.endpoints[i].Chain == tried {
+			continue
+		}
+		var full []int
+		for k, err := range results {
+			if errors.Is(err, services.ErrPoolFull) {
+				full = append(full, k)
+			}
+		}
+		if len(full) == 0 || callerGaveUp(ctx) {
+			return
+		}
+		subset := make([][]byte, len(full))
+		for j, k := range full {
+			subset[j] = raws[k]
+		}
+		callCtx, cancel := context.WithTimeout(ctx, m.cfg.SendTimeout)
+		again, err := m.endpoints[i].Chain.SendRawTransactions(callCtx, subset)
+		cancel()
+		if !endpointAnswered(err) {
+			if !callerGaveUp(ctx) {
+				m.markFailed(i, err)
+			}
+			continue
+		}
+		m.markAnswered(i, 0)
+		for j, k := range full {
+			if !errors.Is(again[j], services.ErrPoolFull) {
+				results[k] = again[j]
+			}
+		}
+	}
+}
+
 // mergeBroadcastResults keeps, per transaction, the best outcome any endpoint reported:
-// accepted, then already known, then the preferred endpoint's error.
+// accepted, then already known, then any answer but a full pool (which says nothing about
+// the transaction), then the preferred endpoint's error.
 func mergeBroadcastResults(perEndpoint [][]error) []error {
 	merged := append([]error(nil), perEndpoint[0]...)
 	for _, results := range perEndpoint[1:] {
@@ -446,6 +495,8 @@ func mergeBroadcastResults(perEndpoint [][]error) []error {
 			case err == nil:
 				merged[i] = nil
 			case errors.Is(err, services.ErrKnownTransaction) && !errors.Is(merged[i], services.ErrKnownTransaction):
+				merged[i] = err
+			case errors.Is(merged[i], services.ErrPoolFull) && !errors.Is(err, services.ErrPoolFull):
 				merged[i] = err
 			}
 		}

@@ -54,6 +54,10 @@ var classByName = map[string]error{
 	"nonce too low":      services.ErrNonceTooLow,
 	"underpriced":        services.ErrUnderpriced,
 	"insufficient funds": services.ErrInsufficientFunds,
+	"nonce gap":          services.ErrNonceGap,
+	"pool full":          services.ErrPoolFull,
+	"above node fee cap": services.ErrAboveNodeFeeCap,
+	"not mineable":       services.ErrNotMineable,
 	"unknown answer":     services.ErrUnknownAnswer,
 }
 

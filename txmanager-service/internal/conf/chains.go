@@ -25,7 +25,12 @@ type Fees struct {
 	// MinPriorityFeePerGas is the lowest tip signed, in wei ("" = none): networks whose
 	// validators ignore lower tips (Polygon PoS) leave such transactions unmined.
 	MinPriorityFeePerGas string `json:"minPriorityFeePerGas"`
-	BumpPercent          int64  `json:"bumpPercent"`
+	// NodeTxFeeCap is the most a node takes for one transaction's fee, gas limit x fee cap,
+	// in wei ("" = no such limit): go-ethereum, reth, bor and Erigon refuse more
+	// (--rpc.txfeecap, 1 ether by default). Nothing the service prices goes above it, and an
+	// intent naming more is refused before a nonce.
+	NodeTxFeeCap string `json:"nodeTxFeeCap"`
+	BumpPercent  int64  `json:"bumpPercent"`
 	BaseFeeMultiplier    int64  `json:"baseFeeMultiplier"`
 }
 
@@ -294,7 +299,7 @@ func (b *Bootstrap) checkChains(p *problems) {
 		p.positive(view.Chain.Health.ProbeInterval, chainKey+".health.probeInterval")
 		p.require(view.Confirmations.Required > 0 || view.Confirmations.UseFinalizedTag, confirmationsKey+".required", "must be positive")
 		for _, fee := range []struct{ key, value string }{
-			{".maxFeePerGas", view.Fees.MaxFeePerGas}, {".maxPriorityFeePerGas", view.Fees.MaxPriorityFeePerGas}, {".minPriorityFeePerGas", view.Fees.MinPriorityFeePerGas},
+			{".maxFeePerGas", view.Fees.MaxFeePerGas}, {".maxPriorityFeePerGas", view.Fees.MaxPriorityFeePerGas}, {".minPriorityFeePerGas", view.Fees.MinPriorityFeePerGas}, {".nodeTxFeeCap", view.Fees.NodeTxFeeCap},
 		} {
 			n, err := domain.ParseOptionalWei(feesKey+fee.key, fee.value)
 			p.require(err == nil && (n == nil || n.Sign() > 0), feesKey+fee.key, "must be a positive number of wei")

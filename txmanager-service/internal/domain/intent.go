@@ -107,6 +107,9 @@ type Limits struct {
 	MaxDataBytes       int
 	MaxGasLimit        uint64
 	MaxRequestIDLength int
+	// NodeTxFeeCap is the most a node takes for one transaction's fee, gas limit x fee
+	// cap, in wei (nil: no such limit).
+	NodeTxFeeCap *big.Int
 }
 
 // DefaultLimits are generous for real contract calls and small enough to bound memory.
@@ -128,6 +131,42 @@ type CreateInput struct {
 
 // minTransferGas is the intrinsic gas of the cheapest transaction.
 const minTransferGas = 21_000
+
+// The intrinsic gas schedule every EVM chain charges before a transaction runs (Istanbul
+// call data, Shanghai's init-code words).
+const (
+	creationGas        = 32_000 // on top of minTransferGas for a contract creation
+	zeroDataByteGas    = 4
+	nonZeroDataByteGas = 16
+	initCodeWordGas    = 2
+)
+
+// IntrinsicGas is what a transaction costs before it runs: 21000, 32000 more for a
+// contract creation, its call data, and its init code's words. Every node refuses a gas
+// limit below it ("intrinsic gas too low"), so a create asking for less is refused before
+// a nonce is given. (Prague's call-data floor, EIP-7623, is not counted: it is not on
+// every chain; a transaction under it is cancelled once a node refuses it.)
+func IntrinsicGas(creation bool, data []byte) uint64 {
+	gas := uint64(minTransferGas)
+	if creation {
+		gas += creationGas + initCodeWordGas*uint64((len(data)+31)/32)
+	}
+	for _, b := range data {
+		if b == 0 {
+			gas += zeroDataByteGas
+		} else {
+			gas += nonZeroDataByteGas
+		}
+	}
+	return gas
+}
+
+func intrinsicParts(creation bool) string {
+	if creation {
+		return "32000 for a creation, 2 per 32-byte word of init code, 4 per zero and 16 per other byte of data"
+	}
+	return "4 per zero and 16 per other byte of data"
+}
 
 // maxUint256 bounds every wei amount.
 var maxUint256 = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1))
@@ -162,6 +201,9 @@ func ParseCreateRequest(in CreateInput, limits Limits) (CreateRequest, error) {
 	if in.GasLimit != 0 && (in.GasLimit < minTransferGas || in.GasLimit > limits.MaxGasLimit) {
 		return req, invalid("gasLimit", "must be between %d and %d", minTransferGas, limits.MaxGasLimit)
 	}
+	if need := IntrinsicGas(req.Intent.To == nil, req.Intent.Data); in.GasLimit != 0 && in.GasLimit < need {
+		return req, invalid("gasLimit", "is below the %d gas this intent costs before it runs (21000, plus %s); no node would take it", need, intrinsicParts(req.Intent.To == nil))
+	}
 	req.Intent.GasLimit = in.GasLimit
 	if req.Intent.MaxFeePerGas, err = ParseOptionalWei("maxFeePerGas", in.MaxFeePerGas); err != nil {
 		return req, err
@@ -171,6 +213,11 @@ func ParseCreateRequest(in CreateInput, limits Limits) (CreateRequest, error) {
 	}
 	if fee, tip := req.Intent.MaxFeePerGas, req.Intent.MaxPriorityFeePerGas; fee != nil && tip != nil && tip.Cmp(fee) > 0 {
 		return req, invalid("maxPriorityFeePerGas", "must not exceed maxFeePerGas")
+	}
+	if fee, limit := req.Intent.MaxFeePerGas, limits.NodeTxFeeCap; fee != nil && limit != nil && req.Intent.GasLimit > 0 {
+		if total := new(big.Int).Mul(fee, new(big.Int).SetUint64(req.Intent.GasLimit)); total.Cmp(limit) > 0 {
+			return req, invalid("maxFeePerGas", "x gasLimit is %s wei, above the %s wei a node takes for one transaction's fee (fees.nodeTxFeeCap, as go-ethereum's --rpc.txfeecap); no node would take it", total, limit)
+		}
 	}
 	return req, nil
 }

@@ -29,6 +29,18 @@ const (
 	SubStateRecognised SubState = "RECOGNISED"
 	// SubStateRepriced: a replacement at the market's fees is its current attempt.
 	SubStateRepriced SubState = "REPRICED"
+	// SubStateNonceGap: the node refused it for a gap below its nonce (it keeps no future
+	// transactions); the lower ones go out first at the next resubmission.
+	SubStateNonceGap SubState = "NONCE_GAP"
+	// SubStatePoolFull: every endpoint's pool was full; broadcast again later.
+	SubStatePoolFull SubState = "POOL_FULL"
+	// SubStateAboveNodeFeeCap: the node's own cap on a transaction's fee (gas limit x fee
+	// cap) refused it; no replacement goes higher, an operator changes one of the caps.
+	SubStateAboveNodeFeeCap SubState = "ABOVE_NODE_FEE_CAP"
+	// SubStateNotMineable: no node will take it as signed (gas below its intrinsic cost,
+	// above the block's or the per-transaction limit, data over the pool's size); once it
+	// heads its signer's line a cancellation takes its nonce.
+	SubStateNotMineable SubState = "NOT_MINEABLE"
 )
 
 // Sub-states written by the receipts stage.
@@ -76,7 +88,7 @@ func SubStateResolutionSubmitted(action ResolutionAction) SubState {
 func StoredSubStates() []SubState {
 	out := []SubState{
 		SubStateSigned, SubStateSubmitted, SubStateBroadcastFailed, SubStateUnderpriced, SubStateInsufficientFunds,
-		SubStateNonceTaken, SubStateRecognised, SubStateRepriced, SubStateMined, SubStateReorged, SubStateReverted,
+		SubStateNonceTaken, SubStateRecognised, SubStateRepriced, SubStateNonceGap, SubStatePoolFull, SubStateAboveNodeFeeCap, SubStateNotMineable, SubStateMined, SubStateReorged, SubStateReverted,
 		SubStateCancelled, SubStatePlaceholder, SubStateRecovered, SubStateNoop,
 	}
 	for _, a := range ResolutionActions() {

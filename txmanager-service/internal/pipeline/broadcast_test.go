@@ -125,9 +125,9 @@ func TestBroadcastRecordsWhatEachAnswerMeans(t *testing.T) {
 func TestUnknownAnswersAreLoggedOncePerWording(t *testing.T) {
 	unknown := func(msg string) error { return fmt.Errorf("%w: %w", services.ErrUnknownAnswer, errors.New(msg)) }
 	chain := &answeringChain{answers: map[string]error{
-		"a": unknown("txpool is full: 5120 slots, nonce 7"),
-		"b": unknown("txpool is full: 5120 slots, nonce 8"),
-		"c": unknown("tx fee (1.50 ether) exceeds the configured cap (1.00 ether)"),
+		"a": unknown("sequencer queue saturated: 5120 slots, nonce 7"),
+		"b": unknown("sequencer queue saturated: 5120 slots, nonce 8"),
+		"c": unknown("blob sidecar required (got 0 of 2)"),
 	}}
 	var logs testsupport.LogBuffer
 	leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a"}, nil, services.SystemClock{}, telemetry.Noop(), log.DefaultLogger)
@@ -148,7 +148,7 @@ func TestUnknownAnswersAreLoggedOncePerWording(t *testing.T) {
 	if n := strings.Count(logs.String(), line); n != 2 {
 		t.Fatalf("%d warnings for 6 answers in 2 wordings, want 2:\n%s", n, logs.String())
 	}
-	for _, phrase := range []string{"txpool is full", "exceeds the configured cap"} {
+	for _, phrase := range []string{"sequencer queue saturated", "blob sidecar required"} {
 		if !strings.Contains(logs.String(), phrase) {
 			t.Errorf("no warning names %q", phrase)
 		}

@@ -23,6 +23,19 @@ var (
 	ErrNonceTooLow       = errors.New("chain: nonce too low")
 	ErrUnderpriced       = errors.New("chain: transaction underpriced")
 	ErrInsufficientFunds = errors.New("chain: insufficient funds")
+	// ErrNonceGap: the node keeps no transaction above a missing nonce (most nodes queue
+	// it; blob pools, anvil and some providers refuse).
+	ErrNonceGap = errors.New("chain: nonce gap")
+	// ErrPoolFull: the node's pool has no room. It says nothing about the transaction:
+	// another endpoint is tried before it counts as the answer.
+	ErrPoolFull = errors.New("chain: transaction pool full")
+	// ErrAboveNodeFeeCap: the node's own limit on gas limit x fee cap (go-ethereum's
+	// --rpc.txfeecap, 1 ether by default) refused the transaction.
+	ErrAboveNodeFeeCap = errors.New("chain: fee above the node's cap")
+	// ErrNotMineable: no node takes the transaction as signed: its gas limit is below its
+	// intrinsic cost or above the block's (or the per-transaction) limit, or it is larger
+	// than pools accept.
+	ErrNotMineable = errors.New("chain: transaction not mineable as signed")
 	// ErrUnknownAnswer is a node's own answer (a JSON-RPC error) in words no phrase of the
 	// classifier knows: never final, rebroadcast like a failed send, counted apart so that
 	// an alert asks for its phrase to be classified (docs/chains.md).
@@ -55,11 +68,19 @@ const (
 	// Resubmission sends the same bytes meanwhile: a replacement would pay for a nonce that
 	// may not be ours to use.
 	StepSettleNonce NextStep = "reconciliation settles the nonce"
+	// StepHoldFees: the node refuses fees this high. The same bytes go out at each
+	// resubmit interval (another endpoint may have a higher cap) and no replacement raises
+	// them; past the stuck thresholds the head of line goes to the stuck hook.
+	StepHoldFees NextStep = "rebroadcast unchanged, never raised above the node's cap"
+	// StepCancel: the transaction can never be mined as signed. Once it heads its
+	// signer's line (lower nonces mined) a cancellation takes its nonce, so the nonces
+	// after it are not held up, and it ends FAILED_FINAL with the node's reason.
+	StepCancel NextStep = "cancelled once it heads the line"
 )
 
 // Steps lists every step, in the order declared.
 func Steps() []NextStep {
-	return []NextStep{StepAwaitReceipt, StepRebroadcast, StepReprice, StepWaitForFunds, StepSettleNonce}
+	return []NextStep{StepAwaitReceipt, StepRebroadcast, StepReprice, StepWaitForFunds, StepSettleNonce, StepHoldFees, StepCancel}
 }
 
 // Ownership is what the node says of our own hashes for a transaction's nonce: asked only
@@ -110,6 +131,13 @@ var chainAnswers = []chainAnswer{
 		LastError: "nonce too low; our hashes could not be checked"}},
 	{ErrUnderpriced, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateUnderpriced, Next: StepReprice, Result: "underpriced", KeepNodeMessage: true}},
 	{ErrInsufficientFunds, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateInsufficientFunds, Next: StepWaitForFunds, Result: "insufficient_funds", KeepNodeMessage: true}},
+	// The lower nonces go out first at every resubmission; a nonce nothing of ours holds is
+	// found by hole detection and filled.
+	{ErrNonceGap, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateNonceGap, Next: StepRebroadcast, Result: "nonce_gap", KeepNodeMessage: true}},
+	// Only when every endpoint answered so (the broadcast tries the others first).
+	{ErrPoolFull, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStatePoolFull, Next: StepRebroadcast, Result: "pool_full", KeepNodeMessage: true}},
+	{ErrAboveNodeFeeCap, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateAboveNodeFeeCap, Next: StepHoldFees, Result: "above_node_fee_cap", KeepNodeMessage: true}},
+	{ErrNotMineable, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateNotMineable, Next: StepCancel, Result: "not_mineable", KeepNodeMessage: true}},
 	{ErrUnknownAnswer, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateBroadcastFailed, Next: StepRebroadcast, Result: UnknownAnswerResult, KeepNodeMessage: true}},
 }
 

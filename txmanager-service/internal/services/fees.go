@@ -21,6 +21,9 @@ type FeePolicy struct {
 	// a network's validators keep (Polygon PoS takes nothing under 30 gwei), whatever the
 	// node suggests. MaxTipCap still wins over it.
 	MinTip *big.Int
+	// NodeTxFeeCap is the most a node takes for one transaction's fee, gas limit x fee cap
+	// (nil: no such limit); ForGasLimit turns it into a fee cap per gas.
+	NodeTxFeeCap *big.Int
 	// BumpPercent raises both fees of a replacement over the previous attempt; nodes
 	// require at least 10% (geth's default price bump), so the default is 12.
 	BumpPercent int64
@@ -90,6 +93,16 @@ func (p FeePolicy) CappedBy(maxFee, maxTip *big.Int) FeePolicy {
 	}
 	p.MaxFeeCap, p.MaxTipCap = lower(p.MaxFeeCap, maxFee), lower(p.MaxTipCap, maxTip)
 	return p
+}
+
+// ForGasLimit is the policy for a transaction of gasLimit: no fee cap per gas above what the
+// node's own limit on its fee allows (NodeTxFeeCap / gasLimit), so no first attempt,
+// re-pricing or outbid is one the node refuses for its fee.
+func (p FeePolicy) ForGasLimit(gasLimit uint64) FeePolicy {
+	if p.NodeTxFeeCap == nil || gasLimit == 0 {
+		return p
+	}
+	return p.CappedBy(new(big.Int).Quo(p.NodeTxFeeCap, new(big.Int).SetUint64(gasLimit)), nil)
 }
 
 // RepriceAction is what a rebroadcast does with the attempt's fees.

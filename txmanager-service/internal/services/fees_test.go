@@ -198,3 +198,36 @@ func TestFeePolicyCappedByTheIntent(t *testing.T) {
 		}
 	}
 }
+
+// A node's limit on one transaction's fee becomes a fee cap per gas for the transaction's
+// gas limit: no first attempt, re-pricing or outbid goes above it.
+func TestFeePolicyUnderTheNodesFeeCap(t *testing.T) {
+	t.Parallel()
+	ether := new(big.Int).Mul(gwei(1), big.NewInt(1_000_000_000))
+	spike := services.FeeSuggestion{BaseFee: gwei(100), TipCap: gwei(2)} // fresh: 202 gwei
+	tests := []struct {
+		name     string
+		policy   services.FeePolicy
+		gasLimit uint64
+		wantFee  *big.Int
+	}{
+		{"no node cap", services.FeePolicy{}, 10_000_000, gwei(202)},
+		{"a transfer stays far under 1 ether", services.FeePolicy{NodeTxFeeCap: ether}, 21_000, gwei(202)},
+		{"10M gas: at most 100 gwei", services.FeePolicy{NodeTxFeeCap: ether}, 10_000_000, gwei(100)},
+		{"the lower of the node's and the service's caps", services.FeePolicy{NodeTxFeeCap: ether, MaxFeeCap: gwei(80)}, 10_000_000, gwei(80)},
+	}
+	for _, tc := range tests {
+		p := tc.policy.ForGasLimit(tc.gasLimit)
+		fee, _, err := p.Initial(domain.Intent{}, spike)
+		if err != nil || fee.Cmp(tc.wantFee) != 0 {
+			t.Errorf("%s: first attempt at %v (%v), want %v", tc.name, fee, err, tc.wantFee)
+		}
+		if total := new(big.Int).Mul(fee, new(big.Int).SetUint64(tc.gasLimit)); tc.policy.NodeTxFeeCap != nil && total.Cmp(tc.policy.NodeTxFeeCap) > 0 {
+			t.Errorf("%s: fee %s x gas %d above the node's cap", tc.name, fee, tc.gasLimit)
+		}
+		// An outbid of an attempt already at the cap finds no room rather than going over.
+		if _, _, action := p.Outbid(fee, gwei(2), spike); tc.policy.NodeTxFeeCap != nil && tc.gasLimit == 10_000_000 && action == services.RaiseFees {
+			t.Errorf("%s: outbid above the node's cap", tc.name)
+		}
+	}
+}

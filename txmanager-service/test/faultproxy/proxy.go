@@ -41,10 +41,14 @@ const (
 	// LimitExceeded answers every request, and every call of a batch, with the JSON-RPC
 	// error -32005 "limit exceeded" (HTTP 200), as some providers signal their limits.
 	LimitExceeded
+	// PoolFull answers every eth_sendRawTransaction (alone, or a batch of them) as a node
+	// whose transaction pool has no room does: the JSON-RPC error "txpool is full"
+	// (go-ethereum's ErrTxPoolOverflow). Every other call passes.
+	PoolFull
 )
 
 func (m Mode) String() string {
-	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded"}[m]
+	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded", "pool full"}[m]
 }
 
 // Proxy is a JSON-RPC proxy on a loopback port of its own in front of one node.
@@ -64,6 +68,8 @@ type Proxy struct {
 	// limited counts the requests answered TooManyRequests or LimitExceeded.
 	limited  atomic.Uint64
 	requests atomic.Uint64
+	// refusedSends counts the broadcast requests PoolFull answered.
+	refusedSends atomic.Uint64
 	// connections counts the TCP connections the proxy accepted; ended, those of them closed since.
 	connections, ended atomic.Uint64
 
@@ -150,6 +156,38 @@ func (p *Proxy) SetRetryAfter(d time.Duration) { p.retryAfter.Store(int64(d / ti
 func (p *Proxy) Limited() uint64 { return p.limited.Load() }
 
 // limitExceeded is the -32005 answer to body: one error object per call, a batch for a batch.
+// answerSends answers body with errObj for each call when every call in it is an
+// eth_sendRawTransaction; ok is false for any other request.
+func answerSends(body []byte, errObj string) (answer []byte, ok bool) {
+	trimmed := bytes.TrimSpace(body)
+	var batch []rpcRequest
+	single := len(trimmed) > 0 && trimmed[0] != '['
+	if single {
+		var one rpcRequest
+		if err := json.Unmarshal(trimmed, &one); err != nil {
+			return nil, false
+		}
+		batch = []rpcRequest{one}
+	} else if err := json.Unmarshal(trimmed, &batch); err != nil || len(batch) == 0 {
+		return nil, false
+	}
+	out := make([]json.RawMessage, len(batch))
+	for i, req := range batch {
+		if req.Method != "eth_sendRawTransaction" {
+			return nil, false
+		}
+		out[i] = json.RawMessage(`{"jsonrpc":"2.0","id":` + string(orNull(req.ID)) + `,` + errObj + `}`)
+	}
+	if single {
+		return out[0], true
+	}
+	answer, _ = json.Marshal(out)
+	return answer, true
+}
+
+// RefusedSends is how many requests of broadcasts the PoolFull mode refused.
+func (p *Proxy) RefusedSends() uint64 { return p.refusedSends.Load() }
+
 func limitExceeded(body []byte) []byte {
 	const errObj = `"error":{"code":-32005,"message":"limit exceeded"}`
 	var batch []rpcRequest
@@ -228,6 +266,13 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(limitExceeded(body))
 		return
+	case PoolFull:
+		if answer, ok := answerSends(body, `"error":{"code":-32000,"message":"txpool is full"}`); ok {
+			p.refusedSends.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(answer)
+			return
+		}
 	case Hang:
 		select {
 		case <-r.Context().Done():

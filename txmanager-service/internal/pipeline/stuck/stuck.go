@@ -106,8 +106,17 @@ func (r *Resolver) DetectStuck(ctx context.Context, lease domain.Lease) (bool, e
 	ctx, span := pipeline.Span(ctx, r.metrics, "pipeline.stuck", lease)
 	defer span.End()
 	head, err := r.store.HeadOfLine(ctx, lease.Signer)
-	if err != nil || !isStuck(head, r.clock.Now(), r.cfg) {
+	if err != nil || head == nil {
 		return false, err
+	}
+	if services.StepAfter(head.SubState) == services.StepCancel {
+		// No node takes it as signed: waiting cannot help, and every nonce after it waits
+		// on it. A cancellation takes the nonce whatever the hook would decide.
+		return true, r.resolve(ctx, lease, head, Decision{Action: domain.ActionCancel,
+			Reason: "no node takes the transaction as signed: " + head.LastError})
+	}
+	if !isStuck(head, r.clock.Now(), r.cfg) {
+		return false, nil
 	}
 	decision, err := r.hook.Decide(ctx, caseOf(head, r.clock.Now(), false))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/google/uuid"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -64,7 +65,20 @@ func (s *Submitter) ResubmitDue(ctx context.Context, lease domain.Lease, limit i
 	for _, o := range outcomes {
 		s.metrics.Resubmit(ctx, o.Result)
 	}
+	s.outbidAtOnce(outcomes)
 	return len(items), err
+}
+
+// outbidAtOnce has the next resubmit pass read the signer's due transactions when a node
+// refused one's price: its row is due at once (RecordBroadcasts), the replacement need not
+// wait for the resubmit interval.
+func (s *Submitter) outbidAtOnce(outcomes []pipeline.BroadcastOutcome) {
+	for _, o := range outcomes {
+		if services.StepAfter(o.SubState) == services.StepReprice {
+			s.resubmits.wake()
+			return
+		}
+	}
 }
 
 // learnNextDue reads when the signer's first transaction is due again and skips the
@@ -114,6 +128,8 @@ var resubmitReactions = map[services.NextStep]feeReaction{
 	services.StepReprice:      services.FeePolicy.Outbid,
 	services.StepWaitForFunds: keepFees,
 	services.StepSettleNonce:  keepFees,
+	services.StepHoldFees:     keepFees,
+	services.StepCancel:       keepFees,
 }
 
 // reactionTo is the reaction to sub's step; a step without one (a table row added without
@@ -142,7 +158,8 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 	var replacements []Replacement
 	for _, it := range items {
 		d := current[it.TxID]
-		maxFee, maxTip, action := reactionTo(d.SubState)(s.cfg.Fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip), d.MaxFee, d.MaxTip, suggestion)
+		policy := s.cfg.Fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip).ForGasLimit(attemptGas(d.Raw))
+		maxFee, maxTip, action := reactionTo(d.SubState)(policy, d.MaxFee, d.MaxTip, suggestion)
 		switch action {
 		case services.AtFeeCap:
 			s.metrics.Reprice(ctx, "at_cap")
@@ -175,6 +192,15 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 			"tx_hash", a.Hash.Hex(), "max_fee", a.MaxFee.String(), "max_tip", a.MaxTip.String())
 	}
 	return items, nil
+}
+
+// attemptGas is the gas limit a signed attempt carries (0 when its bytes do not decode).
+func attemptGas(raw []byte) uint64 {
+	var tx types.Transaction
+	if err := tx.UnmarshalBinary(raw); err != nil {
+		return 0
+	}
+	return tx.Gas()
 }
 
 // withReplacements sends, for each item whose replacement was stored as its current

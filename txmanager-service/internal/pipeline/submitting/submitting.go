@@ -252,7 +252,7 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 // original is the first attempt's transaction for tx: its intent at the policy's initial
 // fees.
 func (s *Submitter) original(tx domain.ManagedTx, suggestion services.FeeSuggestion) (pipeline.Unsigned, error) {
-	maxFee, maxTip, err := s.cfg.Fees.Initial(tx.Intent, suggestion)
+	maxFee, maxTip, err := s.cfg.Fees.ForGasLimit(tx.EffectiveGasLimit).Initial(tx.Intent, suggestion)
 	if err != nil {
 		return pipeline.Unsigned{}, err
 	}
@@ -280,9 +280,11 @@ func (s *Submitter) sendStored(ctx context.Context, lease domain.Lease, attempts
 	for i, a := range attempts {
 		items[i] = pipeline.BroadcastItem{TxID: a.TxID, Raw: a.Raw, Ours: []common.Hash{a.Hash}, FirstSend: true}
 	}
-	if _, err := s.broadcaster.Broadcast(ctx, lease, items); err != nil {
+	outcomes, err := s.broadcaster.Broadcast(ctx, lease, items)
+	if err != nil {
 		return err
 	}
+	s.outbidAtOnce(outcomes)
 	s.log.WithContext(ctx).Infow("msg", "transactions signed and broadcast", "signer", lease.Signer, "fencing_token", lease.Token,
 		"count", len(attempts), "first_nonce", attempts[0].Nonce, "first_tx_id", attempts[0].TxID.String(), "state", string(domain.StateTracking))
 	return nil

@@ -133,6 +133,8 @@ func TestEveryAnswerDecidesTheNextResubmission(t *testing.T) {
 		services.StepReprice:      {services.RaiseFees, services.RaiseFees},
 		services.StepWaitForFunds: {services.KeepFees, services.KeepFees},
 		services.StepSettleNonce:  {services.KeepFees, services.KeepFees},
+		services.StepHoldFees:     {services.KeepFees, services.KeepFees},
+		services.StepCancel:       {services.KeepFees, services.KeepFees},
 	}
 	for _, step := range services.Steps() {
 		if _, ok := resubmitReactions[step]; !ok {

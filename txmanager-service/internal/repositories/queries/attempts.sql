@@ -18,7 +18,9 @@ input AS (
 ),
 updated AS (
     UPDATE managed_tx m
-    SET sub_state = i.sub_state, last_error = NULLIF(i.last_error, ''), fencing_token = @fencing_token, updated_at = now()
+    SET sub_state = i.sub_state, last_error = NULLIF(i.last_error, ''), fencing_token = @fencing_token, updated_at = now(),
+        -- A node that wants a higher price is outbid at once, not a resubmit interval later.
+        next_resubmit_at = CASE WHEN i.sub_state = 'UNDERPRICED' AND m.sub_state IS DISTINCT FROM 'UNDERPRICED' THEN now() ELSE m.next_resubmit_at END
     FROM lease, input i
     -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
     WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer

@@ -1,0 +1,168 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/params"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/test/e2e"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
+)
+
+// A node whose pool is full, among two endpoints: every broadcast it refuses goes to the
+// other endpoint at once, so every transaction confirms at its first attempt and none is
+// ever recorded as refused for a full pool.
+func TestFullPoolOnOneEndpointSendsToTheOther(t *testing.T) {
+	t.Parallel()
+	sim, proxies := proxiedChain(t, 2)
+	s := startService(t, serviceOptions{chain: sim, signers: 3, fastPipeline: true, configure: throughProxies(proxies, time.Second)})
+	if err := proxies[0].SetMode(faultproxy.PoolFull); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 60 {
+		ids = append(ids, s.createOK(t, map[string]any{"signer": devAddress(t, i%3), "to": devAddress(t, 5), "value": fmt.Sprint(i + 1), "gasLimit": 21000}))
+	}
+	for _, id := range ids {
+		waitFor(t, 60*time.Second, "transaction "+id+" confirmed", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+	}
+	if proxies[0].RefusedSends() == 0 {
+		t.Fatal("the full endpoint was never asked to broadcast: the test proves nothing")
+	}
+	if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE submit_attempts > 1"); n != 0 {
+		t.Fatalf("%d transactions needed a second broadcast", n)
+	}
+	if n := s.metricSumsWhere(t, `result="pool_full"`)["tx_submit_total"]; n != 0 {
+		t.Fatalf("tx_submit_total{result=pool_full} = %v: a full pool on one endpoint was taken as the answer", n)
+	}
+	t.Logf("60 transactions confirmed at their first broadcast; the full endpoint refused %d broadcast requests", proxies[0].RefusedSends())
+}
+
+// A transaction no node will take as signed (a gas limit above the block's, which the
+// create does not check) is not rebroadcast forever holding up its signer: on geth and on
+// anvil alike, once it heads the line a cancellation takes its nonce, it ends FAILED_FINAL
+// with the node's reason, and the signer's next transaction confirms behind it.
+func TestTransactionNoNodeTakesIsCancelled(t *testing.T) {
+	t.Parallel()
+	const blockGas = 10_000_000
+	nodes := []struct {
+		name  string
+		start func(t *testing.T) (url string, rawKey string)
+	}{
+		{"geth", func(t *testing.T) (string, string) {
+			sim, err := chain.NewSimulated(chain.SimulatedConfig{BlockInterval: 250 * time.Millisecond, DevAccounts: 2, HTTPAddr: "127.0.0.1:0", GasLimit: blockGas})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sim.Close() })
+			return sim.HTTPEndpoint(), hexutil.Encode(crypto.FromECDSA(sim.DevKeys()[0]))
+		}},
+		{"anvil", func(t *testing.T) (string, string) {
+			bin, err := e2e.FindAnvil()
+			if err != nil {
+				t.Fatal(err)
+			}
+			node, err := e2e.StartAnvil(context.Background(), e2e.AnvilOptions{Bin: bin, BlockTime: time.Second, ChainID: 1337, ExtraArgs: []string{"--gas-limit", fmt.Sprint(blockGas)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = node.Stop() })
+			key := devKey(t, 0)
+			if err := e2e.SetBalance(context.Background(), node.URL(), crypto.PubkeyToAddress(key.PublicKey), (*hexutil.Big)(new(big.Int).Mul(big.NewInt(100), big.NewInt(params.Ether)))); err != nil {
+				t.Fatal(err)
+			}
+			return node.URL(), hexutil.Encode(crypto.FromECDSA(key))
+		}},
+	}
+	for _, node := range nodes {
+		t.Run(node.name, func(t *testing.T) {
+			t.Parallel()
+			url, key := node.start(t)
+			s := startService(t, serviceOptions{fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+				bc.Chain.RPCURL = url
+				bc.Signers.RawKeys = []string{key}
+			}})
+			signerKey, err := crypto.HexToECDSA(strings.TrimPrefix(key, "0x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			signer := crypto.PubkeyToAddress(signerKey.PublicKey).Hex()
+			tooBig := s.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "1", "gasLimit": blockGas + 1})
+			behind := s.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "2", "gasLimit": 21000})
+			waitFor(t, 60*time.Second, "the transaction behind it confirmed", func() bool { return s.tx(t, behind).state == "CONFIRMED" })
+			waitFor(t, 30*time.Second, "the unmineable transaction final", func() bool { return s.tx(t, tooBig).state == "FAILED_FINAL" })
+			tx := s.do(t, http.MethodGet, "/api/v1/tx/"+tooBig, nil).body
+			if tx["subState"] != "CANCELLED" {
+				t.Fatalf("the unmineable transaction ended %v / %v, want FAILED_FINAL / CANCELLED", tx["state"], tx["subState"])
+			}
+			// The resolution's audit record carries the node's answer.
+			var reason string
+			if err := s.pool.QueryRow(context.Background(), "SELECT reason FROM stuck_resolution_audit WHERE tx_id = $1 AND action = 'CANCEL'", tooBig).Scan(&reason); err != nil {
+				t.Fatalf("no cancellation on record: %v", err)
+			}
+			if !strings.Contains(reason, "no node takes the transaction as signed") || !strings.Contains(reason, "not mineable") {
+				t.Fatalf("the cancellation's reason %q does not name the node's answer", reason)
+			}
+			t.Logf("%s: gas limit %d above the block's %d: %s / %s, cancelled because %q; the next nonce confirmed behind it", node.name, blockGas+1, blockGas, tx["state"], tx["subState"], reason)
+		})
+	}
+}
+
+// go-ethereum refuses a transaction whose fee (gas limit x fee cap) is above its
+// --rpc.txfeecap (1 ether by default). With the service told of that limit
+// (fees.nodeTxFeeCap), an intent naming more is refused before a nonce with a reason
+// naming the setting. Told of no limit, the node's refusal is recorded as
+// ABOVE_NODE_FEE_CAP with the node's words, and the transaction is rebroadcast unchanged,
+// never re-priced higher.
+func TestFeeAboveTheNodesCap(t *testing.T) {
+	t.Parallel()
+	// 10M gas at 200 gwei: a 2 ether fee.
+	intent := func(signer string) map[string]any {
+		return map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "1", "gasLimit": 10_000_000,
+			"maxFeePerGas": "200000000000", "maxPriorityFeePerGas": "1000000000"}
+	}
+	t.Run("the service knows the node's cap", func(t *testing.T) {
+		t.Parallel()
+		sim := newTestChain(t, 250*time.Millisecond)
+		s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true})
+		a := s.create(t, intent(devAddress(t, 0)))
+		msg, _ := a.body["message"].(string)
+		if a.status != http.StatusBadRequest || a.reason() != "INVALID_ARGUMENT" || !strings.Contains(msg, "fees.nodeTxFeeCap") {
+			t.Fatalf("an intent above the node's fee cap: %d %s, want 400 INVALID_ARGUMENT naming fees.nodeTxFeeCap", a.status, a.raw)
+		}
+		if n := s.count(t, "SELECT count(*) FROM managed_tx"); n != 0 {
+			t.Fatalf("the refused intent left %d rows", n)
+		}
+		t.Logf("refused before a nonce: %s", msg)
+	})
+	t.Run("the service does not know it", func(t *testing.T) {
+		t.Parallel()
+		sim := newTestChain(t, 250*time.Millisecond)
+		s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+			bc.Fees.NodeTxFeeCap = ""
+			bc.Stuck.MinAge = conf.Duration(time.Hour)
+		}})
+		id := s.createOK(t, intent(devAddress(t, 0)))
+		waitFor(t, 30*time.Second, "three broadcasts refused for the node's cap", func() bool {
+			return s.count(t, "SELECT count(*) FROM managed_tx WHERE sub_state = 'ABOVE_NODE_FEE_CAP' AND submit_attempts >= 3") == 1
+		})
+		if n := s.count(t, "SELECT count(*) FROM tx_attempt"); n != 1 {
+			t.Fatalf("%d attempts signed: a refusal for the node's cap was re-priced", n)
+		}
+		lastError := fmt.Sprint(s.do(t, http.MethodGet, "/api/v1/tx/"+id, nil).body["lastError"])
+		if !strings.Contains(lastError, "exceeds the configured cap") || !strings.Contains(lastError, "fees.nodeTxFeeCap") {
+			t.Fatalf("last error %q does not carry the node's words and the setting", lastError)
+		}
+		t.Logf("recorded ABOVE_NODE_FEE_CAP, rebroadcast unchanged: %s", lastError)
+	})
+}
