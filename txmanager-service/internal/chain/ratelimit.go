@@ -126,3 +126,29 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// batchTooLargePhrases are how endpoints refuse a batch for its size: go-ethereum answers
+// the first call "batch too large" (and the others get no answer), providers word it
+// "batch size too large", "batch limit exceeded" or "too many requests in batch".
+var batchTooLargePhrases = []string{"batch too large", "batch size too large", "batch size exceeds", "batch limit", "too many requests in batch", "request entity too large"}
+
+// batchTooLarge reports whether the endpoint refused the batch for its size: HTTP 413, or
+// a call answered with one of batchTooLargePhrases.
+func batchTooLarge(err error, elems []rpc.BatchElem) bool {
+	var httpErr rpc.HTTPError
+	if errors.As(err, &httpErr) && httpErr.StatusCode == http.StatusRequestEntityTooLarge {
+		return true
+	}
+	for _, e := range elems {
+		if e.Error == nil {
+			continue
+		}
+		message := strings.ToLower(e.Error.Error())
+		for _, phrase := range batchTooLargePhrases {
+			if strings.Contains(message, phrase) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -49,6 +49,9 @@ type RPCChain struct {
 	limits *retryAfterTransport
 	// opStack: the chain charges an L1 data fee (WithOPStackFees).
 	opStack bool
+	// batchLimit is the batch size in force: maxBatchSize until the endpoint refuses a
+	// batch as too large, then half of what it refused, down to one call (0: not lowered).
+	batchLimit atomic.Int64
 }
 
 // RateLimitPause is how long to leave this endpoint alone after it refused because of its
@@ -159,21 +162,45 @@ func (c *RPCChain) call(ctx context.Context, result any, method string, args ...
 	})
 }
 
-// batchCall sends elems in as few requests as maxBatchSize allows. The returned error is
-// for the transport; per-element errors stay in each BatchElem.
+// batchCall sends elems in as few requests as the endpoint's batch size allows. An
+// endpoint that refuses a batch as too large (a provider's or the node's own limit,
+// go-ethereum's --rpc.batch-request-limit, or HTTP 413) gets the same calls again at
+// once in batches half as large, and keeps that size. The returned error is for the
+// transport; per-element errors stay in each BatchElem.
 func (c *RPCChain) batchCall(ctx context.Context, elems []rpc.BatchElem) error {
-	for start := 0; start < len(elems); start += c.maxBatchSize {
-		end := min(start+c.maxBatchSize, len(elems))
-		method := elems[start].Method
+	for start := 0; start < len(elems); {
+		size := c.batchSize()
+		end := min(start+size, len(elems))
+		chunk := elems[start:end]
+		method := chunk[0].Method
 		err := c.send(ctx, "chain.rpc batch "+method, method, func(ctx context.Context) error {
-			return c.rpcClient.BatchCallContext(ctx, elems[start:end])
-		}, attribute.Int("rpc.batch_size", end-start))
-		if err != nil {
-			return fmt.Errorf("batch of %d calls to %s: %w", end-start, method, err)
+			return c.rpcClient.BatchCallContext(ctx, chunk)
+		}, attribute.Int("rpc.batch_size", len(chunk)))
+		if len(chunk) > 1 && batchTooLarge(err, chunk) {
+			c.batchLimit.Store(int64(max(len(chunk)/2, 1)))
+			for i := range chunk {
+				chunk[i].Error = nil
+			}
+			continue
 		}
+		if err != nil {
+			return fmt.Errorf("batch of %d calls to %s: %w", len(chunk), method, err)
+		}
+		start = end
 	}
 	return nil
 }
+
+// batchSize is how many calls go into one batch to this endpoint.
+func (c *RPCChain) batchSize() int {
+	if limit := int(c.batchLimit.Load()); limit > 0 && limit < c.maxBatchSize {
+		return limit
+	}
+	return c.maxBatchSize
+}
+
+// BatchSize is how many calls this endpoint takes in one batch, as far as it has said.
+func (c *RPCChain) BatchSize() int { return c.batchSize() }
 
 // send makes one JSON-RPC request: counted, inside a client span that records its error.
 func (c *RPCChain) send(ctx context.Context, spanName, method string, do func(context.Context) error, attrs ...attribute.KeyValue) error {

@@ -58,6 +58,9 @@ type SimulatedConfig struct {
 	ChainID uint64
 	// GasLimit of every block (0 keeps go-ethereum's default).
 	GasLimit uint64
+	// BatchRequestLimit caps the calls of one JSON-RPC batch the HTTP endpoint serves, as
+	// go-ethereum's --rpc.batch-request-limit does (0 keeps its default, 1,000).
+	BatchRequestLimit int
 	// RPCOptions tune the adapter the chain is served through (a tracer, a batch size).
 	RPCOptions []RPCOption
 	// TxPoolSlots raises the transaction pool's pending and queued capacity, per account and
@@ -115,6 +118,9 @@ func NewSimulated(cfg SimulatedConfig) (*SimulatedChain, error) {
 			eth.Genesis.Config = &chainConfig
 			eth.NetworkId = cfg.ChainID
 		})
+	}
+	if cfg.BatchRequestLimit > 0 {
+		options = append(options, func(n *node.Config, _ *ethconfig.Config) { n.BatchRequestLimit = cfg.BatchRequestLimit })
 	}
 	if cfg.GasLimit > 0 {
 		options = append(options, simulated.WithBlockGasLimit(cfg.GasLimit))

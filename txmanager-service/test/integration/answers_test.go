@@ -166,3 +166,27 @@ func TestFeeAboveTheNodesCap(t *testing.T) {
 		t.Logf("recorded ABOVE_NODE_FEE_CAP, rebroadcast unchanged: %s", lastError)
 	})
 }
+
+// A node that serves batches of at most 4 calls (go-ethereum's --rpc.batch-request-limit):
+// the service's batches (broadcasts, receipts, headers, fees) are cut to what it takes, and
+// 60 transactions from 3 signers confirm as they would anywhere.
+func TestNodeBatchLimitIsLearned(t *testing.T) {
+	t.Parallel()
+	sim, err := chain.NewSimulated(chain.SimulatedConfig{BlockInterval: 250 * time.Millisecond, DevAccounts: 8, HTTPAddr: "127.0.0.1:0", BatchRequestLimit: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	s := startService(t, serviceOptions{chain: sim, signers: 3, fastPipeline: true})
+	ids := make([]string, 0, 60)
+	for i := range 60 {
+		ids = append(ids, s.createOK(t, map[string]any{"signer": devAddress(t, i%3), "to": devAddress(t, 5), "value": fmt.Sprint(i + 1), "gasLimit": 21000}))
+	}
+	for _, id := range ids {
+		waitFor(t, 60*time.Second, "transaction "+id+" confirmed", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+	}
+	if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE state <> 'CONFIRMED'"); n != 0 {
+		t.Fatalf("%d transactions not confirmed", n)
+	}
+	t.Logf("60 transactions confirmed through a node serving batches of at most 4 calls")
+}
