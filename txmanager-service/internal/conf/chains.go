@@ -29,9 +29,9 @@ type Fees struct {
 	// in wei ("" = no such limit): go-ethereum, reth, bor and Erigon refuse more
 	// (--rpc.txfeecap, 1 ether by default). Nothing the service prices goes above it, and an
 	// intent naming more is refused before a nonce.
-	NodeTxFeeCap string `json:"nodeTxFeeCap"`
-	BumpPercent  int64  `json:"bumpPercent"`
-	BaseFeeMultiplier    int64  `json:"baseFeeMultiplier"`
+	NodeTxFeeCap      string `json:"nodeTxFeeCap"`
+	BumpPercent       int64  `json:"bumpPercent"`
+	BaseFeeMultiplier int64  `json:"baseFeeMultiplier"`
 }
 
 // Chain is one chain the service serves: its endpoints (or the embedded chain), timeouts
