@@ -204,8 +204,8 @@ func TestEveryAnswerClassMatchesOnGethAndAnvil(t *testing.T) {
 		"nonce too low":                   services.ErrNonceTooLow.Error(),
 		"nonce gap":                       "accepted",
 		"insufficient funds":              services.ErrInsufficientFunds.Error(),
-		"intrinsic gas too low":           services.ErrUnknownAnswer.Error(),
-		"gas above the block's limit":     services.ErrUnknownAnswer.Error(),
+		"intrinsic gas too low":           services.ErrNotMineable.Error(),
+		"gas above the block's limit":     services.ErrNotMineable.Error(),
 		"signed for another chain":        services.ErrUnknownAnswer.Error(),
 		"estimate of a call that reverts": services.ErrExecutionReverted.Error(),
 	}
