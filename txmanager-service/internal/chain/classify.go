@@ -118,6 +118,9 @@ var executionFailurePhrases = []errorPhrase{
 	{"insufficient balance for transfer", services.ErrExecutionReverted}, // an inner CALL's value
 	{"bad instruction", services.ErrExecutionReverted},                   // Nethermind, OpenEthereum
 	{"badinstruction", services.ErrExecutionReverted},
+	// anvil (and revm-based nodes): a halt as "EVM error " and revm's name for it
+	// (InvalidFEOpcode, OpcodeNotFound, StackUnderflow, InvalidJump, OutOfGas(...), ...).
+	{"evm error", services.ErrExecutionReverted},
 }
 
 // estimateFundsPhrases: the signer cannot pay for the call at all (its value, or its gas

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
 type rpcError struct {
@@ -40,3 +42,25 @@ func TestIsMethodNotFound(t *testing.T) {
 		})
 	}
 }
+
+// The EVM's halts as each node words them for an estimate: all mean the intent cannot run.
+func TestEstimateHaltsAreExecutionFailures(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"go-ethereum", rpcError{code: -32000, message: "invalid opcode: opcode 0xfe not defined"}},
+		{"anvil, invalid opcode", rpcError{code: -32603, message: "EVM error InvalidFEOpcode"}},
+		{"anvil, stack underflow", rpcError{code: -32603, message: "EVM error StackUnderflow"}},
+		{"anvil, out of gas", rpcError{code: -32603, message: "EVM error OutOfGas(Basic)"}},
+	}
+	for _, tc := range tests {
+		if got := classifyEstimateError(tc.err); !errors.Is(got, services.ErrExecutionReverted) {
+			t.Errorf("%s: %v, want an execution failure", tc.name, got)
+		}
+	}
+	if got := classifyEstimateError(errors.New("EVM error InvalidFEOpcode")); errors.Is(got, services.ErrExecutionReverted) {
+		t.Errorf("a transport failure's text taken for the node's answer: %v", got)
+	}
+}
+

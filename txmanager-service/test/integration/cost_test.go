@@ -12,13 +12,16 @@ import (
 )
 
 // What each transaction cost is on its receipt and in the completions feed, and the figures
-// reconcile with the chain:
+// reconcile with the chain, on go-ethereum and on anvil:
 // over 100 transfers from one signer, the values sent plus the fees the service reports
 // equal the signer's balance change to the wei.
 func TestReportedFeesReconcileWithTheSignersBalance(t *testing.T) {
 	t.Parallel()
+	onEveryNode(t, 250*time.Millisecond, reportedFeesReconcile)
+}
+
+func reportedFeesReconcile(t *testing.T, sim devChain) {
 	ctx := context.Background()
-	sim := newTestChain(t, 250*time.Millisecond)
 	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true})
 	signer := devAddress(t, 0)
 	account := common.HexToAddress(signer)

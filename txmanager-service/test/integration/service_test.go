@@ -50,10 +50,10 @@ type testService struct {
 
 type serviceOptions struct {
 	chainQuery bool
-	// chain, when set, is a test-owned simulated chain the service reaches over JSON-RPC;
-	// its first signers dev accounts become the service's raw keys. Otherwise the service
-	// runs its own embedded chain.
-	chain   *chain.SimulatedChain
+	// chain, when set, is a test-owned chain (go-ethereum's simulated backend or anvil) the
+	// service reaches over JSON-RPC; its first signers dev accounts become the service's raw
+	// keys. Otherwise the service runs its own embedded chain.
+	chain   devChain
 	signers int
 	// fastPipeline shortens every pipeline interval for tests.
 	fastPipeline bool
