@@ -63,4 +63,3 @@ func TestEstimateHaltsAreExecutionFailures(t *testing.T) {
 		t.Errorf("a transport failure's text taken for the node's answer: %v", got)
 	}
 }
-

@@ -87,14 +87,16 @@ type anvilChain struct {
 // devKeyCount and devKeyBalance match the simulated chain the tests use (newTestChain).
 const devKeyCount = 8
 
-func startAnvilChain(t *testing.T, blockInterval time.Duration) *anvilChain {
+// startAnvilChain starts anvil as a devChain; extraArgs go to anvil as they are (a block
+// gas limit, say).
+func startAnvilChain(t *testing.T, blockInterval time.Duration, extraArgs ...string) *anvilChain {
 	t.Helper()
 	ctx := context.Background()
 	bin, err := e2e.FindAnvil()
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := e2e.StartAnvil(ctx, e2e.AnvilOptions{Bin: bin, ChainID: chain.SimulatedChainID})
+	node, err := e2e.StartAnvil(ctx, e2e.AnvilOptions{Bin: bin, ChainID: chain.SimulatedChainID, ExtraArgs: extraArgs})
 	if err != nil {
 		t.Fatal(err)
 	}

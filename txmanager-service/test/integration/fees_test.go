@@ -60,7 +60,7 @@ var burnerCode = []byte{0x5b, 0x60, 0x00, 0x56} // JUMPDEST PUSH1 0 JUMP
 
 // spammer fills blocks with high-tip burner transactions from one key.
 type spammer struct {
-	sim   *chain.SimulatedChain
+	sim   devChain
 	key   *ecdsa.PrivateKey
 	nonce uint64
 }
@@ -90,17 +90,32 @@ func (sp *spammer) block(ctx context.Context, gas uint64) error {
 // The base fee driven up at least 8x (a spammer filling every block with high tips) while
 // 200 transactions are pending, then held there: the 200 are re-priced automatically,
 // never above the caps, and all confirm with no admin action. Their first fees no longer
-// clear the base fee, so only re-priced attempts can be mined.
+// clear the base fee, so only re-priced attempts can be mined. On go-ethereum and on anvil.
 func TestBaseFeeSpikeIsRidenOut(t *testing.T) {
 	t.Parallel()
 	const blockGas = 1_000_000
-	// Blocks are sealed by the test, so the spam always reaches a block before it is sealed.
-	sim, err := chain.NewSimulated(chain.SimulatedConfig{DevAccounts: 8, HTTPAddr: "127.0.0.1:0", GasLimit: blockGas, TxPoolSlots: 4096})
-	if err != nil {
-		t.Fatal(err)
+	for _, client := range chainClients() {
+		t.Run(client, func(t *testing.T) {
+			t.Parallel()
+			// Blocks are sealed by the test, so the spam always reaches a block before it is sealed.
+			var sim devChain
+			if client == "anvil" {
+				sim = startAnvilChain(t, 0, "--gas-limit", fmt.Sprint(blockGas))
+			} else {
+				simulated, err := chain.NewSimulated(chain.SimulatedConfig{DevAccounts: 8, HTTPAddr: "127.0.0.1:0", GasLimit: blockGas, TxPoolSlots: 4096})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = simulated.Close() })
+				simulated.Commit()
+				sim = simulated
+			}
+			baseFeeSpikeIsRidenOut(t, sim, blockGas)
+		})
 	}
-	t.Cleanup(func() { _ = sim.Close() })
-	sim.Commit()
+}
+
+func baseFeeSpikeIsRidenOut(t *testing.T, sim devChain, blockGas uint64) {
 	maxFeeCap, maxTipCap := big.NewInt(2_000*params.GWei), big.NewInt(200*params.GWei)
 	s := startService(t, serviceOptions{chain: sim, signers: 4, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
 		bc.Fees.MaxFeePerGas, bc.Fees.MaxPriorityFeePerGas = maxFeeCap.String(), maxTipCap.String()
