@@ -126,3 +126,9 @@ func anvilCall(ctx context.Context, url string, result any, method string, args 
 func SetStorageAt(ctx context.Context, url string, addr common.Address, slot, value common.Hash) error {
 	return anvilCall(ctx, url, nil, "anvil_setStorageAt", addr, slot, value)
 }
+
+// DropAllTransactions empties an anvil node's pool (anvil_dropAllTransactions), as a node
+// restart or a provider's failover loses a mempool.
+func DropAllTransactions(ctx context.Context, url string) error {
+	return anvilCall(ctx, url, nil, "anvil_dropAllTransactions")
+}

@@ -166,3 +166,19 @@ func (c *anvilChain) Commit() common.Hash {
 	}
 	return head.Hash
 }
+
+// dropPending empties the node's pool: every pending transaction is gone, as after a node
+// restart (go-ethereum's simulated backend rolls its pending block back; anvil drops them).
+func dropPending(t *testing.T, c devChain) {
+	t.Helper()
+	switch node := c.(type) {
+	case *chain.SimulatedChain:
+		node.Backend().Rollback()
+	case *anvilChain:
+		if err := e2e.DropAllTransactions(context.Background(), node.url); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("dropPending: no way to empty the pool of %T", c)
+	}
+}

@@ -20,10 +20,14 @@ import (
 // elsewhere moves the chain's pending nonce, the service allocates past it, and then that
 // transaction is dropped (the node's pool is emptied). The nonce below the service's own
 // transaction is held by nothing; the service fills it with a placeholder after the grace
-// period, the waiting transaction confirms, and the feed marks the placeholder.
+// period, the waiting transaction confirms, and the feed marks the placeholder. On
+// go-ethereum and on anvil alike.
 func TestNonceHoleIsFilled(t *testing.T) {
 	t.Parallel()
-	sim := newTestChain(t, 0) // blocks only when the test commits them
+	onEveryNode(t, 0, nonceHoleIsFilled) // blocks only when the test commits them
+}
+
+func nonceHoleIsFilled(t *testing.T, sim devChain) {
 	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, chainQuery: true, configure: func(bc *conf.Bootstrap) {
 		bc.Nonce.HoleGrace = conf.Duration(time.Second)
 	}})
@@ -58,7 +62,7 @@ func TestNonceHoleIsFilled(t *testing.T) {
 	}
 
 	// The outside transaction is dropped with everything pending; blocks resume.
-	sim.Backend().Rollback()
+	dropPending(t, sim)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
