@@ -52,9 +52,10 @@ var sendErrorPhrases = []errorPhrase{
 	{"exceeds the configured cap", services.ErrAboveNodeFeeCap},   // geth, bor, Erigon, reth
 	{"transaction fee cap exceeded", services.ErrAboveNodeFeeCap}, // Besu
 	{"intrinsic gas too low", services.ErrNotMineable},
-	{"intrinsic gas exceeds gas limit", services.ErrNotMineable}, // Besu
-	{"intrinsicgas", services.ErrNotMineable},                    // Erigon
-	{"intrinsic gas too high", services.ErrNotMineable},          // anvil: a gas limit above the block's
+	{"insufficient gas for floor data gas cost", services.ErrNotMineable}, // geth: under EIP-7623's call-data floor
+	{"intrinsic gas exceeds gas limit", services.ErrNotMineable},          // Besu
+	{"intrinsicgas", services.ErrNotMineable},                             // Erigon
+	{"intrinsic gas too high", services.ErrNotMineable},                   // anvil: a gas limit above the block's
 	{"exceeds block gas limit", services.ErrNotMineable},
 	{"transaction gas limit too high", services.ErrNotMineable}, // geth, EIP-7825's per-transaction cap
 	{"gas limit reached", services.ErrNotMineable},              // Nethermind

@@ -161,6 +161,22 @@ func IntrinsicGas(creation bool, data []byte) uint64 {
 	return gas
 }
 
+// CallDataFloorGas is the least gas a transaction with data may carry since Prague
+// (EIP-7623): 21000 plus 10 per token of call data, a zero byte one token and any other
+// byte four. go-ethereum refuses less ("insufficient gas for floor data gas cost"); anvil
+// takes it into its pool and never mines it.
+func CallDataFloorGas(data []byte) uint64 {
+	var tokens uint64
+	for _, b := range data {
+		if b == 0 {
+			tokens++
+		} else {
+			tokens += 4
+		}
+	}
+	return minTransferGas + 10*tokens
+}
+
 func intrinsicParts(creation bool) string {
 	if creation {
 		return "32000 for a creation, 2 per 32-byte word of init code, 4 per zero and 16 per other byte of data"
@@ -203,6 +219,9 @@ func ParseCreateRequest(in CreateInput, limits Limits) (CreateRequest, error) {
 	}
 	if need := IntrinsicGas(req.Intent.To == nil, req.Intent.Data); in.GasLimit != 0 && in.GasLimit < need {
 		return req, invalid("gasLimit", "is below the %d gas this intent costs before it runs (21000, plus %s); no node would take it", need, intrinsicParts(req.Intent.To == nil))
+	}
+	if floor := CallDataFloorGas(req.Intent.Data); in.GasLimit != 0 && in.GasLimit < floor {
+		return req, invalid("gasLimit", "is below the %d gas Prague's call-data floor asks of this much data (EIP-7623: 21000 + 10 per token, a zero byte one token, any other four); a node refuses it, or takes it and never mines it", floor)
 	}
 	req.Intent.GasLimit = in.GasLimit
 	if req.Intent.MaxFeePerGas, err = ParseOptionalWei("maxFeePerGas", in.MaxFeePerGas); err != nil {

@@ -137,6 +137,8 @@ func TestInvalidInputIsRejectedWithoutConsumingANonce(t *testing.T) {
 		{"bad checksum", `{"signer":"` + signer + `","to":"` + strings.ToUpper(to[:3]) + to[3:] + `","gasLimit":21000}`, 400, "INVALID_ARGUMENT"},
 		{"bad hex data", `{"signer":"` + signer + `","to":"` + to + `","data":"0xzz","gasLimit":21000}`, 400, "INVALID_ARGUMENT"},
 		{"odd hex data", `{"signer":"` + signer + `","to":"` + to + `","data":"0xabc","gasLimit":21000}`, 400, "INVALID_ARGUMENT"},
+		{"gas under the intrinsic cost of a creation", `{"signer":"` + signer + `","data":"0x6000","gasLimit":53021}`, 400, "INVALID_ARGUMENT"},
+		{"gas under Prague's call-data floor", `{"signer":"` + signer + `","to":"` + to + `","gasLimit":40000,"data":"0x` + strings.Repeat("ab", 1000) + `"}`, 400, "INVALID_ARGUMENT"},
 		{"negative value", `{"signer":"` + signer + `","to":"` + to + `","value":"-5","gasLimit":21000}`, 400, "INVALID_ARGUMENT"},
 		{"overflowing value", `{"signer":"` + signer + `","to":"` + to + `","value":"0x1` + strings.Repeat("0", 64) + `","gasLimit":21000}`, 400, "INVALID_ARGUMENT"},
 		{"gas limit too low", `{"signer":"` + signer + `","to":"` + to + `","gasLimit":100}`, 400, "INVALID_ARGUMENT"},
