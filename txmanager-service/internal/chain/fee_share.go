@@ -77,7 +77,7 @@ func (s *sharedFees) fetchAndKeep(ctx context.Context, fetch func(context.Contex
 
 // cloneFees copies a suggestion so a caller that changes its numbers changes no one else's.
 func cloneFees(f services.FeeSuggestion) services.FeeSuggestion {
-	return services.FeeSuggestion{BaseFee: cloneBig(f.BaseFee), TipCap: cloneBig(f.TipCap), Legacy: f.Legacy, GasPrice: cloneBig(f.GasPrice)}
+	return services.FeeSuggestion{BaseFee: cloneBig(f.BaseFee), TipCap: cloneBig(f.TipCap), Legacy: f.Legacy, GasPrice: cloneBig(f.GasPrice), BlockGasLimit: f.BlockGasLimit}
 }
 
 func cloneBig(v *big.Int) *big.Int {

@@ -59,9 +59,9 @@ func (c *RPCChain) SuggestFees(ctx context.Context) (services.FeeSuggestion, err
 		if err := elems[3].Error; err != nil || gasPrice == nil {
 			return services.FeeSuggestion{}, fmt.Errorf("eth_gasPrice on a chain without base fee: %w", errOrNull(err))
 		}
-		return services.FeeSuggestion{Legacy: true, GasPrice: (*big.Int)(gasPrice)}, nil
+		return services.FeeSuggestion{Legacy: true, GasPrice: (*big.Int)(gasPrice), BlockGasLimit: uint64(latest.GasLimit)}, nil
 	}
-	suggestion := services.FeeSuggestion{BaseFee: latest.baseFee()}
+	suggestion := services.FeeSuggestion{BaseFee: latest.baseFee(), BlockGasLimit: uint64(latest.GasLimit)}
 	switch err := elems[1].Error; {
 	case err == nil && tipCap != nil:
 		suggestion.TipCap = (*big.Int)(tipCap)

@@ -22,6 +22,7 @@ type rpcHeader struct {
 	ParentHash common.Hash    `json:"parentHash"`
 	Time       hexutil.Uint64 `json:"timestamp"`
 	BaseFee    *hexutil.Big   `json:"baseFeePerGas"`
+	GasLimit   hexutil.Uint64 `json:"gasLimit"`
 }
 
 func (h *rpcHeader) toBlockHeader() *services.BlockHeader {

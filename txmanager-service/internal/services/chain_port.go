@@ -47,6 +47,9 @@ type CallSimulator interface {
 	// ErrNoChainEndpoint), so work that needs the chain is refused at once instead of
 	// after a deadline.
 	Usable() error
+	// SuggestFees reads the chain's latest fees and block gas limit (shared between
+	// callers for a moment: a create asks for the block gas limit of large intents).
+	SuggestFees(ctx context.Context) (FeeSuggestion, error)
 }
 
 // TxSender hands signed transactions to the node.
@@ -173,6 +176,9 @@ type FeeSuggestion struct {
 	// carry one GasPrice.
 	Legacy   bool
 	GasPrice *big.Int
+	// BlockGasLimit is the latest block's gas limit (0: not known): no transaction above it
+	// can be mined.
+	BlockGasLimit uint64
 }
 
 // BlockHeader is the part of a header finality needs.

@@ -141,6 +141,9 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 	if err != nil {
 		return CreateResult{}, err
 	}
+	if err := uc.fitsInABlock(ctx, gasLimit); err != nil {
+		return CreateResult{}, err
+	}
 	// Routing decision before queueing: a non-owner answers at once (basic mode).
 	if _, err := uc.leases.Acquire(ctx, req.SignerHex); err != nil {
 		return CreateResult{}, err
@@ -165,6 +168,26 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 		reservation.Release()
 	}
 	return CreateResult{Tx: tx, Created: created}, nil
+}
+
+// blockGasCheckAbove: intents asking for more gas than this are checked against the latest
+// block's gas limit before a nonce; smaller ones (transfers, most calls) fit every chain's
+// blocks and cost no look-up.
+const blockGasCheckAbove = 1_000_000
+
+// fitsInABlock refuses a gas limit above the latest block's: no block could hold the
+// transaction, and a node refuses it (or, given a nonce, holds up the signer until it is
+// cancelled). When the chain cannot be asked the create goes on: the broadcast's answer
+// covers it.
+func (uc *CreateTxUseCase) fitsInABlock(ctx context.Context, gasLimit uint64) error {
+	if gasLimit <= blockGasCheckAbove {
+		return nil
+	}
+	fees, err := uc.chain.SuggestFees(ctx)
+	if err != nil || fees.BlockGasLimit == 0 || gasLimit <= fees.BlockGasLimit {
+		return nil
+	}
+	return &domain.ValidationError{Field: "gasLimit", Reason: fmt.Sprintf("%d is above the latest block's gas limit %d: no block can hold it", gasLimit, fees.BlockGasLimit)}
 }
 
 func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateRequest) (uint64, error) {

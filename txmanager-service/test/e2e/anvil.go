@@ -132,3 +132,8 @@ func SetStorageAt(ctx context.Context, url string, addr common.Address, slot, va
 func DropAllTransactions(ctx context.Context, url string) error {
 	return anvilCall(ctx, url, nil, "anvil_dropAllTransactions")
 }
+
+// SetBlockGasLimit sets the gas limit of an anvil node's next blocks (evm_setBlockGasLimit).
+func SetBlockGasLimit(ctx context.Context, url string, gas uint64) error {
+	return anvilCall(ctx, url, nil, "evm_setBlockGasLimit", hexutil.Uint64(gas))
+}

@@ -3,15 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ethereum/go-ethereum/common/hexutil"
-	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/params"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -48,57 +43,56 @@ func TestFullPoolOnOneEndpointSendsToTheOther(t *testing.T) {
 	t.Logf("60 transactions confirmed at their first broadcast; the full endpoint refused %d broadcast requests", proxies[0].RefusedSends())
 }
 
-// A transaction no node will take as signed (a gas limit above the block's, which the
-// create does not check) is not rebroadcast forever holding up its signer: on geth and on
-// anvil alike, once it heads the line a cancellation takes its nonce, it ends FAILED_FINAL
-// with the node's reason, and the signer's next transaction confirms behind it.
+// A gas limit above the latest block's is refused before a nonce. One that fits the block
+// but that no node will take as signed is not rebroadcast forever holding up its signer:
+// on go-ethereum (over its per-transaction cap, EIP-7825) and on anvil (its block gas
+// limit lowered and its pool emptied, so the rebroadcast is refused) alike, once it heads
+// the line a cancellation takes its nonce, it ends FAILED_FINAL with the node's reason on
+// record, and the signer's next transaction confirms behind it.
 func TestTransactionNoNodeTakesIsCancelled(t *testing.T) {
 	t.Parallel()
-	const blockGas = 10_000_000
-	nodes := []struct {
-		name  string
-		start func(t *testing.T) (url string, rawKey string)
-	}{
-		{"geth", func(t *testing.T) (string, string) {
-			sim, err := chain.NewSimulated(chain.SimulatedConfig{BlockInterval: 250 * time.Millisecond, DevAccounts: 2, HTTPAddr: "127.0.0.1:0", GasLimit: blockGas})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = sim.Close() })
-			return sim.HTTPEndpoint(), hexutil.Encode(crypto.FromECDSA(sim.DevKeys()[0]))
-		}},
-		{"anvil", func(t *testing.T) (string, string) {
-			bin, err := e2e.FindAnvil()
-			if err != nil {
-				t.Fatal(err)
-			}
-			node, err := e2e.StartAnvil(context.Background(), e2e.AnvilOptions{Bin: bin, BlockTime: time.Second, ChainID: 1337, ExtraArgs: []string{"--gas-limit", fmt.Sprint(blockGas)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = node.Stop() })
-			key := devKey(t, 0)
-			if err := e2e.SetBalance(context.Background(), node.URL(), crypto.PubkeyToAddress(key.PublicKey), (*hexutil.Big)(new(big.Int).Mul(big.NewInt(100), big.NewInt(params.Ether)))); err != nil {
-				t.Fatal(err)
-			}
-			return node.URL(), hexutil.Encode(crypto.FromECDSA(key))
-		}},
-	}
-	for _, node := range nodes {
-		t.Run(node.name, func(t *testing.T) {
+	const blockGas, asked = 25_000_000, 20_000_000
+	for _, client := range chainClients() {
+		t.Run(client, func(t *testing.T) {
 			t.Parallel()
-			url, key := node.start(t)
-			s := startService(t, serviceOptions{fastPipeline: true, configure: func(bc *conf.Bootstrap) {
-				bc.Chain.RPCURL = url
-				bc.Signers.RawKeys = []string{key}
-			}})
-			signerKey, err := crypto.HexToECDSA(strings.TrimPrefix(key, "0x"))
-			if err != nil {
-				t.Fatal(err)
+			var c devChain
+			if client == "anvil" {
+				c = startAnvilChain(t, 0, "--gas-limit", fmt.Sprint(blockGas))
+			} else {
+				sim, err := chain.NewSimulated(chain.SimulatedConfig{DevAccounts: 8, HTTPAddr: "127.0.0.1:0", GasLimit: blockGas})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = sim.Close() })
+				sim.Commit()
+				c = sim
 			}
-			signer := crypto.PubkeyToAddress(signerKey.PublicKey).Hex()
-			tooBig := s.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "1", "gasLimit": blockGas + 1})
+			s := startService(t, serviceOptions{chain: c, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+				bc.Resubmit.Interval = conf.Duration(500 * time.Millisecond)
+			}})
+			signer := c.DevAddresses()[0].Hex()
+
+			above := s.create(t, map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "1", "gasLimit": blockGas + 1})
+			if msg, _ := above.body["message"].(string); above.status != http.StatusBadRequest || !strings.Contains(msg, "block's gas limit") {
+				t.Fatalf("a gas limit above the block's: %d %s, want 400 naming the block's gas limit", above.status, above.raw)
+			}
+			if n := s.count(t, "SELECT count(*) FROM managed_tx"); n != 0 {
+				t.Fatalf("the refused intent left %d rows", n)
+			}
+
+			tooBig := s.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "1", "gasLimit": asked})
 			behind := s.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "2", "gasLimit": 21000})
+			if anvil, ok := c.(*anvilChain); ok {
+				// anvil took it (it has no per-transaction cap): the block gas limit drops
+				// under it and the pool is emptied, so its rebroadcast is refused.
+				waitFor(t, 20*time.Second, "both broadcast", func() bool { return s.tx(t, tooBig).state == "TRACKING" && s.tx(t, behind).state == "TRACKING" })
+				if err := e2e.SetBlockGasLimit(context.Background(), anvil.url, blockGas/2); err != nil {
+					t.Fatal(err)
+				}
+				dropPending(t, c)
+			}
+			stop := mineEvery(c, 200*time.Millisecond)
+			t.Cleanup(stop)
 			waitFor(t, 60*time.Second, "the transaction behind it confirmed", func() bool { return s.tx(t, behind).state == "CONFIRMED" })
 			waitFor(t, 30*time.Second, "the unmineable transaction final", func() bool { return s.tx(t, tooBig).state == "FAILED_FINAL" })
 			tx := s.do(t, http.MethodGet, "/api/v1/tx/"+tooBig, nil).body
@@ -113,7 +107,8 @@ func TestTransactionNoNodeTakesIsCancelled(t *testing.T) {
 			if !strings.Contains(reason, "no node takes the transaction as signed") || !strings.Contains(reason, "not mineable") {
 				t.Fatalf("the cancellation's reason %q does not name the node's answer", reason)
 			}
-			t.Logf("%s: gas limit %d above the block's %d: %s / %s, cancelled because %q; the next nonce confirmed behind it", node.name, blockGas+1, blockGas, tx["state"], tx["subState"], reason)
+			t.Logf("%s: gas limit %d over the block's %d refused before a nonce; %d: %s / %s, cancelled because %q; the next nonce confirmed behind it",
+				client, blockGas+1, blockGas, asked, tx["state"], tx["subState"], reason)
 		})
 	}
 }

@@ -251,7 +251,7 @@ func retryUntilServed(t *testing.T, s *testService, payload map[string]any) apiR
 }
 
 // mineEvery commits a block every interval until the returned stop is called.
-func mineEvery(sim *chain.SimulatedChain, interval time.Duration) (stop func()) {
+func mineEvery(sim devChain, interval time.Duration) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
