@@ -15,8 +15,8 @@ import (
 )
 
 // A node whose pool is full, among two endpoints: every broadcast it refuses goes to the
-// other endpoint at once, so every transaction confirms at its first attempt and none is
-// ever recorded as refused for a full pool.
+// other endpoint at once, so every transaction confirms with its first signed attempt and
+// no broadcast is ever recorded as failed or refused for a full pool.
 func TestFullPoolOnOneEndpointSendsToTheOther(t *testing.T) {
 	t.Parallel()
 	sim, proxies := proxiedChain(t, 2)
@@ -34,13 +34,17 @@ func TestFullPoolOnOneEndpointSendsToTheOther(t *testing.T) {
 	if proxies[0].RefusedSends() == 0 {
 		t.Fatal("the full endpoint was never asked to broadcast: the test proves nothing")
 	}
-	if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE submit_attempts > 1"); n != 0 {
-		t.Fatalf("%d transactions needed a second broadcast", n)
+	// A rebroadcast of the same bytes (a slow machine can take longer than the resubmit
+	// interval to mine one) is no failure; a replacement or a failed broadcast would be.
+	if n := s.count(t, "SELECT count(*) FROM tx_attempt"); n != 60 {
+		t.Fatalf("%d attempts signed for 60 transactions", n)
 	}
-	if n := s.metricSumsWhere(t, `result="pool_full"`)["tx_submit_total"]; n != 0 {
-		t.Fatalf("tx_submit_total{result=pool_full} = %v: a full pool on one endpoint was taken as the answer", n)
+	for _, result := range []string{"pool_full", "error"} {
+		if n := s.metricSumsWhere(t, `result="`+result+`"`)["tx_submit_total"]; n != 0 {
+			t.Fatalf("tx_submit_total{result=%s} = %v: a full pool on one endpoint was taken as the answer", result, n)
+		}
 	}
-	t.Logf("60 transactions confirmed at their first broadcast; the full endpoint refused %d broadcast requests", proxies[0].RefusedSends())
+	t.Logf("60 transactions confirmed with their first attempt, no broadcast failed; the full endpoint refused %d broadcast requests", proxies[0].RefusedSends())
 }
 
 // A gas limit above the latest block's is refused before a nonce. One that fits the block

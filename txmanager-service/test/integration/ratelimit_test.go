@@ -39,8 +39,14 @@ func TestRateLimitedEndpointHandsItsLoadToTheOther(t *testing.T) {
 				waitFor(t, 60*time.Second, "transaction "+id+" confirmed", func() bool { return s.tx(t, id).state == "CONFIRMED" })
 			}
 			took := time.Since(started)
-			if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE state <> 'CONFIRMED' OR submit_attempts > 1"); n != 0 {
-				t.Fatalf("%d transactions not confirmed at the first attempt", n)
+			if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE state <> 'CONFIRMED'"); n != 0 {
+				t.Fatalf("%d transactions not confirmed", n)
+			}
+			// Nothing counted against a transaction: no broadcast recorded as failed. (A
+			// rebroadcast of the same bytes, when a loaded machine takes longer than the
+			// resubmit interval to see one mined, is not a failure.)
+			if n := s.metricSumsWhere(t, `result="error"`)["tx_submit_total"]; n != 0 {
+				t.Fatalf("tx_submit_total{result=error} = %v: a throttled endpoint failed a broadcast", n)
 			}
 			limited, served := proxies[0].Limited(), proxies[1].Requests()
 			// Left alone between pauses: at most a handful of requests each time it is
