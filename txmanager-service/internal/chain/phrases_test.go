@@ -2,8 +2,10 @@ package chain_test
 
 import (
 	"bufio"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,4 +90,22 @@ func TestEveryClientsPhrasesClassify(t *testing.T) {
 			t.Errorf("the outcome table's class %v has no client's wording in docs/chains.md", answer.Class)
 		}
 	}
+	// The clients the wordings come from: each row names one or several ("geth, reth").
+	// "Nethermind, older" is Nethermind's earlier wording; "Nitro" is Arbitrum Nitro.
+	clients := map[string]bool{}
+	for _, row := range rows {
+		for name := range strings.SplitSeq(row.client, ",") {
+			switch name = strings.TrimSpace(name); name {
+			case "", "older":
+			case "Nitro":
+				clients["Arbitrum Nitro"] = true
+			default:
+				clients[name] = true
+			}
+		}
+	}
+	if len(rows) < 60 || len(clients) < 9 {
+		t.Errorf("%d wordings from %d clients; the table is meant to cover at least 60 from 9", len(rows), len(clients))
+	}
+	t.Logf("%d wordings from %d clients (%v) classified as docs/chains.md says", len(rows), len(clients), slices.Sorted(maps.Keys(clients)))
 }
