@@ -22,7 +22,7 @@ import (
 // layers below the assembly know nothing of the file's shape.
 
 // SharedConfigSet maps what the whole process shares.
-var SharedConfigSet = wire.NewSet(newRetentionConfig, newFeedConfig, newNodeConfig, newRouting, newLoopIntervals)
+var SharedConfigSet = wire.NewSet(newNodeName, newRetentionConfig, newFeedConfig, newNodeConfig, newRouting, newLoopIntervals)
 
 // ChainConfigSet maps what one chain's stack needs (from its view of the configuration).
 var ChainConfigSet = wire.NewSet(newLoopIntervals, newLeaseConfig, newNonceConfig, newQueueConfig, newPipelineLoopsConfig, newScheduleConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
@@ -40,6 +40,9 @@ func newLoopIntervals(c *conf.Bootstrap) workers.Intervals {
 }
 
 // newRouting maps the routing section for the controllers that forward to a signer's leader.
+// newNodeName is this instance's id, as its audit records name it.
+func newNodeName(c *conf.Bootstrap) services.NodeName { return services.NodeName(c.Node.ID) }
+
 func newRouting(c *conf.Bootstrap) controllers.Routing {
 	return controllers.Routing{Forward: c.Routing.Mode == conf.RoutingForward, MaxHops: c.Routing.MaxHops, RetryWait: 500 * time.Millisecond}
 }
@@ -84,14 +87,14 @@ func newNonceConfig(c *conf.Bootstrap) writer.NonceConfig {
 		RecoverByIntent:         c.Recovery.Mode == conf.RecoveryAdoptByIntent}
 }
 
-func newCreateConfig(c *conf.Bootstrap) services.CreateConfig {
+func newCreateConfig(c *conf.Bootstrap, fees services.FeePolicy) services.CreateConfig {
 	limits := domain.DefaultLimits()
 	limits.MaxDataBytes = c.Create.MaxDataBytes
 	limits.MaxGasLimit = c.Create.MaxGasLimit
 	// Checked by the configuration: "" or a positive number of wei.
 	limits.NodeTxFeeCap, _ = domain.ParseOptionalWei("fees.nodeTxFeeCap", c.Fees.NodeTxFeeCap)
 	return services.CreateConfig{Limits: limits, EstimateGas: c.Create.EstimateGas, SimulateCalls: c.Create.SimulateCalls,
-		GasEstimateMultiplier: c.Create.GasEstimateMultiplier}
+		GasEstimateMultiplier: c.Create.GasEstimateMultiplier, FeeCap: fees.MaxFeeCap}
 }
 
 // newFeePolicy maps the fees section: one policy prices first attempts, re-pricing, stuck

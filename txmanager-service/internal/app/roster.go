@@ -3,6 +3,7 @@ package app
 import (
 	"time"
 
+	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/go-kratos/kratos/v2/log"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -16,7 +17,7 @@ const rosterBuildTimeout = 30 * time.Second
 
 // NewSignerRoster assembles the signer roster: the keys it builds go into registry, the
 // leases it lets go are every served chain's. The cleanup releases the key sources it built.
-func NewSignerRoster(bc *conf.Bootstrap, store services.RosterStore, registry *signer.Registry, chains ChainStacks, logger log.Logger) (*services.SignerRoster, func()) {
+func NewSignerRoster(bc *conf.Bootstrap, store services.RosterStore, registry *signer.Registry, chains ChainStacks, tx txmanager.Manager, audit *services.AuditTrail, logger log.Logger) (*services.SignerRoster, func()) {
 	leases := make([]*services.LeaseManager, len(chains))
 	for i, chain := range chains {
 		leases[i] = chain.Leases
@@ -26,5 +27,5 @@ func NewSignerRoster(bc *conf.Bootstrap, store services.RosterStore, registry *s
 		Node: bc.Node.ID, PollInterval: bc.Signers.RosterPollInterval.Std(), BuildTimeout: rosterBuildTimeout,
 		ConfigSigners: registry.Addresses(),
 	}
-	return services.NewSignerRoster(cfg, store, keys, leases, logger), keys.Close
+	return services.NewSignerRoster(cfg, store, keys, leases, tx, audit, logger), keys.Close
 }

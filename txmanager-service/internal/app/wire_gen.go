@@ -131,8 +131,13 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	forwarder, cleanup6 := server.NewForwarder(nodeRegistry, tlsConfigs)
 	txController := controllers.NewTxController(chains, completionsUseCase, finalWait, controllersRouting, forwarder, logger)
 	rosterRepository := repositories.NewRosterRepository(pool)
-	signerRoster, cleanup7 := NewSignerRoster(bootstrap, rosterRepository, registry, chainStacks, logger)
-	adminController := controllers.NewAdminController(chains, controllersRouting, forwarder, signerRoster, logger)
+	auditRepository := repositories.NewAuditRepository(pool)
+	nodeName := newNodeName(bootstrap)
+	auditTrail := services.NewAuditTrail(manager, auditRepository, nodeName, clock, logger)
+	signerRoster, cleanup7 := NewSignerRoster(bootstrap, rosterRepository, registry, chainStacks, manager, auditTrail, logger)
+	policyRepository := repositories.NewPolicyRepository(pool)
+	policyBook := services.NewPolicyBook(manager, policyRepository, auditTrail, logger)
+	adminController := controllers.NewAdminController(chains, controllersRouting, forwarder, signerRoster, policyBook, auditTrail, logger)
 	v := ReadinessChainsOf(chainStacks)
 	health := server.NewHealth(confServer, pool, serverWatch, v, metrics)
 	auth := bootstrap.Auth
@@ -193,7 +198,12 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	if err != nil {
 		return nil, nil, err
 	}
-	createConfig := newCreateConfig(view)
+	feePolicy, err := newFeePolicy(view)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	createConfig := newCreateConfig(view, feePolicy)
 	registry := shared.Signers
 	pool := shared.Pool
 	chainID := chainConnection.ChainID
@@ -206,11 +216,6 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	metrics := chainMetrics(shared, chainConnection)
 	logger := chainLogger(shared, chainConnection)
 	leaseManager := services.NewLeaseManager(leaseConfig, leaseRepository, clock, metrics, logger)
-	feePolicy, err := newFeePolicy(view)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
-	}
 	fundsConfig := newFundsConfig(view, feePolicy)
 	fundsRepository := repositories.NewFundsRepository(pool, chainID)
 	fundsGuard, err := services.NewFundsGuard(fundsConfig, chain, fundsRepository, clock, metrics)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -19,12 +20,16 @@ type AdminController struct {
 	routing   Routing
 	forwarder OwnerForwarder
 	roster    *services.SignerRoster
+	policies  *services.PolicyBook
+	audit     *services.AuditTrail
 	log       *log.Helper
 }
 
 // NewAdminController wires the controller.
-func NewAdminController(chains *services.Chains, routing Routing, forwarder OwnerForwarder, roster *services.SignerRoster, logger log.Logger) *AdminController {
-	return &AdminController{chains: chains, routing: routing, forwarder: forwarder, roster: roster, log: log.NewHelper(log.With(logger, "component", "admin-api"))}
+func NewAdminController(chains *services.Chains, routing Routing, forwarder OwnerForwarder, roster *services.SignerRoster, policies *services.PolicyBook,
+	audit *services.AuditTrail, logger log.Logger) *AdminController {
+	return &AdminController{chains: chains, routing: routing, forwarder: forwarder, roster: roster, policies: policies, audit: audit,
+		log: log.NewHelper(log.With(logger, "component", "admin-api"))}
 }
 
 // ResolveTx implements v1.AdminServiceServer. Resolution needs the signer's lease, so in
@@ -56,6 +61,8 @@ func (c *AdminController) resolveHere(ctx context.Context, req *v1.ResolveTxRequ
 	if err != nil {
 		return nil, err
 	}
+	c.audit.RecordAfter(ctx, callerID(ctx), domain.AuditTxResolved, "tx "+req.GetTxId(), map[string]any{"state": string(tx.State), "nonce": tx.Nonce, "signer": tx.SignerHex},
+		map[string]any{"action": string(action), "reason": req.GetReason()})
 	if tx, err = chain.Get.ByID(ctx, req.GetTxId()); err != nil {
 		return nil, err
 	}
@@ -190,6 +197,8 @@ func (c *AdminController) ReleaseSigner(ctx context.Context, req *v1.ReleaseSign
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
+	c.audit.RecordAfter(ctx, callerID(ctx), domain.AuditSignerReleased, "signer "+q.Signer, map[string]any{"chainId": chain.ID, "quarantined": true},
+		map[string]any{"chainId": chain.ID, "quarantined": q.Quarantined, "note": req.GetNote()})
 	return toAPIQuarantine(chain.ID, q), nil
 }
 

@@ -69,5 +69,8 @@ func toAPIRosterSigner(e services.RosterEntry) *v1.RosterSigner {
 	if e.RetiredAt != nil {
 		out.RetiredAt = timestamppb.New(*e.RetiredAt)
 	}
+	if e.PausedAt != nil {
+		out.PausedAt, out.PausedBy, out.PauseNote = timestamppb.New(*e.PausedAt), e.PausedBy, e.PauseNote
+	}
 	return out
 }

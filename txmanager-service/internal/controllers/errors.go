@@ -35,6 +35,7 @@ func ToAPIError(logger *log.Helper, err error) error {
 		unavailable *domain.UnavailableError
 		cannotSign  *domain.SignerUnavailableError
 		notFound    *domain.NotFoundError
+		denied      *domain.PolicyDeniedError
 	)
 	switch {
 	case errors.As(err, &kerr):
@@ -66,6 +67,10 @@ func ToAPIError(logger *log.Helper, err error) error {
 		return v1.ErrorSignerQuarantined("%s", err.Error())
 	case errors.Is(err, domain.ErrSignerRetired):
 		return v1.ErrorSignerRetired("%s", err.Error())
+	case errors.Is(err, domain.ErrSignerPaused):
+		return v1.ErrorSignerPaused("%s", err.Error())
+	case errors.As(err, &denied):
+		return withMetadata(v1.ErrorPolicyDenied("%s", denied.Error()), "rule", denied.Rule, "scope", denied.Scope, "version", strconv.FormatInt(denied.Version, 10))
 	case errors.Is(err, domain.ErrSignerActive):
 		return v1.ErrorSignerActive("%s", err.Error())
 	case errors.As(err, &cannotSign):

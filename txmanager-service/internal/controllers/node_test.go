@@ -231,11 +231,13 @@ func (e *testEnv) node(t *testing.T, name string, opts nodeOptions) *testNode {
 	// Below the stream's own 25 s long-poll: the stream waits at most feed.maxWait.
 	feedCfg := services.FeedConfig{MaxWait: 2 * time.Second, PollInterval: 20 * time.Millisecond}
 	keys := newFakeKeys()
+	audit := testsupport.AuditTrail(t, pool, name)
+	policies := services.NewPolicyBook(testsupport.TxManager(t, pool), repositories.NewPolicyRepository(pool), audit, logger)
 	roster := services.NewSignerRoster(services.RosterConfig{Node: name, PollInterval: time.Second, BuildTimeout: time.Second},
-		repositories.NewRosterRepository(pool), keys, []*services.LeaseManager{wn.Leases}, logger)
+		repositories.NewRosterRepository(pool), keys, []*services.LeaseManager{wn.Leases}, testsupport.TxManager(t, pool), audit, logger)
 	n := &testNode{
 		tx:       controllers.NewTxController(chains, services.NewCompletionsUseCase(feed, notify, feedCfg), services.NewFinalWait(notify, feedCfg), opts.routing, opts.peers, logger),
-		admin:    controllers.NewAdminController(chains, opts.routing, opts.peers, roster, logger),
+		admin:    controllers.NewAdminController(chains, opts.routing, opts.peers, roster, policies, audit, logger),
 		signers:  dir,
 		resolver: res,
 		feed:     feed,

@@ -39,6 +39,9 @@ var (
 	// ErrSignerRetired: an operator retired the signer (roster state retiring or retired);
 	// it accepts no new transaction, while the ones it already has still reach a final state.
 	ErrSignerRetired = errors.New("signer retired: it accepts no new transactions")
+	// ErrSignerPaused: an operator paused the signer; it accepts no new transaction until it
+	// is resumed, while the ones it already has go on to a final state.
+	ErrSignerPaused = errors.New("signer paused: it accepts no new transactions until resumed")
 	// ErrSignerActive: the signer is already in service with another key source; retire it
 	// before it is added with a different one.
 	ErrSignerActive = errors.New("signer already active with another key source")

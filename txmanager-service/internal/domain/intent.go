@@ -33,6 +33,22 @@ type CreateRequest struct {
 	SignerHex string
 	RequestID string // "" when the caller wants no request-level idempotency
 	Intent    Intent
+	// Admission is what the create path learnt of the request on its way to the writer,
+	// for the spending policies checked there; not part of the intent.
+	Admission Admission
+}
+
+// Admission is what the spending policies are checked against besides the intent.
+type Admission struct {
+	// Credential is the id of the credential the request came with ("" when
+	// authentication is off).
+	Credential string
+	// FeeCapPerGas is the most the transaction may pay per gas: its own maxFeePerGas, or
+	// the service's fee cap its replacements may reach (nil: unbounded).
+	FeeCapPerGas *big.Int
+	// RemainingAfter is what the signer can spend after its unfinished transactions and
+	// this one's worst case (nil when the funds check is off).
+	RemainingAfter *big.Int
 }
 
 // Fingerprint identifies the intent for idempotency: the same requestId with the same

@@ -58,6 +58,11 @@ type RosterSigner struct {
 	RetiredBy  string
 	Note       string
 	UpdatedAt  time.Time
+	// PausedAt is set while an operator has the signer paused: it refuses new creates, its
+	// transactions in flight go on. Independent of State.
+	PausedAt  *time.Time
+	PausedBy  string
+	PauseNote string
 }
 
 // SameKey reports whether r names the key that other names.

@@ -37,7 +37,7 @@ func (r AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess t
 		return services.CursorState{}, fmt.Errorf("lease check: %w", err)
 	}
 	state := services.CursorState{Quarantined: row.Quarantine != "", Releasing: row.Quarantine == "releasing", HasUnclaimed: row.HasUnclaimed,
-		Retired: !domain.RosterState(row.RosterState).AcceptsCreates(), KnownRequests: int(row.KnownRequests)}
+		Retired: !domain.RosterState(row.RosterState).AcceptsCreates(), Paused: row.Paused, KnownRequests: int(row.KnownRequests)}
 	if row.NextNonce.Valid {
 		next := uint64(row.NextNonce.Int64)
 		state.Next = &next
@@ -140,6 +140,10 @@ func (r AllocationRepository) WriteClearAllocations(ctx context.Context, sess tx
 		params.CreatedAts[i] = part.Txs[0].CreatedAt
 		for range part.Txs {
 			params.RowSigners = append(params.RowSigners, part.Lease.Signer)
+		}
+		for _, credential := range part.Credentials {
+			params.CredentialSigners = append(params.CredentialSigners, part.Lease.Signer)
+			params.Credentials = append(params.Credentials, credential)
 		}
 		txs = append(txs, part.Txs...)
 	}

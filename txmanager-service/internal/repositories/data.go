@@ -38,6 +38,10 @@ var ProviderSet = wire.NewSet(
 	wire.Bind(new(services.ChainIdentityStore), new(*ChainIdentityRepository)),
 	NewRosterRepository,
 	wire.Bind(new(services.RosterStore), new(*RosterRepository)),
+	NewAuditRepository,
+	wire.Bind(new(services.AuditStore), new(*AuditRepository)),
+	NewPolicyRepository,
+	wire.Bind(new(services.PolicyStore), new(*PolicyRepository)),
 )
 
 // ChainProviderSet is the repositories of one chain: each reads and writes that chain's

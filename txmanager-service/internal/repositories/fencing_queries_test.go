@@ -22,7 +22,13 @@ var fencedTables = []string{"managed_tx", "signer_nonce_cursor", "tx_attempt", "
 // chain identity (recorded once, at a database's first start), and the signer roster (an
 // operator's record of which signers serve, not a signer's nonce state: allocation reads
 // it under a row lock inside its fenced batch, which a retirement waits for).
-var unfencedTables = []string{"signer_lease", "node_registry", "chain_identity", "feed_sequencer", "signer_roster"}
+var unfencedTables = []string{"signer_lease", "node_registry", "chain_identity", "feed_sequencer", "signer_roster",
+	// The cluster's admin state, changed by operators from any node: the audit trail (its
+	// appends take turns on audit_head's lock) and the spending policies.
+	"audit_record", "audit_head", "spending_policy", "spending_policy_version",
+	// Counted inside the writer batch's transaction after its lease check locked the lease
+	// row; a credential's totals span signers, so no one lease could fence them.
+	"policy_spend"}
 
 // unfencedQueries write a fenced table without a signer's lease, each for the reason given.
 var unfencedQueries = map[string]string{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -115,5 +116,46 @@ func toRosterSigner(row sqlcdb.ListRosterRow) domain.RosterSigner {
 		Signer: common.HexToAddress(row.Signer), Source: domain.KeySourceKind(row.Source), KeyRef: row.KeyRef,
 		State: domain.RosterState(row.State), AddedAt: row.AddedAt, AddedBy: row.AddedBy,
 		RetiringAt: row.RetiringAt, RetiredAt: row.RetiredAt, RetiredBy: row.RetiredBy, Note: row.Note, UpdatedAt: row.UpdatedAt,
+		PausedAt: row.PausedAt, PausedBy: row.PausedBy, PauseNote: row.PauseNote,
 	}
+}
+
+// PauseRosterSigner implements services.RosterStore, inside sess.
+func (r *RosterRepository) PauseRosterSigner(ctx context.Context, sess txmanager.Session, signer common.Address, by, note string) (domain.RosterSigner, bool, error) {
+	q := sqlcdb.New(sess.DB())
+	row, err := q.PauseRosterSigner(ctx, sqlcdb.PauseRosterSignerParams{Signer: signer.Hex(), PausedBy: by, Note: note})
+	if errors.Is(err, pgx.ErrNoRows) {
+		current, err := q.GetRosterSigner(ctx, signer.Hex())
+		if errors.Is(err, pgx.ErrNoRows) {
+			return domain.RosterSigner{}, false, &domain.NotFoundError{What: "signer " + signer.Hex() + " is not on the roster"}
+		}
+		if err != nil {
+			return domain.RosterSigner{}, false, fmt.Errorf("pause %s: %w", signer.Hex(), err)
+		}
+		return toRosterSigner(sqlcdb.ListRosterRow(current)), false, nil
+	}
+	if err != nil {
+		return domain.RosterSigner{}, false, fmt.Errorf("pause %s: %w", signer.Hex(), err)
+	}
+	return toRosterSigner(sqlcdb.ListRosterRow(row)), true, nil
+}
+
+// ResumeRosterSigner implements services.RosterStore, inside sess.
+func (r *RosterRepository) ResumeRosterSigner(ctx context.Context, sess txmanager.Session, signer common.Address) (domain.RosterSigner, bool, error) {
+	q := sqlcdb.New(sess.DB())
+	row, err := q.ResumeRosterSigner(ctx, signer.Hex())
+	if errors.Is(err, pgx.ErrNoRows) {
+		current, err := q.GetRosterSigner(ctx, signer.Hex())
+		if errors.Is(err, pgx.ErrNoRows) {
+			return domain.RosterSigner{}, false, &domain.NotFoundError{What: "signer " + signer.Hex() + " is not on the roster"}
+		}
+		if err != nil {
+			return domain.RosterSigner{}, false, fmt.Errorf("resume %s: %w", signer.Hex(), err)
+		}
+		return toRosterSigner(sqlcdb.ListRosterRow(current)), false, nil
+	}
+	if err != nil {
+		return domain.RosterSigner{}, false, fmt.Errorf("resume %s: %w", signer.Hex(), err)
+	}
+	return toRosterSigner(sqlcdb.ListRosterRow(row)), true, nil
 }

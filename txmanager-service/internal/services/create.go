@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"time"
 
 	"github.com/go-kratos/kratos/v2/log"
@@ -25,6 +26,9 @@ type CreateConfig struct {
 	SimulateCalls bool
 	// GasEstimateMultiplier pads estimates (e.g. 1.2) against state changing before mining.
 	GasEstimateMultiplier float64
+	// FeeCap is the most any attempt pays per gas (fees.maxFeePerGas; nil: unbounded): the
+	// worst case per gas of an intent that names no maxFeePerGas, for spending policies.
+	FeeCap *big.Int
 }
 
 // CreateTxUseCase validates an intent, answers idempotent replays, estimates gas where
@@ -158,6 +162,7 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 	if err != nil {
 		return CreateResult{}, err
 	}
+	req.Admission = uc.admission(ctx, req, reservation)
 	tx, created, err := uc.queue.Allocate(ctx, req, gasLimit)
 	if err != nil {
 		reservation.Release()
@@ -168,6 +173,18 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 		reservation.Release()
 	}
 	return CreateResult{Tx: tx, Created: created}, nil
+}
+
+// admission is what the writer checks the spending policies against besides the intent.
+func (uc *CreateTxUseCase) admission(ctx context.Context, req domain.CreateRequest, reservation *Reservation) domain.Admission {
+	a := domain.Admission{FeeCapPerGas: req.Intent.MaxFeePerGas, RemainingAfter: reservation.Remaining()}
+	if a.FeeCapPerGas == nil {
+		a.FeeCapPerGas = uc.cfg.FeeCap
+	}
+	if p, ok := domain.PrincipalFrom(ctx); ok {
+		a.Credential = p.ID
+	}
+	return a
 }
 
 // blockGasCheckAbove: intents asking for more gas than this are checked against the latest
@@ -238,6 +255,10 @@ func createResultLabel(res CreateResult, err error) string {
 		return "invalid"
 	case errors.Is(err, domain.ErrSignerRetired):
 		return "retired"
+	case errors.Is(err, domain.ErrSignerPaused):
+		return "paused"
+	case errors.Is(err, domain.ErrPolicyDenied):
+		return "policy_denied"
 	case errors.Is(err, domain.ErrSignerUnavailable):
 		return "signer_unavailable"
 	case errors.Is(err, domain.ErrNotLeader):

@@ -149,6 +149,17 @@ type Reservation struct {
 	signer string
 	cost   *big.Int
 	at     time.Time
+	// remaining is what the signer could spend once this reservation was counted.
+	remaining *big.Int
+}
+
+// Remaining is what the signer could spend after its unfinished transactions and this
+// reservation, when it was made (nil without a funds check).
+func (r *Reservation) Remaining() *big.Int {
+	if r == nil {
+		return nil
+	}
+	return r.remaining
 }
 
 // Release returns the reserved amount when the create failed before its row was written.
@@ -193,7 +204,7 @@ func (g *FundsGuard) Reserve(ctx context.Context, signer common.Address, signerH
 			current.reserved.Add(current.reserved, cost)
 			at := current.at
 			g.mu.Unlock()
-			return &Reservation{guard: g, signer: signerHex, cost: cost, at: at}, nil
+			return &Reservation{guard: g, signer: signerHex, cost: cost, at: at, remaining: new(big.Int).Sub(spendable, cost)}, nil
 		}
 		fresh := g.clock.Now().Sub(current.at) < g.cfg.CacheFor/4
 		g.mu.Unlock()

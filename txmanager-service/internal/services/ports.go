@@ -66,6 +66,13 @@ type AllocationStore interface {
 	// ClaimUnclaimed gives each recovered transaction its adopter's request id and
 	// fingerprint (fenced), writing the held-back completion of those already final.
 	ClaimUnclaimed(ctx context.Context, sess txmanager.Session, lease domain.Lease, adoptions []Adoption) error
+	// PoliciesForAdmission reads, and locks until the batch commits, the spending policies of
+	// the signer and of the credentials.
+	PoliciesForAdmission(ctx context.Context, sess txmanager.Session, signer string, credentials []string) ([]domain.VersionedPolicy, error)
+	// WindowTotals answers what each window already counts.
+	WindowTotals(ctx context.Context, sess txmanager.Session, keys []WindowKey) (map[WindowKey]domain.WindowTotals, error)
+	// AddSpend counts what the batch admitted under windowed policies.
+	AddSpend(ctx context.Context, sess txmanager.Session, spends []PolicySpend) error
 }
 
 // ClearAllocation is one signer's part of a batch written by WriteClearAllocations: its new
@@ -75,6 +82,9 @@ type ClearAllocation struct {
 	Txs          []domain.ManagedTx
 	ExpectedNext uint64
 	Next         uint64
+	// Credentials are the distinct credentials the part's creates came with: a policy of
+	// one of them sends the part to the full path.
+	Credentials []string
 }
 
 // CursorState is a signer's allocation state read under its lease.
@@ -87,6 +97,8 @@ type CursorState struct {
 	// Retired: the signer roster has it retiring or retired (read under a row lock a
 	// retirement waits for), so the batch allocates nothing for it.
 	Retired bool
+	// Paused: an operator paused the signer (read under the same lock a pause waits for).
+	Paused bool
 	// HasUnclaimed: the signer has recovered transactions a retried create may adopt.
 	HasUnclaimed bool
 	// KnownRequests is how many distinct request ids of the batch the signer already has

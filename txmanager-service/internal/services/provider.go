@@ -15,6 +15,8 @@ var ProviderSet = wire.NewSet(
 	NewFeedSequencer,
 	NewNodeRegistry,
 	NewIncarnation,
+	NewAuditTrail,
+	NewPolicyBook,
 	wire.InterfaceValue(new(Clock), SystemClock{}),
 )
 

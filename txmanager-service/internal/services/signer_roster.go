@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
 
@@ -31,6 +32,11 @@ type RosterStore interface {
 	CompleteRetirement(ctx context.Context, signer common.Address) (row domain.RosterSigner, done bool, err error)
 	// CountUnfinished counts the signer's unfinished transactions on every chain.
 	CountUnfinished(ctx context.Context, signer common.Address) (int64, error)
+	// PauseRosterSigner records the signer paused inside sess; changed is false when it was
+	// paused already. A signer without a row is domain.NotFoundError.
+	PauseRosterSigner(ctx context.Context, sess txmanager.Session, signer common.Address, by, note string) (row domain.RosterSigner, changed bool, err error)
+	// ResumeRosterSigner clears the pause inside sess; changed is false when it was not paused.
+	ResumeRosterSigner(ctx context.Context, sess txmanager.Session, signer common.Address) (row domain.RosterSigner, changed bool, err error)
 }
 
 // SignerKeys is the keys side of the roster: building a roster signer's key source and
@@ -70,6 +76,8 @@ type SignerRoster struct {
 	store  RosterStore
 	keys   SignerKeys
 	leases []*LeaseManager
+	tx     txmanager.Manager
+	audit  *AuditTrail
 	log    *log.Helper
 
 	// mu serialises Sync and the admin calls' own applying.
@@ -80,8 +88,8 @@ type SignerRoster struct {
 }
 
 // NewSignerRoster wires the roster; leases are every served chain's lease managers.
-func NewSignerRoster(cfg RosterConfig, store RosterStore, keys SignerKeys, leases []*LeaseManager, logger log.Logger) *SignerRoster {
-	return &SignerRoster{cfg: cfg, store: store, keys: keys, leases: leases, failed: map[common.Address]string{},
+func NewSignerRoster(cfg RosterConfig, store RosterStore, keys SignerKeys, leases []*LeaseManager, tx txmanager.Manager, audit *AuditTrail, logger log.Logger) *SignerRoster {
+	return &SignerRoster{cfg: cfg, store: store, keys: keys, leases: leases, tx: tx, audit: audit, failed: map[common.Address]string{},
 		log: log.NewHelper(log.With(logger, "component", "signer-roster", "node_id", cfg.Node))}
 }
 
@@ -247,6 +255,11 @@ func (r *SignerRoster) AddSigner(ctx context.Context, signer, source, keyRef, no
 	r.keys.Apply(row)
 	if added {
 		r.log.Infow("msg", "signer added to the roster", "signer", row.Signer.Hex(), "source", string(row.Source), "key_ref", row.KeyRef, "by", by)
+		var before any
+		if existing.Signer != (common.Address{}) {
+			before = rosterAudit(existing)
+		}
+		r.audit.RecordAfter(ctx, by, domain.AuditSignerAdded, "signer "+row.Signer.Hex(), before, rosterAudit(row))
 	}
 	return RosterEntry{RosterSigner: row}, nil
 }
@@ -282,6 +295,7 @@ func (r *SignerRoster) RetireSigner(ctx context.Context, signer, note, by string
 		return r.withUnfinished(ctx, row)
 	}
 	r.log.Infow("msg", "signer retiring: no new transaction is accepted for it", "signer", addr.Hex(), "by", by, "note", note)
+	r.audit.RecordAfter(ctx, by, domain.AuditSignerRetired, "signer "+addr.Hex(), rosterAudit(existing), rosterAudit(row))
 	r.mu.Lock()
 	r.apply(ctx, row)
 	r.mu.Unlock()
@@ -317,4 +331,67 @@ func (r *SignerRoster) withUnfinished(ctx context.Context, row domain.RosterSign
 		return RosterEntry{}, err
 	}
 	return RosterEntry{RosterSigner: row, Unfinished: n}, nil
+}
+
+// Pause stops new creates for a signer on every node (409 SIGNER_PAUSED) while its
+// transactions in flight go on to a final state. The pause is recorded with its audit record
+// in one transaction, and takes the roster row's lock, which waits for every writer batch
+// allocating for the signer: none allocates after it. Pausing a paused signer answers it as
+// it is.
+func (r *SignerRoster) Pause(ctx context.Context, signer, note, by string) (RosterEntry, error) {
+	return r.setPaused(ctx, signer, note, by, true)
+}
+
+// Resume lets a paused signer take creates again.
+func (r *SignerRoster) Resume(ctx context.Context, signer, note, by string) (RosterEntry, error) {
+	return r.setPaused(ctx, signer, note, by, false)
+}
+
+// maxNoteLength bounds an operator's note, which is stored and audited.
+const maxNoteLength = 1000
+
+func (r *SignerRoster) setPaused(ctx context.Context, signer, note, by string, pause bool) (RosterEntry, error) {
+	addr, err := domain.ParseAddress("signer", signer)
+	if err != nil {
+		return RosterEntry{}, err
+	}
+	if len(note) > maxNoteLength {
+		return RosterEntry{}, &domain.ValidationError{Field: "note", Reason: fmt.Sprintf("%d characters, at most %d", len(note), maxNoteLength)}
+	}
+	var row domain.RosterSigner
+	err = r.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("roster.pause"), func(ctx context.Context, sess txmanager.Session) error {
+		var changed bool
+		var err error
+		if pause {
+			row, changed, err = r.store.PauseRosterSigner(ctx, sess, addr, by, note)
+		} else {
+			row, changed, err = r.store.ResumeRosterSigner(ctx, sess, addr)
+		}
+		if err != nil || !changed {
+			return err
+		}
+		action, after := domain.AuditSignerResumed, map[string]any{"paused": false, "note": note}
+		if pause {
+			action, after = domain.AuditSignerPaused, map[string]any{"paused": true, "note": note}
+		}
+		return r.audit.Record(ctx, sess, by, action, "signer "+addr.Hex(), map[string]any{"paused": !pause}, after)
+	})
+	if err != nil {
+		return RosterEntry{}, err
+	}
+	r.mu.Lock()
+	r.keys.Apply(row)
+	r.mu.Unlock()
+	if pause {
+		r.log.Infow("msg", "signer paused: no new transaction is accepted for it until resumed", "signer", addr.Hex(), "by", by, "note", note)
+	} else {
+		r.log.Infow("msg", "signer resumed", "signer", addr.Hex(), "by", by, "note", note)
+	}
+	return r.withUnfinished(ctx, row)
+}
+
+// rosterAudit is a roster row as its audit records show it.
+func rosterAudit(row domain.RosterSigner) map[string]any {
+	return map[string]any{"signer": row.Signer.Hex(), "source": string(row.Source), "keyRef": row.KeyRef, "state": string(row.State),
+		"paused": row.PausedAt != nil, "note": row.Note}
 }

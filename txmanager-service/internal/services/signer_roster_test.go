@@ -82,7 +82,7 @@ func newTestRoster(t *testing.T, pool *pgxpool.Pool, keys *fakeKeys, leases ...*
 		logger = log.NewFilter(logger, log.FilterLevel(log.LevelError))
 	}
 	return services.NewSignerRoster(services.RosterConfig{Node: "roster-test", PollInterval: time.Second, BuildTimeout: 5 * time.Second},
-		repositories.NewRosterRepository(pool), keys, leases, logger)
+		repositories.NewRosterRepository(pool), keys, leases, testsupport.TxManager(t, pool), testsupport.AuditTrail(t, pool, "roster-test"), logger)
 }
 
 // A retirement waits for a writer batch that holds the signer (its transactions commit

@@ -45,6 +45,8 @@ type registryView struct {
 	// refusing: retiring or retired signers, which take no new transaction. A retiring
 	// one is still in owners (its unfinished transactions are signed); a retired one is not.
 	refusing map[common.Address]domain.RosterState
+	// paused: signers an operator paused, which take no new transaction until resumed.
+	paused map[common.Address]bool
 }
 
 func newRegistry(owners map[common.Address]Source) *Registry {
@@ -108,6 +110,9 @@ func (r *Registry) Accepts(addr common.Address) error {
 	if _, ok := v.owners[addr]; !ok {
 		return fmt.Errorf("%w: %s", domain.ErrUnknownSigner, addr.Hex())
 	}
+	if v.paused[addr] {
+		return fmt.Errorf("%w: %s", domain.ErrSignerPaused, addr.Hex())
+	}
 	return nil
 }
 
@@ -145,7 +150,9 @@ func (r *Registry) Add(src Source, release func()) error {
 	if release != nil {
 		r.releases[addr] = sync.OnceFunc(release)
 	}
-	r.view.Store(newView(owners, refusing))
+	next := newView(owners, refusing)
+	next.paused = cur.paused
+	r.view.Store(next)
 	return nil
 }
 
@@ -174,7 +181,31 @@ func (r *Registry) SetState(addr common.Address, state domain.RosterState) {
 	default: // retiring, or a state this version does not know: refuse creates
 		refusing[addr] = state
 	}
-	r.view.Store(newView(owners, refusing))
+	next := newView(owners, refusing)
+	next.paused = cur.paused
+	r.view.Store(next)
+}
+
+// SetPaused applies an operator's pause (or resume) of addr: a paused signer refuses new
+// creates with domain.ErrSignerPaused; its key stays in service.
+func (r *Registry) SetPaused(addr common.Address, paused bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.view.Load()
+	if cur.paused[addr] == paused {
+		return
+	}
+	next := *cur
+	next.paused = maps.Clone(cur.paused)
+	if next.paused == nil {
+		next.paused = map[common.Address]bool{}
+	}
+	if paused {
+		next.paused[addr] = true
+	} else {
+		delete(next.paused, addr)
+	}
+	r.view.Store(&next)
 }
 
 // State is the roster state the registry applies to addr: active, retiring or retired;

@@ -101,7 +101,10 @@ func (k *RosterKeys) State(signer common.Address) (domain.RosterState, bool) {
 
 // Apply sets entry's roster state on the registry (creates refused while retiring, the key
 // dropped once retired).
-func (k *RosterKeys) Apply(entry domain.RosterSigner) { k.registry.SetState(entry.Signer, entry.State) }
+func (k *RosterKeys) Apply(entry domain.RosterSigner) {
+	k.registry.SetState(entry.Signer, entry.State)
+	k.registry.SetPaused(entry.Signer, entry.PausedAt != nil)
+}
 
 // Close releases every key source built for the roster.
 func (k *RosterKeys) Close() { k.registry.Close() }

@@ -45,6 +45,7 @@ const (
 	RecognisedTotal           = "nonce_taken_resolved_total"
 	DatabaseServerChanges     = "database_server_changes_total"
 	RecoveredTxTotal          = "recovered_tx_total"
+	PolicyDeniedTotal         = "policy_denied_total"
 	SignerRecoverySeconds     = "signer_recovery_seconds"
 	SignerSpentWeiTotal       = "signer_spent_wei_total"
 	// DatabaseSynchronousReplication is registered by the database server watch.
@@ -78,6 +79,7 @@ type Metrics struct {
 	recognised    metric.Int64Counter
 	serverChanged metric.Int64Counter
 	recovered     metric.Int64Counter
+	policyDenied  metric.Int64Counter
 	// spent is a float counter: wei outgrow an int64 after 9.2 ETH.
 	spent metric.Float64Counter
 	// chain holds the chain_id attribute of a chain's view (ForChain); empty for the
@@ -118,6 +120,7 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 		{&m.reprice, RepriceTotal, "Rebroadcasts that found the transaction underpriced, by result: raised (a replacement at higher fees) or at_cap (the caps left no room)."},
 		{&m.rateLimited, RateLimitedTotal, "Requests refused with 429 because their credential exceeded server.rateLimit."},
 		{&m.recovered, RecoveredTxTotal, "Transactions the database lost and reconciliation found on chain, by result: recorded (kept as unclaimed rows), adopted (a retried create with the same intent was answered with one), expired (the adoption window passed)."},
+		{&m.policyDenied, PolicyDeniedTotal, "Creates a spending policy refused, by rule (destination, selector, maxValuePerTx, maxFeePerGas, windowValue, windowFee, minRemainingBalance) and scope kind (signer, credential)."},
 		{&m.serverChanged, DatabaseServerChanges, "New database connections that reached another server than before: a failover, switchover or restart (cached nonces are then dropped)."},
 	}
 	var err error
@@ -253,6 +256,11 @@ func (m *Metrics) NonceHolesFilled(ctx context.Context, n int) {
 }
 func (m *Metrics) Recovered(ctx context.Context, r string, n int) {
 	m.recovered.Add(ctx, int64(n), m.result(r))
+}
+
+// PolicyDenied counts a create a spending policy refused.
+func (m *Metrics) PolicyDenied(ctx context.Context, rule, scopeKind string) {
+	m.policyDenied.Add(ctx, 1, m.with(attribute.String("rule", rule), attribute.String("scope", scopeKind)))
 }
 func (m *Metrics) Quarantined(ctx context.Context) { m.quarantined.Add(ctx, 1, m.with()) }
 

@@ -145,7 +145,7 @@ func TestRosterLoopAppliesARetirementRecordedElsewhere(t *testing.T) {
 	}
 	keys := &rosterKeys{states: map[common.Address]domain.RosterState{signer: domain.RosterActive}}
 	roster := services.NewSignerRoster(services.RosterConfig{Node: "roster-node", PollInterval: 50 * time.Millisecond, BuildTimeout: time.Second},
-		store, keys, []*services.LeaseManager{leases}, testLogger())
+		store, keys, []*services.LeaseManager{leases}, testsupport.TxManager(t, pool), testsupport.AuditTrail(t, pool, "roster-node"), testLogger())
 	loop := workers.NewRosterLoop(roster, testLogger())
 	loop.Start(context.Background())
 	defer loop.Stop()

@@ -16,7 +16,8 @@ import (
 // record (existing) or of an earlier op of the batch with the same request id, an adoption
 // of a recovered transaction (pool), or a new transaction at the next nonce from next. It
 // records the new ones and the nonce after them on the batch and returns the adoptions.
-func (a *Allocator) assign(b *signerBatch, existing map[string]domain.ManagedTx, pool *adoptionPool, next uint64) []services.Adoption {
+// A gate (nil: no policy binds the part) refuses the new ones its policies deny.
+func (a *Allocator) assign(b *signerBatch, existing map[string]domain.ManagedTx, pool *adoptionPool, gate *policyGate, next uint64) []services.Adoption {
 	var adoptions []services.Adoption
 	// PostgreSQL keeps microseconds: round here so the answer equals what a read returns.
 	now := a.clock.Now().UTC().Truncate(time.Microsecond)
@@ -42,6 +43,10 @@ func (a *Allocator) assign(b *signerBatch, existing map[string]domain.ManagedTx,
 				adoptions = append(adoptions, services.Adoption{TxID: tx.ID, RequestID: id, Fingerprint: op.Fingerprint})
 				continue
 			}
+		}
+		if err := gate.admit(op); err != nil {
+			b.outcome[i] = opOutcome{err: err}
+			continue
 		}
 		b.outcome[i] = opOutcome{tx: a.newTx(b, op, next, now), created: true}
 		b.allocated = append(b.allocated, b.outcome[i].tx)
@@ -71,8 +76,8 @@ func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batc
 		}
 		b.reset()
 		expected := *b.cachedNext
-		a.assign(b, nil, nil, expected)
-		parts = append(parts, services.ClearAllocation{Lease: b.lease, Txs: b.allocated, ExpectedNext: expected, Next: b.nextAfter})
+		a.assign(b, nil, nil, nil, expected)
+		parts = append(parts, services.ClearAllocation{Lease: b.lease, Txs: b.allocated, ExpectedNext: expected, Next: b.nextAfter, Credentials: b.credentials()})
 		tried = append(tried, b)
 	}
 	if len(parts) == 0 {

@@ -79,6 +79,8 @@ type signerBatch struct {
 	clear       bool // written by the batch's one statement (writeClear)
 	fenced      bool
 	fencedWrite string
+	// policyDenied are the refusals of the spending policies, counted after commit.
+	policyDenied []denial
 }
 
 type opOutcome struct {
@@ -209,7 +211,7 @@ func (a *Allocator) prepare(ctx context.Context, ops []*Op) []*signerBatch {
 // writeSigner does one signer's part inside the batch transaction. It is re-run as a whole
 // when the transaction is retried, so it recomputes everything it records.
 func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *signerBatch) error {
-	b.fenced = false
+	b.fenced, b.policyDenied = false, nil
 	requestIDs := b.requestIDs()
 	b.reset()
 	state, err := a.store.LockLeaseAndReadCursor(ctx, sess, b.lease, requestIDs)
@@ -248,9 +250,33 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 	if err != nil {
 		return err
 	}
-	adoptions := a.assign(b, existing, pool, domain.NextNonce(b.chainNext, b.cachedNext, cursor))
+	if state.Paused {
+		// Retries of requests on record are still answered; nothing new is allocated, and no
+		// recovered transaction is adopted (a retry of a lost request is answered once the
+		// signer is resumed).
+		a.assign(b, existing, nil, nil, 0)
+		paused := fmt.Errorf("%w: %s", domain.ErrSignerPaused, b.key)
+		for i := range b.ops {
+			if b.outcome[i].created {
+				b.outcome[i] = opOutcome{err: paused}
+			}
+		}
+		b.allocated, b.adopted = nil, 0
+		return nil
+	}
+	gate, err := a.policyGate(ctx, sess, b)
+	if err != nil {
+		return err
+	}
+	adoptions := a.assign(b, existing, pool, gate, domain.NextNonce(b.chainNext, b.cachedNext, cursor))
+	b.policyDenied = gate.deniedRules()
 	if len(adoptions) > 0 {
 		if err := a.store.ClaimUnclaimed(ctx, sess, b.lease, adoptions); err != nil {
+			return err
+		}
+	}
+	if spends := gate.spends(); len(spends) > 0 {
+		if err := a.store.AddSpend(ctx, sess, spends); err != nil {
 			return err
 		}
 	}
@@ -262,6 +288,9 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 
 // finish runs after commit: record the new cursor in the cache and answer the ops.
 func (a *Allocator) finish(ctx context.Context, b *signerBatch) {
+	for _, d := range b.policyDenied {
+		a.metrics.PolicyDenied(ctx, d.rule, string(d.scope))
+	}
 	if b.adopted > 0 && !b.fenced {
 		a.metrics.Recovered(ctx, "adopted", b.adopted)
 		a.log.WithContext(ctx).Warnw("msg", "retried creates answered with their transactions recovered from the chain", "signer", b.key,

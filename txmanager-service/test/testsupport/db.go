@@ -5,12 +5,15 @@ import (
 	"context"
 	"testing"
 
+	"github.com/go-kratos/kratos/v2/log"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
+	"github.com/bionicotaku/lingo-utils/txmanager"
 	migrations "github.com/bionicotaku/txmanager-migrations"
 
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
 // Migrate applies the schema to the database at dsn with the service's own migrator, so
@@ -31,4 +34,22 @@ func MigratedDSN(t testing.TB) string {
 func MigratedPool(t testing.TB, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	return pgtest.NewPool(t, MigratedDSN(t), configure...)
+}
+
+// TxManager is the library's transaction manager on pool, logging errors only.
+func TxManager(t testing.TB, pool *pgxpool.Pool) txmanager.Manager {
+	t.Helper()
+	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool,
+		txmanager.Dependencies{Logger: log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return component.Manager
+}
+
+// AuditTrail is an audit trail on pool, its records naming node.
+func AuditTrail(t testing.TB, pool *pgxpool.Pool, node string) *services.AuditTrail {
+	t.Helper()
+	return services.NewAuditTrail(TxManager(t, pool), repositories.NewAuditRepository(pool), services.NodeName(node), services.SystemClock{},
+		log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError)))
 }

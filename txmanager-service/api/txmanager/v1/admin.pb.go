@@ -10,6 +10,7 @@ import (
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -22,6 +23,896 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+type PauseSignerRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	// Why; recorded (at most 1,000 characters).
+	Note          string `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseSignerRequest) Reset() {
+	*x = PauseSignerRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseSignerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseSignerRequest) ProtoMessage() {}
+
+func (x *PauseSignerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseSignerRequest.ProtoReflect.Descriptor instead.
+func (*PauseSignerRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PauseSignerRequest) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *PauseSignerRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+type PolicyScopeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// signer or credential.
+	ScopeKind string `protobuf:"bytes,1,opt,name=scope_kind,json=scopeKind,proto3" json:"scope_kind,omitempty"`
+	// The signer's address, or the credential's id (API key id, JWT subject).
+	Scope         string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyScopeRequest) Reset() {
+	*x = PolicyScopeRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyScopeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyScopeRequest) ProtoMessage() {}
+
+func (x *PolicyScopeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyScopeRequest.ProtoReflect.Descriptor instead.
+func (*PolicyScopeRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PolicyScopeRequest) GetScopeKind() string {
+	if x != nil {
+		return x.ScopeKind
+	}
+	return ""
+}
+
+func (x *PolicyScopeRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+type SetPolicyRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ScopeKind string                 `protobuf:"bytes,1,opt,name=scope_kind,json=scopeKind,proto3" json:"scope_kind,omitempty"`
+	Scope     string                 `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	// The policy document: destinations, maxValuePerTx, maxFeePerGas, windows,
+	// minRemainingBalance (amounts as decimal strings of wei, periods such as "1h").
+	Policy        *structpb.Struct `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPolicyRequest) Reset() {
+	*x = SetPolicyRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPolicyRequest) ProtoMessage() {}
+
+func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
+func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SetPolicyRequest) GetScopeKind() string {
+	if x != nil {
+		return x.ScopeKind
+	}
+	return ""
+}
+
+func (x *SetPolicyRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *SetPolicyRequest) GetPolicy() *structpb.Struct {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// Policy is a scope's spending policy in force.
+type Policy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ScopeKind     string                 `protobuf:"bytes,1,opt,name=scope_kind,json=scopeKind,proto3" json:"scope_kind,omitempty"`
+	Scope         string                 `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	Version       int64                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Policy        *structpb.Struct       `protobuf:"bytes,4,opt,name=policy,proto3" json:"policy,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedBy     string                 `protobuf:"bytes,6,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Policy) Reset() {
+	*x = Policy{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Policy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Policy) ProtoMessage() {}
+
+func (x *Policy) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Policy.ProtoReflect.Descriptor instead.
+func (*Policy) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Policy) GetScopeKind() string {
+	if x != nil {
+		return x.ScopeKind
+	}
+	return ""
+}
+
+func (x *Policy) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *Policy) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Policy) GetPolicy() *structpb.Struct {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *Policy) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *Policy) GetUpdatedBy() string {
+	if x != nil {
+		return x.UpdatedBy
+	}
+	return ""
+}
+
+type DeletePolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version that records the deletion.
+	Version       int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePolicyResponse) Reset() {
+	*x = DeletePolicyResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePolicyResponse) ProtoMessage() {}
+
+func (x *DeletePolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePolicyResponse.ProtoReflect.Descriptor instead.
+func (*DeletePolicyResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DeletePolicyResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type ListPoliciesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoliciesRequest) Reset() {
+	*x = ListPoliciesRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoliciesRequest) ProtoMessage() {}
+
+func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+type ListPoliciesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policies      []*Policy              `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoliciesResponse) Reset() {
+	*x = ListPoliciesResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoliciesResponse) ProtoMessage() {}
+
+func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
+func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListPoliciesResponse) GetPolicies() []*Policy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+type PolicyVersion struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Absent for the version that deleted the policy.
+	Policy        *structpb.Struct       `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	Deleted       bool                   `protobuf:"varint,3,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	ChangedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=changed_at,json=changedAt,proto3" json:"changed_at,omitempty"`
+	ChangedBy     string                 `protobuf:"bytes,5,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyVersion) Reset() {
+	*x = PolicyVersion{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyVersion) ProtoMessage() {}
+
+func (x *PolicyVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyVersion.ProtoReflect.Descriptor instead.
+func (*PolicyVersion) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PolicyVersion) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *PolicyVersion) GetPolicy() *structpb.Struct {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *PolicyVersion) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+func (x *PolicyVersion) GetChangedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ChangedAt
+	}
+	return nil
+}
+
+func (x *PolicyVersion) GetChangedBy() string {
+	if x != nil {
+		return x.ChangedBy
+	}
+	return ""
+}
+
+type ListPolicyVersionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Versions      []*PolicyVersion       `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPolicyVersionsResponse) Reset() {
+	*x = ListPolicyVersionsResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPolicyVersionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPolicyVersionsResponse) ProtoMessage() {}
+
+func (x *ListPolicyVersionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPolicyVersionsResponse.ProtoReflect.Descriptor instead.
+func (*ListPolicyVersionsResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListPolicyVersionsResponse) GetVersions() []*PolicyVersion {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+type ListAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Records after this sequence number (0: from the oldest kept).
+	AfterSeq int64 `protobuf:"varint,1,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	// Exact filters: subject (e.g. "signer 0x..." or "policy credential payouts"), action
+	// (e.g. signer.pause, policy.set), actor (the credential id).
+	Subject string                 `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	Action  string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	Actor   string                 `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	Since   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
+	// At most 1,000 (the default).
+	Limit         uint32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRequest) Reset() {
+	*x = ListAuditRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRequest) ProtoMessage() {}
+
+func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListAuditRequest) GetAfterSeq() int64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+func (x *ListAuditRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListAuditRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type AuditRecord struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Seq     int64                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	At      *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	NodeId  string                 `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Actor   string                 `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	Action  string                 `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"`
+	Subject string                 `protobuf:"bytes,6,opt,name=subject,proto3" json:"subject,omitempty"`
+	// JSON documents of the state before and after ("" where there is none).
+	Before string `protobuf:"bytes,7,opt,name=before,proto3" json:"before,omitempty"`
+	After  string `protobuf:"bytes,8,opt,name=after,proto3" json:"after,omitempty"`
+	// Hex SHA-256 of the record before and of this one.
+	PrevHash      string `protobuf:"bytes,9,opt,name=prev_hash,json=prevHash,proto3" json:"prev_hash,omitempty"`
+	Hash          string `protobuf:"bytes,10,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRecord) Reset() {
+	*x = AuditRecord{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRecord) ProtoMessage() {}
+
+func (x *AuditRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
+func (*AuditRecord) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AuditRecord) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AuditRecord) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *AuditRecord) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetBefore() string {
+	if x != nil {
+		return x.Before
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetPrevHash() string {
+	if x != nil {
+		return x.PrevHash
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+type ListAuditResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Records []*AuditRecord         `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// The after_seq of the next page (0 when this page was the last).
+	NextAfterSeq  int64 `protobuf:"varint,2,opt,name=next_after_seq,json=nextAfterSeq,proto3" json:"next_after_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditResponse) Reset() {
+	*x = ListAuditResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditResponse) ProtoMessage() {}
+
+func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListAuditResponse) GetRecords() []*AuditRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *ListAuditResponse) GetNextAfterSeq() int64 {
+	if x != nil {
+		return x.NextAfterSeq
+	}
+	return 0
+}
+
+type VerifyAuditRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyAuditRequest) Reset() {
+	*x = VerifyAuditRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyAuditRequest) ProtoMessage() {}
+
+func (x *VerifyAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyAuditRequest.ProtoReflect.Descriptor instead.
+func (*VerifyAuditRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+type VerifyAuditResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ok    bool                   `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	// Records checked before the first break (all of them when ok).
+	Checked  int64  `protobuf:"varint,2,opt,name=checked,proto3" json:"checked,omitempty"`
+	LastSeq  int64  `protobuf:"varint,3,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	LastHash string `protobuf:"bytes,4,opt,name=last_hash,json=lastHash,proto3" json:"last_hash,omitempty"`
+	// Where the trail's retention cut it: the first record kept follows this one.
+	PrunedThroughSeq int64 `protobuf:"varint,5,opt,name=pruned_through_seq,json=prunedThroughSeq,proto3" json:"pruned_through_seq,omitempty"`
+	// The first record that breaks the chain, and why (when not ok).
+	FirstBadSeq   int64  `protobuf:"varint,6,opt,name=first_bad_seq,json=firstBadSeq,proto3" json:"first_bad_seq,omitempty"`
+	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyAuditResponse) Reset() {
+	*x = VerifyAuditResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyAuditResponse) ProtoMessage() {}
+
+func (x *VerifyAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyAuditResponse.ProtoReflect.Descriptor instead.
+func (*VerifyAuditResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *VerifyAuditResponse) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *VerifyAuditResponse) GetChecked() int64 {
+	if x != nil {
+		return x.Checked
+	}
+	return 0
+}
+
+func (x *VerifyAuditResponse) GetLastSeq() int64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *VerifyAuditResponse) GetLastHash() string {
+	if x != nil {
+		return x.LastHash
+	}
+	return ""
+}
+
+func (x *VerifyAuditResponse) GetPrunedThroughSeq() int64 {
+	if x != nil {
+		return x.PrunedThroughSeq
+	}
+	return 0
+}
+
+func (x *VerifyAuditResponse) GetFirstBadSeq() int64 {
+	if x != nil {
+		return x.FirstBadSeq
+	}
+	return 0
+}
+
+func (x *VerifyAuditResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
 
 type AddSignerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -41,7 +932,7 @@ type AddSignerRequest struct {
 
 func (x *AddSignerRequest) Reset() {
 	*x = AddSignerRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -53,7 +944,7 @@ func (x *AddSignerRequest) String() string {
 func (*AddSignerRequest) ProtoMessage() {}
 
 func (x *AddSignerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -66,7 +957,7 @@ func (x *AddSignerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddSignerRequest.ProtoReflect.Descriptor instead.
 func (*AddSignerRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AddSignerRequest) GetSigner() string {
@@ -108,7 +999,7 @@ type RetireSignerRequest struct {
 
 func (x *RetireSignerRequest) Reset() {
 	*x = RetireSignerRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -120,7 +1011,7 @@ func (x *RetireSignerRequest) String() string {
 func (*RetireSignerRequest) ProtoMessage() {}
 
 func (x *RetireSignerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -133,7 +1024,7 @@ func (x *RetireSignerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireSignerRequest.ProtoReflect.Descriptor instead.
 func (*RetireSignerRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RetireSignerRequest) GetSigner() string {
@@ -158,7 +1049,7 @@ type ListRosterRequest struct {
 
 func (x *ListRosterRequest) Reset() {
 	*x = ListRosterRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -170,7 +1061,7 @@ func (x *ListRosterRequest) String() string {
 func (*ListRosterRequest) ProtoMessage() {}
 
 func (x *ListRosterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -183,7 +1074,7 @@ func (x *ListRosterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRosterRequest.ProtoReflect.Descriptor instead.
 func (*ListRosterRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 type ListRosterResponse struct {
@@ -195,7 +1086,7 @@ type ListRosterResponse struct {
 
 func (x *ListRosterResponse) Reset() {
 	*x = ListRosterResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -207,7 +1098,7 @@ func (x *ListRosterResponse) String() string {
 func (*ListRosterResponse) ProtoMessage() {}
 
 func (x *ListRosterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -220,7 +1111,7 @@ func (x *ListRosterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRosterResponse.ProtoReflect.Descriptor instead.
 func (*ListRosterResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListRosterResponse) GetSigners() []*RosterSigner {
@@ -246,14 +1137,18 @@ type RosterSigner struct {
 	RetiredBy  string                 `protobuf:"bytes,9,opt,name=retired_by,json=retiredBy,proto3" json:"retired_by,omitempty"`
 	Note       string                 `protobuf:"bytes,10,opt,name=note,proto3" json:"note,omitempty"`
 	// A retiring signer's transactions not yet final, on every chain.
-	Unfinished    uint64 `protobuf:"varint,11,opt,name=unfinished,proto3" json:"unfinished,omitempty"`
+	Unfinished uint64 `protobuf:"varint,11,opt,name=unfinished,proto3" json:"unfinished,omitempty"`
+	// Set while an operator has the signer paused.
+	PausedAt      *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=paused_at,json=pausedAt,proto3" json:"paused_at,omitempty"`
+	PausedBy      string                 `protobuf:"bytes,13,opt,name=paused_by,json=pausedBy,proto3" json:"paused_by,omitempty"`
+	PauseNote     string                 `protobuf:"bytes,14,opt,name=pause_note,json=pauseNote,proto3" json:"pause_note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RosterSigner) Reset() {
 	*x = RosterSigner{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +1160,7 @@ func (x *RosterSigner) String() string {
 func (*RosterSigner) ProtoMessage() {}
 
 func (x *RosterSigner) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +1173,7 @@ func (x *RosterSigner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RosterSigner.ProtoReflect.Descriptor instead.
 func (*RosterSigner) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RosterSigner) GetSigner() string {
@@ -358,6 +1253,27 @@ func (x *RosterSigner) GetUnfinished() uint64 {
 	return 0
 }
 
+func (x *RosterSigner) GetPausedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PausedAt
+	}
+	return nil
+}
+
+func (x *RosterSigner) GetPausedBy() string {
+	if x != nil {
+		return x.PausedBy
+	}
+	return ""
+}
+
+func (x *RosterSigner) GetPauseNote() string {
+	if x != nil {
+		return x.PauseNote
+	}
+	return ""
+}
+
 type GetQuarantineRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
@@ -376,7 +1292,7 @@ type GetQuarantineRequest struct {
 
 func (x *GetQuarantineRequest) Reset() {
 	*x = GetQuarantineRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +1304,7 @@ func (x *GetQuarantineRequest) String() string {
 func (*GetQuarantineRequest) ProtoMessage() {}
 
 func (x *GetQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +1317,7 @@ func (x *GetQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*GetQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetQuarantineRequest) GetSigner() string {
@@ -452,7 +1368,7 @@ type ReleaseSignerRequest struct {
 
 func (x *ReleaseSignerRequest) Reset() {
 	*x = ReleaseSignerRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +1380,7 @@ func (x *ReleaseSignerRequest) String() string {
 func (*ReleaseSignerRequest) ProtoMessage() {}
 
 func (x *ReleaseSignerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +1393,7 @@ func (x *ReleaseSignerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSignerRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseSignerRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReleaseSignerRequest) GetSigner() string {
@@ -538,7 +1454,7 @@ type Quarantine struct {
 
 func (x *Quarantine) Reset() {
 	*x = Quarantine{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +1466,7 @@ func (x *Quarantine) String() string {
 func (*Quarantine) ProtoMessage() {}
 
 func (x *Quarantine) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +1479,7 @@ func (x *Quarantine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quarantine.ProtoReflect.Descriptor instead.
 func (*Quarantine) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Quarantine) GetSigner() string {
@@ -701,7 +1617,7 @@ type NonceRange struct {
 
 func (x *NonceRange) Reset() {
 	*x = NonceRange{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +1629,7 @@ func (x *NonceRange) String() string {
 func (*NonceRange) ProtoMessage() {}
 
 func (x *NonceRange) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +1642,7 @@ func (x *NonceRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NonceRange.ProtoReflect.Descriptor instead.
 func (*NonceRange) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NonceRange) GetClass() string {
@@ -784,7 +1700,7 @@ type UnknownNonce struct {
 
 func (x *UnknownNonce) Reset() {
 	*x = UnknownNonce{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +1712,7 @@ func (x *UnknownNonce) String() string {
 func (*UnknownNonce) ProtoMessage() {}
 
 func (x *UnknownNonce) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +1725,7 @@ func (x *UnknownNonce) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnknownNonce.ProtoReflect.Descriptor instead.
 func (*UnknownNonce) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UnknownNonce) GetNonce() uint64 {
@@ -916,7 +1832,7 @@ type ResolveTxRequest struct {
 
 func (x *ResolveTxRequest) Reset() {
 	*x = ResolveTxRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1844,7 @@ func (x *ResolveTxRequest) String() string {
 func (*ResolveTxRequest) ProtoMessage() {}
 
 func (x *ResolveTxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1857,7 @@ func (x *ResolveTxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTxRequest.ProtoReflect.Descriptor instead.
 func (*ResolveTxRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResolveTxRequest) GetTxId() string {
@@ -977,7 +1893,7 @@ type ResolveTxResponse struct {
 
 func (x *ResolveTxResponse) Reset() {
 	*x = ResolveTxResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1905,7 @@ func (x *ResolveTxResponse) String() string {
 func (*ResolveTxResponse) ProtoMessage() {}
 
 func (x *ResolveTxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1918,7 @@ func (x *ResolveTxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTxResponse.ProtoReflect.Descriptor instead.
 func (*ResolveTxResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResolveTxResponse) GetTxId() string {
@@ -1037,7 +1953,7 @@ type GetSignerStatusRequest struct {
 
 func (x *GetSignerStatusRequest) Reset() {
 	*x = GetSignerStatusRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1965,7 @@ func (x *GetSignerStatusRequest) String() string {
 func (*GetSignerStatusRequest) ProtoMessage() {}
 
 func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1978,7 @@ func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSignerStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetSignerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetSignerStatusRequest) GetSigner() string {
@@ -1120,7 +2036,7 @@ type SignerStatus struct {
 
 func (x *SignerStatus) Reset() {
 	*x = SignerStatus{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +2048,7 @@ func (x *SignerStatus) String() string {
 func (*SignerStatus) ProtoMessage() {}
 
 func (x *SignerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +2061,7 @@ func (x *SignerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerStatus.ProtoReflect.Descriptor instead.
 func (*SignerStatus) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SignerStatus) GetSigner() string {
@@ -1284,7 +2200,7 @@ type ListSignersRequest struct {
 
 func (x *ListSignersRequest) Reset() {
 	*x = ListSignersRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +2212,7 @@ func (x *ListSignersRequest) String() string {
 func (*ListSignersRequest) ProtoMessage() {}
 
 func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +2225,7 @@ func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
 func (*ListSignersRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListSignersRequest) GetChainId() uint64 {
@@ -1329,7 +2245,7 @@ type ListSignersResponse struct {
 
 func (x *ListSignersResponse) Reset() {
 	*x = ListSignersResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +2257,7 @@ func (x *ListSignersResponse) String() string {
 func (*ListSignersResponse) ProtoMessage() {}
 
 func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +2270,7 @@ func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
 func (*ListSignersResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListSignersResponse) GetSigners() []*SignerStatus {
@@ -1378,7 +2294,7 @@ type ListStuckRequest struct {
 
 func (x *ListStuckRequest) Reset() {
 	*x = ListStuckRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +2306,7 @@ func (x *ListStuckRequest) String() string {
 func (*ListStuckRequest) ProtoMessage() {}
 
 func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +2319,7 @@ func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckRequest.ProtoReflect.Descriptor instead.
 func (*ListStuckRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListStuckRequest) GetSigner() string {
@@ -1436,7 +2352,7 @@ type ListStuckResponse struct {
 
 func (x *ListStuckResponse) Reset() {
 	*x = ListStuckResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +2364,7 @@ func (x *ListStuckResponse) String() string {
 func (*ListStuckResponse) ProtoMessage() {}
 
 func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +2377,7 @@ func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckResponse.ProtoReflect.Descriptor instead.
 func (*ListStuckResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListStuckResponse) GetTxs() []*Tx {
@@ -1479,7 +2395,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +2407,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +2420,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 type Node struct {
@@ -1527,7 +2443,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +2455,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +2468,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Node) GetNodeId() string {
@@ -1627,7 +2543,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +2555,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +2568,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1666,7 +2582,75 @@ var File_api_txmanager_v1_admin_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"o\n" +
+	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"@\n" +
+	"\x12PauseSignerRequest\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x12\n" +
+	"\x04note\x18\x02 \x01(\tR\x04note\"I\n" +
+	"\x12PolicyScopeRequest\x12\x1d\n" +
+	"\n" +
+	"scope_kind\x18\x01 \x01(\tR\tscopeKind\x12\x14\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\"x\n" +
+	"\x10SetPolicyRequest\x12\x1d\n" +
+	"\n" +
+	"scope_kind\x18\x01 \x01(\tR\tscopeKind\x12\x14\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\x12/\n" +
+	"\x06policy\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06policy\"\xe2\x01\n" +
+	"\x06Policy\x12\x1d\n" +
+	"\n" +
+	"scope_kind\x18\x01 \x01(\tR\tscopeKind\x12\x14\n" +
+	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion\x12/\n" +
+	"\x06policy\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06policy\x129\n" +
+	"\n" +
+	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1d\n" +
+	"\n" +
+	"updated_by\x18\x06 \x01(\tR\tupdatedBy\"0\n" +
+	"\x14DeletePolicyResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\"\x15\n" +
+	"\x13ListPoliciesRequest\"H\n" +
+	"\x14ListPoliciesResponse\x120\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x14.txmanager.v1.PolicyR\bpolicies\"\xce\x01\n" +
+	"\rPolicyVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12/\n" +
+	"\x06policy\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x06policy\x12\x18\n" +
+	"\adeleted\x18\x03 \x01(\bR\adeleted\x129\n" +
+	"\n" +
+	"changed_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tchangedAt\x12\x1d\n" +
+	"\n" +
+	"changed_by\x18\x05 \x01(\tR\tchangedBy\"U\n" +
+	"\x1aListPolicyVersionsResponse\x127\n" +
+	"\bversions\x18\x01 \x03(\v2\x1b.txmanager.v1.PolicyVersionR\bversions\"\xbf\x01\n" +
+	"\x10ListAuditRequest\x12\x1b\n" +
+	"\tafter_seq\x18\x01 \x01(\x03R\bafterSeq\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x14\n" +
+	"\x05actor\x18\x04 \x01(\tR\x05actor\x120\n" +
+	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\"\x8b\x02\n" +
+	"\vAuditRecord\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05actor\x18\x04 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06action\x18\x05 \x01(\tR\x06action\x12\x18\n" +
+	"\asubject\x18\x06 \x01(\tR\asubject\x12\x16\n" +
+	"\x06before\x18\a \x01(\tR\x06before\x12\x14\n" +
+	"\x05after\x18\b \x01(\tR\x05after\x12\x1b\n" +
+	"\tprev_hash\x18\t \x01(\tR\bprevHash\x12\x12\n" +
+	"\x04hash\x18\n" +
+	" \x01(\tR\x04hash\"n\n" +
+	"\x11ListAuditResponse\x123\n" +
+	"\arecords\x18\x01 \x03(\v2\x19.txmanager.v1.AuditRecordR\arecords\x12$\n" +
+	"\x0enext_after_seq\x18\x02 \x01(\x03R\fnextAfterSeq\"\x14\n" +
+	"\x12VerifyAuditRequest\"\xe1\x01\n" +
+	"\x13VerifyAuditResponse\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +
+	"\achecked\x18\x02 \x01(\x03R\achecked\x12\x19\n" +
+	"\blast_seq\x18\x03 \x01(\x03R\alastSeq\x12\x1b\n" +
+	"\tlast_hash\x18\x04 \x01(\tR\blastHash\x12,\n" +
+	"\x12pruned_through_seq\x18\x05 \x01(\x03R\x10prunedThroughSeq\x12\"\n" +
+	"\rfirst_bad_seq\x18\x06 \x01(\x03R\vfirstBadSeq\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"o\n" +
 	"\x10AddSignerRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x17\n" +
@@ -1677,7 +2661,7 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x04note\x18\x02 \x01(\tR\x04note\"\x13\n" +
 	"\x11ListRosterRequest\"J\n" +
 	"\x12ListRosterResponse\x124\n" +
-	"\asigners\x18\x01 \x03(\v2\x1a.txmanager.v1.RosterSignerR\asigners\"\x8a\x03\n" +
+	"\asigners\x18\x01 \x03(\v2\x1a.txmanager.v1.RosterSignerR\asigners\"\xff\x03\n" +
 	"\fRosterSigner\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x17\n" +
@@ -1695,7 +2679,11 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	" \x01(\tR\x04note\x12\x1e\n" +
 	"\n" +
 	"unfinished\x18\v \x01(\x04R\n" +
-	"unfinished\"\x9f\x01\n" +
+	"unfinished\x127\n" +
+	"\tpaused_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\bpausedAt\x12\x1b\n" +
+	"\tpaused_by\x18\r \x01(\tR\bpausedBy\x12\x1d\n" +
+	"\n" +
+	"pause_note\x18\x0e \x01(\tR\tpauseNote\"\x9f\x01\n" +
 	"\x14GetQuarantineRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x1d\n" +
 	"\n" +
@@ -1818,7 +2806,7 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x06leases\x18\b \x01(\x04R\x06leases\x12 \n" +
 	"\vincarnation\x18\t \x01(\tR\vincarnation\"=\n" +
 	"\x11ListNodesResponse\x12(\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\xae\t\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\xa6\x12\n" +
 	"\fAdminService\x12{\n" +
 	"\x0fGetSignerStatus\x12$.txmanager.v1.GetSignerStatusRequest\x1a\x1a.txmanager.v1.SignerStatus\"&\x82\xd3\xe4\x93\x02 \x12\x1e/api/v1/admin/signers/{signer}\x12q\n" +
 	"\vListSigners\x12 .txmanager.v1.ListSignersRequest\x1a!.txmanager.v1.ListSignersResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/api/v1/admin/signers\x12i\n" +
@@ -1830,7 +2818,16 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\tAddSigner\x12\x1e.txmanager.v1.AddSignerRequest\x1a\x1a.txmanager.v1.RosterSigner\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/api/v1/admin/roster\x12~\n" +
 	"\fRetireSigner\x12!.txmanager.v1.RetireSignerRequest\x1a\x1a.txmanager.v1.RosterSigner\"/\x82\xd3\xe4\x93\x02):\x01*\"$/api/v1/admin/roster/{signer}/retire\x12m\n" +
 	"\n" +
-	"ListRoster\x12\x1f.txmanager.v1.ListRosterRequest\x1a .txmanager.v1.ListRosterResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/api/v1/admin/rosterB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"ListRoster\x12\x1f.txmanager.v1.ListRosterRequest\x1a .txmanager.v1.ListRosterResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/api/v1/admin/roster\x12{\n" +
+	"\vPauseSigner\x12 .txmanager.v1.PauseSignerRequest\x1a\x1a.txmanager.v1.RosterSigner\".\x82\xd3\xe4\x93\x02(:\x01*\"#/api/v1/admin/roster/{signer}/pause\x12}\n" +
+	"\fResumeSigner\x12 .txmanager.v1.PauseSignerRequest\x1a\x1a.txmanager.v1.RosterSigner\"/\x82\xd3\xe4\x93\x02):\x01*\"$/api/v1/admin/roster/{signer}/resume\x12y\n" +
+	"\tSetPolicy\x12\x1e.txmanager.v1.SetPolicyRequest\x1a\x14.txmanager.v1.Policy\"6\x82\xd3\xe4\x93\x020:\x01*\x1a+/api/v1/admin/policies/{scope_kind}/{scope}\x12x\n" +
+	"\tGetPolicy\x12 .txmanager.v1.PolicyScopeRequest\x1a\x14.txmanager.v1.Policy\"3\x82\xd3\xe4\x93\x02-\x12+/api/v1/admin/policies/{scope_kind}/{scope}\x12\x89\x01\n" +
+	"\fDeletePolicy\x12 .txmanager.v1.PolicyScopeRequest\x1a\".txmanager.v1.DeletePolicyResponse\"3\x82\xd3\xe4\x93\x02-*+/api/v1/admin/policies/{scope_kind}/{scope}\x12u\n" +
+	"\fListPolicies\x12!.txmanager.v1.ListPoliciesRequest\x1a\".txmanager.v1.ListPoliciesResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/api/v1/admin/policies\x12\x9e\x01\n" +
+	"\x12ListPolicyVersions\x12 .txmanager.v1.PolicyScopeRequest\x1a(.txmanager.v1.ListPolicyVersionsResponse\"<\x82\xd3\xe4\x93\x026\x124/api/v1/admin/policies/{scope_kind}/{scope}/versions\x12i\n" +
+	"\tListAudit\x12\x1e.txmanager.v1.ListAuditRequest\x1a\x1f.txmanager.v1.ListAuditResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/api/v1/admin/audit\x12v\n" +
+	"\vVerifyAudit\x12 .txmanager.v1.VerifyAuditRequest\x1a!.txmanager.v1.VerifyAuditResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/api/v1/admin/audit/verifyB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_admin_proto_rawDescOnce sync.Once
@@ -1844,76 +2841,120 @@ func file_api_txmanager_v1_admin_proto_rawDescGZIP() []byte {
 	return file_api_txmanager_v1_admin_proto_rawDescData
 }
 
-var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_api_txmanager_v1_admin_proto_goTypes = []any{
-	(*AddSignerRequest)(nil),       // 0: txmanager.v1.AddSignerRequest
-	(*RetireSignerRequest)(nil),    // 1: txmanager.v1.RetireSignerRequest
-	(*ListRosterRequest)(nil),      // 2: txmanager.v1.ListRosterRequest
-	(*ListRosterResponse)(nil),     // 3: txmanager.v1.ListRosterResponse
-	(*RosterSigner)(nil),           // 4: txmanager.v1.RosterSigner
-	(*GetQuarantineRequest)(nil),   // 5: txmanager.v1.GetQuarantineRequest
-	(*ReleaseSignerRequest)(nil),   // 6: txmanager.v1.ReleaseSignerRequest
-	(*Quarantine)(nil),             // 7: txmanager.v1.Quarantine
-	(*NonceRange)(nil),             // 8: txmanager.v1.NonceRange
-	(*UnknownNonce)(nil),           // 9: txmanager.v1.UnknownNonce
-	(*ResolveTxRequest)(nil),       // 10: txmanager.v1.ResolveTxRequest
-	(*ResolveTxResponse)(nil),      // 11: txmanager.v1.ResolveTxResponse
-	(*GetSignerStatusRequest)(nil), // 12: txmanager.v1.GetSignerStatusRequest
-	(*SignerStatus)(nil),           // 13: txmanager.v1.SignerStatus
-	(*ListSignersRequest)(nil),     // 14: txmanager.v1.ListSignersRequest
-	(*ListSignersResponse)(nil),    // 15: txmanager.v1.ListSignersResponse
-	(*ListStuckRequest)(nil),       // 16: txmanager.v1.ListStuckRequest
-	(*ListStuckResponse)(nil),      // 17: txmanager.v1.ListStuckResponse
-	(*ListNodesRequest)(nil),       // 18: txmanager.v1.ListNodesRequest
-	(*Node)(nil),                   // 19: txmanager.v1.Node
-	(*ListNodesResponse)(nil),      // 20: txmanager.v1.ListNodesResponse
-	(*timestamppb.Timestamp)(nil),  // 21: google.protobuf.Timestamp
-	(*Tx)(nil),                     // 22: txmanager.v1.Tx
+	(*PauseSignerRequest)(nil),         // 0: txmanager.v1.PauseSignerRequest
+	(*PolicyScopeRequest)(nil),         // 1: txmanager.v1.PolicyScopeRequest
+	(*SetPolicyRequest)(nil),           // 2: txmanager.v1.SetPolicyRequest
+	(*Policy)(nil),                     // 3: txmanager.v1.Policy
+	(*DeletePolicyResponse)(nil),       // 4: txmanager.v1.DeletePolicyResponse
+	(*ListPoliciesRequest)(nil),        // 5: txmanager.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),       // 6: txmanager.v1.ListPoliciesResponse
+	(*PolicyVersion)(nil),              // 7: txmanager.v1.PolicyVersion
+	(*ListPolicyVersionsResponse)(nil), // 8: txmanager.v1.ListPolicyVersionsResponse
+	(*ListAuditRequest)(nil),           // 9: txmanager.v1.ListAuditRequest
+	(*AuditRecord)(nil),                // 10: txmanager.v1.AuditRecord
+	(*ListAuditResponse)(nil),          // 11: txmanager.v1.ListAuditResponse
+	(*VerifyAuditRequest)(nil),         // 12: txmanager.v1.VerifyAuditRequest
+	(*VerifyAuditResponse)(nil),        // 13: txmanager.v1.VerifyAuditResponse
+	(*AddSignerRequest)(nil),           // 14: txmanager.v1.AddSignerRequest
+	(*RetireSignerRequest)(nil),        // 15: txmanager.v1.RetireSignerRequest
+	(*ListRosterRequest)(nil),          // 16: txmanager.v1.ListRosterRequest
+	(*ListRosterResponse)(nil),         // 17: txmanager.v1.ListRosterResponse
+	(*RosterSigner)(nil),               // 18: txmanager.v1.RosterSigner
+	(*GetQuarantineRequest)(nil),       // 19: txmanager.v1.GetQuarantineRequest
+	(*ReleaseSignerRequest)(nil),       // 20: txmanager.v1.ReleaseSignerRequest
+	(*Quarantine)(nil),                 // 21: txmanager.v1.Quarantine
+	(*NonceRange)(nil),                 // 22: txmanager.v1.NonceRange
+	(*UnknownNonce)(nil),               // 23: txmanager.v1.UnknownNonce
+	(*ResolveTxRequest)(nil),           // 24: txmanager.v1.ResolveTxRequest
+	(*ResolveTxResponse)(nil),          // 25: txmanager.v1.ResolveTxResponse
+	(*GetSignerStatusRequest)(nil),     // 26: txmanager.v1.GetSignerStatusRequest
+	(*SignerStatus)(nil),               // 27: txmanager.v1.SignerStatus
+	(*ListSignersRequest)(nil),         // 28: txmanager.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),        // 29: txmanager.v1.ListSignersResponse
+	(*ListStuckRequest)(nil),           // 30: txmanager.v1.ListStuckRequest
+	(*ListStuckResponse)(nil),          // 31: txmanager.v1.ListStuckResponse
+	(*ListNodesRequest)(nil),           // 32: txmanager.v1.ListNodesRequest
+	(*Node)(nil),                       // 33: txmanager.v1.Node
+	(*ListNodesResponse)(nil),          // 34: txmanager.v1.ListNodesResponse
+	(*structpb.Struct)(nil),            // 35: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),      // 36: google.protobuf.Timestamp
+	(*Tx)(nil),                         // 37: txmanager.v1.Tx
 }
 var file_api_txmanager_v1_admin_proto_depIdxs = []int32{
-	4,  // 0: txmanager.v1.ListRosterResponse.signers:type_name -> txmanager.v1.RosterSigner
-	21, // 1: txmanager.v1.RosterSigner.added_at:type_name -> google.protobuf.Timestamp
-	21, // 2: txmanager.v1.RosterSigner.retiring_at:type_name -> google.protobuf.Timestamp
-	21, // 3: txmanager.v1.RosterSigner.retired_at:type_name -> google.protobuf.Timestamp
-	21, // 4: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
-	21, // 5: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
-	9,  // 6: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
-	8,  // 7: txmanager.v1.Quarantine.ranges:type_name -> txmanager.v1.NonceRange
-	21, // 8: txmanager.v1.Quarantine.release_requested_at:type_name -> google.protobuf.Timestamp
-	21, // 9: txmanager.v1.UnknownNonce.unclaimed_until:type_name -> google.protobuf.Timestamp
-	22, // 10: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
-	21, // 11: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
-	21, // 12: txmanager.v1.SignerStatus.signing_failing_since:type_name -> google.protobuf.Timestamp
-	13, // 13: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
-	22, // 14: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
-	21, // 15: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	21, // 16: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
-	19, // 17: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
-	12, // 18: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
-	14, // 19: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
-	16, // 20: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
-	18, // 21: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
-	10, // 22: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
-	5,  // 23: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
-	6,  // 24: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
-	0,  // 25: txmanager.v1.AdminService.AddSigner:input_type -> txmanager.v1.AddSignerRequest
-	1,  // 26: txmanager.v1.AdminService.RetireSigner:input_type -> txmanager.v1.RetireSignerRequest
-	2,  // 27: txmanager.v1.AdminService.ListRoster:input_type -> txmanager.v1.ListRosterRequest
-	13, // 28: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
-	15, // 29: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
-	17, // 30: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
-	20, // 31: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
-	11, // 32: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
-	7,  // 33: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
-	7,  // 34: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
-	4,  // 35: txmanager.v1.AdminService.AddSigner:output_type -> txmanager.v1.RosterSigner
-	4,  // 36: txmanager.v1.AdminService.RetireSigner:output_type -> txmanager.v1.RosterSigner
-	3,  // 37: txmanager.v1.AdminService.ListRoster:output_type -> txmanager.v1.ListRosterResponse
-	28, // [28:38] is the sub-list for method output_type
-	18, // [18:28] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	35, // 0: txmanager.v1.SetPolicyRequest.policy:type_name -> google.protobuf.Struct
+	35, // 1: txmanager.v1.Policy.policy:type_name -> google.protobuf.Struct
+	36, // 2: txmanager.v1.Policy.updated_at:type_name -> google.protobuf.Timestamp
+	3,  // 3: txmanager.v1.ListPoliciesResponse.policies:type_name -> txmanager.v1.Policy
+	35, // 4: txmanager.v1.PolicyVersion.policy:type_name -> google.protobuf.Struct
+	36, // 5: txmanager.v1.PolicyVersion.changed_at:type_name -> google.protobuf.Timestamp
+	7,  // 6: txmanager.v1.ListPolicyVersionsResponse.versions:type_name -> txmanager.v1.PolicyVersion
+	36, // 7: txmanager.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	36, // 8: txmanager.v1.AuditRecord.at:type_name -> google.protobuf.Timestamp
+	10, // 9: txmanager.v1.ListAuditResponse.records:type_name -> txmanager.v1.AuditRecord
+	18, // 10: txmanager.v1.ListRosterResponse.signers:type_name -> txmanager.v1.RosterSigner
+	36, // 11: txmanager.v1.RosterSigner.added_at:type_name -> google.protobuf.Timestamp
+	36, // 12: txmanager.v1.RosterSigner.retiring_at:type_name -> google.protobuf.Timestamp
+	36, // 13: txmanager.v1.RosterSigner.retired_at:type_name -> google.protobuf.Timestamp
+	36, // 14: txmanager.v1.RosterSigner.paused_at:type_name -> google.protobuf.Timestamp
+	36, // 15: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
+	36, // 16: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
+	23, // 17: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
+	22, // 18: txmanager.v1.Quarantine.ranges:type_name -> txmanager.v1.NonceRange
+	36, // 19: txmanager.v1.Quarantine.release_requested_at:type_name -> google.protobuf.Timestamp
+	36, // 20: txmanager.v1.UnknownNonce.unclaimed_until:type_name -> google.protobuf.Timestamp
+	37, // 21: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
+	36, // 22: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
+	36, // 23: txmanager.v1.SignerStatus.signing_failing_since:type_name -> google.protobuf.Timestamp
+	27, // 24: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
+	37, // 25: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
+	36, // 26: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	36, // 27: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
+	33, // 28: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
+	26, // 29: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
+	28, // 30: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
+	30, // 31: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
+	32, // 32: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
+	24, // 33: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
+	19, // 34: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
+	20, // 35: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
+	14, // 36: txmanager.v1.AdminService.AddSigner:input_type -> txmanager.v1.AddSignerRequest
+	15, // 37: txmanager.v1.AdminService.RetireSigner:input_type -> txmanager.v1.RetireSignerRequest
+	16, // 38: txmanager.v1.AdminService.ListRoster:input_type -> txmanager.v1.ListRosterRequest
+	0,  // 39: txmanager.v1.AdminService.PauseSigner:input_type -> txmanager.v1.PauseSignerRequest
+	0,  // 40: txmanager.v1.AdminService.ResumeSigner:input_type -> txmanager.v1.PauseSignerRequest
+	2,  // 41: txmanager.v1.AdminService.SetPolicy:input_type -> txmanager.v1.SetPolicyRequest
+	1,  // 42: txmanager.v1.AdminService.GetPolicy:input_type -> txmanager.v1.PolicyScopeRequest
+	1,  // 43: txmanager.v1.AdminService.DeletePolicy:input_type -> txmanager.v1.PolicyScopeRequest
+	5,  // 44: txmanager.v1.AdminService.ListPolicies:input_type -> txmanager.v1.ListPoliciesRequest
+	1,  // 45: txmanager.v1.AdminService.ListPolicyVersions:input_type -> txmanager.v1.PolicyScopeRequest
+	9,  // 46: txmanager.v1.AdminService.ListAudit:input_type -> txmanager.v1.ListAuditRequest
+	12, // 47: txmanager.v1.AdminService.VerifyAudit:input_type -> txmanager.v1.VerifyAuditRequest
+	27, // 48: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
+	29, // 49: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
+	31, // 50: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
+	34, // 51: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
+	25, // 52: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
+	21, // 53: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
+	21, // 54: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
+	18, // 55: txmanager.v1.AdminService.AddSigner:output_type -> txmanager.v1.RosterSigner
+	18, // 56: txmanager.v1.AdminService.RetireSigner:output_type -> txmanager.v1.RosterSigner
+	17, // 57: txmanager.v1.AdminService.ListRoster:output_type -> txmanager.v1.ListRosterResponse
+	18, // 58: txmanager.v1.AdminService.PauseSigner:output_type -> txmanager.v1.RosterSigner
+	18, // 59: txmanager.v1.AdminService.ResumeSigner:output_type -> txmanager.v1.RosterSigner
+	3,  // 60: txmanager.v1.AdminService.SetPolicy:output_type -> txmanager.v1.Policy
+	3,  // 61: txmanager.v1.AdminService.GetPolicy:output_type -> txmanager.v1.Policy
+	4,  // 62: txmanager.v1.AdminService.DeletePolicy:output_type -> txmanager.v1.DeletePolicyResponse
+	6,  // 63: txmanager.v1.AdminService.ListPolicies:output_type -> txmanager.v1.ListPoliciesResponse
+	8,  // 64: txmanager.v1.AdminService.ListPolicyVersions:output_type -> txmanager.v1.ListPolicyVersionsResponse
+	11, // 65: txmanager.v1.AdminService.ListAudit:output_type -> txmanager.v1.ListAuditResponse
+	13, // 66: txmanager.v1.AdminService.VerifyAudit:output_type -> txmanager.v1.VerifyAuditResponse
+	48, // [48:67] is the sub-list for method output_type
+	29, // [29:48] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_admin_proto_init() }
@@ -1928,7 +2969,7 @@ func file_api_txmanager_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_txmanager_v1_admin_proto_rawDesc), len(file_api_txmanager_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

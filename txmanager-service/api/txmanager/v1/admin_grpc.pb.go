@@ -19,16 +19,25 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_GetSignerStatus_FullMethodName = "/txmanager.v1.AdminService/GetSignerStatus"
-	AdminService_ListSigners_FullMethodName     = "/txmanager.v1.AdminService/ListSigners"
-	AdminService_ListStuck_FullMethodName       = "/txmanager.v1.AdminService/ListStuck"
-	AdminService_ListNodes_FullMethodName       = "/txmanager.v1.AdminService/ListNodes"
-	AdminService_ResolveTx_FullMethodName       = "/txmanager.v1.AdminService/ResolveTx"
-	AdminService_GetQuarantine_FullMethodName   = "/txmanager.v1.AdminService/GetQuarantine"
-	AdminService_ReleaseSigner_FullMethodName   = "/txmanager.v1.AdminService/ReleaseSigner"
-	AdminService_AddSigner_FullMethodName       = "/txmanager.v1.AdminService/AddSigner"
-	AdminService_RetireSigner_FullMethodName    = "/txmanager.v1.AdminService/RetireSigner"
-	AdminService_ListRoster_FullMethodName      = "/txmanager.v1.AdminService/ListRoster"
+	AdminService_GetSignerStatus_FullMethodName    = "/txmanager.v1.AdminService/GetSignerStatus"
+	AdminService_ListSigners_FullMethodName        = "/txmanager.v1.AdminService/ListSigners"
+	AdminService_ListStuck_FullMethodName          = "/txmanager.v1.AdminService/ListStuck"
+	AdminService_ListNodes_FullMethodName          = "/txmanager.v1.AdminService/ListNodes"
+	AdminService_ResolveTx_FullMethodName          = "/txmanager.v1.AdminService/ResolveTx"
+	AdminService_GetQuarantine_FullMethodName      = "/txmanager.v1.AdminService/GetQuarantine"
+	AdminService_ReleaseSigner_FullMethodName      = "/txmanager.v1.AdminService/ReleaseSigner"
+	AdminService_AddSigner_FullMethodName          = "/txmanager.v1.AdminService/AddSigner"
+	AdminService_RetireSigner_FullMethodName       = "/txmanager.v1.AdminService/RetireSigner"
+	AdminService_ListRoster_FullMethodName         = "/txmanager.v1.AdminService/ListRoster"
+	AdminService_PauseSigner_FullMethodName        = "/txmanager.v1.AdminService/PauseSigner"
+	AdminService_ResumeSigner_FullMethodName       = "/txmanager.v1.AdminService/ResumeSigner"
+	AdminService_SetPolicy_FullMethodName          = "/txmanager.v1.AdminService/SetPolicy"
+	AdminService_GetPolicy_FullMethodName          = "/txmanager.v1.AdminService/GetPolicy"
+	AdminService_DeletePolicy_FullMethodName       = "/txmanager.v1.AdminService/DeletePolicy"
+	AdminService_ListPolicies_FullMethodName       = "/txmanager.v1.AdminService/ListPolicies"
+	AdminService_ListPolicyVersions_FullMethodName = "/txmanager.v1.AdminService/ListPolicyVersions"
+	AdminService_ListAudit_FullMethodName          = "/txmanager.v1.AdminService/ListAudit"
+	AdminService_VerifyAudit_FullMethodName        = "/txmanager.v1.AdminService/VerifyAudit"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -73,6 +82,30 @@ type AdminServiceClient interface {
 	// ListRoster lists the signer roster: every signer added at run time or configured in a
 	// node's file, with its state.
 	ListRoster(ctx context.Context, in *ListRosterRequest, opts ...grpc.CallOption) (*ListRosterResponse, error)
+	// PauseSigner stops new creates for a signer on every node (409 SIGNER_PAUSED) while its
+	// transactions in flight go on to a final state; its key stays in service. Unlike
+	// retiring, ResumeSigner undoes it. Recorded in the audit trail.
+	PauseSigner(ctx context.Context, in *PauseSignerRequest, opts ...grpc.CallOption) (*RosterSigner, error)
+	// ResumeSigner lets a paused signer take creates again.
+	ResumeSigner(ctx context.Context, in *PauseSignerRequest, opts ...grpc.CallOption) (*RosterSigner, error)
+	// SetPolicy makes a document the spending policy of a signer or of a credential, as its
+	// next version (docs/policies.md). It binds every node from its commit on; a create it
+	// refuses gets 403 POLICY_DENIED naming the rule and the figures, and no nonce.
+	SetPolicy(ctx context.Context, in *SetPolicyRequest, opts ...grpc.CallOption) (*Policy, error)
+	// GetPolicy answers a scope's policy (404 when it has none).
+	GetPolicy(ctx context.Context, in *PolicyScopeRequest, opts ...grpc.CallOption) (*Policy, error)
+	// DeletePolicy removes a scope's policy; its history keeps the deletion as a version.
+	DeletePolicy(ctx context.Context, in *PolicyScopeRequest, opts ...grpc.CallOption) (*DeletePolicyResponse, error)
+	// ListPolicies lists every policy in force.
+	ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error)
+	// ListPolicyVersions lists a scope's versions, newest first (at most 100).
+	ListPolicyVersions(ctx context.Context, in *PolicyScopeRequest, opts ...grpc.CallOption) (*ListPolicyVersionsResponse, error)
+	// ListAudit reads the audit trail in sequence order, with filters.
+	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
+	// VerifyAudit recomputes the trail's hash chain and names the first record that breaks
+	// it (one edited or deleted in the database), with the head to compare against a copy
+	// kept elsewhere.
+	VerifyAudit(ctx context.Context, in *VerifyAuditRequest, opts ...grpc.CallOption) (*VerifyAuditResponse, error)
 }
 
 type adminServiceClient struct {
@@ -183,6 +216,96 @@ func (c *adminServiceClient) ListRoster(ctx context.Context, in *ListRosterReque
 	return out, nil
 }
 
+func (c *adminServiceClient) PauseSigner(ctx context.Context, in *PauseSignerRequest, opts ...grpc.CallOption) (*RosterSigner, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RosterSigner)
+	err := c.cc.Invoke(ctx, AdminService_PauseSigner_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ResumeSigner(ctx context.Context, in *PauseSignerRequest, opts ...grpc.CallOption) (*RosterSigner, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RosterSigner)
+	err := c.cc.Invoke(ctx, AdminService_ResumeSigner_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) SetPolicy(ctx context.Context, in *SetPolicyRequest, opts ...grpc.CallOption) (*Policy, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Policy)
+	err := c.cc.Invoke(ctx, AdminService_SetPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetPolicy(ctx context.Context, in *PolicyScopeRequest, opts ...grpc.CallOption) (*Policy, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Policy)
+	err := c.cc.Invoke(ctx, AdminService_GetPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeletePolicy(ctx context.Context, in *PolicyScopeRequest, opts ...grpc.CallOption) (*DeletePolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeletePolicyResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeletePolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPoliciesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListPolicies_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListPolicyVersions(ctx context.Context, in *PolicyScopeRequest, opts ...grpc.CallOption) (*ListPolicyVersionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPolicyVersionsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListPolicyVersions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) VerifyAudit(ctx context.Context, in *VerifyAuditRequest, opts ...grpc.CallOption) (*VerifyAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyAuditResponse)
+	err := c.cc.Invoke(ctx, AdminService_VerifyAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -225,6 +348,30 @@ type AdminServiceServer interface {
 	// ListRoster lists the signer roster: every signer added at run time or configured in a
 	// node's file, with its state.
 	ListRoster(context.Context, *ListRosterRequest) (*ListRosterResponse, error)
+	// PauseSigner stops new creates for a signer on every node (409 SIGNER_PAUSED) while its
+	// transactions in flight go on to a final state; its key stays in service. Unlike
+	// retiring, ResumeSigner undoes it. Recorded in the audit trail.
+	PauseSigner(context.Context, *PauseSignerRequest) (*RosterSigner, error)
+	// ResumeSigner lets a paused signer take creates again.
+	ResumeSigner(context.Context, *PauseSignerRequest) (*RosterSigner, error)
+	// SetPolicy makes a document the spending policy of a signer or of a credential, as its
+	// next version (docs/policies.md). It binds every node from its commit on; a create it
+	// refuses gets 403 POLICY_DENIED naming the rule and the figures, and no nonce.
+	SetPolicy(context.Context, *SetPolicyRequest) (*Policy, error)
+	// GetPolicy answers a scope's policy (404 when it has none).
+	GetPolicy(context.Context, *PolicyScopeRequest) (*Policy, error)
+	// DeletePolicy removes a scope's policy; its history keeps the deletion as a version.
+	DeletePolicy(context.Context, *PolicyScopeRequest) (*DeletePolicyResponse, error)
+	// ListPolicies lists every policy in force.
+	ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error)
+	// ListPolicyVersions lists a scope's versions, newest first (at most 100).
+	ListPolicyVersions(context.Context, *PolicyScopeRequest) (*ListPolicyVersionsResponse, error)
+	// ListAudit reads the audit trail in sequence order, with filters.
+	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
+	// VerifyAudit recomputes the trail's hash chain and names the first record that breaks
+	// it (one edited or deleted in the database), with the head to compare against a copy
+	// kept elsewhere.
+	VerifyAudit(context.Context, *VerifyAuditRequest) (*VerifyAuditResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -264,6 +411,33 @@ func (UnimplementedAdminServiceServer) RetireSigner(context.Context, *RetireSign
 }
 func (UnimplementedAdminServiceServer) ListRoster(context.Context, *ListRosterRequest) (*ListRosterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRoster not implemented")
+}
+func (UnimplementedAdminServiceServer) PauseSigner(context.Context, *PauseSignerRequest) (*RosterSigner, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseSigner not implemented")
+}
+func (UnimplementedAdminServiceServer) ResumeSigner(context.Context, *PauseSignerRequest) (*RosterSigner, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeSigner not implemented")
+}
+func (UnimplementedAdminServiceServer) SetPolicy(context.Context, *SetPolicyRequest) (*Policy, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetPolicy not implemented")
+}
+func (UnimplementedAdminServiceServer) GetPolicy(context.Context, *PolicyScopeRequest) (*Policy, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPolicy not implemented")
+}
+func (UnimplementedAdminServiceServer) DeletePolicy(context.Context, *PolicyScopeRequest) (*DeletePolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePolicy not implemented")
+}
+func (UnimplementedAdminServiceServer) ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPolicies not implemented")
+}
+func (UnimplementedAdminServiceServer) ListPolicyVersions(context.Context, *PolicyScopeRequest) (*ListPolicyVersionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPolicyVersions not implemented")
+}
+func (UnimplementedAdminServiceServer) ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAudit not implemented")
+}
+func (UnimplementedAdminServiceServer) VerifyAudit(context.Context, *VerifyAuditRequest) (*VerifyAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method VerifyAudit not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -466,6 +640,168 @@ func _AdminService_ListRoster_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_PauseSigner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseSignerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).PauseSigner(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_PauseSigner_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).PauseSigner(ctx, req.(*PauseSignerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ResumeSigner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseSignerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ResumeSigner(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ResumeSigner_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ResumeSigner(ctx, req.(*PauseSignerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_SetPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SetPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetPolicy(ctx, req.(*SetPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PolicyScopeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetPolicy(ctx, req.(*PolicyScopeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeletePolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PolicyScopeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeletePolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeletePolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeletePolicy(ctx, req.(*PolicyScopeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListPolicies(ctx, req.(*ListPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListPolicyVersions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PolicyScopeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListPolicyVersions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListPolicyVersions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListPolicyVersions(ctx, req.(*PolicyScopeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListAudit(ctx, req.(*ListAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_VerifyAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).VerifyAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_VerifyAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).VerifyAudit(ctx, req.(*VerifyAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -512,6 +848,42 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRoster",
 			Handler:    _AdminService_ListRoster_Handler,
+		},
+		{
+			MethodName: "PauseSigner",
+			Handler:    _AdminService_PauseSigner_Handler,
+		},
+		{
+			MethodName: "ResumeSigner",
+			Handler:    _AdminService_ResumeSigner_Handler,
+		},
+		{
+			MethodName: "SetPolicy",
+			Handler:    _AdminService_SetPolicy_Handler,
+		},
+		{
+			MethodName: "GetPolicy",
+			Handler:    _AdminService_GetPolicy_Handler,
+		},
+		{
+			MethodName: "DeletePolicy",
+			Handler:    _AdminService_DeletePolicy_Handler,
+		},
+		{
+			MethodName: "ListPolicies",
+			Handler:    _AdminService_ListPolicies_Handler,
+		},
+		{
+			MethodName: "ListPolicyVersions",
+			Handler:    _AdminService_ListPolicyVersions_Handler,
+		},
+		{
+			MethodName: "ListAudit",
+			Handler:    _AdminService_ListAudit_Handler,
+		},
+		{
+			MethodName: "VerifyAudit",
+			Handler:    _AdminService_VerifyAudit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -6,8 +6,10 @@ package v1
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/go-kratos/kratos/v2/transport/http"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // AdminServiceHTTPServer is what the admin routes call.
@@ -22,6 +24,15 @@ type AdminServiceHTTPServer interface {
 	AddSigner(context.Context, *AddSignerRequest) (*RosterSigner, error)
 	RetireSigner(context.Context, *RetireSignerRequest) (*RosterSigner, error)
 	ListRoster(context.Context, *ListRosterRequest) (*ListRosterResponse, error)
+	PauseSigner(context.Context, *PauseSignerRequest) (*RosterSigner, error)
+	ResumeSigner(context.Context, *PauseSignerRequest) (*RosterSigner, error)
+	SetPolicy(context.Context, *SetPolicyRequest) (*Policy, error)
+	GetPolicy(context.Context, *PolicyScopeRequest) (*Policy, error)
+	DeletePolicy(context.Context, *PolicyScopeRequest) (*DeletePolicyResponse, error)
+	ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error)
+	ListPolicyVersions(context.Context, *PolicyScopeRequest) (*ListPolicyVersionsResponse, error)
+	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
+	VerifyAudit(context.Context, *VerifyAuditRequest) (*VerifyAuditResponse, error)
 }
 
 // RegisterAdminServiceHTTPServer adds the admin routes to s.
@@ -130,5 +141,71 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 	})
 	r.GET("/api/v1/admin/roster", func(ctx http.Context) error {
 		return serve(ctx, AdminService_ListRoster_FullMethodName, &ListRosterRequest{}, srv.ListRoster)
+	})
+	pause := func(method string, call func(context.Context, *PauseSignerRequest) (*RosterSigner, error)) func(http.Context) error {
+		return func(ctx http.Context) error {
+			var in PauseSignerRequest
+			if ctx.Request().ContentLength != 0 {
+				if err := DecodeJSONBody(ctx.Request(), opts.MaxBodyBytes, &in); err != nil {
+					return err
+				}
+			}
+			in.Signer = ctx.Vars().Get("signer")
+			return serve(ctx, method, &in, call)
+		}
+	}
+	r.POST("/api/v1/admin/roster/{signer}/pause", pause(AdminService_PauseSigner_FullMethodName, srv.PauseSigner))
+	r.POST("/api/v1/admin/roster/{signer}/resume", pause(AdminService_ResumeSigner_FullMethodName, srv.ResumeSigner))
+	scopeOf := func(ctx http.Context) *PolicyScopeRequest {
+		return &PolicyScopeRequest{ScopeKind: ctx.Vars().Get("scope_kind"), Scope: ctx.Vars().Get("scope")}
+	}
+	r.PUT("/api/v1/admin/policies/{scope_kind}/{scope}", func(ctx http.Context) error {
+		var in SetPolicyRequest
+		if err := DecodeJSONBody(ctx.Request(), opts.MaxBodyBytes, &in); err != nil {
+			return err
+		}
+		in.ScopeKind, in.Scope = ctx.Vars().Get("scope_kind"), ctx.Vars().Get("scope")
+		return serve(ctx, AdminService_SetPolicy_FullMethodName, &in, srv.SetPolicy)
+	})
+	r.GET("/api/v1/admin/policies/{scope_kind}/{scope}", func(ctx http.Context) error {
+		return serve(ctx, AdminService_GetPolicy_FullMethodName, scopeOf(ctx), srv.GetPolicy)
+	})
+	r.DELETE("/api/v1/admin/policies/{scope_kind}/{scope}", func(ctx http.Context) error {
+		return serve(ctx, AdminService_DeletePolicy_FullMethodName, scopeOf(ctx), srv.DeletePolicy)
+	})
+	r.GET("/api/v1/admin/policies/{scope_kind}/{scope}/versions", func(ctx http.Context) error {
+		return serve(ctx, AdminService_ListPolicyVersions_FullMethodName, scopeOf(ctx), srv.ListPolicyVersions)
+	})
+	r.GET("/api/v1/admin/policies", func(ctx http.Context) error {
+		return serve(ctx, AdminService_ListPolicies_FullMethodName, &ListPoliciesRequest{}, srv.ListPolicies)
+	})
+	r.GET("/api/v1/admin/audit", func(ctx http.Context) error {
+		q := ctx.Request().URL.Query()
+		in := ListAuditRequest{Subject: q.Get("subject"), Action: q.Get("action"), Actor: q.Get("actor")}
+		if raw := q.Get("afterSeq"); raw != "" {
+			v, err := strconv.ParseInt(raw, 10, 64)
+			if err != nil || v < 0 {
+				return InvalidArgument("afterSeq", "must be a non-negative integer")
+			}
+			in.AfterSeq = v
+		}
+		if raw := q.Get("limit"); raw != "" {
+			v, err := strconv.ParseUint(raw, 10, 32)
+			if err != nil || v == 0 || v > 1000 {
+				return InvalidArgument("limit", "must be an integer from 1 to 1000")
+			}
+			in.Limit = uint32(v)
+		}
+		if raw := q.Get("since"); raw != "" {
+			at, err := time.Parse(time.RFC3339Nano, raw)
+			if err != nil {
+				return InvalidArgument("since", "must be an RFC 3339 time, e.g. 2026-11-29T00:00:00Z")
+			}
+			in.Since = timestamppb.New(at)
+		}
+		return serve(ctx, AdminService_ListAudit_FullMethodName, &in, srv.ListAudit)
+	})
+	r.GET("/api/v1/admin/audit/verify", func(ctx http.Context) error {
+		return serve(ctx, AdminService_VerifyAudit_FullMethodName, &VerifyAuditRequest{}, srv.VerifyAudit)
 	})
 }

@@ -87,6 +87,12 @@ const (
 	// are refused until a signature succeeds again. Nothing was consumed; retry after
 	// Retry-After (503).
 	ErrorReason_SIGNER_UNAVAILABLE ErrorReason = 22
+	// An operator paused the signer: no new transaction until it is resumed; those it has go
+	// on to a final state. Metadata: signer.
+	ErrorReason_SIGNER_PAUSED ErrorReason = 23
+	// A spending policy of the signer or of the caller's credential refuses the intent;
+	// nothing was allocated. Metadata: rule, scope, version.
+	ErrorReason_POLICY_DENIED ErrorReason = 24
 )
 
 // Enum value maps for ErrorReason.
@@ -115,6 +121,8 @@ var (
 		20: "SIGNER_RETIRED",
 		21: "SIGNER_ACTIVE",
 		22: "SIGNER_UNAVAILABLE",
+		23: "SIGNER_PAUSED",
+		24: "POLICY_DENIED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED": 0,
@@ -140,6 +148,8 @@ var (
 		"SIGNER_RETIRED":           20,
 		"SIGNER_ACTIVE":            21,
 		"SIGNER_UNAVAILABLE":       22,
+		"SIGNER_PAUSED":            23,
+		"POLICY_DENIED":            24,
 	}
 )
 
@@ -174,7 +184,7 @@ var File_api_txmanager_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#api/txmanager/v1/error_reason.proto\x12\ftxmanager.v1\x1a\x13errors/errors.proto*\xf8\x04\n" +
+	"#api/txmanager/v1/error_reason.proto\x12\ftxmanager.v1\x1a\x13errors/errors.proto*\xaa\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\n" +
@@ -200,7 +210,9 @@ const file_api_txmanager_v1_error_reason_proto_rawDesc = "" +
 	"\x12SIGNER_QUARANTINED\x10\x13\x1a\x04\xa8E\x99\x03\x12\x18\n" +
 	"\x0eSIGNER_RETIRED\x10\x14\x1a\x04\xa8E\x99\x03\x12\x17\n" +
 	"\rSIGNER_ACTIVE\x10\x15\x1a\x04\xa8E\x99\x03\x12\x1c\n" +
-	"\x12SIGNER_UNAVAILABLE\x10\x16\x1a\x04\xa8E\xf7\x03\x1a\x04\xa0E\xf4\x03B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\x12SIGNER_UNAVAILABLE\x10\x16\x1a\x04\xa8E\xf7\x03\x12\x17\n" +
+	"\rSIGNER_PAUSED\x10\x17\x1a\x04\xa8E\x99\x03\x12\x17\n" +
+	"\rPOLICY_DENIED\x10\x18\x1a\x04\xa8E\x93\x03\x1a\x04\xa0E\xf4\x03B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_error_reason_proto_rawDescOnce sync.Once

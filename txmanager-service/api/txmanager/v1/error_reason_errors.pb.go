@@ -331,3 +331,33 @@ func IsSignerUnavailable(err error) bool {
 func ErrorSignerUnavailable(format string, args ...any) *errors.Error {
 	return errors.New(503, ErrorReason_SIGNER_UNAVAILABLE.String(), fmt.Sprintf(format, args...))
 }
+
+// IsSignerPaused reports whether err carries the reason SIGNER_PAUSED, whatever its status.
+// An operator paused the signer: no new transaction until it is resumed; those it has go
+// on to a final state. Metadata: signer.
+func IsSignerPaused(err error) bool {
+	if err == nil {
+		return false
+	}
+	return errors.FromError(err).Reason == ErrorReason_SIGNER_PAUSED.String()
+}
+
+// ErrorSignerPaused is the API's 409 SIGNER_PAUSED error with a formatted message.
+func ErrorSignerPaused(format string, args ...any) *errors.Error {
+	return errors.New(409, ErrorReason_SIGNER_PAUSED.String(), fmt.Sprintf(format, args...))
+}
+
+// IsPolicyDenied reports whether err carries the reason POLICY_DENIED, whatever its status.
+// A spending policy of the signer or of the caller's credential refuses the intent;
+// nothing was allocated. Metadata: rule, scope, version.
+func IsPolicyDenied(err error) bool {
+	if err == nil {
+		return false
+	}
+	return errors.FromError(err).Reason == ErrorReason_POLICY_DENIED.String()
+}
+
+// ErrorPolicyDenied is the API's 403 POLICY_DENIED error with a formatted message.
+func ErrorPolicyDenied(format string, args ...any) *errors.Error {
+	return errors.New(403, ErrorReason_POLICY_DENIED.String(), fmt.Sprintf(format, args...))
+}

@@ -143,6 +143,8 @@ func TestErrorReasonHelpersRecogniseTheirReason(t *testing.T) {
 		ErrorReason_SIGNER_QUARANTINED:     {IsSignerQuarantined, ErrorSignerQuarantined},
 		ErrorReason_SIGNER_RETIRED:         {IsSignerRetired, ErrorSignerRetired},
 		ErrorReason_SIGNER_UNAVAILABLE:     {IsSignerUnavailable, ErrorSignerUnavailable},
+		ErrorReason_SIGNER_PAUSED:          {IsSignerPaused, ErrorSignerPaused},
+		ErrorReason_POLICY_DENIED:          {IsPolicyDenied, ErrorPolicyDenied},
 		ErrorReason_SIGNER_ACTIVE:          {IsSignerActive, ErrorSignerActive},
 	}
 	reasons := reasonsOf(t)

@@ -64,6 +64,33 @@ func (s *recordingServer) RetireSigner(_ context.Context, in *RetireSignerReques
 func (s *recordingServer) ListRoster(_ context.Context, in *ListRosterRequest) (*ListRosterResponse, error) {
 	return record(s, in, &ListRosterResponse{})
 }
+func (s *recordingServer) PauseSigner(_ context.Context, in *PauseSignerRequest) (*RosterSigner, error) {
+	return record(s, in, &RosterSigner{})
+}
+func (s *recordingServer) ResumeSigner(_ context.Context, in *PauseSignerRequest) (*RosterSigner, error) {
+	return record(s, in, &RosterSigner{})
+}
+func (s *recordingServer) SetPolicy(_ context.Context, in *SetPolicyRequest) (*Policy, error) {
+	return record(s, in, &Policy{})
+}
+func (s *recordingServer) GetPolicy(_ context.Context, in *PolicyScopeRequest) (*Policy, error) {
+	return record(s, in, &Policy{})
+}
+func (s *recordingServer) DeletePolicy(_ context.Context, in *PolicyScopeRequest) (*DeletePolicyResponse, error) {
+	return record(s, in, &DeletePolicyResponse{})
+}
+func (s *recordingServer) ListPolicies(_ context.Context, in *ListPoliciesRequest) (*ListPoliciesResponse, error) {
+	return record(s, in, &ListPoliciesResponse{})
+}
+func (s *recordingServer) ListPolicyVersions(_ context.Context, in *PolicyScopeRequest) (*ListPolicyVersionsResponse, error) {
+	return record(s, in, &ListPolicyVersionsResponse{})
+}
+func (s *recordingServer) ListAudit(_ context.Context, in *ListAuditRequest) (*ListAuditResponse, error) {
+	return record(s, in, &ListAuditResponse{})
+}
+func (s *recordingServer) VerifyAudit(_ context.Context, in *VerifyAuditRequest) (*VerifyAuditResponse, error) {
+	return record(s, in, &VerifyAuditResponse{})
+}
 
 // Every HTTP route decodes its path, query and body into the request the gRPC method takes,
 // runs under that method's name (what middleware sees), answers with the right status, and
@@ -107,6 +134,21 @@ func TestEveryRouteReachesItsMethod(t *testing.T) {
 		{"POST", "/api/v1/admin/roster/" + signer + "/retire", `{"note":"rotated"}`, 200, AdminService_RetireSigner_FullMethodName, `{"signer":"` + signer + `","note":"rotated"}`},
 		{"GET", "/api/v1/admin/roster", "", 200, AdminService_ListRoster_FullMethodName, `{}`},
 		{"POST", "/api/v1/admin/roster", `{"signer":1}`, 400, "", ""},
+		{"POST", "/api/v1/admin/roster/" + signer + "/pause", `{"note":"leak"}`, 200, AdminService_PauseSigner_FullMethodName, `{"signer":"` + signer + `","note":"leak"}`},
+		{"POST", "/api/v1/admin/roster/" + signer + "/resume", "", 200, AdminService_ResumeSigner_FullMethodName, `{"signer":"` + signer + `"}`},
+		{"PUT", "/api/v1/admin/policies/signer/" + signer, `{"policy":{"maxValuePerTx":"10"}}`, 200, AdminService_SetPolicy_FullMethodName,
+			`{"scopeKind":"signer","scope":"` + signer + `","policy":{"maxValuePerTx":"10"}}`},
+		{"PUT", "/api/v1/admin/policies/signer/" + signer, `{"policy":"x"}`, 400, "", ""},
+		{"GET", "/api/v1/admin/policies/credential/payouts", "", 200, AdminService_GetPolicy_FullMethodName, `{"scopeKind":"credential","scope":"payouts"}`},
+		{"DELETE", "/api/v1/admin/policies/credential/payouts", "", 200, AdminService_DeletePolicy_FullMethodName, `{"scopeKind":"credential","scope":"payouts"}`},
+		{"GET", "/api/v1/admin/policies/credential/payouts/versions", "", 200, AdminService_ListPolicyVersions_FullMethodName, `{"scopeKind":"credential","scope":"payouts"}`},
+		{"GET", "/api/v1/admin/policies", "", 200, AdminService_ListPolicies_FullMethodName, `{}`},
+		{"GET", "/api/v1/admin/audit?afterSeq=4&action=policy.set&limit=10&since=2026-11-29T00:00:00Z", "", 200, AdminService_ListAudit_FullMethodName,
+			`{"afterSeq":"4","action":"policy.set","limit":10,"since":"2026-11-29T00:00:00Z"}`},
+		{"GET", "/api/v1/admin/audit?afterSeq=-1", "", 400, "", ""},
+		{"GET", "/api/v1/admin/audit?limit=5000", "", 400, "", ""},
+		{"GET", "/api/v1/admin/audit?since=yesterday", "", 400, "", ""},
+		{"GET", "/api/v1/admin/audit/verify", "", 200, AdminService_VerifyAudit_FullMethodName, `{}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {

@@ -1,12 +1,12 @@
 -- name: ListRoster :many
 -- Every signer of the roster; each node polls it (signers.rosterPollInterval).
 SELECT signer, source, key_ref, state, added_at, added_by, retiring_at, retired_at,
-       COALESCE(retired_by, '')::text AS retired_by, note, updated_at
+       COALESCE(retired_by, '')::text AS retired_by, note, updated_at, paused_at, paused_by, pause_note
 FROM signer_roster ORDER BY signer;
 
 -- name: GetRosterSigner :one
 SELECT signer, source, key_ref, state, added_at, added_by, retiring_at, retired_at,
-       COALESCE(retired_by, '')::text AS retired_by, note, updated_at
+       COALESCE(retired_by, '')::text AS retired_by, note, updated_at, paused_at, paused_by, pause_note
 FROM signer_roster WHERE signer = @signer;
 
 -- name: RegisterConfigSigners :exec
@@ -28,7 +28,7 @@ ON CONFLICT (signer) DO UPDATE SET
     note = EXCLUDED.note, updated_at = now()
 WHERE r.state <> 'active'
 RETURNING signer, source, key_ref, state, added_at, added_by, retiring_at, retired_at,
-       COALESCE(retired_by, '')::text AS retired_by, note, updated_at;
+       COALESCE(retired_by, '')::text AS retired_by, note, updated_at, paused_at, paused_by, pause_note;
 
 -- name: RetireRosterSigner :one
 -- Records a retirement. The row is locked FOR UPDATE first, which waits for every writer
@@ -43,7 +43,7 @@ updated AS (
     UPDATE signer_roster r SET state = 'retiring', retiring_at = now(), retired_by = @retired_by::text, note = @note, updated_at = now()
     FROM locked WHERE r.signer = locked.signer AND r.state = 'active'
     RETURNING r.signer, r.source, r.key_ref, r.state, r.added_at, r.added_by, r.retiring_at, r.retired_at,
-              COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at
+              COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at, r.paused_at, r.paused_by, r.pause_note
 ),
 inserted AS (
     INSERT INTO signer_roster (signer, source, state, retiring_at, retired_by, note)
@@ -51,7 +51,7 @@ inserted AS (
     WHERE NOT EXISTS (SELECT 1 FROM locked)
     ON CONFLICT (signer) DO NOTHING
     RETURNING signer, source, key_ref, state, added_at, added_by, retiring_at, retired_at,
-              COALESCE(retired_by, '')::text AS retired_by, note, updated_at
+              COALESCE(retired_by, '')::text AS retired_by, note, updated_at, paused_at, paused_by, pause_note
 )
 SELECT * FROM updated
 UNION ALL
@@ -69,8 +69,28 @@ FROM locked
 WHERE r.signer = locked.signer
   AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.signer = r.signer AND m.confirmed_at IS NULL)
 RETURNING r.signer, r.source, r.key_ref, r.state, r.added_at, r.added_by, r.retiring_at, r.retired_at,
-          COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at;
+          COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at, r.paused_at, r.paused_by, r.pause_note;
 
 -- name: CountUnfinishedBySigner :one
 -- A retiring signer's unfinished transactions on every chain (the admin answer shows them).
 SELECT count(*)::bigint FROM managed_tx WHERE signer = @signer AND confirmed_at IS NULL;
+
+-- name: PauseRosterSigner :one
+-- Pauses a signer. The row is locked FOR UPDATE first, which waits for every writer batch
+-- holding it FOR KEY SHARE: a create that batch allocated commits before the pause, and every
+-- batch after it reads the pause and allocates nothing. A paused signer stays paused (the
+-- first pause's time, operator and note are kept): no row is returned then.
+WITH locked AS (
+    SELECT r.signer FROM signer_roster r WHERE r.signer = @signer FOR UPDATE
+)
+UPDATE signer_roster r SET paused_at = now(), paused_by = @paused_by::text, pause_note = @note::text, updated_at = now()
+FROM locked WHERE r.signer = locked.signer AND r.paused_at IS NULL
+RETURNING r.signer, r.source, r.key_ref, r.state, r.added_at, r.added_by, r.retiring_at, r.retired_at,
+          COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at, r.paused_at, r.paused_by, r.pause_note;
+
+-- name: ResumeRosterSigner :one
+-- Resumes a paused signer; no row when it was not paused.
+UPDATE signer_roster r SET paused_at = NULL, paused_by = '', pause_note = '', updated_at = now()
+WHERE r.signer = @signer AND r.paused_at IS NOT NULL
+RETURNING r.signer, r.source, r.key_ref, r.state, r.added_at, r.added_by, r.retiring_at, r.retired_at,
+          COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at, r.paused_at, r.paused_by, r.pause_note;

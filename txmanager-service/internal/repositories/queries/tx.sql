@@ -39,9 +39,10 @@ SELECT (SELECT count(*) FROM inserted)::bigint AS inserted,
 -- each signer's part was numbered from its cached cursor (expected_nexts), and it goes in
 -- only when the full path (LockLeaseAndReadCursor, then WriteAllocation) would write exactly
 -- the same for that signer: its lease ours (held FOR KEY SHARE), its cursor where the cache
--- says, its roster row active (held FOR KEY SHARE, as the full path does, so a retirement
--- waits for the batch), no open quarantine, no recovered transaction a create could adopt,
--- and none of its request ids already on record. A signer whose gate is not clear gets
+-- says, its roster row active and not paused (held FOR KEY SHARE, as the full path does, so
+-- a retirement or a pause waits for the batch), no open quarantine, no recovered transaction
+-- a create could adopt, no spending policy of its own or of its creates' credentials, and
+-- none of its request ids already on record. A signer whose gate is not clear gets
 -- nothing written and takes the full path in the same transaction; the others are written.
 --
 -- One statement for the batch instead of one per signer: a statement's fixed work (locks,
@@ -79,6 +80,14 @@ known AS MATERIALIZED (
     ) on_record
     WHERE i.request_id <> ''
 ),
+-- The signers a spending policy binds, its own or that of a credential one of its creates
+-- came with: their policies are checked on the full path, inside this same transaction.
+policed AS MATERIALIZED (
+    SELECT p.scope AS signer FROM spending_policy p WHERE p.scope_kind = 'signer' AND p.scope = ANY(@signers::text[])
+    UNION
+    SELECT c.signer FROM (SELECT unnest(@credential_signers::text[]) AS signer, unnest(@credentials::text[]) AS credential) AS c
+    WHERE EXISTS (SELECT 1 FROM spending_policy p WHERE p.scope_kind = 'credential' AND p.scope = c.credential)
+),
 clear AS MATERIALIZED (
     SELECT s.signer, s.fencing_token, s.expected_next, s.next_nonce, s.created_at
     FROM (SELECT unnest(@signers::text[])            AS signer,
@@ -91,7 +100,8 @@ clear AS MATERIALIZED (
     WHERE NOT EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = @chain_id AND q.signer = s.signer AND q.released_at IS NULL)
       AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = @chain_id AND m.signer = s.signer AND m.unclaimed_until > now())
       AND NOT EXISTS (SELECT 1 FROM known k WHERE k.signer = s.signer)
-      AND COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = s.signer FOR KEY SHARE), 'active') = 'active'
+      AND COALESCE((SELECT CASE WHEN r.paused_at IS NULL THEN r.state ELSE 'paused' END FROM signer_roster r WHERE r.signer = s.signer FOR KEY SHARE), 'active') = 'active'
+      AND NOT EXISTS (SELECT 1 FROM policed p WHERE p.signer = s.signer)
 ),
 inserted AS (
     INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)

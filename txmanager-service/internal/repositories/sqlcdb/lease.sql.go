@@ -100,6 +100,7 @@ SELECT l.fencing_token, c.next_nonce,
                  WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL), '')::text AS quarantine,
        EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = l.chain_id AND m.signer = l.signer AND m.unclaimed_until > now())::bool AS has_unclaimed,
        COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = l.signer FOR KEY SHARE), 'active')::text AS roster_state,
+       COALESCE((SELECT r.paused_at IS NOT NULL FROM signer_roster r WHERE r.signer = l.signer), false)::bool AS paused,
        (SELECT count(*) FROM (SELECT DISTINCT unnest($1::text[]) AS id) r
         CROSS JOIN LATERAL (
             SELECT 1 FROM managed_tx t WHERE t.chain_id = l.chain_id AND t.signer = l.signer AND t.request_id = r.id LIMIT 1
@@ -127,6 +128,7 @@ type LockLeaseAndReadCursorRow struct {
 	Quarantine    string
 	HasUnclaimed  bool
 	RosterState   string
+	Paused        bool
 	KnownRequests int64
 }
 
@@ -157,6 +159,7 @@ func (q *Queries) LockLeaseAndReadCursor(ctx context.Context, arg LockLeaseAndRe
 		&i.Quarantine,
 		&i.HasUnclaimed,
 		&i.RosterState,
+		&i.Paused,
 		&i.KnownRequests,
 	)
 	return i, err

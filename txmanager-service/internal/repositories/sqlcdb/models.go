@@ -11,6 +11,27 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type AuditHead struct {
+	ID                bool
+	LastSeq           int64
+	LastHash          []byte
+	PrunedThroughSeq  int64
+	PrunedThroughHash []byte
+}
+
+type AuditRecord struct {
+	Seq      int64
+	At       time.Time
+	NodeID   string
+	Actor    string
+	Action   string
+	Subject  string
+	Before   string
+	After    string
+	PrevHash []byte
+	Hash     []byte
+}
+
 type ChainIdentity struct {
 	ChainID     pgtype.Numeric
 	GenesisHash string
@@ -64,6 +85,14 @@ type NodeRegistry struct {
 	Incarnation string
 }
 
+type PolicySpend struct {
+	ScopeKind string
+	Scope     string
+	Minute    time.Time
+	ValueWei  pgtype.Numeric
+	FeeWei    pgtype.Numeric
+}
+
 type SignerLease struct {
 	Signer       string
 	OwnerNode    string
@@ -113,6 +142,9 @@ type SignerRoster struct {
 	RetiredBy  pgtype.Text
 	Note       string
 	UpdatedAt  time.Time
+	PausedAt   *time.Time
+	PausedBy   string
+	PauseNote  string
 }
 
 type SignerSigning struct {
@@ -125,6 +157,25 @@ type SignerSigning struct {
 	NodeID       string
 	FencingToken int64
 	UpdatedAt    time.Time
+}
+
+type SpendingPolicy struct {
+	ScopeKind string
+	Scope     string
+	Version   int64
+	Rules     []byte
+	Windowed  bool
+	UpdatedAt time.Time
+	UpdatedBy string
+}
+
+type SpendingPolicyVersion struct {
+	ScopeKind string
+	Scope     string
+	Version   int64
+	Rules     []byte
+	ChangedAt time.Time
+	ChangedBy string
 }
 
 type StuckResolutionAudit struct {

@@ -19,7 +19,7 @@ ON CONFLICT (signer) DO UPDATE SET
     note = EXCLUDED.note, updated_at = now()
 WHERE r.state <> 'active'
 RETURNING signer, source, key_ref, state, added_at, added_by, retiring_at, retired_at,
-       COALESCE(retired_by, '')::text AS retired_by, note, updated_at
+       COALESCE(retired_by, '')::text AS retired_by, note, updated_at, paused_at, paused_by, pause_note
 `
 
 type AddRosterSignerParams struct {
@@ -42,6 +42,9 @@ type AddRosterSignerRow struct {
 	RetiredBy  string
 	Note       string
 	UpdatedAt  time.Time
+	PausedAt   *time.Time
+	PausedBy   string
+	PauseNote  string
 }
 
 // Puts a signer into service: a new row, or one retiring or retired made active again with
@@ -68,6 +71,9 @@ func (q *Queries) AddRosterSigner(ctx context.Context, arg AddRosterSignerParams
 		&i.RetiredBy,
 		&i.Note,
 		&i.UpdatedAt,
+		&i.PausedAt,
+		&i.PausedBy,
+		&i.PauseNote,
 	)
 	return i, err
 }
@@ -81,7 +87,7 @@ FROM locked
 WHERE r.signer = locked.signer
   AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.signer = r.signer AND m.confirmed_at IS NULL)
 RETURNING r.signer, r.source, r.key_ref, r.state, r.added_at, r.added_by, r.retiring_at, r.retired_at,
-          COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at
+          COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at, r.paused_at, r.paused_by, r.pause_note
 `
 
 type CompleteRetirementRow struct {
@@ -96,6 +102,9 @@ type CompleteRetirementRow struct {
 	RetiredBy  string
 	Note       string
 	UpdatedAt  time.Time
+	PausedAt   *time.Time
+	PausedBy   string
+	PauseNote  string
 }
 
 // A retiring signer with no unfinished transaction left on any chain is retired. No create
@@ -116,6 +125,9 @@ func (q *Queries) CompleteRetirement(ctx context.Context, signer string) (Comple
 		&i.RetiredBy,
 		&i.Note,
 		&i.UpdatedAt,
+		&i.PausedAt,
+		&i.PausedBy,
+		&i.PauseNote,
 	)
 	return i, err
 }
@@ -134,7 +146,7 @@ func (q *Queries) CountUnfinishedBySigner(ctx context.Context, signer string) (i
 
 const getRosterSigner = `-- name: GetRosterSigner :one
 SELECT signer, source, key_ref, state, added_at, added_by, retiring_at, retired_at,
-       COALESCE(retired_by, '')::text AS retired_by, note, updated_at
+       COALESCE(retired_by, '')::text AS retired_by, note, updated_at, paused_at, paused_by, pause_note
 FROM signer_roster WHERE signer = $1
 `
 
@@ -150,6 +162,9 @@ type GetRosterSignerRow struct {
 	RetiredBy  string
 	Note       string
 	UpdatedAt  time.Time
+	PausedAt   *time.Time
+	PausedBy   string
+	PauseNote  string
 }
 
 func (q *Queries) GetRosterSigner(ctx context.Context, signer string) (GetRosterSignerRow, error) {
@@ -167,13 +182,16 @@ func (q *Queries) GetRosterSigner(ctx context.Context, signer string) (GetRoster
 		&i.RetiredBy,
 		&i.Note,
 		&i.UpdatedAt,
+		&i.PausedAt,
+		&i.PausedBy,
+		&i.PauseNote,
 	)
 	return i, err
 }
 
 const listRoster = `-- name: ListRoster :many
 SELECT signer, source, key_ref, state, added_at, added_by, retiring_at, retired_at,
-       COALESCE(retired_by, '')::text AS retired_by, note, updated_at
+       COALESCE(retired_by, '')::text AS retired_by, note, updated_at, paused_at, paused_by, pause_note
 FROM signer_roster ORDER BY signer
 `
 
@@ -189,6 +207,9 @@ type ListRosterRow struct {
 	RetiredBy  string
 	Note       string
 	UpdatedAt  time.Time
+	PausedAt   *time.Time
+	PausedBy   string
+	PauseNote  string
 }
 
 // Every signer of the roster; each node polls it (signers.rosterPollInterval).
@@ -213,6 +234,9 @@ func (q *Queries) ListRoster(ctx context.Context) ([]ListRosterRow, error) {
 			&i.RetiredBy,
 			&i.Note,
 			&i.UpdatedAt,
+			&i.PausedAt,
+			&i.PausedBy,
+			&i.PauseNote,
 		); err != nil {
 			return nil, err
 		}
@@ -222,6 +246,65 @@ func (q *Queries) ListRoster(ctx context.Context) ([]ListRosterRow, error) {
 		return nil, err
 	}
 	return items, nil
+}
+
+const pauseRosterSigner = `-- name: PauseRosterSigner :one
+WITH locked AS (
+    SELECT r.signer FROM signer_roster r WHERE r.signer = $3 FOR UPDATE
+)
+UPDATE signer_roster r SET paused_at = now(), paused_by = $1::text, pause_note = $2::text, updated_at = now()
+FROM locked WHERE r.signer = locked.signer AND r.paused_at IS NULL
+RETURNING r.signer, r.source, r.key_ref, r.state, r.added_at, r.added_by, r.retiring_at, r.retired_at,
+          COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at, r.paused_at, r.paused_by, r.pause_note
+`
+
+type PauseRosterSignerParams struct {
+	PausedBy string
+	Note     string
+	Signer   string
+}
+
+type PauseRosterSignerRow struct {
+	Signer     string
+	Source     string
+	KeyRef     string
+	State      string
+	AddedAt    time.Time
+	AddedBy    string
+	RetiringAt *time.Time
+	RetiredAt  *time.Time
+	RetiredBy  string
+	Note       string
+	UpdatedAt  time.Time
+	PausedAt   *time.Time
+	PausedBy   string
+	PauseNote  string
+}
+
+// Pauses a signer. The row is locked FOR UPDATE first, which waits for every writer batch
+// holding it FOR KEY SHARE: a create that batch allocated commits before the pause, and every
+// batch after it reads the pause and allocates nothing. A paused signer stays paused (the
+// first pause's time, operator and note are kept): no row is returned then.
+func (q *Queries) PauseRosterSigner(ctx context.Context, arg PauseRosterSignerParams) (PauseRosterSignerRow, error) {
+	row := q.db.QueryRow(ctx, pauseRosterSigner, arg.PausedBy, arg.Note, arg.Signer)
+	var i PauseRosterSignerRow
+	err := row.Scan(
+		&i.Signer,
+		&i.Source,
+		&i.KeyRef,
+		&i.State,
+		&i.AddedAt,
+		&i.AddedBy,
+		&i.RetiringAt,
+		&i.RetiredAt,
+		&i.RetiredBy,
+		&i.Note,
+		&i.UpdatedAt,
+		&i.PausedAt,
+		&i.PausedBy,
+		&i.PauseNote,
+	)
+	return i, err
 }
 
 const registerConfigSigners = `-- name: RegisterConfigSigners :exec
@@ -242,6 +325,53 @@ func (q *Queries) RegisterConfigSigners(ctx context.Context, arg RegisterConfigS
 	return err
 }
 
+const resumeRosterSigner = `-- name: ResumeRosterSigner :one
+UPDATE signer_roster r SET paused_at = NULL, paused_by = '', pause_note = '', updated_at = now()
+WHERE r.signer = $1 AND r.paused_at IS NOT NULL
+RETURNING r.signer, r.source, r.key_ref, r.state, r.added_at, r.added_by, r.retiring_at, r.retired_at,
+          COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at, r.paused_at, r.paused_by, r.pause_note
+`
+
+type ResumeRosterSignerRow struct {
+	Signer     string
+	Source     string
+	KeyRef     string
+	State      string
+	AddedAt    time.Time
+	AddedBy    string
+	RetiringAt *time.Time
+	RetiredAt  *time.Time
+	RetiredBy  string
+	Note       string
+	UpdatedAt  time.Time
+	PausedAt   *time.Time
+	PausedBy   string
+	PauseNote  string
+}
+
+// Resumes a paused signer; no row when it was not paused.
+func (q *Queries) ResumeRosterSigner(ctx context.Context, signer string) (ResumeRosterSignerRow, error) {
+	row := q.db.QueryRow(ctx, resumeRosterSigner, signer)
+	var i ResumeRosterSignerRow
+	err := row.Scan(
+		&i.Signer,
+		&i.Source,
+		&i.KeyRef,
+		&i.State,
+		&i.AddedAt,
+		&i.AddedBy,
+		&i.RetiringAt,
+		&i.RetiredAt,
+		&i.RetiredBy,
+		&i.Note,
+		&i.UpdatedAt,
+		&i.PausedAt,
+		&i.PausedBy,
+		&i.PauseNote,
+	)
+	return i, err
+}
+
 const retireRosterSigner = `-- name: RetireRosterSigner :one
 WITH locked AS (
     SELECT r.signer FROM signer_roster r WHERE r.signer = $1 FOR UPDATE
@@ -250,7 +380,7 @@ updated AS (
     UPDATE signer_roster r SET state = 'retiring', retiring_at = now(), retired_by = $2::text, note = $3, updated_at = now()
     FROM locked WHERE r.signer = locked.signer AND r.state = 'active'
     RETURNING r.signer, r.source, r.key_ref, r.state, r.added_at, r.added_by, r.retiring_at, r.retired_at,
-              COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at
+              COALESCE(r.retired_by, '')::text AS retired_by, r.note, r.updated_at, r.paused_at, r.paused_by, r.pause_note
 ),
 inserted AS (
     INSERT INTO signer_roster (signer, source, state, retiring_at, retired_by, note)
@@ -258,11 +388,11 @@ inserted AS (
     WHERE NOT EXISTS (SELECT 1 FROM locked)
     ON CONFLICT (signer) DO NOTHING
     RETURNING signer, source, key_ref, state, added_at, added_by, retiring_at, retired_at,
-              COALESCE(retired_by, '')::text AS retired_by, note, updated_at
+              COALESCE(retired_by, '')::text AS retired_by, note, updated_at, paused_at, paused_by, pause_note
 )
-SELECT signer, source, key_ref, state, added_at, added_by, retiring_at, retired_at, retired_by, note, updated_at FROM updated
+SELECT signer, source, key_ref, state, added_at, added_by, retiring_at, retired_at, retired_by, note, updated_at, paused_at, paused_by, pause_note FROM updated
 UNION ALL
-SELECT signer, source, key_ref, state, added_at, added_by, retiring_at, retired_at, retired_by, note, updated_at FROM inserted
+SELECT signer, source, key_ref, state, added_at, added_by, retiring_at, retired_at, retired_by, note, updated_at, paused_at, paused_by, pause_note FROM inserted
 `
 
 type RetireRosterSignerParams struct {
@@ -283,6 +413,9 @@ type RetireRosterSignerRow struct {
 	RetiredBy  string
 	Note       string
 	UpdatedAt  time.Time
+	PausedAt   *time.Time
+	PausedBy   string
+	PauseNote  string
 }
 
 // Records a retirement. The row is locked FOR UPDATE first, which waits for every writer
@@ -305,6 +438,9 @@ func (q *Queries) RetireRosterSigner(ctx context.Context, arg RetireRosterSigner
 		&i.RetiredBy,
 		&i.Note,
 		&i.UpdatedAt,
+		&i.PausedAt,
+		&i.PausedBy,
+		&i.PauseNote,
 	)
 	return i, err
 }

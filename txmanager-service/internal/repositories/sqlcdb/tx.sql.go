@@ -411,19 +411,26 @@ known AS MATERIALIZED (
     ) on_record
     WHERE i.request_id <> ''
 ),
+policed AS MATERIALIZED (
+    SELECT p.scope AS signer FROM spending_policy p WHERE p.scope_kind = 'signer' AND p.scope = ANY($1::text[])
+    UNION
+    SELECT c.signer FROM (SELECT unnest($11::text[]) AS signer, unnest($12::text[]) AS credential) AS c
+    WHERE EXISTS (SELECT 1 FROM spending_policy p WHERE p.scope_kind = 'credential' AND p.scope = c.credential)
+),
 clear AS MATERIALIZED (
     SELECT s.signer, s.fencing_token, s.expected_next, s.next_nonce, s.created_at
     FROM (SELECT unnest($1::text[])            AS signer,
                  unnest($2::bigint[])   AS fencing_token,
-                 unnest($11::bigint[])   AS expected_next,
-                 unnest($12::bigint[])      AS next_nonce,
-                 unnest($13::timestamptz[]) AS created_at) AS s
+                 unnest($13::bigint[])   AS expected_next,
+                 unnest($14::bigint[])      AS next_nonce,
+                 unnest($15::timestamptz[]) AS created_at) AS s
     JOIN leases l ON l.signer = s.signer AND l.fencing_token = s.fencing_token
     JOIN signer_nonce_cursor c ON c.chain_id = $3 AND c.signer = s.signer AND c.next_nonce = s.expected_next
     WHERE NOT EXISTS (SELECT 1 FROM signer_quarantine q WHERE q.chain_id = $3 AND q.signer = s.signer AND q.released_at IS NULL)
       AND NOT EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = $3 AND m.signer = s.signer AND m.unclaimed_until > now())
       AND NOT EXISTS (SELECT 1 FROM known k WHERE k.signer = s.signer)
-      AND COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = s.signer FOR KEY SHARE), 'active') = 'active'
+      AND COALESCE((SELECT CASE WHEN r.paused_at IS NULL THEN r.state ELSE 'paused' END FROM signer_roster r WHERE r.signer = s.signer FOR KEY SHARE), 'active') = 'active'
+      AND NOT EXISTS (SELECT 1 FROM policed p WHERE p.signer = s.signer)
 ),
 inserted AS (
     INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, fencing_token, created_at, updated_at)
@@ -443,19 +450,21 @@ SELECT COALESCE((SELECT array_agg(signer) FROM clear), '{}')::text[] AS clear_si
 `
 
 type WriteClearAllocationsParams struct {
-	Signers       []string
-	FencingTokens []int64
-	ChainID       int64
-	NodeID        string
-	RowSigners    []string
-	TxIds         []string
-	TxRequestIds  []string
-	IntentHashes  [][]byte
-	Nonces        []int64
-	Payloads      []string
-	ExpectedNexts []int64
-	NextNonces    []int64
-	CreatedAts    []time.Time
+	Signers           []string
+	FencingTokens     []int64
+	ChainID           int64
+	NodeID            string
+	RowSigners        []string
+	TxIds             []string
+	TxRequestIds      []string
+	IntentHashes      [][]byte
+	Nonces            []int64
+	Payloads          []string
+	CredentialSigners []string
+	Credentials       []string
+	ExpectedNexts     []int64
+	NextNonces        []int64
+	CreatedAts        []time.Time
 }
 
 type WriteClearAllocationsRow struct {
@@ -468,9 +477,10 @@ type WriteClearAllocationsRow struct {
 // each signer's part was numbered from its cached cursor (expected_nexts), and it goes in
 // only when the full path (LockLeaseAndReadCursor, then WriteAllocation) would write exactly
 // the same for that signer: its lease ours (held FOR KEY SHARE), its cursor where the cache
-// says, its roster row active (held FOR KEY SHARE, as the full path does, so a retirement
-// waits for the batch), no open quarantine, no recovered transaction a create could adopt,
-// and none of its request ids already on record. A signer whose gate is not clear gets
+// says, its roster row active and not paused (held FOR KEY SHARE, as the full path does, so
+// a retirement or a pause waits for the batch), no open quarantine, no recovered transaction
+// a create could adopt, no spending policy of its own or of its creates' credentials, and
+// none of its request ids already on record. A signer whose gate is not clear gets
 // nothing written and takes the full path in the same transaction; the others are written.
 //
 // One statement for the batch instead of one per signer: a statement's fixed work (locks,
@@ -486,6 +496,8 @@ type WriteClearAllocationsRow struct {
 // the batch is answered as a replay and has no row). A CTE of its own rather than a check
 // inside each signer's gate: there the generic plan's estimates grew with signers times rows,
 // so PostgreSQL planned the statement afresh at every call (TestClearAllocationsKeepAGenericPlan).
+// The signers a spending policy binds, its own or that of a credential one of its creates
+// came with: their policies are checked on the full path, inside this same transaction.
 func (q *Queries) WriteClearAllocations(ctx context.Context, arg WriteClearAllocationsParams) (WriteClearAllocationsRow, error) {
 	row := q.db.QueryRow(ctx, writeClearAllocations,
 		arg.Signers,
@@ -498,6 +510,8 @@ func (q *Queries) WriteClearAllocations(ctx context.Context, arg WriteClearAlloc
 		arg.IntentHashes,
 		arg.Nonces,
 		arg.Payloads,
+		arg.CredentialSigners,
+		arg.Credentials,
 		arg.ExpectedNexts,
 		arg.NextNonces,
 		arg.CreatedAts,
