@@ -1,0 +1,261 @@
+package writer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/internal/writer"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
+)
+
+func newPolicyBook(t *testing.T, pool *pgxpool.Pool) *services.PolicyBook {
+	t.Helper()
+	return services.NewPolicyBook(testsupport.TxManager(t, pool), repositories.NewPolicyRepository(pool), testsupport.AuditTrail(t, pool, "policy-test"),
+		log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError)))
+}
+
+// allocateOne runs one writer batch of one create and answers it.
+func allocateOne(t *testing.T, n *testsupport.WriterNode, req domain.CreateRequest, gas uint64) (domain.ManagedTx, bool, error) {
+	t.Helper()
+	op := writer.NewOp(t.Context(), req, gas)
+	n.Allocator.AllocateBatch(context.Background(), []*writer.Op{op})
+	return op.Wait(t.Context())
+}
+
+// Each rule of a spending policy admits what it allows and refuses, before a nonce, what
+// it does not, naming itself; a refused create consumes no nonce (the next admitted one
+// takes the nonce the refused one would have had).
+func TestEveryPolicyRuleRefusesBeforeANonce(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	book := newPolicyBook(t, pool)
+	allowed, other := common.HexToAddress("0x00000000000000000000000000000000000a11ce"), common.HexToAddress("0x0000000000000000000000000000000000000b0b")
+	transfer := domain.Intent{To: &allowed, Value: big.NewInt(10), GasLimit: 21000}
+	call := func(to common.Address, selector string) domain.Intent {
+		data := common.FromHex(selector + "0000000000000000000000000000000000000000000000000000000000000001")
+		return domain.Intent{To: &to, Value: new(big.Int), Data: data, GasLimit: 60000}
+	}
+	with := func(i domain.Intent, mutate func(*domain.Intent)) domain.Intent { mutate(&i); return i }
+	admission := domain.Admission{Credential: "payouts", FeeCapPerGas: big.NewInt(100), RemainingAfter: big.NewInt(1000)}
+	adm := func(mutate func(*domain.Admission)) domain.Admission { a := admission; mutate(&a); return a }
+
+	tests := []struct {
+		name      string
+		scopeKind string // signer (default) or credential "payouts"
+		policy    string
+		intent    domain.Intent
+		admission domain.Admission
+		wantRule  string // "" admitted
+	}{
+		{"listed destination", "", `{"destinations":[{"address":"` + allowed.Hex() + `"}]}`, transfer, admission, ""},
+		{"unlisted destination", "", `{"destinations":[{"address":"` + allowed.Hex() + `"}]}`, with(transfer, func(i *domain.Intent) { i.To = &other }), admission, domain.PolicyRuleDestination},
+		{"empty allowlist", "", `{"destinations":[]}`, transfer, admission, domain.PolicyRuleDestination},
+		{"contract creation", "", `{"destinations":[{"address":"` + allowed.Hex() + `"}]}`, with(transfer, func(i *domain.Intent) { i.To = nil; i.Data = []byte{0x60} }), admission, domain.PolicyRuleDestination},
+		{"allowed selector", "", `{"destinations":[{"address":"` + allowed.Hex() + `","selectors":["0xa9059cbb"]}]}`, call(allowed, "0xa9059cbb"), admission, ""},
+		{"other selector", "", `{"destinations":[{"address":"` + allowed.Hex() + `","selectors":["0xa9059cbb"]}]}`, call(allowed, "0x095ea7b3"), admission, domain.PolicyRuleSelector},
+		{"no selector where selectors are listed", "", `{"destinations":[{"address":"` + allowed.Hex() + `","selectors":["0xa9059cbb"]}]}`, transfer, admission, domain.PolicyRuleSelector},
+		{"value at the limit", "", `{"maxValuePerTx":"10"}`, transfer, admission, ""},
+		{"value above the limit", "", `{"maxValuePerTx":"9"}`, transfer, admission, domain.PolicyRuleMaxValue},
+		{"fee cap at the limit", "", `{"maxFeePerGas":"100"}`, transfer, admission, ""},
+		{"fee cap above the limit", "", `{"maxFeePerGas":"99"}`, transfer, admission, domain.PolicyRuleMaxFeePerGas},
+		{"no fee cap at all", "", `{"maxFeePerGas":"99"}`, transfer, adm(func(a *domain.Admission) { a.FeeCapPerGas = nil }), domain.PolicyRuleMaxFeePerGas},
+		{"balance left at the minimum", "", `{"minRemainingBalance":"1000"}`, transfer, admission, ""},
+		{"balance left under the minimum", "", `{"minRemainingBalance":"1001"}`, transfer, admission, domain.PolicyRuleMinBalance},
+		{"balance not checked", "", `{"minRemainingBalance":"1"}`, transfer, adm(func(a *domain.Admission) { a.RemainingAfter = nil }), domain.PolicyRuleMinBalance},
+		{"window value fits", "", `{"windows":[{"period":"1h","maxValue":"10"}]}`, transfer, admission, ""},
+		{"window value exceeded", "", `{"windows":[{"period":"24h","maxValue":"9"}]}`, transfer, admission, domain.PolicyRuleWindowValue},
+		{"window fee fits", "", `{"windows":[{"period":"1h","maxFee":"2100000"}]}`, transfer, admission, ""},
+		{"window fee exceeded", "", `{"windows":[{"period":"1h","maxFee":"2099999"}]}`, transfer, admission, domain.PolicyRuleWindowFee},
+		{"credential policy binds its credential", "credential", `{"maxValuePerTx":"9"}`, transfer, admission, domain.PolicyRuleMaxValue},
+		{"credential policy leaves other credentials", "credential", `{"maxValuePerTx":"9"}`, transfer, adm(func(a *domain.Admission) { a.Credential = "other" }), ""},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			signer := testsupport.SignerAddress(100 + i)
+			kind, scope := "signer", signer.Hex()
+			if tc.scopeKind == "credential" {
+				// One credential id per case: the cases run one after another on one database.
+				kind, scope = "credential", fmt.Sprintf("payouts-%d", i)
+				if tc.admission.Credential == "payouts" {
+					tc.admission.Credential = scope
+				}
+			}
+			if _, err := book.Set(t.Context(), kind, scope, []byte(tc.policy), "ops@example"); err != nil {
+				t.Fatalf("set policy: %v", err)
+			}
+			tx, created, err := allocateOne(t, node, domain.CreateRequest{Signer: signer, RequestID: "r-1", Intent: tc.intent, Admission: tc.admission}, tc.intent.GasLimit)
+			if tc.wantRule == "" {
+				if err != nil || !created || tx.Nonce != 0 {
+					t.Fatalf("got nonce %d created %v err %v, want admitted at nonce 0", tx.Nonce, created, err)
+				}
+				return
+			}
+			var denied *domain.PolicyDeniedError
+			if !errors.As(err, &denied) || denied.Rule != tc.wantRule {
+				t.Fatalf("got %v, want POLICY_DENIED by rule %s", err, tc.wantRule)
+			}
+			if created || tx.Nonce != 0 || denied.Version != 1 {
+				t.Errorf("a refusal answered created=%v nonce=%d version %d", created, tx.Nonce, denied.Version)
+			}
+			t.Logf("%s", denied.Error())
+			// Nothing was allocated: with the policy gone the same signer's next create
+			// takes nonce 0, and the refused requestId is free.
+			if _, err := book.Delete(t.Context(), kind, scope, "ops@example"); err != nil {
+				t.Fatal(err)
+			}
+			tx, created, err = allocateOne(t, node, domain.CreateRequest{Signer: signer, RequestID: "r-1", Intent: tc.intent, Admission: tc.admission}, tc.intent.GasLimit)
+			if err != nil || !created || tx.Nonce != 0 {
+				t.Fatalf("after the refusal: nonce %d created %v err %v, want created at nonce 0", tx.Nonce, created, err)
+			}
+		})
+	}
+}
+
+// A window counts every create it admitted, across batches, and refuses the one that would
+// cross it while a smaller one that fits still goes in.
+func TestWindowCountsWhatItAdmitted(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	book := newPolicyBook(t, pool)
+	signer := testsupport.SignerAddress(7)
+	if _, err := book.Set(t.Context(), "signer", signer.Hex(), []byte(`{"windows":[{"period":"1h","maxValue":"10"},{"period":"24h","maxValue":"100"}]}`), "ops"); err != nil {
+		t.Fatal(err)
+	}
+	values := []int64{4, 4, 4, 2, 1}
+	wantAdmitted := []bool{true, true, false, true, false}
+	for i, v := range values {
+		to := signer
+		req := domain.CreateRequest{Signer: signer, Intent: domain.Intent{To: &to, Value: big.NewInt(v), GasLimit: 21000}, Admission: domain.Admission{FeeCapPerGas: big.NewInt(1)}}
+		_, created, err := allocateOne(t, node, req, 21000)
+		if created != wantAdmitted[i] || (created && err != nil) || (!created && !errors.Is(err, domain.ErrPolicyDenied)) {
+			t.Fatalf("create %d (value %d): created %v err %v, want admitted %v", i, v, created, err, wantAdmitted[i])
+		}
+	}
+	var counted string
+	if err := pool.QueryRow(t.Context(), `SELECT sum(value_wei)::text FROM policy_spend WHERE scope = $1`, signer.Hex()).Scan(&counted); err != nil {
+		t.Fatal(err)
+	}
+	if counted != "10" {
+		t.Errorf("the window's buckets count %s wei, want 10 (4+4+2)", counted)
+	}
+}
+
+// Three nodes admit for one credential at once, each on its own signer (a credential's
+// window spans every signer it uses and so every node): 200 concurrent creates straddling
+// the window's limit, each sent to the node owning the signer picked at random. The total
+// admitted never exceeds the limit by one wei, and no create was refused that would have
+// fitted when it was checked (every refused one still does not fit what was admitted).
+func TestWindowLimitsHoldAcrossNodes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		window string
+		// value and fee cap of create i (worst-case fee: 21000 x fee cap).
+		value, feeCap func(r *rand.Rand) int64
+		amount        func(value, feeCap int64) int64
+	}{
+		{"value", "maxValue", func(r *rand.Rand) int64 { return 1 + r.Int64N(1000) }, func(*rand.Rand) int64 { return 1 }, func(v, _ int64) int64 { return v }},
+		{"fee", "maxFee", func(*rand.Rand) int64 { return 0 }, func(r *rand.Rand) int64 { return 1 + r.Int64N(1000) }, func(_, f int64) int64 { return 21000 * f }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := testsupport.MigratedPool(t)
+			nodes := make([]*testsupport.WriterNode, 3)
+			signers := make([]common.Address, 3)
+			for i := range nodes {
+				nodes[i] = testsupport.NewWriterNode(t, pool, fmt.Sprintf("node-%d", i), testsupport.WriterNodeOptions{})
+				signers[i] = testsupport.SignerAddress(200 + i)
+			}
+			r := rand.New(rand.NewPCG(7, 11))
+			const creates = 200
+			values, feeCaps, owners := make([]int64, creates), make([]int64, creates), make([]int, creates)
+			var sum int64
+			for i := range creates {
+				values[i], feeCaps[i], owners[i] = tc.value(r), tc.feeCap(r), r.IntN(3)
+				sum += tc.amount(values[i], feeCaps[i])
+			}
+			limit := sum / 2
+			policy := fmt.Sprintf(`{"windows":[{"period":"24h","%s":"%d"}]}`, tc.window, limit)
+			if _, err := newPolicyBook(t, pool).Set(t.Context(), "credential", "payouts", []byte(policy), "ops"); err != nil {
+				t.Fatal(err)
+			}
+			// Each node's writer as the service runs it: several workers, one signer's creates
+			// in one worker's queue, batches formed by what queues up meanwhile.
+			writers := make([]*writer.Writer, len(nodes))
+			for i, n := range nodes {
+				w, err := writer.New(writer.QueueConfig{Workers: 4, BatchSize: 16, QueueSize: creates}, n.Allocator, telemetry.Noop())
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.Start(t.Context())
+				t.Cleanup(func() { w.Stop(context.Background()) })
+				writers[i] = w
+			}
+			type answer struct {
+				created bool
+				err     error
+			}
+			answers := make([]answer, creates)
+			var wg sync.WaitGroup
+			for i := range creates {
+				signer := signers[owners[i]]
+				req := domain.CreateRequest{Signer: signer, SignerHex: signer.Hex(), RequestID: fmt.Sprintf("c-%d", i),
+					Intent:    domain.Intent{To: &signer, Value: big.NewInt(values[i]), GasLimit: 21000},
+					Admission: domain.Admission{Credential: "payouts", FeeCapPerGas: big.NewInt(feeCaps[i])}}
+				wg.Go(func() {
+					_, created, err := writers[owners[i]].Allocate(t.Context(), req, 21000)
+					answers[i] = answer{created, err}
+				})
+			}
+			wg.Wait()
+			var admitted int64
+			var refused []int
+			for i, a := range answers {
+				created, err := a.created, a.err
+				switch {
+				case created:
+					admitted += tc.amount(values[i], feeCaps[i])
+				case errors.Is(err, domain.ErrPolicyDenied):
+					refused = append(refused, i)
+				default:
+					t.Fatalf("create %d: %v", i, err)
+				}
+			}
+			if admitted > limit {
+				t.Fatalf("admitted %d wei under a limit of %d: %d over", admitted, limit, admitted-limit)
+			}
+			if len(refused) == 0 {
+				t.Fatalf("nothing refused: the creates (%d wei) did not straddle the limit %d", sum, limit)
+			}
+			for _, i := range refused {
+				if amount := tc.amount(values[i], feeCaps[i]); admitted+amount <= limit {
+					t.Errorf("create %d (%d wei) was refused though it fits: %d admitted of %d", i, amount, admitted, limit)
+				}
+			}
+			var rows int
+			if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM managed_tx`).Scan(&rows); err != nil {
+				t.Fatal(err)
+			}
+			if rows != creates-len(refused) {
+				t.Errorf("%d transactions written, want %d admitted", rows, creates-len(refused))
+			}
+			t.Logf("%s window: %d creates on 3 nodes, limit %d wei, admitted %d wei (%d creates), refused %d, headroom left %d wei",
+				tc.name, creates, limit, admitted, rows, len(refused), limit-admitted)
+		})
+	}
+}
