@@ -2,6 +2,9 @@ package txmclient
 
 import (
 	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 )
@@ -94,4 +97,77 @@ func (c *Client) Roster(ctx context.Context) ([]*v1.RosterSigner, error) {
 		return n.admin.ListRoster(ctx, &v1.ListRosterRequest{})
 	})
 	return resp.GetSigners(), err
+}
+
+// PauseSigner stops new creates for a signer on every node (SIGNER_PAUSED) while its
+// transactions in flight go on; note is recorded in the audit trail.
+func (c *Client) PauseSigner(ctx context.Context, signer, note string) (*v1.RosterSigner, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.RosterSigner, error) {
+		return n.admin.PauseSigner(ctx, &v1.PauseSignerRequest{Signer: signer, Note: note})
+	})
+}
+
+// ResumeSigner lets a paused signer take creates again.
+func (c *Client) ResumeSigner(ctx context.Context, signer, note string) (*v1.RosterSigner, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.RosterSigner, error) {
+		return n.admin.ResumeSigner(ctx, &v1.PauseSignerRequest{Signer: signer, Note: note})
+	})
+}
+
+// SetPolicy makes policy (a JSON document: destinations, maxValuePerTx, maxFeePerGas,
+// windows, minRemainingBalance) the spending policy of a signer or a credential (scopeKind
+// "signer" or "credential"), as its next version.
+func (c *Client) SetPolicy(ctx context.Context, scopeKind, scope string, policy []byte) (*v1.Policy, error) {
+	doc := &structpb.Struct{}
+	if err := doc.UnmarshalJSON(policy); err != nil {
+		return nil, fmt.Errorf("the policy is not a JSON object: %w", err)
+	}
+	return retry(ctx, c, refusedOnly, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.Policy, error) {
+		return n.admin.SetPolicy(ctx, &v1.SetPolicyRequest{ScopeKind: scopeKind, Scope: scope, Policy: doc})
+	})
+}
+
+// Policy answers a scope's policy (NOT_FOUND when it has none).
+func (c *Client) Policy(ctx context.Context, scopeKind, scope string) (*v1.Policy, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.Policy, error) {
+		return n.admin.GetPolicy(ctx, &v1.PolicyScopeRequest{ScopeKind: scopeKind, Scope: scope})
+	})
+}
+
+// DeletePolicy removes a scope's policy and answers the version recording the deletion.
+func (c *Client) DeletePolicy(ctx context.Context, scopeKind, scope string) (int64, error) {
+	resp, err := retry(ctx, c, refusedOnly, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.DeletePolicyResponse, error) {
+		return n.admin.DeletePolicy(ctx, &v1.PolicyScopeRequest{ScopeKind: scopeKind, Scope: scope})
+	})
+	return resp.GetVersion(), err
+}
+
+// Policies lists every policy in force.
+func (c *Client) Policies(ctx context.Context) ([]*v1.Policy, error) {
+	resp, err := retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.ListPoliciesResponse, error) {
+		return n.admin.ListPolicies(ctx, &v1.ListPoliciesRequest{})
+	})
+	return resp.GetPolicies(), err
+}
+
+// PolicyVersions lists a scope's versions, newest first.
+func (c *Client) PolicyVersions(ctx context.Context, scopeKind, scope string) ([]*v1.PolicyVersion, error) {
+	resp, err := retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.ListPolicyVersionsResponse, error) {
+		return n.admin.ListPolicyVersions(ctx, &v1.PolicyScopeRequest{ScopeKind: scopeKind, Scope: scope})
+	})
+	return resp.GetVersions(), err
+}
+
+// Audit reads one page of the audit trail (req.AfterSeq pages on: NextAfterSeq).
+func (c *Client) Audit(ctx context.Context, req *v1.ListAuditRequest) (*v1.ListAuditResponse, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.ListAuditResponse, error) {
+		return n.admin.ListAudit(ctx, req)
+	})
+}
+
+// VerifyAudit has the service recompute the audit trail's hash chain.
+func (c *Client) VerifyAudit(ctx context.Context) (*v1.VerifyAuditResponse, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.VerifyAuditResponse, error) {
+		return n.admin.VerifyAudit(ctx, &v1.VerifyAuditRequest{})
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"slices"
 	"strings"
@@ -153,19 +154,33 @@ func ParsePolicy(raw []byte) (Policy, error) {
 	if len(raw) > maxPolicyBytes {
 		return p, invalid("policy", "%d bytes, at most %d", len(raw), maxPolicyBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return Policy{}, invalid("policy", "%s", strings.TrimPrefix(err.Error(), "json: "))
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return Policy{}, invalid("policy", "a JSON object expected: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
-	if dec.More() {
-		return Policy{}, invalid("policy", "one JSON object expected")
+	// Field by field, so that a refusal names the field (and the entry) it is about.
+	for _, name := range slices.Sorted(maps.Keys(doc)) {
+		value := doc[name]
+		var err error
+		switch name {
+		case "destinations":
+			p.hasDestinations = string(value) != "null"
+			err = decodeList(name, value, &p.Destinations)
+		case "maxValuePerTx":
+			err = decodeField(name, value, &p.MaxValuePerTx)
+		case "maxFeePerGas":
+			err = decodeField(name, value, &p.MaxFeePerGas)
+		case "minRemainingBalance":
+			err = decodeField(name, value, &p.MinRemainingBalance)
+		case "windows":
+			err = decodeList(name, value, &p.Windows)
+		default:
+			err = invalid(name, "not a policy rule (rules: destinations, maxValuePerTx, maxFeePerGas, windows, minRemainingBalance)")
+		}
+		if err != nil {
+			return Policy{}, err
+		}
 	}
-	var probe struct {
-		Destinations json.RawMessage `json:"destinations"`
-	}
-	_ = json.Unmarshal(raw, &probe)
-	p.hasDestinations = len(probe.Destinations) > 0 && string(probe.Destinations) != "null"
 	return p, p.validate()
 }
 
@@ -448,6 +463,32 @@ func (d Destination) MarshalJSON() ([]byte, error) {
 		Address   string     `json:"address"`
 		Selectors []Selector `json:"selectors,omitempty"`
 	}{d.Address.Hex(), d.Selectors})
+}
+
+// decodeField decodes one field of a policy document, naming it in the refusal.
+func decodeField(name string, raw json.RawMessage, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return invalid(name, "%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+// decodeList decodes a list field entry by entry, naming the entry in the refusal.
+func decodeList[T any](name string, raw json.RawMessage, dst *[]T) error {
+	var entries []json.RawMessage
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return invalid(name, "a list expected")
+	}
+	out := make([]T, len(entries))
+	for i, entry := range entries {
+		if err := decodeField(fmt.Sprintf("%s[%d]", name, i), entry, &out[i]); err != nil {
+			return err
+		}
+	}
+	*dst = out
+	return nil
 }
 
 // VersionedPolicy is a scope's policy as stored.

@@ -59,7 +59,7 @@ func newSignersCommand(o *options) *cobra.Command {
 				"unsigned", fmt.Sprintf("%d (oldest %.0fs)", s.GetUnsigned(), s.GetOldestUnsignedAgeSeconds()))
 		},
 	}
-	cmd.AddCommand(status, newSignerAddCommand(o), newSignerRetireCommand(o), newRosterCommand(o))
+	cmd.AddCommand(status, newSignerAddCommand(o), newSignerRetireCommand(o), newSignerPauseCommand(o, true), newSignerPauseCommand(o, false), newRosterCommand(o))
 	return cmd
 }
 
@@ -160,7 +160,8 @@ func (o *options) rosterSigner(s *v1.RosterSigner) error {
 	return fields(o.out,
 		"signer", s.GetSigner(), "state", s.GetState(), "source", s.GetSource(), "key", s.GetKeyRef(),
 		"added", when(s.GetAddedAt()), "added by", s.GetAddedBy(), "retiring since", when(s.GetRetiringAt()),
-		"retired", when(s.GetRetiredAt()), "retired by", s.GetRetiredBy(), "unfinished", fmt.Sprint(s.GetUnfinished()), "note", s.GetNote())
+		"retired", when(s.GetRetiredAt()), "retired by", s.GetRetiredBy(), "unfinished", fmt.Sprint(s.GetUnfinished()), "note", s.GetNote(),
+		"paused", when(s.GetPausedAt()), "paused by", s.GetPausedBy(), "pause note", s.GetPauseNote())
 }
 
 func newQuarantineCommand(o *options) *cobra.Command {

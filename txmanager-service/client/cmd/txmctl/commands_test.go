@@ -58,6 +58,16 @@ func txmctl(t *testing.T, key string, args ...string) (int, string, string) {
 // createTransfer sends one transfer through the Go client and returns its id.
 func createTransfer(t *testing.T, requestID string) string {
 	t.Helper()
+	created, err := tryTransfer(t, requestID, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created.GetTx().GetTxId()
+}
+
+// tryTransfer sends one transfer of value wei with the caller's key and answers the service.
+func tryTransfer(t *testing.T, requestID, value string) (*v1.CreateTxResponse, error) {
+	t.Helper()
 	pem, err := os.ReadFile(service.CAFile)
 	if err != nil {
 		t.Fatal(err)
@@ -70,11 +80,7 @@ func createTransfer(t *testing.T, requestID string) string {
 		t.Fatal(err)
 	}
 	defer closeClient()
-	created, err := client.Create(t.Context(), &v1.CreateTxRequest{Signer: servicetest.DevSigner, To: servicetest.Recipient, Value: "1", GasLimit: 21000, RequestId: requestID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return created.GetTx().GetTxId()
+	return client.Create(t.Context(), &v1.CreateTxRequest{Signer: servicetest.DevSigner, To: servicetest.Recipient, Value: value, GasLimit: 21000, RequestId: requestID})
 }
 
 // Every command against a real service: what it prints and the exit code it ends with,
@@ -119,6 +125,12 @@ func TestCommandsAgainstTheService(t *testing.T) {
 		{"signers retire, no note", admin, []string{"signers", "retire", servicetest.DevSigner}, exitUsage, nil},
 		{"signers add, no source", admin, []string{"signers", "add", "0x00000000000000000000000000000000000000aa"}, exitUsage, nil},
 		{"signers add, a source this service has not configured", admin, []string{"signers", "add", "0x00000000000000000000000000000000000000aa", "--source", "awsKms", "--key-ref", "alias/none"}, exitRefused, nil},
+		{"signers pause, no note", admin, []string{"signers", "pause", servicetest.DevSigner}, exitUsage, nil},
+		{"signers pause, not an address", admin, []string{"signers", "pause", "0x12", "--note", "x"}, exitRefused, []string{"INVALID_ARGUMENT"}},
+		{"policy get, none", admin, []string{"policy", "get", "credential", "nobody"}, exitNotFound, nil},
+		{"policy list", admin, []string{"policy", "list"}, exitOK, []string{"KIND"}},
+		{"policy, not an admin", caller, []string{"policy", "list"}, exitNotAllowed, nil},
+		{"audit list, bad since", admin, []string{"audit", "list", "--since", "yesterday"}, exitUsage, nil},
 		{"an unknown command", caller, []string{"frobnicate"}, exitUsage, nil},
 	}
 	for _, tc := range tests {

@@ -34,6 +34,8 @@ const (
 	exitTimedOut = 7
 	// exitTxFailed: tx wait: the transaction ended FAILED_FINAL.
 	exitTxFailed = 8
+	// exitAuditBroken: audit verify: a record of the trail was edited or removed.
+	exitAuditBroken = 9
 )
 
 // usageError is a wrong command line.

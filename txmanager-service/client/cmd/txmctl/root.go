@@ -73,7 +73,8 @@ Exit codes:
 	flags.BoolVar(&o.json, "json", false, "print JSON (the API's messages) instead of tables")
 	flags.DurationVar(&o.timeout, "timeout", 0, "give up after this long (default: 30s for a call; tx wait and feed tail until done)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
-	root.AddCommand(newTxCommand(o), newFeedCommand(o), newSignersCommand(o), newQuarantineCommand(o), newStuckCommand(o), newNodesCommand(o))
+	root.AddCommand(newTxCommand(o), newFeedCommand(o), newSignersCommand(o), newQuarantineCommand(o), newStuckCommand(o), newNodesCommand(o),
+		newPolicyCommand(o), newAuditCommand(o))
 	return root
 }
 

@@ -65,6 +65,10 @@ type Service struct {
 	dir      string
 }
 
+// DSN is the connection string of the service's database, for a test that changes rows
+// behind the service's back.
+func (s *Service) DSN() string { return s.database.dsn }
+
 // built caches the binaries for the test process: building them per test would cost
 // seconds each.
 var built struct {

@@ -1,0 +1,57 @@
+package domain_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// A policy document is refused with the field (and entry) at fault named; a document that
+// parses comes back from its canonical JSON unchanged.
+func TestParsePolicy(t *testing.T) {
+	const a = "0x00000000000000000000000000000000000a11ce"
+	tests := []struct {
+		name, doc string
+		wantField string // "" accepted
+	}{
+		{"every rule", `{"destinations":[{"address":"` + a + `","selectors":["0xa9059cbb"]}],"maxValuePerTx":"10","maxFeePerGas":"100","windows":[{"period":"1h","maxValue":"5"},{"period":"24h","maxFee":"7"}],"minRemainingBalance":"1"}`, ""},
+		{"an empty allowlist", `{"destinations":[]}`, ""},
+		{"empty", ``, "policy"},
+		{"not an object", `[1]`, "policy"},
+		{"no rule", `{}`, "policy"},
+		{"an unknown rule", `{"maxValue":"1"}`, "maxValue"},
+		{"a negative amount", `{"maxValuePerTx":"-1"}`, "maxValuePerTx"},
+		{"an amount as a number", `{"maxFeePerGas":100}`, "maxFeePerGas"},
+		{"an absurd amount", `{"minRemainingBalance":"` + strings.Repeat("9", 80) + `"}`, "minRemainingBalance"},
+		{"a malformed address", `{"destinations":[{"address":"0x12"}]}`, "destinations[0]"},
+		{"an address twice", `{"destinations":[{"address":"` + a + `"},{"address":"0x` + strings.ToUpper(a[2:]) + `"}]}`, "destinations[1].address"},
+		{"a short selector", `{"destinations":[{"address":"` + a + `","selectors":["0xa9059c"]}]}`, "destinations[0]"},
+		{"an unknown destination field", `{"destinations":[{"address":"` + a + `","action":"approve"}]}`, "destinations[0]"},
+		{"a period under a minute", `{"windows":[{"period":"30s","maxValue":"1"}]}`, "windows[0]"},
+		{"a period of fractions of minutes", `{"windows":[{"period":"90s","maxValue":"1"}]}`, "windows[0]"},
+		{"a period over 31 days", `{"windows":[{"period":"745h","maxValue":"1"}]}`, "windows[0]"},
+		{"a window without a limit", `{"windows":[{"period":"1h"}]}`, "windows[0]"},
+		{"a period twice", `{"windows":[{"period":"1h","maxValue":"1"},{"period":"60m","maxFee":"1"}]}`, "windows[1].period"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := domain.ParsePolicy([]byte(tc.doc))
+			if tc.wantField == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				again, err := domain.ParsePolicy(p.JSON())
+				if err != nil || string(again.JSON()) != string(p.JSON()) {
+					t.Fatalf("canonical form %s does not come back: %v", p.JSON(), err)
+				}
+				return
+			}
+			var v *domain.ValidationError
+			if !errors.As(err, &v) || v.Field != tc.wantField {
+				t.Fatalf("got %v, want a refusal naming %s", err, tc.wantField)
+			}
+		})
+	}
+}
