@@ -48,7 +48,8 @@ func newRouting(c *conf.Bootstrap) controllers.Routing {
 }
 
 func newRetentionConfig(c *conf.Bootstrap) services.RetentionConfig {
-	return services.RetentionConfig{Horizon: c.Retention.Horizon.Std(), BatchSize: c.Retention.BatchSize, MaxBatches: c.Retention.MaxBatchesPerPass}
+	return services.RetentionConfig{Horizon: c.Retention.Horizon.Std(), BatchSize: c.Retention.BatchSize, MaxBatches: c.Retention.MaxBatchesPerPass,
+		AuditHorizon: c.Retention.AuditHorizon.Std()}
 }
 
 func newFeedConfig(c *conf.Bootstrap) services.FeedConfig {

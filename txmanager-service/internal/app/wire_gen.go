@@ -136,7 +136,17 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	auditTrail := services.NewAuditTrail(manager, auditRepository, nodeName, clock, logger)
 	signerRoster, cleanup7 := NewSignerRoster(bootstrap, rosterRepository, registry, chainStacks, manager, auditTrail, logger)
 	policyRepository := repositories.NewPolicyRepository(pool)
-	policyBook := services.NewPolicyBook(manager, policyRepository, auditTrail, logger)
+	policyBook, err := services.NewPolicyBook(manager, policyRepository, auditTrail, metrics, logger)
+	if err != nil {
+		cleanup7()
+		cleanup6()
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	adminController := controllers.NewAdminController(chains, controllersRouting, forwarder, signerRoster, policyBook, auditTrail, logger)
 	v := ReadinessChainsOf(chainStacks)
 	health := server.NewHealth(confServer, pool, serverWatch, v, metrics)
@@ -171,7 +181,8 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	retentionConfig := newRetentionConfig(bootstrap)
 	retentionRepository := repositories.NewRetentionRepository(pool)
 	retention := services.NewRetention(retentionConfig, retentionRepository, clock, metrics, logger)
-	retentionLoop := workers.NewRetentionLoop(intervals, retention, logger)
+	adminRetention := services.NewAdminRetention(retentionConfig, auditTrail, policyRepository, logger)
+	retentionLoop := workers.NewRetentionLoop(intervals, retention, adminRetention, logger)
 	rosterLoop := workers.NewRosterLoop(signerRoster, logger)
 	banner := NewBanner(bootstrap, registry, chainStacks, buildVersion)
 	app := newApp(bootstrap, logger, httpServer, grpcServer, chainStacks, nodeHeartbeat, nodeRegistry, feedSequencerLoop, retentionLoop, signerRoster, rosterLoop, banner, streams, buildVersion)

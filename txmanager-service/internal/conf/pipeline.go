@@ -1,6 +1,10 @@
 package conf
 
-import "github.com/bionicotaku/txmanager-service/internal/domain"
+import (
+	"time"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
 
 // Retention deletes final transactions (with their attempts and feed rows) older than
 // Horizon, BatchSize at a time, every Interval; 0 keeps everything. The horizon is also how
@@ -13,6 +17,10 @@ type Retention struct {
 	BatchSize int `json:"batchSize"`
 	// MaxBatchesPerPass bounds one pass; the next pass goes on.
 	MaxBatchesPerPass int `json:"maxBatchesPerPass"`
+	// AuditHorizon is the audit trail's own retention: records older than this are deleted
+	// (the pruning is itself recorded, and the chain is checked from where it cut); 0 keeps
+	// the trail for ever. Never tied to the transactions' horizon.
+	AuditHorizon Duration `json:"auditHorizon"`
 }
 
 // Feed paces the completions feed: how often completions get their positions, how long a
@@ -253,6 +261,7 @@ func (r Retention) check(p *problems) {
 	p.positive(r.Interval, "retention.interval")
 	p.require(r.BatchSize > 0 && r.BatchSize <= 10000, "retention.batchSize", "must be in 1..10000")
 	p.require(r.MaxBatchesPerPass > 0, "retention.maxBatchesPerPass", "must be positive")
+	p.require(r.AuditHorizon == 0 || r.AuditHorizon.Std() >= 24*time.Hour, "retention.auditHorizon", "0 (keep for ever) or at least 24h")
 }
 
 // check: the feed's rounds and long-polls.

@@ -232,7 +232,7 @@ func (e *testEnv) node(t *testing.T, name string, opts nodeOptions) *testNode {
 	feedCfg := services.FeedConfig{MaxWait: 2 * time.Second, PollInterval: 20 * time.Millisecond}
 	keys := newFakeKeys()
 	audit := testsupport.AuditTrail(t, pool, name)
-	policies := services.NewPolicyBook(testsupport.TxManager(t, pool), repositories.NewPolicyRepository(pool), audit, logger)
+	policies := testsupport.PolicyBook(t, pool, audit)
 	roster := services.NewSignerRoster(services.RosterConfig{Node: name, PollInterval: time.Second, BuildTimeout: time.Second},
 		repositories.NewRosterRepository(pool), keys, []*services.LeaseManager{wn.Leases}, testsupport.TxManager(t, pool), audit, logger)
 	n := &testNode{

@@ -143,11 +143,15 @@ func (r AllocationRepository) PoliciesForAdmission(ctx context.Context, sess txm
 
 // WindowTotals implements services.AllocationStore.
 func (r AllocationRepository) WindowTotals(ctx context.Context, sess txmanager.Session, keys []services.WindowKey) (map[services.WindowKey]domain.WindowTotals, error) {
+	return windowTotals(ctx, sqlcdb.New(sess.DB()), keys)
+}
+
+func windowTotals(ctx context.Context, q *sqlcdb.Queries, keys []services.WindowKey) (map[services.WindowKey]domain.WindowTotals, error) {
 	p := sqlcdb.PolicyWindowTotalsParams{ScopeKinds: make([]string, len(keys)), Scopes: make([]string, len(keys)), WindowMinutes: make([]int64, len(keys))}
 	for i, k := range keys {
 		p.ScopeKinds[i], p.Scopes[i], p.WindowMinutes[i] = string(k.Scope.Kind), k.Scope.ID, k.Minutes
 	}
-	rows, err := sqlcdb.New(sess.DB()).PolicyWindowTotals(ctx, p)
+	rows, err := q.PolicyWindowTotals(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("policy window totals: %w", err)
 	}
@@ -192,4 +196,31 @@ func parseStoredPolicy(kind, scope, rules string) (domain.Policy, error) {
 		return domain.Policy{}, fmt.Errorf("stored policy of %s %s does not parse: %w", kind, scope, err)
 	}
 	return p, nil
+}
+
+// WindowUsage implements services.PolicyStore.
+func (r *PolicyRepository) WindowUsage(ctx context.Context) ([]services.WindowUsage, error) {
+	policies, err := r.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var keys []services.WindowKey
+	var out []services.WindowUsage
+	for _, p := range policies {
+		for _, w := range p.Policy.Windows {
+			keys = append(keys, services.WindowKey{Scope: p.Scope, Minutes: int64(w.Period.Minutes())})
+			out = append(out, services.WindowUsage{Scope: p.Scope, Window: w})
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	totals, err := windowTotals(ctx, r.q, keys)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Totals = totals[keys[i]]
+	}
+	return out, nil
 }

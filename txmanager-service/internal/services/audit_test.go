@@ -3,7 +3,6 @@ package services_test
 import (
 	"testing"
 
-	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
@@ -31,7 +30,7 @@ func TestAuditTrailDetectsEditedAndDeletedRecords(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			pool := testsupport.MigratedPool(t)
-			book := services.NewPolicyBook(testsupport.TxManager(t, pool), repositories.NewPolicyRepository(pool), testsupport.AuditTrail(t, pool, "node-a"), testLogger())
+			book := testsupport.PolicyBook(t, pool, testsupport.AuditTrail(t, pool, "node-a"))
 			for i, doc := range []string{`{"maxValuePerTx":"10"}`, `{"maxValuePerTx":"20"}`, `{"maxValuePerTx":"30"}`, `{"maxFeePerGas":"100"}`, `{"maxValuePerTx":"40"}`, `{"maxValuePerTx":"50"}`} {
 				actor := []string{"alice", "bob"}[i%2]
 				if _, err := book.Set(t.Context(), "credential", "payouts", []byte(doc), actor); err != nil {
@@ -68,7 +67,7 @@ func TestAuditRetentionKeepsTheChainCheckable(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
 	trail := testsupport.AuditTrail(t, pool, "node-a")
-	book := services.NewPolicyBook(testsupport.TxManager(t, pool), repositories.NewPolicyRepository(pool), trail, testLogger())
+	book := testsupport.PolicyBook(t, pool, trail)
 	for _, doc := range []string{`{"maxValuePerTx":"10"}`, `{"maxValuePerTx":"20"}`, `{"maxValuePerTx":"30"}`} {
 		if _, err := book.Set(t.Context(), "signer", testsupport.SignerAddress(1).Hex(), []byte(doc), "alice"); err != nil {
 			t.Fatal(err)

@@ -8,8 +8,10 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/go-kratos/kratos/v2/log"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // PolicyStore keeps the spending policies and their versions (migration 0020).
@@ -25,6 +27,15 @@ type PolicyStore interface {
 	Delete(ctx context.Context, sess txmanager.Session, scope domain.PolicyScope, version int64, by string) (deleted bool, err error)
 	// PruneSpend removes spend buckets no window can reach.
 	PruneSpend(ctx context.Context) (int64, error)
+	// WindowUsage answers what every window of every policy counts now.
+	WindowUsage(ctx context.Context) ([]WindowUsage, error)
+}
+
+// WindowUsage is one window of one policy: its limits and what it counts now.
+type WindowUsage struct {
+	Scope  domain.PolicyScope
+	Window domain.Window
+	Totals domain.WindowTotals
 }
 
 // PolicyVersion is one version of a scope's policy; Rules is "" for a deletion.
@@ -58,10 +69,70 @@ type PolicyBook struct {
 	log   *log.Helper
 }
 
-// NewPolicyBook wires the book.
-func NewPolicyBook(tx txmanager.Manager, store PolicyStore, audit *AuditTrail, logger log.Logger) *PolicyBook {
-	return &PolicyBook{tx: tx, store: store, audit: audit, log: log.NewHelper(log.With(logger, "component", "policies"))}
+// NewPolicyBook wires the book and its gauges: each window's total and limit, for value and
+// for worst-case fee, read from the database at each scrape (any node shows the cluster's).
+func NewPolicyBook(tx txmanager.Manager, store PolicyStore, audit *AuditTrail, metrics *telemetry.Metrics, logger log.Logger) (*PolicyBook, error) {
+	b := &PolicyBook{tx: tx, store: store, audit: audit, log: log.NewHelper(log.With(logger, "component", "policies"))}
+	if metrics == nil {
+		return b, nil
+	}
+	used := func(u WindowUsage, part string) *big.Int {
+		if limitOf(u.Window, part) == nil {
+			return nil
+		}
+		if part == "value" {
+			return u.Totals.Value
+		}
+		return u.Totals.Fee
+	}
+	limit := func(u WindowUsage, part string) *big.Int {
+		if l := limitOf(u.Window, part); l != nil {
+			return &l.Int
+		}
+		return nil
+	}
+	if err := metrics.RegisterFloatGauge(telemetry.PolicyWindowUsedWei, "What each spending-policy window counts now, by scope, period and part (value, fee), in wei.",
+		observeWindows(store, used)); err != nil {
+		return nil, err
+	}
+	err := metrics.RegisterFloatGauge(telemetry.PolicyWindowLimitWei, "Each spending-policy window's limit, by scope, period and part (value, fee), in wei.",
+		observeWindows(store, limit))
+	return b, err
 }
+
+// limitOf is a window's limit on part (value or fee), nil when it has none.
+func limitOf(w domain.Window, part string) *domain.Wei {
+	if part == "value" {
+		return w.MaxValue
+	}
+	return w.MaxFee
+}
+
+// observeWindows records, for every window and part, the figure pick answers (nil: none).
+func observeWindows(store PolicyStore, pick func(WindowUsage, string) *big.Int) func(context.Context, func(float64, ...attribute.KeyValue)) {
+	return func(ctx context.Context, record func(float64, ...attribute.KeyValue)) {
+		ctx, cancel := context.WithTimeout(ctx, gaugeReadTimeout)
+		defer cancel()
+		usage, err := store.WindowUsage(ctx)
+		if err != nil {
+			return
+		}
+		for _, u := range usage {
+			for _, part := range []string{"value", "fee"} {
+				figure := pick(u, part)
+				if figure == nil {
+					continue
+				}
+				f, _ := new(big.Float).SetInt(figure).Float64()
+				record(f, attribute.String("scope_kind", string(u.Scope.Kind)), attribute.String("scope", u.Scope.ID),
+					attribute.String("period", u.Window.Period.String()), attribute.String("part", part))
+			}
+		}
+	}
+}
+
+// gaugeReadTimeout bounds a scrape's database read.
+const gaugeReadTimeout = 2 * time.Second
 
 // Set validates raw and makes it the scope's policy, as its next version.
 func (b *PolicyBook) Set(ctx context.Context, kind, id string, raw []byte, by string) (domain.VersionedPolicy, error) {

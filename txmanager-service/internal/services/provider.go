@@ -17,6 +17,7 @@ var ProviderSet = wire.NewSet(
 	NewIncarnation,
 	NewAuditTrail,
 	NewPolicyBook,
+	NewAdminRetention,
 	wire.InterfaceValue(new(Clock), SystemClock{}),
 )
 

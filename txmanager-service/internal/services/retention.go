@@ -17,6 +17,37 @@ type RetentionConfig struct {
 	// MaxBatches bounds one pass, so a large backlog is worked off over several passes
 	// instead of one long burst of deletes.
 	MaxBatches int
+	// AuditHorizon is the audit trail's own retention (0 keeps it for ever).
+	AuditHorizon time.Duration
+}
+
+// AdminRetention prunes what the safety rails keep: the audit trail past its own horizon,
+// and the policies' spend buckets no window can reach any more.
+type AdminRetention struct {
+	horizon  time.Duration
+	audit    *AuditTrail
+	policies PolicyStore
+	log      *log.Helper
+}
+
+// NewAdminRetention wires it.
+func NewAdminRetention(cfg RetentionConfig, audit *AuditTrail, policies PolicyStore, logger log.Logger) *AdminRetention {
+	return &AdminRetention{horizon: cfg.AuditHorizon, audit: audit, policies: policies, log: log.NewHelper(log.With(logger, "component", "retention"))}
+}
+
+// Prune runs one pass.
+func (r *AdminRetention) Prune(ctx context.Context) error {
+	if _, err := r.policies.PruneSpend(ctx); err != nil {
+		return err
+	}
+	if r.horizon <= 0 {
+		return nil
+	}
+	n, err := r.audit.Prune(ctx, r.horizon)
+	if n > 0 {
+		r.log.Infow("msg", "audit records past the audit trail's own horizon deleted", "records", n, "horizon", r.horizon.String())
+	}
+	return err
 }
 
 // Pruned is what one retention batch deleted, and the feed position it deleted through.

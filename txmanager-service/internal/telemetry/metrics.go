@@ -46,6 +46,8 @@ const (
 	DatabaseServerChanges     = "database_server_changes_total"
 	RecoveredTxTotal          = "recovered_tx_total"
 	PolicyDeniedTotal         = "policy_denied_total"
+	PolicyWindowUsedWei       = "policy_window_used_wei"
+	PolicyWindowLimitWei      = "policy_window_limit_wei"
 	SignerRecoverySeconds     = "signer_recovery_seconds"
 	SignerSpentWeiTotal       = "signer_spent_wei_total"
 	// DatabaseSynchronousReplication is registered by the database server watch.

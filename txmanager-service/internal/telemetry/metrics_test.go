@@ -120,6 +120,7 @@ func TestRecordersWriteTheirSeries(t *testing.T) {
 		{"reprice", func(m *telemetry.Metrics) { m.Reprice(ctx, "raised") }, telemetry.RepriceTotal, "chain_id=7,result=raised", 1},
 		{"holes filled", func(m *telemetry.Metrics) { m.NonceHolesFilled(ctx, 3) }, telemetry.NonceHoleFilledTotal, "chain_id=7", 3},
 		{"recovered", func(m *telemetry.Metrics) { m.Recovered(ctx, "adopted", 2) }, telemetry.RecoveredTxTotal, "chain_id=7,result=adopted", 2},
+		{"policy denied", func(m *telemetry.Metrics) { m.PolicyDenied(ctx, "windowValue", "credential") }, telemetry.PolicyDeniedTotal, "chain_id=7,rule=windowValue,scope=credential", 1},
 		{"quarantined", func(m *telemetry.Metrics) { m.Quarantined(ctx) }, telemetry.SignerQuarantineTotal, "chain_id=7", 1},
 		{"recovery time", func(m *telemetry.Metrics) { m.RecoveryFinished(ctx, 90*time.Second) }, telemetry.SignerRecoverySeconds, "chain_id=7", 90},
 		{"server changed", func(m *telemetry.Metrics) { m.DatabaseServerChanged(ctx) }, telemetry.DatabaseServerChanges, "chain_id=7", 1},

@@ -184,7 +184,7 @@ func TestRetentionLoopPrunesPastTheHorizon(t *testing.T) {
 	}
 	retention := services.NewRetention(services.RetentionConfig{Horizon: 24 * time.Hour, BatchSize: 10, MaxBatches: 1}, repositories.NewRetentionRepository(pool),
 		services.SystemClock{}, telemetry.Noop(), testLogger())
-	loop := workers.NewRetentionLoop(loopConfig(50*time.Millisecond), retention, testLogger())
+	loop := workers.NewRetentionLoop(loopConfig(50*time.Millisecond), retention, nil, testLogger())
 	loop.Start(context.Background())
 	defer loop.Stop()
 	waitFor(t, 5*time.Second, "the old transaction deleted", func() bool { return countSigner(t, pool, "managed_tx", "old") == 0 })

@@ -10,11 +10,9 @@ import (
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/go-kratos/kratos/v2/log"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
-	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/internal/writer"
@@ -23,8 +21,7 @@ import (
 
 func newPolicyBook(t *testing.T, pool *pgxpool.Pool) *services.PolicyBook {
 	t.Helper()
-	return services.NewPolicyBook(testsupport.TxManager(t, pool), repositories.NewPolicyRepository(pool), testsupport.AuditTrail(t, pool, "policy-test"),
-		log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError)))
+	return testsupport.PolicyBook(t, pool, testsupport.AuditTrail(t, pool, "policy-test"))
 }
 
 // allocateOne runs one writer batch of one create and answers it.

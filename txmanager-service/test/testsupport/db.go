@@ -53,3 +53,14 @@ func AuditTrail(t testing.TB, pool *pgxpool.Pool, node string) *services.AuditTr
 	return services.NewAuditTrail(TxManager(t, pool), repositories.NewAuditRepository(pool), services.NodeName(node), services.SystemClock{},
 		log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError)))
 }
+
+// PolicyBook is the spending policies' admin service on pool, auditing to trail.
+func PolicyBook(t testing.TB, pool *pgxpool.Pool, trail *services.AuditTrail) *services.PolicyBook {
+	t.Helper()
+	book, err := services.NewPolicyBook(TxManager(t, pool), repositories.NewPolicyRepository(pool), trail, nil,
+		log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return book
+}

@@ -51,7 +51,8 @@ Exit codes:
   5  not allowed: credentials missing or not granted
   6  unavailable: the service could not be reached or could not serve; try again
   7  timed out: --timeout passed first (tx wait: the transaction is not final yet)
-  8  tx wait: the transaction ended FAILED_FINAL`,
+  8  tx wait: the transaction ended FAILED_FINAL
+  9  audit verify: a record of the audit trail was edited or removed`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
