@@ -273,6 +273,37 @@ func TestOpenAPIDocumentDescribesEveryAnswer(t *testing.T) {
 	c.call("POST", "/api/v1/admin/roster/0x0000000000000000000000000000000000000009/retire", adminKey, map[string]any{}, http.StatusUnprocessableEntity, true)
 	c.call("POST", "/api/v1/tx", callerKey, map[string]any{"signer": added, "to": to, "gasLimit": "21000", "requestId": "openapi-retired"}, http.StatusConflict, true)
 
+	// Safety rails: a spending policy on the caller's credential, a pause, the audit trail.
+	policyPath := "/api/v1/admin/policies/credential/caller"
+	c.call("PUT", policyPath, adminKey, map[string]any{"policy": map[string]any{"maxValuePerTx": "5", "windows": []any{map[string]any{"period": "24h", "maxValue": "100"}}}}, http.StatusOK, true)
+	c.call("PUT", policyPath, adminKey, map[string]any{"policy": map[string]any{"maxValuePerTx": "-1"}}, http.StatusBadRequest, true)
+	if denied := c.call("POST", "/api/v1/tx", callerKey, map[string]any{"signer": signer, "to": to, "value": "6", "gasLimit": "21000", "requestId": "openapi-denied"},
+		http.StatusForbidden, true); denied["reason"] != "POLICY_DENIED" {
+		t.Fatalf("a create above maxValuePerTx: %v", denied)
+	}
+	c.call("GET", policyPath, adminKey, nil, http.StatusOK, true)
+	c.call("GET", "/api/v1/admin/policies/credential/nobody", adminKey, nil, http.StatusNotFound, true)
+	c.call("GET", policyPath+"/versions", adminKey, nil, http.StatusOK, true)
+	c.call("GET", "/api/v1/admin/policies/team/caller/versions", adminKey, nil, http.StatusBadRequest, true)
+	c.call("GET", "/api/v1/admin/policies", adminKey, nil, http.StatusOK, true)
+	c.call("GET", "/api/v1/admin/policies", callerKey, nil, http.StatusForbidden, true)
+	c.call("DELETE", policyPath, adminKey, nil, http.StatusOK, true)
+	c.call("DELETE", policyPath, adminKey, nil, http.StatusNotFound, true)
+	paused := devAddress(t, 1)
+	if row := c.call("POST", "/api/v1/admin/roster/"+paused+"/pause", adminKey, map[string]any{"note": "openapi check"}, http.StatusOK, true); row["pausedAt"] == nil {
+		t.Fatalf("paused signer without pausedAt: %v", row)
+	}
+	c.call("POST", "/api/v1/admin/roster/not-an-address/pause", adminKey, map[string]any{}, http.StatusBadRequest, true)
+	c.call("POST", "/api/v1/tx", callerKey, map[string]any{"signer": paused, "to": to, "gasLimit": "21000", "requestId": "openapi-paused"}, http.StatusConflict, true)
+	c.call("POST", "/api/v1/admin/roster/"+paused+"/resume", adminKey, map[string]any{"note": "openapi check"}, http.StatusOK, true)
+	c.call("POST", "/api/v1/admin/roster/"+paused+"/resume", callerKey, map[string]any{}, http.StatusForbidden, true)
+	c.call("GET", "/api/v1/admin/audit?limit=10&action=policy.set", adminKey, nil, http.StatusOK, true)
+	c.call("GET", "/api/v1/admin/audit?limit=5000", adminKey, nil, http.StatusBadRequest, false)
+	if verified := c.call("GET", "/api/v1/admin/audit/verify", adminKey, nil, http.StatusOK, true); verified["ok"] != true {
+		t.Fatalf("audit verify on an untouched trail: %v", verified)
+	}
+	c.call("GET", "/api/v1/admin/audit/verify", callerKey, nil, http.StatusForbidden, true)
+
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {
 			op := operationKey(method, path)
