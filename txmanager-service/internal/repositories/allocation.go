@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
@@ -36,8 +37,9 @@ func (r AllocationRepository) LockLeaseAndReadCursor(ctx context.Context, sess t
 	if err != nil {
 		return services.CursorState{}, fmt.Errorf("lease check: %w", err)
 	}
+	rosterState, paused := strings.CutSuffix(row.RosterState, " paused")
 	state := services.CursorState{Quarantined: row.Quarantine != "", Releasing: row.Quarantine == "releasing", HasUnclaimed: row.HasUnclaimed,
-		Retired: !domain.RosterState(row.RosterState).AcceptsCreates(), Paused: row.Paused, KnownRequests: int(row.KnownRequests)}
+		Retired: !domain.RosterState(rosterState).AcceptsCreates(), Paused: paused, KnownRequests: int(row.KnownRequests)}
 	if row.NextNonce.Valid {
 		next := uint64(row.NextNonce.Int64)
 		state.Next = &next

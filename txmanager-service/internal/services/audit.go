@@ -120,6 +120,10 @@ func (a *AuditTrail) Verify(ctx context.Context) (AuditVerification, error) {
 		if err != nil {
 			return out, err
 		}
+		// Records appended since the head was read are the next check's: stop at the head.
+		for len(page) > 0 && page[len(page)-1].Seq > head.LastSeq {
+			page = page[:len(page)-1]
+		}
 		if len(page) == 0 {
 			break
 		}

@@ -30,6 +30,11 @@ func (a *Allocator) assign(b *signerBatch, existing map[string]domain.ManagedTx,
 				continue
 			}
 			if j, ok := firstInBatch[id]; ok {
+				if b.outcome[j].tx.ID == uuid.Nil {
+					// The first was refused (a policy, a pause): so is its repeat.
+					b.outcome[i] = opOutcome{err: b.outcome[j].err}
+					continue
+				}
 				// Same requestId twice in one batch: the later op answers like a replay of
 				// the first and consumes no nonce.
 				b.outcome[i] = opOutcome{tx: b.outcome[j].tx, err: domain.ReplayOf(b.outcome[j].tx, op.Fingerprint, id)}

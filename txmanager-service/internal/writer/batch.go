@@ -254,14 +254,7 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 		// Retries of requests on record are still answered; nothing new is allocated, and no
 		// recovered transaction is adopted (a retry of a lost request is answered once the
 		// signer is resumed).
-		a.assign(b, existing, nil, nil, 0)
-		paused := fmt.Errorf("%w: %s", domain.ErrSignerPaused, b.key)
-		for i := range b.ops {
-			if b.outcome[i].created {
-				b.outcome[i] = opOutcome{err: paused}
-			}
-		}
-		b.allocated, b.adopted = nil, 0
+		a.assign(b, existing, nil, &policyGate{refuseAll: fmt.Errorf("%w: %s", domain.ErrSignerPaused, b.key)}, 0)
 		return nil
 	}
 	gate, err := a.policyGate(ctx, sess, b)

@@ -23,6 +23,8 @@ type policyGate struct {
 	spent    map[domain.PolicyScope]*services.PolicySpend
 	order    []domain.PolicyScope
 	denied   []denial
+	// refuseAll, when set, refuses every new create (a paused signer).
+	refuseAll error
 }
 
 type denial struct {
@@ -56,6 +58,9 @@ func (a *Allocator) policyGate(ctx context.Context, sess txmanager.Session, b *s
 func (g *policyGate) admit(op *Op) error {
 	if g == nil {
 		return nil
+	}
+	if g.refuseAll != nil {
+		return g.refuseAll
 	}
 	check := domain.PolicyCheck{Intent: op.Request.Intent, GasLimit: op.GasLimit, FeeCapPerGas: op.Request.Admission.FeeCapPerGas,
 		RemainingAfter: op.Request.Admission.RemainingAfter}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -254,5 +255,26 @@ func TestWindowLimitsHoldAcrossNodes(t *testing.T) {
 			t.Logf("%s window: %d creates on 3 nodes, limit %d wei, admitted %d wei (%d creates), refused %d, headroom left %d wei",
 				tc.name, creates, limit, admitted, rows, len(refused), limit-admitted)
 		})
+	}
+}
+
+// A create refused by a policy and its repeat in the same batch (the same requestId and
+// intent) are both refused: the repeat is not answered with a transaction never written.
+func TestARefusedCreatesRepeatInTheBatchIsRefusedToo(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	signer := testsupport.SignerAddress(41)
+	if _, err := newPolicyBook(t, pool).Set(t.Context(), "signer", signer.Hex(), []byte(`{"maxValuePerTx":"1"}`), "ops"); err != nil {
+		t.Fatal(err)
+	}
+	req := domain.CreateRequest{Signer: signer, RequestID: "twice", Intent: domain.Intent{To: &signer, Value: big.NewInt(2), GasLimit: 21000}}
+	ops := []*writer.Op{writer.NewOp(t.Context(), req, 21000), writer.NewOp(t.Context(), req, 21000)}
+	node.Allocator.AllocateBatch(context.Background(), ops)
+	for i, op := range ops {
+		tx, created, err := op.Wait(t.Context())
+		if !errors.Is(err, domain.ErrPolicyDenied) || created || tx.ID != (uuid.UUID{}) {
+			t.Errorf("op %d: tx %s created %v err %v, want POLICY_DENIED and no transaction", i, tx.ID, created, err)
+		}
 	}
 }

@@ -99,8 +99,11 @@ SELECT l.fencing_token, c.next_nonce,
        COALESCE((SELECT CASE WHEN q.release_requested_at IS NULL THEN 'held' ELSE 'releasing' END FROM signer_quarantine q
                  WHERE q.chain_id = l.chain_id AND q.signer = l.signer AND q.released_at IS NULL), '')::text AS quarantine,
        EXISTS (SELECT 1 FROM managed_tx m WHERE m.chain_id = l.chain_id AND m.signer = l.signer AND m.unclaimed_until > now())::bool AS has_unclaimed,
-       COALESCE((SELECT r.state FROM signer_roster r WHERE r.signer = l.signer FOR KEY SHARE), 'active')::text AS roster_state,
-       COALESCE((SELECT r.paused_at IS NOT NULL FROM signer_roster r WHERE r.signer = l.signer), false)::bool AS paused,
+       -- The state and the pause come from the one locked read: a batch that waited for a
+       -- pause's lock reads the row as the pause left it (a second, unlocked read would still
+       -- see the statement's snapshot from before it). 'active paused' when paused.
+       COALESCE((SELECT r.state || CASE WHEN r.paused_at IS NULL THEN '' ELSE ' paused' END
+                 FROM signer_roster r WHERE r.signer = l.signer FOR KEY SHARE), 'active')::text AS roster_state,
        (SELECT count(*) FROM (SELECT DISTINCT unnest($1::text[]) AS id) r
         CROSS JOIN LATERAL (
             SELECT 1 FROM managed_tx t WHERE t.chain_id = l.chain_id AND t.signer = l.signer AND t.request_id = r.id LIMIT 1
@@ -128,7 +131,6 @@ type LockLeaseAndReadCursorRow struct {
 	Quarantine    string
 	HasUnclaimed  bool
 	RosterState   string
-	Paused        bool
 	KnownRequests int64
 }
 
@@ -159,7 +161,6 @@ func (q *Queries) LockLeaseAndReadCursor(ctx context.Context, arg LockLeaseAndRe
 		&i.Quarantine,
 		&i.HasUnclaimed,
 		&i.RosterState,
-		&i.Paused,
 		&i.KnownRequests,
 	)
 	return i, err
