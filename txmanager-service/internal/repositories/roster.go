@@ -124,38 +124,31 @@ func toRosterSigner(row sqlcdb.ListRosterRow) domain.RosterSigner {
 func (r *RosterRepository) PauseRosterSigner(ctx context.Context, sess txmanager.Session, signer common.Address, by, note string) (domain.RosterSigner, bool, error) {
 	q := sqlcdb.New(sess.DB())
 	row, err := q.PauseRosterSigner(ctx, sqlcdb.PauseRosterSignerParams{Signer: signer.Hex(), PausedBy: by, Note: note})
-	if errors.Is(err, pgx.ErrNoRows) {
-		current, err := q.GetRosterSigner(ctx, signer.Hex())
-		if errors.Is(err, pgx.ErrNoRows) {
-			return domain.RosterSigner{}, false, &domain.NotFoundError{What: "signer " + signer.Hex() + " is not on the roster"}
-		}
-		if err != nil {
-			return domain.RosterSigner{}, false, fmt.Errorf("pause %s: %w", signer.Hex(), err)
-		}
-		return toRosterSigner(sqlcdb.ListRosterRow(current)), false, nil
-	}
-	if err != nil {
-		return domain.RosterSigner{}, false, fmt.Errorf("pause %s: %w", signer.Hex(), err)
-	}
-	return toRosterSigner(sqlcdb.ListRosterRow(row)), true, nil
+	return pauseOutcome(ctx, q, signer, "pause", sqlcdb.ListRosterRow(row), err)
 }
 
 // ResumeRosterSigner implements services.RosterStore, inside sess.
 func (r *RosterRepository) ResumeRosterSigner(ctx context.Context, sess txmanager.Session, signer common.Address) (domain.RosterSigner, bool, error) {
 	q := sqlcdb.New(sess.DB())
 	row, err := q.ResumeRosterSigner(ctx, signer.Hex())
+	return pauseOutcome(ctx, q, signer, "resume", sqlcdb.ListRosterRow(row), err)
+}
+
+// pauseOutcome answers a pause or a resume: the changed row, or (no row: nothing to
+// change) the row as it stands, or not found.
+func pauseOutcome(ctx context.Context, q *sqlcdb.Queries, signer common.Address, what string, row sqlcdb.ListRosterRow, err error) (domain.RosterSigner, bool, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		current, err := q.GetRosterSigner(ctx, signer.Hex())
 		if errors.Is(err, pgx.ErrNoRows) {
 			return domain.RosterSigner{}, false, &domain.NotFoundError{What: "signer " + signer.Hex() + " is not on the roster"}
 		}
 		if err != nil {
-			return domain.RosterSigner{}, false, fmt.Errorf("resume %s: %w", signer.Hex(), err)
+			return domain.RosterSigner{}, false, fmt.Errorf("%s %s: %w", what, signer.Hex(), err)
 		}
 		return toRosterSigner(sqlcdb.ListRosterRow(current)), false, nil
 	}
 	if err != nil {
-		return domain.RosterSigner{}, false, fmt.Errorf("resume %s: %w", signer.Hex(), err)
+		return domain.RosterSigner{}, false, fmt.Errorf("%s %s: %w", what, signer.Hex(), err)
 	}
-	return toRosterSigner(sqlcdb.ListRosterRow(row)), true, nil
+	return toRosterSigner(row), true, nil
 }
