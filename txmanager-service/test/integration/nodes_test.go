@@ -63,6 +63,31 @@ func anvilNode(t *testing.T, key *ecdsa.PrivateKey) probedNode {
 	return probedNode{name: "anvil", rpc: dialNode(t, node.URL()), mine: func() error { return e2e.Mine(context.Background(), node.URL()) }}
 }
 
+// mineThrough seals blocks until from's transaction at nonce is mined. go-ethereum's pool
+// admits a transaction before it makes it pending (its reorg loop runs apart from the
+// send), so a block sealed straight after a send can miss it; a probe that needs it mined
+// asks the chain rather than trusting one block.
+func mineThrough(t *testing.T, ctx context.Context, node probedNode, from common.Address, nonce uint64) {
+	t.Helper()
+	for {
+		if err := node.mine(); err != nil {
+			t.Fatal(err)
+		}
+		mined, err := node.rpc.NonceAt(ctx, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mined > nonce {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: nonce %d of %s still not mined: %v", node.name, nonce, from, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 func dialNode(t *testing.T, url string) *chain.RPCChain {
 	t.Helper()
 	c, err := chain.DialRPC(context.Background(), url)
@@ -151,9 +176,7 @@ func probeAnswers(t *testing.T, node probedNode, key *ecdsa.PrivateKey) map[stri
 	// rise): one at the same fees is too cheap everywhere.
 	got["replacement at the same fees"] = send(sign(key, chainID, transfer(nonce, 2, feeCap, tip, 21_000)))
 	got["replacement 12% dearer"] = send(sign(key, chainID, transfer(nonce, 3, bumped(feeCap, 12), bumped(tip, 12), 21_000)))
-	if err := node.mine(); err != nil {
-		t.Fatal(err)
-	}
+	mineThrough(t, ctx, node, from, nonce)
 	got["nonce too low"] = send(sign(key, chainID, transfer(nonce, 4, feeCap, tip, 21_000)))
 	got["nonce gap"] = send(sign(key, chainID, transfer(nonce+5, 5, feeCap, tip, 21_000)))
 	unfunded, err := crypto.GenerateKey()
@@ -172,9 +195,7 @@ func probeAnswers(t *testing.T, node probedNode, key *ecdsa.PrivateKey) map[stri
 	if a := send(sign(key, chainID, deploy)); a.class != "accepted" {
 		t.Fatalf("%s: deploying the reverting contract: %+v", node.name, a)
 	}
-	if err := node.mine(); err != nil {
-		t.Fatal(err)
-	}
+	mineThrough(t, ctx, node, from, nonce+1)
 	reverter := crypto.CreateAddress(from, nonce+1)
 	_, err = node.rpc.EstimateGas(ctx, services.CallRequest{From: from, To: &reverter})
 	got["estimate of a call that reverts"] = answerOf(err)
