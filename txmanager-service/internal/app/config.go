@@ -22,7 +22,7 @@ import (
 // layers below the assembly know nothing of the file's shape.
 
 // SharedConfigSet maps what the whole process shares.
-var SharedConfigSet = wire.NewSet(newNodeName, newRetentionConfig, newFeedConfig, newNodeConfig, newRouting, newLoopIntervals)
+var SharedConfigSet = wire.NewSet(newNodeName, newRetentionConfig, newFeedConfig, newNodeConfig, newRouting, newLoopIntervals, newKnownRoles)
 
 // ChainConfigSet maps what one chain's stack needs (from its view of the configuration).
 var ChainConfigSet = wire.NewSet(newLoopIntervals, newLeaseConfig, newNonceConfig, newQueueConfig, newPipelineLoopsConfig, newScheduleConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
@@ -36,10 +36,14 @@ func newLoopIntervals(c *conf.Bootstrap) workers.Intervals {
 		FeedSequence: c.Feed.SequenceInterval.Std(),
 		Retention:    c.Retention.Interval.Std(),
 		FundsGauge:   c.Create.FundsGaugeInterval.Std(),
+		Approvals:    c.Create.ApprovalInterval.Std(),
 	}
 }
 
 // newRouting maps the routing section for the controllers that forward to a signer's leader.
+// newKnownRoles are the roles credentials may hold and approval rules may name.
+func newKnownRoles(c *conf.Bootstrap) services.KnownRoles { return services.KnownRoles(c.Auth.Roles) }
+
 // newNodeName is this instance's id, as its audit records name it.
 func newNodeName(c *conf.Bootstrap) services.NodeName { return services.NodeName(c.Node.ID) }
 

@@ -194,6 +194,9 @@ type Create struct {
 	FundsCacheFor Duration `json:"fundsCacheFor"`
 	// FundsGaugeInterval: how often every signer's balance gauges are refreshed.
 	FundsGaugeInterval Duration `json:"fundsGaugeInterval"`
+	// ApprovalInterval: how often approved intents are given their nonces (by their
+	// signers' lease owners) and approvals past their expiry are ended.
+	ApprovalInterval Duration `json:"approvalInterval"`
 }
 
 // check: the lease's timing leaves room to renew and to allow for clock skew.
@@ -237,6 +240,7 @@ func (c Create) check(p *problems, maxBodyBytes int64) {
 	p.require(c.MaxGasLimit >= 21000, "create.maxGasLimit", "must be at least 21000")
 	p.positive(c.FundsCacheFor, "create.fundsCacheFor")
 	p.positive(c.FundsGaugeInterval, "create.fundsGaugeInterval")
+	p.positive(c.ApprovalInterval, "create.approvalInterval")
 }
 
 // check: the loops' pace, batches, concurrency and the signing stall bounds.

@@ -31,6 +31,9 @@ type Auth struct {
 	Enabled bool     `json:"enabled"`
 	APIKeys []APIKey `json:"apiKeys"`
 	JWT     JWT      `json:"jwt"`
+	// Roles are the roles credentials may hold and approval rules may name; a credential or
+	// a policy naming another is refused.
+	Roles []string `json:"roles"`
 }
 
 // APIKey grants a caller presenting a key (header X-API-Key) whose SHA-256 is SHA256.
@@ -45,6 +48,8 @@ type APIKey struct {
 	Admin bool `json:"admin"`
 	// Metrics lets the key read /metrics when observability.metricsAuth is on.
 	Metrics bool `json:"metrics"`
+	// Roles the key holds (auth.roles names them): an approval rule's approvers hold its role.
+	Roles []string `json:"roles"`
 }
 
 // JWT accepts bearer tokens signed with an HMAC secret (HS256/384/512) or a public key
@@ -59,6 +64,9 @@ type JWT struct {
 	// boolean claim granting the admin API.
 	SignersClaim string `json:"signersClaim"`
 	AdminClaim   string `json:"adminClaim"`
+	// RolesClaim names the claim listing the token's roles; roles auth.roles does not name
+	// are ignored.
+	RolesClaim string `json:"rolesClaim"`
 }
 
 // Server is the HTTP and gRPC listeners and what they accept.
@@ -253,6 +261,28 @@ func (a Auth) check(p *problems, server Server) {
 	}
 	p.require(len(a.APIKeys) > 0 || a.JWT.HMACSecretFile != "" || a.JWT.PublicKeyFile != "",
 		"auth.enabled", "needs auth.apiKeys or auth.jwt.hmacSecretFile / publicKeyFile")
+	known := map[string]bool{}
+	for i, r := range a.Roles {
+		p.require(validRoleName(r), fmt.Sprintf("auth.roles[%d]", i), "a role name is 1 to 64 lowercase letters, digits, '-' and '_'")
+		known[r] = true
+	}
+	for i, k := range a.APIKeys {
+		for j, r := range k.Roles {
+			p.require(known[r], fmt.Sprintf("auth.apiKeys[%d].roles[%d]", i, j), "%q is not one of auth.roles %v", r, a.Roles)
+		}
+	}
+}
+
+func validRoleName(r string) bool {
+	if r == "" || len(r) > 64 {
+		return false
+	}
+	for _, c := range r {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // check: the sampling ratio, and metrics credentials only where there are credentials.

@@ -71,6 +71,12 @@ func ToAPIError(logger *log.Helper, err error) error {
 		return v1.ErrorSignerPaused("%s", err.Error())
 	case errors.As(err, &denied):
 		return withMetadata(v1.ErrorPolicyDenied("%s", denied.Error()), "rule", denied.Rule, "scope", denied.Scope, "version", strconv.FormatInt(denied.Version, 10))
+	case errors.Is(err, domain.ErrApprovalForbidden):
+		return v1.ErrorApprovalForbidden("%s", err.Error())
+	case errors.Is(err, domain.ErrApprovalClosed):
+		return v1.ErrorApprovalClosed("%s", err.Error())
+	case errors.Is(err, domain.ErrAlreadyDecided):
+		return v1.ErrorAlreadyDecided("%s", err.Error())
 	case errors.Is(err, domain.ErrSignerActive):
 		return v1.ErrorSignerActive("%s", err.Error())
 	case errors.As(err, &cannotSign):

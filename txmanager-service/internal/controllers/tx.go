@@ -2,8 +2,10 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/go-kratos/kratos/v2/log"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -20,15 +22,16 @@ type TxController struct {
 	chains      *services.Chains
 	completions *services.CompletionsUseCase
 	finalWait   *services.FinalWait
+	approvals   *services.ApprovalDesk
 	routing     Routing
 	forwarder   OwnerForwarder
 	log         *log.Helper
 }
 
 // NewTxController wires the controller.
-func NewTxController(chains *services.Chains, completions *services.CompletionsUseCase, finalWait *services.FinalWait,
+func NewTxController(chains *services.Chains, completions *services.CompletionsUseCase, finalWait *services.FinalWait, approvals *services.ApprovalDesk,
 	routing Routing, forwarder OwnerForwarder, logger log.Logger) *TxController {
-	return &TxController{chains: chains, completions: completions, finalWait: finalWait, routing: routing, forwarder: forwarder,
+	return &TxController{chains: chains, completions: completions, finalWait: finalWait, approvals: approvals, routing: routing, forwarder: forwarder,
 		log: log.NewHelper(log.With(logger, "component", "api"))}
 }
 
@@ -70,7 +73,17 @@ func (c *TxController) createHere(ctx context.Context, req *v1.CreateTxRequest) 
 // GetTx implements v1.TxServiceServer.
 func (c *TxController) GetTx(ctx context.Context, req *v1.GetTxRequest) (*v1.Tx, error) {
 	get := c.chains.Any().Get
-	return c.readTx(ctx, req.GetWait(), func(ctx context.Context) (domain.ManagedTx, error) { return get.ByID(ctx, req.GetTxId()) })
+	return c.readTx(ctx, req.GetWait(), func(ctx context.Context) (domain.ManagedTx, error) {
+		tx, err := get.ByID(ctx, req.GetTxId())
+		if errors.Is(err, domain.ErrNotFound) && c.approvals != nil {
+			// An intent waiting for approval has no transaction row yet: its approval
+			// answers under the same id.
+			if waiting, err := c.approvals.TxByID(ctx, req.GetTxId()); err == nil {
+				return waiting, nil
+			}
+		}
+		return tx, err
+	})
 }
 
 // readTx answers a read of one transaction, waiting for it to become final when the
@@ -116,7 +129,13 @@ func (c *TxController) GetTxByRequest(ctx context.Context, req *v1.GetTxByReques
 		return nil, ToAPIError(c.log, err)
 	}
 	return c.readTx(ctx, req.GetWait(), func(ctx context.Context) (domain.ManagedTx, error) {
-		return chain.Get.ByRequestID(ctx, req.GetSigner(), req.GetRequestId())
+		tx, err := chain.Get.ByRequestID(ctx, req.GetSigner(), req.GetRequestId())
+		if errors.Is(err, domain.ErrNotFound) && c.approvals != nil {
+			if waiting, err := c.approvals.TxByRequest(ctx, chain.ID, common.HexToAddress(req.GetSigner()), req.GetRequestId()); err == nil {
+				return waiting, nil
+			}
+		}
+		return tx, err
 	})
 }
 
@@ -200,6 +219,7 @@ func toAPICompletion(cpl services.Completion) *v1.Completion {
 		RequestId:   cpl.RequestID,
 		Recovered:   cpl.Recovered,
 		Cursor:      cpl.Position.String(),
+		Reason:      cpl.Reason,
 	}
 	if cpl.TxHash != nil {
 		item.TxHash = cpl.TxHash.Hex()

@@ -33,6 +33,8 @@ const (
 	AuditPolicySet      = "policy.set"
 	AuditPolicyDeleted  = "policy.delete"
 	AuditTrailPruned    = "audit.prune"
+	AuditApprovalVote   = "approval.vote"
+	AuditApprovalEnded  = "approval.end"
 )
 
 // ChainHash is the record's hash: SHA-256 over the previous record's hash and the record's

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
 )
 
 // Intent is what a client asks the service to execute from a signer.
@@ -49,6 +50,10 @@ type Admission struct {
 	// RemainingAfter is what the signer can spend after its unfinished transactions and
 	// this one's worst case (nil when the funds check is off).
 	RemainingAfter *big.Int
+	// ApprovalID, when set, is the approved intent this create admits: it takes the
+	// approval's id, skips the approval rule, and is allocated only while the approval is
+	// APPROVED.
+	ApprovalID uuid.UUID
 }
 
 // Fingerprint identifies the intent for idempotency: the same requestId with the same

@@ -102,17 +102,42 @@ type Policy struct {
 	// MinRemainingBalance: what the signer can spend after its unfinished transactions and
 	// this one's worst case must stay at or above it.
 	MinRemainingBalance *Wei `json:"minRemainingBalance,omitempty"`
+	// Approval sends intents above a value, or to destinations marked approve, to wait for
+	// approvers instead of being admitted at once (docs/policies.md#approvals).
+	Approval *ApprovalRule `json:"approval,omitempty"`
 
 	// hasDestinations records "destinations" present in the document, even empty.
 	hasDestinations bool
 }
 
 // Destination is one allowlisted address, with the method selectors allowed to it (none:
-// any call and plain transfers).
+// any call and plain transfers). Approve: what is sent to it waits for approvers.
 type Destination struct {
 	Address   common.Address `json:"address"`
 	Selectors []Selector     `json:"selectors,omitempty"`
+	Approve   bool           `json:"approve,omitempty"`
 }
+
+// ApprovalRule says which intents wait for approvers and who they are: holders of Role,
+// Approvers of them, the requester never among them; an intent not approved within
+// ExpiresAfter expires.
+type ApprovalRule struct {
+	// AboveValue: an intent sending more than this waits (nil: only destinations marked
+	// approve send intents here).
+	AboveValue   *Wei   `json:"aboveValue,omitempty"`
+	Approvers    int    `json:"approvers"`
+	Role         string `json:"role,omitempty"`
+	ExpiresAfter Period `json:"expiresAfter,omitzero"`
+}
+
+// DefaultApproverRole is the role an approval rule names when it names none.
+const DefaultApproverRole = "approver"
+
+// DefaultApprovalExpiry is how long an intent waits for approvers when the rule does not say.
+const DefaultApprovalExpiry = 24 * time.Hour
+
+// MaxApprovers bounds an approval rule's approvers.
+const MaxApprovers = 10
 
 // Window bounds the value and the worst-case fee (gas limit times the fee cap per gas)
 // admitted over a rolling Period.
@@ -140,6 +165,7 @@ const (
 	maxCredentialIDLength  = 200
 	minWindowPeriod        = time.Minute
 	maxWindowPeriod        = 31 * 24 * time.Hour
+	maxRoleLength          = 64
 )
 
 // maxWei is 2^256-1: no amount on an EVM chain is larger.
@@ -174,8 +200,10 @@ func ParsePolicy(raw []byte) (Policy, error) {
 			err = decodeField(name, value, &p.MinRemainingBalance)
 		case "windows":
 			err = decodeList(name, value, &p.Windows)
+		case "approval":
+			err = decodeField(name, value, &p.Approval)
 		default:
-			err = invalid(name, "not a policy rule (rules: destinations, maxValuePerTx, maxFeePerGas, windows, minRemainingBalance)")
+			err = invalid(name, "not a policy rule (rules: destinations, maxValuePerTx, maxFeePerGas, windows, minRemainingBalance, approval)")
 		}
 		if err != nil {
 			return Policy{}, err
@@ -217,14 +245,74 @@ func (p Policy) validate() error {
 			return invalid(fmt.Sprintf("windows[%d]", i), "needs maxValue, maxFee or both")
 		}
 	}
+	if err := p.validateApproval(); err != nil {
+		return err
+	}
 	if p.empty() {
 		return invalid("policy", "names no rule (to remove a policy, delete it)")
 	}
 	return nil
 }
 
+func (p *Policy) validateApproval() error {
+	marked := slices.IndexFunc(p.Destinations, func(d Destination) bool { return d.Approve })
+	a := p.Approval
+	if a == nil {
+		if marked >= 0 {
+			return invalid(fmt.Sprintf("destinations[%d].approve", marked), "needs an approval rule saying how many approvers (\"approval\": {\"approvers\": 2})")
+		}
+		return nil
+	}
+	if a.AboveValue == nil && marked < 0 {
+		return invalid("approval", "sends nothing for approval: give aboveValue, or mark a destination approve")
+	}
+	if a.Approvers < 1 || a.Approvers > MaxApprovers {
+		return invalid("approval.approvers", "%d; from 1 to %d distinct approvers", a.Approvers, MaxApprovers)
+	}
+	if a.Role == "" {
+		a.Role = DefaultApproverRole
+	}
+	if err := ValidateRoleName("approval.role", a.Role); err != nil {
+		return err
+	}
+	if a.ExpiresAfter.Duration == 0 {
+		a.ExpiresAfter.Duration = DefaultApprovalExpiry
+	}
+	return nil
+}
+
+// ValidateRoleName checks a role's name: 1 to 64 lowercase letters, digits, '-' and '_'.
+func ValidateRoleName(field, role string) error {
+	if role == "" || len(role) > maxRoleLength {
+		return invalid(field, "a role name of 1 to %d characters", maxRoleLength)
+	}
+	for _, r := range role {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '_' {
+			return invalid(field, "%q: a role name is lowercase letters, digits, '-' and '_'", role)
+		}
+	}
+	return nil
+}
+
 func (p Policy) empty() bool {
-	return !p.hasDestinations && p.MaxValuePerTx == nil && p.MaxFeePerGas == nil && len(p.Windows) == 0 && p.MinRemainingBalance == nil
+	return !p.hasDestinations && p.MaxValuePerTx == nil && p.MaxFeePerGas == nil && len(p.Windows) == 0 && p.MinRemainingBalance == nil && p.Approval == nil
+}
+
+// NeedsApproval says why an intent the other rules admit must wait for approvers ("": it
+// need not).
+func (p Policy) NeedsApproval(c PolicyCheck) string {
+	if p.Approval == nil {
+		return ""
+	}
+	if c.Intent.To != nil {
+		if i := slices.IndexFunc(p.Destinations, func(d Destination) bool { return d.Address == *c.Intent.To }); i >= 0 && p.Destinations[i].Approve {
+			return fmt.Sprintf("%s is a destination marked approve", c.Intent.To.Hex())
+		}
+	}
+	if limit := p.Approval.AboveValue; limit != nil && valueOf(c.Intent).Cmp(&limit.Int) > 0 {
+		return fmt.Sprintf("value %s wei is above the approval threshold %s wei", valueOf(c.Intent), limit.String())
+	}
+	return ""
 }
 
 // Windowed reports whether the policy keeps rolling totals (admission then locks its row).
@@ -247,7 +335,8 @@ func (p Policy) JSON() []byte {
 		MaxFeePerGas        *Wei           `json:"maxFeePerGas,omitempty"`
 		Windows             []Window       `json:"windows,omitempty"`
 		MinRemainingBalance *Wei           `json:"minRemainingBalance,omitempty"`
-	}{MaxValuePerTx: p.MaxValuePerTx, MaxFeePerGas: p.MaxFeePerGas, Windows: p.Windows, MinRemainingBalance: p.MinRemainingBalance}
+		Approval            *ApprovalRule  `json:"approval,omitempty"`
+	}{MaxValuePerTx: p.MaxValuePerTx, MaxFeePerGas: p.MaxFeePerGas, Windows: p.Windows, MinRemainingBalance: p.MinRemainingBalance, Approval: p.Approval}
 	if p.hasDestinations {
 		// Present even empty: an empty allowlist denies every destination.
 		destinations := p.Destinations
@@ -440,6 +529,7 @@ func (d *Destination) UnmarshalJSON(b []byte) error {
 	var raw struct {
 		Address   string     `json:"address"`
 		Selectors []Selector `json:"selectors"`
+		Approve   bool       `json:"approve"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -453,7 +543,7 @@ func (d *Destination) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("destination %w", err)
 	}
-	d.Address, d.Selectors = addr, raw.Selectors
+	d.Address, d.Selectors, d.Approve = addr, raw.Selectors, raw.Approve
 	return nil
 }
 
@@ -462,7 +552,8 @@ func (d Destination) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Address   string     `json:"address"`
 		Selectors []Selector `json:"selectors,omitempty"`
-	}{d.Address.Hex(), d.Selectors})
+		Approve   bool       `json:"approve,omitempty"`
+	}{d.Address.Hex(), d.Selectors, d.Approve})
 }
 
 // decodeField decodes one field of a policy document, naming it in the refusal.

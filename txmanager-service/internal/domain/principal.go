@@ -17,6 +17,9 @@ type Principal struct {
 	Admin bool
 	// Metrics grants /metrics alone (a Prometheus scraper's key).
 	Metrics bool
+	// Roles are what the credential may do besides using its signers: an approval rule
+	// names the role its approvers hold.
+	Roles map[string]bool
 }
 
 // CanReadMetrics reports whether the principal may scrape /metrics.

@@ -27,7 +27,14 @@ func (s State) Valid() bool {
 }
 
 // Final reports whether no further transition can happen.
-func (s State) Final() bool { return s == StateConfirmed || s == StateFailedFinal }
+// An intent that never got a nonce ends EXPIRED, REJECTED or REFUSED.
+func (s State) Final() bool {
+	switch s {
+	case StateConfirmed, StateFailedFinal, StateExpired, StateRejected, StateRefused:
+		return true
+	}
+	return false
+}
 
 // transitions lists the allowed moves. TRACKING -> TRACKING covers resubmission and a reorg
 // putting a mined transaction back to be looked up again.

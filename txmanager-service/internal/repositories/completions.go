@@ -48,6 +48,7 @@ func (r *CompletionRepository) ListAfter(ctx context.Context, pos services.FeedP
 			Placeholder: row.Placeholder,
 			RequestID:   row.RequestID,
 			Recovered:   row.Recovered,
+			Reason:      row.Reason,
 			Position:    services.FeedPosition(row.FeedPosition),
 		}
 		if row.TxHash.Valid {

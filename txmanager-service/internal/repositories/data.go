@@ -42,6 +42,8 @@ var ProviderSet = wire.NewSet(
 	wire.Bind(new(services.AuditStore), new(*AuditRepository)),
 	NewPolicyRepository,
 	wire.Bind(new(services.PolicyStore), new(*PolicyRepository)),
+	NewApprovalRepository,
+	wire.Bind(new(services.ApprovalStore), new(*ApprovalRepository)),
 )
 
 // ChainProviderSet is the repositories of one chain: each reads and writes that chain's

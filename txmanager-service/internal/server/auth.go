@@ -29,12 +29,27 @@ type Authenticator struct {
 	jwt     *jwtVerifier
 }
 
+// rolesOf is the set of roles granted, keeping only those the deployment knows.
+func rolesOf(granted []string, known map[string]bool) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range granted {
+		if known[r] {
+			out[r] = true
+		}
+	}
+	return out
+}
+
 // NewAuthenticator builds the authenticator from configuration. Secrets are read from
 // files and kept only in memory; none appears in an error.
 func NewAuthenticator(c conf.Auth) (*Authenticator, error) {
 	a := &Authenticator{enabled: c.Enabled, keys: map[[32]byte]domain.Principal{}}
 	if !a.enabled {
 		return a, nil
+	}
+	known := map[string]bool{}
+	for _, r := range c.Roles {
+		known[r] = true
 	}
 	for i, k := range c.APIKeys {
 		digest, err := hex.DecodeString(strings.TrimPrefix(strings.ToLower(k.SHA256), "sha256:"))
@@ -46,13 +61,14 @@ func NewAuthenticator(c conf.Auth) (*Authenticator, error) {
 			return nil, fmt.Errorf("auth.apiKeys[%d] (%s): %w", i, k.ID, err)
 		}
 		p.Metrics = k.Metrics
+		p.Roles = rolesOf(k.Roles, known)
 		if other, taken := a.keys[[32]byte(digest)]; taken {
 			return nil, fmt.Errorf("auth.apiKeys[%d] (%s): same key digest as %s", i, k.ID, other.ID)
 		}
 		a.keys[[32]byte(digest)] = p
 	}
 	if c.JWT.HMACSecretFile != "" || c.JWT.PublicKeyFile != "" {
-		v, err := newJWTVerifier(c.JWT)
+		v, err := newJWTVerifier(c.JWT, known)
 		if err != nil {
 			return nil, err
 		}
@@ -181,10 +197,15 @@ type jwtVerifier struct {
 	parser       *jwt.Parser // built once from the configuration, shared by every request
 	signersClaim string
 	adminClaim   string
+	rolesClaim   string
+	knownRoles   map[string]bool
 }
 
-func newJWTVerifier(c conf.JWT) (*jwtVerifier, error) {
-	v := &jwtVerifier{signersClaim: c.SignersClaim, adminClaim: c.AdminClaim}
+func newJWTVerifier(c conf.JWT, knownRoles map[string]bool) (*jwtVerifier, error) {
+	v := &jwtVerifier{signersClaim: c.SignersClaim, adminClaim: c.AdminClaim, rolesClaim: c.RolesClaim, knownRoles: knownRoles}
+	if v.rolesClaim == "" {
+		v.rolesClaim = "txm_roles"
+	}
 	if v.signersClaim == "" {
 		v.signersClaim = "signers"
 	}
@@ -249,7 +270,29 @@ func (v *jwtVerifier) verify(token string) (domain.Principal, error) {
 		}
 	}
 	admin, _ := claims[v.adminClaim].(bool)
-	return principalOf("jwt:"+subject, signers, admin)
+	p, err := principalOf("jwt:"+subject, signers, admin)
+	if err != nil {
+		return p, err
+	}
+	p.Roles = rolesOf(stringsOf(claims[v.rolesClaim]), v.knownRoles)
+	return p, nil
+}
+
+// stringsOf reads a claim that is one string or a list of strings.
+func stringsOf(claim any) []string {
+	switch raw := claim.(type) {
+	case string:
+		return []string{raw}
+	case []any:
+		var out []string
+		for _, s := range raw {
+			if str, ok := s.(string); ok {
+				out = append(out, str)
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // keyFor is the verification key; the parser has already checked the token's algorithm.

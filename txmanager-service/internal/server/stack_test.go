@@ -370,7 +370,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	feedCfg := services.FeedConfig{MaxWait: 30 * time.Second, PollInterval: 20 * time.Millisecond}
 	s := &stack{
 		conf: c, pool: opts.pool, nodes: nodes, forwarder: forwarder, chain: chain, prom: prom, txs: txs, queue: queue, feed: feed, listeners: listeners,
-		tx: controllers.NewTxController(chains, services.NewCompletionsUseCase(feed, notify, feedCfg), services.NewFinalWait(notify, feedCfg),
+		tx: controllers.NewTxController(chains, services.NewCompletionsUseCase(feed, notify, feedCfg), services.NewFinalWait(notify, feedCfg), nil,
 			routing, opts.forwarder, logger),
 		admin:   controllers.NewAdminController(chains, routing, opts.forwarder, nil, nil, nil, logger),
 		streams: NewStreams(),

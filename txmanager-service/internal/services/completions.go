@@ -39,6 +39,9 @@ type Completion struct {
 	// Fee is what the transaction cost its signer in wei (nil when the node did not give the
 	// effective gas price, or it has no receipt).
 	Fee *big.Int
+	// Reason says why an intent that waited for approval ended without a nonce (Status
+	// EXPIRED, REJECTED or REFUSED; "" otherwise).
+	Reason string
 	// Position is the row's place in the feed; its cursor resumes after it.
 	Position FeedPosition
 }

@@ -65,15 +65,28 @@ type CreateResult struct {
 // Create runs the use case.
 func (uc *CreateTxUseCase) Create(ctx context.Context, in domain.CreateInput) (CreateResult, error) {
 	started := uc.clock.Now()
-	res, err := uc.create(ctx, in)
+	res, err := uc.create(ctx, in, nil)
 	uc.metrics.TxCreate(ctx, createResultLabel(res, err), uc.clock.Now().Sub(started).Seconds())
 	return res, err
 }
 
-func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (CreateResult, error) {
+// AdmitApproved runs an approved intent through the create path as its requester's create:
+// every check and policy applies again but the approval rule, and the transaction takes
+// the approval's id. The writer allocates it only while the approval is APPROVED, in the
+// transaction that marks it ADMITTED, so it is admitted once however often this runs.
+func (uc *CreateTxUseCase) AdmitApproved(ctx context.Context, a domain.Approval) (CreateResult, error) {
+	in := a.Input()
+	res, err := uc.create(ctx, in, &a)
+	return res, err
+}
+
+func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput, approval *domain.Approval) (CreateResult, error) {
 	req, err := domain.ParseCreateRequest(in, uc.cfg.Limits)
 	if err != nil {
 		return CreateResult{}, err
+	}
+	if approval != nil && req.Fingerprint() != approval.Fingerprint {
+		return CreateResult{}, fmt.Errorf("%w: approval %s no longer parses to the intent it was asked with", domain.ErrInvalidArgument, approval.ID)
 	}
 	if err := uc.signers.Accepts(req.Signer); err != nil {
 		// A retired signer's acknowledged creates are still answered to their retries.
@@ -91,7 +104,7 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput) (C
 			return res, err
 		}
 	}
-	res, err := uc.allocate(ctx, req)
+	res, err := uc.allocate(ctx, req, approval)
 	if err != nil && !errors.Is(err, domain.ErrIdempotencyConflict) {
 		if res, found, err := uc.recorded(ctx, req); found {
 			return res, err
@@ -135,7 +148,7 @@ func (uc *CreateTxUseCase) asksChainFirst(req domain.CreateRequest) bool {
 }
 
 // allocate takes req to the writer and waits for its transaction.
-func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateRequest) (CreateResult, error) {
+func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateRequest, approval *domain.Approval) (CreateResult, error) {
 	// While no chain endpoint answers, a new transaction could neither be estimated nor
 	// sent: refuse it at once rather than after a deadline, and consume no nonce.
 	if err := uc.chain.Usable(); err != nil {
@@ -163,13 +176,17 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 		return CreateResult{}, err
 	}
 	req.Admission = uc.admission(ctx, req, reservation)
+	if approval != nil {
+		req.Admission.Credential, req.Admission.ApprovalID = approval.Requester, approval.ID
+	}
 	tx, created, err := uc.queue.Allocate(ctx, req, gasLimit)
 	if err != nil {
 		reservation.Release()
 		return CreateResult{Tx: tx}, err
 	}
-	if !created {
-		// A replay of a concurrent create: its cost is already counted.
+	if !created || tx.State == domain.StateAwaitingApproval {
+		// A replay of a concurrent create: its cost is already counted. An intent sent for
+		// approval has no nonce yet: its cost counts once it is admitted.
 		reservation.Release()
 	}
 	return CreateResult{Tx: tx, Created: created}, nil
@@ -245,6 +262,8 @@ func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateReques
 
 func createResultLabel(res CreateResult, err error) string {
 	switch {
+	case err == nil && res.Tx.State == domain.StateAwaitingApproval:
+		return "awaiting_approval"
 	case err == nil && res.Created:
 		return "created"
 	case err == nil:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
@@ -66,13 +68,17 @@ type PolicyBook struct {
 	tx    txmanager.Manager
 	store PolicyStore
 	audit *AuditTrail
+	roles KnownRoles
 	log   *log.Helper
 }
 
+// KnownRoles are the roles credentials may hold and approval rules may name (auth.roles).
+type KnownRoles []string
+
 // NewPolicyBook wires the book and its gauges: each window's total and limit, for value and
 // for worst-case fee, read from the database at each scrape (any node shows the cluster's).
-func NewPolicyBook(tx txmanager.Manager, store PolicyStore, audit *AuditTrail, metrics *telemetry.Metrics, logger log.Logger) (*PolicyBook, error) {
-	b := &PolicyBook{tx: tx, store: store, audit: audit, log: log.NewHelper(log.With(logger, "component", "policies"))}
+func NewPolicyBook(tx txmanager.Manager, store PolicyStore, audit *AuditTrail, roles KnownRoles, metrics *telemetry.Metrics, logger log.Logger) (*PolicyBook, error) {
+	b := &PolicyBook{tx: tx, store: store, audit: audit, roles: roles, log: log.NewHelper(log.With(logger, "component", "policies"))}
 	if metrics == nil {
 		return b, nil
 	}
@@ -143,6 +149,10 @@ func (b *PolicyBook) Set(ctx context.Context, kind, id string, raw []byte, by st
 	policy, err := domain.ParsePolicy(raw)
 	if err != nil {
 		return domain.VersionedPolicy{}, err
+	}
+	if a := policy.Approval; a != nil && !slices.Contains(b.roles, a.Role) {
+		return domain.VersionedPolicy{}, &domain.ValidationError{Field: "approval.role",
+			Reason: fmt.Sprintf("%q is not a role this deployment knows (auth.roles: %s)", a.Role, strings.Join(b.roles, ", "))}
 	}
 	var version int64
 	err = b.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("policy.set"), func(ctx context.Context, sess txmanager.Session) error {

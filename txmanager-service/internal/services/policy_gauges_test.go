@@ -25,7 +25,7 @@ func TestPolicyWindowGauges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	book, err := services.NewPolicyBook(testsupport.TxManager(t, pool), repositories.NewPolicyRepository(pool), testsupport.AuditTrail(t, pool, "n"), metrics, testLogger())
+	book, err := services.NewPolicyBook(testsupport.TxManager(t, pool), repositories.NewPolicyRepository(pool), testsupport.AuditTrail(t, pool, "n"), services.KnownRoles{"approver"}, metrics, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,6 +73,18 @@ type AllocationStore interface {
 	WindowTotals(ctx context.Context, sess txmanager.Session, keys []WindowKey) (map[WindowKey]domain.WindowTotals, error)
 	// AddSpend counts what the batch admitted under windowed policies.
 	AddSpend(ctx context.Context, sess txmanager.Session, spends []PolicySpend) error
+	// LockPolicies locks, in one statement and one order, the policies of every signer and
+	// credential of a batch whose parts take the full path one after another: each part's
+	// PoliciesForAdmission then finds its rows locked already, so two nodes' batches never
+	// lock two scopes in opposite orders.
+	LockPolicies(ctx context.Context, sess txmanager.Session, signers, credentials []string) error
+	// RequestApproval records an approval request, or returns the one already recorded
+	// under its signer and request id.
+	RequestApproval(ctx context.Context, sess txmanager.Session, approval domain.Approval) (domain.Approval, error)
+	// LockApproved returns which of ids are APPROVED and unexpired, locked until commit.
+	LockApproved(ctx context.Context, sess txmanager.Session, ids []uuid.UUID) ([]uuid.UUID, error)
+	// AdmitApprovals marks the approvals whose transactions the batch wrote ADMITTED.
+	AdmitApprovals(ctx context.Context, sess txmanager.Session, ids []uuid.UUID) error
 }
 
 // ClearAllocation is one signer's part of a batch written by WriteClearAllocations: its new

@@ -17,6 +17,7 @@ var ProviderSet = wire.NewSet(
 	NewIncarnation,
 	NewAuditTrail,
 	NewPolicyBook,
+	NewApprovalDesk,
 	NewAdminRetention,
 	wire.InterfaceValue(new(Clock), SystemClock{}),
 )

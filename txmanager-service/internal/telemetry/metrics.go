@@ -48,6 +48,10 @@ const (
 	PolicyDeniedTotal         = "policy_denied_total"
 	PolicyWindowUsedWei       = "policy_window_used_wei"
 	PolicyWindowLimitWei      = "policy_window_limit_wei"
+	ApprovalsPending          = "approvals_pending"
+	ApprovalsOldestPending    = "approvals_oldest_pending_seconds"
+	ApprovalDecisionsTotal    = "approval_decisions_total"
+	ApprovalsEndedTotal       = "approvals_ended_total"
 	SignerRecoverySeconds     = "signer_recovery_seconds"
 	SignerSpentWeiTotal       = "signer_spent_wei_total"
 	// DatabaseSynchronousReplication is registered by the database server watch.
@@ -82,6 +86,8 @@ type Metrics struct {
 	serverChanged metric.Int64Counter
 	recovered     metric.Int64Counter
 	policyDenied  metric.Int64Counter
+	approvalVote  metric.Int64Counter
+	approvalEnd   metric.Int64Counter
 	// spent is a float counter: wei outgrow an int64 after 9.2 ETH.
 	spent metric.Float64Counter
 	// chain holds the chain_id attribute of a chain's view (ForChain); empty for the
@@ -123,6 +129,8 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 		{&m.rateLimited, RateLimitedTotal, "Requests refused with 429 because their credential exceeded server.rateLimit."},
 		{&m.recovered, RecoveredTxTotal, "Transactions the database lost and reconciliation found on chain, by result: recorded (kept as unclaimed rows), adopted (a retried create with the same intent was answered with one), expired (the adoption window passed)."},
 		{&m.policyDenied, PolicyDeniedTotal, "Creates a spending policy refused, by rule (destination, selector, maxValuePerTx, maxFeePerGas, windowValue, windowFee, minRemainingBalance) and scope kind (signer, credential)."},
+		{&m.approvalVote, ApprovalDecisionsTotal, "Votes approvers cast on intents waiting for approval, by decision (approve, reject)."},
+		{&m.approvalEnd, ApprovalsEndedTotal, "Intents sent for approval that left the wait, by outcome: ADMITTED (given a nonce), EXPIRED, REJECTED, REFUSED (approved, then refused by the create path for good)."},
 		{&m.serverChanged, DatabaseServerChanges, "New database connections that reached another server than before: a failover, switchover or restart (cached nonces are then dropped)."},
 	}
 	var err error
@@ -258,6 +266,20 @@ func (m *Metrics) NonceHolesFilled(ctx context.Context, n int) {
 }
 func (m *Metrics) Recovered(ctx context.Context, r string, n int) {
 	m.recovered.Add(ctx, int64(n), m.result(r))
+}
+
+// ApprovalVote counts a vote on an approval.
+func (m *Metrics) ApprovalVote(ctx context.Context, approve bool) {
+	decision := "reject"
+	if approve {
+		decision = "approve"
+	}
+	m.approvalVote.Add(ctx, 1, m.with(attribute.String("decision", decision)))
+}
+
+// ApprovalEnded counts an approval leaving the wait, by its outcome.
+func (m *Metrics) ApprovalEnded(ctx context.Context, outcome string, n int) {
+	m.approvalEnd.Add(ctx, int64(n), m.with(attribute.String("outcome", outcome)))
 }
 
 // PolicyDenied counts a create a spending policy refused.

@@ -16,6 +16,7 @@ var ProviderSet = wire.NewSet(
 	NewFeedSequencerLoop,
 	NewRetentionLoop,
 	NewRosterLoop,
+	NewApprovalLoop,
 )
 
 // ChainProviderSet is the background loops of one chain.
@@ -35,6 +36,7 @@ type Intervals struct {
 	FeedSequence time.Duration
 	Retention    time.Duration
 	FundsGauge   time.Duration
+	Approvals    time.Duration
 }
 
 // LeaseKeeper renews in-use leases, releases idle ones and applies local fencing every

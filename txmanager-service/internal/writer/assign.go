@@ -46,11 +46,19 @@ func (a *Allocator) assign(b *signerBatch, existing map[string]domain.ManagedTx,
 				tx.RequestID, tx.Fingerprint, tx.UnclaimedUntil = id, op.Fingerprint, nil
 				b.outcome[i] = opOutcome{tx: tx}
 				adoptions = append(adoptions, services.Adoption{TxID: tx.ID, RequestID: id, Fingerprint: op.Fingerprint})
+				gate.countAdopted(op)
 				continue
 			}
 		}
-		if err := gate.admit(op); err != nil {
+		need, err := gate.admit(op)
+		if err != nil {
 			b.outcome[i] = opOutcome{err: err}
+			continue
+		}
+		if need != nil {
+			approval := a.newApproval(b, op, need, now)
+			b.outcome[i] = opOutcome{tx: approval.AsTx(), created: true}
+			b.approvals = append(b.approvals, requestedApproval{op: i, approval: approval})
 			continue
 		}
 		b.outcome[i] = opOutcome{tx: a.newTx(b, op, next, now), created: true}
@@ -76,7 +84,7 @@ func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batc
 	var tried []*signerBatch
 	for _, b := range batches {
 		b.clear, b.fenced = false, false
-		if b.chainNext != nil || b.cachedNext == nil {
+		if b.chainNext != nil || b.cachedNext == nil || b.admitsApprovals() {
 			continue
 		}
 		b.reset()
@@ -100,8 +108,12 @@ func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batc
 
 // newTx is op's new transaction at nonce.
 func (a *Allocator) newTx(b *signerBatch, op *Op, nonce uint64, now time.Time) domain.ManagedTx {
+	id := op.Request.Admission.ApprovalID
+	if id == uuid.Nil {
+		id = uuid.Must(uuid.NewV7())
+	}
 	return domain.ManagedTx{
-		ID:                uuid.Must(uuid.NewV7()),
+		ID:                id,
 		ChainID:           a.chainID,
 		Signer:            b.signer,
 		SignerHex:         b.key,
@@ -124,6 +136,7 @@ func (b *signerBatch) reset() {
 	// keeps its rows when a signer turned away runs its full path.
 	b.allocated = nil
 	b.nextAfter, b.adopted = 0, 0
+	b.approvals = nil
 }
 
 // adoptable loads the signer's recovered transactions that the batch's new creates may

@@ -81,6 +81,8 @@ type signerBatch struct {
 	fencedWrite string
 	// policyDenied are the refusals of the spending policies, counted after commit.
 	policyDenied []denial
+	// approvals are the creates the policies sent for approval instead of a nonce.
+	approvals []requestedApproval
 }
 
 type opOutcome struct {
@@ -102,6 +104,9 @@ func (a *Allocator) AllocateBatch(ctx context.Context, ops []*Op) {
 	err := a.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("writer.batch").WithRetries(2),
 		func(ctx context.Context, sess txmanager.Session) error {
 			if err := a.writeClear(ctx, sess, batches); err != nil {
+				return err
+			}
+			if err := a.lockPoliciesOfFullPath(ctx, sess, batches); err != nil {
 				return err
 			}
 			for _, b := range batches {
@@ -211,7 +216,7 @@ func (a *Allocator) prepare(ctx context.Context, ops []*Op) []*signerBatch {
 // writeSigner does one signer's part inside the batch transaction. It is re-run as a whole
 // when the transaction is retried, so it recomputes everything it records.
 func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *signerBatch) error {
-	b.fenced, b.policyDenied = false, nil
+	b.fenced, b.policyDenied, b.approvals = false, nil, nil
 	requestIDs := b.requestIDs()
 	b.reset()
 	state, err := a.store.LockLeaseAndReadCursor(ctx, sess, b.lease, requestIDs)
@@ -273,10 +278,21 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 			return err
 		}
 	}
+	if err := a.requestApprovals(ctx, sess, b); err != nil {
+		return err
+	}
 	if len(b.allocated) == 0 {
 		return nil
 	}
-	return a.store.WriteAllocation(ctx, sess, b.lease, b.allocated, b.nextAfter)
+	if err := a.store.WriteAllocation(ctx, sess, b.lease, b.allocated, b.nextAfter); err != nil {
+		return err
+	}
+	// In the allocation's transaction: an approval is admitted exactly when its transaction
+	// is written.
+	if admitted := b.admittedApprovals(); len(admitted) > 0 {
+		return a.store.AdmitApprovals(ctx, sess, admitted)
+	}
+	return nil
 }
 
 // finish runs after commit: record the new cursor in the cache and answer the ops.

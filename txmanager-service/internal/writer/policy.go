@@ -2,10 +2,12 @@ package writer
 
 import (
 	"context"
+	"fmt"
 	"math/big"
 	"slices"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
+	"github.com/google/uuid"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -25,6 +27,9 @@ type policyGate struct {
 	denied   []denial
 	// refuseAll, when set, refuses every new create (a paused signer).
 	refuseAll error
+	// approved are the batch's approved intents still open for admission, locked until the
+	// batch commits.
+	approved map[uuid.UUID]bool
 }
 
 type denial struct {
@@ -32,14 +37,27 @@ type denial struct {
 	scope domain.PolicyScopeKind
 }
 
-// policyGate loads the gate for b, nil when no policy binds it (the common case costs the
-// one look-up).
+// policyGate loads the gate for b, nil when no policy binds it and it admits no approved
+// intent (the common case costs the one look-up).
 func (a *Allocator) policyGate(ctx context.Context, sess txmanager.Session, b *signerBatch) (*policyGate, error) {
 	policies, err := a.store.PoliciesForAdmission(ctx, sess, b.key, b.credentials())
-	if err != nil || len(policies) == 0 {
+	if err != nil {
 		return nil, err
 	}
-	g := &policyGate{policies: policies, spent: map[domain.PolicyScope]*services.PolicySpend{}}
+	approvals := b.approvalIDs()
+	if len(policies) == 0 && len(approvals) == 0 {
+		return nil, nil
+	}
+	g := &policyGate{policies: policies, spent: map[domain.PolicyScope]*services.PolicySpend{}, approved: map[uuid.UUID]bool{}}
+	if len(approvals) > 0 {
+		open, err := a.store.LockApproved(ctx, sess, approvals)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range open {
+			g.approved[id] = true
+		}
+	}
 	var keys []services.WindowKey
 	for _, p := range policies {
 		for _, w := range p.Policy.Windows {
@@ -54,33 +72,75 @@ func (a *Allocator) policyGate(ctx context.Context, sess txmanager.Session, b *s
 	return g, nil
 }
 
-// admit checks op against every policy binding it; an admitted op is added to the totals.
-func (g *policyGate) admit(op *Op) error {
+// admit checks op against every policy binding it. An op a policy sends for approval is
+// answered with the need (nothing counted: it is counted when admitted); an admitted op is
+// added to the totals. An op admitting an approved intent skips the approval rule, and is
+// refused unless its approval is still APPROVED and unexpired.
+func (g *policyGate) admit(op *Op) (*approvalNeed, error) {
 	if g == nil {
-		return nil
+		return nil, nil
 	}
 	if g.refuseAll != nil {
-		return g.refuseAll
+		return nil, g.refuseAll
 	}
-	check := domain.PolicyCheck{Intent: op.Request.Intent, GasLimit: op.GasLimit, FeeCapPerGas: op.Request.Admission.FeeCapPerGas,
+	approval := op.Request.Admission.ApprovalID
+	if approval != uuid.Nil && !g.approved[approval] {
+		return nil, fmt.Errorf("%w: approval %s is no longer approved and unexpired", domain.ErrApprovalClosed, approval)
+	}
+	check := g.check(op)
+	binding := g.binding(op)
+	for _, p := range binding {
+		if rule, detail := p.Policy.CheckIntent(check); rule != "" {
+			return nil, g.deny(p, rule, detail)
+		}
+		for _, w := range p.Policy.Windows {
+			if rule, detail := w.CheckWindow(check, g.total(p.Scope, w)); rule != "" {
+				return nil, g.deny(p, rule, detail)
+			}
+		}
+	}
+	if approval == uuid.Nil {
+		// The first binding policy that asks for approval decides who approves (the signer's
+		// own before the credential's).
+		for _, p := range binding {
+			if reason := p.Policy.NeedsApproval(check); reason != "" {
+				return &approvalNeed{policy: p, reason: reason}, nil
+			}
+		}
+	}
+	g.count(check, binding)
+	return nil, nil
+}
+
+// countAdopted counts a recovered transaction a retried create adopts: it is on chain
+// already, so no rule can refuse it, but what it spends counts against the windows like the
+// admission the database lost.
+func (g *policyGate) countAdopted(op *Op) {
+	if g == nil || g.refuseAll != nil {
+		return
+	}
+	g.count(g.check(op), g.binding(op))
+}
+
+func (g *policyGate) check(op *Op) domain.PolicyCheck {
+	return domain.PolicyCheck{Intent: op.Request.Intent, GasLimit: op.GasLimit, FeeCapPerGas: op.Request.Admission.FeeCapPerGas,
 		RemainingAfter: op.Request.Admission.RemainingAfter}
+}
+
+// binding are the policies that bind op: its signer's, and its credential's.
+func (g *policyGate) binding(op *Op) []domain.VersionedPolicy {
 	var binding []domain.VersionedPolicy
 	for _, p := range g.policies {
 		if p.Scope.Kind == domain.PolicyScopeSigner || p.Scope.ID == op.Request.Admission.Credential {
 			binding = append(binding, p)
 		}
 	}
-	for _, p := range binding {
-		if rule, detail := p.Policy.CheckIntent(check); rule != "" {
-			return g.deny(p, rule, detail)
-		}
-		for _, w := range p.Policy.Windows {
-			if rule, detail := w.CheckWindow(check, g.total(p.Scope, w)); rule != "" {
-				return g.deny(p, rule, detail)
-			}
-		}
-	}
-	value, fee := new(big.Int).Set(valueOrZero(op.Request.Intent.Value)), check.WorstFee()
+	return binding
+}
+
+// count adds an admitted intent to the windows' totals and to what the batch spends.
+func (g *policyGate) count(check domain.PolicyCheck, binding []domain.VersionedPolicy) {
+	value, fee := new(big.Int).Set(valueOrZero(check.Intent.Value)), check.WorstFee()
 	if fee == nil {
 		fee = new(big.Int) // no fee window binds it (one would have refused an unbounded fee)
 	}
@@ -102,7 +162,6 @@ func (g *policyGate) admit(op *Op) error {
 		s.Value.Add(s.Value, value)
 		s.Fee.Add(s.Fee, fee)
 	}
-	return nil
 }
 
 func (g *policyGate) deny(p domain.VersionedPolicy, rule, detail string) error {
@@ -154,4 +213,30 @@ func (g *policyGate) deniedRules() []denial {
 		return nil
 	}
 	return g.denied
+}
+
+// lockPoliciesOfFullPath locks up front, in one sorted statement, the policies of the
+// signers and credentials of the batch's parts that take the full path, when there are
+// several: each part locks its own policies as it goes, and two nodes whose parts met two
+// credentials in opposite orders would otherwise deadlock (PostgreSQL would cancel one batch,
+// which the writer retries, at the cost of a wait and a retry).
+func (a *Allocator) lockPoliciesOfFullPath(ctx context.Context, sess txmanager.Session, batches []*signerBatch) error {
+	var signers, credentials []string
+	parts := 0
+	for _, b := range batches {
+		if b.clear {
+			continue
+		}
+		parts++
+		signers = append(signers, b.key)
+		for _, c := range b.credentials() {
+			if !slices.Contains(credentials, c) {
+				credentials = append(credentials, c)
+			}
+		}
+	}
+	if parts < 2 {
+		return nil
+	}
+	return a.store.LockPolicies(ctx, sess, signers, credentials)
 }

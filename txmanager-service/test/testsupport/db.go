@@ -57,10 +57,21 @@ func AuditTrail(t testing.TB, pool *pgxpool.Pool, node string) *services.AuditTr
 // PolicyBook is the spending policies' admin service on pool, auditing to trail.
 func PolicyBook(t testing.TB, pool *pgxpool.Pool, trail *services.AuditTrail) *services.PolicyBook {
 	t.Helper()
-	book, err := services.NewPolicyBook(TxManager(t, pool), repositories.NewPolicyRepository(pool), trail, nil,
+	book, err := services.NewPolicyBook(TxManager(t, pool), repositories.NewPolicyRepository(pool), trail, services.KnownRoles{"approver", "treasury"}, nil,
 		log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return book
+}
+
+// ApprovalDesk is where intents sent for approval wait, on pool, auditing to trail.
+func ApprovalDesk(t testing.TB, pool *pgxpool.Pool, trail *services.AuditTrail, node string) *services.ApprovalDesk {
+	t.Helper()
+	desk, err := services.NewApprovalDesk(TxManager(t, pool), repositories.NewApprovalRepository(pool), trail, services.NodeName(node), nil,
+		log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return desk
 }

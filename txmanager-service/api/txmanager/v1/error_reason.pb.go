@@ -93,6 +93,13 @@ const (
 	// A spending policy of the signer or of the caller's credential refuses the intent;
 	// nothing was allocated. Metadata: rule, scope, version.
 	ErrorReason_POLICY_DENIED ErrorReason = 24
+	// The caller may not decide this approval: it lacks the role the approval names, is not
+	// granted its signer, or asked for the intent itself.
+	ErrorReason_APPROVAL_FORBIDDEN ErrorReason = 25
+	// The approval takes no more votes: approved, admitted, expired, rejected or refused.
+	ErrorReason_APPROVAL_CLOSED ErrorReason = 26
+	// The caller has already voted on this approval; a vote is never changed.
+	ErrorReason_ALREADY_DECIDED ErrorReason = 27
 )
 
 // Enum value maps for ErrorReason.
@@ -123,6 +130,9 @@ var (
 		22: "SIGNER_UNAVAILABLE",
 		23: "SIGNER_PAUSED",
 		24: "POLICY_DENIED",
+		25: "APPROVAL_FORBIDDEN",
+		26: "APPROVAL_CLOSED",
+		27: "ALREADY_DECIDED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED": 0,
@@ -150,6 +160,9 @@ var (
 		"SIGNER_UNAVAILABLE":       22,
 		"SIGNER_PAUSED":            23,
 		"POLICY_DENIED":            24,
+		"APPROVAL_FORBIDDEN":       25,
+		"APPROVAL_CLOSED":          26,
+		"ALREADY_DECIDED":          27,
 	}
 )
 
@@ -184,7 +197,7 @@ var File_api_txmanager_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"#api/txmanager/v1/error_reason.proto\x12\ftxmanager.v1\x1a\x13errors/errors.proto*\xaa\x05\n" +
+	"#api/txmanager/v1/error_reason.proto\x12\ftxmanager.v1\x1a\x13errors/errors.proto*\xfe\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\n" +
@@ -212,7 +225,10 @@ const file_api_txmanager_v1_error_reason_proto_rawDesc = "" +
 	"\rSIGNER_ACTIVE\x10\x15\x1a\x04\xa8E\x99\x03\x12\x1c\n" +
 	"\x12SIGNER_UNAVAILABLE\x10\x16\x1a\x04\xa8E\xf7\x03\x12\x17\n" +
 	"\rSIGNER_PAUSED\x10\x17\x1a\x04\xa8E\x99\x03\x12\x17\n" +
-	"\rPOLICY_DENIED\x10\x18\x1a\x04\xa8E\x93\x03\x1a\x04\xa0E\xf4\x03B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\rPOLICY_DENIED\x10\x18\x1a\x04\xa8E\x93\x03\x12\x1c\n" +
+	"\x12APPROVAL_FORBIDDEN\x10\x19\x1a\x04\xa8E\x93\x03\x12\x19\n" +
+	"\x0fAPPROVAL_CLOSED\x10\x1a\x1a\x04\xa8E\x99\x03\x12\x19\n" +
+	"\x0fALREADY_DECIDED\x10\x1b\x1a\x04\xa8E\x99\x03\x1a\x04\xa0E\xf4\x03B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_error_reason_proto_rawDescOnce sync.Once

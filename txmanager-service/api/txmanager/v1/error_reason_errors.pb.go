@@ -361,3 +361,46 @@ func IsPolicyDenied(err error) bool {
 func ErrorPolicyDenied(format string, args ...any) *errors.Error {
 	return errors.New(403, ErrorReason_POLICY_DENIED.String(), fmt.Sprintf(format, args...))
 }
+
+// IsApprovalForbidden reports whether err carries the reason APPROVAL_FORBIDDEN, whatever its status.
+// The caller may not decide this approval: it lacks the role the approval names, is not
+// granted its signer, or asked for the intent itself.
+func IsApprovalForbidden(err error) bool {
+	if err == nil {
+		return false
+	}
+	return errors.FromError(err).Reason == ErrorReason_APPROVAL_FORBIDDEN.String()
+}
+
+// ErrorApprovalForbidden is the API's 403 APPROVAL_FORBIDDEN error with a formatted message.
+func ErrorApprovalForbidden(format string, args ...any) *errors.Error {
+	return errors.New(403, ErrorReason_APPROVAL_FORBIDDEN.String(), fmt.Sprintf(format, args...))
+}
+
+// IsApprovalClosed reports whether err carries the reason APPROVAL_CLOSED, whatever its status.
+// The approval takes no more votes: approved, admitted, expired, rejected or refused.
+func IsApprovalClosed(err error) bool {
+	if err == nil {
+		return false
+	}
+	return errors.FromError(err).Reason == ErrorReason_APPROVAL_CLOSED.String()
+}
+
+// ErrorApprovalClosed is the API's 409 APPROVAL_CLOSED error with a formatted message.
+func ErrorApprovalClosed(format string, args ...any) *errors.Error {
+	return errors.New(409, ErrorReason_APPROVAL_CLOSED.String(), fmt.Sprintf(format, args...))
+}
+
+// IsAlreadyDecided reports whether err carries the reason ALREADY_DECIDED, whatever its status.
+// The caller has already voted on this approval; a vote is never changed.
+func IsAlreadyDecided(err error) bool {
+	if err == nil {
+		return false
+	}
+	return errors.FromError(err).Reason == ErrorReason_ALREADY_DECIDED.String()
+}
+
+// ErrorAlreadyDecided is the API's 409 ALREADY_DECIDED error with a formatted message.
+func ErrorAlreadyDecided(format string, args ...any) *errors.Error {
+	return errors.New(409, ErrorReason_ALREADY_DECIDED.String(), fmt.Sprintf(format, args...))
+}

@@ -200,7 +200,8 @@ func (x *CreateTxResponse) GetCreated() bool {
 type GetTxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	TxId  string                 `protobuf:"bytes,1,opt,name=tx_id,json=txId,proto3" json:"tx_id,omitempty"`
-	// Long-poll: while the transaction is not final (CONFIRMED or FAILED_FINAL), wait up to
+	// Long-poll: while the transaction is not final (CONFIRMED, FAILED_FINAL, or an intent
+	// ended without a nonce: EXPIRED, REJECTED, REFUSED), wait up to
 	// this long for it to become final, then answer with it as it is; a longer wait is cut
 	// to the service's feed.maxWait (30s by default). HTTP: ?wait=10s (or seconds).
 	Wait          *durationpb.Duration `protobuf:"bytes,2,opt,name=wait,proto3" json:"wait,omitempty"`
@@ -330,7 +331,9 @@ type Tx struct {
 	Signer    string                 `protobuf:"bytes,2,opt,name=signer,proto3" json:"signer,omitempty"`
 	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Nonce     uint64                 `protobuf:"varint,4,opt,name=nonce,proto3" json:"nonce,omitempty"`
-	// ALLOCATED, TRACKING, CONFIRMED, FAILED_FINAL or STUCK.
+	// ALLOCATED, TRACKING, CONFIRMED, FAILED_FINAL or STUCK; before a nonce,
+	// AWAITING_APPROVAL (sub_state APPROVED once approved), or the final EXPIRED, REJECTED
+	// and REFUSED (last_error says why).
 	State    string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
 	SubState string `protobuf:"bytes,6,opt,name=sub_state,json=subState,proto3" json:"sub_state,omitempty"`
 	To       string `protobuf:"bytes,7,opt,name=to,proto3" json:"to,omitempty"`
@@ -747,7 +750,8 @@ type Completion struct {
 	TxId   string                 `protobuf:"bytes,1,opt,name=tx_id,json=txId,proto3" json:"tx_id,omitempty"`
 	Signer string                 `protobuf:"bytes,2,opt,name=signer,proto3" json:"signer,omitempty"`
 	Nonce  uint64                 `protobuf:"varint,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
-	// CONFIRMED or FAILED_FINAL.
+	// CONFIRMED or FAILED_FINAL; EXPIRED, REJECTED or REFUSED for an intent that waited for
+	// approval and ended without a nonce (reason says why).
 	Status      string                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
 	TxHash      string                 `protobuf:"bytes,5,opt,name=tx_hash,json=txHash,proto3" json:"tx_hash,omitempty"`
 	BlockNumber uint64                 `protobuf:"varint,6,opt,name=block_number,json=blockNumber,proto3" json:"block_number,omitempty"`
@@ -767,7 +771,9 @@ type Completion struct {
 	Recovered bool `protobuf:"varint,12,opt,name=recovered,proto3" json:"recovered,omitempty"`
 	// What the transaction cost its signer, in wei (decimal), as its receipt's fee ("" when
 	// the node did not give the effective gas price).
-	Fee           string `protobuf:"bytes,13,opt,name=fee,proto3" json:"fee,omitempty"`
+	Fee string `protobuf:"bytes,13,opt,name=fee,proto3" json:"fee,omitempty"`
+	// Why an intent ended without a nonce (status EXPIRED, REJECTED or REFUSED).
+	Reason        string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -893,6 +899,538 @@ func (x *Completion) GetFee() string {
 	return ""
 }
 
+func (x *Completion) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Approval is an intent a spending policy sent for approval (docs/policies.md#approvals).
+type Approval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Also the transaction's tx_id once admitted.
+	ApprovalId string `protobuf:"bytes,1,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	ChainId    uint64 `protobuf:"varint,2,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	Signer     string `protobuf:"bytes,3,opt,name=signer,proto3" json:"signer,omitempty"`
+	RequestId  string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The credential that asked for the intent; it never approves it.
+	Requester            string `protobuf:"bytes,5,opt,name=requester,proto3" json:"requester,omitempty"`
+	To                   string `protobuf:"bytes,6,opt,name=to,proto3" json:"to,omitempty"`
+	Value                string `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
+	Data                 string `protobuf:"bytes,8,opt,name=data,proto3" json:"data,omitempty"`
+	GasLimit             uint64 `protobuf:"varint,9,opt,name=gas_limit,json=gasLimit,proto3" json:"gas_limit,omitempty"`
+	MaxFeePerGas         string `protobuf:"bytes,10,opt,name=max_fee_per_gas,json=maxFeePerGas,proto3" json:"max_fee_per_gas,omitempty"`
+	MaxPriorityFeePerGas string `protobuf:"bytes,11,opt,name=max_priority_fee_per_gas,json=maxPriorityFeePerGas,proto3" json:"max_priority_fee_per_gas,omitempty"`
+	// The policy that sent the intent here, its version, and why.
+	PolicyScope   string `protobuf:"bytes,12,opt,name=policy_scope,json=policyScope,proto3" json:"policy_scope,omitempty"`
+	PolicyVersion int64  `protobuf:"varint,13,opt,name=policy_version,json=policyVersion,proto3" json:"policy_version,omitempty"`
+	Reason        string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Approvers hold this role; required of them must approve.
+	Role      string `protobuf:"bytes,15,opt,name=role,proto3" json:"role,omitempty"`
+	Required  uint32 `protobuf:"varint,16,opt,name=required,proto3" json:"required,omitempty"`
+	Approvals uint32 `protobuf:"varint,17,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	// AWAITING_APPROVAL, APPROVED (waiting for its nonce), ADMITTED (a transaction now),
+	// or the final EXPIRED, REJECTED and REFUSED.
+	State         string                 `protobuf:"bytes,18,opt,name=state,proto3" json:"state,omitempty"`
+	FinalReason   string                 `protobuf:"bytes,19,opt,name=final_reason,json=finalReason,proto3" json:"final_reason,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	DecidedAt     *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
+	Votes         []*ApprovalVote        `protobuf:"bytes,23,rep,name=votes,proto3" json:"votes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Approval) Reset() {
+	*x = Approval{}
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Approval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Approval) ProtoMessage() {}
+
+func (x *Approval) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Approval.ProtoReflect.Descriptor instead.
+func (*Approval) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Approval) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *Approval) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
+func (x *Approval) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *Approval) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Approval) GetRequester() string {
+	if x != nil {
+		return x.Requester
+	}
+	return ""
+}
+
+func (x *Approval) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *Approval) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *Approval) GetData() string {
+	if x != nil {
+		return x.Data
+	}
+	return ""
+}
+
+func (x *Approval) GetGasLimit() uint64 {
+	if x != nil {
+		return x.GasLimit
+	}
+	return 0
+}
+
+func (x *Approval) GetMaxFeePerGas() string {
+	if x != nil {
+		return x.MaxFeePerGas
+	}
+	return ""
+}
+
+func (x *Approval) GetMaxPriorityFeePerGas() string {
+	if x != nil {
+		return x.MaxPriorityFeePerGas
+	}
+	return ""
+}
+
+func (x *Approval) GetPolicyScope() string {
+	if x != nil {
+		return x.PolicyScope
+	}
+	return ""
+}
+
+func (x *Approval) GetPolicyVersion() int64 {
+	if x != nil {
+		return x.PolicyVersion
+	}
+	return 0
+}
+
+func (x *Approval) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Approval) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Approval) GetRequired() uint32 {
+	if x != nil {
+		return x.Required
+	}
+	return 0
+}
+
+func (x *Approval) GetApprovals() uint32 {
+	if x != nil {
+		return x.Approvals
+	}
+	return 0
+}
+
+func (x *Approval) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Approval) GetFinalReason() string {
+	if x != nil {
+		return x.FinalReason
+	}
+	return ""
+}
+
+func (x *Approval) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Approval) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Approval) GetDecidedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecidedAt
+	}
+	return nil
+}
+
+func (x *Approval) GetVotes() []*ApprovalVote {
+	if x != nil {
+		return x.Votes
+	}
+	return nil
+}
+
+type ApprovalVote struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Approver      string                 `protobuf:"bytes,1,opt,name=approver,proto3" json:"approver,omitempty"`
+	Approve       bool                   `protobuf:"varint,2,opt,name=approve,proto3" json:"approve,omitempty"`
+	Note          string                 `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	NodeId        string                 `protobuf:"bytes,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalVote) Reset() {
+	*x = ApprovalVote{}
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalVote) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalVote) ProtoMessage() {}
+
+func (x *ApprovalVote) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalVote.ProtoReflect.Descriptor instead.
+func (*ApprovalVote) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ApprovalVote) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+func (x *ApprovalVote) GetApprove() bool {
+	if x != nil {
+		return x.Approve
+	}
+	return false
+}
+
+func (x *ApprovalVote) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *ApprovalVote) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ApprovalVote) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+type ListApprovalsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// AWAITING_APPROVAL, APPROVED, ADMITTED, EXPIRED, REJECTED or REFUSED; empty for all.
+	State string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	// Only this signer's.
+	Signer string `protobuf:"bytes,2,opt,name=signer,proto3" json:"signer,omitempty"`
+	// Cursor: a page's next.
+	Before string `protobuf:"bytes,3,opt,name=before,proto3" json:"before,omitempty"`
+	// Page size, 1..500 (default 500).
+	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApprovalsRequest) Reset() {
+	*x = ListApprovalsRequest{}
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApprovalsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApprovalsRequest) ProtoMessage() {}
+
+func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
+func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListApprovalsRequest) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ListApprovalsRequest) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *ListApprovalsRequest) GetBefore() string {
+	if x != nil {
+		return x.Before
+	}
+	return ""
+}
+
+func (x *ListApprovalsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListApprovalsResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Approvals []*Approval            `protobuf:"bytes,1,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	// Pass as before for the next page ("" after the last).
+	Next          string `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApprovalsResponse) Reset() {
+	*x = ListApprovalsResponse{}
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApprovalsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApprovalsResponse) ProtoMessage() {}
+
+func (x *ListApprovalsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApprovalsResponse.ProtoReflect.Descriptor instead.
+func (*ListApprovalsResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListApprovalsResponse) GetApprovals() []*Approval {
+	if x != nil {
+		return x.Approvals
+	}
+	return nil
+}
+
+func (x *ListApprovalsResponse) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
+type GetApprovalRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ApprovalId    string                 `protobuf:"bytes,1,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetApprovalRequest) Reset() {
+	*x = GetApprovalRequest{}
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetApprovalRequest) ProtoMessage() {}
+
+func (x *GetApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetApprovalRequest.ProtoReflect.Descriptor instead.
+func (*GetApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetApprovalRequest) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+type DecideApprovalRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ApprovalId string                 `protobuf:"bytes,1,opt,name=approval_id,json=approvalId,proto3" json:"approval_id,omitempty"`
+	// Why, for the audit trail and the requester (at most 500 bytes).
+	Note          string `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideApprovalRequest) Reset() {
+	*x = DecideApprovalRequest{}
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideApprovalRequest) ProtoMessage() {}
+
+func (x *DecideApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideApprovalRequest.ProtoReflect.Descriptor instead.
+func (*DecideApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DecideApprovalRequest) GetApprovalId() string {
+	if x != nil {
+		return x.ApprovalId
+	}
+	return ""
+}
+
+func (x *DecideApprovalRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 type ListCompletionsResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Completions []*Completion          `protobuf:"bytes,1,rep,name=completions,proto3" json:"completions,omitempty"`
@@ -904,7 +1442,7 @@ type ListCompletionsResponse struct {
 
 func (x *ListCompletionsResponse) Reset() {
 	*x = ListCompletionsResponse{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1454,7 @@ func (x *ListCompletionsResponse) String() string {
 func (*ListCompletionsResponse) ProtoMessage() {}
 
 func (x *ListCompletionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1467,7 @@ func (x *ListCompletionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCompletionsResponse.ProtoReflect.Descriptor instead.
 func (*ListCompletionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{9}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListCompletionsResponse) GetCompletions() []*Completion {
@@ -1015,7 +1553,7 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\x04wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x04wait\x12\x19\n" +
 	"\bchain_id\x18\x04 \x01(\x04R\achainId\"/\n" +
 	"\x17WatchCompletionsRequest\x12\x14\n" +
-	"\x05after\x18\x01 \x01(\tR\x05after\"\x86\x03\n" +
+	"\x05after\x18\x01 \x01(\tR\x05after\"\x9e\x03\n" +
 	"\n" +
 	"Completion\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12\x16\n" +
@@ -1032,17 +1570,73 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\v \x01(\tR\trequestId\x12\x1c\n" +
 	"\trecovered\x18\f \x01(\bR\trecovered\x12\x10\n" +
-	"\x03fee\x18\r \x01(\tR\x03fee\"i\n" +
+	"\x03fee\x18\r \x01(\tR\x03fee\x12\x16\n" +
+	"\x06reason\x18\x0e \x01(\tR\x06reason\"\x9d\x06\n" +
+	"\bApproval\x12\x1f\n" +
+	"\vapproval_id\x18\x01 \x01(\tR\n" +
+	"approvalId\x12\x19\n" +
+	"\bchain_id\x18\x02 \x01(\x04R\achainId\x12\x16\n" +
+	"\x06signer\x18\x03 \x01(\tR\x06signer\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x1c\n" +
+	"\trequester\x18\x05 \x01(\tR\trequester\x12\x0e\n" +
+	"\x02to\x18\x06 \x01(\tR\x02to\x12\x14\n" +
+	"\x05value\x18\a \x01(\tR\x05value\x12\x12\n" +
+	"\x04data\x18\b \x01(\tR\x04data\x12\x1b\n" +
+	"\tgas_limit\x18\t \x01(\x04R\bgasLimit\x12%\n" +
+	"\x0fmax_fee_per_gas\x18\n" +
+	" \x01(\tR\fmaxFeePerGas\x126\n" +
+	"\x18max_priority_fee_per_gas\x18\v \x01(\tR\x14maxPriorityFeePerGas\x12!\n" +
+	"\fpolicy_scope\x18\f \x01(\tR\vpolicyScope\x12%\n" +
+	"\x0epolicy_version\x18\r \x01(\x03R\rpolicyVersion\x12\x16\n" +
+	"\x06reason\x18\x0e \x01(\tR\x06reason\x12\x12\n" +
+	"\x04role\x18\x0f \x01(\tR\x04role\x12\x1a\n" +
+	"\brequired\x18\x10 \x01(\rR\brequired\x12\x1c\n" +
+	"\tapprovals\x18\x11 \x01(\rR\tapprovals\x12\x14\n" +
+	"\x05state\x18\x12 \x01(\tR\x05state\x12!\n" +
+	"\ffinal_reason\x18\x13 \x01(\tR\vfinalReason\x129\n" +
+	"\n" +
+	"created_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
+	"\n" +
+	"decided_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\x120\n" +
+	"\x05votes\x18\x17 \x03(\v2\x1a.txmanager.v1.ApprovalVoteR\x05votes\"\x9d\x01\n" +
+	"\fApprovalVote\x12\x1a\n" +
+	"\bapprover\x18\x01 \x01(\tR\bapprover\x12\x18\n" +
+	"\aapprove\x18\x02 \x01(\bR\aapprove\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\tR\x06nodeId\x12*\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"r\n" +
+	"\x14ListApprovalsRequest\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x16\n" +
+	"\x06signer\x18\x02 \x01(\tR\x06signer\x12\x16\n" +
+	"\x06before\x18\x03 \x01(\tR\x06before\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"a\n" +
+	"\x15ListApprovalsResponse\x124\n" +
+	"\tapprovals\x18\x01 \x03(\v2\x16.txmanager.v1.ApprovalR\tapprovals\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\tR\x04next\"5\n" +
+	"\x12GetApprovalRequest\x12\x1f\n" +
+	"\vapproval_id\x18\x01 \x01(\tR\n" +
+	"approvalId\"L\n" +
+	"\x15DecideApprovalRequest\x12\x1f\n" +
+	"\vapproval_id\x18\x01 \x01(\tR\n" +
+	"approvalId\x12\x12\n" +
+	"\x04note\x18\x02 \x01(\tR\x04note\"i\n" +
 	"\x17ListCompletionsResponse\x12:\n" +
 	"\vcompletions\x18\x01 \x03(\v2\x18.txmanager.v1.CompletionR\vcompletions\x12\x12\n" +
-	"\x04next\x18\x02 \x01(\tR\x04next2\xff\x03\n" +
+	"\x04next\x18\x02 \x01(\tR\x04next2\xe0\a\n" +
 	"\tTxService\x12`\n" +
 	"\bCreateTx\x12\x1d.txmanager.v1.CreateTxRequest\x1a\x1e.txmanager.v1.CreateTxResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
 	"/api/v1/tx\x12Q\n" +
 	"\x05GetTx\x12\x1a.txmanager.v1.GetTxRequest\x1a\x10.txmanager.v1.Tx\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/api/v1/tx/{tx_id}\x12f\n" +
 	"\x0eGetTxByRequest\x12#.txmanager.v1.GetTxByRequestRequest\x1a\x10.txmanager.v1.Tx\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/api/v1/tx/by-request\x12~\n" +
 	"\x0fListCompletions\x12$.txmanager.v1.ListCompletionsRequest\x1a%.txmanager.v1.ListCompletionsResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/api/v1/tx/completions\x12U\n" +
-	"\x10WatchCompletions\x12%.txmanager.v1.WatchCompletionsRequest\x1a\x18.txmanager.v1.Completion0\x01B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\x10WatchCompletions\x12%.txmanager.v1.WatchCompletionsRequest\x1a\x18.txmanager.v1.Completion0\x01\x12s\n" +
+	"\rListApprovals\x12\".txmanager.v1.ListApprovalsRequest\x1a#.txmanager.v1.ListApprovalsResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/api/v1/approvals\x12p\n" +
+	"\vGetApproval\x12 .txmanager.v1.GetApprovalRequest\x1a\x16.txmanager.v1.Approval\"'\x82\xd3\xe4\x93\x02!\x12\x1f/api/v1/approvals/{approval_id}\x12|\n" +
+	"\tApproveTx\x12#.txmanager.v1.DecideApprovalRequest\x1a\x16.txmanager.v1.Approval\"2\x82\xd3\xe4\x93\x02,:\x01*\"'/api/v1/approvals/{approval_id}/approve\x12z\n" +
+	"\bRejectTx\x12#.txmanager.v1.DecideApprovalRequest\x1a\x16.txmanager.v1.Approval\"1\x82\xd3\xe4\x93\x02+:\x01*\"&/api/v1/approvals/{approval_id}/rejectB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_txmanager_proto_rawDescOnce sync.Once
@@ -1056,7 +1650,7 @@ func file_api_txmanager_v1_txmanager_proto_rawDescGZIP() []byte {
 	return file_api_txmanager_v1_txmanager_proto_rawDescData
 }
 
-var file_api_txmanager_v1_txmanager_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_api_txmanager_v1_txmanager_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_api_txmanager_v1_txmanager_proto_goTypes = []any{
 	(*CreateTxRequest)(nil),         // 0: txmanager.v1.CreateTxRequest
 	(*CreateTxResponse)(nil),        // 1: txmanager.v1.CreateTxResponse
@@ -1067,36 +1661,56 @@ var file_api_txmanager_v1_txmanager_proto_goTypes = []any{
 	(*ListCompletionsRequest)(nil),  // 6: txmanager.v1.ListCompletionsRequest
 	(*WatchCompletionsRequest)(nil), // 7: txmanager.v1.WatchCompletionsRequest
 	(*Completion)(nil),              // 8: txmanager.v1.Completion
-	(*ListCompletionsResponse)(nil), // 9: txmanager.v1.ListCompletionsResponse
-	(*durationpb.Duration)(nil),     // 10: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 11: google.protobuf.Timestamp
+	(*Approval)(nil),                // 9: txmanager.v1.Approval
+	(*ApprovalVote)(nil),            // 10: txmanager.v1.ApprovalVote
+	(*ListApprovalsRequest)(nil),    // 11: txmanager.v1.ListApprovalsRequest
+	(*ListApprovalsResponse)(nil),   // 12: txmanager.v1.ListApprovalsResponse
+	(*GetApprovalRequest)(nil),      // 13: txmanager.v1.GetApprovalRequest
+	(*DecideApprovalRequest)(nil),   // 14: txmanager.v1.DecideApprovalRequest
+	(*ListCompletionsResponse)(nil), // 15: txmanager.v1.ListCompletionsResponse
+	(*durationpb.Duration)(nil),     // 16: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
 }
 var file_api_txmanager_v1_txmanager_proto_depIdxs = []int32{
 	4,  // 0: txmanager.v1.CreateTxResponse.tx:type_name -> txmanager.v1.Tx
-	10, // 1: txmanager.v1.GetTxRequest.wait:type_name -> google.protobuf.Duration
-	10, // 2: txmanager.v1.GetTxByRequestRequest.wait:type_name -> google.protobuf.Duration
+	16, // 1: txmanager.v1.GetTxRequest.wait:type_name -> google.protobuf.Duration
+	16, // 2: txmanager.v1.GetTxByRequestRequest.wait:type_name -> google.protobuf.Duration
 	5,  // 3: txmanager.v1.Tx.receipt:type_name -> txmanager.v1.Receipt
-	11, // 4: txmanager.v1.Tx.created_at:type_name -> google.protobuf.Timestamp
-	11, // 5: txmanager.v1.Tx.updated_at:type_name -> google.protobuf.Timestamp
-	11, // 6: txmanager.v1.Tx.confirmed_at:type_name -> google.protobuf.Timestamp
-	10, // 7: txmanager.v1.ListCompletionsRequest.wait:type_name -> google.protobuf.Duration
-	11, // 8: txmanager.v1.Completion.completed_at:type_name -> google.protobuf.Timestamp
-	8,  // 9: txmanager.v1.ListCompletionsResponse.completions:type_name -> txmanager.v1.Completion
-	0,  // 10: txmanager.v1.TxService.CreateTx:input_type -> txmanager.v1.CreateTxRequest
-	2,  // 11: txmanager.v1.TxService.GetTx:input_type -> txmanager.v1.GetTxRequest
-	3,  // 12: txmanager.v1.TxService.GetTxByRequest:input_type -> txmanager.v1.GetTxByRequestRequest
-	6,  // 13: txmanager.v1.TxService.ListCompletions:input_type -> txmanager.v1.ListCompletionsRequest
-	7,  // 14: txmanager.v1.TxService.WatchCompletions:input_type -> txmanager.v1.WatchCompletionsRequest
-	1,  // 15: txmanager.v1.TxService.CreateTx:output_type -> txmanager.v1.CreateTxResponse
-	4,  // 16: txmanager.v1.TxService.GetTx:output_type -> txmanager.v1.Tx
-	4,  // 17: txmanager.v1.TxService.GetTxByRequest:output_type -> txmanager.v1.Tx
-	9,  // 18: txmanager.v1.TxService.ListCompletions:output_type -> txmanager.v1.ListCompletionsResponse
-	8,  // 19: txmanager.v1.TxService.WatchCompletions:output_type -> txmanager.v1.Completion
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	17, // 4: txmanager.v1.Tx.created_at:type_name -> google.protobuf.Timestamp
+	17, // 5: txmanager.v1.Tx.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 6: txmanager.v1.Tx.confirmed_at:type_name -> google.protobuf.Timestamp
+	16, // 7: txmanager.v1.ListCompletionsRequest.wait:type_name -> google.protobuf.Duration
+	17, // 8: txmanager.v1.Completion.completed_at:type_name -> google.protobuf.Timestamp
+	17, // 9: txmanager.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	17, // 10: txmanager.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 11: txmanager.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
+	10, // 12: txmanager.v1.Approval.votes:type_name -> txmanager.v1.ApprovalVote
+	17, // 13: txmanager.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
+	9,  // 14: txmanager.v1.ListApprovalsResponse.approvals:type_name -> txmanager.v1.Approval
+	8,  // 15: txmanager.v1.ListCompletionsResponse.completions:type_name -> txmanager.v1.Completion
+	0,  // 16: txmanager.v1.TxService.CreateTx:input_type -> txmanager.v1.CreateTxRequest
+	2,  // 17: txmanager.v1.TxService.GetTx:input_type -> txmanager.v1.GetTxRequest
+	3,  // 18: txmanager.v1.TxService.GetTxByRequest:input_type -> txmanager.v1.GetTxByRequestRequest
+	6,  // 19: txmanager.v1.TxService.ListCompletions:input_type -> txmanager.v1.ListCompletionsRequest
+	7,  // 20: txmanager.v1.TxService.WatchCompletions:input_type -> txmanager.v1.WatchCompletionsRequest
+	11, // 21: txmanager.v1.TxService.ListApprovals:input_type -> txmanager.v1.ListApprovalsRequest
+	13, // 22: txmanager.v1.TxService.GetApproval:input_type -> txmanager.v1.GetApprovalRequest
+	14, // 23: txmanager.v1.TxService.ApproveTx:input_type -> txmanager.v1.DecideApprovalRequest
+	14, // 24: txmanager.v1.TxService.RejectTx:input_type -> txmanager.v1.DecideApprovalRequest
+	1,  // 25: txmanager.v1.TxService.CreateTx:output_type -> txmanager.v1.CreateTxResponse
+	4,  // 26: txmanager.v1.TxService.GetTx:output_type -> txmanager.v1.Tx
+	4,  // 27: txmanager.v1.TxService.GetTxByRequest:output_type -> txmanager.v1.Tx
+	15, // 28: txmanager.v1.TxService.ListCompletions:output_type -> txmanager.v1.ListCompletionsResponse
+	8,  // 29: txmanager.v1.TxService.WatchCompletions:output_type -> txmanager.v1.Completion
+	12, // 30: txmanager.v1.TxService.ListApprovals:output_type -> txmanager.v1.ListApprovalsResponse
+	9,  // 31: txmanager.v1.TxService.GetApproval:output_type -> txmanager.v1.Approval
+	9,  // 32: txmanager.v1.TxService.ApproveTx:output_type -> txmanager.v1.Approval
+	9,  // 33: txmanager.v1.TxService.RejectTx:output_type -> txmanager.v1.Approval
+	25, // [25:34] is the sub-list for method output_type
+	16, // [16:25] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_txmanager_proto_init() }
@@ -1110,7 +1724,7 @@ func file_api_txmanager_v1_txmanager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_txmanager_v1_txmanager_proto_rawDesc), len(file_api_txmanager_v1_txmanager_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

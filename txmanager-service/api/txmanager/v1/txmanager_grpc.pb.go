@@ -24,6 +24,10 @@ const (
 	TxService_GetTxByRequest_FullMethodName   = "/txmanager.v1.TxService/GetTxByRequest"
 	TxService_ListCompletions_FullMethodName  = "/txmanager.v1.TxService/ListCompletions"
 	TxService_WatchCompletions_FullMethodName = "/txmanager.v1.TxService/WatchCompletions"
+	TxService_ListApprovals_FullMethodName    = "/txmanager.v1.TxService/ListApprovals"
+	TxService_GetApproval_FullMethodName      = "/txmanager.v1.TxService/GetApproval"
+	TxService_ApproveTx_FullMethodName        = "/txmanager.v1.TxService/ApproveTx"
+	TxService_RejectTx_FullMethodName         = "/txmanager.v1.TxService/RejectTx"
 )
 
 // TxServiceClient is the client API for TxService service.
@@ -34,7 +38,8 @@ const (
 type TxServiceClient interface {
 	// CreateTx allocates a nonce for the intent and queues it for signing and submission.
 	// HTTP 202 for a new transaction, 200 for an idempotent replay (same signer, requestId
-	// and intent).
+	// and intent). An intent a spending policy sends for approval is answered 202 with state
+	// AWAITING_APPROVAL and no nonce; its tx_id stays its id once admitted.
 	CreateTx(ctx context.Context, in *CreateTxRequest, opts ...grpc.CallOption) (*CreateTxResponse, error)
 	// GetTx reads a transaction by id; with wait it answers when the transaction is final.
 	GetTx(ctx context.Context, in *GetTxRequest, opts ...grpc.CallOption) (*Tx, error)
@@ -48,6 +53,17 @@ type TxServiceClient interface {
 	// client that reconnects with the cursor of the last completion it processed misses
 	// none and sees none twice. gRPC only.
 	WatchCompletions(ctx context.Context, in *WatchCompletionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Completion], error)
+	// ListApprovals lists the intents spending policies sent for approval, newest first,
+	// for the caller's signers; ?state=AWAITING_APPROVAL lists what waits for a decision.
+	ListApprovals(ctx context.Context, in *ListApprovalsRequest, opts ...grpc.CallOption) (*ListApprovalsResponse, error)
+	// GetApproval reads one approval with its votes; its id is the transaction's tx_id.
+	GetApproval(ctx context.Context, in *GetApprovalRequest, opts ...grpc.CallOption) (*Approval, error)
+	// ApproveTx records the caller's approval: a credential holding the rule's role, granted
+	// the signer, other than the requester, once. The last approval needed makes it
+	// APPROVED, and the signer's lease owner gives it its nonce.
+	ApproveTx(ctx context.Context, in *DecideApprovalRequest, opts ...grpc.CallOption) (*Approval, error)
+	// RejectTx ends the approval at once: REJECTED, final, in the feed with its reason.
+	RejectTx(ctx context.Context, in *DecideApprovalRequest, opts ...grpc.CallOption) (*Approval, error)
 }
 
 type txServiceClient struct {
@@ -117,6 +133,46 @@ func (c *txServiceClient) WatchCompletions(ctx context.Context, in *WatchComplet
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type TxService_WatchCompletionsClient = grpc.ServerStreamingClient[Completion]
 
+func (c *txServiceClient) ListApprovals(ctx context.Context, in *ListApprovalsRequest, opts ...grpc.CallOption) (*ListApprovalsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListApprovalsResponse)
+	err := c.cc.Invoke(ctx, TxService_ListApprovals_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txServiceClient) GetApproval(ctx context.Context, in *GetApprovalRequest, opts ...grpc.CallOption) (*Approval, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Approval)
+	err := c.cc.Invoke(ctx, TxService_GetApproval_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txServiceClient) ApproveTx(ctx context.Context, in *DecideApprovalRequest, opts ...grpc.CallOption) (*Approval, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Approval)
+	err := c.cc.Invoke(ctx, TxService_ApproveTx_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txServiceClient) RejectTx(ctx context.Context, in *DecideApprovalRequest, opts ...grpc.CallOption) (*Approval, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Approval)
+	err := c.cc.Invoke(ctx, TxService_RejectTx_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TxServiceServer is the server API for TxService service.
 // All implementations must embed UnimplementedTxServiceServer
 // for forward compatibility.
@@ -125,7 +181,8 @@ type TxService_WatchCompletionsClient = grpc.ServerStreamingClient[Completion]
 type TxServiceServer interface {
 	// CreateTx allocates a nonce for the intent and queues it for signing and submission.
 	// HTTP 202 for a new transaction, 200 for an idempotent replay (same signer, requestId
-	// and intent).
+	// and intent). An intent a spending policy sends for approval is answered 202 with state
+	// AWAITING_APPROVAL and no nonce; its tx_id stays its id once admitted.
 	CreateTx(context.Context, *CreateTxRequest) (*CreateTxResponse, error)
 	// GetTx reads a transaction by id; with wait it answers when the transaction is final.
 	GetTx(context.Context, *GetTxRequest) (*Tx, error)
@@ -139,6 +196,17 @@ type TxServiceServer interface {
 	// client that reconnects with the cursor of the last completion it processed misses
 	// none and sees none twice. gRPC only.
 	WatchCompletions(*WatchCompletionsRequest, grpc.ServerStreamingServer[Completion]) error
+	// ListApprovals lists the intents spending policies sent for approval, newest first,
+	// for the caller's signers; ?state=AWAITING_APPROVAL lists what waits for a decision.
+	ListApprovals(context.Context, *ListApprovalsRequest) (*ListApprovalsResponse, error)
+	// GetApproval reads one approval with its votes; its id is the transaction's tx_id.
+	GetApproval(context.Context, *GetApprovalRequest) (*Approval, error)
+	// ApproveTx records the caller's approval: a credential holding the rule's role, granted
+	// the signer, other than the requester, once. The last approval needed makes it
+	// APPROVED, and the signer's lease owner gives it its nonce.
+	ApproveTx(context.Context, *DecideApprovalRequest) (*Approval, error)
+	// RejectTx ends the approval at once: REJECTED, final, in the feed with its reason.
+	RejectTx(context.Context, *DecideApprovalRequest) (*Approval, error)
 	mustEmbedUnimplementedTxServiceServer()
 }
 
@@ -163,6 +231,18 @@ func (UnimplementedTxServiceServer) ListCompletions(context.Context, *ListComple
 }
 func (UnimplementedTxServiceServer) WatchCompletions(*WatchCompletionsRequest, grpc.ServerStreamingServer[Completion]) error {
 	return status.Error(codes.Unimplemented, "method WatchCompletions not implemented")
+}
+func (UnimplementedTxServiceServer) ListApprovals(context.Context, *ListApprovalsRequest) (*ListApprovalsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListApprovals not implemented")
+}
+func (UnimplementedTxServiceServer) GetApproval(context.Context, *GetApprovalRequest) (*Approval, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetApproval not implemented")
+}
+func (UnimplementedTxServiceServer) ApproveTx(context.Context, *DecideApprovalRequest) (*Approval, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApproveTx not implemented")
+}
+func (UnimplementedTxServiceServer) RejectTx(context.Context, *DecideApprovalRequest) (*Approval, error) {
+	return nil, status.Error(codes.Unimplemented, "method RejectTx not implemented")
 }
 func (UnimplementedTxServiceServer) mustEmbedUnimplementedTxServiceServer() {}
 func (UnimplementedTxServiceServer) testEmbeddedByValue()                   {}
@@ -268,6 +348,78 @@ func _TxService_WatchCompletions_Handler(srv interface{}, stream grpc.ServerStre
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type TxService_WatchCompletionsServer = grpc.ServerStreamingServer[Completion]
 
+func _TxService_ListApprovals_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListApprovalsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxServiceServer).ListApprovals(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TxService_ListApprovals_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxServiceServer).ListApprovals(ctx, req.(*ListApprovalsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TxService_GetApproval_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetApprovalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxServiceServer).GetApproval(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TxService_GetApproval_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxServiceServer).GetApproval(ctx, req.(*GetApprovalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TxService_ApproveTx_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DecideApprovalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxServiceServer).ApproveTx(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TxService_ApproveTx_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxServiceServer).ApproveTx(ctx, req.(*DecideApprovalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TxService_RejectTx_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DecideApprovalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxServiceServer).RejectTx(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TxService_RejectTx_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxServiceServer).RejectTx(ctx, req.(*DecideApprovalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TxService_ServiceDesc is the grpc.ServiceDesc for TxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -290,6 +442,22 @@ var TxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListCompletions",
 			Handler:    _TxService_ListCompletions_Handler,
+		},
+		{
+			MethodName: "ListApprovals",
+			Handler:    _TxService_ListApprovals_Handler,
+		},
+		{
+			MethodName: "GetApproval",
+			Handler:    _TxService_GetApproval_Handler,
+		},
+		{
+			MethodName: "ApproveTx",
+			Handler:    _TxService_ApproveTx_Handler,
+		},
+		{
+			MethodName: "RejectTx",
+			Handler:    _TxService_RejectTx_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -26,6 +26,10 @@ type TxServiceHTTPServer interface {
 	GetTx(context.Context, *GetTxRequest) (*Tx, error)
 	GetTxByRequest(context.Context, *GetTxByRequestRequest) (*Tx, error)
 	ListCompletions(context.Context, *ListCompletionsRequest) (*ListCompletionsResponse, error)
+	ListApprovals(context.Context, *ListApprovalsRequest) (*ListApprovalsResponse, error)
+	GetApproval(context.Context, *GetApprovalRequest) (*Approval, error)
+	ApproveTx(context.Context, *DecideApprovalRequest) (*Approval, error)
+	RejectTx(context.Context, *DecideApprovalRequest) (*Approval, error)
 }
 
 // HTTPOptions bound what the routes accept.
@@ -42,6 +46,34 @@ func RegisterTxServiceHTTPServer(s *http.Server, srv TxServiceHTTPServer, opts H
 	r.GET("/api/v1/tx/by-request", getTxByRequestHandler(srv))
 	r.GET("/api/v1/tx/completions", listCompletionsHandler(srv))
 	r.GET("/api/v1/tx/{tx_id}", getTxHandler(srv))
+	r.GET("/api/v1/approvals", func(ctx http.Context) error {
+		q := ctx.Request().URL.Query()
+		limit, err := queryLimit(q)
+		if err != nil {
+			return err
+		}
+		in := ListApprovalsRequest{State: q.Get("state"), Signer: q.Get("signer"), Before: q.Get("before"), Limit: limit}
+		return serve(ctx, TxService_ListApprovals_FullMethodName, &in, srv.ListApprovals)
+	})
+	r.GET("/api/v1/approvals/{approval_id}", func(ctx http.Context) error {
+		in := GetApprovalRequest{ApprovalId: ctx.Vars().Get("approval_id")}
+		return serve(ctx, TxService_GetApproval_FullMethodName, &in, srv.GetApproval)
+	})
+	decide := func(operation string, call func(context.Context, *DecideApprovalRequest) (*Approval, error)) http.HandlerFunc {
+		return func(ctx http.Context) error {
+			var in DecideApprovalRequest
+			// The body is optional (a note); the path names the approval.
+			if ctx.Request().ContentLength != 0 {
+				if err := DecodeJSONBody(ctx.Request(), opts.MaxBodyBytes, &in); err != nil {
+					return err
+				}
+			}
+			in.ApprovalId = ctx.Vars().Get("approval_id")
+			return serve(ctx, operation, &in, call)
+		}
+	}
+	r.POST("/api/v1/approvals/{approval_id}/approve", decide(TxService_ApproveTx_FullMethodName, srv.ApproveTx))
+	r.POST("/api/v1/approvals/{approval_id}/reject", decide(TxService_RejectTx_FullMethodName, srv.RejectTx))
 }
 
 func createTxHandler(srv TxServiceHTTPServer, opts HTTPOptions) http.HandlerFunc {

@@ -3,12 +3,17 @@
 -- sequencer round, one transaction at a time, each above every earlier one and all of it
 -- visible at once: a consumer paging by position never misses a completion and never sees
 -- one twice.
-SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder,
-       COALESCE(t.request_id, '')::text AS request_id, (t.recovered_at IS NOT NULL)::bool AS recovered,
+-- An intent that waited for approval and ended without a nonce has its approval, not a
+-- transaction, behind its completion.
+SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, COALESCE(t.nonce, 0)::bigint AS nonce, t.tx_hash, t.block_number,
+       COALESCE(t.placeholder, false)::bool AS placeholder,
+       COALESCE(t.request_id, a.request_id, '')::text AS request_id, (t.recovered_at IS NOT NULL)::bool AS recovered,
        COALESCE((t.receipt->>'gasUsed')::bigint, 0)::bigint AS gas_used, COALESCE(t.receipt->>'effectiveGasPrice', '')::text AS effective_gas_price,
-       COALESCE(t.receipt->>'l1Fee', '')::text AS l1_fee
+       COALESCE(t.receipt->>'l1Fee', '')::text AS l1_fee,
+       (CASE WHEN t.tx_id IS NULL THEN COALESCE(a.final_reason, '') ELSE '' END)::text AS reason
 FROM tx_completions c
-JOIN managed_tx t ON t.tx_id = c.tx_id
+LEFT JOIN managed_tx t ON t.tx_id = c.tx_id
+LEFT JOIN tx_approval a ON t.tx_id IS NULL AND a.approval_id = c.tx_id
 WHERE c.feed_position > @after_position::bigint
   AND (sqlc.arg(all_signers)::bool OR c.signer = ANY(sqlc.arg(signers)::text[]))
   AND (sqlc.arg(all_chains)::bool OR c.chain_id = sqlc.arg(chain_id)::bigint)

@@ -64,3 +64,12 @@ ON CONFLICT (scope_kind, scope, minute) DO UPDATE SET value_wei = p.value_wei + 
 -- name: PrunePolicySpend :execrows
 -- Buckets older than the longest window any policy may have (31 days) count in no window.
 DELETE FROM policy_spend WHERE minute < now() - interval '31 days 1 minute';
+
+-- name: LockPoliciesOfBatch :exec
+-- Every policy a writer batch's full-path parts will read, locked at once in the order
+-- PoliciesForAdmission uses.
+SELECT 1
+FROM spending_policy
+WHERE (scope_kind = 'signer' AND scope = ANY(@signers::text[])) OR (scope_kind = 'credential' AND scope = ANY(@credentials::text[]))
+ORDER BY scope_kind DESC, scope
+FOR UPDATE;

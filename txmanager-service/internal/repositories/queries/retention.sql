@@ -31,6 +31,14 @@ completions_gone AS (
 txs_gone AS (
     DELETE FROM managed_tx m USING prefix p WHERE m.tx_id = p.tx_id AND m.state IN ('CONFIRMED', 'FAILED_FINAL') RETURNING 1
 ),
+-- An approval goes with its completion: the intent's own (it ended without a nonce), or the
+-- transaction's it became.
+approvals_gone AS (
+    DELETE FROM tx_approval a USING prefix p WHERE a.approval_id = p.tx_id AND a.state IN ('ADMITTED', 'EXPIRED', 'REJECTED', 'REFUSED') RETURNING 1
+),
+votes_gone AS (
+    DELETE FROM tx_approval_vote v USING prefix p WHERE v.approval_id = p.tx_id RETURNING 1
+),
 marked AS (
     UPDATE feed_sequencer SET pruned_through = (SELECT max(feed_position) FROM completions_gone)
     WHERE id AND EXISTS (SELECT 1 FROM completions_gone)

@@ -96,12 +96,15 @@ func (q *Queries) FeedState(ctx context.Context) (FeedStateRow, error) {
 }
 
 const listCompletionsAfter = `-- name: ListCompletionsAfter :many
-SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, t.nonce, t.tx_hash, t.block_number, t.placeholder,
-       COALESCE(t.request_id, '')::text AS request_id, (t.recovered_at IS NOT NULL)::bool AS recovered,
+SELECT c.feed_position::bigint AS feed_position, c.chain_id, c.tx_id, c.signer, c.status, c.completed_at, COALESCE(t.nonce, 0)::bigint AS nonce, t.tx_hash, t.block_number,
+       COALESCE(t.placeholder, false)::bool AS placeholder,
+       COALESCE(t.request_id, a.request_id, '')::text AS request_id, (t.recovered_at IS NOT NULL)::bool AS recovered,
        COALESCE((t.receipt->>'gasUsed')::bigint, 0)::bigint AS gas_used, COALESCE(t.receipt->>'effectiveGasPrice', '')::text AS effective_gas_price,
-       COALESCE(t.receipt->>'l1Fee', '')::text AS l1_fee
+       COALESCE(t.receipt->>'l1Fee', '')::text AS l1_fee,
+       (CASE WHEN t.tx_id IS NULL THEN COALESCE(a.final_reason, '') ELSE '' END)::text AS reason
 FROM tx_completions c
-JOIN managed_tx t ON t.tx_id = c.tx_id
+LEFT JOIN managed_tx t ON t.tx_id = c.tx_id
+LEFT JOIN tx_approval a ON t.tx_id IS NULL AND a.approval_id = c.tx_id
 WHERE c.feed_position > $1::bigint
   AND ($2::bool OR c.signer = ANY($3::text[]))
   AND ($4::bool OR c.chain_id = $5::bigint)
@@ -134,12 +137,15 @@ type ListCompletionsAfterRow struct {
 	GasUsed           int64
 	EffectiveGasPrice string
 	L1Fee             string
+	Reason            string
 }
 
 // Positions are assigned under the feed_sequencer row lock, by finality's statement or a
 // sequencer round, one transaction at a time, each above every earlier one and all of it
 // visible at once: a consumer paging by position never misses a completion and never sees
 // one twice.
+// An intent that waited for approval and ended without a nonce has its approval, not a
+// transaction, behind its completion.
 func (q *Queries) ListCompletionsAfter(ctx context.Context, arg ListCompletionsAfterParams) ([]ListCompletionsAfterRow, error) {
 	rows, err := q.db.Query(ctx, listCompletionsAfter,
 		arg.AfterPosition,
@@ -172,6 +178,7 @@ func (q *Queries) ListCompletionsAfter(ctx context.Context, arg ListCompletionsA
 			&i.GasUsed,
 			&i.EffectiveGasPrice,
 			&i.L1Fee,
+			&i.Reason,
 		); err != nil {
 			return nil, err
 		}

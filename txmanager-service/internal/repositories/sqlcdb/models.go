@@ -191,6 +191,40 @@ type StuckResolutionAudit struct {
 	ChainID      int64
 }
 
+type TxApproval struct {
+	ApprovalID           uuid.UUID
+	ChainID              int64
+	Signer               string
+	RequestID            pgtype.Text
+	Fingerprint          []byte
+	Requester            string
+	ToAddress            pgtype.Text
+	ValueWei             pgtype.Numeric
+	Data                 []byte
+	GasLimit             int64
+	MaxFeePerGas         pgtype.Numeric
+	MaxPriorityFeePerGas pgtype.Numeric
+	PolicyScope          string
+	PolicyVersion        int64
+	Reason               string
+	Role                 string
+	Required             int32
+	State                string
+	FinalReason          string
+	CreatedAt            time.Time
+	ExpiresAt            time.Time
+	DecidedAt            *time.Time
+}
+
+type TxApprovalVote struct {
+	ApprovalID uuid.UUID
+	Approver   string
+	Approve    bool
+	Note       string
+	NodeID     string
+	At         time.Time
+}
+
 type TxAttempt struct {
 	TxHash               string
 	TxID                 uuid.UUID

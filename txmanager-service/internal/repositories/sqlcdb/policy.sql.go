@@ -210,6 +210,26 @@ func (q *Queries) ListSpendingPolicyVersions(ctx context.Context, arg ListSpendi
 	return items, nil
 }
 
+const lockPoliciesOfBatch = `-- name: LockPoliciesOfBatch :exec
+SELECT 1
+FROM spending_policy
+WHERE (scope_kind = 'signer' AND scope = ANY($1::text[])) OR (scope_kind = 'credential' AND scope = ANY($2::text[]))
+ORDER BY scope_kind DESC, scope
+FOR UPDATE
+`
+
+type LockPoliciesOfBatchParams struct {
+	Signers     []string
+	Credentials []string
+}
+
+// Every policy a writer batch's full-path parts will read, locked at once in the order
+// PoliciesForAdmission uses.
+func (q *Queries) LockPoliciesOfBatch(ctx context.Context, arg LockPoliciesOfBatchParams) error {
+	_, err := q.db.Exec(ctx, lockPoliciesOfBatch, arg.Signers, arg.Credentials)
+	return err
+}
+
 const lockSpendingPolicy = `-- name: LockSpendingPolicy :one
 SELECT version, rules::text AS rules FROM spending_policy WHERE scope_kind = $1 AND scope = $2 FOR UPDATE
 `

@@ -37,6 +37,12 @@ completions_gone AS (
 txs_gone AS (
     DELETE FROM managed_tx m USING prefix p WHERE m.tx_id = p.tx_id AND m.state IN ('CONFIRMED', 'FAILED_FINAL') RETURNING 1
 ),
+approvals_gone AS (
+    DELETE FROM tx_approval a USING prefix p WHERE a.approval_id = p.tx_id AND a.state IN ('ADMITTED', 'EXPIRED', 'REJECTED', 'REFUSED') RETURNING 1
+),
+votes_gone AS (
+    DELETE FROM tx_approval_vote v USING prefix p WHERE v.approval_id = p.tx_id RETURNING 1
+),
 marked AS (
     UPDATE feed_sequencer SET pruned_through = (SELECT max(feed_position) FROM completions_gone)
     WHERE id AND EXISTS (SELECT 1 FROM completions_gone)
@@ -66,6 +72,8 @@ type PruneFinalRow struct {
 // a cursor below it is refused as expired, never served with holes. Final rows are no
 // longer written by any lease holder, so no lease is involved; the feed_sequencer row lock
 // orders this with everything that assigns positions (finality and the sequencer's rounds).
+// An approval goes with its completion: the intent's own (it ended without a nonce), or the
+// transaction's it became.
 func (q *Queries) PruneFinal(ctx context.Context, arg PruneFinalParams) (PruneFinalRow, error) {
 	row := q.db.QueryRow(ctx, pruneFinal, arg.BatchSize, arg.Cutoff)
 	var i PruneFinalRow

@@ -1,0 +1,113 @@
+-- name: InsertApproval :execrows
+-- An approval request, unless one is recorded under the same chain, signer and request id
+-- (then nothing is written and the caller reads that one).
+INSERT INTO tx_approval (approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit,
+    max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, created_at, expires_at)
+VALUES (@approval_id, @chain_id, @signer, sqlc.narg(request_id), @fingerprint, @requester, sqlc.narg(to_address), CAST(sqlc.arg(value_wei)::text AS numeric), @data, @gas_limit,
+    CAST(sqlc.narg(max_fee_per_gas)::text AS numeric), CAST(sqlc.narg(max_priority_fee_per_gas)::text AS numeric), @policy_scope, @policy_version, @reason, @role, @required,
+    @created_at, @expires_at)
+ON CONFLICT (chain_id, signer, request_id) WHERE request_id IS NOT NULL DO NOTHING;
+
+-- name: GetApproval :one
+SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
+       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
+       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
+       state, final_reason, created_at, expires_at, decided_at
+FROM tx_approval WHERE approval_id = @approval_id;
+
+-- name: LockApproval :one
+-- A vote locks its approval: votes on one approval are counted one at a time.
+SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
+       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
+       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
+       state, final_reason, created_at, expires_at, decided_at, (expires_at <= now())::bool AS expired
+FROM tx_approval WHERE approval_id = @approval_id FOR UPDATE;
+
+-- name: GetApprovalByRequest :one
+SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
+       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
+       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
+       state, final_reason, created_at, expires_at, decided_at
+FROM tx_approval WHERE chain_id = @chain_id AND signer = @signer AND request_id = @request_id;
+
+-- name: ListApprovals :many
+-- Newest first (ids are time-ordered), after a cursor; filtered by state and signers.
+SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
+       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
+       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
+       state, final_reason, created_at, expires_at, decided_at
+FROM tx_approval
+WHERE (sqlc.arg(from_start)::bool OR approval_id < @before_id)
+  AND (@state::text = '' OR state = @state)
+  AND (sqlc.arg(all_signers)::bool OR signer = ANY(sqlc.arg(signers)::text[]))
+ORDER BY approval_id DESC
+LIMIT @max_rows;
+
+-- name: ListApprovalVotes :many
+SELECT approval_id, approver, approve, note, node_id, at FROM tx_approval_vote WHERE approval_id = ANY(@approval_ids::uuid[]) ORDER BY at, approver;
+
+-- name: InsertApprovalVote :execrows
+INSERT INTO tx_approval_vote (approval_id, approver, approve, note, node_id) VALUES (@approval_id, @approver, @approve, @note, @node_id)
+ON CONFLICT (approval_id, approver) DO NOTHING;
+
+-- name: ApproveApproval :exec
+UPDATE tx_approval SET state = 'APPROVED', decided_at = now() WHERE approval_id = @approval_id AND state = 'AWAITING_APPROVAL';
+
+-- name: FinishApproval :execrows
+-- An approval's final state and its completion in one statement: the feed carries every
+-- intent that ends without a nonce, with its reason.
+WITH done AS (
+    UPDATE tx_approval SET state = @state, final_reason = @final_reason, decided_at = now()
+    WHERE approval_id = @approval_id AND state = ANY(@from_states::text[])
+    RETURNING approval_id, chain_id, signer, state
+)
+INSERT INTO tx_completions (chain_id, tx_id, signer, status)
+SELECT chain_id, approval_id, signer, state FROM done;
+
+-- name: ExpireApprovals :many
+-- Every open approval past its expiry becomes EXPIRED with its completion; any node may run
+-- it, and a vote or an admission that locked the row first wins.
+WITH due AS (
+    SELECT approval_id FROM tx_approval
+    WHERE state IN ('AWAITING_APPROVAL', 'APPROVED') AND expires_at <= now()
+    ORDER BY expires_at LIMIT @max_rows
+    FOR UPDATE SKIP LOCKED
+),
+done AS (
+    UPDATE tx_approval a SET state = 'EXPIRED', decided_at = now(),
+        final_reason = format('expired at %s with %s of %s approvals', to_char(a.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+            (SELECT count(*) FROM tx_approval_vote v WHERE v.approval_id = a.approval_id AND v.approve), a.required)
+    FROM due WHERE a.approval_id = due.approval_id
+    RETURNING a.approval_id, a.chain_id, a.signer, a.state, a.final_reason
+),
+completed AS (
+    INSERT INTO tx_completions (chain_id, tx_id, signer, status) SELECT chain_id, approval_id, signer, state FROM done RETURNING 1
+)
+SELECT approval_id, signer, final_reason FROM done;
+
+-- name: LockApprovedForAdmission :many
+-- The approvals a writer batch admits, still APPROVED and unexpired, locked until it commits.
+SELECT approval_id FROM tx_approval
+WHERE approval_id = ANY(@approval_ids::uuid[]) AND state = 'APPROVED' AND expires_at > now()
+ORDER BY approval_id
+FOR UPDATE;
+
+-- name: AdmitApprovals :exec
+UPDATE tx_approval SET state = 'ADMITTED', decided_at = now() WHERE approval_id = ANY(@approval_ids::uuid[]) AND state = 'APPROVED';
+
+-- name: ApprovedToAdmit :many
+-- Approved intents waiting for their signer's writer, oldest first, for one chain.
+SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
+       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
+       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
+       state, final_reason, created_at, expires_at, decided_at
+FROM tx_approval
+WHERE state = 'APPROVED' AND chain_id = @chain_id AND expires_at > now()
+ORDER BY expires_at
+LIMIT @max_rows;
+
+-- name: PendingApprovals :one
+-- What waits for approvers or for admission, and since when.
+SELECT count(*)::bigint AS pending,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_seconds
+FROM tx_approval WHERE state IN ('AWAITING_APPROVAL', 'APPROVED');

@@ -1,0 +1,99 @@
+package writer
+
+import (
+	"context"
+	"time"
+
+	"github.com/bionicotaku/lingo-utils/txmanager"
+	"github.com/google/uuid"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// approvalNeed is a policy sending a create for approval, and why.
+type approvalNeed struct {
+	policy domain.VersionedPolicy
+	reason string
+}
+
+// requestedApproval is a create of the batch answered with an approval instead of a nonce.
+type requestedApproval struct {
+	op       int
+	approval domain.Approval
+}
+
+// newApproval is op's approval request under need's policy.
+func (a *Allocator) newApproval(b *signerBatch, op *Op, need *approvalNeed, now time.Time) domain.Approval {
+	rule := need.policy.Policy.Approval
+	return domain.Approval{
+		ID:            uuid.Must(uuid.NewV7()),
+		ChainID:       a.chainID,
+		Signer:        b.signer,
+		RequestID:     op.Request.RequestID,
+		Fingerprint:   op.Fingerprint,
+		Requester:     op.Request.Admission.Credential,
+		Intent:        op.Request.Intent,
+		PolicyScope:   need.policy.Scope.String(),
+		PolicyVersion: need.policy.Version,
+		Reason:        need.reason,
+		Role:          rule.Role,
+		Required:      rule.Approvers,
+		State:         domain.ApprovalAwaiting,
+		CreatedAt:     now,
+		ExpiresAt:     now.Add(rule.ExpiresAfter.Duration),
+	}
+}
+
+// requestApprovals records the batch's approval requests. A request id already waiting (or
+// decided) under an approval is answered with that approval, as a replay or a conflict.
+func (a *Allocator) requestApprovals(ctx context.Context, sess txmanager.Session, b *signerBatch) error {
+	for _, r := range b.approvals {
+		stored, err := a.store.RequestApproval(ctx, sess, r.approval)
+		if err != nil {
+			return err
+		}
+		if stored.ID == r.approval.ID {
+			continue
+		}
+		tx := stored.AsTx()
+		for i := range b.outcome {
+			if b.outcome[i].tx.ID == r.approval.ID {
+				b.outcome[i] = opOutcome{tx: tx, err: domain.ReplayOf(tx, b.ops[i].Fingerprint, b.ops[i].Request.RequestID)}
+			}
+		}
+	}
+	return nil
+}
+
+// admitsApprovals: some create of the batch admits an approved intent (the full path then
+// claims its approval in the allocation's transaction).
+func (b *signerBatch) admitsApprovals() bool {
+	for _, op := range b.ops {
+		if op.Request.Admission.ApprovalID != uuid.Nil {
+			return true
+		}
+	}
+	return false
+}
+
+// approvalIDs are the approvals the batch's creates admit.
+func (b *signerBatch) approvalIDs() []uuid.UUID {
+	var ids []uuid.UUID
+	for _, op := range b.ops {
+		if id := op.Request.Admission.ApprovalID; id != uuid.Nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// admittedApprovals are the approvals whose transactions the batch allocated.
+func (b *signerBatch) admittedApprovals() []uuid.UUID {
+	var ids []uuid.UUID
+	for i, op := range b.ops {
+		if id := op.Request.Admission.ApprovalID; id != uuid.Nil && b.outcome[i].created && b.outcome[i].tx.ID == id {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
