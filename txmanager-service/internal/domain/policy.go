@@ -127,8 +127,31 @@ type ApprovalRule struct {
 	AboveValue   *Wei   `json:"aboveValue,omitempty"`
 	Approvers    int    `json:"approvers"`
 	Role         string `json:"role,omitempty"`
-	ExpiresAfter Period `json:"expiresAfter,omitzero"`
+	ExpiresAfter ApprovalExpiry `json:"expiresAfter,omitzero"`
 }
+
+// ApprovalExpiry is how long an intent waits for approvers: from 10 seconds to 31 days.
+type ApprovalExpiry struct{ time.Duration }
+
+// UnmarshalJSON reads a duration such as "30m" or "24h".
+func (e *ApprovalExpiry) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("an expiry is a duration string such as \"30m\" or \"24h\"")
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as \"30m\" or \"24h\"", s)
+	}
+	if d < 10*time.Second || d > maxWindowPeriod {
+		return fmt.Errorf("%q must be from 10s to 744h (31 days)", s)
+	}
+	e.Duration = d
+	return nil
+}
+
+// MarshalJSON writes the duration string.
+func (e ApprovalExpiry) MarshalJSON() ([]byte, error) { return json.Marshal(e.Duration.String()) }
 
 // DefaultApproverRole is the role an approval rule names when it names none.
 const DefaultApproverRole = "approver"

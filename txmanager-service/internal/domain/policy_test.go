@@ -34,6 +34,16 @@ func TestParsePolicy(t *testing.T) {
 		{"a period over 31 days", `{"windows":[{"period":"745h","maxValue":"1"}]}`, "windows[0]"},
 		{"a window without a limit", `{"windows":[{"period":"1h"}]}`, "windows[0]"},
 		{"a period twice", `{"windows":[{"period":"1h","maxValue":"1"},{"period":"60m","maxFee":"1"}]}`, "windows[1].period"},
+		{"an approval above a value", `{"approval":{"aboveValue":"100","approvers":2,"role":"treasury","expiresAfter":"30m"}}`, ""},
+		{"a destination marked approve", `{"destinations":[{"address":"` + a + `","approve":true}],"approval":{"approvers":1}}`, ""},
+		{"approve without an approval rule", `{"destinations":[{"address":"` + a + `","approve":true}]}`, "destinations[0].approve"},
+		{"an approval sending nothing", `{"approval":{"approvers":2}}`, "approval"},
+		{"no approvers", `{"approval":{"aboveValue":"1","approvers":0}}`, "approval.approvers"},
+		{"too many approvers", `{"approval":{"aboveValue":"1","approvers":11}}`, "approval.approvers"},
+		{"a role with capitals", `{"approval":{"aboveValue":"1","approvers":1,"role":"Treasury"}}`, "approval.role"},
+		{"an expiry under 10 seconds", `{"approval":{"aboveValue":"1","approvers":1,"expiresAfter":"5s"}}`, "approval"},
+		{"an unknown approval field", `{"approval":{"aboveValue":"1","approvers":1,"quorum":2}}`, "approval"},
+		{"a negative threshold", `{"approval":{"aboveValue":"-1","approvers":1}}`, "approval"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,147 @@
+package writer_test
+
+import (
+	"errors"
+	"math/big"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
+)
+
+// An intent above a policy's approval threshold waits without a nonce; its retries are
+// answered with the same approval; two distinct approvers holding the role admit it (the
+// requester, a credential without the role, and a second vote by the same approver are
+// refused); the admission gives it the next nonce under the approval's id exactly once; a
+// rejection and an expiry end others for good, each with its completion.
+func TestApprovalWaitsWithoutANonceAndIsAdmittedOnce(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	trail := testsupport.AuditTrail(t, pool, "node-a")
+	book := testsupport.PolicyBook(t, pool, trail)
+	desk := testsupport.ApprovalDesk(t, pool, trail, "node-a")
+	ctx := t.Context()
+	signer := testsupport.SignerAddress(400)
+	if _, err := book.Set(ctx, "signer", signer.Hex(), []byte(`{"maxValuePerTx":"100000","approval":{"aboveValue":"1000","approvers":2,"expiresAfter":"1h"}}`), "ops"); err != nil {
+		t.Fatal(err)
+	}
+	to := common.HexToAddress("0x00000000000000000000000000000000000a11ce")
+	create := func(requestID string, value int64, approval domain.Approval) (domain.ManagedTx, bool, error) {
+		adm := domain.Admission{Credential: "payouts", FeeCapPerGas: big.NewInt(100), ApprovalID: approval.ID}
+		return allocateOne(t, node, domain.CreateRequest{Signer: signer, RequestID: requestID, Intent: domain.Intent{To: &to, Value: big.NewInt(value), GasLimit: 21000}, Admission: adm}, 21000)
+	}
+	principal := func(id string, roles ...string) domain.Principal {
+		p := domain.Principal{ID: id, AllSigners: true, Roles: map[string]bool{}}
+		for _, r := range roles {
+			p.Roles[r] = true
+		}
+		return p
+	}
+
+	if tx, _, err := create("small", 1000, domain.Approval{}); err != nil || tx.Nonce != 0 || tx.State != domain.StateAllocated {
+		t.Fatalf("a create at the threshold: %+v %v, want allocated at nonce 0", tx, err)
+	}
+	waiting, created, err := create("big", 5000, domain.Approval{})
+	if err != nil || !created || waiting.State != domain.StateAwaitingApproval {
+		t.Fatalf("a create above the threshold: state %s created %v err %v, want AWAITING_APPROVAL", waiting.State, created, err)
+	}
+	if tx, _, err := create("after", 10, domain.Approval{}); err != nil || tx.Nonce != 1 {
+		t.Fatalf("the next create took nonce %d (%v): the waiting intent must not hold one", tx.Nonce, err)
+	}
+	if again, created, err := create("big", 5000, domain.Approval{}); err != nil || created || again.ID != waiting.ID {
+		t.Fatalf("the waiting request's retry: id %s created %v err %v, want the same approval %s", again.ID, created, err, waiting.ID)
+	}
+	if _, _, err := create("big", 5001, domain.Approval{}); !errors.Is(err, domain.ErrIdempotencyConflict) {
+		t.Fatalf("another intent under the waiting request id: %v, want IDEMPOTENCY_CONFLICT", err)
+	}
+	if _, _, err := create("too-big", 200000, domain.Approval{}); !errors.Is(err, domain.ErrPolicyDenied) {
+		t.Fatalf("an intent the other rules refuse: %v, want POLICY_DENIED rather than a wait", err)
+	}
+
+	id := waiting.ID.String()
+	votes := []struct {
+		name    string
+		voter   domain.Principal
+		approve bool
+		wantErr error
+		want    domain.ApprovalState
+	}{
+		{"the requester", principal("payouts", "approver"), true, domain.ErrApprovalForbidden, ""},
+		{"a credential without the role", principal("carol", "treasury"), true, domain.ErrApprovalForbidden, ""},
+		{"a credential not granted the signer", domain.Principal{ID: "dave", Roles: map[string]bool{"approver": true}}, true, domain.ErrApprovalForbidden, ""},
+		{"the first approver", principal("alice", "approver"), true, nil, domain.ApprovalAwaiting},
+		{"the first approver again", principal("alice", "approver"), true, domain.ErrAlreadyDecided, ""},
+		{"the first approver changing its mind", principal("alice", "approver"), false, domain.ErrAlreadyDecided, ""},
+		{"the second approver", principal("bob", "approver"), true, nil, domain.ApprovalApproved},
+		{"a third approver, too late", principal("erin", "approver"), true, domain.ErrApprovalClosed, ""},
+	}
+	for _, v := range votes {
+		a, err := desk.Decide(ctx, id, v.voter, v.approve, "checked the invoice")
+		if v.wantErr != nil {
+			if !errors.Is(err, v.wantErr) {
+				t.Fatalf("%s: %v, want %v", v.name, err, v.wantErr)
+			}
+			t.Logf("%s: %v", v.name, err)
+			continue
+		}
+		if err != nil || a.State != v.want {
+			t.Fatalf("%s: state %s err %v, want %s", v.name, a.State, err, v.want)
+		}
+	}
+	approved, err := desk.Get(ctx, id)
+	if err != nil || approved.Approvals() != 2 || len(approved.Votes) != 2 {
+		t.Fatalf("the approval after the votes: %+v %v", approved, err)
+	}
+	tx, created, err := create("big", 5000, approved)
+	if err != nil || !created || tx.ID != approved.ID || tx.Nonce != 2 {
+		t.Fatalf("the admission: id %s nonce %d created %v err %v, want the approval's id at nonce 2", tx.ID, tx.Nonce, created, err)
+	}
+	if a, _ := desk.Get(ctx, id); a.State != domain.ApprovalAdmitted {
+		t.Fatalf("after the admission the approval is %s, want ADMITTED", a.State)
+	}
+	if _, created, err := create("big-again", 5000, approved); created || !errors.Is(err, domain.ErrApprovalClosed) {
+		t.Fatalf("a second admission of the same approval: created %v err %v, want APPROVAL_CLOSED", created, err)
+	}
+
+	rejected, _, err := create("rejected", 7000, domain.Approval{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := desk.Decide(ctx, rejected.ID.String(), principal("bob", "approver"), false, "not ours"); err != nil || a.State != domain.ApprovalRejected {
+		t.Fatalf("a rejection: %s %v", a.State, err)
+	}
+	expiring, _, err := create("expiring", 8000, domain.Approval{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE tx_approval SET expires_at = now() - interval '1 second' WHERE approval_id = $1`, expiring.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := desk.Decide(ctx, expiring.ID.String(), principal("alice", "approver"), true, ""); !errors.Is(err, domain.ErrApprovalClosed) {
+		t.Fatalf("a vote after the expiry: %v, want APPROVAL_CLOSED", err)
+	}
+	if err := desk.ExpirePass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, end := range []struct {
+		id    string
+		state domain.ApprovalState
+	}{{rejected.ID.String(), domain.ApprovalRejected}, {expiring.ID.String(), domain.ApprovalExpired}} {
+		a, err := desk.Get(ctx, end.id)
+		if err != nil || a.State != end.state || a.FinalReason == "" || !a.AsTx().State.Final() {
+			t.Fatalf("approval %s: %s (%q) %v, want %s with a reason, final", end.id, a.State, a.FinalReason, err, end.state)
+		}
+		var status string
+		if err := pool.QueryRow(ctx, `SELECT status FROM tx_completions WHERE tx_id = $1`, a.ID).Scan(&status); err != nil || status != string(end.state) {
+			t.Fatalf("completion of %s: %q %v, want %s", end.id, status, err, end.state)
+		}
+		t.Logf("%s: %s", end.state, a.FinalReason)
+	}
+	var cursor int64
+	if err := pool.QueryRow(ctx, `SELECT max(next_nonce) FROM signer_nonce_cursor WHERE signer = $1`, signer.Hex()).Scan(&cursor); err != nil || cursor != 3 {
+		t.Fatalf("the signer's next nonce is %d (%v): only the three admitted creates took nonces", cursor, err)
+	}
+}
