@@ -16,7 +16,9 @@ import (
 // childTables are the tables whose rows belong to one managed_tx row each.
 var childTables = []string{"tx_attempt", "tx_completions"}
 
-var parentWrite = regexp.MustCompile(`^(?:update managed_tx|insert into managed_tx)\b.*\breturning\b`)
+// An intent that ended without a nonce has its approval's row (updated by the statement, and
+// so locked until its commit) as the parent of its completion.
+var parentWrite = regexp.MustCompile(`^(?:update managed_tx|insert into managed_tx|update tx_approval)\b.*\breturning\b`)
 
 // firstSource is the first relation a SELECT reads: the one each of its rows comes from,
 // whatever it joins to it.

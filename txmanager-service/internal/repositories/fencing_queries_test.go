@@ -28,7 +28,11 @@ var unfencedTables = []string{"signer_lease", "node_registry", "chain_identity",
 	"audit_record", "audit_head", "spending_policy", "spending_policy_version",
 	// Counted inside the writer batch's transaction after its lease check locked the lease
 	// row; a credential's totals span signers, so no one lease could fence them.
-	"policy_spend"}
+	"policy_spend",
+	// Intents waiting for approval hold no nonce: approvers vote from any node, any node
+	// expires them, each change conditional on the row's state under its lock; the writer
+	// marks one admitted inside its fenced batch.
+	"tx_approval", "tx_approval_vote"}
 
 // unfencedQueries write a fenced table without a signer's lease, each for the reason given.
 var unfencedQueries = map[string]string{
@@ -40,6 +44,11 @@ var unfencedQueries = map[string]string{
 	// An operator asks for a quarantine's release from any node; the release itself
 	// (FinishRecovery, with the cursor's move) is fenced on the signer's lease holder.
 	"RequestRelease": "an operator's release request",
+	// An intent that ended without a nonce (rejected, refused, expired): its completion comes
+	// from its approval's row, which the statement moved to the final state under its lock;
+	// no signer's nonce state changes.
+	"FinishApproval":  "an approval's final state",
+	"ExpireApprovals": "approvals past their expiry",
 }
 
 // leaseCheck is the one fencing clause: the lease row of the signer on the chain, still held by this

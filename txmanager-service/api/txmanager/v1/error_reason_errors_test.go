@@ -145,6 +145,9 @@ func TestErrorReasonHelpersRecogniseTheirReason(t *testing.T) {
 		ErrorReason_SIGNER_UNAVAILABLE:     {IsSignerUnavailable, ErrorSignerUnavailable},
 		ErrorReason_SIGNER_PAUSED:          {IsSignerPaused, ErrorSignerPaused},
 		ErrorReason_POLICY_DENIED:          {IsPolicyDenied, ErrorPolicyDenied},
+		ErrorReason_APPROVAL_FORBIDDEN:     {IsApprovalForbidden, ErrorApprovalForbidden},
+		ErrorReason_APPROVAL_CLOSED:        {IsApprovalClosed, ErrorApprovalClosed},
+		ErrorReason_ALREADY_DECIDED:        {IsAlreadyDecided, ErrorAlreadyDecided},
 		ErrorReason_SIGNER_ACTIVE:          {IsSignerActive, ErrorSignerActive},
 	}
 	reasons := reasonsOf(t)

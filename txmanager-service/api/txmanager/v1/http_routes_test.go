@@ -34,6 +34,18 @@ func (s *recordingServer) GetTxByRequest(_ context.Context, in *GetTxByRequestRe
 func (s *recordingServer) ListCompletions(_ context.Context, in *ListCompletionsRequest) (*ListCompletionsResponse, error) {
 	return record(s, in, &ListCompletionsResponse{})
 }
+func (s *recordingServer) ListApprovals(_ context.Context, in *ListApprovalsRequest) (*ListApprovalsResponse, error) {
+	return record(s, in, &ListApprovalsResponse{})
+}
+func (s *recordingServer) GetApproval(_ context.Context, in *GetApprovalRequest) (*Approval, error) {
+	return record(s, in, &Approval{})
+}
+func (s *recordingServer) ApproveTx(_ context.Context, in *DecideApprovalRequest) (*Approval, error) {
+	return record(s, in, &Approval{})
+}
+func (s *recordingServer) RejectTx(_ context.Context, in *DecideApprovalRequest) (*Approval, error) {
+	return record(s, in, &Approval{})
+}
 func (s *recordingServer) ResolveTx(_ context.Context, in *ResolveTxRequest) (*ResolveTxResponse, error) {
 	return record(s, in, &ResolveTxResponse{})
 }
@@ -122,6 +134,14 @@ func TestEveryRouteReachesItsMethod(t *testing.T) {
 		{"GET", "/api/v1/tx/by-request?signer=" + signer + "&requestId=r-1&chainId=0", "", 400, "", ""},
 		{"GET", "/api/v1/tx/completions?after=c&limit=10&wait=1s&chain_id=7", "", 200, TxService_ListCompletions_FullMethodName, `{"after":"c","limit":10,"wait":"1s","chainId":"7"}`},
 		{"GET", "/api/v1/tx/completions?limit=-1", "", 400, "", ""},
+		{"GET", "/api/v1/approvals?state=AWAITING_APPROVAL&signer=" + signer + "&before=b&limit=20", "", 200, TxService_ListApprovals_FullMethodName,
+			`{"state":"AWAITING_APPROVAL","signer":"` + signer + `","before":"b","limit":20}`},
+		{"GET", "/api/v1/approvals?limit=x", "", 400, "", ""},
+		{"GET", "/api/v1/approvals/abc", "", 200, TxService_GetApproval_FullMethodName, `{"approvalId":"abc"}`},
+		{"POST", "/api/v1/approvals/abc/approve", `{"note":"checked"}`, 200, TxService_ApproveTx_FullMethodName, `{"approvalId":"abc","note":"checked"}`},
+		{"POST", "/api/v1/approvals/abc/approve", "", 200, TxService_ApproveTx_FullMethodName, `{"approvalId":"abc"}`},
+		{"POST", "/api/v1/approvals/abc/reject", `{"note":"not ours"}`, 200, TxService_RejectTx_FullMethodName, `{"approvalId":"abc","note":"not ours"}`},
+		{"POST", "/api/v1/approvals/abc/reject", `{"note":7}`, 400, "", ""},
 		{"POST", "/api/v1/admin/tx/abc/resolve", `{"action":"CANCEL","reason":"stuck"}`, 200, AdminService_ResolveTx_FullMethodName, `{"txId":"abc","action":"CANCEL","reason":"stuck"}`},
 		{"GET", "/api/v1/admin/signers/" + signer + "?chainId=3", "", 200, AdminService_GetSignerStatus_FullMethodName, `{"signer":"` + signer + `","chainId":"3"}`},
 		{"GET", "/api/v1/admin/signers", "", 200, AdminService_ListSigners_FullMethodName, `{}`},

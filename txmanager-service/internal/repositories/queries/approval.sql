@@ -71,7 +71,7 @@ WITH due AS (
     SELECT approval_id FROM tx_approval
     WHERE state IN ('AWAITING_APPROVAL', 'APPROVED') AND expires_at <= now()
     ORDER BY expires_at LIMIT @max_rows
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE
 ),
 done AS (
     UPDATE tx_approval a SET state = 'EXPIRED', decided_at = now(),
