@@ -168,7 +168,7 @@ func (c *openAPICheck) call(method, path, key string, body any, want int, wellFo
 // service serves.
 func TestOpenAPIDocumentDescribesEveryAnswer(t *testing.T) {
 	t.Parallel()
-	adminKey, callerKey := "openapi-admin-key", "openapi-caller-key"
+	adminKey, callerKey, approverA, approverB := "openapi-admin-key", "openapi-caller-key", "openapi-approver-a", "openapi-approver-b"
 	// A keystore for the roster routes: one key at start, one added at run time.
 	keyDir, passFile := t.TempDir(), filepath.Join(t.TempDir(), "passphrase")
 	if err := os.WriteFile(passFile, []byte("openapi"), 0o600); err != nil {
@@ -179,8 +179,10 @@ func TestOpenAPIDocumentDescribesEveryAnswer(t *testing.T) {
 	s := startService(t, serviceOptions{fastPipeline: true, configure: func(bc *conf.Bootstrap) {
 		bc.Auth = conf.Auth{Enabled: true, APIKeys: []conf.APIKey{
 			{ID: "operator", SHA256: sha256Hex(adminKey), Signers: []string{"*"}, Admin: true},
-			{ID: "caller", SHA256: sha256Hex(callerKey), Signers: []string{"*"}},
-		}}
+			{ID: "caller", SHA256: sha256Hex(callerKey), Signers: []string{"*"}, Roles: []string{"approver"}},
+			{ID: "approver-a", SHA256: sha256Hex(approverA), Signers: []string{"*"}, Roles: []string{"approver"}},
+			{ID: "approver-b", SHA256: sha256Hex(approverB), Signers: []string{"*"}, Roles: []string{"approver"}},
+		}, Roles: []string{"approver"}}
 		bc.Signers.Keystore = conf.KeystoreSource{Dir: keyDir, Addresses: []string{crypto.PubkeyToAddress(startKey.PublicKey).Hex()}, PassphraseFile: passFile}
 	}})
 	doc := loadOpenAPI(t)
@@ -303,6 +305,41 @@ func TestOpenAPIDocumentDescribesEveryAnswer(t *testing.T) {
 		t.Fatalf("audit verify on an untouched trail: %v", verified)
 	}
 	c.call("GET", "/api/v1/admin/audit/verify", callerKey, nil, http.StatusForbidden, true)
+
+	// Approvals: the signer's policy sends intents above 10 wei to two approvers.
+	approvalPolicy := "/api/v1/admin/policies/signer/" + signer
+	c.call("PUT", approvalPolicy, adminKey, map[string]any{"policy": map[string]any{"approval": map[string]any{"aboveValue": "10", "approvers": 2, "expiresAfter": "1h"}}}, http.StatusOK, true)
+	c.call("PUT", approvalPolicy, adminKey, map[string]any{"policy": map[string]any{"approval": map[string]any{"aboveValue": "10", "approvers": 2, "role": "treasury"}}}, http.StatusBadRequest, true)
+	waiting := c.call("POST", "/api/v1/tx", callerKey, map[string]any{"signer": signer, "to": to, "value": "11", "gasLimit": "21000", "requestId": "openapi-approval"}, http.StatusAccepted, true)
+	waitingTx := waiting["tx"].(map[string]any)
+	if waitingTx["state"] != "AWAITING_APPROVAL" {
+		t.Fatalf("a create above the approval threshold: %v", waitingTx)
+	}
+	approvalID := waitingTx["txId"].(string)
+	if tx := c.call("GET", "/api/v1/tx/"+approvalID, callerKey, nil, http.StatusOK, true); tx["state"] != "AWAITING_APPROVAL" {
+		t.Fatalf("the waiting intent read by id: %v", tx)
+	}
+	c.call("GET", "/api/v1/approvals?state=AWAITING_APPROVAL&limit=10", callerKey, nil, http.StatusOK, true)
+	c.call("GET", "/api/v1/approvals?state=WAITING", callerKey, nil, http.StatusBadRequest, true)
+	c.call("GET", "/api/v1/approvals/"+approvalID, callerKey, nil, http.StatusOK, true)
+	c.call("GET", "/api/v1/approvals/00000000-0000-7000-8000-000000000000", callerKey, nil, http.StatusNotFound, true)
+	if refused := c.call("POST", "/api/v1/approvals/"+approvalID+"/approve", callerKey, map[string]any{"note": "mine"}, http.StatusForbidden, true); refused["reason"] != "APPROVAL_FORBIDDEN" {
+		t.Fatalf("the requester approving its own intent: %v", refused)
+	}
+	if one := c.call("POST", "/api/v1/approvals/"+approvalID+"/approve", approverA, map[string]any{"note": "checked"}, http.StatusOK, true); one["approvals"] != float64(1) {
+		t.Fatalf("the first approval: %v", one)
+	}
+	if twice := c.call("POST", "/api/v1/approvals/"+approvalID+"/approve", approverA, map[string]any{}, http.StatusConflict, true); twice["reason"] != "ALREADY_DECIDED" {
+		t.Fatalf("approving twice: %v", twice)
+	}
+	if rejected := c.call("POST", "/api/v1/approvals/"+approvalID+"/reject", approverB, map[string]any{"note": "wrong amount"}, http.StatusOK, true); rejected["state"] != "REJECTED" {
+		t.Fatalf("a rejection: %v", rejected)
+	}
+	c.call("POST", "/api/v1/approvals/not-an-id/reject", approverB, map[string]any{}, http.StatusBadRequest, true)
+	if tx := c.call("GET", "/api/v1/tx/"+approvalID+"?wait=1s", callerKey, nil, http.StatusOK, true); tx["state"] != "REJECTED" {
+		t.Fatalf("the rejected intent read by id: %v", tx)
+	}
+	c.call("DELETE", approvalPolicy, adminKey, nil, http.StatusOK, true)
 
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {
