@@ -152,7 +152,8 @@ func (c *Client) GetByRequestOnChain(ctx context.Context, chainID uint64, signer
 	return c.getTxByRequest(ctx, &v1.GetTxByRequestRequest{ChainId: chainID, Signer: signer, RequestId: requestID})
 }
 
-// Wait returns the transaction once it is final (CONFIRMED or FAILED_FINAL), or the
+// Wait returns the transaction once it is final (CONFIRMED or FAILED_FINAL; an intent
+// waiting for approval may end EXPIRED, REJECTED or REFUSED instead), or the
 // context's error. It does not poll: each call asks the service to hold the read open
 // until the transaction is final (a long-poll of LongPoll), and the service answers as
 // soon as the feed positions the transaction's completion.
@@ -170,8 +171,15 @@ func (c *Client) WaitByRequest(ctx context.Context, chainID uint64, signer, requ
 	})
 }
 
-// Final reports whether a transaction state is final: CONFIRMED or FAILED_FINAL.
-func Final(state string) bool { return state == "CONFIRMED" || state == "FAILED_FINAL" }
+// Final reports whether a transaction state is final: CONFIRMED or FAILED_FINAL, or, for an
+// intent a policy sent for approval that never got a nonce, EXPIRED, REJECTED or REFUSED.
+func Final(state string) bool {
+	switch state {
+	case "CONFIRMED", "FAILED_FINAL", "EXPIRED", "REJECTED", "REFUSED":
+		return true
+	}
+	return false
+}
 
 func (c *Client) waitFinal(ctx context.Context, read func(context.Context, time.Duration) (*v1.Tx, error)) (*v1.Tx, error) {
 	for {

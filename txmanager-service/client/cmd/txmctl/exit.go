@@ -25,14 +25,15 @@ const (
 	// sending it again will not help.
 	exitRefused = 4
 	// exitNotAllowed: credentials missing or not granted (UNAUTHENTICATED,
-	// PERMISSION_DENIED).
+	// PERMISSION_DENIED, APPROVAL_FORBIDDEN).
 	exitNotAllowed = 5
 	// exitUnavailable: the service could not be reached or could not serve after the
 	// client's retries (UNAVAILABLE, NOT_LEADER, ...): try again later.
 	exitUnavailable = 6
 	// exitTimedOut: --timeout passed first (tx wait: the transaction is not final yet).
 	exitTimedOut = 7
-	// exitTxFailed: tx wait: the transaction ended FAILED_FINAL.
+	// exitTxFailed: tx wait: the transaction ended FAILED_FINAL, or the intent ended without
+	// a nonce (EXPIRED, REJECTED, REFUSED).
 	exitTxFailed = 8
 	// exitAuditBroken: audit verify: a record of the trail was edited or removed.
 	exitAuditBroken = 9
@@ -63,7 +64,7 @@ func exitCodeOf(err error) int {
 		return exitTimedOut
 	case v1.IsNotFound(err):
 		return exitNotFound
-	case v1.IsUnauthenticated(err), v1.IsPermissionDenied(err):
+	case v1.IsUnauthenticated(err), v1.IsPermissionDenied(err), v1.IsApprovalForbidden(err):
 		return exitNotAllowed
 	case v1.IsInternal(err):
 		return exitFailed

@@ -44,11 +44,13 @@ func newTxCommand(o *options) *cobra.Command {
 	var waitSigner, waitRequestID string
 	wait := &cobra.Command{
 		Use:   "wait <txId> | wait --signer <address> --request-id <id>",
-		Short: "wait until a transaction is final and show it (exit 0 CONFIRMED, 8 FAILED_FINAL, 7 --timeout passed)",
+		Short: "wait until a transaction is final and show it (exit 0 CONFIRMED, 8 FAILED_FINAL or never sent, 7 --timeout passed)",
 		Long: `Wait until a transaction is CONFIRMED or FAILED_FINAL and show it. The service holds
-each call open until then (a long-poll), so nothing polls. Without --timeout it waits as
-long as it takes; exit code 0 when it is CONFIRMED, 8 when it FAILED_FINAL, 7 when
---timeout passed first.`,
+each call open until then (a long-poll), so nothing polls. An intent waiting for approval
+is waited for through its approval: it may end without a nonce (EXPIRED, REJECTED,
+REFUSED). Without --timeout it waits as long as it takes; exit code 0 when it is
+CONFIRMED, 8 when it FAILED_FINAL or ended without being sent, 7 when --timeout passed
+first.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			byID := len(args) == 1 && waitSigner == "" && waitRequestID == ""
 			byReq := len(args) == 0 && waitSigner != "" && waitRequestID != ""

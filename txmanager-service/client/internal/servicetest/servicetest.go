@@ -238,8 +238,8 @@ pipeline: {submitInterval: 100ms, finalityInterval: 100ms, receipts: {pollInterv
 auth:
   enabled: true
   apiKeys:
-    - {id: client-tests, sha256: %q, signers: ["*"]}
-    - {id: operator, sha256: %q, signers: ["*"], admin: true}
+    - {id: client-tests, sha256: %q, signers: ["*"], roles: [approver]}
+    - {id: operator, sha256: %q, signers: ["*"], admin: true, roles: [approver]}
 `
 
 func (s *Service) start(bin, name string) error {
