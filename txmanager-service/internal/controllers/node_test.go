@@ -236,7 +236,7 @@ func (e *testEnv) node(t *testing.T, name string, opts nodeOptions) *testNode {
 	roster := services.NewSignerRoster(services.RosterConfig{Node: name, PollInterval: time.Second, BuildTimeout: time.Second},
 		repositories.NewRosterRepository(pool), keys, []*services.LeaseManager{wn.Leases}, testsupport.TxManager(t, pool), audit, logger)
 	n := &testNode{
-		tx:       controllers.NewTxController(chains, services.NewCompletionsUseCase(feed, notify, feedCfg), services.NewFinalWait(notify, feedCfg),
+		tx: controllers.NewTxController(chains, services.NewCompletionsUseCase(feed, notify, feedCfg), services.NewFinalWait(notify, feedCfg),
 			testsupport.ApprovalDesk(t, pool, audit, name), opts.routing, opts.peers, logger),
 		admin:    controllers.NewAdminController(chains, opts.routing, opts.peers, roster, policies, audit, logger),
 		signers:  dir,

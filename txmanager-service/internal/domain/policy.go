@@ -124,9 +124,9 @@ type Destination struct {
 type ApprovalRule struct {
 	// AboveValue: an intent sending more than this waits (nil: only destinations marked
 	// approve send intents here).
-	AboveValue   *Wei   `json:"aboveValue,omitempty"`
-	Approvers    int    `json:"approvers"`
-	Role         string `json:"role,omitempty"`
+	AboveValue   *Wei           `json:"aboveValue,omitempty"`
+	Approvers    int            `json:"approvers"`
+	Role         string         `json:"role,omitempty"`
 	ExpiresAfter ApprovalExpiry `json:"expiresAfter,omitzero"`
 }
 

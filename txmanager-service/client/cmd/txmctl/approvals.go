@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	txmclient "github.com/bionicotaku/txmanager-service/client"
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	txmclient "github.com/bionicotaku/txmanager-service/client"
 )
 
 func newApprovalsCommand(o *options) *cobra.Command {
