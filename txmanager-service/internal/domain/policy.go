@@ -151,7 +151,7 @@ func (e *ApprovalExpiry) UnmarshalJSON(b []byte) error {
 }
 
 // MarshalJSON writes the duration string.
-func (e ApprovalExpiry) MarshalJSON() ([]byte, error) { return json.Marshal(e.Duration.String()) }
+func (e ApprovalExpiry) MarshalJSON() ([]byte, error) { return json.Marshal(e.String()) }
 
 // DefaultApproverRole is the role an approval rule names when it names none.
 const DefaultApproverRole = "approver"
