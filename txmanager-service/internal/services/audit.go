@@ -8,6 +8,7 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/go-kratos/kratos/v2/log"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
@@ -16,8 +17,9 @@ import (
 type AuditStore interface {
 	// Append numbers and chains rec after the trail's last record, inside sess.
 	Append(ctx context.Context, sess txmanager.Session, rec domain.AuditRecord) (domain.AuditRecord, error)
-	List(ctx context.Context, f AuditFilter) ([]domain.AuditRecord, error)
-	Head(ctx context.Context) (AuditHead, error)
+	// List and Head read inside sess (nil: on their own).
+	List(ctx context.Context, sess txmanager.Session, f AuditFilter) ([]domain.AuditRecord, error)
+	Head(ctx context.Context, sess txmanager.Session) (AuditHead, error)
 	// Prune removes the records older than before, keeping the last one's hash in the head.
 	Prune(ctx context.Context, sess txmanager.Session, before time.Time) (int64, error)
 }
@@ -100,23 +102,41 @@ func (a *AuditTrail) List(ctx context.Context, f AuditFilter) ([]domain.AuditRec
 	if f.AfterSeq < 0 {
 		return nil, &domain.ValidationError{Field: "afterSeq", Reason: "must not be negative"}
 	}
-	return a.store.List(ctx, f)
+	return a.store.List(ctx, nil, f)
 }
 
 // verifyPage is how many records Verify reads at a time.
 const verifyPage = 5000
 
+// verifyTimeout bounds a verification's one snapshot (a trail of millions of records reads
+// in seconds).
+const verifyTimeout = 5 * time.Minute
+
 // Verify recomputes the whole trail's chain from where its retention cut it to its head,
-// and names the first record that breaks it.
+// and names the first record that breaks it. It reads one snapshot (REPEATABLE READ): a
+// retention pass committing meanwhile would otherwise move the head's cut past the records
+// read, and the first record kept would look like it follows nothing.
 func (a *AuditTrail) Verify(ctx context.Context) (AuditVerification, error) {
-	head, err := a.store.Head(ctx)
+	var out AuditVerification
+	opts := txmanager.ReadOnlyOptions().WithTraceName("audit.verify").WithTimeout(verifyTimeout)
+	opts.Isolation = pgx.RepeatableRead
+	err := a.tx.WithinReadOnlyTx(ctx, opts, func(ctx context.Context, sess txmanager.Session) error {
+		var err error
+		out, err = a.verify(ctx, sess)
+		return err
+	})
+	return out, err
+}
+
+func (a *AuditTrail) verify(ctx context.Context, sess txmanager.Session) (AuditVerification, error) {
+	head, err := a.store.Head(ctx, sess)
 	if err != nil {
 		return AuditVerification{}, err
 	}
 	out := AuditVerification{Head: head}
 	prevSeq, prevHash := head.PrunedThroughSeq, head.PrunedThroughHash
 	for {
-		page, err := a.store.List(ctx, AuditFilter{AfterSeq: prevSeq, Limit: verifyPage})
+		page, err := a.store.List(ctx, sess, AuditFilter{AfterSeq: prevSeq, Limit: verifyPage})
 		if err != nil {
 			return out, err
 		}
