@@ -22,7 +22,7 @@ import (
 // stop intake, flush the writer, release leases.
 func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.Server, chains ChainStacks,
 	heartbeat *workers.NodeHeartbeat, nodes *services.NodeRegistry, feed *workers.FeedSequencerLoop, retention *workers.RetentionLoop,
-	roster *services.SignerRoster, rosterLoop *workers.RosterLoop, approvals *workers.ApprovalLoop,
+	roster *services.SignerRoster, rosterLoop *workers.RosterLoop, approvals *workers.ApprovalLoop, webhooks *workers.WebhookLoop,
 	banner *Banner, streams *server.Streams, version services.BuildVersion) *kratos.App {
 	helper := log.NewHelper(logger)
 	// No kratos.Logger option: it would replace Kratos' process-wide logger, which main sets
@@ -61,6 +61,7 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 			feed.Start(ctx)
 			retention.Start(ctx)
 			approvals.Start(ctx)
+			webhooks.Start(ctx)
 			for _, chain := range chains {
 				chain.Writer.Start(ctx)
 				chain.Keeper.Start(ctx)
@@ -92,6 +93,7 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 			rosterLoop.Stop()
 			// Before the writers flush: no approved intent is sent to a writer that stops.
 			approvals.Stop()
+			webhooks.Stop(flushCtx)
 			if err := nodes.Leave(flushCtx); err != nil {
 				helper.Warnw("msg", "leaving the node registry", "error", err.Error())
 			}

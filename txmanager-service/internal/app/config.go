@@ -22,7 +22,7 @@ import (
 // layers below the assembly know nothing of the file's shape.
 
 // SharedConfigSet maps what the whole process shares.
-var SharedConfigSet = wire.NewSet(newNodeName, newRetentionConfig, newFeedConfig, newNodeConfig, newRouting, newLoopIntervals, newKnownRoles)
+var SharedConfigSet = wire.NewSet(newNodeName, newRetentionConfig, newFeedConfig, newNodeConfig, newRouting, newLoopIntervals, newKnownRoles, newWebhookConfig)
 
 // ChainConfigSet maps what one chain's stack needs (from its view of the configuration).
 var ChainConfigSet = wire.NewSet(newLoopIntervals, newLeaseConfig, newNonceConfig, newQueueConfig, newPipelineLoopsConfig, newScheduleConfig, newCreateConfig, newFeePolicy, newFundsConfig, newAdminConfig,
@@ -41,6 +41,14 @@ func newLoopIntervals(c *conf.Bootstrap) workers.Intervals {
 }
 
 // newRouting maps the routing section for the controllers that forward to a signer's leader.
+// newWebhookConfig maps the webhooks section, with the network policy of the environment.
+func newWebhookConfig(c *conf.Bootstrap) services.WebhookConfig {
+	w := c.Webhooks
+	return services.WebhookConfig{Enabled: w.Enabled, Lease: w.Lease.Std(), PassInterval: w.PassInterval.Std(), Timeout: w.Timeout.Std(),
+		BackoffMin: w.BackoffMin.Std(), BackoffMax: w.BackoffMax.Std(), DeadAfter: w.DeadAfter.Std(), ClaimsPerPass: w.ClaimsPerPass,
+		Network: domain.NetworkPolicy{Allow: w.AllowedPrefixes(c.Environment), AllowHTTP: w.AllowHTTP || c.Environment == conf.EnvironmentDevelopment}}
+}
+
 // newKnownRoles are the roles credentials may hold and approval rules may name.
 func newKnownRoles(c *conf.Bootstrap) services.KnownRoles { return services.KnownRoles(c.Auth.Roles) }
 

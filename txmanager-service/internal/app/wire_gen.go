@@ -196,8 +196,22 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	retentionLoop := workers.NewRetentionLoop(intervals, retention, adminRetention, logger)
 	rosterLoop := workers.NewRosterLoop(signerRoster, logger)
 	approvalLoop := workers.NewApprovalLoop(intervals, approvalDesk, chains, logger)
+	webhookConfig := newWebhookConfig(bootstrap)
+	webhookRepository := repositories.NewWebhookRepository(pool)
+	webhookDeliverer, err := services.NewWebhookDeliverer(webhookConfig, nodeName, webhookRepository, completionRepository, feedNotifier, metrics, logger)
+	if err != nil {
+		cleanup7()
+		cleanup6()
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	webhookLoop := workers.NewWebhookLoop(webhookConfig, webhookDeliverer)
 	banner := NewBanner(bootstrap, registry, chainStacks, buildVersion)
-	app := newApp(bootstrap, logger, httpServer, grpcServer, chainStacks, nodeHeartbeat, nodeRegistry, feedSequencerLoop, retentionLoop, signerRoster, rosterLoop, approvalLoop, banner, streams, buildVersion)
+	app := newApp(bootstrap, logger, httpServer, grpcServer, chainStacks, nodeHeartbeat, nodeRegistry, feedSequencerLoop, retentionLoop, signerRoster, rosterLoop, approvalLoop, webhookLoop, banner, streams, buildVersion)
 	return app, func() {
 		cleanup7()
 		cleanup6()

@@ -35,6 +35,7 @@ type Bootstrap struct {
 	Observability Observability `json:"observability"`
 	Feed          Feed          `json:"feed"`
 	Retention     Retention     `json:"retention"`
+	Webhooks      Webhooks      `json:"webhooks"`
 	Runtime       Runtime       `json:"runtime"`
 }
 

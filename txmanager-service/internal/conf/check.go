@@ -29,6 +29,7 @@ func (b *Bootstrap) Check() error {
 	b.Signers.check(&p, b.Environment, b.Lease.Duration)
 	b.Pipeline.check(&p)
 	b.Retention.check(&p)
+	b.Webhooks.check(&p)
 	b.Feed.check(&p)
 	b.Routing.check(&p, b.Server.TLS)
 	b.Auth.check(&p, b.Server)

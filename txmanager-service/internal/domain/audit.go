@@ -35,6 +35,10 @@ const (
 	AuditTrailPruned    = "audit.prune"
 	AuditApprovalVote   = "approval.vote"
 	AuditApprovalEnded  = "approval.end"
+	AuditWebhookCreated = "webhook.create"
+	AuditWebhookState   = "webhook.state"
+	AuditWebhookReplay  = "webhook.replay"
+	AuditWebhookDeleted = "webhook.delete"
 )
 
 // ChainHash is the record's hash: SHA-256 over the previous record's hash and the record's

@@ -44,6 +44,8 @@ var ProviderSet = wire.NewSet(
 	wire.Bind(new(services.PolicyStore), new(*PolicyRepository)),
 	NewApprovalRepository,
 	wire.Bind(new(services.ApprovalStore), new(*ApprovalRepository)),
+	NewWebhookRepository,
+	wire.Bind(new(services.SubscriptionStore), new(*WebhookRepository)),
 )
 
 // ChainProviderSet is the repositories of one chain: each reads and writes that chain's

@@ -32,7 +32,11 @@ var unfencedTables = []string{"signer_lease", "node_registry", "chain_identity",
 	// Intents waiting for approval hold no nonce: approvers vote from any node, any node
 	// expires them, each change conditional on the row's state under its lock; the writer
 	// marks one admitted inside its fenced batch.
-	"tx_approval", "tx_approval_vote"}
+	"tx_approval", "tx_approval_vote",
+	// A webhook subscription carries its own lease: delivery moves its cursor only with the
+	// token it holds (AdvanceSubscription, RecordDeliveryFailure), and operators' changes move
+	// the token on.
+	"webhook_subscription"}
 
 // unfencedQueries write a fenced table without a signer's lease, each for the reason given.
 var unfencedQueries = map[string]string{

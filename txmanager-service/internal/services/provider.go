@@ -18,6 +18,8 @@ var ProviderSet = wire.NewSet(
 	NewAuditTrail,
 	NewPolicyBook,
 	NewApprovalDesk,
+	NewWebhookBook,
+	NewWebhookDeliverer,
 	NewAdminRetention,
 	wire.InterfaceValue(new(Clock), SystemClock{}),
 )

@@ -52,6 +52,8 @@ const (
 	ApprovalsOldestPending    = "approvals_oldest_pending_seconds"
 	ApprovalDecisionsTotal    = "approval_decisions_total"
 	ApprovalsEndedTotal       = "approvals_ended_total"
+	WebhookDeliveriesTotal    = "webhook_deliveries_total"
+	WebhookLagSeconds         = "webhook_lag_seconds"
 	SignerRecoverySeconds     = "signer_recovery_seconds"
 	SignerSpentWeiTotal       = "signer_spent_wei_total"
 	// DatabaseSynchronousReplication is registered by the database server watch.
@@ -88,6 +90,7 @@ type Metrics struct {
 	policyDenied  metric.Int64Counter
 	approvalVote  metric.Int64Counter
 	approvalEnd   metric.Int64Counter
+	webhook       metric.Int64Counter
 	// spent is a float counter: wei outgrow an int64 after 9.2 ETH.
 	spent metric.Float64Counter
 	// chain holds the chain_id attribute of a chain's view (ForChain); empty for the
@@ -131,6 +134,7 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 		{&m.policyDenied, PolicyDeniedTotal, "Creates a spending policy refused, by rule (destination, selector, maxValuePerTx, maxFeePerGas, windowValue, windowFee, minRemainingBalance) and scope kind (signer, credential)."},
 		{&m.approvalVote, ApprovalDecisionsTotal, "Votes approvers cast on intents waiting for approval, by decision (approve, reject)."},
 		{&m.approvalEnd, ApprovalsEndedTotal, "Intents sent for approval that left the wait, by outcome: ADMITTED (given a nonce), EXPIRED, REJECTED, REFUSED (approved, then refused by the create path for good)."},
+		{&m.webhook, WebhookDeliveriesTotal, "Webhook deliveries, by result (delivered: the receiver answered 2xx; failed: it did not, or could not be reached) and retry (true: the event had failed before, so the receiver may see it twice)."},
 		{&m.serverChanged, DatabaseServerChanges, "New database connections that reached another server than before: a failover, switchover or restart (cached nonces are then dropped)."},
 	}
 	var err error
@@ -266,6 +270,11 @@ func (m *Metrics) NonceHolesFilled(ctx context.Context, n int) {
 }
 func (m *Metrics) Recovered(ctx context.Context, r string, n int) {
 	m.recovered.Add(ctx, int64(n), m.result(r))
+}
+
+// WebhookDelivery counts one webhook delivery attempt's result.
+func (m *Metrics) WebhookDelivery(ctx context.Context, result string, retry bool) {
+	m.webhook.Add(ctx, 1, m.with(attribute.String("result", result), attribute.Bool("retry", retry)))
 }
 
 // ApprovalVote counts a vote on an approval.

@@ -17,6 +17,7 @@ var ProviderSet = wire.NewSet(
 	NewRetentionLoop,
 	NewRosterLoop,
 	NewApprovalLoop,
+	NewWebhookLoop,
 )
 
 // ChainProviderSet is the background loops of one chain.

@@ -251,3 +251,22 @@ type TxCompletion struct {
 	PositionedAt *time.Time
 	ChainID      int64
 }
+
+type WebhookSubscription struct {
+	SubscriptionID uuid.UUID
+	Url            string
+	Secret         string
+	Filter         []byte
+	Description    string
+	State          string
+	Cursor         int64
+	CreatedAt      time.Time
+	CreatedBy      string
+	LastSuccessAt  *time.Time
+	FailingSince   *time.Time
+	LastError      string
+	Delivered      int64
+	OwnerNode      pgtype.Text
+	FencingToken   int64
+	LeaseExpiresAt *time.Time
+}

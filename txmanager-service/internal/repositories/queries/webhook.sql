@@ -1,0 +1,73 @@
+-- name: InsertSubscription :exec
+INSERT INTO webhook_subscription (subscription_id, url, secret, filter, description, cursor, created_by)
+VALUES (@subscription_id, @url, @secret, @filter::jsonb, @description, @cursor, @created_by);
+
+-- name: GetSubscription :one
+SELECT subscription_id, url, filter::text AS filter, description, state, cursor, created_at, created_by, last_success_at, failing_since, last_error, delivered,
+       COALESCE(owner_node, '')::text AS owner_node
+FROM webhook_subscription WHERE subscription_id = @subscription_id;
+
+-- name: ListSubscriptions :many
+SELECT subscription_id, url, filter::text AS filter, description, state, cursor, created_at, created_by, last_success_at, failing_since, last_error, delivered,
+       COALESCE(owner_node, '')::text AS owner_node
+FROM webhook_subscription ORDER BY created_at, subscription_id;
+
+-- name: CountSubscriptions :one
+SELECT count(*)::bigint FROM webhook_subscription;
+
+-- name: SetSubscriptionState :execrows
+-- Pausing, resuming or reviving a subscription; the token moves on, so the node delivering
+-- it stops at its next write.
+UPDATE webhook_subscription SET state = @state, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL,
+    failing_since = CASE WHEN @state::text = 'active' THEN NULL ELSE failing_since END
+WHERE subscription_id = @subscription_id;
+
+-- name: ReplaySubscription :execrows
+-- Delivery starts again after cursor; the node delivering it stops at its next write.
+UPDATE webhook_subscription SET cursor = @cursor, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL
+WHERE subscription_id = @subscription_id;
+
+-- name: DeleteSubscription :execrows
+DELETE FROM webhook_subscription WHERE subscription_id = @subscription_id;
+
+-- name: ClaimSubscriptions :many
+-- This node renews the active subscriptions it holds and takes up to max_new whose lease is
+-- free or expired; a taken lease gets the next token. Answers every one it now holds.
+WITH free AS (
+    SELECT f.subscription_id FROM webhook_subscription f
+    WHERE f.state = 'active' AND (f.owner_node IS DISTINCT FROM sqlc.arg(node_id)::text) AND (f.lease_expires_at IS NULL OR f.lease_expires_at < now())
+    ORDER BY f.subscription_id LIMIT @max_new
+    FOR UPDATE
+),
+taken AS (
+    UPDATE webhook_subscription s SET owner_node = sqlc.arg(node_id)::text, fencing_token = s.fencing_token + 1, lease_expires_at = now() + make_interval(secs => @lease_seconds::float8)
+    FROM free WHERE s.subscription_id = free.subscription_id
+    RETURNING s.subscription_id
+),
+renewed AS (
+    UPDATE webhook_subscription s SET lease_expires_at = now() + make_interval(secs => @lease_seconds::float8)
+    WHERE s.owner_node = sqlc.arg(node_id)::text AND s.state = 'active' AND s.lease_expires_at > now()
+    RETURNING s.subscription_id
+)
+SELECT s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.fencing_token, s.failing_since
+FROM webhook_subscription s
+WHERE s.subscription_id IN (SELECT subscription_id FROM taken UNION SELECT subscription_id FROM renewed);
+
+-- name: AdvanceSubscription :execrows
+-- The cursor moves on only with the lease this node holds, and never back.
+UPDATE webhook_subscription
+SET cursor = @cursor, delivered = delivered + @delivered, last_success_at = CASE WHEN @delivered::bigint > 0 THEN now() ELSE last_success_at END,
+    failing_since = NULL, last_error = ''
+WHERE subscription_id = @subscription_id AND owner_node = @node_id AND fencing_token = @fencing_token AND lease_expires_at > now() AND cursor <= @cursor;
+
+-- name: RecordDeliveryFailure :one
+-- A failed delivery: when failures have lasted past dead_after, the subscription is dead.
+UPDATE webhook_subscription
+SET failing_since = COALESCE(failing_since, now()), last_error = @last_error,
+    state = CASE WHEN COALESCE(failing_since, now()) < now() - make_interval(secs => @dead_after_seconds::float8) THEN 'dead' ELSE state END
+WHERE subscription_id = @subscription_id AND owner_node = @node_id AND fencing_token = @fencing_token AND lease_expires_at > now()
+RETURNING state;
+
+-- name: ReleaseSubscriptions :exec
+-- A node stopping lets its subscriptions go at once.
+UPDATE webhook_subscription SET owner_node = NULL, lease_expires_at = NULL WHERE owner_node = @node_id;

@@ -1,0 +1,364 @@
+package services
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// WebhookConfig tunes delivery (webhooks.* in the configuration).
+type WebhookConfig struct {
+	Enabled bool
+	// Lease is how long a node holds a subscription between renewals (every pass).
+	Lease time.Duration
+	// PassInterval paces claims and renewals.
+	PassInterval time.Duration
+	// Timeout bounds one delivery.
+	Timeout time.Duration
+	// BackoffMin and BackoffMax bound the wait after a failed delivery (doubling, jittered).
+	BackoffMin, BackoffMax time.Duration
+	// DeadAfter: a subscription whose deliveries fail this long becomes dead.
+	DeadAfter time.Duration
+	// ClaimsPerPass bounds how many free subscriptions one node takes a pass, so that nodes
+	// starting together share them out.
+	ClaimsPerPass int
+	Network       domain.NetworkPolicy
+}
+
+// feedPage is how many completions a deliverer reads at a time.
+const feedPage = 100
+
+// WebhookDeliverer runs this node's deliveries: it claims subscriptions (leased like a
+// signer), and for each it holds reads the completions feed after the subscription's cursor
+// and posts each event that passes its filter, in order, one at a time, until the receiver
+// answers 2xx; only then does the cursor move (fenced by the lease token), so delivery is at
+// least once and in order, and a node that takes a subscription over resumes from it.
+type WebhookDeliverer struct {
+	cfg     WebhookConfig
+	node    string
+	store   SubscriptionStore
+	feed    CompletionStore
+	notify  *FeedNotifier
+	client  *http.Client
+	metrics *telemetry.Metrics
+	log     *log.Helper
+
+	mu      sync.Mutex
+	running map[uuid.UUID]*runningDelivery
+	wg      sync.WaitGroup
+}
+
+type runningDelivery struct {
+	token  int64
+	cancel context.CancelFunc
+	// lag is how long the oldest event not yet delivered has waited (0: none waits).
+	lag atomic.Int64
+}
+
+// NewWebhookDeliverer wires the deliverer; its HTTP client connects only where the network
+// policy allows (checked on the address it dials, after resolution) and follows no redirect.
+func NewWebhookDeliverer(cfg WebhookConfig, node NodeName, store SubscriptionStore, feed CompletionStore, notify *FeedNotifier, metrics *telemetry.Metrics, logger log.Logger) (*WebhookDeliverer, error) {
+	d := &WebhookDeliverer{cfg: cfg, node: string(node), store: store, feed: feed, notify: notify, metrics: metrics,
+		log: log.NewHelper(log.With(logger, "component", "webhooks")), running: map[uuid.UUID]*runningDelivery{}}
+	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: func(_, address string, _ syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return err
+		}
+		ip, err := netip.ParseAddr(host)
+		if err != nil {
+			return err
+		}
+		return cfg.Network.CheckAddress(ip)
+	}}
+	d.client = &http.Client{
+		Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, TLSHandshakeTimeout: cfg.Timeout},
+		// A redirect could lead anywhere, the forbidden ranges included: it is an answer
+		// that is not 2xx, so a failure.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	if metrics != nil {
+		err := metrics.RegisterFloatGauge(telemetry.WebhookLagSeconds, "How long the oldest event not yet delivered to each subscription this node delivers has waited, in seconds (0: none waits).",
+			func(_ context.Context, record func(float64, ...attribute.KeyValue)) {
+				d.mu.Lock()
+				defer d.mu.Unlock()
+				for id, r := range d.running {
+					record(time.Duration(r.lag.Load()).Seconds(), attribute.String("subscription", id.String()))
+				}
+			})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Pass claims and renews this node's subscriptions, starts a delivery for each new one and
+// stops those it no longer holds.
+func (d *WebhookDeliverer) Pass(ctx context.Context) {
+	claimed, err := d.store.Claim(ctx, d.node, d.cfg.ClaimsPerPass, d.cfg.Lease)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warnw("msg", "webhook claim pass failed", "error", err.Error())
+		}
+		return
+	}
+	held := map[uuid.UUID]bool{}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range claimed {
+		held[c.ID] = true
+		if r, ok := d.running[c.ID]; ok && r.token == c.Token {
+			continue
+		} else if ok {
+			r.cancel()
+		}
+		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		r := &runningDelivery{token: c.Token, cancel: cancel}
+		d.running[c.ID] = r
+		d.wg.Go(func() { d.deliver(runCtx, c, r) })
+		d.log.Infow("msg", "delivering webhook subscription", "subscription", c.ID.String(), "fencing_token", c.Token, "cursor", c.Cursor)
+	}
+	for id, r := range d.running {
+		if !held[id] {
+			r.cancel()
+			delete(d.running, id)
+		}
+	}
+}
+
+// Stop ends every delivery and lets this node's subscriptions go at once.
+func (d *WebhookDeliverer) Stop(ctx context.Context) {
+	d.mu.Lock()
+	for id, r := range d.running {
+		r.cancel()
+		delete(d.running, id)
+	}
+	d.mu.Unlock()
+	d.wg.Wait()
+	if err := d.store.Release(ctx, d.node); err != nil {
+		d.log.Warnw("msg", "releasing webhook subscriptions", "error", err.Error())
+	}
+}
+
+// deliver sends c's events until its context ends or its lease is lost.
+func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r *runningDelivery) {
+	defer func() {
+		d.mu.Lock()
+		if d.running[c.ID] == r {
+			delete(d.running, c.ID)
+		}
+		d.mu.Unlock()
+	}()
+	var signers []string
+	if len(c.Filter.Signers) > 0 {
+		for _, s := range c.Filter.Signers {
+			signers = append(signers, s.Hex())
+		}
+	}
+	var chain uint64
+	if len(c.Filter.Chains) == 1 {
+		chain = c.Filter.Chains[0]
+	}
+	cursor := c.Cursor
+	for ctx.Err() == nil {
+		changed := d.notify.Changed()
+		page, err := d.feed.ListAfter(ctx, FeedPosition(cursor), feedPage, signers, chain)
+		if err != nil {
+			if !d.sleep(ctx, d.cfg.BackoffMin) {
+				return
+			}
+			continue
+		}
+		if len(page) == 0 {
+			r.lag.Store(0)
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		skipped := int64(-1)
+		for _, cpl := range page {
+			if !c.Filter.Matches(domain.EventCompletion, cpl.ChainID, cpl.Signer, string(cpl.Status)) {
+				skipped = int64(cpl.Position)
+				continue
+			}
+			r.lag.Store(int64(time.Since(cpl.CompletedAt)))
+			if !d.sendUntilAccepted(ctx, c, cpl) {
+				return
+			}
+			moved, err := d.store.Advance(ctx, c, d.node, int64(cpl.Position), 1)
+			if err != nil || !moved {
+				d.lost(c, err)
+				return
+			}
+			cursor, skipped = int64(cpl.Position), -1
+		}
+		if skipped > cursor {
+			if moved, err := d.store.Advance(ctx, c, d.node, skipped, 0); err != nil || !moved {
+				d.lost(c, err)
+				return
+			}
+			cursor = skipped
+		}
+	}
+}
+
+func (d *WebhookDeliverer) lost(c ClaimedSubscription, err error) {
+	if err != nil {
+		d.log.Warnw("msg", "webhook cursor not moved; the subscription is delivered again from its cursor", "subscription", c.ID.String(), "error", err.Error())
+		return
+	}
+	d.log.Infow("msg", "webhook subscription lease lost; another node delivers it from its cursor", "subscription", c.ID.String(), "fencing_token", c.Token)
+}
+
+// sendUntilAccepted posts one event until the receiver answers 2xx, backing off between
+// tries; false when the context ended, the lease was lost or the subscription died.
+func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubscription, cpl Completion) bool {
+	body := webhookBody(c.ID, cpl)
+	eventID := "completion:" + cpl.TxID.String()
+	wait := d.cfg.BackoffMin
+	for attempt := 1; ; attempt++ {
+		err := d.post(ctx, c, eventID, body)
+		if err == nil {
+			d.count(ctx, "delivered", attempt > 1)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		d.count(ctx, "failed", false)
+		state, held, recErr := d.store.Failed(ctx, c, d.node, err.Error(), d.cfg.DeadAfter)
+		if recErr != nil || !held {
+			d.lost(c, recErr)
+			return false
+		}
+		if state == domain.SubscriptionDead {
+			d.log.Errorw("msg", "webhook subscription dead: deliveries failed past webhooks.deadAfter", "subscription", c.ID.String(), "url", c.URL, "error", err.Error())
+			return false
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			d.log.Warnw("msg", "webhook delivery failed; retrying with backoff", "subscription", c.ID.String(), "event", eventID, "attempt", attempt, "error", err.Error())
+		}
+		// Full jitter: a receiver coming back is not met by every node's retries at once.
+		if !d.sleep(ctx, time.Duration(rand.Int64N(int64(wait)))+d.cfg.BackoffMin/2) {
+			return false
+		}
+		wait = min(wait*2, d.cfg.BackoffMax)
+	}
+}
+
+func (d *WebhookDeliverer) count(ctx context.Context, result string, retried bool) {
+	if d.metrics == nil {
+		return
+	}
+	d.metrics.WebhookDelivery(ctx, result, retried)
+}
+
+// post sends one event, signed; an answer other than 2xx is a failure naming the status.
+func (d *WebhookDeliverer) post(ctx context.Context, c ClaimedSubscription, eventID string, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "txmanager-webhooks/1")
+	req.Header.Set("Txm-Event-Id", eventID)
+	req.Header.Set("Idempotency-Key", eventID)
+	req.Header.Set("Txm-Subscription-Id", c.ID.String())
+	req.Header.Set("Txm-Signature", domain.WebhookSignature(c.Secret, time.Now(), body))
+	resp, err := d.client.Do(req)
+	if err != nil {
+		var forbidden error
+		if errors.Is(err, domain.ErrDestinationForbidden) {
+			forbidden = err
+		}
+		if forbidden != nil {
+			return forbidden
+		}
+		return fmt.Errorf("post: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("receiver answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func (d *WebhookDeliverer) sleep(ctx context.Context, wait time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(wait):
+		return true
+	}
+}
+
+// WebhookEvent is the body of one delivery.
+type WebhookEvent struct {
+	ID             string            `json:"id"`
+	Kind           string            `json:"kind"`
+	SubscriptionID string            `json:"subscriptionId"`
+	Cursor         string            `json:"cursor"`
+	Completion     WebhookCompletion `json:"completion"`
+}
+
+// WebhookCompletion is a completion as the feed's API answers it.
+type WebhookCompletion struct {
+	TxID        string `json:"txId"`
+	ChainID     string `json:"chainId"`
+	Signer      string `json:"signer"`
+	Nonce       string `json:"nonce"`
+	Status      string `json:"status"`
+	TxHash      string `json:"txHash"`
+	BlockNumber string `json:"blockNumber"`
+	CompletedAt string `json:"completedAt"`
+	Placeholder bool   `json:"placeholder"`
+	RequestID   string `json:"requestId"`
+	Recovered   bool   `json:"recovered"`
+	Fee         string `json:"fee"`
+	Reason      string `json:"reason"`
+}
+
+func webhookBody(subscription uuid.UUID, cpl Completion) []byte {
+	e := WebhookEvent{ID: "completion:" + cpl.TxID.String(), Kind: domain.EventCompletion, SubscriptionID: subscription.String(), Cursor: cpl.Position.String(),
+		Completion: WebhookCompletion{TxID: cpl.TxID.String(), ChainID: strconv.FormatUint(cpl.ChainID, 10), Signer: cpl.Signer.Hex(), Nonce: strconv.FormatUint(cpl.Nonce, 10),
+			Status: string(cpl.Status), BlockNumber: strconv.FormatUint(cpl.BlockNumber, 10), CompletedAt: cpl.CompletedAt.UTC().Format(time.RFC3339Nano),
+			Placeholder: cpl.Placeholder, RequestID: cpl.RequestID, Recovered: cpl.Recovered, Reason: cpl.Reason}}
+	if cpl.TxHash != nil {
+		e.Completion.TxHash = cpl.TxHash.Hex()
+	}
+	if cpl.Fee != nil {
+		e.Completion.Fee = cpl.Fee.String()
+	}
+	body, err := json.Marshal(e)
+	if err != nil {
+		panic(fmt.Sprintf("webhook event marshal: %v", err)) // every field marshals
+	}
+	return body
+}

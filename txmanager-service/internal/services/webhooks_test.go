@@ -1,0 +1,247 @@
+package services_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
+)
+
+func webhookConfig() services.WebhookConfig {
+	return services.WebhookConfig{Enabled: true, Lease: time.Second, PassInterval: 100 * time.Millisecond, Timeout: 2 * time.Second,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond, DeadAfter: time.Hour, ClaimsPerPass: 4,
+		Network: domain.NetworkPolicy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, AllowHTTP: true}}
+}
+
+// addCompletions appends n positioned completions to the feed, as finality writes them.
+func addCompletions(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	_, err := pool.Exec(t.Context(), `WITH head AS (SELECT last_position FROM feed_sequencer WHERE id FOR UPDATE),
+		added AS (
+			INSERT INTO tx_completions (chain_id, tx_id, signer, status, feed_position, positioned_at)
+			SELECT 1337, gen_random_uuid(), '0x06497E1D26D6C5A126E29FFbb240F267C4851c42', 'CONFIRMED', (SELECT last_position FROM head) + g, now()
+			FROM generate_series(1, $1::int) g
+			RETURNING feed_position)
+		UPDATE feed_sequencer SET last_position = (SELECT max(feed_position) FROM added) WHERE id`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// receiver is a webhook endpoint that checks every signature, fails a share of deliveries,
+// can be taken down, and records what it accepted.
+type receiver struct {
+	secret []byte
+	mu     sync.Mutex
+	rnd    *rand.Rand
+	// failShare of deliveries are answered 503; down answers every one 503.
+	failShare float64
+	down      bool
+	accepted  []string        // event ids in the order they were first accepted
+	seen      map[string]bool // accepted at least once
+	refused   map[string]bool // answered 503 at least once
+	// duplicates counts events accepted again; unexplained those never refused before.
+	duplicates, unexplained int
+	badSignatures           int
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if err := domain.VerifyWebhookSignature(rc.secret, r.Header.Get("Txm-Signature"), body, time.Now(), 5*time.Minute); err != nil {
+		rc.badSignatures++
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	id := r.Header.Get("Txm-Event-Id")
+	if rc.down || rc.rnd.Float64() < rc.failShare {
+		rc.refused[id] = true
+		http.Error(w, "try later", http.StatusServiceUnavailable)
+		return
+	}
+	if rc.seen[id] {
+		rc.duplicates++
+		if !rc.refused[id] {
+			rc.unexplained++
+		}
+	} else {
+		rc.seen[id] = true
+		rc.accepted = append(rc.accepted, id)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Deliveries to a receiver that fails 30% of them and goes down for a while, with the node
+// delivering the subscription stopped midway: every completion arrives, first deliveries in
+// feed order, every signature verifies, and a repeat comes only after the receiver refused
+// that event (or from the takeover, counted).
+func TestWebhooksDeliverEveryCompletionInOrderThroughFailuresAndATakeover(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	const secret = "whsec_test_0123456789abcdef"
+	rc := &receiver{secret: []byte(secret), rnd: rand.New(rand.NewPCG(49, 30)), failShare: 0.3, seen: map[string]bool{}, refused: map[string]bool{}}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+
+	store, feed := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool)
+	trail := testsupport.AuditTrail(t, pool, "node-a")
+	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, trail, cfg, testLogger())
+	sub, gotSecret, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", Secret: secret, FromStart: true}, "ops")
+	if err != nil || gotSecret != secret {
+		t.Fatalf("subscribe: %v", err)
+	}
+	addCompletions(t, pool, 100)
+
+	notify := services.NewFeedNotifier()
+	start := func(node string) (*services.WebhookDeliverer, context.CancelFunc) {
+		d, err := services.NewWebhookDeliverer(cfg, services.NodeName(node), store, feed, notify, nil, testLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		loopCtx, cancel := context.WithCancel(ctx)
+		go func() {
+			for loopCtx.Err() == nil {
+				d.Pass(loopCtx)
+				select {
+				case <-loopCtx.Done():
+				case <-time.After(cfg.PassInterval):
+				}
+			}
+		}()
+		return d, cancel
+	}
+	a, stopA := start("node-a")
+	waitFor(t, 30*time.Second, "a first share delivered by node-a", func() bool { rc.mu.Lock(); defer rc.mu.Unlock(); return len(rc.accepted) >= 30 })
+	// node-a stops renewing (a paused or cut-off process): it goes on delivering until its
+	// lease lapses and its next cursor write is fenced; node-b takes over from the cursor.
+	stopA()
+	t.Cleanup(func() { a.Stop(context.Background()) })
+	b, stopB := start("node-b")
+	t.Cleanup(func() { stopB(); b.Stop(context.Background()) })
+	addCompletions(t, pool, 100)
+	rc.mu.Lock()
+	rc.down = true
+	rc.mu.Unlock()
+	time.Sleep(2 * time.Second)
+	rc.mu.Lock()
+	rc.down = false
+	rc.mu.Unlock()
+	addCompletions(t, pool, 100)
+	waitFor(t, 60*time.Second, "all 300 completions delivered", func() bool { rc.mu.Lock(); defer rc.mu.Unlock(); return len(rc.accepted) == 300 })
+
+	rows, err := pool.Query(ctx, `SELECT 'completion:' || tx_id FROM tx_completions ORDER BY feed_position`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if strings.Join(rc.accepted, ",") != strings.Join(want, ",") {
+		t.Fatalf("first deliveries are not the feed's order (%d accepted, %d in the feed)", len(rc.accepted), len(want))
+	}
+	if rc.badSignatures != 0 || rc.unexplained > 1 {
+		t.Fatalf("%d bad signatures, %d repeats of events never refused (at most one, the takeover's, is explained)", rc.badSignatures, rc.unexplained)
+	}
+	got, err := book.Get(ctx, sub.ID.String())
+	if err != nil || got.Owner != "node-b" || got.Delivered < 300 || got.FailingSince != nil {
+		t.Fatalf("the subscription after delivery: %+v %v", got, err)
+	}
+	t.Logf("300 completions delivered in order through 30%% failures, a 2 s outage and a takeover: %d refused at least once, %d repeats after a refusal, %d after the takeover",
+		len(rc.refused), rc.duplicates-rc.unexplained, rc.unexplained)
+}
+
+// Subscriptions the network policy or the limits refuse are refused with the field or the
+// rule named, and nothing is stored.
+func TestHostileSubscriptionsAreRefused(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	cfg := webhookConfig()
+	cfg.Network = domain.NetworkPolicy{} // production: public https only
+	store := repositories.NewWebhookRepository(pool)
+	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, repositories.NewCompletionRepository(pool), testsupport.AuditTrail(t, pool, "n"), cfg, testLogger())
+	many := make([]string, 101)
+	for i := range many {
+		many[i] = "CONFIRMED"
+	}
+	tests := []struct {
+		name string
+		in   services.SubscriptionInput
+		want string // a field name, or "forbidden" for the network policy
+	}{
+		{"another scheme", services.SubscriptionInput{URL: "ftp://93.184.215.14/hook"}, "forbidden"},
+		{"javascript", services.SubscriptionInput{URL: "javascript:alert(1)"}, "forbidden"},
+		{"plain http outside development", services.SubscriptionInput{URL: "http://93.184.215.14/hook"}, "forbidden"},
+		{"loopback", services.SubscriptionInput{URL: "https://127.0.0.1:8443/hook"}, "forbidden"},
+		{"IPv6 loopback", services.SubscriptionInput{URL: "https://[::1]/hook"}, "forbidden"},
+		{"cloud metadata", services.SubscriptionInput{URL: "https://169.254.169.254/latest/meta-data"}, "forbidden"},
+		{"a private range", services.SubscriptionInput{URL: "https://10.1.2.3/hook"}, "forbidden"},
+		{"an IPv4-mapped private address", services.SubscriptionInput{URL: "https://[::ffff:192.168.1.1]/hook"}, "forbidden"},
+		{"a name resolving to loopback", services.SubscriptionInput{URL: "https://localhost/hook"}, "forbidden"},
+		{"user information", services.SubscriptionInput{URL: "https://user:pw@93.184.215.14/hook"}, "url"},
+		{"no host", services.SubscriptionInput{URL: "https:///hook"}, "url"},
+		{"an oversized URL", services.SubscriptionInput{URL: "https://93.184.215.14/" + strings.Repeat("a", 3000)}, "url"},
+		{"a short secret", services.SubscriptionInput{URL: "https://93.184.215.14/hook", Secret: "short"}, "secret"},
+		{"an oversized secret", services.SubscriptionInput{URL: "https://93.184.215.14/hook", Secret: strings.Repeat("s", 300)}, "secret"},
+		{"a secret with spaces", services.SubscriptionInput{URL: "https://93.184.215.14/hook", Secret: "a secret with spaces in it"}, "secret"},
+		{"an oversized filter", services.SubscriptionInput{URL: "https://93.184.215.14/hook", States: many}, "filter.states"},
+		{"a state that is not final", services.SubscriptionInput{URL: "https://93.184.215.14/hook", States: []string{"TRACKING"}}, "filter.states"},
+		{"an unknown kind", services.SubscriptionInput{URL: "https://93.184.215.14/hook", Kinds: []string{"everything"}}, "filter.kinds"},
+		{"a malformed signer", services.SubscriptionInput{URL: "https://93.184.215.14/hook", Signers: []string{"0x12"}}, "filter.signers[0]"},
+		{"chain 0", services.SubscriptionInput{URL: "https://93.184.215.14/hook", Chains: []uint64{0}}, "filter.chains"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := book.Create(t.Context(), tc.in, "ops")
+			var v *domain.ValidationError
+			switch {
+			case tc.want == "forbidden" && errors.Is(err, domain.ErrDestinationForbidden):
+			case tc.want != "forbidden" && errors.As(err, &v) && v.Field == tc.want:
+			default:
+				t.Fatalf("got %v, want %s", err, tc.want)
+			}
+			t.Logf("%v", err)
+		})
+	}
+	if n, err := store.Count(t.Context()); err != nil || n != 0 {
+		t.Fatalf("%d subscriptions stored (%v), want none", n, err)
+	}
+	// The one a public https URL passes (a literal address: no resolution needed here).
+	if _, secret, err := book.Create(t.Context(), services.SubscriptionInput{URL: "https://93.184.215.14/hook"}, "ops"); err != nil || !strings.HasPrefix(secret, "whsec_") {
+		t.Fatalf("a public https receiver: %v (generated secret %q)", err, secret)
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
