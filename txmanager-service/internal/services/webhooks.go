@@ -170,7 +170,9 @@ func (b *WebhookBook) Get(ctx context.Context, id string) (domain.Subscription, 
 }
 
 // List reads every subscription.
-func (b *WebhookBook) List(ctx context.Context) ([]domain.Subscription, error) { return b.store.List(ctx) }
+func (b *WebhookBook) List(ctx context.Context) ([]domain.Subscription, error) {
+	return b.store.List(ctx)
+}
 
 // SetState pauses, resumes or revives (a dead one) a subscription.
 func (b *WebhookBook) SetState(ctx context.Context, id string, state domain.SubscriptionState, by string) (domain.Subscription, error) {
