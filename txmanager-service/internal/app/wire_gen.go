@@ -158,7 +158,10 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	adminController := controllers.NewAdminController(chains, controllersRouting, forwarder, signerRoster, policyBook, auditTrail, logger)
+	webhookRepository := repositories.NewWebhookRepository(pool)
+	webhookConfig := newWebhookConfig(bootstrap)
+	webhookBook := services.NewWebhookBook(manager, webhookRepository, completionRepository, auditTrail, webhookConfig, logger)
+	adminController := controllers.NewAdminController(chains, controllersRouting, forwarder, signerRoster, policyBook, auditTrail, webhookBook, logger)
 	v := ReadinessChainsOf(chainStacks)
 	health := server.NewHealth(confServer, pool, serverWatch, v, metrics)
 	auth := bootstrap.Auth
@@ -196,8 +199,6 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	retentionLoop := workers.NewRetentionLoop(intervals, retention, adminRetention, logger)
 	rosterLoop := workers.NewRosterLoop(signerRoster, logger)
 	approvalLoop := workers.NewApprovalLoop(intervals, approvalDesk, chains, logger)
-	webhookConfig := newWebhookConfig(bootstrap)
-	webhookRepository := repositories.NewWebhookRepository(pool)
 	webhookDeliverer, err := services.NewWebhookDeliverer(webhookConfig, nodeName, webhookRepository, completionRepository, feedNotifier, metrics, logger)
 	if err != nil {
 		cleanup7()

@@ -22,13 +22,14 @@ type AdminController struct {
 	roster    *services.SignerRoster
 	policies  *services.PolicyBook
 	audit     *services.AuditTrail
+	webhooks  *services.WebhookBook
 	log       *log.Helper
 }
 
 // NewAdminController wires the controller.
 func NewAdminController(chains *services.Chains, routing Routing, forwarder OwnerForwarder, roster *services.SignerRoster, policies *services.PolicyBook,
-	audit *services.AuditTrail, logger log.Logger) *AdminController {
-	return &AdminController{chains: chains, routing: routing, forwarder: forwarder, roster: roster, policies: policies, audit: audit,
+	audit *services.AuditTrail, webhooks *services.WebhookBook, logger log.Logger) *AdminController {
+	return &AdminController{chains: chains, routing: routing, forwarder: forwarder, roster: roster, policies: policies, audit: audit, webhooks: webhooks,
 		log: log.NewHelper(log.With(logger, "component", "admin-api"))}
 }
 

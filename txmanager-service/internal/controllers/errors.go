@@ -71,6 +71,8 @@ func ToAPIError(logger *log.Helper, err error) error {
 		return v1.ErrorSignerPaused("%s", err.Error())
 	case errors.As(err, &denied):
 		return withMetadata(v1.ErrorPolicyDenied("%s", denied.Error()), "rule", denied.Rule, "scope", denied.Scope, "version", strconv.FormatInt(denied.Version, 10))
+	case errors.Is(err, domain.ErrDestinationForbidden):
+		return withMetadata(v1.ErrorInvalidArgument("%s", err.Error()), "field", "url")
 	case errors.Is(err, domain.ErrApprovalForbidden):
 		return v1.ErrorApprovalForbidden("%s", err.Error())
 	case errors.Is(err, domain.ErrApprovalClosed):

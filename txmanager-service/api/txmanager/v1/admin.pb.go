@@ -24,6 +24,547 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type CreateWebhookRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// https (http and private networks only where webhooks.allowHTTP / allowNetworks or
+	// development allow them); redirects are not followed.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// 16 to 256 printable ASCII characters; empty: the service generates one.
+	Secret string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	// Filters; an empty list means all.
+	Chains  []uint64 `protobuf:"varint,3,rep,packed,name=chains,proto3" json:"chains,omitempty"`
+	Signers []string `protobuf:"bytes,4,rep,name=signers,proto3" json:"signers,omitempty"`
+	// Final states: CONFIRMED, FAILED_FINAL, EXPIRED, REJECTED, REFUSED.
+	States []string `protobuf:"bytes,5,rep,name=states,proto3" json:"states,omitempty"`
+	// Event kinds: completion.
+	Kinds       []string `protobuf:"bytes,6,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	Description string   `protobuf:"bytes,7,opt,name=description,proto3" json:"description,omitempty"`
+	// Deliver the whole feed still kept; otherwise from the feed's head at creation.
+	FromStart     bool `protobuf:"varint,8,opt,name=from_start,json=fromStart,proto3" json:"from_start,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebhookRequest) Reset() {
+	*x = CreateWebhookRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebhookRequest) ProtoMessage() {}
+
+func (x *CreateWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebhookRequest.ProtoReflect.Descriptor instead.
+func (*CreateWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CreateWebhookRequest) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *CreateWebhookRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *CreateWebhookRequest) GetChains() []uint64 {
+	if x != nil {
+		return x.Chains
+	}
+	return nil
+}
+
+func (x *CreateWebhookRequest) GetSigners() []string {
+	if x != nil {
+		return x.Signers
+	}
+	return nil
+}
+
+func (x *CreateWebhookRequest) GetStates() []string {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *CreateWebhookRequest) GetKinds() []string {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *CreateWebhookRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateWebhookRequest) GetFromStart() bool {
+	if x != nil {
+		return x.FromStart
+	}
+	return false
+}
+
+type CreateWebhookResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Webhook *Webhook               `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	// The signing secret: answered this once, never again.
+	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateWebhookResponse) Reset() {
+	*x = CreateWebhookResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateWebhookResponse) ProtoMessage() {}
+
+func (x *CreateWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateWebhookResponse.ProtoReflect.Descriptor instead.
+func (*CreateWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CreateWebhookResponse) GetWebhook() *Webhook {
+	if x != nil {
+		return x.Webhook
+	}
+	return nil
+}
+
+func (x *CreateWebhookResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type Webhook struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SubscriptionId string                 `protobuf:"bytes,1,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
+	Url            string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	Chains         []uint64               `protobuf:"varint,3,rep,packed,name=chains,proto3" json:"chains,omitempty"`
+	Signers        []string               `protobuf:"bytes,4,rep,name=signers,proto3" json:"signers,omitempty"`
+	States         []string               `protobuf:"bytes,5,rep,name=states,proto3" json:"states,omitempty"`
+	Kinds          []string               `protobuf:"bytes,6,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	Description    string                 `protobuf:"bytes,7,opt,name=description,proto3" json:"description,omitempty"`
+	// active, paused or dead.
+	State string `protobuf:"bytes,8,opt,name=state,proto3" json:"state,omitempty"`
+	// The feed position of the last event delivered or skipped.
+	Cursor    int64 `protobuf:"varint,9,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Delivered int64 `protobuf:"varint,10,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	// The node delivering it now ("" when none holds its lease).
+	OwnerNode     string                 `protobuf:"bytes,11,opt,name=owner_node,json=ownerNode,proto3" json:"owner_node,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	CreatedBy     string                 `protobuf:"bytes,13,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	LastSuccessAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=last_success_at,json=lastSuccessAt,proto3" json:"last_success_at,omitempty"`
+	// Since when deliveries fail, and the last failure.
+	FailingSince  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=failing_since,json=failingSince,proto3" json:"failing_since,omitempty"`
+	LastError     string                 `protobuf:"bytes,16,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Webhook) Reset() {
+	*x = Webhook{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Webhook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Webhook) ProtoMessage() {}
+
+func (x *Webhook) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Webhook.ProtoReflect.Descriptor instead.
+func (*Webhook) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Webhook) GetSubscriptionId() string {
+	if x != nil {
+		return x.SubscriptionId
+	}
+	return ""
+}
+
+func (x *Webhook) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *Webhook) GetChains() []uint64 {
+	if x != nil {
+		return x.Chains
+	}
+	return nil
+}
+
+func (x *Webhook) GetSigners() []string {
+	if x != nil {
+		return x.Signers
+	}
+	return nil
+}
+
+func (x *Webhook) GetStates() []string {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *Webhook) GetKinds() []string {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *Webhook) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Webhook) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Webhook) GetCursor() int64 {
+	if x != nil {
+		return x.Cursor
+	}
+	return 0
+}
+
+func (x *Webhook) GetDelivered() int64 {
+	if x != nil {
+		return x.Delivered
+	}
+	return 0
+}
+
+func (x *Webhook) GetOwnerNode() string {
+	if x != nil {
+		return x.OwnerNode
+	}
+	return ""
+}
+
+func (x *Webhook) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Webhook) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *Webhook) GetLastSuccessAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSuccessAt
+	}
+	return nil
+}
+
+func (x *Webhook) GetFailingSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FailingSince
+	}
+	return nil
+}
+
+func (x *Webhook) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+type ListWebhooksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhooksRequest) Reset() {
+	*x = ListWebhooksRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhooksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhooksRequest) ProtoMessage() {}
+
+func (x *ListWebhooksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhooksRequest.ProtoReflect.Descriptor instead.
+func (*ListWebhooksRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+type ListWebhooksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Webhooks      []*Webhook             `protobuf:"bytes,1,rep,name=webhooks,proto3" json:"webhooks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWebhooksResponse) Reset() {
+	*x = ListWebhooksResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWebhooksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWebhooksResponse) ProtoMessage() {}
+
+func (x *ListWebhooksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWebhooksResponse.ProtoReflect.Descriptor instead.
+func (*ListWebhooksResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListWebhooksResponse) GetWebhooks() []*Webhook {
+	if x != nil {
+		return x.Webhooks
+	}
+	return nil
+}
+
+type WebhookRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SubscriptionId string                 `protobuf:"bytes,1,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WebhookRequest) Reset() {
+	*x = WebhookRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WebhookRequest) ProtoMessage() {}
+
+func (x *WebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WebhookRequest.ProtoReflect.Descriptor instead.
+func (*WebhookRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *WebhookRequest) GetSubscriptionId() string {
+	if x != nil {
+		return x.SubscriptionId
+	}
+	return ""
+}
+
+type ReplayWebhookRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	SubscriptionId string                 `protobuf:"bytes,1,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
+	// A feed position (a completion's cursor); 0 replays everything still kept.
+	Cursor        int64 `protobuf:"varint,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayWebhookRequest) Reset() {
+	*x = ReplayWebhookRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayWebhookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayWebhookRequest) ProtoMessage() {}
+
+func (x *ReplayWebhookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayWebhookRequest.ProtoReflect.Descriptor instead.
+func (*ReplayWebhookRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ReplayWebhookRequest) GetSubscriptionId() string {
+	if x != nil {
+		return x.SubscriptionId
+	}
+	return ""
+}
+
+func (x *ReplayWebhookRequest) GetCursor() int64 {
+	if x != nil {
+		return x.Cursor
+	}
+	return 0
+}
+
+type DeleteWebhookResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteWebhookResponse) Reset() {
+	*x = DeleteWebhookResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteWebhookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteWebhookResponse) ProtoMessage() {}
+
+func (x *DeleteWebhookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteWebhookResponse.ProtoReflect.Descriptor instead.
+func (*DeleteWebhookResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
 type PauseSignerRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
@@ -35,7 +576,7 @@ type PauseSignerRequest struct {
 
 func (x *PauseSignerRequest) Reset() {
 	*x = PauseSignerRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +588,7 @@ func (x *PauseSignerRequest) String() string {
 func (*PauseSignerRequest) ProtoMessage() {}
 
 func (x *PauseSignerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +601,7 @@ func (x *PauseSignerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSignerRequest.ProtoReflect.Descriptor instead.
 func (*PauseSignerRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PauseSignerRequest) GetSigner() string {
@@ -89,7 +630,7 @@ type PolicyScopeRequest struct {
 
 func (x *PolicyScopeRequest) Reset() {
 	*x = PolicyScopeRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -101,7 +642,7 @@ func (x *PolicyScopeRequest) String() string {
 func (*PolicyScopeRequest) ProtoMessage() {}
 
 func (x *PolicyScopeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -114,7 +655,7 @@ func (x *PolicyScopeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyScopeRequest.ProtoReflect.Descriptor instead.
 func (*PolicyScopeRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PolicyScopeRequest) GetScopeKind() string {
@@ -144,7 +685,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -156,7 +697,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -169,7 +710,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetPolicyRequest) GetScopeKind() string {
@@ -208,7 +749,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -220,7 +761,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -233,7 +774,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Policy) GetScopeKind() string {
@@ -288,7 +829,7 @@ type DeletePolicyResponse struct {
 
 func (x *DeletePolicyResponse) Reset() {
 	*x = DeletePolicyResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +841,7 @@ func (x *DeletePolicyResponse) String() string {
 func (*DeletePolicyResponse) ProtoMessage() {}
 
 func (x *DeletePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +854,7 @@ func (x *DeletePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePolicyResponse.ProtoReflect.Descriptor instead.
 func (*DeletePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeletePolicyResponse) GetVersion() int64 {
@@ -331,7 +872,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -343,7 +884,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -356,7 +897,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 type ListPoliciesResponse struct {
@@ -368,7 +909,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +921,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +934,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*Policy {
@@ -417,7 +958,7 @@ type PolicyVersion struct {
 
 func (x *PolicyVersion) Reset() {
 	*x = PolicyVersion{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +970,7 @@ func (x *PolicyVersion) String() string {
 func (*PolicyVersion) ProtoMessage() {}
 
 func (x *PolicyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +983,7 @@ func (x *PolicyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyVersion.ProtoReflect.Descriptor instead.
 func (*PolicyVersion) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PolicyVersion) GetVersion() int64 {
@@ -489,7 +1030,7 @@ type ListPolicyVersionsResponse struct {
 
 func (x *ListPolicyVersionsResponse) Reset() {
 	*x = ListPolicyVersionsResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +1042,7 @@ func (x *ListPolicyVersionsResponse) String() string {
 func (*ListPolicyVersionsResponse) ProtoMessage() {}
 
 func (x *ListPolicyVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +1055,7 @@ func (x *ListPolicyVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPolicyVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPolicyVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListPolicyVersionsResponse) GetVersions() []*PolicyVersion {
@@ -542,7 +1083,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +1095,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +1108,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() int64 {
@@ -632,7 +1173,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +1185,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +1198,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AuditRecord) GetSeq() int64 {
@@ -741,7 +1282,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +1294,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +1307,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -791,7 +1332,7 @@ type VerifyAuditRequest struct {
 
 func (x *VerifyAuditRequest) Reset() {
 	*x = VerifyAuditRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +1344,7 @@ func (x *VerifyAuditRequest) String() string {
 func (*VerifyAuditRequest) ProtoMessage() {}
 
 func (x *VerifyAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +1357,7 @@ func (x *VerifyAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyAuditRequest.ProtoReflect.Descriptor instead.
 func (*VerifyAuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 type VerifyAuditResponse struct {
@@ -837,7 +1378,7 @@ type VerifyAuditResponse struct {
 
 func (x *VerifyAuditResponse) Reset() {
 	*x = VerifyAuditResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +1390,7 @@ func (x *VerifyAuditResponse) String() string {
 func (*VerifyAuditResponse) ProtoMessage() {}
 
 func (x *VerifyAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +1403,7 @@ func (x *VerifyAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyAuditResponse.ProtoReflect.Descriptor instead.
 func (*VerifyAuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *VerifyAuditResponse) GetOk() bool {
@@ -932,7 +1473,7 @@ type AddSignerRequest struct {
 
 func (x *AddSignerRequest) Reset() {
 	*x = AddSignerRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1485,7 @@ func (x *AddSignerRequest) String() string {
 func (*AddSignerRequest) ProtoMessage() {}
 
 func (x *AddSignerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1498,7 @@ func (x *AddSignerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddSignerRequest.ProtoReflect.Descriptor instead.
 func (*AddSignerRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AddSignerRequest) GetSigner() string {
@@ -999,7 +1540,7 @@ type RetireSignerRequest struct {
 
 func (x *RetireSignerRequest) Reset() {
 	*x = RetireSignerRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1552,7 @@ func (x *RetireSignerRequest) String() string {
 func (*RetireSignerRequest) ProtoMessage() {}
 
 func (x *RetireSignerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1565,7 @@ func (x *RetireSignerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireSignerRequest.ProtoReflect.Descriptor instead.
 func (*RetireSignerRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RetireSignerRequest) GetSigner() string {
@@ -1049,7 +1590,7 @@ type ListRosterRequest struct {
 
 func (x *ListRosterRequest) Reset() {
 	*x = ListRosterRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1602,7 @@ func (x *ListRosterRequest) String() string {
 func (*ListRosterRequest) ProtoMessage() {}
 
 func (x *ListRosterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1615,7 @@ func (x *ListRosterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRosterRequest.ProtoReflect.Descriptor instead.
 func (*ListRosterRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 type ListRosterResponse struct {
@@ -1086,7 +1627,7 @@ type ListRosterResponse struct {
 
 func (x *ListRosterResponse) Reset() {
 	*x = ListRosterResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1639,7 @@ func (x *ListRosterResponse) String() string {
 func (*ListRosterResponse) ProtoMessage() {}
 
 func (x *ListRosterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1652,7 @@ func (x *ListRosterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRosterResponse.ProtoReflect.Descriptor instead.
 func (*ListRosterResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListRosterResponse) GetSigners() []*RosterSigner {
@@ -1148,7 +1689,7 @@ type RosterSigner struct {
 
 func (x *RosterSigner) Reset() {
 	*x = RosterSigner{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1701,7 @@ func (x *RosterSigner) String() string {
 func (*RosterSigner) ProtoMessage() {}
 
 func (x *RosterSigner) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1714,7 @@ func (x *RosterSigner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RosterSigner.ProtoReflect.Descriptor instead.
 func (*RosterSigner) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RosterSigner) GetSigner() string {
@@ -1292,7 +1833,7 @@ type GetQuarantineRequest struct {
 
 func (x *GetQuarantineRequest) Reset() {
 	*x = GetQuarantineRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1845,7 @@ func (x *GetQuarantineRequest) String() string {
 func (*GetQuarantineRequest) ProtoMessage() {}
 
 func (x *GetQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1858,7 @@ func (x *GetQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*GetQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetQuarantineRequest) GetSigner() string {
@@ -1368,7 +1909,7 @@ type ReleaseSignerRequest struct {
 
 func (x *ReleaseSignerRequest) Reset() {
 	*x = ReleaseSignerRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1921,7 @@ func (x *ReleaseSignerRequest) String() string {
 func (*ReleaseSignerRequest) ProtoMessage() {}
 
 func (x *ReleaseSignerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1934,7 @@ func (x *ReleaseSignerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSignerRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseSignerRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReleaseSignerRequest) GetSigner() string {
@@ -1454,7 +1995,7 @@ type Quarantine struct {
 
 func (x *Quarantine) Reset() {
 	*x = Quarantine{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[21]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +2007,7 @@ func (x *Quarantine) String() string {
 func (*Quarantine) ProtoMessage() {}
 
 func (x *Quarantine) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[21]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +2020,7 @@ func (x *Quarantine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quarantine.ProtoReflect.Descriptor instead.
 func (*Quarantine) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Quarantine) GetSigner() string {
@@ -1617,7 +2158,7 @@ type NonceRange struct {
 
 func (x *NonceRange) Reset() {
 	*x = NonceRange{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[22]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +2170,7 @@ func (x *NonceRange) String() string {
 func (*NonceRange) ProtoMessage() {}
 
 func (x *NonceRange) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[22]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +2183,7 @@ func (x *NonceRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NonceRange.ProtoReflect.Descriptor instead.
 func (*NonceRange) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NonceRange) GetClass() string {
@@ -1700,7 +2241,7 @@ type UnknownNonce struct {
 
 func (x *UnknownNonce) Reset() {
 	*x = UnknownNonce{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[23]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +2253,7 @@ func (x *UnknownNonce) String() string {
 func (*UnknownNonce) ProtoMessage() {}
 
 func (x *UnknownNonce) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[23]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +2266,7 @@ func (x *UnknownNonce) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnknownNonce.ProtoReflect.Descriptor instead.
 func (*UnknownNonce) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UnknownNonce) GetNonce() uint64 {
@@ -1832,7 +2373,7 @@ type ResolveTxRequest struct {
 
 func (x *ResolveTxRequest) Reset() {
 	*x = ResolveTxRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[24]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2385,7 @@ func (x *ResolveTxRequest) String() string {
 func (*ResolveTxRequest) ProtoMessage() {}
 
 func (x *ResolveTxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[24]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2398,7 @@ func (x *ResolveTxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTxRequest.ProtoReflect.Descriptor instead.
 func (*ResolveTxRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResolveTxRequest) GetTxId() string {
@@ -1893,7 +2434,7 @@ type ResolveTxResponse struct {
 
 func (x *ResolveTxResponse) Reset() {
 	*x = ResolveTxResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[25]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2446,7 @@ func (x *ResolveTxResponse) String() string {
 func (*ResolveTxResponse) ProtoMessage() {}
 
 func (x *ResolveTxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[25]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2459,7 @@ func (x *ResolveTxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTxResponse.ProtoReflect.Descriptor instead.
 func (*ResolveTxResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResolveTxResponse) GetTxId() string {
@@ -1953,7 +2494,7 @@ type GetSignerStatusRequest struct {
 
 func (x *GetSignerStatusRequest) Reset() {
 	*x = GetSignerStatusRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[26]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2506,7 @@ func (x *GetSignerStatusRequest) String() string {
 func (*GetSignerStatusRequest) ProtoMessage() {}
 
 func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[26]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2519,7 @@ func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSignerStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetSignerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetSignerStatusRequest) GetSigner() string {
@@ -2036,7 +2577,7 @@ type SignerStatus struct {
 
 func (x *SignerStatus) Reset() {
 	*x = SignerStatus{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[27]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2589,7 @@ func (x *SignerStatus) String() string {
 func (*SignerStatus) ProtoMessage() {}
 
 func (x *SignerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[27]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2602,7 @@ func (x *SignerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerStatus.ProtoReflect.Descriptor instead.
 func (*SignerStatus) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SignerStatus) GetSigner() string {
@@ -2200,7 +2741,7 @@ type ListSignersRequest struct {
 
 func (x *ListSignersRequest) Reset() {
 	*x = ListSignersRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[28]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2753,7 @@ func (x *ListSignersRequest) String() string {
 func (*ListSignersRequest) ProtoMessage() {}
 
 func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[28]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2766,7 @@ func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
 func (*ListSignersRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListSignersRequest) GetChainId() uint64 {
@@ -2245,7 +2786,7 @@ type ListSignersResponse struct {
 
 func (x *ListSignersResponse) Reset() {
 	*x = ListSignersResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[29]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2798,7 @@ func (x *ListSignersResponse) String() string {
 func (*ListSignersResponse) ProtoMessage() {}
 
 func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[29]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2811,7 @@ func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
 func (*ListSignersResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListSignersResponse) GetSigners() []*SignerStatus {
@@ -2294,7 +2835,7 @@ type ListStuckRequest struct {
 
 func (x *ListStuckRequest) Reset() {
 	*x = ListStuckRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[30]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2847,7 @@ func (x *ListStuckRequest) String() string {
 func (*ListStuckRequest) ProtoMessage() {}
 
 func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[30]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2860,7 @@ func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckRequest.ProtoReflect.Descriptor instead.
 func (*ListStuckRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListStuckRequest) GetSigner() string {
@@ -2352,7 +2893,7 @@ type ListStuckResponse struct {
 
 func (x *ListStuckResponse) Reset() {
 	*x = ListStuckResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[31]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2905,7 @@ func (x *ListStuckResponse) String() string {
 func (*ListStuckResponse) ProtoMessage() {}
 
 func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[31]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2918,7 @@ func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckResponse.ProtoReflect.Descriptor instead.
 func (*ListStuckResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListStuckResponse) GetTxs() []*Tx {
@@ -2395,7 +2936,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[32]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2948,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[32]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2961,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 type Node struct {
@@ -2443,7 +2984,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[33]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2996,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[33]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +3009,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Node) GetNodeId() string {
@@ -2543,7 +3084,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[34]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +3096,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[34]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +3109,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -2582,7 +3123,51 @@ var File_api_txmanager_v1_admin_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"@\n" +
+	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe1\x01\n" +
+	"\x14CreateWebhookRequest\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x16\n" +
+	"\x06chains\x18\x03 \x03(\x04R\x06chains\x12\x18\n" +
+	"\asigners\x18\x04 \x03(\tR\asigners\x12\x16\n" +
+	"\x06states\x18\x05 \x03(\tR\x06states\x12\x14\n" +
+	"\x05kinds\x18\x06 \x03(\tR\x05kinds\x12 \n" +
+	"\vdescription\x18\a \x01(\tR\vdescription\x12\x1d\n" +
+	"\n" +
+	"from_start\x18\b \x01(\bR\tfromStart\"`\n" +
+	"\x15CreateWebhookResponse\x12/\n" +
+	"\awebhook\x18\x01 \x01(\v2\x15.txmanager.v1.WebhookR\awebhook\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xaf\x04\n" +
+	"\aWebhook\x12'\n" +
+	"\x0fsubscription_id\x18\x01 \x01(\tR\x0esubscriptionId\x12\x10\n" +
+	"\x03url\x18\x02 \x01(\tR\x03url\x12\x16\n" +
+	"\x06chains\x18\x03 \x03(\x04R\x06chains\x12\x18\n" +
+	"\asigners\x18\x04 \x03(\tR\asigners\x12\x16\n" +
+	"\x06states\x18\x05 \x03(\tR\x06states\x12\x14\n" +
+	"\x05kinds\x18\x06 \x03(\tR\x05kinds\x12 \n" +
+	"\vdescription\x18\a \x01(\tR\vdescription\x12\x14\n" +
+	"\x05state\x18\b \x01(\tR\x05state\x12\x16\n" +
+	"\x06cursor\x18\t \x01(\x03R\x06cursor\x12\x1c\n" +
+	"\tdelivered\x18\n" +
+	" \x01(\x03R\tdelivered\x12\x1d\n" +
+	"\n" +
+	"owner_node\x18\v \x01(\tR\townerNode\x129\n" +
+	"\n" +
+	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\r \x01(\tR\tcreatedBy\x12B\n" +
+	"\x0flast_success_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\rlastSuccessAt\x12?\n" +
+	"\rfailing_since\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\ffailingSince\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x10 \x01(\tR\tlastError\"\x15\n" +
+	"\x13ListWebhooksRequest\"I\n" +
+	"\x14ListWebhooksResponse\x121\n" +
+	"\bwebhooks\x18\x01 \x03(\v2\x15.txmanager.v1.WebhookR\bwebhooks\"9\n" +
+	"\x0eWebhookRequest\x12'\n" +
+	"\x0fsubscription_id\x18\x01 \x01(\tR\x0esubscriptionId\"W\n" +
+	"\x14ReplayWebhookRequest\x12'\n" +
+	"\x0fsubscription_id\x18\x01 \x01(\tR\x0esubscriptionId\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\x03R\x06cursor\"\x17\n" +
+	"\x15DeleteWebhookResponse\"@\n" +
 	"\x12PauseSignerRequest\x12\x16\n" +
 	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\"I\n" +
@@ -2806,7 +3391,7 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x06leases\x18\b \x01(\x04R\x06leases\x12 \n" +
 	"\vincarnation\x18\t \x01(\tR\vincarnation\"=\n" +
 	"\x11ListNodesResponse\x12(\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\xa6\x12\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\xa2\x19\n" +
 	"\fAdminService\x12{\n" +
 	"\x0fGetSignerStatus\x12$.txmanager.v1.GetSignerStatusRequest\x1a\x1a.txmanager.v1.SignerStatus\"&\x82\xd3\xe4\x93\x02 \x12\x1e/api/v1/admin/signers/{signer}\x12q\n" +
 	"\vListSigners\x12 .txmanager.v1.ListSignersRequest\x1a!.txmanager.v1.ListSignersResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/api/v1/admin/signers\x12i\n" +
@@ -2827,7 +3412,15 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\fListPolicies\x12!.txmanager.v1.ListPoliciesRequest\x1a\".txmanager.v1.ListPoliciesResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/api/v1/admin/policies\x12\x9e\x01\n" +
 	"\x12ListPolicyVersions\x12 .txmanager.v1.PolicyScopeRequest\x1a(.txmanager.v1.ListPolicyVersionsResponse\"<\x82\xd3\xe4\x93\x026\x124/api/v1/admin/policies/{scope_kind}/{scope}/versions\x12i\n" +
 	"\tListAudit\x12\x1e.txmanager.v1.ListAuditRequest\x1a\x1f.txmanager.v1.ListAuditResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/api/v1/admin/audit\x12v\n" +
-	"\vVerifyAudit\x12 .txmanager.v1.VerifyAuditRequest\x1a!.txmanager.v1.VerifyAuditResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/api/v1/admin/audit/verifyB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\vVerifyAudit\x12 .txmanager.v1.VerifyAuditRequest\x1a!.txmanager.v1.VerifyAuditResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/api/v1/admin/audit/verify\x12{\n" +
+	"\rCreateWebhook\x12\".txmanager.v1.CreateWebhookRequest\x1a#.txmanager.v1.CreateWebhookResponse\"!\x82\xd3\xe4\x93\x02\x1b:\x01*\"\x16/api/v1/admin/webhooks\x12u\n" +
+	"\fListWebhooks\x12!.txmanager.v1.ListWebhooksRequest\x1a\".txmanager.v1.ListWebhooksResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/api/v1/admin/webhooks\x12s\n" +
+	"\n" +
+	"GetWebhook\x12\x1c.txmanager.v1.WebhookRequest\x1a\x15.txmanager.v1.Webhook\"0\x82\xd3\xe4\x93\x02*\x12(/api/v1/admin/webhooks/{subscription_id}\x12~\n" +
+	"\fPauseWebhook\x12\x1c.txmanager.v1.WebhookRequest\x1a\x15.txmanager.v1.Webhook\"9\x82\xd3\xe4\x93\x023:\x01*\"./api/v1/admin/webhooks/{subscription_id}/pause\x12\x80\x01\n" +
+	"\rResumeWebhook\x12\x1c.txmanager.v1.WebhookRequest\x1a\x15.txmanager.v1.Webhook\":\x82\xd3\xe4\x93\x024:\x01*\"//api/v1/admin/webhooks/{subscription_id}/resume\x12\x86\x01\n" +
+	"\rReplayWebhook\x12\".txmanager.v1.ReplayWebhookRequest\x1a\x15.txmanager.v1.Webhook\":\x82\xd3\xe4\x93\x024:\x01*\"//api/v1/admin/webhooks/{subscription_id}/replay\x12\x84\x01\n" +
+	"\rDeleteWebhook\x12\x1c.txmanager.v1.WebhookRequest\x1a#.txmanager.v1.DeleteWebhookResponse\"0\x82\xd3\xe4\x93\x02**(/api/v1/admin/webhooks/{subscription_id}B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_admin_proto_rawDescOnce sync.Once
@@ -2841,120 +3434,147 @@ func file_api_txmanager_v1_admin_proto_rawDescGZIP() []byte {
 	return file_api_txmanager_v1_admin_proto_rawDescData
 }
 
-var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_api_txmanager_v1_admin_proto_goTypes = []any{
-	(*PauseSignerRequest)(nil),         // 0: txmanager.v1.PauseSignerRequest
-	(*PolicyScopeRequest)(nil),         // 1: txmanager.v1.PolicyScopeRequest
-	(*SetPolicyRequest)(nil),           // 2: txmanager.v1.SetPolicyRequest
-	(*Policy)(nil),                     // 3: txmanager.v1.Policy
-	(*DeletePolicyResponse)(nil),       // 4: txmanager.v1.DeletePolicyResponse
-	(*ListPoliciesRequest)(nil),        // 5: txmanager.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),       // 6: txmanager.v1.ListPoliciesResponse
-	(*PolicyVersion)(nil),              // 7: txmanager.v1.PolicyVersion
-	(*ListPolicyVersionsResponse)(nil), // 8: txmanager.v1.ListPolicyVersionsResponse
-	(*ListAuditRequest)(nil),           // 9: txmanager.v1.ListAuditRequest
-	(*AuditRecord)(nil),                // 10: txmanager.v1.AuditRecord
-	(*ListAuditResponse)(nil),          // 11: txmanager.v1.ListAuditResponse
-	(*VerifyAuditRequest)(nil),         // 12: txmanager.v1.VerifyAuditRequest
-	(*VerifyAuditResponse)(nil),        // 13: txmanager.v1.VerifyAuditResponse
-	(*AddSignerRequest)(nil),           // 14: txmanager.v1.AddSignerRequest
-	(*RetireSignerRequest)(nil),        // 15: txmanager.v1.RetireSignerRequest
-	(*ListRosterRequest)(nil),          // 16: txmanager.v1.ListRosterRequest
-	(*ListRosterResponse)(nil),         // 17: txmanager.v1.ListRosterResponse
-	(*RosterSigner)(nil),               // 18: txmanager.v1.RosterSigner
-	(*GetQuarantineRequest)(nil),       // 19: txmanager.v1.GetQuarantineRequest
-	(*ReleaseSignerRequest)(nil),       // 20: txmanager.v1.ReleaseSignerRequest
-	(*Quarantine)(nil),                 // 21: txmanager.v1.Quarantine
-	(*NonceRange)(nil),                 // 22: txmanager.v1.NonceRange
-	(*UnknownNonce)(nil),               // 23: txmanager.v1.UnknownNonce
-	(*ResolveTxRequest)(nil),           // 24: txmanager.v1.ResolveTxRequest
-	(*ResolveTxResponse)(nil),          // 25: txmanager.v1.ResolveTxResponse
-	(*GetSignerStatusRequest)(nil),     // 26: txmanager.v1.GetSignerStatusRequest
-	(*SignerStatus)(nil),               // 27: txmanager.v1.SignerStatus
-	(*ListSignersRequest)(nil),         // 28: txmanager.v1.ListSignersRequest
-	(*ListSignersResponse)(nil),        // 29: txmanager.v1.ListSignersResponse
-	(*ListStuckRequest)(nil),           // 30: txmanager.v1.ListStuckRequest
-	(*ListStuckResponse)(nil),          // 31: txmanager.v1.ListStuckResponse
-	(*ListNodesRequest)(nil),           // 32: txmanager.v1.ListNodesRequest
-	(*Node)(nil),                       // 33: txmanager.v1.Node
-	(*ListNodesResponse)(nil),          // 34: txmanager.v1.ListNodesResponse
-	(*structpb.Struct)(nil),            // 35: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),      // 36: google.protobuf.Timestamp
-	(*Tx)(nil),                         // 37: txmanager.v1.Tx
+	(*CreateWebhookRequest)(nil),       // 0: txmanager.v1.CreateWebhookRequest
+	(*CreateWebhookResponse)(nil),      // 1: txmanager.v1.CreateWebhookResponse
+	(*Webhook)(nil),                    // 2: txmanager.v1.Webhook
+	(*ListWebhooksRequest)(nil),        // 3: txmanager.v1.ListWebhooksRequest
+	(*ListWebhooksResponse)(nil),       // 4: txmanager.v1.ListWebhooksResponse
+	(*WebhookRequest)(nil),             // 5: txmanager.v1.WebhookRequest
+	(*ReplayWebhookRequest)(nil),       // 6: txmanager.v1.ReplayWebhookRequest
+	(*DeleteWebhookResponse)(nil),      // 7: txmanager.v1.DeleteWebhookResponse
+	(*PauseSignerRequest)(nil),         // 8: txmanager.v1.PauseSignerRequest
+	(*PolicyScopeRequest)(nil),         // 9: txmanager.v1.PolicyScopeRequest
+	(*SetPolicyRequest)(nil),           // 10: txmanager.v1.SetPolicyRequest
+	(*Policy)(nil),                     // 11: txmanager.v1.Policy
+	(*DeletePolicyResponse)(nil),       // 12: txmanager.v1.DeletePolicyResponse
+	(*ListPoliciesRequest)(nil),        // 13: txmanager.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),       // 14: txmanager.v1.ListPoliciesResponse
+	(*PolicyVersion)(nil),              // 15: txmanager.v1.PolicyVersion
+	(*ListPolicyVersionsResponse)(nil), // 16: txmanager.v1.ListPolicyVersionsResponse
+	(*ListAuditRequest)(nil),           // 17: txmanager.v1.ListAuditRequest
+	(*AuditRecord)(nil),                // 18: txmanager.v1.AuditRecord
+	(*ListAuditResponse)(nil),          // 19: txmanager.v1.ListAuditResponse
+	(*VerifyAuditRequest)(nil),         // 20: txmanager.v1.VerifyAuditRequest
+	(*VerifyAuditResponse)(nil),        // 21: txmanager.v1.VerifyAuditResponse
+	(*AddSignerRequest)(nil),           // 22: txmanager.v1.AddSignerRequest
+	(*RetireSignerRequest)(nil),        // 23: txmanager.v1.RetireSignerRequest
+	(*ListRosterRequest)(nil),          // 24: txmanager.v1.ListRosterRequest
+	(*ListRosterResponse)(nil),         // 25: txmanager.v1.ListRosterResponse
+	(*RosterSigner)(nil),               // 26: txmanager.v1.RosterSigner
+	(*GetQuarantineRequest)(nil),       // 27: txmanager.v1.GetQuarantineRequest
+	(*ReleaseSignerRequest)(nil),       // 28: txmanager.v1.ReleaseSignerRequest
+	(*Quarantine)(nil),                 // 29: txmanager.v1.Quarantine
+	(*NonceRange)(nil),                 // 30: txmanager.v1.NonceRange
+	(*UnknownNonce)(nil),               // 31: txmanager.v1.UnknownNonce
+	(*ResolveTxRequest)(nil),           // 32: txmanager.v1.ResolveTxRequest
+	(*ResolveTxResponse)(nil),          // 33: txmanager.v1.ResolveTxResponse
+	(*GetSignerStatusRequest)(nil),     // 34: txmanager.v1.GetSignerStatusRequest
+	(*SignerStatus)(nil),               // 35: txmanager.v1.SignerStatus
+	(*ListSignersRequest)(nil),         // 36: txmanager.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),        // 37: txmanager.v1.ListSignersResponse
+	(*ListStuckRequest)(nil),           // 38: txmanager.v1.ListStuckRequest
+	(*ListStuckResponse)(nil),          // 39: txmanager.v1.ListStuckResponse
+	(*ListNodesRequest)(nil),           // 40: txmanager.v1.ListNodesRequest
+	(*Node)(nil),                       // 41: txmanager.v1.Node
+	(*ListNodesResponse)(nil),          // 42: txmanager.v1.ListNodesResponse
+	(*timestamppb.Timestamp)(nil),      // 43: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),            // 44: google.protobuf.Struct
+	(*Tx)(nil),                         // 45: txmanager.v1.Tx
 }
 var file_api_txmanager_v1_admin_proto_depIdxs = []int32{
-	35, // 0: txmanager.v1.SetPolicyRequest.policy:type_name -> google.protobuf.Struct
-	35, // 1: txmanager.v1.Policy.policy:type_name -> google.protobuf.Struct
-	36, // 2: txmanager.v1.Policy.updated_at:type_name -> google.protobuf.Timestamp
-	3,  // 3: txmanager.v1.ListPoliciesResponse.policies:type_name -> txmanager.v1.Policy
-	35, // 4: txmanager.v1.PolicyVersion.policy:type_name -> google.protobuf.Struct
-	36, // 5: txmanager.v1.PolicyVersion.changed_at:type_name -> google.protobuf.Timestamp
-	7,  // 6: txmanager.v1.ListPolicyVersionsResponse.versions:type_name -> txmanager.v1.PolicyVersion
-	36, // 7: txmanager.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	36, // 8: txmanager.v1.AuditRecord.at:type_name -> google.protobuf.Timestamp
-	10, // 9: txmanager.v1.ListAuditResponse.records:type_name -> txmanager.v1.AuditRecord
-	18, // 10: txmanager.v1.ListRosterResponse.signers:type_name -> txmanager.v1.RosterSigner
-	36, // 11: txmanager.v1.RosterSigner.added_at:type_name -> google.protobuf.Timestamp
-	36, // 12: txmanager.v1.RosterSigner.retiring_at:type_name -> google.protobuf.Timestamp
-	36, // 13: txmanager.v1.RosterSigner.retired_at:type_name -> google.protobuf.Timestamp
-	36, // 14: txmanager.v1.RosterSigner.paused_at:type_name -> google.protobuf.Timestamp
-	36, // 15: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
-	36, // 16: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
-	23, // 17: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
-	22, // 18: txmanager.v1.Quarantine.ranges:type_name -> txmanager.v1.NonceRange
-	36, // 19: txmanager.v1.Quarantine.release_requested_at:type_name -> google.protobuf.Timestamp
-	36, // 20: txmanager.v1.UnknownNonce.unclaimed_until:type_name -> google.protobuf.Timestamp
-	37, // 21: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
-	36, // 22: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
-	36, // 23: txmanager.v1.SignerStatus.signing_failing_since:type_name -> google.protobuf.Timestamp
-	27, // 24: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
-	37, // 25: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
-	36, // 26: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	36, // 27: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
-	33, // 28: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
-	26, // 29: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
-	28, // 30: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
-	30, // 31: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
-	32, // 32: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
-	24, // 33: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
-	19, // 34: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
-	20, // 35: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
-	14, // 36: txmanager.v1.AdminService.AddSigner:input_type -> txmanager.v1.AddSignerRequest
-	15, // 37: txmanager.v1.AdminService.RetireSigner:input_type -> txmanager.v1.RetireSignerRequest
-	16, // 38: txmanager.v1.AdminService.ListRoster:input_type -> txmanager.v1.ListRosterRequest
-	0,  // 39: txmanager.v1.AdminService.PauseSigner:input_type -> txmanager.v1.PauseSignerRequest
-	0,  // 40: txmanager.v1.AdminService.ResumeSigner:input_type -> txmanager.v1.PauseSignerRequest
-	2,  // 41: txmanager.v1.AdminService.SetPolicy:input_type -> txmanager.v1.SetPolicyRequest
-	1,  // 42: txmanager.v1.AdminService.GetPolicy:input_type -> txmanager.v1.PolicyScopeRequest
-	1,  // 43: txmanager.v1.AdminService.DeletePolicy:input_type -> txmanager.v1.PolicyScopeRequest
-	5,  // 44: txmanager.v1.AdminService.ListPolicies:input_type -> txmanager.v1.ListPoliciesRequest
-	1,  // 45: txmanager.v1.AdminService.ListPolicyVersions:input_type -> txmanager.v1.PolicyScopeRequest
-	9,  // 46: txmanager.v1.AdminService.ListAudit:input_type -> txmanager.v1.ListAuditRequest
-	12, // 47: txmanager.v1.AdminService.VerifyAudit:input_type -> txmanager.v1.VerifyAuditRequest
-	27, // 48: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
-	29, // 49: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
-	31, // 50: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
-	34, // 51: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
-	25, // 52: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
-	21, // 53: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
-	21, // 54: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
-	18, // 55: txmanager.v1.AdminService.AddSigner:output_type -> txmanager.v1.RosterSigner
-	18, // 56: txmanager.v1.AdminService.RetireSigner:output_type -> txmanager.v1.RosterSigner
-	17, // 57: txmanager.v1.AdminService.ListRoster:output_type -> txmanager.v1.ListRosterResponse
-	18, // 58: txmanager.v1.AdminService.PauseSigner:output_type -> txmanager.v1.RosterSigner
-	18, // 59: txmanager.v1.AdminService.ResumeSigner:output_type -> txmanager.v1.RosterSigner
-	3,  // 60: txmanager.v1.AdminService.SetPolicy:output_type -> txmanager.v1.Policy
-	3,  // 61: txmanager.v1.AdminService.GetPolicy:output_type -> txmanager.v1.Policy
-	4,  // 62: txmanager.v1.AdminService.DeletePolicy:output_type -> txmanager.v1.DeletePolicyResponse
-	6,  // 63: txmanager.v1.AdminService.ListPolicies:output_type -> txmanager.v1.ListPoliciesResponse
-	8,  // 64: txmanager.v1.AdminService.ListPolicyVersions:output_type -> txmanager.v1.ListPolicyVersionsResponse
-	11, // 65: txmanager.v1.AdminService.ListAudit:output_type -> txmanager.v1.ListAuditResponse
-	13, // 66: txmanager.v1.AdminService.VerifyAudit:output_type -> txmanager.v1.VerifyAuditResponse
-	48, // [48:67] is the sub-list for method output_type
-	29, // [29:48] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	2,  // 0: txmanager.v1.CreateWebhookResponse.webhook:type_name -> txmanager.v1.Webhook
+	43, // 1: txmanager.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
+	43, // 2: txmanager.v1.Webhook.last_success_at:type_name -> google.protobuf.Timestamp
+	43, // 3: txmanager.v1.Webhook.failing_since:type_name -> google.protobuf.Timestamp
+	2,  // 4: txmanager.v1.ListWebhooksResponse.webhooks:type_name -> txmanager.v1.Webhook
+	44, // 5: txmanager.v1.SetPolicyRequest.policy:type_name -> google.protobuf.Struct
+	44, // 6: txmanager.v1.Policy.policy:type_name -> google.protobuf.Struct
+	43, // 7: txmanager.v1.Policy.updated_at:type_name -> google.protobuf.Timestamp
+	11, // 8: txmanager.v1.ListPoliciesResponse.policies:type_name -> txmanager.v1.Policy
+	44, // 9: txmanager.v1.PolicyVersion.policy:type_name -> google.protobuf.Struct
+	43, // 10: txmanager.v1.PolicyVersion.changed_at:type_name -> google.protobuf.Timestamp
+	15, // 11: txmanager.v1.ListPolicyVersionsResponse.versions:type_name -> txmanager.v1.PolicyVersion
+	43, // 12: txmanager.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	43, // 13: txmanager.v1.AuditRecord.at:type_name -> google.protobuf.Timestamp
+	18, // 14: txmanager.v1.ListAuditResponse.records:type_name -> txmanager.v1.AuditRecord
+	26, // 15: txmanager.v1.ListRosterResponse.signers:type_name -> txmanager.v1.RosterSigner
+	43, // 16: txmanager.v1.RosterSigner.added_at:type_name -> google.protobuf.Timestamp
+	43, // 17: txmanager.v1.RosterSigner.retiring_at:type_name -> google.protobuf.Timestamp
+	43, // 18: txmanager.v1.RosterSigner.retired_at:type_name -> google.protobuf.Timestamp
+	43, // 19: txmanager.v1.RosterSigner.paused_at:type_name -> google.protobuf.Timestamp
+	43, // 20: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
+	43, // 21: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
+	31, // 22: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
+	30, // 23: txmanager.v1.Quarantine.ranges:type_name -> txmanager.v1.NonceRange
+	43, // 24: txmanager.v1.Quarantine.release_requested_at:type_name -> google.protobuf.Timestamp
+	43, // 25: txmanager.v1.UnknownNonce.unclaimed_until:type_name -> google.protobuf.Timestamp
+	45, // 26: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
+	43, // 27: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
+	43, // 28: txmanager.v1.SignerStatus.signing_failing_since:type_name -> google.protobuf.Timestamp
+	35, // 29: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
+	45, // 30: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
+	43, // 31: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	43, // 32: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
+	41, // 33: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
+	34, // 34: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
+	36, // 35: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
+	38, // 36: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
+	40, // 37: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
+	32, // 38: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
+	27, // 39: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
+	28, // 40: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
+	22, // 41: txmanager.v1.AdminService.AddSigner:input_type -> txmanager.v1.AddSignerRequest
+	23, // 42: txmanager.v1.AdminService.RetireSigner:input_type -> txmanager.v1.RetireSignerRequest
+	24, // 43: txmanager.v1.AdminService.ListRoster:input_type -> txmanager.v1.ListRosterRequest
+	8,  // 44: txmanager.v1.AdminService.PauseSigner:input_type -> txmanager.v1.PauseSignerRequest
+	8,  // 45: txmanager.v1.AdminService.ResumeSigner:input_type -> txmanager.v1.PauseSignerRequest
+	10, // 46: txmanager.v1.AdminService.SetPolicy:input_type -> txmanager.v1.SetPolicyRequest
+	9,  // 47: txmanager.v1.AdminService.GetPolicy:input_type -> txmanager.v1.PolicyScopeRequest
+	9,  // 48: txmanager.v1.AdminService.DeletePolicy:input_type -> txmanager.v1.PolicyScopeRequest
+	13, // 49: txmanager.v1.AdminService.ListPolicies:input_type -> txmanager.v1.ListPoliciesRequest
+	9,  // 50: txmanager.v1.AdminService.ListPolicyVersions:input_type -> txmanager.v1.PolicyScopeRequest
+	17, // 51: txmanager.v1.AdminService.ListAudit:input_type -> txmanager.v1.ListAuditRequest
+	20, // 52: txmanager.v1.AdminService.VerifyAudit:input_type -> txmanager.v1.VerifyAuditRequest
+	0,  // 53: txmanager.v1.AdminService.CreateWebhook:input_type -> txmanager.v1.CreateWebhookRequest
+	3,  // 54: txmanager.v1.AdminService.ListWebhooks:input_type -> txmanager.v1.ListWebhooksRequest
+	5,  // 55: txmanager.v1.AdminService.GetWebhook:input_type -> txmanager.v1.WebhookRequest
+	5,  // 56: txmanager.v1.AdminService.PauseWebhook:input_type -> txmanager.v1.WebhookRequest
+	5,  // 57: txmanager.v1.AdminService.ResumeWebhook:input_type -> txmanager.v1.WebhookRequest
+	6,  // 58: txmanager.v1.AdminService.ReplayWebhook:input_type -> txmanager.v1.ReplayWebhookRequest
+	5,  // 59: txmanager.v1.AdminService.DeleteWebhook:input_type -> txmanager.v1.WebhookRequest
+	35, // 60: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
+	37, // 61: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
+	39, // 62: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
+	42, // 63: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
+	33, // 64: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
+	29, // 65: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
+	29, // 66: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
+	26, // 67: txmanager.v1.AdminService.AddSigner:output_type -> txmanager.v1.RosterSigner
+	26, // 68: txmanager.v1.AdminService.RetireSigner:output_type -> txmanager.v1.RosterSigner
+	25, // 69: txmanager.v1.AdminService.ListRoster:output_type -> txmanager.v1.ListRosterResponse
+	26, // 70: txmanager.v1.AdminService.PauseSigner:output_type -> txmanager.v1.RosterSigner
+	26, // 71: txmanager.v1.AdminService.ResumeSigner:output_type -> txmanager.v1.RosterSigner
+	11, // 72: txmanager.v1.AdminService.SetPolicy:output_type -> txmanager.v1.Policy
+	11, // 73: txmanager.v1.AdminService.GetPolicy:output_type -> txmanager.v1.Policy
+	12, // 74: txmanager.v1.AdminService.DeletePolicy:output_type -> txmanager.v1.DeletePolicyResponse
+	14, // 75: txmanager.v1.AdminService.ListPolicies:output_type -> txmanager.v1.ListPoliciesResponse
+	16, // 76: txmanager.v1.AdminService.ListPolicyVersions:output_type -> txmanager.v1.ListPolicyVersionsResponse
+	19, // 77: txmanager.v1.AdminService.ListAudit:output_type -> txmanager.v1.ListAuditResponse
+	21, // 78: txmanager.v1.AdminService.VerifyAudit:output_type -> txmanager.v1.VerifyAuditResponse
+	1,  // 79: txmanager.v1.AdminService.CreateWebhook:output_type -> txmanager.v1.CreateWebhookResponse
+	4,  // 80: txmanager.v1.AdminService.ListWebhooks:output_type -> txmanager.v1.ListWebhooksResponse
+	2,  // 81: txmanager.v1.AdminService.GetWebhook:output_type -> txmanager.v1.Webhook
+	2,  // 82: txmanager.v1.AdminService.PauseWebhook:output_type -> txmanager.v1.Webhook
+	2,  // 83: txmanager.v1.AdminService.ResumeWebhook:output_type -> txmanager.v1.Webhook
+	2,  // 84: txmanager.v1.AdminService.ReplayWebhook:output_type -> txmanager.v1.Webhook
+	7,  // 85: txmanager.v1.AdminService.DeleteWebhook:output_type -> txmanager.v1.DeleteWebhookResponse
+	60, // [60:86] is the sub-list for method output_type
+	34, // [34:60] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_admin_proto_init() }
@@ -2969,7 +3589,7 @@ func file_api_txmanager_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_txmanager_v1_admin_proto_rawDesc), len(file_api_txmanager_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,13 @@ const (
 	AdminService_ListPolicyVersions_FullMethodName = "/txmanager.v1.AdminService/ListPolicyVersions"
 	AdminService_ListAudit_FullMethodName          = "/txmanager.v1.AdminService/ListAudit"
 	AdminService_VerifyAudit_FullMethodName        = "/txmanager.v1.AdminService/VerifyAudit"
+	AdminService_CreateWebhook_FullMethodName      = "/txmanager.v1.AdminService/CreateWebhook"
+	AdminService_ListWebhooks_FullMethodName       = "/txmanager.v1.AdminService/ListWebhooks"
+	AdminService_GetWebhook_FullMethodName         = "/txmanager.v1.AdminService/GetWebhook"
+	AdminService_PauseWebhook_FullMethodName       = "/txmanager.v1.AdminService/PauseWebhook"
+	AdminService_ResumeWebhook_FullMethodName      = "/txmanager.v1.AdminService/ResumeWebhook"
+	AdminService_ReplayWebhook_FullMethodName      = "/txmanager.v1.AdminService/ReplayWebhook"
+	AdminService_DeleteWebhook_FullMethodName      = "/txmanager.v1.AdminService/DeleteWebhook"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -106,6 +113,20 @@ type AdminServiceClient interface {
 	// it (one edited or deleted in the database), with the head to compare against a copy
 	// kept elsewhere.
 	VerifyAudit(ctx context.Context, in *VerifyAuditRequest, opts ...grpc.CallOption) (*VerifyAuditResponse, error)
+	// CreateWebhook subscribes a receiver to pushed events (docs/webhooks.md). The URL is
+	// checked against the network policy; the signing secret (generated when none is given)
+	// is answered this once.
+	CreateWebhook(ctx context.Context, in *CreateWebhookRequest, opts ...grpc.CallOption) (*CreateWebhookResponse, error)
+	// ListWebhooks lists every subscription with its cursor and delivery state.
+	ListWebhooks(ctx context.Context, in *ListWebhooksRequest, opts ...grpc.CallOption) (*ListWebhooksResponse, error)
+	GetWebhook(ctx context.Context, in *WebhookRequest, opts ...grpc.CallOption) (*Webhook, error)
+	// PauseWebhook stops deliveries until resumed; ResumeWebhook restarts them from the
+	// cursor (also for a dead subscription).
+	PauseWebhook(ctx context.Context, in *WebhookRequest, opts ...grpc.CallOption) (*Webhook, error)
+	ResumeWebhook(ctx context.Context, in *WebhookRequest, opts ...grpc.CallOption) (*Webhook, error)
+	// ReplayWebhook delivers again everything after a feed position.
+	ReplayWebhook(ctx context.Context, in *ReplayWebhookRequest, opts ...grpc.CallOption) (*Webhook, error)
+	DeleteWebhook(ctx context.Context, in *WebhookRequest, opts ...grpc.CallOption) (*DeleteWebhookResponse, error)
 }
 
 type adminServiceClient struct {
@@ -306,6 +327,76 @@ func (c *adminServiceClient) VerifyAudit(ctx context.Context, in *VerifyAuditReq
 	return out, nil
 }
 
+func (c *adminServiceClient) CreateWebhook(ctx context.Context, in *CreateWebhookRequest, opts ...grpc.CallOption) (*CreateWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateWebhookResponse)
+	err := c.cc.Invoke(ctx, AdminService_CreateWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListWebhooks(ctx context.Context, in *ListWebhooksRequest, opts ...grpc.CallOption) (*ListWebhooksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWebhooksResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListWebhooks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetWebhook(ctx context.Context, in *WebhookRequest, opts ...grpc.CallOption) (*Webhook, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Webhook)
+	err := c.cc.Invoke(ctx, AdminService_GetWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) PauseWebhook(ctx context.Context, in *WebhookRequest, opts ...grpc.CallOption) (*Webhook, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Webhook)
+	err := c.cc.Invoke(ctx, AdminService_PauseWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ResumeWebhook(ctx context.Context, in *WebhookRequest, opts ...grpc.CallOption) (*Webhook, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Webhook)
+	err := c.cc.Invoke(ctx, AdminService_ResumeWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ReplayWebhook(ctx context.Context, in *ReplayWebhookRequest, opts ...grpc.CallOption) (*Webhook, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Webhook)
+	err := c.cc.Invoke(ctx, AdminService_ReplayWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeleteWebhook(ctx context.Context, in *WebhookRequest, opts ...grpc.CallOption) (*DeleteWebhookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteWebhookResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeleteWebhook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -372,6 +463,20 @@ type AdminServiceServer interface {
 	// it (one edited or deleted in the database), with the head to compare against a copy
 	// kept elsewhere.
 	VerifyAudit(context.Context, *VerifyAuditRequest) (*VerifyAuditResponse, error)
+	// CreateWebhook subscribes a receiver to pushed events (docs/webhooks.md). The URL is
+	// checked against the network policy; the signing secret (generated when none is given)
+	// is answered this once.
+	CreateWebhook(context.Context, *CreateWebhookRequest) (*CreateWebhookResponse, error)
+	// ListWebhooks lists every subscription with its cursor and delivery state.
+	ListWebhooks(context.Context, *ListWebhooksRequest) (*ListWebhooksResponse, error)
+	GetWebhook(context.Context, *WebhookRequest) (*Webhook, error)
+	// PauseWebhook stops deliveries until resumed; ResumeWebhook restarts them from the
+	// cursor (also for a dead subscription).
+	PauseWebhook(context.Context, *WebhookRequest) (*Webhook, error)
+	ResumeWebhook(context.Context, *WebhookRequest) (*Webhook, error)
+	// ReplayWebhook delivers again everything after a feed position.
+	ReplayWebhook(context.Context, *ReplayWebhookRequest) (*Webhook, error)
+	DeleteWebhook(context.Context, *WebhookRequest) (*DeleteWebhookResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -438,6 +543,27 @@ func (UnimplementedAdminServiceServer) ListAudit(context.Context, *ListAuditRequ
 }
 func (UnimplementedAdminServiceServer) VerifyAudit(context.Context, *VerifyAuditRequest) (*VerifyAuditResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method VerifyAudit not implemented")
+}
+func (UnimplementedAdminServiceServer) CreateWebhook(context.Context, *CreateWebhookRequest) (*CreateWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateWebhook not implemented")
+}
+func (UnimplementedAdminServiceServer) ListWebhooks(context.Context, *ListWebhooksRequest) (*ListWebhooksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWebhooks not implemented")
+}
+func (UnimplementedAdminServiceServer) GetWebhook(context.Context, *WebhookRequest) (*Webhook, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetWebhook not implemented")
+}
+func (UnimplementedAdminServiceServer) PauseWebhook(context.Context, *WebhookRequest) (*Webhook, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseWebhook not implemented")
+}
+func (UnimplementedAdminServiceServer) ResumeWebhook(context.Context, *WebhookRequest) (*Webhook, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeWebhook not implemented")
+}
+func (UnimplementedAdminServiceServer) ReplayWebhook(context.Context, *ReplayWebhookRequest) (*Webhook, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReplayWebhook not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteWebhook(context.Context, *WebhookRequest) (*DeleteWebhookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteWebhook not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -802,6 +928,132 @@ func _AdminService_VerifyAudit_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_CreateWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreateWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreateWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreateWebhook(ctx, req.(*CreateWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListWebhooks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWebhooksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListWebhooks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListWebhooks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListWebhooks(ctx, req.(*ListWebhooksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetWebhook(ctx, req.(*WebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_PauseWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).PauseWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_PauseWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).PauseWebhook(ctx, req.(*WebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ResumeWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ResumeWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ResumeWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ResumeWebhook(ctx, req.(*WebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ReplayWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplayWebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ReplayWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ReplayWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ReplayWebhook(ctx, req.(*ReplayWebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeleteWebhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WebhookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteWebhook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeleteWebhook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteWebhook(ctx, req.(*WebhookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -884,6 +1136,34 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "VerifyAudit",
 			Handler:    _AdminService_VerifyAudit_Handler,
+		},
+		{
+			MethodName: "CreateWebhook",
+			Handler:    _AdminService_CreateWebhook_Handler,
+		},
+		{
+			MethodName: "ListWebhooks",
+			Handler:    _AdminService_ListWebhooks_Handler,
+		},
+		{
+			MethodName: "GetWebhook",
+			Handler:    _AdminService_GetWebhook_Handler,
+		},
+		{
+			MethodName: "PauseWebhook",
+			Handler:    _AdminService_PauseWebhook_Handler,
+		},
+		{
+			MethodName: "ResumeWebhook",
+			Handler:    _AdminService_ResumeWebhook_Handler,
+		},
+		{
+			MethodName: "ReplayWebhook",
+			Handler:    _AdminService_ReplayWebhook_Handler,
+		},
+		{
+			MethodName: "DeleteWebhook",
+			Handler:    _AdminService_DeleteWebhook_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

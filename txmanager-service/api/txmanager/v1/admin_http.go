@@ -33,6 +33,13 @@ type AdminServiceHTTPServer interface {
 	ListPolicyVersions(context.Context, *PolicyScopeRequest) (*ListPolicyVersionsResponse, error)
 	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	VerifyAudit(context.Context, *VerifyAuditRequest) (*VerifyAuditResponse, error)
+	CreateWebhook(context.Context, *CreateWebhookRequest) (*CreateWebhookResponse, error)
+	ListWebhooks(context.Context, *ListWebhooksRequest) (*ListWebhooksResponse, error)
+	GetWebhook(context.Context, *WebhookRequest) (*Webhook, error)
+	PauseWebhook(context.Context, *WebhookRequest) (*Webhook, error)
+	ResumeWebhook(context.Context, *WebhookRequest) (*Webhook, error)
+	ReplayWebhook(context.Context, *ReplayWebhookRequest) (*Webhook, error)
+	DeleteWebhook(context.Context, *WebhookRequest) (*DeleteWebhookResponse, error)
 }
 
 // RegisterAdminServiceHTTPServer adds the admin routes to s.
@@ -207,5 +214,36 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 	})
 	r.GET("/api/v1/admin/audit/verify", func(ctx http.Context) error {
 		return serve(ctx, AdminService_VerifyAudit_FullMethodName, &VerifyAuditRequest{}, srv.VerifyAudit)
+	})
+	r.POST("/api/v1/admin/webhooks", func(ctx http.Context) error {
+		var in CreateWebhookRequest
+		if err := DecodeJSONBody(ctx.Request(), opts.MaxBodyBytes, &in); err != nil {
+			return err
+		}
+		return serve(ctx, AdminService_CreateWebhook_FullMethodName, &in, srv.CreateWebhook)
+	})
+	r.GET("/api/v1/admin/webhooks", func(ctx http.Context) error {
+		return serve(ctx, AdminService_ListWebhooks_FullMethodName, &ListWebhooksRequest{}, srv.ListWebhooks)
+	})
+	webhookOf := func(ctx http.Context) *WebhookRequest { return &WebhookRequest{SubscriptionId: ctx.Vars().Get("subscription_id")} }
+	r.GET("/api/v1/admin/webhooks/{subscription_id}", func(ctx http.Context) error {
+		return serve(ctx, AdminService_GetWebhook_FullMethodName, webhookOf(ctx), srv.GetWebhook)
+	})
+	r.DELETE("/api/v1/admin/webhooks/{subscription_id}", func(ctx http.Context) error {
+		return serve(ctx, AdminService_DeleteWebhook_FullMethodName, webhookOf(ctx), srv.DeleteWebhook)
+	})
+	r.POST("/api/v1/admin/webhooks/{subscription_id}/pause", func(ctx http.Context) error {
+		return serve(ctx, AdminService_PauseWebhook_FullMethodName, webhookOf(ctx), srv.PauseWebhook)
+	})
+	r.POST("/api/v1/admin/webhooks/{subscription_id}/resume", func(ctx http.Context) error {
+		return serve(ctx, AdminService_ResumeWebhook_FullMethodName, webhookOf(ctx), srv.ResumeWebhook)
+	})
+	r.POST("/api/v1/admin/webhooks/{subscription_id}/replay", func(ctx http.Context) error {
+		var in ReplayWebhookRequest
+		if err := DecodeJSONBody(ctx.Request(), opts.MaxBodyBytes, &in); err != nil {
+			return err
+		}
+		in.SubscriptionId = ctx.Vars().Get("subscription_id")
+		return serve(ctx, AdminService_ReplayWebhook_FullMethodName, &in, srv.ReplayWebhook)
 	})
 }

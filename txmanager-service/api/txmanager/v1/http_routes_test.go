@@ -46,6 +46,27 @@ func (s *recordingServer) ApproveTx(_ context.Context, in *DecideApprovalRequest
 func (s *recordingServer) RejectTx(_ context.Context, in *DecideApprovalRequest) (*Approval, error) {
 	return record(s, in, &Approval{})
 }
+func (s *recordingServer) CreateWebhook(_ context.Context, in *CreateWebhookRequest) (*CreateWebhookResponse, error) {
+	return record(s, in, &CreateWebhookResponse{})
+}
+func (s *recordingServer) ListWebhooks(_ context.Context, in *ListWebhooksRequest) (*ListWebhooksResponse, error) {
+	return record(s, in, &ListWebhooksResponse{})
+}
+func (s *recordingServer) GetWebhook(_ context.Context, in *WebhookRequest) (*Webhook, error) {
+	return record(s, in, &Webhook{})
+}
+func (s *recordingServer) PauseWebhook(_ context.Context, in *WebhookRequest) (*Webhook, error) {
+	return record(s, in, &Webhook{})
+}
+func (s *recordingServer) ResumeWebhook(_ context.Context, in *WebhookRequest) (*Webhook, error) {
+	return record(s, in, &Webhook{})
+}
+func (s *recordingServer) ReplayWebhook(_ context.Context, in *ReplayWebhookRequest) (*Webhook, error) {
+	return record(s, in, &Webhook{})
+}
+func (s *recordingServer) DeleteWebhook(_ context.Context, in *WebhookRequest) (*DeleteWebhookResponse, error) {
+	return record(s, in, &DeleteWebhookResponse{})
+}
 func (s *recordingServer) ResolveTx(_ context.Context, in *ResolveTxRequest) (*ResolveTxResponse, error) {
 	return record(s, in, &ResolveTxResponse{})
 }
@@ -169,6 +190,15 @@ func TestEveryRouteReachesItsMethod(t *testing.T) {
 		{"GET", "/api/v1/admin/audit?limit=5000", "", 400, "", ""},
 		{"GET", "/api/v1/admin/audit?since=yesterday", "", 400, "", ""},
 		{"GET", "/api/v1/admin/audit/verify", "", 200, AdminService_VerifyAudit_FullMethodName, `{}`},
+		{"POST", "/api/v1/admin/webhooks", `{"url":"https://example.com/hook","states":["CONFIRMED"],"fromStart":true}`, 200, AdminService_CreateWebhook_FullMethodName,
+			`{"url":"https://example.com/hook","states":["CONFIRMED"],"fromStart":true}`},
+		{"POST", "/api/v1/admin/webhooks", `{"url":7}`, 400, "", ""},
+		{"GET", "/api/v1/admin/webhooks", "", 200, AdminService_ListWebhooks_FullMethodName, `{}`},
+		{"GET", "/api/v1/admin/webhooks/w1", "", 200, AdminService_GetWebhook_FullMethodName, `{"subscriptionId":"w1"}`},
+		{"DELETE", "/api/v1/admin/webhooks/w1", "", 200, AdminService_DeleteWebhook_FullMethodName, `{"subscriptionId":"w1"}`},
+		{"POST", "/api/v1/admin/webhooks/w1/pause", "", 200, AdminService_PauseWebhook_FullMethodName, `{"subscriptionId":"w1"}`},
+		{"POST", "/api/v1/admin/webhooks/w1/resume", "", 200, AdminService_ResumeWebhook_FullMethodName, `{"subscriptionId":"w1"}`},
+		{"POST", "/api/v1/admin/webhooks/w1/replay", `{"cursor":"42"}`, 200, AdminService_ReplayWebhook_FullMethodName, `{"subscriptionId":"w1","cursor":"42"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
