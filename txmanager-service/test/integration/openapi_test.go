@@ -341,6 +341,29 @@ func TestOpenAPIDocumentDescribesEveryAnswer(t *testing.T) {
 	}
 	c.call("DELETE", approvalPolicy, adminKey, nil, http.StatusOK, true)
 
+	// Webhook subscriptions (a development service: loopback receivers are allowed).
+	hook := c.call("POST", "/api/v1/admin/webhooks", adminKey, map[string]any{"url": "http://127.0.0.1:9/hook", "states": []string{"CONFIRMED"}, "description": "openapi check"},
+		http.StatusOK, true)
+	if hook["secret"] == "" || hook["webhook"] == nil {
+		t.Fatalf("a new subscription without its secret: %v", hook)
+	}
+	hookPath := "/api/v1/admin/webhooks/" + hook["webhook"].(map[string]any)["subscriptionId"].(string)
+	c.call("POST", "/api/v1/admin/webhooks", adminKey, map[string]any{"url": "ftp://example.com/hook"}, http.StatusBadRequest, true)
+	c.call("GET", "/api/v1/admin/webhooks", adminKey, nil, http.StatusOK, true)
+	c.call("GET", "/api/v1/admin/webhooks", callerKey, nil, http.StatusForbidden, true)
+	c.call("GET", hookPath, adminKey, nil, http.StatusOK, true)
+	c.call("GET", "/api/v1/admin/webhooks/not-an-id", adminKey, nil, http.StatusBadRequest, true)
+	if paused := c.call("POST", hookPath+"/pause", adminKey, map[string]any{}, http.StatusOK, true); paused["state"] != "paused" {
+		t.Fatalf("a paused subscription: %v", paused)
+	}
+	c.call("POST", hookPath+"/pause", callerKey, map[string]any{}, http.StatusForbidden, true)
+	c.call("POST", hookPath+"/resume", adminKey, map[string]any{}, http.StatusOK, true)
+	c.call("POST", "/api/v1/admin/webhooks/00000000-0000-7000-8000-000000000000/resume", adminKey, map[string]any{}, http.StatusNotFound, true)
+	c.call("POST", hookPath+"/replay", adminKey, map[string]any{"cursor": "0"}, http.StatusOK, true)
+	c.call("POST", hookPath+"/replay", adminKey, map[string]any{"cursor": "-1"}, http.StatusBadRequest, true)
+	c.call("DELETE", hookPath, adminKey, nil, http.StatusOK, true)
+	c.call("DELETE", hookPath, adminKey, nil, http.StatusNotFound, true)
+
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {
 			op := operationKey(method, path)

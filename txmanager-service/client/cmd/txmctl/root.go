@@ -75,7 +75,7 @@ Exit codes:
 	flags.DurationVar(&o.timeout, "timeout", 0, "give up after this long (default: 30s for a call; tx wait and feed tail until done)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err.Error()} })
 	root.AddCommand(newTxCommand(o), newFeedCommand(o), newSignersCommand(o), newQuarantineCommand(o), newStuckCommand(o), newNodesCommand(o),
-		newPolicyCommand(o), newAuditCommand(o), newApprovalsCommand(o))
+		newPolicyCommand(o), newAuditCommand(o), newApprovalsCommand(o), newWebhooksCommand(o))
 	return root
 }
 

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Webhook subscriptions through txmctl against a real service (development: loopback
+// receivers allowed): created with its secret shown once, listed, paused, resumed, replayed
+// and deleted; hostile ones refused (exit 4) and a read-only key refused (exit 5).
+func TestWebhookCommands(t *testing.T) {
+	admin := service.AdminKey
+	step := func(key string, wantCode int, want string, args ...string) string {
+		t.Helper()
+		code, stdout, stderr := txmctl(t, key, args...)
+		if code != wantCode || !strings.Contains(stdout+stderr, want) {
+			t.Fatalf("txmctl %s: exit %d, want %d with %q\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, wantCode, want, stdout, stderr)
+		}
+		return stdout
+	}
+	out := step(admin, exitOK, "shown this once", "webhooks", "create", "--url", "http://127.0.0.1:9/hook", "--state", "CONFIRMED", "--description", "txmctl test")
+	var id string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "subscription:" {
+			id = f[1]
+		}
+	}
+	if id == "" {
+		t.Fatalf("no subscription id in %s", out)
+	}
+	step(admin, exitOK, id, "webhooks", "list")
+	step(admin, exitOK, "paused", "webhooks", "pause", id)
+	step(admin, exitOK, "active", "webhooks", "resume", id)
+	step(admin, exitOK, "cursor", "webhooks", "replay", id, "--cursor", "0")
+	step(admin, exitRefused, "scheme", "webhooks", "create", "--url", "ftp://example.com/hook")
+	step(admin, exitRefused, "secret", "webhooks", "create", "--url", "http://127.0.0.1:9/hook", "--secret", "short")
+	step(admin, exitRefused, "filter.states", "webhooks", "create", "--url", "http://127.0.0.1:9/hook", "--state", "TRACKING")
+	step(service.APIKey, exitNotAllowed, "admin", "webhooks", "list")
+	step(admin, exitOK, "deleted", "webhooks", "delete", id)
+	step(admin, exitNotFound, "no webhook subscription", "webhooks", "show", id)
+}

@@ -1,0 +1,59 @@
+package txmclient
+
+import (
+	"context"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+)
+
+// CreateWebhook subscribes a receiver to pushed events (needs the admin grant). The answer
+// carries the signing secret this once.
+func (c *Client) CreateWebhook(ctx context.Context, req *v1.CreateWebhookRequest) (*v1.CreateWebhookResponse, error) {
+	return retry(ctx, c, refusedOnly, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.CreateWebhookResponse, error) {
+		return n.admin.CreateWebhook(ctx, req)
+	})
+}
+
+// Webhooks lists every subscription with its cursor and delivery state.
+func (c *Client) Webhooks(ctx context.Context) ([]*v1.Webhook, error) {
+	resp, err := retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.ListWebhooksResponse, error) {
+		return n.admin.ListWebhooks(ctx, &v1.ListWebhooksRequest{})
+	})
+	return resp.GetWebhooks(), err
+}
+
+// Webhook reads one subscription.
+func (c *Client) Webhook(ctx context.Context, id string) (*v1.Webhook, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.Webhook, error) {
+		return n.admin.GetWebhook(ctx, &v1.WebhookRequest{SubscriptionId: id})
+	})
+}
+
+// PauseWebhook stops a subscription's deliveries until it is resumed.
+func (c *Client) PauseWebhook(ctx context.Context, id string) (*v1.Webhook, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.Webhook, error) {
+		return n.admin.PauseWebhook(ctx, &v1.WebhookRequest{SubscriptionId: id})
+	})
+}
+
+// ResumeWebhook restarts a paused or dead subscription from its cursor.
+func (c *Client) ResumeWebhook(ctx context.Context, id string) (*v1.Webhook, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.Webhook, error) {
+		return n.admin.ResumeWebhook(ctx, &v1.WebhookRequest{SubscriptionId: id})
+	})
+}
+
+// ReplayWebhook delivers again everything after a feed position (0: all still kept).
+func (c *Client) ReplayWebhook(ctx context.Context, id string, cursor int64) (*v1.Webhook, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.Webhook, error) {
+		return n.admin.ReplayWebhook(ctx, &v1.ReplayWebhookRequest{SubscriptionId: id, Cursor: cursor})
+	})
+}
+
+// DeleteWebhook removes a subscription; nothing more is sent to it.
+func (c *Client) DeleteWebhook(ctx context.Context, id string) error {
+	_, err := retry(ctx, c, refusedOnly, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.DeleteWebhookResponse, error) {
+		return n.admin.DeleteWebhook(ctx, &v1.WebhookRequest{SubscriptionId: id})
+	})
+	return err
+}
