@@ -225,7 +225,9 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 	r.GET("/api/v1/admin/webhooks", func(ctx http.Context) error {
 		return serve(ctx, AdminService_ListWebhooks_FullMethodName, &ListWebhooksRequest{}, srv.ListWebhooks)
 	})
-	webhookOf := func(ctx http.Context) *WebhookRequest { return &WebhookRequest{SubscriptionId: ctx.Vars().Get("subscription_id")} }
+	webhookOf := func(ctx http.Context) *WebhookRequest {
+		return &WebhookRequest{SubscriptionId: ctx.Vars().Get("subscription_id")}
+	}
 	r.GET("/api/v1/admin/webhooks/{subscription_id}", func(ctx http.Context) error {
 		return serve(ctx, AdminService_GetWebhook_FullMethodName, webhookOf(ctx), srv.GetWebhook)
 	})
