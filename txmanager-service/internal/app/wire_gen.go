@@ -159,8 +159,9 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		return nil, nil, err
 	}
 	webhookRepository := repositories.NewWebhookRepository(pool)
+	eventRepository := repositories.NewEventRepository(pool)
 	webhookConfig := newWebhookConfig(bootstrap)
-	webhookBook := services.NewWebhookBook(manager, webhookRepository, completionRepository, auditTrail, webhookConfig, logger)
+	webhookBook := services.NewWebhookBook(manager, webhookRepository, completionRepository, eventRepository, auditTrail, webhookConfig, logger)
 	adminController := controllers.NewAdminController(chains, controllersRouting, forwarder, signerRoster, policyBook, auditTrail, webhookBook, logger)
 	v := ReadinessChainsOf(chainStacks)
 	health := server.NewHealth(confServer, pool, serverWatch, v, metrics)
@@ -199,7 +200,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	retentionLoop := workers.NewRetentionLoop(intervals, retention, adminRetention, logger)
 	rosterLoop := workers.NewRosterLoop(signerRoster, logger)
 	approvalLoop := workers.NewApprovalLoop(intervals, approvalDesk, chains, logger)
-	webhookDeliverer, err := services.NewWebhookDeliverer(webhookConfig, nodeName, webhookRepository, completionRepository, feedNotifier, metrics, logger)
+	webhookDeliverer, err := services.NewWebhookDeliverer(webhookConfig, nodeName, webhookRepository, completionRepository, eventRepository, feedNotifier, metrics, logger)
 	if err != nil {
 		cleanup7()
 		cleanup6()

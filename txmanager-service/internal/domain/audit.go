@@ -39,6 +39,8 @@ const (
 	AuditWebhookState   = "webhook.state"
 	AuditWebhookReplay  = "webhook.replay"
 	AuditWebhookDeleted = "webhook.delete"
+	AuditFundingSet     = "funding.set"
+	AuditFundingDeleted = "funding.delete"
 )
 
 // ChainHash is the record's hash: SHA-256 over the previous record's hash and the record's

@@ -36,6 +36,14 @@ const (
 // Event kinds a subscription can ask for.
 const (
 	EventCompletion = "completion"
+	// EventBalanceLow: a signer's balance fell under its low-water mark; EventBalanceRecovered:
+	// it is back at its high-water mark.
+	EventBalanceLow       = "signer.balance_low"
+	EventBalanceRecovered = "signer.balance_recovered"
+	// EventRefillSent: the treasury was asked to send a low signer up to its high-water mark.
+	EventRefillSent = "signer.refill_sent"
+	// EventApprovalRequested: a policy sent an intent to wait for approvers.
+	EventApprovalRequested = "approval.requested"
 )
 
 // Subscription is a receiver of pushed events: where, what, and how far it has been sent.
@@ -78,7 +86,7 @@ const (
 
 var finalStates = []string{string(StateConfirmed), string(StateFailedFinal), string(StateExpired), string(StateRejected), string(StateRefused)}
 
-var eventKinds = []string{EventCompletion}
+var eventKinds = []string{EventCompletion, EventBalanceLow, EventBalanceRecovered, EventRefillSent, EventApprovalRequested}
 
 // ParseSubscriptionFilter validates a filter, naming the field it refuses.
 func ParseSubscriptionFilter(chains []uint64, signers, states, kinds []string) (SubscriptionFilter, error) {
@@ -119,12 +127,13 @@ func ParseSubscriptionFilter(chains []uint64, signers, states, kinds []string) (
 	return f, nil
 }
 
-// Matches reports whether a completion of signer on chain with state passes the filter.
+// Matches reports whether an event of kind about signer on chain passes the filter; state
+// is a completion's final state (the states filter applies to completions alone).
 func (f SubscriptionFilter) Matches(kind string, chainID uint64, signer common.Address, state string) bool {
 	return (len(f.Kinds) == 0 || slices.Contains(f.Kinds, kind)) &&
 		(len(f.Chains) == 0 || slices.Contains(f.Chains, chainID)) &&
 		(len(f.Signers) == 0 || slices.Contains(f.Signers, signer)) &&
-		(len(f.States) == 0 || slices.Contains(f.States, state))
+		(kind != EventCompletion || len(f.States) == 0 || slices.Contains(f.States, state))
 }
 
 // ParseWebhookSecret validates a signing secret: 16 to 256 bytes of printable ASCII.

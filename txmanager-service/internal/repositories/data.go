@@ -46,6 +46,9 @@ var ProviderSet = wire.NewSet(
 	wire.Bind(new(services.ApprovalStore), new(*ApprovalRepository)),
 	NewWebhookRepository,
 	wire.Bind(new(services.SubscriptionStore), new(*WebhookRepository)),
+	NewEventRepository,
+	wire.Bind(new(services.EventStore), new(*EventRepository)),
+	wire.Bind(new(services.FundingStore), new(*EventRepository)),
 )
 
 // ChainProviderSet is the repositories of one chain: each reads and writes that chain's

@@ -36,7 +36,11 @@ var unfencedTables = []string{"signer_lease", "node_registry", "chain_identity",
 	// A webhook subscription carries its own lease: delivery moves its cursor only with the
 	// token it holds (AdvanceSubscription, RecordDeliveryFailure), and operators' changes move
 	// the token on.
-	"webhook_subscription"}
+	"webhook_subscription",
+	// Events beyond completions take their positions under event_sequencer's lock; a signer's
+	// funding marks change under the row's lock (each crossing once, whichever node looks),
+	// and a refill is an ordinary create, fenced on the treasury's lease.
+	"event_sequencer", "service_event", "signer_funding"}
 
 // unfencedQueries write a fenced table without a signer's lease, each for the reason given.
 var unfencedQueries = map[string]string{

@@ -30,13 +30,13 @@ func NewWebhookRepository(pool *pgxpool.Pool) *WebhookRepository {
 }
 
 // Insert implements services.SubscriptionStore.
-func (r *WebhookRepository) Insert(ctx context.Context, sess txmanager.Session, s domain.Subscription, secret string) error {
+func (r *WebhookRepository) Insert(ctx context.Context, sess txmanager.Session, s domain.Subscription, secret string, eventCursor int64) error {
 	filter, err := json.Marshal(s.Filter)
 	if err != nil {
 		return fmt.Errorf("subscription filter: %w", err)
 	}
 	err = sqlcdb.New(sess.DB()).InsertSubscription(ctx, sqlcdb.InsertSubscriptionParams{SubscriptionID: s.ID, Url: s.URL, Secret: secret, Filter: filter,
-		Description: s.Description, Cursor: s.Cursor, CreatedBy: s.CreatedBy})
+		Description: s.Description, Cursor: s.Cursor, EventCursor: eventCursor, CreatedBy: s.CreatedBy})
 	if err != nil {
 		return fmt.Errorf("insert subscription: %w", err)
 	}
@@ -120,7 +120,8 @@ func (r *WebhookRepository) Claim(ctx context.Context, node string, maxNew int, 
 		if err := json.Unmarshal([]byte(row.Filter), &f); err != nil {
 			return nil, fmt.Errorf("subscription %s filter: %w", row.SubscriptionID, err)
 		}
-		out = append(out, services.ClaimedSubscription{ID: row.SubscriptionID, URL: row.Url, Secret: []byte(row.Secret), Filter: f, Cursor: row.Cursor, Token: row.FencingToken})
+		out = append(out, services.ClaimedSubscription{ID: row.SubscriptionID, URL: row.Url, Secret: []byte(row.Secret), Filter: f, Cursor: row.Cursor,
+			EventCursor: row.EventCursor, Token: row.FencingToken})
 	}
 	return out, nil
 }
@@ -131,6 +132,16 @@ func (r *WebhookRepository) Advance(ctx context.Context, c services.ClaimedSubsc
 		NodeID: pgtype.Text{String: node, Valid: true}, FencingToken: c.Token})
 	if err != nil {
 		return false, fmt.Errorf("advance subscription %s: %w", c.ID, err)
+	}
+	return n == 1, nil
+}
+
+// AdvanceEvents implements services.SubscriptionStore.
+func (r *WebhookRepository) AdvanceEvents(ctx context.Context, c services.ClaimedSubscription, node string, cursor int64, delivered int) (bool, error) {
+	n, err := r.q.AdvanceEventCursor(ctx, sqlcdb.AdvanceEventCursorParams{Cursor: cursor, Delivered: int64(delivered), SubscriptionID: c.ID,
+		NodeID: pgtype.Text{String: node, Valid: true}, FencingToken: c.Token})
+	if err != nil {
+		return false, fmt.Errorf("advance the events of subscription %s: %w", c.ID, err)
 	}
 	return n == 1, nil
 }

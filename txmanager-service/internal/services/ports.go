@@ -85,6 +85,8 @@ type AllocationStore interface {
 	LockApproved(ctx context.Context, sess txmanager.Session, ids []uuid.UUID) ([]uuid.UUID, error)
 	// AdmitApprovals marks the approvals whose transactions the batch wrote ADMITTED.
 	AdmitApprovals(ctx context.Context, sess txmanager.Session, ids []uuid.UUID) error
+	// AppendEvent records a service event in the batch's transaction.
+	AppendEvent(ctx context.Context, sess txmanager.Session, e ServiceEvent) error
 }
 
 // ClearAllocation is one signer's part of a batch written by WriteClearAllocations: its new

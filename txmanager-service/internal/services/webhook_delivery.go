@@ -57,6 +57,7 @@ type WebhookDeliverer struct {
 	node    string
 	store   SubscriptionStore
 	feed    CompletionStore
+	events  EventStore
 	notify  *FeedNotifier
 	client  *http.Client
 	metrics *telemetry.Metrics
@@ -76,8 +77,9 @@ type runningDelivery struct {
 
 // NewWebhookDeliverer wires the deliverer; its HTTP client connects only where the network
 // policy allows (checked on the address it dials, after resolution) and follows no redirect.
-func NewWebhookDeliverer(cfg WebhookConfig, node NodeName, store SubscriptionStore, feed CompletionStore, notify *FeedNotifier, metrics *telemetry.Metrics, logger log.Logger) (*WebhookDeliverer, error) {
-	d := &WebhookDeliverer{cfg: cfg, node: string(node), store: store, feed: feed, notify: notify, metrics: metrics,
+func NewWebhookDeliverer(cfg WebhookConfig, node NodeName, store SubscriptionStore, feed CompletionStore, events EventStore, notify *FeedNotifier, metrics *telemetry.Metrics,
+	logger log.Logger) (*WebhookDeliverer, error) {
+	d := &WebhookDeliverer{cfg: cfg, node: string(node), store: store, feed: feed, events: events, notify: notify, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "webhooks")), running: map[uuid.UUID]*runningDelivery{}}
 	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: func(_, address string, _ syscall.RawConn) error {
 		host, _, err := net.SplitHostPort(address)
@@ -136,6 +138,7 @@ func (d *WebhookDeliverer) Pass(ctx context.Context) {
 		r := &runningDelivery{token: c.Token, cancel: cancel}
 		d.running[c.ID] = r
 		d.wg.Go(func() { d.deliver(runCtx, c, r) })
+		d.wg.Go(func() { d.deliverEvents(runCtx, c, r) })
 		d.log.Infow("msg", "delivering webhook subscription", "subscription", c.ID.String(), "fencing_token", c.Token, "cursor", c.Cursor)
 	}
 	for id, r := range d.running {
@@ -160,8 +163,10 @@ func (d *WebhookDeliverer) Stop(ctx context.Context) {
 	}
 }
 
-// deliver sends c's events until its context ends or its lease is lost.
+// deliver sends c's completions until its context ends or its lease is lost (which ends
+// its service events' delivery too).
 func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r *runningDelivery) {
+	defer r.cancel()
 	defer func() {
 		d.mu.Lock()
 		if d.running[c.ID] == r {
@@ -206,7 +211,7 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 				continue
 			}
 			r.lag.Store(int64(time.Since(cpl.CompletedAt)))
-			if !d.sendUntilAccepted(ctx, c, cpl) {
+			if !d.sendUntilAccepted(ctx, c, "completion:"+cpl.TxID.String(), webhookBody(c.ID, cpl)) {
 				return
 			}
 			moved, err := d.store.Advance(ctx, c, d.node, int64(cpl.Position), 1)
@@ -226,6 +231,68 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 	}
 }
 
+// deliverEvents sends c's service events (balances, refills, approvals requested), in their
+// own order, until its context ends or its lease is lost.
+func (d *WebhookDeliverer) deliverEvents(ctx context.Context, c ClaimedSubscription, r *runningDelivery) {
+	defer r.cancel()
+	var signers []string
+	for _, s := range c.Filter.Signers {
+		signers = append(signers, s.Hex())
+	}
+	cursor := c.EventCursor
+	for ctx.Err() == nil {
+		page, err := d.events.ListAfter(ctx, cursor, feedPage, signers)
+		if err != nil || len(page) == 0 {
+			if !d.sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		skipped := int64(-1)
+		for _, e := range page {
+			if !c.Filter.Matches(e.Kind, e.ChainID, e.Signer, "") {
+				skipped = e.Position
+				continue
+			}
+			if !d.sendUntilAccepted(ctx, c, e.ID, eventBody(c.ID, e)) {
+				return
+			}
+			moved, err := d.store.AdvanceEvents(ctx, c, d.node, e.Position, 1)
+			if err != nil || !moved {
+				d.lost(c, err)
+				return
+			}
+			cursor, skipped = e.Position, -1
+		}
+		if skipped > cursor {
+			if moved, err := d.store.AdvanceEvents(ctx, c, d.node, skipped, 0); err != nil || !moved {
+				d.lost(c, err)
+				return
+			}
+			cursor = skipped
+		}
+	}
+}
+
+// eventBody is the body of a service event's delivery.
+func eventBody(subscription uuid.UUID, e ServiceEvent) []byte {
+	body, err := json.Marshal(struct {
+		ID             string          `json:"id"`
+		Kind           string          `json:"kind"`
+		SubscriptionID string          `json:"subscriptionId"`
+		Cursor         string          `json:"cursor"`
+		ChainID        string          `json:"chainId"`
+		Signer         string          `json:"signer"`
+		At             string          `json:"at"`
+		Data           json.RawMessage `json:"data"`
+	}{e.ID, e.Kind, subscription.String(), "e" + strconv.FormatInt(e.Position, 10), strconv.FormatUint(e.ChainID, 10), e.Signer.Hex(),
+		e.At.UTC().Format(time.RFC3339Nano), e.Payload})
+	if err != nil {
+		panic(fmt.Sprintf("webhook event marshal: %v", err)) // every field marshals
+	}
+	return body
+}
+
 func (d *WebhookDeliverer) lost(c ClaimedSubscription, err error) {
 	if err != nil {
 		d.log.Warnw("msg", "webhook cursor not moved; the subscription is delivered again from its cursor", "subscription", c.ID.String(), "error", err.Error())
@@ -236,9 +303,7 @@ func (d *WebhookDeliverer) lost(c ClaimedSubscription, err error) {
 
 // sendUntilAccepted posts one event until the receiver answers 2xx, backing off between
 // tries; false when the context ended, the lease was lost or the subscription died.
-func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubscription, cpl Completion) bool {
-	body := webhookBody(c.ID, cpl)
-	eventID := "completion:" + cpl.TxID.String()
+func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubscription, eventID string, body []byte) bool {
 	wait := d.cfg.BackoffMin
 	for attempt := 1; ; attempt++ {
 		err := d.post(ctx, c, eventID, body)

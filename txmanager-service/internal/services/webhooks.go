@@ -18,7 +18,7 @@ import (
 
 // SubscriptionStore keeps the webhook subscriptions and their leases (migration 0022).
 type SubscriptionStore interface {
-	Insert(ctx context.Context, sess txmanager.Session, s domain.Subscription, secret string) error
+	Insert(ctx context.Context, sess txmanager.Session, s domain.Subscription, secret string, eventCursor int64) error
 	Get(ctx context.Context, id uuid.UUID) (domain.Subscription, error)
 	List(ctx context.Context) ([]domain.Subscription, error)
 	Count(ctx context.Context) (int64, error)
@@ -31,6 +31,8 @@ type SubscriptionStore interface {
 	Claim(ctx context.Context, node string, maxNew int, lease time.Duration) ([]ClaimedSubscription, error)
 	// Advance moves the cursor forward under the lease; false when the lease is lost.
 	Advance(ctx context.Context, c ClaimedSubscription, node string, cursor int64, delivered int) (bool, error)
+	// AdvanceEvents moves the service events' cursor forward under the lease.
+	AdvanceEvents(ctx context.Context, c ClaimedSubscription, node string, cursor int64, delivered int) (bool, error)
 	// Failed records a failed delivery; answers the subscription's state after it (dead
 	// once failures lasted past deadAfter), and false when the lease is lost.
 	Failed(ctx context.Context, c ClaimedSubscription, node, reason string, deadAfter time.Duration) (domain.SubscriptionState, bool, error)
@@ -45,7 +47,9 @@ type ClaimedSubscription struct {
 	Secret []byte
 	Filter domain.SubscriptionFilter
 	Cursor int64
-	Token  int64
+	// EventCursor is the position of the last service event delivered or skipped.
+	EventCursor int64
+	Token       int64
 }
 
 // maxSubscriptions bounds how many subscriptions one deployment keeps: each costs a feed
@@ -77,6 +81,7 @@ type WebhookBook struct {
 	tx       txmanager.Manager
 	store    SubscriptionStore
 	feed     CompletionStore
+	events   EventStore
 	audit    *AuditTrail
 	network  domain.NetworkPolicy
 	resolver Resolver
@@ -84,8 +89,8 @@ type WebhookBook struct {
 }
 
 // NewWebhookBook wires the book.
-func NewWebhookBook(tx txmanager.Manager, store SubscriptionStore, feed CompletionStore, audit *AuditTrail, cfg WebhookConfig, logger log.Logger) *WebhookBook {
-	return &WebhookBook{tx: tx, store: store, feed: feed, audit: audit, network: cfg.Network, resolver: net.DefaultResolver,
+func NewWebhookBook(tx txmanager.Manager, store SubscriptionStore, feed CompletionStore, events EventStore, audit *AuditTrail, cfg WebhookConfig, logger log.Logger) *WebhookBook {
+	return &WebhookBook{tx: tx, store: store, feed: feed, events: events, audit: audit, network: cfg.Network, resolver: net.DefaultResolver,
 		log: log.NewHelper(log.With(logger, "component", "webhooks"))}
 }
 
@@ -121,15 +126,19 @@ func (b *WebhookBook) Create(ctx context.Context, in SubscriptionInput, by strin
 		return domain.Subscription{}, "", &domain.ValidationError{Field: "url", Reason: fmt.Sprintf("this deployment keeps at most %d subscriptions", maxSubscriptions)}
 	}
 	s := domain.Subscription{ID: uuid.Must(uuid.NewV7()), URL: u.String(), Filter: filter, State: domain.SubscriptionActive, CreatedBy: by, Description: in.Description}
+	var eventCursor int64
 	if !in.FromStart {
 		state, err := b.feed.State(ctx)
 		if err != nil {
 			return domain.Subscription{}, "", err
 		}
 		s.Cursor = int64(state.LastPosition)
+		if eventCursor, err = b.events.Head(ctx); err != nil {
+			return domain.Subscription{}, "", err
+		}
 	}
 	err = b.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("webhook.create"), func(ctx context.Context, sess txmanager.Session) error {
-		if err := b.store.Insert(ctx, sess, s, secret); err != nil {
+		if err := b.store.Insert(ctx, sess, s, secret, eventCursor); err != nil {
 			return err
 		}
 		return b.audit.Record(ctx, sess, by, domain.AuditWebhookCreated, "webhook "+s.ID.String(), nil,

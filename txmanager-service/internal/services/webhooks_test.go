@@ -100,9 +100,9 @@ func TestWebhooksDeliverEveryCompletionInOrderThroughFailuresAndATakeover(t *tes
 	srv := httptest.NewServer(rc)
 	t.Cleanup(srv.Close)
 
-	store, feed := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool)
+	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
 	trail := testsupport.AuditTrail(t, pool, "node-a")
-	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, trail, cfg, testLogger())
+	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, trail, cfg, testLogger())
 	sub, gotSecret, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", Secret: secret, FromStart: true}, "ops")
 	if err != nil || gotSecret != secret {
 		t.Fatalf("subscribe: %v", err)
@@ -111,7 +111,7 @@ func TestWebhooksDeliverEveryCompletionInOrderThroughFailuresAndATakeover(t *tes
 
 	notify := services.NewFeedNotifier()
 	start := func(node string) (*services.WebhookDeliverer, context.CancelFunc) {
-		d, err := services.NewWebhookDeliverer(cfg, services.NodeName(node), store, feed, notify, nil, testLogger())
+		d, err := services.NewWebhookDeliverer(cfg, services.NodeName(node), store, feed, events, notify, nil, testLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,8 @@ func TestHostileSubscriptionsAreRefused(t *testing.T) {
 	cfg := webhookConfig()
 	cfg.Network = domain.NetworkPolicy{} // production: public https only
 	store := repositories.NewWebhookRepository(pool)
-	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, repositories.NewCompletionRepository(pool), testsupport.AuditTrail(t, pool, "n"), cfg, testLogger())
+	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool),
+		testsupport.AuditTrail(t, pool, "n"), cfg, testLogger())
 	many := make([]string, 101)
 	for i := range many {
 		many[i] = "CONFIRMED"

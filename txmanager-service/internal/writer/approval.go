@@ -2,12 +2,14 @@ package writer
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/google/uuid"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
 // approvalNeed is a policy sending a create for approval, and why.
@@ -53,6 +55,9 @@ func (a *Allocator) requestApprovals(ctx context.Context, sess txmanager.Session
 			return err
 		}
 		if stored.ID == r.approval.ID {
+			if err := a.store.AppendEvent(ctx, sess, approvalRequested(stored)); err != nil {
+				return err
+			}
 			continue
 		}
 		tx := stored.AsTx()
@@ -96,4 +101,13 @@ func (b *signerBatch) admittedApprovals() []uuid.UUID {
 		}
 	}
 	return ids
+}
+
+// approvalRequested is the event telling approvers (through webhooks) that an intent waits.
+func approvalRequested(a domain.Approval) services.ServiceEvent {
+	payload := map[string]any{"approvalId": a.ID.String(), "signer": a.Signer.Hex(), "requestId": a.RequestID, "requester": a.Requester,
+		"to": a.Intent.ToText(), "value": a.Intent.Value.String(), "role": a.Role, "required": a.Required, "reason": a.Reason,
+		"expiresAt": a.ExpiresAt.UTC().Format(time.RFC3339)}
+	raw, _ := json.Marshal(payload)
+	return services.ServiceEvent{ID: domain.EventApprovalRequested + ":" + a.ID.String(), Kind: domain.EventApprovalRequested, ChainID: a.ChainID, Signer: a.Signer, Payload: raw}
 }

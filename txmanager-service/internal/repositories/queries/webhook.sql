@@ -1,6 +1,6 @@
 -- name: InsertSubscription :exec
-INSERT INTO webhook_subscription (subscription_id, url, secret, filter, description, cursor, created_by)
-VALUES (@subscription_id, @url, @secret, @filter::jsonb, @description, @cursor, @created_by);
+INSERT INTO webhook_subscription (subscription_id, url, secret, filter, description, cursor, event_cursor, created_by)
+VALUES (@subscription_id, @url, @secret, @filter::jsonb, @description, @cursor, @event_cursor, @created_by);
 
 -- name: GetSubscription :one
 SELECT subscription_id, url, filter::text AS filter, description, state, cursor, created_at, created_by, last_success_at, failing_since, last_error, delivered,
@@ -23,8 +23,9 @@ UPDATE webhook_subscription SET state = @state, fencing_token = fencing_token + 
 WHERE subscription_id = @subscription_id;
 
 -- name: ReplaySubscription :execrows
--- Delivery starts again after cursor; the node delivering it stops at its next write.
-UPDATE webhook_subscription SET cursor = @cursor, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL
+-- Delivery starts again after cursor (and, from 0, every service event again too); the
+-- node delivering it stops at its next write.
+UPDATE webhook_subscription SET cursor = @cursor, event_cursor = CASE WHEN @cursor::bigint = 0 THEN 0 ELSE event_cursor END, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL
 WHERE subscription_id = @subscription_id;
 
 -- name: DeleteSubscription :execrows
@@ -49,7 +50,7 @@ renewed AS (
     WHERE s.owner_node = sqlc.arg(node_id)::text AND s.state = 'active' AND s.lease_expires_at > now()
     RETURNING s.subscription_id
 )
-SELECT s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.fencing_token, s.failing_since
+SELECT s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.event_cursor, s.fencing_token, s.failing_since
 FROM webhook_subscription s
 WHERE s.subscription_id IN (SELECT subscription_id FROM taken UNION SELECT subscription_id FROM renewed);
 

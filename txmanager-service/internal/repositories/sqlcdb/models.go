@@ -38,6 +38,11 @@ type ChainIdentity struct {
 	RecordedAt  time.Time
 }
 
+type EventSequencer struct {
+	ID           bool
+	LastPosition int64
+}
+
 type FeedSequencer struct {
 	ID            bool
 	LastPosition  int64
@@ -91,6 +96,30 @@ type PolicySpend struct {
 	Minute    time.Time
 	ValueWei  pgtype.Numeric
 	FeeWei    pgtype.Numeric
+}
+
+type ServiceEvent struct {
+	Position int64
+	EventID  string
+	Kind     string
+	ChainID  int64
+	Signer   string
+	Payload  []byte
+	At       time.Time
+}
+
+type SignerFunding struct {
+	ChainID     int64
+	Signer      string
+	LowWater    pgtype.Numeric
+	HighWater   pgtype.Numeric
+	Treasury    pgtype.Text
+	State       string
+	LastBalance pgtype.Numeric
+	RefillTxID  pgtype.UUID
+	Refills     int64
+	UpdatedAt   time.Time
+	UpdatedBy   string
 }
 
 type SignerLease struct {
@@ -269,4 +298,5 @@ type WebhookSubscription struct {
 	OwnerNode      pgtype.Text
 	FencingToken   int64
 	LeaseExpiresAt *time.Time
+	EventCursor    int64
 }

@@ -60,7 +60,7 @@ renewed AS (
     WHERE s.owner_node = $1::text AND s.state = 'active' AND s.lease_expires_at > now()
     RETURNING s.subscription_id
 )
-SELECT s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.fencing_token, s.failing_since
+SELECT s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.event_cursor, s.fencing_token, s.failing_since
 FROM webhook_subscription s
 WHERE s.subscription_id IN (SELECT subscription_id FROM taken UNION SELECT subscription_id FROM renewed)
 `
@@ -77,6 +77,7 @@ type ClaimSubscriptionsRow struct {
 	Secret         string
 	Filter         string
 	Cursor         int64
+	EventCursor    int64
 	FencingToken   int64
 	FailingSince   *time.Time
 }
@@ -98,6 +99,7 @@ func (q *Queries) ClaimSubscriptions(ctx context.Context, arg ClaimSubscriptions
 			&i.Secret,
 			&i.Filter,
 			&i.Cursor,
+			&i.EventCursor,
 			&i.FencingToken,
 			&i.FailingSince,
 		); err != nil {
@@ -178,8 +180,8 @@ func (q *Queries) GetSubscription(ctx context.Context, subscriptionID uuid.UUID)
 }
 
 const insertSubscription = `-- name: InsertSubscription :exec
-INSERT INTO webhook_subscription (subscription_id, url, secret, filter, description, cursor, created_by)
-VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7)
+INSERT INTO webhook_subscription (subscription_id, url, secret, filter, description, cursor, event_cursor, created_by)
+VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8)
 `
 
 type InsertSubscriptionParams struct {
@@ -189,6 +191,7 @@ type InsertSubscriptionParams struct {
 	Filter         []byte
 	Description    string
 	Cursor         int64
+	EventCursor    int64
 	CreatedBy      string
 }
 
@@ -200,6 +203,7 @@ func (q *Queries) InsertSubscription(ctx context.Context, arg InsertSubscription
 		arg.Filter,
 		arg.Description,
 		arg.Cursor,
+		arg.EventCursor,
 		arg.CreatedBy,
 	)
 	return err
@@ -302,7 +306,7 @@ func (q *Queries) ReleaseSubscriptions(ctx context.Context, nodeID pgtype.Text) 
 }
 
 const replaySubscription = `-- name: ReplaySubscription :execrows
-UPDATE webhook_subscription SET cursor = $1, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL
+UPDATE webhook_subscription SET cursor = $1, event_cursor = CASE WHEN $1::bigint = 0 THEN 0 ELSE event_cursor END, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL
 WHERE subscription_id = $2
 `
 
@@ -311,7 +315,8 @@ type ReplaySubscriptionParams struct {
 	SubscriptionID uuid.UUID
 }
 
-// Delivery starts again after cursor; the node delivering it stops at its next write.
+// Delivery starts again after cursor (and, from 0, every service event again too); the
+// node delivering it stops at its next write.
 func (q *Queries) ReplaySubscription(ctx context.Context, arg ReplaySubscriptionParams) (int64, error) {
 	result, err := q.db.Exec(ctx, replaySubscription, arg.Cursor, arg.SubscriptionID)
 	if err != nil {

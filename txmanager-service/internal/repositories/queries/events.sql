@@ -1,0 +1,69 @@
+-- name: AppendEvent :exec
+-- The next position, under the sequencer's row lock until commit; an event id recorded
+-- already keeps its row (the position taken is then skipped).
+WITH seq AS (
+    UPDATE event_sequencer SET last_position = last_position + 1 WHERE id RETURNING last_position
+)
+INSERT INTO service_event (position, event_id, kind, chain_id, signer, payload)
+SELECT last_position, @event_id, @kind, @chain_id, @signer, @payload::jsonb FROM seq
+ON CONFLICT (event_id) DO NOTHING;
+
+-- name: ListEventsAfter :many
+SELECT position, event_id, kind, chain_id, signer, payload::text AS payload, at
+FROM service_event
+WHERE position > @after_position
+  AND (sqlc.arg(all_signers)::bool OR signer = ANY(sqlc.arg(signers)::text[]))
+ORDER BY position
+LIMIT @page_size;
+
+-- name: EventHead :one
+SELECT last_position FROM event_sequencer WHERE id;
+
+-- name: AdvanceEventCursor :execrows
+-- The events cursor moves on only with the lease this node holds, and never back.
+UPDATE webhook_subscription SET event_cursor = @cursor, delivered = delivered + @delivered,
+    last_success_at = CASE WHEN @delivered::bigint > 0 THEN now() ELSE last_success_at END, failing_since = NULL, last_error = ''
+WHERE subscription_id = @subscription_id AND owner_node = @node_id AND fencing_token = @fencing_token AND lease_expires_at > now() AND event_cursor <= @cursor;
+
+-- name: PutFunding :exec
+INSERT INTO signer_funding (chain_id, signer, low_water, high_water, treasury, updated_by)
+VALUES (@chain_id, @signer, CAST(sqlc.arg(low_water)::text AS numeric), CAST(sqlc.arg(high_water)::text AS numeric), sqlc.narg(treasury), @updated_by)
+ON CONFLICT (chain_id, signer) DO UPDATE SET low_water = EXCLUDED.low_water, high_water = EXCLUDED.high_water, treasury = EXCLUDED.treasury,
+    updated_at = now(), updated_by = EXCLUDED.updated_by;
+
+-- name: GetFunding :one
+SELECT chain_id, signer, low_water::text AS low_water, high_water::text AS high_water, COALESCE(treasury, '')::text AS treasury, state,
+       COALESCE(last_balance::text, '')::text AS last_balance, refill_tx_id, refills, updated_at, updated_by
+FROM signer_funding WHERE chain_id = @chain_id AND signer = @signer;
+
+-- name: ListFunding :many
+SELECT chain_id, signer, low_water::text AS low_water, high_water::text AS high_water, COALESCE(treasury, '')::text AS treasury, state,
+       COALESCE(last_balance::text, '')::text AS last_balance, refill_tx_id, refills, updated_at, updated_by
+FROM signer_funding WHERE chain_id = @chain_id ORDER BY signer;
+
+-- name: DeleteFunding :execrows
+DELETE FROM signer_funding WHERE chain_id = @chain_id AND signer = @signer;
+
+-- name: MarkBalance :one
+-- One look at a signer's balance: under low_water it is low, at high_water again ok; the
+-- row lock makes each crossing seen once, whichever node looks. Answers the state before and
+-- after, and whether a refill is in flight (its transaction not final).
+WITH old AS (
+    SELECT o.state FROM signer_funding o WHERE o.chain_id = sqlc.arg(chain_id)::bigint AND o.signer = sqlc.arg(signer)::text FOR UPDATE
+),
+upd AS (
+    UPDATE signer_funding f SET last_balance = CAST(sqlc.arg(balance)::text AS numeric),
+        state = CASE WHEN CAST(sqlc.arg(balance)::text AS numeric) < f.low_water THEN 'low'
+                     WHEN CAST(sqlc.arg(balance)::text AS numeric) >= f.high_water THEN 'ok' ELSE f.state END
+    WHERE f.chain_id = sqlc.arg(chain_id)::bigint AND f.signer = sqlc.arg(signer)::text
+    RETURNING f.state, f.low_water, f.high_water, f.treasury, f.refill_tx_id, f.refills
+)
+SELECT (SELECT state FROM old)::text AS before, upd.state AS after, upd.low_water::text AS low_water, upd.high_water::text AS high_water,
+       COALESCE(upd.treasury, '')::text AS treasury, upd.refills,
+       (upd.refill_tx_id IS NOT NULL AND EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = upd.refill_tx_id AND m.state NOT IN ('CONFIRMED', 'FAILED_FINAL')))::bool AS refill_in_flight
+FROM upd;
+
+-- name: RecordRefill :execrows
+-- A refill sent: the next one waits for it; refills counts them so each has its own request id.
+UPDATE signer_funding SET refill_tx_id = @refill_tx_id, refills = refills + 1
+WHERE chain_id = @chain_id AND signer = @signer AND refills = @refills;

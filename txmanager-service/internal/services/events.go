@@ -1,0 +1,44 @@
+package services
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/bionicotaku/lingo-utils/txmanager"
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// ServiceEvent is an event beyond completions (migration 0023): a balance crossing a mark, a
+// refill sent, an intent sent for approval. Position orders them; ID is the event's
+// idempotency key.
+type ServiceEvent struct {
+	Position int64
+	ID       string
+	Kind     string
+	ChainID  uint64
+	Signer   common.Address
+	Payload  json.RawMessage
+	At       time.Time
+}
+
+// EventStore records and reads service events.
+type EventStore interface {
+	// Append records e inside sess (nil: a statement of its own); an ID recorded already
+	// keeps its first record.
+	Append(ctx context.Context, sess txmanager.Session, e ServiceEvent) error
+	// ListAfter returns up to limit events after pos, in position order; signers, when not
+	// nil, restricts them to those signers.
+	ListAfter(ctx context.Context, pos int64, limit int, signers []string) ([]ServiceEvent, error)
+	// Head is the last position taken.
+	Head(ctx context.Context) (int64, error)
+}
+
+// eventPayload marshals an event's payload (every field marshals).
+func eventPayload(v any) json.RawMessage {
+	out, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage(`{}`)
+	}
+	return out
+}
