@@ -66,6 +66,7 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 				chain.Writer.Start(ctx)
 				chain.Keeper.Start(ctx)
 				chain.Funds.Start(ctx)
+				chain.Funding.Start(ctx)
 				chain.Funds.Wake()
 				if bc.Pipeline.Enabled {
 					chain.Pipeline.Start(ctx)
@@ -105,6 +106,7 @@ func newApp(bc *conf.Bootstrap, logger log.Logger, hs *khttp.Server, gs *kgrpc.S
 					chain.Writer.Stop(flushCtx)
 					chain.Pipeline.Stop()
 					chain.Funds.Stop()
+					chain.Funding.Stop()
 					chain.Keeper.Stop()
 					if err := chain.Leases.ReleaseAll(flushCtx); err != nil {
 						helper.Warnw("msg", "releasing leases on shutdown", "chain_id", chain.Services.ID, "error", err.Error())

@@ -83,6 +83,7 @@ type ChainStack struct {
 	Pipeline   *workers.PipelineWorkers
 	Leases     *services.LeaseManager
 	Funds      *workers.FundsGaugeLoop
+	Funding    *workers.FundingLoop
 }
 
 // ChainStacks are the served chains, in configuration order.

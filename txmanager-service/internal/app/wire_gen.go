@@ -162,7 +162,8 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	eventRepository := repositories.NewEventRepository(pool)
 	webhookConfig := newWebhookConfig(bootstrap)
 	webhookBook := services.NewWebhookBook(manager, webhookRepository, completionRepository, eventRepository, auditTrail, webhookConfig, logger)
-	adminController := controllers.NewAdminController(chains, controllersRouting, forwarder, signerRoster, policyBook, auditTrail, webhookBook, logger)
+	fundingBook := services.NewFundingBook(eventRepository, auditTrail)
+	adminController := controllers.NewAdminController(chains, controllersRouting, forwarder, signerRoster, policyBook, auditTrail, webhookBook, fundingBook, logger)
 	v := ReadinessChainsOf(chainStacks)
 	health := server.NewHealth(confServer, pool, serverWatch, v, metrics)
 	auth := bootstrap.Auth
@@ -336,6 +337,9 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 	intervals := newLoopIntervals(view)
 	leaseKeeper := workers.NewLeaseKeeper(intervals, leaseManager)
 	fundsGaugeLoop := workers.NewFundsGaugeLoop(intervals, fundsGuard, registry, logger)
+	eventRepository := repositories.NewEventRepository(pool)
+	fundingWatch := services.NewFundingWatch(chainID, manager, eventRepository, eventRepository, chain, createTxUseCase, fundsGuard, logger)
+	fundingLoop := workers.NewFundingLoop(intervals, fundingWatch, logger)
 	chainStack := &ChainStack{
 		Connection: chainConnection,
 		Services:   chainServices,
@@ -344,6 +348,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 		Pipeline:   pipelineWorkers,
 		Leases:     leaseManager,
 		Funds:      fundsGaugeLoop,
+		Funding:    fundingLoop,
 	}
 	return chainStack, func() {
 		cleanup()

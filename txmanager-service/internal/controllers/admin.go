@@ -23,13 +23,14 @@ type AdminController struct {
 	policies  *services.PolicyBook
 	audit     *services.AuditTrail
 	webhooks  *services.WebhookBook
+	funding   *services.FundingBook
 	log       *log.Helper
 }
 
 // NewAdminController wires the controller.
 func NewAdminController(chains *services.Chains, routing Routing, forwarder OwnerForwarder, roster *services.SignerRoster, policies *services.PolicyBook,
-	audit *services.AuditTrail, webhooks *services.WebhookBook, logger log.Logger) *AdminController {
-	return &AdminController{chains: chains, routing: routing, forwarder: forwarder, roster: roster, policies: policies, audit: audit, webhooks: webhooks,
+	audit *services.AuditTrail, webhooks *services.WebhookBook, funding *services.FundingBook, logger log.Logger) *AdminController {
+	return &AdminController{chains: chains, routing: routing, forwarder: forwarder, roster: roster, policies: policies, audit: audit, webhooks: webhooks, funding: funding,
 		log: log.NewHelper(log.With(logger, "component", "admin-api"))}
 }
 

@@ -125,3 +125,71 @@ func toAPIWebhook(s domain.Subscription) *v1.Webhook {
 	}
 	return out
 }
+
+// SetFunding implements v1.AdminServiceServer.
+func (c *AdminController) SetFunding(ctx context.Context, req *v1.SetFundingRequest) (*v1.SignerFunding, error) {
+	chainID, err := c.fundingAdmin(ctx, req.GetChainId())
+	if err != nil {
+		return nil, err
+	}
+	f, err := c.funding.Set(ctx, chainID, req.GetSigner(), req.GetLowWater(), req.GetHighWater(), req.GetTreasury(), callerID(ctx))
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	return toAPIFunding(f), nil
+}
+
+// GetFunding implements v1.AdminServiceServer.
+func (c *AdminController) GetFunding(ctx context.Context, req *v1.FundingRequest) (*v1.SignerFunding, error) {
+	chainID, err := c.fundingAdmin(ctx, req.GetChainId())
+	if err != nil {
+		return nil, err
+	}
+	f, err := c.funding.Get(ctx, chainID, req.GetSigner())
+	if err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	return toAPIFunding(f), nil
+}
+
+// DeleteFunding implements v1.AdminServiceServer.
+func (c *AdminController) DeleteFunding(ctx context.Context, req *v1.FundingRequest) (*v1.DeleteFundingResponse, error) {
+	chainID, err := c.fundingAdmin(ctx, req.GetChainId())
+	if err != nil {
+		return nil, err
+	}
+	if err := c.funding.Delete(ctx, chainID, req.GetSigner(), callerID(ctx)); err != nil {
+		return nil, ToAPIError(c.log, err)
+	}
+	return &v1.DeleteFundingResponse{}, nil
+}
+
+// fundingAdmin allows the call for an admin and answers the chain it is about.
+func (c *AdminController) fundingAdmin(ctx context.Context, chainID uint64) (uint64, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return 0, err
+	}
+	if c.funding == nil {
+		return 0, errNoWebhooks
+	}
+	chain, err := c.chains.Lookup(chainID)
+	if err != nil {
+		return 0, ToAPIError(c.log, err)
+	}
+	return chain.ID, nil
+}
+
+func toAPIFunding(f domain.Funding) *v1.SignerFunding {
+	out := &v1.SignerFunding{Signer: f.Signer.Hex(), ChainId: f.ChainID, LowWater: f.LowWater.String(), HighWater: f.HighWater.String(), Low: f.Low,
+		Refills: f.Refills, UpdatedAt: timestamppb.New(f.UpdatedAt), UpdatedBy: f.UpdatedBy}
+	if f.Treasury != nil {
+		out.Treasury = f.Treasury.Hex()
+	}
+	if f.LastBalance != nil {
+		out.LastBalance = f.LastBalance.String()
+	}
+	if f.RefillTxID != nil {
+		out.RefillTxId = f.RefillTxID.String()
+	}
+	return out
+}

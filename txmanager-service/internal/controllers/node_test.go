@@ -238,7 +238,7 @@ func (e *testEnv) node(t *testing.T, name string, opts nodeOptions) *testNode {
 	n := &testNode{
 		tx: controllers.NewTxController(chains, services.NewCompletionsUseCase(feed, notify, feedCfg), services.NewFinalWait(notify, feedCfg),
 			testsupport.ApprovalDesk(t, pool, audit, name), opts.routing, opts.peers, logger),
-		admin:    controllers.NewAdminController(chains, opts.routing, opts.peers, roster, policies, audit, nil, logger),
+		admin:    controllers.NewAdminController(chains, opts.routing, opts.peers, roster, policies, audit, nil, nil, logger),
 		signers:  dir,
 		resolver: res,
 		feed:     feed,

@@ -123,11 +123,16 @@ func (r *EventRepository) Delete(ctx context.Context, chainID uint64, signer com
 
 // Mark implements services.FundingStore.
 func (r *EventRepository) Mark(ctx context.Context, sess txmanager.Session, chainID uint64, signer common.Address, balance *big.Int) (services.BalanceMark, error) {
-	row, err := sqlcdb.New(sess.DB()).MarkBalance(ctx, sqlcdb.MarkBalanceParams{ChainID: int64(chainID), Signer: signer.Hex(), Balance: balance.String()})
+	q := sqlcdb.New(sess.DB())
+	before, err := q.LockFunding(ctx, sqlcdb.LockFundingParams{ChainID: int64(chainID), Signer: signer.Hex()})
+	if err != nil {
+		return services.BalanceMark{}, fmt.Errorf("lock the funding of %s: %w", signer.Hex(), err)
+	}
+	row, err := q.MarkBalance(ctx, sqlcdb.MarkBalanceParams{ChainID: int64(chainID), Signer: signer.Hex(), Balance: balance.String()})
 	if err != nil {
 		return services.BalanceMark{}, fmt.Errorf("mark the balance of %s: %w", signer.Hex(), err)
 	}
-	m := services.BalanceMark{WasLow: row.Before == "low", Low: row.After == "low", Refills: row.Refills, RefillInFlight: row.RefillInFlight}
+	m := services.BalanceMark{WasLow: before == "low", Low: row.After == "low", Refills: row.Refills, RefillInFlight: row.RefillInFlight}
 	if m.LowWater, err = decodeWei(row.LowWater); err != nil {
 		return m, err
 	}

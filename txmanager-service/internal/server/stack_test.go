@@ -372,7 +372,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		conf: c, pool: opts.pool, nodes: nodes, forwarder: forwarder, chain: chain, prom: prom, txs: txs, queue: queue, feed: feed, listeners: listeners,
 		tx: controllers.NewTxController(chains, services.NewCompletionsUseCase(feed, notify, feedCfg), services.NewFinalWait(notify, feedCfg), nil,
 			routing, opts.forwarder, logger),
-		admin:   controllers.NewAdminController(chains, routing, opts.forwarder, nil, nil, nil, nil, logger),
+		admin:   controllers.NewAdminController(chains, routing, opts.forwarder, nil, nil, nil, nil, nil, logger),
 		streams: NewStreams(),
 	}
 	if s.auth, err = NewAuthenticator(c.Auth); err != nil {

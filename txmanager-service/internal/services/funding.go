@@ -49,12 +49,14 @@ type FundingWatch struct {
 	events  EventStore
 	chain   FundsChain
 	create  *CreateTxUseCase
+	funds   *FundsGuard
 	log     *log.Helper
 }
 
 // NewFundingWatch wires the watch of one chain.
-func NewFundingWatch(chainID ChainID, tx txmanager.Manager, store FundingStore, events EventStore, chain FundsChain, create *CreateTxUseCase, logger log.Logger) *FundingWatch {
-	return &FundingWatch{chainID: uint64(chainID.Int64()), tx: tx, store: store, events: events, chain: chain, create: create,
+func NewFundingWatch(chainID ChainID, tx txmanager.Manager, store FundingStore, events EventStore, chain FundsChain, create *CreateTxUseCase, funds *FundsGuard,
+	logger log.Logger) *FundingWatch {
+	return &FundingWatch{chainID: uint64(chainID.Int64()), tx: tx, store: store, events: events, chain: chain, create: create, funds: funds,
 		log: log.NewHelper(log.With(logger, "component", "funding"))}
 }
 
@@ -106,6 +108,13 @@ func (w *FundingWatch) look(ctx context.Context, signer common.Address) error {
 	}
 	if mark.Low != mark.WasLow {
 		w.log.Infow("msg", "signer balance crossed a funding mark", "signer", signer.Hex(), "balance", balance.String(), "low", mark.Low)
+	}
+	if mark.WasLow && !mark.Low && w.funds != nil {
+		// A refill landed: the funds check's view of the signer is older than it, and it
+		// refuses on a recent view without looking again.
+		if err := w.funds.Refresh(ctx, []common.Address{signer}); err != nil {
+			w.log.Warnw("msg", "refreshing the funds check after a refill", "signer", signer.Hex(), "error", err.Error())
+		}
 	}
 	if !mark.Low || mark.Treasury == nil || mark.RefillInFlight {
 		return nil

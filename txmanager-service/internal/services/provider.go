@@ -20,6 +20,7 @@ var ProviderSet = wire.NewSet(
 	NewApprovalDesk,
 	NewWebhookBook,
 	NewWebhookDeliverer,
+	NewFundingBook,
 	NewAdminRetention,
 	wire.InterfaceValue(new(Clock), SystemClock{}),
 )
@@ -36,6 +37,7 @@ var ChainProviderSet = wire.NewSet(
 	NewAdminUseCase,
 	NewSigningHealth,
 	NewSignerConditions,
+	NewFundingWatch,
 	wire.InterfaceValue(new(Clock), SystemClock{}),
 )
 

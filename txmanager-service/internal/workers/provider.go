@@ -27,6 +27,7 @@ var ChainProviderSet = wire.NewSet(
 	NewPipelineWorkers,
 	wire.Bind(new(services.SubmitNotifier), new(*PipelineWorkers)),
 	NewFundsGaugeLoop,
+	NewFundingLoop,
 )
 
 // Intervals pace the loops other than the pipeline's (the assembly maps them from the

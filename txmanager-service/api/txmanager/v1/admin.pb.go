@@ -24,6 +24,300 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type SetFundingRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Signer string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	// The chain (0: the deployment's only chain).
+	ChainId uint64 `protobuf:"varint,2,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	// Wei, decimal; high_water above low_water.
+	LowWater  string `protobuf:"bytes,3,opt,name=low_water,json=lowWater,proto3" json:"low_water,omitempty"`
+	HighWater string `protobuf:"bytes,4,opt,name=high_water,json=highWater,proto3" json:"high_water,omitempty"`
+	// The signer that refills this one (empty: events only).
+	Treasury      string `protobuf:"bytes,5,opt,name=treasury,proto3" json:"treasury,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFundingRequest) Reset() {
+	*x = SetFundingRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFundingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFundingRequest) ProtoMessage() {}
+
+func (x *SetFundingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFundingRequest.ProtoReflect.Descriptor instead.
+func (*SetFundingRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetFundingRequest) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *SetFundingRequest) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
+func (x *SetFundingRequest) GetLowWater() string {
+	if x != nil {
+		return x.LowWater
+	}
+	return ""
+}
+
+func (x *SetFundingRequest) GetHighWater() string {
+	if x != nil {
+		return x.HighWater
+	}
+	return ""
+}
+
+func (x *SetFundingRequest) GetTreasury() string {
+	if x != nil {
+		return x.Treasury
+	}
+	return ""
+}
+
+type FundingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Signer        string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	ChainId       uint64                 `protobuf:"varint,2,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FundingRequest) Reset() {
+	*x = FundingRequest{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FundingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FundingRequest) ProtoMessage() {}
+
+func (x *FundingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FundingRequest.ProtoReflect.Descriptor instead.
+func (*FundingRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *FundingRequest) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *FundingRequest) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
+type SignerFunding struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Signer    string                 `protobuf:"bytes,1,opt,name=signer,proto3" json:"signer,omitempty"`
+	ChainId   uint64                 `protobuf:"varint,2,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	LowWater  string                 `protobuf:"bytes,3,opt,name=low_water,json=lowWater,proto3" json:"low_water,omitempty"`
+	HighWater string                 `protobuf:"bytes,4,opt,name=high_water,json=highWater,proto3" json:"high_water,omitempty"`
+	Treasury  string                 `protobuf:"bytes,5,opt,name=treasury,proto3" json:"treasury,omitempty"`
+	// True from a look under low_water until one at high_water.
+	Low bool `protobuf:"varint,6,opt,name=low,proto3" json:"low,omitempty"`
+	// The balance at the last look ("" before the first).
+	LastBalance string `protobuf:"bytes,7,opt,name=last_balance,json=lastBalance,proto3" json:"last_balance,omitempty"`
+	// The last refill sent, and how many were.
+	RefillTxId    string                 `protobuf:"bytes,8,opt,name=refill_tx_id,json=refillTxId,proto3" json:"refill_tx_id,omitempty"`
+	Refills       int64                  `protobuf:"varint,9,opt,name=refills,proto3" json:"refills,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedBy     string                 `protobuf:"bytes,11,opt,name=updated_by,json=updatedBy,proto3" json:"updated_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignerFunding) Reset() {
+	*x = SignerFunding{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignerFunding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignerFunding) ProtoMessage() {}
+
+func (x *SignerFunding) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignerFunding.ProtoReflect.Descriptor instead.
+func (*SignerFunding) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SignerFunding) GetSigner() string {
+	if x != nil {
+		return x.Signer
+	}
+	return ""
+}
+
+func (x *SignerFunding) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
+func (x *SignerFunding) GetLowWater() string {
+	if x != nil {
+		return x.LowWater
+	}
+	return ""
+}
+
+func (x *SignerFunding) GetHighWater() string {
+	if x != nil {
+		return x.HighWater
+	}
+	return ""
+}
+
+func (x *SignerFunding) GetTreasury() string {
+	if x != nil {
+		return x.Treasury
+	}
+	return ""
+}
+
+func (x *SignerFunding) GetLow() bool {
+	if x != nil {
+		return x.Low
+	}
+	return false
+}
+
+func (x *SignerFunding) GetLastBalance() string {
+	if x != nil {
+		return x.LastBalance
+	}
+	return ""
+}
+
+func (x *SignerFunding) GetRefillTxId() string {
+	if x != nil {
+		return x.RefillTxId
+	}
+	return ""
+}
+
+func (x *SignerFunding) GetRefills() int64 {
+	if x != nil {
+		return x.Refills
+	}
+	return 0
+}
+
+func (x *SignerFunding) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *SignerFunding) GetUpdatedBy() string {
+	if x != nil {
+		return x.UpdatedBy
+	}
+	return ""
+}
+
+type DeleteFundingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteFundingResponse) Reset() {
+	*x = DeleteFundingResponse{}
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteFundingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteFundingResponse) ProtoMessage() {}
+
+func (x *DeleteFundingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteFundingResponse.ProtoReflect.Descriptor instead.
+func (*DeleteFundingResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
 type CreateWebhookRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// https (http and private networks only where webhooks.allowHTTP / allowNetworks or
@@ -47,7 +341,7 @@ type CreateWebhookRequest struct {
 
 func (x *CreateWebhookRequest) Reset() {
 	*x = CreateWebhookRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -59,7 +353,7 @@ func (x *CreateWebhookRequest) String() string {
 func (*CreateWebhookRequest) ProtoMessage() {}
 
 func (x *CreateWebhookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[0]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -72,7 +366,7 @@ func (x *CreateWebhookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWebhookRequest.ProtoReflect.Descriptor instead.
 func (*CreateWebhookRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateWebhookRequest) GetUrl() string {
@@ -142,7 +436,7 @@ type CreateWebhookResponse struct {
 
 func (x *CreateWebhookResponse) Reset() {
 	*x = CreateWebhookResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -154,7 +448,7 @@ func (x *CreateWebhookResponse) String() string {
 func (*CreateWebhookResponse) ProtoMessage() {}
 
 func (x *CreateWebhookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[1]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -167,7 +461,7 @@ func (x *CreateWebhookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWebhookResponse.ProtoReflect.Descriptor instead.
 func (*CreateWebhookResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateWebhookResponse) GetWebhook() *Webhook {
@@ -212,7 +506,7 @@ type Webhook struct {
 
 func (x *Webhook) Reset() {
 	*x = Webhook{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -224,7 +518,7 @@ func (x *Webhook) String() string {
 func (*Webhook) ProtoMessage() {}
 
 func (x *Webhook) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[2]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -237,7 +531,7 @@ func (x *Webhook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Webhook.ProtoReflect.Descriptor instead.
 func (*Webhook) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Webhook) GetSubscriptionId() string {
@@ -360,7 +654,7 @@ type ListWebhooksRequest struct {
 
 func (x *ListWebhooksRequest) Reset() {
 	*x = ListWebhooksRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +666,7 @@ func (x *ListWebhooksRequest) String() string {
 func (*ListWebhooksRequest) ProtoMessage() {}
 
 func (x *ListWebhooksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[3]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +679,7 @@ func (x *ListWebhooksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWebhooksRequest.ProtoReflect.Descriptor instead.
 func (*ListWebhooksRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 type ListWebhooksResponse struct {
@@ -397,7 +691,7 @@ type ListWebhooksResponse struct {
 
 func (x *ListWebhooksResponse) Reset() {
 	*x = ListWebhooksResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -409,7 +703,7 @@ func (x *ListWebhooksResponse) String() string {
 func (*ListWebhooksResponse) ProtoMessage() {}
 
 func (x *ListWebhooksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[4]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -422,7 +716,7 @@ func (x *ListWebhooksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWebhooksResponse.ProtoReflect.Descriptor instead.
 func (*ListWebhooksResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListWebhooksResponse) GetWebhooks() []*Webhook {
@@ -441,7 +735,7 @@ type WebhookRequest struct {
 
 func (x *WebhookRequest) Reset() {
 	*x = WebhookRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +747,7 @@ func (x *WebhookRequest) String() string {
 func (*WebhookRequest) ProtoMessage() {}
 
 func (x *WebhookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[5]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +760,7 @@ func (x *WebhookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WebhookRequest.ProtoReflect.Descriptor instead.
 func (*WebhookRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WebhookRequest) GetSubscriptionId() string {
@@ -487,7 +781,7 @@ type ReplayWebhookRequest struct {
 
 func (x *ReplayWebhookRequest) Reset() {
 	*x = ReplayWebhookRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +793,7 @@ func (x *ReplayWebhookRequest) String() string {
 func (*ReplayWebhookRequest) ProtoMessage() {}
 
 func (x *ReplayWebhookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[6]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +806,7 @@ func (x *ReplayWebhookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayWebhookRequest.ProtoReflect.Descriptor instead.
 func (*ReplayWebhookRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReplayWebhookRequest) GetSubscriptionId() string {
@@ -537,7 +831,7 @@ type DeleteWebhookResponse struct {
 
 func (x *DeleteWebhookResponse) Reset() {
 	*x = DeleteWebhookResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +843,7 @@ func (x *DeleteWebhookResponse) String() string {
 func (*DeleteWebhookResponse) ProtoMessage() {}
 
 func (x *DeleteWebhookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +856,7 @@ func (x *DeleteWebhookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWebhookResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWebhookResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 type PauseSignerRequest struct {
@@ -576,7 +870,7 @@ type PauseSignerRequest struct {
 
 func (x *PauseSignerRequest) Reset() {
 	*x = PauseSignerRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +882,7 @@ func (x *PauseSignerRequest) String() string {
 func (*PauseSignerRequest) ProtoMessage() {}
 
 func (x *PauseSignerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +895,7 @@ func (x *PauseSignerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseSignerRequest.ProtoReflect.Descriptor instead.
 func (*PauseSignerRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PauseSignerRequest) GetSigner() string {
@@ -630,7 +924,7 @@ type PolicyScopeRequest struct {
 
 func (x *PolicyScopeRequest) Reset() {
 	*x = PolicyScopeRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +936,7 @@ func (x *PolicyScopeRequest) String() string {
 func (*PolicyScopeRequest) ProtoMessage() {}
 
 func (x *PolicyScopeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +949,7 @@ func (x *PolicyScopeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyScopeRequest.ProtoReflect.Descriptor instead.
 func (*PolicyScopeRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PolicyScopeRequest) GetScopeKind() string {
@@ -685,7 +979,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +991,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +1004,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetPolicyRequest) GetScopeKind() string {
@@ -749,7 +1043,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -761,7 +1055,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -774,7 +1068,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Policy) GetScopeKind() string {
@@ -829,7 +1123,7 @@ type DeletePolicyResponse struct {
 
 func (x *DeletePolicyResponse) Reset() {
 	*x = DeletePolicyResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +1135,7 @@ func (x *DeletePolicyResponse) String() string {
 func (*DeletePolicyResponse) ProtoMessage() {}
 
 func (x *DeletePolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +1148,7 @@ func (x *DeletePolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePolicyResponse.ProtoReflect.Descriptor instead.
 func (*DeletePolicyResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeletePolicyResponse) GetVersion() int64 {
@@ -872,7 +1166,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +1178,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[13]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +1191,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 type ListPoliciesResponse struct {
@@ -909,7 +1203,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1215,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[14]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1228,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListPoliciesResponse) GetPolicies() []*Policy {
@@ -958,7 +1252,7 @@ type PolicyVersion struct {
 
 func (x *PolicyVersion) Reset() {
 	*x = PolicyVersion{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1264,7 @@ func (x *PolicyVersion) String() string {
 func (*PolicyVersion) ProtoMessage() {}
 
 func (x *PolicyVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[15]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1277,7 @@ func (x *PolicyVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyVersion.ProtoReflect.Descriptor instead.
 func (*PolicyVersion) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PolicyVersion) GetVersion() int64 {
@@ -1030,7 +1324,7 @@ type ListPolicyVersionsResponse struct {
 
 func (x *ListPolicyVersionsResponse) Reset() {
 	*x = ListPolicyVersionsResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1336,7 @@ func (x *ListPolicyVersionsResponse) String() string {
 func (*ListPolicyVersionsResponse) ProtoMessage() {}
 
 func (x *ListPolicyVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[16]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1349,7 @@ func (x *ListPolicyVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPolicyVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPolicyVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListPolicyVersionsResponse) GetVersions() []*PolicyVersion {
@@ -1083,7 +1377,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1389,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[17]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1402,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() int64 {
@@ -1173,7 +1467,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1479,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[18]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1492,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AuditRecord) GetSeq() int64 {
@@ -1282,7 +1576,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1588,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[19]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1601,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -1332,7 +1626,7 @@ type VerifyAuditRequest struct {
 
 func (x *VerifyAuditRequest) Reset() {
 	*x = VerifyAuditRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1638,7 @@ func (x *VerifyAuditRequest) String() string {
 func (*VerifyAuditRequest) ProtoMessage() {}
 
 func (x *VerifyAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[20]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1651,7 @@ func (x *VerifyAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyAuditRequest.ProtoReflect.Descriptor instead.
 func (*VerifyAuditRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 type VerifyAuditResponse struct {
@@ -1378,7 +1672,7 @@ type VerifyAuditResponse struct {
 
 func (x *VerifyAuditResponse) Reset() {
 	*x = VerifyAuditResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[21]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1684,7 @@ func (x *VerifyAuditResponse) String() string {
 func (*VerifyAuditResponse) ProtoMessage() {}
 
 func (x *VerifyAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[21]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1697,7 @@ func (x *VerifyAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyAuditResponse.ProtoReflect.Descriptor instead.
 func (*VerifyAuditResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *VerifyAuditResponse) GetOk() bool {
@@ -1473,7 +1767,7 @@ type AddSignerRequest struct {
 
 func (x *AddSignerRequest) Reset() {
 	*x = AddSignerRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[22]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1779,7 @@ func (x *AddSignerRequest) String() string {
 func (*AddSignerRequest) ProtoMessage() {}
 
 func (x *AddSignerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[22]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1792,7 @@ func (x *AddSignerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddSignerRequest.ProtoReflect.Descriptor instead.
 func (*AddSignerRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AddSignerRequest) GetSigner() string {
@@ -1540,7 +1834,7 @@ type RetireSignerRequest struct {
 
 func (x *RetireSignerRequest) Reset() {
 	*x = RetireSignerRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[23]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1846,7 @@ func (x *RetireSignerRequest) String() string {
 func (*RetireSignerRequest) ProtoMessage() {}
 
 func (x *RetireSignerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[23]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1859,7 @@ func (x *RetireSignerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetireSignerRequest.ProtoReflect.Descriptor instead.
 func (*RetireSignerRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RetireSignerRequest) GetSigner() string {
@@ -1590,7 +1884,7 @@ type ListRosterRequest struct {
 
 func (x *ListRosterRequest) Reset() {
 	*x = ListRosterRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[24]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1896,7 @@ func (x *ListRosterRequest) String() string {
 func (*ListRosterRequest) ProtoMessage() {}
 
 func (x *ListRosterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[24]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1909,7 @@ func (x *ListRosterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRosterRequest.ProtoReflect.Descriptor instead.
 func (*ListRosterRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 type ListRosterResponse struct {
@@ -1627,7 +1921,7 @@ type ListRosterResponse struct {
 
 func (x *ListRosterResponse) Reset() {
 	*x = ListRosterResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[25]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1933,7 @@ func (x *ListRosterResponse) String() string {
 func (*ListRosterResponse) ProtoMessage() {}
 
 func (x *ListRosterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[25]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1946,7 @@ func (x *ListRosterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRosterResponse.ProtoReflect.Descriptor instead.
 func (*ListRosterResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListRosterResponse) GetSigners() []*RosterSigner {
@@ -1689,7 +1983,7 @@ type RosterSigner struct {
 
 func (x *RosterSigner) Reset() {
 	*x = RosterSigner{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[26]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1995,7 @@ func (x *RosterSigner) String() string {
 func (*RosterSigner) ProtoMessage() {}
 
 func (x *RosterSigner) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[26]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +2008,7 @@ func (x *RosterSigner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RosterSigner.ProtoReflect.Descriptor instead.
 func (*RosterSigner) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RosterSigner) GetSigner() string {
@@ -1833,7 +2127,7 @@ type GetQuarantineRequest struct {
 
 func (x *GetQuarantineRequest) Reset() {
 	*x = GetQuarantineRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[27]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +2139,7 @@ func (x *GetQuarantineRequest) String() string {
 func (*GetQuarantineRequest) ProtoMessage() {}
 
 func (x *GetQuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[27]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +2152,7 @@ func (x *GetQuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQuarantineRequest.ProtoReflect.Descriptor instead.
 func (*GetQuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetQuarantineRequest) GetSigner() string {
@@ -1909,7 +2203,7 @@ type ReleaseSignerRequest struct {
 
 func (x *ReleaseSignerRequest) Reset() {
 	*x = ReleaseSignerRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[28]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2215,7 @@ func (x *ReleaseSignerRequest) String() string {
 func (*ReleaseSignerRequest) ProtoMessage() {}
 
 func (x *ReleaseSignerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[28]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2228,7 @@ func (x *ReleaseSignerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSignerRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseSignerRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReleaseSignerRequest) GetSigner() string {
@@ -1995,7 +2289,7 @@ type Quarantine struct {
 
 func (x *Quarantine) Reset() {
 	*x = Quarantine{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[29]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2301,7 @@ func (x *Quarantine) String() string {
 func (*Quarantine) ProtoMessage() {}
 
 func (x *Quarantine) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[29]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2314,7 @@ func (x *Quarantine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quarantine.ProtoReflect.Descriptor instead.
 func (*Quarantine) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Quarantine) GetSigner() string {
@@ -2158,7 +2452,7 @@ type NonceRange struct {
 
 func (x *NonceRange) Reset() {
 	*x = NonceRange{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[30]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2464,7 @@ func (x *NonceRange) String() string {
 func (*NonceRange) ProtoMessage() {}
 
 func (x *NonceRange) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[30]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2477,7 @@ func (x *NonceRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NonceRange.ProtoReflect.Descriptor instead.
 func (*NonceRange) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NonceRange) GetClass() string {
@@ -2241,7 +2535,7 @@ type UnknownNonce struct {
 
 func (x *UnknownNonce) Reset() {
 	*x = UnknownNonce{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[31]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2547,7 @@ func (x *UnknownNonce) String() string {
 func (*UnknownNonce) ProtoMessage() {}
 
 func (x *UnknownNonce) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[31]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2560,7 @@ func (x *UnknownNonce) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnknownNonce.ProtoReflect.Descriptor instead.
 func (*UnknownNonce) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UnknownNonce) GetNonce() uint64 {
@@ -2373,7 +2667,7 @@ type ResolveTxRequest struct {
 
 func (x *ResolveTxRequest) Reset() {
 	*x = ResolveTxRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[32]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2679,7 @@ func (x *ResolveTxRequest) String() string {
 func (*ResolveTxRequest) ProtoMessage() {}
 
 func (x *ResolveTxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[32]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2692,7 @@ func (x *ResolveTxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTxRequest.ProtoReflect.Descriptor instead.
 func (*ResolveTxRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResolveTxRequest) GetTxId() string {
@@ -2434,7 +2728,7 @@ type ResolveTxResponse struct {
 
 func (x *ResolveTxResponse) Reset() {
 	*x = ResolveTxResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[33]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2446,7 +2740,7 @@ func (x *ResolveTxResponse) String() string {
 func (*ResolveTxResponse) ProtoMessage() {}
 
 func (x *ResolveTxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[33]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2459,7 +2753,7 @@ func (x *ResolveTxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTxResponse.ProtoReflect.Descriptor instead.
 func (*ResolveTxResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResolveTxResponse) GetTxId() string {
@@ -2494,7 +2788,7 @@ type GetSignerStatusRequest struct {
 
 func (x *GetSignerStatusRequest) Reset() {
 	*x = GetSignerStatusRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[34]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2800,7 @@ func (x *GetSignerStatusRequest) String() string {
 func (*GetSignerStatusRequest) ProtoMessage() {}
 
 func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[34]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2813,7 @@ func (x *GetSignerStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSignerStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetSignerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetSignerStatusRequest) GetSigner() string {
@@ -2577,7 +2871,7 @@ type SignerStatus struct {
 
 func (x *SignerStatus) Reset() {
 	*x = SignerStatus{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[35]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2883,7 @@ func (x *SignerStatus) String() string {
 func (*SignerStatus) ProtoMessage() {}
 
 func (x *SignerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[35]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2896,7 @@ func (x *SignerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignerStatus.ProtoReflect.Descriptor instead.
 func (*SignerStatus) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SignerStatus) GetSigner() string {
@@ -2741,7 +3035,7 @@ type ListSignersRequest struct {
 
 func (x *ListSignersRequest) Reset() {
 	*x = ListSignersRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[36]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2753,7 +3047,7 @@ func (x *ListSignersRequest) String() string {
 func (*ListSignersRequest) ProtoMessage() {}
 
 func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[36]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2766,7 +3060,7 @@ func (x *ListSignersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersRequest.ProtoReflect.Descriptor instead.
 func (*ListSignersRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListSignersRequest) GetChainId() uint64 {
@@ -2786,7 +3080,7 @@ type ListSignersResponse struct {
 
 func (x *ListSignersResponse) Reset() {
 	*x = ListSignersResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[37]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2798,7 +3092,7 @@ func (x *ListSignersResponse) String() string {
 func (*ListSignersResponse) ProtoMessage() {}
 
 func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[37]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +3105,7 @@ func (x *ListSignersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSignersResponse.ProtoReflect.Descriptor instead.
 func (*ListSignersResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListSignersResponse) GetSigners() []*SignerStatus {
@@ -2835,7 +3129,7 @@ type ListStuckRequest struct {
 
 func (x *ListStuckRequest) Reset() {
 	*x = ListStuckRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[38]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2847,7 +3141,7 @@ func (x *ListStuckRequest) String() string {
 func (*ListStuckRequest) ProtoMessage() {}
 
 func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[38]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2860,7 +3154,7 @@ func (x *ListStuckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckRequest.ProtoReflect.Descriptor instead.
 func (*ListStuckRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListStuckRequest) GetSigner() string {
@@ -2893,7 +3187,7 @@ type ListStuckResponse struct {
 
 func (x *ListStuckResponse) Reset() {
 	*x = ListStuckResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[39]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2905,7 +3199,7 @@ func (x *ListStuckResponse) String() string {
 func (*ListStuckResponse) ProtoMessage() {}
 
 func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[39]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2918,7 +3212,7 @@ func (x *ListStuckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStuckResponse.ProtoReflect.Descriptor instead.
 func (*ListStuckResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListStuckResponse) GetTxs() []*Tx {
@@ -2936,7 +3230,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[40]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3242,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[40]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3255,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 type Node struct {
@@ -2984,7 +3278,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[41]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3290,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[41]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3303,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Node) GetNodeId() string {
@@ -3084,7 +3378,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[42]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3096,7 +3390,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_admin_proto_msgTypes[42]
+	mi := &file_api_txmanager_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3109,7 +3403,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_api_txmanager_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -3123,7 +3417,35 @@ var File_api_txmanager_v1_admin_proto protoreflect.FileDescriptor
 
 const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe1\x01\n" +
+	"\x1capi/txmanager/v1/admin.proto\x12\ftxmanager.v1\x1a api/txmanager/v1/txmanager.proto\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9e\x01\n" +
+	"\x11SetFundingRequest\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x19\n" +
+	"\bchain_id\x18\x02 \x01(\x04R\achainId\x12\x1b\n" +
+	"\tlow_water\x18\x03 \x01(\tR\blowWater\x12\x1d\n" +
+	"\n" +
+	"high_water\x18\x04 \x01(\tR\thighWater\x12\x1a\n" +
+	"\btreasury\x18\x05 \x01(\tR\btreasury\"C\n" +
+	"\x0eFundingRequest\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x19\n" +
+	"\bchain_id\x18\x02 \x01(\x04R\achainId\"\xe5\x02\n" +
+	"\rSignerFunding\x12\x16\n" +
+	"\x06signer\x18\x01 \x01(\tR\x06signer\x12\x19\n" +
+	"\bchain_id\x18\x02 \x01(\x04R\achainId\x12\x1b\n" +
+	"\tlow_water\x18\x03 \x01(\tR\blowWater\x12\x1d\n" +
+	"\n" +
+	"high_water\x18\x04 \x01(\tR\thighWater\x12\x1a\n" +
+	"\btreasury\x18\x05 \x01(\tR\btreasury\x12\x10\n" +
+	"\x03low\x18\x06 \x01(\bR\x03low\x12!\n" +
+	"\flast_balance\x18\a \x01(\tR\vlastBalance\x12 \n" +
+	"\frefill_tx_id\x18\b \x01(\tR\n" +
+	"refillTxId\x12\x18\n" +
+	"\arefills\x18\t \x01(\x03R\arefills\x129\n" +
+	"\n" +
+	"updated_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1d\n" +
+	"\n" +
+	"updated_by\x18\v \x01(\tR\tupdatedBy\"\x17\n" +
+	"\x15DeleteFundingResponse\"\xe1\x01\n" +
 	"\x14CreateWebhookRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x16\n" +
@@ -3391,7 +3713,7 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x06leases\x18\b \x01(\x04R\x06leases\x12 \n" +
 	"\vincarnation\x18\t \x01(\tR\vincarnation\"=\n" +
 	"\x11ListNodesResponse\x12(\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\xa2\x19\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x12.txmanager.v1.NodeR\x05nodes2\x9f\x1c\n" +
 	"\fAdminService\x12{\n" +
 	"\x0fGetSignerStatus\x12$.txmanager.v1.GetSignerStatusRequest\x1a\x1a.txmanager.v1.SignerStatus\"&\x82\xd3\xe4\x93\x02 \x12\x1e/api/v1/admin/signers/{signer}\x12q\n" +
 	"\vListSigners\x12 .txmanager.v1.ListSignersRequest\x1a!.txmanager.v1.ListSignersResponse\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/api/v1/admin/signers\x12i\n" +
@@ -3420,7 +3742,12 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\fPauseWebhook\x12\x1c.txmanager.v1.WebhookRequest\x1a\x15.txmanager.v1.Webhook\"9\x82\xd3\xe4\x93\x023:\x01*\"./api/v1/admin/webhooks/{subscription_id}/pause\x12\x80\x01\n" +
 	"\rResumeWebhook\x12\x1c.txmanager.v1.WebhookRequest\x1a\x15.txmanager.v1.Webhook\":\x82\xd3\xe4\x93\x024:\x01*\"//api/v1/admin/webhooks/{subscription_id}/resume\x12\x86\x01\n" +
 	"\rReplayWebhook\x12\".txmanager.v1.ReplayWebhookRequest\x1a\x15.txmanager.v1.Webhook\":\x82\xd3\xe4\x93\x024:\x01*\"//api/v1/admin/webhooks/{subscription_id}/replay\x12\x84\x01\n" +
-	"\rDeleteWebhook\x12\x1c.txmanager.v1.WebhookRequest\x1a#.txmanager.v1.DeleteWebhookResponse\"0\x82\xd3\xe4\x93\x02**(/api/v1/admin/webhooks/{subscription_id}B>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
+	"\rDeleteWebhook\x12\x1c.txmanager.v1.WebhookRequest\x1a#.txmanager.v1.DeleteWebhookResponse\"0\x82\xd3\xe4\x93\x02**(/api/v1/admin/webhooks/{subscription_id}\x12}\n" +
+	"\n" +
+	"SetFunding\x12\x1f.txmanager.v1.SetFundingRequest\x1a\x1b.txmanager.v1.SignerFunding\"1\x82\xd3\xe4\x93\x02+:\x01*\x1a&/api/v1/admin/signers/{signer}/funding\x12w\n" +
+	"\n" +
+	"GetFunding\x12\x1c.txmanager.v1.FundingRequest\x1a\x1b.txmanager.v1.SignerFunding\".\x82\xd3\xe4\x93\x02(\x12&/api/v1/admin/signers/{signer}/funding\x12\x82\x01\n" +
+	"\rDeleteFunding\x12\x1c.txmanager.v1.FundingRequest\x1a#.txmanager.v1.DeleteFundingResponse\".\x82\xd3\xe4\x93\x02(*&/api/v1/admin/signers/{signer}/fundingB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
 var (
 	file_api_txmanager_v1_admin_proto_rawDescOnce sync.Once
@@ -3434,147 +3761,158 @@ func file_api_txmanager_v1_admin_proto_rawDescGZIP() []byte {
 	return file_api_txmanager_v1_admin_proto_rawDescData
 }
 
-var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_api_txmanager_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_api_txmanager_v1_admin_proto_goTypes = []any{
-	(*CreateWebhookRequest)(nil),       // 0: txmanager.v1.CreateWebhookRequest
-	(*CreateWebhookResponse)(nil),      // 1: txmanager.v1.CreateWebhookResponse
-	(*Webhook)(nil),                    // 2: txmanager.v1.Webhook
-	(*ListWebhooksRequest)(nil),        // 3: txmanager.v1.ListWebhooksRequest
-	(*ListWebhooksResponse)(nil),       // 4: txmanager.v1.ListWebhooksResponse
-	(*WebhookRequest)(nil),             // 5: txmanager.v1.WebhookRequest
-	(*ReplayWebhookRequest)(nil),       // 6: txmanager.v1.ReplayWebhookRequest
-	(*DeleteWebhookResponse)(nil),      // 7: txmanager.v1.DeleteWebhookResponse
-	(*PauseSignerRequest)(nil),         // 8: txmanager.v1.PauseSignerRequest
-	(*PolicyScopeRequest)(nil),         // 9: txmanager.v1.PolicyScopeRequest
-	(*SetPolicyRequest)(nil),           // 10: txmanager.v1.SetPolicyRequest
-	(*Policy)(nil),                     // 11: txmanager.v1.Policy
-	(*DeletePolicyResponse)(nil),       // 12: txmanager.v1.DeletePolicyResponse
-	(*ListPoliciesRequest)(nil),        // 13: txmanager.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),       // 14: txmanager.v1.ListPoliciesResponse
-	(*PolicyVersion)(nil),              // 15: txmanager.v1.PolicyVersion
-	(*ListPolicyVersionsResponse)(nil), // 16: txmanager.v1.ListPolicyVersionsResponse
-	(*ListAuditRequest)(nil),           // 17: txmanager.v1.ListAuditRequest
-	(*AuditRecord)(nil),                // 18: txmanager.v1.AuditRecord
-	(*ListAuditResponse)(nil),          // 19: txmanager.v1.ListAuditResponse
-	(*VerifyAuditRequest)(nil),         // 20: txmanager.v1.VerifyAuditRequest
-	(*VerifyAuditResponse)(nil),        // 21: txmanager.v1.VerifyAuditResponse
-	(*AddSignerRequest)(nil),           // 22: txmanager.v1.AddSignerRequest
-	(*RetireSignerRequest)(nil),        // 23: txmanager.v1.RetireSignerRequest
-	(*ListRosterRequest)(nil),          // 24: txmanager.v1.ListRosterRequest
-	(*ListRosterResponse)(nil),         // 25: txmanager.v1.ListRosterResponse
-	(*RosterSigner)(nil),               // 26: txmanager.v1.RosterSigner
-	(*GetQuarantineRequest)(nil),       // 27: txmanager.v1.GetQuarantineRequest
-	(*ReleaseSignerRequest)(nil),       // 28: txmanager.v1.ReleaseSignerRequest
-	(*Quarantine)(nil),                 // 29: txmanager.v1.Quarantine
-	(*NonceRange)(nil),                 // 30: txmanager.v1.NonceRange
-	(*UnknownNonce)(nil),               // 31: txmanager.v1.UnknownNonce
-	(*ResolveTxRequest)(nil),           // 32: txmanager.v1.ResolveTxRequest
-	(*ResolveTxResponse)(nil),          // 33: txmanager.v1.ResolveTxResponse
-	(*GetSignerStatusRequest)(nil),     // 34: txmanager.v1.GetSignerStatusRequest
-	(*SignerStatus)(nil),               // 35: txmanager.v1.SignerStatus
-	(*ListSignersRequest)(nil),         // 36: txmanager.v1.ListSignersRequest
-	(*ListSignersResponse)(nil),        // 37: txmanager.v1.ListSignersResponse
-	(*ListStuckRequest)(nil),           // 38: txmanager.v1.ListStuckRequest
-	(*ListStuckResponse)(nil),          // 39: txmanager.v1.ListStuckResponse
-	(*ListNodesRequest)(nil),           // 40: txmanager.v1.ListNodesRequest
-	(*Node)(nil),                       // 41: txmanager.v1.Node
-	(*ListNodesResponse)(nil),          // 42: txmanager.v1.ListNodesResponse
-	(*timestamppb.Timestamp)(nil),      // 43: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),            // 44: google.protobuf.Struct
-	(*Tx)(nil),                         // 45: txmanager.v1.Tx
+	(*SetFundingRequest)(nil),          // 0: txmanager.v1.SetFundingRequest
+	(*FundingRequest)(nil),             // 1: txmanager.v1.FundingRequest
+	(*SignerFunding)(nil),              // 2: txmanager.v1.SignerFunding
+	(*DeleteFundingResponse)(nil),      // 3: txmanager.v1.DeleteFundingResponse
+	(*CreateWebhookRequest)(nil),       // 4: txmanager.v1.CreateWebhookRequest
+	(*CreateWebhookResponse)(nil),      // 5: txmanager.v1.CreateWebhookResponse
+	(*Webhook)(nil),                    // 6: txmanager.v1.Webhook
+	(*ListWebhooksRequest)(nil),        // 7: txmanager.v1.ListWebhooksRequest
+	(*ListWebhooksResponse)(nil),       // 8: txmanager.v1.ListWebhooksResponse
+	(*WebhookRequest)(nil),             // 9: txmanager.v1.WebhookRequest
+	(*ReplayWebhookRequest)(nil),       // 10: txmanager.v1.ReplayWebhookRequest
+	(*DeleteWebhookResponse)(nil),      // 11: txmanager.v1.DeleteWebhookResponse
+	(*PauseSignerRequest)(nil),         // 12: txmanager.v1.PauseSignerRequest
+	(*PolicyScopeRequest)(nil),         // 13: txmanager.v1.PolicyScopeRequest
+	(*SetPolicyRequest)(nil),           // 14: txmanager.v1.SetPolicyRequest
+	(*Policy)(nil),                     // 15: txmanager.v1.Policy
+	(*DeletePolicyResponse)(nil),       // 16: txmanager.v1.DeletePolicyResponse
+	(*ListPoliciesRequest)(nil),        // 17: txmanager.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),       // 18: txmanager.v1.ListPoliciesResponse
+	(*PolicyVersion)(nil),              // 19: txmanager.v1.PolicyVersion
+	(*ListPolicyVersionsResponse)(nil), // 20: txmanager.v1.ListPolicyVersionsResponse
+	(*ListAuditRequest)(nil),           // 21: txmanager.v1.ListAuditRequest
+	(*AuditRecord)(nil),                // 22: txmanager.v1.AuditRecord
+	(*ListAuditResponse)(nil),          // 23: txmanager.v1.ListAuditResponse
+	(*VerifyAuditRequest)(nil),         // 24: txmanager.v1.VerifyAuditRequest
+	(*VerifyAuditResponse)(nil),        // 25: txmanager.v1.VerifyAuditResponse
+	(*AddSignerRequest)(nil),           // 26: txmanager.v1.AddSignerRequest
+	(*RetireSignerRequest)(nil),        // 27: txmanager.v1.RetireSignerRequest
+	(*ListRosterRequest)(nil),          // 28: txmanager.v1.ListRosterRequest
+	(*ListRosterResponse)(nil),         // 29: txmanager.v1.ListRosterResponse
+	(*RosterSigner)(nil),               // 30: txmanager.v1.RosterSigner
+	(*GetQuarantineRequest)(nil),       // 31: txmanager.v1.GetQuarantineRequest
+	(*ReleaseSignerRequest)(nil),       // 32: txmanager.v1.ReleaseSignerRequest
+	(*Quarantine)(nil),                 // 33: txmanager.v1.Quarantine
+	(*NonceRange)(nil),                 // 34: txmanager.v1.NonceRange
+	(*UnknownNonce)(nil),               // 35: txmanager.v1.UnknownNonce
+	(*ResolveTxRequest)(nil),           // 36: txmanager.v1.ResolveTxRequest
+	(*ResolveTxResponse)(nil),          // 37: txmanager.v1.ResolveTxResponse
+	(*GetSignerStatusRequest)(nil),     // 38: txmanager.v1.GetSignerStatusRequest
+	(*SignerStatus)(nil),               // 39: txmanager.v1.SignerStatus
+	(*ListSignersRequest)(nil),         // 40: txmanager.v1.ListSignersRequest
+	(*ListSignersResponse)(nil),        // 41: txmanager.v1.ListSignersResponse
+	(*ListStuckRequest)(nil),           // 42: txmanager.v1.ListStuckRequest
+	(*ListStuckResponse)(nil),          // 43: txmanager.v1.ListStuckResponse
+	(*ListNodesRequest)(nil),           // 44: txmanager.v1.ListNodesRequest
+	(*Node)(nil),                       // 45: txmanager.v1.Node
+	(*ListNodesResponse)(nil),          // 46: txmanager.v1.ListNodesResponse
+	(*timestamppb.Timestamp)(nil),      // 47: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),            // 48: google.protobuf.Struct
+	(*Tx)(nil),                         // 49: txmanager.v1.Tx
 }
 var file_api_txmanager_v1_admin_proto_depIdxs = []int32{
-	2,  // 0: txmanager.v1.CreateWebhookResponse.webhook:type_name -> txmanager.v1.Webhook
-	43, // 1: txmanager.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
-	43, // 2: txmanager.v1.Webhook.last_success_at:type_name -> google.protobuf.Timestamp
-	43, // 3: txmanager.v1.Webhook.failing_since:type_name -> google.protobuf.Timestamp
-	2,  // 4: txmanager.v1.ListWebhooksResponse.webhooks:type_name -> txmanager.v1.Webhook
-	44, // 5: txmanager.v1.SetPolicyRequest.policy:type_name -> google.protobuf.Struct
-	44, // 6: txmanager.v1.Policy.policy:type_name -> google.protobuf.Struct
-	43, // 7: txmanager.v1.Policy.updated_at:type_name -> google.protobuf.Timestamp
-	11, // 8: txmanager.v1.ListPoliciesResponse.policies:type_name -> txmanager.v1.Policy
-	44, // 9: txmanager.v1.PolicyVersion.policy:type_name -> google.protobuf.Struct
-	43, // 10: txmanager.v1.PolicyVersion.changed_at:type_name -> google.protobuf.Timestamp
-	15, // 11: txmanager.v1.ListPolicyVersionsResponse.versions:type_name -> txmanager.v1.PolicyVersion
-	43, // 12: txmanager.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	43, // 13: txmanager.v1.AuditRecord.at:type_name -> google.protobuf.Timestamp
-	18, // 14: txmanager.v1.ListAuditResponse.records:type_name -> txmanager.v1.AuditRecord
-	26, // 15: txmanager.v1.ListRosterResponse.signers:type_name -> txmanager.v1.RosterSigner
-	43, // 16: txmanager.v1.RosterSigner.added_at:type_name -> google.protobuf.Timestamp
-	43, // 17: txmanager.v1.RosterSigner.retiring_at:type_name -> google.protobuf.Timestamp
-	43, // 18: txmanager.v1.RosterSigner.retired_at:type_name -> google.protobuf.Timestamp
-	43, // 19: txmanager.v1.RosterSigner.paused_at:type_name -> google.protobuf.Timestamp
-	43, // 20: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
-	43, // 21: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
-	31, // 22: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
-	30, // 23: txmanager.v1.Quarantine.ranges:type_name -> txmanager.v1.NonceRange
-	43, // 24: txmanager.v1.Quarantine.release_requested_at:type_name -> google.protobuf.Timestamp
-	43, // 25: txmanager.v1.UnknownNonce.unclaimed_until:type_name -> google.protobuf.Timestamp
-	45, // 26: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
-	43, // 27: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
-	43, // 28: txmanager.v1.SignerStatus.signing_failing_since:type_name -> google.protobuf.Timestamp
-	35, // 29: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
-	45, // 30: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
-	43, // 31: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	43, // 32: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
-	41, // 33: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
-	34, // 34: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
-	36, // 35: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
-	38, // 36: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
-	40, // 37: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
-	32, // 38: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
-	27, // 39: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
-	28, // 40: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
-	22, // 41: txmanager.v1.AdminService.AddSigner:input_type -> txmanager.v1.AddSignerRequest
-	23, // 42: txmanager.v1.AdminService.RetireSigner:input_type -> txmanager.v1.RetireSignerRequest
-	24, // 43: txmanager.v1.AdminService.ListRoster:input_type -> txmanager.v1.ListRosterRequest
-	8,  // 44: txmanager.v1.AdminService.PauseSigner:input_type -> txmanager.v1.PauseSignerRequest
-	8,  // 45: txmanager.v1.AdminService.ResumeSigner:input_type -> txmanager.v1.PauseSignerRequest
-	10, // 46: txmanager.v1.AdminService.SetPolicy:input_type -> txmanager.v1.SetPolicyRequest
-	9,  // 47: txmanager.v1.AdminService.GetPolicy:input_type -> txmanager.v1.PolicyScopeRequest
-	9,  // 48: txmanager.v1.AdminService.DeletePolicy:input_type -> txmanager.v1.PolicyScopeRequest
-	13, // 49: txmanager.v1.AdminService.ListPolicies:input_type -> txmanager.v1.ListPoliciesRequest
-	9,  // 50: txmanager.v1.AdminService.ListPolicyVersions:input_type -> txmanager.v1.PolicyScopeRequest
-	17, // 51: txmanager.v1.AdminService.ListAudit:input_type -> txmanager.v1.ListAuditRequest
-	20, // 52: txmanager.v1.AdminService.VerifyAudit:input_type -> txmanager.v1.VerifyAuditRequest
-	0,  // 53: txmanager.v1.AdminService.CreateWebhook:input_type -> txmanager.v1.CreateWebhookRequest
-	3,  // 54: txmanager.v1.AdminService.ListWebhooks:input_type -> txmanager.v1.ListWebhooksRequest
-	5,  // 55: txmanager.v1.AdminService.GetWebhook:input_type -> txmanager.v1.WebhookRequest
-	5,  // 56: txmanager.v1.AdminService.PauseWebhook:input_type -> txmanager.v1.WebhookRequest
-	5,  // 57: txmanager.v1.AdminService.ResumeWebhook:input_type -> txmanager.v1.WebhookRequest
-	6,  // 58: txmanager.v1.AdminService.ReplayWebhook:input_type -> txmanager.v1.ReplayWebhookRequest
-	5,  // 59: txmanager.v1.AdminService.DeleteWebhook:input_type -> txmanager.v1.WebhookRequest
-	35, // 60: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
-	37, // 61: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
-	39, // 62: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
-	42, // 63: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
-	33, // 64: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
-	29, // 65: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
-	29, // 66: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
-	26, // 67: txmanager.v1.AdminService.AddSigner:output_type -> txmanager.v1.RosterSigner
-	26, // 68: txmanager.v1.AdminService.RetireSigner:output_type -> txmanager.v1.RosterSigner
-	25, // 69: txmanager.v1.AdminService.ListRoster:output_type -> txmanager.v1.ListRosterResponse
-	26, // 70: txmanager.v1.AdminService.PauseSigner:output_type -> txmanager.v1.RosterSigner
-	26, // 71: txmanager.v1.AdminService.ResumeSigner:output_type -> txmanager.v1.RosterSigner
-	11, // 72: txmanager.v1.AdminService.SetPolicy:output_type -> txmanager.v1.Policy
-	11, // 73: txmanager.v1.AdminService.GetPolicy:output_type -> txmanager.v1.Policy
-	12, // 74: txmanager.v1.AdminService.DeletePolicy:output_type -> txmanager.v1.DeletePolicyResponse
-	14, // 75: txmanager.v1.AdminService.ListPolicies:output_type -> txmanager.v1.ListPoliciesResponse
-	16, // 76: txmanager.v1.AdminService.ListPolicyVersions:output_type -> txmanager.v1.ListPolicyVersionsResponse
-	19, // 77: txmanager.v1.AdminService.ListAudit:output_type -> txmanager.v1.ListAuditResponse
-	21, // 78: txmanager.v1.AdminService.VerifyAudit:output_type -> txmanager.v1.VerifyAuditResponse
-	1,  // 79: txmanager.v1.AdminService.CreateWebhook:output_type -> txmanager.v1.CreateWebhookResponse
-	4,  // 80: txmanager.v1.AdminService.ListWebhooks:output_type -> txmanager.v1.ListWebhooksResponse
-	2,  // 81: txmanager.v1.AdminService.GetWebhook:output_type -> txmanager.v1.Webhook
-	2,  // 82: txmanager.v1.AdminService.PauseWebhook:output_type -> txmanager.v1.Webhook
-	2,  // 83: txmanager.v1.AdminService.ResumeWebhook:output_type -> txmanager.v1.Webhook
-	2,  // 84: txmanager.v1.AdminService.ReplayWebhook:output_type -> txmanager.v1.Webhook
-	7,  // 85: txmanager.v1.AdminService.DeleteWebhook:output_type -> txmanager.v1.DeleteWebhookResponse
-	60, // [60:86] is the sub-list for method output_type
-	34, // [34:60] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	47, // 0: txmanager.v1.SignerFunding.updated_at:type_name -> google.protobuf.Timestamp
+	6,  // 1: txmanager.v1.CreateWebhookResponse.webhook:type_name -> txmanager.v1.Webhook
+	47, // 2: txmanager.v1.Webhook.created_at:type_name -> google.protobuf.Timestamp
+	47, // 3: txmanager.v1.Webhook.last_success_at:type_name -> google.protobuf.Timestamp
+	47, // 4: txmanager.v1.Webhook.failing_since:type_name -> google.protobuf.Timestamp
+	6,  // 5: txmanager.v1.ListWebhooksResponse.webhooks:type_name -> txmanager.v1.Webhook
+	48, // 6: txmanager.v1.SetPolicyRequest.policy:type_name -> google.protobuf.Struct
+	48, // 7: txmanager.v1.Policy.policy:type_name -> google.protobuf.Struct
+	47, // 8: txmanager.v1.Policy.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 9: txmanager.v1.ListPoliciesResponse.policies:type_name -> txmanager.v1.Policy
+	48, // 10: txmanager.v1.PolicyVersion.policy:type_name -> google.protobuf.Struct
+	47, // 11: txmanager.v1.PolicyVersion.changed_at:type_name -> google.protobuf.Timestamp
+	19, // 12: txmanager.v1.ListPolicyVersionsResponse.versions:type_name -> txmanager.v1.PolicyVersion
+	47, // 13: txmanager.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	47, // 14: txmanager.v1.AuditRecord.at:type_name -> google.protobuf.Timestamp
+	22, // 15: txmanager.v1.ListAuditResponse.records:type_name -> txmanager.v1.AuditRecord
+	30, // 16: txmanager.v1.ListRosterResponse.signers:type_name -> txmanager.v1.RosterSigner
+	47, // 17: txmanager.v1.RosterSigner.added_at:type_name -> google.protobuf.Timestamp
+	47, // 18: txmanager.v1.RosterSigner.retiring_at:type_name -> google.protobuf.Timestamp
+	47, // 19: txmanager.v1.RosterSigner.retired_at:type_name -> google.protobuf.Timestamp
+	47, // 20: txmanager.v1.RosterSigner.paused_at:type_name -> google.protobuf.Timestamp
+	47, // 21: txmanager.v1.Quarantine.detected_at:type_name -> google.protobuf.Timestamp
+	47, // 22: txmanager.v1.Quarantine.released_at:type_name -> google.protobuf.Timestamp
+	35, // 23: txmanager.v1.Quarantine.unknown_nonces:type_name -> txmanager.v1.UnknownNonce
+	34, // 24: txmanager.v1.Quarantine.ranges:type_name -> txmanager.v1.NonceRange
+	47, // 25: txmanager.v1.Quarantine.release_requested_at:type_name -> google.protobuf.Timestamp
+	47, // 26: txmanager.v1.UnknownNonce.unclaimed_until:type_name -> google.protobuf.Timestamp
+	49, // 27: txmanager.v1.ResolveTxResponse.tx:type_name -> txmanager.v1.Tx
+	47, // 28: txmanager.v1.SignerStatus.lease_expires_at:type_name -> google.protobuf.Timestamp
+	47, // 29: txmanager.v1.SignerStatus.signing_failing_since:type_name -> google.protobuf.Timestamp
+	39, // 30: txmanager.v1.ListSignersResponse.signers:type_name -> txmanager.v1.SignerStatus
+	49, // 31: txmanager.v1.ListStuckResponse.txs:type_name -> txmanager.v1.Tx
+	47, // 32: txmanager.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	47, // 33: txmanager.v1.Node.heartbeat_at:type_name -> google.protobuf.Timestamp
+	45, // 34: txmanager.v1.ListNodesResponse.nodes:type_name -> txmanager.v1.Node
+	38, // 35: txmanager.v1.AdminService.GetSignerStatus:input_type -> txmanager.v1.GetSignerStatusRequest
+	40, // 36: txmanager.v1.AdminService.ListSigners:input_type -> txmanager.v1.ListSignersRequest
+	42, // 37: txmanager.v1.AdminService.ListStuck:input_type -> txmanager.v1.ListStuckRequest
+	44, // 38: txmanager.v1.AdminService.ListNodes:input_type -> txmanager.v1.ListNodesRequest
+	36, // 39: txmanager.v1.AdminService.ResolveTx:input_type -> txmanager.v1.ResolveTxRequest
+	31, // 40: txmanager.v1.AdminService.GetQuarantine:input_type -> txmanager.v1.GetQuarantineRequest
+	32, // 41: txmanager.v1.AdminService.ReleaseSigner:input_type -> txmanager.v1.ReleaseSignerRequest
+	26, // 42: txmanager.v1.AdminService.AddSigner:input_type -> txmanager.v1.AddSignerRequest
+	27, // 43: txmanager.v1.AdminService.RetireSigner:input_type -> txmanager.v1.RetireSignerRequest
+	28, // 44: txmanager.v1.AdminService.ListRoster:input_type -> txmanager.v1.ListRosterRequest
+	12, // 45: txmanager.v1.AdminService.PauseSigner:input_type -> txmanager.v1.PauseSignerRequest
+	12, // 46: txmanager.v1.AdminService.ResumeSigner:input_type -> txmanager.v1.PauseSignerRequest
+	14, // 47: txmanager.v1.AdminService.SetPolicy:input_type -> txmanager.v1.SetPolicyRequest
+	13, // 48: txmanager.v1.AdminService.GetPolicy:input_type -> txmanager.v1.PolicyScopeRequest
+	13, // 49: txmanager.v1.AdminService.DeletePolicy:input_type -> txmanager.v1.PolicyScopeRequest
+	17, // 50: txmanager.v1.AdminService.ListPolicies:input_type -> txmanager.v1.ListPoliciesRequest
+	13, // 51: txmanager.v1.AdminService.ListPolicyVersions:input_type -> txmanager.v1.PolicyScopeRequest
+	21, // 52: txmanager.v1.AdminService.ListAudit:input_type -> txmanager.v1.ListAuditRequest
+	24, // 53: txmanager.v1.AdminService.VerifyAudit:input_type -> txmanager.v1.VerifyAuditRequest
+	4,  // 54: txmanager.v1.AdminService.CreateWebhook:input_type -> txmanager.v1.CreateWebhookRequest
+	7,  // 55: txmanager.v1.AdminService.ListWebhooks:input_type -> txmanager.v1.ListWebhooksRequest
+	9,  // 56: txmanager.v1.AdminService.GetWebhook:input_type -> txmanager.v1.WebhookRequest
+	9,  // 57: txmanager.v1.AdminService.PauseWebhook:input_type -> txmanager.v1.WebhookRequest
+	9,  // 58: txmanager.v1.AdminService.ResumeWebhook:input_type -> txmanager.v1.WebhookRequest
+	10, // 59: txmanager.v1.AdminService.ReplayWebhook:input_type -> txmanager.v1.ReplayWebhookRequest
+	9,  // 60: txmanager.v1.AdminService.DeleteWebhook:input_type -> txmanager.v1.WebhookRequest
+	0,  // 61: txmanager.v1.AdminService.SetFunding:input_type -> txmanager.v1.SetFundingRequest
+	1,  // 62: txmanager.v1.AdminService.GetFunding:input_type -> txmanager.v1.FundingRequest
+	1,  // 63: txmanager.v1.AdminService.DeleteFunding:input_type -> txmanager.v1.FundingRequest
+	39, // 64: txmanager.v1.AdminService.GetSignerStatus:output_type -> txmanager.v1.SignerStatus
+	41, // 65: txmanager.v1.AdminService.ListSigners:output_type -> txmanager.v1.ListSignersResponse
+	43, // 66: txmanager.v1.AdminService.ListStuck:output_type -> txmanager.v1.ListStuckResponse
+	46, // 67: txmanager.v1.AdminService.ListNodes:output_type -> txmanager.v1.ListNodesResponse
+	37, // 68: txmanager.v1.AdminService.ResolveTx:output_type -> txmanager.v1.ResolveTxResponse
+	33, // 69: txmanager.v1.AdminService.GetQuarantine:output_type -> txmanager.v1.Quarantine
+	33, // 70: txmanager.v1.AdminService.ReleaseSigner:output_type -> txmanager.v1.Quarantine
+	30, // 71: txmanager.v1.AdminService.AddSigner:output_type -> txmanager.v1.RosterSigner
+	30, // 72: txmanager.v1.AdminService.RetireSigner:output_type -> txmanager.v1.RosterSigner
+	29, // 73: txmanager.v1.AdminService.ListRoster:output_type -> txmanager.v1.ListRosterResponse
+	30, // 74: txmanager.v1.AdminService.PauseSigner:output_type -> txmanager.v1.RosterSigner
+	30, // 75: txmanager.v1.AdminService.ResumeSigner:output_type -> txmanager.v1.RosterSigner
+	15, // 76: txmanager.v1.AdminService.SetPolicy:output_type -> txmanager.v1.Policy
+	15, // 77: txmanager.v1.AdminService.GetPolicy:output_type -> txmanager.v1.Policy
+	16, // 78: txmanager.v1.AdminService.DeletePolicy:output_type -> txmanager.v1.DeletePolicyResponse
+	18, // 79: txmanager.v1.AdminService.ListPolicies:output_type -> txmanager.v1.ListPoliciesResponse
+	20, // 80: txmanager.v1.AdminService.ListPolicyVersions:output_type -> txmanager.v1.ListPolicyVersionsResponse
+	23, // 81: txmanager.v1.AdminService.ListAudit:output_type -> txmanager.v1.ListAuditResponse
+	25, // 82: txmanager.v1.AdminService.VerifyAudit:output_type -> txmanager.v1.VerifyAuditResponse
+	5,  // 83: txmanager.v1.AdminService.CreateWebhook:output_type -> txmanager.v1.CreateWebhookResponse
+	8,  // 84: txmanager.v1.AdminService.ListWebhooks:output_type -> txmanager.v1.ListWebhooksResponse
+	6,  // 85: txmanager.v1.AdminService.GetWebhook:output_type -> txmanager.v1.Webhook
+	6,  // 86: txmanager.v1.AdminService.PauseWebhook:output_type -> txmanager.v1.Webhook
+	6,  // 87: txmanager.v1.AdminService.ResumeWebhook:output_type -> txmanager.v1.Webhook
+	6,  // 88: txmanager.v1.AdminService.ReplayWebhook:output_type -> txmanager.v1.Webhook
+	11, // 89: txmanager.v1.AdminService.DeleteWebhook:output_type -> txmanager.v1.DeleteWebhookResponse
+	2,  // 90: txmanager.v1.AdminService.SetFunding:output_type -> txmanager.v1.SignerFunding
+	2,  // 91: txmanager.v1.AdminService.GetFunding:output_type -> txmanager.v1.SignerFunding
+	3,  // 92: txmanager.v1.AdminService.DeleteFunding:output_type -> txmanager.v1.DeleteFundingResponse
+	64, // [64:93] is the sub-list for method output_type
+	35, // [35:64] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_admin_proto_init() }
@@ -3589,7 +3927,7 @@ func file_api_txmanager_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_txmanager_v1_admin_proto_rawDesc), len(file_api_txmanager_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

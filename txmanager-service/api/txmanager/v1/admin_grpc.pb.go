@@ -45,6 +45,9 @@ const (
 	AdminService_ResumeWebhook_FullMethodName      = "/txmanager.v1.AdminService/ResumeWebhook"
 	AdminService_ReplayWebhook_FullMethodName      = "/txmanager.v1.AdminService/ReplayWebhook"
 	AdminService_DeleteWebhook_FullMethodName      = "/txmanager.v1.AdminService/DeleteWebhook"
+	AdminService_SetFunding_FullMethodName         = "/txmanager.v1.AdminService/SetFunding"
+	AdminService_GetFunding_FullMethodName         = "/txmanager.v1.AdminService/GetFunding"
+	AdminService_DeleteFunding_FullMethodName      = "/txmanager.v1.AdminService/DeleteFunding"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -127,6 +130,12 @@ type AdminServiceClient interface {
 	// ReplayWebhook delivers again everything after a feed position.
 	ReplayWebhook(ctx context.Context, in *ReplayWebhookRequest, opts ...grpc.CallOption) (*Webhook, error)
 	DeleteWebhook(ctx context.Context, in *WebhookRequest, opts ...grpc.CallOption) (*DeleteWebhookResponse, error)
+	// SetFunding watches a signer's balance: under low_water it is low (an event), back at
+	// high_water it has recovered; with a treasury, a low signer is refilled up to high_water
+	// by an ordinary transaction from the treasury (docs/webhooks.md#funding).
+	SetFunding(ctx context.Context, in *SetFundingRequest, opts ...grpc.CallOption) (*SignerFunding, error)
+	GetFunding(ctx context.Context, in *FundingRequest, opts ...grpc.CallOption) (*SignerFunding, error)
+	DeleteFunding(ctx context.Context, in *FundingRequest, opts ...grpc.CallOption) (*DeleteFundingResponse, error)
 }
 
 type adminServiceClient struct {
@@ -397,6 +406,36 @@ func (c *adminServiceClient) DeleteWebhook(ctx context.Context, in *WebhookReque
 	return out, nil
 }
 
+func (c *adminServiceClient) SetFunding(ctx context.Context, in *SetFundingRequest, opts ...grpc.CallOption) (*SignerFunding, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignerFunding)
+	err := c.cc.Invoke(ctx, AdminService_SetFunding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetFunding(ctx context.Context, in *FundingRequest, opts ...grpc.CallOption) (*SignerFunding, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignerFunding)
+	err := c.cc.Invoke(ctx, AdminService_GetFunding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeleteFunding(ctx context.Context, in *FundingRequest, opts ...grpc.CallOption) (*DeleteFundingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteFundingResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeleteFunding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -477,6 +516,12 @@ type AdminServiceServer interface {
 	// ReplayWebhook delivers again everything after a feed position.
 	ReplayWebhook(context.Context, *ReplayWebhookRequest) (*Webhook, error)
 	DeleteWebhook(context.Context, *WebhookRequest) (*DeleteWebhookResponse, error)
+	// SetFunding watches a signer's balance: under low_water it is low (an event), back at
+	// high_water it has recovered; with a treasury, a low signer is refilled up to high_water
+	// by an ordinary transaction from the treasury (docs/webhooks.md#funding).
+	SetFunding(context.Context, *SetFundingRequest) (*SignerFunding, error)
+	GetFunding(context.Context, *FundingRequest) (*SignerFunding, error)
+	DeleteFunding(context.Context, *FundingRequest) (*DeleteFundingResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -564,6 +609,15 @@ func (UnimplementedAdminServiceServer) ReplayWebhook(context.Context, *ReplayWeb
 }
 func (UnimplementedAdminServiceServer) DeleteWebhook(context.Context, *WebhookRequest) (*DeleteWebhookResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteWebhook not implemented")
+}
+func (UnimplementedAdminServiceServer) SetFunding(context.Context, *SetFundingRequest) (*SignerFunding, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetFunding not implemented")
+}
+func (UnimplementedAdminServiceServer) GetFunding(context.Context, *FundingRequest) (*SignerFunding, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetFunding not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteFunding(context.Context, *FundingRequest) (*DeleteFundingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteFunding not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -1054,6 +1108,60 @@ func _AdminService_DeleteWebhook_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_SetFunding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetFundingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetFunding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SetFunding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetFunding(ctx, req.(*SetFundingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetFunding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FundingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetFunding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetFunding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetFunding(ctx, req.(*FundingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeleteFunding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FundingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteFunding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeleteFunding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteFunding(ctx, req.(*FundingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1164,6 +1272,18 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteWebhook",
 			Handler:    _AdminService_DeleteWebhook_Handler,
+		},
+		{
+			MethodName: "SetFunding",
+			Handler:    _AdminService_SetFunding_Handler,
+		},
+		{
+			MethodName: "GetFunding",
+			Handler:    _AdminService_GetFunding_Handler,
+		},
+		{
+			MethodName: "DeleteFunding",
+			Handler:    _AdminService_DeleteFunding_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -40,6 +40,9 @@ type AdminServiceHTTPServer interface {
 	ResumeWebhook(context.Context, *WebhookRequest) (*Webhook, error)
 	ReplayWebhook(context.Context, *ReplayWebhookRequest) (*Webhook, error)
 	DeleteWebhook(context.Context, *WebhookRequest) (*DeleteWebhookResponse, error)
+	SetFunding(context.Context, *SetFundingRequest) (*SignerFunding, error)
+	GetFunding(context.Context, *FundingRequest) (*SignerFunding, error)
+	DeleteFunding(context.Context, *FundingRequest) (*DeleteFundingResponse, error)
 }
 
 // RegisterAdminServiceHTTPServer adds the admin routes to s.
@@ -239,6 +242,32 @@ func RegisterAdminServiceHTTPServer(s *http.Server, srv AdminServiceHTTPServer, 
 	})
 	r.POST("/api/v1/admin/webhooks/{subscription_id}/resume", func(ctx http.Context) error {
 		return serve(ctx, AdminService_ResumeWebhook_FullMethodName, webhookOf(ctx), srv.ResumeWebhook)
+	})
+	r.PUT("/api/v1/admin/signers/{signer}/funding", func(ctx http.Context) error {
+		var in SetFundingRequest
+		if err := DecodeJSONBody(ctx.Request(), opts.MaxBodyBytes, &in); err != nil {
+			return err
+		}
+		in.Signer = ctx.Vars().Get("signer")
+		return serve(ctx, AdminService_SetFunding_FullMethodName, &in, srv.SetFunding)
+	})
+	fundingOf := func(ctx http.Context) (*FundingRequest, error) {
+		chainID, err := queryChainID(ctx.Request().URL.Query())
+		return &FundingRequest{Signer: ctx.Vars().Get("signer"), ChainId: chainID}, err
+	}
+	r.GET("/api/v1/admin/signers/{signer}/funding", func(ctx http.Context) error {
+		in, err := fundingOf(ctx)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, AdminService_GetFunding_FullMethodName, in, srv.GetFunding)
+	})
+	r.DELETE("/api/v1/admin/signers/{signer}/funding", func(ctx http.Context) error {
+		in, err := fundingOf(ctx)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, AdminService_DeleteFunding_FullMethodName, in, srv.DeleteFunding)
 	})
 	r.POST("/api/v1/admin/webhooks/{subscription_id}/replay", func(ctx http.Context) error {
 		var in ReplayWebhookRequest

@@ -67,6 +67,15 @@ func (s *recordingServer) ReplayWebhook(_ context.Context, in *ReplayWebhookRequ
 func (s *recordingServer) DeleteWebhook(_ context.Context, in *WebhookRequest) (*DeleteWebhookResponse, error) {
 	return record(s, in, &DeleteWebhookResponse{})
 }
+func (s *recordingServer) SetFunding(_ context.Context, in *SetFundingRequest) (*SignerFunding, error) {
+	return record(s, in, &SignerFunding{})
+}
+func (s *recordingServer) GetFunding(_ context.Context, in *FundingRequest) (*SignerFunding, error) {
+	return record(s, in, &SignerFunding{})
+}
+func (s *recordingServer) DeleteFunding(_ context.Context, in *FundingRequest) (*DeleteFundingResponse, error) {
+	return record(s, in, &DeleteFundingResponse{})
+}
 func (s *recordingServer) ResolveTx(_ context.Context, in *ResolveTxRequest) (*ResolveTxResponse, error) {
 	return record(s, in, &ResolveTxResponse{})
 }
@@ -199,6 +208,11 @@ func TestEveryRouteReachesItsMethod(t *testing.T) {
 		{"POST", "/api/v1/admin/webhooks/w1/pause", "", 200, AdminService_PauseWebhook_FullMethodName, `{"subscriptionId":"w1"}`},
 		{"POST", "/api/v1/admin/webhooks/w1/resume", "", 200, AdminService_ResumeWebhook_FullMethodName, `{"subscriptionId":"w1"}`},
 		{"POST", "/api/v1/admin/webhooks/w1/replay", `{"cursor":"42"}`, 200, AdminService_ReplayWebhook_FullMethodName, `{"subscriptionId":"w1","cursor":"42"}`},
+		{"PUT", "/api/v1/admin/signers/" + signer + "/funding", `{"lowWater":"1","highWater":"2"}`, 200, AdminService_SetFunding_FullMethodName,
+			`{"signer":"` + signer + `","lowWater":"1","highWater":"2"}`},
+		{"GET", "/api/v1/admin/signers/" + signer + "/funding?chainId=5", "", 200, AdminService_GetFunding_FullMethodName, `{"signer":"` + signer + `","chainId":"5"}`},
+		{"GET", "/api/v1/admin/signers/" + signer + "/funding?chainId=x", "", 400, "", ""},
+		{"DELETE", "/api/v1/admin/signers/" + signer + "/funding", "", 200, AdminService_DeleteFunding_FullMethodName, `{"signer":"` + signer + `"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {

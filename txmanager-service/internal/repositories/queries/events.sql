@@ -44,24 +44,20 @@ FROM signer_funding WHERE chain_id = @chain_id ORDER BY signer;
 -- name: DeleteFunding :execrows
 DELETE FROM signer_funding WHERE chain_id = @chain_id AND signer = @signer;
 
+-- name: LockFunding :one
+-- A look at a signer's balance starts by locking its row: looks from several nodes take
+-- turns, and each sees the state the one before left, so each crossing is seen once.
+SELECT state FROM signer_funding WHERE chain_id = @chain_id AND signer = @signer FOR UPDATE;
+
 -- name: MarkBalance :one
--- One look at a signer's balance: under low_water it is low, at high_water again ok; the
--- row lock makes each crossing seen once, whichever node looks. Answers the state before and
--- after, and whether a refill is in flight (its transaction not final).
-WITH old AS (
-    SELECT o.state FROM signer_funding o WHERE o.chain_id = sqlc.arg(chain_id)::bigint AND o.signer = sqlc.arg(signer)::text FOR UPDATE
-),
-upd AS (
-    UPDATE signer_funding f SET last_balance = CAST(sqlc.arg(balance)::text AS numeric),
-        state = CASE WHEN CAST(sqlc.arg(balance)::text AS numeric) < f.low_water THEN 'low'
-                     WHEN CAST(sqlc.arg(balance)::text AS numeric) >= f.high_water THEN 'ok' ELSE f.state END
-    WHERE f.chain_id = sqlc.arg(chain_id)::bigint AND f.signer = sqlc.arg(signer)::text
-    RETURNING f.state, f.low_water, f.high_water, f.treasury, f.refill_tx_id, f.refills
-)
-SELECT (SELECT state FROM old)::text AS before, upd.state AS after, upd.low_water::text AS low_water, upd.high_water::text AS high_water,
-       COALESCE(upd.treasury, '')::text AS treasury, upd.refills,
-       (upd.refill_tx_id IS NOT NULL AND EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = upd.refill_tx_id AND m.state NOT IN ('CONFIRMED', 'FAILED_FINAL')))::bool AS refill_in_flight
-FROM upd;
+-- Under low_water the signer is low, at high_water again ok; answers the state after it and
+-- whether a refill is in flight (its transaction not final).
+UPDATE signer_funding f SET last_balance = CAST(sqlc.arg(balance)::text AS numeric),
+    state = CASE WHEN CAST(sqlc.arg(balance)::text AS numeric) < f.low_water THEN 'low'
+                 WHEN CAST(sqlc.arg(balance)::text AS numeric) >= f.high_water THEN 'ok' ELSE f.state END
+WHERE f.chain_id = sqlc.arg(chain_id)::bigint AND f.signer = sqlc.arg(signer)::text
+RETURNING f.state AS after, f.low_water::text AS low_water, f.high_water::text AS high_water, COALESCE(f.treasury, '')::text AS treasury, f.refills,
+    (f.refill_tx_id IS NOT NULL AND EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = f.refill_tx_id AND m.state NOT IN ('CONFIRMED', 'FAILED_FINAL')))::bool AS refill_in_flight;
 
 -- name: RecordRefill :execrows
 -- A refill sent: the next one waits for it; refills counts them so each has its own request id.

@@ -255,31 +255,40 @@ func (q *Queries) ListFunding(ctx context.Context, chainID int64) ([]ListFunding
 	return items, nil
 }
 
+const lockFunding = `-- name: LockFunding :one
+SELECT state FROM signer_funding WHERE chain_id = $1 AND signer = $2 FOR UPDATE
+`
+
+type LockFundingParams struct {
+	ChainID int64
+	Signer  string
+}
+
+// A look at a signer's balance starts by locking its row: looks from several nodes take
+// turns, and each sees the state the one before left, so each crossing is seen once.
+func (q *Queries) LockFunding(ctx context.Context, arg LockFundingParams) (string, error) {
+	row := q.db.QueryRow(ctx, lockFunding, arg.ChainID, arg.Signer)
+	var state string
+	err := row.Scan(&state)
+	return state, err
+}
+
 const markBalance = `-- name: MarkBalance :one
-WITH old AS (
-    SELECT o.state FROM signer_funding o WHERE o.chain_id = $1::bigint AND o.signer = $2::text FOR UPDATE
-),
-upd AS (
-    UPDATE signer_funding f SET last_balance = CAST($3::text AS numeric),
-        state = CASE WHEN CAST($3::text AS numeric) < f.low_water THEN 'low'
-                     WHEN CAST($3::text AS numeric) >= f.high_water THEN 'ok' ELSE f.state END
-    WHERE f.chain_id = $1::bigint AND f.signer = $2::text
-    RETURNING f.state, f.low_water, f.high_water, f.treasury, f.refill_tx_id, f.refills
-)
-SELECT (SELECT state FROM old)::text AS before, upd.state AS after, upd.low_water::text AS low_water, upd.high_water::text AS high_water,
-       COALESCE(upd.treasury, '')::text AS treasury, upd.refills,
-       (upd.refill_tx_id IS NOT NULL AND EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = upd.refill_tx_id AND m.state NOT IN ('CONFIRMED', 'FAILED_FINAL')))::bool AS refill_in_flight
-FROM upd
+UPDATE signer_funding f SET last_balance = CAST($1::text AS numeric),
+    state = CASE WHEN CAST($1::text AS numeric) < f.low_water THEN 'low'
+                 WHEN CAST($1::text AS numeric) >= f.high_water THEN 'ok' ELSE f.state END
+WHERE f.chain_id = $2::bigint AND f.signer = $3::text
+RETURNING f.state AS after, f.low_water::text AS low_water, f.high_water::text AS high_water, COALESCE(f.treasury, '')::text AS treasury, f.refills,
+    (f.refill_tx_id IS NOT NULL AND EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = f.refill_tx_id AND m.state NOT IN ('CONFIRMED', 'FAILED_FINAL')))::bool AS refill_in_flight
 `
 
 type MarkBalanceParams struct {
+	Balance string
 	ChainID int64
 	Signer  string
-	Balance string
 }
 
 type MarkBalanceRow struct {
-	Before         string
 	After          string
 	LowWater       string
 	HighWater      string
@@ -288,14 +297,12 @@ type MarkBalanceRow struct {
 	RefillInFlight bool
 }
 
-// One look at a signer's balance: under low_water it is low, at high_water again ok; the
-// row lock makes each crossing seen once, whichever node looks. Answers the state before and
-// after, and whether a refill is in flight (its transaction not final).
+// Under low_water the signer is low, at high_water again ok; answers the state after it and
+// whether a refill is in flight (its transaction not final).
 func (q *Queries) MarkBalance(ctx context.Context, arg MarkBalanceParams) (MarkBalanceRow, error) {
-	row := q.db.QueryRow(ctx, markBalance, arg.ChainID, arg.Signer, arg.Balance)
+	row := q.db.QueryRow(ctx, markBalance, arg.Balance, arg.ChainID, arg.Signer)
 	var i MarkBalanceRow
 	err := row.Scan(
-		&i.Before,
 		&i.After,
 		&i.LowWater,
 		&i.HighWater,

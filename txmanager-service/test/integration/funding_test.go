@@ -1,0 +1,139 @@
+package integration
+
+import (
+	"encoding/json"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+)
+
+// A signer that pays out faster than it holds, watched with funding marks and a treasury, on
+// a real chain: its balance falling under the low-water mark fires signer.balance_low once
+// per crossing, the treasury refills it up to the high-water mark through the service, the
+// balance back at the mark fires signer.balance_recovered, and not one of its creates is
+// refused for funds. The events reach a webhook receiver, signed.
+func TestLowBalanceFiresOncePerCrossingAndTheTreasuryRefills(t *testing.T) {
+	t.Parallel()
+	sim := newTestChain(t, 200*time.Millisecond)
+	payerKey := newKey(t)
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Signers.RawKeys = append(bc.Signers.RawKeys, hexutil.Encode(crypto.FromECDSA(payerKey)))
+		bc.Create.FundsGaugeInterval = conf.Duration(200 * time.Millisecond)
+		bc.Webhooks.PassInterval, bc.Webhooks.Lease = conf.Duration(200*time.Millisecond), conf.Duration(2*time.Second)
+		bc.Webhooks.BackoffMin, bc.Webhooks.BackoffMax = conf.Duration(50*time.Millisecond), conf.Duration(500*time.Millisecond)
+	}})
+	treasury := crypto.PubkeyToAddress(sim.DevKeys()[0].PublicKey).Hex()
+	payer := crypto.PubkeyToAddress(payerKey.PublicKey).Hex()
+	ether := func(milli int64) string { return new(big.Int).Mul(big.NewInt(milli), big.NewInt(1e15)).String() }
+
+	const secret = "whsec_funding_test_secret"
+	var mu sync.Mutex
+	var kinds []string
+	badSignatures := 0
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if err := domain.VerifyWebhookSignature([]byte(secret), r.Header.Get("Txm-Signature"), body, time.Now(), time.Minute); err != nil {
+			badSignatures++
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		var e struct{ Kind string }
+		_ = json.Unmarshal(body, &e)
+		kinds = append(kinds, e.Kind)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(receiver.Close)
+	sub, _ := json.Marshal(map[string]any{"url": receiver.URL, "secret": secret, "signers": []string{payer},
+		"kinds": []string{domain.EventBalanceLow, domain.EventBalanceRecovered, domain.EventRefillSent}})
+	if a := s.do(t, http.MethodPost, "/api/v1/admin/webhooks", sub); a.status != http.StatusOK {
+		t.Fatalf("subscribe: %d %s", a.status, a.raw)
+	}
+	for _, bad := range []map[string]any{
+		{"lowWater": ether(500), "highWater": ether(400), "treasury": treasury},
+		{"lowWater": "-1", "highWater": ether(400)},
+		{"lowWater": ether(500), "highWater": ether(1000), "treasury": payer},
+		{"lowWater": ether(500), "highWater": ether(1000), "treasury": "0x12"},
+	} {
+		body, _ := json.Marshal(bad)
+		if a := s.do(t, http.MethodPut, "/api/v1/admin/signers/"+payer+"/funding", body); a.status != http.StatusBadRequest {
+			t.Fatalf("funding %v: %d %s, want 400", bad, a.status, a.raw)
+		}
+	}
+	// The low-water mark covers what the payer spends while a refill confirms (about 1 s here).
+	marks, _ := json.Marshal(map[string]any{"lowWater": ether(1000), "highWater": ether(2000), "treasury": treasury})
+	if a := s.do(t, http.MethodPut, "/api/v1/admin/signers/"+payer+"/funding", marks); a.status != http.StatusOK {
+		t.Fatalf("set the funding marks: %d %s", a.status, a.raw)
+	}
+
+	// The payer starts with nothing: the first look finds it low and the treasury fills it;
+	// the look after the refill landed finds it recovered.
+	waitFor(t, time.Minute, "the first refill", func() bool {
+		f := s.do(t, http.MethodGet, "/api/v1/admin/signers/"+payer+"/funding", nil)
+		return f.body["low"] == false && f.body["refills"] == "1"
+	})
+	// Then it pays 150 milli-ether every 400 ms: 4.5 ether in all, twice what it can hold.
+	refused := 0
+	for i := range 30 {
+		a := s.create(t, map[string]any{"signer": payer, "to": devAddress(t, 6), "value": ether(150), "gasLimit": 21000, "requestId": "payout-" + string(rune('a'+i))})
+		switch {
+		case a.status == http.StatusAccepted:
+		case a.reason() == "INSUFFICIENT_FUNDS":
+			refused++
+			t.Logf("payout %d refused: %s", i, a.raw)
+		default:
+			t.Fatalf("payout %d: %d %s", i, a.status, a.raw)
+		}
+		time.Sleep(400 * time.Millisecond)
+	}
+	if refused != 0 {
+		t.Fatalf("%d payouts refused for funds while the treasury could pay", refused)
+	}
+	var funding apiResponse
+	waitFor(t, time.Minute, "the payer no longer low", func() bool {
+		funding = s.do(t, http.MethodGet, "/api/v1/admin/signers/"+payer+"/funding", nil)
+		return funding.body["low"] == false
+	})
+	waitFor(t, 30*time.Second, "the last recovery delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(kinds) > 0 && kinds[len(kinds)-1] == domain.EventBalanceRecovered
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	lows, recovered, refills := 0, 0, 0
+	state := "ok"
+	for _, k := range kinds {
+		switch k {
+		case domain.EventBalanceLow:
+			if state == "low" {
+				t.Fatalf("two balance_low events without a recovery between them: %s", strings.Join(kinds, ", "))
+			}
+			state, lows = "low", lows+1
+		case domain.EventBalanceRecovered:
+			if state == "ok" {
+				t.Fatalf("a recovery without a low before it: %s", strings.Join(kinds, ", "))
+			}
+			state, recovered = "ok", recovered+1
+		case domain.EventRefillSent:
+			refills++
+		}
+	}
+	if lows < 2 || lows != recovered || refills < lows || badSignatures != 0 {
+		t.Fatalf("events %s: %d lows, %d recoveries, %d refills, %d bad signatures", strings.Join(kinds, ", "), lows, recovered, refills, badSignatures)
+	}
+	t.Logf("30 payouts of 0.15 ether from a signer holding at most 2 ether: 0 refused for funds; %d crossings under 1 ether, each fired once (%d low, %d recovered), %d refills from the treasury (funding record: %v refills)",
+		lows, lows, recovered, refills, funding.body["refills"])
+}
