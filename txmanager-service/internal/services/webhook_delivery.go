@@ -184,7 +184,24 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 	if len(c.Filter.Chains) == 1 {
 		chain = c.Filter.Chains[0]
 	}
-	cursor := c.Cursor
+	// cursor is the last position sent or skipped; the subscription's row is moved to it
+	// every cursorSaveInterval or at the end of a page, so a busy subscription costs one
+	// write per page, not one per event. A node that loses the lease meanwhile has sent
+	// events past the saved cursor: the next owner sends them again (at least once).
+	cursor, saved, unsaved := c.Cursor, c.Cursor, 0
+	lastSave := time.Now()
+	save := func() bool {
+		if cursor == saved {
+			return true
+		}
+		moved, err := d.store.Advance(ctx, c, d.node, cursor, unsaved)
+		if err != nil || !moved {
+			d.lost(c, err)
+			return false
+		}
+		saved, unsaved, lastSave = cursor, 0, time.Now()
+		return true
+	}
 	for ctx.Err() == nil {
 		changed := d.notify.Changed()
 		page, err := d.feed.ListAfter(ctx, FeedPosition(cursor), feedPage, signers, chain)
@@ -196,6 +213,9 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 		}
 		if len(page) == 0 {
 			r.lag.Store(0)
+			if !save() {
+				return
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -204,32 +224,30 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 			}
 			continue
 		}
-		skipped := int64(-1)
 		for _, cpl := range page {
 			if !c.Filter.Matches(domain.EventCompletion, cpl.ChainID, cpl.Signer, string(cpl.Status)) {
-				skipped = int64(cpl.Position)
+				cursor = int64(cpl.Position)
 				continue
 			}
 			r.lag.Store(int64(time.Since(cpl.CompletedAt)))
 			if !d.sendUntilAccepted(ctx, c, "completion:"+cpl.TxID.String(), webhookBody(c.ID, cpl)) {
+				save()
 				return
 			}
-			moved, err := d.store.Advance(ctx, c, d.node, int64(cpl.Position), 1)
-			if err != nil || !moved {
-				d.lost(c, err)
+			cursor = int64(cpl.Position)
+			unsaved++
+			if time.Since(lastSave) >= cursorSaveInterval && !save() {
 				return
 			}
-			cursor, skipped = int64(cpl.Position), -1
 		}
-		if skipped > cursor {
-			if moved, err := d.store.Advance(ctx, c, d.node, skipped, 0); err != nil || !moved {
-				d.lost(c, err)
-				return
-			}
-			cursor = skipped
+		if !save() {
+			return
 		}
 	}
 }
+
+// cursorSaveInterval bounds how long delivered events go without their cursor saved.
+const cursorSaveInterval = 250 * time.Millisecond
 
 // deliverEvents sends c's service events (balances, refills, approvals requested), in their
 // own order, until its context ends or its lease is lost.

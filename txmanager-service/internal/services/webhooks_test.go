@@ -88,8 +88,8 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Deliveries to a receiver that fails 30% of them and goes down for a while, with the node
 // delivering the subscription stopped midway: every completion arrives, first deliveries in
-// feed order, every signature verifies, and a repeat comes only after the receiver refused
-// that event (or from the takeover, counted).
+// feed order, every signature verifies, and an event is sent again only after the receiver
+// refused it or, after the takeover, when its cursor was not saved yet (counted).
 func TestWebhooksDeliverEveryCompletionInOrderThroughFailuresAndATakeover(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
@@ -163,8 +163,10 @@ func TestWebhooksDeliverEveryCompletionInOrderThroughFailuresAndATakeover(t *tes
 	if strings.Join(rc.accepted, ",") != strings.Join(want, ",") {
 		t.Fatalf("first deliveries are not the feed's order (%d accepted, %d in the feed)", len(rc.accepted), len(want))
 	}
-	if rc.badSignatures != 0 || rc.unexplained > 1 {
-		t.Fatalf("%d bad signatures, %d repeats of events never refused (at most one, the takeover's, is explained)", rc.badSignatures, rc.unexplained)
+	// A repeat of an event the receiver accepted comes only from the takeover: node-a sent
+	// events past the cursor it last saved (at most a page, or what a quarter second sends).
+	if rc.badSignatures != 0 || rc.unexplained > 100 {
+		t.Fatalf("%d bad signatures, %d repeats of accepted events (the takeover explains at most a page, 100)", rc.badSignatures, rc.unexplained)
 	}
 	got, err := book.Get(ctx, sub.ID.String())
 	if err != nil || got.Owner != "node-b" || got.Delivered < 300 || got.FailingSince != nil {
