@@ -163,6 +163,10 @@ chaos-db: ## database failovers under load on a pg_auto_failover formation (plan
 	  go run $(SERVICE)/test/cmd/txm-chaos -repo $(ROOT) -scenario db -seed $$seed -nodes 2 -signers 4 -clients 32 $$([ $$mode = async ] && echo -async) || exit 1; \
 	done; done
 
+.PHONY: chaos-webhooks
+chaos-webhooks: ## webhooks under about 200 creates a second on 3 nodes: a receiver failing 30% of deliveries and down for a minute, the delivering node killed; every completion delivered in order, signatures valid, lag back under 2 s within 30 s
+	go run $(SERVICE)/test/cmd/txm-chaos -repo $(ROOT) -scenario webhooks -seed $(CHAOS_SEED) -signers 8
+
 .PHONY: example-e2e
 example-e2e: ## the payouts example against the real service with kills mid-relay, mid-consume and of txmanager; prints the invariant table
 	go run $(SERVICE)/test/cmd/txm-example-e2e -repo $(ROOT)

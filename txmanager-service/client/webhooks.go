@@ -57,3 +57,26 @@ func (c *Client) DeleteWebhook(ctx context.Context, id string) error {
 	})
 	return err
 }
+
+// SetFunding watches a signer's balance with low- and high-water marks (wei, decimal) and,
+// with a treasury, refills it from there.
+func (c *Client) SetFunding(ctx context.Context, req *v1.SetFundingRequest) (*v1.SignerFunding, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.SignerFunding, error) {
+		return n.admin.SetFunding(ctx, req)
+	})
+}
+
+// Funding reads a signer's funding marks and where its balance stands.
+func (c *Client) Funding(ctx context.Context, chainID uint64, signer string) (*v1.SignerFunding, error) {
+	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.SignerFunding, error) {
+		return n.admin.GetFunding(ctx, &v1.FundingRequest{Signer: signer, ChainId: chainID})
+	})
+}
+
+// DeleteFunding stops watching a signer's balance.
+func (c *Client) DeleteFunding(ctx context.Context, chainID uint64, signer string) error {
+	_, err := retry(ctx, c, refusedOnly, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.DeleteFundingResponse, error) {
+		return n.admin.DeleteFunding(ctx, &v1.FundingRequest{Signer: signer, ChainId: chainID})
+	})
+	return err
+}

@@ -189,6 +189,7 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 	// write per page, not one per event. A node that loses the lease meanwhile has sent
 	// events past the saved cursor: the next owner sends them again (at least once).
 	cursor, saved, unsaved := c.Cursor, c.Cursor, 0
+	var failureRecorded time.Time
 	lastSave := time.Now()
 	save := func() bool {
 		if cursor == saved {
@@ -230,7 +231,7 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 				continue
 			}
 			r.lag.Store(int64(time.Since(cpl.CompletedAt)))
-			if !d.sendUntilAccepted(ctx, c, "completion:"+cpl.TxID.String(), webhookBody(c.ID, cpl)) {
+			if !d.sendUntilAccepted(ctx, c, "completion:"+cpl.TxID.String(), webhookBody(c.ID, cpl), &failureRecorded) {
 				save()
 				return
 			}
@@ -258,6 +259,7 @@ func (d *WebhookDeliverer) deliverEvents(ctx context.Context, c ClaimedSubscript
 		signers = append(signers, s.Hex())
 	}
 	cursor := c.EventCursor
+	var failureRecorded time.Time
 	for ctx.Err() == nil {
 		page, err := d.events.ListAfter(ctx, cursor, feedPage, signers)
 		if err != nil || len(page) == 0 {
@@ -272,7 +274,7 @@ func (d *WebhookDeliverer) deliverEvents(ctx context.Context, c ClaimedSubscript
 				skipped = e.Position
 				continue
 			}
-			if !d.sendUntilAccepted(ctx, c, e.ID, eventBody(c.ID, e)) {
+			if !d.sendUntilAccepted(ctx, c, e.ID, eventBody(c.ID, e), &failureRecorded) {
 				return
 			}
 			moved, err := d.store.AdvanceEvents(ctx, c, d.node, e.Position, 1)
@@ -321,7 +323,7 @@ func (d *WebhookDeliverer) lost(c ClaimedSubscription, err error) {
 
 // sendUntilAccepted posts one event until the receiver answers 2xx, backing off between
 // tries; false when the context ended, the lease was lost or the subscription died.
-func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubscription, eventID string, body []byte) bool {
+func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubscription, eventID string, body []byte, recorded *time.Time) bool {
 	wait := d.cfg.BackoffMin
 	for attempt := 1; ; attempt++ {
 		err := d.post(ctx, c, eventID, body)
@@ -333,17 +335,25 @@ func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubsc
 			return false
 		}
 		d.count(ctx, "failed", false)
-		state, held, recErr := d.store.Failed(ctx, c, d.node, err.Error(), d.cfg.DeadAfter)
-		if recErr != nil || !held {
-			d.lost(c, recErr)
-			return false
+		// The row learns of failures at most once a second: enough for the dead state and
+		// the operators' view, and a flaky receiver does not cost a write per failure.
+		if time.Since(*recorded) >= failureRecordEvery {
+			*recorded = time.Now()
+			state, held, recErr := d.store.Failed(ctx, c, d.node, err.Error(), d.cfg.DeadAfter)
+			if recErr != nil || !held {
+				d.lost(c, recErr)
+				return false
+			}
+			if state == domain.SubscriptionDead {
+				d.log.Errorw("msg", "webhook subscription dead: deliveries failed past webhooks.deadAfter", "subscription", c.ID.String(), "url", c.URL, "error", err.Error())
+				return false
+			}
 		}
-		if state == domain.SubscriptionDead {
-			d.log.Errorw("msg", "webhook subscription dead: deliveries failed past webhooks.deadAfter", "subscription", c.ID.String(), "url", c.URL, "error", err.Error())
-			return false
+		if attempt == 3 || attempt%20 == 0 {
+			d.log.Warnw("msg", "webhook delivery failing; retrying with backoff", "subscription", c.ID.String(), "event", eventID, "attempt", attempt, "error", err.Error())
 		}
-		if attempt == 1 || attempt%10 == 0 {
-			d.log.Warnw("msg", "webhook delivery failed; retrying with backoff", "subscription", c.ID.String(), "event", eventID, "attempt", attempt, "error", err.Error())
+		if attempt == 1 {
+			continue // one failure of a receiver that answered is tried again at once
 		}
 		// Full jitter: a receiver coming back is not met by every node's retries at once.
 		if !d.sleep(ctx, time.Duration(rand.Int64N(int64(wait)))+d.cfg.BackoffMin/2) {
@@ -352,6 +362,9 @@ func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubsc
 		wait = min(wait*2, d.cfg.BackoffMax)
 	}
 }
+
+// failureRecordEvery bounds how often failed deliveries are written to the subscription.
+const failureRecordEvery = time.Second
 
 func (d *WebhookDeliverer) count(ctx context.Context, result string, retried bool) {
 	if d.metrics == nil {

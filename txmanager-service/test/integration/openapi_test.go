@@ -364,6 +364,15 @@ func TestOpenAPIDocumentDescribesEveryAnswer(t *testing.T) {
 	c.call("DELETE", hookPath, adminKey, nil, http.StatusOK, true)
 	c.call("DELETE", hookPath, adminKey, nil, http.StatusNotFound, true)
 
+	// Funding marks.
+	fundingPath := "/api/v1/admin/signers/" + devAddress(t, 2) + "/funding"
+	c.call("PUT", fundingPath, adminKey, map[string]any{"lowWater": "1000", "highWater": "2000", "treasury": signer}, http.StatusOK, true)
+	c.call("PUT", fundingPath, adminKey, map[string]any{"lowWater": "2000", "highWater": "1000"}, http.StatusBadRequest, true)
+	c.call("GET", fundingPath, adminKey, nil, http.StatusOK, true)
+	c.call("GET", fundingPath, callerKey, nil, http.StatusForbidden, true)
+	c.call("DELETE", fundingPath, adminKey, nil, http.StatusOK, true)
+	c.call("DELETE", fundingPath, adminKey, nil, http.StatusNotFound, true)
+
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {
 			op := operationKey(method, path)

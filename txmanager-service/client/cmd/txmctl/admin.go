@@ -59,7 +59,7 @@ func newSignersCommand(o *options) *cobra.Command {
 				"unsigned", fmt.Sprintf("%d (oldest %.0fs)", s.GetUnsigned(), s.GetOldestUnsignedAgeSeconds()))
 		},
 	}
-	cmd.AddCommand(status, newSignerAddCommand(o), newSignerRetireCommand(o), newSignerPauseCommand(o, true), newSignerPauseCommand(o, false), newRosterCommand(o))
+	cmd.AddCommand(status, newSignerAddCommand(o), newSignerRetireCommand(o), newSignerPauseCommand(o, true), newSignerPauseCommand(o, false), newRosterCommand(o), newFundingCommand(o))
 	return cmd
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/bionicotaku/txmanager-service/client/internal/servicetest"
 )
 
 // Webhook subscriptions through txmctl against a real service (development: loopback
@@ -38,4 +40,24 @@ func TestWebhookCommands(t *testing.T) {
 	step(service.APIKey, exitNotAllowed, "admin", "webhooks", "list")
 	step(admin, exitOK, "deleted", "webhooks", "delete", id)
 	step(admin, exitNotFound, "no webhook subscription", "webhooks", "show", id)
+}
+
+// Funding marks through txmctl: set with a treasury, read back, bad marks refused (exit 4),
+// deleted, and gone (exit 3).
+func TestFundingCommands(t *testing.T) {
+	admin := service.AdminKey
+	const watched, treasury = "0x0000000000000000000000000000000000000f0d", servicetest.DevSigner
+	step := func(wantCode int, want string, args ...string) {
+		t.Helper()
+		code, stdout, stderr := txmctl(t, admin, args...)
+		if code != wantCode || !strings.Contains(stdout+stderr, want) {
+			t.Fatalf("txmctl %s: exit %d, want %d with %q\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, wantCode, want, stdout, stderr)
+		}
+	}
+	step(exitOK, "2000", "signers", "funding", "set", watched, "--low-water", "1000", "--high-water", "2000", "--treasury", treasury)
+	step(exitOK, treasury, "signers", "funding", "get", watched)
+	step(exitRefused, "highWater", "signers", "funding", "set", watched, "--low-water", "2000", "--high-water", "1000")
+	step(exitRefused, "treasury", "signers", "funding", "set", watched, "--low-water", "1", "--high-water", "2", "--treasury", watched)
+	step(exitOK, "no longer watching", "signers", "funding", "delete", watched)
+	step(exitNotFound, "no funding marks", "signers", "funding", "get", watched)
 }

@@ -72,7 +72,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 3, "service processes")
 	flag.IntVar(&o.signers, "signers", 4, "signers the load spreads over")
 	flag.IntVar(&o.clients, "clients", 8, "concurrent clients")
-	flag.StringVar(&o.scenario, "scenario", "all", "failover, chaos, all (both), chain (geth --dev behind faulty endpoints; make chaos-chain) or db (pg_auto_failover failovers; make chaos-db)")
+	flag.StringVar(&o.scenario, "scenario", "all", "failover, chaos, all (both), chain (geth --dev behind faulty endpoints; make chaos-chain), db (pg_auto_failover failovers; make chaos-db) or webhooks (a failing receiver and a killed node under load; make chaos-webhooks)")
 	flag.StringVar(&o.chainClient, "chain-client", "geth", "chain scenario: the node implementation, geth (--dev, built from the module proxy) or anvil (`make test-binaries` unpacks it)")
 	flag.BoolVar(&o.async, "async", false, "db scenario: asynchronous replication (default synchronous)")
 	faults := flag.String("db-faults", strings.Join([]string{dbFaultPlanned, dbFaultKill, dbFaultKillLagging, dbFaultKillDeepLag}, ","), "db scenario: failovers to inject, in order")
@@ -182,6 +182,15 @@ func run(ctx context.Context, o options) (bool, error) {
 		return false, err
 	}
 	defer func() { _ = pg.Close() }()
+	if o.scenario == "webhooks" {
+		rows, err := runWebhookScenario(ctx, o, root, pg, serviceBin)
+		if err != nil {
+			return false, fmt.Errorf("webhooks: %w", err)
+		}
+		all := printTable(os.Stdout, fmt.Sprintf("webhooks under load (seed %d)", o.seed), rows)
+		fmt.Printf("\nwall time %s\n", time.Since(started).Round(time.Second))
+		return all, nil
+	}
 	if o.scenario == "chain" {
 		rows, err := runChainScenario(ctx, o, root, pg, serviceBin)
 		if err != nil {
