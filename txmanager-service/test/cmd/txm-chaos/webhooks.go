@@ -40,14 +40,14 @@ type webhookReceiver struct {
 	down   bool
 	// accepted: event id -> how many times; first: event ids in the order first accepted,
 	// with their feed positions and lags.
-	accepted      map[string]int
-	refused       map[string]bool
-	order         []int64
-	acceptedAt    []time.Time
-	lags          []time.Duration
-	badSignatures int
+	accepted                               map[string]int
+	refused                                map[string]bool
+	order                                  []int64
+	acceptedAt                             []time.Time
+	lags                                   []time.Duration
+	badSignatures                          int
 	repeatsAfterRefusal, repeatsOfAccepted int
-	deliveries, failedOnPurpose             int
+	deliveries, failedOnPurpose            int
 }
 
 func (w *webhookReceiver) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
