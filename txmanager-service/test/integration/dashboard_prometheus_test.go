@@ -33,6 +33,9 @@ func metricsOnlyAfterAnEvent() []string {
 		telemetry.LeaseFencedTotal, telemetry.ResubmitTotal, telemetry.StuckTotal, telemetry.ReorgTotal,
 		telemetry.RateLimitedTotal, telemetry.RepriceTotal, telemetry.NonceHoleFilledTotal,
 		telemetry.RetentionPrunedTotal, telemetry.RecognisedTotal,
+		// Webhook deliveries, and the lag of subscriptions this node delivers: none without
+		// a subscription.
+		telemetry.WebhookDeliveriesTotal, telemetry.WebhookLagSeconds,
 		// The library's retry and failure counters (lingo-utils/txmanager): no retry, no failure.
 		"db_tx_retries_total", "db_tx_failures_total",
 	}
