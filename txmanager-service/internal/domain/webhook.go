@@ -44,6 +44,16 @@ const (
 	EventRefillSent = "signer.refill_sent"
 	// EventApprovalRequested: a policy sent an intent to wait for approvers.
 	EventApprovalRequested = "approval.requested"
+	// EventQuarantined: the chain holds nonces of a signer the database does not know; it
+	// takes no new transaction until its recovery (EventRecovered) or an operator releases it.
+	EventQuarantined = "signer.quarantined"
+	EventRecovered   = "signer.recovered"
+	// EventSigningFailing: a signer's key source stopped signing; EventSigningResumed: it
+	// signs again.
+	EventSigningFailing = "signer.signing_failing"
+	EventSigningResumed = "signer.signing_resumed"
+	// EventStuck: a head-of-line transaction was marked STUCK and waits for an operator.
+	EventStuck = "tx.stuck"
 )
 
 // Subscription is a receiver of pushed events: where, what, and how far it has been sent.
@@ -86,7 +96,8 @@ const (
 
 var finalStates = []string{string(StateConfirmed), string(StateFailedFinal), string(StateExpired), string(StateRejected), string(StateRefused)}
 
-var eventKinds = []string{EventCompletion, EventBalanceLow, EventBalanceRecovered, EventRefillSent, EventApprovalRequested}
+var eventKinds = []string{EventCompletion, EventBalanceLow, EventBalanceRecovered, EventRefillSent, EventApprovalRequested, EventQuarantined, EventRecovered,
+	EventSigningFailing, EventSigningResumed, EventStuck}
 
 // ParseSubscriptionFilter validates a filter, naming the field it refuses.
 func ParseSubscriptionFilter(chains []uint64, signers, states, kinds []string) (SubscriptionFilter, error) {

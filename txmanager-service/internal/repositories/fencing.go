@@ -1,6 +1,7 @@
 package repositories
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -44,4 +45,12 @@ type chainScoped struct {
 
 func newChainScoped(pool *pgxpool.Pool, chain services.ChainID) chainScoped {
 	return chainScoped{q: sqlcdb.New(pool), chainID: chain.Int64()}
+}
+
+// AppendEvent records a service event on the repository's chain (a statement of its own):
+// the pipeline's stores tell webhook subscribers of quarantines, recoveries, signing
+// failures and stuck transactions.
+func (c chainScoped) AppendEvent(ctx context.Context, e services.ServiceEvent) error {
+	e.ChainID = uint64(c.chainID)
+	return appendEvent(ctx, c.q, e)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
 )
 
 // ServiceEvent is an event beyond completions (migration 0023): a balance crossing a mark, a
@@ -41,4 +42,10 @@ func eventPayload(v any) json.RawMessage {
 		return json.RawMessage(`{}`)
 	}
 	return out
+}
+
+// SignerEvent is an event about a signer, identified as the kind, the signer and a
+// time-ordered id of its own, with data.
+func SignerEvent(kind string, chainID uint64, signer common.Address, data map[string]any) ServiceEvent {
+	return ServiceEvent{ID: kind + ":" + uuid.Must(uuid.NewV7()).String(), Kind: kind, ChainID: chainID, Signer: signer, Payload: eventPayload(data)}
 }

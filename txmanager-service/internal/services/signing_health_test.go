@@ -40,6 +40,14 @@ type signingStore struct {
 	mu      sync.Mutex
 	backlog int
 	records []signingRecord
+	events  []string
+}
+
+func (s *signingStore) AppendEvent(_ context.Context, e services.ServiceEvent) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, e.Kind)
+	return nil
 }
 
 func (s *signingStore) RecordSigningHealth(_ context.Context, _ domain.Lease, failingSince *time.Time, lastError string) error {
@@ -152,6 +160,12 @@ func TestSigningHealthRecordsAFailureWhenItStartsOrChanges(t *testing.T) {
 		if got := store.recorded(); fmt.Sprint(got) != fmt.Sprint(s.want) {
 			t.Fatalf("%s: recorded %v, want %v", s.name, got, s.want)
 		}
+	}
+	// Webhook subscribers hear of the failure once, when it starts, and of its end.
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if want := []string{domain.EventSigningFailing, domain.EventSigningResumed}; fmt.Sprint(store.events) != fmt.Sprint(want) {
+		t.Fatalf("events %v, want %v", store.events, want)
 	}
 }
 

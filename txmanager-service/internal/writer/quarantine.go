@@ -56,6 +56,11 @@ func (a *Allocator) quarantined(ctx context.Context, sess txmanager.Session, b *
 	a.metrics.Quarantined(ctx)
 	a.log.WithContext(ctx).Errorw("msg", "signer quarantined: the chain holds nonces the database does not know", "signer", b.key,
 		"fencing_token", b.lease.Token, "db_next_nonce", *state.Next, "chain_nonce", *b.chainNext)
+	// In the batch's transaction: subscribers hear of the quarantine exactly when it is recorded.
+	if err := a.store.AppendEvent(ctx, sess, services.SignerEvent(domain.EventQuarantined, a.chainID, b.signer,
+		map[string]any{"signer": b.key, "dbNextNonce": *state.Next, "chainNonce": *b.chainNext})); err != nil {
+		return false, err
+	}
 	if a.nonce.RecoverByIntent {
 		state.Quarantined = true
 		return a.quarantined(ctx, sess, b, state)

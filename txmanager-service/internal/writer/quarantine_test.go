@@ -204,6 +204,12 @@ func TestAllocatorQuarantinesASignerTheChainIsAheadOf(t *testing.T) {
 			if got := n.notices.quarantines(); got != tc.wantNotified {
 				t.Fatalf("the pipeline was woken for %d quarantines, want %d", got, tc.wantNotified)
 			}
+			// Webhook subscribers hear of each quarantine recorded, once.
+			var events, quarantines int
+			if err := n.pool.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM service_event WHERE kind = 'signer.quarantined' AND signer = $1),
+				(SELECT count(*) FROM signer_quarantine WHERE signer = $1)`, signer.Hex()).Scan(&events, &quarantines); err != nil || events != quarantines {
+				t.Fatalf("%d signer.quarantined events for %d quarantines recorded (%v)", events, quarantines, err)
+			}
 		})
 	}
 }

@@ -69,6 +69,9 @@ func TestStuckHeadOfLine(t *testing.T) {
 					if len(audits) != 1 || audits[0].action != "NOOP" || audits[0].token != 1 || audits[0].node == "" || audits[0].reason == "" {
 						t.Fatalf("audit = %+v, want one NOOP entry with node, token 1 and a reason", audits)
 					}
+					if n := s.count(t, `SELECT count(*) FROM service_event WHERE kind = 'tx.stuck' AND payload->>'txId' = $1`, head); n != 1 {
+						t.Fatalf("%d tx.stuck events for the head of line, want 1 (webhook subscribers hear of it)", n)
+					}
 					time.Sleep(2 * time.Second) // nothing behind it can move while it blocks the nonce
 					for _, id := range behind {
 						if r := s.tx(t, id); r.state != "TRACKING" {
