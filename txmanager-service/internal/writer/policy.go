@@ -218,8 +218,8 @@ func (g *policyGate) deniedRules() []denial {
 // lockPoliciesOfFullPath locks up front, in one sorted statement, the policies of the
 // signers and credentials of the batch's parts that take the full path, when there are
 // several: each part locks its own policies as it goes, and two nodes whose parts met two
-// credentials in opposite orders would otherwise deadlock (PostgreSQL would cancel one batch,
-// which the writer retries, at the cost of a wait and a retry).
+// credentials in opposite orders would otherwise wait on each other until the lock timeout
+// or the deadlock detector cancelled a batch, failing its creates.
 func (a *Allocator) lockPoliciesOfFullPath(ctx context.Context, sess txmanager.Session, batches []*signerBatch) error {
 	var signers, credentials []string
 	parts := 0

@@ -277,3 +277,44 @@ func TestAllocatorAdoptsRecoveredTransactions(t *testing.T) {
 		t.Fatalf("the recovered row: request %q adoptable %t, want claimed by lost-1", requestID, adoptable)
 	}
 }
+
+// A recovered transaction that a retried create adopts counts in the signer's policy windows
+// like the admission the database lost: the window holds what the adoption and a new create
+// of the same batch sent.
+func TestAnAdoptedTransactionCountsInThePolicyWindows(t *testing.T) {
+	t.Parallel()
+	n := newChainAwareNode(t, writer.NonceConfig{RecoverByIntent: true})
+	signer := testsupport.SignerAddress(112)
+	if a := n.allocate(t, transferRequest(signer, 1))[0]; a.err != nil {
+		t.Fatal(a.err)
+	}
+	lease, err := n.node.Leases.Acquire(t.Context(), signer.Hex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newPolicyBook(t, n.pool).Set(t.Context(), "signer", signer.Hex(), []byte(`{"windows":[{"period":"24h","maxValue":"1000"}]}`), "ops"); err != nil {
+		t.Fatal(err)
+	}
+	lost := transferRequest(signer, 7)
+	key := lost.RecoveryKey()
+	if _, err := n.pool.Exec(t.Context(), `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token,
+		recovered_at, recovery_key, unclaimed_until) VALUES (1337, $1, $2, '\x00', 1, $3, 'TRACKING', 'SIGNED', '0x01', $4, now(), $5, now() + interval '1 hour')`,
+		uuid.New(), signer.Hex(), fmt.Sprintf(`{"to":%q,"value":"7","gasLimit":21000,"effectiveGasLimit":21000}`, signer.Hex()), int64(lease.Token), key[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.pool.Exec(t.Context(), "UPDATE signer_nonce_cursor SET next_nonce = 2 WHERE signer = $1", signer.Hex()); err != nil {
+		t.Fatal(err)
+	}
+	n.chain.set(2)
+	lost.RequestID = "lost-1"
+	fresh := transferRequest(signer, 8)
+	fresh.RequestID = "new-1"
+	answers := n.allocate(t, lost, fresh)
+	if answers[0].err != nil || answers[0].created || answers[1].err != nil || !answers[1].created {
+		t.Fatalf("adoption and create: %+v", answers)
+	}
+	var counted string
+	if err := n.pool.QueryRow(t.Context(), `SELECT COALESCE(sum(value_wei), 0)::text FROM policy_spend WHERE scope_kind = 'signer' AND scope = $1`, signer.Hex()).Scan(&counted); err != nil || counted != "15" {
+		t.Fatalf("the window counts %s wei (%v), want 15: the adopted 7 and the new 8", counted, err)
+	}
+}
