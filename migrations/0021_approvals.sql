@@ -55,3 +55,14 @@ CREATE TABLE tx_approval_vote (
     at          timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (approval_id, approver)
 );
+
+-- How approvals are read: absent texts as empty strings, amounts as decimal text, and
+-- whether the approval is past its expiry by the database's clock (the one expiry uses).
+-- Every read of an approval, the vote's locking one included, takes these columns.
+CREATE VIEW tx_approval_read AS
+SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester,
+       COALESCE(to_address, '')::text AS to_address, value_wei::text AS value_wei, data, gas_limit,
+       COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas, COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas,
+       policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at,
+       (expires_at <= now())::bool AS expired
+FROM tx_approval;

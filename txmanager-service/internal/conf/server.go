@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"strconv"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
 // Observability configures trace export (metrics are always on /metrics).
@@ -263,7 +265,7 @@ func (a Auth) check(p *problems, server Server) {
 		"auth.enabled", "needs auth.apiKeys or auth.jwt.hmacSecretFile / publicKeyFile")
 	known := map[string]bool{}
 	for i, r := range a.Roles {
-		p.require(validRoleName(r), fmt.Sprintf("auth.roles[%d]", i), "a role name is 1 to 64 lowercase letters, digits, '-' and '_'")
+		p.require(domain.ValidateRoleName("role", r) == nil, fmt.Sprintf("auth.roles[%d]", i), "a role name is 1 to 64 lowercase letters, digits, '-' and '_'")
 		known[r] = true
 	}
 	for i, k := range a.APIKeys {
@@ -271,18 +273,6 @@ func (a Auth) check(p *problems, server Server) {
 			p.require(known[r], fmt.Sprintf("auth.apiKeys[%d].roles[%d]", i, j), "%q is not one of auth.roles %v", r, a.Roles)
 		}
 	}
-}
-
-func validRoleName(r string) bool {
-	if r == "" || len(r) > 64 {
-		return false
-	}
-	for _, c := range r {
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
-			return false
-		}
-	}
-	return true
 }
 
 // check: the sampling ratio, and metrics credentials only where there are credentials.

@@ -10,9 +10,9 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
-// errNoWebhooks answers webhook calls on a stack assembled without them (tests of other
-// parts); the service always has them.
-var errNoWebhooks = v1.ErrorNotFound("webhooks are not served by this stack")
+// errNotAssembled answers webhook and funding calls on a stack assembled without them
+// (tests of other parts); the service always has them.
+var errNotAssembled = v1.ErrorNotFound("webhooks and funding are not served by this stack")
 
 // CreateWebhook implements v1.AdminServiceServer. Subscriptions are the cluster's: any node
 // answers.
@@ -105,7 +105,7 @@ func (c *AdminController) webhookAdmin(ctx context.Context) error {
 		return err
 	}
 	if c.webhooks == nil {
-		return errNoWebhooks
+		return errNotAssembled
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func (c *AdminController) fundingAdmin(ctx context.Context, chainID uint64) (uin
 		return 0, err
 	}
 	if c.funding == nil {
-		return 0, errNoWebhooks
+		return 0, errNotAssembled
 	}
 	chain, err := c.chains.Lookup(chainID)
 	if err != nil {

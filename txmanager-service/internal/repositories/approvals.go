@@ -51,7 +51,7 @@ func (r *ApprovalRepository) GetByRequest(ctx context.Context, chainID uint64, s
 	if err != nil {
 		return domain.Approval{}, fmt.Errorf("approval of request %s: %w", requestID, err)
 	}
-	return r.withVotes(ctx, r.q, sqlcdb.GetApprovalRow(row))
+	return r.withVotes(ctx, r.q, row)
 }
 
 // List implements services.ApprovalStore.
@@ -64,7 +64,7 @@ func (r *ApprovalRepository) List(ctx context.Context, f services.ApprovalFilter
 	out := make([]domain.Approval, 0, len(rows))
 	ids := make([]uuid.UUID, 0, len(rows))
 	for _, row := range rows {
-		a, err := approvalOf(sqlcdb.GetApprovalRow(row))
+		a, err := approvalOf(row)
 		if err != nil {
 			return nil, err
 		}
@@ -91,13 +91,7 @@ func (r *ApprovalRepository) Lock(ctx context.Context, sess txmanager.Session, i
 	if err != nil {
 		return domain.Approval{}, false, fmt.Errorf("lock approval %s: %w", id, err)
 	}
-	a, err := r.withVotes(ctx, q, sqlcdb.GetApprovalRow{
-		ApprovalID: row.ApprovalID, ChainID: row.ChainID, Signer: row.Signer, RequestID: row.RequestID, Fingerprint: row.Fingerprint,
-		Requester: row.Requester, ToAddress: row.ToAddress, ValueWei: row.ValueWei, Data: row.Data, GasLimit: row.GasLimit,
-		MaxFeePerGas: row.MaxFeePerGas, MaxPriorityFeePerGas: row.MaxPriorityFeePerGas, PolicyScope: row.PolicyScope,
-		PolicyVersion: row.PolicyVersion, Reason: row.Reason, Role: row.Role, Required: row.Required, State: row.State,
-		FinalReason: row.FinalReason, CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt, DecidedAt: row.DecidedAt,
-	})
+	a, err := r.withVotes(ctx, q, row)
 	return a, row.Expired, err
 }
 
@@ -120,10 +114,7 @@ func (r *ApprovalRepository) Approve(ctx context.Context, sess txmanager.Session
 
 // Finish implements services.ApprovalStore.
 func (r *ApprovalRepository) Finish(ctx context.Context, sess txmanager.Session, id uuid.UUID, state domain.ApprovalState, reason string, from ...domain.ApprovalState) (bool, error) {
-	q := r.q
-	if sess != nil {
-		q = sqlcdb.New(sess.DB())
-	}
+	q := inSession(r.q, sess)
 	states := make([]string, len(from))
 	for i, s := range from {
 		states[i] = string(s)
@@ -156,7 +147,7 @@ func (r *ApprovalRepository) ApprovedToAdmit(ctx context.Context, chainID uint64
 	}
 	out := make([]domain.Approval, 0, len(rows))
 	for _, row := range rows {
-		a, err := approvalOf(sqlcdb.GetApprovalRow(row))
+		a, err := approvalOf(row)
 		if err != nil {
 			return nil, err
 		}
@@ -174,7 +165,7 @@ func (r *ApprovalRepository) Pending(ctx context.Context) (int64, time.Duration,
 	return row.Pending, time.Duration(row.OldestSeconds * float64(time.Second)), nil
 }
 
-func (r *ApprovalRepository) withVotes(ctx context.Context, q *sqlcdb.Queries, row sqlcdb.GetApprovalRow) (domain.Approval, error) {
+func (r *ApprovalRepository) withVotes(ctx context.Context, q *sqlcdb.Queries, row sqlcdb.TxApprovalRead) (domain.Approval, error) {
 	a, err := approvalOf(row)
 	if err != nil {
 		return a, err
@@ -233,7 +224,7 @@ func (r AllocationRepository) RequestApproval(ctx context.Context, sess txmanage
 	if err != nil {
 		return domain.Approval{}, fmt.Errorf("approval of request %s: %w", a.RequestID, err)
 	}
-	return approvalOf(sqlcdb.GetApprovalRow(row))
+	return approvalOf(row)
 }
 
 // LockApproved implements services.AllocationStore.
@@ -264,7 +255,7 @@ func (r AllocationRepository) LockPolicies(ctx context.Context, sess txmanager.S
 	return nil
 }
 
-func approvalOf(row sqlcdb.GetApprovalRow) (domain.Approval, error) {
+func approvalOf(row sqlcdb.TxApprovalRead) (domain.Approval, error) {
 	a := domain.Approval{
 		ID: row.ApprovalID, ChainID: uint64(row.ChainID), RequestID: row.RequestID, Requester: row.Requester,
 		PolicyScope: row.PolicyScope, PolicyVersion: row.PolicyVersion, Reason: row.Reason, Role: row.Role, Required: int(row.Required),

@@ -47,7 +47,7 @@ func (r *AuditRepository) Append(ctx context.Context, sess txmanager.Session, re
 
 // List implements services.AuditStore.
 func (r *AuditRepository) List(ctx context.Context, sess txmanager.Session, f services.AuditFilter) ([]domain.AuditRecord, error) {
-	rows, err := r.queries(sess).ListAuditRecords(ctx, sqlcdb.ListAuditRecordsParams{AfterSeq: f.AfterSeq, Subject: f.Subject, Action: f.Action, Actor: f.Actor,
+	rows, err := inSession(r.q, sess).ListAuditRecords(ctx, sqlcdb.ListAuditRecordsParams{AfterSeq: f.AfterSeq, Subject: f.Subject, Action: f.Action, Actor: f.Actor,
 		Since: f.Since, MaxRows: int32(f.Limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list audit records: %w", err)
@@ -62,7 +62,7 @@ func (r *AuditRepository) List(ctx context.Context, sess txmanager.Session, f se
 
 // Head implements services.AuditStore.
 func (r *AuditRepository) Head(ctx context.Context, sess txmanager.Session) (services.AuditHead, error) {
-	row, err := r.queries(sess).ReadAuditHead(ctx)
+	row, err := inSession(r.q, sess).ReadAuditHead(ctx)
 	if err != nil {
 		return services.AuditHead{}, fmt.Errorf("audit head: %w", err)
 	}
@@ -93,12 +93,4 @@ func (r *AuditRepository) Prune(ctx context.Context, sess txmanager.Session, bef
 		return 0, fmt.Errorf("audit head: %w", err)
 	}
 	return n, nil
-}
-
-// queries reads inside sess, or on the pool when sess is nil.
-func (r *AuditRepository) queries(sess txmanager.Session) *sqlcdb.Queries {
-	if sess == nil {
-		return r.q
-	}
-	return sqlcdb.New(sess.DB())
 }

@@ -29,16 +29,9 @@ func NewEventRepository(pool *pgxpool.Pool) *EventRepository {
 	return &EventRepository{q: sqlcdb.New(pool)}
 }
 
-func (r *EventRepository) queries(sess txmanager.Session) *sqlcdb.Queries {
-	if sess == nil {
-		return r.q
-	}
-	return sqlcdb.New(sess.DB())
-}
-
 // Append implements services.EventStore.
 func (r *EventRepository) Append(ctx context.Context, sess txmanager.Session, e services.ServiceEvent) error {
-	return appendEvent(ctx, r.queries(sess), e)
+	return appendEvent(ctx, inSession(r.q, sess), e)
 }
 
 func appendEvent(ctx context.Context, q *sqlcdb.Queries, e services.ServiceEvent) error {

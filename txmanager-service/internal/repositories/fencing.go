@@ -7,6 +7,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/bionicotaku/lingo-utils/txmanager"
+
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/repositories/sqlcdb"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -53,4 +55,12 @@ func newChainScoped(pool *pgxpool.Pool, chain services.ChainID) chainScoped {
 func (c chainScoped) AppendEvent(ctx context.Context, e services.ServiceEvent) error {
 	e.ChainID = uint64(c.chainID)
 	return appendEvent(ctx, c.q, e)
+}
+
+// inSession is q, or the same queries inside sess when there is one.
+func inSession(q *sqlcdb.Queries, sess txmanager.Session) *sqlcdb.Queries {
+	if sess == nil {
+		return q
+	}
+	return sqlcdb.New(sess.DB())
 }

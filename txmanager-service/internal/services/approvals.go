@@ -196,7 +196,7 @@ func (d *ApprovalDesk) Decide(ctx context.Context, id string, approver domain.Pr
 	if err != nil {
 		return domain.Approval{}, err
 	}
-	if a.State != domain.ApprovalAwaiting && d.metrics != nil && a.State == domain.ApprovalRejected {
+	if d.metrics != nil && a.State == domain.ApprovalRejected {
 		d.metrics.ApprovalEnded(ctx, string(a.State), 1)
 	}
 	d.log.Infow("msg", "approval vote", "approval", a.ID.String(), "approver", approver.ID, "approve", approve, "state", string(a.State),

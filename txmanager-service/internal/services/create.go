@@ -75,9 +75,7 @@ func (uc *CreateTxUseCase) Create(ctx context.Context, in domain.CreateInput) (C
 // the approval's id. The writer allocates it only while the approval is APPROVED, in the
 // transaction that marks it ADMITTED, so it is admitted once however often this runs.
 func (uc *CreateTxUseCase) AdmitApproved(ctx context.Context, a domain.Approval) (CreateResult, error) {
-	in := a.Input()
-	res, err := uc.create(ctx, in, &a)
-	return res, err
+	return uc.create(ctx, a.Input(), &a)
 }
 
 func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput, approval *domain.Approval) (CreateResult, error) {

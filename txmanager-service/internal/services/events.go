@@ -7,6 +7,7 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 )
 
@@ -48,4 +49,17 @@ func eventPayload(v any) json.RawMessage {
 // time-ordered id of its own, with data.
 func SignerEvent(kind string, chainID uint64, signer common.Address, data map[string]any) ServiceEvent {
 	return ServiceEvent{ID: kind + ":" + uuid.Must(uuid.NewV7()).String(), Kind: kind, ChainID: chainID, Signer: signer, Payload: eventPayload(data)}
+}
+
+// EventAppender records service events: the stores of the stages that raise them.
+type EventAppender interface {
+	AppendEvent(ctx context.Context, e ServiceEvent) error
+}
+
+// RecordEvent records e for webhook subscribers; a failure to record it is logged and the
+// caller goes on (the condition's metric and alert still tell).
+func RecordEvent(ctx context.Context, store EventAppender, logger *log.Helper, e ServiceEvent) {
+	if err := store.AppendEvent(ctx, e); err != nil {
+		logger.WithContext(ctx).Warnw("msg", "could not record an event for webhooks", "kind", e.Kind, "signer", e.Signer.Hex(), "error", err.Error())
+	}
 }

@@ -32,8 +32,8 @@ type SigningHealthStore interface {
 	// UnsignedBacklog is how many of the signer's transactions wait for their first
 	// signature.
 	UnsignedBacklog(ctx context.Context, signer string) (int, error)
-	// AppendEvent records a service event (webhooks tell subscribers).
-	AppendEvent(ctx context.Context, e ServiceEvent) error
+	// Signing failures and their end are told to webhook subscribers.
+	EventAppender
 }
 
 // SigningHealth follows, on the node driving each signer, whether its key source signs.
@@ -102,7 +102,7 @@ func (h *SigningHealth) Failed(ctx context.Context, lease domain.Lease, err erro
 		h.log.WithContext(ctx).Errorw("msg", "signer's key source cannot sign; its transactions wait, and new ones are held back past the bound",
 			"signer", lease.Signer, "fencing_token", lease.Token, "unsigned", backlog, "error", cause,
 			"max_unsigned", h.cfg.MaxUnsigned, "max_duration", h.cfg.MaxDuration.String())
-		h.event(ctx, SignerEvent(domain.EventSigningFailing, 0, common.HexToAddress(lease.Signer), map[string]any{"signer": lease.Signer, "error": cause, "unsigned": backlog}))
+		RecordEvent(ctx, h.store, h.log, SignerEvent(domain.EventSigningFailing, 0, common.HexToAddress(lease.Signer), map[string]any{"signer": lease.Signer, "error": cause, "unsigned": backlog}))
 	}
 	if record {
 		if err := h.store.RecordSigningHealth(ctx, lease, &since, cause); err != nil && !errors.Is(err, domain.ErrFenced) {
@@ -124,7 +124,7 @@ func (h *SigningHealth) Signed(ctx context.Context, lease domain.Lease) {
 	h.mu.Unlock()
 	h.log.WithContext(ctx).Warnw("msg", "signer's key source signs again; its creates are accepted", "signer", lease.Signer,
 		"fencing_token", lease.Token, "failed_seconds", h.clock.Now().Sub(since).Seconds())
-	h.event(ctx, SignerEvent(domain.EventSigningResumed, 0, common.HexToAddress(lease.Signer), map[string]any{"signer": lease.Signer,
+	RecordEvent(ctx, h.store, h.log, SignerEvent(domain.EventSigningResumed, 0, common.HexToAddress(lease.Signer), map[string]any{"signer": lease.Signer,
 		"failedSeconds": h.clock.Now().Sub(since).Seconds()}))
 	if err := h.store.RecordSigningHealth(ctx, lease, nil, ""); err != nil && !errors.Is(err, domain.ErrFenced) {
 		h.log.WithContext(ctx).Warnw("msg", "could not record that the signer signs again", "signer", lease.Signer, "error", err.Error())
@@ -210,11 +210,4 @@ func redactURL(raw string) string {
 	}
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
-}
-
-// event records a service event; a failure to record it is logged.
-func (h *SigningHealth) event(ctx context.Context, e ServiceEvent) {
-	if err := h.store.AppendEvent(ctx, e); err != nil {
-		h.log.WithContext(ctx).Warnw("msg", "could not record an event for webhooks", "kind", e.Kind, "signer", e.Signer.Hex(), "error", err.Error())
-	}
 }

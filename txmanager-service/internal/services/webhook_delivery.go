@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -138,7 +137,6 @@ func (d *WebhookDeliverer) Pass(ctx context.Context) {
 		r := &runningDelivery{token: c.Token, cancel: cancel}
 		d.running[c.ID] = r
 		d.wg.Go(func() { d.deliver(runCtx, c, r) })
-		d.wg.Go(func() { d.deliverEvents(runCtx, c, r) })
 		d.log.Infow("msg", "delivering webhook subscription", "subscription", c.ID.String(), "fencing_token", c.Token, "cursor", c.Cursor)
 	}
 	for id, r := range d.running {
@@ -163,10 +161,9 @@ func (d *WebhookDeliverer) Stop(ctx context.Context) {
 	}
 }
 
-// deliver sends c's completions until its context ends or its lease is lost (which ends
-// its service events' delivery too).
+// deliver sends c's two streams, its completions and its service events, each in its own
+// order, until the context ends or the lease is lost (which ends both).
 func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r *runningDelivery) {
-	defer r.cancel()
 	defer func() {
 		d.mu.Lock()
 		if d.running[c.ID] == r {
@@ -174,28 +171,108 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 		}
 		d.mu.Unlock()
 	}()
-	var signers []string
-	if len(c.Filter.Signers) > 0 {
-		for _, s := range c.Filter.Signers {
-			signers = append(signers, s.Hex())
-		}
-	}
+	var streams sync.WaitGroup
+	streams.Go(func() { d.send(ctx, c, r, d.completionStream(c, r)) })
+	streams.Go(func() { d.send(ctx, c, r, d.eventStream(c)) })
+	streams.Wait()
+}
+
+// pushed is one event of a stream: where it stands, whether the filter takes it, and what is
+// sent.
+type pushed struct {
+	position int64
+	match    bool
+	id       string
+	body     func() []byte
+}
+
+// stream is one ordered source of a subscription: read pages after a position, move the
+// subscription's cursor for it.
+type stream struct {
+	cursor  int64
+	read    func(ctx context.Context, after int64) ([]pushed, error)
+	advance func(ctx context.Context, cursor int64, delivered int) (bool, error)
+	// changed, when set, wakes a wait for more before the next look; idle marks the stream
+	// caught up (the lag gauge).
+	changed func() <-chan struct{}
+	idle    func()
+}
+
+// completionStream is c's completions feed, filtered as the subscription asks.
+func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDelivery) stream {
+	signers := hexes(c.Filter)
 	var chain uint64
 	if len(c.Filter.Chains) == 1 {
 		chain = c.Filter.Chains[0]
 	}
-	// cursor is the last position sent or skipped; the subscription's row is moved to it
-	// every cursorSaveInterval or at the end of a page, so a busy subscription costs one
-	// write per page, not one per event. A node that loses the lease meanwhile has sent
-	// events past the saved cursor: the next owner sends them again (at least once).
-	cursor, saved, unsaved := c.Cursor, c.Cursor, 0
+	return stream{
+		cursor: c.Cursor,
+		read: func(ctx context.Context, after int64) ([]pushed, error) {
+			page, err := d.feed.ListAfter(ctx, FeedPosition(after), feedPage, signers, chain)
+			out := make([]pushed, len(page))
+			for i, cpl := range page {
+				out[i] = pushed{position: int64(cpl.Position), match: c.Filter.Matches(domain.EventCompletion, cpl.ChainID, cpl.Signer, string(cpl.Status)),
+					id: "completion:" + cpl.TxID.String(), body: func() []byte {
+						r.lag.Store(int64(time.Since(cpl.CompletedAt)))
+						return webhookBody(c.ID, cpl)
+					}}
+			}
+			return out, err
+		},
+		advance: func(ctx context.Context, cursor int64, delivered int) (bool, error) {
+			return d.store.Advance(ctx, c, d.node, cursor, delivered)
+		},
+		changed: d.notify.Changed,
+		idle:    func() { r.lag.Store(0) },
+	}
+}
+
+// eventStream is c's service events (balances, refills, quarantines, approvals requested).
+func (d *WebhookDeliverer) eventStream(c ClaimedSubscription) stream {
+	signers := hexes(c.Filter)
+	return stream{
+		cursor: c.EventCursor,
+		read: func(ctx context.Context, after int64) ([]pushed, error) {
+			page, err := d.events.ListAfter(ctx, after, feedPage, signers)
+			out := make([]pushed, len(page))
+			for i, e := range page {
+				out[i] = pushed{position: e.Position, match: c.Filter.Matches(e.Kind, e.ChainID, e.Signer, ""), id: e.ID,
+					body: func() []byte { return eventBody(c.ID, e) }}
+			}
+			return out, err
+		},
+		advance: func(ctx context.Context, cursor int64, delivered int) (bool, error) {
+			return d.store.AdvanceEvents(ctx, c, d.node, cursor, delivered)
+		},
+		changed: func() <-chan struct{} { return nil },
+		idle:    func() {},
+	}
+}
+
+// hexes are the filter's signers as the stores name them (nil: every signer).
+func hexes(f domain.SubscriptionFilter) []string {
+	var out []string
+	for _, s := range f.Signers {
+		out = append(out, s.Hex())
+	}
+	return out
+}
+
+// send delivers s's events in order, each until the receiver accepts it, and moves the
+// cursor every cursorSaveInterval or at the end of a page, so a busy subscription costs one
+// write per page, not one per event. A node that loses the lease meanwhile has sent events
+// past the saved cursor: the next owner sends them again (at least once). It ends the
+// subscription's other stream when it stops.
+func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *runningDelivery, s stream) {
+	defer r.cancel()
+	cursor, saved, unsaved := s.cursor, s.cursor, 0
 	var failureRecorded time.Time
 	lastSave := time.Now()
 	save := func() bool {
 		if cursor == saved {
 			return true
 		}
-		moved, err := d.store.Advance(ctx, c, d.node, cursor, unsaved)
+		moved, err := s.advance(ctx, cursor, unsaved)
 		if err != nil || !moved {
 			d.lost(c, err)
 			return false
@@ -204,8 +281,8 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 		return true
 	}
 	for ctx.Err() == nil {
-		changed := d.notify.Changed()
-		page, err := d.feed.ListAfter(ctx, FeedPosition(cursor), feedPage, signers, chain)
+		changed := s.changed()
+		page, err := s.read(ctx, cursor)
 		if err != nil {
 			if !d.sleep(ctx, d.cfg.BackoffMin) {
 				return
@@ -213,7 +290,7 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 			continue
 		}
 		if len(page) == 0 {
-			r.lag.Store(0)
+			s.idle()
 			if !save() {
 				return
 			}
@@ -225,18 +302,15 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 			}
 			continue
 		}
-		for _, cpl := range page {
-			if !c.Filter.Matches(domain.EventCompletion, cpl.ChainID, cpl.Signer, string(cpl.Status)) {
-				cursor = int64(cpl.Position)
-				continue
+		for _, e := range page {
+			if e.match {
+				if !d.sendUntilAccepted(ctx, c, e.id, e.body(), &failureRecorded) {
+					save()
+					return
+				}
+				unsaved++
 			}
-			r.lag.Store(int64(time.Since(cpl.CompletedAt)))
-			if !d.sendUntilAccepted(ctx, c, "completion:"+cpl.TxID.String(), webhookBody(c.ID, cpl), &failureRecorded) {
-				save()
-				return
-			}
-			cursor = int64(cpl.Position)
-			unsaved++
+			cursor = e.position
 			if time.Since(lastSave) >= cursorSaveInterval && !save() {
 				return
 			}
@@ -249,50 +323,6 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 
 // cursorSaveInterval bounds how long delivered events go without their cursor saved.
 const cursorSaveInterval = 250 * time.Millisecond
-
-// deliverEvents sends c's service events (balances, refills, approvals requested), in their
-// own order, until its context ends or its lease is lost.
-func (d *WebhookDeliverer) deliverEvents(ctx context.Context, c ClaimedSubscription, r *runningDelivery) {
-	defer r.cancel()
-	var signers []string
-	for _, s := range c.Filter.Signers {
-		signers = append(signers, s.Hex())
-	}
-	cursor := c.EventCursor
-	var failureRecorded time.Time
-	for ctx.Err() == nil {
-		page, err := d.events.ListAfter(ctx, cursor, feedPage, signers)
-		if err != nil || len(page) == 0 {
-			if !d.sleep(ctx, time.Second) {
-				return
-			}
-			continue
-		}
-		skipped := int64(-1)
-		for _, e := range page {
-			if !c.Filter.Matches(e.Kind, e.ChainID, e.Signer, "") {
-				skipped = e.Position
-				continue
-			}
-			if !d.sendUntilAccepted(ctx, c, e.ID, eventBody(c.ID, e), &failureRecorded) {
-				return
-			}
-			moved, err := d.store.AdvanceEvents(ctx, c, d.node, e.Position, 1)
-			if err != nil || !moved {
-				d.lost(c, err)
-				return
-			}
-			cursor, skipped = e.Position, -1
-		}
-		if skipped > cursor {
-			if moved, err := d.store.AdvanceEvents(ctx, c, d.node, skipped, 0); err != nil || !moved {
-				d.lost(c, err)
-				return
-			}
-			cursor = skipped
-		}
-	}
-}
 
 // eventBody is the body of a service event's delivery.
 func eventBody(subscription uuid.UUID, e ServiceEvent) []byte {
@@ -389,13 +419,6 @@ func (d *WebhookDeliverer) post(ctx context.Context, c ClaimedSubscription, even
 	req.Header.Set("Txm-Signature", domain.WebhookSignature(c.Secret, time.Now(), body))
 	resp, err := d.client.Do(req)
 	if err != nil {
-		var forbidden error
-		if errors.Is(err, domain.ErrDestinationForbidden) {
-			forbidden = err
-		}
-		if forbidden != nil {
-			return forbidden
-		}
 		return fmt.Errorf("post: %w", err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -70,17 +70,6 @@ func (a *Allocator) requestApprovals(ctx context.Context, sess txmanager.Session
 	return nil
 }
 
-// admitsApprovals: some create of the batch admits an approved intent (the full path then
-// claims its approval in the allocation's transaction).
-func (b *signerBatch) admitsApprovals() bool {
-	for _, op := range b.ops {
-		if op.Request.Admission.ApprovalID != uuid.Nil {
-			return true
-		}
-	}
-	return false
-}
-
 // approvalIDs are the approvals the batch's creates admit.
 func (b *signerBatch) approvalIDs() []uuid.UUID {
 	var ids []uuid.UUID

@@ -84,7 +84,9 @@ func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batc
 	var tried []*signerBatch
 	for _, b := range batches {
 		b.clear, b.fenced = false, false
-		if b.chainNext != nil || b.cachedNext == nil || b.admitsApprovals() {
+		// A create admitting an approved intent takes the full path, which claims its
+		// approval in the allocation's transaction.
+		if b.chainNext != nil || b.cachedNext == nil || len(b.approvalIDs()) > 0 {
 			continue
 		}
 		b.reset()

@@ -50,7 +50,7 @@ func (r *Reconciler) CheckChainAhead(ctx context.Context, lease domain.Lease) (S
 	r.metrics.Quarantined(ctx)
 	r.log.WithContext(ctx).Errorw("msg", "signer quarantined: the chain holds nonces the database does not know", "signer", lease.Signer,
 		"fencing_token", lease.Token, "db_next_nonce", next, "chain_nonce", pending)
-	r.event(ctx, services.SignerEvent(domain.EventQuarantined, 0, common.HexToAddress(lease.Signer),
+	services.RecordEvent(ctx, r.store, r.log, services.SignerEvent(domain.EventQuarantined, 0, common.HexToAddress(lease.Signer),
 		map[string]any{"signer": lease.Signer, "dbNextNonce": next, "chainNonce": pending}))
 	return check, nil
 }

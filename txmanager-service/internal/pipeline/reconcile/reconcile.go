@@ -48,8 +48,8 @@ type Config struct {
 // Store is the stage's view of the database. Every write is fenced on the lease and yields
 // *domain.FencedError when the lease no longer matches.
 type Store interface {
-	// AppendEvent records a service event (webhooks tell subscribers).
-	AppendEvent(ctx context.Context, e services.ServiceEvent) error
+	// Quarantines and recoveries are told to webhook subscribers.
+	services.EventAppender
 	// SignerChainCheck reads what a pass compares with the chain.
 	SignerChainCheck(ctx context.Context, signer string) (SignerCheck, error)
 	// Quarantine records a quarantine; false when an operator already released those
@@ -182,11 +182,4 @@ func (r *Reconciler) Pass(ctx context.Context, lease domain.Lease) (PassOutcome,
 	settled, takenErr := r.SettleTakenNonces(ctx, lease)
 	out.Recorded += settled
 	return out, errors.Join(holeErr, aheadErr, recoverErr, expireErr, takenErr)
-}
-
-// event records a service event; a failure to record it is logged, and the pass goes on.
-func (r *Reconciler) event(ctx context.Context, e services.ServiceEvent) {
-	if err := r.store.AppendEvent(ctx, e); err != nil {
-		r.log.WithContext(ctx).Warnw("msg", "could not record an event for webhooks", "kind", e.Kind, "signer", e.Signer.Hex(), "error", err.Error())
-	}
 }

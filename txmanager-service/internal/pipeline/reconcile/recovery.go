@@ -296,7 +296,7 @@ func (r *Reconciler) finishRecovery(ctx context.Context, lease domain.Lease, rec
 	r.log.WithContext(ctx).Warnw("msg", "signer serves again: every nonce the database lost that the chain shows has its transaction recorded", "signer", lease.Signer,
 		"fencing_token", lease.Token, "db_next_nonce", rec.From, "chain_nonce", rec.To, "recorded", rec.Recorded, "missing", missing,
 		"quarantined_seconds", held.Seconds(), "released_by", mode)
-	r.event(ctx, services.SignerEvent(domain.EventRecovered, 0, common.HexToAddress(lease.Signer),
+	services.RecordEvent(ctx, r.store, r.log, services.SignerEvent(domain.EventRecovered, 0, common.HexToAddress(lease.Signer),
 		map[string]any{"signer": lease.Signer, "recorded": rec.Recorded, "missing": missing, "quarantinedSeconds": held.Seconds(), "releasedBy": mode}))
 	return nil
 }

@@ -60,8 +60,8 @@ type Claim struct {
 // Store is the stage's view of the database; ClaimResolution is fenced on the lease and
 // yields *domain.FencedError when the lease no longer matches.
 type Store interface {
-	// AppendEvent records a service event (webhooks tell subscribers).
-	AppendEvent(ctx context.Context, e services.ServiceEvent) error
+	// Transactions marked STUCK are told to webhook subscribers.
+	services.EventAppender
 	// HeadOfLine is the signer's lowest unmined transaction (nil when none).
 	HeadOfLine(ctx context.Context, signer string) (*HeadOfLineTx, error)
 	// Resolvable loads one unmined transaction in the same shape (nil when it is mined,
@@ -228,11 +228,8 @@ func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 		// Alert level: a head-of-line nonce is blocking the signer and nobody will fix it
 		// automatically.
 		r.log.WithContext(ctx).Errorw(fields...)
-		e := services.SignerEvent(domain.EventStuck, 0, common.HexToAddress(lease.Signer), map[string]any{"signer": lease.Signer, "txId": head.TxID.String(),
-			"nonce": head.Nonce, "reason": claim.Reason, "submitAttempts": head.SubmitAttempts})
-		if err := r.store.AppendEvent(ctx, e); err != nil {
-			r.log.WithContext(ctx).Warnw("msg", "could not record an event for webhooks", "kind", e.Kind, "signer", lease.Signer, "error", err.Error())
-		}
+		services.RecordEvent(ctx, r.store, r.log, services.SignerEvent(domain.EventStuck, 0, common.HexToAddress(lease.Signer),
+			map[string]any{"signer": lease.Signer, "txId": head.TxID.String(), "nonce": head.Nonce, "reason": claim.Reason, "submitAttempts": head.SubmitAttempts}))
 		return nil
 	}
 	r.log.WithContext(ctx).Warnw(fields...)

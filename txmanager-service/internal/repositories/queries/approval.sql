@@ -9,34 +9,20 @@ VALUES (@approval_id, @chain_id, @signer, sqlc.narg(request_id), @fingerprint, @
 ON CONFLICT (chain_id, signer, request_id) WHERE request_id IS NOT NULL DO NOTHING;
 
 -- name: GetApproval :one
-SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
-       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
-       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
-       state, final_reason, created_at, expires_at, decided_at
-FROM tx_approval WHERE approval_id = @approval_id;
+SELECT * FROM tx_approval_read WHERE approval_id = @approval_id;
 
 -- name: LockApproval :one
 -- A vote locks its approval: votes on one approval are counted one at a time.
-SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
-       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
-       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
-       state, final_reason, created_at, expires_at, decided_at, (expires_at <= now())::bool AS expired
-FROM tx_approval WHERE approval_id = @approval_id FOR UPDATE;
+SELECT * FROM tx_approval_read WHERE approval_id = @approval_id FOR UPDATE;
 
 -- name: GetApprovalByRequest :one
-SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
-       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
-       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
-       state, final_reason, created_at, expires_at, decided_at
-FROM tx_approval WHERE chain_id = @chain_id AND signer = @signer AND request_id = @request_id;
+-- Found through the table's request id index, then read through the view.
+SELECT * FROM tx_approval_read
+WHERE approval_id = (SELECT a.approval_id FROM tx_approval a WHERE a.chain_id = @chain_id AND a.signer = @signer AND a.request_id = @request_id);
 
 -- name: ListApprovals :many
 -- Newest first (ids are time-ordered), after a cursor; filtered by state and signers.
-SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
-       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
-       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
-       state, final_reason, created_at, expires_at, decided_at
-FROM tx_approval
+SELECT * FROM tx_approval_read
 WHERE (sqlc.arg(from_start)::bool OR approval_id < @before_id)
   AND (@state::text = '' OR state = @state)
   AND (sqlc.arg(all_signers)::bool OR signer = ANY(sqlc.arg(signers)::text[]))
@@ -97,11 +83,7 @@ UPDATE tx_approval SET state = 'ADMITTED', decided_at = now() WHERE approval_id 
 
 -- name: ApprovedToAdmit :many
 -- Approved intents waiting for their signer's writer, oldest first, for one chain.
-SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
-       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
-       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
-       state, final_reason, created_at, expires_at, decided_at
-FROM tx_approval
+SELECT * FROM tx_approval_read
 WHERE state = 'APPROVED' AND chain_id = @chain_id AND expires_at > now()
 ORDER BY expires_at
 LIMIT @max_rows;

@@ -32,11 +32,7 @@ func (q *Queries) ApproveApproval(ctx context.Context, approvalID uuid.UUID) err
 }
 
 const approvedToAdmit = `-- name: ApprovedToAdmit :many
-SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
-       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
-       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
-       state, final_reason, created_at, expires_at, decided_at
-FROM tx_approval
+SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read
 WHERE state = 'APPROVED' AND chain_id = $1 AND expires_at > now()
 ORDER BY expires_at
 LIMIT $2
@@ -47,41 +43,16 @@ type ApprovedToAdmitParams struct {
 	MaxRows int32
 }
 
-type ApprovedToAdmitRow struct {
-	ApprovalID           uuid.UUID
-	ChainID              int64
-	Signer               string
-	RequestID            string
-	Fingerprint          []byte
-	Requester            string
-	ToAddress            string
-	ValueWei             string
-	Data                 []byte
-	GasLimit             int64
-	MaxFeePerGas         string
-	MaxPriorityFeePerGas string
-	PolicyScope          string
-	PolicyVersion        int64
-	Reason               string
-	Role                 string
-	Required             int32
-	State                string
-	FinalReason          string
-	CreatedAt            time.Time
-	ExpiresAt            time.Time
-	DecidedAt            *time.Time
-}
-
 // Approved intents waiting for their signer's writer, oldest first, for one chain.
-func (q *Queries) ApprovedToAdmit(ctx context.Context, arg ApprovedToAdmitParams) ([]ApprovedToAdmitRow, error) {
+func (q *Queries) ApprovedToAdmit(ctx context.Context, arg ApprovedToAdmitParams) ([]TxApprovalRead, error) {
 	rows, err := q.db.Query(ctx, approvedToAdmit, arg.ChainID, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ApprovedToAdmitRow{}
+	items := []TxApprovalRead{}
 	for rows.Next() {
-		var i ApprovedToAdmitRow
+		var i TxApprovalRead
 		if err := rows.Scan(
 			&i.ApprovalID,
 			&i.ChainID,
@@ -105,6 +76,7 @@ func (q *Queries) ApprovedToAdmit(ctx context.Context, arg ApprovedToAdmitParams
 			&i.CreatedAt,
 			&i.ExpiresAt,
 			&i.DecidedAt,
+			&i.Expired,
 		); err != nil {
 			return nil, err
 		}
@@ -197,41 +169,12 @@ func (q *Queries) FinishApproval(ctx context.Context, arg FinishApprovalParams) 
 }
 
 const getApproval = `-- name: GetApproval :one
-SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
-       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
-       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
-       state, final_reason, created_at, expires_at, decided_at
-FROM tx_approval WHERE approval_id = $1
+SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read WHERE approval_id = $1
 `
 
-type GetApprovalRow struct {
-	ApprovalID           uuid.UUID
-	ChainID              int64
-	Signer               string
-	RequestID            string
-	Fingerprint          []byte
-	Requester            string
-	ToAddress            string
-	ValueWei             string
-	Data                 []byte
-	GasLimit             int64
-	MaxFeePerGas         string
-	MaxPriorityFeePerGas string
-	PolicyScope          string
-	PolicyVersion        int64
-	Reason               string
-	Role                 string
-	Required             int32
-	State                string
-	FinalReason          string
-	CreatedAt            time.Time
-	ExpiresAt            time.Time
-	DecidedAt            *time.Time
-}
-
-func (q *Queries) GetApproval(ctx context.Context, approvalID uuid.UUID) (GetApprovalRow, error) {
+func (q *Queries) GetApproval(ctx context.Context, approvalID uuid.UUID) (TxApprovalRead, error) {
 	row := q.db.QueryRow(ctx, getApproval, approvalID)
-	var i GetApprovalRow
+	var i TxApprovalRead
 	err := row.Scan(
 		&i.ApprovalID,
 		&i.ChainID,
@@ -255,16 +198,14 @@ func (q *Queries) GetApproval(ctx context.Context, approvalID uuid.UUID) (GetApp
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.DecidedAt,
+		&i.Expired,
 	)
 	return i, err
 }
 
 const getApprovalByRequest = `-- name: GetApprovalByRequest :one
-SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
-       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
-       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
-       state, final_reason, created_at, expires_at, decided_at
-FROM tx_approval WHERE chain_id = $1 AND signer = $2 AND request_id = $3
+SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read
+WHERE approval_id = (SELECT a.approval_id FROM tx_approval a WHERE a.chain_id = $1 AND a.signer = $2 AND a.request_id = $3)
 `
 
 type GetApprovalByRequestParams struct {
@@ -273,34 +214,10 @@ type GetApprovalByRequestParams struct {
 	RequestID pgtype.Text
 }
 
-type GetApprovalByRequestRow struct {
-	ApprovalID           uuid.UUID
-	ChainID              int64
-	Signer               string
-	RequestID            string
-	Fingerprint          []byte
-	Requester            string
-	ToAddress            string
-	ValueWei             string
-	Data                 []byte
-	GasLimit             int64
-	MaxFeePerGas         string
-	MaxPriorityFeePerGas string
-	PolicyScope          string
-	PolicyVersion        int64
-	Reason               string
-	Role                 string
-	Required             int32
-	State                string
-	FinalReason          string
-	CreatedAt            time.Time
-	ExpiresAt            time.Time
-	DecidedAt            *time.Time
-}
-
-func (q *Queries) GetApprovalByRequest(ctx context.Context, arg GetApprovalByRequestParams) (GetApprovalByRequestRow, error) {
+// Found through the table's request id index, then read through the view.
+func (q *Queries) GetApprovalByRequest(ctx context.Context, arg GetApprovalByRequestParams) (TxApprovalRead, error) {
 	row := q.db.QueryRow(ctx, getApprovalByRequest, arg.ChainID, arg.Signer, arg.RequestID)
-	var i GetApprovalByRequestRow
+	var i TxApprovalRead
 	err := row.Scan(
 		&i.ApprovalID,
 		&i.ChainID,
@@ -324,6 +241,7 @@ func (q *Queries) GetApprovalByRequest(ctx context.Context, arg GetApprovalByReq
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.DecidedAt,
+		&i.Expired,
 	)
 	return i, err
 }
@@ -448,11 +366,7 @@ func (q *Queries) ListApprovalVotes(ctx context.Context, approvalIds []uuid.UUID
 }
 
 const listApprovals = `-- name: ListApprovals :many
-SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
-       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
-       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
-       state, final_reason, created_at, expires_at, decided_at
-FROM tx_approval
+SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read
 WHERE ($1::bool OR approval_id < $2)
   AND ($3::text = '' OR state = $3)
   AND ($4::bool OR signer = ANY($5::text[]))
@@ -469,33 +383,8 @@ type ListApprovalsParams struct {
 	MaxRows    int32
 }
 
-type ListApprovalsRow struct {
-	ApprovalID           uuid.UUID
-	ChainID              int64
-	Signer               string
-	RequestID            string
-	Fingerprint          []byte
-	Requester            string
-	ToAddress            string
-	ValueWei             string
-	Data                 []byte
-	GasLimit             int64
-	MaxFeePerGas         string
-	MaxPriorityFeePerGas string
-	PolicyScope          string
-	PolicyVersion        int64
-	Reason               string
-	Role                 string
-	Required             int32
-	State                string
-	FinalReason          string
-	CreatedAt            time.Time
-	ExpiresAt            time.Time
-	DecidedAt            *time.Time
-}
-
 // Newest first (ids are time-ordered), after a cursor; filtered by state and signers.
-func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([]ListApprovalsRow, error) {
+func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([]TxApprovalRead, error) {
 	rows, err := q.db.Query(ctx, listApprovals,
 		arg.FromStart,
 		arg.BeforeID,
@@ -508,9 +397,9 @@ func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ListApprovalsRow{}
+	items := []TxApprovalRead{}
 	for rows.Next() {
-		var i ListApprovalsRow
+		var i TxApprovalRead
 		if err := rows.Scan(
 			&i.ApprovalID,
 			&i.ChainID,
@@ -534,6 +423,7 @@ func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([
 			&i.CreatedAt,
 			&i.ExpiresAt,
 			&i.DecidedAt,
+			&i.Expired,
 		); err != nil {
 			return nil, err
 		}
@@ -546,43 +436,13 @@ func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([
 }
 
 const lockApproval = `-- name: LockApproval :one
-SELECT approval_id, chain_id, signer, COALESCE(request_id, '')::text AS request_id, fingerprint, requester, COALESCE(to_address, '')::text AS to_address,
-       value_wei::text AS value_wei, data, gas_limit, COALESCE(max_fee_per_gas::text, '')::text AS max_fee_per_gas,
-       COALESCE(max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required,
-       state, final_reason, created_at, expires_at, decided_at, (expires_at <= now())::bool AS expired
-FROM tx_approval WHERE approval_id = $1 FOR UPDATE
+SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read WHERE approval_id = $1 FOR UPDATE
 `
 
-type LockApprovalRow struct {
-	ApprovalID           uuid.UUID
-	ChainID              int64
-	Signer               string
-	RequestID            string
-	Fingerprint          []byte
-	Requester            string
-	ToAddress            string
-	ValueWei             string
-	Data                 []byte
-	GasLimit             int64
-	MaxFeePerGas         string
-	MaxPriorityFeePerGas string
-	PolicyScope          string
-	PolicyVersion        int64
-	Reason               string
-	Role                 string
-	Required             int32
-	State                string
-	FinalReason          string
-	CreatedAt            time.Time
-	ExpiresAt            time.Time
-	DecidedAt            *time.Time
-	Expired              bool
-}
-
 // A vote locks its approval: votes on one approval are counted one at a time.
-func (q *Queries) LockApproval(ctx context.Context, approvalID uuid.UUID) (LockApprovalRow, error) {
+func (q *Queries) LockApproval(ctx context.Context, approvalID uuid.UUID) (TxApprovalRead, error) {
 	row := q.db.QueryRow(ctx, lockApproval, approvalID)
-	var i LockApprovalRow
+	var i TxApprovalRead
 	err := row.Scan(
 		&i.ApprovalID,
 		&i.ChainID,

@@ -245,6 +245,32 @@ type TxApproval struct {
 	DecidedAt            *time.Time
 }
 
+type TxApprovalRead struct {
+	ApprovalID           uuid.UUID
+	ChainID              int64
+	Signer               string
+	RequestID            string
+	Fingerprint          []byte
+	Requester            string
+	ToAddress            string
+	ValueWei             string
+	Data                 []byte
+	GasLimit             int64
+	MaxFeePerGas         string
+	MaxPriorityFeePerGas string
+	PolicyScope          string
+	PolicyVersion        int64
+	Reason               string
+	Role                 string
+	Required             int32
+	State                string
+	FinalReason          string
+	CreatedAt            time.Time
+	ExpiresAt            time.Time
+	DecidedAt            *time.Time
+	Expired              bool
+}
+
 type TxApprovalVote struct {
 	ApprovalID uuid.UUID
 	Approver   string
