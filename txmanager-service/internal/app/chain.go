@@ -135,8 +135,8 @@ func ReadinessChainsOf(stacks ChainStacks) []server.ReadinessChain {
 }
 
 func newChainServices(conn *ChainConnection, create *services.CreateTxUseCase, get *services.GetTxUseCase, admin *services.AdminUseCase,
-	conditions *services.SignerConditions) *services.ChainServices {
-	return &services.ChainServices{ID: conn.ChainID.Uint64(), Create: create, Get: get, Admin: admin, Conditions: conditions}
+	conditions *services.SignerConditions, funds *services.FundsGuard) *services.ChainServices {
+	return &services.ChainServices{ID: conn.ChainID.Uint64(), Create: create, Get: get, Admin: admin, Conditions: conditions, Funds: funds}
 }
 
 // chainMetrics is the chain's view of the instruments: every series carries chain_id.

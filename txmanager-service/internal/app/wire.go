@@ -8,6 +8,7 @@ import (
 	"github.com/google/wire"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/console"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
@@ -24,13 +25,14 @@ import (
 // version is the running binary's version (main sets it at build time).
 func New(*conf.Bootstrap, *server.Listeners, log.Logger, services.BuildVersion) (*kratos.App, func(), error) {
 	panic(wire.Build(
-		wire.FieldsOf(new(*conf.Bootstrap), "Node", "Server", "Database", "Lease", "Routing", "Auth", "Observability"),
+		wire.FieldsOf(new(*conf.Bootstrap), "Node", "Server", "Database", "Lease", "Routing", "Auth", "Observability", "Console"),
 		telemetry.ProviderSet,
 		repositories.ProviderSet,
 		services.ProviderSet,
 		SharedConfigSet,
 		workers.ProviderSet,
 		controllers.ProviderSet,
+		console.ProviderSet,
 		server.ProviderSet,
 		wire.Bind(new(server.DatabaseReplication), new(*repositories.ServerWatch)),
 		NewSignerRegistry,

@@ -9,6 +9,7 @@ package app
 import (
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/console"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
@@ -190,7 +191,20 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	httpServer := server.NewHTTPServer(confServer, observability, listeners, tlsConfigs, txController, adminController, health, prometheus, authenticator, middleware)
+	confConsole := bootstrap.Console
+	consoleRepository := repositories.NewConsoleRepository(pool)
+	consoleConsole, err := console.New(confConsole, auth, chains, consoleRepository, signerRoster, approvalDesk, completionsUseCase, txController, adminController, logger)
+	if err != nil {
+		cleanup7()
+		cleanup6()
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	httpServer := server.NewHTTPServer(confServer, observability, listeners, tlsConfigs, txController, adminController, health, prometheus, authenticator, middleware, consoleConsole)
 	streams := server.NewStreams()
 	grpcServer := server.NewGRPCServer(confServer, listeners, tlsConfigs, txController, adminController, middleware, authenticator, streams)
 	nodeHeartbeat := workers.NewNodeHeartbeat(intervals, nodeRegistry)
@@ -333,7 +347,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 		cleanup()
 		return nil, nil, err
 	}
-	chainServices := newChainServices(chainConnection, createTxUseCase, getTxUseCase, adminUseCase, signerConditions)
+	chainServices := newChainServices(chainConnection, createTxUseCase, getTxUseCase, adminUseCase, signerConditions, fundsGuard)
 	intervals := newLoopIntervals(view)
 	leaseKeeper := workers.NewLeaseKeeper(intervals, leaseManager)
 	fundsGaugeLoop := workers.NewFundsGaugeLoop(intervals, fundsGuard, registry, logger)

@@ -36,6 +36,7 @@ type Bootstrap struct {
 	Feed          Feed          `json:"feed"`
 	Retention     Retention     `json:"retention"`
 	Webhooks      Webhooks      `json:"webhooks"`
+	Console       Console       `json:"console"`
 	Runtime       Runtime       `json:"runtime"`
 }
 

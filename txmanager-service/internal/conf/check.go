@@ -30,6 +30,7 @@ func (b *Bootstrap) Check() error {
 	b.Pipeline.check(&p)
 	b.Retention.check(&p)
 	b.Webhooks.check(&p)
+	b.Console.check(&p)
 	b.Feed.check(&p)
 	b.Routing.check(&p, b.Server.TLS)
 	b.Auth.check(&p, b.Server)

@@ -28,12 +28,14 @@ func (k AttemptKind) ExecutesIntent() bool {
 
 // SignedAttempt is one signed raw transaction for a managed transaction's nonce.
 type SignedAttempt struct {
-	TxID     uuid.UUID
-	Hash     common.Hash
-	Nonce    uint64
-	Kind     AttemptKind
-	MaxFee   *big.Int
-	MaxTip   *big.Int
+	TxID   uuid.UUID
+	Hash   common.Hash
+	Nonce  uint64
+	Kind   AttemptKind
+	MaxFee *big.Int
+	MaxTip *big.Int
+	// BaseFee is the base fee the attempt was priced against (nil: not known).
+	BaseFee  *big.Int
 	GasLimit uint64
 	Raw      []byte
 }

@@ -24,6 +24,9 @@ type Unsigned struct {
 	MaxFee, MaxTip *big.Int
 	// Legacy signs a transaction with one gas price (MaxFee) for a chain without a base fee.
 	Legacy bool
+	// BaseFee is the latest block's base fee the fees were priced against (nil: not known),
+	// kept with the attempt so an operator sees each attempt's fee beside the market's.
+	BaseFee *big.Int
 }
 
 // Signer signs attempts for the chain the pipeline serves.
@@ -53,7 +56,7 @@ func (s *Signer) Sign(ctx context.Context, txID uuid.UUID, kind AttemptKind, u U
 	if err != nil {
 		return SignedAttempt{}, err
 	}
-	return SignedAttempt{TxID: txID, Hash: signed.Hash(), Nonce: u.Nonce, Kind: kind, MaxFee: u.MaxFee, MaxTip: u.MaxTip, GasLimit: u.Gas, Raw: raw}, nil
+	return SignedAttempt{TxID: txID, Hash: signed.Hash(), Nonce: u.Nonce, Kind: kind, MaxFee: u.MaxFee, MaxTip: u.MaxTip, BaseFee: u.BaseFee, GasLimit: u.Gas, Raw: raw}, nil
 }
 
 // ToSign is one transaction of a batch to sign: its attempt kind and unsigned form.

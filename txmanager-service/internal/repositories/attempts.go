@@ -41,7 +41,7 @@ func (r *AttemptRepository) RecordBroadcasts(ctx context.Context, lease domain.L
 func (r *AttemptRepository) RecordAttempt(ctx context.Context, lease domain.Lease, a pipeline.SignedAttempt, subState domain.SubState, resubmitAfter time.Duration) (bool, error) {
 	p := sqlcdb.RecordAttemptParams{
 		TxHash: a.Hash.Hex(), TxID: a.TxID, Nonce: int64(a.Nonce), Kind: string(a.Kind),
-		MaxFee: a.MaxFee.String(), MaxTip: a.MaxTip.String(), GasLimit: int64(a.GasLimit), RawTx: a.Raw,
+		MaxFee: a.MaxFee.String(), MaxTip: a.MaxTip.String(), BaseFee: weiOrEmpty(a.BaseFee), GasLimit: int64(a.GasLimit), RawTx: a.Raw,
 		SubState: text(string(subState)), ResubmitAfterSeconds: resubmitAfter.Seconds(),
 	}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)

@@ -49,6 +49,8 @@ var ProviderSet = wire.NewSet(
 	NewEventRepository,
 	wire.Bind(new(services.EventStore), new(*EventRepository)),
 	wire.Bind(new(services.FundingStore), new(*EventRepository)),
+	NewConsoleRepository,
+	wire.Bind(new(services.ConsoleStore), new(*ConsoleRepository)),
 )
 
 // ChainProviderSet is the repositories of one chain: each reads and writes that chain's

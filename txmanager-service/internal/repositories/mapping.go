@@ -63,6 +63,14 @@ func encodePayload(tx domain.ManagedTx) ([]byte, error) {
 	return json.Marshal(p)
 }
 
+// weiOrEmpty is v in decimal, or "" (stored as NULL) when it is not known.
+func weiOrEmpty(v *big.Int) string {
+	if v == nil {
+		return ""
+	}
+	return v.String()
+}
+
 func decodeWei(s string) (*big.Int, error) {
 	v, ok := new(big.Int).SetString(s, 10)
 	if !ok {

@@ -55,6 +55,7 @@ func (r *SubmittingRepository) MarkSigned(ctx context.Context, lease domain.Leas
 		p.Nonces = append(p.Nonces, int64(a.Nonce))
 		p.MaxFees = append(p.MaxFees, a.MaxFee.String())
 		p.MaxTips = append(p.MaxTips, a.MaxTip.String())
+		p.BaseFees = append(p.BaseFees, weiOrEmpty(a.BaseFee))
 		p.GasLimits = append(p.GasLimits, int64(a.GasLimit))
 		p.RawTxs = append(p.RawTxs, a.Raw)
 	}
@@ -133,6 +134,7 @@ func (r *SubmittingRepository) RecordReplacements(ctx context.Context, lease dom
 		p.Kinds = append(p.Kinds, string(a.Kind))
 		p.MaxFees = append(p.MaxFees, a.MaxFee.String())
 		p.MaxTips = append(p.MaxTips, a.MaxTip.String())
+		p.BaseFees = append(p.BaseFees, weiOrEmpty(a.BaseFee))
 		p.GasLimits = append(p.GasLimits, int64(a.GasLimit))
 		p.RawTxs = append(p.RawTxs, a.Raw)
 	}

@@ -12,13 +12,14 @@ import (
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/console"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // NewHTTPServer serves the API over HTTP/JSON.
 func NewHTTPServer(c conf.Server, observability conf.Observability, listeners *Listeners, tlsConfigs *TLSConfigs, tx *controllers.TxController, admin *controllers.AdminController,
-	health *Health, prom *telemetry.Prometheus, auth *Authenticator, mw *Middleware) *khttp.Server {
+	health *Health, prom *telemetry.Prometheus, auth *Authenticator, mw *Middleware, operatorConsole *console.Console) *khttp.Server {
 	opts := []khttp.ServerOption{
 		khttp.Listener(listeners.HTTP),
 		khttp.Timeout(c.HTTP.Timeout.Std()),
@@ -41,6 +42,9 @@ func NewHTTPServer(c conf.Server, observability conf.Observability, listeners *L
 	v1.RegisterTxServiceHTTPServer(srv, tx, v1.HTTPOptions{MaxBodyBytes: c.MaxBodyBytes})
 	v1.RegisterAdminServiceHTTPServer(srv, admin, v1.HTTPOptions{MaxBodyBytes: c.MaxBodyBytes})
 	srv.HandleFunc(OpenAPIPath, serveOpenAPI)
+	if operatorConsole.Enabled() {
+		srv.HandlePrefix(console.Path, operatorConsole.Handler(auth.fromHeaders))
+	}
 	srv.HandleFunc("/healthz", health.Live)
 	srv.HandleFunc("/readyz", health.Ready)
 	srv.Handle("/metrics", auth.MetricsHandler(observability.MetricsAuth, prom.Handler))

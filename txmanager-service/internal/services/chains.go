@@ -18,6 +18,8 @@ type ChainServices struct {
 	Admin  *AdminUseCase
 	// Conditions reads every signer's condition on the chain (readiness, gauges).
 	Conditions *SignerConditions
+	// Funds knows each signer's balance as the funds check last read it.
+	Funds *FundsGuard
 }
 
 // Chains finds a chain's use cases by chain id. A deployment with one chain serves a

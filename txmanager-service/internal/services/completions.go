@@ -329,3 +329,23 @@ func (s *FeedSequencer) announce(last FeedPosition) {
 		}
 	}
 }
+
+// Recent is the feed's last completions, up to n of them (fewer when signers filters some
+// out), oldest first, with the cursor of the feed's end: what a page showing the latest
+// completions starts from before it follows the feed.
+func (uc *CompletionsUseCase) Recent(ctx context.Context, n int, signers []string) (CompletionPage, error) {
+	state, err := uc.store.State(ctx)
+	if err != nil {
+		return CompletionPage{}, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
+	}
+	from := max(state.LastPosition-FeedPosition(n), state.PrunedThrough, 0)
+	items, err := uc.store.ListAfter(ctx, from, n, signers, 0)
+	if err != nil {
+		return CompletionPage{}, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
+	}
+	next := from
+	if len(items) > 0 {
+		next = items[len(items)-1].Position
+	}
+	return CompletionPage{Completions: items, Next: next.String()}, nil
+}

@@ -377,3 +377,13 @@ func feeFor(intent domain.Intent, fallbackFee *big.Int) *big.Int {
 	}
 	return fallbackFee
 }
+
+// Balance is the signer's balance as the guard last read it (reloaded when too old), for
+// what an operator looks at; it never reads the chain more often than creates do.
+func (g *FundsGuard) Balance(ctx context.Context, signer common.Address) (*big.Int, error) {
+	f, err := g.snapshot(ctx, signer, signer.Hex(), false)
+	if err != nil {
+		return nil, err
+	}
+	return new(big.Int).Set(f.balance), nil
+}

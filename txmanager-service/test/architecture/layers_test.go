@@ -44,9 +44,11 @@ var layers = map[string]int{
 	"internal/workers":             4,
 	"internal/controllers":         4,
 	"internal/server":              5,
-	"internal/app":                 6,
-	"cmd/txmanager-service":        7,
-	"internal/conf/confdoc":        1, // a generator: conf and nothing else of ours
+	// The console is a transport beside the HTTP server: pages over the controllers.
+	"internal/console":      5,
+	"internal/app":          6,
+	"cmd/txmanager-service": 7,
+	"internal/conf/confdoc": 1, // a generator: conf and nothing else of ours
 }
 
 // imports lists each package of the service with the service's packages it imports.

@@ -265,7 +265,7 @@ func (r *Resolver) resolutionAttempt(ctx context.Context, head *HeadOfLineTx, ac
 		return pipeline.SignedAttempt{}, err
 	}
 	u, kind := resolutionTx(head, action)
-	u.MaxFee, u.MaxTip, u.Legacy = maxFee, maxTip, suggestion.Legacy
+	u.MaxFee, u.MaxTip, u.Legacy, u.BaseFee = maxFee, maxTip, suggestion.Legacy, suggestion.BaseFee
 	return r.signer.Sign(ctx, head.TxID, kind, u)
 }
 

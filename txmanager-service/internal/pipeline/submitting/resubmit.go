@@ -169,7 +169,7 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 		case services.KeepFees:
 			continue
 		}
-		attempt, err := s.resign(ctx, d, maxFee, maxTip)
+		attempt, err := s.resign(ctx, d, maxFee, maxTip, suggestion.BaseFee)
 		if err != nil {
 			return nil, fmt.Errorf("re-price %s: %w", it.TxID, err)
 		}
@@ -228,12 +228,12 @@ func withReplacements(items []pipeline.BroadcastItem, replacements []Replacement
 // resign signs the current attempt's transaction again with new fees: same nonce,
 // recipient, value, data and gas, same type (legacy or EIP-1559); an original becomes a
 // replacement, any other kind stays what it is.
-func (s *Submitter) resign(ctx context.Context, d DueResubmit, maxFee, maxTip *big.Int) (pipeline.SignedAttempt, error) {
+func (s *Submitter) resign(ctx context.Context, d DueResubmit, maxFee, maxTip, baseFee *big.Int) (pipeline.SignedAttempt, error) {
 	u, err := s.signer.Decode(d.Raw)
 	if err != nil {
 		return pipeline.SignedAttempt{}, err
 	}
-	u.MaxFee, u.MaxTip = maxFee, maxTip
+	u.MaxFee, u.MaxTip, u.BaseFee = maxFee, maxTip, baseFee
 	kind := d.Kind
 	if kind == pipeline.AttemptOriginal {
 		kind = pipeline.AttemptReplace

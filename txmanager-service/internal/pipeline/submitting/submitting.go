@@ -257,7 +257,7 @@ func (s *Submitter) original(tx domain.ManagedTx, suggestion services.FeeSuggest
 		return pipeline.Unsigned{}, err
 	}
 	return pipeline.Unsigned{From: tx.Signer, Nonce: tx.Nonce, To: tx.Intent.To, Value: tx.Intent.Value, Data: tx.Intent.Data,
-		Gas: tx.EffectiveGasLimit, MaxFee: maxFee, MaxTip: maxTip, Legacy: suggestion.Legacy}, nil
+		Gas: tx.EffectiveGasLimit, MaxFee: maxFee, MaxTip: maxTip, Legacy: suggestion.Legacy, BaseFee: suggestion.BaseFee}, nil
 }
 
 // sendStored broadcasts stored attempts in nonce order and, when record, records the

@@ -54,8 +54,9 @@ updated AS (
 ),
 attempt AS (
     -- The attempt only if the row took it (migration 0016).
-    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT @chain_id, @tx_hash, @tx_id, @signer, @nonce, @kind, CAST(sqlc.arg(max_fee)::text AS numeric), CAST(sqlc.arg(max_tip)::text AS numeric), @gas_limit, @raw_tx, @fencing_token
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, base_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT @chain_id, @tx_hash, @tx_id, @signer, @nonce, @kind, CAST(sqlc.arg(max_fee)::text AS numeric), CAST(sqlc.arg(max_tip)::text AS numeric),
+           CAST(NULLIF(sqlc.arg(base_fee)::text, '') AS numeric), @gas_limit, @raw_tx, @fencing_token
     FROM updated
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1

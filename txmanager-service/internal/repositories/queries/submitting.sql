@@ -25,6 +25,7 @@ input AS (
            unnest(@nonces::bigint[])     AS nonce,
            unnest(@max_fees::text[])     AS max_fee,
            unnest(@max_tips::text[])     AS max_tip,
+           unnest(@base_fees::text[])    AS base_fee,
            unnest(@gas_limits::bigint[]) AS gas_limit,
            unnest(@raw_txs::bytea[])     AS raw_tx,
            @chain_id::bigint AS chain_id, @signer::text AS signer, true AS allocated
@@ -45,8 +46,8 @@ updated AS (
 attempts AS (
     -- An attempt only for a row signed here: its transaction exists and is locked until
     -- the commit (migration 0016: no foreign key checks it).
-    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT @chain_id, i.tx_hash, i.tx_id, @signer, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, base_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT @chain_id, i.tx_hash, i.tx_id, @signer, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, NULLIF(i.base_fee, '')::numeric, i.gas_limit, i.raw_tx, @fencing_token
     FROM updated u JOIN input i ON i.tx_id = u.tx_id
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -115,6 +116,7 @@ input AS (
            unnest(@kinds::text[])        AS kind,
            unnest(@max_fees::text[])     AS max_fee,
            unnest(@max_tips::text[])     AS max_tip,
+           unnest(@base_fees::text[])    AS base_fee,
            unnest(@gas_limits::bigint[]) AS gas_limit,
            unnest(@raw_txs::bytea[])     AS raw_tx,
            @chain_id::bigint AS chain_id, @signer::text AS signer, true AS unmined
@@ -135,8 +137,8 @@ updated AS (
 ),
 attempts AS (
     -- An attempt only for a row re-priced here (migration 0016).
-    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT @chain_id, i.tx_hash, i.tx_id, @signer, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, @fencing_token
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, base_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT @chain_id, i.tx_hash, i.tx_id, @signer, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, NULLIF(i.base_fee, '')::numeric, i.gas_limit, i.raw_tx, @fencing_token
     FROM updated u JOIN input i ON i.tx_id = u.tx_id
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1

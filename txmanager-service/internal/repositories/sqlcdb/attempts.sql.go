@@ -33,8 +33,9 @@ updated AS (
 ),
 attempt AS (
     -- The attempt only if the row took it (migration 0016).
-    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT $1, $5, $9, $2, $10, $11, CAST($6::text AS numeric), CAST($12::text AS numeric), $13, $14, $4
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, base_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT $1, $5, $9, $2, $10, $11, CAST($6::text AS numeric), CAST($12::text AS numeric),
+           CAST(NULLIF($13::text, '') AS numeric), $14, $15, $4
     FROM updated
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -55,6 +56,7 @@ type RecordAttemptParams struct {
 	Nonce                int64
 	Kind                 string
 	MaxTip               string
+	BaseFee              string
 	GasLimit             int64
 	RawTx                []byte
 }
@@ -80,6 +82,7 @@ func (q *Queries) RecordAttempt(ctx context.Context, arg RecordAttemptParams) (R
 		arg.Nonce,
 		arg.Kind,
 		arg.MaxTip,
+		arg.BaseFee,
 		arg.GasLimit,
 		arg.RawTx,
 	)

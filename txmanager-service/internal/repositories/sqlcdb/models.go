@@ -293,6 +293,7 @@ type TxAttempt struct {
 	FencingToken         int64
 	CreatedAt            time.Time
 	ChainID              int64
+	BaseFeePerGas        pgtype.Numeric
 }
 
 type TxCompletion struct {

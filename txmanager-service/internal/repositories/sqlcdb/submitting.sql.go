@@ -228,8 +228,9 @@ input AS (
            unnest($7::bigint[])     AS nonce,
            unnest($8::text[])     AS max_fee,
            unnest($9::text[])     AS max_tip,
-           unnest($10::bigint[]) AS gas_limit,
-           unnest($11::bytea[])     AS raw_tx,
+           unnest($10::text[])    AS base_fee,
+           unnest($11::bigint[]) AS gas_limit,
+           unnest($12::bytea[])     AS raw_tx,
            $1::bigint AS chain_id, $2::text AS signer, true AS allocated
 ),
 updated AS (
@@ -237,7 +238,7 @@ updated AS (
     -- The cap signed, kept with the attempt it belongs to (migration 0017).
     SET state = 'TRACKING', sub_state = 'SIGNED', tx_hash = i.tx_hash, max_fee_signed = i.max_fee::numeric, max_fee_for_hash = tx_hash_key(i.tx_hash),
         submit_attempts = m.submit_attempts + 1,
-        last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $12::float8),
+        last_submit_at = now(), next_resubmit_at = now() + make_interval(secs => $13::float8),
         last_error = NULL, fencing_token = $4, updated_at = now()
     FROM lease, input i
     -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
@@ -248,8 +249,8 @@ updated AS (
 attempts AS (
     -- An attempt only for a row signed here: its transaction exists and is locked until
     -- the commit (migration 0016: no foreign key checks it).
-    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT $1, i.tx_hash, i.tx_id, $2, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, base_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT $1, i.tx_hash, i.tx_id, $2, i.nonce, 'ORIGINAL', i.max_fee::numeric, i.max_tip::numeric, NULLIF(i.base_fee, '')::numeric, i.gas_limit, i.raw_tx, $4
     FROM updated u JOIN input i ON i.tx_id = u.tx_id
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -267,6 +268,7 @@ type MarkSignedParams struct {
 	Nonces               []int64
 	MaxFees              []string
 	MaxTips              []string
+	BaseFees             []string
 	GasLimits            []int64
 	RawTxs               [][]byte
 	ResubmitAfterSeconds float64
@@ -293,6 +295,7 @@ func (q *Queries) MarkSigned(ctx context.Context, arg MarkSignedParams) (MarkSig
 		arg.Nonces,
 		arg.MaxFees,
 		arg.MaxTips,
+		arg.BaseFees,
 		arg.GasLimits,
 		arg.RawTxs,
 		arg.ResubmitAfterSeconds,
@@ -344,8 +347,9 @@ input AS (
            unnest($9::text[])        AS kind,
            unnest($10::text[])     AS max_fee,
            unnest($11::text[])     AS max_tip,
-           unnest($12::bigint[]) AS gas_limit,
-           unnest($13::bytea[])     AS raw_tx,
+           unnest($12::text[])    AS base_fee,
+           unnest($13::bigint[]) AS gas_limit,
+           unnest($14::bytea[])     AS raw_tx,
            $1::bigint AS chain_id, $2::text AS signer, true AS unmined
 ),
 updated AS (
@@ -364,8 +368,8 @@ updated AS (
 ),
 attempts AS (
     -- An attempt only for a row re-priced here (migration 0016).
-    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT $1, i.tx_hash, i.tx_id, $2, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, i.gas_limit, i.raw_tx, $4
+    INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, base_fee_per_gas, gas_limit, raw_tx, fencing_token)
+    SELECT $1, i.tx_hash, i.tx_id, $2, i.nonce, i.kind, i.max_fee::numeric, i.max_tip::numeric, NULLIF(i.base_fee, '')::numeric, i.gas_limit, i.raw_tx, $4
     FROM updated u JOIN input i ON i.tx_id = u.tx_id
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -385,6 +389,7 @@ type RecordReplacementsParams struct {
 	Kinds        []string
 	MaxFees      []string
 	MaxTips      []string
+	BaseFees     []string
 	GasLimits    []int64
 	RawTxs       [][]byte
 }
@@ -410,6 +415,7 @@ func (q *Queries) RecordReplacements(ctx context.Context, arg RecordReplacements
 		arg.Kinds,
 		arg.MaxFees,
 		arg.MaxTips,
+		arg.BaseFees,
 		arg.GasLimits,
 		arg.RawTxs,
 	)

@@ -1,0 +1,212 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-kratos/kratos/v2/log"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/controllers"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+//go:embed assets templates
+var files embed.FS
+
+// Path is where the console is served.
+const Path = "/console"
+
+// Authenticate establishes the principal of a request's credentials, as the API does.
+type Authenticate func(header func(string) string) (domain.Principal, error)
+
+// Console serves the operator console.
+type Console struct {
+	enabled     bool
+	authEnabled bool
+	seal        *sealer
+	chains      *services.Chains
+	store       services.ConsoleStore
+	roster      *services.SignerRoster
+	approvals   *services.ApprovalDesk
+	completions *services.CompletionsUseCase
+	tx          *controllers.TxController
+	admin       *controllers.AdminController
+	pages       map[string]*template.Template
+	log         *log.Helper
+}
+
+// New builds the console.
+func New(c conf.Console, auth conf.Auth, chains *services.Chains, store services.ConsoleStore, roster *services.SignerRoster, approvals *services.ApprovalDesk,
+	completions *services.CompletionsUseCase, tx *controllers.TxController, admin *controllers.AdminController, logger log.Logger) (*Console, error) {
+	seal, err := newSealer(c.SessionSecretFile, c.SessionTTL.Std())
+	if err != nil {
+		return nil, err
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	return &Console{enabled: c.Enabled, authEnabled: auth.Enabled, seal: seal, chains: chains, store: store, roster: roster, approvals: approvals,
+		completions: completions, tx: tx, admin: admin, pages: pages, log: log.NewHelper(log.With(logger, "component", "console"))}, nil
+}
+
+// Enabled reports whether the console is served.
+func (c *Console) Enabled() bool { return c.enabled }
+
+// viewer is the signed-in operator of one request.
+type viewer struct {
+	domain.Principal
+	session session
+	csrf    string
+}
+
+// canAct: the admin grant allows the operators' actions.
+func (v viewer) canAct() bool { return v.Admin }
+
+// Handler serves every console path; auth authenticates the credential a session carries.
+func (c *Console) Handler(auth Authenticate) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /console/assets/", http.StripPrefix("/console/", assetServer()))
+	mux.HandleFunc("GET /console/login", c.loginPage)
+	mux.HandleFunc("POST /console/login", func(w http.ResponseWriter, r *http.Request) { c.login(w, r, auth) })
+	signedIn := func(page func(http.ResponseWriter, *http.Request, viewer)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) { c.withViewer(w, r, auth, page) }
+	}
+	mux.HandleFunc("POST /console/logout", signedIn(c.logout))
+	mux.HandleFunc("GET /console", signedIn(c.overview))
+	mux.HandleFunc("GET /console/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, Path, http.StatusMovedPermanently) })
+	mux.HandleFunc("GET /console/signers/{chain}/{signer}", signedIn(c.signerPage))
+	mux.HandleFunc("GET /console/tx/{id}", signedIn(c.txPage))
+	mux.HandleFunc("GET /console/stuck", signedIn(c.stuckPage))
+	mux.HandleFunc("GET /console/quarantines", signedIn(c.quarantinesPage))
+	mux.HandleFunc("GET /console/approvals", signedIn(c.approvalsPage))
+	mux.HandleFunc("GET /console/audit", signedIn(c.auditPage))
+	mux.HandleFunc("GET /console/search", signedIn(c.search))
+	mux.HandleFunc("GET /console/live", signedIn(c.live))
+	mux.HandleFunc("POST /console/act", signedIn(c.act))
+	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+		c.problem(w, r, viewer{}, http.StatusNotFound, "No such page.")
+	})
+	return securityHeaders(mux)
+}
+
+// securityHeaders: no framing (clickjacking of the action buttons), no scripts but our own,
+// nothing cached that a shared machine's next user could read.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		if !strings.HasPrefix(r.URL.Path, "/console/assets/") {
+			h.Set("Cache-Control", "no-store")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withViewer authenticates the session's credential, or sends the browser to sign in.
+func (c *Console) withViewer(w http.ResponseWriter, r *http.Request, auth Authenticate, page func(http.ResponseWriter, *http.Request, viewer)) {
+	v, err := c.viewerOf(r, auth)
+	if err != nil {
+		if r.Method == http.MethodGet && r.URL.Path != "/console/live" {
+			http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		c.problem(w, r, viewer{}, http.StatusUnauthorized, "Sign in again: "+err.Error())
+		return
+	}
+	page(w, r, v)
+}
+
+func (c *Console) viewerOf(r *http.Request, auth Authenticate) (viewer, error) {
+	cookie, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return viewer{}, errNoSession
+	}
+	sess, err := c.seal.read(cookie.Value)
+	if err != nil {
+		return viewer{}, err
+	}
+	p, err := auth(headersOf(sess))
+	if err != nil {
+		return viewer{}, fmt.Errorf("the credential of this session is no longer accepted")
+	}
+	return viewer{Principal: p, session: sess, csrf: c.seal.csrfToken(sess.ID)}, nil
+}
+
+// headersOf presents a session's credential as the API's headers carry it.
+func headersOf(sess session) func(string) string {
+	return func(name string) string {
+		switch {
+		case name == "x-api-key" && sess.Kind == credentialAPIKey:
+			return sess.Credential
+		case name == "authorization" && sess.Kind == credentialJWT:
+			return "Bearer " + sess.Credential
+		}
+		return ""
+	}
+}
+
+// requestContext is the request's context as the API's controllers expect it: with the
+// caller established, and a deadline.
+func requestContext(r *http.Request, v viewer) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	return domain.WithPrincipal(ctx, v.Principal), cancel
+}
+
+// problem renders an error page with the status.
+func (c *Console) problem(w http.ResponseWriter, r *http.Request, v viewer, status int, message string) {
+	c.render(w, r, v, status, "problem", map[string]any{"Status": status, "StatusText": http.StatusText(status), "Message": message})
+}
+
+// render writes a page of the layout.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, v viewer, status int, name string, data any) {
+	t, ok := c.pages[name]
+	if !ok {
+		http.Error(w, "no page "+name, http.StatusInternalServerError)
+		return
+	}
+	var buf strings.Builder
+	page := map[string]any{"Viewer": v, "SignedIn": v.session.ID != "", "CSRF": v.csrf, "Data": data, "Path": r.URL.Path,
+		"Flash": r.URL.Query().Get("done"), "FlashError": r.URL.Query().Get("error"), "AuthEnabled": c.authEnabled}
+	if err := t.ExecuteTemplate(&buf, "layout", page); err != nil {
+		c.log.Errorw("msg", "console page failed to render", "page", name, "error", err.Error())
+		http.Error(w, "the page failed to render", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(buf.String()))
+}
+
+// failed renders a use case's error with the status the API would answer.
+func (c *Console) failed(w http.ResponseWriter, r *http.Request, v viewer, err error) {
+	status, message := statusOf(err)
+	c.problem(w, r, v, status, message)
+}
+
+func statusOf(err error) (int, string) {
+	var validation *domain.ValidationError
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return http.StatusNotFound, "Not found."
+	case errors.As(err, &validation):
+		return http.StatusBadRequest, validation.Error()
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden, err.Error()
+	}
+	return http.StatusServiceUnavailable, "The page could not be read now: " + err.Error()
+}
+
+var errForbidden = errors.New("this credential may not see that")

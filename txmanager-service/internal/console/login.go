@@ -1,0 +1,85 @@
+package console
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+)
+
+// loginPage shows the sign-in form with a fresh CSRF token in a cookie of its own (there is
+// no session yet to bind it to).
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	c.renderLogin(w, r, http.StatusOK, "")
+}
+
+func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, failure string) {
+	token := randomToken()
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: token, Path: cookiePath, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode, MaxAge: 600})
+	c.render(w, r, viewer{}, status, "login", map[string]any{"LoginCSRF": token, "Next": safeNext(r.FormValue("next")), "Failure": failure})
+}
+
+// login opens a session for an API key or a JWT the API accepts.
+func (c *Console) login(w http.ResponseWriter, r *http.Request, auth Authenticate) {
+	if err := r.ParseForm(); err != nil {
+		c.problem(w, r, viewer{}, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	cookie, err := r.Cookie(loginCookie)
+	if err != nil || subtle.ConstantTimeCompare([]byte(cookie.Value), []byte(r.PostFormValue("csrf"))) != 1 || cookie.Value == "" {
+		c.problem(w, r, viewer{}, http.StatusForbidden, "The sign-in form expired or did not come from this console; load it again.")
+		return
+	}
+	credential := strings.TrimSpace(r.PostFormValue("credential"))
+	kind := credentialAPIKey
+	switch {
+	case !c.authEnabled:
+		kind, credential = credentialNone, ""
+	case credential == "":
+		c.renderLogin(w, r, http.StatusUnauthorized, "Enter an API key or a token.")
+		return
+	case looksLikeJWT(credential):
+		kind = credentialJWT
+	}
+	sess, sealed, err := c.seal.open(kind, credential)
+	if err != nil {
+		c.problem(w, r, viewer{}, http.StatusServiceUnavailable, "A session could not be opened.")
+		return
+	}
+	if _, err := auth(headersOf(sess)); err != nil {
+		c.renderLogin(w, r, http.StatusUnauthorized, "That credential is not accepted here.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: cookiePath, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: sealed, Path: cookiePath, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode,
+		MaxAge: int(c.seal.ttl.Seconds())})
+	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+// logout ends the session in this browser (the cookie is the session).
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, v viewer) {
+	if !c.seal.validCSRF(v.session.ID, r.PostFormValue("csrf")) {
+		c.problem(w, r, v, http.StatusForbidden, "The form did not carry this session's token.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: cookiePath, MaxAge: -1})
+	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+}
+
+// looksLikeJWT: three base64url parts, the first a JSON object ("eyJ" is `{"`).
+func looksLikeJWT(s string) bool {
+	return strings.HasPrefix(s, "eyJ") && strings.Count(s, ".") == 2
+}
+
+// safeNext keeps a redirect after sign-in inside the console.
+func safeNext(next string) string {
+	if strings.HasPrefix(next, "/console") && !strings.HasPrefix(next, "//") && !strings.ContainsAny(next, "\\\r\n") {
+		return next
+	}
+	return Path
+}
+
+// secure marks cookies Secure when the browser reached us over TLS (directly or through a
+// proxy that says so).
+func secure(r *http.Request) bool {
+	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+}

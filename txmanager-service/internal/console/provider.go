@@ -1,0 +1,6 @@
+package console
+
+import "github.com/google/wire"
+
+// ProviderSet is the operator console.
+var ProviderSet = wire.NewSet(New)
