@@ -45,6 +45,7 @@ test: test-binaries ## run every test of every module with -race (finds or start
 	@bash scripts/ensure-postgres.sh test
 	@$(call apt-ensure,prometheus,prometheus,echo "prometheus missing: apt-get install --no-install-recommends prometheus (the dashboard and alert-rule tests run a real Prometheus and promtool)"; exit 1,the dashboard and alert-rule tests run a real Prometheus and promtool)
 	@$(call apt-ensure,pg_autoctl,postgresql-15-auto-failover,echo "pg_autoctl missing: apt-get install --no-install-recommends postgresql-15-auto-failover (the failover harness test)"; [ "$(SKIP_DB_TESTS)" = 1 ] || exit 1,the failover harness test runs a pg_auto_failover formation)
+	@$(call apt-ensure,chromium,chromium,echo "chromium missing: apt-get install --no-install-recommends chromium (the console's browser tests drive it)"; exit 1,the console's browser tests drive Debian's chromium)
 	@bash scripts/check-test-databases.sh before $(TEST_DATABASES_BEFORE)
 	go test -race -count=1 $(TEST_FLAGS) $(PACKAGES)
 	@if [ "$(SKIP_DB_TESTS)" = 1 ]; then echo "make test: SKIP_DB_TESTS=1, so the throwaway-cluster harness tests did not run"; \
@@ -88,6 +89,16 @@ define module-download
 		echo "downloading the Go modules of $(1) (make test then needs no network: GOPROXY=off works)"; \
 		go mod download && go list -m all >/dev/null; }; }
 endef
+
+.PHONY: console-screenshots
+console-screenshots: ## drive the operator console in chromium through its browser test and save a screenshot of each page into docs/console/
+	@$(call apt-ensure,chromium,chromium,echo "chromium missing: apt-get install --no-install-recommends chromium"; exit 1,the screenshots are taken in Debian's chromium)
+	@mkdir -p docs/console
+	CONSOLE_SCREENSHOTS=$(ROOT)/docs/console go test -count=1 -run 'TestConsoleInABrowser$$' $(SERVICE)/test/integration
+
+.PHONY: console-plans
+console-plans: ## fill a database with 1,000,000 transactions and print every console page's query plans and server time (CONSOLE_ROWS to change the count)
+	CONSOLE_ROWS=$${CONSOLE_ROWS:-1000000} go test -count=1 -v -timeout 30m -run 'TestConsolePagesUseIndexes$$' $(SERVICE)/test/integration
 
 .PHONY: secret-scan
 secret-scan: ## run every test with -v and fail if the output holds a key, passphrase, token or DSN password (broken configuration files included)

@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // chromiumPath is the browser the console's tests drive: $CHROMIUM, or Debian's chromium
@@ -375,8 +376,6 @@ func TestConsoleInABrowser(t *testing.T) {
 	// width scrolls tables inside their boxes, not the page.
 	ops.open(t, "/console")
 	ops.screenshot(t, shots, "overview")
-	ops.open(t, "/console/quarantines")
-	ops.screenshot(t, shots, "quarantines")
 	for _, page := range []string{"/console", "/console/tx/" + bumped, "/console/signers/1337/" + signer, "/console/stuck", "/console/approvals", "/console/search"} {
 		ops.open(t, page)
 		unlabelled := eval[[]string](t, ops, `Array.from(document.querySelectorAll("input:not([type=hidden]), select, textarea")).filter(e => !e.labels || e.labels.length === 0).map(e => e.name)`)
@@ -456,4 +455,72 @@ func consoleSession(t *testing.T, base, credential string) (*http.Client, string
 		t.Fatal("the signed-in page has no CSRF field")
 	}
 	return client, m[1]
+}
+
+// A signer whose database lost its last transactions is quarantined; the console shows the
+// unknown nonces as a range, and an operator's release through the page lets it serve again
+// above them.
+func TestConsoleReleasesAQuarantinedSigner(t *testing.T) {
+	t.Parallel()
+	shots := os.Getenv("CONSOLE_SCREENSHOTS")
+	ctx := context.Background()
+	sim := newTestChain(t, 250*time.Millisecond)
+	dsn := testsupport.MigratedDSN(t)
+	opts := serviceOptions{chain: sim, signers: 1, fastPipeline: true, dsn: dsn, chainQuery: true, configure: func(bc *conf.Bootstrap) {
+		bc.Nonce.NonceStateTimeout = 0
+		bc.Recovery.Mode = conf.RecoveryHold // an operator releases it
+	}}
+	first := startService(t, opts)
+	signer := devAddress(t, 0)
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, first.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 4), "value": fmt.Sprint(i + 1), "gasLimit": 21000}))
+	}
+	for _, id := range ids {
+		waitFor(t, 60*time.Second, "transaction "+id+" confirmed", func() bool { return first.tx(t, id).state == "CONFIRMED" })
+	}
+	first.stop(t)
+	for _, stmt := range []string{
+		"DELETE FROM tx_completions WHERE tx_id IN (SELECT tx_id FROM managed_tx WHERE nonce >= 3)",
+		"DELETE FROM tx_attempt WHERE nonce >= 3",
+		"DELETE FROM managed_tx WHERE nonce >= 3",
+		"UPDATE signer_nonce_cursor SET next_nonce = 3",
+	} {
+		if _, err := first.pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := startService(t, opts)
+	if refused := second.create(t, map[string]any{"signer": signer, "to": devAddress(t, 4), "value": "9", "gasLimit": 21000}); refused.status == http.StatusAccepted {
+		t.Fatalf("a create for the signer whose rows were lost was admitted: %s", refused.raw)
+	}
+
+	b := newBrowser(t, second.httpURL)
+	b.open(t, "/console/login")
+	b.do(t, chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS("nav")))
+	b.open(t, "/console")
+	if got := b.text(t, "table"); !strings.Contains(got, "quarantined") {
+		t.Fatalf("the overview does not say the signer is quarantined:\n%s", got)
+	}
+	b.open(t, "/console/quarantines")
+	if got := b.text(t, "section.card table"); !strings.Contains(got, "3–4") {
+		t.Fatalf("the quarantine page does not show nonces 3-4 as unknown:\n%s", got)
+	}
+	b.screenshot(t, shots, "quarantines")
+	b.do(t, chromedp.SendKeys(chromedp.CSS(`input[name=note]`), "both are ours, checked on chain"), chromedp.Click(chromedp.CSS(`section.card button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(".flash.ok")))
+	if got := b.text(t, ".flash.ok"); !strings.Contains(got, "Release") && !strings.Contains(got, "Released") {
+		t.Fatalf("the release's answer on the page: %q", got)
+	}
+	waitFor(t, 30*time.Second, "the signer released", func() bool {
+		return second.count(t, "SELECT count(*) FROM signer_quarantine WHERE released_at IS NOT NULL") == 1
+	})
+	again := second.create(t, map[string]any{"signer": signer, "to": devAddress(t, 4), "value": "9", "gasLimit": 21000, "requestId": "after-release"})
+	if again.status != http.StatusAccepted || again.tx()["nonce"] != "5" {
+		t.Fatalf("create after the console's release: %d %s, want 202 at nonce 5", again.status, again.raw)
+	}
+	var actor string
+	if err := second.pool.QueryRow(ctx, `SELECT actor FROM audit_record WHERE action = 'signer.release'`).Scan(&actor); err != nil {
+		t.Fatalf("the console's release left no audit record: %v", err)
+	}
 }

@@ -26,11 +26,9 @@ ORDER BY created_at, tx_hash;
 SELECT completed_at FROM tx_completions WHERE tx_id = @tx_id;
 
 -- name: ConsoleTxIDByHash :one
--- Every broadcast hash is an attempt's primary key; the current one is also on managed_tx.
-SELECT a.tx_id FROM tx_attempt a WHERE a.tx_hash = sqlc.arg(hash)::text
-UNION ALL
-SELECT m.tx_id FROM managed_tx m WHERE m.tx_hash = sqlc.arg(hash)::text
-LIMIT 1;
+-- Every hash a transaction was broadcast under is an attempt's primary key (its current
+-- one included: it is recorded as an attempt when it is signed).
+SELECT tx_id FROM tx_attempt WHERE tx_hash = @tx_hash;
 
 -- name: ConsoleTxsByRequestID :many
 -- A request id is unique per signer: one probe of the (chain_id, signer, request_id) index

@@ -242,15 +242,13 @@ func (q *Queries) ConsoleTxCompletedAt(ctx context.Context, txID uuid.UUID) (tim
 }
 
 const consoleTxIDByHash = `-- name: ConsoleTxIDByHash :one
-SELECT a.tx_id FROM tx_attempt a WHERE a.tx_hash = $1::text
-UNION ALL
-SELECT m.tx_id FROM managed_tx m WHERE m.tx_hash = $1::text
-LIMIT 1
+SELECT tx_id FROM tx_attempt WHERE tx_hash = $1
 `
 
-// Every broadcast hash is an attempt's primary key; the current one is also on managed_tx.
-func (q *Queries) ConsoleTxIDByHash(ctx context.Context, hash string) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, consoleTxIDByHash, hash)
+// Every hash a transaction was broadcast under is an attempt's primary key (its current
+// one included: it is recorded as an attempt when it is signed).
+func (q *Queries) ConsoleTxIDByHash(ctx context.Context, txHash string) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, consoleTxIDByHash, txHash)
 	var tx_id uuid.UUID
 	err := row.Scan(&tx_id)
 	return tx_id, err

@@ -1,0 +1,224 @@
+package console
+
+import (
+	"errors"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+)
+
+func TestSessionCookies(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte(strings.Repeat("s", 40)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shortFile := filepath.Join(t.TempDir(), "short")
+	if err := os.WriteFile(shortFile, []byte("too short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newSealer(shortFile, time.Hour); err == nil || !strings.Contains(err.Error(), "at least 32 bytes") {
+		t.Fatalf("a short secret: %v, want refused", err)
+	}
+	if _, err := newSealer(filepath.Join(t.TempDir(), "missing"), time.Hour); err == nil {
+		t.Fatal("a missing secret file was accepted")
+	}
+	node1, err := newSealer(secretFile, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node2, _ := newSealer(secretFile, time.Hour)
+	stranger, _ := newSealer("", time.Hour)
+	sess, cookie, err := node1.open(credentialAPIKey, "the-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := node1.now().Add(2 * time.Hour)
+	expired := &sealer{aead: node1.aead, csrfKey: node1.csrfKey, ttl: time.Hour, now: func() time.Time { return later }}
+	tampered := []byte(cookie)
+	tampered[len(tampered)/2] ^= 1
+	tests := []struct {
+		name   string
+		sealer *sealer
+		cookie string
+		ok     bool
+	}{
+		{"the node that sealed it", node1, cookie, true},
+		{"another node with the same secret", node2, cookie, true},
+		{"a node with another secret", stranger, cookie, false},
+		{"a changed cookie", node1, string(tampered), false},
+		{"after its lifetime", expired, cookie, false},
+		{"not base64", node1, "%%%", false},
+		{"empty", node1, "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.sealer.read(tc.cookie)
+			if tc.ok != (err == nil) {
+				t.Fatalf("read: %v, want ok=%v", err, tc.ok)
+			}
+			if tc.ok && (got.ID != sess.ID || got.Credential != "the-key" || got.Kind != credentialAPIKey) {
+				t.Fatalf("read %+v, want %+v", got, sess)
+			}
+		})
+	}
+	if strings.Contains(cookie, "the-key") {
+		t.Fatal("the cookie shows the credential")
+	}
+	token := node1.csrfToken(sess.ID)
+	other, _, _ := node1.open(credentialAPIKey, "the-key")
+	for _, tc := range []struct {
+		name, session, token string
+		ok                   bool
+	}{
+		{"its own token", sess.ID, token, true},
+		{"the same token on another node", sess.ID, node2.csrfToken(sess.ID), true},
+		{"no token", sess.ID, "", false},
+		{"another session's token", sess.ID, node1.csrfToken(other.ID), false},
+		{"a token of another secret", sess.ID, stranger.csrfToken(sess.ID), false},
+	} {
+		if got := node1.validCSRF(tc.session, tc.token); got != tc.ok {
+			t.Errorf("%s: valid=%v, want %v", tc.name, got, tc.ok)
+		}
+	}
+}
+
+func TestSignInHelpers(t *testing.T) {
+	for _, tc := range []struct{ next, want string }{
+		{"/console/tx/1", "/console/tx/1"},
+		{"/console", "/console"},
+		{"", "/console"},
+		{"https://evil.example/console", "/console"},
+		{"//evil.example/console", "/console"},
+		{"/console\r\nSet-Cookie: x", "/console"},
+		{"/api/v1/tx", "/console"},
+	} {
+		if got := safeNext(tc.next); got != tc.want {
+			t.Errorf("safeNext(%q) = %q, want %q", tc.next, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		credential string
+		jwt        bool
+	}{
+		{"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2ln", true},
+		{"a-plain-api-key", false},
+		{"eyJ-no-dots", false},
+	} {
+		if got := looksLikeJWT(tc.credential); got != tc.jwt {
+			t.Errorf("looksLikeJWT(%q) = %v", tc.credential, got)
+		}
+	}
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{domain.ErrNotFound, 404},
+		{&domain.ValidationError{Field: "signer", Reason: "bad"}, 400},
+		{errForbidden, 403},
+		{errors.New("database down"), 503},
+	} {
+		if got, _ := statusOf(tc.err); got != tc.want {
+			t.Errorf("statusOf(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestFeeChart(t *testing.T) {
+	gwei := func(n int64) *big.Int { return big.NewInt(n * 1_000_000_000) }
+	tests := []struct {
+		name                  string
+		attempts              []services.Attempt
+		paid                  *big.Int
+		wantMax, wantBaseLine bool
+		wantPoints            int
+	}{
+		{"none", nil, nil, false, false, 0},
+		{"one attempt", []services.Attempt{{MaxFee: gwei(30), MaxTip: gwei(2), BaseFee: gwei(14)}}, gwei(16), false, false, 3},
+		{"a bump", []services.Attempt{{MaxFee: gwei(30), MaxTip: gwei(2), BaseFee: gwei(14)}, {MaxFee: gwei(60), MaxTip: gwei(3), BaseFee: gwei(29)}}, gwei(31), true, true, 6},
+		{"base fee not known", []services.Attempt{{MaxFee: gwei(30), MaxTip: gwei(2)}, {MaxFee: gwei(40), MaxTip: gwei(3)}}, nil, true, false, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			svg := string(feeChart(tc.attempts, tc.paid))
+			if len(tc.attempts) == 0 {
+				if svg != "" {
+					t.Fatalf("a chart without attempts: %s", svg)
+				}
+				return
+			}
+			if got := strings.Contains(svg, `class="series-max"/>`); got != tc.wantMax {
+				t.Errorf("max-fee line drawn: %v, want %v", got, tc.wantMax)
+			}
+			if got := strings.Contains(svg, `polyline points=`) && strings.Contains(svg, `class="series-base"/>`); got != tc.wantBaseLine {
+				t.Errorf("base-fee line drawn: %v, want %v", got, tc.wantBaseLine)
+			}
+			if got := strings.Count(svg, "<circle"); got != tc.wantPoints {
+				t.Errorf("%d points, want %d", got, tc.wantPoints)
+			}
+			if got := strings.Contains(svg, "paid "); got != (tc.paid != nil) {
+				t.Errorf("paid line drawn: %v", got)
+			}
+		})
+	}
+}
+
+func TestAmounts(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{gwei(big.NewInt(1_500_000_000)), "1.50 gwei"},
+		{gwei(big.NewInt(250_000_000_000)), "250 gwei"},
+		{gwei(big.NewInt(7)), "7 wei"},
+		{gwei(nil), "—"},
+		{ether(big.NewInt(1_000_000_000_000_000_000)), "1 ETH"},
+		{ether(big.NewInt(1_234_500_000_000_000)), "0.001235 ETH"},
+		{ether(big.NewInt(42)), "42 wei"},
+		{ether(nil), "—"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestBadges(t *testing.T) {
+	failing := time.Now()
+	for _, tc := range []struct {
+		name string
+		view signerView
+		want []string
+	}{
+		{"serving", signerView{SignerStatus: services.SignerStatus{LeaseLive: true}}, []string{"serving"}},
+		{"quarantined", signerView{SignerStatus: services.SignerStatus{LeaseLive: true, Quarantined: true}}, []string{"quarantined"}},
+		{"recovering", signerView{SignerStatus: services.SignerStatus{LeaseLive: true, Quarantined: true}, Recovering: true}, []string{"recovering"}},
+		{"paused with stuck", signerView{SignerStatus: services.SignerStatus{LeaseLive: true, StuckCount: 2}, Paused: true}, []string{"2 stuck", "paused"}},
+		{"cannot sign, no lease", signerView{SignerStatus: services.SignerStatus{Condition: services.SignerCondition{SigningFailingSince: &failing}}}, []string{"cannot sign", "no live lease"}},
+		{"retiring", signerView{SignerStatus: services.SignerStatus{LeaseLive: true}, Roster: "retiring"}, []string{"retiring"}},
+	} {
+		var got []string
+		for _, b := range badgesOf(tc.view) {
+			got = append(got, b.Text)
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestEveryPageParses(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range pageNames {
+		if pages[name] == nil || pages[name].Lookup("content") == nil || pages[name].Lookup("title") == nil {
+			t.Errorf("page %s lacks its content or title", name)
+		}
+	}
+}
