@@ -94,7 +94,7 @@ endef
 console-screenshots: ## drive the operator console in chromium through its browser test and save a screenshot of each page into docs/console/
 	@$(call apt-ensure,chromium,chromium,echo "chromium missing: apt-get install --no-install-recommends chromium"; exit 1,the screenshots are taken in Debian's chromium)
 	@mkdir -p docs/console
-	CONSOLE_SCREENSHOTS=$(ROOT)/docs/console go test -count=1 -run 'TestConsoleInABrowser$$' $(SERVICE)/test/integration
+	CONSOLE_SCREENSHOTS=$(ROOT)/docs/console go test -count=1 -run 'TestConsole(InABrowser|ReleasesAQuarantinedSigner)$$' $(SERVICE)/test/integration
 
 .PHONY: console-plans
 console-plans: ## fill a database with 1,000,000 transactions and print every console page's query plans and server time (CONSOLE_ROWS to change the count)

@@ -16,6 +16,7 @@ type Banner struct {
 	version                         services.BuildVersion
 	httpAddr, grpcAddr, node, chain string
 	example                         string
+	console                         bool
 }
 
 // exampleRequestID is the banner's create: the wait command finds it by this id, so both
@@ -28,7 +29,8 @@ func NewBanner(bc *conf.Bootstrap, registry *signer.Registry, stacks ChainStacks
 	for i, stack := range stacks {
 		descriptions[i] = stack.Connection.Description
 	}
-	b := &Banner{version: version, httpAddr: bc.Server.HTTP.Addr, grpcAddr: bc.Server.GRPC.Addr, node: bc.Node.ID, chain: strings.Join(descriptions, "\n        ")}
+	b := &Banner{version: version, httpAddr: bc.Server.HTTP.Addr, grpcAddr: bc.Server.GRPC.Addr, node: bc.Node.ID, chain: strings.Join(descriptions, "\n        "),
+		console: bc.Console.Enabled}
 	if addrs := registry.Addresses(); len(addrs) > 0 {
 		from, to := addrs[0].Hex(), addrs[len(addrs)-1].Hex()
 		// With several chains a create names its chain.
@@ -73,6 +75,9 @@ func expectation(view *conf.Bootstrap) string {
 func (b *Banner) Print(w io.Writer) {
 	fmt.Fprintf(w, "\ntxmanager-service %s is up (node %s)\n  HTTP  http://%s\n  gRPC  %s\n  chain %s\n",
 		b.version, b.node, b.httpAddr, b.grpcAddr, b.chain)
+	if b.console {
+		fmt.Fprintf(w, "  console http://%s/console (the operator console in a browser)\n", b.httpAddr)
+	}
 	if b.example != "" {
 		fmt.Fprintf(w, "try:\n  %s\n", b.example)
 	}

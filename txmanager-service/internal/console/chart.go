@@ -18,7 +18,7 @@ func feeChart(attempts []services.Attempt, paid *big.Int) template.HTML {
 	}
 	const (
 		width, height     = 640.0, 240.0
-		left, right       = 70.0, 20.0
+		left, right       = 92.0, 20.0
 		top, bottom       = 20.0, 40.0
 		plotW, plotH      = width - left - right, height - top - bottom
 		maxFee, tip, base = "#2563eb", "#16a34a", "#6b7280"

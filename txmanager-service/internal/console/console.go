@@ -69,9 +69,6 @@ type viewer struct {
 	csrf    string
 }
 
-// canAct: the admin grant allows the operators' actions.
-func (v viewer) canAct() bool { return v.Admin }
-
 // Handler serves every console path; auth authenticates the credential a session carries.
 func (c *Console) Handler(auth Authenticate) http.Handler {
 	mux := http.NewServeMux()

@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -161,7 +162,7 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request, v viewer) {
 				http.Redirect(w, r, "/console/tx/"+id.String(), http.StatusSeeOther)
 				return
 			}
-			if err != domain.ErrNotFound {
+			if !errors.Is(err, domain.ErrNotFound) {
 				c.failed(w, r, v, err)
 				return
 			}

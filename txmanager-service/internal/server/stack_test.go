@@ -20,6 +20,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/console"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
@@ -387,7 +388,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 
 // httpServer is the stack's HTTP server, driven through its handler.
 func (s *stack) httpServer() *khttp.Server {
-	return NewHTTPServer(s.conf.Server, s.conf.Observability, s.listeners, &TLSConfigs{}, s.tx, s.admin, s.health, s.prom, s.auth, s.mw)
+	return NewHTTPServer(s.conf.Server, s.conf.Observability, s.listeners, &TLSConfigs{}, s.tx, s.admin, s.health, s.prom, s.auth, s.mw, new(console.Console)) // the console off: its own tests cover it
 }
 
 // serveGRPC serves the stack's gRPC API on its listener until the test ends.

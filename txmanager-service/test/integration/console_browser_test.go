@@ -129,7 +129,7 @@ func (b *browser) screenshot(t *testing.T, dir, name string) {
 	if dir == "" {
 		return
 	}
-	png := run(t, b, chromedp.FullScreenshot(90))
+	png := run(t, b, chromedp.FullScreenshot(100)) // 100: PNG (lower qualities are JPEG)
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
