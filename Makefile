@@ -47,7 +47,7 @@ test: test-binaries ## run every test of every module with -race (finds or start
 	@$(call apt-ensure,pg_autoctl,postgresql-15-auto-failover,echo "pg_autoctl missing: apt-get install --no-install-recommends postgresql-15-auto-failover (the failover harness test)"; [ "$(SKIP_DB_TESTS)" = 1 ] || exit 1,the failover harness test runs a pg_auto_failover formation)
 	@$(call apt-ensure,chromium,chromium,echo "chromium missing: apt-get install --no-install-recommends chromium (the console's browser tests drive it)"; exit 1,the console's browser tests drive Debian's chromium)
 	@bash scripts/check-test-databases.sh before $(TEST_DATABASES_BEFORE)
-	go test -race -count=1 $(TEST_FLAGS) $(PACKAGES)
+	go test -race -count=1 -timeout 25m $(TEST_FLAGS) $(PACKAGES)
 	@if [ "$(SKIP_DB_TESTS)" = 1 ]; then echo "make test: SKIP_DB_TESTS=1, so the throwaway-cluster harness tests did not run"; \
 	else $(MAKE) --no-print-directory test-throwaway; fi
 	@bash scripts/check-test-databases.sh after $(TEST_DATABASES_BEFORE)
@@ -137,8 +137,10 @@ bench: ## run the benchmarks: library overhead, the service's create load test (
 BENCH_CHAIN_TRANSFERS ?= 20000
 # Transfers confirmed (then VACUUM (ANALYZE)) before the measured run; 0 measures a fresh database.
 BENCH_CHAIN_WARMUP ?= 2000
+# BENCH_CHAIN_BATCH=100 sends the service's creates in batches of 100 (POST /api/v1/tx:batch).
+BENCH_CHAIN_BATCH ?= 0
 bench-chain: ## geth --dev with room to spare: a bare pre-signed batched sender (the node's limit) against the service, 20 signers and 1 signer
-	go run $(SERVICE)/test/cmd/txm-bench-chain -repo $(ROOT) -transfers $(BENCH_CHAIN_TRANSFERS) -warmup $(BENCH_CHAIN_WARMUP)
+	go run $(SERVICE)/test/cmd/txm-bench-chain -repo $(ROOT) -transfers $(BENCH_CHAIN_TRANSFERS) -warmup $(BENCH_CHAIN_WARMUP) -batch $(BENCH_CHAIN_BATCH)
 
 FUZZTIME ?= 60s
 
@@ -146,6 +148,7 @@ FUZZTIME ?= 60s
 fuzz: ## run every fuzz target for FUZZTIME each (default 60s)
 	go test -run '^$$' -fuzz '^FuzzDecodeJSONBody$$' -fuzztime $(FUZZTIME) $(SERVICE)/api/txmanager/v1/
 	go test -run '^$$' -fuzz '^FuzzAppendJSON$$' -fuzztime $(FUZZTIME) $(SERVICE)/api/txmanager/v1/
+	go test -run '^$$' -fuzz '^FuzzDecodeCreateTxBatchFast$$' -fuzztime $(FUZZTIME) $(SERVICE)/api/txmanager/v1/
 	go test -run '^$$' -fuzz '^FuzzParseCreateRequest$$' -fuzztime $(FUZZTIME) $(SERVICE)/internal/domain/
 	go test -run '^$$' -fuzz '^FuzzConfigLoad$$' -fuzztime $(FUZZTIME) $(SERVICE)/internal/conf/
 

@@ -76,8 +76,11 @@ type Server struct {
 	HTTP         HTTPListener `json:"http"`
 	GRPC         Listener     `json:"grpc"`
 	MaxBodyBytes int64        `json:"maxBodyBytes"`
-	TLS          TLS          `json:"tls"`
-	RateLimit    RateLimit    `json:"rateLimit"`
+	// MaxBatchBodyBytes caps the body of a batch of creates (POST /api/v1/tx:batch), which
+	// carries up to 1,000 of them.
+	MaxBatchBodyBytes int64     `json:"maxBatchBodyBytes"`
+	TLS               TLS       `json:"tls"`
+	RateLimit         RateLimit `json:"rateLimit"`
 	// ReadinessInterval: /readyz answers from a probe of the database and the chain at
 	// most this old, so a flood of probes costs one database ping and one RPC per interval.
 	ReadinessInterval Duration `json:"readinessInterval"`
@@ -225,6 +228,7 @@ func (s Server) check(p *problems) {
 	p.require(s.HTTP.Addr != "", "server.http.addr", "must not be empty")
 	p.require(s.GRPC.Addr != "", "server.grpc.addr", "must not be empty")
 	p.require(s.MaxBodyBytes > 0, "server.maxBodyBytes", "must be positive")
+	p.require(s.MaxBatchBodyBytes >= s.MaxBodyBytes, "server.maxBatchBodyBytes", "must be at least server.maxBodyBytes")
 	p.positive(s.HTTP.ReadHeaderTimeout, "server.http.readHeaderTimeout")
 	p.positive(s.HTTP.IdleTimeout, "server.http.idleTimeout")
 	p.positive(s.ReadinessInterval, "server.readinessInterval")

@@ -93,7 +93,7 @@ func (l *RateLimiter) Middleware() middleware.Middleware {
 				return next(ctx, req)
 			}
 			p, _ := domain.PrincipalFrom(ctx)
-			if wait := l.reserve(p.ID, time.Now()); wait > 0 {
+			if wait := l.reserve(p.ID, time.Now(), creates(req)); wait > 0 {
 				l.metrics.RateLimited(ctx)
 				seconds := strconv.Itoa(int(math.Ceil(wait.Seconds())))
 				return nil, v1.ErrorRateLimited("rate limit of this credential exceeded; retry after Retry-After seconds").
@@ -105,7 +105,16 @@ func (l *RateLimiter) Middleware() middleware.Middleware {
 }
 
 // reserve takes a token for id, or returns how long until one is available (taking none).
-func (l *RateLimiter) reserve(id string, now time.Time) time.Duration {
+// creates is what a request costs of its credential's rate: a batch costs each of its creates
+// (up to the burst, so that a batch the burst admits is never refused for ever).
+func creates(req any) int {
+	if batch, ok := req.(*v1.CreateTxBatchRequest); ok {
+		return max(len(batch.GetCreates()), 1)
+	}
+	return 1
+}
+
+func (l *RateLimiter) reserve(id string, now time.Time, n int) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if now.Sub(l.lastSweep) > l.idleAfter {
@@ -122,7 +131,7 @@ func (l *RateLimiter) reserve(id string, now time.Time) time.Duration {
 		l.buckets[id] = b
 	}
 	b.lastUsed = now
-	r := b.limiter.ReserveN(now, 1)
+	r := b.limiter.ReserveN(now, min(n, l.burst))
 	if wait := r.DelayFrom(now); wait > 0 {
 		r.CancelAt(now)
 		return wait

@@ -196,10 +196,10 @@ func (b *createBatcher) send(batch []*forwardItem) {
 	}
 	for i, r := range resp.GetResults() {
 		switch result := r.GetResult().(type) {
-		case *v1.ForwardedCreate_Response:
+		case *v1.CreateTxResult_Response:
 			live[i].done <- forwardResult{resp: result.Response}
-		case *v1.ForwardedCreate_Error:
-			live[i].done <- forwardResult{err: fromForwarded(result.Error)}
+		case *v1.CreateTxResult_Error:
+			live[i].done <- forwardResult{err: result.Error.AsError()}
 		default:
 			live[i].done <- forwardResult{err: &domain.UnavailableError{Reason: "lease owner answered a forwarded create with nothing"}}
 		}

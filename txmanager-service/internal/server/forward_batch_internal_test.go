@@ -28,7 +28,7 @@ func TestForwardedErrorsKeepTheAPIError(t *testing.T) {
 	}
 	for _, want := range tests {
 		t.Run(want.Reason, func(t *testing.T) {
-			got := kerrors.FromError(fromForwarded(forwardedError(want)))
+			got := kerrors.FromError(v1.CreateResultOf(nil, want).GetError().AsError())
 			if got.Code != want.Code || got.Reason != want.Reason || got.Message != want.Message || len(got.Metadata) != len(want.Metadata) {
 				t.Fatalf("round trip gave %d %s %q %v, want %d %s %q %v", got.Code, got.Reason, got.Message, got.Metadata, want.Code, want.Reason, want.Message, want.Metadata)
 			}

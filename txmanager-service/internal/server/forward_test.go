@@ -228,8 +228,8 @@ func (p *scriptedPeer) CreateTx(_ context.Context, req *v1.CreateTxRequest) (*v1
 // messages than the batch, each create in a call of its own.
 func TestBatchAnswersEveryCreate(t *testing.T) {
 	t.Parallel()
-	created := func(id string) *v1.ForwardedCreate {
-		return &v1.ForwardedCreate{Result: &v1.ForwardedCreate_Response{Response: &v1.CreateTxResponse{Created: true, Tx: &v1.Tx{RequestId: id}}}}
+	created := func(id string) *v1.CreateTxResult {
+		return &v1.CreateTxResult{Result: &v1.CreateTxResult_Response{Response: &v1.CreateTxResponse{Created: true, Tx: &v1.Tx{RequestId: id}}}}
 	}
 	tests := []struct {
 		name   string
@@ -241,14 +241,13 @@ func TestBatchAnswersEveryCreate(t *testing.T) {
 		single  int
 	}{
 		{name: "answered in order", answer: func(req *v1.ForwardCreatesRequest) (*v1.ForwardCreatesResponse, error) {
-			return &v1.ForwardCreatesResponse{Results: []*v1.ForwardedCreate{created("a"), {Result: &v1.ForwardedCreate_Error{Error: forwardedError(
-				v1.ErrorSignerRetired("retired"))}}}}, nil
+			return &v1.ForwardCreatesResponse{Results: []*v1.CreateTxResult{created("a"), v1.CreateResultOf(nil, v1.ErrorSignerRetired("retired"))}}, nil
 		}, want: []string{"a", "SIGNER_RETIRED"}},
 		{name: "a short answer", answer: func(*v1.ForwardCreatesRequest) (*v1.ForwardCreatesResponse, error) {
-			return &v1.ForwardCreatesResponse{Results: []*v1.ForwardedCreate{created("a")}}, nil
+			return &v1.ForwardCreatesResponse{Results: []*v1.CreateTxResult{created("a")}}, nil
 		}, want: []string{"answered 1 of 2", "answered 1 of 2"}},
 		{name: "an empty result", answer: func(*v1.ForwardCreatesRequest) (*v1.ForwardCreatesResponse, error) {
-			return &v1.ForwardCreatesResponse{Results: []*v1.ForwardedCreate{created("a"), {}}}, nil
+			return &v1.ForwardCreatesResponse{Results: []*v1.CreateTxResult{created("a"), {}}}, nil
 		}, want: []string{"a", "with nothing"}},
 		{name: "an owner that takes smaller messages", maxRecv: 3 << 10, data: "0x" + strings.Repeat("ab", 1200),
 			answer: func(*v1.ForwardCreatesRequest) (*v1.ForwardCreatesResponse, error) {

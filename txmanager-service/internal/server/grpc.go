@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -26,11 +27,13 @@ func NewGRPCServer(c conf.Server, listeners *Listeners, tlsConfigs *TLSConfigs, 
 		kgrpc.Listener(listeners.GRPC),
 		kgrpc.Timeout(c.GRPC.Timeout.Std()),
 		kgrpc.Middleware(mw.chain...),
-		kgrpc.UnaryInterceptor(grpcStatusInterceptor),
+		kgrpc.UnaryInterceptor(grpcStatusInterceptor, messageSizeInterceptor(c.MaxBodyBytes)),
 		// Kratos middleware runs per unary call; a stream (WatchCompletions) is authenticated
 		// once, when it opens, and ended when the service stops.
 		kgrpc.StreamInterceptor(streams.interceptor, auth.streamInterceptor),
-		kgrpc.Options(grpc.MaxRecvMsgSize(int(c.MaxBodyBytes))),
+		// A batch of creates may be larger than any other call; messageSizeInterceptor holds
+		// the others to maxBodyBytes.
+		kgrpc.Options(grpc.MaxRecvMsgSize(int(max(c.MaxBodyBytes, c.MaxBatchBodyBytes)))),
 	}
 	if tlsConfigs.GRPC != nil {
 		opts = append(opts, kgrpc.TLSConfig(tlsConfigs.GRPC))
@@ -47,6 +50,17 @@ func NewGRPCServer(c conf.Server, listeners *Listeners, tlsConfigs *TLSConfigs, 
 var grpcCodeOf = map[int]codes.Code{
 	http.StatusUnprocessableEntity: codes.FailedPrecondition,
 	http.StatusGone:                codes.OutOfRange,
+}
+
+// messageSizeInterceptor refuses a call other than a batch of creates whose message is over
+// maxBytes, as the HTTP API refuses such a body.
+func messageSizeInterceptor(maxBytes int64) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if msg, ok := req.(proto.Message); ok && info.FullMethod != v1.TxService_CreateTxBatch_FullMethodName && int64(proto.Size(msg)) > maxBytes {
+			return nil, withGRPCCode(v1.RequestTooLarge(maxBytes))
+		}
+		return handler(ctx, req)
+	}
 }
 
 func grpcStatusInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

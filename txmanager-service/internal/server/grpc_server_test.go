@@ -145,9 +145,9 @@ func TestPeerBatchRunsEachCreate(t *testing.T) {
 			var got []string
 			for _, r := range resp.GetResults() {
 				switch result := r.GetResult().(type) {
-				case *v1.ForwardedCreate_Response:
+				case *v1.CreateTxResult_Response:
 					got = append(got, map[bool]string{true: "created", false: "existing"}[result.Response.GetCreated()])
-				case *v1.ForwardedCreate_Error:
+				case *v1.CreateTxResult_Error:
 					got = append(got, result.Error.GetReason())
 				}
 			}

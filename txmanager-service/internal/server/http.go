@@ -24,7 +24,7 @@ func NewHTTPServer(c conf.Server, observability conf.Observability, listeners *L
 		khttp.Listener(listeners.HTTP),
 		khttp.Timeout(c.HTTP.Timeout.Std()),
 		khttp.Middleware(mw.chain...),
-		khttp.Filter(cleanPathsOnly, wholeQueriesOnly, limitBody(c.MaxBodyBytes)),
+		khttp.Filter(cleanPathsOnly, wholeQueriesOnly, limitBody(c.MaxBodyBytes, c.MaxBatchBodyBytes)),
 		// Kratos would hand unknown routes to net/http's global DefaultServeMux.
 		khttp.NotFoundHandler(nethttp.HandlerFunc(notFound)),
 		khttp.MethodNotAllowedHandler(nethttp.HandlerFunc(methodNotAllowed)),
@@ -39,7 +39,7 @@ func NewHTTPServer(c conf.Server, observability conf.Observability, listeners *L
 	// must not hold sockets for ever.
 	srv.ReadHeaderTimeout = c.HTTP.ReadHeaderTimeout.Std()
 	srv.IdleTimeout = c.HTTP.IdleTimeout.Std()
-	v1.RegisterTxServiceHTTPServer(srv, tx, v1.HTTPOptions{MaxBodyBytes: c.MaxBodyBytes})
+	v1.RegisterTxServiceHTTPServer(srv, tx, v1.HTTPOptions{MaxBodyBytes: c.MaxBodyBytes, MaxBatchBodyBytes: max(c.MaxBodyBytes, c.MaxBatchBodyBytes)})
 	v1.RegisterAdminServiceHTTPServer(srv, admin, v1.HTTPOptions{MaxBodyBytes: c.MaxBodyBytes})
 	srv.HandleFunc(OpenAPIPath, serveOpenAPI)
 	if operatorConsole.Enabled() {
@@ -125,11 +125,16 @@ func methodNotAllowed(w nethttp.ResponseWriter, r *nethttp.Request) {
 	encodeError(w, r, v1.ErrorMethodNotAllowed("method not allowed on this endpoint"))
 }
 
-// limitBody caps every request body; reading past the cap fails, which the decoder reports
-// as REQUEST_TOO_LARGE instead of buffering an unbounded body.
-func limitBody(maxBytes int64) khttp.FilterFunc {
+// limitBody caps every request body (a batch of creates at its own cap); reading past the
+// cap fails, which the decoder reports as REQUEST_TOO_LARGE instead of buffering an
+// unbounded body.
+func limitBody(maxBytes, maxBatchBytes int64) khttp.FilterFunc {
 	return func(next nethttp.Handler) nethttp.Handler {
 		return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+			maxBytes := maxBytes
+			if r.URL.Path == v1.BatchPath {
+				maxBytes = max(maxBytes, maxBatchBytes)
+			}
 			if r.ContentLength > maxBytes {
 				encodeError(w, r, v1.RequestTooLarge(maxBytes))
 				return

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	kerrors "github.com/go-kratos/kratos/v2/errors"
-
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
 )
@@ -33,7 +31,7 @@ func (p *peerService) ForwardCreates(ctx context.Context, req *v1.ForwardCreates
 	if len(creates) > maxForwardBatch {
 		return nil, v1.ErrorInvalidArgument("a forwarded batch carries at most %d creates", maxForwardBatch)
 	}
-	results := make([]*v1.ForwardedCreate, len(creates))
+	results := make([]*v1.CreateTxResult, len(creates))
 	var wg sync.WaitGroup
 	for i, create := range creates {
 		wg.Go(func() {
@@ -45,23 +43,12 @@ func (p *peerService) ForwardCreates(ctx context.Context, req *v1.ForwardCreates
 			}
 			resp, err := p.tx.CreateTx(ctx, create)
 			if err != nil {
-				results[i] = &v1.ForwardedCreate{Result: &v1.ForwardedCreate_Error{Error: forwardedError(err)}}
+				results[i] = v1.CreateResultOf(nil, err)
 				return
 			}
-			results[i] = &v1.ForwardedCreate{Result: &v1.ForwardedCreate_Response{Response: resp}}
+			results[i] = v1.CreateResultOf(resp, nil)
 		})
 	}
 	wg.Wait()
 	return &v1.ForwardCreatesResponse{Results: results}, nil
-}
-
-// forwardedError is err as the API error a caller would have seen.
-func forwardedError(err error) *v1.ForwardedError {
-	se := kerrors.FromError(err)
-	return &v1.ForwardedError{HttpStatus: se.Code, Reason: se.Reason, Message: se.Message, Metadata: se.Metadata}
-}
-
-// fromForwarded turns a forwarded create's error back into the API error it was.
-func fromForwarded(e *v1.ForwardedError) error {
-	return kerrors.New(int(e.GetHttpStatus()), e.GetReason(), e.GetMessage()).WithMetadata(e.GetMetadata())
 }

@@ -84,6 +84,14 @@ func (w *FundingWatch) look(ctx context.Context, signer common.Address) error {
 	if err != nil {
 		return err
 	}
+	if w.funds != nil {
+		// Before the mark says the signer recovered: a caller who reads that and creates at
+		// once must meet a funds check that knows the new balance, not one that refuses on
+		// its recent view from before the refill.
+		if err := w.funds.Saw(ctx, signer, balance); err != nil {
+			w.log.Warnw("msg", "refreshing the funds check after a balance rose", "signer", signer.Hex(), "error", err.Error())
+		}
+	}
 	var mark BalanceMark
 	err = w.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("funding.mark"), func(ctx context.Context, sess txmanager.Session) error {
 		if mark, err = w.store.Mark(ctx, sess, w.chainID, signer, balance); err != nil {
@@ -108,13 +116,6 @@ func (w *FundingWatch) look(ctx context.Context, signer common.Address) error {
 	}
 	if mark.Low != mark.WasLow {
 		w.log.Infow("msg", "signer balance crossed a funding mark", "signer", signer.Hex(), "balance", balance.String(), "low", mark.Low)
-	}
-	if mark.WasLow && !mark.Low && w.funds != nil {
-		// A refill landed: the funds check's view of the signer is older than it, and it
-		// refuses on a recent view without looking again.
-		if err := w.funds.Refresh(ctx, []common.Address{signer}); err != nil {
-			w.log.Warnw("msg", "refreshing the funds check after a refill", "signer", signer.Hex(), "error", err.Error())
-		}
 	}
 	if !mark.Low || mark.Treasury == nil || mark.RefillInFlight {
 		return nil

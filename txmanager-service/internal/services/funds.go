@@ -182,10 +182,16 @@ func (g *FundsGuard) Reserve(ctx context.Context, signer common.Address, signerH
 	if !g.cfg.Check {
 		return nil, nil
 	}
+	var lookedAgainAt time.Time
 	for attempt := 0; ; attempt++ {
 		f, err := g.snapshot(ctx, signer, signerHex, attempt > 0)
 		if err != nil {
 			return nil, &domain.UnavailableError{Reason: "signer balance", RetryAfter: time.Second, Err: err}
+		}
+		if attempt > 0 && attempt < 3 && f.at.Before(lookedAgainAt) {
+			// The reload joined was started before this create looked again: the signer
+			// may have been funded in between.
+			continue
 		}
 		l2Cost := intentCost(intent, gasLimit, f.fee)
 		cost := l2Cost
@@ -208,6 +214,7 @@ func (g *FundsGuard) Reserve(ctx context.Context, signer common.Address, signerH
 		}
 		fresh := g.clock.Now().Sub(current.at) < g.cfg.CacheFor/4
 		g.mu.Unlock()
+		lookedAgainAt = g.clock.Now()
 		// Refuse only on a recent view: the signer may just have been funded.
 		if attempt > 0 || fresh {
 			if dataFee != nil {
@@ -218,6 +225,20 @@ func (g *FundsGuard) Reserve(ctx context.Context, signer common.Address, signerH
 				domain.ErrInsufficientFunds, signerHex, spendable.String(), cost.String(), gasLimit, feeFor(intent, f.fee))
 		}
 	}
+}
+
+// Saw tells the guard a balance read elsewhere (the funding watch's): when the guard's view
+// of the signer holds less, the signer was funded since, and its view is read again.
+func (g *FundsGuard) Saw(ctx context.Context, signer common.Address, balance *big.Int) error {
+	g.mu.Lock()
+	f := g.signers[signer.Hex()]
+	stale := f != nil && f.balance.Cmp(balance) < 0
+	g.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	_, err := g.snapshot(ctx, signer, signer.Hex(), true)
+	return err
 }
 
 // Refresh reloads every signer's balance the guard has seen, for the gauges.

@@ -82,6 +82,19 @@ func (c *Client) CreateTx(ctx context.Context, req *v1.CreateTxRequest) (*v1.Cre
 	return &out, nil
 }
 
+// CreateTxBatch posts up to 1,000 intents in one call; each is answered on its own.
+func (c *Client) CreateTxBatch(ctx context.Context, reqs []*v1.CreateTxRequest) (*v1.CreateTxBatchResponse, error) {
+	body, err := protojson.Marshal(&v1.CreateTxBatchRequest{Creates: reqs})
+	if err != nil {
+		return nil, fmt.Errorf("encode batch request: %w", err)
+	}
+	var out v1.CreateTxBatchResponse
+	if _, err := c.do(ctx, http.MethodPost, v1.BatchPath, body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // GetTx reads one transaction by id.
 func (c *Client) GetTx(ctx context.Context, txID string) (*v1.Tx, error) {
 	var out v1.Tx

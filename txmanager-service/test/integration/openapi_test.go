@@ -213,6 +213,12 @@ func TestOpenAPIDocumentDescribesEveryAnswer(t *testing.T) {
 	c.call("POST", "/api/v1/tx", callerKey, map[string]any{"signer": "0x0000000000000000000000000000000000000001", "to": to, "gasLimit": "21000", "requestId": "openapi-2"}, http.StatusUnprocessableEntity, true)
 	c.call("POST", "/api/v1/tx", callerKey, `{"signer": "`+signer+`", "gasLimt": 1}`, http.StatusBadRequest, false)
 	c.call("POST", "/api/v1/tx", "", create, http.StatusUnauthorized, true)
+	batch := map[string]any{"creates": []any{create, map[string]any{"signer": signer, "to": "not-an-address", "gasLimit": "21000", "requestId": "openapi-batch-2"},
+		map[string]any{"signer": signer, "to": to, "value": "3", "gasLimit": "21000", "requestId": "openapi-batch-3"}}}
+	if answered := c.call("POST", "/api/v1/tx:batch", callerKey, batch, http.StatusOK, true); fmt.Sprint(answered["created"], answered["replayed"], answered["refused"]) != "1 1 1" {
+		t.Fatalf("a batch of a replay, a bad create and a new one: %v", answered)
+	}
+	c.call("POST", "/api/v1/tx:batch", callerKey, map[string]any{"creates": []any{}}, http.StatusBadRequest, true)
 	waitFor(t, time.Minute, "the transaction confirmed", func() bool { return s.tx(t, txID).state == "CONFIRMED" })
 	final := c.call("GET", "/api/v1/tx/"+txID, callerKey, nil, http.StatusOK, true)
 	if final["receipt"] == nil || final["confirmedAt"] == nil {

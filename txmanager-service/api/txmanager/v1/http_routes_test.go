@@ -25,6 +25,9 @@ func record[Out any](s *recordingServer, in proto.Message, out *Out) (*Out, erro
 func (s *recordingServer) CreateTx(_ context.Context, in *CreateTxRequest) (*CreateTxResponse, error) {
 	return record(s, in, &CreateTxResponse{Created: true})
 }
+func (s *recordingServer) CreateTxBatch(_ context.Context, in *CreateTxBatchRequest) (*CreateTxBatchResponse, error) {
+	return record(s, in, &CreateTxBatchResponse{})
+}
 func (s *recordingServer) GetTx(_ context.Context, in *GetTxRequest) (*Tx, error) {
 	return record(s, in, &Tx{})
 }
@@ -148,7 +151,7 @@ func TestEveryRouteReachesItsMethod(t *testing.T) {
 			return next(ctx, req)
 		}
 	}))
-	RegisterTxServiceHTTPServer(server, srv, HTTPOptions{MaxBodyBytes: 1 << 16})
+	RegisterTxServiceHTTPServer(server, srv, HTTPOptions{MaxBodyBytes: 1 << 16, MaxBatchBodyBytes: 1 << 20})
 	RegisterAdminServiceHTTPServer(server, srv, HTTPOptions{MaxBodyBytes: 1 << 16})
 	const signer = "0x06497E1D26D6C5A126E29FFbb240F267C4851c42"
 	tests := []struct {
@@ -158,6 +161,9 @@ func TestEveryRouteReachesItsMethod(t *testing.T) {
 		want               string // the decoded request, as protojson (empty: not reached)
 	}{
 		{"POST", "/api/v1/tx", `{"signer":"` + signer + `","value":"1","requestId":"r-1"}`, 202, TxService_CreateTx_FullMethodName, `{"signer":"` + signer + `","value":"1","requestId":"r-1"}`},
+		{"POST", "/api/v1/tx:batch", `{"creates":[{"signer":"` + signer + `","value":"1","requestId":"r-1"},{"signer":"` + signer + `","requestId":"r-2"}]}`, 200, TxService_CreateTxBatch_FullMethodName,
+			`{"creates":[{"signer":"` + signer + `","value":"1","requestId":"r-1"},{"signer":"` + signer + `","requestId":"r-2"}]}`},
+		{"POST", "/api/v1/tx:batch", `{"creates":[{"signer":1}]}`, 400, "", ""},
 		{"GET", "/api/v1/tx/abc?wait=2", "", 200, TxService_GetTx_FullMethodName, `{"txId":"abc","wait":"2s"}`},
 		{"GET", "/api/v1/tx/abc?wait=soon", "", 400, "", ""},
 		{"GET", "/api/v1/tx/by-request?signer=" + signer + "&request_id=r-1&chainId=5&wait=500ms", "", 200, TxService_GetTxByRequest_FullMethodName, `{"signer":"` + signer + `","requestId":"r-1","chainId":"5","wait":"0.500s"}`},

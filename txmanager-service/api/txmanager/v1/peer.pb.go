@@ -77,8 +77,9 @@ func (x *ForwardCreatesRequest) GetTimeoutsMs() []uint32 {
 
 type ForwardCreatesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One result per create, in the order of the request.
-	Results       []*ForwardedCreate `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// One result per create, in the order of the request, as a batch of creates answers it
+	// (the same encoding as the earlier ForwardedCreate, so nodes of both versions agree).
+	Results       []*CreateTxResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -113,162 +114,9 @@ func (*ForwardCreatesResponse) Descriptor() ([]byte, []int) {
 	return file_api_txmanager_v1_peer_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *ForwardCreatesResponse) GetResults() []*ForwardedCreate {
+func (x *ForwardCreatesResponse) GetResults() []*CreateTxResult {
 	if x != nil {
 		return x.Results
-	}
-	return nil
-}
-
-type ForwardedCreate struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Types that are valid to be assigned to Result:
-	//
-	//	*ForwardedCreate_Response
-	//	*ForwardedCreate_Error
-	Result        isForwardedCreate_Result `protobuf_oneof:"result"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ForwardedCreate) Reset() {
-	*x = ForwardedCreate{}
-	mi := &file_api_txmanager_v1_peer_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ForwardedCreate) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ForwardedCreate) ProtoMessage() {}
-
-func (x *ForwardedCreate) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_peer_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ForwardedCreate.ProtoReflect.Descriptor instead.
-func (*ForwardedCreate) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_peer_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *ForwardedCreate) GetResult() isForwardedCreate_Result {
-	if x != nil {
-		return x.Result
-	}
-	return nil
-}
-
-func (x *ForwardedCreate) GetResponse() *CreateTxResponse {
-	if x != nil {
-		if x, ok := x.Result.(*ForwardedCreate_Response); ok {
-			return x.Response
-		}
-	}
-	return nil
-}
-
-func (x *ForwardedCreate) GetError() *ForwardedError {
-	if x != nil {
-		if x, ok := x.Result.(*ForwardedCreate_Error); ok {
-			return x.Error
-		}
-	}
-	return nil
-}
-
-type isForwardedCreate_Result interface {
-	isForwardedCreate_Result()
-}
-
-type ForwardedCreate_Response struct {
-	Response *CreateTxResponse `protobuf:"bytes,1,opt,name=response,proto3,oneof"`
-}
-
-type ForwardedCreate_Error struct {
-	// The error CreateTx would have returned.
-	Error *ForwardedError `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
-}
-
-func (*ForwardedCreate_Response) isForwardedCreate_Result() {}
-
-func (*ForwardedCreate_Error) isForwardedCreate_Result() {}
-
-// ForwardedError is an API error as the owner would have answered it: the HTTP status, the
-// stable reason (ErrorReason), the message and the metadata (e.g. retry hints).
-type ForwardedError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	HttpStatus    int32                  `protobuf:"varint,1,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	Metadata      map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ForwardedError) Reset() {
-	*x = ForwardedError{}
-	mi := &file_api_txmanager_v1_peer_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ForwardedError) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ForwardedError) ProtoMessage() {}
-
-func (x *ForwardedError) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_peer_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ForwardedError.ProtoReflect.Descriptor instead.
-func (*ForwardedError) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_peer_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *ForwardedError) GetHttpStatus() int32 {
-	if x != nil {
-		return x.HttpStatus
-	}
-	return 0
-}
-
-func (x *ForwardedError) GetReason() string {
-	if x != nil {
-		return x.Reason
-	}
-	return ""
-}
-
-func (x *ForwardedError) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
-func (x *ForwardedError) GetMetadata() map[string]string {
-	if x != nil {
-		return x.Metadata
 	}
 	return nil
 }
@@ -281,22 +129,9 @@ const file_api_txmanager_v1_peer_proto_rawDesc = "" +
 	"\x15ForwardCreatesRequest\x127\n" +
 	"\acreates\x18\x01 \x03(\v2\x1d.txmanager.v1.CreateTxRequestR\acreates\x12\x1f\n" +
 	"\vtimeouts_ms\x18\x02 \x03(\rR\n" +
-	"timeoutsMs\"Q\n" +
-	"\x16ForwardCreatesResponse\x127\n" +
-	"\aresults\x18\x01 \x03(\v2\x1d.txmanager.v1.ForwardedCreateR\aresults\"\x8f\x01\n" +
-	"\x0fForwardedCreate\x12<\n" +
-	"\bresponse\x18\x01 \x01(\v2\x1e.txmanager.v1.CreateTxResponseH\x00R\bresponse\x124\n" +
-	"\x05error\x18\x02 \x01(\v2\x1c.txmanager.v1.ForwardedErrorH\x00R\x05errorB\b\n" +
-	"\x06result\"\xe8\x01\n" +
-	"\x0eForwardedError\x12\x1f\n" +
-	"\vhttp_status\x18\x01 \x01(\x05R\n" +
-	"httpStatus\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\x12F\n" +
-	"\bmetadata\x18\x04 \x03(\v2*.txmanager.v1.ForwardedError.MetadataEntryR\bmetadata\x1a;\n" +
-	"\rMetadataEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012j\n" +
+	"timeoutsMs\"P\n" +
+	"\x16ForwardCreatesResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.txmanager.v1.CreateTxResultR\aresults2j\n" +
 	"\vPeerService\x12[\n" +
 	"\x0eForwardCreates\x12#.txmanager.v1.ForwardCreatesRequest\x1a$.txmanager.v1.ForwardCreatesResponseB>Z<github.com/bionicotaku/txmanager-service/api/txmanager/v1;v1b\x06proto3"
 
@@ -312,29 +147,23 @@ func file_api_txmanager_v1_peer_proto_rawDescGZIP() []byte {
 	return file_api_txmanager_v1_peer_proto_rawDescData
 }
 
-var file_api_txmanager_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_api_txmanager_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_api_txmanager_v1_peer_proto_goTypes = []any{
 	(*ForwardCreatesRequest)(nil),  // 0: txmanager.v1.ForwardCreatesRequest
 	(*ForwardCreatesResponse)(nil), // 1: txmanager.v1.ForwardCreatesResponse
-	(*ForwardedCreate)(nil),        // 2: txmanager.v1.ForwardedCreate
-	(*ForwardedError)(nil),         // 3: txmanager.v1.ForwardedError
-	nil,                            // 4: txmanager.v1.ForwardedError.MetadataEntry
-	(*CreateTxRequest)(nil),        // 5: txmanager.v1.CreateTxRequest
-	(*CreateTxResponse)(nil),       // 6: txmanager.v1.CreateTxResponse
+	(*CreateTxRequest)(nil),        // 2: txmanager.v1.CreateTxRequest
+	(*CreateTxResult)(nil),         // 3: txmanager.v1.CreateTxResult
 }
 var file_api_txmanager_v1_peer_proto_depIdxs = []int32{
-	5, // 0: txmanager.v1.ForwardCreatesRequest.creates:type_name -> txmanager.v1.CreateTxRequest
-	2, // 1: txmanager.v1.ForwardCreatesResponse.results:type_name -> txmanager.v1.ForwardedCreate
-	6, // 2: txmanager.v1.ForwardedCreate.response:type_name -> txmanager.v1.CreateTxResponse
-	3, // 3: txmanager.v1.ForwardedCreate.error:type_name -> txmanager.v1.ForwardedError
-	4, // 4: txmanager.v1.ForwardedError.metadata:type_name -> txmanager.v1.ForwardedError.MetadataEntry
-	0, // 5: txmanager.v1.PeerService.ForwardCreates:input_type -> txmanager.v1.ForwardCreatesRequest
-	1, // 6: txmanager.v1.PeerService.ForwardCreates:output_type -> txmanager.v1.ForwardCreatesResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2, // 0: txmanager.v1.ForwardCreatesRequest.creates:type_name -> txmanager.v1.CreateTxRequest
+	3, // 1: txmanager.v1.ForwardCreatesResponse.results:type_name -> txmanager.v1.CreateTxResult
+	0, // 2: txmanager.v1.PeerService.ForwardCreates:input_type -> txmanager.v1.ForwardCreatesRequest
+	1, // 3: txmanager.v1.PeerService.ForwardCreates:output_type -> txmanager.v1.ForwardCreatesResponse
+	3, // [3:4] is the sub-list for method output_type
+	2, // [2:3] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_peer_proto_init() }
@@ -343,17 +172,13 @@ func file_api_txmanager_v1_peer_proto_init() {
 		return
 	}
 	file_api_txmanager_v1_txmanager_proto_init()
-	file_api_txmanager_v1_peer_proto_msgTypes[2].OneofWrappers = []any{
-		(*ForwardedCreate_Response)(nil),
-		(*ForwardedCreate_Error)(nil),
-	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_txmanager_v1_peer_proto_rawDesc), len(file_api_txmanager_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

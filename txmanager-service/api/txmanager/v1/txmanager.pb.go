@@ -197,6 +197,277 @@ func (x *CreateTxResponse) GetCreated() bool {
 	return false
 }
 
+type CreateTxBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1..1000 creates. A requestId given twice for the same chain and signer refuses every
+	// create after the first that carries it (INVALID_ARGUMENT), so a batch never races
+	// itself.
+	Creates       []*CreateTxRequest `protobuf:"bytes,1,rep,name=creates,proto3" json:"creates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTxBatchRequest) Reset() {
+	*x = CreateTxBatchRequest{}
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTxBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTxBatchRequest) ProtoMessage() {}
+
+func (x *CreateTxBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTxBatchRequest.ProtoReflect.Descriptor instead.
+func (*CreateTxBatchRequest) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CreateTxBatchRequest) GetCreates() []*CreateTxRequest {
+	if x != nil {
+		return x.Creates
+	}
+	return nil
+}
+
+type CreateTxBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per create, in the order of the request.
+	Results []*CreateTxResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// How the creates ended: new transactions (or intents sent for approval), replays of
+	// earlier requests, and refusals.
+	Created       uint32 `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	Replayed      uint32 `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Refused       uint32 `protobuf:"varint,4,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTxBatchResponse) Reset() {
+	*x = CreateTxBatchResponse{}
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTxBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTxBatchResponse) ProtoMessage() {}
+
+func (x *CreateTxBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTxBatchResponse.ProtoReflect.Descriptor instead.
+func (*CreateTxBatchResponse) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CreateTxBatchResponse) GetResults() []*CreateTxResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *CreateTxBatchResponse) GetCreated() uint32 {
+	if x != nil {
+		return x.Created
+	}
+	return 0
+}
+
+func (x *CreateTxBatchResponse) GetReplayed() uint32 {
+	if x != nil {
+		return x.Replayed
+	}
+	return 0
+}
+
+func (x *CreateTxBatchResponse) GetRefused() uint32 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+type CreateTxResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*CreateTxResult_Response
+	//	*CreateTxResult_Error
+	Result        isCreateTxResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTxResult) Reset() {
+	*x = CreateTxResult{}
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTxResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTxResult) ProtoMessage() {}
+
+func (x *CreateTxResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTxResult.ProtoReflect.Descriptor instead.
+func (*CreateTxResult) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CreateTxResult) GetResult() isCreateTxResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *CreateTxResult) GetResponse() *CreateTxResponse {
+	if x != nil {
+		if x, ok := x.Result.(*CreateTxResult_Response); ok {
+			return x.Response
+		}
+	}
+	return nil
+}
+
+func (x *CreateTxResult) GetError() *CreateTxError {
+	if x != nil {
+		if x, ok := x.Result.(*CreateTxResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isCreateTxResult_Result interface {
+	isCreateTxResult_Result()
+}
+
+type CreateTxResult_Response struct {
+	// The answer CreateTx would have given: created true for a new transaction.
+	Response *CreateTxResponse `protobuf:"bytes,1,opt,name=response,proto3,oneof"`
+}
+
+type CreateTxResult_Error struct {
+	// The error CreateTx would have returned, with its HTTP status and stable reason.
+	Error *CreateTxError `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*CreateTxResult_Response) isCreateTxResult_Result() {}
+
+func (*CreateTxResult_Error) isCreateTxResult_Result() {}
+
+// CreateTxError is one create's refusal as CreateTx would have answered it.
+type CreateTxError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	HttpStatus    int32                  `protobuf:"varint,1,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTxError) Reset() {
+	*x = CreateTxError{}
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTxError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTxError) ProtoMessage() {}
+
+func (x *CreateTxError) ProtoReflect() protoreflect.Message {
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTxError.ProtoReflect.Descriptor instead.
+func (*CreateTxError) Descriptor() ([]byte, []int) {
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CreateTxError) GetHttpStatus() int32 {
+	if x != nil {
+		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *CreateTxError) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *CreateTxError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CreateTxError) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 type GetTxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	TxId  string                 `protobuf:"bytes,1,opt,name=tx_id,json=txId,proto3" json:"tx_id,omitempty"`
@@ -211,7 +482,7 @@ type GetTxRequest struct {
 
 func (x *GetTxRequest) Reset() {
 	*x = GetTxRequest{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[2]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -223,7 +494,7 @@ func (x *GetTxRequest) String() string {
 func (*GetTxRequest) ProtoMessage() {}
 
 func (x *GetTxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[2]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -236,7 +507,7 @@ func (x *GetTxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTxRequest.ProtoReflect.Descriptor instead.
 func (*GetTxRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{2}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetTxRequest) GetTxId() string {
@@ -267,7 +538,7 @@ type GetTxByRequestRequest struct {
 
 func (x *GetTxByRequestRequest) Reset() {
 	*x = GetTxByRequestRequest{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[3]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -279,7 +550,7 @@ func (x *GetTxByRequestRequest) String() string {
 func (*GetTxByRequestRequest) ProtoMessage() {}
 
 func (x *GetTxByRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[3]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -292,7 +563,7 @@ func (x *GetTxByRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTxByRequestRequest.ProtoReflect.Descriptor instead.
 func (*GetTxByRequestRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{3}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetTxByRequestRequest) GetSigner() string {
@@ -360,7 +631,7 @@ type Tx struct {
 
 func (x *Tx) Reset() {
 	*x = Tx{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[4]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +643,7 @@ func (x *Tx) String() string {
 func (*Tx) ProtoMessage() {}
 
 func (x *Tx) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[4]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +656,7 @@ func (x *Tx) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tx.ProtoReflect.Descriptor instead.
 func (*Tx) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{4}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Tx) GetTxId() string {
@@ -542,7 +813,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[5]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +825,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[5]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +838,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{5}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Receipt) GetTxHash() string {
@@ -643,7 +914,7 @@ type ListCompletionsRequest struct {
 
 func (x *ListCompletionsRequest) Reset() {
 	*x = ListCompletionsRequest{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[6]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +926,7 @@ func (x *ListCompletionsRequest) String() string {
 func (*ListCompletionsRequest) ProtoMessage() {}
 
 func (x *ListCompletionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[6]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +939,7 @@ func (x *ListCompletionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCompletionsRequest.ProtoReflect.Descriptor instead.
 func (*ListCompletionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{6}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListCompletionsRequest) GetAfter() string {
@@ -710,7 +981,7 @@ type WatchCompletionsRequest struct {
 
 func (x *WatchCompletionsRequest) Reset() {
 	*x = WatchCompletionsRequest{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +993,7 @@ func (x *WatchCompletionsRequest) String() string {
 func (*WatchCompletionsRequest) ProtoMessage() {}
 
 func (x *WatchCompletionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[7]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +1006,7 @@ func (x *WatchCompletionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCompletionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchCompletionsRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{7}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchCompletionsRequest) GetAfter() string {
@@ -780,7 +1051,7 @@ type Completion struct {
 
 func (x *Completion) Reset() {
 	*x = Completion{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +1063,7 @@ func (x *Completion) String() string {
 func (*Completion) ProtoMessage() {}
 
 func (x *Completion) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[8]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1076,7 @@ func (x *Completion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Completion.ProtoReflect.Descriptor instead.
 func (*Completion) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{8}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Completion) GetTxId() string {
@@ -944,7 +1215,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1227,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[9]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1240,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{9}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Approval) GetApprovalId() string {
@@ -1146,7 +1417,7 @@ type ApprovalVote struct {
 
 func (x *ApprovalVote) Reset() {
 	*x = ApprovalVote{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1429,7 @@ func (x *ApprovalVote) String() string {
 func (*ApprovalVote) ProtoMessage() {}
 
 func (x *ApprovalVote) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[10]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1442,7 @@ func (x *ApprovalVote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalVote.ProtoReflect.Descriptor instead.
 func (*ApprovalVote) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{10}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApprovalVote) GetApprover() string {
@@ -1225,7 +1496,7 @@ type ListApprovalsRequest struct {
 
 func (x *ListApprovalsRequest) Reset() {
 	*x = ListApprovalsRequest{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1508,7 @@ func (x *ListApprovalsRequest) String() string {
 func (*ListApprovalsRequest) ProtoMessage() {}
 
 func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[11]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1521,7 @@ func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{11}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListApprovalsRequest) GetState() string {
@@ -1292,7 +1563,7 @@ type ListApprovalsResponse struct {
 
 func (x *ListApprovalsResponse) Reset() {
 	*x = ListApprovalsResponse{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1575,7 @@ func (x *ListApprovalsResponse) String() string {
 func (*ListApprovalsResponse) ProtoMessage() {}
 
 func (x *ListApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[12]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1588,7 @@ func (x *ListApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{12}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListApprovalsResponse) GetApprovals() []*Approval {
@@ -1343,7 +1614,7 @@ type GetApprovalRequest struct {
 
 func (x *GetApprovalRequest) Reset() {
 	*x = GetApprovalRequest{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[13]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1626,7 @@ func (x *GetApprovalRequest) String() string {
 func (*GetApprovalRequest) ProtoMessage() {}
 
 func (x *GetApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[13]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1639,7 @@ func (x *GetApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetApprovalRequest.ProtoReflect.Descriptor instead.
 func (*GetApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{13}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetApprovalRequest) GetApprovalId() string {
@@ -1389,7 +1660,7 @@ type DecideApprovalRequest struct {
 
 func (x *DecideApprovalRequest) Reset() {
 	*x = DecideApprovalRequest{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[14]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1672,7 @@ func (x *DecideApprovalRequest) String() string {
 func (*DecideApprovalRequest) ProtoMessage() {}
 
 func (x *DecideApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[14]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1685,7 @@ func (x *DecideApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideApprovalRequest.ProtoReflect.Descriptor instead.
 func (*DecideApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{14}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DecideApprovalRequest) GetApprovalId() string {
@@ -1442,7 +1713,7 @@ type ListCompletionsResponse struct {
 
 func (x *ListCompletionsResponse) Reset() {
 	*x = ListCompletionsResponse{}
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[15]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1725,7 @@ func (x *ListCompletionsResponse) String() string {
 func (*ListCompletionsResponse) ProtoMessage() {}
 
 func (x *ListCompletionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[15]
+	mi := &file_api_txmanager_v1_txmanager_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1738,7 @@ func (x *ListCompletionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCompletionsResponse.ProtoReflect.Descriptor instead.
 func (*ListCompletionsResponse) Descriptor() ([]byte, []int) {
-	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{15}
+	return file_api_txmanager_v1_txmanager_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListCompletionsResponse) GetCompletions() []*Completion {
@@ -1502,7 +1773,27 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\bchain_id\x18\t \x01(\x04R\achainId\"N\n" +
 	"\x10CreateTxResponse\x12 \n" +
 	"\x02tx\x18\x01 \x01(\v2\x10.txmanager.v1.TxR\x02tx\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"R\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"O\n" +
+	"\x14CreateTxBatchRequest\x127\n" +
+	"\acreates\x18\x01 \x03(\v2\x1d.txmanager.v1.CreateTxRequestR\acreates\"\x9f\x01\n" +
+	"\x15CreateTxBatchResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.txmanager.v1.CreateTxResultR\aresults\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\rR\acreated\x12\x1a\n" +
+	"\breplayed\x18\x03 \x01(\rR\breplayed\x12\x18\n" +
+	"\arefused\x18\x04 \x01(\rR\arefused\"\x8d\x01\n" +
+	"\x0eCreateTxResult\x12<\n" +
+	"\bresponse\x18\x01 \x01(\v2\x1e.txmanager.v1.CreateTxResponseH\x00R\bresponse\x123\n" +
+	"\x05error\x18\x02 \x01(\v2\x1b.txmanager.v1.CreateTxErrorH\x00R\x05errorB\b\n" +
+	"\x06result\"\xe6\x01\n" +
+	"\rCreateTxError\x12\x1f\n" +
+	"\vhttp_status\x18\x01 \x01(\x05R\n" +
+	"httpStatus\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12E\n" +
+	"\bmetadata\x18\x04 \x03(\v2).txmanager.v1.CreateTxError.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"R\n" +
 	"\fGetTxRequest\x12\x13\n" +
 	"\x05tx_id\x18\x01 \x01(\tR\x04txId\x12-\n" +
 	"\x04wait\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x98\x01\n" +
@@ -1625,10 +1916,11 @@ const file_api_txmanager_v1_txmanager_proto_rawDesc = "" +
 	"\x04note\x18\x02 \x01(\tR\x04note\"i\n" +
 	"\x17ListCompletionsResponse\x12:\n" +
 	"\vcompletions\x18\x01 \x03(\v2\x18.txmanager.v1.CompletionR\vcompletions\x12\x12\n" +
-	"\x04next\x18\x02 \x01(\tR\x04next2\xe0\a\n" +
+	"\x04next\x18\x02 \x01(\tR\x04next2\xd7\b\n" +
 	"\tTxService\x12`\n" +
 	"\bCreateTx\x12\x1d.txmanager.v1.CreateTxRequest\x1a\x1e.txmanager.v1.CreateTxResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
-	"/api/v1/tx\x12Q\n" +
+	"/api/v1/tx\x12u\n" +
+	"\rCreateTxBatch\x12\".txmanager.v1.CreateTxBatchRequest\x1a#.txmanager.v1.CreateTxBatchResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/api/v1/tx:batch\x12Q\n" +
 	"\x05GetTx\x12\x1a.txmanager.v1.GetTxRequest\x1a\x10.txmanager.v1.Tx\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/api/v1/tx/{tx_id}\x12f\n" +
 	"\x0eGetTxByRequest\x12#.txmanager.v1.GetTxByRequestRequest\x1a\x10.txmanager.v1.Tx\"\x1d\x82\xd3\xe4\x93\x02\x17\x12\x15/api/v1/tx/by-request\x12~\n" +
 	"\x0fListCompletions\x12$.txmanager.v1.ListCompletionsRequest\x1a%.txmanager.v1.ListCompletionsResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/api/v1/tx/completions\x12U\n" +
@@ -1650,67 +1942,79 @@ func file_api_txmanager_v1_txmanager_proto_rawDescGZIP() []byte {
 	return file_api_txmanager_v1_txmanager_proto_rawDescData
 }
 
-var file_api_txmanager_v1_txmanager_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_api_txmanager_v1_txmanager_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_api_txmanager_v1_txmanager_proto_goTypes = []any{
 	(*CreateTxRequest)(nil),         // 0: txmanager.v1.CreateTxRequest
 	(*CreateTxResponse)(nil),        // 1: txmanager.v1.CreateTxResponse
-	(*GetTxRequest)(nil),            // 2: txmanager.v1.GetTxRequest
-	(*GetTxByRequestRequest)(nil),   // 3: txmanager.v1.GetTxByRequestRequest
-	(*Tx)(nil),                      // 4: txmanager.v1.Tx
-	(*Receipt)(nil),                 // 5: txmanager.v1.Receipt
-	(*ListCompletionsRequest)(nil),  // 6: txmanager.v1.ListCompletionsRequest
-	(*WatchCompletionsRequest)(nil), // 7: txmanager.v1.WatchCompletionsRequest
-	(*Completion)(nil),              // 8: txmanager.v1.Completion
-	(*Approval)(nil),                // 9: txmanager.v1.Approval
-	(*ApprovalVote)(nil),            // 10: txmanager.v1.ApprovalVote
-	(*ListApprovalsRequest)(nil),    // 11: txmanager.v1.ListApprovalsRequest
-	(*ListApprovalsResponse)(nil),   // 12: txmanager.v1.ListApprovalsResponse
-	(*GetApprovalRequest)(nil),      // 13: txmanager.v1.GetApprovalRequest
-	(*DecideApprovalRequest)(nil),   // 14: txmanager.v1.DecideApprovalRequest
-	(*ListCompletionsResponse)(nil), // 15: txmanager.v1.ListCompletionsResponse
-	(*durationpb.Duration)(nil),     // 16: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
+	(*CreateTxBatchRequest)(nil),    // 2: txmanager.v1.CreateTxBatchRequest
+	(*CreateTxBatchResponse)(nil),   // 3: txmanager.v1.CreateTxBatchResponse
+	(*CreateTxResult)(nil),          // 4: txmanager.v1.CreateTxResult
+	(*CreateTxError)(nil),           // 5: txmanager.v1.CreateTxError
+	(*GetTxRequest)(nil),            // 6: txmanager.v1.GetTxRequest
+	(*GetTxByRequestRequest)(nil),   // 7: txmanager.v1.GetTxByRequestRequest
+	(*Tx)(nil),                      // 8: txmanager.v1.Tx
+	(*Receipt)(nil),                 // 9: txmanager.v1.Receipt
+	(*ListCompletionsRequest)(nil),  // 10: txmanager.v1.ListCompletionsRequest
+	(*WatchCompletionsRequest)(nil), // 11: txmanager.v1.WatchCompletionsRequest
+	(*Completion)(nil),              // 12: txmanager.v1.Completion
+	(*Approval)(nil),                // 13: txmanager.v1.Approval
+	(*ApprovalVote)(nil),            // 14: txmanager.v1.ApprovalVote
+	(*ListApprovalsRequest)(nil),    // 15: txmanager.v1.ListApprovalsRequest
+	(*ListApprovalsResponse)(nil),   // 16: txmanager.v1.ListApprovalsResponse
+	(*GetApprovalRequest)(nil),      // 17: txmanager.v1.GetApprovalRequest
+	(*DecideApprovalRequest)(nil),   // 18: txmanager.v1.DecideApprovalRequest
+	(*ListCompletionsResponse)(nil), // 19: txmanager.v1.ListCompletionsResponse
+	nil,                             // 20: txmanager.v1.CreateTxError.MetadataEntry
+	(*durationpb.Duration)(nil),     // 21: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 22: google.protobuf.Timestamp
 }
 var file_api_txmanager_v1_txmanager_proto_depIdxs = []int32{
-	4,  // 0: txmanager.v1.CreateTxResponse.tx:type_name -> txmanager.v1.Tx
-	16, // 1: txmanager.v1.GetTxRequest.wait:type_name -> google.protobuf.Duration
-	16, // 2: txmanager.v1.GetTxByRequestRequest.wait:type_name -> google.protobuf.Duration
-	5,  // 3: txmanager.v1.Tx.receipt:type_name -> txmanager.v1.Receipt
-	17, // 4: txmanager.v1.Tx.created_at:type_name -> google.protobuf.Timestamp
-	17, // 5: txmanager.v1.Tx.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 6: txmanager.v1.Tx.confirmed_at:type_name -> google.protobuf.Timestamp
-	16, // 7: txmanager.v1.ListCompletionsRequest.wait:type_name -> google.protobuf.Duration
-	17, // 8: txmanager.v1.Completion.completed_at:type_name -> google.protobuf.Timestamp
-	17, // 9: txmanager.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
-	17, // 10: txmanager.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 11: txmanager.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
-	10, // 12: txmanager.v1.Approval.votes:type_name -> txmanager.v1.ApprovalVote
-	17, // 13: txmanager.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
-	9,  // 14: txmanager.v1.ListApprovalsResponse.approvals:type_name -> txmanager.v1.Approval
-	8,  // 15: txmanager.v1.ListCompletionsResponse.completions:type_name -> txmanager.v1.Completion
-	0,  // 16: txmanager.v1.TxService.CreateTx:input_type -> txmanager.v1.CreateTxRequest
-	2,  // 17: txmanager.v1.TxService.GetTx:input_type -> txmanager.v1.GetTxRequest
-	3,  // 18: txmanager.v1.TxService.GetTxByRequest:input_type -> txmanager.v1.GetTxByRequestRequest
-	6,  // 19: txmanager.v1.TxService.ListCompletions:input_type -> txmanager.v1.ListCompletionsRequest
-	7,  // 20: txmanager.v1.TxService.WatchCompletions:input_type -> txmanager.v1.WatchCompletionsRequest
-	11, // 21: txmanager.v1.TxService.ListApprovals:input_type -> txmanager.v1.ListApprovalsRequest
-	13, // 22: txmanager.v1.TxService.GetApproval:input_type -> txmanager.v1.GetApprovalRequest
-	14, // 23: txmanager.v1.TxService.ApproveTx:input_type -> txmanager.v1.DecideApprovalRequest
-	14, // 24: txmanager.v1.TxService.RejectTx:input_type -> txmanager.v1.DecideApprovalRequest
-	1,  // 25: txmanager.v1.TxService.CreateTx:output_type -> txmanager.v1.CreateTxResponse
-	4,  // 26: txmanager.v1.TxService.GetTx:output_type -> txmanager.v1.Tx
-	4,  // 27: txmanager.v1.TxService.GetTxByRequest:output_type -> txmanager.v1.Tx
-	15, // 28: txmanager.v1.TxService.ListCompletions:output_type -> txmanager.v1.ListCompletionsResponse
-	8,  // 29: txmanager.v1.TxService.WatchCompletions:output_type -> txmanager.v1.Completion
-	12, // 30: txmanager.v1.TxService.ListApprovals:output_type -> txmanager.v1.ListApprovalsResponse
-	9,  // 31: txmanager.v1.TxService.GetApproval:output_type -> txmanager.v1.Approval
-	9,  // 32: txmanager.v1.TxService.ApproveTx:output_type -> txmanager.v1.Approval
-	9,  // 33: txmanager.v1.TxService.RejectTx:output_type -> txmanager.v1.Approval
-	25, // [25:34] is the sub-list for method output_type
-	16, // [16:25] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	8,  // 0: txmanager.v1.CreateTxResponse.tx:type_name -> txmanager.v1.Tx
+	0,  // 1: txmanager.v1.CreateTxBatchRequest.creates:type_name -> txmanager.v1.CreateTxRequest
+	4,  // 2: txmanager.v1.CreateTxBatchResponse.results:type_name -> txmanager.v1.CreateTxResult
+	1,  // 3: txmanager.v1.CreateTxResult.response:type_name -> txmanager.v1.CreateTxResponse
+	5,  // 4: txmanager.v1.CreateTxResult.error:type_name -> txmanager.v1.CreateTxError
+	20, // 5: txmanager.v1.CreateTxError.metadata:type_name -> txmanager.v1.CreateTxError.MetadataEntry
+	21, // 6: txmanager.v1.GetTxRequest.wait:type_name -> google.protobuf.Duration
+	21, // 7: txmanager.v1.GetTxByRequestRequest.wait:type_name -> google.protobuf.Duration
+	9,  // 8: txmanager.v1.Tx.receipt:type_name -> txmanager.v1.Receipt
+	22, // 9: txmanager.v1.Tx.created_at:type_name -> google.protobuf.Timestamp
+	22, // 10: txmanager.v1.Tx.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 11: txmanager.v1.Tx.confirmed_at:type_name -> google.protobuf.Timestamp
+	21, // 12: txmanager.v1.ListCompletionsRequest.wait:type_name -> google.protobuf.Duration
+	22, // 13: txmanager.v1.Completion.completed_at:type_name -> google.protobuf.Timestamp
+	22, // 14: txmanager.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	22, // 15: txmanager.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 16: txmanager.v1.Approval.decided_at:type_name -> google.protobuf.Timestamp
+	14, // 17: txmanager.v1.Approval.votes:type_name -> txmanager.v1.ApprovalVote
+	22, // 18: txmanager.v1.ApprovalVote.at:type_name -> google.protobuf.Timestamp
+	13, // 19: txmanager.v1.ListApprovalsResponse.approvals:type_name -> txmanager.v1.Approval
+	12, // 20: txmanager.v1.ListCompletionsResponse.completions:type_name -> txmanager.v1.Completion
+	0,  // 21: txmanager.v1.TxService.CreateTx:input_type -> txmanager.v1.CreateTxRequest
+	2,  // 22: txmanager.v1.TxService.CreateTxBatch:input_type -> txmanager.v1.CreateTxBatchRequest
+	6,  // 23: txmanager.v1.TxService.GetTx:input_type -> txmanager.v1.GetTxRequest
+	7,  // 24: txmanager.v1.TxService.GetTxByRequest:input_type -> txmanager.v1.GetTxByRequestRequest
+	10, // 25: txmanager.v1.TxService.ListCompletions:input_type -> txmanager.v1.ListCompletionsRequest
+	11, // 26: txmanager.v1.TxService.WatchCompletions:input_type -> txmanager.v1.WatchCompletionsRequest
+	15, // 27: txmanager.v1.TxService.ListApprovals:input_type -> txmanager.v1.ListApprovalsRequest
+	17, // 28: txmanager.v1.TxService.GetApproval:input_type -> txmanager.v1.GetApprovalRequest
+	18, // 29: txmanager.v1.TxService.ApproveTx:input_type -> txmanager.v1.DecideApprovalRequest
+	18, // 30: txmanager.v1.TxService.RejectTx:input_type -> txmanager.v1.DecideApprovalRequest
+	1,  // 31: txmanager.v1.TxService.CreateTx:output_type -> txmanager.v1.CreateTxResponse
+	3,  // 32: txmanager.v1.TxService.CreateTxBatch:output_type -> txmanager.v1.CreateTxBatchResponse
+	8,  // 33: txmanager.v1.TxService.GetTx:output_type -> txmanager.v1.Tx
+	8,  // 34: txmanager.v1.TxService.GetTxByRequest:output_type -> txmanager.v1.Tx
+	19, // 35: txmanager.v1.TxService.ListCompletions:output_type -> txmanager.v1.ListCompletionsResponse
+	12, // 36: txmanager.v1.TxService.WatchCompletions:output_type -> txmanager.v1.Completion
+	16, // 37: txmanager.v1.TxService.ListApprovals:output_type -> txmanager.v1.ListApprovalsResponse
+	13, // 38: txmanager.v1.TxService.GetApproval:output_type -> txmanager.v1.Approval
+	13, // 39: txmanager.v1.TxService.ApproveTx:output_type -> txmanager.v1.Approval
+	13, // 40: txmanager.v1.TxService.RejectTx:output_type -> txmanager.v1.Approval
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_api_txmanager_v1_txmanager_proto_init() }
@@ -1718,13 +2022,17 @@ func file_api_txmanager_v1_txmanager_proto_init() {
 	if File_api_txmanager_v1_txmanager_proto != nil {
 		return
 	}
+	file_api_txmanager_v1_txmanager_proto_msgTypes[4].OneofWrappers = []any{
+		(*CreateTxResult_Response)(nil),
+		(*CreateTxResult_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_txmanager_v1_txmanager_proto_rawDesc), len(file_api_txmanager_v1_txmanager_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

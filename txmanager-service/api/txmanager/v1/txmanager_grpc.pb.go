@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	TxService_CreateTx_FullMethodName         = "/txmanager.v1.TxService/CreateTx"
+	TxService_CreateTxBatch_FullMethodName    = "/txmanager.v1.TxService/CreateTxBatch"
 	TxService_GetTx_FullMethodName            = "/txmanager.v1.TxService/GetTx"
 	TxService_GetTxByRequest_FullMethodName   = "/txmanager.v1.TxService/GetTxByRequest"
 	TxService_ListCompletions_FullMethodName  = "/txmanager.v1.TxService/ListCompletions"
@@ -41,6 +42,11 @@ type TxServiceClient interface {
 	// and intent). An intent a spending policy sends for approval is answered 202 with state
 	// AWAITING_APPROVAL and no nonce; its tx_id stays its id once admitted.
 	CreateTx(ctx context.Context, in *CreateTxRequest, opts ...grpc.CallOption) (*CreateTxResponse, error)
+	// CreateTxBatch runs up to 1,000 creates in one call, each as CreateTx would (its own
+	// admission checks, idempotency and answer): one intent's refusal does not touch the
+	// others. HTTP 200 with one result per create, in the order sent; the batch as a whole is
+	// refused (400) only when it is empty or has more than 1,000 creates.
+	CreateTxBatch(ctx context.Context, in *CreateTxBatchRequest, opts ...grpc.CallOption) (*CreateTxBatchResponse, error)
 	// GetTx reads a transaction by id; with wait it answers when the transaction is final.
 	GetTx(ctx context.Context, in *GetTxRequest, opts ...grpc.CallOption) (*Tx, error)
 	// GetTxByRequest reads a transaction by its signer and requestId; with wait it answers
@@ -78,6 +84,16 @@ func (c *txServiceClient) CreateTx(ctx context.Context, in *CreateTxRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateTxResponse)
 	err := c.cc.Invoke(ctx, TxService_CreateTx_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *txServiceClient) CreateTxBatch(ctx context.Context, in *CreateTxBatchRequest, opts ...grpc.CallOption) (*CreateTxBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateTxBatchResponse)
+	err := c.cc.Invoke(ctx, TxService_CreateTxBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +200,11 @@ type TxServiceServer interface {
 	// and intent). An intent a spending policy sends for approval is answered 202 with state
 	// AWAITING_APPROVAL and no nonce; its tx_id stays its id once admitted.
 	CreateTx(context.Context, *CreateTxRequest) (*CreateTxResponse, error)
+	// CreateTxBatch runs up to 1,000 creates in one call, each as CreateTx would (its own
+	// admission checks, idempotency and answer): one intent's refusal does not touch the
+	// others. HTTP 200 with one result per create, in the order sent; the batch as a whole is
+	// refused (400) only when it is empty or has more than 1,000 creates.
+	CreateTxBatch(context.Context, *CreateTxBatchRequest) (*CreateTxBatchResponse, error)
 	// GetTx reads a transaction by id; with wait it answers when the transaction is final.
 	GetTx(context.Context, *GetTxRequest) (*Tx, error)
 	// GetTxByRequest reads a transaction by its signer and requestId; with wait it answers
@@ -219,6 +240,9 @@ type UnimplementedTxServiceServer struct{}
 
 func (UnimplementedTxServiceServer) CreateTx(context.Context, *CreateTxRequest) (*CreateTxResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateTx not implemented")
+}
+func (UnimplementedTxServiceServer) CreateTxBatch(context.Context, *CreateTxBatchRequest) (*CreateTxBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateTxBatch not implemented")
 }
 func (UnimplementedTxServiceServer) GetTx(context.Context, *GetTxRequest) (*Tx, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTx not implemented")
@@ -279,6 +303,24 @@ func _TxService_CreateTx_Handler(srv interface{}, ctx context.Context, dec func(
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(TxServiceServer).CreateTx(ctx, req.(*CreateTxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TxService_CreateTxBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTxBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TxServiceServer).CreateTxBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TxService_CreateTxBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TxServiceServer).CreateTxBatch(ctx, req.(*CreateTxBatchRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -430,6 +472,10 @@ var TxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateTx",
 			Handler:    _TxService_CreateTx_Handler,
+		},
+		{
+			MethodName: "CreateTxBatch",
+			Handler:    _TxService_CreateTxBatch_Handler,
 		},
 		{
 			MethodName: "GetTx",

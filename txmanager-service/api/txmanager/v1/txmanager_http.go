@@ -23,6 +23,7 @@ import (
 // TxServiceHTTPServer is what the HTTP routes call; the gRPC server implementation fits.
 type TxServiceHTTPServer interface {
 	CreateTx(context.Context, *CreateTxRequest) (*CreateTxResponse, error)
+	CreateTxBatch(context.Context, *CreateTxBatchRequest) (*CreateTxBatchResponse, error)
 	GetTx(context.Context, *GetTxRequest) (*Tx, error)
 	GetTxByRequest(context.Context, *GetTxByRequestRequest) (*Tx, error)
 	ListCompletions(context.Context, *ListCompletionsRequest) (*ListCompletionsResponse, error)
@@ -36,12 +37,24 @@ type TxServiceHTTPServer interface {
 type HTTPOptions struct {
 	// MaxBodyBytes caps a request body; a larger body is answered 400 REQUEST_TOO_LARGE.
 	MaxBodyBytes int64
+	// MaxBatchBodyBytes caps a batch of creates (BatchPath) instead.
+	MaxBatchBodyBytes int64
 }
+
+// BatchPath is where a batch of creates is posted.
+const BatchPath = "/api/v1/tx:batch"
 
 // RegisterTxServiceHTTPServer adds the routes to s.
 func RegisterTxServiceHTTPServer(s *http.Server, srv TxServiceHTTPServer, opts HTTPOptions) {
 	r := s.Route("/")
 	r.POST("/api/v1/tx", createTxHandler(srv, opts))
+	r.POST(BatchPath, func(ctx http.Context) error {
+		var in CreateTxBatchRequest
+		if err := DecodeJSONBody(ctx.Request(), opts.MaxBatchBodyBytes, &in); err != nil {
+			return err
+		}
+		return serve(ctx, TxService_CreateTxBatch_FullMethodName, &in, srv.CreateTxBatch)
+	})
 	// Static paths first: "by-request" and "completions" must not be read as a tx id.
 	r.GET("/api/v1/tx/by-request", getTxByRequestHandler(srv))
 	r.GET("/api/v1/tx/completions", listCompletionsHandler(srv))

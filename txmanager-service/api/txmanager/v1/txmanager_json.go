@@ -7,6 +7,7 @@
 package v1
 
 import (
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -30,6 +31,59 @@ func (x *CreateTxResponse) AppendJSON(b []byte) []byte {
 
 // AppendJSON implements JSONAppender.
 func (x *Tx) AppendJSON(b []byte) []byte { return appendTx(b, x) }
+
+// AppendJSON implements JSONAppender: a batch's answer is its creates' answers, written as
+// each single create's is.
+func (x *CreateTxBatchResponse) AppendJSON(b []byte) []byte {
+	b = append(b, `{"results":[`...)
+	for i, r := range x.GetResults() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		switch {
+		case r.GetResponse() != nil:
+			b = append(b, `{"response":`...)
+			b = r.GetResponse().AppendJSON(b)
+			b = append(b, '}')
+		case r.GetError() != nil:
+			b = appendCreateTxError(append(b, `{"error":`...), r.GetError())
+			b = append(b, '}')
+		default:
+			b = append(b, `{}`...)
+		}
+	}
+	b = append(b, `],"created":`...)
+	b = strconv.AppendUint(b, uint64(x.GetCreated()), 10)
+	b = append(b, `,"replayed":`...)
+	b = strconv.AppendUint(b, uint64(x.GetReplayed()), 10)
+	b = append(b, `,"refused":`...)
+	b = strconv.AppendUint(b, uint64(x.GetRefused()), 10)
+	return append(b, '}')
+}
+
+func appendCreateTxError(b []byte, e *CreateTxError) []byte {
+	b = append(b, `{"httpStatus":`...)
+	b = strconv.AppendInt(b, int64(e.GetHttpStatus()), 10)
+	b = append(b, `,"reason":`...)
+	b = appendString(b, e.GetReason())
+	b = append(b, `,"message":`...)
+	b = appendString(b, e.GetMessage())
+	b = append(b, `,"metadata":{`...)
+	keys := make([]string, 0, len(e.GetMetadata()))
+	for k := range e.GetMetadata() {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // protojson writes map entries in key order
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendString(b, e.GetMetadata()[k])
+	}
+	return append(b, `}}`...)
+}
 
 func appendTx(b []byte, x *Tx) []byte {
 	if x == nil {

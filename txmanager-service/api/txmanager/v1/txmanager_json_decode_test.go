@@ -113,3 +113,62 @@ func BenchmarkDecodeCreateTx(b *testing.B) {
 		}
 	})
 }
+
+// A batch's fast path takes a list of plain creates and gives what protojson gives; any
+// other shape is left to protojson.
+func TestDecodeCreateTxBatchFast(t *testing.T) {
+	t.Parallel()
+	one := `{"signer":"0x71C7656EC7ab88b098defB751B7401B5f6d8976F","to":"a}b","value":"1","gasLimit":21000,"requestId":"r-1"}`
+	for _, tc := range []struct {
+		name, body string
+		fast       bool
+	}{
+		{"one create", `{"creates":[` + one + `]}`, true},
+		{"two creates, spaces", "{ \"creates\" : [ " + one + " ,\n" + one + " ] }", true},
+		{"none", `{"creates":[]}`, true},
+		{"an escape in a create", `{"creates":[{"signer":"a\"b"}]}`, false},
+		{"a nested object", `{"creates":[{"signer":{"a":1}}]}`, false},
+		{"another key", `{"intents":[]}`, false},
+		{"a second key", `{"creates":[],"x":1}`, false},
+		{"a create the single fast path refuses", `{"creates":[{"gasLimt":1}]}`, false},
+		{"trailing text", `{"creates":[]} x`, false},
+		{"unterminated", `{"creates":[` + one, false},
+		{"missing comma", `{"creates":[` + one + one + `]}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var fast CreateTxBatchRequest
+			if got := fast.decodeJSONFast([]byte(tc.body)); got != tc.fast {
+				t.Fatalf("fast path took it: %v, want %v", got, tc.fast)
+			}
+			if !tc.fast {
+				return
+			}
+			var want CreateTxBatchRequest
+			if err := strictJSON.Unmarshal([]byte(tc.body), &want); err != nil {
+				t.Fatalf("the fast path took %q, which protojson refuses: %v", tc.body, err)
+			}
+			if !proto.Equal(&fast, &want) {
+				t.Fatalf("the fast path read\n %v\nprotojson\n %v", &fast, &want)
+			}
+		})
+	}
+}
+
+// FuzzDecodeCreateTxBatchFast holds the batch's fast path to protojson.
+func FuzzDecodeCreateTxBatchFast(f *testing.F) {
+	f.Add([]byte(`{"creates":[{"signer":"a","gasLimit":1},{"to":"b"}]}`))
+	f.Add([]byte(`{"creates":[]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var fast CreateTxBatchRequest
+		if !fast.decodeJSONFast(body) {
+			return
+		}
+		var want CreateTxBatchRequest
+		if err := strictJSON.Unmarshal(body, &want); err != nil {
+			t.Fatalf("the fast path took %q, which protojson refuses: %v", body, err)
+		}
+		if !proto.Equal(&fast, &want) {
+			t.Fatalf("the fast path read %q as\n %v\nprotojson as\n %v", body, &fast, &want)
+		}
+	})
+}

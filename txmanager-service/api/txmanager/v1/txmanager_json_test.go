@@ -75,6 +75,41 @@ func TestAppendJSONMatchesProtojson(t *testing.T) {
 	}
 }
 
+// A batch's answer, written by hand, says what protojson says of it.
+func TestBatchAppendJSONMatchesProtojson(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 300 {
+		msg := &CreateTxBatchResponse{Created: r.Uint32N(1000), Replayed: r.Uint32N(1000), Refused: r.Uint32N(1000)}
+		for range r.IntN(20) {
+			if r.IntN(3) == 0 {
+				e := &CreateTxError{HttpStatus: int32(400 + r.IntN(200)), Reason: "INVALID_ARGUMENT", Message: "to: not \"an\" address\n"}
+				if r.IntN(2) == 0 {
+					e.Metadata = map[string]string{"field": "creates[3].requestId", "retry_after_seconds": "2"}
+				}
+				msg.Results = append(msg.Results, &CreateTxResult{Result: &CreateTxResult_Error{Error: e}})
+				continue
+			}
+			msg.Results = append(msg.Results, &CreateTxResult{Result: &CreateTxResult_Response{Response: normalised(&CreateTxResponse{Tx: randomTx(r), Created: r.IntN(2) == 0})}})
+		}
+		fast := msg.AppendJSON(nil)
+		var decoded CreateTxBatchResponse
+		if err := protojson.Unmarshal(fast, &decoded); err != nil {
+			t.Fatalf("protojson rejects %s: %v", fast, err)
+		}
+		if !proto.Equal(msg, &decoded) {
+			t.Fatalf("round trip differs:\n got %v\nwant %v", &decoded, msg)
+		}
+		reference, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := keysOf(t, fast), keysOf(t, reference); got != want {
+			t.Fatalf("fields differ:\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
 // normalised replaces invalid UTF-8 the way the encoder does (protojson refuses it).
 func normalised(msg *CreateTxResponse) *CreateTxResponse {
 	out := proto.Clone(msg).(*CreateTxResponse)

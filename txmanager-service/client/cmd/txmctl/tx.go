@@ -10,7 +10,7 @@ import (
 )
 
 func newTxCommand(o *options) *cobra.Command {
-	cmd := &cobra.Command{Use: "tx", Short: "transactions: get, by-request, wait"}
+	cmd := &cobra.Command{Use: "tx", Short: "transactions: send (a CSV file), get, by-request, wait"}
 	get := &cobra.Command{
 		Use:   "get <txId>",
 		Short: "show a transaction",
@@ -79,7 +79,7 @@ first.`,
 		},
 	}
 	requestFlags(wait, &waitSigner, &waitRequestID, false)
-	cmd.AddCommand(get, byRequest, wait)
+	cmd.AddCommand(newSendCommand(o), get, byRequest, wait)
 	return cmd
 }
 

@@ -40,6 +40,7 @@ type options struct {
 	warmup        int
 	shapes        []int
 	clients       int
+	batch         int
 	confirmations uint64
 	target        float64
 	timeout       time.Duration
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&o.repo, "repo", ".", "repository root (holds txmanager-service/ and bin/)")
 	flag.IntVar(&o.transfers, "transfers", 20_000, "transfers per shape")
 	flag.IntVar(&o.warmup, "warmup", 2_000, "transfers the service creates and confirms before the measured run, then VACUUM (ANALYZE): the database has history and statistics, as one in service has (0: a fresh database, whose first plans are made without statistics)")
+	flag.IntVar(&o.batch, "batch", 0, "send the service's creates in batches of this many (POST /api/v1/tx:batch; 0 or 1: one create a request)")
 	flag.IntVar(&o.clients, "clients", 256, "concurrent HTTP clients creating transactions (a payout run or a busy API has hundreds of callers in flight)")
 	flag.Float64Var(&o.target, "target", 2, "the service may take at most this many times the baseline's time from first create (or send) to all confirmed")
 	flag.BoolVar(&o.nodeProfile, "node-profile", false, "profile geth itself (debug_startCPUProfile) over each baseline and service run and print the top of each: where the node's CPU goes, and what the service's calls add to it")
@@ -169,6 +171,9 @@ func run(ctx context.Context, o options) ([]result, error) {
 	if len(o.overrides) > 0 {
 		fmt.Printf("    service configuration set for the run: %v\n", o.overrides)
 	}
+	if o.batch > 1 {
+		fmt.Printf("    the service's creates go in batches of %d (POST /api/v1/tx:batch)\n", o.batch)
+	}
 
 	// Keys: for each shape, a set for the baseline and a set for the service.
 	total := 0
@@ -196,7 +201,7 @@ func run(ctx context.Context, o options) ([]result, error) {
 		fmt.Printf("==> %d signer(s): service\n", n)
 		if res.service, err = runService(ctx, serviceRun{
 			bin: serviceBin, dir: filepath.Join(root, fmt.Sprintf("service-%d", n)), pg: pg, nodeURL: geth.URL(),
-			keys: serviceKeys, transfers: o.transfers, warmup: o.warmup, clients: o.clients, confirmations: o.confirmations, verbose: o.verbose,
+			keys: serviceKeys, transfers: o.transfers, warmup: o.warmup, clients: o.clients, batch: o.batch, confirmations: o.confirmations, verbose: o.verbose,
 			gethPID: geth.PID(), overrides: o.overrides, profileNode: profiler.start,
 		}); err != nil {
 			return results, fmt.Errorf("service, %d signers: %w", n, err)

@@ -23,13 +23,15 @@ import (
 )
 
 type serviceRun struct {
-	bin, dir      string
-	pg            *e2e.Postgres
-	nodeURL       string
-	keys          []*ecdsa.PrivateKey
-	transfers     int
-	warmup        int
-	clients       int
+	bin, dir  string
+	pg        *e2e.Postgres
+	nodeURL   string
+	keys      []*ecdsa.PrivateKey
+	transfers int
+	warmup    int
+	clients   int
+	// batch > 1 sends the creates in batches of that many (POST /api/v1/tx:batch).
+	batch         int
 	confirmations uint64
 	verbose       bool
 	gethPID       int
@@ -69,7 +71,7 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	fmt.Printf("    service at %s (profiles: %s/debug/pprof/)\n", svc.HTTPURL(), svc.HTTPURL())
 	signers := e2e.Addresses(r.keys)
 	if r.warmup > 0 {
-		if err := warmUp(ctx, conn, api, signers, r.warmup, r.clients); err != nil {
+		if err := warmUp(ctx, conn, api, signers, r.warmup, r.clients, r.batch); err != nil {
 			return measurement{}, fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -93,7 +95,7 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 	profile := startProfile(ctx, svc.HTTPURL(), profileDir)
 	stopNodeProfile := r.profileNode(ctx, fmt.Sprintf("service-%d", len(r.keys)))
 	started := time.Now()
-	if err := createAll(ctx, api, signers, r.transfers, r.clients, measuredPrefix); err != nil {
+	if err := createAll(ctx, api, signers, r.transfers, r.clients, r.batch, measuredPrefix); err != nil {
 		return measurement{}, err
 	}
 	m := measurement{transfers: r.transfers, accepted: time.Since(started)}
@@ -190,9 +192,9 @@ const (
 // with statistics (ANALYZE invalidates the ones cached before). The table counters the
 // service's backends have not flushed yet (they flush at most once a second while busy)
 // are left time to land before the count starts.
-func warmUp(ctx context.Context, conn *pgx.Conn, api *e2e.Client, signers []common.Address, n, clients int) error {
+func warmUp(ctx context.Context, conn *pgx.Conn, api *e2e.Client, signers []common.Address, n, clients, batch int) error {
 	started := time.Now()
-	if err := createAll(ctx, api, signers, n, clients, warmupPrefix); err != nil {
+	if err := createAll(ctx, api, signers, n, clients, batch, warmupPrefix); err != nil {
 		return err
 	}
 	if err := waitAllConfirmed(ctx, conn, warmupPrefix, n, func() {}); err != nil {
@@ -210,26 +212,38 @@ func warmUp(ctx context.Context, conn *pgx.Conn, api *e2e.Client, signers []comm
 }
 
 // createAll creates n transfers through the API from clients concurrent callers, round
-// robin over the signers, with request ids prefix<i>.
-func createAll(ctx context.Context, api *e2e.Client, signers []common.Address, n, clients int, prefix string) error {
+// robin over the signers, with request ids prefix<i>. With batch > 1 each caller sends
+// batches of that many creates, and clients/batch callers (at least 4) send them: the same
+// number of creates in flight as a payout run's few bulk callers have.
+func createAll(ctx context.Context, api *e2e.Client, signers []common.Address, n, clients, batch int, prefix string) error {
 	var (
 		next   atomic.Int64
 		failed atomic.Pointer[error]
 		wg     sync.WaitGroup
 	)
+	create := func(i int) *v1.CreateTxRequest {
+		return &v1.CreateTxRequest{Signer: signers[i%len(signers)].Hex(), To: e2e.Recipient().Hex(), Value: "1", GasLimit: 21_000, RequestId: fmt.Sprintf("%s%d", prefix, i)}
+	}
+	step := max(batch, 1)
+	if step > 1 {
+		clients = max(4, clients/step)
+	}
 	for range clients {
 		wg.Go(func() {
 			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || failed.Load() != nil {
+				first := int(next.Add(int64(step))) - step
+				if first >= n || failed.Load() != nil {
 					return
 				}
-				_, err := api.CreateTx(ctx, &v1.CreateTxRequest{
-					Signer: signers[i%len(signers)].Hex(), To: e2e.Recipient().Hex(), Value: "1", GasLimit: 21_000,
-					RequestId: fmt.Sprintf("%s%d", prefix, i),
-				})
+				var err error
+				if step == 1 {
+					if _, err = api.CreateTx(ctx, create(first)); err != nil {
+						err = fmt.Errorf("create %s%d: %w", prefix, first, err)
+					}
+				} else {
+					err = createBatch(ctx, api, create, first, min(first+step, n))
+				}
 				if err != nil {
-					err = fmt.Errorf("create %s%d: %w", prefix, i, err)
 					failed.CompareAndSwap(nil, &err)
 					return
 				}
@@ -239,6 +253,25 @@ func createAll(ctx context.Context, api *e2e.Client, signers []common.Address, n
 	wg.Wait()
 	if errp := failed.Load(); errp != nil {
 		return *errp
+	}
+	return nil
+}
+
+// createBatch creates transfers [from, to) in one batch call; a create the batch refused
+// is an error of the run.
+func createBatch(ctx context.Context, api *e2e.Client, create func(int) *v1.CreateTxRequest, from, to int) error {
+	reqs := make([]*v1.CreateTxRequest, 0, to-from)
+	for i := from; i < to; i++ {
+		reqs = append(reqs, create(i))
+	}
+	resp, err := api.CreateTxBatch(ctx, reqs)
+	if err != nil {
+		return fmt.Errorf("batch of creates %d-%d: %w", from, to-1, err)
+	}
+	for j, r := range resp.GetResults() {
+		if e := r.GetError(); e != nil {
+			return fmt.Errorf("create %s refused in its batch: %s %s", reqs[j].GetRequestId(), e.GetReason(), e.GetMessage())
+		}
 	}
 	return nil
 }

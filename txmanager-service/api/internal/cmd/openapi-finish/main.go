@@ -231,8 +231,12 @@ func addResponses(paths *yaml.Node) error {
 	return nil
 }
 
+// oneofMessages are the messages whose fields are one protobuf oneof, which gnostic does not
+// say: exactly one of their properties is written, the one set.
+var oneofMessages = map[string]bool{"CreateTxResult": true}
+
 // requireResponseFields marks every property of every schema a response reaches as
-// required: the service writes them all.
+// required: the service writes them all (of a oneof message, exactly one).
 func requireResponseFields(paths, schemas *yaml.Node) {
 	reached := map[string]bool{}
 	var visit func(n *yaml.Node)
@@ -263,6 +267,11 @@ func requireResponseFields(paths, schemas *yaml.Node) {
 		if !reached[name] || props == nil {
 			continue
 		}
+		if oneofMessages[name] {
+			set(schema, "minProperties", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: "1"})
+			set(schema, "maxProperties", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: "1"})
+			continue
+		}
 		required := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
 		for key := range pairs(props) {
 			required.Content = append(required.Content, str(key))
@@ -274,10 +283,10 @@ func requireResponseFields(paths, schemas *yaml.Node) {
 // nullableMessages marks message-typed properties (a $ref, gnostic's allOf wrapper of one,
 // or a timestamp) nullable: an absent message is written as null.
 func nullableMessages(schemas *yaml.Node) {
-	for _, schema := range values(schemas) {
+	for name, schema := range pairs(schemas) {
 		props := get(schema, "properties")
-		if props == nil {
-			continue
+		if props == nil || oneofMessages[name] {
+			continue // a oneof's unset fields are absent, not null
 		}
 		for i := 1; i < len(props.Content); i += 2 {
 			prop := props.Content[i]

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/spf13/cobra"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+)
+
+// csvColumns are the columns a send file may have; signer and requestId are required.
+var csvColumns = []string{"signer", "requestId", "to", "value", "data", "gasLimit", "maxFeePerGas", "maxPriorityFeePerGas", "chainId"}
+
+func newSendCommand(o *options) *cobra.Command {
+	var file string
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "send --file <payouts.csv> [--wait]",
+		Short: "create every transaction of a CSV file, 1,000 a call (exit 0 all accepted, 4 some refused)",
+		Long: `Create every transaction of a CSV file, in batches of up to 1,000 creates a call. The
+first line names the columns: signer and requestId are required; to, value (wei),
+data (0x-hex), gasLimit, maxFeePerGas, maxPriorityFeePerGas and chainId are optional.
+Every line is answered on its own: created, replayed (the request id was sent before),
+or refused with its reason; sending the file again replays what was created. With --wait
+it then waits until every accepted transaction is final. Exit 0 when every line was
+accepted (and, with --wait, CONFIRMED), 4 when a line was refused, 8 when one failed.`,
+		Args: exactArgs(0, "no arguments (the file is --file)"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := os.Open(file)
+			if err != nil {
+				return &usageError{fmt.Sprintf("tx send: %v", err)}
+			}
+			defer func() { _ = f.Close() }()
+			reqs, err := readSendFile(f, o.chainID)
+			if err != nil {
+				return &usageError{fmt.Sprintf("tx send: %s: %v", file, err)}
+			}
+			ctx, cancel := o.deadline(cmd.Context(), 0)
+			defer cancel()
+			results, err := o.client.CreateMany(ctx, reqs)
+			if err != nil && len(results) == 0 {
+				return err
+			}
+			refused, accepted := 0, []string{}
+			t := newTable(o.out, "LINE", "REQUEST ID", "RESULT", "TX ID", "NONCE", "STATE OR REASON")
+			for i, r := range results {
+				line := strconv.Itoa(i + 2)
+				switch {
+				case r.Err != nil:
+					refused++
+					se := kerrors.FromError(r.Err)
+					t.row(line, reqs[i].GetRequestId(), "refused", "-", "-", se.Reason+": "+se.Message)
+				default:
+					result := "created"
+					if !r.Response.GetCreated() {
+						result = "replayed"
+					}
+					tx := r.Response.GetTx()
+					accepted = append(accepted, tx.GetTxId())
+					t.row(line, reqs[i].GetRequestId(), result, tx.GetTxId(), nonceText(tx), tx.GetState())
+				}
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.out, "%d lines: %d accepted, %d refused\n", len(results), len(accepted), refused)
+			if err != nil {
+				return err
+			}
+			if wait && len(accepted) > 0 {
+				txs, werr := o.client.WaitMany(ctx, accepted, 64)
+				failed := 0
+				for _, tx := range txs {
+					if tx != nil && tx.GetState() != "CONFIRMED" {
+						failed++
+					}
+				}
+				fmt.Fprintf(o.out, "final: %d confirmed, %d not\n", len(accepted)-failed, failed)
+				if werr != nil {
+					return werr
+				}
+				if failed > 0 {
+					return &quietError{code: exitTxFailed}
+				}
+			}
+			if refused > 0 {
+				return &quietError{code: exitRefused}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "", "the CSV file of creates")
+	cmd.Flags().BoolVar(&wait, "wait", false, "then wait until every accepted transaction is final")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+// nonceText is a transaction's nonce, or "-" while it waits for approval without one.
+func nonceText(tx *v1.Tx) string {
+	if tx.GetState() == "AWAITING_APPROVAL" {
+		return "-"
+	}
+	return strconv.FormatUint(tx.GetNonce(), 10)
+}
+
+// readSendFile reads a send file's creates; a line it cannot read is named with its number.
+func readSendFile(r io.Reader, chainID uint64) ([]*v1.CreateTxRequest, error) {
+	rd := csv.NewReader(r)
+	rd.TrimLeadingSpace = true
+	header, err := rd.Read()
+	if errors.Is(err, io.EOF) {
+		return nil, errors.New("empty: the first line names the columns (signer,requestId,to,value,...)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	index := map[string]int{}
+	for i, name := range header {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(csvColumns, name) {
+			return nil, fmt.Errorf("line 1: unknown column %q (columns: %s)", name, strings.Join(csvColumns, ","))
+		}
+		if _, twice := index[name]; twice {
+			return nil, fmt.Errorf("line 1: column %q twice", name)
+		}
+		index[name] = i
+	}
+	for _, required := range []string{"signer", "requestId"} {
+		if _, ok := index[required]; !ok {
+			return nil, fmt.Errorf("line 1: the column %s is required", required)
+		}
+	}
+	var out []*v1.CreateTxRequest
+	for line := 2; ; line++ {
+		record, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		cell := func(name string) string {
+			if i, ok := index[name]; ok && i < len(record) {
+				return strings.TrimSpace(record[i])
+			}
+			return ""
+		}
+		req := &v1.CreateTxRequest{Signer: cell("signer"), RequestId: cell("requestId"), To: cell("to"), Value: cell("value"), Data: cell("data"),
+			MaxFeePerGas: cell("maxFeePerGas"), MaxPriorityFeePerGas: cell("maxPriorityFeePerGas"), ChainId: chainID}
+		if req.Signer == "" || req.RequestId == "" {
+			return nil, fmt.Errorf("line %d: signer and requestId are required", line)
+		}
+		for _, n := range []struct {
+			name string
+			into *uint64
+		}{{"gasLimit", &req.GasLimit}, {"chainId", &req.ChainId}} {
+			if v := cell(n.name); v != "" {
+				if *n.into, err = strconv.ParseUint(v, 10, 64); err != nil {
+					return nil, fmt.Errorf("line %d: %s %q is not a whole number", line, n.name, v)
+				}
+			}
+		}
+		out = append(out, req)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no creates after the header line")
+	}
+	return out, nil
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bionicotaku/txmanager-service/client/internal/servicetest"
+)
+
+// tx send: a CSV file's creates in batches, each line answered; a line refused alone; the
+// file sent again replays; --wait waits for every one.
+func TestSendACSVFile(t *testing.T) {
+	prefix := fmt.Sprintf("csv-%d", time.Now().UnixNano())
+	var b strings.Builder
+	b.WriteString("signer,requestId,to,value,gasLimit\n")
+	for i := range 30 {
+		to := servicetest.Recipient
+		if i == 7 {
+			to = "0x1234" // refused alone
+		}
+		fmt.Fprintf(&b, "%s,%s-%d,%s,%d,21000\n", servicetest.DevSigner, prefix, i, to, i+1)
+	}
+	file := filepath.Join(t.TempDir(), "payouts.csv")
+	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := txmctl(t, service.APIKey, "tx", "send", "--file", file, "--wait")
+	if code != exitRefused || !strings.Contains(stdout, "30 lines: 29 accepted, 1 refused") || !strings.Contains(stdout, "final: 29 confirmed, 0 not") {
+		t.Fatalf("tx send: exit %d, want %d\nstdout: %s\nstderr: %s", code, exitRefused, stdout, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^9\s+` + prefix + `-7\s+refused\s.*INVALID_ARGUMENT: to`).MatchString(stdout) {
+		t.Fatalf("tx send does not name line 9's refusal:\n%s", stdout)
+	}
+	code, stdout, _ = txmctl(t, service.APIKey, "tx", "send", "--file", file)
+	if code != exitRefused || strings.Count(stdout, "replayed") != 29 {
+		t.Fatalf("the file sent again: exit %d, want 29 replays:\n%s", code, stdout)
+	}
+
+	for _, tc := range []struct {
+		name, contents, want string
+	}{
+		{"no header", "", "empty"},
+		{"an unknown column", "signer,requestId,amount\n", `unknown column "amount"`},
+		{"no requestId column", "signer,to\nx,y\n", "requestId is required"},
+		{"a line without a requestId", "signer,requestId\n" + servicetest.DevSigner + ",\n", "line 2: signer and requestId are required"},
+		{"a bad gas limit", "signer,requestId,gasLimit\n" + servicetest.DevSigner + ",r,lots\n", `line 2: gasLimit "lots"`},
+		{"only a header", "signer,requestId\n", "no creates"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := filepath.Join(t.TempDir(), "bad.csv")
+			if err := os.WriteFile(bad, []byte(tc.contents), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, _, stderr := txmctl(t, service.APIKey, "tx", "send", "--file", bad)
+			if code != exitUsage || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want %d naming %q", code, stderr, exitUsage, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,84 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+)
+
+// MaxBatchCreates bounds one CreateTxBatch call.
+const MaxBatchCreates = 1000
+
+// CreateTxBatch implements v1.TxServiceServer: every create runs as CreateTx would, at once,
+// so the writer takes them into the same few allocation transactions; each is answered on
+// its own, and one refusal does not touch the others.
+func (c *TxController) CreateTxBatch(ctx context.Context, req *v1.CreateTxBatchRequest) (*v1.CreateTxBatchResponse, error) {
+	if _, err := principal(ctx); err != nil {
+		return nil, err
+	}
+	creates := req.GetCreates()
+	switch {
+	case len(creates) == 0:
+		return nil, v1.InvalidArgument("creates", "a batch needs at least one create")
+	case len(creates) > MaxBatchCreates:
+		return nil, v1.InvalidArgument("creates", fmt.Sprintf("at most %d creates a batch (this one has %d); split it", MaxBatchCreates, len(creates)))
+	}
+	out := &v1.CreateTxBatchResponse{Results: make([]*v1.CreateTxResult, len(creates))}
+	first := make(map[batchKey]int, len(creates))
+	var wg sync.WaitGroup
+	for i, create := range creates {
+		if key, ok := c.keyOf(create); ok {
+			if earlier, repeated := first[key]; repeated {
+				out.Results[i] = v1.CreateResultOf(nil, v1.InvalidArgument(fmt.Sprintf("creates[%d].requestId", i),
+					fmt.Sprintf("repeats creates[%d] of this batch (same signer and requestId); send it once", earlier)))
+				continue
+			}
+			first[key] = i
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out.Results[i] = v1.CreateResultOf(c.CreateTx(ctx, create))
+		}()
+	}
+	wg.Wait()
+	for _, r := range out.Results {
+		switch {
+		case r.GetError() != nil:
+			out.Refused++
+		case r.GetResponse().GetCreated():
+			out.Created++
+		default:
+			out.Replayed++
+		}
+	}
+	return out, nil
+}
+
+// batchKey names an idempotent create within a batch: its chain, signer and requestId.
+type batchKey struct {
+	chain     uint64
+	signer    string
+	requestID string
+}
+
+// keyOf is the create's idempotency key, when it has one.
+func (c *TxController) keyOf(create *v1.CreateTxRequest) (batchKey, bool) {
+	if create.GetRequestId() == "" {
+		return batchKey{}, false
+	}
+	chain := create.GetChainId()
+	if ch, err := c.chains.Lookup(chain); err == nil {
+		chain = ch.ID // 0 names the only chain
+	}
+	signer := strings.ToLower(create.GetSigner())
+	if common.IsHexAddress(signer) {
+		signer = strings.ToLower(common.HexToAddress(signer).Hex())
+	}
+	return batchKey{chain: chain, signer: signer, requestID: create.GetRequestId()}, true
+}
