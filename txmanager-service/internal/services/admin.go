@@ -250,10 +250,11 @@ func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string, fromNo
 	if err != nil {
 		return Quarantine{}, &domain.UnavailableError{Reason: "recovered transactions", RetryAfter: time.Second, Err: err}
 	}
-	// Only the nonces nothing was recorded for are looked for on chain.
+	// The nonces nothing was recorded for are looked for on chain, and those recorded before
+	// their receipt was read (their block is not on the row yet).
 	var unrecorded []uint64
 	for _, n := range nonces {
-		if _, ok := recovered[n]; !ok {
+		if row, ok := recovered[n]; !ok || row.Tx.BlockNumber == 0 {
 			unrecorded = append(unrecorded, n)
 		}
 	}
@@ -266,6 +267,9 @@ func (uc *AdminUseCase) GetQuarantine(ctx context.Context, signer string, fromNo
 	for _, n := range nonces {
 		u := UnknownNonce{Nonce: n}
 		if row, ok := recovered[n]; ok {
+			if tx, ok := found[n]; ok && row.Tx.BlockNumber == 0 && tx.Hash == row.Tx.Hash {
+				row.Tx.BlockNumber = tx.BlockNumber
+			}
 			u.Recovered, u.Tx = &row, &row.Tx
 		} else if tx, ok := found[n]; ok {
 			u.Tx = &tx

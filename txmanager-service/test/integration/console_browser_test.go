@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
@@ -522,5 +524,67 @@ func TestConsoleReleasesAQuarantinedSigner(t *testing.T) {
 	var actor string
 	if err := second.pool.QueryRow(ctx, `SELECT actor FROM audit_record WHERE action = 'signer.release'`).Scan(&actor); err != nil {
 		t.Fatalf("the console's release left no audit record: %v", err)
+	}
+}
+
+// Sessions follow the credential they were opened with: a JWT signs in like an API key, an
+// expired one does not; a credential granted one signer sees that signer only; a session
+// cookie changed by hand is no session.
+func TestConsoleSessionsFollowTheCredential(t *testing.T) {
+	t.Parallel()
+	s := startAuthedService(t)
+	get := func(client *http.Client, path string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(s.httpURL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	token := signToken(t, jwt.MapClaims{"sub": "ops-jwt", "iss": "tests", "aud": "txmanager", "txm_admin": true, "signers": []string{"*"},
+		"exp": time.Now().Add(time.Hour).Unix()}, jwtSecret)
+	admin, _ := consoleSession(t, s.httpURL, token)
+	if status, page := get(admin, "/console"); status != http.StatusOK || !strings.Contains(page, "jwt:ops-jwt · admin") || !strings.Contains(page, devAddress(t, 1)) {
+		t.Fatalf("a JWT's session: %d, signed in as jwt:ops-jwt with every signer: %v", status, strings.Contains(page, "jwt:ops-jwt"))
+	}
+
+	expired := signToken(t, jwt.MapClaims{"sub": "late", "iss": "tests", "aud": "txmanager", "exp": time.Now().Add(-time.Hour).Unix()}, jwtSecret)
+	jar, _ := cookiejar.New(nil)
+	anon := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	_, login := get(anon, "/console/login")
+	resp, err := anon.PostForm(s.httpURL+"/console/login", url.Values{"csrf": {csrfField.FindStringSubmatch(login)[1]}, "credential": {expired}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an expired JWT's sign-in: %d, want 401", resp.StatusCode)
+	}
+
+	client, _ := consoleSession(t, s.httpURL, clientKey)
+	status, page := get(client, "/console")
+	if status != http.StatusOK || !strings.Contains(page, devAddress(t, 0)) || strings.Contains(page, devAddress(t, 1)) {
+		t.Fatalf("a credential granted one signer: %d, its signer shown %v, another shown %v", status, strings.Contains(page, devAddress(t, 0)), strings.Contains(page, devAddress(t, 1)))
+	}
+	if status, _ := get(client, "/console/signers/1337/"+devAddress(t, 1)); status != http.StatusForbidden {
+		t.Fatalf("another signer's page for a credential granted one: %d, want 403", status)
+	}
+	if status, _ := get(client, "/console/audit"); status != http.StatusForbidden {
+		t.Fatalf("the audit trail without the admin grant: %d, want 403", status)
+	}
+
+	u, _ := url.Parse(s.httpURL + "/console")
+	for _, c := range client.Jar.Cookies(u) {
+		if c.Name == "txm_console" {
+			forged := []byte(c.Value)
+			forged[10] ^= 1
+			jar.SetCookies(u, []*http.Cookie{{Name: "txm_console", Value: string(forged), Path: "/console"}})
+		}
+	}
+	if status, _ := get(anon, "/console"); status != http.StatusSeeOther {
+		t.Fatalf("a changed session cookie: %d, want 303 to the sign-in page", status)
 	}
 }
