@@ -18,15 +18,14 @@ import (
 // pageRows bounds every list a page shows.
 const pageRows = 50
 
-// balanceWait bounds how long a page waits for a signer's balance (the funds check's cached
-// view, read again from the chain when it is old); a page without it says so.
-const balanceWait = 2 * time.Second
-
 // signerView is one signer's row on the overview and the head of its own page.
 type signerView struct {
 	ChainID uint64
 	services.SignerStatus
+	// Balance is the funds check's last reading (nil: none yet), taken at BalanceAt; a page
+	// never asks the chain itself, so it answers at once while a node fails.
 	Balance    *big.Int
+	BalanceAt  time.Time
 	Paused     bool
 	Roster     string // active, retiring, retired; "" when configured, not in the roster
 	Badges     []badge
@@ -35,17 +34,13 @@ type signerView struct {
 
 type badge struct{ Text, Class string }
 
-func (c *Console) signerView(ctx context.Context, chain *services.ChainServices, status services.SignerStatus, roster map[string]services.RosterEntry) signerView {
+func (c *Console) signerView(chain *services.ChainServices, status services.SignerStatus, roster map[string]services.RosterEntry) signerView {
 	s := signerView{ChainID: chain.ID, SignerStatus: status, Recovering: status.Condition.Recovering(chain.Admin.RecoverByIntent())}
 	if e, ok := roster[status.Signer]; ok {
 		s.Paused, s.Roster = e.PausedAt != nil, string(e.State)
 	}
 	if chain.Funds != nil {
-		bctx, cancel := context.WithTimeout(ctx, balanceWait)
-		if b, err := chain.Funds.Balance(bctx, common.HexToAddress(status.Signer)); err == nil {
-			s.Balance = b
-		}
-		cancel()
+		s.Balance, s.BalanceAt, _ = chain.Funds.LastBalance(common.HexToAddress(status.Signer))
 	}
 	s.Badges = badgesOf(s)
 	return s
@@ -118,7 +113,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v viewer) {
 		cv := chainView{ID: id}
 		for _, st := range statuses {
 			if v.CanUse(common.HexToAddress(st.Signer)) {
-				cv.Signers = append(cv.Signers, c.signerView(ctx, chain, st, roster))
+				cv.Signers = append(cv.Signers, c.signerView(chain, st, roster))
 			}
 		}
 		chains = append(chains, cv)
@@ -174,7 +169,7 @@ func (c *Console) signerPage(w http.ResponseWriter, r *http.Request, v viewer) {
 		c.failed(w, r, v, err)
 		return
 	}
-	head := c.signerView(ctx, chain, status, c.rosterByAddress(ctx))
+	head := c.signerView(chain, status, c.rosterByAddress(ctx))
 	var quarantine *services.Quarantine
 	if status.Quarantined {
 		q, err := chain.Admin.GetQuarantine(ctx, addr.Hex(), 0, 0, false)

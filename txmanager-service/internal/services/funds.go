@@ -399,12 +399,15 @@ func feeFor(intent domain.Intent, fallbackFee *big.Int) *big.Int {
 	return fallbackFee
 }
 
-// Balance is the signer's balance as the guard last read it (reloaded when too old), for
-// what an operator looks at; it never reads the chain more often than creates do.
-func (g *FundsGuard) Balance(ctx context.Context, signer common.Address) (*big.Int, error) {
-	f, err := g.snapshot(ctx, signer, signer.Hex(), false)
-	if err != nil {
-		return nil, err
+// LastBalance is the signer's balance as the guard last read it, and when: what an
+// operator's page shows without asking the chain (a page must not wait on a failing node).
+// ok is false when the guard has not read it yet.
+func (g *FundsGuard) LastBalance(signer common.Address) (balance *big.Int, at time.Time, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f := g.signers[signer.Hex()]
+	if f == nil {
+		return nil, time.Time{}, false
 	}
-	return new(big.Int).Set(f.balance), nil
+	return new(big.Int).Set(f.balance), f.at, true
 }
