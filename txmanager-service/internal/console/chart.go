@@ -90,15 +90,13 @@ func feeChart(attempts []services.Attempt, paid *big.Int) template.HTML {
 	return template.HTML(b.String()) //nolint:gosec // built from numbers and fixed strings only
 }
 
-var gweiUnit = new(big.Float).SetInt64(1_000_000_000)
-
 // gwei shows a per-gas price in gwei.
 func gwei(v *big.Int) string {
 	if v == nil {
 		return "—"
 	}
-	f, _ := new(big.Float).Quo(new(big.Float).SetInt(v), gweiUnit).Float64()
-	return gweiFloat(f * 1e9)
+	wei, _ := new(big.Float).SetInt(v).Float64()
+	return gweiFloat(wei)
 }
 
 func gweiFloat(wei float64) string {

@@ -429,16 +429,8 @@ func consoleSession(t *testing.T, base, credential string) (*http.Client, string
 			t.Fatal(err)
 		}
 		defer func() { _ = resp.Body.Close() }()
-		var b strings.Builder
-		buf := make([]byte, 4096)
-		for {
-			n, err := resp.Body.Read(buf)
-			b.Write(buf[:n])
-			if err != nil {
-				break
-			}
-		}
-		return b.String()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
 	}
 	m := csrfField.FindStringSubmatch(page("/console/login"))
 	if m == nil {
@@ -540,9 +532,8 @@ func TestConsoleSessionsFollowTheCredential(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = resp.Body.Close() }()
-		var b strings.Builder
-		_, _ = io.Copy(&b, resp.Body)
-		return resp.StatusCode, b.String()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
 	}
 	token := signToken(t, jwt.MapClaims{"sub": "ops-jwt", "iss": "tests", "aud": "txmanager", "txm_admin": true, "signers": []string{"*"},
 		"exp": time.Now().Add(time.Hour).Unix()}, jwtSecret)
