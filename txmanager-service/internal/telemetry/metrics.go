@@ -56,6 +56,7 @@ const (
 	WebhookLagSeconds         = "webhook_lag_seconds"
 	SignerRecoverySeconds     = "signer_recovery_seconds"
 	SignerSpentWeiTotal       = "signer_spent_wei_total"
+	WriterPhaseSeconds        = "writer_phase_seconds"
 	// DatabaseSynchronousReplication is registered by the database server watch.
 	DatabaseSynchronousReplication = "database_synchronous_replication"
 )
@@ -100,6 +101,8 @@ type Metrics struct {
 	// a set is sorted and hashed when made, and every create records two measurements.
 	results       *sync.Map // result label -> metric.MeasurementOption
 	batchSize     metric.Int64Histogram
+	writerPhase   metric.Float64Histogram
+	phases        map[string]metric.MeasurementOption // writer phase -> its attributes, made by ForChain
 	createLatency metric.Float64Histogram
 	recovery      metric.Float64Histogram
 }
@@ -157,6 +160,16 @@ func NewMetrics(provider metric.MeterProvider) (*Metrics, error) {
 		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128, 256, 512)); err != nil {
 		return nil, err
 	}
+	// Fine buckets between 1 and 50 ms, where a create's time goes when the service is busy:
+	// the phases say whether a slow create waited for the batch ahead of it, for its own
+	// statements, or for its commit's flush to disk.
+	if m.writerPhase, err = m.meter.Float64Histogram(WriterPhaseSeconds,
+		metric.WithUnit("s"),
+		metric.WithDescription("Where a create's time goes in the writer, by phase: queued (from the create reaching its worker to its batch starting, once per create), prepare (the batch's leases and nonce checks), statements (the batch transaction's statements) and commit (its commit, which waits for the flush to disk), once per batch."),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1, 2.5)); err != nil {
+		return nil, err
+	}
+	m.phases = m.phaseAttributes()
 	if m.createLatency, err = m.meter.Float64Histogram("tx_create_duration_seconds",
 		metric.WithUnit("s"),
 		metric.WithDescription("Create request latency inside the service."),
@@ -203,6 +216,7 @@ func (m *Metrics) ForChain(chainID uint64) *Metrics {
 	view.chain = []attribute.KeyValue{attribute.Int64("chain_id", int64(chainID))}
 	view.results = &sync.Map{}
 	view.Tracer = chainTracer{Tracer: m.Tracer, attrs: view.chain}
+	view.phases = view.phaseAttributes()
 	view.zeroSeries(context.Background())
 	return &view
 }
@@ -310,6 +324,33 @@ func (m *Metrics) Pruned(ctx context.Context, kind string, n int) {
 }
 func (m *Metrics) WriterBatch(ctx context.Context, ops int) {
 	m.batchSize.Record(ctx, int64(ops), m.with())
+}
+
+// Writer phases (writer_phase_seconds).
+const (
+	PhaseQueued     = "queued"
+	PhasePrepare    = "prepare"
+	PhaseStatements = "statements"
+	PhaseCommit     = "commit"
+)
+
+// phaseAttributes makes each writer phase's attribute set once: a create records one.
+func (m *Metrics) phaseAttributes() map[string]metric.MeasurementOption {
+	phases := map[string]metric.MeasurementOption{}
+	for _, phase := range []string{PhaseQueued, PhasePrepare, PhaseStatements, PhaseCommit} {
+		phases[phase] = metric.WithAttributeSet(attribute.NewSet(append(slices.Clip(m.chain), attribute.String("phase", phase))...))
+	}
+	return phases
+}
+
+// WriterPhase records how long one create (queued) or one batch (the other phases) spent
+// in a writer phase.
+func (m *Metrics) WriterPhase(ctx context.Context, phase string, d time.Duration) {
+	opt, ok := m.phases[phase]
+	if !ok {
+		opt = m.with(attribute.String("phase", phase))
+	}
+	m.writerPhase.Record(ctx, d.Seconds(), opt)
 }
 
 // RegisterGauge exposes an integer gauge whose value is read from observe at collection time.

@@ -127,6 +127,8 @@ func TestRecordersWriteTheirSeries(t *testing.T) {
 		{"nonce taken", func(m *telemetry.Metrics) { m.NonceTakenResolved(ctx, "foreign") }, telemetry.RecognisedTotal, "chain_id=7,result=foreign", 1},
 		{"pruned", func(m *telemetry.Metrics) { m.Pruned(ctx, "attempt", 5) }, telemetry.RetentionPrunedTotal, "chain_id=7,kind=attempt", 5},
 		{"writer batch", func(m *telemetry.Metrics) { m.WriterBatch(ctx, 16) }, "writer_batch_size", "chain_id=7", 16},
+		{"writer phase", func(m *telemetry.Metrics) { m.WriterPhase(ctx, telemetry.PhaseCommit, 3*time.Millisecond) }, telemetry.WriterPhaseSeconds, "chain_id=7,phase=commit", 0.003},
+		{"writer queue", func(m *telemetry.Metrics) { m.WriterPhase(ctx, telemetry.PhaseQueued, 250*time.Millisecond) }, telemetry.WriterPhaseSeconds, "chain_id=7,phase=queued", 0.25},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

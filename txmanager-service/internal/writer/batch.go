@@ -97,12 +97,22 @@ func (a *Allocator) AllocateBatch(ctx context.Context, ops []*Op) {
 		trace.WithAttributes(attribute.Int("writer.ops", len(ops))), trace.WithLinks(requestLinks(ops)...))
 	defer span.End()
 	a.metrics.WriterBatch(ctx, len(ops))
+	started := time.Now()
+	for _, op := range ops {
+		if !op.queuedAt.IsZero() {
+			a.metrics.WriterPhase(ctx, telemetry.PhaseQueued, started.Sub(op.queuedAt))
+		}
+	}
 	batches := a.prepare(ctx, ops)
 	if len(batches) == 0 {
 		return
 	}
+	prepared := time.Now()
+	a.metrics.WriterPhase(ctx, telemetry.PhasePrepare, prepared.Sub(started))
+	var written time.Time // when the last attempt's statements were done; commit follows
 	err := a.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("writer.batch").WithRetries(2),
 		func(ctx context.Context, sess txmanager.Session) error {
+			defer func() { written = time.Now() }()
 			if err := a.writeClear(ctx, sess, batches); err != nil {
 				return err
 			}
@@ -143,6 +153,9 @@ func (a *Allocator) AllocateBatch(ctx context.Context, ops []*Op) {
 		}
 		return
 	}
+	committed := time.Now()
+	a.metrics.WriterPhase(ctx, telemetry.PhaseStatements, written.Sub(prepared))
+	a.metrics.WriterPhase(ctx, telemetry.PhaseCommit, committed.Sub(written))
 	for _, b := range batches {
 		a.finish(ctx, b)
 	}

@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -19,6 +20,8 @@ type Op struct {
 	// requestSpan is the span of the request that made the op: the writer batch, which
 	// runs on the worker's context, links to it so a request's trace leads to its batch.
 	requestSpan trace.SpanContext
+	// queuedAt is when the op reached its worker's queue (writer_phase_seconds{phase="queued"}).
+	queuedAt time.Time
 
 	done    chan struct{}
 	tx      domain.ManagedTx

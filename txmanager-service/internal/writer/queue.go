@@ -89,6 +89,7 @@ func (w *Writer) enqueue(op *Op) error {
 	if w.closed {
 		return &domain.UnavailableError{Reason: "node is shutting down", RetryAfter: time.Second}
 	}
+	op.queuedAt = time.Now()
 	select {
 	case w.queues[w.route(op.Signer())] <- op:
 		return nil

@@ -71,22 +71,23 @@ func BenchmarkCreateHotSigner(b *testing.B) {
 	defer b.Run("service-1M-rows-retention-pruning-vs-not-interleaved", func(b *testing.B) { benchRetention(b, signer, template) })
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			var base string
+			var base, metricsURL string
 			var pool *pgxpool.Pool
 			if tc.service {
 				s := startService(b, serviceOptions{configure: func(bc *conf.Bootstrap) { bc.Pipeline.Enabled = tc.pipeline }})
-				base, pool = s.httpURL, s.pool
+				base, pool, metricsURL = s.httpURL, s.pool, s.httpURL
 			} else {
 				base, pool = startBaseline(b)
 			}
-			measureCreates(b, tc.name, pool, signer, func(d time.Duration) loadgen.Result { return runLoad(b, base, template, d) })
+			measureCreates(b, tc.name, pool, signer, metricsURL, func(d time.Duration) loadgen.Result { return runLoad(b, base, template, d) })
 		})
 	}
 }
 
 // measureCreates warms up for a second, runs one timed load phase, reports creates/s and
-// latency, and checks that the signer's nonces stayed contiguous.
-func measureCreates(b *testing.B, label string, pool *pgxpool.Pool, signer string, load func(time.Duration) loadgen.Result) {
+// latency, and checks that the signer's nonces stayed contiguous. With the service's
+// address in metricsURL it also reports where the creates' time went in the writer.
+func measureCreates(b *testing.B, label string, pool *pgxpool.Pool, signer, metricsURL string, load func(time.Duration) loadgen.Result) {
 	b.Helper()
 	settleDisk(b, pool)
 	load(time.Second)
@@ -94,11 +95,18 @@ func measureCreates(b *testing.B, label string, pool *pgxpool.Pool, signer strin
 	signedBefore := countSigned(b, pool)
 	started := time.Now()
 	steal, disk := startStealMeter(), startDiskMeter(b, pool)
+	var phasesBefore latencyHistograms
+	if metricsURL != "" {
+		phasesBefore = scrapeLatencies(b, metricsURL)
+	}
 	for b.Loop() {
 		res = load(benchDuration())
 	}
 	steal.report(b)
 	reportDisk(b, disk)
+	if metricsURL != "" {
+		reportPhases(b, scrapeLatencies(b, metricsURL).since(phasesBefore))
+	}
 	if res.Failures > 0 {
 		b.Fatalf("%d of %d creates failed; first: %s", res.Failures, res.Requests, res.FirstFail)
 	}
