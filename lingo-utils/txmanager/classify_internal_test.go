@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,20 +83,26 @@ func TestBackoffStaysWithinBounds(t *testing.T) {
 	}
 }
 
-func TestBeginQuery(t *testing.T) {
+func TestBeginStatements(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		r    resolved
-		want string
+		r            resolved
+		want         string
+		wantSettings []string
 	}{
-		{resolved{isolation: pgx.ReadCommitted, accessMode: pgx.ReadWrite, lockTimeout: time.Second}, "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL lock_timeout = 1000"},
-		{resolved{isolation: pgx.Serializable, accessMode: pgx.ReadOnly, lockTimeout: -1}, "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY"},
-		{resolved{isolation: pgx.RepeatableRead, accessMode: pgx.ReadWrite, lockTimeout: time.Microsecond}, "BEGIN ISOLATION LEVEL REPEATABLE READ READ WRITE; SET LOCAL lock_timeout = 1"},
-		{resolved{isolation: pgx.ReadCommitted, accessMode: pgx.ReadWrite, lockTimeout: -1, idleTimeout: 3 * time.Second}, "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL idle_in_transaction_session_timeout = 3000"},
+		{resolved{isolation: pgx.ReadCommitted, accessMode: pgx.ReadWrite, lockTimeout: time.Second}, "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL lock_timeout = 1000", []string{"SET LOCAL lock_timeout = 1000"}},
+		{resolved{isolation: pgx.Serializable, accessMode: pgx.ReadOnly, lockTimeout: -1}, "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY", nil},
+		{resolved{isolation: pgx.RepeatableRead, accessMode: pgx.ReadWrite, lockTimeout: time.Microsecond}, "BEGIN ISOLATION LEVEL REPEATABLE READ READ WRITE; SET LOCAL lock_timeout = 1", []string{"SET LOCAL lock_timeout = 1"}},
+		{resolved{isolation: pgx.ReadCommitted, accessMode: pgx.ReadWrite, lockTimeout: -1, idleTimeout: 3 * time.Second}, "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL idle_in_transaction_session_timeout = 3000", []string{"SET LOCAL idle_in_transaction_session_timeout = 3000"}},
+		{resolved{isolation: pgx.ReadCommitted, accessMode: pgx.ReadOnly, lockTimeout: 2 * time.Second, idleTimeout: time.Second}, "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY; SET LOCAL lock_timeout = 2000; SET LOCAL idle_in_transaction_session_timeout = 1000", []string{"SET LOCAL lock_timeout = 2000", "SET LOCAL idle_in_transaction_session_timeout = 1000"}},
 	}
 	for _, tc := range tests {
-		if got := tc.r.beginQuery(); got != tc.want {
-			t.Errorf("beginQuery = %q, want %q", got, tc.want)
+		got := tc.r.beginStatements()
+		if got.query != tc.want {
+			t.Errorf("query = %q, want %q", got.query, tc.want)
+		}
+		if !slices.Equal(got.settings, tc.wantSettings) {
+			t.Errorf("settings = %q, want %q", got.settings, tc.wantSettings)
 		}
 	}
 }

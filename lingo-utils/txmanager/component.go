@@ -51,6 +51,11 @@ type Config struct {
 	DisableTracing bool
 	// DatabaseName is reported as db.name on spans; empty means the pool's database.
 	DatabaseName string
+	// SeparateBegin sends BEGIN in a round trip of its own before the callback runs, as
+	// pgx.BeginTx does. By default a pool's transaction begins with its first statement, in
+	// the same pipeline (one round trip fewer per transaction); set it for a proxy that
+	// cannot take BEGIN in a pipeline.
+	SeparateBegin bool
 }
 
 const defaultScopeName = "github.com/bionicotaku/lingo-utils/txmanager"
@@ -154,7 +159,11 @@ func NewComponentWithDependencies(cfg Config, db Beginner, deps Dependencies) (*
 	if err != nil {
 		return nil, err
 	}
-	return &Component{Manager: &manager{db: db, cfg: rc, tel: tel, log: log.NewHelper(deps.Logger)}}, nil
+	m := &manager{db: db, cfg: rc, tel: tel, log: log.NewHelper(deps.Logger)}
+	if isPool && !rc.SeparateBegin {
+		m.pool = pool
+	}
+	return &Component{Manager: m}, nil
 }
 
 // ProvideManager exposes the component's Manager to the service layer.

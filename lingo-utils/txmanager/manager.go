@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -53,20 +55,38 @@ func InTx(ctx context.Context) bool { return ctx.Value(txContextKey{}) != nil }
 
 type txContextKey struct{}
 
+// attemptSession is the Session of one attempt, with what runOnce needs to end it.
+type attemptSession interface {
+	Session
+	// beginError is why the transaction could not begin, once a statement tried; nil otherwise.
+	beginError() error
+	commit(ctx context.Context) error
+	rollback(ctx context.Context) error
+}
+
+// session is a transaction begun in a round trip of its own before the callback runs: what
+// a Beginner other than a pool gets, and every pool with Config.SeparateBegin.
 type session struct {
 	tx       pgx.Tx
 	readOnly bool
 }
 
-func (s *session) DB() DBTX       { return s.tx }
-func (s *session) Tx() pgx.Tx     { return s.tx }
-func (s *session) ReadOnly() bool { return s.readOnly }
+func (s *session) DB() DBTX                           { return s.tx }
+func (s *session) Tx() pgx.Tx                         { return s.tx }
+func (s *session) ReadOnly() bool                     { return s.readOnly }
+func (s *session) beginError() error                  { return nil }
+func (s *session) commit(ctx context.Context) error   { return s.tx.Commit(ctx) }
+func (s *session) rollback(ctx context.Context) error { return s.tx.Rollback(ctx) }
 
 type manager struct {
-	db  Beginner
-	cfg resolvedConfig
-	tel *telemetry
-	log *log.Helper
+	db Beginner
+	// pool is db when it is a pool and BEGIN may share its first statement's round trip.
+	pool *pgxpool.Pool
+	// begins caches the begin statements per combination of options (beginFor).
+	begins sync.Map
+	cfg    resolvedConfig
+	tel    *telemetry
+	log    *log.Helper
 }
 
 // rollbackTimeout bounds the rollback that runs on a context detached from the caller's, so a
@@ -158,7 +178,7 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 		ctx, cancel = context.WithTimeout(parent, r.timeout)
 		defer cancel()
 	}
-	tx, err := m.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: r.isolation, AccessMode: r.accessMode, BeginQuery: r.beginQuery()})
+	sess, err := m.open(ctx, r)
 	if err != nil {
 		return classify(ctx, PhaseBegin, err)
 	}
@@ -174,17 +194,26 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 		// Detached from ctx: the caller's cancellation must not leave the transaction open.
 		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
-		if rbErr := tx.Rollback(rbCtx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
+		if rbErr := sess.rollback(rbCtx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
 			// pgx closes a connection whose rollback failed, so the pool will not reuse it.
 			m.logWith(ctx, r, rbErr).Warnw("msg", "transaction rollback failed")
 		}
 	}()
 
 	txCtx := context.WithValue(ctx, txContextKey{}, r.traceName)
-	if err := fn(txCtx, &session{tx: tx, readOnly: r.accessMode == pgx.ReadOnly}); err != nil {
+	err = fn(txCtx, sess)
+	if beginErr := sess.beginError(); beginErr != nil {
+		// The transaction never began (its BEGIN went with the first statement): nothing ran,
+		// whatever the callback made of the error.
+		if err == nil || !errors.Is(err, beginErr) {
+			err = errors.Join(beginErr, err)
+		}
+		return classify(ctx, PhaseBegin, err)
+	}
+	if err != nil {
 		return classify(ctx, PhaseCallback, err)
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := sess.commit(ctx); err != nil {
 		if errors.Is(err, pgx.ErrTxCommitRollback) {
 			// The server rolled back instead of committing (the transaction had already failed
 			// inside fn, whose error fn swallowed): a definite failure, not an unknown outcome.
@@ -196,6 +225,25 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 	}
 	committed = true
 	return nil
+}
+
+// open starts an attempt's transaction. On a pool, BEGIN waits for the first statement and
+// goes with it (deferredSession); otherwise it is a round trip of its own, made here.
+func (m *manager) open(ctx context.Context, r resolved) (attemptSession, error) {
+	begin := m.beginFor(r)
+	readOnly := r.accessMode == pgx.ReadOnly
+	if m.pool != nil {
+		return &deferredSession{
+			pool: m.pool, ctx: ctx, readOnly: readOnly,
+			options:  pgx.TxOptions{IsoLevel: r.isolation, AccessMode: r.accessMode},
+			settings: begin.settings, beginQuery: begin.query,
+		}, nil
+	}
+	tx, err := m.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: r.isolation, AccessMode: r.accessMode, BeginQuery: begin.query})
+	if err != nil {
+		return nil, err
+	}
+	return &session{tx: tx, readOnly: readOnly}, nil
 }
 
 func (m *manager) logWith(ctx context.Context, r resolved, err error) *log.Helper {

@@ -114,15 +114,43 @@ func (m *manager) resolve(o TxOptions, readOnly bool) resolved {
 	return r
 }
 
-// beginQuery opens the transaction and sets its timeouts in one round trip: pgx sends an
-// argument-less Exec over the simple protocol, which accepts several statements.
-func (r resolved) beginQuery() string {
-	q := "BEGIN ISOLATION LEVEL " + strings.ToUpper(string(r.isolation)) + " " + strings.ToUpper(string(r.accessMode))
+// beginStatements are what opens a transaction: BEGIN with its isolation level and access
+// mode, then its timeouts.
+type beginStatements struct {
+	// query is all of them in one string: pgx sends an argument-less Exec over the simple
+	// protocol, which accepts several statements, so BEGIN costs one round trip.
+	query string
+	// settings are the SET LOCAL statements alone, queued after BEGIN in a pipeline, whose
+	// extended protocol takes one statement per query.
+	settings []string
+}
+
+type beginKey struct {
+	isolation         pgx.TxIsoLevel
+	accessMode        pgx.TxAccessMode
+	lockTimeout, idle time.Duration
+}
+
+// beginFor returns r's begin statements, made once per combination of options: a
+// transaction would otherwise format them on every call.
+func (m *manager) beginFor(r resolved) beginStatements {
+	key := beginKey{r.isolation, r.accessMode, r.lockTimeout, r.idleTimeout}
+	if b, ok := m.begins.Load(key); ok {
+		return b.(beginStatements)
+	}
+	b := r.beginStatements()
+	m.begins.Store(key, b)
+	return b
+}
+
+func (r resolved) beginStatements() beginStatements {
+	var b beginStatements
 	if r.lockTimeout > 0 {
-		q += fmt.Sprintf("; SET LOCAL lock_timeout = %d", max(r.lockTimeout.Milliseconds(), 1))
+		b.settings = append(b.settings, fmt.Sprintf("SET LOCAL lock_timeout = %d", max(r.lockTimeout.Milliseconds(), 1)))
 	}
 	if r.idleTimeout > 0 {
-		q += fmt.Sprintf("; SET LOCAL idle_in_transaction_session_timeout = %d", max(r.idleTimeout.Milliseconds(), 1))
+		b.settings = append(b.settings, fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", max(r.idleTimeout.Milliseconds(), 1)))
 	}
-	return q
+	b.query = strings.Join(append([]string{"BEGIN ISOLATION LEVEL " + strings.ToUpper(string(r.isolation)) + " " + strings.ToUpper(string(r.accessMode))}, b.settings...), "; ")
+	return b
 }

@@ -1,0 +1,305 @@
+package txmanager_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/bionicotaku/lingo-utils/txmanager"
+)
+
+// sendRecorder is a pgx tracer that records what each call sent to the server: a query
+// ("query: SQL") or a pipeline ("batch: SQL | SQL | ...").
+type sendRecorder struct {
+	mu    sync.Mutex
+	sends []string
+}
+
+func (r *sendRecorder) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sends = append(r.sends, s)
+}
+
+func (r *sendRecorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.sends
+	r.sends = nil
+	return out
+}
+
+func (r *sendRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	r.add("query: " + data.SQL)
+	return ctx
+}
+func (r *sendRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *sendRecorder) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	sqls := make([]string, 0, len(data.Batch.QueuedQueries))
+	for _, q := range data.Batch.QueuedQueries {
+		sqls = append(sqls, q.SQL)
+	}
+	r.add("batch: " + strings.Join(sqls, " | "))
+	return ctx
+}
+func (r *sendRecorder) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *sendRecorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (r *sendRecorder) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceCopyFromStartData) context.Context {
+	r.add("copy: " + data.TableName.Sanitize())
+	return ctx
+}
+func (r *sendRecorder) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
+
+func recordSends(r *sendRecorder) func(*pgxpool.Config) {
+	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = r }
+}
+
+const (
+	pipelinedBegin = "batch: begin isolation level serializable read write | SET LOCAL lock_timeout = 1000 | "
+	beginAlone     = "query: BEGIN ISOLATION LEVEL SERIALIZABLE READ WRITE; SET LOCAL lock_timeout = 1000"
+)
+
+// A transaction's BEGIN goes with its first statement where the statement can share a
+// pipeline, and alone before it where it cannot; either way the transaction has its
+// isolation level and lock timeout from its first statement on, commits what it wrote and
+// rolls it all back on an error.
+func TestBeginGoesWithTheFirstStatement(t *testing.T) {
+	t.Parallel()
+	insert := "INSERT INTO item (name) VALUES ($1)"
+	tests := []struct {
+		name  string
+		first func(ctx context.Context, s txmanager.Session) error
+		// sent is how the first thing sent to the server starts.
+		sent string
+	}{
+		{"exec with arguments", func(ctx context.Context, s txmanager.Session) error {
+			_, err := s.DB().Exec(ctx, insert, "a")
+			return err
+		}, pipelinedBegin + insert},
+		{"query", func(ctx context.Context, s txmanager.Session) error {
+			rows, err := s.DB().Query(ctx, insert+" RETURNING id", "a")
+			if err != nil {
+				return err
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+			if err == nil && len(ids) != 1 {
+				err = errors.New("no id returned")
+			}
+			return err
+		}, pipelinedBegin + insert + " RETURNING id"},
+		{"query row", func(ctx context.Context, s txmanager.Session) error {
+			var id int
+			return s.DB().QueryRow(ctx, insert+" RETURNING id", "a").Scan(&id)
+		}, pipelinedBegin + insert + " RETURNING id"},
+		{"query row without arguments", func(ctx context.Context, s txmanager.Session) error {
+			var id int
+			return s.DB().QueryRow(ctx, "INSERT INTO item (name) VALUES ('a') RETURNING id").Scan(&id)
+		}, pipelinedBegin + "INSERT INTO item (name) VALUES ('a') RETURNING id"},
+		{"batch", func(ctx context.Context, s txmanager.Session) error {
+			b := &pgx.Batch{}
+			b.Queue(insert, "a")
+			b.Queue("SELECT count(*) FROM item")
+			return s.DB().SendBatch(ctx, b).Close()
+		}, pipelinedBegin + insert + " | SELECT count(*) FROM item"},
+		// pgx sends an Exec without arguments over the simple protocol, which takes several
+		// statements in one string; a pipeline would refuse them.
+		{"exec without arguments, two statements", func(ctx context.Context, s txmanager.Session) error {
+			_, err := s.DB().Exec(ctx, "INSERT INTO item (name) VALUES ('a'); UPDATE account SET balance = balance + 1 WHERE id = 1")
+			return err
+		}, beginAlone},
+		{"copy", func(ctx context.Context, s txmanager.Session) error {
+			_, err := s.DB().CopyFrom(ctx, pgx.Identifier{"item"}, []string{"name"}, pgx.CopyFromRows([][]any{{"a"}}))
+			return err
+		}, beginAlone},
+		{"pgx's transaction", func(ctx context.Context, s txmanager.Session) error {
+			_, err := s.Tx().Exec(ctx, insert, "a")
+			return err
+		}, beginAlone},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sends := &sendRecorder{}
+			f := newFixture(t, txmanager.Config{}, recordSends(sends))
+			ctx := context.Background()
+			opts := txmanager.DefaultOptions().WithTraceName("first")
+			opts.Isolation = pgx.Serializable
+			undo := errors.New("undo")
+			for _, commit := range []bool{false, true} {
+				sends.take()
+				var isolation, lockTimeout string
+				err := f.manager.WithinTx(ctx, opts, func(ctx context.Context, s txmanager.Session) error {
+					if err := tc.first(ctx, s); err != nil {
+						return err
+					}
+					if err := s.DB().QueryRow(ctx, "SELECT current_setting('transaction_isolation'), current_setting('lock_timeout')").Scan(&isolation, &lockTimeout); err != nil {
+						return err
+					}
+					if !commit {
+						return undo
+					}
+					return nil
+				})
+				if commit && err != nil || !commit && !errors.Is(err, undo) {
+					t.Fatalf("commit=%v: err = %v", commit, err)
+				}
+				if isolation != "serializable" || lockTimeout != "1s" {
+					t.Errorf("inside the transaction: isolation %q, lock_timeout %q; want serializable, 1s", isolation, lockTimeout)
+				}
+				sent := sends.take()
+				if len(sent) == 0 || !strings.HasPrefix(sent[0], tc.sent) {
+					t.Errorf("commit=%v: first sent %q, want it to start with %q", commit, sent, tc.sent)
+				}
+				want := 0
+				if commit {
+					want = 1
+				}
+				if got := f.count(t, "SELECT count(*) FROM item"); got != want {
+					t.Errorf("commit=%v: %d items, want %d", commit, got, want)
+				}
+				if commit {
+					if _, err := f.pool.Exec(ctx, "DELETE FROM item"); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := f.pool.Exec(ctx, "UPDATE account SET balance = 100"); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A transaction of one statement is two round trips: the statement with BEGIN, then COMMIT.
+// One that runs no statement sends nothing. SeparateBegin brings back BEGIN's own round trip.
+func TestRoundTripsOfATransaction(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  txmanager.Config
+		fn   func(ctx context.Context, s txmanager.Session) error
+		want []string
+	}{
+		{"one statement", txmanager.Config{}, func(ctx context.Context, s txmanager.Session) error {
+			var one int
+			return s.DB().QueryRow(ctx, "SELECT $1::int", 1).Scan(&one)
+		}, []string{"batch: begin isolation level read committed read write | SET LOCAL lock_timeout = 1000 | SELECT $1::int", "query: commit"}},
+		{"no statement", txmanager.Config{}, func(context.Context, txmanager.Session) error { return nil }, nil},
+		{"one statement, BEGIN on its own", txmanager.Config{SeparateBegin: true}, func(ctx context.Context, s txmanager.Session) error {
+			var one int
+			return s.DB().QueryRow(ctx, "SELECT $1::int", 1).Scan(&one)
+		}, []string{"query: BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL lock_timeout = 1000", "query: SELECT $1::int", "query: commit"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sends := &sendRecorder{}
+			f := newFixture(t, tc.cfg, recordSends(sends))
+			sends.take()
+			if err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions(), tc.fn); err != nil {
+				t.Fatal(err)
+			}
+			if got := sends.take(); strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("sent %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A BEGIN that could not be sent with the first statement fails the attempt in the begin
+// phase, even when the callback ignores the statement's error: nothing ran, nothing commits.
+func TestBeginFailureFailsTheAttemptWhateverTheCallbackDoes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	f.pool.Close()
+	tests := []struct {
+		name string
+		fn   func(ctx context.Context, s txmanager.Session) error
+	}{
+		{"callback returns the error", func(ctx context.Context, s txmanager.Session) error {
+			_, err := s.DB().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", "a")
+			return err
+		}},
+		{"callback swallows the error", func(ctx context.Context, s txmanager.Session) error {
+			_, _ = s.DB().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", "a")
+			return nil
+		}},
+		{"callback wraps it in its own", func(ctx context.Context, s txmanager.Session) error {
+			if _, err := s.DB().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", "a"); err != nil {
+				return errors.New("could not insert")
+			}
+			return nil
+		}},
+		{"pgx's transaction", func(ctx context.Context, s txmanager.Session) error {
+			_, err := s.Tx().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", "a")
+			if !errors.Is(err, pgx.ErrTxClosed) {
+				t.Errorf("a transaction that could not begin answered %v, want pgx.ErrTxClosed", err)
+			}
+			return nil
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions(), tc.fn)
+			var txErr *txmanager.TxError
+			if !errors.As(err, &txErr) || txErr.Phase != txmanager.PhaseBegin {
+				t.Fatalf("err = %v, want a begin-phase TxError", err)
+			}
+			if !strings.Contains(err.Error(), "closed pool") {
+				t.Errorf("err = %v, want the pool's reason in it", err)
+			}
+		})
+	}
+}
+
+// The pipelined BEGIN holds in every way pgx can send queries, the modes a transaction
+// pooler needs included: the transaction has its settings, commits its write and rolls back
+// on an error.
+func TestPipelinedBeginInEveryQueryExecMode(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []pgx.QueryExecMode{
+		pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeDescribeExec,
+		pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol,
+	} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, txmanager.Config{LockTimeout: 250 * time.Millisecond}, func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = mode })
+			ctx := context.Background()
+			undo := errors.New("undo")
+			for _, commit := range []bool{false, true} {
+				var lockTimeout string
+				err := f.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+					if _, err := s.DB().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", mode.String()); err != nil {
+						return err
+					}
+					if err := s.DB().QueryRow(ctx, "SELECT current_setting($1)", "lock_timeout").Scan(&lockTimeout); err != nil {
+						return err
+					}
+					if !commit {
+						return undo
+					}
+					return nil
+				})
+				if commit && err != nil || !commit && !errors.Is(err, undo) {
+					t.Fatalf("commit=%v: err = %v", commit, err)
+				}
+				if lockTimeout != "250ms" {
+					t.Errorf("lock_timeout inside the transaction = %q, want 250ms", lockTimeout)
+				}
+				want := 0
+				if commit {
+					want = 1
+				}
+				if got := f.count(t, "SELECT count(*) FROM item"); got != want {
+					t.Errorf("commit=%v: %d items, want %d", commit, got, want)
+				}
+			}
+		})
+	}
+}
