@@ -95,6 +95,7 @@ func TestBeginStatements(t *testing.T) {
 		{resolved{isolation: pgx.RepeatableRead, accessMode: pgx.ReadWrite, lockTimeout: time.Microsecond}, "BEGIN ISOLATION LEVEL REPEATABLE READ READ WRITE; SET LOCAL lock_timeout = 1", []string{"SET LOCAL lock_timeout = 1"}},
 		{resolved{isolation: pgx.ReadCommitted, accessMode: pgx.ReadWrite, lockTimeout: -1, idleTimeout: 3 * time.Second}, "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL idle_in_transaction_session_timeout = 3000", []string{"SET LOCAL idle_in_transaction_session_timeout = 3000"}},
 		{resolved{isolation: pgx.ReadCommitted, accessMode: pgx.ReadOnly, lockTimeout: 2 * time.Second, idleTimeout: time.Second}, "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY; SET LOCAL lock_timeout = 2000; SET LOCAL idle_in_transaction_session_timeout = 1000", []string{"SET LOCAL lock_timeout = 2000", "SET LOCAL idle_in_transaction_session_timeout = 1000"}},
+		{resolved{isolation: pgx.ReadCommitted, accessMode: pgx.ReadWrite, lockTimeout: -1, settings: []Setting{{"plan_cache_mode", "force_generic_plan"}, {"application_name", "o'brien"}}}, "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL plan_cache_mode = 'force_generic_plan'; SET LOCAL application_name = 'o''brien'", []string{"SET LOCAL plan_cache_mode = 'force_generic_plan'", "SET LOCAL application_name = 'o''brien'"}},
 	}
 	for _, tc := range tests {
 		got := tc.r.beginStatements()
@@ -120,5 +121,17 @@ func TestParseIsolation(t *testing.T) {
 	}
 	if _, err := ParseIsolation("chaos"); err == nil || !strings.Contains(err.Error(), "chaos") {
 		t.Errorf("ParseIsolation(chaos) err = %v", err)
+	}
+}
+
+func TestSettingNames(t *testing.T) {
+	t.Parallel()
+	for name, ok := range map[string]bool{
+		"plan_cache_mode": true, "work_mem": true, "myapp.tenant_id": true, "x1": true,
+		"": false, "1x": false, "a b": false, "a;DROP TABLE t": false, "a'": false, ".a": false, "a-b": false,
+	} {
+		if got := isParameterName(name); got != ok {
+			t.Errorf("isParameterName(%q) = %v, want %v", name, got, ok)
+		}
 	}
 }

@@ -303,3 +303,45 @@ func TestPipelinedBeginInEveryQueryExecMode(t *testing.T) {
 		})
 	}
 }
+
+// A transaction's settings hold inside it from its first statement and end with it; a name
+// that is not a parameter's is refused before anything is sent.
+func TestSettingsLastForTheTransaction(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{}, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	ctx := context.Background()
+	opts := txmanager.DefaultOptions().WithSettings(
+		txmanager.Setting{Name: "plan_cache_mode", Value: "force_generic_plan"},
+		txmanager.Setting{Name: "application_name", Value: "o'brien"},
+	)
+	read := func(ctx context.Context, s txmanager.Session) (mode, app string, err error) {
+		err = s.DB().QueryRow(ctx, "SELECT current_setting($1), current_setting($2)", "plan_cache_mode", "application_name").Scan(&mode, &app)
+		return mode, app, err
+	}
+	err := f.manager.WithinTx(ctx, opts, func(ctx context.Context, s txmanager.Session) error {
+		mode, app, err := read(ctx, s)
+		if err == nil && (mode != "force_generic_plan" || app != "o'brien") {
+			t.Errorf("inside: plan_cache_mode %q, application_name %q", mode, app)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+		mode, app, err := read(ctx, s)
+		if err == nil && (mode != "auto" || app == "o'brien") {
+			t.Errorf("the next transaction on the same connection: plan_cache_mode %q, application_name %q", mode, app)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	err = f.manager.WithinTx(ctx, txmanager.DefaultOptions().WithSettings(txmanager.Setting{Name: "work_mem = '1GB'; SET x", Value: "1"}),
+		func(context.Context, txmanager.Session) error { ran = true; return nil })
+	if err == nil || ran || !strings.Contains(err.Error(), "not a run-time parameter") {
+		t.Fatalf("a bad setting name: err = %v, callback ran %v", err, ran)
+	}
+}

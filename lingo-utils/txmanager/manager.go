@@ -105,6 +105,9 @@ func (m *manager) within(ctx context.Context, r resolved, fn func(context.Contex
 	if InTx(ctx) {
 		return fmt.Errorf("%w (trace name %q)", ErrNestedTx, r.traceName)
 	}
+	if err := r.checkSettings(); err != nil {
+		return err
+	}
 	started := time.Now()
 	ctx, span := m.tel.startSpan(ctx, r)
 	attempt := 0

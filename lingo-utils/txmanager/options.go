@@ -2,6 +2,7 @@ package txmanager
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,15 @@ type TxOptions struct {
 	// MaxRetries is how many times the whole callback may be re-run after a retryable
 	// failure. 0 disables retries: only idempotent callbacks should opt in.
 	MaxRetries int
+	// Settings are run-time parameters for this transaction alone (SET LOCAL), sent with
+	// BEGIN: {"plan_cache_mode", "force_generic_plan"}, say, for statements written to
+	// keep one plan whatever their arguments.
+	Settings []Setting
+}
+
+// Setting is one run-time parameter of a transaction: SET LOCAL Name = 'Value'.
+type Setting struct {
+	Name, Value string
 }
 
 // DefaultOptions is a read-committed read-write transaction without retries.
@@ -51,6 +61,12 @@ func (o TxOptions) WithRetries(n int) TxOptions { o.MaxRetries = n; return o }
 
 // WithTimeout returns a copy of o with a per-attempt timeout.
 func (o TxOptions) WithTimeout(d time.Duration) TxOptions { o.Timeout = d; return o }
+
+// WithSettings returns a copy of o with settings added.
+func (o TxOptions) WithSettings(settings ...Setting) TxOptions {
+	o.Settings = append(slices.Clip(o.Settings), settings...)
+	return o
+}
 
 // WithLockTimeout returns a copy of o with a lock timeout.
 func (o TxOptions) WithLockTimeout(d time.Duration) TxOptions { o.LockTimeout = d; return o }
@@ -81,6 +97,7 @@ type resolved struct {
 	idleTimeout time.Duration
 	traceName   string
 	maxRetries  int
+	settings    []Setting
 }
 
 func (m *manager) resolve(o TxOptions, readOnly bool) resolved {
@@ -91,6 +108,7 @@ func (m *manager) resolve(o TxOptions, readOnly bool) resolved {
 		lockTimeout: o.LockTimeout,
 		traceName:   o.TraceName,
 		maxRetries:  max(o.MaxRetries, 0),
+		settings:    o.Settings,
 	}
 	if r.isolation == "" {
 		r.isolation = m.cfg.isolation
@@ -129,12 +147,20 @@ type beginKey struct {
 	isolation         pgx.TxIsoLevel
 	accessMode        pgx.TxAccessMode
 	lockTimeout, idle time.Duration
+	settings          string
 }
 
 // beginFor returns r's begin statements, made once per combination of options: a
 // transaction would otherwise format them on every call.
 func (m *manager) beginFor(r resolved) beginStatements {
-	key := beginKey{r.isolation, r.accessMode, r.lockTimeout, r.idleTimeout}
+	key := beginKey{isolation: r.isolation, accessMode: r.accessMode, lockTimeout: r.lockTimeout, idle: r.idleTimeout}
+	if len(r.settings) > 0 {
+		var sb strings.Builder
+		for _, s := range r.settings {
+			sb.WriteString(s.Name + "\x00" + s.Value + "\x00")
+		}
+		key.settings = sb.String()
+	}
 	if b, ok := m.begins.Load(key); ok {
 		return b.(beginStatements)
 	}
@@ -151,6 +177,33 @@ func (r resolved) beginStatements() beginStatements {
 	if r.idleTimeout > 0 {
 		b.settings = append(b.settings, fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", max(r.idleTimeout.Milliseconds(), 1)))
 	}
+	for _, s := range r.settings {
+		b.settings = append(b.settings, "SET LOCAL "+s.Name+" = '"+strings.ReplaceAll(s.Value, "'", "''")+"'")
+	}
 	b.query = strings.Join(append([]string{"BEGIN ISOLATION LEVEL " + strings.ToUpper(string(r.isolation)) + " " + strings.ToUpper(string(r.accessMode))}, b.settings...), "; ")
 	return b
+}
+
+// checkSettings refuses a setting whose name is not a parameter's: it goes into the SQL
+// as it is.
+func (r resolved) checkSettings() error {
+	for _, s := range r.settings {
+		if !isParameterName(s.Name) {
+			return fmt.Errorf("txmanager: setting %q is not a run-time parameter's name", s.Name)
+		}
+	}
+	return nil
+}
+
+func isParameterName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i, c := range name {
+		letter := c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || c != '.' && (c < '0' || c > '9')) {
+			return false
+		}
+	}
+	return true
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
@@ -237,5 +238,28 @@ func allocateBatch(t *testing.T, n *testsupport.WriterNode, step string, ops []b
 		if err != nil || tx.Nonce != wantNonces[i] || created != wantCreated[i] {
 			t.Fatalf("%s: %s of %s answered nonce %d created %v (%v), want nonce %d created %v", step, ops[i].id, ops[i].signer.Hex(), tx.Nonce, created, err, wantNonces[i], wantCreated[i])
 		}
+	}
+}
+
+// A batch transaction plans its allocation statement once per connection, whatever the
+// batch's size: the generic plan is forced for it (batchOptions).
+func TestBatchesKeepOnePlan(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t, func(c *pgxpool.Config) { c.MaxConns = 1 }) // one session: its prepared statements
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	signer := testsupport.SignerAddress(5)
+	for i, size := range []int{1, 40, 3, 17, 1, 64, 2, 9} {
+		if _, errs := testsupport.Results(t, node.Allocate(t, signer, size)); errors.Join(errs...) != nil {
+			t.Fatalf("batch %d: %v", i, errors.Join(errs...))
+		}
+	}
+	var generic, custom int64
+	if err := pool.QueryRow(context.Background(), `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+		WHERE statement LIKE '%name: WriteClearAllocations %'`).Scan(&generic, &custom); err != nil {
+		t.Fatalf("the allocation statement's plans: %v", err)
+	}
+	// The first batch has no cached nonce and takes the full path; the others are clear.
+	if custom != 0 || generic != 7 {
+		t.Errorf("7 clear batches ran %d custom plans and %d generic ones; want 0 and 7", custom, generic)
 	}
 }
