@@ -127,52 +127,61 @@ func TestBeginGoesWithTheFirstStatement(t *testing.T) {
 			t.Parallel()
 			sends := &sendRecorder{}
 			f := newFixture(t, txmanager.Config{}, recordSends(sends))
-			ctx := context.Background()
 			opts := txmanager.DefaultOptions().WithTraceName("first")
 			opts.Isolation = pgx.Serializable
-			undo := errors.New("undo")
-			for _, commit := range []bool{false, true} {
-				sends.take()
+			sends.take() // the fixture's own statements
+			rollBackThenCommit(t, f, opts, tc.first, func(ctx context.Context, s txmanager.Session) error {
 				var isolation, lockTimeout string
-				err := f.manager.WithinTx(ctx, opts, func(ctx context.Context, s txmanager.Session) error {
-					if err := tc.first(ctx, s); err != nil {
-						return err
-					}
-					if err := s.DB().QueryRow(ctx, "SELECT current_setting('transaction_isolation'), current_setting('lock_timeout')").Scan(&isolation, &lockTimeout); err != nil {
-						return err
-					}
-					if !commit {
-						return undo
-					}
-					return nil
-				})
-				if commit && err != nil || !commit && !errors.Is(err, undo) {
-					t.Fatalf("commit=%v: err = %v", commit, err)
+				if err := s.DB().QueryRow(ctx, "SELECT current_setting('transaction_isolation'), current_setting('lock_timeout')").Scan(&isolation, &lockTimeout); err != nil {
+					return err
 				}
 				if isolation != "serializable" || lockTimeout != "1s" {
 					t.Errorf("inside the transaction: isolation %q, lock_timeout %q; want serializable, 1s", isolation, lockTimeout)
 				}
+				return nil
+			}, func(commit bool) {
 				sent := sends.take()
 				if len(sent) == 0 || !strings.HasPrefix(sent[0], tc.sent) {
 					t.Errorf("commit=%v: first sent %q, want it to start with %q", commit, sent, tc.sent)
 				}
-				want := 0
-				if commit {
-					want = 1
-				}
-				if got := f.count(t, "SELECT count(*) FROM item"); got != want {
-					t.Errorf("commit=%v: %d items, want %d", commit, got, want)
-				}
-				if commit {
-					if _, err := f.pool.Exec(ctx, "DELETE FROM item"); err != nil {
-						t.Fatal(err)
-					}
-					if _, err := f.pool.Exec(ctx, "UPDATE account SET balance = 100"); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			})
 		})
+	}
+}
+
+// rollBackThenCommit runs a transaction of write then check twice: first failing after
+// them, then committing. write must add one item. After each run sent (if given) looks at
+// what was sent, and the item must be gone after the first run and there after the second.
+func rollBackThenCommit(t *testing.T, f *fixture, opts txmanager.TxOptions, write, check func(context.Context, txmanager.Session) error, sent func(commit bool)) {
+	t.Helper()
+	ctx := context.Background()
+	undo := errors.New("undo")
+	for _, commit := range []bool{false, true} {
+		err := f.manager.WithinTx(ctx, opts, func(ctx context.Context, s txmanager.Session) error {
+			if err := write(ctx, s); err != nil {
+				return err
+			}
+			if err := check(ctx, s); err != nil {
+				return err
+			}
+			if !commit {
+				return undo
+			}
+			return nil
+		})
+		if commit && err != nil || !commit && !errors.Is(err, undo) {
+			t.Fatalf("commit=%v: err = %v", commit, err)
+		}
+		want := 0
+		if commit {
+			want = 1
+		}
+		if got := f.count(t, "SELECT count(*) FROM item"); got != want {
+			t.Errorf("commit=%v: %d items, want %d", commit, got, want)
+		}
+		if sent != nil {
+			sent(commit)
+		}
 	}
 }
 
@@ -270,36 +279,19 @@ func TestPipelinedBeginInEveryQueryExecMode(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, txmanager.Config{LockTimeout: 250 * time.Millisecond}, func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = mode })
-			ctx := context.Background()
-			undo := errors.New("undo")
-			for _, commit := range []bool{false, true} {
+			rollBackThenCommit(t, f, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+				_, err := s.DB().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", mode.String())
+				return err
+			}, func(ctx context.Context, s txmanager.Session) error {
 				var lockTimeout string
-				err := f.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
-					if _, err := s.DB().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", mode.String()); err != nil {
-						return err
-					}
-					if err := s.DB().QueryRow(ctx, "SELECT current_setting($1)", "lock_timeout").Scan(&lockTimeout); err != nil {
-						return err
-					}
-					if !commit {
-						return undo
-					}
-					return nil
-				})
-				if commit && err != nil || !commit && !errors.Is(err, undo) {
-					t.Fatalf("commit=%v: err = %v", commit, err)
+				if err := s.DB().QueryRow(ctx, "SELECT current_setting($1)", "lock_timeout").Scan(&lockTimeout); err != nil {
+					return err
 				}
 				if lockTimeout != "250ms" {
 					t.Errorf("lock_timeout inside the transaction = %q, want 250ms", lockTimeout)
 				}
-				want := 0
-				if commit {
-					want = 1
-				}
-				if got := f.count(t, "SELECT count(*) FROM item"); got != want {
-					t.Errorf("commit=%v: %d items, want %d", commit, got, want)
-				}
-			}
+				return nil
+			}, nil)
 		})
 	}
 }

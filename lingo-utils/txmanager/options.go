@@ -147,20 +147,16 @@ type beginKey struct {
 	isolation         pgx.TxIsoLevel
 	accessMode        pgx.TxAccessMode
 	lockTimeout, idle time.Duration
-	settings          string
 }
 
 // beginFor returns r's begin statements, made once per combination of options: a
-// transaction would otherwise format them on every call.
+// transaction would otherwise format them on every call. A transaction with settings of its
+// own has them formatted each time, which costs what a cache key made of them would.
 func (m *manager) beginFor(r resolved) beginStatements {
-	key := beginKey{isolation: r.isolation, accessMode: r.accessMode, lockTimeout: r.lockTimeout, idle: r.idleTimeout}
 	if len(r.settings) > 0 {
-		var sb strings.Builder
-		for _, s := range r.settings {
-			sb.WriteString(s.Name + "\x00" + s.Value + "\x00")
-		}
-		key.settings = sb.String()
+		return r.beginStatements()
 	}
+	key := beginKey{isolation: r.isolation, accessMode: r.accessMode, lockTimeout: r.lockTimeout, idle: r.idleTimeout}
 	if b, ok := m.begins.Load(key); ok {
 		return b.(beginStatements)
 	}
