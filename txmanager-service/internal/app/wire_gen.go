@@ -62,7 +62,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	pool, cleanup3, err := repositories.NewPool(database, logger, serverWatch)
+	pool, cleanup3, err := repositories.NewPool(database, logger, serverWatch, metrics)
 	if err != nil {
 		cleanup2()
 		cleanup()

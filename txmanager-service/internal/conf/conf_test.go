@@ -61,6 +61,7 @@ func TestCheckRejectsBadConfiguration(t *testing.T) {
 		{"bad mode", "routing:\n  mode: random\n", "routing.mode"},
 		{"no workers", "writer:\n  workers: 0\n", "writer.workers"},
 		{"bad exec mode", "database:\n  queryExecMode: turbo\n", "queryExecMode"},
+		{"negative pool", "database:\n  maxConns: -1\n", "database.maxConns: must be 0 (sized by the cores) or positive"},
 		{"bad duration", "lease:\n  duration: soon\n", "lease.duration: must be a duration"},
 		// The chains list is checked entry by entry, each problem naming its chain.
 		{"chain entry without id", "chains:\n  - rpcUrl: http://a.example\n", "chains[0].id: must be set"},
@@ -246,4 +247,33 @@ func mergeMaps(base, override map[string]any) map[string]any {
 		base[k] = v
 	}
 	return base
+}
+
+// A pool sized by the cores grows 4 connections a core between 8 and 32; a configured size
+// is kept whatever the cores.
+func TestPoolSize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		maxConns int32
+		cores    int
+		want     int32
+	}{
+		{"one core gets the floor", 0, 1, 8},
+		{"two cores", 0, 2, 8},
+		{"three cores", 0, 3, 12},
+		{"four cores", 0, 4, 16},
+		{"eight cores reach the ceiling", 0, 8, 32},
+		{"sixty-four cores stay at the ceiling", 0, 64, 32},
+		{"configured below the floor", 3, 2, 3},
+		{"configured above the ceiling", 100, 2, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := (conf.Database{MaxConns: tt.maxConns}).PoolSize(tt.cores); got != tt.want {
+				t.Errorf("PoolSize(%d) with maxConns %d = %d, want %d", tt.cores, tt.maxConns, got, tt.want)
+			}
+		})
+	}
 }

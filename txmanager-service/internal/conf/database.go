@@ -14,7 +14,7 @@ type Database struct {
 	// MigrateOnStart applies the embedded migrations at start (online: no long lock).
 	MigrateOnStart bool `json:"migrateOnStart"`
 	LocalDatabase  bool `json:"localDatabase"`
-	// MaxConns and MinConns size the connection pool.
+	// MaxConns bounds the connection pool; 0 sizes it by this node's cores (PoolSize).
 	MaxConns int32 `json:"maxConns"`
 	// MinConns connections are kept open even when idle.
 	MinConns      int32  `json:"minConns"`
@@ -33,6 +33,26 @@ type Tx struct {
 	// IdleInTransactionTimeout: the server ends a session silent inside a transaction this
 	// long, so a frozen owner cannot hold its lease row locked (and block a takeover).
 	IdleInTransactionTimeout Duration `json:"idleInTransactionTimeout"`
+}
+
+// Bounds of a pool sized by the cores: 4 connections a core, at least 8 (a writer worker
+// per default, the pipeline passes, the lease loop and the API's reads find one each
+// without waiting), at most 32.
+const (
+	poolConnsPerCore = 4
+	minAutoPoolConns = 8
+	maxAutoPoolConns = 32
+)
+
+// PoolSize is the pool's bound on a node with this many cores: MaxConns when set, else 4 a
+// core between 8 and 32. Connections beyond what the database's cores can run at once only
+// wait for a core there, and each plans the hot statements again (docs/performance.md, the
+// pool's size).
+func (d Database) PoolSize(cores int) int32 {
+	if d.MaxConns > 0 {
+		return d.MaxConns
+	}
+	return int32(min(max(poolConnsPerCore*cores, minAutoPoolConns), maxAutoPoolConns))
 }
 
 // ParseQueryExecMode maps database.queryExecMode to pgx. Behind a transaction-mode pooler
@@ -58,7 +78,7 @@ func ParseQueryExecMode(s string) (pgx.QueryExecMode, error) {
 // check: a database to reach, the pool size and the query mode.
 func (d Database) check(p *problems) {
 	p.require(d.DSN != "" || d.LocalDatabase, "database.dsn", "is empty and database.localDatabase is off: set DATABASE_URL (or database.dsn)")
-	p.require(d.MaxConns > 0, "database.maxConns", "must be positive")
+	p.require(d.MaxConns >= 0, "database.maxConns", "must be 0 (sized by the cores) or positive")
 	if _, err := ParseQueryExecMode(d.QueryExecMode); err != nil {
 		p.add(err)
 	}

@@ -3,6 +3,7 @@ package repositories
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/stuck"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // ProviderSet is the data layer the whole process shares: pool, transaction manager and the
@@ -86,16 +88,16 @@ var ChainProviderSet = wire.NewSet(
 	wire.Bind(new(services.SignerConditionStore), new(*SigningRepository)),
 )
 
-// NewPool opens the service's connection pool and checks it can reach the database; watch
-// sees every new connection's server.
-func NewPool(c conf.Database, logger log.Logger, watch *ServerWatch) (*pgxpool.Pool, func(), error) {
+// NewPool opens the service's connection pool, sized by c.PoolSize, and checks it can reach
+// the database; watch sees every new connection's server.
+func NewPool(c conf.Database, logger log.Logger, watch *ServerWatch, metrics *telemetry.Metrics) (*pgxpool.Pool, func(), error) {
 	cfg, err := pgxpool.ParseConfig(c.DSN)
 	if err != nil {
 		// pgx's message may quote the DSN, password included: keep it out of logs.
 		return nil, nil, fmt.Errorf("database.dsn is not a valid PostgreSQL connection string")
 	}
-	cfg.MaxConns = c.MaxConns
-	cfg.MinConns = min(c.MinConns, c.MaxConns)
+	cfg.MaxConns = c.PoolSize(runtime.GOMAXPROCS(0))
+	cfg.MinConns = min(c.MinConns, cfg.MaxConns)
 	mode, err := conf.ParseQueryExecMode(c.QueryExecMode)
 	if err != nil {
 		return nil, nil, err
@@ -112,6 +114,10 @@ func NewPool(c conf.Database, logger log.Logger, watch *ServerWatch) (*pgxpool.P
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, nil, fmt.Errorf("reach database %s@%s/%s: %w", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Database, err)
+	}
+	if err := registerPoolMetrics(pool, metrics); err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("database pool metrics: %w", err)
 	}
 	log.NewHelper(logger).Infow("msg", "database pool open", "host", cfg.ConnConfig.Host, "database", cfg.ConnConfig.Database, "max_conns", cfg.MaxConns, "exec_mode", mode.String())
 	return pool, pool.Close, nil

@@ -41,7 +41,7 @@ func TestPreparedStatementFailureBehindAPoolerNamesTheSetting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, closePool, err := repositories.NewPool(database, logger, watch)
+	pool, closePool, err := repositories.NewPool(database, logger, watch, telemetry.Noop())
 	if err != nil {
 		t.Fatal(err)
 	}

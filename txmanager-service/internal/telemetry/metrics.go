@@ -59,6 +59,11 @@ const (
 	WriterPhaseSeconds        = "writer_phase_seconds"
 	// DatabaseSynchronousReplication is registered by the database server watch.
 	DatabaseSynchronousReplication = "database_synchronous_replication"
+	// The connection pool's figures, registered by the pool.
+	DatabasePoolMaxConnections     = "database_pool_max_connections"
+	DatabasePoolConnections        = "database_pool_connections"
+	DatabasePoolAcquireWaits       = "database_pool_acquire_waits_total"
+	DatabasePoolAcquireWaitSeconds = "database_pool_acquire_wait_seconds_total"
 )
 
 // UnknownAnswerResult is the tx_submit_total and resubmit_total label of a node's answer
@@ -368,6 +373,27 @@ func (m *Metrics) RegisterFloatGauge(name, help string, observe func(ctx context
 	_, err := m.meter.Float64ObservableGauge(name, metric.WithDescription(help),
 		metric.WithFloat64Callback(func(ctx context.Context, o metric.Float64Observer) error {
 			observe(ctx, func(value float64, attrs ...attribute.KeyValue) { o.Observe(value, m.with(attrs...)) })
+			return nil
+		}))
+	return err
+}
+
+// RegisterCounter exposes a monotonic integer counter whose running total is read from
+// observe at collection time, for totals another component keeps (the connection pool's).
+func (m *Metrics) RegisterCounter(name, help string, observe func() int64) error {
+	_, err := m.meter.Int64ObservableCounter(name, metric.WithDescription(help),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(observe(), m.with())
+			return nil
+		}))
+	return err
+}
+
+// RegisterFloatCounter is RegisterCounter for float totals.
+func (m *Metrics) RegisterFloatCounter(name, help string, observe func() float64) error {
+	_, err := m.meter.Float64ObservableCounter(name, metric.WithDescription(help),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			o.Observe(observe(), m.with())
 			return nil
 		}))
 	return err

@@ -53,6 +53,11 @@ func TestMetricsAfterACreateConfirmCycle(t *testing.T) {
 		{"db_tx_failures_total", false},
 		{"server_requests_code_total", true},
 		{"server_requests_seconds_bucket_count", true},
+		{"database_pool_max_connections", true},
+		{"database_pool_connections", true},
+		// Opening a connection counts as a wait, and the service opened some.
+		{"database_pool_acquire_waits_total", true},
+		{"database_pool_acquire_wait_seconds_total", false},
 	}
 	for _, tc := range tests {
 		v, present := samples[tc.metric]
