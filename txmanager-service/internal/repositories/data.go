@@ -119,7 +119,7 @@ func NewPool(c conf.Database, logger log.Logger, watch *ServerWatch, metrics *te
 		pool.Close()
 		return nil, nil, fmt.Errorf("database pool metrics: %w", err)
 	}
-	log.NewHelper(logger).Infow("msg", "database pool open", "host", cfg.ConnConfig.Host, "database", cfg.ConnConfig.Database, "max_conns", cfg.MaxConns, "exec_mode", mode.String())
+	log.NewHelper(logger).Infow("msg", "database pool open", "host", cfg.ConnConfig.Host, "database", cfg.ConnConfig.Database, "max_conns", cfg.MaxConns, "min_conns", cfg.MinConns, "exec_mode", mode.String())
 	return pool, pool.Close, nil
 }
 

@@ -18,7 +18,7 @@ func registerPoolMetrics(pool *pgxpool.Pool, metrics *telemetry.Metrics) error {
 		metrics.RegisterGauge(telemetry.DatabasePoolMaxConnections,
 			"The most connections the pool opens (database.maxConns, or 4 per core between 8 and 32 when it is 0).",
 			func(_ context.Context, record func(int64, ...attribute.KeyValue)) {
-				record(int64(pool.Config().MaxConns))
+				record(int64(pool.Stat().MaxConns()))
 			}),
 		metrics.RegisterGauge(telemetry.DatabasePoolConnections,
 			"The pool's connections by state: acquired (in use), idle, constructing (being opened).",
@@ -28,10 +28,10 @@ func registerPoolMetrics(pool *pgxpool.Pool, metrics *telemetry.Metrics) error {
 				record(int64(stat.IdleConns()), attribute.String("state", "idle"))
 				record(int64(stat.ConstructingConns()), attribute.String("state", "constructing"))
 			}),
-		metrics.RegisterCounter(telemetry.DatabasePoolAcquireWaits,
+		metrics.RegisterCounter(telemetry.DatabasePoolAcquireWaitsTotal,
 			"Acquires that found no idle connection and waited for one to be released or opened.",
 			func() int64 { return pool.Stat().EmptyAcquireCount() }),
-		metrics.RegisterFloatCounter(telemetry.DatabasePoolAcquireWaitSeconds,
+		metrics.RegisterFloatCounter(telemetry.DatabasePoolAcquireWaitSecondsTotal,
 			"Time acquires spent waiting for a connection to be released or opened, in seconds.",
 			func() float64 { return pool.Stat().EmptyAcquireWaitTime().Seconds() }),
 	)

@@ -19,8 +19,13 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
+// connections is the scrape key of the connections gauge in state.
+func connections(state string) string {
+	return telemetry.DatabasePoolConnections + "{state=" + state + "}"
+}
+
 // poolFigures are a scrape of the pool's metrics: gauges and counters by name, the
-// connections gauge by its state label.
+// connections gauge by name and state (connections).
 type poolFigures map[string]float64
 
 // openMeasuredPool opens the service's pool on a fresh database with its metrics on a reader
@@ -57,7 +62,11 @@ func openMeasuredPool(t *testing.T, maxConns int32) (*pgxpool.Pool, func() poolF
 				case metricdata.Gauge[int64]:
 					for _, dp := range data.DataPoints {
 						state, _ := dp.Attributes.Value(attribute.Key("state"))
-						got[m.Name+state.AsString()] = float64(dp.Value)
+						key := m.Name
+						if state.AsString() != "" {
+							key += "{state=" + state.AsString() + "}"
+						}
+						got[key] = float64(dp.Value)
 					}
 				case metricdata.Sum[int64]:
 					for _, dp := range data.DataPoints {
@@ -103,24 +112,28 @@ func TestPoolMetricsShowConnectionsAndWaits(t *testing.T) {
 	}
 	// An acquire that opened a connection counted as a wait too: the waits count from here.
 	busy := scrape()
-	if busy[telemetry.DatabasePoolConnections+"acquired"] != size || busy[telemetry.DatabasePoolConnections+"idle"] != 0 {
-		t.Errorf("with all %d connections held: acquired %v, idle %v", size, busy[telemetry.DatabasePoolConnections+"acquired"], busy[telemetry.DatabasePoolConnections+"idle"])
+	if busy[connections("acquired")] != size || busy[connections("idle")] != 0 {
+		t.Errorf("with all %d connections held: acquired %v, idle %v", size, busy[connections("acquired")], busy[connections("idle")])
 	}
 
-	// One more acquire has to wait for a release.
+	// One more acquire has to wait for a release. It is released only after the acquire
+	// began and a margin passed, so that it found every connection held.
+	began := make(chan struct{})
 	waited := make(chan time.Duration, 1)
 	go func() {
 		start := time.Now()
+		close(began)
 		conn, err := pool.Acquire(t.Context())
 		if err != nil {
 			t.Error(err)
 			waited <- 0
 			return
 		}
-		waited <- time.Since(start)
 		conn.Release()
+		waited <- time.Since(start)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	<-began
+	time.Sleep(200 * time.Millisecond)
 	held[0].Release()
 	longest := <-waited
 	for _, conn := range held[1:] {
@@ -128,13 +141,13 @@ func TestPoolMetricsShowConnectionsAndWaits(t *testing.T) {
 	}
 
 	after := scrape()
-	if got := after[telemetry.DatabasePoolAcquireWaits] - busy[telemetry.DatabasePoolAcquireWaits]; got != 1 {
-		t.Errorf("%s grew by %v while one acquire waited, want 1", telemetry.DatabasePoolAcquireWaits, got)
+	if got := after[telemetry.DatabasePoolAcquireWaitsTotal] - busy[telemetry.DatabasePoolAcquireWaitsTotal]; got != 1 {
+		t.Errorf("%s grew by %v while one acquire waited, want 1", telemetry.DatabasePoolAcquireWaitsTotal, got)
 	}
-	if got := after[telemetry.DatabasePoolAcquireWaitSeconds] - busy[telemetry.DatabasePoolAcquireWaitSeconds]; got <= 0 || got > longest.Seconds() {
-		t.Errorf("%s grew by %v, want more than 0 and at most the %v the waiting acquire took", telemetry.DatabasePoolAcquireWaitSeconds, got, longest)
+	if got := after[telemetry.DatabasePoolAcquireWaitSecondsTotal] - busy[telemetry.DatabasePoolAcquireWaitSecondsTotal]; got <= 0 || got > longest.Seconds() {
+		t.Errorf("%s grew by %v, want more than 0 and at most the %v the waiting acquire took", telemetry.DatabasePoolAcquireWaitSecondsTotal, got, longest)
 	}
-	if after[telemetry.DatabasePoolConnections+"acquired"] != 0 || after[telemetry.DatabasePoolConnections+"idle"] != size {
-		t.Errorf("after every release: acquired %v, idle %v, want 0 and %d", after[telemetry.DatabasePoolConnections+"acquired"], after[telemetry.DatabasePoolConnections+"idle"], size)
+	if after[connections("acquired")] != 0 || after[connections("idle")] != size {
+		t.Errorf("after every release: acquired %v, idle %v, want 0 and %d", after[connections("acquired")], after[connections("idle")], size)
 	}
 }

@@ -60,10 +60,10 @@ const (
 	// DatabaseSynchronousReplication is registered by the database server watch.
 	DatabaseSynchronousReplication = "database_synchronous_replication"
 	// The connection pool's figures, registered by the pool.
-	DatabasePoolMaxConnections     = "database_pool_max_connections"
-	DatabasePoolConnections        = "database_pool_connections"
-	DatabasePoolAcquireWaits       = "database_pool_acquire_waits_total"
-	DatabasePoolAcquireWaitSeconds = "database_pool_acquire_wait_seconds_total"
+	DatabasePoolMaxConnections          = "database_pool_max_connections"
+	DatabasePoolConnections             = "database_pool_connections"
+	DatabasePoolAcquireWaitsTotal       = "database_pool_acquire_waits_total"
+	DatabasePoolAcquireWaitSecondsTotal = "database_pool_acquire_wait_seconds_total"
 )
 
 // UnknownAnswerResult is the tx_submit_total and resubmit_total label of a node's answer

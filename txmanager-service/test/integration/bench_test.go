@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -199,7 +200,7 @@ func settleDisk(b testing.TB, pool *pgxpool.Pool) {
 // decoding, validation and payload encoding as the service, so only the write path differs.
 func startBaseline(b testing.TB) (string, *pgxpool.Pool) {
 	b.Helper()
-	pool := testsupport.MigratedPool(b, func(c *pgxpool.Config) { c.MaxConns = 32 }) // pooled as the service pools it
+	pool := testsupport.MigratedPool(b, func(c *pgxpool.Config) { c.MaxConns = conf.Database{}.PoolSize(runtime.GOMAXPROCS(0)) }) // pooled as the service pools it
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
