@@ -85,7 +85,7 @@ func ToAPIError(logger *log.Helper, err error) error {
 		return withMetadata(v1.ErrorSignerUnavailable("%s", cannotSign.Error()), MetadataRetryAfter, retryAfter(cannotSign.RetryAfter))
 	case errors.Is(err, domain.ErrOutcomeUnknown):
 		logger.Warnw("msg", "create outcome unknown", "error", err.Error())
-		return withMetadata(v1.ErrorOutcomeUnknown("the database connection failed while the write was committing; it may have landed: retry with the same requestId"),
+		return withMetadata(v1.ErrorOutcomeUnknown("the write may have landed but is not known to be durable (the database connection failed while it committed, or the database's standby has not confirmed it yet): retry with the same requestId"),
 			MetadataRetryAfter, retryAfter(time.Second))
 	case errors.As(err, &unavailable):
 		logger.Warnw("msg", "request unavailable", "reason", unavailable.Reason, "error", err.Error())

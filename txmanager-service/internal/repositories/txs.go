@@ -37,6 +37,14 @@ func (r *TxRepository) GetByRequestID(ctx context.Context, signer common.Address
 	return mapOne(row.ManagedTx, signingFailure{row.SigningFailingSince, row.SigningError}, err, "get tx by request id")
 }
 
+// AwaitStandby implements services.TxReader.
+func (r *TxRepository) AwaitStandby(ctx context.Context) error {
+	if err := r.q.AwaitStandby(ctx); err != nil {
+		return fmt.Errorf("wait for the standby: %w", err)
+	}
+	return nil
+}
+
 // signingFailure is the signer's key source failure a transaction waiting for its
 // signature is read with (since nil: none).
 type signingFailure struct {

@@ -119,6 +119,9 @@ func (m *memTxs) GetByRequestID(_ context.Context, signer common.Address, reques
 	return domain.ManagedTx{}, domain.ErrNotFound
 }
 
+// AwaitStandby: an in-memory store has no standby to wait for.
+func (m *memTxs) AwaitStandby(context.Context) error { return nil }
+
 // allocation is what the writer queue saw of one create.
 type allocation struct {
 	caller string

@@ -115,6 +115,10 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput, ap
 // when the create failed because its caller's deadline passed.
 const recordedLookupTimeout = 2 * time.Second
 
+// standbyWaitTimeout bounds how long a replay waits for the standby to confirm its
+// transaction; past it the retry is answered OUTCOME_UNKNOWN and asked to come again.
+const standbyWaitTimeout = 2 * time.Second
+
 // recorded answers req as a replay of the transaction already on record under its
 // requestId, if any (the transaction, or a conflict when the intent differs). Other
 // creates are looked up only when they fail: the writer checks every batch's requestIds
@@ -135,7 +139,25 @@ func (uc *CreateTxUseCase) recorded(ctx context.Context, req domain.CreateReques
 	if lookupErr != nil {
 		return CreateResult{}, false, nil
 	}
+	if err := uc.awaitStandby(ctx); err != nil {
+		return CreateResult{}, true, err
+	}
 	return CreateResult{Tx: existing}, true, domain.ReplayOf(existing, req.Fingerprint(), req.RequestID)
+}
+
+// awaitStandby holds an answer from a transaction already on record back until that
+// transaction is on the database's synchronous standby. A create whose commit timed out
+// waiting for the standby was answered OUTCOME_UNKNOWN, but its row stays on the primary,
+// visible: answering the retry from it at once would acknowledge a transaction that a
+// failover loses, and whose nonce then goes to another. Only replays wait: a create the
+// writer wrote was answered after its own commit waited.
+func (uc *CreateTxUseCase) awaitStandby(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, standbyWaitTimeout)
+	defer cancel()
+	if err := uc.txs.AwaitStandby(ctx); err != nil {
+		return fmt.Errorf("%w: the transaction is on record but not known to be on the database's standby yet: %w", domain.ErrOutcomeUnknown, err)
+	}
+	return nil
 }
 
 // asksChainFirst: the create estimates its gas or simulates its call before it is written.
@@ -181,6 +203,12 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 	if err != nil {
 		reservation.Release()
 		return CreateResult{Tx: tx}, err
+	}
+	if !created {
+		if err := uc.awaitStandby(ctx); err != nil {
+			reservation.Release()
+			return CreateResult{}, err
+		}
 	}
 	if !created || tx.State == domain.StateAwaitingApproval {
 		// A replay of a concurrent create: its cost is already counted. An intent sent for

@@ -131,6 +131,11 @@ type Adoption struct {
 type TxReader interface {
 	GetByID(ctx context.Context, id uuid.UUID) (domain.ManagedTx, error)
 	GetByRequestID(ctx context.Context, signer common.Address, requestID string) (domain.ManagedTx, error)
+	// AwaitStandby returns once every commit made before it is on the database's
+	// synchronous standby, at once where there is none. A row can be visible on the primary
+	// and missing on the standby: a commit whose wait for the standby was cut short (its
+	// connection's deadline) is kept on the primary, and a failover loses it.
+	AwaitStandby(ctx context.Context) error
 }
 
 // SignerDirectory says which signers this service holds keys for and which of them take

@@ -183,3 +183,12 @@ completed AS (
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM claimed)::bigint AS claimed;
+
+-- name: AwaitStandby :exec
+-- Commits a transaction of its own that writes WAL (a transactional logical message, which
+-- any role may emit and every WAL level records), so its commit waits for the synchronous
+-- standby like every write's: once it returns, every commit before it is on the standby.
+-- A transaction that only took an id would not wait. A commit whose own wait was cut
+-- short (its client's deadline, a cancel) is visible on the primary without being on the
+-- standby; a reader that answers from such a row waits here first.
+SELECT pg_logical_emit_message(true, 'txmanager-standby', '');

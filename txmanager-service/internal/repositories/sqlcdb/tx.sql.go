@@ -13,6 +13,21 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const awaitStandby = `-- name: AwaitStandby :exec
+SELECT pg_logical_emit_message(true, 'txmanager-standby', '')
+`
+
+// Commits a transaction of its own that writes WAL (a transactional logical message, which
+// any role may emit and every WAL level records), so its commit waits for the synchronous
+// standby like every write's: once it returns, every commit before it is on the standby.
+// A transaction that only took an id would not wait. A commit whose own wait was cut
+// short (its client's deadline, a cancel) is visible on the primary without being on the
+// standby; a reader that answers from such a row waits here first.
+func (q *Queries) AwaitStandby(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, awaitStandby)
+	return err
+}
+
 const claimUnclaimed = `-- name: ClaimUnclaimed :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
