@@ -90,7 +90,9 @@ func runDBScenario(ctx context.Context, o options, root, serviceBin, chainBin st
 	}
 	c, err := startCluster(ctx, clusterOptions{
 		bin: serviceBin, dir: filepath.Join(root, "nodes"), dsn: dsn, chains: []e2e.ChainTarget{{RPCURL: devChain.URL()}}, signers: keys, count: o.nodes,
-		direct: true, extra: map[string]any{"database.maxConns": 12},
+		// The pool keeps its default size (database.maxConns 0: by the node's cores), as a
+		// deployment's would.
+		direct: true,
 	})
 	if err != nil {
 		return nil, err
