@@ -1,7 +1,6 @@
 package repositories_test
 
 import (
-	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
@@ -17,6 +15,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // connections is the scrape key of the connections gauge in state.
@@ -32,13 +31,7 @@ type poolFigures map[string]float64
 // of their own, and returns a scrape function.
 func openMeasuredPool(t *testing.T, maxConns int32) (*pgxpool.Pool, func() poolFigures) {
 	t.Helper()
-	reader := sdkmetric.NewManualReader()
-	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
-	metrics, err := telemetry.NewMetrics(provider)
-	if err != nil {
-		t.Fatal(err)
-	}
+	metrics, reader := testsupport.RecordedMetrics(t)
 	logger := log.NewStdLogger(t.Output())
 	watch, err := repositories.NewServerWatch(logger, metrics)
 	if err != nil {

@@ -1,10 +1,8 @@
 package services_test
 
 import (
-	"context"
 	"testing"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
@@ -18,13 +16,7 @@ import (
 func TestApprovalGauges(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
-	reader := sdkmetric.NewManualReader()
-	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
-	metrics, err := telemetry.NewMetrics(provider)
-	if err != nil {
-		t.Fatal(err)
-	}
+	metrics, reader := testsupport.RecordedMetrics(t)
 	if _, err := services.NewApprovalDesk(testsupport.TxManager(t, pool), repositories.NewApprovalRepository(pool), testsupport.AuditTrail(t, pool, "n"), "n", metrics, testLogger()); err != nil {
 		t.Fatal(err)
 	}

@@ -204,16 +204,15 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 		reservation.Release()
 		return CreateResult{Tx: tx}, err
 	}
-	if !created {
-		if err := uc.awaitStandby(ctx); err != nil {
-			reservation.Release()
-			return CreateResult{}, err
-		}
-	}
 	if !created || tx.State == domain.StateAwaitingApproval {
 		// A replay of a concurrent create: its cost is already counted. An intent sent for
 		// approval has no nonce yet: its cost counts once it is admitted.
 		reservation.Release()
+	}
+	if !created {
+		if err := uc.awaitStandby(ctx); err != nil {
+			return CreateResult{}, err
+		}
 	}
 	return CreateResult{Tx: tx, Created: created}, nil
 }

@@ -1,11 +1,9 @@
 package services_test
 
 import (
-	"context"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
@@ -18,13 +16,7 @@ import (
 func TestPolicyWindowGauges(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
-	reader := sdkmetric.NewManualReader()
-	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
-	metrics, err := telemetry.NewMetrics(provider)
-	if err != nil {
-		t.Fatal(err)
-	}
+	metrics, reader := testsupport.RecordedMetrics(t)
 	book, err := services.NewPolicyBook(testsupport.TxManager(t, pool), repositories.NewPolicyRepository(pool), testsupport.AuditTrail(t, pool, "n"), services.KnownRoles{"approver"}, metrics, testLogger())
 	if err != nil {
 		t.Fatal(err)
