@@ -37,9 +37,13 @@ func (r *TxRepository) GetByRequestID(ctx context.Context, signer common.Address
 	return mapOne(row.ManagedTx, signingFailure{row.SigningFailingSince, row.SigningError}, err, "get tx by request id")
 }
 
-// AwaitStandby implements services.TxReader.
-func (r *TxRepository) AwaitStandby(ctx context.Context) error {
-	if err := r.q.AwaitStandby(ctx); err != nil {
+// AwaitStandby implements services.StandbyBarrier.
+func (r *TxRepository) AwaitStandby(ctx context.Context) error { return awaitStandby(ctx, r.q) }
+
+// awaitStandby commits a transaction of the service's own that waits for the synchronous
+// standby (AwaitStandby in queries/tx.sql).
+func awaitStandby(ctx context.Context, q *sqlcdb.Queries) error {
+	if err := q.AwaitStandby(ctx); err != nil {
 		return fmt.Errorf("wait for the standby: %w", err)
 	}
 	return nil

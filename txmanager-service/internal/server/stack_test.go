@@ -263,6 +263,9 @@ func (f *memFeed) ListAfter(_ context.Context, pos services.FeedPosition, limit 
 	return out, nil
 }
 
+// AwaitStandby: the feed has no standby to wait for.
+func (f *memFeed) AwaitStandby(context.Context) error { return nil }
+
 func (f *memFeed) State(context.Context) (services.FeedState, error) {
 	return services.FeedState{}, nil
 }

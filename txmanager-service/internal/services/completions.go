@@ -66,6 +66,9 @@ type CompletionPage struct {
 
 // CompletionStore reads the feed and assigns its positions.
 type CompletionStore interface {
+	// A page is served only once its completions are on the synchronous standby: a
+	// position a failover loses goes to another completion later.
+	StandbyBarrier
 	// ListAfter returns up to limit positioned completions after pos, in position order;
 	// signers, when not nil, restricts them to those signers.
 	ListAfter(ctx context.Context, pos FeedPosition, limit int, signers []string, chainID uint64) ([]Completion, error)
@@ -169,6 +172,9 @@ func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int
 		if len(items) > 0 || remaining <= 0 {
 			next := pos
 			if len(items) > 0 {
+				if err := readOnStandby(ctx, uc.store, "the completions feed's page"); err != nil {
+					return CompletionPage{}, err
+				}
 				next = items[len(items)-1].Position
 			}
 			return CompletionPage{Completions: items, Next: next.String()}, nil
@@ -345,6 +351,9 @@ func (uc *CompletionsUseCase) Recent(ctx context.Context, n int, signers []strin
 	}
 	next := from
 	if len(items) > 0 {
+		if err := readOnStandby(ctx, uc.store, "the completions feed's page"); err != nil {
+			return CompletionPage{}, err
+		}
 		next = items[len(items)-1].Position
 	}
 	return CompletionPage{Completions: items, Next: next.String()}, nil

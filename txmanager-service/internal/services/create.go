@@ -115,10 +115,6 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput, ap
 // when the create failed because its caller's deadline passed.
 const recordedLookupTimeout = 2 * time.Second
 
-// standbyWaitTimeout bounds how long a replay waits for the standby to confirm its
-// transaction; past it the retry is answered OUTCOME_UNKNOWN and asked to come again.
-const standbyWaitTimeout = 2 * time.Second
-
 // recorded answers req as a replay of the transaction already on record under its
 // requestId, if any (the transaction, or a conflict when the intent differs). Other
 // creates are looked up only when they fail: the writer checks every batch's requestIds
@@ -152,9 +148,7 @@ func (uc *CreateTxUseCase) recorded(ctx context.Context, req domain.CreateReques
 // failover loses, and whose nonce then goes to another. Only replays wait: a create the
 // writer wrote was answered after its own commit waited.
 func (uc *CreateTxUseCase) awaitStandby(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, standbyWaitTimeout)
-	defer cancel()
-	if err := uc.txs.AwaitStandby(ctx); err != nil {
+	if err := onStandby(ctx, uc.txs); err != nil {
 		return fmt.Errorf("%w: the transaction is on record but not known to be on the database's standby yet: %w", domain.ErrOutcomeUnknown, err)
 	}
 	return nil
@@ -330,7 +324,8 @@ func (uc *GetTxUseCase) ByID(ctx context.Context, id string) (domain.ManagedTx, 
 	if err != nil {
 		return domain.ManagedTx{}, err
 	}
-	return uc.txs.GetByID(ctx, parsed)
+	tx, err := uc.txs.GetByID(ctx, parsed)
+	return uc.onStandby(ctx, tx, err)
 }
 
 // ByRequestID returns the transaction created for (signer, requestId).
@@ -345,5 +340,18 @@ func (uc *GetTxUseCase) ByRequestID(ctx context.Context, signer, requestID strin
 	if _, err := domain.ParseRequestID(requestID, domain.DefaultLimits().MaxRequestIDLength); err != nil {
 		return domain.ManagedTx{}, err
 	}
-	return uc.txs.GetByRequestID(ctx, addr, requestID)
+	tx, err := uc.txs.GetByRequestID(ctx, addr, requestID)
+	return uc.onStandby(ctx, tx, err)
+}
+
+// onStandby answers a read of tx once tx is on the database's synchronous standby
+// (readOnStandby); a failed read is answered as it failed.
+func (uc *GetTxUseCase) onStandby(ctx context.Context, tx domain.ManagedTx, err error) (domain.ManagedTx, error) {
+	if err != nil {
+		return tx, err
+	}
+	if err := readOnStandby(ctx, uc.txs, "the transaction"); err != nil {
+		return domain.ManagedTx{}, err
+	}
+	return tx, nil
 }

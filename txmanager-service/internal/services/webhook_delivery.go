@@ -209,6 +209,12 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 		cursor: c.Cursor,
 		read: func(ctx context.Context, after int64) ([]pushed, error) {
 			page, err := d.feed.ListAfter(ctx, FeedPosition(after), feedPage, signers, chain)
+			if err == nil && len(page) > 0 {
+				err = onStandby(ctx, d.feed)
+			}
+			if err != nil {
+				return nil, err
+			}
 			out := make([]pushed, len(page))
 			for i, cpl := range page {
 				out[i] = pushed{position: int64(cpl.Position), match: c.Filter.Matches(domain.EventCompletion, cpl.ChainID, cpl.Signer, string(cpl.Status)),
@@ -217,7 +223,7 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 						return webhookBody(c.ID, cpl)
 					}}
 			}
-			return out, err
+			return out, nil
 		},
 		advance: func(ctx context.Context, cursor int64, delivered int) (bool, error) {
 			return d.store.Advance(ctx, c, d.node, cursor, delivered)
@@ -234,12 +240,20 @@ func (d *WebhookDeliverer) eventStream(c ClaimedSubscription) stream {
 		cursor: c.EventCursor,
 		read: func(ctx context.Context, after int64) ([]pushed, error) {
 			page, err := d.events.ListAfter(ctx, after, feedPage, signers)
+			if err == nil && len(page) > 0 {
+				// Events take their positions from a sequencer row as completions do: a
+				// failover that loses one gives its position to the next event.
+				err = onStandby(ctx, d.feed)
+			}
+			if err != nil {
+				return nil, err
+			}
 			out := make([]pushed, len(page))
 			for i, e := range page {
 				out[i] = pushed{position: e.Position, match: c.Filter.Matches(e.Kind, e.ChainID, e.Signer, ""), id: e.ID,
 					body: func() []byte { return eventBody(c.ID, e) }}
 			}
-			return out, err
+			return out, nil
 		},
 		advance: func(ctx context.Context, cursor int64, delivered int) (bool, error) {
 			return d.store.AdvanceEvents(ctx, c, d.node, cursor, delivered)

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,13 +13,14 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
-// A retried create is answered from the transaction on record only once that transaction
-// is on the database's synchronous standby. A create whose commit timed out waiting for
-// the standby is answered OUTCOME_UNKNOWN, yet PostgreSQL keeps it on the primary, where
-// its retry finds it: answering that retry at once would acknowledge a transaction that a
-// failover loses (make chaos-db's deep-lag failover found this). Here the standby is one
-// the server is told to wait for and that never connects, so no commit is confirmed.
-func TestReplayWaitsForTheStandby(t *testing.T) {
+// An answer from the database is given only once what it tells of is on the database's
+// synchronous standby. PostgreSQL shows a commit to every session while the commit still
+// waits for the standby, and keeps one whose wait timed out: a failover loses both. A
+// retried create answered from such a transaction acknowledges one that is then lost (make
+// chaos-db's deep-lag failover found this), and a feed page serving its completion hands
+// out a position that a later completion takes again. Here the standby is one the server
+// is told to wait for and that never connects, so no commit is confirmed.
+func TestAnswersWaitForTheStandby(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cluster, err := pglocal.StartCluster(ctx, pglocal.ClusterOptions{Settings: []string{"synchronous_commit=on"}})
@@ -33,7 +35,7 @@ func TestReplayWaitsForTheStandby(t *testing.T) {
 	if err := testsupport.Migrate(ctx, dsn); err != nil {
 		t.Fatal(err)
 	}
-	s := startService(t, serviceOptions{dsn: dsn})
+	s := startService(t, serviceOptions{dsn: dsn, fastPipeline: true})
 	standby := func(names string) {
 		t.Helper()
 		if _, err := s.pool.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '"+names+"'"); err != nil {
@@ -53,22 +55,46 @@ func TestReplayWaitsForTheStandby(t *testing.T) {
 			return conn.QueryRow(ctx, "SHOW synchronous_standby_names").Scan(&got) == nil && got == names
 		})
 	}
-	payload := map[string]any{"signer": devAddress(t, 0), "to": devAddress(t, 1), "value": "1", "gasLimit": 21000, "requestId": "standby-1"}
+	signer := devAddress(t, 0)
+	payload := map[string]any{"signer": signer, "to": devAddress(t, 1), "value": "1", "gasLimit": 21000, "requestId": "standby-1"}
 	id := s.createOK(t, payload)
+	if final := s.pageCompletions(t, 1); final[id] == "" {
+		t.Fatalf("the feed's first completion is not %s: %v", id, final)
+	}
+	reads := []struct {
+		name   string
+		answer func() apiResponse
+		// reason is the refusal while no standby confirms.
+		reason string
+	}{
+		{"retried create", func() apiResponse { return s.create(t, payload) }, "OUTCOME_UNKNOWN"},
+		{"transaction by id", func() apiResponse { return s.do(t, http.MethodGet, "/api/v1/tx/"+id, nil) }, "UNAVAILABLE"},
+		{"transaction by request", func() apiResponse {
+			return s.do(t, http.MethodGet, "/api/v1/tx/by-request?signer="+signer+"&requestId=standby-1", nil)
+		}, "UNAVAILABLE"},
+		{"completions page", func() apiResponse { return s.do(t, http.MethodGet, "/api/v1/tx/completions", nil) }, "UNAVAILABLE"},
+	}
 
 	standby("absent")
-	started := time.Now()
-	waiting := s.create(t, payload)
-	if waiting.status != http.StatusServiceUnavailable || waiting.reason() != "OUTCOME_UNKNOWN" {
-		t.Errorf("retry while no standby confirms: %d %s, want 503 OUTCOME_UNKNOWN", waiting.status, waiting.raw)
-	}
-	if waited := time.Since(started); waited > 10*time.Second {
-		t.Errorf("the retry was answered after %v: its wait for the standby is bounded", waited)
+	for _, r := range reads {
+		started := time.Now()
+		got := r.answer()
+		if got.status != http.StatusServiceUnavailable || got.reason() != r.reason {
+			t.Errorf("%s while no standby confirms: %d %s, want 503 %s", r.name, got.status, got.raw, r.reason)
+		}
+		if waited := time.Since(started); waited > 10*time.Second {
+			t.Errorf("%s was answered after %v: its wait for the standby is bounded", r.name, waited)
+		}
+		if got.status == http.StatusServiceUnavailable && r.reason == "UNAVAILABLE" && got.retryAfter == "" {
+			t.Errorf("%s: 503 without Retry-After", r.name)
+		}
 	}
 
 	standby("")
-	replay := s.create(t, payload)
-	if replay.status != http.StatusOK || replay.tx()["txId"] != id {
-		t.Errorf("retry once commits are confirmed again: %d %s, want 200 with %s", replay.status, replay.raw, id)
+	for _, r := range reads {
+		got := r.answer()
+		if got.status != http.StatusOK || !strings.Contains(got.raw, id) {
+			t.Errorf("%s once commits are confirmed again: %d %s, want 200 with %s", r.name, got.status, got.raw, id)
+		}
 	}
 }

@@ -191,4 +191,9 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM claimed
 -- A transaction that only took an id would not wait. A commit whose own wait was cut
 -- short (its client's deadline, a cancel) is visible on the primary without being on the
 -- standby; a reader that answers from such a row waits here first.
-SELECT pg_logical_emit_message(true, 'txmanager-standby', '');
+-- Where the server names no synchronous standby, or the session's commits do not wait for
+-- one, it writes nothing: no commit waits there, so neither would this one, and the reads
+-- that call it cost no WAL write and flush.
+SELECT CASE WHEN current_setting('synchronous_standby_names') <> ''
+             AND current_setting('synchronous_commit') NOT IN ('off', 'local')
+            THEN pg_logical_emit_message(true, 'txmanager-standby', '') END;
