@@ -21,7 +21,8 @@ import (
 // whole stream once to find where it ends, copying it into its buffer as it grows), keeps
 // each result as a copied json.RawMessage, and only then decodes each into its target: three
 // passes and two copies, 7% of the service's CPU in bench-chain's profile. Here the answer is
-// read into one pooled buffer and decoded in one json.Unmarshal straight into the receipts.
+// read into one pooled buffer and decoded in one pass straight into the receipts
+// (decodeReceiptsFast, or json.Unmarshal for an answer of an unusual shape).
 // Everything else is what the client does: the same HTTP client (transport, connections
 // kept alive, basic auth from the URL), the same headers, rpc.HTTPError for a non-2xx answer
 // and a JSON-RPC error object per element.
@@ -144,9 +145,11 @@ func decodeReceiptsAnswer(body []byte, n int) ([][]*rpcReceipt, []error, error) 
 		}
 		return nil, nil, errors.New("the node answered a batch request with a single result")
 	}
-	var answers []receiptsAnswer
-	if err := json.Unmarshal(body, &answers); err != nil {
-		return nil, nil, fmt.Errorf("reading the node's answer: %w", err)
+	answers, ok := decodeReceiptsFast(body)
+	if !ok {
+		if err := json.Unmarshal(body, &answers); err != nil {
+			return nil, nil, fmt.Errorf("reading the node's answer: %w", err)
+		}
 	}
 	results, errs := make([][]*rpcReceipt, n), make([]error, n)
 	answered := make([]bool, n)
