@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"strconv"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
@@ -168,32 +169,65 @@ func decodeIntent(payload []byte) (decodedIntent, error) {
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return decodedIntent{}, err
 	}
+	d, err := intentFromFields(intentPayloadFields{to: deref(p.To), value: p.Value, data: p.Data, maxFee: deref(p.MaxFeePerGas),
+		maxTip: deref(p.MaxPriorityFeePerGas)})
+	d.GasLimit, d.EffectiveGasLimit = p.GasLimit, p.EffectiveGasLimit
+	return d, err
+}
+
+// intentPayloadFields are managed_tx.payload's fields as text, "" for one it lacks (a query
+// that reads them out of the payload itself, ListAllocated, gives them so). gasLimit and
+// effectiveGasLimit are decimal; "" reads as 0.
+type intentPayloadFields struct {
+	to, value, data, gasLimit, effectiveGasLimit, maxFee, maxTip string
+}
+
+// intentFromFields decodes a payload's fields; intentPayload writes none of them empty, so
+// "" is a field it left out.
+func intentFromFields(f intentPayloadFields) (decodedIntent, error) {
 	var (
-		d   = decodedIntent{EffectiveGasLimit: p.EffectiveGasLimit}
+		d   decodedIntent
 		err error
 	)
-	if d.Value, err = decodeWei(p.Value); err != nil {
+	if d.Value, err = decodeWei(f.value); err != nil {
 		return d, err
 	}
-	if p.To != nil {
-		to := common.HexToAddress(*p.To)
-		d.To, d.ToHex = &to, *p.To
+	if f.to != "" {
+		to := common.HexToAddress(f.to)
+		d.To, d.ToHex = &to, f.to
 	}
-	if p.Data != "" {
-		if d.Data, err = hexutil.Decode(p.Data); err != nil {
+	if f.data != "" {
+		if d.Data, err = hexutil.Decode(f.data); err != nil {
 			return d, fmt.Errorf("decode data: %w", err)
 		}
 	}
-	d.GasLimit = p.GasLimit
-	if p.MaxFeePerGas != nil {
-		if d.MaxFeePerGas, err = decodeWei(*p.MaxFeePerGas); err != nil {
+	for _, limit := range []struct {
+		text string
+		dst  *uint64
+	}{{f.gasLimit, &d.GasLimit}, {f.effectiveGasLimit, &d.EffectiveGasLimit}} {
+		if limit.text == "" {
+			continue
+		}
+		if *limit.dst, err = strconv.ParseUint(limit.text, 10, 64); err != nil {
+			return d, fmt.Errorf("decode gas limit: %w", err)
+		}
+	}
+	if f.maxFee != "" {
+		if d.MaxFeePerGas, err = decodeWei(f.maxFee); err != nil {
 			return d, err
 		}
 	}
-	if p.MaxPriorityFeePerGas != nil {
-		if d.MaxPriorityFeePerGas, err = decodeWei(*p.MaxPriorityFeePerGas); err != nil {
+	if f.maxTip != "" {
+		if d.MaxPriorityFeePerGas, err = decodeWei(f.maxTip); err != nil {
 			return d, err
 		}
 	}
 	return d, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -2,6 +2,7 @@ package repositories_test
 
 import (
 	"math/big"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,57 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
+
+// The submitter reads an allocated intent's fields out of the payload in SQL; it reads the
+// same intent as every other read, which decodes the payload as JSON.
+func TestListAllocatedReadsTheIntentAsStored(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	const signer = "0x00000000000000000000000000000000000000c1"
+	payloads := []struct{ name, payload string }{
+		{"a transfer", `{"to":"0x71C7656EC7ab88b098defB751B7401B5f6d8976F","value":"1000","gasLimit":21000,"effectiveGasLimit":21000}`},
+		{"a contract creation", `{"value":"0","data":"0x6000","gasLimit":0,"effectiveGasLimit":53000}`},
+		{"a call with its own fee caps", `{"to":"0x71c7656ec7ab88b098defb751b7401b5f6d8976f","value":"5","data":"0xabcdef","gasLimit":60000,` +
+			`"effectiveGasLimit":60000,"maxFeePerGas":"30000000000","maxPriorityFeePerGas":"1500000000"}`},
+		{"the largest value", `{"to":"0x0000000000000000000000000000000000000001","value":"` + new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1)).String() +
+			`","gasLimit":18446744073709551615,"effectiveGasLimit":18446744073709551615}`},
+	}
+	ids := make([]uuid.UUID, len(payloads))
+	for i, p := range payloads {
+		ids[i] = uuid.New()
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
+			VALUES (1337, $1, $2, '\x00', $3, $4, 'ALLOCATED', 1)`, ids[i], signer, i, p.payload); err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+	}
+	listed, err := repositories.NewSubmittingRepository(pool, testChain()).ListAllocated(ctx, signer, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != len(payloads) {
+		t.Fatalf("listed %d, want %d", len(listed), len(payloads))
+	}
+	reader := repositories.NewTxRepository(pool, testChain())
+	for i, p := range payloads {
+		t.Run(p.name, func(t *testing.T) {
+			read, err := reader.GetByID(ctx, ids[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := listed[i]
+			if got.ID != ids[i] || got.Nonce != uint64(i) || got.Signer != common.HexToAddress(signer) {
+				t.Errorf("listed %s nonce %d signer %s, want %s nonce %d signer %s", got.ID, got.Nonce, got.Signer, ids[i], i, signer)
+			}
+			if !reflect.DeepEqual(got.Intent, read.Intent) || got.EffectiveGasLimit != read.EffectiveGasLimit {
+				t.Errorf("listed intent %+v (effective gas %d), read %+v (effective gas %d)", got.Intent, got.EffectiveGasLimit, read.Intent, read.EffectiveGasLimit)
+			}
+			if got.Intent.Value == nil || got.EffectiveGasLimit == 0 {
+				t.Errorf("listed intent lost its value or gas: %+v", got)
+			}
+		})
+	}
+}
 
 // The submitter lists a signer's ALLOCATED rows from the nonce it gives: from 0 every one,
 // from above its signed ones only those above. Rows in other states, of another signer or

@@ -27,12 +27,22 @@ func NewSubmittingRepository(pool *pgxpool.Pool, chain services.ChainID) *Submit
 }
 
 // ListAllocated implements submitting.Store.
-func (r *SubmittingRepository) ListAllocated(ctx context.Context, signer string, from uint64, limit int) ([]domain.ManagedTx, error) {
+func (r *SubmittingRepository) ListAllocated(ctx context.Context, signer string, from uint64, limit int) ([]submitting.AllocatedTx, error) {
 	rows, err := r.q.ListAllocated(ctx, sqlcdb.ListAllocatedParams{ChainID: r.chainID, Signer: signer, FromNonce: int64(from), MaxRows: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list allocated: %w", err)
 	}
-	return toDomainRows(rows)
+	out := make([]submitting.AllocatedTx, len(rows))
+	for i, row := range rows {
+		intent, err := intentFromFields(intentPayloadFields{to: row.IntentTo, value: row.IntentValue, data: row.IntentData,
+			gasLimit: row.IntentGasLimit, effectiveGasLimit: row.EffectiveGasLimit, maxFee: row.IntentMaxFee, maxTip: row.IntentMaxTip})
+		if err != nil {
+			return nil, fmt.Errorf("list allocated: payload of %s: %w", row.TxID, err)
+		}
+		out[i] = submitting.AllocatedTx{ID: row.TxID, Signer: common.HexToAddress(row.Signer), Nonce: uint64(row.Nonce),
+			Intent: intent.Intent, EffectiveGasLimit: intent.EffectiveGasLimit}
+	}
+	return out, nil
 }
 
 // AllocationCursor implements submitting.Store.

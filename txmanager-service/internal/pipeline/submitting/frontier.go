@@ -3,8 +3,6 @@ package submitting
 import (
 	"sync"
 	"time"
-
-	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
 // rescanEvery bounds how long an ALLOCATED row below a signer's frontier can wait: one
@@ -84,7 +82,7 @@ func (f *unsignedFrontiers) current(at frontierEpoch, now time.Time) (unsignedFr
 // scanned records a scan from nonce 0 that found found (lowest first, at most a batch),
 // with the signer's nonce cursor read before it: with nothing found, nothing ALLOCATED is
 // below the cursor.
-func (f *unsignedFrontiers) scanned(at frontierEpoch, now time.Time, found []domain.ManagedTx, cursor uint64) {
+func (f *unsignedFrontiers) scanned(at frontierEpoch, now time.Time, found []AllocatedTx, cursor uint64) {
 	next := cursor
 	if len(found) > 0 {
 		next = found[0].Nonce

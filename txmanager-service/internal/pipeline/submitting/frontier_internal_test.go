@@ -3,8 +3,6 @@ package submitting
 import (
 	"testing"
 	"time"
-
-	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
 // A pass reads from the nonce above what the signer has signed, and from 0 (every open
@@ -17,8 +15,8 @@ func TestUnsignedFrontier(t *testing.T) {
 	oldLease := frontierEpoch{signer: "0xa", token: 6, server: 1}
 	newServer := frontierEpoch{signer: "0xa", token: 7, server: 2}
 	other := frontierEpoch{signer: "0xb", token: 1, server: 1}
-	rows := func(nonces ...uint64) []domain.ManagedTx {
-		out := make([]domain.ManagedTx, len(nonces))
+	rows := func(nonces ...uint64) []AllocatedTx {
+		out := make([]AllocatedTx, len(nonces))
 		for i, n := range nonces {
 			out[i].Nonce = n
 		}
@@ -89,7 +87,7 @@ func TestAllSignedOnlyWhenEveryAllocationIsSigned(t *testing.T) {
 	at := frontierEpoch{signer: "0xa", token: 7, server: 1}
 	newLease := frontierEpoch{signer: "0xa", token: 8, server: 1}
 	newServer := frontierEpoch{signer: "0xa", token: 7, server: 2}
-	found := []domain.ManagedTx{{Nonce: 18}, {Nonce: 19}}
+	found := []AllocatedTx{{Nonce: 18}, {Nonce: 19}}
 	tests := []struct {
 		name  string
 		do    func(f *unsignedFrontiers)

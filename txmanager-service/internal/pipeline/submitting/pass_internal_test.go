@@ -107,12 +107,12 @@ type allocatedRows struct {
 	reads int
 }
 
-func (r *allocatedRows) ListAllocated(_ context.Context, _ string, from uint64, limit int) ([]domain.ManagedTx, error) {
+func (r *allocatedRows) ListAllocated(_ context.Context, _ string, from uint64, limit int) ([]AllocatedTx, error) {
 	r.reads++
-	var out []domain.ManagedTx
+	var out []AllocatedTx
 	for _, tx := range r.rows {
 		if tx.State == domain.StateAllocated && tx.Nonce >= from && len(out) < limit {
-			out = append(out, tx)
+			out = append(out, AllocatedTx{ID: tx.ID, Signer: tx.Signer, Nonce: tx.Nonce, Intent: tx.Intent, EffectiveGasLimit: tx.EffectiveGasLimit})
 		}
 	}
 	return out, nil

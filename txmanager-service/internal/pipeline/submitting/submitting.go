@@ -51,6 +51,16 @@ type DueResubmit struct {
 	SubState domain.SubState
 }
 
+// AllocatedTx is an ALLOCATED transaction as the stage reads it: what its first attempt is
+// signed from.
+type AllocatedTx struct {
+	ID                uuid.UUID
+	Signer            common.Address
+	Nonce             uint64
+	Intent            domain.Intent
+	EffectiveGasLimit uint64
+}
+
 // Replacement is a re-priced attempt that takes over from the attempt Replaced.
 type Replacement struct {
 	Replaced common.Hash
@@ -62,7 +72,7 @@ type Replacement struct {
 type Store interface {
 	// ListAllocated lists the signer's ALLOCATED transactions at or above nonce from, lowest
 	// first.
-	ListAllocated(ctx context.Context, signer string, from uint64, limit int) ([]domain.ManagedTx, error)
+	ListAllocated(ctx context.Context, signer string, from uint64, limit int) ([]AllocatedTx, error)
 	// AllocationCursor is the signer's nonce cursor: whatever is allocated after the read is
 	// at or above it.
 	AllocationCursor(ctx context.Context, signer string) (uint64, error)
@@ -251,7 +261,7 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 
 // original is the first attempt's transaction for tx: its intent at the policy's initial
 // fees.
-func (s *Submitter) original(tx domain.ManagedTx, suggestion services.FeeSuggestion) (pipeline.Unsigned, error) {
+func (s *Submitter) original(tx AllocatedTx, suggestion services.FeeSuggestion) (pipeline.Unsigned, error) {
 	maxFee, maxTip, err := s.cfg.Fees.ForGasLimit(tx.EffectiveGasLimit).Initial(tx.Intent, suggestion)
 	if err != nil {
 		return pipeline.Unsigned{}, err

@@ -81,7 +81,15 @@ func (q *Queries) ClaimResubmits(ctx context.Context, arg ClaimResubmitsParams) 
 }
 
 const listAllocated = `-- name: ListAllocated :many
-SELECT tx_id, signer, request_id, intent_hash, nonce, payload, tx_hash, state, sub_state, last_submit_at, next_resubmit_at, submit_attempts, last_error, receipt, block_number, block_hash, confirmed_at, fencing_token, created_at, updated_at, placeholder, chain_id, recovered_at, recovery_key, unclaimed_until, max_fee_signed, max_fee_for_hash FROM managed_tx
+SELECT tx_id, signer, nonce,
+       COALESCE(payload->>'to', '')::text                   AS intent_to,
+       COALESCE(payload->>'value', '')::text                AS intent_value,
+       COALESCE(payload->>'data', '')::text                 AS intent_data,
+       COALESCE(payload->>'gasLimit', '0')::text            AS intent_gas_limit,
+       COALESCE(payload->>'effectiveGasLimit', '0')::text   AS effective_gas_limit,
+       COALESCE(payload->>'maxFeePerGas', '')::text         AS intent_max_fee,
+       COALESCE(payload->>'maxPriorityFeePerGas', '')::text AS intent_max_tip
+FROM managed_tx
 WHERE chain_id = $1 AND signer = $2 AND confirmed_at IS NULL AND nonce >= $3 AND state = 'ALLOCATED'
 ORDER BY nonce
 LIMIT $4
@@ -94,11 +102,28 @@ type ListAllocatedParams struct {
 	MaxRows   int32
 }
 
+type ListAllocatedRow struct {
+	TxID              uuid.UUID
+	Signer            string
+	Nonce             int64
+	IntentTo          string
+	IntentValue       string
+	IntentData        string
+	IntentGasLimit    string
+	EffectiveGasLimit string
+	IntentMaxFee      string
+	IntentMaxTip      string
+}
+
 // The signer's ALLOCATED rows from @from_nonce up. No index names `state` (migration 0014:
 // signing is a HOT update), so the open rows' index is read from @from_nonce and each row's
 // state checked: from the lowest nonce the submitter has not signed, that is the ALLOCATED
 // rows alone; from 0, every open row of the signer.
-func (q *Queries) ListAllocated(ctx context.Context, arg ListAllocatedParams) ([]ManagedTx, error) {
+// Only what a first attempt is signed from: the intent's fields are read out of the payload
+// here, where jsonb holds them parsed, rather than the whole row with its payload printed as
+// JSON for the service to parse again. A field the payload lacks reads as ” (mapping.go:
+// intentPayload writes none of them empty).
+func (q *Queries) ListAllocated(ctx context.Context, arg ListAllocatedParams) ([]ListAllocatedRow, error) {
 	rows, err := q.db.Query(ctx, listAllocated,
 		arg.ChainID,
 		arg.Signer,
@@ -109,37 +134,20 @@ func (q *Queries) ListAllocated(ctx context.Context, arg ListAllocatedParams) ([
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ManagedTx{}
+	items := []ListAllocatedRow{}
 	for rows.Next() {
-		var i ManagedTx
+		var i ListAllocatedRow
 		if err := rows.Scan(
 			&i.TxID,
 			&i.Signer,
-			&i.RequestID,
-			&i.IntentHash,
 			&i.Nonce,
-			&i.Payload,
-			&i.TxHash,
-			&i.State,
-			&i.SubState,
-			&i.LastSubmitAt,
-			&i.NextResubmitAt,
-			&i.SubmitAttempts,
-			&i.LastError,
-			&i.Receipt,
-			&i.BlockNumber,
-			&i.BlockHash,
-			&i.ConfirmedAt,
-			&i.FencingToken,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.Placeholder,
-			&i.ChainID,
-			&i.RecoveredAt,
-			&i.RecoveryKey,
-			&i.UnclaimedUntil,
-			&i.MaxFeeSigned,
-			&i.MaxFeeForHash,
+			&i.IntentTo,
+			&i.IntentValue,
+			&i.IntentData,
+			&i.IntentGasLimit,
+			&i.EffectiveGasLimit,
+			&i.IntentMaxFee,
+			&i.IntentMaxTip,
 		); err != nil {
 			return nil, err
 		}
