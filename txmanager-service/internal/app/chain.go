@@ -69,6 +69,7 @@ type ChainShared struct {
 	Signers     *signer.Registry
 	Feed        *workers.FeedSequencerLoop
 	Nodes       *services.NodeRegistry
+	Standby     *services.StandbyWait
 	Identities  *repositories.ChainIdentityRepository
 	Metrics     *telemetry.Metrics
 	Logger      log.Logger

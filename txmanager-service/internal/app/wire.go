@@ -51,7 +51,7 @@ func New(*conf.Bootstrap, *server.Listeners, log.Logger, services.BuildVersion) 
 // configuration as that chain sees it (conf.Bootstrap.ChainViews).
 func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func(), error) {
 	panic(wire.Build(
-		wire.FieldsOf(new(*ChainShared), "Pool", "Manager", "ServerWatch", "Incarnation", "Signers", "Feed", "Nodes"),
+		wire.FieldsOf(new(*ChainShared), "Pool", "Manager", "ServerWatch", "Incarnation", "Signers", "Feed", "Nodes", "Standby"),
 		NewChainConnection,
 		wire.FieldsOf(new(*ChainConnection), "Chain", "ChainID"),
 		chainMetrics,

@@ -103,6 +103,8 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	nodeConfig := newNodeConfig(bootstrap, incarnation, buildVersion, clock)
 	nodeRepository := repositories.NewNodeRepository(pool)
 	nodeRegistry := services.NewNodeRegistry(nodeConfig, nodeRepository, logger)
+	standbyRepository := repositories.NewStandbyRepository(pool)
+	standbyWait := services.NewStandbyWait(standbyRepository)
 	chainIdentityRepository := repositories.NewChainIdentityRepository(pool)
 	chainShared := &ChainShared{
 		Pool:        pool,
@@ -112,6 +114,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		Signers:     registry,
 		Feed:        feedSequencerLoop,
 		Nodes:       nodeRegistry,
+		Standby:     standbyWait,
 		Identities:  chainIdentityRepository,
 		Metrics:     metrics,
 		Logger:      logger,
@@ -126,7 +129,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	}
 	chains := ChainServicesOf(chainStacks)
 	feedConfig := newFeedConfig(bootstrap)
-	completionsUseCase := services.NewCompletionsUseCase(completionRepository, feedNotifier, feedConfig)
+	completionsUseCase := services.NewCompletionsUseCase(completionRepository, standbyWait, feedNotifier, feedConfig)
 	finalWait := services.NewFinalWait(feedNotifier, feedConfig)
 	approvalRepository := repositories.NewApprovalRepository(pool)
 	auditRepository := repositories.NewAuditRepository(pool)
@@ -143,7 +146,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	}
 	controllersRouting := newRouting(bootstrap)
 	forwarder, cleanup6 := server.NewForwarder(nodeRegistry, tlsConfigs)
-	txController := controllers.NewTxController(chains, completionsUseCase, finalWait, approvalDesk, controllersRouting, forwarder, logger)
+	txController := controllers.NewTxController(chains, completionsUseCase, finalWait, standbyWait, approvalDesk, controllersRouting, forwarder, logger)
 	rosterRepository := repositories.NewRosterRepository(pool)
 	signerRoster, cleanup7 := NewSignerRoster(bootstrap, rosterRepository, registry, chainStacks, manager, auditTrail, logger)
 	policyRepository := repositories.NewPolicyRepository(pool)
@@ -215,7 +218,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	retentionLoop := workers.NewRetentionLoop(intervals, retention, adminRetention, logger)
 	rosterLoop := workers.NewRosterLoop(signerRoster, logger)
 	approvalLoop := workers.NewApprovalLoop(intervals, approvalDesk, chains, logger)
-	webhookDeliverer, err := services.NewWebhookDeliverer(webhookConfig, nodeName, webhookRepository, completionRepository, eventRepository, feedNotifier, metrics, logger)
+	webhookDeliverer, err := services.NewWebhookDeliverer(webhookConfig, nodeName, webhookRepository, completionRepository, eventRepository, standbyWait, feedNotifier, metrics, logger)
 	if err != nil {
 		cleanup7()
 		cleanup6()
@@ -335,7 +338,8 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 		cleanup()
 		return nil, nil, err
 	}
-	createTxUseCase := services.NewCreateTxUseCase(createConfig, registry, txRepository, chain, leaseManager, fundsGuard, signingHealth, writerWriter, clock, metrics, logger)
+	standbyWait := shared.Standby
+	createTxUseCase := services.NewCreateTxUseCase(createConfig, registry, txRepository, chain, leaseManager, fundsGuard, signingHealth, writerWriter, standbyWait, clock, metrics, logger)
 	getTxUseCase := services.NewGetTxUseCase(txRepository)
 	adminConfig := newAdminConfig(view)
 	adminRepository := repositories.NewAdminRepository(pool, chainID)

@@ -26,8 +26,16 @@ func decodeReceiptsFast(body []byte) (answers []receiptsAnswer, ok bool) {
 		return nil, false
 	}
 	answers = []receiptsAnswer{}
+	// On a refusal nothing is returned: encoding/json would decode into a slice it is given,
+	// field by field over what is there.
+	end := func() ([]receiptsAnswer, bool) {
+		if !s.atEnd() {
+			return nil, false
+		}
+		return answers, true
+	}
 	if s.consume(']') {
-		return answers, s.atEnd()
+		return end()
 	}
 	for {
 		var a receiptsAnswer
@@ -36,7 +44,7 @@ func decodeReceiptsFast(body []byte) (answers []receiptsAnswer, ok bool) {
 		}
 		answers = append(answers, a)
 		if s.consume(']') {
-			return answers, s.atEnd()
+			return end()
 		}
 		if !s.consume(',') {
 			return nil, false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -87,6 +88,26 @@ func TestDecodeReceiptsFastReadsNodeAnswers(t *testing.T) {
 			t.Errorf("creation receipt read as %+v", creation)
 		}
 	})
+}
+
+// The fast path knows every field of rpcReceipt and receiptsAnswer by its JSON name: a field
+// added to either without it would be read by encoding/json and dropped by the fast path.
+func TestDecodeReceiptsFastKnowsEveryField(t *testing.T) {
+	for _, tc := range []struct {
+		of    reflect.Type
+		known []string
+	}{{reflect.TypeFor[rpcReceipt](), receiptFields}, {reflect.TypeFor[receiptsAnswer](), answerFields}} {
+		var tags []string
+		for f := range tc.of.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			tags = append(tags, name)
+		}
+		slices.Sort(tags)
+		known := slices.Sorted(slices.Values(tc.known))
+		if !slices.Equal(tags, known) {
+			t.Errorf("%s has the JSON fields %v, the fast path reads %v", tc.of.Name(), tags, known)
+		}
+	}
 }
 
 // Whatever the fast path does not read exactly as encoding/json would, it leaves to

@@ -30,9 +30,6 @@ func (f *feedStore) add(c ...services.Completion) {
 	f.completions = append(f.completions, c...)
 }
 
-// AwaitStandby: the feed has no standby to wait for.
-func (f *feedStore) AwaitStandby(context.Context) error { return nil }
-
 func (f *feedStore) ListAfter(_ context.Context, pos services.FeedPosition, limit int, signers []string, chainID uint64) ([]services.Completion, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -216,8 +216,9 @@ func (e *testEnv) node(t *testing.T, name string, opts nodeOptions) *testNode {
 	signing := services.NewSigningHealth(services.SigningStallConfig{}, repositories.NewSigningRepository(pool, chainID), clock, logger)
 	dir := &signerDirectory{held: opts.signers, retired: map[common.Address]bool{}}
 	txs := repositories.NewTxRepository(pool, chainID)
+	standby := services.NewStandbyWait(repositories.NewStandbyRepository(pool))
 	create := services.NewCreateTxUseCase(services.CreateConfig{Limits: domain.DefaultLimits(), EstimateGas: opts.estimateGas, GasEstimateMultiplier: 1.2},
-		dir, txs, sim, wn.Leases, funds, signing, queue, clock, metrics, logger)
+		dir, txs, sim, wn.Leases, funds, signing, queue, standby, clock, metrics, logger)
 	nodes := services.NewNodeRegistry(services.NodeConfig{
 		Self:    services.NodeInfo{ID: name, Incarnation: string(testIncarnation), GRPCAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2", Version: "test", StartedAt: time.Now()},
 		Timeout: time.Minute,
@@ -236,8 +237,8 @@ func (e *testEnv) node(t *testing.T, name string, opts nodeOptions) *testNode {
 	roster := services.NewSignerRoster(services.RosterConfig{Node: name, PollInterval: time.Second, BuildTimeout: time.Second},
 		repositories.NewRosterRepository(pool), keys, []*services.LeaseManager{wn.Leases}, testsupport.TxManager(t, pool), audit, logger)
 	n := &testNode{
-		tx: controllers.NewTxController(chains, services.NewCompletionsUseCase(feed, notify, feedCfg), services.NewFinalWait(notify, feedCfg),
-			testsupport.ApprovalDesk(t, pool, audit, name), opts.routing, opts.peers, logger),
+		tx: controllers.NewTxController(chains, services.NewCompletionsUseCase(feed, standby, notify, feedCfg), services.NewFinalWait(notify, feedCfg),
+			standby, testsupport.ApprovalDesk(t, pool, audit, name), opts.routing, opts.peers, logger),
 		admin:    controllers.NewAdminController(chains, opts.routing, opts.peers, roster, policies, audit, nil, nil, logger),
 		signers:  dir,
 		resolver: res,

@@ -22,6 +22,7 @@ type TxController struct {
 	chains      *services.Chains
 	completions *services.CompletionsUseCase
 	finalWait   *services.FinalWait
+	standby     *services.StandbyWait
 	approvals   *services.ApprovalDesk
 	routing     Routing
 	forwarder   OwnerForwarder
@@ -29,10 +30,10 @@ type TxController struct {
 }
 
 // NewTxController wires the controller.
-func NewTxController(chains *services.Chains, completions *services.CompletionsUseCase, finalWait *services.FinalWait, approvals *services.ApprovalDesk,
-	routing Routing, forwarder OwnerForwarder, logger log.Logger) *TxController {
-	return &TxController{chains: chains, completions: completions, finalWait: finalWait, approvals: approvals, routing: routing, forwarder: forwarder,
-		log: log.NewHelper(log.With(logger, "component", "api"))}
+func NewTxController(chains *services.Chains, completions *services.CompletionsUseCase, finalWait *services.FinalWait, standby *services.StandbyWait,
+	approvals *services.ApprovalDesk, routing Routing, forwarder OwnerForwarder, logger log.Logger) *TxController {
+	return &TxController{chains: chains, completions: completions, finalWait: finalWait, standby: standby, approvals: approvals, routing: routing,
+		forwarder: forwarder, log: log.NewHelper(log.With(logger, "component", "api"))}
 }
 
 // CreateTx implements v1.TxServiceServer.
@@ -87,7 +88,8 @@ func (c *TxController) GetTx(ctx context.Context, req *v1.GetTxRequest) (*v1.Tx,
 }
 
 // readTx answers a read of one transaction, waiting for it to become final when the
-// caller asked to (a long-poll); the caller's grant is checked before any wait.
+// caller asked to (a long-poll); the caller's grant is checked before any wait. The answer
+// is given once it is on the database's synchronous standby (services.StandbyWait).
 func (c *TxController) readTx(ctx context.Context, wait *durationpb.Duration, read func(context.Context) (domain.ManagedTx, error)) (*v1.Tx, error) {
 	d, err := waitOf(wait)
 	if err != nil {
@@ -104,6 +106,10 @@ func (c *TxController) readTx(ctx context.Context, wait *durationpb.Duration, re
 		if tx, err = c.finalWait.Read(ctx, d, read); err != nil {
 			return nil, ToAPIError(c.log, err)
 		}
+	}
+	// Once, on the answer given: the long-poll's earlier looks are not shown to anyone.
+	if err := c.standby.Read(ctx, "the transaction"); err != nil {
+		return nil, ToAPIError(c.log, err)
 	}
 	return toAPITx(tx), nil
 }

@@ -26,9 +26,6 @@ func NewCompletionRepository(pool *pgxpool.Pool) *CompletionRepository {
 	return &CompletionRepository{q: sqlcdb.New(pool)}
 }
 
-// AwaitStandby implements services.StandbyBarrier.
-func (r *CompletionRepository) AwaitStandby(ctx context.Context) error { return awaitStandby(ctx, r.q) }
-
 // ListAfter implements services.CompletionStore.
 func (r *CompletionRepository) ListAfter(ctx context.Context, pos services.FeedPosition, limit int, signers []string, chainID uint64) ([]services.Completion, error) {
 	rows, err := r.q.ListCompletionsAfter(ctx, sqlcdb.ListCompletionsAfterParams{

@@ -156,7 +156,7 @@ func newFeed(t *testing.T, pool *pgxpool.Pool, poll time.Duration) (*services.Co
 	if err != nil {
 		t.Fatal(err)
 	}
-	return services.NewCompletionsUseCase(store, notify, services.FeedConfig{MaxWait: 30 * time.Second, PollInterval: poll}), sequencer
+	return services.NewCompletionsUseCase(store, services.NewStandbyWait(repositories.NewStandbyRepository(pool)), notify, services.FeedConfig{MaxWait: 30 * time.Second, PollInterval: poll}), sequencer
 }
 
 // A transaction held open anywhere on the cluster (here: another database of the same

@@ -32,6 +32,8 @@ var ProviderSet = wire.NewSet(
 	txmanager.ProviderSetWithDependencies,
 	NewCompletionRepository,
 	wire.Bind(new(services.CompletionStore), new(*CompletionRepository)),
+	NewStandbyRepository,
+	wire.Bind(new(services.StandbyBarrier), new(*StandbyRepository)),
 	NewNodeRepository,
 	wire.Bind(new(services.NodeStore), new(*NodeRepository)),
 	NewRetentionRepository,

@@ -2,6 +2,7 @@ package repositories
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"strconv"
@@ -169,7 +170,7 @@ func decodeIntent(payload []byte) (decodedIntent, error) {
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return decodedIntent{}, err
 	}
-	d, err := intentFromFields(intentPayloadFields{to: deref(p.To), value: p.Value, data: p.Data, maxFee: deref(p.MaxFeePerGas),
+	d, err := intentFromFields(intentPayloadFields{hasTo: p.To != nil, to: deref(p.To), value: p.Value, data: p.Data, maxFee: deref(p.MaxFeePerGas),
 		maxTip: deref(p.MaxPriorityFeePerGas)})
 	d.GasLimit, d.EffectiveGasLimit = p.GasLimit, p.EffectiveGasLimit
 	return d, err
@@ -177,10 +178,16 @@ func decodeIntent(payload []byte) (decodedIntent, error) {
 
 // intentPayloadFields are managed_tx.payload's fields as text, "" for one it lacks (a query
 // that reads them out of the payload itself, ListAllocated, gives them so). gasLimit and
-// effectiveGasLimit are decimal; "" reads as 0.
+// effectiveGasLimit are decimal; "" reads as 0. hasTo tells a recipient left out (a contract
+// creation) from one written empty.
 type intentPayloadFields struct {
+	hasTo                                                        bool
 	to, value, data, gasLimit, effectiveGasLimit, maxFee, maxTip string
 }
+
+// errEmptyRecipient: a payload names an empty recipient, which intentPayload never writes;
+// read as the zero address or as a contract creation, it would send the value elsewhere.
+var errEmptyRecipient = errors.New("the payload's recipient is empty")
 
 // intentFromFields decodes a payload's fields; intentPayload writes none of them empty, so
 // "" is a field it left out.
@@ -192,7 +199,10 @@ func intentFromFields(f intentPayloadFields) (decodedIntent, error) {
 	if d.Value, err = decodeWei(f.value); err != nil {
 		return d, err
 	}
-	if f.to != "" {
+	if f.hasTo {
+		if f.to == "" {
+			return d, errEmptyRecipient
+		}
 		to := common.HexToAddress(f.to)
 		d.To, d.ToHex = &to, f.to
 	}

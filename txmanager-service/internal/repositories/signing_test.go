@@ -67,6 +67,20 @@ func TestListAllocatedReadsTheIntentAsStored(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an empty recipient is refused, not read as a contract creation", func(t *testing.T) {
+		const malformed = "0x00000000000000000000000000000000000000c2"
+		id := uuid.New()
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token)
+			VALUES (1337, $1, $2, '\x00', 0, '{"to":"","value":"1","gasLimit":21000,"effectiveGasLimit":21000}', 'ALLOCATED', 1)`, id, malformed); err != nil {
+			t.Fatal(err)
+		}
+		if listed, err := repositories.NewSubmittingRepository(pool, testChain()).ListAllocated(ctx, malformed, 0, 10); err == nil {
+			t.Errorf("listed %+v", listed)
+		}
+		if read, err := reader.GetByID(ctx, id); err == nil {
+			t.Errorf("read %+v", read.Intent)
+		}
+	})
 }
 
 // The submitter lists a signer's ALLOCATED rows from the nonce it gives: from 0 every one,

@@ -34,7 +34,7 @@ func (r *SubmittingRepository) ListAllocated(ctx context.Context, signer string,
 	}
 	out := make([]submitting.AllocatedTx, len(rows))
 	for i, row := range rows {
-		intent, err := intentFromFields(intentPayloadFields{to: row.IntentTo, value: row.IntentValue, data: row.IntentData,
+		intent, err := intentFromFields(intentPayloadFields{hasTo: row.HasTo, to: row.IntentTo, value: row.IntentValue, data: row.IntentData,
 			gasLimit: row.IntentGasLimit, effectiveGasLimit: row.EffectiveGasLimit, maxFee: row.IntentMaxFee, maxTip: row.IntentMaxTip})
 		if err != nil {
 			return nil, fmt.Errorf("list allocated: payload of %s: %w", row.TxID, err)

@@ -37,18 +37,6 @@ func (r *TxRepository) GetByRequestID(ctx context.Context, signer common.Address
 	return mapOne(row.ManagedTx, signingFailure{row.SigningFailingSince, row.SigningError}, err, "get tx by request id")
 }
 
-// AwaitStandby implements services.StandbyBarrier.
-func (r *TxRepository) AwaitStandby(ctx context.Context) error { return awaitStandby(ctx, r.q) }
-
-// awaitStandby commits a transaction of the service's own that waits for the synchronous
-// standby (AwaitStandby in queries/tx.sql).
-func awaitStandby(ctx context.Context, q *sqlcdb.Queries) error {
-	if err := q.AwaitStandby(ctx); err != nil {
-		return fmt.Errorf("wait for the standby: %w", err)
-	}
-	return nil
-}
-
 // signingFailure is the signer's key source failure a transaction waiting for its
 // signature is read with (since nil: none).
 type signingFailure struct {

@@ -263,9 +263,6 @@ func (f *memFeed) ListAfter(_ context.Context, pos services.FeedPosition, limit 
 	return out, nil
 }
 
-// AwaitStandby: the feed has no standby to wait for.
-func (f *memFeed) AwaitStandby(context.Context) error { return nil }
-
 func (f *memFeed) State(context.Context) (services.FeedState, error) {
 	return services.FeedState{}, nil
 }
@@ -357,8 +354,9 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	standby := services.NewStandbyWait(txs)
 	create := services.NewCreateTxUseCase(services.CreateConfig{Limits: domain.DefaultLimits()}, signerKeys{}, txs, chain, leases, funds,
-		services.NewSigningHealth(services.SigningStallConfig{}, nil, clock, logger), queue, clock, metrics, logger)
+		services.NewSigningHealth(services.SigningStallConfig{}, nil, clock, logger), queue, standby, clock, metrics, logger)
 	nodes := services.NewNodeRegistry(services.NodeConfig{Self: services.NodeInfo{ID: opts.nodeID, Incarnation: "test", GRPCAddr: c.Server.GRPC.Addr,
 		StartedAt: time.Now().UTC()}, Timeout: time.Minute},
 		repositories.NewNodeRepository(opts.pool), logger)
@@ -377,7 +375,8 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	feedCfg := services.FeedConfig{MaxWait: 30 * time.Second, PollInterval: 20 * time.Millisecond}
 	s := &stack{
 		conf: c, pool: opts.pool, nodes: nodes, forwarder: forwarder, chain: chain, prom: prom, txs: txs, queue: queue, feed: feed, listeners: listeners,
-		tx: controllers.NewTxController(chains, services.NewCompletionsUseCase(feed, notify, feedCfg), services.NewFinalWait(notify, feedCfg), nil,
+		tx: controllers.NewTxController(chains, services.NewCompletionsUseCase(feed, standby, notify, feedCfg), services.NewFinalWait(notify, feedCfg),
+			standby, nil,
 			routing, opts.forwarder, logger),
 		admin:   controllers.NewAdminController(chains, routing, opts.forwarder, nil, nil, nil, nil, nil, logger),
 		streams: NewStreams(),

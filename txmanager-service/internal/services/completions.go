@@ -66,9 +66,6 @@ type CompletionPage struct {
 
 // CompletionStore reads the feed and assigns its positions.
 type CompletionStore interface {
-	// A page is served only once its completions are on the synchronous standby: a
-	// position a failover loses goes to another completion later.
-	StandbyBarrier
 	// ListAfter returns up to limit positioned completions after pos, in position order;
 	// signers, when not nil, restricts them to those signers.
 	ListAfter(ctx context.Context, pos FeedPosition, limit int, signers []string, chainID uint64) ([]Completion, error)
@@ -121,14 +118,17 @@ type FeedConfig struct {
 // CompletionsUseCase serves the completions feed (GET /api/v1/tx/completions and the
 // WatchCompletions stream).
 type CompletionsUseCase struct {
-	store  CompletionStore
-	notify *FeedNotifier
-	cfg    FeedConfig
+	store CompletionStore
+	// standby holds a page back until it is on the synchronous standby: a position a
+	// failover loses goes to another completion later.
+	standby *StandbyWait
+	notify  *FeedNotifier
+	cfg     FeedConfig
 }
 
 // NewCompletionsUseCase wires the use case.
-func NewCompletionsUseCase(store CompletionStore, notify *FeedNotifier, cfg FeedConfig) *CompletionsUseCase {
-	return &CompletionsUseCase{store: store, notify: notify, cfg: cfg}
+func NewCompletionsUseCase(store CompletionStore, standby *StandbyWait, notify *FeedNotifier, cfg FeedConfig) *CompletionsUseCase {
+	return &CompletionsUseCase{store: store, standby: standby, notify: notify, cfg: cfg}
 }
 
 const (
@@ -172,7 +172,7 @@ func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int
 		if len(items) > 0 || remaining <= 0 {
 			next := pos
 			if len(items) > 0 {
-				if err := readOnStandby(ctx, uc.store, "the completions feed's page"); err != nil {
+				if err := uc.standby.Read(ctx, "the completions feed's page"); err != nil {
 					return CompletionPage{}, err
 				}
 				next = items[len(items)-1].Position
@@ -349,11 +349,12 @@ func (uc *CompletionsUseCase) Recent(ctx context.Context, n int, signers []strin
 	if err != nil {
 		return CompletionPage{}, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
 	}
+	// Even an empty page's cursor comes from the sequencer's record read here.
+	if err := uc.standby.Read(ctx, "the completions feed's end"); err != nil {
+		return CompletionPage{}, err
+	}
 	next := from
 	if len(items) > 0 {
-		if err := readOnStandby(ctx, uc.store, "the completions feed's page"); err != nil {
-			return CompletionPage{}, err
-		}
 		next = items[len(items)-1].Position
 	}
 	return CompletionPage{Completions: items, Next: next.String()}, nil

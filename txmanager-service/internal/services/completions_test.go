@@ -40,7 +40,7 @@ func newFeedFixture(t *testing.T) *feedFixture {
 	}
 	return &feedFixture{pool: pool, sequencer: sequencer,
 		// A long poll interval: a long-poll that answers early was woken, it did not look.
-		feed: services.NewCompletionsUseCase(store, notifier, services.FeedConfig{MaxWait: 5 * time.Second, PollInterval: 10 * time.Second})}
+		feed: services.NewCompletionsUseCase(store, services.NewStandbyWait(repositories.NewStandbyRepository(pool)), notifier, services.FeedConfig{MaxWait: 5 * time.Second, PollInterval: 10 * time.Second})}
 }
 
 // complete writes a final transaction of signer with its completion, not positioned yet.

@@ -43,6 +43,8 @@ type CreateTxUseCase struct {
 	funds   *FundsGuard
 	signing *SigningHealth
 	queue   AllocationQueue
+	// standby holds a replay's answer back until its transaction is on the standby.
+	standby *StandbyWait
 	clock   Clock
 	metrics *telemetry.Metrics
 	log     *log.Helper
@@ -50,9 +52,9 @@ type CreateTxUseCase struct {
 
 // NewCreateTxUseCase wires the use case.
 func NewCreateTxUseCase(cfg CreateConfig, signers SignerDirectory, txs TxReader, chain CallSimulator, leases *LeaseManager, funds *FundsGuard, signing *SigningHealth,
-	queue AllocationQueue, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *CreateTxUseCase {
-	return &CreateTxUseCase{cfg: cfg, signers: signers, txs: txs, chain: chain, leases: leases, funds: funds, signing: signing, queue: queue, clock: clock, metrics: metrics,
-		log: log.NewHelper(log.With(logger, "component", "create"))}
+	queue AllocationQueue, standby *StandbyWait, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *CreateTxUseCase {
+	return &CreateTxUseCase{cfg: cfg, signers: signers, txs: txs, chain: chain, leases: leases, funds: funds, signing: signing, queue: queue, standby: standby,
+		clock: clock, metrics: metrics, log: log.NewHelper(log.With(logger, "component", "create"))}
 }
 
 // CreateResult is a created or replayed transaction.
@@ -148,7 +150,7 @@ func (uc *CreateTxUseCase) recorded(ctx context.Context, req domain.CreateReques
 // failover loses, and whose nonce then goes to another. Only replays wait: a create the
 // writer wrote was answered after its own commit waited.
 func (uc *CreateTxUseCase) awaitStandby(ctx context.Context) error {
-	if err := onStandby(ctx, uc.txs); err != nil {
+	if err := uc.standby.Await(ctx); err != nil {
 		return fmt.Errorf("%w: the transaction is on record but not known to be on the database's standby yet: %w", domain.ErrOutcomeUnknown, err)
 	}
 	return nil
@@ -324,8 +326,7 @@ func (uc *GetTxUseCase) ByID(ctx context.Context, id string) (domain.ManagedTx, 
 	if err != nil {
 		return domain.ManagedTx{}, err
 	}
-	tx, err := uc.txs.GetByID(ctx, parsed)
-	return uc.onStandby(ctx, tx, err)
+	return uc.txs.GetByID(ctx, parsed)
 }
 
 // ByRequestID returns the transaction created for (signer, requestId).
@@ -340,18 +341,5 @@ func (uc *GetTxUseCase) ByRequestID(ctx context.Context, signer, requestID strin
 	if _, err := domain.ParseRequestID(requestID, domain.DefaultLimits().MaxRequestIDLength); err != nil {
 		return domain.ManagedTx{}, err
 	}
-	tx, err := uc.txs.GetByRequestID(ctx, addr, requestID)
-	return uc.onStandby(ctx, tx, err)
-}
-
-// onStandby answers a read of tx once tx is on the database's synchronous standby
-// (readOnStandby); a failed read is answered as it failed.
-func (uc *GetTxUseCase) onStandby(ctx context.Context, tx domain.ManagedTx, err error) (domain.ManagedTx, error) {
-	if err != nil {
-		return tx, err
-	}
-	if err := readOnStandby(ctx, uc.txs, "the transaction"); err != nil {
-		return domain.ManagedTx{}, err
-	}
-	return tx, nil
+	return uc.txs.GetByRequestID(ctx, addr, requestID)
 }

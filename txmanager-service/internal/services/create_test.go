@@ -114,7 +114,8 @@ func (f *createFixture) useCase(cfg services.CreateConfig, simulator services.Ca
 	if cfg.Limits.MaxGasLimit == 0 {
 		cfg.Limits = domain.DefaultLimits()
 	}
-	return services.NewCreateTxUseCase(cfg, f.directory, f.txs, simulator, f.node.Leases, f.funds, f.signing, f.queue, services.SystemClock{}, telemetry.Noop(), testLogger())
+	return services.NewCreateTxUseCase(cfg, f.directory, f.txs, simulator, f.node.Leases, f.funds, f.signing, f.queue,
+		services.NewStandbyWait(repositories.NewStandbyRepository(f.pool)), services.SystemClock{}, telemetry.Noop(), testLogger())
 }
 
 // transfer is a create of value wei from signer to itself.

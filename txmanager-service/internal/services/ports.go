@@ -131,19 +131,6 @@ type Adoption struct {
 type TxReader interface {
 	GetByID(ctx context.Context, id uuid.UUID) (domain.ManagedTx, error)
 	GetByRequestID(ctx context.Context, signer common.Address, requestID string) (domain.ManagedTx, error)
-	StandbyBarrier
-}
-
-// StandbyBarrier holds a reader's answer back until what it read is on the database's
-// synchronous standby. A row can be visible on the primary and missing on the standby: a
-// commit is visible to other sessions while it still waits for the standby, and one whose
-// wait was cut short (its connection's deadline) is kept on the primary. A failover loses
-// both; an answer given from them would tell of a transaction, or a feed position, that
-// is then gone.
-type StandbyBarrier interface {
-	// AwaitStandby returns once every commit made before it is on the synchronous standby,
-	// at once where the server names none.
-	AwaitStandby(ctx context.Context) error
 }
 
 // SignerDirectory says which signers this service holds keys for and which of them take

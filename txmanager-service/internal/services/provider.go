@@ -9,6 +9,7 @@ import (
 // (internal/app), which maps the configuration file onto them.
 var ProviderSet = wire.NewSet(
 	NewCompletionsUseCase,
+	NewStandbyWait,
 	NewFinalWait,
 	NewRetention,
 	NewFeedNotifier,

@@ -52,11 +52,13 @@ const feedPage = 100
 // answers 2xx; only then does the cursor move (fenced by the lease token), so delivery is at
 // least once and in order, and a node that takes a subscription over resumes from it.
 type WebhookDeliverer struct {
-	cfg     WebhookConfig
-	node    string
-	store   SubscriptionStore
-	feed    CompletionStore
-	events  EventStore
+	cfg    WebhookConfig
+	node   string
+	store  SubscriptionStore
+	feed   CompletionStore
+	events EventStore
+	// standby holds a page back until it is on the synchronous standby (StandbyWait).
+	standby *StandbyWait
 	notify  *FeedNotifier
 	client  *http.Client
 	metrics *telemetry.Metrics
@@ -76,9 +78,9 @@ type runningDelivery struct {
 
 // NewWebhookDeliverer wires the deliverer; its HTTP client connects only where the network
 // policy allows (checked on the address it dials, after resolution) and follows no redirect.
-func NewWebhookDeliverer(cfg WebhookConfig, node NodeName, store SubscriptionStore, feed CompletionStore, events EventStore, notify *FeedNotifier, metrics *telemetry.Metrics,
-	logger log.Logger) (*WebhookDeliverer, error) {
-	d := &WebhookDeliverer{cfg: cfg, node: string(node), store: store, feed: feed, events: events, notify: notify, metrics: metrics,
+func NewWebhookDeliverer(cfg WebhookConfig, node NodeName, store SubscriptionStore, feed CompletionStore, events EventStore, standby *StandbyWait,
+	notify *FeedNotifier, metrics *telemetry.Metrics, logger log.Logger) (*WebhookDeliverer, error) {
+	d := &WebhookDeliverer{cfg: cfg, node: string(node), store: store, feed: feed, events: events, standby: standby, notify: notify, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "webhooks")), running: map[uuid.UUID]*runningDelivery{}}
 	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: func(_, address string, _ syscall.RawConn) error {
 		host, _, err := net.SplitHostPort(address)
@@ -210,7 +212,7 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 		read: func(ctx context.Context, after int64) ([]pushed, error) {
 			page, err := d.feed.ListAfter(ctx, FeedPosition(after), feedPage, signers, chain)
 			if err == nil && len(page) > 0 {
-				err = onStandby(ctx, d.feed)
+				err = d.standby.Await(ctx)
 			}
 			if err != nil {
 				return nil, err
@@ -243,7 +245,7 @@ func (d *WebhookDeliverer) eventStream(c ClaimedSubscription) stream {
 			if err == nil && len(page) > 0 {
 				// Events take their positions from a sequencer row as completions do: a
 				// failover that loses one gives its position to the next event.
-				err = onStandby(ctx, d.feed)
+				err = d.standby.Await(ctx)
 			}
 			if err != nil {
 				return nil, err

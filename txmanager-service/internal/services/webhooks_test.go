@@ -111,7 +111,8 @@ func TestWebhooksDeliverEveryCompletionInOrderThroughFailuresAndATakeover(t *tes
 
 	notify := services.NewFeedNotifier()
 	start := func(node string) (*services.WebhookDeliverer, context.CancelFunc) {
-		d, err := services.NewWebhookDeliverer(cfg, services.NodeName(node), store, feed, events, notify, nil, testLogger())
+		d, err := services.NewWebhookDeliverer(cfg, services.NodeName(node), store, feed, events,
+			services.NewStandbyWait(repositories.NewStandbyRepository(pool)), notify, nil, testLogger())
 		if err != nil {
 			t.Fatal(err)
 		}

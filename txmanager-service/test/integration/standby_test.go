@@ -14,12 +14,13 @@ import (
 )
 
 // An answer from the database is given only once what it tells of is on the database's
-// synchronous standby. PostgreSQL shows a commit to every session while the commit still
-// waits for the standby, and keeps one whose wait timed out: a failover loses both. A
-// retried create answered from such a transaction acknowledges one that is then lost (make
-// chaos-db's deep-lag failover found this), and a feed page serving its completion hands
-// out a position that a later completion takes again. Here the standby is one the server
-// is told to wait for and that never connects, so no commit is confirmed.
+// synchronous standby. A commit whose wait for the standby was cut short (its connection's
+// deadline, a cancel) stays committed and visible on the primary, and so does one made with
+// synchronous_commit off; a failover loses them. A retried create answered from such a
+// transaction acknowledges one that is then lost (make chaos-db's deep-lag failover found
+// this), and a feed page serving its completion hands out a position that a later
+// completion takes again. Here the standby is one the server is told to wait for and that
+// never connects, so no commit is confirmed.
 func TestAnswersWaitForTheStandby(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -5,16 +5,18 @@
 -- rows alone; from 0, every open row of the signer.
 -- Only what a first attempt is signed from: the intent's fields are read out of the payload
 -- here, where jsonb holds them parsed, rather than the whole row with its payload printed as
--- JSON for the service to parse again. A field the payload lacks reads as '' (mapping.go:
--- intentPayload writes none of them empty).
+-- JSON for the service to parse again. A field the payload lacks reads as an empty string
+-- (mapping.go: intentPayload writes none of them empty); has_to tells a recipient left out
+-- (a contract creation) from one written empty, which the service refuses.
 SELECT tx_id, signer, nonce,
-       COALESCE(payload->>'to', '')::text                   AS intent_to,
-       COALESCE(payload->>'value', '')::text                AS intent_value,
-       COALESCE(payload->>'data', '')::text                 AS intent_data,
-       COALESCE(payload->>'gasLimit', '0')::text            AS intent_gas_limit,
-       COALESCE(payload->>'effectiveGasLimit', '0')::text   AS effective_gas_limit,
-       COALESCE(payload->>'maxFeePerGas', '')::text         AS intent_max_fee,
-       COALESCE(payload->>'maxPriorityFeePerGas', '')::text AS intent_max_tip
+       (payload ? 'to')::boolean                             AS has_to,
+       COALESCE(payload->>'to', '')::text                    AS intent_to,
+       COALESCE(payload->>'value', '')::text                 AS intent_value,
+       COALESCE(payload->>'data', '')::text                  AS intent_data,
+       COALESCE(payload->>'gasLimit', '')::text              AS intent_gas_limit,
+       COALESCE(payload->>'effectiveGasLimit', '')::text     AS effective_gas_limit,
+       COALESCE(payload->>'maxFeePerGas', '')::text          AS intent_max_fee,
+       COALESCE(payload->>'maxPriorityFeePerGas', '')::text  AS intent_max_tip
 FROM managed_tx
 WHERE chain_id = @chain_id AND signer = @signer AND confirmed_at IS NULL AND nonce >= @from_nonce AND state = 'ALLOCATED'
 ORDER BY nonce
