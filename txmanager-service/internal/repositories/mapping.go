@@ -211,16 +211,11 @@ func intentFromFields(f intentPayloadFields) (decodedIntent, error) {
 			return d, fmt.Errorf("decode data: %w", err)
 		}
 	}
-	for _, limit := range []struct {
-		text string
-		dst  *uint64
-	}{{f.gasLimit, &d.GasLimit}, {f.effectiveGasLimit, &d.EffectiveGasLimit}} {
-		if limit.text == "" {
-			continue
-		}
-		if *limit.dst, err = strconv.ParseUint(limit.text, 10, 64); err != nil {
-			return d, fmt.Errorf("decode gas limit: %w", err)
-		}
+	if d.GasLimit, err = decodeGas(f.gasLimit); err != nil {
+		return d, err
+	}
+	if d.EffectiveGasLimit, err = decodeGas(f.effectiveGasLimit); err != nil {
+		return d, err
 	}
 	if f.maxFee != "" {
 		if d.MaxFeePerGas, err = decodeWei(f.maxFee); err != nil {
@@ -233,6 +228,18 @@ func intentFromFields(f intentPayloadFields) (decodedIntent, error) {
 		}
 	}
 	return d, nil
+}
+
+// decodeGas reads a gas limit in decimal ("" reads as 0).
+func decodeGas(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	gas, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("decode gas limit: %w", err)
+	}
+	return gas, nil
 }
 
 func deref(s *string) string {

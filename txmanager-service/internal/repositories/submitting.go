@@ -32,6 +32,8 @@ func (r *SubmittingRepository) ListAllocated(ctx context.Context, signer string,
 	if err != nil {
 		return nil, fmt.Errorf("list allocated: %w", err)
 	}
+	// Every row is the signer's: its address is parsed once.
+	signerAddr := common.HexToAddress(signer)
 	out := make([]submitting.AllocatedTx, len(rows))
 	for i, row := range rows {
 		intent, err := intentFromFields(intentPayloadFields{hasTo: row.HasTo, to: row.IntentTo, value: row.IntentValue, data: row.IntentData,
@@ -39,7 +41,7 @@ func (r *SubmittingRepository) ListAllocated(ctx context.Context, signer string,
 		if err != nil {
 			return nil, fmt.Errorf("list allocated: payload of %s: %w", row.TxID, err)
 		}
-		out[i] = submitting.AllocatedTx{ID: row.TxID, Signer: common.HexToAddress(row.Signer), Nonce: uint64(row.Nonce),
+		out[i] = submitting.AllocatedTx{ID: row.TxID, Signer: signerAddr, Nonce: uint64(row.Nonce),
 			Intent: intent.Intent, EffectiveGasLimit: intent.EffectiveGasLimit}
 	}
 	return out, nil

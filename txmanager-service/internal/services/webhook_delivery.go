@@ -211,12 +211,6 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 		cursor: c.Cursor,
 		read: func(ctx context.Context, after int64) ([]pushed, error) {
 			page, err := d.feed.ListAfter(ctx, FeedPosition(after), feedPage, signers, chain)
-			if err == nil && len(page) > 0 {
-				err = d.standby.Await(ctx)
-			}
-			if err != nil {
-				return nil, err
-			}
 			out := make([]pushed, len(page))
 			for i, cpl := range page {
 				out[i] = pushed{position: int64(cpl.Position), match: c.Filter.Matches(domain.EventCompletion, cpl.ChainID, cpl.Signer, string(cpl.Status)),
@@ -225,7 +219,7 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 						return webhookBody(c.ID, cpl)
 					}}
 			}
-			return out, nil
+			return out, err
 		},
 		advance: func(ctx context.Context, cursor int64, delivered int) (bool, error) {
 			return d.store.Advance(ctx, c, d.node, cursor, delivered)
@@ -242,20 +236,12 @@ func (d *WebhookDeliverer) eventStream(c ClaimedSubscription) stream {
 		cursor: c.EventCursor,
 		read: func(ctx context.Context, after int64) ([]pushed, error) {
 			page, err := d.events.ListAfter(ctx, after, feedPage, signers)
-			if err == nil && len(page) > 0 {
-				// Events take their positions from a sequencer row as completions do: a
-				// failover that loses one gives its position to the next event.
-				err = d.standby.Await(ctx)
-			}
-			if err != nil {
-				return nil, err
-			}
 			out := make([]pushed, len(page))
 			for i, e := range page {
 				out[i] = pushed{position: e.Position, match: c.Filter.Matches(e.Kind, e.ChainID, e.Signer, ""), id: e.ID,
 					body: func() []byte { return eventBody(c.ID, e) }}
 			}
-			return out, nil
+			return out, err
 		},
 		advance: func(ctx context.Context, cursor int64, delivered int) (bool, error) {
 			return d.store.AdvanceEvents(ctx, c, d.node, cursor, delivered)
@@ -299,6 +285,12 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 	for ctx.Err() == nil {
 		changed := s.changed()
 		page, err := s.read(ctx, cursor)
+		if err == nil && len(page) > 0 {
+			// Completions and events both take their positions from a sequencer row: a
+			// page sent before it is on the standby may hold positions a failover gives
+			// to other completions or events.
+			err = d.standby.Await(ctx)
+		}
 		if err != nil {
 			if !d.sleep(ctx, d.cfg.BackoffMin) {
 				return

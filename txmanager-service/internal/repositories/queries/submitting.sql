@@ -8,7 +8,7 @@
 -- JSON for the service to parse again. A field the payload lacks reads as an empty string
 -- (mapping.go: intentPayload writes none of them empty); has_to tells a recipient left out
 -- (a contract creation) from one written empty, which the service refuses.
-SELECT tx_id, signer, nonce,
+SELECT tx_id, nonce,
        (payload ? 'to')::boolean                             AS has_to,
        COALESCE(payload->>'to', '')::text                    AS intent_to,
        COALESCE(payload->>'value', '')::text                 AS intent_value,

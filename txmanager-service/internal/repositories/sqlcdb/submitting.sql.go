@@ -81,7 +81,7 @@ func (q *Queries) ClaimResubmits(ctx context.Context, arg ClaimResubmitsParams) 
 }
 
 const listAllocated = `-- name: ListAllocated :many
-SELECT tx_id, signer, nonce,
+SELECT tx_id, nonce,
        (payload ? 'to')::boolean                             AS has_to,
        COALESCE(payload->>'to', '')::text                    AS intent_to,
        COALESCE(payload->>'value', '')::text                 AS intent_value,
@@ -105,7 +105,6 @@ type ListAllocatedParams struct {
 
 type ListAllocatedRow struct {
 	TxID              uuid.UUID
-	Signer            string
 	Nonce             int64
 	HasTo             bool
 	IntentTo          string
@@ -142,7 +141,6 @@ func (q *Queries) ListAllocated(ctx context.Context, arg ListAllocatedParams) ([
 		var i ListAllocatedRow
 		if err := rows.Scan(
 			&i.TxID,
-			&i.Signer,
 			&i.Nonce,
 			&i.HasTo,
 			&i.IntentTo,
