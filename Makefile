@@ -126,10 +126,11 @@ test-throwaway: ## run the harness tests against a throwaway cluster it must sta
 BENCH_SECONDS ?= 10
 
 .PHONY: bench
-bench: ## run the benchmarks: library overhead, the service's create load test (uses wrk), then signatures per second and p99 per key source
+bench: ## run the benchmarks: library overhead, the writer's batches, the database's work per transfer row by step, the service's create load test (uses wrk), then signatures per second and p99 per key source
 	@$(call apt-ensure,wrk,wrk,echo "wrk not installed: the load test falls back to the Go load generator")
 	go test -run '^$$' -bench . -benchtime 3s $(ROOT)/lingo-utils/txmanager/...
 	go test -run '^$$' -bench AllocateBatch -benchtime 2s $(SERVICE)/internal/writer/
+	go test -run '^$$' -bench TransferRows -benchtime 300x -count 5 $(SERVICE)/internal/repositories/
 	BENCH_SECONDS=$(BENCH_SECONDS) go test -run '^$$' -bench 'CreateHotSigner|ReceiptPipeline' -benchtime 1x -timeout 30m $(SERVICE)/test/integration/
 	go test -run '^$$' -bench 'Signing' -benchtime 1x -timeout 30m $(SERVICE)/test/integration/
 

@@ -36,7 +36,7 @@ func newTestManager(t *testing.T, pool *pgxpool.Pool) txmanager.Manager {
 }
 
 // acquireLease takes signer's lease for node, as the node's lease manager would hold it.
-func acquireLease(t *testing.T, pool *pgxpool.Pool, signer, node string) domain.Lease {
+func acquireLease(t testing.TB, pool *pgxpool.Pool, signer, node string) domain.Lease {
 	t.Helper()
 	grant, err := repositories.NewLeaseRepository(pool, testChain()).AcquireOrRenew(t.Context(), signer, node, time.Minute, time.Second)
 	if err != nil || !grant.Acquired {
@@ -107,7 +107,7 @@ func checkIndexes(t *testing.T, pool *pgxpool.Pool, want map[string]bool) {
 // managedTxUpdates is managed_tx's count of updates and of HOT ones, this backend's own
 // flushed first, read until the updates reach atLeast (or 5 s pass): the statistics
 // collector publishes them late.
-func managedTxUpdates(t *testing.T, pool *pgxpool.Pool, atLeast int64) (updated, hot int64) {
+func managedTxUpdates(t testing.TB, pool *pgxpool.Pool, atLeast int64) (updated, hot int64) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if _, err := pool.Exec(t.Context(), "SELECT pg_stat_force_next_flush()"); err != nil {
