@@ -21,7 +21,8 @@ func (c *AdminController) CreateWebhook(ctx context.Context, req *v1.CreateWebho
 		return nil, err
 	}
 	s, secret, err := c.webhooks.Create(ctx, services.SubscriptionInput{URL: req.GetUrl(), Secret: req.GetSecret(), Chains: req.GetChains(), Signers: req.GetSigners(),
-		States: req.GetStates(), Kinds: req.GetKinds(), Description: req.GetDescription(), FromStart: req.GetFromStart()}, callerID(ctx))
+		States: req.GetStates(), Kinds: req.GetKinds(), Description: req.GetDescription(), FromStart: req.GetFromStart(),
+		BatchSize: req.GetBatchSize()}, callerID(ctx))
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
@@ -113,7 +114,7 @@ func (c *AdminController) webhookAdmin(ctx context.Context) error {
 func toAPIWebhook(s domain.Subscription) *v1.Webhook {
 	out := &v1.Webhook{SubscriptionId: s.ID.String(), Url: s.URL, Chains: s.Filter.Chains, States: s.Filter.States, Kinds: s.Filter.Kinds,
 		Description: s.Description, State: string(s.State), Cursor: s.Cursor, Delivered: s.Delivered, OwnerNode: s.Owner,
-		CreatedAt: timestamppb.New(s.CreatedAt), CreatedBy: s.CreatedBy, LastError: s.LastError}
+		CreatedAt: timestamppb.New(s.CreatedAt), CreatedBy: s.CreatedBy, LastError: s.LastError, BatchSize: int32(s.BatchSize)}
 	for _, a := range s.Filter.Signers {
 		out.Signers = append(out.Signers, a.Hex())
 	}

@@ -74,6 +74,8 @@ type Subscription struct {
 	// Delivered counts events acknowledged; Owner is the node delivering it now ("": none).
 	Delivered int64
 	Owner     string
+	// BatchSize is the most events one delivery carries; 1 sends each event alone.
+	BatchSize int
 }
 
 // SubscriptionFilter selects the events a subscription receives; an empty list means all.
@@ -92,6 +94,8 @@ const (
 	maxWebhookSecret    = 256
 	maxFilterEntries    = 100
 	maxDescription      = 200
+	// MaxWebhookBatch bounds a batch: a page of the feed, and a body of a few hundred KB.
+	MaxWebhookBatch = 100
 )
 
 var finalStates = []string{string(StateConfirmed), string(StateFailedFinal), string(StateExpired), string(StateRejected), string(StateRefused)}
@@ -158,6 +162,18 @@ func ParseWebhookSecret(secret string) error {
 		}
 	}
 	return nil
+}
+
+// ParseWebhookBatchSize validates how many events one delivery may carry: 0 (unset) means
+// one event a delivery.
+func ParseWebhookBatchSize(n int32) (int, error) {
+	switch {
+	case n == 0:
+		return 1, nil
+	case n < 0 || n > MaxWebhookBatch:
+		return 0, invalid("batchSize", "%d; from 1 to %d events a delivery", n, MaxWebhookBatch)
+	}
+	return int(n), nil
 }
 
 // ParseDescription validates a subscription's free-text description.

@@ -36,7 +36,7 @@ func (r *WebhookRepository) Insert(ctx context.Context, sess txmanager.Session, 
 		return fmt.Errorf("subscription filter: %w", err)
 	}
 	err = sqlcdb.New(sess.DB()).InsertSubscription(ctx, sqlcdb.InsertSubscriptionParams{SubscriptionID: s.ID, Url: s.URL, Secret: secret, Filter: filter,
-		Description: s.Description, Cursor: s.Cursor, EventCursor: eventCursor, CreatedBy: s.CreatedBy})
+		Description: s.Description, Cursor: s.Cursor, EventCursor: eventCursor, CreatedBy: s.CreatedBy, BatchSize: int32(s.BatchSize)})
 	if err != nil {
 		return fmt.Errorf("insert subscription: %w", err)
 	}
@@ -121,7 +121,7 @@ func (r *WebhookRepository) Claim(ctx context.Context, node string, maxNew int, 
 			return nil, fmt.Errorf("subscription %s filter: %w", row.SubscriptionID, err)
 		}
 		out = append(out, services.ClaimedSubscription{ID: row.SubscriptionID, URL: row.Url, Secret: []byte(row.Secret), Filter: f, Cursor: row.Cursor,
-			EventCursor: row.EventCursor, Token: row.FencingToken})
+			EventCursor: row.EventCursor, Token: row.FencingToken, BatchSize: int(row.BatchSize)})
 	}
 	return out, nil
 }
@@ -173,7 +173,7 @@ func (r *WebhookRepository) Release(ctx context.Context, node string) error {
 func subscriptionOf(row sqlcdb.GetSubscriptionRow) (domain.Subscription, error) {
 	s := domain.Subscription{ID: row.SubscriptionID, URL: row.Url, State: domain.SubscriptionState(row.State), Cursor: row.Cursor, CreatedAt: row.CreatedAt,
 		CreatedBy: row.CreatedBy, LastSuccessAt: row.LastSuccessAt, FailingSince: row.FailingSince, LastError: row.LastError, Description: row.Description,
-		Delivered: row.Delivered, Owner: row.OwnerNode}
+		Delivered: row.Delivered, Owner: row.OwnerNode, BatchSize: int(row.BatchSize)}
 	if err := json.Unmarshal([]byte(row.Filter), &s.Filter); err != nil {
 		return s, fmt.Errorf("subscription %s filter: %w", row.SubscriptionID, err)
 	}

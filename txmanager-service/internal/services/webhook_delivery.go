@@ -48,9 +48,10 @@ const feedPage = 100
 
 // WebhookDeliverer runs this node's deliveries: it claims subscriptions (leased like a
 // signer), and for each it holds reads the completions feed after the subscription's cursor
-// and posts each event that passes its filter, in order, one at a time, until the receiver
-// answers 2xx; only then does the cursor move (fenced by the lease token), so delivery is at
-// least once and in order, and a node that takes a subscription over resumes from it.
+// and posts the events that pass its filter, in order, one delivery at a time (an event, or
+// a batch of them where the subscription asks for batches), until the receiver answers 2xx;
+// only then does the cursor move (fenced by the lease token), so delivery is at least once
+// and in order, and a node that takes a subscription over resumes from it.
 type WebhookDeliverer struct {
 	cfg    WebhookConfig
 	node   string
@@ -183,9 +184,14 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 // sent.
 type pushed struct {
 	position int64
-	match    bool
-	id       string
-	body     func() []byte
+	// cursor is the position as the event's body names it.
+	cursor string
+	match  bool
+	id     string
+	body   func() []byte
+	// at is when a completion became final, for the lag gauge; zero for service events,
+	// which the gauge does not follow.
+	at time.Time
 }
 
 // stream is one ordered source of a subscription: read pages after a position, move the
@@ -213,11 +219,9 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 			page, err := d.feed.ListAfter(ctx, FeedPosition(after), feedPage, signers, chain)
 			out := make([]pushed, len(page))
 			for i, cpl := range page {
-				out[i] = pushed{position: int64(cpl.Position), match: c.Filter.Matches(domain.EventCompletion, cpl.ChainID, cpl.Signer, string(cpl.Status)),
-					id: "completion:" + cpl.TxID.String(), body: func() []byte {
-						r.lag.Store(int64(time.Since(cpl.CompletedAt)))
-						return webhookBody(c.ID, cpl)
-					}}
+				out[i] = pushed{position: int64(cpl.Position), cursor: cpl.Position.String(),
+					match: c.Filter.Matches(domain.EventCompletion, cpl.ChainID, cpl.Signer, string(cpl.Status)),
+					id:    "completion:" + cpl.TxID.String(), body: func() []byte { return webhookBody(c.ID, cpl) }, at: cpl.CompletedAt}
 			}
 			return out, err
 		},
@@ -238,7 +242,7 @@ func (d *WebhookDeliverer) eventStream(c ClaimedSubscription) stream {
 			page, err := d.events.ListAfter(ctx, after, feedPage, signers)
 			out := make([]pushed, len(page))
 			for i, e := range page {
-				out[i] = pushed{position: e.Position, match: c.Filter.Matches(e.Kind, e.ChainID, e.Signer, ""), id: e.ID,
+				out[i] = pushed{position: e.Position, cursor: "e" + strconv.FormatInt(e.Position, 10), match: c.Filter.Matches(e.Kind, e.ChainID, e.Signer, ""), id: e.ID,
 					body: func() []byte { return eventBody(c.ID, e) }}
 			}
 			return out, err
@@ -260,9 +264,9 @@ func hexes(f domain.SubscriptionFilter) []string {
 	return out
 }
 
-// send delivers s's events in order, each until the receiver accepts it, and moves the
-// cursor every cursorSaveInterval or at the end of a page, so a busy subscription costs one
-// write per page, not one per event. A node that loses the lease meanwhile has sent events
+// send delivers s's events in order, each delivery (an event, or up to c.BatchSize of them)
+// until the receiver accepts it, and moves the cursor every cursorSaveInterval or at the end
+// of a page, so a busy subscription costs one write per page, not one per event. A node that loses the lease meanwhile has sent events
 // past the saved cursor: the next owner sends them again (at least once). It ends the
 // subscription's other stream when it stops.
 func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *runningDelivery, s stream) {
@@ -310,15 +314,28 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 			}
 			continue
 		}
-		for _, e := range page {
-			if e.match {
-				if !d.sendUntilAccepted(ctx, c, e.id, e.body(), &failureRecorded) {
+		for rest := page; len(rest) > 0; {
+			// The next delivery: the page's next events up to c.BatchSize that pass the
+			// filter, and the ones the filter skips among them.
+			var take []pushed
+			n := 0
+			for ; n < len(rest) && len(take) < max(c.BatchSize, 1); n++ {
+				if rest[n].match {
+					take = append(take, rest[n])
+				}
+			}
+			if len(take) > 0 {
+				if !take[0].at.IsZero() {
+					r.lag.Store(int64(time.Since(take[0].at)))
+				}
+				id, body := deliveryOf(c, take)
+				if !d.sendUntilAccepted(ctx, c, id, body, &failureRecorded) {
 					save()
 					return
 				}
-				unsaved++
+				unsaved += len(take)
 			}
-			cursor = e.position
+			cursor, rest = rest[n-1].position, rest[n:]
 			if time.Since(lastSave) >= cursorSaveInterval && !save() {
 				return
 			}
@@ -331,6 +348,39 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 
 // cursorSaveInterval bounds how long delivered events go without their cursor saved.
 const cursorSaveInterval = 250 * time.Millisecond
+
+// deliveryOf is what one delivery of events sends: the event alone where the subscription
+// takes one a delivery, else a batch named by its first and last cursors, which is the same
+// name for the same events on any node.
+func deliveryOf(c ClaimedSubscription, events []pushed) (id string, body []byte) {
+	if c.BatchSize <= 1 {
+		return events[0].id, events[0].body()
+	}
+	bodies := make([]json.RawMessage, len(events))
+	for i, e := range events {
+		bodies[i] = e.body()
+	}
+	first, last := events[0].cursor, events[len(events)-1].cursor
+	id = "batch:" + first + "-" + last
+	body, err := json.Marshal(WebhookBatch{ID: id, Kind: WebhookBatchKind, SubscriptionID: c.ID.String(), Cursor: last, Events: bodies})
+	if err != nil {
+		panic(fmt.Sprintf("webhook batch marshal: %v", err)) // every body is JSON this package wrote
+	}
+	return id, body
+}
+
+// WebhookBatchKind is the kind of a delivery that carries several events.
+const WebhookBatchKind = "batch"
+
+// WebhookBatch is the body of a delivery of several events: each element of Events is the
+// body the event would have alone, in feed order; Cursor is the last one's.
+type WebhookBatch struct {
+	ID             string            `json:"id"`
+	Kind           string            `json:"kind"`
+	SubscriptionID string            `json:"subscriptionId"`
+	Cursor         string            `json:"cursor"`
+	Events         []json.RawMessage `json:"events"`
+}
 
 // eventBody is the body of a service event's delivery.
 func eventBody(subscription uuid.UUID, e ServiceEvent) []byte {

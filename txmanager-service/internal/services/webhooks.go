@@ -50,6 +50,8 @@ type ClaimedSubscription struct {
 	// EventCursor is the position of the last service event delivered or skipped.
 	EventCursor int64
 	Token       int64
+	// BatchSize is the most events one delivery carries (1: each event alone, no batch).
+	BatchSize int
 }
 
 // maxSubscriptions bounds how many subscriptions one deployment keeps: each costs a feed
@@ -68,6 +70,8 @@ type SubscriptionInput struct {
 	// FromStart delivers the whole feed still kept; otherwise delivery starts after the
 	// feed's head at creation.
 	FromStart bool
+	// BatchSize is the most events one delivery carries, 1 to 100 (0: 1).
+	BatchSize int32
 }
 
 // Resolver resolves webhook hosts (net.DefaultResolver in production).
@@ -120,12 +124,16 @@ func (b *WebhookBook) Create(ctx context.Context, in SubscriptionInput, by strin
 	if err := domain.ParseDescription(in.Description); err != nil {
 		return domain.Subscription{}, "", err
 	}
+	batch, err := domain.ParseWebhookBatchSize(in.BatchSize)
+	if err != nil {
+		return domain.Subscription{}, "", err
+	}
 	if n, err := b.store.Count(ctx); err != nil {
 		return domain.Subscription{}, "", err
 	} else if n >= maxSubscriptions {
 		return domain.Subscription{}, "", &domain.ValidationError{Field: "url", Reason: fmt.Sprintf("this deployment keeps at most %d subscriptions", maxSubscriptions)}
 	}
-	s := domain.Subscription{ID: uuid.Must(uuid.NewV7()), URL: u.String(), Filter: filter, State: domain.SubscriptionActive, CreatedBy: by, Description: in.Description}
+	s := domain.Subscription{ID: uuid.Must(uuid.NewV7()), URL: u.String(), Filter: filter, State: domain.SubscriptionActive, CreatedBy: by, Description: in.Description, BatchSize: batch}
 	var eventCursor int64
 	if !in.FromStart {
 		state, err := b.feed.State(ctx)
@@ -142,7 +150,7 @@ func (b *WebhookBook) Create(ctx context.Context, in SubscriptionInput, by strin
 			return err
 		}
 		return b.audit.Record(ctx, sess, by, domain.AuditWebhookCreated, "webhook "+s.ID.String(), nil,
-			map[string]any{"url": s.URL, "filter": s.Filter, "cursor": s.Cursor, "description": s.Description})
+			map[string]any{"url": s.URL, "filter": s.Filter, "cursor": s.Cursor, "description": s.Description, "batchSize": s.BatchSize})
 	})
 	if err != nil {
 		return domain.Subscription{}, "", err

@@ -2,6 +2,7 @@ package services_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -57,6 +58,9 @@ type receiver struct {
 	// duplicates counts events accepted again; unexplained those never refused before.
 	duplicates, unexplained int
 	badSignatures           int
+	// batches counts deliveries of several events, largest the most events one carried,
+	// badBatches the batches whose body did not match their name.
+	batches, largest, badBatches int
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -68,20 +72,44 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
-	id := r.Header.Get("Txm-Event-Id")
+	ids := []string{r.Header.Get("Txm-Event-Id")}
+	if strings.HasPrefix(ids[0], "batch:") {
+		var batch services.WebhookBatch
+		if err := json.Unmarshal(body, &batch); err != nil || batch.ID != ids[0] || batch.Kind != services.WebhookBatchKind || len(batch.Events) == 0 {
+			rc.badBatches++
+			http.Error(w, "not a batch", http.StatusBadRequest)
+			return
+		}
+		ids = ids[:0]
+		for _, raw := range batch.Events {
+			var e services.WebhookEvent
+			if err := json.Unmarshal(raw, &e); err != nil {
+				rc.badBatches++
+				http.Error(w, "not an event", http.StatusBadRequest)
+				return
+			}
+			ids = append(ids, e.ID)
+		}
+		rc.batches++
+		rc.largest = max(rc.largest, len(ids))
+	}
 	if rc.down || rc.rnd.Float64() < rc.failShare {
-		rc.refused[id] = true
+		for _, id := range ids {
+			rc.refused[id] = true
+		}
 		http.Error(w, "try later", http.StatusServiceUnavailable)
 		return
 	}
-	if rc.seen[id] {
-		rc.duplicates++
-		if !rc.refused[id] {
-			rc.unexplained++
+	for _, id := range ids {
+		if rc.seen[id] {
+			rc.duplicates++
+			if !rc.refused[id] {
+				rc.unexplained++
+			}
+		} else {
+			rc.seen[id] = true
+			rc.accepted = append(rc.accepted, id)
 		}
-	} else {
-		rc.seen[id] = true
-		rc.accepted = append(rc.accepted, id)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -89,9 +117,30 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Deliveries to a receiver that fails 30% of them and goes down for a while, with the node
 // delivering the subscription stopped midway: every completion arrives, first deliveries in
 // feed order, every signature verifies, and an event is sent again only after the receiver
-// refused it or, after the takeover, when its cursor was not saved yet (counted).
+// refused it or, after the takeover, when its cursor was not saved yet (counted). The same
+// holds for a subscription that takes batches, whose deliveries never carry more than it
+// asked for.
 func TestWebhooksDeliverEveryCompletionInOrderThroughFailuresAndATakeover(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// batchSize as the subscription asks (0: unset, one event a delivery).
+		batchSize int32
+		// wantBatches: deliveries of several events must happen (a backlog forms at the
+		// outage), at most batchSize each; otherwise none may.
+		wantBatches bool
+	}{
+		{"one event a delivery", 0, false},
+		{"batches of up to 25", 25, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			deliverThroughFailuresAndATakeover(t, tc.batchSize, tc.wantBatches)
+		})
+	}
+}
+
+func deliverThroughFailuresAndATakeover(t *testing.T, batchSize int32, wantBatches bool) {
 	pool := testsupport.MigratedPool(t)
 	ctx := t.Context()
 	cfg := webhookConfig()
@@ -103,7 +152,7 @@ func TestWebhooksDeliverEveryCompletionInOrderThroughFailuresAndATakeover(t *tes
 	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
 	trail := testsupport.AuditTrail(t, pool, "node-a")
 	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, trail, cfg, testLogger())
-	sub, gotSecret, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", Secret: secret, FromStart: true}, "ops")
+	sub, gotSecret, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", Secret: secret, FromStart: true, BatchSize: batchSize}, "ops")
 	if err != nil || gotSecret != secret {
 		t.Fatalf("subscribe: %v", err)
 	}
@@ -169,6 +218,10 @@ func TestWebhooksDeliverEveryCompletionInOrderThroughFailuresAndATakeover(t *tes
 	if rc.badSignatures != 0 || rc.unexplained > 100 {
 		t.Fatalf("%d bad signatures, %d repeats of accepted events (the takeover explains at most a page, 100)", rc.badSignatures, rc.unexplained)
 	}
+	if rc.badBatches != 0 || rc.largest > int(max(batchSize, 1)) || (rc.batches > 0) != wantBatches {
+		t.Fatalf("batches: %d deliveries of several events, the largest %d (the subscription asked for at most %d), %d malformed; want batches: %v",
+			rc.batches, rc.largest, batchSize, rc.badBatches, wantBatches)
+	}
 	// The cursor and the count are saved once a page or every quarter second: the last
 	// save may land after the receiver took the last event.
 	var got domain.Subscription
@@ -180,11 +233,11 @@ func TestWebhooksDeliverEveryCompletionInOrderThroughFailuresAndATakeover(t *tes
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err != nil || got.Owner != "node-b" || got.Delivered < 300 || got.FailingSince != nil {
+	if err != nil || got.Owner != "node-b" || got.Delivered < 300 || got.FailingSince != nil || got.BatchSize != int(max(batchSize, 1)) {
 		t.Fatalf("the subscription after delivery: %+v %v", got, err)
 	}
-	t.Logf("300 completions delivered in order through 30%% failures, a 2 s outage and a takeover: %d refused at least once, %d repeats after a refusal, %d after the takeover",
-		len(rc.refused), rc.duplicates-rc.unexplained, rc.unexplained)
+	t.Logf("300 completions delivered in order through 30%% failures, a 2 s outage and a takeover: %d refused at least once, %d repeats after a refusal, %d after the takeover; %d batches, the largest %d",
+		len(rc.refused), rc.duplicates-rc.unexplained, rc.unexplained, rc.batches, rc.largest)
 }
 
 // Subscriptions the network policy or the limits refuse are refused with the field or the
@@ -226,6 +279,8 @@ func TestHostileSubscriptionsAreRefused(t *testing.T) {
 		{"an unknown kind", services.SubscriptionInput{URL: "https://93.184.215.14/hook", Kinds: []string{"everything"}}, "filter.kinds"},
 		{"a malformed signer", services.SubscriptionInput{URL: "https://93.184.215.14/hook", Signers: []string{"0x12"}}, "filter.signers[0]"},
 		{"chain 0", services.SubscriptionInput{URL: "https://93.184.215.14/hook", Chains: []uint64{0}}, "filter.chains"},
+		{"a negative batch", services.SubscriptionInput{URL: "https://93.184.215.14/hook", BatchSize: -1}, "batchSize"},
+		{"a batch above a page", services.SubscriptionInput{URL: "https://93.184.215.14/hook", BatchSize: 101}, "batchSize"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -334,7 +334,11 @@ type CreateWebhookRequest struct {
 	Kinds       []string `protobuf:"bytes,6,rep,name=kinds,proto3" json:"kinds,omitempty"`
 	Description string   `protobuf:"bytes,7,opt,name=description,proto3" json:"description,omitempty"`
 	// Deliver the whole feed still kept; otherwise from the feed's head at creation.
-	FromStart     bool `protobuf:"varint,8,opt,name=from_start,json=fromStart,proto3" json:"from_start,omitempty"`
+	FromStart bool `protobuf:"varint,8,opt,name=from_start,json=fromStart,proto3" json:"from_start,omitempty"`
+	// The most events one delivery carries, 1 to 100; 0 means 1. Above 1 every delivery is a
+	// batch (kind "batch", its events in feed order under "events"), so a receiver that fell
+	// behind catches up at up to this many events a round trip (docs/webhooks.md).
+	BatchSize     int32 `protobuf:"varint,9,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -425,6 +429,13 @@ func (x *CreateWebhookRequest) GetFromStart() bool {
 	return false
 }
 
+func (x *CreateWebhookRequest) GetBatchSize() int32 {
+	if x != nil {
+		return x.BatchSize
+	}
+	return 0
+}
+
 type CreateWebhookResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Webhook *Webhook               `protobuf:"bytes,1,opt,name=webhook,proto3" json:"webhook,omitempty"`
@@ -498,8 +509,10 @@ type Webhook struct {
 	CreatedBy     string                 `protobuf:"bytes,13,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
 	LastSuccessAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=last_success_at,json=lastSuccessAt,proto3" json:"last_success_at,omitempty"`
 	// Since when deliveries fail, and the last failure.
-	FailingSince  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=failing_since,json=failingSince,proto3" json:"failing_since,omitempty"`
-	LastError     string                 `protobuf:"bytes,16,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	FailingSince *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=failing_since,json=failingSince,proto3" json:"failing_since,omitempty"`
+	LastError    string                 `protobuf:"bytes,16,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// The most events one delivery carries (1: one event a delivery, no batch).
+	BatchSize     int32 `protobuf:"varint,17,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -644,6 +657,13 @@ func (x *Webhook) GetLastError() string {
 		return x.LastError
 	}
 	return ""
+}
+
+func (x *Webhook) GetBatchSize() int32 {
+	if x != nil {
+		return x.BatchSize
+	}
+	return 0
 }
 
 type ListWebhooksRequest struct {
@@ -3445,7 +3465,7 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1d\n" +
 	"\n" +
 	"updated_by\x18\v \x01(\tR\tupdatedBy\"\x17\n" +
-	"\x15DeleteFundingResponse\"\xe1\x01\n" +
+	"\x15DeleteFundingResponse\"\x80\x02\n" +
 	"\x14CreateWebhookRequest\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x16\n" +
@@ -3455,10 +3475,12 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x05kinds\x18\x06 \x03(\tR\x05kinds\x12 \n" +
 	"\vdescription\x18\a \x01(\tR\vdescription\x12\x1d\n" +
 	"\n" +
-	"from_start\x18\b \x01(\bR\tfromStart\"`\n" +
+	"from_start\x18\b \x01(\bR\tfromStart\x12\x1d\n" +
+	"\n" +
+	"batch_size\x18\t \x01(\x05R\tbatchSize\"`\n" +
 	"\x15CreateWebhookResponse\x12/\n" +
 	"\awebhook\x18\x01 \x01(\v2\x15.txmanager.v1.WebhookR\awebhook\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xaf\x04\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xce\x04\n" +
 	"\aWebhook\x12'\n" +
 	"\x0fsubscription_id\x18\x01 \x01(\tR\x0esubscriptionId\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12\x16\n" +
@@ -3480,7 +3502,9 @@ const file_api_txmanager_v1_admin_proto_rawDesc = "" +
 	"\x0flast_success_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\rlastSuccessAt\x12?\n" +
 	"\rfailing_since\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\ffailingSince\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x10 \x01(\tR\tlastError\"\x15\n" +
+	"last_error\x18\x10 \x01(\tR\tlastError\x12\x1d\n" +
+	"\n" +
+	"batch_size\x18\x11 \x01(\x05R\tbatchSize\"\x15\n" +
 	"\x13ListWebhooksRequest\"I\n" +
 	"\x14ListWebhooksResponse\x121\n" +
 	"\bwebhooks\x18\x01 \x03(\v2\x15.txmanager.v1.WebhookR\bwebhooks\"9\n" +

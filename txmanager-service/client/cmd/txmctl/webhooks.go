@@ -48,6 +48,7 @@ func newWebhooksCommand(o *options) *cobra.Command {
 	create.Flags().UintSliceVar(&chains, "chain", nil, "only these chains'")
 	create.Flags().StringVar(&req.Description, "description", "", "what it is for")
 	create.Flags().BoolVar(&req.FromStart, "from-start", false, "deliver the whole feed still kept (default: from now)")
+	create.Flags().Int32Var(&req.BatchSize, "batch", 1, "the most events one delivery carries, 1 to 100 (above 1: every delivery is a batch)")
 	_ = create.MarkFlagRequired("url")
 	list := &cobra.Command{
 		Use:   "list",
@@ -140,7 +141,7 @@ func (o *options) webhook(h *v1.Webhook) error {
 		return strings.Join(list, ", ")
 	}
 	return fields(o.out, "subscription", h.GetSubscriptionId(), "state", h.GetState(), "url", h.GetUrl(), "chains", all(chains), "signers", all(h.GetSigners()),
-		"states", all(h.GetStates()), "cursor", strconv.FormatInt(h.GetCursor(), 10), "delivered", strconv.FormatInt(h.GetDelivered(), 10),
+		"states", all(h.GetStates()), "events a delivery", strconv.Itoa(int(max(h.GetBatchSize(), 1))), "cursor", strconv.FormatInt(h.GetCursor(), 10), "delivered", strconv.FormatInt(h.GetDelivered(), 10),
 		"node", orDash(h.GetOwnerNode()), "last success", when(h.GetLastSuccessAt()), "failing since", when(h.GetFailingSince()),
 		"last error", orDash(h.GetLastError()), "created", when(h.GetCreatedAt())+" by "+h.GetCreatedBy(), "description", orDash(h.GetDescription()))
 }

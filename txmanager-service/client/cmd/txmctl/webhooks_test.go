@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -9,7 +10,8 @@ import (
 
 // Webhook subscriptions through txmctl against a real service (development: loopback
 // receivers allowed): created with its secret shown once, listed, paused, resumed, replayed
-// and deleted; hostile ones refused (exit 4) and a read-only key refused (exit 5).
+// and deleted; one taking batches shows its size; hostile ones refused (exit 4) and a
+// read-only key refused (exit 5).
 func TestWebhookCommands(t *testing.T) {
 	admin := service.AdminKey
 	step := func(key string, wantCode int, want string, args ...string) string {
@@ -37,6 +39,11 @@ func TestWebhookCommands(t *testing.T) {
 	step(admin, exitRefused, "scheme", "webhooks", "create", "--url", "ftp://example.com/hook")
 	step(admin, exitRefused, "secret", "webhooks", "create", "--url", "http://127.0.0.1:9/hook", "--secret", "short")
 	step(admin, exitRefused, "filter.states", "webhooks", "create", "--url", "http://127.0.0.1:9/hook", "--state", "TRACKING")
+	step(admin, exitRefused, "batchSize", "webhooks", "create", "--url", "http://127.0.0.1:9/hook", "--batch", "101")
+	batched := step(admin, exitOK, "shown this once", "webhooks", "create", "--url", "http://127.0.0.1:9/batched", "--batch", "100")
+	if !regexp.MustCompile(`events a delivery:\s+100\n`).MatchString(batched) {
+		t.Fatalf("a subscription created with --batch 100 shows:\n%s", batched)
+	}
 	step(service.APIKey, exitNotAllowed, "admin", "webhooks", "list")
 	step(admin, exitOK, "deleted", "webhooks", "delete", id)
 	step(admin, exitNotFound, "no webhook subscription", "webhooks", "show", id)

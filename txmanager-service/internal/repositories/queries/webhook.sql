@@ -1,15 +1,15 @@
 -- name: InsertSubscription :exec
-INSERT INTO webhook_subscription (subscription_id, url, secret, filter, description, cursor, event_cursor, created_by)
-VALUES (@subscription_id, @url, @secret, @filter::jsonb, @description, @cursor, @event_cursor, @created_by);
+INSERT INTO webhook_subscription (subscription_id, url, secret, filter, description, cursor, event_cursor, created_by, batch_size)
+VALUES (@subscription_id, @url, @secret, @filter::jsonb, @description, @cursor, @event_cursor, @created_by, @batch_size);
 
 -- name: GetSubscription :one
 SELECT subscription_id, url, filter::text AS filter, description, state, cursor, created_at, created_by, last_success_at, failing_since, last_error, delivered,
-       COALESCE(owner_node, '')::text AS owner_node
+       COALESCE(owner_node, '')::text AS owner_node, batch_size
 FROM webhook_subscription WHERE subscription_id = @subscription_id;
 
 -- name: ListSubscriptions :many
 SELECT subscription_id, url, filter::text AS filter, description, state, cursor, created_at, created_by, last_success_at, failing_since, last_error, delivered,
-       COALESCE(owner_node, '')::text AS owner_node
+       COALESCE(owner_node, '')::text AS owner_node, batch_size
 FROM webhook_subscription ORDER BY created_at, subscription_id;
 
 -- name: CountSubscriptions :one
@@ -50,7 +50,7 @@ renewed AS (
     WHERE s.owner_node = sqlc.arg(node_id)::text AND s.state = 'active' AND s.lease_expires_at > now()
     RETURNING s.subscription_id
 )
-SELECT s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.event_cursor, s.fencing_token, s.failing_since
+SELECT s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.event_cursor, s.fencing_token, s.failing_since, s.batch_size
 FROM webhook_subscription s
 WHERE s.subscription_id IN (SELECT subscription_id FROM taken UNION SELECT subscription_id FROM renewed);
 

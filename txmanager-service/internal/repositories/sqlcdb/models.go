@@ -326,4 +326,5 @@ type WebhookSubscription struct {
 	FencingToken   int64
 	LeaseExpiresAt *time.Time
 	EventCursor    int64
+	BatchSize      int32
 }

@@ -60,7 +60,7 @@ renewed AS (
     WHERE s.owner_node = $1::text AND s.state = 'active' AND s.lease_expires_at > now()
     RETURNING s.subscription_id
 )
-SELECT s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.event_cursor, s.fencing_token, s.failing_since
+SELECT s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.event_cursor, s.fencing_token, s.failing_since, s.batch_size
 FROM webhook_subscription s
 WHERE s.subscription_id IN (SELECT subscription_id FROM taken UNION SELECT subscription_id FROM renewed)
 `
@@ -80,6 +80,7 @@ type ClaimSubscriptionsRow struct {
 	EventCursor    int64
 	FencingToken   int64
 	FailingSince   *time.Time
+	BatchSize      int32
 }
 
 // This node renews the active subscriptions it holds and takes up to max_new whose lease is
@@ -102,6 +103,7 @@ func (q *Queries) ClaimSubscriptions(ctx context.Context, arg ClaimSubscriptions
 			&i.EventCursor,
 			&i.FencingToken,
 			&i.FailingSince,
+			&i.BatchSize,
 		); err != nil {
 			return nil, err
 		}
@@ -138,7 +140,7 @@ func (q *Queries) DeleteSubscription(ctx context.Context, subscriptionID uuid.UU
 
 const getSubscription = `-- name: GetSubscription :one
 SELECT subscription_id, url, filter::text AS filter, description, state, cursor, created_at, created_by, last_success_at, failing_since, last_error, delivered,
-       COALESCE(owner_node, '')::text AS owner_node
+       COALESCE(owner_node, '')::text AS owner_node, batch_size
 FROM webhook_subscription WHERE subscription_id = $1
 `
 
@@ -156,6 +158,7 @@ type GetSubscriptionRow struct {
 	LastError      string
 	Delivered      int64
 	OwnerNode      string
+	BatchSize      int32
 }
 
 func (q *Queries) GetSubscription(ctx context.Context, subscriptionID uuid.UUID) (GetSubscriptionRow, error) {
@@ -175,13 +178,14 @@ func (q *Queries) GetSubscription(ctx context.Context, subscriptionID uuid.UUID)
 		&i.LastError,
 		&i.Delivered,
 		&i.OwnerNode,
+		&i.BatchSize,
 	)
 	return i, err
 }
 
 const insertSubscription = `-- name: InsertSubscription :exec
-INSERT INTO webhook_subscription (subscription_id, url, secret, filter, description, cursor, event_cursor, created_by)
-VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8)
+INSERT INTO webhook_subscription (subscription_id, url, secret, filter, description, cursor, event_cursor, created_by, batch_size)
+VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9)
 `
 
 type InsertSubscriptionParams struct {
@@ -193,6 +197,7 @@ type InsertSubscriptionParams struct {
 	Cursor         int64
 	EventCursor    int64
 	CreatedBy      string
+	BatchSize      int32
 }
 
 func (q *Queries) InsertSubscription(ctx context.Context, arg InsertSubscriptionParams) error {
@@ -205,13 +210,14 @@ func (q *Queries) InsertSubscription(ctx context.Context, arg InsertSubscription
 		arg.Cursor,
 		arg.EventCursor,
 		arg.CreatedBy,
+		arg.BatchSize,
 	)
 	return err
 }
 
 const listSubscriptions = `-- name: ListSubscriptions :many
 SELECT subscription_id, url, filter::text AS filter, description, state, cursor, created_at, created_by, last_success_at, failing_since, last_error, delivered,
-       COALESCE(owner_node, '')::text AS owner_node
+       COALESCE(owner_node, '')::text AS owner_node, batch_size
 FROM webhook_subscription ORDER BY created_at, subscription_id
 `
 
@@ -229,6 +235,7 @@ type ListSubscriptionsRow struct {
 	LastError      string
 	Delivered      int64
 	OwnerNode      string
+	BatchSize      int32
 }
 
 func (q *Queries) ListSubscriptions(ctx context.Context) ([]ListSubscriptionsRow, error) {
@@ -254,6 +261,7 @@ func (q *Queries) ListSubscriptions(ctx context.Context) ([]ListSubscriptionsRow
 			&i.LastError,
 			&i.Delivered,
 			&i.OwnerNode,
+			&i.BatchSize,
 		); err != nil {
 			return nil, err
 		}
