@@ -92,7 +92,7 @@ func (h *heldReceipts) minedFor(signers []string) []MinedTx {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []MinedTx
+	out := make([]MinedTx, 0, len(h.m))
 	for id, r := range h.m {
 		if !held[r.found.Signer] {
 			delete(h.m, id)
