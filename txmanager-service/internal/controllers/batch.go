@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -42,10 +41,10 @@ func (c *TxController) CreateTxBatch(ctx context.Context, req *v1.CreateTxBatchR
 			first[key] = i
 		}
 		wg.Add(1)
-		batchRunners.run(func() {
+		go func() {
 			defer wg.Done()
 			out.Results[i] = v1.CreateResultOf(c.CreateTx(ctx, create))
-		})
+		}()
 	}
 	wg.Wait()
 	for _, r := range out.Results {
@@ -59,46 +58,6 @@ func (c *TxController) CreateTxBatch(ctx context.Context, req *v1.CreateTxBatchR
 		}
 	}
 	return out, nil
-}
-
-// batchRunners runs batches' creates, all of a batch's at once (each waits for the writer).
-var batchRunners = &runners{idleFor: 30 * time.Second}
-
-// runners runs functions on goroutines that stay for the next one while work keeps coming.
-// A create's path is deep: on a new goroutine its stack grows (and is copied) a few times
-// before the create is written, a twentieth of the service's CPU with batches of 100. A
-// goroutine that ran a create before has its stack grown already.
-type runners struct {
-	// jobs is unbuffered: a send succeeds only where an idle runner waits for it.
-	jobs    chan func()
-	idleFor time.Duration
-	once    sync.Once
-}
-
-// run starts f at once: on an idle runner, or on a new one.
-func (r *runners) run(f func()) {
-	r.once.Do(func() { r.jobs = make(chan func()) })
-	select {
-	case r.jobs <- f:
-	default:
-		go r.work(f)
-	}
-}
-
-// work runs f, then what comes next, until nothing came for idleFor.
-func (r *runners) work(f func()) {
-	idle := time.NewTimer(r.idleFor)
-	defer idle.Stop()
-	for {
-		f()
-		f = nil // an idle runner keeps nothing of the last batch alive
-		idle.Reset(r.idleFor)
-		select {
-		case f = <-r.jobs:
-		case <-idle.C:
-			return
-		}
-	}
 }
 
 // batchKey names an idempotent create within a batch: its chain, signer and requestId.
