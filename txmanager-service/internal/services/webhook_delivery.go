@@ -266,9 +266,9 @@ func hexes(f domain.SubscriptionFilter) []string {
 
 // send delivers s's events in order, each delivery (an event, or up to c.BatchSize of them)
 // until the receiver accepts it, and moves the cursor every cursorSaveInterval or at the end
-// of a page, so a busy subscription costs one write per page, not one per event. A node that loses the lease meanwhile has sent events
-// past the saved cursor: the next owner sends them again (at least once). It ends the
-// subscription's other stream when it stops.
+// of a page, so a busy subscription costs one write per page, not one per event. A node
+// that loses the lease meanwhile has sent events past the saved cursor: the next owner
+// sends them again (at least once). It ends the subscription's other stream when it stops.
 func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *runningDelivery, s stream) {
 	defer r.cancel()
 	cursor, saved, unsaved := s.cursor, s.cursor, 0
