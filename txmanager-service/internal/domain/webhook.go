@@ -94,7 +94,8 @@ const (
 	maxWebhookSecret    = 256
 	maxFilterEntries    = 100
 	maxDescription      = 200
-	// MaxWebhookBatch bounds a batch: a page of the feed, and a body of a few hundred KB.
+	// MaxWebhookBatch bounds a batch to a body of a few hundred KB (the deliverer reads the
+	// feed in pages of this size).
 	MaxWebhookBatch = 100
 )
 

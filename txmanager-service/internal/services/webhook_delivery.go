@@ -43,8 +43,9 @@ type WebhookConfig struct {
 	Network       domain.NetworkPolicy
 }
 
-// feedPage is how many completions a deliverer reads at a time.
-const feedPage = 100
+// feedPage is how many completions a deliverer reads at a time. Batches do not span pages,
+// so a page holds the largest batch a subscription may ask for.
+const feedPage = domain.MaxWebhookBatch
 
 // WebhookDeliverer runs this node's deliveries: it claims subscriptions (leased like a
 // signer), and for each it holds reads the completions feed after the subscription's cursor
@@ -286,6 +287,7 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 		saved, unsaved, lastSave = cursor, 0, time.Now()
 		return true
 	}
+	var take []pushed // the events of one delivery, its backing array kept from one to the next
 	for ctx.Err() == nil {
 		changed := s.changed()
 		page, err := s.read(ctx, cursor)
@@ -317,7 +319,7 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 		for rest := page; len(rest) > 0; {
 			// The next delivery: the page's next events up to c.BatchSize that pass the
 			// filter, and the ones the filter skips among them.
-			var take []pushed
+			take = take[:0]
 			n := 0
 			for ; n < len(rest) && len(take) < max(c.BatchSize, 1); n++ {
 				if rest[n].match {
