@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/rpc"
@@ -21,7 +20,7 @@ import (
 // whole stream once to find where it ends, copying it into its buffer as it grows), keeps
 // each result as a copied json.RawMessage, and only then decodes each into its target: three
 // passes and two copies, 7% of the service's CPU in bench-chain's profile. Here the answer is
-// read into one pooled buffer and decoded in one pass straight into the receipts
+// read into one kept buffer and decoded in one pass straight into the receipts
 // (decodeReceiptsFast, or json.Unmarshal for an answer of an unusual shape).
 // Everything else is what the client does: the same HTTP client (transport, connections
 // kept alive, basic auth from the URL), the same headers, rpc.HTTPError for a non-2xx answer
@@ -29,7 +28,16 @@ import (
 type blockReceiptsHTTP struct {
 	client *http.Client
 	url    string
+	// spare holds read buffers between polls. A sync.Pool would not do: it empties at
+	// every other collection, and with a collection every few hundred milliseconds under
+	// load each poll grew a fresh buffer to the answer's size (zeroing each step of the
+	// way), 4% of the service's CPU in bench-chain's profile with batches of creates.
+	spare chan *bytes.Buffer
 }
+
+// keptAnswerBuffers: how many read buffers a reader keeps, enough for the polls that
+// overlap (the receipt schedule's and a caller's own).
+const keptAnswerBuffers = 2
 
 // receiptsAnswer is one element of a batch answer to eth_getBlockReceipts. A null result (a
 // block the node does not have yet) decodes to a nil slice, an empty block to an empty one.
@@ -78,9 +86,6 @@ var (
 // rpc.ErrMissingBatchResponse, which is not exported as a value to match).
 var errMissingAnswer = errors.New("response batch did not contain a response to this call")
 
-// answerBuffers keeps the read buffers of large answers between polls.
-var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
 // maxKeptAnswerBuffer: a buffer grown past this (an unusually large block) is left to the
 // garbage collector rather than kept for the next poll.
 const maxKeptAnswerBuffer = 64 << 20
@@ -113,13 +118,8 @@ func (h *blockReceiptsHTTP) fetch(ctx context.Context, blocks []uint64) ([][]*rp
 		return nil, nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	buf := answerBuffers.Get().(*bytes.Buffer) //nolint:forcetypeassert // the pool holds nothing else
-	buf.Reset()
-	defer func() {
-		if buf.Cap() <= maxKeptAnswerBuffer {
-			answerBuffers.Put(buf)
-		}
-	}()
+	buf := h.takeBuffer()
+	defer h.keepBuffer(buf)
 	if _, err := buf.ReadFrom(resp.Body); err != nil {
 		return nil, nil, err
 	}
@@ -127,6 +127,29 @@ func (h *blockReceiptsHTTP) fetch(ctx context.Context, blocks []uint64) ([][]*rp
 		return nil, nil, rpc.HTTPError{Status: resp.Status, StatusCode: resp.StatusCode, Body: bytes.Clone(buf.Bytes())}
 	}
 	return decodeReceiptsAnswer(buf.Bytes(), len(blocks))
+}
+
+// takeBuffer is an empty read buffer, one kept from an earlier answer if any is free.
+func (h *blockReceiptsHTTP) takeBuffer() *bytes.Buffer {
+	select {
+	case buf := <-h.spare:
+		buf.Reset()
+		return buf
+	default:
+		return new(bytes.Buffer)
+	}
+}
+
+// keepBuffer keeps buf for the next answer unless enough are kept already or it grew past
+// maxKeptAnswerBuffer. The decoded receipts hold no reference into it.
+func (h *blockReceiptsHTTP) keepBuffer(buf *bytes.Buffer) {
+	if buf.Cap() > maxKeptAnswerBuffer {
+		return
+	}
+	select {
+	case h.spare <- buf:
+	default:
+	}
 }
 
 // decodeReceiptsAnswer reads a batch answer of n eth_getBlockReceipts calls whose ids were
@@ -179,7 +202,7 @@ func receiptsOverHTTP(rawURL string, client *http.Client) *blockReceiptsHTTP {
 	if !isHTTPURL(rawURL) {
 		return nil
 	}
-	return &blockReceiptsHTTP{client: client, url: rawURL}
+	return &blockReceiptsHTTP{client: client, url: rawURL, spare: make(chan *bytes.Buffer, keptAnswerBuffers)}
 }
 
 func isHTTPURL(rawURL string) bool {

@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -132,5 +133,39 @@ func BenchmarkBlockReceipts(b *testing.B) {
 			}
 			b.SetBytes(int64(answerSize))
 		})
+	}
+}
+
+// A block's receipts answer runs to megabytes. The buffer it is read into is kept between
+// polls, also across garbage collections (a sync.Pool empties at every other one), so a
+// poll after a collection does not grow a new buffer to the answer's size again.
+func TestBlockReceiptsKeepTheirReadBufferThroughCollections(t *testing.T) {
+	answer := []byte(`[{"jsonrpc":"2.0","id":0,"result":` + string(gethBlockReceipts(100, 3000)) + `}]`)
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	}))
+	t.Cleanup(server.Close)
+	reader := receiptsOverHTTP(server.URL, server.Client())
+	allocatedByPoll := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		receipts, errs, err := reader.fetch(context.Background(), []uint64{100})
+		runtime.ReadMemStats(&after)
+		if err != nil || errs[0] != nil || len(receipts[0]) != 3000 {
+			t.Fatalf("poll: %v %v, %d receipts", err, errs, len(receipts[0]))
+		}
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	first := allocatedByPoll()
+	for range 3 {
+		// The first poll grew a buffer to the answer's size (about twice that in all, as it
+		// doubles); a later one reuses it and allocates at least the answer's size less.
+		if later := allocatedByPoll(); later+uint64(len(answer)) > first {
+			t.Fatalf("a poll after two collections allocated %d bytes, the first %d: the %d-byte read buffer was not kept", later, first, len(answer))
+		}
 	}
 }
