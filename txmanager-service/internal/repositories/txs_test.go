@@ -115,6 +115,13 @@ func TestOpenSignerRepository(t *testing.T) {
 	insertTx(t, pool, txRow{signer: driven, nonce: 0, state: "TRACKING", hash: "0x03", age: 2 * time.Minute})
 	insertTx(t, pool, txRow{signer: orphan, nonce: 0, state: "ALLOCATED", age: time.Minute})
 	insertTx(t, pool, txRow{signer: done, nonce: 0, state: "CONFIRMED", confirmed: true})
+	// Several open rows of one signer, and final rows beside open ones, each signer still
+	// listed once: the list skips from one signer's open rows to the next signer's.
+	for nonce := 1; nonce <= 3; nonce++ {
+		insertTx(t, pool, txRow{signer: driven, nonce: nonce, state: "ALLOCATED", age: time.Minute})
+		insertTx(t, pool, txRow{signer: done, nonce: nonce, state: "CONFIRMED", confirmed: true})
+	}
+	insertTx(t, pool, txRow{signer: orphan, nonce: 1, state: "CONFIRMED", confirmed: true})
 	qLease := acquireLease(t, pool, quarantined, "node-b")
 	if ok, err := repositories.NewReconcileRepository(pool, testChain()).Quarantine(t.Context(), qLease, 0, 1); err != nil || !ok {
 		t.Fatalf("quarantine: %t, %v", ok, err)
@@ -135,7 +142,7 @@ func TestOpenSignerRepository(t *testing.T) {
 		}
 	}
 	want := map[string]string{driven: "node-a live", orphan: "", quarantined: "node-b"}
-	if len(got) != len(want) {
+	if len(signers) != len(want) || len(got) != len(want) {
 		t.Fatalf("open signers %v, want %v", got, want)
 	}
 	for s, w := range want {
