@@ -39,3 +39,15 @@ func PrintProfileTops(ctx context.Context, w io.Writer, name, detail string, fil
 		fmt.Fprintf(w, "    %s (cumulative=%v%s):\n%s%s\n", name, cumulative, detail, indent, strings.ReplaceAll(top, "\n", "\n"+indent))
 	}
 }
+
+// AllocationTop is the top entries of what a process allocated between two of its
+// allocation profiles (/debug/pprof/allocs), by bytes allocated in each function itself:
+// end with start as its base.
+func AllocationTop(ctx context.Context, start, end string, entries int) (string, error) {
+	args := []string{"tool", "pprof", "-top", "-sample_index=alloc_space", fmt.Sprintf("-nodecount=%d", entries), "-base", start, end}
+	out, err := exec.CommandContext(ctx, "go", args...).Output()
+	if err != nil {
+		return "", fmt.Errorf("go tool pprof: %w", err)
+	}
+	return strings.TrimRight(string(out), "\n"), nil
+}

@@ -41,7 +41,7 @@ func startProfile(ctx context.Context, baseURL, dir string) *profileRecorder {
 			default:
 			}
 			file := filepath.Join(dir, fmt.Sprintf("cpu-%03d.pprof", i))
-			if err := fetchProfile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", baseURL, profileChunkSeconds), file); err != nil {
+			if err := fetchProfile(ctx, "CPU profile", fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", baseURL, profileChunkSeconds), file); err != nil {
 				p.mu.Lock()
 				p.err = err
 				p.mu.Unlock()
@@ -55,18 +55,19 @@ func startProfile(ctx context.Context, baseURL, dir string) *profileRecorder {
 	return p
 }
 
-func fetchProfile(ctx context.Context, url, file string) error {
+// fetchProfile saves the profile the service serves at url (what names it in errors) to file.
+func fetchProfile(ctx context.Context, what, url, file string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("CPU profile: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("CPU profile: %s", resp.Status)
+		return fmt.Errorf("%s: %s", what, resp.Status)
 	}
 	out, err := os.Create(file)
 	if err != nil {
@@ -87,6 +88,14 @@ func (p *profileRecorder) stop() ([]string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.files, p.err
+}
+
+// allocationsSince saves the service's allocation profile (/debug/pprof/allocs, counted
+// since it started) to name.pprof in dir; two of them, at the run's start and end, give what
+// the run itself allocated (AllocationTop takes the first as its base).
+func allocationsSince(ctx context.Context, baseURL, dir, name string) (string, error) {
+	file := filepath.Join(dir, name+".pprof")
+	return file, fetchProfile(ctx, "allocation profile", baseURL+"/debug/pprof/allocs", file)
 }
 
 // nodeProfiler takes geth's own CPU profile over a run (debug_startCPUProfile, written by
