@@ -14,15 +14,26 @@ func ProfileTop(ctx context.Context, files []string, entries int, cumulative boo
 	if len(files) == 0 {
 		return "", fmt.Errorf("no CPU profile taken")
 	}
-	args := []string{"tool", "pprof", "-top", fmt.Sprintf("-nodecount=%d", entries)}
+	args := []string{fmt.Sprintf("-nodecount=%d", entries)}
 	if cumulative {
 		args = append(args, "-cum")
 	}
-	out, err := exec.CommandContext(ctx, "go", append(args, files...)...).Output()
+	return pprofTop(ctx, append(args, files...)...)
+}
+
+// pprofTop is `go tool pprof -top` with args (options, then the profiles).
+func pprofTop(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", append([]string{"tool", "pprof", "-top"}, args...)...).Output()
 	if err != nil {
 		return "", fmt.Errorf("go tool pprof: %w", err)
 	}
 	return strings.TrimRight(string(out), "\n"), nil
+}
+
+// writeTop writes a top under its heading, indented below the heading's own indent.
+func writeTop(w io.Writer, heading, top string) {
+	const indent = "      "
+	fmt.Fprintf(w, "    %s:\n%s%s\n", heading, indent, strings.ReplaceAll(top, "\n", "\n"+indent))
 }
 
 // PrintProfileTops writes the top entries of the profiles in files to w, by own time and by
@@ -35,8 +46,7 @@ func PrintProfileTops(ctx context.Context, w io.Writer, name, detail string, fil
 			fmt.Fprintf(w, "    %s: %v\n", name, err)
 			return
 		}
-		const indent = "      "
-		fmt.Fprintf(w, "    %s (cumulative=%v%s):\n%s%s\n", name, cumulative, detail, indent, strings.ReplaceAll(top, "\n", "\n"+indent))
+		writeTop(w, fmt.Sprintf("%s (cumulative=%v%s)", name, cumulative, detail), top)
 	}
 }
 
@@ -44,10 +54,15 @@ func PrintProfileTops(ctx context.Context, w io.Writer, name, detail string, fil
 // allocation profiles (/debug/pprof/allocs), by bytes allocated in each function itself:
 // end with start as its base.
 func AllocationTop(ctx context.Context, start, end string, entries int) (string, error) {
-	args := []string{"tool", "pprof", "-top", "-sample_index=alloc_space", fmt.Sprintf("-nodecount=%d", entries), "-base", start, end}
-	out, err := exec.CommandContext(ctx, "go", args...).Output()
+	return pprofTop(ctx, "-sample_index=alloc_space", fmt.Sprintf("-nodecount=%d", entries), "-base", start, end)
+}
+
+// PrintAllocationTop writes AllocationTop's entries to w under heading, or why there are none.
+func PrintAllocationTop(ctx context.Context, w io.Writer, heading, start, end string, entries int) {
+	top, err := AllocationTop(ctx, start, end, entries)
 	if err != nil {
-		return "", fmt.Errorf("go tool pprof: %w", err)
+		fmt.Fprintf(w, "    %s: %v\n", heading, err)
+		return
 	}
-	return strings.TrimRight(string(out), "\n"), nil
+	writeTop(w, heading, top)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +80,12 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 		return measurement{}, err
 	}
 
+	profileDir := r.dir + "-profiles"
+	if err := os.MkdirAll(profileDir, 0o755); err != nil {
+		return measurement{}, err
+	}
+	// Taken before the CPU account starts: writing the profile is not the run's work.
+	allocStart, allocStartErr := allocationsSince(ctx, svc.HTTPURL(), profileDir, "allocs-start")
 	account := runcost.StartCPUAccount(runcost.Process{Name: "service", PID: svc.PID()}, runcost.Process{Name: "geth", PID: r.gethPID},
 		runcost.Process{Name: "load generator", PID: os.Getpid()})
 	account.SampleBackends(ctx, conn)
@@ -89,11 +94,6 @@ func runService(ctx context.Context, r serviceRun) (measurement, error) {
 		fmt.Printf("    disk probe skipped: %v\n", err)
 	}
 	defer disk.Finish()
-	profileDir := r.dir + "-profiles"
-	if err := os.MkdirAll(profileDir, 0o755); err != nil {
-		return measurement{}, err
-	}
-	allocStart, allocStartErr := allocationsSince(ctx, svc.HTTPURL(), profileDir, "allocs-start")
 	profile := startProfile(ctx, svc.HTTPURL(), profileDir)
 	stopNodeProfile := r.profileNode(ctx, fmt.Sprintf("service-%d", len(r.keys)))
 	started := time.Now()
@@ -179,13 +179,7 @@ func printAllocations(ctx context.Context, start, end string, err error) {
 		fmt.Printf("    service allocations: %v\n", err)
 		return
 	}
-	top, err := runcost.AllocationTop(ctx, start, end, topFunctions)
-	if err != nil {
-		fmt.Printf("    service allocations: %v\n", err)
-		return
-	}
-	const indent = "      "
-	fmt.Printf("    service allocations during the run (bytes, by own allocation):\n%s%s\n", indent, strings.ReplaceAll(top, "\n", "\n"+indent))
+	runcost.PrintAllocationTop(ctx, os.Stdout, "service allocations during the run (bytes, by own allocation)", start, end, topFunctions)
 }
 
 // poolStatus is the node's transaction pool as "pending/queued", for the progress lines.
