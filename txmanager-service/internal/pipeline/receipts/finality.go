@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"slices"
 	"time"
+
+	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -19,7 +22,8 @@ import (
 //
 // The pass judges every transaction against one view of the chain: the head is read once
 // and each height's canonical block is fetched once, so two transactions in one block can
-// never be judged against different forks.
+// never be judged against different forks. A depth counts only along headers that link to
+// each other (chainView).
 func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, error) {
 	ctx, span := t.metrics.Tracer.Start(ctx, "pipeline.finality")
 	defer span.End()
@@ -81,12 +85,24 @@ func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, e
 	return reverted + droppedHeld, errors.Join(expiredErr, revertErr, finalizeErr)
 }
 
-// chainView is one pass's view of the chain: the head, the finalized height (when the
-// finalized tag decides) and the canonical header at every height a mined tx is in.
+// chainView is one pass's view of the chain: the head, the finalized block (when the
+// finalized tag decides), and the canonical headers a decision needs: each mined tx's block
+// and the blocks above it up to where its finality is proven.
+//
+// A depth is only counted along headers that link to each other (each one's parent hash is
+// the hash of the one below), never by subtracting a mined height from a head read in
+// another call. Behind several endpoints, or one load balancer over backends at different
+// heights, the head and the headers can come from nodes on different forks: a backend that
+// still holds a block another has reorged out would otherwise have that block judged
+// against the other's head, and a depth it does not have there.
 type chainView struct {
-	head        uint64
-	finalizedAt uint64
-	canonical   map[uint64]services.BlockHeader
+	head          uint64
+	finalizedAt   uint64
+	finalizedHash common.Hash
+	canonical     map[uint64]services.BlockHeader
+	// linkedTo is, for each height in canonical, the highest height reached from it along
+	// headers that link to each other.
+	linkedTo map[uint64]uint64
 }
 
 func (t *Tracker) chainView(ctx context.Context, mined []MinedTx) (chainView, error) {
@@ -100,16 +116,25 @@ func (t *Tracker) chainView(ctx context.Context, mined []MinedTx) (chainView, er
 		if err != nil {
 			return chainView{}, fmt.Errorf("finalized block: %w", err)
 		}
-		view.finalizedAt = finalized.Number
+		view.finalizedAt, view.finalizedHash = finalized.Number, finalized.Hash
 	}
-	var heights []uint64
+	var blocks []uint64
 	for _, tx := range mined {
 		if tx.BlockNumber <= head.Number {
-			heights = append(heights, tx.BlockNumber)
+			blocks = append(blocks, tx.BlockNumber)
 		}
 	}
-	slices.Sort(heights)
-	heights = slices.Compact(heights)
+	slices.Sort(blocks)
+	var heights []uint64 // ascending, each once
+	for _, block := range slices.Compact(blocks) {
+		from := block
+		if n := len(heights); n > 0 && heights[n-1] >= from {
+			from = heights[n-1] + 1
+		}
+		for h := from; h <= view.proofTop(block, t.cfg); h++ {
+			heights = append(heights, h)
+		}
+	}
 	headers, err := t.chain.HeadersByNumber(ctx, heights)
 	if err != nil {
 		return chainView{}, fmt.Errorf("canonical headers: %w", err)
@@ -120,7 +145,34 @@ func (t *Tracker) chainView(ctx context.Context, mined []MinedTx) (chainView, er
 			view.canonical[heights[i]] = *h
 		}
 	}
+	view.link()
 	return view, nil
+}
+
+// proofTop is the highest height whose header a decision on a block at height needs: the
+// block that gives it the confirmations required (no higher than the head), or the
+// finalized block when the tag decides and has reached it.
+func (v chainView) proofTop(height uint64, cfg Config) uint64 {
+	if cfg.UseFinalizedTag {
+		if height <= v.finalizedAt {
+			return v.finalizedAt
+		}
+		return height
+	}
+	return min(height+max(cfg.Confirmations, 1)-1, v.head)
+}
+
+// link fills linkedTo from canonical, from the top down.
+func (v *chainView) link() {
+	v.linkedTo = make(map[uint64]uint64, len(v.canonical))
+	heights := slices.Sorted(maps.Keys(v.canonical))
+	for i := len(heights) - 1; i >= 0; i-- {
+		h := heights[i]
+		v.linkedTo[h] = h
+		if above, ok := v.canonical[h+1]; ok && above.ParentHash == v.canonical[h].Hash {
+			v.linkedTo[h] = v.linkedTo[h+1]
+		}
+	}
 }
 
 // judge sorts mined transactions by signer into those whose block left the canonical
@@ -141,9 +193,12 @@ func judge(mined []MinedTx, view chainView, cfg Config) (reorged map[string][]Mi
 			reorged[tx.Signer] = append(reorged[tx.Signer], tx)
 			continue
 		}
-		isFinal := view.head-tx.BlockNumber+1 >= max(cfg.Confirmations, 1)
+		// Proven: the blocks from the receipt's up to here are one chain.
+		provenTo := view.linkedTo[tx.BlockNumber]
+		isFinal := provenTo-tx.BlockNumber+1 >= max(cfg.Confirmations, 1)
 		if cfg.UseFinalizedTag {
-			isFinal = tx.BlockNumber <= view.finalizedAt
+			finalized, ok := view.canonical[view.finalizedAt]
+			isFinal = tx.BlockNumber <= view.finalizedAt && provenTo >= view.finalizedAt && ok && finalized.Hash == view.finalizedHash
 		}
 		if isFinal {
 			finals[tx.Signer] = append(finals[tx.Signer], finalization(tx))

@@ -1,11 +1,14 @@
 package receipts_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // Finality judges a found receipt, on record or held, against the chain: enough blocks on
@@ -89,6 +92,79 @@ func TestAdvanceFinality(t *testing.T) {
 			awaiting, err := tracker.AwaitingReceipt(ctx(t), s.signers())
 			if wantAwaiting := map[bool]int{true: 1}[tc.replaced]; err != nil || len(awaiting) != wantAwaiting {
 				t.Fatalf("awaiting %d, %v; want %d: only a transaction whose block was replaced is looked up again", len(awaiting), err, wantAwaiting)
+			}
+		})
+	}
+}
+
+// behindABalancer is one endpoint over two backends that disagree, as a load balancer or a
+// failover between endpoints gives them: while stale is set, the head comes from the live
+// node and the headers by number from a backend that stopped at an earlier block and still
+// holds what it saw then (nil above it).
+type behindABalancer struct {
+	services.ReceiptSource
+	stale map[uint64]services.BlockHeader
+}
+
+func (b *behindABalancer) HeadersByNumber(ctx context.Context, numbers []uint64) ([]*services.BlockHeader, error) {
+	if b.stale == nil {
+		return b.ReceiptSource.HeadersByNumber(ctx, numbers)
+	}
+	out := make([]*services.BlockHeader, len(numbers))
+	for i, n := range numbers {
+		if h, ok := b.stale[n]; ok {
+			out[i] = &h
+		}
+	}
+	return out, nil
+}
+
+// A receipt's block replaced on the live node but still held by a backend that has not
+// moved past it is not final: the depth counts only along headers one backend served
+// linked to each other, never a mined height subtracted from a head read elsewhere.
+func TestFinalityCountsDepthOnOneChainOnly(t *testing.T) {
+	t.Parallel()
+	for _, held := range []bool{false, true} {
+		t.Run(map[bool]string{false: "on record", true: "held"}[held], func(t *testing.T) {
+			t.Parallel()
+			s := newStage(t)
+			s.send(1, nil)
+			block := s.mine(1)
+			cfg := receipts.Config{Confirmations: 2}
+			if !held {
+				cfg.Confirmations = 5 // far enough from finality that the receipt is written
+			}
+			balancer := &behindABalancer{ReceiptSource: s.chain}
+			tracker := receipts.New(cfg, s.store, balancer, s.node.Leases, telemetry.Noop(), s.logger)
+			if _, err := tracker.RecordReceipts(ctx(t), s.lookUp(tracker).Found, block); err != nil {
+				t.Fatal(err)
+			}
+			if tracker.HoldsReceipts() != held {
+				t.Fatalf("holds receipts: %v, want %v", tracker.HoldsReceipts(), held)
+			}
+			// The lagging backend's view: the chain up to the receipt's block, as it was.
+			seen, err := s.chain.HeadersByNumber(ctx(t), []uint64{block - 1, block})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stale := map[uint64]services.BlockHeader{block - 1: *seen[0], block: *seen[1]}
+			s.replaceBlock(block)
+			s.mine(int(cfg.Confirmations))
+
+			balancer.stale = stale
+			if reverted, err := tracker.AdvanceFinality(ctx(t), s.signers()); err != nil || reverted != 0 {
+				t.Fatalf("AdvanceFinality behind the balancer = %d, %v; want nothing reverted (the stale backend holds the block)", reverted, err)
+			}
+			if row := s.row(0); row.state != string(domain.StateTracking) || row.completions != 0 {
+				t.Fatalf("row %+v: finalized in a block the live node replaced", row)
+			}
+			// Both answers from the live node: the replaced block is a reorg.
+			balancer.stale = nil
+			if reverted, err := tracker.AdvanceFinality(ctx(t), s.signers()); err != nil || reverted != 1 {
+				t.Fatalf("AdvanceFinality on the live node = %d, %v; want 1 reverted", reverted, err)
+			}
+			if row := s.row(0); row.state != string(domain.StateTracking) || row.completions != 0 {
+				t.Fatalf("row %+v after a pass on the live node, want tracking", row)
 			}
 		})
 	}

@@ -67,30 +67,61 @@ func TestMatchBlocks(t *testing.T) {
 	}
 }
 
+// linkedHeaders is a chain of headers at heights from to to, each the parent of the next;
+// fork tells one chain's hashes from another's.
+func linkedHeaders(from, to uint64, fork byte) map[uint64]services.BlockHeader {
+	hash := func(n uint64) common.Hash { return common.BytesToHash([]byte{fork, byte(n >> 8), byte(n)}) }
+	headers := map[uint64]services.BlockHeader{}
+	for n := from; n <= to; n++ {
+		headers[n] = services.BlockHeader{Number: n, Hash: hash(n), ParentHash: hash(n - 1)}
+	}
+	return headers
+}
+
 func TestJudgeFinality(t *testing.T) {
-	canonical, orphan := common.HexToHash("0xc1"), common.HexToHash("0x0f")
-	view := chainView{head: 120, finalizedAt: 100, canonical: map[uint64]services.BlockHeader{100: {Number: 100, Hash: canonical}, 110: {Number: 110, Hash: canonical}}}
+	main := linkedHeaders(90, 120, 1)
+	orphan := common.HexToHash("0x0f")
 	tx := func(block uint64, hash common.Hash) MinedTx {
 		return MinedTx{TxID: uuid.New(), Signer: "0xaa", BlockNumber: block, BlockHash: hash, Status: 1, Kind: pipeline.AttemptOriginal}
+	}
+	view := func(head, finalizedAt uint64, finalizedHash common.Hash, headers map[uint64]services.BlockHeader) chainView {
+		v := chainView{head: head, finalizedAt: finalizedAt, finalizedHash: finalizedHash, canonical: headers}
+		v.link()
+		return v
+	}
+	// lagging serves the main chain only up to 111, though the head read elsewhere is 120.
+	lagging := linkedHeaders(90, 111, 1)
+	// mixed holds block 110 of the main chain and, from 111 on, a fork that replaced it.
+	mixed := linkedHeaders(111, 120, 2)
+	mixed[110] = main[110]
+	// reorgedAbove is the main chain to 110 and a fork from 111 on.
+	reorgedAbove := linkedHeaders(111, 120, 2)
+	for n := uint64(90); n <= 110; n++ {
+		reorgedAbove[n] = main[n]
 	}
 	tests := []struct {
 		name        string
 		tx          MinedTx
+		view        chainView
 		cfg         Config
 		wantReorged bool
 		wantFinal   bool
 	}{
-		{"deep enough", tx(100, canonical), Config{Confirmations: 20}, false, true},
-		{"exactly enough (head counts as one)", tx(110, canonical), Config{Confirmations: 11}, false, true},
-		{"one short", tx(110, canonical), Config{Confirmations: 12}, false, false},
-		{"block left the canonical chain", tx(110, orphan), Config{Confirmations: 1}, true, false},
-		{"height not served (lagging endpoint): wait", tx(115, canonical), Config{Confirmations: 1}, false, false},
-		{"finalized tag reached", tx(100, canonical), Config{UseFinalizedTag: true}, false, true},
-		{"finalized tag not reached", tx(110, canonical), Config{UseFinalizedTag: true, Confirmations: 1}, false, false},
+		{"deep enough", tx(100, main[100].Hash), view(120, 0, common.Hash{}, main), Config{Confirmations: 20}, false, true},
+		{"exactly enough (head counts as one)", tx(110, main[110].Hash), view(120, 0, common.Hash{}, main), Config{Confirmations: 11}, false, true},
+		{"one short", tx(110, main[110].Hash), view(120, 0, common.Hash{}, main), Config{Confirmations: 12}, false, false},
+		{"block left the canonical chain", tx(110, orphan), view(120, 0, common.Hash{}, main), Config{Confirmations: 1}, true, false},
+		{"height not served (lagging endpoint): wait", tx(115, main[115].Hash), view(120, 0, common.Hash{}, lagging), Config{Confirmations: 1}, false, false},
+		{"depth counted on headers served, not on a head read elsewhere", tx(110, main[110].Hash), view(120, 0, common.Hash{}, lagging), Config{Confirmations: 3}, false, false},
+		{"headers of two forks do not add up to a depth", tx(110, main[110].Hash), view(120, 0, common.Hash{}, mixed), Config{Confirmations: 2}, false, false},
+		{"finalized tag reached", tx(100, main[100].Hash), view(120, 110, main[110].Hash, main), Config{UseFinalizedTag: true}, false, true},
+		{"finalized tag not reached", tx(110, main[110].Hash), view(120, 105, main[105].Hash, main), Config{UseFinalizedTag: true, Confirmations: 1}, false, false},
+		{"finalized block is another fork's", tx(100, main[100].Hash), view(120, 110, mixed[111].Hash, main), Config{UseFinalizedTag: true}, false, false},
+		{"finalized block not linked down to the receipt's", tx(100, main[100].Hash), view(120, 111, mixed[111].Hash, reorgedAbove), Config{UseFinalizedTag: true}, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			reorged, finals := judge([]MinedTx{tc.tx}, view, tc.cfg)
+			reorged, finals := judge([]MinedTx{tc.tx}, tc.view, tc.cfg)
 			if got := len(reorged["0xaa"]) == 1; got != tc.wantReorged {
 				t.Errorf("reorged = %v, want %v", got, tc.wantReorged)
 			}
