@@ -95,6 +95,24 @@ func (r AllocationRepository) FindByRequestIDs(ctx context.Context, sess txmanag
 		}
 		out[tx.RequestID] = tx
 	}
+	if len(out) == len(requestIDs) {
+		return out, nil
+	}
+	// An intent waiting for approval, or decided without a transaction, holds its request
+	// id as an approval request; one admitted has its transaction above.
+	approvals, err := sqlcdb.New(sess.DB()).FindApprovalsByRequestIDs(ctx, sqlcdb.FindApprovalsByRequestIDsParams{ChainID: r.chainID, Signer: signer.Hex(), RequestIds: requestIDs})
+	if err != nil {
+		return nil, fmt.Errorf("find approvals by request ids: %w", err)
+	}
+	for _, row := range approvals {
+		approval, err := approvalOf(row)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := out[approval.RequestID]; !ok {
+			out[approval.RequestID] = approval.AsTx()
+		}
+	}
 	return out, nil
 }
 

@@ -48,7 +48,9 @@ type AllocationStore interface {
 	// from dbNext up to chainNext the database does not know.
 	// It reports false when an operator already released those nonces.
 	Quarantine(ctx context.Context, sess txmanager.Session, lease domain.Lease, dbNext, chainNext uint64) (bool, error)
-	// FindByRequestIDs returns the signer's transactions carrying any of the request ids.
+	// FindByRequestIDs returns the signer's transactions carrying any of the request ids,
+	// and, for a request id without one, its approval request as the transaction it stands
+	// for (domain.Approval.AsTx).
 	FindByRequestIDs(ctx context.Context, sess txmanager.Session, signer common.Address, requestIDs []string) (map[string]domain.ManagedTx, error)
 	// WriteAllocation inserts the signer's newly allocated transactions and advances its
 	// cursor to next, both or neither.
@@ -116,7 +118,8 @@ type CursorState struct {
 	// HasUnclaimed: the signer has recovered transactions a retried create may adopt.
 	HasUnclaimed bool
 	// KnownRequests is how many distinct request ids of the batch the signer already has
-	// on record: the retries FindByRequestIDs then reads.
+	// on record, as transactions or approval requests: the retries FindByRequestIDs then
+	// reads.
 	KnownRequests int
 }
 

@@ -54,8 +54,11 @@ func TestApprovalWaitsWithoutANonceAndIsAdmittedOnce(t *testing.T) {
 	if again, created, err := create("big", 5000, domain.Approval{}); err != nil || created || again.ID != waiting.ID {
 		t.Fatalf("the waiting request's retry: id %s created %v err %v, want the same approval %s", again.ID, created, err, waiting.ID)
 	}
-	if _, _, err := create("big", 5001, domain.Approval{}); !errors.Is(err, domain.ErrIdempotencyConflict) {
-		t.Fatalf("another intent under the waiting request id: %v, want IDEMPOTENCY_CONFLICT", err)
+	for _, value := range []int64{5001, 10} {
+		// 10 is under the threshold: no approval needed, yet the request id is taken.
+		if tx, _, err := create("big", value, domain.Approval{}); !errors.Is(err, domain.ErrIdempotencyConflict) {
+			t.Fatalf("another intent (value %d) under the waiting request id: %s at nonce %d, %v; want IDEMPOTENCY_CONFLICT", value, tx.State, tx.Nonce, err)
+		}
 	}
 	if _, _, err := create("too-big", 200000, domain.Approval{}); !errors.Is(err, domain.ErrPolicyDenied) {
 		t.Fatalf("an intent the other rules refuse: %v, want POLICY_DENIED rather than a wait", err)
@@ -112,6 +115,12 @@ func TestApprovalWaitsWithoutANonceAndIsAdmittedOnce(t *testing.T) {
 	}
 	if a, err := desk.Decide(ctx, rejected.ID.String(), principal("bob", "approver"), false, "not ours"); err != nil || a.State != domain.ApprovalRejected {
 		t.Fatalf("a rejection: %s %v", a.State, err)
+	}
+	if again, created, err := create("rejected", 7000, domain.Approval{}); err != nil || created || again.ID != rejected.ID || again.State != domain.StateRejected {
+		t.Fatalf("the rejected request's retry: %s %s created %v err %v, want the rejection itself", again.ID, again.State, created, err)
+	}
+	if tx, _, err := create("rejected", 10, domain.Approval{}); !errors.Is(err, domain.ErrIdempotencyConflict) {
+		t.Fatalf("another intent under a rejected request id: %s at nonce %d, %v; want IDEMPOTENCY_CONFLICT", tx.State, tx.Nonce, err)
 	}
 	expiring, _, err := create("expiring", 8000, domain.Approval{})
 	if err != nil {

@@ -25,7 +25,9 @@ func (a *Allocator) assign(b *signerBatch, existing map[string]domain.ManagedTx,
 	for i, op := range b.ops {
 		id := op.Request.RequestID
 		if id != "" {
-			if tx, ok := existing[id]; ok {
+			// An approved intent's own admission finds its approval request under its request
+			// id: that is what it admits, not a replay.
+			if tx, ok := existing[id]; ok && !(tx.State == domain.StateAwaitingApproval && tx.ID == op.Request.Admission.ApprovalID) {
 				b.outcome[i] = opOutcome{tx: tx, err: domain.ReplayOf(tx, op.Fingerprint, id)}
 				continue
 			}

@@ -20,6 +20,15 @@ SELECT * FROM tx_approval_read WHERE approval_id = @approval_id FOR UPDATE;
 SELECT * FROM tx_approval_read
 WHERE approval_id = (SELECT a.approval_id FROM tx_approval a WHERE a.chain_id = @chain_id AND a.signer = @signer AND a.request_id = @request_id);
 
+-- name: FindApprovalsByRequestIDs :many
+-- The signer's approval requests under the given request ids, through the table's request
+-- id index, read through the view.
+SELECT * FROM tx_approval_read
+WHERE approval_id IN (
+    SELECT a.approval_id FROM (SELECT DISTINCT unnest(@request_ids::text[]) AS id) r
+    JOIN tx_approval a ON a.chain_id = @chain_id AND a.signer = @signer AND a.request_id = r.id
+);
+
 -- name: ListApprovals :many
 -- Newest first (ids are time-ordered), after a cursor; filtered by state and signers.
 SELECT * FROM tx_approval_read

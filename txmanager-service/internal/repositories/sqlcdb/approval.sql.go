@@ -136,6 +136,66 @@ func (q *Queries) ExpireApprovals(ctx context.Context, maxRows int32) ([]ExpireA
 	return items, nil
 }
 
+const findApprovalsByRequestIDs = `-- name: FindApprovalsByRequestIDs :many
+SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read
+WHERE approval_id IN (
+    SELECT a.approval_id FROM (SELECT DISTINCT unnest($1::text[]) AS id) r
+    JOIN tx_approval a ON a.chain_id = $2 AND a.signer = $3 AND a.request_id = r.id
+)
+`
+
+type FindApprovalsByRequestIDsParams struct {
+	RequestIds []string
+	ChainID    int64
+	Signer     string
+}
+
+// The signer's approval requests under the given request ids, through the table's request
+// id index, read through the view.
+func (q *Queries) FindApprovalsByRequestIDs(ctx context.Context, arg FindApprovalsByRequestIDsParams) ([]TxApprovalRead, error) {
+	rows, err := q.db.Query(ctx, findApprovalsByRequestIDs, arg.RequestIds, arg.ChainID, arg.Signer)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TxApprovalRead{}
+	for rows.Next() {
+		var i TxApprovalRead
+		if err := rows.Scan(
+			&i.ApprovalID,
+			&i.ChainID,
+			&i.Signer,
+			&i.RequestID,
+			&i.Fingerprint,
+			&i.Requester,
+			&i.ToAddress,
+			&i.ValueWei,
+			&i.Data,
+			&i.GasLimit,
+			&i.MaxFeePerGas,
+			&i.MaxPriorityFeePerGas,
+			&i.PolicyScope,
+			&i.PolicyVersion,
+			&i.Reason,
+			&i.Role,
+			&i.Required,
+			&i.State,
+			&i.FinalReason,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.DecidedAt,
+			&i.Expired,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const finishApproval = `-- name: FinishApproval :execrows
 WITH done AS (
     UPDATE tx_approval SET state = $1, final_reason = $2, decided_at = now()

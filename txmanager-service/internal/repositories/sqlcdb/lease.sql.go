@@ -106,7 +106,11 @@ SELECT l.fencing_token, c.next_nonce,
                  FROM signer_roster r WHERE r.signer = l.signer FOR KEY SHARE), 'active')::text AS roster_state,
        (SELECT count(*) FROM (SELECT DISTINCT unnest($1::text[]) AS id) r
         CROSS JOIN LATERAL (
-            SELECT 1 FROM managed_tx t WHERE t.chain_id = l.chain_id AND t.signer = l.signer AND t.request_id = r.id LIMIT 1
+            SELECT 1 FROM managed_tx t WHERE t.chain_id = l.chain_id AND t.signer = l.signer AND t.request_id = r.id
+            -- An intent waiting for approval (or decided) holds its request id too.
+            UNION ALL
+            SELECT 1 FROM tx_approval a WHERE a.chain_id = l.chain_id AND a.signer = l.signer AND a.request_id = r.id
+            LIMIT 1
         ) known)::bigint AS known_requests
 FROM signer_lease l
 LEFT JOIN signer_nonce_cursor c ON c.chain_id = l.chain_id AND c.signer = l.signer

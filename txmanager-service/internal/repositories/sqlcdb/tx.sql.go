@@ -427,7 +427,11 @@ input AS MATERIALIZED (
 known AS MATERIALIZED (
     SELECT DISTINCT i.signer FROM input i
     CROSS JOIN LATERAL (
-        SELECT 1 FROM managed_tx t WHERE t.chain_id = $3 AND t.signer = i.signer AND t.request_id = i.request_id LIMIT 1
+        SELECT 1 FROM managed_tx t WHERE t.chain_id = $3 AND t.signer = i.signer AND t.request_id = i.request_id
+        -- An intent waiting for approval (or decided) holds its request id too.
+        UNION ALL
+        SELECT 1 FROM tx_approval a WHERE a.chain_id = $3 AND a.signer = i.signer AND a.request_id = i.request_id
+        LIMIT 1
     ) on_record
     WHERE i.request_id <> ''
 ),
@@ -511,7 +515,8 @@ type WriteClearAllocationsRow struct {
 // batch, matched on (signer, fencing_token) pairs as given; every row written joins the gate
 // (clear) on its own signer, and clear joins leases on that signer and token, so a row goes
 // in only under its own signer's lease and the token its part was numbered under.
-// The signers with one of their parts' request ids on record: one look-up of the unique
+// The signers with one of their parts' request ids on record, as a transaction or an
+// approval request: one look-up of the unique
 // (chain_id, signer, request_id) index per row (a part has no request id twice: a repeat in
 // the batch is answered as a replay and has no row). A CTE of its own rather than a check
 // inside each signer's gate: there the generic plan's estimates grew with signers times rows,
