@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 )
@@ -13,6 +16,16 @@ import (
 // MaxBatch is the most creates the service takes in one call; CreateMany splits longer
 // lists into calls of this many.
 const MaxBatch = 1000
+
+// maxBatchBytes bounds the creates CreateMany puts into one call: half the service's
+// default limit on a batch (server.maxBatchBodyBytes, 8 MiB), so that creates carrying
+// calldata go in more, smaller calls rather than one the service refuses whole.
+const maxBatchBytes = 4 << 20
+
+// maxAnswerBytes is the largest answer the client reads. Each create's answer repeats its
+// transaction, calldata included: a batch's answer is larger than its request, and gRPC's
+// own limit (4 MiB) would drop the answer to creates the service has made.
+const maxAnswerBytes = 64 << 20
 
 // CreateResult is one create of a CreateMany: its answer, or why it was refused.
 type CreateResult struct {
@@ -27,9 +40,11 @@ type CreateResult struct {
 // create as Create would and answers each on its own, so one refusal does not touch the
 // others. A create refused for a reason that passes (NOT_LEADER, UNAVAILABLE,
 // RATE_LIMITED, ...) is sent again with the next call, alone with the others that were; its
-// request id makes that safe. Every create needs a request id. The results are in the order
-// of reqs; the error is the context's, or a call that failed for good (then the results of
-// the calls before it are kept, the rest have Err set to it).
+// request id makes that safe. Every create needs a request id; a create that repeats an
+// earlier one of reqs (same chain, signer and request id) is refused as the service refuses
+// a repeat within one batch, wherever the two fall among the calls. The results are in the
+// order of reqs; the error is the context's, or a call that failed for good (then the
+// results of the calls before it are kept, the rest have Err set to it).
 func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]CreateResult, error) {
 	for i, r := range reqs {
 		if r.GetRequestId() == "" {
@@ -37,16 +52,28 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 		}
 	}
 	results := make([]CreateResult, len(reqs))
-	pending := make([]int, len(reqs))
-	for i := range pending {
-		pending[i] = i
+	pending := make([]int, 0, len(reqs))
+	type key struct {
+		chain             uint64
+		signer, requestID string
+	}
+	first := make(map[key]int, len(reqs))
+	for i, r := range reqs {
+		k := key{r.GetChainId(), strings.ToLower(r.GetSigner()), r.GetRequestId()}
+		if earlier, repeated := first[k]; repeated {
+			results[i] = CreateResult{Err: v1.InvalidArgument(fmt.Sprintf("creates[%d].requestId", i),
+				fmt.Sprintf("repeats creates[%d] (same signer and requestId); send it once", earlier))}
+			continue
+		}
+		first[k] = i
+		pending = append(pending, i)
 	}
 	backoff := c.cfg.Backoff
 	for round := 1; len(pending) > 0; round++ {
 		var again []int
 		var wait time.Duration
-		for start := 0; start < len(pending); start += MaxBatch {
-			part := pending[start:min(start+MaxBatch, len(pending))]
+		for start := 0; start < len(pending); {
+			part := nextPart(reqs, pending[start:])
 			batch := &v1.CreateTxBatchRequest{Creates: make([]*v1.CreateTxRequest, len(part))}
 			for j, i := range part {
 				batch.Creates[j] = reqs[i]
@@ -54,12 +81,16 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 			resp, err := retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.CreateTxBatchResponse, error) {
 				return n.tx.CreateTxBatch(ctx, batch)
 			})
+			if err == nil && len(resp.GetResults()) != len(part) {
+				err = fmt.Errorf("txmclient: %d answers to a batch of %d creates", len(resp.GetResults()), len(part))
+			}
 			if err != nil {
 				for _, i := range pending[start:] {
 					results[i] = CreateResult{Err: err}
 				}
 				return results, err
 			}
+			start += len(part)
 			for j, i := range part {
 				r := resp.GetResults()[j]
 				if r.GetError() == nil {
@@ -88,6 +119,19 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 		}
 	}
 	return results, nil
+}
+
+// nextPart is the longest run from the start of pending that one call takes: at most
+// MaxBatch creates and maxBatchBytes of them, and at least one.
+func nextPart(reqs []*v1.CreateTxRequest, pending []int) []int {
+	size := 0
+	for n, i := range pending {
+		size += proto.Size(reqs[i])
+		if n == MaxBatch || (n > 0 && size > maxBatchBytes) {
+			return pending[:n]
+		}
+	}
+	return pending
 }
 
 // WaitMany waits until every transaction in txIDs is final, at most parallel at a time

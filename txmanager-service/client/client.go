@@ -95,7 +95,8 @@ func New(ctx context.Context, cfg Config) (*Client, func(), error) {
 	mw := append([]middleware.Middleware{tracing.Client()}, cfg.Middleware...)
 	// No transport timeout: each attempt gets its own deadline (CallTimeout, plus the wait
 	// of a long-poll), which Kratos' single per-connection timeout cannot express.
-	opts := []kgrpc.ClientOption{kgrpc.WithMiddleware(mw...), kgrpc.WithTimeout(0)}
+	opts := []kgrpc.ClientOption{kgrpc.WithMiddleware(mw...), kgrpc.WithTimeout(0),
+		kgrpc.WithOptions(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswerBytes)))}
 	dial := kgrpc.DialInsecure
 	if cfg.TLS != nil {
 		opts, dial = append(opts, kgrpc.WithTLSConfig(cfg.TLS)), kgrpc.Dial

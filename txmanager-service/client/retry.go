@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
@@ -64,7 +65,11 @@ func transportFailure(err error) bool {
 		return false
 	}
 	switch st.Code() {
-	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.DeadlineExceeded:
+	case codes.ResourceExhausted:
+		// gRPC's own refusal of a message over a size limit, either way, is the same
+		// every time it is sent.
+		return !strings.Contains(st.Message(), "larger than max")
+	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded:
 		return true
 	}
 	return false

@@ -52,11 +52,16 @@ var grpcCodeOf = map[int]codes.Code{
 	http.StatusGone:                codes.OutOfRange,
 }
 
+// batchMethods carry many creates a call, each held to maxBodyBytes where it came in: a
+// client's batch, or the creates another node forwards to this signer's owner (packed up to
+// forwardBatchBytes, more than a small maxBodyBytes).
+var batchMethods = map[string]bool{v1.TxService_CreateTxBatch_FullMethodName: true, v1.PeerService_ForwardCreates_FullMethodName: true}
+
 // messageSizeInterceptor refuses a call other than a batch of creates whose message is over
 // maxBytes, as the HTTP API refuses such a body.
 func messageSizeInterceptor(maxBytes int64) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if msg, ok := req.(proto.Message); ok && info.FullMethod != v1.TxService_CreateTxBatch_FullMethodName && int64(proto.Size(msg)) > maxBytes {
+		if msg, ok := req.(proto.Message); ok && !batchMethods[info.FullMethod] && int64(proto.Size(msg)) > maxBytes {
 			return nil, withGRPCCode(v1.RequestTooLarge(maxBytes))
 		}
 		return handler(ctx, req)
