@@ -36,6 +36,7 @@ func ToAPIError(logger *log.Helper, err error) error {
 		cannotSign  *domain.SignerUnavailableError
 		notFound    *domain.NotFoundError
 		denied      *domain.PolicyDeniedError
+		unanswered  *unansweredCreate
 	)
 	switch {
 	case errors.As(err, &kerr):
@@ -83,6 +84,9 @@ func ToAPIError(logger *log.Helper, err error) error {
 		return v1.ErrorSignerActive("%s", err.Error())
 	case errors.As(err, &cannotSign):
 		return withMetadata(v1.ErrorSignerUnavailable("%s", cannotSign.Error()), MetadataRetryAfter, retryAfter(cannotSign.RetryAfter))
+	case errors.As(err, &unanswered):
+		logger.Warnw("msg", "forwarded create without a requestId unanswered", "error", err.Error())
+		return v1.ErrorOutcomeUnknown("the create went to the signer's owner, which did not answer: it may have been made, and without a requestId a second create could not be told from it, so it was not sent again; look for it before sending it again, and send creates with a requestId, whose retries are safe")
 	case errors.Is(err, domain.ErrOutcomeUnknown):
 		logger.Warnw("msg", "create outcome unknown", "error", err.Error())
 		return withMetadata(v1.ErrorOutcomeUnknown("the write may have landed but is not known to be durable (the database connection failed while it committed, or the database's standby has not confirmed it yet): retry with the same requestId"),

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kratos/kratos/v2/log"
+
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
@@ -104,6 +106,68 @@ func TestRouteForwardsAndRetriesOnlyWhatAnotherNodeCouldServe(t *testing.T) {
 			}
 			if local != tt.wantLocal || forwards != tt.wantForwards {
 				t.Fatalf("%d local attempts and %d forwards, want %d and %d", local, forwards, tt.wantLocal, tt.wantForwards)
+			}
+		})
+	}
+}
+
+// ownerThatFails forwards nothing: it answers every create with err.
+type ownerThatFails struct{ err error }
+
+func (o ownerThatFails) ForwardCreate(context.Context, string, *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
+	return nil, o.err
+}
+
+func (o ownerThatFails) ForwardResolve(context.Context, string, *v1.ResolveTxRequest) (*v1.ResolveTxResponse, error) {
+	return nil, o.err
+}
+
+// A create forwarded to the signer's owner that got there and was not answered is made
+// again here only when its requestId makes the second one a replay; one without is answered
+// OUTCOME_UNKNOWN, never made twice. A create that never reached the owner is served here
+// once the lease is free, with a requestId or without.
+func TestUnansweredForwardIsRetriedOnlyWithARequestID(t *testing.T) {
+	t.Parallel()
+	sentUnanswered := &domain.UnavailableError{Reason: "lease owner did not answer", Err: domain.ErrSentUnanswered}
+	neverSent := &domain.UnavailableError{Reason: "lease owner unreachable"}
+	tests := []struct {
+		name        string
+		requestID   string
+		ownerErr    error
+		wantCreates int
+		wantUnknown bool
+	}{
+		{"without a requestId, sent and unanswered", "", sentUnanswered, 0, true},
+		{"with a requestId, sent and unanswered", "r-1", sentUnanswered, 1, false},
+		{"without a requestId, never sent", "", neverSent, 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			req := &v1.CreateTxRequest{Signer: "0xaa", RequestId: tt.requestID}
+			local, creates := 0, 0
+			_, err := route(ctx, Routing{Forward: true, MaxHops: 1, RetryWait: time.Millisecond},
+				func() (*v1.CreateTxResponse, error) {
+					local++
+					if local == 1 {
+						return nil, &domain.NotLeaderError{Signer: "0xaa", Owner: "node-b"}
+					}
+					creates++ // the lease lapsed: this node makes it
+					return &v1.CreateTxResponse{Created: true}, nil
+				},
+				func(owner string) (*v1.CreateTxResponse, error) { return forwardCreate(ctx, ownerThatFails{tt.ownerErr}, owner, req) })
+			if creates != tt.wantCreates {
+				t.Fatalf("made here %d times, want %d", creates, tt.wantCreates)
+			}
+			if unknown := errors.Is(err, domain.ErrOutcomeUnknown); unknown != tt.wantUnknown || (!tt.wantUnknown && err != nil) {
+				t.Fatalf("error %v, want outcome unknown %v", err, tt.wantUnknown)
+			}
+			if tt.wantUnknown {
+				if api := ToAPIError(log.NewHelper(log.DefaultLogger), err); !v1.IsOutcomeUnknown(api) {
+					t.Fatalf("API error %v, want OUTCOME_UNKNOWN", api)
+				}
 			}
 		})
 	}

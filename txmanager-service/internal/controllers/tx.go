@@ -43,12 +43,35 @@ func (c *TxController) CreateTx(ctx context.Context, req *v1.CreateTxRequest) (*
 	}
 	resp, err := route(ctx, c.routing,
 		func() (*v1.CreateTxResponse, error) { return c.createHere(ctx, req) },
-		func(owner string) (*v1.CreateTxResponse, error) { return c.forwarder.ForwardCreate(ctx, owner, req) })
+		func(owner string) (*v1.CreateTxResponse, error) { return forwardCreate(ctx, c.forwarder, owner, req) })
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
 	return resp, nil
 }
+
+// forwardCreate forwards req to the signer's owner. A create without a requestId that
+// reached the owner unanswered is not tried again: the owner may have made it, and a second
+// create could not be told from the first (the caller is told OUTCOME_UNKNOWN). One with a
+// requestId is: its retry is a replay wherever it lands.
+func forwardCreate(ctx context.Context, forwarder OwnerForwarder, owner string, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
+	resp, err := forwarder.ForwardCreate(ctx, owner, req)
+	if err != nil && req.GetRequestId() == "" && errors.Is(err, domain.ErrSentUnanswered) {
+		return nil, &unansweredCreate{err: err}
+	}
+	return resp, err
+}
+
+// unansweredCreate is a create without a requestId that the signer's owner received and did
+// not answer. It is ErrOutcomeUnknown to errors.Is, and not the cause's ErrUnavailable:
+// routing must not take it for an owner worth trying again.
+type unansweredCreate struct{ err error }
+
+func (e *unansweredCreate) Error() string {
+	return "the create went to the signer's owner, which did not answer: it may have been made, and without a requestId a second create could not be told from it, so it was not sent again: " + e.err.Error()
+}
+
+func (e *unansweredCreate) Unwrap() error { return domain.ErrOutcomeUnknown }
 
 func (c *TxController) createHere(ctx context.Context, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
 	chain, err := c.chains.Lookup(req.GetChainId())

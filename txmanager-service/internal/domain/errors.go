@@ -32,6 +32,9 @@ var (
 	// failed; it may have landed. Retrying with the same requestId returns the transaction
 	// if it did, and creates it once if it did not.
 	ErrOutcomeUnknown = errors.New("outcome unknown: retry with the same requestId")
+	// ErrSentUnanswered: a request went to another node, which gave no answer to it (the
+	// connection broke, or the answer left it out): it may have been carried out there.
+	ErrSentUnanswered = errors.New("sent to another node and not answered")
 	// ErrSignerQuarantined: the chain holds nonces of the signer the database does not know
 	// (commits lost in a database failover, or the key used elsewhere); no nonce is
 	// allocated until an operator releases it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/go-kratos/kratos/v2/transport"
 	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -209,14 +211,18 @@ func (c metadataCarrier) Keys() []string {
 }
 
 // fromPeer turns a peer's gRPC error back into the API error it carried; transport
-// failures become UNAVAILABLE.
+// failures become UNAVAILABLE, and those after which the request may have reached the
+// peer also domain.ErrSentUnanswered.
 func fromPeer(err error) error {
 	if err == nil {
 		return nil
 	}
 	se := kerrors.FromError(err)
 	if se.Reason == "" {
-		return &domain.UnavailableError{Reason: "lease owner unreachable", Err: err}
+		if neverSent(err) {
+			return &domain.UnavailableError{Reason: "lease owner unreachable", Err: err}
+		}
+		return &domain.UnavailableError{Reason: "lease owner did not answer", Err: fmt.Errorf("%w: %w", domain.ErrSentUnanswered, err)}
 	}
 	if st, ok := status.FromError(err); ok {
 		for httpCode, grpcCode := range grpcCodeOf {
@@ -226,6 +232,13 @@ func fromPeer(err error) error {
 		}
 	}
 	return se
+}
+
+// neverSent: the call failed before a connection to the peer existed, so the peer cannot
+// have received it (gRPC's own answer when it could not connect).
+func neverSent(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable && (strings.Contains(st.Message(), "while dialing") || strings.Contains(st.Message(), "connection refused"))
 }
 
 func (f *Forwarder) close() {

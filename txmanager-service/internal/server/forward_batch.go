@@ -185,7 +185,7 @@ func (b *createBatcher) send(batch []*forwardItem) {
 		}
 	}
 	if err == nil && len(resp.GetResults()) != len(live) {
-		err = &domain.UnavailableError{Reason: fmt.Sprintf("lease owner answered %d of %d forwarded creates", len(resp.GetResults()), len(live))}
+		err = &domain.UnavailableError{Reason: fmt.Sprintf("lease owner answered %d of %d forwarded creates", len(resp.GetResults()), len(live)), Err: domain.ErrSentUnanswered}
 	}
 	if err != nil {
 		failed := fromPeer(err)
@@ -201,7 +201,7 @@ func (b *createBatcher) send(batch []*forwardItem) {
 		case *v1.CreateTxResult_Error:
 			live[i].done <- forwardResult{err: result.Error.AsError()}
 		default:
-			live[i].done <- forwardResult{err: &domain.UnavailableError{Reason: "lease owner answered a forwarded create with nothing"}}
+			live[i].done <- forwardResult{err: &domain.UnavailableError{Reason: "lease owner answered a forwarded create with nothing", Err: domain.ErrSentUnanswered}}
 		}
 	}
 }

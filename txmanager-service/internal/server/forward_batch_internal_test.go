@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
 // A forwarded create's refusal reaches the caller as the API error the owner gave: status,
@@ -132,4 +134,56 @@ func TestBatchLength(t *testing.T) {
 			}
 		})
 	}
+}
+
+// crashingOwner takes forwarded creates and never answers: the test stops its server with
+// the calls in flight, as an owner that crashed after taking them.
+type crashingOwner struct {
+	v1.UnimplementedPeerServiceServer
+	received chan struct{}
+}
+
+func (o *crashingOwner) ForwardCreates(ctx context.Context, _ *v1.ForwardCreatesRequest) (*v1.ForwardCreatesResponse, error) {
+	o.received <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A forwarded create that reached the owner and got no answer is told apart from one that
+// never left this node: only the first may have been made there (domain.ErrSentUnanswered).
+func TestForwardFailuresSayWhetherTheOwnerGotTheCreate(t *testing.T) {
+	send := func(t *testing.T, addr string) error {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		b := newCreateBatcher(conn, metadata.Pairs("x-txm-hops", "1"), propagation.TraceContext{})
+		it := &forwardItem{ctx: context.Background(), req: &v1.CreateTxRequest{Value: "1"}, done: make(chan forwardResult, 1)}
+		b.add(it)
+		return (<-it.done).err
+	}
+	t.Run("the owner took it and stopped", func(t *testing.T) {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		owner := &crashingOwner{received: make(chan struct{}, 1)}
+		v1.RegisterPeerServiceServer(srv, owner)
+		go func() { _ = srv.Serve(lis) }()
+		go func() {
+			<-owner.received
+			srv.Stop()
+		}()
+		if err := send(t, lis.Addr().String()); !errors.Is(err, domain.ErrSentUnanswered) || !errors.Is(err, domain.ErrUnavailable) {
+			t.Fatalf("%v: want UNAVAILABLE, sent and unanswered", err)
+		}
+	})
+	t.Run("nothing listens at the owner's address", func(t *testing.T) {
+		// Port 1 on the loopback: reserved, nothing listens there.
+		if err := send(t, "127.0.0.1:1"); errors.Is(err, domain.ErrSentUnanswered) || !errors.Is(err, domain.ErrUnavailable) {
+			t.Fatalf("%v: want UNAVAILABLE, never sent", err)
+		}
+	})
 }
