@@ -39,7 +39,7 @@ accepted (and, with --wait, CONFIRMED), 4 when a line was refused, 8 when one fa
 				return &usageError{fmt.Sprintf("tx send: %v", err)}
 			}
 			defer func() { _ = f.Close() }()
-			reqs, err := readSendFile(f, o.chainID)
+			reqs, lines, err := readSendFile(f, o.chainID)
 			if err != nil {
 				return &usageError{fmt.Sprintf("tx send: %s: %v", file, err)}
 			}
@@ -52,7 +52,7 @@ accepted (and, with --wait, CONFIRMED), 4 when a line was refused, 8 when one fa
 			refused, accepted := 0, []string{}
 			t := newTable(o.out, "LINE", "REQUEST ID", "RESULT", "TX ID", "NONCE", "STATE OR REASON")
 			for i, r := range results {
-				line := strconv.Itoa(i + 2)
+				line := strconv.Itoa(lines[i])
 				switch {
 				case r.Err != nil:
 					refused++
@@ -77,13 +77,15 @@ accepted (and, with --wait, CONFIRMED), 4 when a line was refused, 8 when one fa
 			}
 			if wait && len(accepted) > 0 {
 				txs, werr := o.client.WaitMany(ctx, accepted, 64)
-				failed := 0
+				confirmed := 0
 				for _, tx := range txs {
-					if tx != nil && tx.GetState() != "CONFIRMED" {
-						failed++
+					if tx.GetState() == "CONFIRMED" {
+						confirmed++
 					}
 				}
-				fmt.Fprintf(o.out, "final: %d confirmed, %d not\n", len(accepted)-failed, failed)
+				// Not confirmed: final otherwise, or not known to be final (its wait failed).
+				failed := len(accepted) - confirmed
+				fmt.Fprintf(o.out, "final: %d confirmed, %d not\n", confirmed, failed)
 				if werr != nil {
 					return werr
 				}
@@ -111,42 +113,51 @@ func nonceText(tx *v1.Tx) string {
 	return strconv.FormatUint(tx.GetNonce(), 10)
 }
 
-// readSendFile reads a send file's creates; a line it cannot read is named with its number.
-func readSendFile(r io.Reader, chainID uint64) ([]*v1.CreateTxRequest, error) {
+// readSendFile reads a send file's creates and the line each starts on (a file may have
+// blank lines, and a quoted cell may span lines); a line it cannot read is named with its
+// number.
+func readSendFile(r io.Reader, chainID uint64) ([]*v1.CreateTxRequest, []int, error) {
 	rd := csv.NewReader(r)
 	rd.TrimLeadingSpace = true
 	header, err := rd.Read()
 	if errors.Is(err, io.EOF) {
-		return nil, errors.New("empty: the first line names the columns (signer,requestId,to,value,...)")
+		return nil, nil, errors.New("empty: the first line names the columns (signer,requestId,to,value,...)")
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	headerLine, _ := rd.FieldPos(0)
 	index := map[string]int{}
 	for i, name := range header {
+		if i == 0 {
+			// A spreadsheet's "CSV UTF-8" starts with a byte order mark.
+			name = strings.TrimPrefix(name, "\ufeff")
+		}
 		name = strings.TrimSpace(name)
 		if !slices.Contains(csvColumns, name) {
-			return nil, fmt.Errorf("line 1: unknown column %q (columns: %s)", name, strings.Join(csvColumns, ","))
+			return nil, nil, fmt.Errorf("line %d: unknown column %q (columns: %s)", headerLine, name, strings.Join(csvColumns, ","))
 		}
 		if _, twice := index[name]; twice {
-			return nil, fmt.Errorf("line 1: column %q twice", name)
+			return nil, nil, fmt.Errorf("line %d: column %q twice", headerLine, name)
 		}
 		index[name] = i
 	}
 	for _, required := range []string{"signer", "requestId"} {
 		if _, ok := index[required]; !ok {
-			return nil, fmt.Errorf("line 1: the column %s is required", required)
+			return nil, nil, fmt.Errorf("line %d: the column %s is required", headerLine, required)
 		}
 	}
 	var out []*v1.CreateTxRequest
-	for line := 2; ; line++ {
+	var lines []int
+	for {
 		record, err := rd.Read()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		line, _ := rd.FieldPos(0)
 		cell := func(name string) string {
 			if i, ok := index[name]; ok && i < len(record) {
 				return strings.TrimSpace(record[i])
@@ -156,7 +167,7 @@ func readSendFile(r io.Reader, chainID uint64) ([]*v1.CreateTxRequest, error) {
 		req := &v1.CreateTxRequest{Signer: cell("signer"), RequestId: cell("requestId"), To: cell("to"), Value: cell("value"), Data: cell("data"),
 			MaxFeePerGas: cell("maxFeePerGas"), MaxPriorityFeePerGas: cell("maxPriorityFeePerGas"), ChainId: chainID}
 		if req.Signer == "" || req.RequestId == "" {
-			return nil, fmt.Errorf("line %d: signer and requestId are required", line)
+			return nil, nil, fmt.Errorf("line %d: signer and requestId are required", line)
 		}
 		for _, n := range []struct {
 			name string
@@ -164,14 +175,14 @@ func readSendFile(r io.Reader, chainID uint64) ([]*v1.CreateTxRequest, error) {
 		}{{"gasLimit", &req.GasLimit}, {"chainId", &req.ChainId}} {
 			if v := cell(n.name); v != "" {
 				if *n.into, err = strconv.ParseUint(v, 10, 64); err != nil {
-					return nil, fmt.Errorf("line %d: %s %q is not a whole number", line, n.name, v)
+					return nil, nil, fmt.Errorf("line %d: %s %q is not a whole number", line, n.name, v)
 				}
 			}
 		}
-		out = append(out, req)
+		out, lines = append(out, req), append(lines, line)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no creates after the header line")
+		return nil, nil, errors.New("no creates after the header line")
 	}
-	return out, nil
+	return out, lines, nil
 }

@@ -63,3 +63,38 @@ func TestSendACSVFile(t *testing.T) {
 		})
 	}
 }
+
+// A send file's lines are named as an editor numbers them: blank lines and a quoted cell
+// spanning lines count, and a spreadsheet's byte order mark before the header is no column.
+func TestReadSendFileNumbersLinesAsWritten(t *testing.T) {
+	signer := servicetest.DevSigner
+	tests := []struct {
+		name      string
+		contents  string
+		wantLines []int
+		wantErr   string
+	}{
+		{"plain", "signer,requestId\n" + signer + ",a\n" + signer + ",b\n", []int{2, 3}, ""},
+		{"blank lines", "signer,requestId\n\n" + signer + ",a\n\n\n" + signer + ",b\n", []int{3, 6}, ""},
+		{"a quoted cell over two lines", "signer,requestId,data\n" + signer + ",a,\"0x\n\"\n" + signer + ",b,0x\n", []int{2, 4}, ""},
+		{"a byte order mark", "\ufeffsigner,requestId\n" + signer + ",a\n", []int{2}, ""},
+		{"a refusal after blank lines", "signer,requestId,gasLimit\n\n\n" + signer + ",a,lots\n", nil, `line 4: gasLimit "lots"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reqs, lines, err := readSendFile(strings.NewReader(tc.contents), 0)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || len(reqs) != len(tc.wantLines) || fmt.Sprint(lines) != fmt.Sprint(tc.wantLines) {
+				t.Fatalf("%d creates on lines %v (%v), want lines %v", len(reqs), lines, err, tc.wantLines)
+			}
+			if reqs[0].GetSigner() != signer || reqs[0].GetRequestId() != "a" {
+				t.Fatalf("first create %v", reqs[0])
+			}
+		})
+	}
+}
