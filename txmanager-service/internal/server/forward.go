@@ -235,10 +235,15 @@ func fromPeer(err error) error {
 }
 
 // neverSent: the call failed before a connection to the peer existed, so the peer cannot
-// have received it (gRPC's own answer when it could not connect).
+// have received it: gRPC's own answer when it could not connect, or could not complete the
+// TLS handshake ("connection error: ..."), unlike a connection lost with the call on it.
 func neverSent(err error) bool {
 	st, ok := status.FromError(err)
-	return ok && st.Code() == codes.Unavailable && (strings.Contains(st.Message(), "while dialing") || strings.Contains(st.Message(), "connection refused"))
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	msg := st.Message()
+	return strings.HasPrefix(msg, "connection error:") || strings.Contains(msg, "while dialing") || strings.Contains(msg, "connection refused")
 }
 
 func (f *Forwarder) close() {
