@@ -314,3 +314,47 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A claim answers the token it took, so the node's first cursor write is not fenced; and a
+// node whose lease lapsed (cut off from the database, or restarted under the same id) takes
+// its subscription back with the next token, the old one fenced.
+func TestWebhookClaimsAnswerTheirOwnToken(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	store := repositories.NewWebhookRepository(pool)
+	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool),
+		testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
+	sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: "http://127.0.0.1:1/hooks", FromStart: true}, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimOne := func(what string) services.ClaimedSubscription {
+		claimed, err := store.Claim(ctx, "node-a", 10, time.Minute)
+		if err != nil || len(claimed) != 1 || claimed[0].ID != sub.ID {
+			t.Fatalf("%s: %d claimed, %v; want the subscription", what, len(claimed), err)
+		}
+		return claimed[0]
+	}
+	first := claimOne("the first claim")
+	if ok, err := store.Advance(ctx, first, "node-a", first.Cursor, 0); err != nil || !ok {
+		t.Fatalf("the first cursor write under the claimed token %d: %v, %v; want it written", first.Token, ok, err)
+	}
+	if renewed := claimOne("a renewal"); renewed.Token != first.Token {
+		t.Fatalf("a renewal answered token %d, want %d", renewed.Token, first.Token)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE webhook_subscription SET lease_expires_at = now() - interval '1 second' WHERE subscription_id = $1`, sub.ID); err != nil {
+		t.Fatal(err)
+	}
+	again := claimOne("the claim after the lease lapsed")
+	if again.Token != first.Token+1 {
+		t.Fatalf("taken back with token %d, want %d", again.Token, first.Token+1)
+	}
+	if ok, err := store.Advance(ctx, first, "node-a", first.Cursor, 0); err != nil || ok {
+		t.Fatalf("a write under the lapsed token: %v, %v; want it fenced", ok, err)
+	}
+	if ok, err := store.Advance(ctx, again, "node-a", again.Cursor, 0); err != nil || !ok {
+		t.Fatalf("a write under the new token: %v, %v; want it written", ok, err)
+	}
+}

@@ -33,26 +33,28 @@ DELETE FROM webhook_subscription WHERE subscription_id = @subscription_id;
 
 -- name: ClaimSubscriptions :many
 -- This node renews the active subscriptions it holds and takes up to max_new whose lease is
--- free or expired; a taken lease gets the next token. Answers every one it now holds.
+-- free or expired, its own included (a node cut off past its lease, or restarted under the
+-- same id); a taken lease gets the next token. Answers every one it now holds, as the
+-- updates left them: the statement's own snapshot still has the tokens from before.
 WITH free AS (
     SELECT f.subscription_id FROM webhook_subscription f
-    WHERE f.state = 'active' AND (f.owner_node IS DISTINCT FROM sqlc.arg(node_id)::text) AND (f.lease_expires_at IS NULL OR f.lease_expires_at < now())
+    WHERE f.state = 'active' AND (f.lease_expires_at IS NULL OR f.lease_expires_at < now())
     ORDER BY f.subscription_id LIMIT @max_new
     FOR UPDATE
 ),
 taken AS (
     UPDATE webhook_subscription s SET owner_node = sqlc.arg(node_id)::text, fencing_token = s.fencing_token + 1, lease_expires_at = now() + make_interval(secs => @lease_seconds::float8)
     FROM free WHERE s.subscription_id = free.subscription_id
-    RETURNING s.subscription_id
+    RETURNING s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.event_cursor, s.fencing_token, s.failing_since, s.batch_size
 ),
 renewed AS (
     UPDATE webhook_subscription s SET lease_expires_at = now() + make_interval(secs => @lease_seconds::float8)
     WHERE s.owner_node = sqlc.arg(node_id)::text AND s.state = 'active' AND s.lease_expires_at > now()
-    RETURNING s.subscription_id
+    RETURNING s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.event_cursor, s.fencing_token, s.failing_since, s.batch_size
 )
-SELECT s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.event_cursor, s.fencing_token, s.failing_since, s.batch_size
-FROM webhook_subscription s
-WHERE s.subscription_id IN (SELECT subscription_id FROM taken UNION SELECT subscription_id FROM renewed);
+SELECT * FROM taken
+UNION ALL
+SELECT * FROM renewed;
 
 -- name: AdvanceSubscription :execrows
 -- The cursor moves on only with the lease this node holds, and never back.

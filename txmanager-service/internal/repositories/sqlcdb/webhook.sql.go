@@ -46,28 +46,28 @@ func (q *Queries) AdvanceSubscription(ctx context.Context, arg AdvanceSubscripti
 const claimSubscriptions = `-- name: ClaimSubscriptions :many
 WITH free AS (
     SELECT f.subscription_id FROM webhook_subscription f
-    WHERE f.state = 'active' AND (f.owner_node IS DISTINCT FROM $1::text) AND (f.lease_expires_at IS NULL OR f.lease_expires_at < now())
-    ORDER BY f.subscription_id LIMIT $2
+    WHERE f.state = 'active' AND (f.lease_expires_at IS NULL OR f.lease_expires_at < now())
+    ORDER BY f.subscription_id LIMIT $1
     FOR UPDATE
 ),
 taken AS (
-    UPDATE webhook_subscription s SET owner_node = $1::text, fencing_token = s.fencing_token + 1, lease_expires_at = now() + make_interval(secs => $3::float8)
+    UPDATE webhook_subscription s SET owner_node = $2::text, fencing_token = s.fencing_token + 1, lease_expires_at = now() + make_interval(secs => $3::float8)
     FROM free WHERE s.subscription_id = free.subscription_id
-    RETURNING s.subscription_id
+    RETURNING s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.event_cursor, s.fencing_token, s.failing_since, s.batch_size
 ),
 renewed AS (
     UPDATE webhook_subscription s SET lease_expires_at = now() + make_interval(secs => $3::float8)
-    WHERE s.owner_node = $1::text AND s.state = 'active' AND s.lease_expires_at > now()
-    RETURNING s.subscription_id
+    WHERE s.owner_node = $2::text AND s.state = 'active' AND s.lease_expires_at > now()
+    RETURNING s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.event_cursor, s.fencing_token, s.failing_since, s.batch_size
 )
-SELECT s.subscription_id, s.url, s.secret, s.filter::text AS filter, s.cursor, s.event_cursor, s.fencing_token, s.failing_since, s.batch_size
-FROM webhook_subscription s
-WHERE s.subscription_id IN (SELECT subscription_id FROM taken UNION SELECT subscription_id FROM renewed)
+SELECT subscription_id, url, secret, filter, cursor, event_cursor, fencing_token, failing_since, batch_size FROM taken
+UNION ALL
+SELECT subscription_id, url, secret, filter, cursor, event_cursor, fencing_token, failing_since, batch_size FROM renewed
 `
 
 type ClaimSubscriptionsParams struct {
-	NodeID       string
 	MaxNew       int32
+	NodeID       string
 	LeaseSeconds float64
 }
 
@@ -84,9 +84,11 @@ type ClaimSubscriptionsRow struct {
 }
 
 // This node renews the active subscriptions it holds and takes up to max_new whose lease is
-// free or expired; a taken lease gets the next token. Answers every one it now holds.
+// free or expired, its own included (a node cut off past its lease, or restarted under the
+// same id); a taken lease gets the next token. Answers every one it now holds, as the
+// updates left them: the statement's own snapshot still has the tokens from before.
 func (q *Queries) ClaimSubscriptions(ctx context.Context, arg ClaimSubscriptionsParams) ([]ClaimSubscriptionsRow, error) {
-	rows, err := q.db.Query(ctx, claimSubscriptions, arg.NodeID, arg.MaxNew, arg.LeaseSeconds)
+	rows, err := q.db.Query(ctx, claimSubscriptions, arg.MaxNew, arg.NodeID, arg.LeaseSeconds)
 	if err != nil {
 		return nil, err
 	}
