@@ -248,9 +248,11 @@ func (p NetworkPolicy) CheckURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// CheckAddress refuses an address in a forbidden range the policy does not allow.
+// CheckAddress refuses an address in a forbidden range the policy does not allow. The
+// range is judged without the address's zone: a prefix contains no zoned address, yet
+// "::1%lo" reaches loopback all the same.
 func (p NetworkPolicy) CheckAddress(ip netip.Addr) error {
-	ip = ip.Unmap()
+	ip = ip.WithZone("").Unmap()
 	for _, allowed := range p.Allow {
 		if allowed.Contains(ip) {
 			return nil

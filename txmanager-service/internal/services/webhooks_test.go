@@ -264,6 +264,8 @@ func TestHostileSubscriptionsAreRefused(t *testing.T) {
 		{"plain http outside development", services.SubscriptionInput{URL: "http://93.184.215.14/hook"}, "forbidden"},
 		{"loopback", services.SubscriptionInput{URL: "https://127.0.0.1:8443/hook"}, "forbidden"},
 		{"IPv6 loopback", services.SubscriptionInput{URL: "https://[::1]/hook"}, "forbidden"},
+		{"IPv6 loopback with a zone", services.SubscriptionInput{URL: "https://[::1%25lo]:8443/hook"}, "forbidden"},
+		{"IPv6 link-local with a zone", services.SubscriptionInput{URL: "https://[fe80::1%25eth0]/hook"}, "forbidden"},
 		{"cloud metadata", services.SubscriptionInput{URL: "https://169.254.169.254/latest/meta-data"}, "forbidden"},
 		{"a private range", services.SubscriptionInput{URL: "https://10.1.2.3/hook"}, "forbidden"},
 		{"an IPv4-mapped private address", services.SubscriptionInput{URL: "https://[::ffff:192.168.1.1]/hook"}, "forbidden"},
