@@ -158,11 +158,16 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request, v viewer) {
 	if len(q) == 66 && strings.HasPrefix(q, "0x") {
 		if hash := common.HexToHash(q); hash.Hex() == strings.ToLower(q) {
 			id, err := c.store.TxIDByHash(ctx, hash)
+			var tx domain.ManagedTx
 			if err == nil {
+				tx, err = c.chains.Any().Get.ByID(ctx, id.String())
+			}
+			// A transaction of a signer not granted is not found: the redirect would name it.
+			if err == nil && v.CanUse(tx.Signer) {
 				http.Redirect(w, r, "/console/tx/"+id.String(), http.StatusSeeOther)
 				return
 			}
-			if !errors.Is(err, domain.ErrNotFound) {
+			if err != nil && !errors.Is(err, domain.ErrNotFound) {
 				c.failed(w, r, v, err)
 				return
 			}

@@ -424,7 +424,7 @@ func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubsc
 		if ctx.Err() != nil {
 			return false
 		}
-		d.count(ctx, "failed", false)
+		d.count(ctx, "failed", attempt > 1)
 		// The row learns of failures at most once a second: enough for the dead state and
 		// the operators' view, and a flaky receiver does not cost a write per failure.
 		if time.Since(*recorded) >= failureRecordEvery {

@@ -566,6 +566,23 @@ func TestConsoleSessionsFollowTheCredential(t *testing.T) {
 	if status, _ := get(client, "/console/audit"); status != http.StatusForbidden {
 		t.Fatalf("the audit trail without the admin grant: %d, want 403", status)
 	}
+	// A search by the hash of another signer's transaction finds nothing, as if it did not
+	// exist: no redirect naming it.
+	created := s.doAs(t, http.MethodPost, "/api/v1/tx", []byte(`{"signer":"`+devAddress(t, 1)+`","to":"`+devAddress(t, 2)+`","value":"1","gasLimit":21000,"requestId":"console-other-signer"}`), "x-api-key", adminKey)
+	otherID, _ := created.body["tx"].(map[string]any)["txId"].(string)
+	if created.status != http.StatusAccepted || otherID == "" {
+		t.Fatalf("create for another signer: %d %s", created.status, created.raw)
+	}
+	var otherHash string
+	waitFor(t, 30*time.Second, "the other signer's transaction signed", func() bool {
+		return s.pool.QueryRow(t.Context(), `SELECT tx_hash FROM tx_attempt WHERE tx_id = $1`, otherID).Scan(&otherHash) == nil
+	})
+	if status, page := get(client, "/console/search?q="+otherHash); status != http.StatusNotFound || strings.Contains(page, otherID) {
+		t.Fatalf("a search by another signer's transaction hash: %d, names it %v; want 404", status, strings.Contains(page, otherID))
+	}
+	if status, _ := get(admin, "/console/search?q="+otherHash); status != http.StatusSeeOther {
+		t.Fatalf("the same search by a credential granted every signer: %d, want 303 to the transaction", status)
+	}
 
 	u, _ := url.Parse(s.httpURL + "/console")
 	for _, c := range client.Jar.Cookies(u) {
