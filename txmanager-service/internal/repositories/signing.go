@@ -22,7 +22,7 @@ func NewSigningRepository(pool *pgxpool.Pool, chain services.ChainID) *SigningRe
 }
 
 // RecordSigningHealth implements services.SigningHealthStore.
-func (r *SigningRepository) RecordSigningHealth(ctx context.Context, lease domain.Lease, failingSince *time.Time, lastError string) error {
+func (r *SigningRepository) RecordSigningHealth(ctx context.Context, lease domain.Lease, failingSince *time.Time, lastError string) (bool, error) {
 	p := sqlcdb.RecordSigningHealthParams{Failed: failingSince != nil, LastError: lastError}
 	if failingSince != nil {
 		p.FailingSince = *failingSince
@@ -31,7 +31,7 @@ func (r *SigningRepository) RecordSigningHealth(ctx context.Context, lease domai
 	p.ChainID = r.chainID
 	row, err := r.q.RecordSigningHealth(ctx, p)
 	_, err = fencedOutcome(lease, "signing health", row.LeaseHeld, row.Recorded, err)
-	return err
+	return row.WasFailing && err == nil, err
 }
 
 // UnsignedBacklog implements services.SigningHealthStore.

@@ -44,7 +44,7 @@ func TestTxRepositoryReads(t *testing.T) {
 	read("an unknown request id", byRequest("order-9"), uuid.UUID{}, domain.ErrNotFound, "")
 
 	since := time.Now().Add(-time.Minute)
-	if err := repositories.NewSigningRepository(pool, testChain()).RecordSigningHealth(t.Context(), lease, &since, "kms: key disabled"); err != nil {
+	if _, err := repositories.NewSigningRepository(pool, testChain()).RecordSigningHealth(t.Context(), lease, &since, "kms: key disabled"); err != nil {
 		t.Fatal(err)
 	}
 	read("waiting while the key source fails", byID(waiting), waiting, nil, domain.SubStateSigningFailed)
@@ -73,18 +73,18 @@ func TestSigningRepositoryRecordsUnderTheLease(t *testing.T) {
 	since := time.Now().Add(-time.Minute).UTC().Truncate(time.Microsecond)
 	stale := lease
 	stale.Token++
-	if err := signing.RecordSigningHealth(t.Context(), stale, &since, "from a node that lost it"); !errors.Is(err, domain.ErrFenced) {
+	if _, err := signing.RecordSigningHealth(t.Context(), stale, &since, "from a node that lost it"); !errors.Is(err, domain.ErrFenced) {
 		t.Fatalf("a record under a lease no longer held: %v, want FENCED", err)
 	}
 	if conditions, err := signing.SignerConditions(t.Context()); err != nil || len(conditions) != 0 {
 		t.Fatalf("conditions after the fenced record: %+v (%v), want none recorded", conditions, err)
 	}
-	if err := signing.RecordSigningHealth(t.Context(), lease, &since, "kms: throttled"); err != nil {
-		t.Fatal(err)
+	if wasFailing, err := signing.RecordSigningHealth(t.Context(), lease, &since, "kms: throttled"); err != nil || wasFailing {
+		t.Fatalf("the first failure: was failing %v, %v; want not", wasFailing, err)
 	}
 	later := time.Now()
-	if err := signing.RecordSigningHealth(t.Context(), lease, &later, "kms: key disabled"); err != nil {
-		t.Fatal(err)
+	if wasFailing, err := signing.RecordSigningHealth(t.Context(), lease, &later, "kms: key disabled"); err != nil || !wasFailing {
+		t.Fatalf("the next failure: was failing %v, %v; want so", wasFailing, err)
 	}
 	conditions, err := signing.SignerConditions(t.Context())
 	if err != nil || len(conditions) != 1 {
@@ -95,8 +95,11 @@ func TestSigningRepositoryRecordsUnderTheLease(t *testing.T) {
 		c.OldestUnsignedAgeSeconds < 59 {
 		t.Fatalf("condition %+v, want failing since the first failure with the newest error, 2 unsigned, the oldest a minute", c)
 	}
-	if err := signing.RecordSigningHealth(t.Context(), lease, nil, ""); err != nil {
-		t.Fatal(err)
+	if wasFailing, err := signing.RecordSigningHealth(t.Context(), lease, nil, ""); err != nil || !wasFailing {
+		t.Fatalf("the end of the failure: was failing %v, %v; want so", wasFailing, err)
+	}
+	if wasFailing, err := signing.RecordSigningHealth(t.Context(), lease, nil, ""); err != nil || wasFailing {
+		t.Fatalf("a success after it: was failing %v, %v; want not", wasFailing, err)
 	}
 	if conditions, err := signing.SignerConditions(t.Context()); err != nil || len(conditions) != 0 {
 		t.Fatalf("conditions once it signs: %+v (%v), want the signer gone from the list (it is not on the roster)", conditions, err)

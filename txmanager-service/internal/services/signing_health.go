@@ -27,8 +27,9 @@ type SigningStallConfig struct {
 // SigningHealthStore records and reads a signer's signing condition.
 type SigningHealthStore interface {
 	// RecordSigningHealth records, fenced on lease, that the signer's key source fails
-	// (failingSince, lastError) or signs again (failingSince nil).
-	RecordSigningHealth(ctx context.Context, lease domain.Lease, failingSince *time.Time, lastError string) error
+	// (failingSince, lastError) or signs again (failingSince nil). wasFailing is whether
+	// the record said it failed before this write, whoever wrote that.
+	RecordSigningHealth(ctx context.Context, lease domain.Lease, failingSince *time.Time, lastError string) (wasFailing bool, err error)
 	// UnsignedBacklog is how many of the signer's transactions wait for their first
 	// signature.
 	UnsignedBacklog(ctx context.Context, signer string) (int, error)
@@ -49,6 +50,10 @@ type SigningHealth struct {
 
 	mu      sync.Mutex
 	signers map[string]*signingState
+	// signedUnder is, per signer, the lease token under which this node last recorded a
+	// success: the first under each lease is recorded, since a failure recorded by an
+	// earlier owner, or by this node before a restart, is not known here.
+	signedUnder map[string]uint64
 }
 
 // signingState is one signer's signing condition on this node.
@@ -69,7 +74,8 @@ const signingRecordEvery = 10 * time.Second
 
 // NewSigningHealth builds the tracker.
 func NewSigningHealth(cfg SigningStallConfig, store SigningHealthStore, clock Clock, logger log.Logger) *SigningHealth {
-	return &SigningHealth{cfg: cfg, store: store, clock: clock, log: log.NewHelper(log.With(logger, "component", "signing-health")), signers: map[string]*signingState{}}
+	return &SigningHealth{cfg: cfg, store: store, clock: clock, log: log.NewHelper(log.With(logger, "component", "signing-health")),
+		signers: map[string]*signingState{}, signedUnder: map[string]uint64{}}
 }
 
 // Failed records that the signer's key source failed to sign (err, the key source's
@@ -105,30 +111,51 @@ func (h *SigningHealth) Failed(ctx context.Context, lease domain.Lease, err erro
 		RecordEvent(ctx, h.store, h.log, SignerEvent(domain.EventSigningFailing, 0, common.HexToAddress(lease.Signer), map[string]any{"signer": lease.Signer, "error": cause, "unsigned": backlog}))
 	}
 	if record {
-		if err := h.store.RecordSigningHealth(ctx, lease, &since, cause); err != nil && !errors.Is(err, domain.ErrFenced) {
+		if _, err := h.store.RecordSigningHealth(ctx, lease, &since, cause); err != nil && !errors.Is(err, domain.ErrFenced) {
 			h.log.WithContext(ctx).Warnw("msg", "could not record the signer's signing failure", "signer", lease.Signer, "error", err.Error())
 		}
 	}
 }
 
-// Signed records that the signer's key source signed: a failure it had is over.
+// Signed records that the signer's key source signed: a failure it had is over, whether
+// this node saw it or the record holds one from an earlier owner or process (checked once
+// a lease).
 func (h *SigningHealth) Signed(ctx context.Context, lease domain.Lease) {
 	h.mu.Lock()
 	st, ok := h.signers[lease.Signer]
-	if !ok || st.failingSince.IsZero() {
+	failingHere := ok && !st.failingSince.IsZero()
+	if !failingHere && h.signedUnder[lease.Signer] == lease.Token {
 		h.mu.Unlock()
 		return
 	}
-	since := st.failingSince
-	delete(h.signers, lease.Signer)
-	h.mu.Unlock()
-	h.log.WithContext(ctx).Warnw("msg", "signer's key source signs again; its creates are accepted", "signer", lease.Signer,
-		"fencing_token", lease.Token, "failed_seconds", h.clock.Now().Sub(since).Seconds())
-	RecordEvent(ctx, h.store, h.log, SignerEvent(domain.EventSigningResumed, 0, common.HexToAddress(lease.Signer), map[string]any{"signer": lease.Signer,
-		"failedSeconds": h.clock.Now().Sub(since).Seconds()}))
-	if err := h.store.RecordSigningHealth(ctx, lease, nil, ""); err != nil && !errors.Is(err, domain.ErrFenced) {
-		h.log.WithContext(ctx).Warnw("msg", "could not record that the signer signs again", "signer", lease.Signer, "error", err.Error())
+	var since time.Time
+	if failingHere {
+		since = st.failingSince
+		delete(h.signers, lease.Signer)
 	}
+	h.signedUnder[lease.Signer] = lease.Token
+	h.mu.Unlock()
+	wasFailing, err := h.store.RecordSigningHealth(ctx, lease, nil, "")
+	if err != nil {
+		h.mu.Lock()
+		if h.signedUnder[lease.Signer] == lease.Token {
+			delete(h.signedUnder, lease.Signer) // the next success tries again
+		}
+		h.mu.Unlock()
+		if !errors.Is(err, domain.ErrFenced) {
+			h.log.WithContext(ctx).Warnw("msg", "could not record that the signer signs", "signer", lease.Signer, "error", err.Error())
+		}
+	}
+	if !failingHere && !wasFailing {
+		return
+	}
+	payload := map[string]any{"signer": lease.Signer}
+	if failingHere {
+		payload["failedSeconds"] = h.clock.Now().Sub(since).Seconds()
+	}
+	h.log.WithContext(ctx).Warnw("msg", "signer's key source signs again; its creates are accepted", "signer", lease.Signer,
+		"fencing_token", lease.Token, "failure_seen_here", failingHere)
+	RecordEvent(ctx, h.store, h.log, SignerEvent(domain.EventSigningResumed, 0, common.HexToAddress(lease.Signer), payload))
 }
 
 // Admit is nil while the signer may take a new transaction: its key source signs, or has
@@ -150,13 +177,19 @@ func (h *SigningHealth) Admit(signer string) error {
 	return nil
 }
 
-// Forget drops what this node knew of a signer it no longer drives: its new owner learns
-// the key source's condition from its own signatures.
+// Forget drops what this node knew of a signer it no longer drives (the lease manager
+// calls it whenever a lease ends): its next owner, this node again included, learns the key
+// source's condition from its own signatures, and does not refuse creates for a failure
+// that may long be over.
 func (h *SigningHealth) Forget(signer string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.signers, signer)
+	delete(h.signedUnder, signer)
 }
+
+// FollowLeases makes leases' end forget what this node knew of their signers (Forget).
+func (h *SigningHealth) FollowLeases(leases *LeaseManager) { leases.OnLost(h.Forget) }
 
 // signingRetryAfter: a held-back signer is worth asking about again this soon (the
 // submitter retries its signature every pass).

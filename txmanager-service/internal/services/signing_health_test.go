@@ -50,11 +50,12 @@ func (s *signingStore) AppendEvent(_ context.Context, e services.ServiceEvent) e
 	return nil
 }
 
-func (s *signingStore) RecordSigningHealth(_ context.Context, _ domain.Lease, failingSince *time.Time, lastError string) error {
+func (s *signingStore) RecordSigningHealth(_ context.Context, _ domain.Lease, failingSince *time.Time, lastError string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	wasFailing := len(s.records) > 0 && s.records[len(s.records)-1].failing
 	s.records = append(s.records, signingRecord{failing: failingSince != nil, cause: lastError})
-	return nil
+	return wasFailing, nil
 }
 
 func (s *signingStore) UnsignedBacklog(context.Context, string) (int, error) {
@@ -240,5 +241,58 @@ func TestSigningHealthIsRecordedForEveryNode(t *testing.T) {
 	h.Signed(t.Context(), lease)
 	if c := condition(); c.SigningFailingSince != nil || !c.CanServe() {
 		t.Fatalf("after a signature: %+v, want it serving", c)
+	}
+}
+
+// A node's view of a signer's key source ends with its lease: a node that gets the lease
+// back does not refuse creates for a failure it saw under the old one. And a failure on
+// record from an earlier owner, or from this node before a restart, ends with the first
+// signature under a lease, told to subscribers as the failure's end.
+func TestSigningHealthFollowsTheLease(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	signer := testsupport.SignerAddress(41)
+	lease, err := node.Leases.Acquire(t.Context(), signer.Hex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := repositories.NewSigningRepository(pool, testsupport.TestChain())
+	admin := repositories.NewAdminRepository(pool, testsupport.TestChain())
+	failing := func() bool {
+		status, err := admin.SignerStatus(t.Context(), signer.Hex())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return status.Condition.SigningFailingSince != nil
+	}
+	stall := services.SigningStallConfig{MaxUnsigned: 1, MaxDuration: time.Nanosecond}
+
+	before := services.NewSigningHealth(stall, store, services.SystemClock{}, testLogger())
+	before.FollowLeases(node.Leases)
+	before.Failed(t.Context(), lease, errors.New("kms: throttled"))
+	if err := before.Admit(signer.Hex()); !errors.Is(err, domain.ErrSignerUnavailable) {
+		t.Fatalf("a create while the key source fails past the bound: %v, want SIGNER_UNAVAILABLE", err)
+	}
+	node.Leases.Fenced(t.Context(), lease, "a test's write") // the lease ends here
+	if err := before.Admit(signer.Hex()); err != nil {
+		t.Fatalf("a create once the lease that saw the failure ended: %v, want it admitted", err)
+	}
+
+	// A new process (or owner) that never saw the failure: the record still holds it.
+	if lease, err = node.Leases.Acquire(t.Context(), signer.Hex()); err != nil {
+		t.Fatal(err)
+	}
+	if !failing() {
+		t.Fatal("the failure is not on record: this case tests nothing")
+	}
+	after := services.NewSigningHealth(stall, store, services.SystemClock{}, testLogger())
+	after.Signed(t.Context(), lease)
+	if failing() {
+		t.Fatal("the failure recorded before stays on record after a signature under a new lease")
+	}
+	var resumed int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM service_event WHERE kind = $1`, domain.EventSigningResumed).Scan(&resumed); err != nil || resumed != 1 {
+		t.Fatalf("%d signing-resumed events (%v), want 1", resumed, err)
 	}
 }

@@ -121,9 +121,12 @@ type Submitter struct {
 // schedule learns the new hashes from it. Call before the stage runs.
 func (s *Submitter) OnReplaced(fn func()) { s.replaced = fn }
 
-// New builds the stage.
+// New builds the stage. What signing learns of a signer is dropped when its lease ends.
 func New(cfg Config, store Store, chain Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
 	leases *services.LeaseManager, server services.DatabaseServerEpoch, signing *services.SigningHealth, metrics *telemetry.Metrics, logger log.Logger) *Submitter {
+	if signing != nil {
+		signing.FollowLeases(leases)
+	}
 	return &Submitter{cfg: cfg, store: store, chain: chain, signer: signer, broadcaster: broadcaster, leases: leases, server: server, signing: signing,
 		metrics: metrics, now: time.Now, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
 }

@@ -24,7 +24,10 @@ recorded AS (
         node_id = EXCLUDED.node_id, fencing_token = EXCLUDED.fencing_token, updated_at = now()
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM recorded)::bigint AS recorded;
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM recorded)::bigint AS recorded,
+       -- As the row was before this write (the statement's snapshot): a success that ends a
+       -- failure another process recorded is told as such.
+       COALESCE((SELECT p.failing_since IS NOT NULL FROM signer_signing p WHERE p.chain_id = @chain_id AND p.signer = @signer), false)::bool AS was_failing;
 
 -- name: UnsignedBacklog :one
 -- How many of the signer's transactions wait for their first signature.

@@ -33,7 +33,10 @@ recorded AS (
         node_id = EXCLUDED.node_id, fencing_token = EXCLUDED.fencing_token, updated_at = now()
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM recorded)::bigint AS recorded
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM recorded)::bigint AS recorded,
+       -- As the row was before this write (the statement's snapshot): a success that ends a
+       -- failure another process recorded is told as such.
+       COALESCE((SELECT p.failing_since IS NOT NULL FROM signer_signing p WHERE p.chain_id = $1 AND p.signer = $2), false)::bool AS was_failing
 `
 
 type RecordSigningHealthParams struct {
@@ -47,8 +50,9 @@ type RecordSigningHealthParams struct {
 }
 
 type RecordSigningHealthRow struct {
-	LeaseHeld bool
-	Recorded  int64
+	LeaseHeld  bool
+	Recorded   int64
+	WasFailing bool
 }
 
 // The lease holder records whether the signer's key source signs (fenced: a node that lost
@@ -65,7 +69,7 @@ func (q *Queries) RecordSigningHealth(ctx context.Context, arg RecordSigningHeal
 		arg.LastError,
 	)
 	var i RecordSigningHealthRow
-	err := row.Scan(&i.LeaseHeld, &i.Recorded)
+	err := row.Scan(&i.LeaseHeld, &i.Recorded, &i.WasFailing)
 	return i, err
 }
 
