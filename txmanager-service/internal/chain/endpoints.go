@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/rpc"
@@ -92,6 +93,32 @@ func EndpointName(index int, raw string) string {
 	}
 	return name
 }
+
+// withoutURL hides an endpoint's address in err behind its name: Go's HTTP client puts
+// the whole URL into a transport failure (Post "https://host/v3/<key>": ...), and
+// providers put their API keys in the path. Such errors are logged, stored on
+// transactions and shown to API callers.
+//
+// The errors that wrap the address have their text made already (fmt.Errorf), so the
+// text is rewritten on top of them; errors.Is and errors.As still see the chain below.
+func withoutURL(err error, name string) error {
+	var urlErr *url.Error
+	if !errors.As(err, &urlErr) || urlErr.URL == name {
+		return err
+	}
+	address := urlErr.URL
+	urlErr.URL = name
+	return &redactedError{msg: strings.ReplaceAll(err.Error(), address, name), err: err}
+}
+
+// redactedError is err told without an address in it.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // callerGaveUp: the caller's own context ended, so a failed call says nothing about the
 // endpoint.

@@ -232,7 +232,7 @@ func (m *MultiChain) call(ctx context.Context, what string, timeout time.Duratio
 	var failures []error
 	for _, i := range order {
 		callCtx, cancel := context.WithTimeout(ctx, timeout)
-		err := do(callCtx, m.endpoints[i].Chain)
+		err := withoutURL(do(callCtx, m.endpoints[i].Chain), m.endpoints[i].Name)
 		cancel()
 		if endpointAnswered(err) {
 			m.markAnswered(i, 0)
@@ -419,6 +419,7 @@ func (m *MultiChain) SendRawTransactions(ctx context.Context, raws [][]byte) ([]
 			callCtx, cancel := context.WithTimeout(ctx, m.cfg.SendTimeout)
 			defer cancel()
 			results, err := m.endpoints[i].Chain.SendRawTransactions(callCtx, raws)
+			err = withoutURL(err, m.endpoints[i].Name)
 			outcomes[slot] = outcome{results, err}
 			switch {
 			case endpointAnswered(err):
@@ -467,6 +468,7 @@ func (m *MultiChain) retryPoolFull(ctx context.Context, order []int, tried *RPCC
 		}
 		callCtx, cancel := context.WithTimeout(ctx, m.cfg.SendTimeout)
 		again, err := m.endpoints[i].Chain.SendRawTransactions(callCtx, subset)
+		err = withoutURL(err, m.endpoints[i].Name)
 		cancel()
 		if !endpointAnswered(err) {
 			if !callerGaveUp(ctx) {
@@ -547,6 +549,7 @@ func (m *MultiChain) probe(ctx context.Context, i int) {
 	defer cancel()
 	e := m.endpoints[i]
 	head, err := e.Chain.LatestHeader(callCtx)
+	err = withoutURL(err, e.Name)
 	if err != nil {
 		if !callerGaveUp(ctx) {
 			m.markFailed(i, err)

@@ -3,6 +3,7 @@ package chain_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +157,37 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 			t.Fatalf("timed out after %s waiting for %s", limit, what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A provider's API key in the endpoint's path stays out of every error a failed endpoint
+// leaves: what callers get (logged, stored on transactions, shown through the API), the
+// endpoint's health, and a broadcast's failure.
+func TestEndpointKeysStayOutOfErrors(t *testing.T) {
+	t.Parallel()
+	const key = "SECRETKEY0123456789"
+	raw := "http://127.0.0.1:1/v3/" + key // nothing listens on port 1: every call fails to connect
+	rpcChain, err := chain.DialRPC(context.Background(), raw)
+	if err != nil {
+		if strings.Contains(err.Error(), key) {
+			t.Fatalf("dial error names the key: %v", err)
+		}
+		t.Fatal(err)
+	}
+	m := newMulti(t, []chain.Endpoint{{Name: chain.EndpointName(0, raw), Chain: rpcChain}}, chain.MultiChainConfig{ReadTimeout: time.Second, SendTimeout: time.Second})
+	_, headErr := m.LatestHeader(context.Background())
+	_, sendErr := m.SendRawTransactions(context.Background(), [][]byte{{0x01}})
+	if headErr == nil || !strings.Contains(headErr.Error(), "127.0.0.1:1") {
+		t.Fatalf("head: %v, want a failure naming the endpoint's host", headErr)
+	}
+	for _, err := range []error{headErr, sendErr} {
+		if err == nil || strings.Contains(err.Error(), key) {
+			t.Fatalf("error %v: want it failed, without the key", err)
+		}
+	}
+	for _, h := range m.Health() {
+		if h.LastError == "" || strings.Contains(h.LastError, key) {
+			t.Fatalf("endpoint health %+v: want the failure without the key", h)
+		}
 	}
 }

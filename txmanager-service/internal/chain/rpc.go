@@ -109,7 +109,8 @@ func DialRPC(ctx context.Context, url string, opts ...RPCOption) (*RPCChain, err
 	httpClient := &http.Client{Transport: c.limits}
 	rpcClient, err := rpc.DialOptions(ctx, url, rpc.WithHTTPClient(httpClient))
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", url, err)
+		// The caller names the endpoint without its path and query, where keys go.
+		return nil, fmt.Errorf("dial: %w", withoutURL(err, EndpointName(0, url)))
 	}
 	c.attach(rpcClient)
 	c.transport = transport
