@@ -96,7 +96,8 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 	for i, row := range rows {
 		nonces[i] = row.Nonce
 	}
-	found, err := r.chain.SentTransactions(ctx, common.HexToAddress(lease.Signer), nonces, r.cfg.ScanBlocks)
+	signer := common.HexToAddress(lease.Signer)
+	found, err := r.chain.SentTransactions(ctx, signer, nonces, r.cfg.ScanBlocks)
 	if err != nil {
 		return 0, fmt.Errorf("find the transactions at taken nonces: %w", err)
 	}
@@ -104,6 +105,7 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 	if err != nil {
 		return 0, err
 	}
+	r.findMinedLongAgo(ctx, signer, rows, found, head.Number)
 	settled := 0
 	var errs []error
 	for _, row := range rows {
@@ -149,4 +151,48 @@ func sameIntent(intent domain.Intent, sent services.SentTx) bool {
 		return false
 	}
 	return pipeline.OrZero(intent.Value).Cmp(pipeline.OrZero(sent.Value)) == 0 && bytes.Equal(intent.Data, sent.Data)
+}
+
+// maxDeepLookupsPerPass bounds the taken nonces searched for below the scan window in one
+// pass: each is a binary search over the chain's history (a few dozen calls).
+const maxDeepLookupsPerPass = 4
+
+// findMinedLongAgo adds to found the transactions of rows' nonces mined before the window
+// SentTransactions reads: a database restored from an older backup can hold rows whose
+// nonces the chain used hours ago. Each is located by the signer's nonce at past blocks and
+// read from its block. A node that keeps no old state cannot say; those rows wait, as before.
+func (r *Reconciler) findMinedLongAgo(ctx context.Context, signer common.Address, rows []domain.ManagedTx, found map[uint64]services.SentTx, head uint64) {
+	var missing []uint64
+	for _, row := range rows {
+		if _, ok := found[row.Nonce]; !ok && len(missing) < maxDeepLookupsPerPass {
+			missing = append(missing, row.Nonce)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	mined, err := r.chain.NonceAtBlock(ctx, signer, head)
+	if err != nil {
+		return
+	}
+	for _, nonce := range missing {
+		if nonce >= mined {
+			continue // not mined yet: the window holds it once it is
+		}
+		block, ok := r.blockOfNonce(ctx, signer, nonce, head)
+		if !ok {
+			r.log.WithContext(ctx).Warnw("msg", "a taken nonce was mined before the scan window and the node keeps no old state to find it by; it waits (an archive endpoint can answer)",
+				"signer", signer.Hex(), "nonce", nonce, "scan_blocks", r.cfg.ScanBlocks)
+			return
+		}
+		scan, err := r.chain.ScanSent(ctx, signer, block, 1, nonce, 1)
+		if err != nil {
+			return
+		}
+		for _, tx := range scan.Txs {
+			if tx.Nonce == nonce {
+				found[nonce] = tx
+			}
+		}
+	}
 }

@@ -42,12 +42,18 @@ func TestSettleTakenNonces(t *testing.T) {
 			wantSettled: 1, wantState: domain.StateFailedFinal, wantSub: string(domain.SubStateNonceTaken), wantCompletions: 1},
 		{name: "another intent, one block short of confirmed: looked at again later", confirmations: 3, blocksOnTop: 1,
 			wantState: domain.StateTracking, wantSub: string(domain.SubStateNonceTaken)},
+		// A database restored from an older backup: the chain used the nonce long before the
+		// window the stage reads first.
+		{name: "the row's own intent, mined before the scan window: recognised", ownIntent: true, confirmations: 2, blocksOnTop: 20,
+			wantSettled: 1, wantState: domain.StateTracking, wantSub: string(domain.SubStateRecognised), wantHash: true},
+		{name: "another intent, mined before the scan window: the nonce is gone for good", confirmations: 2, blocksOnTop: 20,
+			wantSettled: 1, wantState: domain.StateFailedFinal, wantSub: string(domain.SubStateNonceTaken), wantCompletions: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStage(t)
-			r := s.reconciler(reconcile.Config{ScanBlocks: 64, Confirmations: tc.confirmations, ResubmitInterval: time.Minute}, services.SystemClock{})
+			r := s.reconciler(reconcile.Config{ScanBlocks: 8, Confirmations: tc.confirmations, ResubmitInterval: time.Minute}, services.SystemClock{})
 			s.allocate(1)
 			to, value := recipient, int64(99)
 			if tc.ownIntent {
