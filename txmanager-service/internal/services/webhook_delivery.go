@@ -175,10 +175,40 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 		}
 		d.mu.Unlock()
 	}()
+	if d.cursorExpired(ctx, c) {
+		return
+	}
 	var streams sync.WaitGroup
 	streams.Go(func() { d.send(ctx, c, r, d.completionStream(c, r)) })
 	streams.Go(func() { d.send(ctx, c, r, d.eventStream(c)) })
 	streams.Wait()
+}
+
+// deadAtOnce, as Failed's deadAfter, makes the subscription dead with this failure.
+const deadAtOnce = -time.Second
+
+// cursorExpired makes c dead, and reports so, when its cursor is below what retention kept
+// (a subscription paused or dead for longer than retention.horizon, then resumed): reading
+// on from the first completion still kept would skip the deleted ones without a word. An
+// operator replays it from a position retention kept, or from the start (cursor 0: the
+// feed as retention left it, as for a new subscription).
+func (d *WebhookDeliverer) cursorExpired(ctx context.Context, c ClaimedSubscription) bool {
+	if c.Cursor == 0 {
+		return false
+	}
+	state, err := d.feed.State(ctx)
+	if err != nil || c.Cursor >= int64(state.PrunedThrough) {
+		return false // a read that fails is retried by the delivery's own reads
+	}
+	reason := fmt.Sprintf("its cursor %d is below position %d, up to which retention deleted completions: replay it from the start or from a later position",
+		c.Cursor, state.PrunedThrough)
+	if _, _, err := d.store.Failed(ctx, c, d.node, reason, deadAtOnce); err != nil {
+		d.log.Warnw("msg", "could not record a webhook subscription's expired cursor", "subscription", c.ID.String(), "error", err.Error())
+		return true
+	}
+	d.log.Errorw("msg", "webhook subscription dead: its cursor points into completions retention deleted", "subscription", c.ID.String(),
+		"cursor", c.Cursor, "pruned_through", int64(state.PrunedThrough))
+	return true
 }
 
 // pushed is one event of a stream: where it stands, whether the filter takes it, and what is

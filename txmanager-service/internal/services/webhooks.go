@@ -233,6 +233,10 @@ func (b *WebhookBook) Replay(ctx context.Context, id string, cursor int64, by st
 	if cursor > int64(state.LastPosition) {
 		return domain.Subscription{}, &domain.ValidationError{Field: "cursor", Reason: fmt.Sprintf("%d is past the feed's head %d", cursor, state.LastPosition)}
 	}
+	if cursor > 0 && cursor < int64(state.PrunedThrough) {
+		return domain.Subscription{}, fmt.Errorf("%w: completions up to position %d were deleted by retention; replay from the start (0) or from %d on",
+			ErrCursorExpired, state.PrunedThrough, state.PrunedThrough)
+	}
 	before, err := b.store.Get(ctx, parsed)
 	if err != nil {
 		return domain.Subscription{}, err

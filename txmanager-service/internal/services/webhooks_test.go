@@ -360,3 +360,68 @@ func TestWebhookClaimsAnswerTheirOwnToken(t *testing.T) {
 		t.Fatalf("a write under the new token: %v, %v; want it written", ok, err)
 	}
 }
+
+// A subscription whose cursor points into completions retention deleted (resumed after a
+// pause longer than the horizon) is made dead with the reason, not delivered with a hole;
+// a replay into the deleted range is refused, and one from the start delivers what is kept.
+func TestWebhookCursorBelowRetentionIsNotDeliveredWithAHole(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	const secret = "whsec_test_0123456789abcdef"
+	rc := &receiver{secret: []byte(secret), rnd: rand.New(rand.NewPCG(1, 2)), seen: map[string]bool{}, refused: map[string]bool{}}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
+	addCompletions(t, pool, 10)
+	sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", Secret: secret}, "ops") // from position 10
+	if err != nil {
+		t.Fatal(err)
+	}
+	addCompletions(t, pool, 10)
+	// Retention deleted positions up to 15 while the subscription was away.
+	if _, err := pool.Exec(ctx, `WITH gone AS (DELETE FROM tx_completions WHERE feed_position <= 15) UPDATE feed_sequencer SET pruned_through = 15 WHERE id`); err != nil {
+		t.Fatal(err)
+	}
+	d, err := services.NewWebhookDeliverer(cfg, services.NodeName("node-a"), store, feed, events,
+		services.NewStandbyWait(repositories.NewStandbyRepository(pool)), services.NewFeedNotifier(), nil, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	d.Pass(ctx)
+	waitFor(t, 10*time.Second, "the subscription dead", func() bool {
+		got, err := store.Get(ctx, sub.ID)
+		return err == nil && got.State == domain.SubscriptionDead && strings.Contains(got.LastError, "retention")
+	})
+	rc.mu.Lock()
+	delivered := len(rc.accepted)
+	rc.mu.Unlock()
+	if delivered != 0 {
+		t.Fatalf("%d completions delivered past a hole of deleted ones, want none", delivered)
+	}
+
+	if _, err := book.Replay(ctx, sub.ID.String(), 12, "ops"); !errors.Is(err, services.ErrCursorExpired) {
+		t.Fatalf("a replay into the deleted range: %v, want CURSOR_EXPIRED", err)
+	}
+	if _, err := book.Replay(ctx, sub.ID.String(), 0, "ops"); err != nil {
+		t.Fatalf("a replay from the start: %v", err)
+	}
+	if _, err := book.SetState(ctx, sub.ID.String(), domain.SubscriptionActive, "ops"); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		d.Pass(ctx)
+		rc.mu.Lock()
+		delivered = len(rc.accepted)
+		rc.mu.Unlock()
+		if delivered == 5 {
+			break
+		}
+	}
+	if delivered != 5 {
+		t.Fatalf("%d delivered after a replay from the start, want the 5 kept after the subscription's position", delivered)
+	}
+}
