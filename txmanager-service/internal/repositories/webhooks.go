@@ -127,8 +127,8 @@ func (r *WebhookRepository) Claim(ctx context.Context, node string, maxNew int, 
 }
 
 // Advance implements services.SubscriptionStore.
-func (r *WebhookRepository) Advance(ctx context.Context, c services.ClaimedSubscription, node string, cursor int64, delivered int) (bool, error) {
-	n, err := r.q.AdvanceSubscription(ctx, sqlcdb.AdvanceSubscriptionParams{Cursor: cursor, Delivered: int64(delivered), SubscriptionID: c.ID,
+func (r *WebhookRepository) Advance(ctx context.Context, c services.ClaimedSubscription, node string, cursor int64, delivered int, clearFailure bool) (bool, error) {
+	n, err := r.q.AdvanceSubscription(ctx, sqlcdb.AdvanceSubscriptionParams{Cursor: cursor, Delivered: int64(delivered), ClearFailure: clearFailure, SubscriptionID: c.ID,
 		NodeID: pgtype.Text{String: node, Valid: true}, FencingToken: c.Token})
 	if err != nil {
 		return false, fmt.Errorf("advance subscription %s: %w", c.ID, err)
@@ -137,8 +137,8 @@ func (r *WebhookRepository) Advance(ctx context.Context, c services.ClaimedSubsc
 }
 
 // AdvanceEvents implements services.SubscriptionStore.
-func (r *WebhookRepository) AdvanceEvents(ctx context.Context, c services.ClaimedSubscription, node string, cursor int64, delivered int) (bool, error) {
-	n, err := r.q.AdvanceEventCursor(ctx, sqlcdb.AdvanceEventCursorParams{Cursor: cursor, Delivered: int64(delivered), SubscriptionID: c.ID,
+func (r *WebhookRepository) AdvanceEvents(ctx context.Context, c services.ClaimedSubscription, node string, cursor int64, delivered int, clearFailure bool) (bool, error) {
+	n, err := r.q.AdvanceEventCursor(ctx, sqlcdb.AdvanceEventCursorParams{Cursor: cursor, Delivered: int64(delivered), ClearFailure: clearFailure, SubscriptionID: c.ID,
 		NodeID: pgtype.Text{String: node, Valid: true}, FencingToken: c.Token})
 	if err != nil {
 		return false, fmt.Errorf("advance the events of subscription %s: %w", c.ID, err)

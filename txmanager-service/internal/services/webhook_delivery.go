@@ -76,6 +76,10 @@ type runningDelivery struct {
 	cancel context.CancelFunc
 	// lag is how long the oldest event not yet delivered has waited (0: none waits).
 	lag atomic.Int64
+	// failing counts the subscription's streams whose delivery is failing now: the row's
+	// one failure record (failing_since, last_error) is cleared by a stream that moves on
+	// only while the other does not fail, or a stalled stream would never go dead.
+	failing atomic.Int32
 }
 
 // NewWebhookDeliverer wires the deliverer; its HTTP client connects only where the network
@@ -180,7 +184,7 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, c ClaimedSubscription, r
 	}
 	var streams sync.WaitGroup
 	streams.Go(func() { d.send(ctx, c, r, d.completionStream(c, r)) })
-	streams.Go(func() { d.send(ctx, c, r, d.eventStream(c)) })
+	streams.Go(func() { d.send(ctx, c, r, d.eventStream(c, r)) })
 	streams.Wait()
 }
 
@@ -257,7 +261,7 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 			return out, err
 		},
 		advance: func(ctx context.Context, cursor int64, delivered int) (bool, error) {
-			return d.store.Advance(ctx, c, d.node, cursor, delivered)
+			return d.store.Advance(ctx, c, d.node, cursor, delivered, r.failing.Load() == 0)
 		},
 		changed: d.notify.Changed,
 		idle:    func() { r.lag.Store(0) },
@@ -265,7 +269,7 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 }
 
 // eventStream is c's service events (balances, refills, quarantines, approvals requested).
-func (d *WebhookDeliverer) eventStream(c ClaimedSubscription) stream {
+func (d *WebhookDeliverer) eventStream(c ClaimedSubscription, r *runningDelivery) stream {
 	signers := hexes(c.Filter)
 	return stream{
 		cursor: c.EventCursor,
@@ -279,7 +283,7 @@ func (d *WebhookDeliverer) eventStream(c ClaimedSubscription) stream {
 			return out, err
 		},
 		advance: func(ctx context.Context, cursor int64, delivered int) (bool, error) {
-			return d.store.AdvanceEvents(ctx, c, d.node, cursor, delivered)
+			return d.store.AdvanceEvents(ctx, c, d.node, cursor, delivered, r.failing.Load() == 0)
 		},
 		changed: func() <-chan struct{} { return nil },
 		idle:    func() {},
@@ -361,7 +365,7 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 					r.lag.Store(int64(time.Since(take[0].at)))
 				}
 				id, body := deliveryOf(c, take)
-				if !d.sendUntilAccepted(ctx, c, id, body, &failureRecorded) {
+				if !d.sendUntilAccepted(ctx, c, r, id, body, &failureRecorded) {
 					save()
 					return
 				}
@@ -443,7 +447,7 @@ func (d *WebhookDeliverer) lost(c ClaimedSubscription, err error) {
 
 // sendUntilAccepted posts one event until the receiver answers 2xx, backing off between
 // tries; false when the context ended, the lease was lost or the subscription died.
-func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubscription, eventID string, body []byte, recorded *time.Time) bool {
+func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubscription, r *runningDelivery, eventID string, body []byte, recorded *time.Time) bool {
 	wait := d.cfg.BackoffMin
 	for attempt := 1; ; attempt++ {
 		err := d.post(ctx, c, eventID, body)
@@ -455,6 +459,10 @@ func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubsc
 			return false
 		}
 		d.count(ctx, "failed", attempt > 1)
+		if attempt == 1 {
+			r.failing.Add(1)
+			defer r.failing.Add(-1)
+		}
 		// The row learns of failures at most once a second: enough for the dead state and
 		// the operators' view, and a flaky receiver does not cost a write per failure.
 		if time.Since(*recorded) >= failureRecordEvery {

@@ -29,10 +29,11 @@ type SubscriptionStore interface {
 	Delete(ctx context.Context, sess txmanager.Session, id uuid.UUID) (bool, error)
 	// Claim renews this node's leases and takes up to maxNew free ones.
 	Claim(ctx context.Context, node string, maxNew int, lease time.Duration) ([]ClaimedSubscription, error)
-	// Advance moves the cursor forward under the lease; false when the lease is lost.
-	Advance(ctx context.Context, c ClaimedSubscription, node string, cursor int64, delivered int) (bool, error)
-	// AdvanceEvents moves the service events' cursor forward under the lease.
-	AdvanceEvents(ctx context.Context, c ClaimedSubscription, node string, cursor int64, delivered int) (bool, error)
+	// Advance moves the cursor forward under the lease; false when the lease is lost. The
+	// failure on record is cleared with clearFailure (not while the other stream fails).
+	Advance(ctx context.Context, c ClaimedSubscription, node string, cursor int64, delivered int, clearFailure bool) (bool, error)
+	// AdvanceEvents moves the service events' cursor forward under the lease, as Advance.
+	AdvanceEvents(ctx context.Context, c ClaimedSubscription, node string, cursor int64, delivered int, clearFailure bool) (bool, error)
 	// Failed records a failed delivery; answers the subscription's state after it (dead
 	// once failures lasted past deadAfter), and false when the lease is lost.
 	Failed(ctx context.Context, c ClaimedSubscription, node, reason string, deadAfter time.Duration) (domain.SubscriptionState, bool, error)

@@ -11,9 +11,11 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -340,7 +342,7 @@ func TestWebhookClaimsAnswerTheirOwnToken(t *testing.T) {
 		return claimed[0]
 	}
 	first := claimOne("the first claim")
-	if ok, err := store.Advance(ctx, first, "node-a", first.Cursor, 0); err != nil || !ok {
+	if ok, err := store.Advance(ctx, first, "node-a", first.Cursor, 0, true); err != nil || !ok {
 		t.Fatalf("the first cursor write under the claimed token %d: %v, %v; want it written", first.Token, ok, err)
 	}
 	if renewed := claimOne("a renewal"); renewed.Token != first.Token {
@@ -353,10 +355,10 @@ func TestWebhookClaimsAnswerTheirOwnToken(t *testing.T) {
 	if again.Token != first.Token+1 {
 		t.Fatalf("taken back with token %d, want %d", again.Token, first.Token+1)
 	}
-	if ok, err := store.Advance(ctx, first, "node-a", first.Cursor, 0); err != nil || ok {
+	if ok, err := store.Advance(ctx, first, "node-a", first.Cursor, 0, true); err != nil || ok {
 		t.Fatalf("a write under the lapsed token: %v, %v; want it fenced", ok, err)
 	}
-	if ok, err := store.Advance(ctx, again, "node-a", again.Cursor, 0); err != nil || !ok {
+	if ok, err := store.Advance(ctx, again, "node-a", again.Cursor, 0, true); err != nil || !ok {
 		t.Fatalf("a write under the new token: %v, %v; want it written", ok, err)
 	}
 }
@@ -423,5 +425,62 @@ func TestWebhookCursorBelowRetentionIsNotDeliveredWithAHole(t *testing.T) {
 	}
 	if delivered != 5 {
 		t.Fatalf("%d delivered after a replay from the start, want the 5 kept after the subscription's position", delivered)
+	}
+}
+
+// refusingEvents is a receiver that takes completions and refuses every service event.
+type refusingEvents struct{ completions atomic.Int64 }
+
+func (rc *refusingEvents) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.Header.Get("Txm-Event-Id"), "completion:") {
+		rc.completions.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	http.Error(w, "not this kind", http.StatusBadRequest)
+}
+
+// A subscription's two streams share its failure record: completions delivered on do not
+// clear the failure of service events refused meanwhile, so the subscription goes dead
+// after webhooks.deadAfter and shows why, instead of retrying them unseen for ever.
+func TestAFailingStreamIsNotHiddenByTheOther(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	cfg.DeadAfter = 2 * time.Second
+	rc := &refusingEvents{}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+	txm := testsupport.TxManager(t, pool)
+	book := services.NewWebhookBook(txm, store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
+	sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", FromStart: true}, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := services.SignerEvent(domain.EventSigningFailing, 1337, testsupport.SignerAddress(7), map[string]any{"why": "test"})
+	if err := txm.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, sess txmanager.Session) error { return events.Append(ctx, sess, event) }); err != nil {
+		t.Fatal(err)
+	}
+	d, err := services.NewWebhookDeliverer(cfg, services.NodeName("node-a"), store, feed, events,
+		services.NewStandbyWait(repositories.NewStandbyRepository(pool)), services.NewFeedNotifier(), nil, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	var got domain.Subscription
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		addCompletions(t, pool, 1)
+		d.Pass(ctx)
+		if got, err = store.Get(ctx, sub.ID); err == nil && got.State == domain.SubscriptionDead {
+			break
+		}
+	}
+	if got.State != domain.SubscriptionDead || !strings.Contains(got.LastError, "400") {
+		t.Fatalf("subscription %s (%q) after %d completions delivered, want dead with the events' refusal", got.State, got.LastError, rc.completions.Load())
+	}
+	if rc.completions.Load() == 0 {
+		t.Fatal("no completion delivered: this case tests nothing")
 	}
 }

@@ -22,7 +22,10 @@ SELECT last_position FROM event_sequencer WHERE id;
 -- name: AdvanceEventCursor :execrows
 -- The events cursor moves on only with the lease this node holds, and never back.
 UPDATE webhook_subscription SET event_cursor = @cursor, delivered = delivered + @delivered,
-    last_success_at = CASE WHEN @delivered::bigint > 0 THEN now() ELSE last_success_at END, failing_since = NULL, last_error = ''
+    last_success_at = CASE WHEN @delivered::bigint > 0 THEN now() ELSE last_success_at END,
+    -- A failure is cleared only while the subscription's other stream is not failing.
+    failing_since = CASE WHEN @clear_failure::bool THEN NULL ELSE failing_since END,
+    last_error = CASE WHEN @clear_failure::bool THEN '' ELSE last_error END
 WHERE subscription_id = @subscription_id AND owner_node = @node_id AND fencing_token = @fencing_token AND lease_expires_at > now() AND event_cursor <= @cursor;
 
 -- name: PutFunding :exec

@@ -15,13 +15,17 @@ import (
 
 const advanceEventCursor = `-- name: AdvanceEventCursor :execrows
 UPDATE webhook_subscription SET event_cursor = $1, delivered = delivered + $2,
-    last_success_at = CASE WHEN $2::bigint > 0 THEN now() ELSE last_success_at END, failing_since = NULL, last_error = ''
-WHERE subscription_id = $3 AND owner_node = $4 AND fencing_token = $5 AND lease_expires_at > now() AND event_cursor <= $1
+    last_success_at = CASE WHEN $2::bigint > 0 THEN now() ELSE last_success_at END,
+    -- A failure is cleared only while the subscription's other stream is not failing.
+    failing_since = CASE WHEN $3::bool THEN NULL ELSE failing_since END,
+    last_error = CASE WHEN $3::bool THEN '' ELSE last_error END
+WHERE subscription_id = $4 AND owner_node = $5 AND fencing_token = $6 AND lease_expires_at > now() AND event_cursor <= $1
 `
 
 type AdvanceEventCursorParams struct {
 	Cursor         int64
 	Delivered      int64
+	ClearFailure   bool
 	SubscriptionID uuid.UUID
 	NodeID         pgtype.Text
 	FencingToken   int64
@@ -32,6 +36,7 @@ func (q *Queries) AdvanceEventCursor(ctx context.Context, arg AdvanceEventCursor
 	result, err := q.db.Exec(ctx, advanceEventCursor,
 		arg.Cursor,
 		arg.Delivered,
+		arg.ClearFailure,
 		arg.SubscriptionID,
 		arg.NodeID,
 		arg.FencingToken,

@@ -16,13 +16,16 @@ import (
 const advanceSubscription = `-- name: AdvanceSubscription :execrows
 UPDATE webhook_subscription
 SET cursor = $1, delivered = delivered + $2, last_success_at = CASE WHEN $2::bigint > 0 THEN now() ELSE last_success_at END,
-    failing_since = NULL, last_error = ''
-WHERE subscription_id = $3 AND owner_node = $4 AND fencing_token = $5 AND lease_expires_at > now() AND cursor <= $1
+    -- A failure is cleared only while the subscription's other stream is not failing.
+    failing_since = CASE WHEN $3::bool THEN NULL ELSE failing_since END,
+    last_error = CASE WHEN $3::bool THEN '' ELSE last_error END
+WHERE subscription_id = $4 AND owner_node = $5 AND fencing_token = $6 AND lease_expires_at > now() AND cursor <= $1
 `
 
 type AdvanceSubscriptionParams struct {
 	Cursor         int64
 	Delivered      int64
+	ClearFailure   bool
 	SubscriptionID uuid.UUID
 	NodeID         pgtype.Text
 	FencingToken   int64
@@ -33,6 +36,7 @@ func (q *Queries) AdvanceSubscription(ctx context.Context, arg AdvanceSubscripti
 	result, err := q.db.Exec(ctx, advanceSubscription,
 		arg.Cursor,
 		arg.Delivered,
+		arg.ClearFailure,
 		arg.SubscriptionID,
 		arg.NodeID,
 		arg.FencingToken,
