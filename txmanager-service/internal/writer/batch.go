@@ -264,6 +264,12 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 		}
 		return nil
 	}
+	if lost := a.lostAllocations(b, state); lost != nil {
+		for i := range b.ops {
+			b.outcome[i].err = lost
+		}
+		return nil
+	}
 	if quarantined, err := a.quarantined(ctx, sess, b, state); quarantined || err != nil {
 		return err
 	}

@@ -68,3 +68,20 @@ func (a *Allocator) quarantined(ctx context.Context, sess txmanager.Session, b *
 	refuse(fmt.Sprintf("the chain's nonce is %d, the database knows nonces below %d only", *b.chainNext, *state.Next))
 	return true, nil
 }
+
+// lostAllocations refuses the signer's part of the batch, for a retry, when the database's
+// cursor is below the nonce this node's cache holds without having asked the chain: the
+// cache only ever holds what this node committed, so the database lost those commits (a
+// failover to a standby that missed them, unseen by the server watch when a pooler keeps
+// the connection). Allocating from the cache would leave the lost nonces unrecorded and a
+// lost request's retry executed twice; with the cache dropped, the retry reads the chain,
+// and a chain ahead of the cursor quarantines the signer (quarantined).
+func (a *Allocator) lostAllocations(b *signerBatch, state services.CursorState) error {
+	if b.chainNext != nil || b.cachedNext == nil || state.Next == nil || *state.Next >= *b.cachedNext {
+		return nil
+	}
+	a.cache.Evict(b.key)
+	a.log.Warnw("msg", "the database's nonce cursor is below the nonces this node allocated: it lost commits; reading the chain before allocating again",
+		"signer", b.key, "fencing_token", b.lease.Token, "db_next_nonce", *state.Next, "cached_next_nonce", *b.cachedNext)
+	return &domain.UnavailableError{Reason: "the database lost this signer's last allocations; its nonces are read from the chain again", RetryAfter: 100 * time.Millisecond}
+}
