@@ -90,6 +90,9 @@ type Options struct {
 	// works again, as a KMS or clef that refuses one request does.
 	RefusedNonce uint64
 	RefusedUntil time.Time
+	// MaxValue, when set, makes the rules reject any transaction sending more wei, for good,
+	// as an operator's spending limit in clef's rules does.
+	MaxValue *big.Int
 }
 
 // Clef is a running clef this process started.
@@ -160,7 +163,7 @@ func (c *Clef) prepare(ctx context.Context, opts Options) error {
 			approved = append(approved, addr)
 		}
 	}
-	rules := rulesFile(approved, opts.RefusedNonce, opts.RefusedUntil)
+	rules := rulesFile(approved, opts.RefusedNonce, opts.RefusedUntil, opts.MaxValue)
 	rulesPath := filepath.Join(c.dir, "rules.js")
 	if err := os.WriteFile(rulesPath, []byte(rules), 0o600); err != nil {
 		return fmt.Errorf("clef: %w", err)
@@ -210,8 +213,9 @@ func (c *Clef) run(ctx context.Context, bin, stdin string, args ...string) error
 
 // rulesFile approves listing clef's accounts and signing transactions from the approved
 // ones, and rejects every other request, so that nothing waits for a human. Until
-// refusedUntil (when set), signing refusedNonce is rejected too.
-func rulesFile(accounts []common.Address, refusedNonce uint64, refusedUntil time.Time) string {
+// refusedUntil (when set), signing refusedNonce is rejected too, and so is a transaction
+// above maxValue (when set).
+func rulesFile(accounts []common.Address, refusedNonce uint64, refusedUntil time.Time, maxValue *big.Int) string {
 	quoted := make([]string, len(accounts))
 	for i, a := range accounts {
 		quoted[i] = fmt.Sprintf("%q", strings.ToLower(a.Hex()))
@@ -220,13 +224,20 @@ func rulesFile(accounts []common.Address, refusedNonce uint64, refusedUntil time
 	if !refusedUntil.IsZero() {
 		untilMillis = refusedUntil.UnixMilli()
 	}
+	limit := "null"
+	if maxValue != nil {
+		limit = strconv.Quote(maxValue.String())
+	}
 	return `// Written by txmanager-service/test/clef. Attested with clef attest.
 var allowed = [` + strings.Join(quoted, ", ") + `];
 var refusedNonce = ` + strconv.FormatUint(refusedNonce, 10) + `, refusedUntil = ` + strconv.FormatInt(untilMillis, 10) + `;
+var maxValue = ` + limit + `;
+function big(v) { var s = String(v); return s.slice(0, 2) === "0x" ? new BigNumber(s.slice(2), 16) : new BigNumber(s); }
 function ApproveListing(req) { return "Approve"; }
 function ApproveTx(req) {
   var from = String(req.transaction.from).toLowerCase();
   if (Number(req.transaction.nonce) === refusedNonce && Date.now() < refusedUntil) { return "Reject"; }
+  if (maxValue !== null && big(req.transaction.value).gt(big(maxValue))) { return "Reject"; }
   return allowed.indexOf(from) >= 0 ? "Approve" : "Reject";
 }
 function ApproveSignData(req) { return "Reject"; }

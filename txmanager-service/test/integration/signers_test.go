@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"fmt"
 	"math/big"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -421,5 +422,47 @@ func TestASignatureRefusedMidRunHoldsBackOnlyWhatFollows(t *testing.T) {
 		if tx.Nonce() != uint64(n) {
 			t.Fatalf("transaction %s on chain has nonce %d, want %d", id, tx.Nonce(), n)
 		}
+	}
+}
+
+// A key source that refuses one transaction for good (clef's rules cap the value it signs)
+// holds back every nonce after it; an operator resolves it through the admin API with
+// CANCEL: a 0-value self-transfer the rules allow takes its nonce, it ends FAILED_FINAL
+// (CANCELLED) with its completion, and the transactions after it confirm. A never-signed
+// transaction takes no action that leaves its nonce empty.
+func TestAnOperatorCancelsATransactionTheKeyRefuses(t *testing.T) {
+	sim := newTestChain(t, 250*time.Millisecond)
+	c := startClefSignerWith(t, newSignerKey(t), clef.Options{MaxValue: big.NewInt(1000)})
+	fund(t, sim, sim.DevKeys()[7], c.clefAddr, remoteSignerFundingAmount)
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Signers.External = conf.ExternalSource{URL: c.clefProxy.URL(), Addresses: []string{c.clefAddr.Hex()}, Timeout: conf.Duration(remoteSignerTimeout)}
+	}})
+	to := devAddress(t, 6)
+	refused := s.createOK(t, transfer(c.clefAddr, to, 5000)) // nonce 0, above clef's limit
+	after := s.createOK(t, transfer(c.clefAddr, to, 10))     // nonce 1
+	time.Sleep(3 * time.Second)
+	for _, id := range []string{refused, after} {
+		if row := s.tx(t, id); row.state != string(domain.StateAllocated) || row.txHash != "" {
+			t.Fatalf("transaction %s while clef refuses nonce 0: %+v, want ALLOCATED and unsigned", id, row)
+		}
+	}
+
+	resolve := func(action string) apiResponse {
+		return s.do(t, http.MethodPost, "/api/v1/admin/tx/"+refused+"/resolve", []byte(`{"action":"`+action+`","reason":"clef refuses its value"}`))
+	}
+	if r := resolve("NOOP"); r.status != http.StatusBadRequest || r.body["reason"] != "INVALID_ARGUMENT" {
+		t.Fatalf("NOOP on a never-signed transaction: %d %s, want 400 INVALID_ARGUMENT", r.status, r.raw)
+	}
+	if r := resolve("CANCEL"); r.status != http.StatusOK {
+		t.Fatalf("CANCEL: %d %s", r.status, r.raw)
+	}
+	waitFor(t, 60*time.Second, "the refused transaction cancelled and the next one confirmed", func() bool {
+		return s.tx(t, refused).state == string(domain.StateFailedFinal) && s.tx(t, after).state == string(domain.StateConfirmed)
+	})
+	if row := s.tx(t, refused); row.subState != string(domain.SubStateCancelled) {
+		t.Fatalf("the refused transaction ended %+v, want FAILED_FINAL/CANCELLED", row)
+	}
+	if n := s.count(t, "SELECT count(*) FROM tx_completions WHERE tx_id = '"+refused+"'"); n != 1 {
+		t.Fatalf("%d completions for the cancelled transaction, want 1", n)
 	}
 }

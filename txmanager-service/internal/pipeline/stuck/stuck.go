@@ -148,7 +148,19 @@ func (r *Resolver) ResolveTx(ctx context.Context, txID uuid.UUID, action domain.
 		return "", err
 	}
 	decision := Decision{Action: action, Reason: reason}
-	if action == "" {
+	if head.State == domain.StateAllocated {
+		// Never signed: its key source refuses it (or has not got to it). Only a
+		// transaction of its own at the nonce, a 0-value self-transfer, lets the nonces after
+		// it through; NOOP would leave the nonce empty for good and REPLACE asks the key
+		// source for the same signature again.
+		switch action {
+		case "":
+			decision.Action = domain.ActionCancel
+		case domain.ActionCancel, domain.ActionPlaceholder:
+		default:
+			return "", &domain.ValidationError{Field: "action", Reason: fmt.Sprintf("transaction %s was never signed: only CANCEL or PLACEHOLDER (a 0-value self-transfer at its nonce) resolves it", txID)}
+		}
+	} else if action == "" {
 		if decision, err = r.hook.Decide(ctx, caseOf(head, r.clock.Now(), true)); err != nil {
 			return "", fmt.Errorf("stuck hook: %w", err)
 		}

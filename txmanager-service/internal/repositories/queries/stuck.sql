@@ -2,7 +2,9 @@
 -- An unmined transaction with what resolving it needs: its current attempt's fees ('' before
 -- the first signing), the signer's pending depth, and since when it has been waiting
 -- (creation, or the last resolution claimed for it). Without a tx_id it is the signer's
--- head of line: the lowest unmined nonce, which everything after it waits for.
+-- head of line: the lowest unmined nonce, which everything after it waits for. Named by
+-- its tx_id, a transaction still waiting for its first signature (ALLOCATED) is one too: a
+-- key source that refuses to sign it holds back every nonce after it.
 SELECT m.tx_id, m.signer, m.nonce, m.state, m.sub_state, m.tx_hash, m.submit_attempts, m.last_error, m.created_at, m.payload,
        COALESCE(a.max_fee_per_gas::text, '')::text AS max_fee_per_gas, COALESCE(a.max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas,
        COALESCE(a.gas_limit, 0)::bigint AS attempt_gas_limit,
@@ -15,12 +17,15 @@ WHERE m.tx_id = COALESCE(sqlc.narg('tx_id')::uuid, (
         WHERE h.chain_id = @chain_id AND h.signer = sqlc.narg('signer')::text AND h.confirmed_at IS NULL AND h.state IN ('TRACKING', 'STUCK') AND h.receipt IS NULL
         ORDER BY h.nonce
         LIMIT 1))
-  AND m.chain_id = @chain_id AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL;
+  AND m.chain_id = @chain_id AND m.receipt IS NULL
+  AND (m.state IN ('TRACKING', 'STUCK') OR (sqlc.narg('tx_id')::uuid IS NOT NULL AND m.state = 'ALLOCATED'));
 
 -- name: ClaimStuckResolution :one
 -- Claim a stuck transaction for one resolution action and audit it, in one fenced
 -- statement, before any chain side effect. NOOP marks it STUCK; the other actions leave it
--- TRACKING with a sub-state naming the action until their attempt is recorded.
+-- TRACKING with a sub-state naming the action until their attempt is recorded. One never
+-- signed (ALLOCATED) is claimed only for an action that puts its own transaction at the
+-- nonce (resolve checks), and the submitter signs it no more.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
@@ -31,7 +36,7 @@ claimed AS (
     SET state = @new_state, sub_state = @sub_state, last_error = NULLIF(@reason::text, ''),
         fencing_token = @fencing_token, updated_at = now()
     FROM lease
-    WHERE m.tx_id = @tx_id AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = @tx_id AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.receipt IS NULL
       AND (m.sub_state IS DISTINCT FROM @sub_state OR m.state IS DISTINCT FROM @new_state)
     RETURNING m.tx_id, m.nonce
 ),

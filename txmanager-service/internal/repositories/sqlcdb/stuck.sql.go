@@ -24,7 +24,7 @@ claimed AS (
     SET state = $5, sub_state = $6, last_error = NULLIF($7::text, ''),
         fencing_token = $4, updated_at = now()
     FROM lease
-    WHERE m.tx_id = $8 AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+    WHERE m.tx_id = $8 AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.receipt IS NULL
       AND (m.sub_state IS DISTINCT FROM $6 OR m.state IS DISTINCT FROM $5)
     RETURNING m.tx_id, m.nonce
 ),
@@ -55,7 +55,9 @@ type ClaimStuckResolutionRow struct {
 
 // Claim a stuck transaction for one resolution action and audit it, in one fenced
 // statement, before any chain side effect. NOOP marks it STUCK; the other actions leave it
-// TRACKING with a sub-state naming the action until their attempt is recorded.
+// TRACKING with a sub-state naming the action until their attempt is recorded. One never
+// signed (ALLOCATED) is claimed only for an action that puts its own transaction at the
+// nonce (resolve checks), and the submitter signs it no more.
 func (q *Queries) ClaimStuckResolution(ctx context.Context, arg ClaimStuckResolutionParams) (ClaimStuckResolutionRow, error) {
 	row := q.db.QueryRow(ctx, claimStuckResolution,
 		arg.ChainID,
@@ -86,7 +88,8 @@ WHERE m.tx_id = COALESCE($1::uuid, (
         WHERE h.chain_id = $2 AND h.signer = $3::text AND h.confirmed_at IS NULL AND h.state IN ('TRACKING', 'STUCK') AND h.receipt IS NULL
         ORDER BY h.nonce
         LIMIT 1))
-  AND m.chain_id = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+  AND m.chain_id = $2 AND m.receipt IS NULL
+  AND (m.state IN ('TRACKING', 'STUCK') OR ($1::uuid IS NOT NULL AND m.state = 'ALLOCATED'))
 `
 
 type GetResolvableParams struct {
@@ -116,7 +119,9 @@ type GetResolvableRow struct {
 // An unmined transaction with what resolving it needs: its current attempt's fees (” before
 // the first signing), the signer's pending depth, and since when it has been waiting
 // (creation, or the last resolution claimed for it). Without a tx_id it is the signer's
-// head of line: the lowest unmined nonce, which everything after it waits for.
+// head of line: the lowest unmined nonce, which everything after it waits for. Named by
+// its tx_id, a transaction still waiting for its first signature (ALLOCATED) is one too: a
+// key source that refuses to sign it holds back every nonce after it.
 func (q *Queries) GetResolvable(ctx context.Context, arg GetResolvableParams) (GetResolvableRow, error) {
 	row := q.db.QueryRow(ctx, getResolvable, arg.TxID, arg.ChainID, arg.Signer)
 	var i GetResolvableRow
