@@ -157,7 +157,9 @@ func TestUnansweredForwardIsRetriedOnlyWithARequestID(t *testing.T) {
 					creates++ // the lease lapsed: this node makes it
 					return &v1.CreateTxResponse{Created: true}, nil
 				},
-				func(owner string) (*v1.CreateTxResponse, error) { return forwardCreate(ctx, ownerThatFails{tt.ownerErr}, owner, req) })
+				func(owner string) (*v1.CreateTxResponse, error) {
+					return forwardCreate(ctx, ownerThatFails{tt.ownerErr}, owner, req)
+				})
 			if creates != tt.wantCreates {
 				t.Fatalf("made here %d times, want %d", creates, tt.wantCreates)
 			}
