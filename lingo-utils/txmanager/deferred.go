@@ -2,6 +2,7 @@ package txmanager
 
 import (
 	"context"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,7 +17,14 @@ import (
 // Where a statement cannot share the pipeline, the transaction begins on its own first, as
 // pgx.BeginTx does: an Exec without arguments (pgx sends it over the simple protocol, which
 // accepts several statements in one string, and the extended protocol of a pipeline does
-// not), CopyFrom, and a caller asking for the pgx.Tx itself.
+// not), CopyFrom, a caller asking for the pgx.Tx itself, and a statement whose first
+// argument is one of pgx's per-query options (a pipeline would send it as a parameter).
+//
+// Its first statement decides whether a transaction exists, so that decision is locked: two
+// goroutines racing to run it must not open two transactions, one of which nobody would ever
+// end; and Exec holds the lock throughout, so concurrent Execs take turns. Queries are as on
+// a pgx.Tx: their rows are closed before the next statement. A session used after its
+// attempt ended answers pgx.ErrTxClosed, as a pgx.Tx does, even when it never began one.
 type deferredSession struct {
 	pool *pgxpool.Pool
 	// ctx is the attempt's context, for a begin that Tx() makes (it takes none).
@@ -27,27 +35,61 @@ type deferredSession struct {
 	beginQuery string
 	readOnly   bool
 
+	// mu guards tx, beginErr and ended: whether the transaction has begun, and whether the
+	// attempt ended it.
+	mu sync.Mutex
 	tx pgx.Tx // nil until the transaction has begun
 	// beginErr is why the transaction could not begin: nothing ran, and the attempt fails
 	// in the begin phase whatever the callback made of the error.
 	beginErr error
+	ended    bool
 }
 
 func (s *deferredSession) DB() DBTX       { return s }
 func (s *deferredSession) ReadOnly() bool { return s.readOnly }
 
 // Tx begins the transaction if no statement has yet, and returns pgx's own transaction. If
-// it cannot begin, the transaction returned answers every call with pgx.ErrTxClosed and the
-// attempt fails with the reason.
+// it cannot begin, or the attempt has ended, the transaction returned answers every call
+// with an error (the attempt fails with the reason it could not begin).
 func (s *deferredSession) Tx() pgx.Tx {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tx == nil && s.ended {
+		return closedTx(pgx.ErrTxClosed)
+	}
 	s.beginAlone(s.ctx)
 	return s.tx
 }
 
-// begun reports whether anything reached the server, so there is a transaction to end.
-func (s *deferredSession) begun() bool { return s.tx != nil }
+// closedTx is a transaction that answers every call with err.
+func closedTx(err error) pgx.Tx {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	return pgx.FailedBatchResults(b, err).Tx()
+}
 
-// beginAlone begins the transaction in a round trip of its own, unless it has begun.
+// errRows are rows that answer err, for a query that never ran: pgx's own Query returns
+// such rows rather than nil, and callers pass them on unchecked (pgx.CollectRows).
+func errRows(err error) pgx.Rows {
+	rows, _ := pgx.FailedBatchResults(&pgx.Batch{}, err).Query()
+	return rows
+}
+
+// withQueryOptions reports a statement whose first argument is one of pgx's per-query
+// options, which a pipeline does not take (it would send them as parameters).
+func withQueryOptions(args []any) bool {
+	if len(args) == 0 {
+		return false
+	}
+	switch args[0].(type) {
+	case pgx.QueryExecMode, pgx.QueryResultFormats, pgx.QueryResultFormatsByOID:
+		return true
+	}
+	return false
+}
+
+// beginAlone begins the transaction in a round trip of its own, unless it has begun. The
+// caller holds the lock.
 func (s *deferredSession) beginAlone(ctx context.Context) {
 	if s.tx != nil {
 		return
@@ -55,16 +97,15 @@ func (s *deferredSession) beginAlone(ctx context.Context) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.options.IsoLevel, AccessMode: s.options.AccessMode, BeginQuery: s.beginQuery})
 	if err != nil {
 		s.beginErr = err
-		b := &pgx.Batch{}
-		b.BeginTx(pgx.TxOptions{})
-		s.tx = pgx.FailedBatchResults(b, err).Tx()
+		s.tx = closedTx(err)
 		return
 	}
 	s.tx = tx
 }
 
 // pipeline sends BEGIN, the settings and the caller's queries in one batch and reads the
-// results of BEGIN and the settings; the caller's results follow in the returned batch.
+// results of BEGIN and the settings; the caller's results follow in the returned batch. The
+// caller holds the lock.
 func (s *deferredSession) pipeline(ctx context.Context, queries []*pgx.QueuedQuery) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(s.options)
@@ -84,80 +125,129 @@ func (s *deferredSession) pipeline(ctx context.Context, queries []*pgx.QueuedQue
 	return br, nil
 }
 
+// Exec runs under the session's lock from start to end, so statements of goroutines sharing
+// the session go one after another on its connection. A query's rows are the caller's to
+// close before the next statement, as on a pgx.Tx.
 func (s *deferredSession) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if s.tx != nil {
-		return s.tx.Exec(ctx, sql, args...)
-	}
-	if len(args) == 0 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.tx != nil:
+	case s.ended:
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	case len(args) == 0 || withQueryOptions(args):
 		s.beginAlone(ctx)
-		return s.tx.Exec(ctx, sql)
+	default:
+		br, err := s.pipeline(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}})
+		if err != nil {
+			return pgconn.CommandTag{}, err
+		}
+		tag, err := br.Exec()
+		if closeErr := br.Close(); err == nil {
+			err = closeErr
+		}
+		return tag, err
 	}
-	br, err := s.pipeline(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}})
-	if err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	tag, err := br.Exec()
-	if closeErr := br.Close(); err == nil {
-		err = closeErr
-	}
-	return tag, err
+	return s.tx.Exec(ctx, sql, args...)
 }
 
 func (s *deferredSession) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if s.tx != nil {
-		return s.tx.Query(ctx, sql, args...)
+	s.mu.Lock()
+	switch {
+	case s.tx != nil:
+	case s.ended:
+		s.mu.Unlock()
+		return errRows(pgx.ErrTxClosed), pgx.ErrTxClosed
+	case withQueryOptions(args):
+		s.beginAlone(ctx)
+	default:
+		br, err := s.pipeline(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}})
+		s.mu.Unlock()
+		if err != nil {
+			return errRows(err), err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			_ = br.Close()
+			return rows, err
+		}
+		return &pipelinedRows{Rows: rows, batch: br}, nil
 	}
-	br, err := s.pipeline(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}})
-	if err != nil {
-		return nil, err
-	}
-	rows, err := br.Query()
-	if err != nil {
-		_ = br.Close()
-		return nil, err
-	}
-	return &pipelinedRows{Rows: rows, batch: br}, nil
+	tx := s.tx
+	s.mu.Unlock()
+	return tx.Query(ctx, sql, args...)
 }
 
 func (s *deferredSession) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if s.tx != nil {
-		return s.tx.QueryRow(ctx, sql, args...)
-	}
 	rows, err := s.Query(ctx, sql, args...)
 	return pipelinedRow{rows: rows, err: err}
 }
 
 func (s *deferredSession) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tx == nil && s.ended {
+		return 0, pgx.ErrTxClosed
+	}
 	s.beginAlone(ctx)
 	return s.tx.CopyFrom(ctx, table, columns, src)
 }
 
 func (s *deferredSession) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if s.tx != nil {
-		return s.tx.SendBatch(ctx, b)
+	s.mu.Lock()
+	switch {
+	case s.tx != nil:
+	case s.ended:
+		s.mu.Unlock()
+		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
+	default:
+		br, err := s.pipeline(ctx, b.QueuedQueries)
+		s.mu.Unlock()
+		if err != nil {
+			return pgx.FailedBatchResults(b, err)
+		}
+		return br
 	}
-	br, err := s.pipeline(ctx, b.QueuedQueries)
-	if err != nil {
-		return pgx.FailedBatchResults(b, err)
-	}
-	return br
+	tx := s.tx
+	s.mu.Unlock()
+	return tx.SendBatch(ctx, b)
 }
 
-func (s *deferredSession) beginError() error { return s.beginErr }
+func (s *deferredSession) beginError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.beginErr
+}
+
+// begun reports whether anything reached the server, so there is a transaction to end.
+func (s *deferredSession) begun() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tx != nil
+}
 
 // commit and rollback end what began: a transaction that never began has nothing to end.
+// Either way the session is done: a statement after it is refused, not a new transaction.
 func (s *deferredSession) commit(ctx context.Context) error {
-	if !s.begun() {
-		return nil
+	if tx := s.end(); tx != nil {
+		return tx.Commit(ctx)
 	}
-	return s.tx.Commit(ctx)
+	return nil
 }
 
 func (s *deferredSession) rollback(ctx context.Context) error {
-	if !s.begun() {
-		return nil
+	if tx := s.end(); tx != nil {
+		return tx.Rollback(ctx)
 	}
-	return s.tx.Rollback(ctx)
+	return nil
+}
+
+// end marks the session ended and returns its transaction (nil when none began).
+func (s *deferredSession) end() pgx.Tx {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	return s.tx
 }
 
 // pipelinedRows are the rows of a pipeline's last query: closing them closes the pipeline,

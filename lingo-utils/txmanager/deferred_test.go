@@ -3,6 +3,7 @@ package txmanager_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -335,5 +336,102 @@ func TestSettingsLastForTheTransaction(t *testing.T) {
 		func(context.Context, txmanager.Session) error { ran = true; return nil })
 	if err == nil || ran || !strings.Contains(err.Error(), "not a run-time parameter") {
 		t.Fatalf("a bad setting name: err = %v, callback ran %v", err, ran)
+	}
+}
+
+// The first statement decides whether a transaction exists: two goroutines racing to run it
+// open one (or one of them is refused), never a second that nobody ends; a session kept past
+// its attempt answers pgx.ErrTxClosed instead of beginning anew; a first query that cannot
+// begin returns rows that answer the error (pgx.CollectRows takes them); and a first
+// statement with one of pgx's per-query options runs.
+func TestTheFirstStatementOpensOneTransaction(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{}, func(c *pgxpool.Config) { c.MaxConns = 4 })
+	ctx := context.Background()
+	for i := range 20 {
+		err := f.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for g := range 2 {
+				wg.Go(func() {
+					_, errs[g] = s.DB().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", fmt.Sprintf("race-%d-%d", i, g))
+				})
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		})
+		rows := f.count(t, "SELECT count(*) FROM item WHERE name LIKE $1", fmt.Sprintf("race-%d-%%", i))
+		if (err == nil && rows != 2) || (err != nil && rows != 0) {
+			t.Fatalf("round %d: err %v with %d rows written, want both rows or none", i, err, rows)
+		}
+	}
+	eventually(t, 5*time.Second, "every connection back in the pool", func() bool { return f.pool.Stat().AcquiredConns() == 0 })
+	if open := f.openTransactions(t); open != 0 {
+		t.Fatalf("%d transactions left open", open)
+	}
+
+	var kept txmanager.Session
+	if err := f.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(_ context.Context, s txmanager.Session) error { kept = s; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kept.DB().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", "after-the-end"); !errors.Is(err, pgx.ErrTxClosed) {
+		t.Fatalf("a statement on a session after its attempt: %v, want pgx.ErrTxClosed", err)
+	}
+	if n := f.count(t, "SELECT count(*) FROM item WHERE name = 'after-the-end'"); n != 0 {
+		t.Fatalf("%d rows written after the attempt ended", n)
+	}
+
+	err := f.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+		var n int
+		if err := s.DB().QueryRow(ctx, "SELECT $1::int", pgx.QueryExecModeExec, 7).Scan(&n); err != nil || n != 7 {
+			return fmt.Errorf("a first query with a per-query option: %d, %w", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	closed := newFixture(t, txmanager.Config{})
+	closed.pool.Close()
+	err = closed.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+		rows, _ := s.DB().Query(ctx, "SELECT $1::int", 1)
+		_, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		return err
+	})
+	var txErr *txmanager.TxError
+	if !errors.As(err, &txErr) || txErr.Phase != txmanager.PhaseBegin {
+		t.Fatalf("collecting a first query that could not begin: %v, want a begin-phase TxError", err)
+	}
+}
+
+// A deadline that passes before COMMIT is sent is a timeout with nothing committed, not an
+// outcome unknown; a caller that leaves while a retry waits is told it was cancelled, not
+// that the transaction is worth retrying.
+func TestEndingBeforeCommitOrRetry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{RetryBaseDelay: 200 * time.Millisecond, RetryMaxDelay: time.Second})
+	err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithTimeout(200*time.Millisecond), func(ctx context.Context, s txmanager.Session) error {
+		if _, err := s.DB().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", "late"); err != nil {
+			return err
+		}
+		time.Sleep(300 * time.Millisecond) // work outside the database past the deadline
+		return nil
+	})
+	if !errors.Is(err, txmanager.ErrTxTimeout) || errors.Is(err, txmanager.ErrCommitOutcomeUnknown) {
+		t.Fatalf("a deadline before COMMIT: %v, want a timeout and no outcome unknown", err)
+	}
+	if n := f.count(t, "SELECT count(*) FROM item WHERE name = 'late'"); n != 0 {
+		t.Fatalf("%d rows committed after the deadline", n)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	err = f.manager.WithinTx(ctx, txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+		_, err := s.DB().Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$`)
+		return err
+	})
+	if err == nil || txmanager.IsRetryable(err) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled while a retry waited: %v (retryable %v), want cancelled and not retryable", err, txmanager.IsRetryable(err))
 	}
 }

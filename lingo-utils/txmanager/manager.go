@@ -139,7 +139,9 @@ func (m *manager) within(ctx context.Context, r resolved, fn func(context.Contex
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			err = classify(ctx, PhaseBegin, errors.Join(err, ctx.Err()))
+			// A new error, not the failure joined: that one is retryable, and a caller that
+			// left must not be told to try again. Its text is kept.
+			err = classify(ctx, PhaseBegin, fmt.Errorf("%w while waiting to retry after: %s", ctx.Err(), err.Error()))
 			m.logFailure(ctx, r, attempt, started, err)
 			m.tel.finish(ctx, span, r, started, attempt, err)
 			return err
@@ -215,6 +217,12 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 	}
 	if err != nil {
 		return classify(ctx, PhaseCallback, err)
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		// The deadline passed, or the caller left, before COMMIT was sent: nothing is
+		// committed (the deferred rollback ends it), which is a timeout, not an outcome
+		// unknown.
+		return classify(ctx, PhaseCallback, ctxErr)
 	}
 	if err := sess.commit(ctx); err != nil {
 		if errors.Is(err, pgx.ErrTxCommitRollback) {
