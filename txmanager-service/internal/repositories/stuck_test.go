@@ -55,7 +55,7 @@ func TestStuckRepository(t *testing.T) {
 		want *uuid.UUID
 	}{
 		{"an unmined transaction without an attempt", unsent, &unsent},
-		{"one not sent yet", allocated, nil},
+		{"one never signed, named by its id (an operator cancels what its key refuses)", allocated, &allocated},
 		{"one nobody wrote", uuid.New(), nil},
 	}
 	for _, tc := range tests {

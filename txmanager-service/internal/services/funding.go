@@ -138,12 +138,21 @@ func (w *FundingWatch) refill(ctx context.Context, signer common.Address, balanc
 	if errors.Is(err, domain.ErrNotLeader) {
 		return nil
 	}
+	if errors.Is(err, domain.ErrIdempotencyConflict) && res.Tx.ID != uuid.Nil {
+		// The n-th refill was made before, for another amount: its answer was lost (the
+		// count did not move on), or the marks were set anew and counted from 0 again. It is
+		// recorded as the refill it is, and the next one gets the next request id.
+		err = nil
+	}
 	if err != nil {
 		return fmt.Errorf("refill from %s: %w", mark.Treasury.Hex(), err)
 	}
 	recorded, err := w.store.RecordRefill(ctx, w.chainID, signer, res.Tx.ID, mark.Refills)
 	if err != nil || !recorded {
 		return err
+	}
+	if v := res.Tx.Intent.Value; v != nil {
+		amount = v // what the refill on record sends
 	}
 	w.log.Infow("msg", "refill sent", "signer", signer.Hex(), "treasury", mark.Treasury.Hex(), "value", amount.String(), "tx_id", res.Tx.ID.String(), "refill", n)
 	return w.events.Append(ctx, nil, ServiceEvent{ID: domain.EventRefillSent + ":" + res.Tx.ID.String(), Kind: domain.EventRefillSent, ChainID: w.chainID, Signer: signer,

@@ -332,11 +332,14 @@ func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHe
 	if err != nil {
 		return nil, err
 	}
-	balance, err := g.chain.BalanceAt(ctx, signer)
+	// The unmined cost first, the balance second: a transaction mined between the two reads
+	// is then counted twice (refusing a little early until the next reload), never in
+	// neither (admitting a create the signer cannot pay for).
+	committed, err := g.store.UnminedCost(ctx, signerHex, fee)
 	if err != nil {
 		return nil, err
 	}
-	committed, err := g.store.UnminedCost(ctx, signerHex, fee)
+	balance, err := g.chain.BalanceAt(ctx, signer)
 	if err != nil {
 		return nil, err
 	}

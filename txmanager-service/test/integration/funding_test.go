@@ -146,3 +146,61 @@ func TestLowBalanceFiresOncePerCrossingAndTheTreasuryRefills(t *testing.T) {
 	t.Logf("30 payouts of 0.15 ether from a signer holding at most 2 ether: 0 refused for funds; %d crossings under 1 ether, each fired once (%d low, %d recovered), %d refills from the treasury (funding record: %v refills); %d events delivered again",
 		lows, lows, recovered, refills, funding.body["refills"], repeats)
 }
+
+// A treasury whose policy sends refills to approvers has one refill waiting, not a new one
+// every look; and a refill already on record under the next request id (the marks set anew,
+// counting from 0 again, or an answer lost) is recorded as the refill it is, so the next
+// one is sent instead of every look failing with IDEMPOTENCY_CONFLICT.
+func TestRefillsThroughApprovalsAndMarksSetAnew(t *testing.T) {
+	t.Parallel()
+	sim := newTestChain(t, 200*time.Millisecond)
+	payerKey := newKey(t)
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Signers.RawKeys = append(bc.Signers.RawKeys, hexutil.Encode(crypto.FromECDSA(payerKey)))
+		bc.Create.FundsGaugeInterval = conf.Duration(200 * time.Millisecond)
+	}})
+	treasury := crypto.PubkeyToAddress(sim.DevKeys()[0].PublicKey).Hex()
+	payer := crypto.PubkeyToAddress(payerKey.PublicKey).Hex()
+	ether := func(milli int64) string { return new(big.Int).Mul(big.NewInt(milli), big.NewInt(1e15)).String() }
+	setMarks := func(low, high int64) {
+		t.Helper()
+		marks, _ := json.Marshal(map[string]any{"lowWater": ether(low), "highWater": ether(high), "treasury": treasury})
+		if a := s.do(t, http.MethodPut, "/api/v1/admin/signers/"+payer+"/funding", marks); a.status != http.StatusOK {
+			t.Fatalf("set the funding marks: %d %s", a.status, a.raw)
+		}
+	}
+	refillApprovals := func() int64 {
+		return s.count(t, "SELECT count(*) FROM tx_approval WHERE requester = 'service:refill'")
+	}
+
+	policy, _ := json.Marshal(map[string]any{"policy": map[string]any{"approval": map[string]any{"aboveValue": "0", "approvers": 1, "expiresAfter": "1h"}}})
+	if a := s.do(t, http.MethodPut, "/api/v1/admin/policies/signer/"+treasury, policy); a.status != http.StatusOK {
+		t.Fatalf("set the treasury's approval policy: %d %s", a.status, a.raw)
+	}
+	setMarks(1000, 2000)
+	waitFor(t, 30*time.Second, "a refill waiting for approval", func() bool { return refillApprovals() >= 1 })
+	time.Sleep(3 * time.Second) // fifteen looks at the payer's balance
+	if n := refillApprovals(); n != 1 {
+		t.Fatalf("%d refills wait for approval after fifteen looks, want 1", n)
+	}
+
+	// The approvers turn it down and the approval rule goes: the next refill goes out. Then
+	// the marks are set anew, higher, and their count starts from 0 again while refills 1
+	// (the rejected one) and 2 are on record for other amounts.
+	if _, err := s.pool.Exec(t.Context(), `UPDATE tx_approval SET state = 'REJECTED', final_reason = 'not now', decided_at = now() WHERE requester = 'service:refill'`); err != nil {
+		t.Fatal(err)
+	}
+	if a := s.do(t, http.MethodDelete, "/api/v1/admin/policies/signer/"+treasury, nil); a.status != http.StatusOK && a.status != http.StatusNoContent {
+		t.Fatalf("remove the treasury's policy: %d %s", a.status, a.raw)
+	}
+	waitFor(t, time.Minute, "a refill sent", func() bool {
+		return s.count(t, "SELECT count(*) FROM managed_tx WHERE request_id LIKE 'refill-%' AND state = 'CONFIRMED'") >= 1
+	})
+	if a := s.do(t, http.MethodDelete, "/api/v1/admin/signers/"+payer+"/funding", nil); a.status != http.StatusOK && a.status != http.StatusNoContent {
+		t.Fatalf("delete the funding marks: %d %s", a.status, a.raw)
+	}
+	setMarks(4000, 5000)
+	waitFor(t, time.Minute, "a refill under the next request id", func() bool {
+		return s.count(t, "SELECT count(*) FROM managed_tx WHERE request_id LIKE 'refill-%' AND state = 'CONFIRMED'") >= 2
+	})
+}

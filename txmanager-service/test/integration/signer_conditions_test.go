@@ -24,7 +24,10 @@ func TestEveryNodeShowsEverySignersCondition(t *testing.T) {
 	signers := []string{devAddress(t, 0), devAddress(t, 1), devAddress(t, 2)}
 	// Each node takes one signer's lease with a create of its own.
 	for i, node := range nodes[:2] {
-		node.createOK(t, map[string]any{"signer": signers[i], "to": devAddress(t, 7), "value": "1", "gasLimit": 21000})
+		id := node.createOK(t, map[string]any{"signer": signers[i], "to": devAddress(t, 7), "value": "1", "gasLimit": 21000})
+		// Its first signature under the lease records that the key source signs: the failure
+		// written below comes after it, as a later failure would.
+		waitFor(t, 30*time.Second, "the create signed", func() bool { return node.tx(t, id).txHash != "" })
 	}
 	if a, b := nodes[0].leaseOwner(t, signers[0]), nodes[1].leaseOwner(t, signers[1]); a == b {
 		t.Fatalf("both leases on %s: the test needs them on different nodes", a)
@@ -34,7 +37,8 @@ func TestEveryNodeShowsEverySignersCondition(t *testing.T) {
 	for _, stmt := range []string{
 		fmt.Sprintf(`INSERT INTO signer_quarantine (chain_id, signer, db_next_nonce, chain_nonce, detected_by, fencing_token) VALUES (%d, '%s', 0, 2, 'test', 1)`,
 			chain.SimulatedChainID, signers[2]),
-		fmt.Sprintf(`INSERT INTO signer_signing (chain_id, signer, failing_since, last_error, node_id, fencing_token) VALUES (%d, '%s', now(), 'kms: key disabled', 'test', 1)`,
+		fmt.Sprintf(`INSERT INTO signer_signing (chain_id, signer, failing_since, last_error, node_id, fencing_token) VALUES (%d, '%s', now(), 'kms: key disabled', 'test', 1)
+			ON CONFLICT (chain_id, signer) DO UPDATE SET failing_since = EXCLUDED.failing_since, last_error = EXCLUDED.last_error`,
 			chain.SimulatedChainID, signers[1]),
 	} {
 		if _, err := nodes[0].pool.Exec(ctx, stmt); err != nil {

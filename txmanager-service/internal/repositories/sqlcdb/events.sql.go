@@ -284,7 +284,9 @@ UPDATE signer_funding f SET last_balance = CAST($1::text AS numeric),
                  WHEN CAST($1::text AS numeric) >= f.high_water THEN 'ok' ELSE f.state END
 WHERE f.chain_id = $2::bigint AND f.signer = $3::text
 RETURNING f.state AS after, f.low_water::text AS low_water, f.high_water::text AS high_water, COALESCE(f.treasury, '')::text AS treasury, f.refills,
-    (f.refill_tx_id IS NOT NULL AND EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = f.refill_tx_id AND m.state NOT IN ('CONFIRMED', 'FAILED_FINAL')))::bool AS refill_in_flight
+    (f.refill_tx_id IS NOT NULL AND (
+        EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = f.refill_tx_id AND m.state NOT IN ('CONFIRMED', 'FAILED_FINAL'))
+        OR EXISTS (SELECT 1 FROM tx_approval a WHERE a.approval_id = f.refill_tx_id AND a.state IN ('AWAITING_APPROVAL', 'APPROVED'))))::bool AS refill_in_flight
 `
 
 type MarkBalanceParams struct {
@@ -303,7 +305,8 @@ type MarkBalanceRow struct {
 }
 
 // Under low_water the signer is low, at high_water again ok; answers the state after it and
-// whether a refill is in flight (its transaction not final).
+// whether a refill is in flight: its transaction not final, or its intent waiting for the
+// treasury's approvers (an approval admitted has its transaction under the same id).
 func (q *Queries) MarkBalance(ctx context.Context, arg MarkBalanceParams) (MarkBalanceRow, error) {
 	row := q.db.QueryRow(ctx, markBalance, arg.Balance, arg.ChainID, arg.Signer)
 	var i MarkBalanceRow
