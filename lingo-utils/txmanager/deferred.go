@@ -219,13 +219,6 @@ func (s *deferredSession) beginError() error {
 	return s.beginErr
 }
 
-// begun reports whether anything reached the server, so there is a transaction to end.
-func (s *deferredSession) begun() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.tx != nil
-}
-
 // commit and rollback end what began: a transaction that never began has nothing to end.
 // Either way the session is done: a statement after it is refused, not a new transaction.
 func (s *deferredSession) commit(ctx context.Context) error {

@@ -143,11 +143,14 @@ func (r AllocationRepository) PoliciesForAdmission(ctx context.Context, sess txm
 
 // WindowTotals implements services.AllocationStore.
 func (r AllocationRepository) WindowTotals(ctx context.Context, sess txmanager.Session, keys []services.WindowKey) (map[services.WindowKey]domain.WindowTotals, error) {
-	return windowTotals(ctx, sqlcdb.New(sess.DB()), keys)
+	return windowTotals(ctx, sqlcdb.New(sess.DB()), r.chainID, keys)
 }
 
-func windowTotals(ctx context.Context, q *sqlcdb.Queries, keys []services.WindowKey) (map[services.WindowKey]domain.WindowTotals, error) {
-	p := sqlcdb.PolicyWindowTotalsParams{ScopeKinds: make([]string, len(keys)), Scopes: make([]string, len(keys)), WindowMinutes: make([]int64, len(keys))}
+// everyChain asks windowTotals for what every chain spent together.
+const everyChain = -1
+
+func windowTotals(ctx context.Context, q *sqlcdb.Queries, chainID int64, keys []services.WindowKey) (map[services.WindowKey]domain.WindowTotals, error) {
+	p := sqlcdb.PolicyWindowTotalsParams{ChainID: chainID, ScopeKinds: make([]string, len(keys)), Scopes: make([]string, len(keys)), WindowMinutes: make([]int64, len(keys))}
 	for i, k := range keys {
 		p.ScopeKinds[i], p.Scopes[i], p.WindowMinutes[i] = string(k.Scope.Kind), k.Scope.ID, k.Minutes
 	}
@@ -170,7 +173,7 @@ func windowTotals(ctx context.Context, q *sqlcdb.Queries, keys []services.Window
 
 // AddSpend implements services.AllocationStore.
 func (r AllocationRepository) AddSpend(ctx context.Context, sess txmanager.Session, spends []services.PolicySpend) error {
-	p := sqlcdb.AddPolicySpendParams{ScopeKinds: make([]string, len(spends)), Scopes: make([]string, len(spends)), ValueWei: make([]string, len(spends)), FeeWei: make([]string, len(spends))}
+	p := sqlcdb.AddPolicySpendParams{ChainID: r.chainID, ScopeKinds: make([]string, len(spends)), Scopes: make([]string, len(spends)), ValueWei: make([]string, len(spends)), FeeWei: make([]string, len(spends))}
 	for i, s := range spends {
 		p.ScopeKinds[i], p.Scopes[i], p.ValueWei[i], p.FeeWei[i] = string(s.Scope.Kind), s.Scope.ID, s.Value.String(), s.Fee.String()
 	}
@@ -215,7 +218,7 @@ func (r *PolicyRepository) WindowUsage(ctx context.Context) ([]services.WindowUs
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	totals, err := windowTotals(ctx, r.q, keys)
+	totals, err := windowTotals(ctx, r.q, everyChain, keys)
 	if err != nil {
 		return nil, err
 	}

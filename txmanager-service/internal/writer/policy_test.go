@@ -4,16 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/internal/writer"
@@ -341,4 +346,52 @@ func TestBatchesOfTwoNodesLockPoliciesInOneOrder(t *testing.T) {
 		t.Fatalf("%d deadlocks between the two nodes' batches, want none", deadlocksAfter-deadlocksBefore)
 	}
 	t.Logf("%d rounds of two crossed batches on two nodes: every create admitted, 0 deadlocks", rounds)
+}
+
+// One key on two chains spends two currencies: a signer's window counts each chain's
+// spending on its own, so spending up to the limit on one chain leaves the other's window
+// whole, and the limit still holds on each.
+func TestWindowsCountEachChainOnItsOwn(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	book := newPolicyBook(t, pool)
+	signer := testsupport.SignerAddress(8)
+	if _, err := book.Set(t.Context(), "signer", signer.Hex(), []byte(`{"windows":[{"period":"1h","maxValue":"10"}]}`), "ops"); err != nil {
+		t.Fatal(err)
+	}
+	nodeOn := func(chain services.ChainID) *writer.Allocator {
+		manager, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{Logger: log.NewStdLogger(io.Discard)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a", Duration: 10 * time.Second, RenewInterval: 2 * time.Second, IdleTimeout: time.Minute,
+			NotLeaderRetryAfter: time.Second}, repositories.NewLeaseRepository(pool, chain), services.SystemClock{}, telemetry.Noop(), log.NewStdLogger(io.Discard))
+		return writer.NewAllocator(manager.Manager, repositories.NewAllocationRepository(chain), leases, nil, chain, services.NewNonceCache(nil),
+			writer.NonceConfig{}, services.SystemClock{}, nil, telemetry.Noop(), log.NewStdLogger(io.Discard))
+	}
+	chains := []*writer.Allocator{nodeOn(testsupport.TestChain()), nodeOn(services.ChainID{Int: big.NewInt(137)})}
+	create := func(on *writer.Allocator, value int64) error {
+		to := signer
+		op := writer.NewOp(t.Context(), domain.CreateRequest{Signer: signer, Intent: domain.Intent{To: &to, Value: big.NewInt(value), GasLimit: 21000},
+			Admission: domain.Admission{FeeCapPerGas: big.NewInt(1)}}, 21000)
+		on.AllocateBatch(context.Background(), []*writer.Op{op})
+		_, _, err := op.Wait(t.Context())
+		return err
+	}
+	steps := []struct {
+		chain   int
+		value   int64
+		refused bool
+	}{
+		{0, 10, false}, // the first chain's window is full
+		{1, 1, false},  // the other's is not
+		{1, 9, false},
+		{1, 1, true},
+		{0, 1, true},
+	}
+	for i, s := range steps {
+		if err := create(chains[s.chain], s.value); errors.Is(err, domain.ErrPolicyDenied) != s.refused || (!s.refused && err != nil) {
+			t.Fatalf("step %d (chain %d, value %d): %v, want refused %v", i, s.chain, s.value, err, s.refused)
+		}
+	}
 }

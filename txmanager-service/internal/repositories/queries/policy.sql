@@ -45,21 +45,23 @@ ORDER BY scope_kind DESC, scope
 FOR UPDATE;
 
 -- name: PolicyWindowTotals :many
--- What each (scope, window) already counts: the buckets of the current minute and of the
--- whole minutes of the period before it.
+-- What each (scope, window) already counts on the chain: the buckets of the current minute
+-- and of the whole minutes of the period before it (buckets from before windows were kept
+-- per chain, chain 0, count on every chain). A chain below 0 counts every chain's (the
+-- gauges' view, one figure a scope).
 SELECT w.scope_kind::text AS scope_kind, w.scope::text AS scope, w.minutes::bigint AS minutes,
        COALESCE(sum(s.value_wei), 0)::text AS value_wei, COALESCE(sum(s.fee_wei), 0)::text AS fee_wei
 FROM (SELECT unnest(@scope_kinds::text[]) AS scope_kind, unnest(@scopes::text[]) AS scope, unnest(@window_minutes::bigint[]) AS minutes) AS w
-LEFT JOIN policy_spend s ON s.scope_kind = w.scope_kind AND s.scope = w.scope
+LEFT JOIN policy_spend s ON s.scope_kind = w.scope_kind AND s.scope = w.scope AND (@chain_id::bigint < 0 OR s.chain_id IN (@chain_id::bigint, 0))
     AND s.minute >= date_trunc('minute', now()) - make_interval(mins => w.minutes::int)
 GROUP BY w.scope_kind, w.scope, w.minutes;
 
 -- name: AddPolicySpend :exec
--- Counts what a batch admitted under windowed policies, one row per scope.
-INSERT INTO policy_spend AS p (scope_kind, scope, minute, value_wei, fee_wei)
-SELECT x.k, x.s, date_trunc('minute', now()), x.v::numeric, x.f::numeric
+-- Counts what a batch admitted under windowed policies on the chain, one row per scope.
+INSERT INTO policy_spend AS p (scope_kind, scope, chain_id, minute, value_wei, fee_wei)
+SELECT x.k, x.s, @chain_id::bigint, date_trunc('minute', now()), x.v::numeric, x.f::numeric
 FROM (SELECT unnest(@scope_kinds::text[]) AS k, unnest(@scopes::text[]) AS s, unnest(@value_wei::text[]) AS v, unnest(@fee_wei::text[]) AS f) AS x
-ON CONFLICT (scope_kind, scope, minute) DO UPDATE SET value_wei = p.value_wei + EXCLUDED.value_wei, fee_wei = p.fee_wei + EXCLUDED.fee_wei;
+ON CONFLICT (scope_kind, scope, chain_id, minute) DO UPDATE SET value_wei = p.value_wei + EXCLUDED.value_wei, fee_wei = p.fee_wei + EXCLUDED.fee_wei;
 
 -- name: PrunePolicySpend :execrows
 -- Buckets older than the longest window any policy may have (31 days) count in no window.

@@ -96,6 +96,7 @@ type PolicySpend struct {
 	Minute    time.Time
 	ValueWei  pgtype.Numeric
 	FeeWei    pgtype.Numeric
+	ChainID   int64
 }
 
 type ServiceEvent struct {

@@ -11,22 +11,24 @@ import (
 )
 
 const addPolicySpend = `-- name: AddPolicySpend :exec
-INSERT INTO policy_spend AS p (scope_kind, scope, minute, value_wei, fee_wei)
-SELECT x.k, x.s, date_trunc('minute', now()), x.v::numeric, x.f::numeric
-FROM (SELECT unnest($1::text[]) AS k, unnest($2::text[]) AS s, unnest($3::text[]) AS v, unnest($4::text[]) AS f) AS x
-ON CONFLICT (scope_kind, scope, minute) DO UPDATE SET value_wei = p.value_wei + EXCLUDED.value_wei, fee_wei = p.fee_wei + EXCLUDED.fee_wei
+INSERT INTO policy_spend AS p (scope_kind, scope, chain_id, minute, value_wei, fee_wei)
+SELECT x.k, x.s, $1::bigint, date_trunc('minute', now()), x.v::numeric, x.f::numeric
+FROM (SELECT unnest($2::text[]) AS k, unnest($3::text[]) AS s, unnest($4::text[]) AS v, unnest($5::text[]) AS f) AS x
+ON CONFLICT (scope_kind, scope, chain_id, minute) DO UPDATE SET value_wei = p.value_wei + EXCLUDED.value_wei, fee_wei = p.fee_wei + EXCLUDED.fee_wei
 `
 
 type AddPolicySpendParams struct {
+	ChainID    int64
 	ScopeKinds []string
 	Scopes     []string
 	ValueWei   []string
 	FeeWei     []string
 }
 
-// Counts what a batch admitted under windowed policies, one row per scope.
+// Counts what a batch admitted under windowed policies on the chain, one row per scope.
 func (q *Queries) AddPolicySpend(ctx context.Context, arg AddPolicySpendParams) error {
 	_, err := q.db.Exec(ctx, addPolicySpend,
+		arg.ChainID,
 		arg.ScopeKinds,
 		arg.Scopes,
 		arg.ValueWei,
@@ -309,7 +311,7 @@ const policyWindowTotals = `-- name: PolicyWindowTotals :many
 SELECT w.scope_kind::text AS scope_kind, w.scope::text AS scope, w.minutes::bigint AS minutes,
        COALESCE(sum(s.value_wei), 0)::text AS value_wei, COALESCE(sum(s.fee_wei), 0)::text AS fee_wei
 FROM (SELECT unnest($1::text[]) AS scope_kind, unnest($2::text[]) AS scope, unnest($3::bigint[]) AS minutes) AS w
-LEFT JOIN policy_spend s ON s.scope_kind = w.scope_kind AND s.scope = w.scope
+LEFT JOIN policy_spend s ON s.scope_kind = w.scope_kind AND s.scope = w.scope AND ($4::bigint < 0 OR s.chain_id IN ($4::bigint, 0))
     AND s.minute >= date_trunc('minute', now()) - make_interval(mins => w.minutes::int)
 GROUP BY w.scope_kind, w.scope, w.minutes
 `
@@ -318,6 +320,7 @@ type PolicyWindowTotalsParams struct {
 	ScopeKinds    []string
 	Scopes        []string
 	WindowMinutes []int64
+	ChainID       int64
 }
 
 type PolicyWindowTotalsRow struct {
@@ -328,10 +331,17 @@ type PolicyWindowTotalsRow struct {
 	FeeWei    string
 }
 
-// What each (scope, window) already counts: the buckets of the current minute and of the
-// whole minutes of the period before it.
+// What each (scope, window) already counts on the chain: the buckets of the current minute
+// and of the whole minutes of the period before it (buckets from before windows were kept
+// per chain, chain 0, count on every chain). A chain below 0 counts every chain's (the
+// gauges' view, one figure a scope).
 func (q *Queries) PolicyWindowTotals(ctx context.Context, arg PolicyWindowTotalsParams) ([]PolicyWindowTotalsRow, error) {
-	rows, err := q.db.Query(ctx, policyWindowTotals, arg.ScopeKinds, arg.Scopes, arg.WindowMinutes)
+	rows, err := q.db.Query(ctx, policyWindowTotals,
+		arg.ScopeKinds,
+		arg.Scopes,
+		arg.WindowMinutes,
+		arg.ChainID,
+	)
 	if err != nil {
 		return nil, err
 	}
