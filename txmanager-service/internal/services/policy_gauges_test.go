@@ -24,9 +24,10 @@ func TestPolicyWindowGauges(t *testing.T) {
 	if _, err := book.Set(t.Context(), "credential", "payouts", []byte(`{"windows":[{"period":"1h","maxValue":"1000","maxFee":"50"},{"period":"24h","maxValue":"5000"}]}`), "ops"); err != nil {
 		t.Fatal(err)
 	}
-	// Admitted this minute and 3 hours ago: the hour counts the first, the day both.
-	if _, err := pool.Exec(t.Context(), `INSERT INTO policy_spend (scope_kind, scope, minute, value_wei, fee_wei) VALUES
-		('credential', 'payouts', date_trunc('minute', now()), 300, 20), ('credential', 'payouts', date_trunc('minute', now()) - interval '3 hours', 400, 10)`); err != nil {
+	// Admitted this minute and 3 hours ago, on two chains: the hour counts the first, the day
+	// both (the gauges show every chain's together).
+	if _, err := pool.Exec(t.Context(), `INSERT INTO policy_spend (scope_kind, scope, chain_id, minute, value_wei, fee_wei) VALUES
+		('credential', 'payouts', 1337, date_trunc('minute', now()), 300, 20), ('credential', 'payouts', 137, date_trunc('minute', now()) - interval '3 hours', 400, 10)`); err != nil {
 		t.Fatal(err)
 	}
 	var rm metricdata.ResourceMetrics
