@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	txmclient "github.com/bionicotaku/txmanager-service/client"
+	"github.com/bionicotaku/txmanager-service/client/internal/servicetest"
 )
 
 // CreateMany splits a list longer than a batch into calls, answers each create in the order
@@ -89,7 +90,7 @@ func TestCreateManyWithCalldata(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			reqs := make([]*v1.CreateTxRequest, tc.count)
 			for i := range reqs {
-				reqs[i] = &v1.CreateTxRequest{Signer: signer, To: recipient, Value: "0", GasLimit: 150_000,
+				reqs[i] = &v1.CreateTxRequest{Signer: servicetest.BulkSigner, To: recipient, Value: "0", GasLimit: 150_000,
 					Data: "0x" + strings.Repeat("ab", tc.hexChars/2), RequestId: fmt.Sprintf("%s-%d", t.Name(), i)}
 			}
 			t.Logf("the creates come to %d bytes", proto.Size(&v1.CreateTxBatchRequest{Creates: reqs}))
@@ -122,7 +123,7 @@ func TestCreateManyRefusesARepeatAcrossCalls(t *testing.T) {
 	defer cancel()
 	reqs := make([]*v1.CreateTxRequest, txmclient.MaxBatch+1)
 	for i := range reqs {
-		reqs[i] = &v1.CreateTxRequest{Signer: signer, To: recipient, Value: fmt.Sprint(i + 1), GasLimit: 21000, RequestId: fmt.Sprintf("%s-%d", t.Name(), i)}
+		reqs[i] = &v1.CreateTxRequest{Signer: servicetest.BulkSigner, To: recipient, Value: fmt.Sprint(i + 1), GasLimit: 21000, RequestId: fmt.Sprintf("%s-%d", t.Name(), i)}
 	}
 	repeat := proto.Clone(reqs[0]).(*v1.CreateTxRequest)
 	repeat.Signer = strings.ToUpper(repeat.Signer[:2]) + repeat.Signer[2:] // the same signer, spelt otherwise

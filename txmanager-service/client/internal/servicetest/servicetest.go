@@ -37,6 +37,10 @@ import (
 // of the service's signers in development. Its key is public; it exists only on that chain.
 const DevSigner = "0x06497E1D26D6C5A126E29FFbb240F267C4851c42"
 
+// BulkSigner is the embedded chain's second development account, also a signer: tests that
+// send thousands of transactions use it, so that DevSigner's are not queued behind them.
+const BulkSigner = "0xDD05D52d943f322b62984464a280cd4F645a4eA7"
+
 // Recipient receives the tests' transfers; nobody holds its key.
 const Recipient = "0x000000000000000000000000000000000000dEaD"
 
