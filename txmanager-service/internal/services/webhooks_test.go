@@ -387,12 +387,7 @@ func TestWebhookCursorBelowRetentionIsNotDeliveredWithAHole(t *testing.T) {
 	if _, err := pool.Exec(ctx, `WITH gone AS (DELETE FROM tx_completions WHERE feed_position <= 15) UPDATE feed_sequencer SET pruned_through = 15 WHERE id`); err != nil {
 		t.Fatal(err)
 	}
-	d, err := services.NewWebhookDeliverer(cfg, services.NodeName("node-a"), store, feed, events,
-		services.NewStandbyWait(repositories.NewStandbyRepository(pool)), services.NewFeedNotifier(), nil, testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Stop(context.Background()) })
+	d := newDeliverer(t, pool, cfg, store, feed, events)
 	d.Pass(ctx)
 	waitFor(t, 10*time.Second, "the subscription dead", func() bool {
 		got, err := store.Get(ctx, sub.ID)
@@ -463,12 +458,7 @@ func TestAFailingStreamIsNotHiddenByTheOther(t *testing.T) {
 	if err := txm.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, sess txmanager.Session) error { return events.Append(ctx, sess, event) }); err != nil {
 		t.Fatal(err)
 	}
-	d, err := services.NewWebhookDeliverer(cfg, services.NodeName("node-a"), store, feed, events,
-		services.NewStandbyWait(repositories.NewStandbyRepository(pool)), services.NewFeedNotifier(), nil, testLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Stop(context.Background()) })
+	d := newDeliverer(t, pool, cfg, store, feed, events)
 	var got domain.Subscription
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		addCompletions(t, pool, 1)
@@ -483,4 +473,17 @@ func TestAFailingStreamIsNotHiddenByTheOther(t *testing.T) {
 	if rc.completions.Load() == 0 {
 		t.Fatal("no completion delivered: this case tests nothing")
 	}
+}
+
+// newDeliverer is node-a's deliverer on pool, stopped when the test ends.
+func newDeliverer(t *testing.T, pool *pgxpool.Pool, cfg services.WebhookConfig, store *repositories.WebhookRepository,
+	feed *repositories.CompletionRepository, events *repositories.EventRepository) *services.WebhookDeliverer {
+	t.Helper()
+	d, err := services.NewWebhookDeliverer(cfg, services.NodeName("node-a"), store, feed, events,
+		services.NewStandbyWait(repositories.NewStandbyRepository(pool)), services.NewFeedNotifier(), nil, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	return d
 }
