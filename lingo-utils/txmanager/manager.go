@@ -252,9 +252,29 @@ func (m *manager) open(ctx context.Context, r resolved) (attemptSession, error) 
 	}
 	tx, err := m.db.BeginTx(ctx, pgx.TxOptions{IsoLevel: r.isolation, AccessMode: r.accessMode, BeginQuery: begin.query})
 	if err != nil {
+		endHalfBegunTx(m.db)
 		return nil, err
 	}
 	return &session{tx: tx, readOnly: readOnly}, nil
+}
+
+// endHalfBegunTx rolls back what a failed BEGIN left open on a single connection. BEGIN and
+// the settings go as one multi-statement query: when a setting fails (a value the server
+// refuses), BEGIN has already run, and pgx keeps a connection it got an ordinary error on,
+// so a *pgx.Conn would answer every later statement with "current transaction is aborted".
+// A pool's connection needs nothing: the pool destroys one released outside a transaction's
+// idle state.
+func endHalfBegunTx(db Beginner) {
+	conn, ok := db.(*pgx.Conn)
+	if !ok || conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		// A connection that cannot end its transaction is no use to anyone.
+		_ = conn.Close(ctx)
+	}
 }
 
 func (m *manager) logWith(ctx context.Context, r resolved, err error) *log.Helper {

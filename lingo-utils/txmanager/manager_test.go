@@ -711,3 +711,46 @@ func TestServerEndedSessions(t *testing.T) {
 		}
 	})
 }
+
+// A setting the server refuses fails its transaction without leaving a single connection
+// inside it: BEGIN went with the settings in one query and had run, so without a rollback
+// the connection would answer every later transaction "current transaction is aborted".
+func TestARefusedSettingLeavesTheConnectionUsable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, conn, txmanager.Dependencies{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		setting txmanager.Setting
+	}{
+		{"a value the parameter refuses", txmanager.Setting{Name: "lock_timeout", Value: "soon"}},
+		{"a parameter the server does not have", txmanager.Setting{Name: "no_such_parameter", Value: "1"}},
+	}
+	for _, tc := range tests {
+		ran := false
+		err := component.Manager.WithinTx(ctx, txmanager.DefaultOptions().WithSettings(tc.setting),
+			func(context.Context, txmanager.Session) error { ran = true; return nil })
+		if err == nil || ran {
+			t.Fatalf("%s: err = %v, callback ran %v; want the server's refusal before the callback", tc.name, err, ran)
+		}
+		if status := conn.PgConn().TxStatus(); status != 'I' {
+			t.Fatalf("%s: the connection is left in transaction state %q, want idle", tc.name, status)
+		}
+		var one int
+		err = component.Manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+			return s.DB().QueryRow(ctx, "SELECT 1").Scan(&one)
+		})
+		if err != nil || one != 1 {
+			t.Fatalf("%s: the next transaction on the connection: %v (got %d)", tc.name, err, one)
+		}
+	}
+}
