@@ -50,7 +50,7 @@ func (s *Signer) Sign(ctx context.Context, txID uuid.UUID, kind AttemptKind, u U
 	}
 	signed, err := s.keys.SignTx(ctx, u.From, unsigned, s.chainID.Int)
 	if err != nil {
-		return SignedAttempt{}, err
+		return SignedAttempt{}, &services.KeySourceError{Err: err}
 	}
 	raw, err := signed.MarshalBinary()
 	if err != nil {

@@ -3,7 +3,9 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/big"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,4 +145,55 @@ func countAbove(asked map[uint64]bool, nonce uint64) int {
 		}
 	}
 	return n
+}
+
+// refusingKey fails every signature with err.
+type refusingKey struct{ err error }
+
+func (k refusingKey) SignTx(context.Context, common.Address, *types.Transaction, *big.Int) (*types.Transaction, error) {
+	return nil, k.err
+}
+
+// A key source's error goes on to logs, API answers and the signer's recorded condition:
+// it leaves the signer cleaned of what could be a credential, and its cause can still be
+// told by errors.Is and errors.As.
+func TestSigningErrorsLeaveCleaned(t *testing.T) {
+	t.Parallel()
+	key := strings.Repeat("5e", 32)
+	tests := []struct {
+		name   string
+		err    error
+		secret []string
+		keep   string
+	}{
+		{"a remote signer's URL with credentials", &url.Error{Op: "Post", URL: "https://ops:hunter2@clef.internal:8550/?token=abc", Err: errKeyDenied},
+			[]string{"hunter2", "ops:", "token=abc"}, "clef.internal:8550"},
+		{"key material in the text", fmt.Errorf("cannot load 0x%s: %w", key, errKeyDenied), []string{key}, "cannot load"},
+		{"a credential parameter", fmt.Errorf("kms said: passphrase=open-sesame: %w", errKeyDenied), []string{"open-sesame"}, "kms said"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			signer := pipeline.NewSigner(services.ChainID{Int: big.NewInt(1337)}, refusingKey{err: tc.err})
+			_, one := signer.Sign(context.Background(), uuid.New(), pipeline.AttemptOriginal, batchOf(1)[0].Unsigned)
+			_, many := signer.SignInOrder(context.Background(), batchOf(3), 2)
+			for _, err := range []error{one, many} {
+				if !errors.Is(err, errKeyDenied) {
+					t.Fatalf("error %v does not lead to the key source's own", err)
+				}
+				for _, s := range tc.secret {
+					if strings.Contains(err.Error(), s) || strings.Contains(fmt.Sprintf("%v", err), s) {
+						t.Errorf("error %q shows %q", err, s)
+					}
+				}
+				if !strings.Contains(err.Error(), tc.keep) {
+					t.Errorf("error %q lost %q, which locates the fault", err, tc.keep)
+				}
+			}
+			var urlErr *url.Error
+			if _, isURL := tc.err.(*url.Error); isURL && !errors.As(one, &urlErr) {
+				t.Errorf("error %v: errors.As no longer finds the *url.Error", one)
+			}
+		})
+	}
 }

@@ -235,6 +235,16 @@ func CleanSigningError(err error) string {
 	return s
 }
 
+// KeySourceError is a key source's failure as the rest of the service carries it: its text
+// is cleaned (CleanSigningError) before it can reach a log line, an API answer or a column,
+// and errors.Is and errors.As still reach the cause. A remote signer's client puts its
+// endpoint, with any credentials in it, into its errors.
+type KeySourceError struct{ Err error }
+
+func (e *KeySourceError) Error() string { return CleanSigningError(e.Err) }
+
+func (e *KeySourceError) Unwrap() error { return e.Err }
+
 // redactURL keeps a URL's scheme, host and path.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
