@@ -74,12 +74,25 @@ type WebhookDeliverer struct {
 type runningDelivery struct {
 	token  int64
 	cancel context.CancelFunc
-	// lag is how long the oldest event not yet delivered has waited (0: none waits).
-	lag atomic.Int64
+	// oldestCompletion and oldestEvent are when the oldest completion, and the oldest
+	// service event, not yet delivered happened (Unix nanoseconds; 0: none waits). The lag
+	// gauge is the longer wait as of its scrape: a receiver that is down makes it grow.
+	oldestCompletion, oldestEvent atomic.Int64
 	// failing counts the subscription's streams whose delivery is failing now: the row's
 	// one failure record (failing_since, last_error) is cleared by a stream that moves on
 	// only while the other does not fail, or a stalled stream would never go dead.
 	failing atomic.Int32
+}
+
+// lag is how long the oldest event not yet delivered, of either stream, has waited at now.
+func (r *runningDelivery) lag(now time.Time) time.Duration {
+	var longest time.Duration
+	for _, oldest := range []int64{r.oldestCompletion.Load(), r.oldestEvent.Load()} {
+		if oldest != 0 {
+			longest = max(longest, now.Sub(time.Unix(0, oldest)))
+		}
+	}
+	return longest
 }
 
 // NewWebhookDeliverer wires the deliverer; its HTTP client connects only where the network
@@ -111,7 +124,7 @@ func NewWebhookDeliverer(cfg WebhookConfig, node NodeName, store SubscriptionSto
 				d.mu.Lock()
 				defer d.mu.Unlock()
 				for id, r := range d.running {
-					record(time.Duration(r.lag.Load()).Seconds(), attribute.String("subscription", id.String()))
+					record(r.lag(time.Now()).Seconds(), attribute.String("subscription", id.String()))
 				}
 			})
 		if err != nil {
@@ -224,8 +237,8 @@ type pushed struct {
 	match  bool
 	id     string
 	body   func() []byte
-	// at is when a completion became final, for the lag gauge; zero for service events,
-	// which the gauge does not follow.
+	// at is when a completion became final, or a service event happened: the lag gauge's
+	// start.
 	at time.Time
 }
 
@@ -235,10 +248,11 @@ type stream struct {
 	cursor  int64
 	read    func(ctx context.Context, after int64) ([]pushed, error)
 	advance func(ctx context.Context, cursor int64, delivered int) (bool, error)
-	// changed, when set, wakes a wait for more before the next look; idle marks the stream
-	// caught up (the lag gauge).
+	// changed, when set, wakes a wait for more before the next look.
 	changed func() <-chan struct{}
-	idle    func()
+	// oldest is the stream's part of the lag gauge: when its oldest event not yet delivered
+	// happened (runningDelivery).
+	oldest *atomic.Int64
 }
 
 // completionStream is c's completions feed, filtered as the subscription asks.
@@ -264,7 +278,7 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 			return d.store.Advance(ctx, c, d.node, cursor, delivered, r.failing.Load() == 0)
 		},
 		changed: d.notify.Changed,
-		idle:    func() { r.lag.Store(0) },
+		oldest:  &r.oldestCompletion,
 	}
 }
 
@@ -278,7 +292,7 @@ func (d *WebhookDeliverer) eventStream(c ClaimedSubscription, r *runningDelivery
 			out := make([]pushed, len(page))
 			for i, e := range page {
 				out[i] = pushed{position: e.Position, cursor: "e" + strconv.FormatInt(e.Position, 10), match: c.Filter.Matches(e.Kind, e.ChainID, e.Signer, ""), id: e.ID,
-					body: func() []byte { return eventBody(c.ID, e) }}
+					body: func() []byte { return eventBody(c.ID, e) }, at: e.At}
 			}
 			return out, err
 		},
@@ -286,7 +300,7 @@ func (d *WebhookDeliverer) eventStream(c ClaimedSubscription, r *runningDelivery
 			return d.store.AdvanceEvents(ctx, c, d.node, cursor, delivered, r.failing.Load() == 0)
 		},
 		changed: func() <-chan struct{} { return nil },
-		idle:    func() {},
+		oldest:  &r.oldestEvent,
 	}
 }
 
@@ -338,7 +352,7 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 			continue
 		}
 		if len(page) == 0 {
-			s.idle()
+			s.oldest.Store(0)
 			if !save() {
 				return
 			}
@@ -362,7 +376,7 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 			}
 			if len(take) > 0 {
 				if !take[0].at.IsZero() {
-					r.lag.Store(int64(time.Since(take[0].at)))
+					s.oldest.Store(take[0].at.UnixNano())
 				}
 				id, body := deliveryOf(c, take)
 				if !d.sendUntilAccepted(ctx, c, r, id, body, &failureRecorded) {

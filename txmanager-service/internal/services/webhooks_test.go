@@ -17,10 +17,12 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
@@ -486,4 +488,89 @@ func newDeliverer(t *testing.T, pool *pgxpool.Pool, cfg services.WebhookConfig, 
 	}
 	t.Cleanup(func() { d.Stop(context.Background()) })
 	return d
+}
+
+// The lag gauge is how long the oldest event not yet delivered has waited when it is read,
+// on either of a subscription's streams: it grows while a receiver is down, and a service
+// event the receiver refuses shows while completions are delivered, or a subscription stuck
+// on its events would look caught up.
+func TestWebhookLagGrowsWhileEventsWait(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		receiver http.Handler
+		// delivered is how many of the three completions the receiver takes.
+		delivered int64
+	}{
+		{"the receiver is down", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }), 0},
+		{"the receiver refuses service events", &refusingEvents{}, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := testsupport.MigratedPool(t)
+			ctx := t.Context()
+			cfg := webhookConfig()
+			var completions atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				rec := httptest.NewRecorder()
+				tc.receiver.ServeHTTP(rec, r)
+				if rec.Code < 300 && strings.HasPrefix(r.Header.Get("Txm-Event-Id"), "completion:") {
+					completions.Add(1)
+				}
+				w.WriteHeader(rec.Code)
+			}))
+			t.Cleanup(srv.Close)
+			store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+			txm := testsupport.TxManager(t, pool)
+			book := services.NewWebhookBook(txm, store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
+			sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", FromStart: true}, "ops")
+			if err != nil {
+				t.Fatal(err)
+			}
+			event := services.SignerEvent(domain.EventSigningFailing, 1337, testsupport.SignerAddress(7), map[string]any{"why": "test"})
+			if err := txm.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, sess txmanager.Session) error { return events.Append(ctx, sess, event) }); err != nil {
+				t.Fatal(err)
+			}
+			addCompletions(t, pool, 3)
+			metrics, reader := testsupport.RecordedMetrics(t)
+			d, err := services.NewWebhookDeliverer(cfg, services.NodeName("node-a"), store, feed, events,
+				services.NewStandbyWait(repositories.NewStandbyRepository(pool)), services.NewFeedNotifier(), metrics, testLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Stop(context.Background()) })
+			lag := func() float64 {
+				var rm metricdata.ResourceMetrics
+				if err := reader.Collect(ctx, &rm); err != nil {
+					t.Fatal(err)
+				}
+				for _, sm := range rm.ScopeMetrics {
+					for _, m := range sm.Metrics {
+						if g, ok := m.Data.(metricdata.Gauge[float64]); ok && m.Name == telemetry.WebhookLagSeconds {
+							for _, p := range g.DataPoints {
+								if v, _ := p.Attributes.Value("subscription"); v.AsString() == sub.ID.String() {
+									return p.Value
+								}
+							}
+						}
+					}
+				}
+				return -1
+			}
+			var got float64
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				d.Pass(ctx)
+				if got = lag(); got >= 1.5 && completions.Load() == tc.delivered {
+					break
+				}
+			}
+			if got < 1.5 {
+				t.Fatalf("webhook lag %v s with events waiting for over 1.5 s, want at least 1.5", got)
+			}
+			if n := completions.Load(); n != tc.delivered {
+				t.Fatalf("%d completions delivered, want %d", n, tc.delivered)
+			}
+		})
+	}
 }
