@@ -173,7 +173,7 @@ func NewChainConnection(bc *conf.Bootstrap, shared *ChainShared) (*ChainConnecti
 	)
 	if urls := bc.Chain.Endpoints(); len(urls) > 0 {
 		for i, url := range urls {
-			rpcChain, err := chain.DialRPC(ctx, url, rpcOptions...)
+			rpcChain, err := chain.DialRPC(ctx, url, append(rpcOptions, chain.WithEndpointName(chain.EndpointName(i, url)))...)
 			if err != nil {
 				for _, e := range endpoints {
 					e.Chain.Close()

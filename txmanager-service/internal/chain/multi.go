@@ -130,6 +130,7 @@ func (m *MultiChain) VerifyIdentity(ctx context.Context) (Identity, error) {
 		id, err := identityOf(callCtx, e.Chain)
 		cancel()
 		if err != nil {
+			err = withoutURL(err, e.Name)
 			m.markFailed(i, err)
 			errs = append(errs, fmt.Errorf("%s: %w", e.Name, err))
 			continue
@@ -578,7 +579,7 @@ func (m *MultiChain) probe(ctx context.Context, i int) {
 func (m *MultiChain) servesIdentity(ctx context.Context, i int, expected Identity) bool {
 	id, err := identityOf(ctx, m.endpoints[i].Chain)
 	if err != nil {
-		m.markFailed(i, err)
+		m.markFailed(i, withoutURL(err, m.endpoints[i].Name))
 		return false
 	}
 	m.mu.Lock()

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/go-kratos/kratos/v2/log"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -166,8 +169,10 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 func TestEndpointKeysStayOutOfErrors(t *testing.T) {
 	t.Parallel()
 	const key = "SECRETKEY0123456789"
-	raw := "http://127.0.0.1:1/v3/" + key // nothing listens on port 1: every call fails to connect
-	rpcChain, err := chain.DialRPC(context.Background(), raw)
+	raw := "http://127.0.0.1:1/v3/" + key + "?apikey=" + key // nothing listens on port 1: every call fails to connect
+	spans := tracetest.NewSpanRecorder()
+	tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)).Tracer("test")
+	rpcChain, err := chain.DialRPC(context.Background(), raw, chain.WithTracer(tracer))
 	if err != nil {
 		if strings.Contains(err.Error(), key) {
 			t.Fatalf("dial error names the key: %v", err)
@@ -177,10 +182,11 @@ func TestEndpointKeysStayOutOfErrors(t *testing.T) {
 	m := newMulti(t, []chain.Endpoint{{Name: chain.EndpointName(0, raw), Chain: rpcChain}}, chain.MultiChainConfig{ReadTimeout: time.Second, SendTimeout: time.Second})
 	_, headErr := m.LatestHeader(context.Background())
 	_, sendErr := m.SendRawTransactions(context.Background(), [][]byte{{0x01}})
+	_, identityErr := m.VerifyIdentity(context.Background())
 	if headErr == nil || !strings.Contains(headErr.Error(), "127.0.0.1:1") {
 		t.Fatalf("head: %v, want a failure naming the endpoint's host", headErr)
 	}
-	for _, err := range []error{headErr, sendErr} {
+	for _, err := range []error{identityErr, headErr, sendErr} {
 		if err == nil || strings.Contains(err.Error(), key) {
 			t.Fatalf("error %v: want it failed, without the key", err)
 		}
@@ -189,5 +195,17 @@ func TestEndpointKeysStayOutOfErrors(t *testing.T) {
 		if h.LastError == "" || strings.Contains(h.LastError, key) {
 			t.Fatalf("endpoint health %+v: want the failure without the key", h)
 		}
+	}
+	failed := 0
+	for _, span := range spans.Ended() {
+		if span.Status().Code == codes.Error {
+			failed++
+		}
+		if strings.Contains(span.Status().Description, key) {
+			t.Fatalf("span %s records the key: %q", span.Name(), span.Status().Description)
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no span recorded a failure: this case tests nothing")
 	}
 }

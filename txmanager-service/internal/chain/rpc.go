@@ -29,6 +29,8 @@ var _ services.Chain = (*RPCChain)(nil)
 
 // RPCChain implements services.Chain over a go-ethereum JSON-RPC client.
 type RPCChain struct {
+	// name is the endpoint as errors and spans tell it (WithEndpointName).
+	name         string
 	rpcClient    *rpc.Client
 	ethClient    *ethclient.Client
 	maxBatchSize int
@@ -80,6 +82,13 @@ func WithTracer(tracer trace.Tracer) RPCOption {
 	}
 }
 
+// WithEndpointName names the endpoint in its errors and spans in place of its address,
+// where providers put their API keys (EndpointName). Without it DialRPC names the endpoint
+// as EndpointName(0, url).
+func WithEndpointName(name string) RPCOption {
+	return func(c *RPCChain) { c.name = name }
+}
+
 // WithResponseCompression asks an HTTP endpoint to gzip its answers (Accept-Encoding:
 // gzip), which is what Go's HTTP client does unless told otherwise. Off by default: geth
 // compresses every answer it is asked to, and between a service and its node on one network
@@ -102,6 +111,9 @@ const idleConnectionsPerNode = 64
 // Close the returned chain to release the connection.
 func DialRPC(ctx context.Context, url string, opts ...RPCOption) (*RPCChain, error) {
 	c := newRPCChain(opts)
+	if c.name == "" {
+		c.name = EndpointName(0, url)
+	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConns, transport.MaxIdleConnsPerHost = idleConnectionsPerNode, idleConnectionsPerNode
 	transport.DisableCompression = !c.compressResponses
@@ -110,7 +122,7 @@ func DialRPC(ctx context.Context, url string, opts ...RPCOption) (*RPCChain, err
 	rpcClient, err := rpc.DialOptions(ctx, url, rpc.WithHTTPClient(httpClient))
 	if err != nil {
 		// The caller names the endpoint without its path and query, where keys go.
-		return nil, fmt.Errorf("dial: %w", withoutURL(err, EndpointName(0, url)))
+		return nil, fmt.Errorf("dial: %w", withoutURL(err, c.name))
 	}
 	c.attach(rpcClient)
 	c.transport = transport
@@ -211,6 +223,8 @@ func (c *RPCChain) send(ctx context.Context, spanName, method string, do func(co
 	defer span.End()
 	err := do(ctx)
 	if err != nil {
+		// Before the span records it: spans go to a collector outside the service.
+		err = withoutURL(err, c.name)
 		span.SetStatus(codes.Error, err.Error())
 	}
 	return err
