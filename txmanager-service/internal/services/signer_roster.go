@@ -147,6 +147,7 @@ func (r *SignerRoster) build(ctx context.Context, entry domain.RosterSigner) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.BuildTimeout)
 	defer cancel()
 	if err := r.keys.Build(ctx, entry); err != nil {
+		err = &KeySourceError{Err: err}
 		if r.failed[entry.Signer] != err.Error() {
 			r.failed[entry.Signer] = err.Error()
 			r.log.Errorw("msg", "signer's key source could not be built; retrying at each roster poll", "signer", entry.Signer.Hex(),
@@ -241,7 +242,7 @@ func (r *SignerRoster) AddSigner(ctx context.Context, signer, source, keyRef, no
 		err := r.keys.Build(buildCtx, entry)
 		cancel()
 		if err != nil {
-			return RosterEntry{}, &domain.ValidationError{Field: "keyRef", Reason: fmt.Sprintf("the key source could not be read: %v", err)}
+			return RosterEntry{}, &domain.ValidationError{Field: "keyRef", Reason: fmt.Sprintf("the key source could not be read: %v", &KeySourceError{Err: err})}
 		}
 	}
 	row, added, err := r.store.AddRosterSigner(ctx, entry, by)

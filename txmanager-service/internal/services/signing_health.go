@@ -3,9 +3,7 @@ package services
 import (
 	"context"
 	"errors"
-	"net/url"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -208,25 +206,18 @@ func (h *SigningHealth) state(signer string) *signingState {
 const maxSigningErrorLength = 300
 
 var (
-	// urlWithUserinfo matches a URL's scheme and credentials (user:password@).
-	urlWithUserinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@`)
 	// longHex matches 64 hex digits or more: what a private key or a seed looks like.
 	longHex = regexp.MustCompile(`(?i)(0x)?[0-9a-f]{64,}`)
 	// secretParam matches a query or form parameter that carries a credential.
 	secretParam = regexp.MustCompile(`(?i)((?:password|passphrase|secret|token|signature|key)=)[^&\s"]+`)
 )
 
-// CleanSigningError is a key source's error as it may be stored and shown: credentials in
-// URLs, anything shaped like a private key, and credential parameters removed, and its
-// length bounded. A key source's errors name endpoints, key ids and what went wrong; the
+// CleanSigningError is a key source's error as it may be stored and shown: URLs told by
+// their scheme and host alone (domain.RedactURLs), anything shaped like a private key and
+// credential parameters removed, and its length bounded. A key source's errors name endpoints, key ids and what went wrong; the
 // cleaning keeps those.
 func CleanSigningError(err error) string {
-	s := err.Error()
-	var urlErr *url.Error
-	if errors.As(err, &urlErr) {
-		s = strings.ReplaceAll(s, urlErr.URL, redactURL(urlErr.URL))
-	}
-	s = urlWithUserinfo.ReplaceAllString(s, "${1}[redacted]@")
+	s := domain.RedactURLs(err.Error())
 	s = longHex.ReplaceAllString(s, "[redacted]")
 	s = secretParam.ReplaceAllString(s, "${1}[redacted]")
 	if len(s) > maxSigningErrorLength {
@@ -245,12 +236,3 @@ func (e *KeySourceError) Error() string { return CleanSigningError(e.Err) }
 
 func (e *KeySourceError) Unwrap() error { return e.Err }
 
-// redactURL keeps a URL's scheme, host and path.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "[url]"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
-}

@@ -182,9 +182,10 @@ func TestCleanSigningErrorRedactsSecrets(t *testing.T) {
 	}{
 		{"a plain error is kept as it is", errors.New("kms: key projects/p/keys/k is disabled"), []string{"kms: key projects/p/keys/k is disabled"}, nil},
 		{"credentials in a URL", errors.New("dial https://alice:hunter2@signer.internal:8550/rpc: refused"),
-			[]string{"https://[redacted]@signer.internal:8550/rpc", "refused"}, []string{"alice", "hunter2"}},
+			[]string{"https://signer.internal:8550/…", "refused"}, []string{"alice", "hunter2"}},
 		{"a request URL's query and user", &url.Error{Op: "Post", URL: "https://bob:pw@kms.example/sign?token=abc&x=1#frag", Err: errors.New("timeout")},
-			[]string{"https://kms.example/sign", "timeout"}, []string{"bob", "pw@", "token=abc", "frag"}},
+			[]string{"https://kms.example/…", "timeout"}, []string{"bob", "pw@", "token=abc", "frag"}},
+		{"a key in the path", errors.New(`Post "https://signer.example/v1/SIGNERAPIKEY": EOF`), []string{"https://signer.example/…", "EOF"}, []string{"SIGNERAPIKEY"}},
 		{"something shaped like a private key", errors.New("bad key 0x" + key), []string{"bad key [redacted]"}, []string{key}},
 		{"a credential parameter", errors.New(`request failed: password=s3cret&region=eu "signature=deadbeef"`),
 			[]string{"password=[redacted]", "region=eu", "signature=[redacted]"}, []string{"s3cret", "deadbeef"}},

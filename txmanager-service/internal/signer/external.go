@@ -52,7 +52,7 @@ func NewExternalSource(ctx context.Context, url string, addrs []common.Address, 
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	client, err := rpc.DialOptions(ctx, url, rpc.WithHTTPClient(&http.Client{Transport: transport}))
 	if err != nil {
-		return nil, nil, fmt.Errorf("external signer: dial: %w", err)
+		return nil, nil, fmt.Errorf("external signer: dial: %w", domain.WithoutURLs(err))
 	}
 	sorted := slices.Clone(addrs)
 	slices.SortFunc(sorted, common.Address.Cmp)
@@ -62,7 +62,7 @@ func NewExternalSource(ctx context.Context, url string, addrs []common.Address, 
 	s := &ExternalSource{client: client, transport: transport, addrs: slices.Compact(sorted), timeout: timeout}
 	if err := checkListed(ctx, client, addrs); err != nil {
 		s.close()
-		return nil, nil, fmt.Errorf("external signer: %w", err)
+		return nil, nil, fmt.Errorf("external signer: %w", domain.WithoutURLs(err))
 	}
 	return s, s.close, nil
 }
@@ -127,7 +127,7 @@ func (s *ExternalSource) SignTx(ctx context.Context, from common.Address, tx *ty
 	defer cancel()
 	var reply signTransactionReply
 	if err := s.client.CallContext(ctx, &reply, "account_signTransaction", args); err != nil {
-		return nil, fmt.Errorf("external signer: account_signTransaction for %s: %w", from.Hex(), err)
+		return nil, fmt.Errorf("external signer: account_signTransaction for %s: %w", from.Hex(), domain.WithoutURLs(err))
 	}
 	signed, err := checkSignedTx(reply.Raw, tx, from, chainID)
 	if err != nil {

@@ -359,3 +359,40 @@ func TestExternalSourceTimesOutAHangingSigner(t *testing.T) {
 		t.Fatalf("SignTx returned after %s; the timeout is 300ms", waited)
 	}
 }
+
+// An external signer's address may carry credentials, an API key in its path or a token in
+// its query; its client quotes the address in transport errors, which reach logs, API
+// answers and the signer's recorded condition. Real clef, behind a proxy that starts
+// refusing connections.
+func TestExternalSourceErrorsDoNotTellItsAddress(t *testing.T) {
+	t.Parallel()
+	key := newKey(t)
+	real := startClef(t, []*ecdsa.PrivateKey{key})
+	proxy := hungProxy(t, real.URL())
+	secrets := []string{"ops", "hunter2", "SIGNERAPIKEY", "TOK", "S3cr"}
+	withSecrets := func(base string) string {
+		return strings.Replace(base, "http://", "http://ops:hunter2@", 1) + "/v1/SIGNERAPIKEY?token=TOK"
+	}
+	src := newExternal(t, withSecrets(proxy.URL()), addressOf(key))
+	if err := proxy.SetMode(faultproxy.Refuse); err != nil {
+		t.Fatal(err)
+	}
+	_, signErr := src.SignTx(context.Background(), addressOf(key), abiCallTx(0), testChainID)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _, unreachableErr := signer.NewExternalSource(ctx, withSecrets(unreachableURL(t)), []common.Address{addressOf(key)}, 0)
+	_, _, unparsableErr := signer.NewExternalSource(ctx, "http://admin:S3cr^t@127.0.0.1:1/", []common.Address{addressOf(key)}, 0)
+	for name, err := range map[string]error{"signing": signErr, "construction, unreachable": unreachableErr, "construction, unparsable": unparsableErr} {
+		if err == nil {
+			t.Fatalf("%s: no error", name)
+		}
+		for _, s := range secrets {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("%s: error %q tells %q", name, err, s)
+			}
+		}
+		if !strings.Contains(err.Error(), "127.0.0.1") {
+			t.Errorf("%s: error %q lost the host, which locates the fault", name, err)
+		}
+	}
+}
