@@ -235,4 +235,3 @@ type KeySourceError struct{ Err error }
 func (e *KeySourceError) Error() string { return CleanSigningError(e.Err) }
 
 func (e *KeySourceError) Unwrap() error { return e.Err }
-
