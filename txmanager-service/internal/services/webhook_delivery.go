@@ -487,7 +487,7 @@ func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubsc
 				return false
 			}
 			if state == domain.SubscriptionDead {
-				d.log.Errorw("msg", "webhook subscription dead: deliveries failed past webhooks.deadAfter", "subscription", c.ID.String(), "url", c.URL, "error", err.Error())
+				d.log.Errorw("msg", "webhook subscription dead: deliveries failed past webhooks.deadAfter", "subscription", c.ID.String(), "url", domain.RedactURLs(c.URL), "error", err.Error())
 				return false
 			}
 		}
@@ -521,7 +521,7 @@ func (d *WebhookDeliverer) post(ctx context.Context, c ClaimedSubscription, even
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return domain.WithoutURLs(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "txmanager-webhooks/1")
@@ -531,7 +531,8 @@ func (d *WebhookDeliverer) post(ctx context.Context, c ClaimedSubscription, even
 	req.Header.Set("Txm-Signature", domain.WebhookSignature(c.Secret, time.Now(), body))
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("post: %w", err)
+		// Go's client quotes the URL; the error is logged and stored as last_error.
+		return fmt.Errorf("post: %w", domain.WithoutURLs(err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()

@@ -151,12 +151,15 @@ func (b *WebhookBook) Create(ctx context.Context, in SubscriptionInput, by strin
 			return err
 		}
 		return b.audit.Record(ctx, sess, by, domain.AuditWebhookCreated, "webhook "+s.ID.String(), nil,
-			map[string]any{"url": s.URL, "filter": s.Filter, "cursor": s.Cursor, "description": s.Description, "batchSize": s.BatchSize})
+			map[string]any{"url": domain.RedactURLs(s.URL), "filter": s.Filter, "cursor": s.Cursor, "description": s.Description, "batchSize": s.BatchSize})
 	})
 	if err != nil {
 		return domain.Subscription{}, "", err
 	}
-	b.log.Infow("msg", "webhook subscription created", "subscription", s.ID.String(), "url", s.URL, "by", by)
+	// Receivers take a secret in their path or query (chat services' incoming hooks): the
+	// log and the audit trail tell the URL by scheme and host; the API shows it to those
+	// allowed to manage webhooks.
+	b.log.Infow("msg", "webhook subscription created", "subscription", s.ID.String(), "url", domain.RedactURLs(s.URL), "by", by)
 	stored, err := b.store.Get(ctx, s.ID)
 	return stored, secret, err
 }

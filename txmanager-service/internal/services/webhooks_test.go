@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
+	"github.com/go-kratos/kratos/v2/log"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -572,5 +573,75 @@ func TestWebhookLagGrowsWhileEventsWait(t *testing.T) {
 				t.Fatalf("%d completions delivered, want %d", n, tc.delivered)
 			}
 		})
+	}
+}
+
+// lockedBuffer is a log sink tests read while the deliverer writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A receiver's URL may hold its secret in the path or the query (chat services' incoming
+// hooks): the log, the audit trail and the subscription's last error tell it by scheme and
+// host. A receiver that refuses connections makes Go's client quote the URL.
+func TestWebhookURLSecretsStayOutOfLogsAndErrors(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	cfg.DeadAfter = time.Second
+	logs := &lockedBuffer{}
+	logger := log.NewStdLogger(logs)
+	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+	txm := testsupport.TxManager(t, pool)
+	book := services.NewWebhookBook(txm, store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, logger)
+	url := "http://" + testsupport.RefusingAddr(t) + "/services/T000/B000/HOOKSECRET?token=TOKSECRET"
+	sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: url, FromStart: true}, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addCompletions(t, pool, 1)
+	d, err := services.NewWebhookDeliverer(cfg, services.NodeName("node-a"), store, feed, events,
+		services.NewStandbyWait(repositories.NewStandbyRepository(pool)), services.NewFeedNotifier(), nil, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	var got domain.Subscription
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		d.Pass(ctx)
+		if got, err = store.Get(ctx, sub.ID); err == nil && got.State == domain.SubscriptionDead {
+			break
+		}
+	}
+	if got.State != domain.SubscriptionDead || !strings.Contains(got.LastError, "connection refused") {
+		t.Fatalf("subscription %s (%q), want dead with the refused connection", got.State, got.LastError)
+	}
+	var audit string
+	if err := pool.QueryRow(ctx, "SELECT string_agg(after, ' ') FROM audit_record").Scan(&audit); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "webhook subscription dead") {
+		t.Fatal("the subscription's death was not logged: this case tests less than it says")
+	}
+	for where, text := range map[string]string{"last error": got.LastError, "log": logs.String(), "audit": audit} {
+		for _, secret := range []string{"HOOKSECRET", "TOKSECRET"} {
+			if strings.Contains(text, secret) {
+				t.Errorf("the %s tells %s: %q", where, secret, text)
+			}
+		}
 	}
 }
