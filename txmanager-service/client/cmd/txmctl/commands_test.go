@@ -163,3 +163,24 @@ func firstJSON(out string) string {
 	}
 	return out
 }
+
+// Credentials from the environment are used, and never shown: help and usage texts print
+// each flag's default, so the environment is read when the command runs, not made the
+// default. (No t.Parallel: it sets the process's environment.)
+func TestCredentialsFromTheEnvironmentAreNotShown(t *testing.T) {
+	t.Setenv("TXMCTL_API_KEY", service.APIKey)
+	t.Setenv("TXMCTL_TOKEN", "")
+	base := []string{"--addr", service.GRPCAddr, "--ca-file", service.CAFile, "--timeout", "20s"}
+	for _, args := range [][]string{{"--help"}, {"tx", "--help"}, {"tx", "get"}, {"tx", "get", "--no-such-flag"}} {
+		var stdout, stderr bytes.Buffer
+		run(context.Background(), append(base, args...), &stdout, &stderr)
+		if out := stdout.String() + stderr.String(); strings.Contains(out, service.APIKey) {
+			t.Errorf("txmctl %s shows the API key from the environment:\n%s", strings.Join(args, " "), out)
+		}
+	}
+	id := createTransfer(t, fmt.Sprintf("txmctl-env-%d", time.Now().UnixNano()))
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), append(base, "tx", "get", id), &stdout, &stderr); code != exitOK {
+		t.Fatalf("tx get with the key in the environment only: exit %d, %s", code, stderr.String())
+	}
+}

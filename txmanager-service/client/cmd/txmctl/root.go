@@ -66,8 +66,10 @@ Exit codes:
 	}
 	flags := root.PersistentFlags()
 	flags.StringVarP(&o.addr, "addr", "a", envOr("TXMCTL_ADDR", "127.0.0.1:9090"), "the service's gRPC address(es), comma-separated (env TXMCTL_ADDR)")
-	flags.StringVar(&o.apiKey, "api-key", os.Getenv("TXMCTL_API_KEY"), "API key (env TXMCTL_API_KEY)")
-	flags.StringVar(&o.token, "token", os.Getenv("TXMCTL_TOKEN"), "JWT bearer token, instead of an API key (env TXMCTL_TOKEN)")
+	// The credentials' environment variables are read in connect, not made the flags'
+	// defaults: cobra prints a default in every help and usage text.
+	flags.StringVar(&o.apiKey, "api-key", "", "API key (env TXMCTL_API_KEY)")
+	flags.StringVar(&o.token, "token", "", "JWT bearer token, instead of an API key (env TXMCTL_TOKEN)")
 	flags.BoolVar(&o.useTLS, "tls", false, "connect with TLS, trusting the system's CAs")
 	flags.StringVar(&o.caFile, "ca-file", os.Getenv("TXMCTL_CA_FILE"), "connect with TLS, trusting this CA (PEM; env TXMCTL_CA_FILE)")
 	flags.Uint64Var(&o.chainID, "chain", 0, "chain id (needed when the service serves several chains)")
@@ -81,6 +83,12 @@ Exit codes:
 
 // connect builds the client from the flags.
 func (o *options) connect(ctx context.Context) error {
+	if o.apiKey == "" {
+		o.apiKey = os.Getenv("TXMCTL_API_KEY")
+	}
+	if o.token == "" {
+		o.token = os.Getenv("TXMCTL_TOKEN")
+	}
 	cfg := txmclient.Config{APIKey: o.apiKey, MaxAttempts: 4}
 	for _, a := range strings.Split(o.addr, ",") {
 		if a = strings.TrimSpace(a); a != "" {
