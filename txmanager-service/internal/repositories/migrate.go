@@ -79,7 +79,13 @@ func Migrate(ctx context.Context, dsn string, fsys fs.FS, opts ...MigrateOptions
 	if o.StepLockTimeout <= 0 {
 		o.StepLockTimeout = 300 * time.Millisecond
 	}
-	conn, err := pgx.Connect(ctx, dsn)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		// pgx's message may quote the DSN, password included (its own masking misses
+		// "password = x"): keep it out of logs.
+		return nil, errors.New("migrate: the database DSN is not a valid PostgreSQL connection string")
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: connect: %w", err)
 	}
