@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
-	"github.com/go-kratos/kratos/v2/log"
 	kgrpc "github.com/go-kratos/kratos/v2/transport/grpc"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -101,12 +100,4 @@ func withGRPCCode(err error) error {
 		return err
 	}
 	return st.Err()
-}
-
-func recoveryHandler(logger log.Logger) func(ctx context.Context, req, panicValue any) error {
-	helper := log.NewHelper(logger)
-	return func(ctx context.Context, req, panicValue any) error {
-		helper.Errorw("msg", "panic while serving a request", "panic", panicValue)
-		return v1.ErrorInternal("internal error")
-	}
 }

@@ -1,14 +1,17 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/go-kratos/kratos/v2/middleware"
 	"github.com/go-kratos/kratos/v2/middleware/metrics"
-	"github.com/go-kratos/kratos/v2/middleware/recovery"
+	"github.com/go-kratos/kratos/v2/transport"
 	"go.opentelemetry.io/otel/trace"
 
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
@@ -32,11 +35,35 @@ func NewMiddleware(routing conf.Routing, tp trace.TracerProvider, m *telemetry.M
 		return nil, fmt.Errorf("server seconds histogram: %w", err)
 	}
 	return &Middleware{chain: []middleware.Middleware{
-		recovery.Recovery(recovery.WithHandler(recoveryHandler(logger))),
+		recovered(logger),
 		serverTracing(tp, telemetry.Propagator()),
 		metrics.Server(metrics.WithRequests(requests), metrics.WithSeconds(seconds)),
 		peerHops(routing.PeerTLS.Enabled()),
 		auth.Middleware(),
 		limiter.Middleware(),
 	}}, nil
+}
+
+// recovered answers a panic while serving a request with INTERNAL and logs it with its
+// stack, the operation and the panic, but not the request: Kratos' own recovery logs the
+// request whole, and requests carry secrets (a webhook's signing secret, a policy's notes).
+func recovered(logger log.Logger) middleware.Middleware {
+	helper := log.NewHelper(logger)
+	return func(next middleware.Handler) middleware.Handler {
+		return func(ctx context.Context, req any) (reply any, err error) {
+			defer func() {
+				if panicValue := recover(); panicValue != nil {
+					stack := make([]byte, 64<<10)
+					stack = stack[:runtime.Stack(stack, false)]
+					operation := ""
+					if info, ok := transport.FromServerContext(ctx); ok {
+						operation = info.Operation()
+					}
+					helper.Errorw("msg", "panic while serving a request", "operation", operation, "panic", fmt.Sprint(panicValue), "stack", string(stack))
+					reply, err = nil, v1.ErrorInternal("internal error")
+				}
+			}()
+			return next(ctx, req)
+		}
+	}
 }
