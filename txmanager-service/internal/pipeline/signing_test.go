@@ -191,7 +191,7 @@ func TestSigningErrorsLeaveCleaned(t *testing.T) {
 				}
 			}
 			var urlErr *url.Error
-			if _, isURL := tc.err.(*url.Error); isURL && !errors.As(one, &urlErr) {
+			if errors.As(tc.err, &urlErr) && !errors.As(one, &urlErr) {
 				t.Errorf("error %v: errors.As no longer finds the *url.Error", one)
 			}
 		})
