@@ -74,14 +74,7 @@ func (f *Forwarder) ForwardCreate(ctx context.Context, owner string, req *v1.Cre
 	if err != nil {
 		return nil, err
 	}
-	item := &forwardItem{ctx: ctx, req: req, done: make(chan forwardResult, 1)}
-	batcher.add(item)
-	select {
-	case r := <-item.done:
-		return r.resp, r.err
-	case <-ctx.Done():
-		return nil, &domain.UnavailableError{Reason: "lease owner did not answer in time", Err: ctx.Err()}
-	}
+	return batcher.forward(ctx, req)
 }
 
 // batcherTo is the batch queue for creates to owner that carry md.

@@ -46,6 +46,32 @@ type forwardItem struct {
 	ctx  context.Context
 	req  *v1.CreateTxRequest
 	done chan forwardResult // buffered: the batch never blocks on a caller that gave up
+	// state is itemQueued until a sender takes the item into a call (itemSent) or its
+	// caller gives up first (itemAbandoned); whichever comes first decides.
+	state atomic.Int32
+}
+
+const (
+	itemQueued int32 = iota
+	itemSent
+	itemAbandoned
+)
+
+// forward queues req and waits for its answer. A caller whose context ends first is told
+// whether the create had gone to the owner: if it had, the owner may have made it, and
+// without a requestId a second create could not be told from it (ErrSentUnanswered).
+func (b *createBatcher) forward(ctx context.Context, req *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
+	item := &forwardItem{ctx: ctx, req: req, done: make(chan forwardResult, 1)}
+	b.add(item)
+	select {
+	case r := <-item.done:
+		return r.resp, r.err
+	case <-ctx.Done():
+		if item.state.CompareAndSwap(itemQueued, itemAbandoned) {
+			return nil, &domain.UnavailableError{Reason: "lease owner did not answer in time", Err: ctx.Err()}
+		}
+		return nil, &domain.UnavailableError{Reason: "lease owner did not answer in time", Err: fmt.Errorf("%w: %w", domain.ErrSentUnanswered, ctx.Err())}
+	}
 }
 
 type forwardResult struct {
@@ -152,8 +178,11 @@ func batchLength(queued []*forwardItem) int {
 
 // send makes one call for batch and answers every item.
 func (b *createBatcher) send(batch []*forwardItem) {
-	// A caller that gave up is not sent: its create was never acknowledged to anyone.
-	live := slices.DeleteFunc(batch, func(it *forwardItem) bool { return it.ctx.Err() != nil })
+	// A caller that gave up is not sent: its create was never acknowledged to anyone. One
+	// taken into the call counts as sent from here on (forward).
+	live := slices.DeleteFunc(batch, func(it *forwardItem) bool {
+		return it.ctx.Err() != nil || !it.state.CompareAndSwap(itemQueued, itemSent)
+	})
 	if len(live) == 0 {
 		return
 	}

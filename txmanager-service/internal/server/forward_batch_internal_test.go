@@ -187,3 +187,46 @@ func TestForwardFailuresSayWhetherTheOwnerGotTheCreate(t *testing.T) {
 		}
 	})
 }
+
+// A caller whose deadline passes while its create is with the owner is told the create was
+// sent and not answered (the owner may still make it), not a plain UNAVAILABLE that invites
+// a retry; one whose deadline passed before anything was sent is told UNAVAILABLE alone.
+func TestAForwardThatOutlivesItsCallerSaysWhetherItWasSent(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	owner := &crashingOwner{received: make(chan struct{}, 16)}
+	v1.RegisterPeerServiceServer(srv, owner)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	b := newCreateBatcher(conn, metadata.Pairs("x-txm-hops", "1"), propagation.TraceContext{})
+	tests := []struct {
+		name     string
+		ctx      func() (context.Context, context.CancelFunc)
+		wantSent bool
+	}{
+		{"the owner holds it past the caller's deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 300*time.Millisecond)
+		}, true},
+		{"the caller had given up before it was sent", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx, cancel
+		}, false},
+	}
+	for _, tc := range tests {
+		ctx, cancel := tc.ctx()
+		_, err := b.forward(ctx, &v1.CreateTxRequest{Value: "1"})
+		cancel()
+		if !errors.Is(err, domain.ErrUnavailable) || errors.Is(err, domain.ErrSentUnanswered) != tc.wantSent {
+			t.Errorf("%s: %v; want UNAVAILABLE, sent and unanswered: %v", tc.name, err, tc.wantSent)
+		}
+	}
+}
