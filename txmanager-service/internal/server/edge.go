@@ -20,15 +20,18 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
-// peerHops takes the forwarding hop count from requests that really come from a peer:
-// over gRPC (nodes forward only over gRPC) and, with routing.peerTLS, only on a connection
-// whose client certificate the peer CA issued. Anyone else's x-txm-hops header is ignored,
-// so a caller can neither stop forwarding nor pass as a forwarded request.
-func peerHops(requireCertificate bool) middleware.Middleware {
+// peerHops takes the forwarding hop count from requests that really come from a peer: in
+// forward mode (in basic mode no node forwards, so no request is a forwarded one), over
+// gRPC (nodes forward only over gRPC) and, with routing.peerTLS, only on a connection whose
+// client certificate the peer CA issued. Anyone else's x-txm-hops header is ignored, so a
+// caller can neither stop forwarding nor pass as a forwarded request (which the rate limit
+// lets through, and which may use ForwardCreates).
+func peerHops(routing conf.Routing) middleware.Middleware {
+	forwarding, requireCertificate := routing.Mode == conf.RoutingForward, routing.PeerTLS.Enabled()
 	return func(next middleware.Handler) middleware.Handler {
 		return func(ctx context.Context, req any) (any, error) {
 			tr, ok := transport.FromServerContext(ctx)
-			if ok && tr.Kind() == transport.KindGRPC && (!requireCertificate || verifiedPeer(ctx)) {
+			if forwarding && ok && tr.Kind() == transport.KindGRPC && (!requireCertificate || verifiedPeer(ctx)) {
 				if n, err := strconv.Atoi(tr.RequestHeader().Get(controllers.HopsHeader)); err == nil && n > 0 {
 					ctx = controllers.WithHops(ctx, n)
 				}

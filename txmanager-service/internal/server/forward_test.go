@@ -36,7 +36,12 @@ type cluster struct {
 func newCluster(t *testing.T, configureOwner func(*conf.Bootstrap)) *cluster {
 	t.Helper()
 	pool := testsupport.MigratedPool(t)
-	owner := newStack(t, stackOptions{pool: pool, ownsAll: true, configure: configureOwner})
+	owner := newStack(t, stackOptions{pool: pool, ownsAll: true, configure: func(c *conf.Bootstrap) {
+		c.Routing.Mode = conf.RoutingForward
+		if configureOwner != nil {
+			configureOwner(c)
+		}
+	}})
 	owner.serveGRPC(t, &TLSConfigs{})
 	if err := owner.nodes.Join(t.Context()); err != nil {
 		t.Fatal(err)

@@ -108,7 +108,7 @@ func TestGRPCServerAnswersAsTheAPISays(t *testing.T) {
 // deployment would send.
 func TestPeerBatchRunsEachCreate(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackOptions{})
+	s := newStack(t, stackOptions{configure: func(c *conf.Bootstrap) { c.Routing.Mode = conf.RoutingForward }})
 	s.queue.hold = "slow"
 	s.serveGRPC(t, &TLSConfigs{})
 	peer := v1.NewPeerServiceClient(dial(t, s.conf.Server.GRPC.Addr, insecure.NewCredentials()))
@@ -232,6 +232,7 @@ func TestHopsAreBelievedOnlyFromVerifiedPeers(t *testing.T) {
 	serverCert, serverKey := pki.issue(t, "server")
 	peerCert, peerKey := pki.issue(t, "peer")
 	s := newStack(t, stackOptions{configure: func(c *conf.Bootstrap) {
+		c.Routing.Mode = conf.RoutingForward
 		c.Server.TLS = conf.TLS{CertFile: serverCert, KeyFile: serverKey}
 		c.Routing.PeerTLS = conf.PeerTLS{CAFile: pki.caFile, CertFile: peerCert, KeyFile: peerKey}
 	}})
@@ -275,5 +276,32 @@ func TestHopsAreBelievedOnlyFromVerifiedPeers(t *testing.T) {
 	allocations := s.queue.allocations()
 	if last := allocations[len(allocations)-1]; last.hops != 0 {
 		t.Errorf("an HTTP caller's hop header was believed: %d hops", last.hops)
+	}
+}
+
+// In basic mode no node forwards, so no request is a forwarded one: a caller's hop header
+// is ignored over gRPC as well (it would pass the rate limit, and open ForwardCreates).
+func TestBasicModeBelievesNoHops(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{configure: func(c *conf.Bootstrap) {
+		c.Server.RateLimit = conf.RateLimit{Enabled: true, RequestsPerSecond: 0.1, Burst: 1}
+	}})
+	s.serveGRPC(t, &TLSConfigs{})
+	conn := dial(t, s.conf.Server.GRPC.Addr, insecure.NewCredentials())
+	ctx, cancel := outgoing("x-api-key", clientKey, controllers.HopsHeader, "1")
+	defer cancel()
+	_, err := v1.NewPeerServiceClient(conn).ForwardCreates(ctx, &v1.ForwardCreatesRequest{Creates: []*v1.CreateTxRequest{{Signer: signerA.Hex(), To: signerA.Hex(), GasLimit: 21000}}})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("ForwardCreates from a caller with a hop header: %v, want PermissionDenied", err)
+	}
+	limited := 0
+	for i := range 3 {
+		_, err := v1.NewTxServiceClient(conn).CreateTx(ctx, &v1.CreateTxRequest{Signer: signerA.Hex(), RequestId: fmt.Sprint("basic-", i), To: signerA.Hex(), GasLimit: 21000})
+		if status.Code(err) == codes.ResourceExhausted {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("three creates at 0.1 a second with a hop header: none was limited")
 	}
 }

@@ -38,7 +38,7 @@ func NewMiddleware(routing conf.Routing, tp trace.TracerProvider, m *telemetry.M
 		recovered(logger),
 		serverTracing(tp, telemetry.Propagator()),
 		metrics.Server(metrics.WithRequests(requests), metrics.WithSeconds(seconds)),
-		peerHops(routing.PeerTLS.Enabled()),
+		peerHops(routing),
 		auth.Middleware(),
 		limiter.Middleware(),
 	}}, nil
