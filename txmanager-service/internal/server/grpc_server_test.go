@@ -281,7 +281,8 @@ func TestHopsAreBelievedOnlyFromVerifiedPeers(t *testing.T) {
 
 // In basic mode no node forwards, so no request is a forwarded one: a caller's hop header
 // is ignored over gRPC as well (it would pass the rate limit, and open ForwardCreates).
-func TestBasicModeBelievesNoHops(t *testing.T) {
+// Health checks pass the rate limit.
+func TestBasicModeBelievesNoHopsAndProbesAreNotLimited(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, stackOptions{configure: func(c *conf.Bootstrap) {
 		c.Server.RateLimit = conf.RateLimit{Enabled: true, RequestsPerSecond: 0.1, Burst: 1}
@@ -303,5 +304,14 @@ func TestBasicModeBelievesNoHops(t *testing.T) {
 	}
 	if limited == 0 {
 		t.Fatal("three creates at 0.1 a second with a hop header: none was limited")
+	}
+	// Health checks carry no credential and are not counted: probes are never limited.
+	for i := range 5 {
+		probeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := healthpb.NewHealthClient(conn).Check(probeCtx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err != nil {
+			t.Fatalf("health check %d at a limit of 0.1 a second: %v", i+1, err)
+		}
 	}
 }

@@ -39,6 +39,9 @@ func NewHTTPServer(c conf.Server, observability conf.Observability, listeners *L
 	// must not hold sockets for ever.
 	srv.ReadHeaderTimeout = c.HTTP.ReadHeaderTimeout.Std()
 	srv.IdleTimeout = c.HTTP.IdleTimeout.Std()
+	// Nor may one trickle a body: reading it ignores the handler's timeout, and it is read
+	// before authentication. The headers' time and the request's own bound it.
+	srv.ReadTimeout = c.HTTP.ReadHeaderTimeout.Std() + c.HTTP.Timeout.Std()
 	v1.RegisterTxServiceHTTPServer(srv, tx, v1.HTTPOptions{MaxBodyBytes: c.MaxBodyBytes, MaxBatchBodyBytes: max(c.MaxBodyBytes, c.MaxBatchBodyBytes)})
 	v1.RegisterAdminServiceHTTPServer(srv, admin, v1.HTTPOptions{MaxBodyBytes: c.MaxBodyBytes})
 	srv.HandleFunc(OpenAPIPath, serveOpenAPI)

@@ -1,12 +1,15 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	nethttp "net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
@@ -260,4 +263,49 @@ func grepLines(text, word string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// A client that sends its body a byte at a time does not hold its connection past the
+// headers' time and the request's own: the body is read before authentication, and its
+// reading ignores the handler's timeout.
+func TestATrickledBodyDoesNotHoldItsConnection(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{configure: func(c *conf.Bootstrap) {
+		c.Server.HTTP.Timeout = conf.Duration(300 * time.Millisecond)
+		c.Server.HTTP.ReadHeaderTimeout = conf.Duration(300 * time.Millisecond)
+	}})
+	srv := s.httpServer()
+	go func() { _ = srv.Start(context.Background()) }()
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	conn, err := net.Dial("tcp", s.listeners.HTTP.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "POST /api/v1/tx HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan time.Duration, 1)
+	start := time.Now()
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				closed <- time.Since(start)
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case after := <-closed:
+			t.Logf("the server closed the connection after %v", after)
+			return
+		case <-time.After(200 * time.Millisecond):
+			if time.Since(start) > 5*time.Second {
+				t.Fatal("a body trickled for 5 s still holds its connection (bound: 0.6 s)")
+			}
+			_, _ = conn.Write([]byte(" "))
+		}
+	}
 }
