@@ -157,7 +157,7 @@ func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int
 	if wait < 0 || wait > uc.cfg.MaxWait {
 		return CompletionPage{}, &domain.ValidationError{Field: "wait", Reason: fmt.Sprintf("must be between 0 and %s", uc.cfg.MaxWait)}
 	}
-	pos, err := uc.position(ctx, cursor)
+	pos, head, err := uc.position(ctx, cursor)
 	if err != nil {
 		return CompletionPage{}, err
 	}
@@ -168,14 +168,30 @@ func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int
 		if err != nil {
 			return CompletionPage{}, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
 		}
+		// Retention may have deleted past the cursor since position() looked: the page
+		// would then start after a hole.
+		if cursor != "" {
+			if err := uc.stillKept(ctx, pos); err != nil {
+				return CompletionPage{}, err
+			}
+		}
 		remaining := time.Until(deadline)
 		if len(items) > 0 || remaining <= 0 {
 			next := pos
 			if len(items) > 0 {
+				next = items[len(items)-1].Position
+			}
+			if len(items) < limit {
+				// Every completion up to the head read before the page was committed, so
+				// the page holds all of them the filter takes: a filtered reader moves on
+				// past other signers' completions, and its cursor does not fall behind
+				// retention while its own signers are quiet.
+				next = max(next, head)
+			}
+			if next > pos {
 				if err := uc.standby.Read(ctx, "the completions feed's page"); err != nil {
 					return CompletionPage{}, err
 				}
-				next = items[len(items)-1].Position
 			}
 			return CompletionPage{Completions: items, Next: next.String()}, nil
 		}
@@ -188,30 +204,54 @@ func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int
 	}
 }
 
-// position decodes a cursor and refuses one that points into deleted completions.
-func (uc *CompletionsUseCase) position(ctx context.Context, cursor string) (FeedPosition, error) {
+// position decodes a cursor and refuses one that points into deleted completions, or past
+// the feed's head; it returns the cursor's position and the head.
+func (uc *CompletionsUseCase) position(ctx context.Context, cursor string) (pos, head FeedPosition, err error) {
 	pos, legacy, err := ParseFeedCursor(cursor)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if legacy != nil {
 		if pos, err = uc.store.LegacyPosition(ctx, legacy.xid, legacy.seq); err != nil {
-			return 0, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
+			return 0, 0, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
 		}
 	}
 	state, err := uc.store.State(ctx)
 	if err != nil {
-		return 0, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
+		return 0, 0, &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
 	}
 	if cursor == "" {
 		// The beginning is whatever retention left.
-		return state.PrunedThrough, nil
+		return state.PrunedThrough, state.LastPosition, nil
 	}
 	if pos < state.PrunedThrough {
-		return 0, fmt.Errorf("%w: completions after position %d up to %d were deleted by retention; read from the start (no after) or from a newer cursor",
-			ErrCursorExpired, pos, state.PrunedThrough)
+		return 0, 0, prunedError(pos, state.PrunedThrough)
 	}
-	return pos, nil
+	if pos > state.LastPosition {
+		// The feed never gave this position, or gave it and lost it: a failover to a standby
+		// that had not received it (asynchronous replication) numbers the next completions
+		// from below it, and reading on from the cursor would skip them.
+		return 0, 0, fmt.Errorf("%w: position %d is past the feed's head (%d): the feed lost completions this reader saw (a database failover); read from the start (no after) or from a cursor at or below the head",
+			ErrCursorExpired, pos, state.LastPosition)
+	}
+	return pos, state.LastPosition, nil
+}
+
+// stillKept refuses pos once retention has deleted past it.
+func (uc *CompletionsUseCase) stillKept(ctx context.Context, pos FeedPosition) error {
+	state, err := uc.store.State(ctx)
+	if err != nil {
+		return &domain.UnavailableError{Reason: "completions feed", RetryAfter: time.Second, Err: err}
+	}
+	if pos < state.PrunedThrough {
+		return prunedError(pos, state.PrunedThrough)
+	}
+	return nil
+}
+
+func prunedError(pos, prunedThrough FeedPosition) error {
+	return fmt.Errorf("%w: completions after position %d up to %d were deleted by retention; read from the start (no after) or from a newer cursor",
+		ErrCursorExpired, pos, prunedThrough)
 }
 
 // String encodes the cursor clients pass back.

@@ -92,17 +92,30 @@ func TestCompletionsFeedPages(t *testing.T) {
 		want    []uuid.UUID
 		next    string
 		wantErr bool
+		// wantExpired: the cursor is refused as expired (the reader starts again).
+		wantExpired bool
 	}{
 		{name: "the first page", limit: 2, want: ids[:2], next: "2"},
 		{name: "the next page", cursor: "2", limit: 2, want: ids[2:], next: "3"},
 		{name: "past the end", cursor: "3", want: nil, next: "3"},
 		{name: "one signer's completions", signers: []string{a}, want: []uuid.UUID{ids[0], ids[2]}, next: "3"},
+		// Its cursor moves past the other signer's later completions, up to the head.
+		{name: "a signer whose last completion is not the feed's last", signers: []string{b}, want: []uuid.UUID{ids[1]}, next: "3"},
+		{name: "a signer with nothing new", cursor: "1", signers: []string{testsupport.SignerAddress(62).Hex()}, want: nil, next: "3"},
+		{name: "a full page stops at its last", cursor: "1", limit: 1, signers: []string{b}, want: []uuid.UUID{ids[1]}, next: "2"},
+		{name: "a cursor past the head (the feed lost what the reader saw)", cursor: "4", wantExpired: true},
 		{name: "a cursor not made by the API", cursor: "abc", wantErr: true},
 		{name: "a negative page", limit: -1, wantErr: true},
 		{name: "a page beyond the bound", limit: 1001, wantErr: true},
 	}
 	for _, tc := range tests {
 		page, err := f.feed.List(t.Context(), tc.cursor, tc.limit, tc.signers, 0, 0)
+		if tc.wantExpired {
+			if !errors.Is(err, services.ErrCursorExpired) {
+				t.Errorf("%s: %v, want the cursor expired", tc.name, err)
+			}
+			continue
+		}
 		if tc.wantErr {
 			if !errors.Is(err, domain.ErrInvalidArgument) {
 				t.Errorf("%s: %v, want INVALID_ARGUMENT", tc.name, err)
@@ -215,5 +228,43 @@ func TestCompletionsFeedResumesALegacyCursor(t *testing.T) {
 	page, err := f.feed.List(t.Context(), fmt.Sprintf("%d-%d", xid, seq), 10, nil, 0, 0)
 	if err != nil || len(page.Completions) != 1 || page.Completions[0].TxID != second {
 		t.Fatalf("after the legacy cursor of the first completion: %+v (%v), want the second alone", page.Completions, err)
+	}
+}
+
+// prunedWhileRead is the feed's store with retention deleting the feed's first completions
+// while a page is read, after the reader's cursor was checked.
+type prunedWhileRead struct {
+	services.CompletionStore
+	pool    *pgxpool.Pool
+	through int64
+}
+
+func (p *prunedWhileRead) ListAfter(ctx context.Context, pos services.FeedPosition, limit int, signers []string, chainID uint64) ([]services.Completion, error) {
+	if _, err := p.pool.Exec(ctx, "DELETE FROM tx_completions WHERE feed_position <= $1", p.through); err != nil {
+		return nil, err
+	}
+	if _, err := p.pool.Exec(ctx, "UPDATE feed_sequencer SET pruned_through = $1", p.through); err != nil {
+		return nil, err
+	}
+	return p.CompletionStore.ListAfter(ctx, pos, limit, signers, chainID)
+}
+
+// Retention that deletes past a reader's cursor while its page is read makes the cursor
+// expire, as it would have a moment before: the page would start after a hole.
+func TestCompletionsFeedPrunedDuringARead(t *testing.T) {
+	t.Parallel()
+	f := newFeedFixture(t)
+	for i := range 5 {
+		f.complete(t, testsupport.SignerAddress(63).Hex(), i)
+	}
+	if n := f.round(t); n != 5 {
+		t.Fatalf("the round positioned %d completions, want 5", n)
+	}
+	store := &prunedWhileRead{CompletionStore: repositories.NewCompletionRepository(f.pool), pool: f.pool, through: 3}
+	feed := services.NewCompletionsUseCase(store, services.NewStandbyWait(repositories.NewStandbyRepository(f.pool)), services.NewFeedNotifier(),
+		services.FeedConfig{MaxWait: 5 * time.Second, PollInterval: 10 * time.Second})
+	page, err := feed.List(t.Context(), "1", 0, nil, 0, 0)
+	if !errors.Is(err, services.ErrCursorExpired) {
+		t.Fatalf("cursor 1 with retention deleting through 3 during the read: %d completions, next %q, %v; want the cursor expired", len(page.Completions), page.Next, err)
 	}
 }

@@ -3,6 +3,7 @@ package services
 import (
 	"bytes"
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -217,15 +218,27 @@ func (d *WebhookDeliverer) cursorExpired(ctx context.Context, c ClaimedSubscript
 	if err != nil || c.Cursor >= int64(state.PrunedThrough) {
 		return false // a read that fails is retried by the delivery's own reads
 	}
+	d.expire(ctx, c, c.Cursor, int64(state.PrunedThrough))
+	return true
+}
+
+// expire makes c dead because retention deleted past its cursor.
+func (d *WebhookDeliverer) expire(ctx context.Context, c ClaimedSubscription, cursor, prunedThrough int64) {
 	reason := fmt.Sprintf("its cursor %d is below position %d, up to which retention deleted completions: replay it from the start or from a later position",
-		c.Cursor, state.PrunedThrough)
+		cursor, prunedThrough)
 	if _, _, err := d.store.Failed(ctx, c, d.node, reason, deadAtOnce); err != nil {
 		d.log.Warnw("msg", "could not record a webhook subscription's expired cursor", "subscription", c.ID.String(), "error", err.Error())
-		return true
+		return
 	}
 	d.log.Errorw("msg", "webhook subscription dead: its cursor points into completions retention deleted", "subscription", c.ID.String(),
-		"cursor", c.Cursor, "pruned_through", int64(state.PrunedThrough))
-	return true
+		"cursor", cursor, "pruned_through", prunedThrough)
+}
+
+// prunedPastCursor: retention deleted completions past a delivering subscription's cursor.
+type prunedPastCursor struct{ cursor, prunedThrough int64 }
+
+func (e *prunedPastCursor) Error() string {
+	return fmt.Sprintf("retention deleted completions through %d, past the cursor %d", e.prunedThrough, e.cursor)
 }
 
 // pushed is one event of a stream: where it stands, whether the filter takes it, and what is
@@ -266,6 +279,14 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 		cursor: c.Cursor,
 		read: func(ctx context.Context, after int64) ([]pushed, error) {
 			page, err := d.feed.ListAfter(ctx, FeedPosition(after), feedPage, signers, chain)
+			if err == nil && after != 0 {
+				// Retention may delete past the cursor while the subscription delivers (a
+				// replay from the oldest kept, a receiver slow at the horizon): reading on
+				// would skip the deleted completions without a word.
+				if state, stateErr := d.feed.State(ctx); stateErr == nil && FeedPosition(after) < state.PrunedThrough {
+					return nil, &prunedPastCursor{cursor: after, prunedThrough: int64(state.PrunedThrough)}
+				}
+			}
 			out := make([]pushed, len(page))
 			for i, cpl := range page {
 				out[i] = pushed{position: int64(cpl.Position), cursor: cpl.Position.String(),
@@ -344,6 +365,11 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 			// page sent before it is on the standby may hold positions a failover gives
 			// to other completions or events.
 			err = d.standby.Await(ctx)
+		}
+		var pruned *prunedPastCursor
+		if errors.As(err, &pruned) {
+			d.expire(ctx, c, pruned.cursor, pruned.prunedThrough)
+			return
 		}
 		if err != nil {
 			if !d.sleep(ctx, d.cfg.BackoffMin) {

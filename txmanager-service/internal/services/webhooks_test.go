@@ -645,3 +645,59 @@ func TestWebhookURLSecretsStayOutOfLogsAndErrors(t *testing.T) {
 		}
 	}
 }
+
+// Retention that deletes past a subscription's cursor while it delivers (here: while its
+// receiver holds the first completion of a page) makes it dead with the reason, instead of
+// reading on after the hole.
+func TestWebhookRetentionPastADeliveringCursor(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	var delivered atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if delivered.Add(1) == 1 {
+			held <- struct{}{}
+			<-release
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
+	addCompletions(t, pool, 2)
+	sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", FromStart: true}, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDeliverer(t, pool, cfg, store, feed, events)
+	d.Pass(ctx)
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first completion was not delivered")
+	}
+	// Positions 3 to 10 arrive after the delivery read its page (1 and 2), and retention
+	// deletes through 5 before it reads again.
+	addCompletions(t, pool, 8)
+	if _, err := pool.Exec(ctx, `WITH gone AS (DELETE FROM tx_completions WHERE feed_position <= 5) UPDATE feed_sequencer SET pruned_through = 5 WHERE id`); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitFor(t, 10*time.Second, "the subscription dead", func() bool {
+		d.Pass(ctx)
+		got, err := store.Get(ctx, sub.ID)
+		return err == nil && got.State == domain.SubscriptionDead && strings.Contains(got.LastError, "retention")
+	})
+	if n := delivered.Load(); n != 2 {
+		t.Fatalf("%d completions delivered; want the page read before retention (2), not those after the hole", n)
+	}
+}
