@@ -191,6 +191,7 @@ func newReconcileConfig(c *conf.Bootstrap) reconcile.Config {
 		AdoptUnknownChainNonces: c.Nonce.UnknownChainNonces == conf.UnknownChainNoncesAdopt,
 		ScanBlocks:              c.Nonce.RecoveryScanBlocks,
 		Confirmations:           c.Confirmations.Required,
+		UseFinalizedTag:         c.Confirmations.UseFinalizedTag,
 		ResubmitInterval:        c.Resubmit.Interval.Std(),
 		FillHoles:               c.Nonce.FillHoles,
 		HoleGrace:               c.Nonce.HoleGrace.Std(),

@@ -109,6 +109,9 @@ type SentFinder interface {
 type ChainHistory interface {
 	NonceSource
 	HeadSource
+	// FinalizedHeader is the node's "finalized" block; ErrNotSupported where the node has
+	// no such tag.
+	FinalizedHeader(ctx context.Context) (*BlockHeader, error)
 	ReceiptLookup
 	SentFinder
 	// ScanSent reads up to maxBlocks blocks from first on, oldest first, and returns the

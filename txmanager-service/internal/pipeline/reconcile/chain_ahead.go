@@ -106,11 +106,22 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 		return 0, err
 	}
 	r.findMinedLongAgo(ctx, signer, rows, found, head.Number)
+	// A foreign transaction is final for the row as receipts are: on a chain that follows the
+	// node's finalized block, once that block has reached it, not at a count of confirmations
+	// (which such chains leave at 0: one block, and a one-block reorg would undo it).
+	judgeAt, confirmations := head.Number, r.cfg.Confirmations
+	if r.cfg.UseFinalizedTag {
+		finalized, err := r.chain.FinalizedHeader(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("finalized block: %w", err)
+		}
+		judgeAt, confirmations = finalized.Number, 1
+	}
 	settled := 0
 	var errs []error
 	for _, row := range rows {
 		sent, ok := found[row.Nonce]
-		switch judgeTakenNonce(row, sent, ok, head.Number, r.cfg.Confirmations) {
+		switch judgeTakenNonce(row, sent, ok, judgeAt, confirmations) {
 		case verdictOurs:
 			attempt := pipeline.SignedAttempt{TxID: row.ID, Hash: sent.Hash, Nonce: row.Nonce, Kind: pipeline.AttemptOriginal,
 				MaxFee: pipeline.OrZero(sent.MaxFee), MaxTip: pipeline.OrZero(sent.MaxTip), GasLimit: sent.Gas, Raw: sent.Raw}

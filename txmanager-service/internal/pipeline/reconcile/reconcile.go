@@ -28,8 +28,11 @@ type Config struct {
 	AdoptUnknownChainNonces bool
 	// ScanBlocks bounds how far back a taken nonce's transaction is looked for.
 	ScanBlocks uint64
-	// Confirmations make a foreign transaction at a taken nonce final for this stage.
-	Confirmations uint64
+	// Confirmations make a foreign transaction at a taken nonce final for this stage; with
+	// UseFinalizedTag (a chain whose finality is the node's "finalized" block) that block
+	// must have reached it instead.
+	Confirmations   uint64
+	UseFinalizedTag bool
 	// ResubmitInterval: a recognised attempt is broadcast again after this long.
 	ResubmitInterval time.Duration
 	// FillHoles turns hole filling on; HoleGrace is how long a hole must be seen before it

@@ -27,6 +27,9 @@ func TestSettleTakenNonces(t *testing.T) {
 		// of 1 wei) under another hash; otherwise it sends 99 wei elsewhere.
 		ownIntent     bool
 		confirmations uint64
+		// finalizedTag: the chain's finality is the node's finalized block (confirmations 0,
+		// as the presets have it); the simulated chain finalizes every 32 blocks.
+		finalizedTag bool
 		// blocksOnTop are sealed after the block holding the nonce's transaction.
 		blocksOnTop int
 		wantSettled int
@@ -48,12 +51,16 @@ func TestSettleTakenNonces(t *testing.T) {
 			wantSettled: 1, wantState: domain.StateTracking, wantSub: string(domain.SubStateRecognised), wantHash: true},
 		{name: "another intent, mined before the scan window: the nonce is gone for good", confirmations: 2, blocksOnTop: 20,
 			wantSettled: 1, wantState: domain.StateFailedFinal, wantSub: string(domain.SubStateNonceTaken), wantCompletions: 1},
+		{name: "another intent on a finalized-tag chain, mined but not finalized: looked at again later", finalizedTag: true, blocksOnTop: 1,
+			wantState: domain.StateTracking, wantSub: string(domain.SubStateNonceTaken)},
+		{name: "another intent on a finalized-tag chain, finalized: the nonce is gone for good", finalizedTag: true, blocksOnTop: 40,
+			wantSettled: 1, wantState: domain.StateFailedFinal, wantSub: string(domain.SubStateNonceTaken), wantCompletions: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStage(t)
-			r := s.reconciler(reconcile.Config{ScanBlocks: 8, Confirmations: tc.confirmations, ResubmitInterval: time.Minute}, services.SystemClock{})
+			r := s.reconciler(reconcile.Config{ScanBlocks: 8, Confirmations: tc.confirmations, UseFinalizedTag: tc.finalizedTag, ResubmitInterval: time.Minute}, services.SystemClock{})
 			s.allocate(1)
 			to, value := recipient, int64(99)
 			if tc.ownIntent {
