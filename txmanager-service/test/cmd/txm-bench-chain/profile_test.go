@@ -33,7 +33,10 @@ func TestProfileRecorderTakesConsecutiveProfiles(t *testing.T) {
 	defer server.Close()
 	dir := t.TempDir()
 	recorder := startProfile(context.Background(), server.URL, dir)
-	time.Sleep(100 * time.Millisecond)
+	// Until a second profile was asked for, however slowly this machine serves them.
+	for deadline := time.Now().Add(10 * time.Second); served.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	files, err := recorder.stop()
 	if err != nil {
 		t.Fatal(err)
