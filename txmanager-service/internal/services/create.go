@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"time"
 
+	"github.com/ethereum/go-ethereum/params"
 	"github.com/go-kratos/kratos/v2/log"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -277,8 +278,20 @@ func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateReques
 	if given != 0 {
 		return given, nil
 	}
-	padded := math.Ceil(float64(estimate) * max(uc.cfg.GasEstimateMultiplier, 1))
-	return min(uint64(padded), uc.cfg.Limits.MaxGasLimit), nil
+	return padEstimate(estimate, uc.cfg.GasEstimateMultiplier, uc.cfg.Limits.MaxGasLimit), nil
+}
+
+// padEstimate is the gas limit for an estimate: padded by multiplier for state that moves
+// between the estimate and the block, at most maxGasLimit, and not padded past EIP-7825's
+// cap on a transaction's gas (2^24) when the estimate is within it: on a chain that
+// enforces the cap, every node refuses a transaction above it, so the padding would turn a
+// call that fits into one that is never mined.
+func padEstimate(estimate uint64, multiplier float64, maxGasLimit uint64) uint64 {
+	padded := uint64(math.Ceil(float64(estimate) * max(multiplier, 1)))
+	if estimate <= params.MaxTxGas {
+		padded = min(padded, params.MaxTxGas)
+	}
+	return min(padded, maxGasLimit)
 }
 
 func createResultLabel(res CreateResult, err error) string {
