@@ -10,6 +10,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/console"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
+	"github.com/bionicotaku/txmanager-service/internal/pipeline/stuck"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/submitting"
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/server"
@@ -63,7 +64,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 		// Each consumer gets the part of the chain it uses (services' narrow ports): one
 		// adapter, many views.
 		wire.Bind(new(services.NonceSource), new(services.Chain)),
-		wire.Bind(new(services.FeeSource), new(services.Chain)),
+		wire.Bind(new(stuck.Chain), new(services.Chain)),
 		wire.Bind(new(services.CallSimulator), new(services.Chain)),
 		wire.Bind(new(services.TxSender), new(services.Chain)),
 		wire.Bind(new(services.ReceiptSource), new(services.Chain)),

@@ -112,6 +112,8 @@ type ChainHistory interface {
 	// FinalizedHeader is the node's "finalized" block; ErrNotSupported where the node has
 	// no such tag.
 	FinalizedHeader(ctx context.Context) (*BlockHeader, error)
+	// GasEstimator prices the self-transfers that fill nonce holes (TransferGas).
+	GasEstimator
 	ReceiptLookup
 	SentFinder
 	// ScanSent reads up to maxBlocks blocks from first on, oldest first, and returns the

@@ -134,7 +134,7 @@ func (w *FundingWatch) refill(ctx context.Context, signer common.Address, balanc
 	n := mark.Refills + 1
 	ctx = domain.WithPrincipal(ctx, domain.Principal{ID: refillCredential, AllSigners: true})
 	res, err := w.create.Create(ctx, domain.CreateInput{Signer: mark.Treasury.Hex(), RequestID: domain.RefillRequestID(signer, n), To: signer.Hex(),
-		Value: amount.String(), GasLimit: 21000})
+		Value: amount.String(), GasLimit: TransferGas(ctx, w.create.chain, *mark.Treasury, signer)})
 	if errors.Is(err, domain.ErrNotLeader) {
 		return nil
 	}

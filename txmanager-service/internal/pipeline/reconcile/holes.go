@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
 // maxHoleFill bounds how many placeholders one pass creates for a signer.
@@ -87,8 +88,9 @@ func (r *Reconciler) FillNonceHoles(ctx context.Context, lease domain.Lease) (in
 		return 0, nil
 	}
 	placeholders := make([]domain.ManagedTx, 0, hole.To-hole.From)
+	gas := services.TransferGas(ctx, r.chain, signer, signer)
 	for nonce := hole.From; nonce < hole.To; nonce++ {
-		placeholders = append(placeholders, placeholderTx(signer, lease.Signer, nonce, r.clock.Now()))
+		placeholders = append(placeholders, placeholderTx(signer, lease.Signer, nonce, gas, r.clock.Now()))
 	}
 	created, err := r.store.InsertPlaceholders(ctx, lease, placeholders)
 	if err != nil {
@@ -102,15 +104,12 @@ func (r *Reconciler) FillNonceHoles(ctx context.Context, lease domain.Lease) (in
 }
 
 // placeholderTx is a zero-value transfer from the signer to itself at nonce.
-func placeholderTx(signer common.Address, signerHex string, nonce uint64, now time.Time) domain.ManagedTx {
+func placeholderTx(signer common.Address, signerHex string, nonce, gas uint64, now time.Time) domain.ManagedTx {
 	tx := domain.ManagedTx{
 		ID: uuid.Must(uuid.NewV7()), Signer: signer, SignerHex: signerHex, Nonce: nonce,
-		Intent:            domain.Intent{To: &signer, ToHex: signerHex, Value: new(big.Int), GasLimit: placeholderGas},
-		EffectiveGasLimit: placeholderGas, State: domain.StateAllocated, CreatedAt: now, UpdatedAt: now,
+		Intent:            domain.Intent{To: &signer, ToHex: signerHex, Value: new(big.Int), GasLimit: gas},
+		EffectiveGasLimit: gas, State: domain.StateAllocated, CreatedAt: now, UpdatedAt: now,
 	}
 	tx.Fingerprint = domain.CreateRequest{Signer: signer, Intent: tx.Intent}.Fingerprint()
 	return tx
 }
-
-// placeholderGas is a plain transfer's gas.
-const placeholderGas = 21_000

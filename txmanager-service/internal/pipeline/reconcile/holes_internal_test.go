@@ -4,8 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
 func TestFindHole(t *testing.T) {
@@ -55,12 +57,12 @@ func TestHoleTrackerAges(t *testing.T) {
 // A placeholder is a zero-value self-transfer at the nonce, allocated and ready to sign.
 func TestPlaceholderTx(t *testing.T) {
 	signer := common.HexToAddress("0x00000000000000000000000000000000000000aa")
-	tx := placeholderTx(signer, signer.Hex(), 12, time.Unix(50, 0))
-	if tx.Nonce != 12 || *tx.Intent.To != signer || tx.Intent.Value.Sign() != 0 || tx.EffectiveGasLimit != placeholderGas ||
+	tx := placeholderTx(signer, signer.Hex(), 12, 21_000, time.Unix(50, 0))
+	if tx.Nonce != 12 || *tx.Intent.To != signer || tx.Intent.Value.Sign() != 0 || tx.EffectiveGasLimit != services.PlainTransferGas ||
 		tx.State != domain.StateAllocated || tx.Fingerprint == ([32]byte{}) {
 		t.Errorf("placeholder %+v", tx)
 	}
-	if other := placeholderTx(signer, signer.Hex(), 12, time.Unix(50, 0)); other.ID == tx.ID {
+	if other := placeholderTx(signer, signer.Hex(), 12, 21_000, time.Unix(50, 0)); other.ID == tx.ID {
 		t.Error("two placeholders share an id")
 	}
 }

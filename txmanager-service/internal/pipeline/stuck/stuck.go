@@ -77,7 +77,7 @@ type Resolver struct {
 	cfg         Config
 	store       Store
 	attempts    pipeline.AttemptStore
-	chain       services.FeeSource
+	chain       Chain
 	signer      *pipeline.Signer
 	broadcaster *pipeline.Broadcaster
 	leases      *services.LeaseManager
@@ -95,7 +95,14 @@ type Resolver struct {
 func (r *Resolver) OnAttemptRecorded(fn func()) { r.attemptRecorded = fn }
 
 // New builds the stage.
-func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain services.FeeSource, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
+// Chain is what the stage asks the node: the fees to bump to, and the gas of the
+// self-transfer a cancellation puts at a nonce (services.TransferGas).
+type Chain interface {
+	services.FeeSource
+	services.GasEstimator
+}
+
+func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
 	leases *services.LeaseManager, hook Hook, clock services.Clock, metrics *telemetry.Metrics, logger log.Logger) *Resolver {
 	return &Resolver{cfg: cfg, store: store, attempts: attempts, chain: chain, signer: signer, broadcaster: broadcaster, leases: leases, hook: hook,
 		clock: clock, metrics: metrics, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
@@ -277,19 +284,19 @@ func (r *Resolver) resolutionAttempt(ctx context.Context, head *HeadOfLineTx, ac
 		return pipeline.SignedAttempt{}, err
 	}
 	u, kind := resolutionTx(head, action)
+	if action != domain.ActionReplace {
+		u.Gas = services.TransferGas(ctx, r.chain, u.From, *u.To)
+	}
 	u.MaxFee, u.MaxTip, u.Legacy, u.BaseFee = maxFee, maxTip, suggestion.Legacy, suggestion.BaseFee
 	return r.signer.Sign(ctx, head.TxID, kind, u)
 }
-
-// cancelGas is a plain transfer's gas.
-const cancelGas = 21_000
 
 // resolutionTx is the transaction an action puts at the stuck nonce (fees left to the
 // caller): the intent again for REPLACE, a 0-value self-transfer for CANCEL and
 // PLACEHOLDER.
 func resolutionTx(head *HeadOfLineTx, action domain.ResolutionAction) (pipeline.Unsigned, pipeline.AttemptKind) {
 	from := common.HexToAddress(head.Signer)
-	u := pipeline.Unsigned{From: from, Nonce: head.Nonce, To: &from, Value: new(big.Int), Gas: cancelGas}
+	u := pipeline.Unsigned{From: from, Nonce: head.Nonce, To: &from, Value: new(big.Int), Gas: services.PlainTransferGas}
 	switch action {
 	case domain.ActionReplace:
 		u.To, u.Value, u.Data, u.Gas = head.Intent.To, head.Intent.Value, head.Intent.Data, head.GasLimit

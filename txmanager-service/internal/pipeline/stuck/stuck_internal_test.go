@@ -92,8 +92,8 @@ func TestResolutionTx(t *testing.T) {
 		wantVal  int64
 	}{
 		{domain.ActionReplace, pipeline.AttemptReplace, to, 90_000, 5},
-		{domain.ActionCancel, pipeline.AttemptCancel, signer, cancelGas, 0},
-		{domain.ActionPlaceholder, pipeline.AttemptPlaceholder, signer, cancelGas, 0},
+		{domain.ActionCancel, pipeline.AttemptCancel, signer, services.PlainTransferGas, 0},
+		{domain.ActionPlaceholder, pipeline.AttemptPlaceholder, signer, services.PlainTransferGas, 0},
 	}
 	for _, tc := range tests {
 		u, kind := resolutionTx(head, tc.action)
