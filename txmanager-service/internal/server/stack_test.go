@@ -264,7 +264,13 @@ func (f *memFeed) ListAfter(_ context.Context, pos services.FeedPosition, limit 
 }
 
 func (f *memFeed) State(context.Context) (services.FeedState, error) {
-	return services.FeedState{}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var last services.FeedPosition
+	for _, c := range f.items {
+		last = max(last, c.Position)
+	}
+	return services.FeedState{LastPosition: last}, nil
 }
 
 const testChainID = 1337
