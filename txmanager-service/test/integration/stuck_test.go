@@ -69,8 +69,13 @@ func TestStuckHeadOfLine(t *testing.T) {
 					if len(audits) != 1 || audits[0].action != "NOOP" || audits[0].token != 1 || audits[0].node == "" || audits[0].reason == "" {
 						t.Fatalf("audit = %+v, want one NOOP entry with node, token 1 and a reason", audits)
 					}
+					// The event is recorded after the state, in a statement of its own.
+					waitFor(t, 10*time.Second, "one tx.stuck event for the head of line (webhook subscribers hear of it)", func() bool {
+						return s.count(t, `SELECT count(*) FROM service_event WHERE kind = 'tx.stuck' AND payload->>'txId' = $1`, head) == 1
+					})
+					time.Sleep(time.Second) // a second event would have been recorded by now
 					if n := s.count(t, `SELECT count(*) FROM service_event WHERE kind = 'tx.stuck' AND payload->>'txId' = $1`, head); n != 1 {
-						t.Fatalf("%d tx.stuck events for the head of line, want 1 (webhook subscribers hear of it)", n)
+						t.Fatalf("%d tx.stuck events for the head of line, want 1", n)
 					}
 					time.Sleep(2 * time.Second) // nothing behind it can move while it blocks the nonce
 					for _, id := range behind {
