@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
@@ -14,32 +13,15 @@ import (
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
-
-// syncBuffer collects log lines written from any goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A panic below the transport is answered INTERNAL and logged with where it happened, and
 // the request, which may carry a secret (here a webhook's signing secret), is in no log:
 // not the service's, and not Kratos' global one. (Not parallel: it swaps the global logger.)
 func TestAPanicIsLoggedWithoutItsRequest(t *testing.T) {
 	const secret = "whsec-SIGNINGSECRET-0123456789"
-	var serviceLog, globalLog syncBuffer
+	var serviceLog, globalLog testsupport.LogBuffer
 	previous := log.GetLogger()
 	log.SetLogger(log.NewStdLogger(&globalLog))
 	t.Cleanup(func() { log.SetLogger(previous) })

@@ -576,24 +576,6 @@ func TestWebhookLagGrowsWhileEventsWait(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink tests read while the deliverer writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // A receiver's URL may hold its secret in the path or the query (chat services' incoming
 // hooks): the log, the audit trail and the subscription's last error tell it by scheme and
 // host. A receiver that refuses connections makes Go's client quote the URL.
@@ -603,7 +585,7 @@ func TestWebhookURLSecretsStayOutOfLogsAndErrors(t *testing.T) {
 	ctx := t.Context()
 	cfg := webhookConfig()
 	cfg.DeadAfter = time.Second
-	logs := &lockedBuffer{}
+	logs := &testsupport.LogBuffer{}
 	logger := log.NewStdLogger(logs)
 	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
 	txm := testsupport.TxManager(t, pool)
