@@ -208,8 +208,8 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		return nil, nil, err
 	}
 	httpServer := server.NewHTTPServer(confServer, observability, listeners, tlsConfigs, txController, adminController, health, prometheus, authenticator, middleware, consoleConsole)
-	streams := server.NewStreams()
-	grpcServer := server.NewGRPCServer(confServer, listeners, tlsConfigs, txController, adminController, middleware, authenticator, streams)
+	streams := server.NewStreams(confServer, rateLimiter)
+	grpcServer := server.NewGRPCServer(confServer, listeners, tlsConfigs, txController, adminController, middleware, authenticator, streams, health)
 	nodeHeartbeat := workers.NewNodeHeartbeat(intervals, nodeRegistry)
 	retentionConfig := newRetentionConfig(bootstrap)
 	retentionRepository := repositories.NewRetentionRepository(pool)

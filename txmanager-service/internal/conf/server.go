@@ -84,6 +84,9 @@ type Server struct {
 	// ReadinessInterval: /readyz answers from a probe of the database and the chain at
 	// most this old, so a flood of probes costs one database ping and one RPC per interval.
 	ReadinessInterval Duration `json:"readinessInterval"`
+	// MaxStreamsPerCredential caps the gRPC streams (WatchCompletions) one credential holds
+	// open on a node at once; each also costs one request of its rate limit when it opens.
+	MaxStreamsPerCredential int `json:"maxStreamsPerCredential"`
 }
 
 // Listener is one server's address and request timeout.
@@ -232,6 +235,7 @@ func (s Server) check(p *problems) {
 	p.positive(s.HTTP.ReadHeaderTimeout, "server.http.readHeaderTimeout")
 	p.positive(s.HTTP.IdleTimeout, "server.http.idleTimeout")
 	p.positive(s.ReadinessInterval, "server.readinessInterval")
+	p.require(s.MaxStreamsPerCredential > 0, "server.maxStreamsPerCredential", "must be positive")
 	if s.RateLimit.Enabled {
 		p.require(s.RateLimit.RequestsPerSecond > 0, "server.rateLimit.requestsPerSecond", "must be positive when the rate limit is enabled")
 		p.require(s.RateLimit.Burst > 0, "server.rateLimit.burst", "must be positive when the rate limit is enabled")

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 )
@@ -20,6 +21,9 @@ type Principal struct {
 	// Roles are what the credential may do besides using its signers: an approval rule
 	// names the role its approvers hold.
 	Roles map[string]bool
+	// ExpiresAt is when the credential stops being valid (a token's expiry; zero for an
+	// API key): a stream opened with it ends then.
+	ExpiresAt time.Time
 }
 
 // CanReadMetrics reports whether the principal may scrape /metrics.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	nethttp "net/http"
 	"os"
@@ -138,6 +139,9 @@ func (a *Authenticator) fromHeaders(header func(string) string) (domain.Principa
 	}
 	if bearer, ok := strings.CutPrefix(header("authorization"), "Bearer "); ok && a.jwt != nil {
 		p, err := a.jwt.verify(bearer)
+		if errors.Is(err, errNoSubject) {
+			return domain.Principal{}, unauthenticated("bearer token without a subject (sub claim)")
+		}
 		if err != nil {
 			return domain.Principal{}, unauthenticated("invalid bearer token")
 		}
@@ -152,6 +156,8 @@ func (a *Authenticator) fromHeaders(header func(string) string) (domain.Principa
 func isHealthCheck(operation string) bool {
 	return strings.HasPrefix(operation, "/grpc.health.v1.Health/")
 }
+
+var errNoSubject = errors.New("token without a subject")
 
 func unauthenticated(why string) error {
 	return v1.ErrorUnauthenticated("%s", why)
@@ -258,6 +264,11 @@ func (v *jwtVerifier) verify(token string) (domain.Principal, error) {
 		return domain.Principal{}, err
 	}
 	subject, _ := claims.GetSubject()
+	if subject == "" {
+		// The subject names the caller in the audit trail and keys its rate limit: tokens
+		// without one would all be one caller.
+		return domain.Principal{}, errNoSubject
+	}
 	var signers []string
 	switch raw := claims[v.signersClaim].(type) {
 	case string:
@@ -275,6 +286,9 @@ func (v *jwtVerifier) verify(token string) (domain.Principal, error) {
 		return p, err
 	}
 	p.Roles = rolesOf(stringsOf(claims[v.rolesClaim]), v.knownRoles)
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		p.ExpiresAt = exp.Time
+	}
 	return p, nil
 }
 

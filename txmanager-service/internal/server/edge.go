@@ -101,20 +101,31 @@ func (l *RateLimiter) Middleware() middleware.Middleware {
 				return next(ctx, req)
 			}
 			p, _ := domain.PrincipalFrom(ctx)
-			if wait := l.reserve(p.ID, time.Now(), creates(req)); wait > 0 {
-				l.metrics.RateLimited(ctx)
-				seconds := strconv.Itoa(int(math.Ceil(wait.Seconds())))
-				return nil, v1.ErrorRateLimited("rate limit of this credential exceeded; retry after Retry-After seconds").
-					WithMetadata(map[string]string{controllers.MetadataRetryAfter: seconds})
+			if err := l.refuse(ctx, p.ID, creates(req)); err != nil {
+				return nil, err
 			}
 			return next(ctx, req)
 		}
 	}
 }
 
-// reserve takes a token for id, or returns how long until one is available (taking none).
-// creates is what a request costs of its credential's rate: a batch costs each of its creates
-// (up to the burst, so that a batch the burst admits is never refused for ever).
+// refuse charges a request of n creates to credential id: nil when it passes, else
+// RATE_LIMITED with the time after which one more request will pass.
+func (l *RateLimiter) refuse(ctx context.Context, id string, n int) error {
+	if !l.enabled {
+		return nil
+	}
+	wait := l.reserve(id, time.Now(), n)
+	if wait <= 0 {
+		return nil
+	}
+	l.metrics.RateLimited(ctx)
+	seconds := strconv.Itoa(int(math.Ceil(wait.Seconds())))
+	return v1.ErrorRateLimited("rate limit of this credential exceeded; retry after Retry-After seconds").
+		WithMetadata(map[string]string{controllers.MetadataRetryAfter: seconds})
+}
+
+// creates is what a request costs of its credential's rate: a batch costs each of its creates.
 func creates(req any) int {
 	if batch, ok := req.(*v1.CreateTxBatchRequest); ok {
 		return max(len(batch.GetCreates()), 1)
@@ -122,6 +133,10 @@ func creates(req any) int {
 	return 1
 }
 
+// reserve takes n tokens for id, or returns how long until the request may pass (taking
+// none). A request that costs more than the burst passes when the bucket is full and leaves
+// it in debt for the rest: refused until the rate has paid it, a batch of 1,000 costs its
+// credential as much as 1,000 single creates, and is still never refused for ever.
 func (l *RateLimiter) reserve(id string, now time.Time, n int) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -143,6 +158,14 @@ func (l *RateLimiter) reserve(id string, now time.Time, n int) time.Duration {
 	if wait := r.DelayFrom(now); wait > 0 {
 		r.CancelAt(now)
 		return wait
+	}
+	// The debt: reservations kept with their delay make the bucket's later requests wait.
+	for rest := n - l.burst; rest > 0; rest -= l.burst {
+		b.limiter.ReserveN(now, min(rest, l.burst))
+	}
+	if debt := n - l.burst; debt > 0 {
+		// Not swept as idle (forgiven) before the debt is paid.
+		b.lastUsed = now.Add(time.Duration(float64(debt) / float64(l.limit) * float64(time.Second)))
 	}
 	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -21,15 +22,18 @@ import (
 
 // NewGRPCServer serves the API over gRPC.
 func NewGRPCServer(c conf.Server, listeners *Listeners, tlsConfigs *TLSConfigs, tx *controllers.TxController, admin *controllers.AdminController,
-	mw *Middleware, auth *Authenticator, streams *Streams) *kgrpc.Server {
+	mw *Middleware, auth *Authenticator, streams *Streams, health *Health) *kgrpc.Server {
 	opts := []kgrpc.ServerOption{
+		// Kratos' own health service answers SERVING whatever the database and the chain say.
+		kgrpc.CustomHealth(),
 		kgrpc.Listener(listeners.GRPC),
 		kgrpc.Timeout(c.GRPC.Timeout.Std()),
 		kgrpc.Middleware(mw.chain...),
 		kgrpc.UnaryInterceptor(grpcStatusInterceptor, messageSizeInterceptor(c.MaxBodyBytes)),
 		// Kratos middleware runs per unary call; a stream (WatchCompletions) is authenticated
-		// once, when it opens, and ended when the service stops.
-		kgrpc.StreamInterceptor(streams.interceptor, auth.streamInterceptor),
+		// and counted once, when it opens, and ended when its credential expires or the
+		// service stops.
+		kgrpc.StreamInterceptor(streams.interceptor, auth.streamInterceptor, streams.limits),
 		// A batch of creates may be larger than any other call; messageSizeInterceptor holds
 		// the others to maxBodyBytes.
 		kgrpc.Options(grpc.MaxRecvMsgSize(int(max(c.MaxBodyBytes, c.MaxBatchBodyBytes)))),
@@ -41,6 +45,7 @@ func NewGRPCServer(c conf.Server, listeners *Listeners, tlsConfigs *TLSConfigs, 
 	v1.RegisterTxServiceServer(srv, tx)
 	v1.RegisterAdminServiceServer(srv, admin)
 	v1.RegisterPeerServiceServer(srv, &peerService{tx: tx})
+	healthpb.RegisterHealthServer(srv, newGRPCHealth(health, streams.ctx.Done(), v1.TxService_ServiceDesc.ServiceName, v1.AdminService_ServiceDesc.ServiceName))
 	return srv
 }
 
@@ -82,7 +87,13 @@ func (a *Authenticator) streamInterceptor(srv any, ss grpc.ServerStream, info *g
 	if err != nil {
 		return withGRPCCode(err)
 	}
-	return withGRPCCode(handler(srv, &contextStream{ServerStream: ss, ctx: domain.WithPrincipal(ss.Context(), p)}))
+	ctx, cancel := untilExpiry(domain.WithPrincipal(ss.Context(), p), p)
+	defer cancel()
+	err = handler(srv, &contextStream{ServerStream: ss, ctx: ctx})
+	if errors.Is(context.Cause(ctx), errCredentialExpired) {
+		return withGRPCCode(unauthenticated("the credential that opened this stream expired; open it again with a new one"))
+	}
+	return withGRPCCode(err)
 }
 
 func withGRPCCode(err error) error {

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -200,4 +203,65 @@ func writeJSON(w nethttp.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// grpcHealth answers gRPC health checks (grpc.health.v1) from the probe /readyz answers
+// from, so a gRPC load balancer or a Kubernetes gRPC probe takes a node out when /readyz
+// would, and while it stops. The empty name is the server; the API's services answer alike.
+type grpcHealth struct {
+	healthpb.UnimplementedHealthServer
+	health   *Health
+	services map[string]bool
+	// stopping is closed when the server begins to stop.
+	stopping <-chan struct{}
+}
+
+func newGRPCHealth(h *Health, stopping <-chan struct{}, services ...string) *grpcHealth {
+	g := &grpcHealth{health: h, stopping: stopping, services: map[string]bool{"": true}}
+	for _, s := range services {
+		g.services[s] = true
+	}
+	return g
+}
+
+func (g *grpcHealth) status() healthpb.HealthCheckResponse_ServingStatus {
+	select {
+	case <-g.stopping:
+		return healthpb.HealthCheckResponse_NOT_SERVING
+	default:
+	}
+	if !g.health.current().ready {
+		return healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	return healthpb.HealthCheckResponse_SERVING
+}
+
+// Check answers from the latest readiness probe (probing when it is older than the interval).
+func (g *grpcHealth) Check(_ context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	if !g.services[req.GetService()] {
+		return nil, grpcstatus.Errorf(codes.NotFound, "unknown service %q", req.GetService())
+	}
+	return &healthpb.HealthCheckResponse{Status: g.status()}, nil
+}
+
+// Watch sends the status, then each change of it, looking once per readiness interval.
+func (g *grpcHealth) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	last := healthpb.HealthCheckResponse_ServingStatus(-1)
+	for {
+		st := healthpb.HealthCheckResponse_SERVICE_UNKNOWN
+		if g.services[req.GetService()] {
+			st = g.status()
+		}
+		if st != last {
+			if err := stream.Send(&healthpb.HealthCheckResponse{Status: st}); err != nil {
+				return err
+			}
+			last = st
+		}
+		select {
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		case <-time.After(g.health.interval):
+		}
+	}
 }

@@ -78,9 +78,10 @@ func testBootstrap() *conf.Bootstrap {
 		Server: conf.Server{
 			HTTP: conf.HTTPListener{Listener: conf.Listener{Addr: "127.0.0.1:0", Timeout: conf.Duration(5 * time.Second)},
 				ReadHeaderTimeout: conf.Duration(5 * time.Second), IdleTimeout: conf.Duration(time.Minute)},
-			GRPC:              conf.Listener{Addr: "127.0.0.1:0", Timeout: conf.Duration(5 * time.Second)},
-			MaxBodyBytes:      64 << 10,
-			ReadinessInterval: conf.Duration(time.Hour),
+			GRPC:                    conf.Listener{Addr: "127.0.0.1:0", Timeout: conf.Duration(5 * time.Second)},
+			MaxBodyBytes:            64 << 10,
+			ReadinessInterval:       conf.Duration(time.Hour),
+			MaxStreamsPerCredential: 4,
 		},
 		Auth:    conf.Auth{Enabled: true, APIKeys: apiKeys()},
 		Routing: conf.Routing{Mode: conf.RoutingBasic, MaxHops: 1},
@@ -384,13 +385,14 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		tx: controllers.NewTxController(chains, services.NewCompletionsUseCase(feed, standby, notify, feedCfg), services.NewFinalWait(notify, feedCfg),
 			standby, nil,
 			routing, opts.forwarder, logger),
-		admin:   controllers.NewAdminController(chains, routing, opts.forwarder, nil, nil, nil, nil, nil, logger),
-		streams: NewStreams(),
+		admin: controllers.NewAdminController(chains, routing, opts.forwarder, nil, nil, nil, nil, nil, logger),
 	}
+	limiter := NewRateLimiter(c.Server, metrics)
+	s.streams = NewStreams(c.Server, limiter)
 	if s.auth, err = NewAuthenticator(c.Auth); err != nil {
 		t.Fatal(err)
 	}
-	if s.mw, err = NewMiddleware(c.Routing, opts.tracer, metrics, s.auth, NewRateLimiter(c.Server, metrics), logger); err != nil {
+	if s.mw, err = NewMiddleware(c.Routing, opts.tracer, metrics, s.auth, limiter, logger); err != nil {
 		t.Fatal(err)
 	}
 	s.health = NewHealth(c.Server, opts.pool, replication("synchronous standby"), []ReadinessChain{{ID: testChainID, Chain: chain}}, metrics)
@@ -405,7 +407,7 @@ func (s *stack) httpServer() *khttp.Server {
 // serveGRPC serves the stack's gRPC API on its listener until the test ends.
 func (s *stack) serveGRPC(t *testing.T, tlsConfigs *TLSConfigs) *kgrpc.Server {
 	t.Helper()
-	srv := NewGRPCServer(s.conf.Server, s.listeners, tlsConfigs, s.tx, s.admin, s.mw, s.auth, s.streams)
+	srv := NewGRPCServer(s.conf.Server, s.listeners, tlsConfigs, s.tx, s.admin, s.mw, s.auth, s.streams, s.health)
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(context.Background()) }()
 	t.Cleanup(func() {

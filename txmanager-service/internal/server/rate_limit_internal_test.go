@@ -1,0 +1,39 @@
+package server
+
+import (
+	"testing"
+	"time"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+)
+
+// A request costs its credential one token per create: a batch larger than the burst passes
+// when the bucket is full and leaves it in debt, so its credential waits as long as for the
+// same creates sent one by one; the debt is not forgiven by sweeping the bucket as idle.
+func TestRateLimitChargesEveryCreateOfABatch(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_700_000_000, 0)
+	steps := []struct {
+		name  string
+		at    time.Duration
+		id    string
+		n     int
+		wait  time.Duration
+		delta time.Duration // the wait may be this much shorter (the bucket refills continuously)
+	}{
+		{name: "a batch of 5 with a full bucket of 2 passes", at: 0, id: "a", n: 5},
+		{name: "a create a second later waits for the debt of 3", at: time.Second, id: "a", n: 1, wait: 3 * time.Second},
+		{name: "another credential is not in debt", at: time.Second, id: "b", n: 1},
+		{name: "past the idle sweep's time the debt still stands", at: 3500 * time.Millisecond, id: "a", n: 1, wait: 500 * time.Millisecond},
+		{name: "once the debt is paid a create passes", at: 4 * time.Second, id: "a", n: 1},
+		{name: "a batch over the burst waits for a full bucket", at: 4 * time.Second, id: "a", n: 10, wait: 2 * time.Second},
+	}
+	l := NewRateLimiter(conf.Server{RateLimit: conf.RateLimit{Enabled: true, RequestsPerSecond: 1, Burst: 2}}, telemetry.Noop())
+	for _, s := range steps {
+		got := l.reserve(s.id, start.Add(s.at), s.n)
+		if got > s.wait || got < s.wait-s.delta-time.Millisecond {
+			t.Fatalf("%s: wait %v, want %v", s.name, got, s.wait)
+		}
+	}
+}
