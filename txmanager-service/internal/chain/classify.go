@@ -124,6 +124,16 @@ var executionFailurePhrases = []errorPhrase{
 	{"evm error", services.ErrExecutionReverted},
 }
 
+// cappedEstimatePhrases: the estimate failed within the allowance it was given. geth caps
+// the allowance at the gas the call names, and at what the sender's balance pays at the fee
+// it names; "gas required exceeds allowance" is then a call that ran out of gas at the cap
+// (which may be the sender's funds, not the call), and "intrinsic gas too low" a cap below
+// what the transaction costs before it runs.
+var cappedEstimatePhrases = []errorPhrase{
+	{"gas required exceeds", services.ErrGasCapped},
+	{"intrinsic gas too low", services.ErrGasCapped},
+}
+
 // estimateFundsPhrases: the signer cannot pay for the call at all (its value, or its gas
 // at the fees it named). Checked after reverts: a contract may revert with these words.
 var estimateFundsPhrases = []errorPhrase{
@@ -141,6 +151,12 @@ func classifyEstimateError(err error) error {
 	if !isRevert && !containsWordPrefix(message, "revert") {
 		if class := matchPhrase(message, estimateFundsPhrases); class != nil {
 			return fmt.Errorf("%w: %w", class, err)
+		}
+		if capped := matchPhrase(message, cappedEstimatePhrases); capped != nil && rpcAnswered(err) {
+			if class := matchPhrase(message, executionFailurePhrases); class != nil {
+				return fmt.Errorf("%w: %w: %w", class, capped, err)
+			}
+			return fmt.Errorf("%w: %w", capped, err)
 		}
 		if class := matchPhrase(message, executionFailurePhrases); class != nil && rpcAnswered(err) {
 			return fmt.Errorf("%w: %w", class, err)

@@ -63,3 +63,26 @@ func TestEstimateHaltsAreExecutionFailures(t *testing.T) {
 		t.Errorf("a transport failure's text taken for the node's answer: %v", got)
 	}
 }
+
+// An estimate that failed within a capped allowance is told apart, so the create can ask
+// again without the cap: as each node words it.
+func TestCappedEstimatesAreToldApart(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		reverted bool
+		capped   bool
+	}{
+		{"go-ethereum, out of gas at the cap", rpcError{code: -32000, message: "gas required exceeds allowance (30000)"}, true, true},
+		{"Erigon and Besu", rpcError{code: -32000, message: "gas required exceeds: 30000"}, true, true},
+		{"a cap below the intrinsic gas", rpcError{code: -32000, message: "intrinsic gas too low: have 21000, want 21144"}, false, true},
+		{"a revert that says so", rpcError{code: 3, message: "execution reverted: gas required exceeds allowance"}, true, false},
+		{"a transport failure's text", errors.New("intrinsic gas too low"), false, false},
+	}
+	for _, tc := range tests {
+		got := classifyEstimateError(tc.err)
+		if errors.Is(got, services.ErrExecutionReverted) != tc.reverted || errors.Is(got, services.ErrGasCapped) != tc.capped {
+			t.Errorf("%s: %v, want reverted %t capped %t", tc.name, got, tc.reverted, tc.capped)
+		}
+	}
+}

@@ -13,7 +13,7 @@ import (
 )
 
 // A hosted provider over its limit answers HTTP 429 (with Retry-After), or a JSON-RPC error
-// (-32005 "limit exceeded", or 429 and words like "rate limit" in the message). Either is a
+// (-32005 "limit exceeded", -32090, or 429 and words like "rate limit" in the message). Either is a
 // fault of the endpoint, not an answer about the request: the call moves to another
 // endpoint, and this one is left alone until its Retry-After (or rateLimitPause) has passed.
 
@@ -21,10 +21,12 @@ import (
 // left alone.
 const rateLimitPause = time.Second
 
-// JSON-RPC error codes: EIP-1474's "limit exceeded", and the generic server and internal
-// errors under which providers put their throttling words.
+// JSON-RPC error codes: EIP-1474's "limit exceeded", the code some providers give their
+// throttling instead ("Too many requests, reason: call rate limit exhausted"), and the
+// generic server and internal errors under which providers put their throttling words.
 const (
 	codeLimitExceeded = -32005
+	codeTooManyCalls  = -32090
 	codeServerError   = -32000
 	codeInternalError = -32603
 )
@@ -46,7 +48,7 @@ func isRateLimited(err error) bool {
 		return false
 	}
 	code := rpcErr.ErrorCode()
-	if code == codeLimitExceeded || code == http.StatusTooManyRequests {
+	if code == codeLimitExceeded || code == codeTooManyCalls || code == http.StatusTooManyRequests {
 		return true
 	}
 	// Words alone only from the codes providers answer with: a contract may revert with

@@ -30,6 +30,8 @@ func TestRateLimitsAreToldApart(t *testing.T) {
 		{"HTTP 429", rpc.HTTPError{StatusCode: 429, Status: "429 Too Many Requests"}, true},
 		{"HTTP 429, wrapped", fmt.Errorf("latest block: %w", rpc.HTTPError{StatusCode: 429}), true},
 		{"JSON-RPC -32005", rpcCodedError{"limit exceeded", -32005}, true},
+		{"JSON-RPC -32090", rpcCodedError{"Too many requests, reason: call rate limit exhausted, retry in 10s", -32090}, true},
+		{"JSON-RPC -32090 worded otherwise", rpcCodedError{"request throttled", -32090}, true},
 		{"JSON-RPC 429", rpcCodedError{"Your app has exceeded its compute units per second capacity", 429}, true},
 		{"JSON-RPC -32000 naming the rate limit", rpcCodedError{"daily request count exceeded, request rate limited", -32000}, true},
 		{"HTTP 502", rpc.HTTPError{StatusCode: 502, Status: "502 Bad Gateway"}, false},

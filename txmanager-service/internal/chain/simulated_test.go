@@ -1,12 +1,16 @@
 package chain_test
 
 import (
+	"context"
+	"crypto/ecdsa"
 	"errors"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/params"
 
@@ -374,13 +378,22 @@ func TestEstimateGas(t *testing.T) {
 	recipient := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
 	unfunded := common.HexToAddress("0x00000000000000000000000000000000000F00d5")
 	oneEther := new(big.Int).Exp(big.NewInt(10), big.NewInt(18), nil)
+	// PUSH1 1 PUSH1 0 SSTORE STOP: writes a new slot, about 43,000 gas a call.
+	storer := deployContract(t, ctx, sim, key, []byte{0x60, 0x01, 0x60, 0x00, 0x55, 0x00})
+	// poor holds what 30,000 gas costs at 100 gwei: its allowance at that fee is below
+	// what a call to storer needs.
+	highFee := big.NewInt(100 * params.GWei)
+	poor := fund(t, ctx, sim, key, new(big.Int).Mul(big.NewInt(30_000), highFee))
 
 	tests := []struct {
 		name        string
 		call        services.CallRequest
 		wantGas     uint64
 		wantClass   error // nil: success
+		wantClasses []error
 		wantMessage string
+		// wantGasAbove: a success whose estimate is above this (not an exact figure).
+		wantGasAbove uint64
 	}{
 		{name: "plain transfer", call: services.CallRequest{From: from, To: &recipient, Value: big.NewInt(1)}, wantGas: transferGas},
 		{name: "revert without reason", call: services.CallRequest{From: from, To: &bareRevert, Value: big.NewInt(1)},
@@ -394,20 +407,29 @@ func TestEstimateGas(t *testing.T) {
 		{name: "gas the sender cannot pay at its named fee", call: services.CallRequest{From: unfunded, To: &recipient, Value: big.NewInt(0),
 			MaxFeePerGas: big.NewInt(100_000_000_000), MaxPriorityFeePerGas: big.NewInt(1)},
 			wantClass: services.ErrInsufficientFunds, wantMessage: "insufficient funds"},
+		{name: "a call the sender's funds cap below its need at its named fee", call: services.CallRequest{From: poor, To: &storer, Value: big.NewInt(0),
+			MaxFeePerGas: highFee, MaxPriorityFeePerGas: big.NewInt(1)},
+			wantClasses: []error{services.ErrExecutionReverted, services.ErrGasCapped}, wantMessage: "gas required exceeds allowance"},
+		{name: "the same call without a fee", call: services.CallRequest{From: poor, To: &storer, Value: big.NewInt(0)}, wantGasAbove: 30_000},
+		{name: "a call whose named gas is below its intrinsic gas", call: services.CallRequest{From: from, To: &recipient, Data: []byte("some data"), Gas: transferGas},
+			wantClasses: []error{services.ErrExecutionReverted, services.ErrGasCapped}, wantMessage: "gas required exceeds allowance"},
 	}
-	classes := []error{services.ErrExecutionReverted, services.ErrInsufficientFunds}
+	classes := []error{services.ErrExecutionReverted, services.ErrInsufficientFunds, services.ErrGasCapped}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			gas, err := sim.EstimateGas(ctx, tc.call)
-			if tc.wantClass == nil {
-				if err != nil || gas != tc.wantGas {
+			if tc.wantClass != nil {
+				tc.wantClasses = []error{tc.wantClass}
+			}
+			if tc.wantClasses == nil {
+				if err != nil || (tc.wantGasAbove == 0 && gas != tc.wantGas) || gas <= tc.wantGasAbove {
 					t.Fatalf("EstimateGas = %d, %v; want %d", gas, err, tc.wantGas)
 				}
 				return
 			}
 			t.Logf("node said: %v", err)
 			for _, class := range classes {
-				if want := class == tc.wantClass; errors.Is(err, class) != want { //nolint:errorlint // which sentinel the case names, compared as values
+				if want := slices.Contains(tc.wantClasses, class); errors.Is(err, class) != want {
 					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, class, !want, want)
 				}
 			}
@@ -416,6 +438,32 @@ func TestEstimateGas(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fund sends value from key to a new account, seals the block, and returns the account.
+func fund(t *testing.T, ctx context.Context, sim *chain.SimulatedChain, key *ecdsa.PrivateKey, value *big.Int) common.Address {
+	t.Helper()
+	account := crypto.PubkeyToAddress(mustKey(t).PublicKey)
+	nonce, err := sim.PendingNonceAt(ctx, crypto.PubkeyToAddress(key.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, raw := signTx(t, key, txParams{nonce: nonce, to: &account, value: value, gas: transferGas, feeCap: big.NewInt(10 * params.GWei), tipCap: big.NewInt(params.GWei)})
+	sendRaw(t, ctx, sim, raw)
+	sim.Commit()
+	if receipt := mustReceipt(t, ctx, sim, tx.Hash()); receipt.Status != types.ReceiptStatusSuccessful {
+		t.Fatalf("funding %s failed", account.Hex())
+	}
+	return account
+}
+
+func mustKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
 
 // revertWithReason is runtime code that reverts with Error(reason), the ABI encoding

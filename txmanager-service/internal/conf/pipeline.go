@@ -181,7 +181,8 @@ type Create struct {
 	GasEstimateMultiplier float64 `json:"gasEstimateMultiplier"`
 	// MaxDataBytes bounds an intent's call data.
 	MaxDataBytes int `json:"maxDataBytes"`
-	// MaxGasLimit bounds an intent's gas limit, given or estimated.
+	// MaxGasLimit bounds an intent's gas limit, given or estimated: by default EIP-7825's
+	// cap (2^24), which every node of a chain that enforces it refuses to go past.
 	MaxGasLimit uint64 `json:"maxGasLimit"`
 	// CheckFunds refuses (422 INSUFFICIENT_FUNDS) an intent whose value plus gas limit x
 	// max fee exceeds the signer's balance minus what its unfinished transactions may cost.

@@ -96,6 +96,8 @@ func TestParseCreateRequest(t *testing.T) {
 		{"creation without code", func(in *domain.CreateInput) { in.To = "" }, "to"},
 		{"gas below intrinsic", func(in *domain.CreateInput) { in.GasLimit = 20999 }, "gasLimit"},
 		{"gas above cap", func(in *domain.CreateInput) { in.GasLimit = limits.MaxGasLimit + 1 }, "gasLimit"},
+		// Every node of a chain that enforces EIP-7825 refuses a transaction above 2^24 gas.
+		{"gas above EIP-7825's cap by default", func(in *domain.CreateInput) { in.GasLimit = 1<<24 + 1 }, "gasLimit"},
 		{"tip above fee cap", func(in *domain.CreateInput) { in.MaxFeePerGas = "10"; in.MaxPriorityFeePerGas = "11" }, "maxPriorityFeePerGas"},
 		{"request id with space", func(in *domain.CreateInput) { in.RequestID = "a b" }, "requestId"},
 		{"request id unicode", func(in *domain.CreateInput) { in.RequestID = "订单-1" }, "requestId"},

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/params"
 	"github.com/google/uuid"
 )
 
@@ -135,7 +136,7 @@ type Limits struct {
 
 // DefaultLimits are generous for real contract calls and small enough to bound memory.
 func DefaultLimits() Limits {
-	return Limits{MaxDataBytes: 128 << 10, MaxGasLimit: 30_000_000, MaxRequestIDLength: 128}
+	return Limits{MaxDataBytes: 128 << 10, MaxGasLimit: params.MaxTxGas, MaxRequestIDLength: 128}
 }
 
 // CreateInput is a create request as text, straight from the API.

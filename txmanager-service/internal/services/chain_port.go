@@ -41,7 +41,8 @@ type BalanceSource interface {
 type CallSimulator interface {
 	// EstimateGas runs eth_estimateGas. A call that cannot run (a revert, an invalid opcode,
 	// out of gas at any limit) returns an error matching ErrExecutionReverted with the node's
-	// message; one the sender cannot pay for matches ErrInsufficientFunds.
+	// message; one the sender cannot pay for matches ErrInsufficientFunds; one that failed
+	// within a capped allowance matches ErrGasCapped too.
 	EstimateGas(ctx context.Context, call CallRequest) (uint64, error)
 	// Usable is nil while some endpoint can be called, or says why none can (matching
 	// ErrNoChainEndpoint), so work that needs the chain is refused at once instead of
@@ -218,6 +219,11 @@ type ReceiptResult struct {
 var (
 	ErrExecutionReverted = errors.New("chain: execution reverted")
 	ErrNotSupported      = errors.New("chain: not supported by this node")
+	// ErrGasCapped: an estimate failed within a cap on the gas it could try (the gas the
+	// call named, or what the sender's balance pays at the fee it named) that a larger
+	// allowance might have met. With ErrExecutionReverted where the call ran out of gas at
+	// the cap, alone where the cap was below even the transaction's intrinsic gas.
+	ErrGasCapped = errors.New("chain: the estimate's gas allowance was capped")
 	// ErrNoChainEndpoint: no endpoint answered in time (or none is usable now); the call
 	// may succeed later.
 	ErrNoChainEndpoint = errors.New("chain: no endpoint answered")

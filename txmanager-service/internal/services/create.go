@@ -257,7 +257,7 @@ func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateReques
 	if !uc.asksChainFirst(req) {
 		return given, nil
 	}
-	estimate, err := uc.chain.EstimateGas(ctx, CallRequest{
+	call := CallRequest{
 		From:                 req.Signer,
 		To:                   req.Intent.To,
 		Value:                req.Intent.Value,
@@ -265,7 +265,13 @@ func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateReques
 		Gas:                  given,
 		MaxFeePerGas:         req.Intent.MaxFeePerGas,
 		MaxPriorityFeePerGas: req.Intent.MaxPriorityFeePerGas,
-	})
+	}
+	estimate, err := uc.chain.EstimateGas(ctx, call)
+	if errors.Is(err, ErrGasCapped) {
+		if err := uc.explainCappedEstimate(ctx, call, err); err != nil {
+			return 0, err
+		}
+	}
 	if errors.Is(err, ErrExecutionReverted) {
 		return 0, fmt.Errorf("%w: %v", domain.ErrIntentReverts, err) //nolint:errorlint // the node's message is kept; its chain error is not part of the domain error
 	}
@@ -279,6 +285,30 @@ func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateReques
 		return given, nil
 	}
 	return padEstimate(estimate, uc.cfg.GasEstimateMultiplier, uc.cfg.Limits.MaxGasLimit), nil
+}
+
+// explainCappedEstimate asks again, without the caps the intent put on the estimate (its gas
+// limit, and its fee, at which the node allows only the gas the signer's balance pays for),
+// when the estimate failed within them: a call that runs without them does not revert, and
+// the answer names the cap. nil: the call fails without the caps too, as first answered.
+func (uc *CreateTxUseCase) explainCappedEstimate(ctx context.Context, call CallRequest, capped error) error {
+	if call.Gas == 0 && call.MaxFeePerGas == nil {
+		return nil
+	}
+	uncapped := call
+	uncapped.Gas, uncapped.MaxFeePerGas, uncapped.MaxPriorityFeePerGas = 0, nil, nil
+	needs, err := uc.chain.EstimateGas(ctx, uncapped)
+	switch {
+	case err != nil:
+		return nil //nolint:nilerr // the call fails without the caps too: the first answer stands
+	case call.Gas != 0 && needs > call.Gas:
+		return &domain.ValidationError{Field: "gasLimit", Reason: fmt.Sprintf("%d is below the %d gas this call needs", call.Gas, needs)}
+	case call.MaxFeePerGas != nil:
+		// The node's message is kept; its chain error is not part of the domain error.
+		return fmt.Errorf("%w: the signer's balance cannot pay for the %d gas this call needs at maxFeePerGas %s (the node said: %v)",
+			domain.ErrInsufficientFunds, needs, call.MaxFeePerGas, capped) //nolint:errorlint // as said above
+	}
+	return nil
 }
 
 // padEstimate is the gas limit for an estimate: padded by multiplier for state that moves

@@ -166,6 +166,12 @@ func TestCreateAdmission(t *testing.T) {
 		}},
 		{name: "a call that reverts", in: domain.CreateInput{Signer: signer.Hex(), Value: "0", Data: "0x60006000fd", GasLimit: 100000}, wantErr: domain.ErrIntentReverts},
 		{name: "an estimate for a signer who cannot pay", in: transfer(f.unfunded, "", "1", 0), wantErr: domain.ErrInsufficientFunds},
+		// The node caps an estimate at the gas a call names, and at what the signer's balance
+		// pays at the fee it names: the call then "exceeds its allowance" without reverting.
+		{name: "a call whose gas limit is below its need", in: domain.CreateInput{Signer: signer.Hex(), Value: "0", Data: "0x600160005500", GasLimit: 60000},
+			wantErr: domain.ErrInvalidArgument},
+		{name: "a call the signer cannot pay for at its named fee", in: domain.CreateInput{Signer: f.unfunded.Hex(), To: signer.Hex(), Value: "0", Data: "0x1234",
+			MaxFeePerGas: "100000000000", MaxPriorityFeePerGas: "1"}, wantErr: domain.ErrInsufficientFunds},
 		{name: "a transfer the signer cannot pay for", in: transfer(f.unfunded, "", "1", 21000), wantErr: domain.ErrInsufficientFunds},
 		{name: "a signer another node drives", in: transfer(contested, "", "1", 21000), wantErr: domain.ErrNotLeader},
 		{name: "a signer whose key source cannot sign", before: func(t *testing.T) {

@@ -45,10 +45,13 @@ const (
 	// whose transaction pool has no room does: the JSON-RPC error "txpool is full"
 	// (go-ethereum's ErrTxPoolOverflow). Every other call passes.
 	PoolFull
+	// NoBlockReceipts answers every eth_getBlockReceipts (alone, or a batch of them) as a node
+	// without the method does. Every other call passes.
+	NoBlockReceipts
 )
 
 func (m Mode) String() string {
-	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded", "pool full"}[m]
+	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded", "pool full", "no block receipts"}[m]
 }
 
 // Proxy is a JSON-RPC proxy on a loopback port of its own in front of one node.
@@ -156,9 +159,9 @@ func (p *Proxy) SetRetryAfter(d time.Duration) { p.retryAfter.Store(int64(d / ti
 func (p *Proxy) Limited() uint64 { return p.limited.Load() }
 
 // limitExceeded is the -32005 answer to body: one error object per call, a batch for a batch.
-// answerSends answers body with errObj for each call when every call in it is an
-// eth_sendRawTransaction; ok is false for any other request.
-func answerSends(body []byte, errObj string) (answer []byte, ok bool) {
+// answerCalls answers body with errObj for each call when every call in it is of method;
+// ok is false for any other request.
+func answerCalls(body []byte, method, errObj string) (answer []byte, ok bool) {
 	trimmed := bytes.TrimSpace(body)
 	var batch []rpcRequest
 	single := len(trimmed) > 0 && trimmed[0] != '['
@@ -173,7 +176,7 @@ func answerSends(body []byte, errObj string) (answer []byte, ok bool) {
 	}
 	out := make([]json.RawMessage, len(batch))
 	for i, req := range batch {
-		if req.Method != "eth_sendRawTransaction" {
+		if req.Method != method {
 			return nil, false
 		}
 		out[i] = json.RawMessage(`{"jsonrpc":"2.0","id":` + string(orNull(req.ID)) + `,` + errObj + `}`)
@@ -267,8 +270,15 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(limitExceeded(body))
 		return
 	case PoolFull:
-		if answer, ok := answerSends(body, `"error":{"code":-32000,"message":"txpool is full"}`); ok {
+		if answer, ok := answerCalls(body, "eth_sendRawTransaction", `"error":{"code":-32000,"message":"txpool is full"}`); ok {
 			p.refusedSends.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(answer)
+			return
+		}
+	case NoBlockReceipts:
+		if answer, ok := answerCalls(body, "eth_getBlockReceipts",
+			`"error":{"code":-32601,"message":"the method eth_getBlockReceipts does not exist/is not available"}`); ok {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(answer)
 			return

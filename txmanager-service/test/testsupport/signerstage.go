@@ -51,13 +51,20 @@ type SignerStageOptions struct {
 	// with errors until a block is sealed. Otherwise one block is sealed first, since the
 	// node indexes transactions only once the chain has left genesis.
 	AtGenesis bool
+	// ServeHTTP serves the node's JSON-RPC on a loopback port too (Sim.HTTPEndpoint), for a
+	// fault proxy in front of it.
+	ServeHTTP bool
 }
 
 // NewSignerStage builds the stage.
 func NewSignerStage(t *testing.T, opts SignerStageOptions) *SignerStage {
 	t.Helper()
 	pool := MigratedPool(t)
-	sim, err := chain.NewSimulated(chain.SimulatedConfig{DevAccounts: max(opts.DevAccounts, 1)})
+	simConf := chain.SimulatedConfig{DevAccounts: max(opts.DevAccounts, 1)}
+	if opts.ServeHTTP {
+		simConf.HTTPAddr = "127.0.0.1:0"
+	}
+	sim, err := chain.NewSimulated(simConf)
 	if err != nil {
 		t.Fatal(err)
 	}

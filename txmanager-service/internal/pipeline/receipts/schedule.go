@@ -28,6 +28,10 @@ type ScheduleConfig struct {
 	// receipts are read whole (one call per block) instead of one look-up per hash per
 	// block; 0 never reads whole blocks.
 	BlockScanMinPending int
+	// BlockScanRetry: after a node answered that it cannot return a block's receipts at
+	// once, receipts are looked up by hash for this long, then whole blocks are tried again
+	// (an endpoint behind a balancer, or one that is upgraded, may answer otherwise later).
+	BlockScanRetry time.Duration
 }
 
 // Bounds of reading whole blocks: a gap wider than maxScanBlocks (after a pause, or a node
@@ -38,6 +42,8 @@ const (
 	maxScanBlocks      = 32
 	recheckAfterPolls  = 20
 	minimumRecheckTime = 30 * time.Second
+	// defaultBlockScanRetry is BlockScanRetry when none is set.
+	defaultBlockScanRetry = 5 * time.Minute
 )
 
 // refreshEveryPolls spaces the full re-reads of the schedule. The schedule learns of this
@@ -72,8 +78,9 @@ type Schedule struct {
 	// reading was skipped): an entry known absent through it and not in the blocks read
 	// next is known absent through those too. Written only by Pass, under mu.
 	scannedThrough uint64
-	// blockScanUnsupported: the node has no eth_getBlockReceipts.
-	blockScanUnsupported bool
+	// blockScanOffUntil: the node said it has no eth_getBlockReceipts; whole blocks are
+	// not read before this time.
+	blockScanOffUntil time.Time
 	// headSeen is the head the last pass read. Written only by Pass.
 	headSeen uint64
 }

@@ -177,7 +177,7 @@ func (c *Schedule) scanBlocks(ctx context.Context, head uint64) int {
 	case head == from:
 		c.mu.Unlock()
 		return 0 // nothing new
-	case from == 0 || head-from > maxScanBlocks || c.blockScanUnsupported ||
+	case from == 0 || head-from > maxScanBlocks || time.Now().Before(c.blockScanOffUntil) ||
 		c.cfg.BlockScanMinPending <= 0 || len(c.entries) < c.cfg.BlockScanMinPending:
 		c.scannedThrough = head // per-hash look-ups cover these blocks
 		c.mu.Unlock()
@@ -191,8 +191,14 @@ func (c *Schedule) scanBlocks(ctx context.Context, head uint64) int {
 	scan, err := c.tracker.ReceiptsInBlocks(ctx, txs, from, head)
 	switch {
 	case errors.Is(err, services.ErrNotSupported):
-		c.log.Infow("msg", "the node cannot return a block's receipts at once; looking receipts up by hash", "error", err.Error())
-		c.blockScanUnsupported = true
+		retry := c.cfg.BlockScanRetry
+		if retry <= 0 {
+			retry = defaultBlockScanRetry
+		}
+		c.log.Infow("msg", "the node cannot return a block's receipts at once; looking receipts up by hash", "retryAfter", retry.String(), "error", err.Error())
+		c.mu.Lock()
+		c.blockScanOffUntil = time.Now().Add(retry)
+		c.mu.Unlock()
 		return 0
 	case err != nil:
 		if ctx.Err() == nil {

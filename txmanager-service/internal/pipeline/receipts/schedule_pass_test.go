@@ -4,9 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
@@ -236,6 +240,65 @@ func TestScheduleTick(t *testing.T) {
 	} {
 		if got := receipts.NewSchedule(receipts.ScheduleConfig{PollInterval: tc.poll}, nil, testsupport.QuietLogger()).Tick(); got != tc.want {
 			t.Errorf("Tick with a %s poll interval = %s, want %s", tc.poll, got, tc.want)
+		}
+	}
+}
+
+// A node that answers it has no eth_getBlockReceipts sends the schedule to look-ups by
+// hash, for BlockScanRetry only: an endpoint behind a balancer, or an upgraded node, may
+// serve whole blocks later, and then they are read whole again.
+func TestSchedulePassTriesWholeBlocksAgainAfterTheNodeRefusedThem(t *testing.T) {
+	t.Parallel()
+	const awaiting = 6
+	s := stageOn(t, testsupport.NewSignerStage(t, testsupport.SignerStageOptions{DevAccounts: 2, ServeHTTP: true}))
+	proxy, err := faultproxy.Start(s.sim.HTTPEndpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	client, err := rpc.DialHTTP(proxy.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	s.chain = chain.NewRPCChain(client, chain.WithMaxBatchSize(1))
+	const retry = 300 * time.Millisecond
+	schedule := receipts.NewSchedule(receipts.ScheduleConfig{PollInterval: pollInterval, Workers: 2, BatchSize: 3, MaxBackoff: time.Second,
+		BlockScanMinPending: awaiting, BlockScanRetry: retry}, s.tracker(receipts.Config{Confirmations: 20}), s.logger)
+	if err := proxy.SetMode(faultproxy.NoBlockReceipts); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name string
+		mode faultproxy.Mode
+		wait time.Duration
+		// byBlock: the pass after the new block reads it whole (at most 3 requests: the
+		// head, the block, and a look-up); otherwise each transaction is looked up by hash.
+		byBlock bool
+	}{
+		{name: "the node refuses block receipts: looked up by hash", mode: faultproxy.NoBlockReceipts},
+		{name: "the node serves them, within the retry time: still by hash", mode: faultproxy.Pass},
+		{name: "after the retry time: read whole again", mode: faultproxy.Pass, wait: retry, byBlock: true},
+	}
+	for _, step := range steps {
+		if err := proxy.SetMode(step.mode); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(step.wait)
+		s.send(awaiting, nil)
+		schedule.RefreshSoon()
+		s.pass(schedule) // learns of them
+		s.mine(1)
+		before := proxy.Requests()
+		s.pass(schedule)
+		requests := proxy.Requests() - before
+		if step.byBlock != (requests <= 3) {
+			t.Fatalf("%s: %d requests for %d transactions in a new block", step.name, requests, awaiting)
+		}
+		for _, row := range s.rows() {
+			if row.subState != "MINED" {
+				t.Fatalf("%s: row %+v, want its receipt on record", step.name, row)
+			}
 		}
 	}
 }
