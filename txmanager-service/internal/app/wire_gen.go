@@ -213,7 +213,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	nodeHeartbeat := workers.NewNodeHeartbeat(intervals, nodeRegistry)
 	retentionConfig := newRetentionConfig(bootstrap)
 	retentionRepository := repositories.NewRetentionRepository(pool)
-	retention := services.NewRetention(retentionConfig, retentionRepository, clock, metrics, logger)
+	retention := services.NewRetention(retentionConfig, retentionRepository, metrics, logger)
 	adminRetention := services.NewAdminRetention(retentionConfig, auditTrail, policyRepository, logger)
 	retentionLoop := workers.NewRetentionLoop(intervals, retention, adminRetention, logger)
 	rosterLoop := workers.NewRosterLoop(signerRoster, logger)

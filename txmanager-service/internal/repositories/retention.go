@@ -22,8 +22,8 @@ func NewRetentionRepository(pool *pgxpool.Pool) *RetentionRepository {
 }
 
 // PruneBatch implements services.RetentionStore.
-func (r *RetentionRepository) PruneBatch(ctx context.Context, cutoff time.Time, batch int) (services.Pruned, error) {
-	row, err := r.q.PruneFinal(ctx, sqlcdb.PruneFinalParams{Cutoff: cutoff, BatchSize: int32(batch)})
+func (r *RetentionRepository) PruneBatch(ctx context.Context, horizon time.Duration, batch int) (services.Pruned, error) {
+	row, err := r.q.PruneFinal(ctx, sqlcdb.PruneFinalParams{HorizonSeconds: horizon.Seconds(), BatchSize: int32(batch)})
 	if err != nil {
 		return services.Pruned{}, fmt.Errorf("prune final transactions: %w", err)
 	}

@@ -52,7 +52,7 @@ func TestRetentionPrunesTheOldestFinalTransactions(t *testing.T) {
 		}
 	}
 	retention := services.NewRetention(services.RetentionConfig{Horizon: 24 * time.Hour, BatchSize: 7, MaxBatches: 100},
-		repositories.NewRetentionRepository(pool), services.SystemClock{}, telemetry.Noop(), log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError)))
+		repositories.NewRetentionRepository(pool), telemetry.Noop(), log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError)))
 	pruned, err := retention.Prune(ctx)
 	if err != nil || pruned != 30 {
 		t.Fatalf("pruned %d transactions (%v), want the leading 30", pruned, err)
@@ -74,5 +74,39 @@ func TestRetentionPrunesTheOldestFinalTransactions(t *testing.T) {
 	page, err := feed.List(ctx, "30", 100, nil, 0, 0)
 	if err != nil || len(page.Completions) != 6 {
 		t.Fatalf("from the retention mark: %d completions, %v; want the 6 left", len(page.Completions), err)
+	}
+}
+
+// The horizon is measured by the database's clock, the one completed_at is written with:
+// a node whose clock runs ahead cannot delete a completion early.
+func TestRetentionMeasuresTheHorizonByTheDatabasesClock(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := context.Background()
+	_, sequencer := newFeed(t, pool, feedPoll)
+	id := uuid.New()
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, confirmed_at)
+		VALUES (1337, $1, 'clock-signer', '\x00', 0, '{"value":"0"}', 'CONFIRMED', 1, now() - interval '30 minutes')`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO tx_completions (chain_id, tx_id, signer, status, completed_at) VALUES (1337, $1, 'clock-signer', 'CONFIRMED', now() - interval '30 minutes')", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sequencer.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store := repositories.NewRetentionRepository(pool)
+	steps := []struct {
+		horizon time.Duration
+		want    int
+	}{
+		{time.Hour, 0},
+		{10 * time.Minute, 1},
+	}
+	for _, s := range steps {
+		p, err := store.PruneBatch(ctx, s.horizon, 10)
+		if err != nil || p.Transactions != s.want {
+			t.Fatalf("a horizon of %v pruned %d (%v), want %d of a completion 30 minutes old", s.horizon, p.Transactions, err, s.want)
+		}
 	}
 }

@@ -56,9 +56,10 @@ type Pruned struct {
 	Through                             FeedPosition
 }
 
-// RetentionStore deletes final rows past the horizon, oldest feed positions first.
+// RetentionStore deletes final rows completed longer than horizon ago by the database's
+// clock, oldest feed positions first.
 type RetentionStore interface {
-	PruneBatch(ctx context.Context, cutoff time.Time, batch int) (Pruned, error)
+	PruneBatch(ctx context.Context, horizon time.Duration, batch int) (Pruned, error)
 }
 
 // Retention keeps the tables from growing for ever. It deletes in small batches, each its
@@ -68,14 +69,13 @@ type RetentionStore interface {
 type Retention struct {
 	cfg     RetentionConfig
 	store   RetentionStore
-	clock   Clock
 	metrics *telemetry.Metrics
 	log     *log.Helper
 }
 
 // NewRetention wires retention.
-func NewRetention(cfg RetentionConfig, store RetentionStore, clock Clock, metrics *telemetry.Metrics, logger log.Logger) *Retention {
-	return &Retention{cfg: cfg, store: store, clock: clock, metrics: metrics, log: log.NewHelper(log.With(logger, "component", "retention"))}
+func NewRetention(cfg RetentionConfig, store RetentionStore, metrics *telemetry.Metrics, logger log.Logger) *Retention {
+	return &Retention{cfg: cfg, store: store, metrics: metrics, log: log.NewHelper(log.With(logger, "component", "retention"))}
 }
 
 // Prune runs one pass: batches until nothing older than the horizon is left or the pass's
@@ -84,10 +84,9 @@ func (r *Retention) Prune(ctx context.Context) (int, error) {
 	if r.cfg.Horizon <= 0 {
 		return 0, nil
 	}
-	cutoff := r.clock.Now().Add(-r.cfg.Horizon)
 	total := Pruned{}
 	for range max(r.cfg.MaxBatches, 1) {
-		p, err := r.store.PruneBatch(ctx, cutoff, r.cfg.BatchSize)
+		p, err := r.store.PruneBatch(ctx, r.cfg.Horizon, r.cfg.BatchSize)
 		if err != nil {
 			return total.Transactions, err
 		}
@@ -104,7 +103,7 @@ func (r *Retention) Prune(ctx context.Context) (int, error) {
 		r.metrics.Pruned(ctx, "attempt", total.Attempts)
 		r.metrics.Pruned(ctx, "completion", total.Completions)
 		r.log.Infow("msg", "final transactions past the retention horizon deleted", "transactions", total.Transactions,
-			"attempts", total.Attempts, "completions", total.Completions, "feed_pruned_through", int64(total.Through), "cutoff", cutoff)
+			"attempts", total.Attempts, "completions", total.Completions, "feed_pruned_through", int64(total.Through), "horizon", r.cfg.Horizon.String())
 	}
 	return total.Transactions, nil
 }

@@ -34,7 +34,7 @@ func TestRetentionPrune(t *testing.T) {
 			young := f.complete(t, "0xyoung", 0)
 			f.round(t)
 			retention := services.NewRetention(services.RetentionConfig{Horizon: tc.horizon, BatchSize: 2, MaxBatches: 2}, repositories.NewRetentionRepository(f.pool),
-				services.SystemClock{}, telemetry.Noop(), testLogger())
+				telemetry.Noop(), testLogger())
 			for i, want := range tc.wantPasses {
 				if got, err := retention.Prune(t.Context()); err != nil || got != want {
 					t.Fatalf("pass %d deleted %d (%v), want %d", i, got, err, want)

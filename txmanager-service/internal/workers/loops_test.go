@@ -183,7 +183,7 @@ func TestRetentionLoopPrunesPastTheHorizon(t *testing.T) {
 		t.Fatal(err)
 	}
 	retention := services.NewRetention(services.RetentionConfig{Horizon: 24 * time.Hour, BatchSize: 10, MaxBatches: 1}, repositories.NewRetentionRepository(pool),
-		services.SystemClock{}, telemetry.Noop(), testLogger())
+		telemetry.Noop(), testLogger())
 	loop := workers.NewRetentionLoop(loopConfig(50*time.Millisecond), retention, nil, testLogger())
 	loop.Start(context.Background())
 	defer loop.Stop()

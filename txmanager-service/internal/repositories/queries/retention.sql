@@ -1,6 +1,7 @@
 -- name: PruneFinal :one
 -- One retention batch: the oldest run of feed positions whose completions are older than
--- the cutoff, with their transactions, attempts and audit rows. Only a leading run is taken,
+-- the horizon by the database's clock (completed_at is the database's now(), so a node's
+-- clock ahead of it must not delete early), with their transactions, attempts and audit rows. Only a leading run is taken,
 -- so everything at or below pruned_through is gone and everything above it is still there:
 -- a cursor below it is refused as expired, never served with holes. Final rows are no
 -- longer written by any lease holder, so no lease is involved; the feed_sequencer row lock
@@ -17,7 +18,7 @@ candidates AS (
 ),
 prefix AS (
     SELECT feed_position, tx_id FROM candidates
-    WHERE feed_position < COALESCE((SELECT min(k.feed_position) FROM candidates k WHERE k.completed_at >= sqlc.arg(cutoff)::timestamptz), 9223372036854775807)
+    WHERE feed_position < COALESCE((SELECT min(k.feed_position) FROM candidates k WHERE k.completed_at >= now() - make_interval(secs => sqlc.arg(horizon_seconds)::float8)), 9223372036854775807)
 ),
 audit_gone AS (
     DELETE FROM stuck_resolution_audit s USING prefix p WHERE s.tx_id = p.tx_id RETURNING 1

@@ -7,7 +7,6 @@ package sqlcdb
 
 import (
 	"context"
-	"time"
 )
 
 const pruneFinal = `-- name: PruneFinal :one
@@ -23,7 +22,7 @@ candidates AS (
 ),
 prefix AS (
     SELECT feed_position, tx_id FROM candidates
-    WHERE feed_position < COALESCE((SELECT min(k.feed_position) FROM candidates k WHERE k.completed_at >= $2::timestamptz), 9223372036854775807)
+    WHERE feed_position < COALESCE((SELECT min(k.feed_position) FROM candidates k WHERE k.completed_at >= now() - make_interval(secs => $2::float8)), 9223372036854775807)
 ),
 audit_gone AS (
     DELETE FROM stuck_resolution_audit s USING prefix p WHERE s.tx_id = p.tx_id RETURNING 1
@@ -55,8 +54,8 @@ SELECT (SELECT count(*) FROM txs_gone)::bigint AS transactions,
 `
 
 type PruneFinalParams struct {
-	BatchSize int32
-	Cutoff    time.Time
+	BatchSize      int32
+	HorizonSeconds float64
 }
 
 type PruneFinalRow struct {
@@ -67,7 +66,8 @@ type PruneFinalRow struct {
 }
 
 // One retention batch: the oldest run of feed positions whose completions are older than
-// the cutoff, with their transactions, attempts and audit rows. Only a leading run is taken,
+// the horizon by the database's clock (completed_at is the database's now(), so a node's
+// clock ahead of it must not delete early), with their transactions, attempts and audit rows. Only a leading run is taken,
 // so everything at or below pruned_through is gone and everything above it is still there:
 // a cursor below it is refused as expired, never served with holes. Final rows are no
 // longer written by any lease holder, so no lease is involved; the feed_sequencer row lock
@@ -75,7 +75,7 @@ type PruneFinalRow struct {
 // An approval goes with its completion: the intent's own (it ended without a nonce), or the
 // transaction's it became.
 func (q *Queries) PruneFinal(ctx context.Context, arg PruneFinalParams) (PruneFinalRow, error) {
-	row := q.db.QueryRow(ctx, pruneFinal, arg.BatchSize, arg.Cutoff)
+	row := q.db.QueryRow(ctx, pruneFinal, arg.BatchSize, arg.HorizonSeconds)
 	var i PruneFinalRow
 	err := row.Scan(
 		&i.Transactions,
