@@ -183,7 +183,9 @@ func Final(state string) bool {
 }
 
 func (c *Client) waitFinal(ctx context.Context, read func(context.Context, time.Duration) (*v1.Tx, error)) (*v1.Tx, error) {
+	backoff := c.cfg.Backoff
 	for {
+		started := time.Now()
 		tx, err := read(ctx, c.cfg.LongPoll)
 		if err != nil {
 			return nil, err
@@ -191,10 +193,19 @@ func (c *Client) waitFinal(ctx context.Context, read func(context.Context, time.
 		if Final(tx.GetState()) {
 			return tx, nil
 		}
-		// The long-poll ran out with the transaction still open: ask again.
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		// The long-poll ran out with the transaction still open: ask again. An answer that
+		// came back early (a service whose feed.maxWait is shorter, or 0; the last second
+		// before a deadline) waits first, or the loop would ask as fast as it is answered.
+		if time.Since(started) >= c.cfg.LongPoll/2 {
+			backoff = c.cfg.Backoff
+			continue
 		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

@@ -77,12 +77,63 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("feed: read completions after %q: %w", cursor, err)
 		}
+		last := cursor
 		for _, completion := range page.GetCompletions() {
 			if err := c.apply(ctx, completion); err != nil {
 				return err
 			}
+			last = completion.GetCursor()
+		}
+		// The page's cursor may be past its last completion: a reader of some signers only
+		// moves past other signers' completions, so its cursor keeps up with the feed (and
+		// with retention) while its own signers are quiet.
+		if ahead(page.GetNext(), last) {
+			if err := c.advance(ctx, page.GetNext()); err != nil {
+				return err
+			}
 		}
 	}
+}
+
+// ahead reports whether cursor next is past cursor last ("" is the start).
+func ahead(next, last string) bool {
+	n, err := strconv.ParseInt(next, 10, 64)
+	if err != nil {
+		return false
+	}
+	l, err := strconv.ParseInt(last, 10, 64)
+	return last == "" || (err == nil && n > l)
+}
+
+// advance moves the cursor forward to next, past completions this consumer is not given.
+// Like apply, it never moves the cursor back.
+func (c *Consumer) advance(ctx context.Context, next string) error {
+	err := c.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("feed.advance").WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+		stored, err := c.lockCursor(ctx, s)
+		if err != nil || !ahead(next, stored) {
+			return err
+		}
+		_, err = s.DB().Exec(ctx, "UPDATE txmanager_feed_cursor SET cursor = $2, updated_at = now() WHERE consumer = $1", c.name, next)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("feed: move the cursor of %s to %s: %w", c.name, next, err)
+	}
+	return nil
+}
+
+// lockCursor locks this consumer's cursor row, made when missing, and returns its cursor.
+func (c *Consumer) lockCursor(ctx context.Context, s txmanager.Session) (string, error) {
+	var stored string
+	err := s.DB().QueryRow(ctx, "SELECT cursor FROM txmanager_feed_cursor WHERE consumer = $1 FOR UPDATE", c.name).Scan(&stored)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return stored, err
+	}
+	if _, err := s.DB().Exec(ctx, "INSERT INTO txmanager_feed_cursor (consumer, cursor) VALUES ($1, '') ON CONFLICT DO NOTHING", c.name); err != nil {
+		return "", err
+	}
+	err = s.DB().QueryRow(ctx, "SELECT cursor FROM txmanager_feed_cursor WHERE consumer = $1 FOR UPDATE", c.name).Scan(&stored)
+	return stored, err
 }
 
 // cursor reads where this consumer stands ("" before its first completion).
@@ -111,17 +162,8 @@ func (c *Consumer) apply(ctx context.Context, completion *v1.Completion) error {
 	}
 	opts := txmanager.DefaultOptions().WithTraceName("feed.apply").WithRetries(3)
 	err = c.tx.WithinTx(ctx, opts, func(ctx context.Context, s txmanager.Session) error {
-		var stored string
-		err := s.DB().QueryRow(ctx, "SELECT cursor FROM txmanager_feed_cursor WHERE consumer = $1 FOR UPDATE", c.name).Scan(&stored)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			if _, err := s.DB().Exec(ctx, "INSERT INTO txmanager_feed_cursor (consumer, cursor) VALUES ($1, '') ON CONFLICT DO NOTHING", c.name); err != nil {
-				return err
-			}
-			if err := s.DB().QueryRow(ctx, "SELECT cursor FROM txmanager_feed_cursor WHERE consumer = $1 FOR UPDATE", c.name).Scan(&stored); err != nil {
-				return err
-			}
-		case err != nil:
+		stored, err := c.lockCursor(ctx, s)
+		if err != nil {
 			return err
 		}
 		if applied, _ := strconv.ParseInt(stored, 10, 64); stored != "" && position <= applied {

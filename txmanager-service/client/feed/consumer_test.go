@@ -170,3 +170,72 @@ func TestConsumerAppliesEachCompletionOnceAcrossRestarts(t *testing.T) {
 		t.Fatalf("%d completions applied, cursor %q; want all 9 once and the cursor stored", n, cursor)
 	}
 }
+
+// pages is a feed that serves its pages in turn, then holds the read until the consumer
+// stops.
+type pages struct {
+	mu    sync.Mutex
+	pages []*v1.ListCompletionsResponse
+	asked []string
+}
+
+func (p *pages) ListCompletions(ctx context.Context, after string, _ uint32, _ time.Duration) (*v1.ListCompletionsResponse, error) {
+	p.mu.Lock()
+	p.asked = append(p.asked, after)
+	if len(p.pages) > 0 {
+		page := p.pages[0]
+		p.pages = p.pages[1:]
+		p.mu.Unlock()
+		return page, nil
+	}
+	p.mu.Unlock()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A page's cursor past its last completion (a reader of some signers is moved past the
+// others' completions) is stored, so the consumer's cursor keeps up with the feed while its
+// own signers are quiet and does not fall behind retention; a cursor behind it never moves
+// it back.
+func TestConsumerKeepsUpWithThePagesCursor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, tx := callerDatabase(t)
+	feedPages := &pages{pages: []*v1.ListCompletionsResponse{
+		{Completions: []*v1.Completion{{TxId: "a", Cursor: "3", Status: "CONFIRMED"}}, Next: "10"},
+		{Next: "25"},
+		{Next: "7"},
+	}}
+	var handled []string
+	consumer := feed.NewConsumer(feedPages, tx, "filtered", func(_ context.Context, _ txmanager.Session, c *v1.Completion) error {
+		handled = append(handled, c.GetTxId())
+		return nil
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- consumer.Run(runCtx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		feedPages.mu.Lock()
+		asked := len(feedPages.asked)
+		feedPages.mu.Unlock()
+		if asked == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the consumer asked %d times, want 4", asked)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	var cursor string
+	if err := pool.QueryRow(ctx, "SELECT cursor FROM txmanager_feed_cursor WHERE consumer = 'filtered'").Scan(&cursor); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(feedPages.asked) != "[ 10 25 25]" || cursor != "25" || fmt.Sprint(handled) != "[a]" {
+		t.Fatalf("asked after %q, cursor %q, handled %v; want [ 10 25 25], 25 and [a]", feedPages.asked, cursor, handled)
+	}
+}

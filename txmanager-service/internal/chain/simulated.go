@@ -110,7 +110,13 @@ func NewSimulated(cfg SimulatedConfig) (*SimulatedChain, error) {
 	if _, err := rand.Read(instance); err != nil {
 		return nil, fmt.Errorf("simulated chain: %w", err)
 	}
-	options := []simulatedOption{func(_ *node.Config, eth *ethconfig.Config) { eth.Genesis.ExtraData = instance }}
+	options := []simulatedOption{func(_ *node.Config, eth *ethconfig.Config) {
+		eth.Genesis.ExtraData = instance
+		// Dated now, as a dev node's genesis is: a chain that has not sealed its first block
+		// yet is not taken for a stalled one (readiness, and the gRPC health checks clients
+		// pick a connection by).
+		eth.Genesis.Timestamp = uint64(time.Now().Unix())
+	}}
 	if cfg.ChainID > 0 {
 		options = append(options, func(_ *node.Config, eth *ethconfig.Config) {
 			chainConfig := *eth.Genesis.Config

@@ -146,7 +146,7 @@ func (uc *CompletionsUseCase) MaxWait() time.Duration { return uc.cfg.MaxWait }
 // List returns the page after cursor ("" = from the start), of the given signers only when
 // signers is not nil and of one chain only when chainID is not 0. Filtering keeps the cursor's guarantee: the filtered feed is a
 // subsequence of the whole one. With wait > 0 an empty page is only returned once wait has
-// passed (long-poll, at most FeedConfig.MaxWait).
+// passed (long-poll, cut to FeedConfig.MaxWait).
 func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int, signers []string, chainID uint64, wait time.Duration) (CompletionPage, error) {
 	switch {
 	case limit == 0:
@@ -154,9 +154,12 @@ func (uc *CompletionsUseCase) List(ctx context.Context, cursor string, limit int
 	case limit < 0 || limit > maxCompletionPage:
 		return CompletionPage{}, &domain.ValidationError{Field: "limit", Reason: fmt.Sprintf("must be between 1 and %d", maxCompletionPage)}
 	}
-	if wait < 0 || wait > uc.cfg.MaxWait {
-		return CompletionPage{}, &domain.ValidationError{Field: "wait", Reason: fmt.Sprintf("must be between 0 and %s", uc.cfg.MaxWait)}
+	if wait < 0 {
+		return CompletionPage{}, &domain.ValidationError{Field: "wait", Reason: "must not be negative"}
 	}
+	// As a read of one transaction does: a client cannot know this deployment's bound, and
+	// an empty page answered sooner only asks it to read again.
+	wait = min(wait, uc.cfg.MaxWait)
 	pos, head, err := uc.position(ctx, cursor)
 	if err != nil {
 		return CompletionPage{}, err

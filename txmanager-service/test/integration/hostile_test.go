@@ -295,7 +295,7 @@ func TestHostileInputsAreRefusedCleanly(t *testing.T) {
 		row{"completions cursor with a raw semicolon", get("/api/v1/tx/completions?after=5;x"), "INVALID_ARGUMENT"},
 		row{"by-request with a bad escape", get("/api/v1/tx/by-request?signer=" + signer + "&requestId=a%zz"), "INVALID_ARGUMENT"},
 		row{"readiness with a raw semicolon", get("/readyz?x=1;y"), "INVALID_ARGUMENT"},
-		row{"completions wait beyond the bound", get("/api/v1/tx/completions?wait=31s"), "INVALID_ARGUMENT"},
+		row{"completions wait negative", get("/api/v1/tx/completions?wait=-1s"), "INVALID_ARGUMENT"},
 		row{"completions wait garbage", get("/api/v1/tx/completions?wait=soon"), "INVALID_ARGUMENT"},
 		row{"completions limit=abc", get("/api/v1/tx/completions?limit=abc"), "INVALID_ARGUMENT"},
 		row{"completions limit=2^32", get("/api/v1/tx/completions?limit=4294967296"), "INVALID_ARGUMENT"},

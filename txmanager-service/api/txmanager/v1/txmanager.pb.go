@@ -903,8 +903,9 @@ type ListCompletionsRequest struct {
 	After string `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
 	// Page size, 1..1000 (default 100).
 	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	// Long-poll: when nothing follows the cursor, wait up to this long (at most 30s) for a
-	// completion before answering with an empty page. HTTP: ?wait=10s (or seconds).
+	// Long-poll: when nothing follows the cursor, wait up to this long for a completion
+	// before answering with an empty page; a longer wait is cut to the service's
+	// feed.maxWait (30s by default). HTTP: ?wait=10s (or seconds).
 	Wait *durationpb.Duration `protobuf:"bytes,3,opt,name=wait,proto3" json:"wait,omitempty"`
 	// Only this chain's completions (0: every chain). HTTP: ?chainId=.
 	ChainId       uint64 `protobuf:"varint,4,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	txmclient "github.com/bionicotaku/txmanager-service/client"
 )
 
 // csvColumns are the columns a send file may have; signer and requestId are required.
@@ -49,15 +50,19 @@ accepted (and, with --wait, CONFIRMED), 4 when a line was refused, 8 when one fa
 			if err != nil && len(results) == 0 {
 				return err
 			}
-			refused, accepted := 0, []string{}
+			refused, unsent, accepted := 0, 0, []string{}
 			t := newTable(o.out, "LINE", "REQUEST ID", "RESULT", "TX ID", "NONCE", "STATE OR REASON")
 			for i, r := range results {
 				line := strconv.Itoa(lines[i])
-				switch {
+				switch again, _ := txmclient.Retryable(r.Err); {
+				case r.Err != nil && again:
+					// Still refused for now after every attempt (or, OUTCOME_UNKNOWN, perhaps
+					// created): sending the file again sends or replays it.
+					unsent++
+					t.row(line, reqs[i].GetRequestId(), "not sent, send again", "-", "-", refusalText(r.Err))
 				case r.Err != nil:
 					refused++
-					se := kerrors.FromError(r.Err)
-					t.row(line, reqs[i].GetRequestId(), "refused", "-", "-", se.Reason+": "+se.Message)
+					t.row(line, reqs[i].GetRequestId(), "refused", "-", "-", refusalText(r.Err))
 				default:
 					result := "created"
 					if !r.Response.GetCreated() {
@@ -71,7 +76,7 @@ accepted (and, with --wait, CONFIRMED), 4 when a line was refused, 8 when one fa
 			if err := t.flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.out, "%d lines: %d accepted, %d refused\n", len(results), len(accepted), refused)
+			fmt.Fprintf(o.out, "%d lines: %d accepted, %d refused, %d not sent\n", len(results), len(accepted), refused, unsent)
 			if err != nil {
 				return err
 			}
@@ -93,6 +98,11 @@ accepted (and, with --wait, CONFIRMED), 4 when a line was refused, 8 when one fa
 					return &quietError{code: exitTxFailed}
 				}
 			}
+			// Lines not sent first: sending the file again is what they need, and it only
+			// replays the accepted lines and refuses the refused ones again.
+			if unsent > 0 {
+				return &quietError{code: exitUnavailable}
+			}
 			if refused > 0 {
 				return &quietError{code: exitRefused}
 			}
@@ -103,6 +113,15 @@ accepted (and, with --wait, CONFIRMED), 4 when a line was refused, 8 when one fa
 	cmd.Flags().BoolVar(&wait, "wait", false, "then wait until every accepted transaction is final")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
+}
+
+// refusalText is the service's reason and message for a line, or the error itself when no
+// answer of the service's came back (the connection failed).
+func refusalText(err error) string {
+	if se := kerrors.FromError(err); se.Reason != "" {
+		return se.Reason + ": " + se.Message
+	}
+	return err.Error()
 }
 
 // nonceText is a transaction's nonce, or "-" while it waits for approval without one.

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/client/internal/servicetest"
 )
 
@@ -30,7 +36,7 @@ func TestSendACSVFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := txmctl(t, service.APIKey, "tx", "send", "--file", file, "--wait")
-	if code != exitRefused || !strings.Contains(stdout, "30 lines: 29 accepted, 1 refused") || !strings.Contains(stdout, "final: 29 confirmed, 0 not") {
+	if code != exitRefused || !strings.Contains(stdout, "30 lines: 29 accepted, 1 refused, 0 not sent") || !strings.Contains(stdout, "final: 29 confirmed, 0 not") {
 		t.Fatalf("tx send: exit %d, want %d\nstdout: %s\nstderr: %s", code, exitRefused, stdout, stderr)
 	}
 	if !regexp.MustCompile(`(?m)^9\s+` + prefix + `-7\s+refused\s.*INVALID_ARGUMENT: to`).MatchString(stdout) {
@@ -96,5 +102,42 @@ func TestReadSendFileNumbersLinesAsWritten(t *testing.T) {
 				t.Fatalf("first create %v", reqs[0])
 			}
 		})
+	}
+}
+
+// lostCommits answers every create of a batch OUTCOME_UNKNOWN, as a service whose database
+// lost the commit does: each line may or may not have been created.
+type lostCommits struct {
+	v1.UnimplementedTxServiceServer
+}
+
+func (lostCommits) CreateTxBatch(_ context.Context, r *v1.CreateTxBatchRequest) (*v1.CreateTxBatchResponse, error) {
+	out := &v1.CreateTxBatchResponse{}
+	for range r.GetCreates() {
+		out.Results = append(out.Results, &v1.CreateTxResult{Result: &v1.CreateTxResult_Error{Error: &v1.CreateTxError{
+			HttpStatus: 503, Reason: "OUTCOME_UNKNOWN", Message: "the commit's outcome is unknown", Metadata: map[string]string{"retry_after_seconds": "1"}}}})
+	}
+	return out, nil
+}
+
+// A line still answered with a retryable refusal after every attempt is not reported as
+// refused: it is "not sent, send again", and the exit code says to send the file again.
+func TestSendReportsLinesToSendAgain(t *testing.T) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer()
+	v1.RegisterTxServiceServer(server, lostCommits{})
+	go func() { _ = server.Serve(listener) }()
+	defer server.Stop()
+	file := filepath.Join(t.TempDir(), "payouts.csv")
+	if err := os.WriteFile(file, []byte("signer,requestId,to,value\n"+servicetest.DevSigner+",again-1,"+servicetest.Recipient+",1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--addr", listener.Addr().String(), "--timeout", "20s", "tx", "send", "--file", file}, &stdout, &stderr)
+	if code != exitUnavailable || !strings.Contains(stdout.String(), "not sent, send again") || !strings.Contains(stdout.String(), "1 lines: 0 accepted, 0 refused, 1 not sent") {
+		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitUnavailable, stdout.String(), stderr.String())
 	}
 }
