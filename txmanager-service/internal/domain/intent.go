@@ -55,6 +55,12 @@ type Admission struct {
 	// approval's id, skips the approval rule, and is allocated only while the approval is
 	// APPROVED.
 	ApprovalID uuid.UUID
+	// AdoptOnly, when set, is the refusal the create met before the writer (the chain's
+	// checks, the funds check) while a recovered transaction with its recovery key waited
+	// for adoption: a lost request's retry whose intent already ran. The writer adopts a
+	// recovered transaction for it, or refuses it with this error; it never gives it a new
+	// nonce.
+	AdoptOnly error
 }
 
 // Fingerprint identifies the intent for idempotency: the same requestId with the same

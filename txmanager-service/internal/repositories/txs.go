@@ -37,6 +37,15 @@ func (r *TxRepository) GetByRequestID(ctx context.Context, signer common.Address
 	return mapOne(row.ManagedTx, signingFailure{row.SigningFailingSince, row.SigningError}, err, "get tx by request id")
 }
 
+// HasAdoptable implements services.TxReader.
+func (r *TxRepository) HasAdoptable(ctx context.Context, signer common.Address, recoveryKey [32]byte) (bool, error) {
+	adoptable, err := r.q.HasUnclaimed(ctx, sqlcdb.HasUnclaimedParams{ChainID: r.chainID, Signer: signer.Hex(), RecoveryKey: recoveryKey[:]})
+	if err != nil {
+		return false, fmt.Errorf("look for a recovered transaction to adopt: %w", err)
+	}
+	return adoptable, nil
+}
+
 // signingFailure is the signer's key source failure a transaction waiting for its
 // signature is read with (since nil: none).
 type signingFailure struct {

@@ -109,6 +109,10 @@ func (m *memTxs) GetByID(_ context.Context, id uuid.UUID) (domain.ManagedTx, err
 	return tx, nil
 }
 
+func (m *memTxs) HasAdoptable(context.Context, common.Address, [32]byte) (bool, error) {
+	return false, nil
+}
+
 func (m *memTxs) GetByRequestID(_ context.Context, signer common.Address, requestID string) (domain.ManagedTx, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

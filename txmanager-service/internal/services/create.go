@@ -114,6 +114,36 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput, ap
 	return res, err
 }
 
+// adoptInstead answers a create the chain's checks or the funds check refused. After a
+// database loss, a lost request's retry is checked against a chain its intent already ran
+// on: a call that ran reverts now, a transfer of the whole balance finds it spent. When a
+// recovered transaction with its recovery key waits for adoption, the create goes to the
+// writer to adopt it (refused with refusal if none is left there); otherwise refusal stands.
+// Only refused creates look: the path of every other create is unchanged.
+func (uc *CreateTxUseCase) adoptInstead(ctx context.Context, req domain.CreateRequest, refusal error) (CreateResult, error) {
+	if req.RequestID == "" || !(errors.Is(refusal, domain.ErrIntentReverts) || errors.Is(refusal, domain.ErrInsufficientFunds)) {
+		return CreateResult{}, refusal
+	}
+	adoptable, err := uc.txs.HasAdoptable(ctx, req.Signer, req.RecoveryKey())
+	if err != nil || !adoptable {
+		return CreateResult{}, refusal
+	}
+	if _, err := uc.leases.Acquire(ctx, req.SignerHex); err != nil {
+		return CreateResult{}, err
+	}
+	req.Admission.AdoptOnly = refusal
+	tx, created, err := uc.queue.Allocate(ctx, req, max(req.Intent.GasLimit, 21_000))
+	if err != nil {
+		return CreateResult{Tx: tx}, err
+	}
+	if !created {
+		if err := uc.awaitStandby(ctx); err != nil {
+			return CreateResult{}, err
+		}
+	}
+	return CreateResult{Tx: tx, Created: created}, nil
+}
+
 // recordedLookupTimeout bounds the look-up of a failed create's requestId, which runs even
 // when the create failed because its caller's deadline passed.
 const recordedLookupTimeout = 2 * time.Second
@@ -173,7 +203,7 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 	}
 	gasLimit, err := uc.gasLimit(ctx, req)
 	if err != nil {
-		return CreateResult{}, err
+		return uc.adoptInstead(ctx, req, err)
 	}
 	if err := uc.fitsInABlock(ctx, gasLimit); err != nil {
 		return CreateResult{}, err
@@ -190,7 +220,7 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 	// After the lease: only the owner's view of the signer's spending is kept warm.
 	reservation, err := uc.funds.Reserve(ctx, req.Signer, req.SignerHex, req.Intent, gasLimit)
 	if err != nil {
-		return CreateResult{}, err
+		return uc.adoptInstead(ctx, req, err)
 	}
 	req.Admission = uc.admission(ctx, req, reservation)
 	if approval != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
@@ -297,4 +298,59 @@ func TestGetTx(t *testing.T) {
 			t.Errorf("by request id, %s: %s %v, want %v", tc.name, tx.ID, err, tc.wantErr)
 		}
 	}
+}
+
+// After a database loss a lost request's retry meets a chain its intent already ran on: a
+// transfer of the balance finds it spent, a call that ran reverts now. Refused there, it
+// still adopts the recovered transaction waiting for it, as a retry that passes its checks
+// does; with nothing left to adopt, the refusal stands and no nonce is taken.
+func TestALostRequestsRetryIsAdoptedWhereItsChecksRefuseIt(t *testing.T) {
+	t.Parallel()
+	f := newCreateFixture(t)
+	create := f.useCase(services.CreateConfig{EstimateGas: true, SimulateCalls: true}, nil)
+	signer := f.unfunded
+	lease, err := f.node.Leases.Acquire(t.Context(), signer.Hex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := transfer(signer, "lost-1", "5", 21000)
+	parsed, err := domain.ParseCreateRequest(lost, domain.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := parsed.RecoveryKey()
+	recovered := uuid.New()
+	// Recovery recorded the transaction it found on chain at nonce 0, adoptable for an hour,
+	// and moved the signer's cursor past it.
+	for _, stmt := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token, recovered_at, recovery_key, unclaimed_until)
+			VALUES (1337, $1, $2, '\x00', 0, $3, 'TRACKING', 'SIGNED', '0x01', $4, now(), $5, now() + interval '1 hour')`,
+			[]any{recovered, signer.Hex(), fmt.Sprintf(`{"to":%q,"value":"5","gasLimit":21000,"effectiveGasLimit":21000}`, signer.Hex()), int64(lease.Token), key[:]}},
+		{`INSERT INTO signer_nonce_cursor (chain_id, signer, next_nonce, fencing_token) VALUES (1337, $1, 1, $2)
+			ON CONFLICT (chain_id, signer) DO UPDATE SET next_nonce = 1`, []any{signer.Hex(), int64(lease.Token)}},
+	} {
+		if _, err := f.pool.Exec(t.Context(), stmt.sql, stmt.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		name    string
+		in      domain.CreateInput
+		wantErr error
+		wantTx  uuid.UUID
+	}{
+		{name: "the lost request's retry, which the funds check refuses", in: lost, wantTx: recovered},
+		{name: "its replay", in: lost, wantTx: recovered},
+		{name: "the same intent under another request: nothing left to adopt", in: transfer(signer, "new-1", "5", 21000), wantErr: domain.ErrInsufficientFunds},
+	}
+	for _, s := range steps {
+		res, err := create.Create(t.Context(), s.in)
+		if (s.wantErr != nil && !errors.Is(err, s.wantErr)) || (s.wantErr == nil && (err != nil || res.Tx.ID != s.wantTx || res.Created)) {
+			t.Fatalf("%s: %+v, %v; want tx %s, error %v", s.name, res.Tx, err, s.wantTx, s.wantErr)
+		}
+	}
+	testsupport.AssertSignerRows(t, f.pool, signer.Hex(), []testsupport.RowWant{{Nonce: 0, Token: int64(lease.Token)}}, 1)
 }

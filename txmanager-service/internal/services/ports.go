@@ -134,6 +134,9 @@ type Adoption struct {
 type TxReader interface {
 	GetByID(ctx context.Context, id uuid.UUID) (domain.ManagedTx, error)
 	GetByRequestID(ctx context.Context, signer common.Address, requestID string) (domain.ManagedTx, error)
+	// HasAdoptable reports whether a transaction recovered after a database loss, with this
+	// recovery key, is still waiting for its request's retry.
+	HasAdoptable(ctx context.Context, signer common.Address, recoveryKey [32]byte) (bool, error)
 }
 
 // SignerDirectory says which signers this service holds keys for and which of them take

@@ -52,6 +52,11 @@ func (a *Allocator) assign(b *signerBatch, existing map[string]domain.ManagedTx,
 				continue
 			}
 		}
+		if refusal := op.Request.Admission.AdoptOnly; refusal != nil {
+			// It passed no check for a new transaction: none was left to adopt.
+			b.outcome[i] = opOutcome{err: refusal}
+			continue
+		}
 		need, err := gate.admit(op)
 		if err != nil {
 			b.outcome[i] = opOutcome{err: err}

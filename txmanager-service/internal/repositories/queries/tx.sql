@@ -202,3 +202,12 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM claimed
 SELECT CASE WHEN current_setting('synchronous_standby_names') <> ''
              AND current_setting('synchronous_commit') NOT IN ('off', 'local')
             THEN pg_logical_emit_message(true, 'txmanager-standby', '') END;
+
+-- name: HasUnclaimed :one
+-- Whether a recovered transaction with the recovery key is still adoptable: a create the
+-- chain's checks or the funds check refuse may be the retry of a lost request whose intent
+-- already ran, and is sent to the writer to adopt it.
+SELECT EXISTS (
+    SELECT 1 FROM managed_tx
+    WHERE chain_id = @chain_id AND signer = @signer AND unclaimed_until > now() AND recovery_key = @recovery_key::bytea
+)::bool AS adoptable;

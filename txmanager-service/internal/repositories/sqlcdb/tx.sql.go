@@ -333,6 +333,29 @@ func (q *Queries) GetTxByRequestID(ctx context.Context, arg GetTxByRequestIDPara
 	return i, err
 }
 
+const hasUnclaimed = `-- name: HasUnclaimed :one
+SELECT EXISTS (
+    SELECT 1 FROM managed_tx
+    WHERE chain_id = $1 AND signer = $2 AND unclaimed_until > now() AND recovery_key = $3::bytea
+)::bool AS adoptable
+`
+
+type HasUnclaimedParams struct {
+	ChainID     int64
+	Signer      string
+	RecoveryKey []byte
+}
+
+// Whether a recovered transaction with the recovery key is still adoptable: a create the
+// chain's checks or the funds check refuse may be the retry of a lost request whose intent
+// already ran, and is sent to the writer to adopt it.
+func (q *Queries) HasUnclaimed(ctx context.Context, arg HasUnclaimedParams) (bool, error) {
+	row := q.db.QueryRow(ctx, hasUnclaimed, arg.ChainID, arg.Signer, arg.RecoveryKey)
+	var adoptable bool
+	err := row.Scan(&adoptable)
+	return adoptable, err
+}
+
 const writeAllocation = `-- name: WriteAllocation :one
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
