@@ -129,7 +129,7 @@ func (r *Reconciler) recoveryStep(ctx context.Context, lease domain.Lease, rec *
 	switch {
 	case rec.RecordedTo >= rec.To:
 		result.finish = r.cfg.RecoverByIntent || rec.ReleaseRequested
-	case plan.reachedHead && len(plan.found) == 0:
+	case plan.reachedHead && !plan.anchorTooLate && len(plan.found) == 0:
 		// Read to the head and nothing more to find now: the chain does not show the
 		// remaining nonces (yet). Only an operator's release goes on without them.
 		result.finish, result.missing = rec.ReleaseRequested, rec.To-rec.RecordedTo
@@ -162,7 +162,9 @@ type stepPlan struct {
 // reorgMargin of the head are read again until they are deep enough, so a reorganisation
 // that moves a lost transaction into them is still seen.
 func planRecoveryStep(rec Recovery, start uint64, scan services.SentScan, reorgMargin uint64) stepPlan {
-	plan := stepPlan{recordedTo: rec.RecordedTo, scanFrom: start, reachedHead: scan.Next > scan.Head}
+	// The head is reached only by a scan that read up to it: an endpoint whose head is below
+	// the scan's start (one that lags, a balancer's backend behind) read nothing.
+	plan := stepPlan{recordedTo: rec.RecordedTo, scanFrom: start, reachedHead: scan.Next > scan.Head && start <= scan.Head}
 	for _, tx := range scan.Txs {
 		if tx.Nonce < plan.recordedTo || tx.Nonce >= rec.To {
 			continue

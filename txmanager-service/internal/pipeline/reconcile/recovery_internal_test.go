@@ -1,16 +1,20 @@
 package reconcile
 
 import (
+	"context"
+	"io"
 	"math/big"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/go-kratos/kratos/v2/log"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // What the chain holds at the lost nonces becomes rows whose intent is what the chain ran
@@ -97,6 +101,12 @@ func TestPlanRecoveryStep(t *testing.T) {
 			wantTo: 0, wantFrom: 0, wantHead: true,
 		},
 		{
+			name: "an endpoint whose head is below the scan's start read nothing: the head is not reached",
+			rec:  rec(10, 10, 20), start: 1000, margin: 12,
+			scan:   services.SentScan{Next: 1000, Head: 995},
+			wantTo: 10, wantFrom: 1000,
+		},
+		{
 			name: "a later nonce before the first unrecorded one: the scan started too late",
 			rec:  rec(10, 10, 20), start: 1000, margin: 12,
 			scan:   services.SentScan{Txs: []services.SentTx{tx(11, 1000)}, Next: 1001, Head: 5000},
@@ -127,6 +137,78 @@ func TestPlanRecoveryStep(t *testing.T) {
 				t.Errorf("plan: nonces %v, recordedTo %d, scanFrom %d, head %v, too late %v; want %v, %d, %d, %v, %v",
 					nonces, plan.recordedTo, plan.scanFrom, plan.reachedHead, plan.anchorTooLate,
 					tc.wantNonces, tc.wantTo, tc.wantFrom, tc.wantHead, tc.wantTooLate)
+			}
+		})
+	}
+}
+
+// scanOnly is a chain whose scans answer as given: its head, and what a scan from a block
+// finds.
+type scanOnly struct {
+	services.ChainHistory
+	scan func(first uint64) services.SentScan
+}
+
+func (c scanOnly) ScanSent(_ context.Context, _ common.Address, first, _, _ uint64, _ int) (services.SentScan, error) {
+	return c.scan(first), nil
+}
+
+func (scanOnly) SentTransactions(context.Context, common.Address, []uint64, uint64) (map[uint64]services.SentTx, error) {
+	return map[uint64]services.SentTx{}, nil
+}
+
+// finishes records whether the recovery finished, and with which chain nonce.
+type finishes struct {
+	Store
+	finished bool
+}
+
+func (s *finishes) RecordRecovered(_ context.Context, _ domain.Lease, txs []RecoveredTx, _ time.Time, _ time.Duration, _ RecoveryProgress) (int, error) {
+	return len(txs), nil
+}
+
+func (s *finishes) FinishRecovery(context.Context, domain.Lease, uint64, string) (bool, error) {
+	s.finished = true
+	return true, nil
+}
+
+func (s *finishes) AppendEvent(context.Context, services.ServiceEvent) error { return nil }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// An operator's release finishes a recovery whose scan read to the head and found no more:
+// never one whose scan read nothing (an endpoint whose head is below the scan's start) or
+// started after the first lost transaction. Those nonces would be left unrecorded, and
+// their requests' retries executed twice.
+func TestARequestedReleaseWaitsForAScanThatReadTheChain(t *testing.T) {
+	tests := []struct {
+		name string
+		scan func(first uint64) services.SentScan
+		want bool
+	}{
+		{"an endpoint behind the scan's start", func(first uint64) services.SentScan { return services.SentScan{Next: first, Head: first - 5} }, false},
+		{"a scan that began after the first lost transaction", func(first uint64) services.SentScan {
+			return services.SentScan{Txs: []services.SentTx{{Nonce: 130, BlockNumber: first}}, Next: first + 1, Head: first}
+		}, false},
+		{"a scan that read to the head and found nothing more", func(first uint64) services.SentScan { return services.SentScan{Next: first + 11, Head: first + 10} }, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			leases := services.NewLeaseManager(services.LeaseConfig{Node: "n1"}, nil, wallClock{}, telemetry.Noop(), log.NewStdLogger(io.Discard))
+			store := &finishes{}
+			r, err := New(Config{Confirmations: 2}, store, nil, scanOnly{scan: tc.scan}, leases, wallClock{}, telemetry.Noop(), log.NewStdLogger(io.Discard))
+			if err != nil {
+				t.Fatal(err)
+			}
+			from := uint64(1000)
+			rec := Recovery{NonceRange: NonceRange{From: 100, To: 150}, RecoveryProgress: RecoveryProgress{RecordedTo: 120, ScanFrom: &from}, ReleaseRequested: true}
+			if _, err := r.RecoverFromChain(context.Background(), domain.Lease{Signer: "0x00000000000000000000000000000000000000aa", Owner: "n1", Token: 1}, rec); err != nil {
+				t.Fatal(err)
+			}
+			if store.finished != tc.want {
+				t.Fatalf("finished %v, want %v", store.finished, tc.want)
 			}
 		})
 	}
