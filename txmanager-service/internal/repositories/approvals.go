@@ -228,10 +228,14 @@ func (r AllocationRepository) RequestApproval(ctx context.Context, sess txmanage
 }
 
 // LockApproved implements services.AllocationStore.
-func (r AllocationRepository) LockApproved(ctx context.Context, sess txmanager.Session, ids []uuid.UUID) ([]uuid.UUID, error) {
-	open, err := sqlcdb.New(sess.DB()).LockApprovedForAdmission(ctx, ids)
+func (r AllocationRepository) LockApproved(ctx context.Context, sess txmanager.Session, ids []uuid.UUID) ([]services.ApprovedGrant, error) {
+	rows, err := sqlcdb.New(sess.DB()).LockApprovedForAdmission(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("lock approved intents: %w", err)
+	}
+	open := make([]services.ApprovedGrant, len(rows))
+	for i, row := range rows {
+		open[i] = services.ApprovedGrant{ID: row.ApprovalID, PolicyScope: row.PolicyScope, PolicyVersion: row.PolicyVersion, Role: row.Role, Required: int(row.Required)}
 	}
 	return open, nil
 }

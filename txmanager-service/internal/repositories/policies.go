@@ -73,6 +73,9 @@ func (r *PolicyRepository) Versions(ctx context.Context, scope domain.PolicyScop
 // ends, and the last version its history used.
 func (r *PolicyRepository) Lock(ctx context.Context, sess txmanager.Session, scope domain.PolicyScope) (current string, lastVersion int64, err error) {
 	q := sqlcdb.New(sess.DB())
+	if err := q.SerializePolicyChanges(ctx, sqlcdb.SerializePolicyChangesParams{ScopeKind: string(scope.Kind), Scope: scope.ID}); err != nil {
+		return "", 0, fmt.Errorf("wait for other changes of the policy of %s: %w", scope, err)
+	}
 	row, err := q.LockSpendingPolicy(ctx, sqlcdb.LockSpendingPolicyParams{ScopeKind: string(scope.Kind), Scope: scope.ID})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

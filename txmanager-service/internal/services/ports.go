@@ -83,8 +83,9 @@ type AllocationStore interface {
 	// RequestApproval records an approval request, or returns the one already recorded
 	// under its signer and request id.
 	RequestApproval(ctx context.Context, sess txmanager.Session, approval domain.Approval) (domain.Approval, error)
-	// LockApproved returns which of ids are APPROVED and unexpired, locked until commit.
-	LockApproved(ctx context.Context, sess txmanager.Session, ids []uuid.UUID) ([]uuid.UUID, error)
+	// LockApproved returns which of ids are APPROVED and unexpired, with the rule each was
+	// approved under, locked until commit.
+	LockApproved(ctx context.Context, sess txmanager.Session, ids []uuid.UUID) ([]ApprovedGrant, error)
 	// AdmitApprovals marks the approvals whose transactions the batch wrote ADMITTED.
 	AdmitApprovals(ctx context.Context, sess txmanager.Session, ids []uuid.UUID) error
 	// AppendEvent records a service event in the batch's transaction.
@@ -164,3 +165,13 @@ type SystemClock struct{}
 
 // Now returns time.Now().
 func (SystemClock) Now() time.Time { return time.Now() }
+
+// ApprovedGrant is an approved intent as the writer admits it: the policy version that sent
+// it for approval, and the approvers it had to have.
+type ApprovedGrant struct {
+	ID            uuid.UUID
+	PolicyScope   string
+	PolicyVersion int64
+	Role          string
+	Required      int
+}

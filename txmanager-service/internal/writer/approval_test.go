@@ -1,13 +1,16 @@
 package writer_test
 
 import (
+	"context"
 	"errors"
 	"math/big"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/writer"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
@@ -153,4 +156,91 @@ func TestApprovalWaitsWithoutANonceAndIsAdmittedOnce(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT max(next_nonce) FROM signer_nonce_cursor WHERE signer = $1`, signer.Hex()).Scan(&cursor); err != nil || cursor != 3 {
 		t.Fatalf("the signer's next nonce is %d (%v): only the three admitted creates took nonces", cursor, err)
 	}
+}
+
+// A policy change applies from its commit on, to intents already approved too: one approved
+// under a rule since tightened (more approvers, another role) is refused at admission, one
+// under a rule since relaxed is admitted. The same approval twice in one writer batch is
+// admitted once; the other is refused alone, and the batch's other creates go on.
+func TestApprovedIntentsMeetThePolicyOfTheirAdmission(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	trail := testsupport.AuditTrail(t, pool, "node-a")
+	book := testsupport.PolicyBook(t, pool, trail)
+	desk := testsupport.ApprovalDesk(t, pool, trail, "node-a")
+	ctx := t.Context()
+	to := common.HexToAddress("0x00000000000000000000000000000000000a11ce")
+	request := func(signer common.Address, value int64, approval uuid.UUID) domain.CreateRequest {
+		return domain.CreateRequest{Signer: signer, Intent: domain.Intent{To: &to, Value: big.NewInt(value), GasLimit: 21000},
+			Admission: domain.Admission{Credential: "payouts", FeeCapPerGas: big.NewInt(100), ApprovalID: approval}}
+	}
+	approver := domain.Principal{ID: "alice", AllSigners: true, Roles: map[string]bool{"approver": true}}
+	// approved asks for approval of 5000 wei from signer under rule, then applies the policy
+	// later and the approver's vote.
+	approved := func(t *testing.T, signer common.Address, rule, later string) domain.Approval {
+		t.Helper()
+		if _, err := book.Set(ctx, "signer", signer.Hex(), []byte(rule), "ops"); err != nil {
+			t.Fatal(err)
+		}
+		waiting, _, err := allocateOne(t, node, request(signer, 5000, uuid.Nil), 21000)
+		if err != nil || waiting.State != domain.StateAwaitingApproval {
+			t.Fatalf("the create: %v %v, want it awaiting approval", waiting.State, err)
+		}
+		if later != "" {
+			if _, err := book.Set(ctx, "signer", signer.Hex(), []byte(later), "ops"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := desk.Decide(ctx, waiting.ID.String(), approver, true, "")
+		if err != nil || a.State != domain.ApprovalApproved {
+			t.Fatalf("the vote: %v %v", a.State, err)
+		}
+		return a
+	}
+	const oneApprover = `{"approval":{"aboveValue":"1000","approvers":1,"role":"approver","expiresAfter":"1h"}}`
+	tests := []struct {
+		name    string
+		later   string
+		wantErr error
+	}{
+		{"the rule unchanged", "", nil},
+		{"tightened to three approvers of another role", `{"approval":{"aboveValue":"1000","approvers":3,"role":"treasury","expiresAfter":"1h"}}`, domain.ErrApprovalClosed},
+		{"tightened to two approvers", `{"approval":{"aboveValue":"1000","approvers":2,"role":"approver","expiresAfter":"1h"}}`, domain.ErrApprovalClosed},
+		{"relaxed: no approval above 10000", `{"approval":{"aboveValue":"10000","approvers":1,"role":"approver","expiresAfter":"1h"}}`, nil},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			signer := testsupport.SignerAddress(410 + i)
+			a := approved(t, signer, oneApprover, tt.later)
+			tx, _, err := allocateOne(t, node, request(signer, 5000, a.ID), 21000)
+			if (tt.wantErr == nil && (err != nil || tx.State != domain.StateAllocated)) || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
+				t.Fatalf("admission: %v %v, want error %v", tx.State, err, tt.wantErr)
+			}
+		})
+	}
+	t.Run("the same approval twice in one batch", func(t *testing.T) {
+		signer, other := testsupport.SignerAddress(420), testsupport.SignerAddress(421)
+		a := approved(t, signer, oneApprover, "")
+		ops := []*writer.Op{writer.NewOp(ctx, request(signer, 5000, a.ID), 21000), writer.NewOp(ctx, request(signer, 5000, a.ID), 21000),
+			writer.NewOp(ctx, request(other, 1, uuid.Nil), 21000)}
+		node.Allocator.AllocateBatch(context.Background(), ops)
+		var admitted, closed, others int
+		for i, op := range ops {
+			tx, _, err := op.Wait(ctx)
+			switch {
+			case i == 2 && err == nil:
+				others++
+			case err == nil && tx.ID == a.ID:
+				admitted++
+			case errors.Is(err, domain.ErrApprovalClosed):
+				closed++
+			default:
+				t.Errorf("op %d: %v %v", i, tx.State, err)
+			}
+		}
+		if admitted != 1 || closed != 1 || others != 1 {
+			t.Fatalf("admitted %d, refused as closed %d, other creates %d; want 1, 1, 1", admitted, closed, others)
+		}
+	})
 }

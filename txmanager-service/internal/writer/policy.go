@@ -28,8 +28,8 @@ type policyGate struct {
 	// refuseAll, when set, refuses every new create (a paused signer).
 	refuseAll error
 	// approved are the batch's approved intents still open for admission, locked until the
-	// batch commits.
-	approved map[uuid.UUID]bool
+	// batch commits, with the rule each was approved under.
+	approved map[uuid.UUID]services.ApprovedGrant
 }
 
 type denial struct {
@@ -48,14 +48,14 @@ func (a *Allocator) policyGate(ctx context.Context, sess txmanager.Session, b *s
 	if len(policies) == 0 && len(approvals) == 0 {
 		return nil, nil
 	}
-	g := &policyGate{policies: policies, spent: map[domain.PolicyScope]*services.PolicySpend{}, approved: map[uuid.UUID]bool{}}
+	g := &policyGate{policies: policies, spent: map[domain.PolicyScope]*services.PolicySpend{}, approved: map[uuid.UUID]services.ApprovedGrant{}}
 	if len(approvals) > 0 {
 		open, err := a.store.LockApproved(ctx, sess, approvals)
 		if err != nil {
 			return nil, err
 		}
-		for _, id := range open {
-			g.approved[id] = true
+		for _, grant := range open {
+			g.approved[grant.ID] = grant
 		}
 	}
 	var keys []services.WindowKey
@@ -84,7 +84,8 @@ func (g *policyGate) admit(op *Op) (*approvalNeed, error) {
 		return nil, g.refuseAll
 	}
 	approval := op.Request.Admission.ApprovalID
-	if approval != uuid.Nil && !g.approved[approval] {
+	grant, open := g.approved[approval]
+	if approval != uuid.Nil && !open {
 		return nil, fmt.Errorf("%w: approval %s is no longer approved and unexpired", domain.ErrApprovalClosed, approval)
 	}
 	check := g.check(op)
@@ -99,17 +100,47 @@ func (g *policyGate) admit(op *Op) (*approvalNeed, error) {
 			}
 		}
 	}
-	if approval == uuid.Nil {
-		// The first binding policy that asks for approval decides who approves (the signer's
-		// own before the credential's).
-		for _, p := range binding {
-			if reason := p.Policy.NeedsApproval(check); reason != "" {
-				return &approvalNeed{policy: p, reason: reason}, nil
-			}
+	// The first binding policy that asks for approval decides who approves (the signer's own
+	// before the credential's).
+	var need *approvalNeed
+	for _, p := range binding {
+		if reason := p.Policy.NeedsApproval(check); reason != "" {
+			need = &approvalNeed{policy: p, reason: reason}
+			break
 		}
+	}
+	if approval == uuid.Nil && need != nil {
+		return need, nil
+	}
+	if approval != uuid.Nil {
+		if err := stillCovers(grant, need); err != nil {
+			return nil, err
+		}
+		// Admitted once: the same approval again in this batch is closed, not a second
+		// transaction with its id.
+		delete(g.approved, approval)
 	}
 	g.count(check, binding)
 	return nil, nil
+}
+
+// stillCovers refuses an approved intent whose approval no longer meets what the policies
+// ask now: a policy changed since (a policy change applies from its commit on) to ask for
+// more approvers, or another role, or another policy now decides who approves. A policy
+// that asks for less, or no approval at all, admits it.
+func stillCovers(grant services.ApprovedGrant, need *approvalNeed) error {
+	if need == nil {
+		return nil
+	}
+	scope, rule := need.policy.Scope.String(), need.policy.Policy.Approval
+	if scope == grant.PolicyScope && need.policy.Version == grant.PolicyVersion {
+		return nil
+	}
+	if scope == grant.PolicyScope && rule.Approvers <= grant.Required && rule.Role == grant.Role {
+		return nil
+	}
+	return fmt.Errorf("%w: approval %s was given under the policy of %s (version %d), and the policy of %s (version %d) now asks for %d approvers with role %q; ask again",
+		domain.ErrApprovalClosed, grant.ID, grant.PolicyScope, grant.PolicyVersion, scope, need.policy.Version, rule.Approvers, rule.Role)
 }
 
 // countAdopted counts a recovered transaction a retried create adopts: it is on chain

@@ -395,3 +395,31 @@ func TestWindowsCountEachChainOnItsOwn(t *testing.T) {
 		}
 	}
 }
+
+// Changes of one scope's policy made at once are numbered one at a time, the first one of a
+// scope (no row yet to lock) included: each is stored under its own version, none fails.
+func TestConcurrentPolicyChangesOfOneScopeTakeTurns(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	book := newPolicyBook(t, pool)
+	for round := range 3 {
+		scope := fmt.Sprintf("payouts-%d", round)
+		errs := make([]error, 4)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Go(func() {
+				_, errs[i] = book.Set(t.Context(), "credential", scope, []byte(`{"maxValuePerTx":"100"}`), "ops")
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d, change %d: %v", round, i, err)
+			}
+		}
+		var versions int
+		if err := pool.QueryRow(t.Context(), "SELECT count(DISTINCT version) FROM spending_policy_version WHERE scope = $1", scope).Scan(&versions); err != nil || versions != 4 {
+			t.Fatalf("round %d: %d versions (%v), want 4", round, versions, err)
+		}
+	}
+}

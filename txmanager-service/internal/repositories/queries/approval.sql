@@ -81,8 +81,9 @@ completed AS (
 SELECT approval_id, signer, final_reason FROM done;
 
 -- name: LockApprovedForAdmission :many
--- The approvals a writer batch admits, still APPROVED and unexpired, locked until it commits.
-SELECT approval_id FROM tx_approval
+-- The approvals a writer batch admits, still APPROVED and unexpired, locked until it commits,
+-- with the rule they were approved under.
+SELECT approval_id, policy_scope, policy_version, role, required FROM tx_approval
 WHERE approval_id = ANY(@approval_ids::uuid[]) AND state = 'APPROVED' AND expires_at > now()
 ORDER BY approval_id
 FOR UPDATE;

@@ -2,6 +2,11 @@
 SELECT scope_kind, scope, version, rules::text AS rules, updated_at, updated_by
 FROM spending_policy WHERE scope_kind = @scope_kind AND scope = @scope;
 
+-- name: SerializePolicyChanges :exec
+-- Changes of one scope take turns even when the scope has no row to lock yet (its first
+-- policy, or after a delete): two would otherwise number the same version.
+SELECT pg_advisory_xact_lock(hashtextextended('txmanager spending policy ' || @scope_kind::text || ' ' || @scope::text, 0));
+
 -- name: LockSpendingPolicy :one
 -- A policy change locks the scope's row (when there is one) so that changes of one scope
 -- are numbered one at a time and wait for the writer batches admitting under it.

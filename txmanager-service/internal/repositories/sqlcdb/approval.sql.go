@@ -532,26 +532,41 @@ func (q *Queries) LockApproval(ctx context.Context, approvalID uuid.UUID) (TxApp
 }
 
 const lockApprovedForAdmission = `-- name: LockApprovedForAdmission :many
-SELECT approval_id FROM tx_approval
+SELECT approval_id, policy_scope, policy_version, role, required FROM tx_approval
 WHERE approval_id = ANY($1::uuid[]) AND state = 'APPROVED' AND expires_at > now()
 ORDER BY approval_id
 FOR UPDATE
 `
 
-// The approvals a writer batch admits, still APPROVED and unexpired, locked until it commits.
-func (q *Queries) LockApprovedForAdmission(ctx context.Context, approvalIds []uuid.UUID) ([]uuid.UUID, error) {
+type LockApprovedForAdmissionRow struct {
+	ApprovalID    uuid.UUID
+	PolicyScope   string
+	PolicyVersion int64
+	Role          string
+	Required      int32
+}
+
+// The approvals a writer batch admits, still APPROVED and unexpired, locked until it commits,
+// with the rule they were approved under.
+func (q *Queries) LockApprovedForAdmission(ctx context.Context, approvalIds []uuid.UUID) ([]LockApprovedForAdmissionRow, error) {
 	rows, err := q.db.Query(ctx, lockApprovedForAdmission, approvalIds)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []uuid.UUID{}
+	items := []LockApprovedForAdmissionRow{}
 	for rows.Next() {
-		var approval_id uuid.UUID
-		if err := rows.Scan(&approval_id); err != nil {
+		var i LockApprovedForAdmissionRow
+		if err := rows.Scan(
+			&i.ApprovalID,
+			&i.PolicyScope,
+			&i.PolicyVersion,
+			&i.Role,
+			&i.Required,
+		); err != nil {
 			return nil, err
 		}
-		items = append(items, approval_id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

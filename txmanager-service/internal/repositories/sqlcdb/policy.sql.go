@@ -379,6 +379,22 @@ func (q *Queries) PrunePolicySpend(ctx context.Context) (int64, error) {
 	return result.RowsAffected(), nil
 }
 
+const serializePolicyChanges = `-- name: SerializePolicyChanges :exec
+SELECT pg_advisory_xact_lock(hashtextextended('txmanager spending policy ' || $1::text || ' ' || $2::text, 0))
+`
+
+type SerializePolicyChangesParams struct {
+	ScopeKind string
+	Scope     string
+}
+
+// Changes of one scope take turns even when the scope has no row to lock yet (its first
+// policy, or after a delete): two would otherwise number the same version.
+func (q *Queries) SerializePolicyChanges(ctx context.Context, arg SerializePolicyChangesParams) error {
+	_, err := q.db.Exec(ctx, serializePolicyChanges, arg.ScopeKind, arg.Scope)
+	return err
+}
+
 const upsertSpendingPolicy = `-- name: UpsertSpendingPolicy :exec
 INSERT INTO spending_policy (scope_kind, scope, version, rules, windowed, updated_at, updated_by)
 VALUES ($1, $2, $3, $4::jsonb, $5, now(), $6)
