@@ -47,6 +47,9 @@ const (
 	PolicyRuleWindowValue  = "windowValue"
 	PolicyRuleWindowFee    = "windowFee"
 	PolicyRuleMinBalance   = "minRemainingBalance"
+	// PolicyRuleApproval refuses an approved intent whose approval no longer meets what the
+	// policy asks for (it changed after the approval).
+	PolicyRuleApproval = "approval"
 )
 
 // PolicyScopeKind says whose a policy is.

@@ -270,15 +270,20 @@ func (d *ApprovalDesk) refuse(ctx context.Context, a domain.Approval, reason str
 }
 
 // admissionMayPassLater: the create path's refusal depends on the moment (the lease, the
-// chain, the funds, a pause, an approval another pass just admitted), not on the intent.
+// chain, the funds, a pause, an approval another pass just admitted) or on the node that
+// ran it (every node runs the pass; one that does not hold the signer's key yet refuses it
+// as unknown, where its owner would not), not on the intent. A policy's minimum remaining
+// balance is funds too: a refill lets it pass.
 func admissionMayPassLater(err error) bool {
 	for _, transient := range []error{domain.ErrNotLeader, domain.ErrFenced, domain.ErrUnavailable, domain.ErrSignerUnavailable, domain.ErrSignerPaused,
-		domain.ErrSignerQuarantined, domain.ErrInsufficientFunds, domain.ErrOutcomeUnknown, domain.ErrApprovalClosed, context.DeadlineExceeded, context.Canceled} {
+		domain.ErrSignerQuarantined, domain.ErrInsufficientFunds, domain.ErrOutcomeUnknown, domain.ErrApprovalClosed, domain.ErrUnknownSigner,
+		context.DeadlineExceeded, context.Canceled} {
 		if errors.Is(err, transient) {
 			return true
 		}
 	}
-	return false
+	var denied *domain.PolicyDeniedError
+	return errors.As(err, &denied) && denied.Rule == domain.PolicyRuleMinBalance
 }
 
 func parseApprovalID(id string) (uuid.UUID, error) {

@@ -205,8 +205,8 @@ func TestApprovedIntentsMeetThePolicyOfTheirAdmission(t *testing.T) {
 		wantErr error
 	}{
 		{"the rule unchanged", "", nil},
-		{"tightened to three approvers of another role", `{"approval":{"aboveValue":"1000","approvers":3,"role":"treasury","expiresAfter":"1h"}}`, domain.ErrApprovalClosed},
-		{"tightened to two approvers", `{"approval":{"aboveValue":"1000","approvers":2,"role":"approver","expiresAfter":"1h"}}`, domain.ErrApprovalClosed},
+		{"tightened to three approvers of another role", `{"approval":{"aboveValue":"1000","approvers":3,"role":"treasury","expiresAfter":"1h"}}`, domain.ErrPolicyDenied},
+		{"tightened to two approvers", `{"approval":{"aboveValue":"1000","approvers":2,"role":"approver","expiresAfter":"1h"}}`, domain.ErrPolicyDenied},
 		{"relaxed: no approval above 10000", `{"approval":{"aboveValue":"10000","approvers":1,"role":"approver","expiresAfter":"1h"}}`, nil},
 	}
 	for i, tt := range tests {

@@ -113,7 +113,7 @@ func (g *policyGate) admit(op *Op) (*approvalNeed, error) {
 		return need, nil
 	}
 	if approval != uuid.Nil {
-		if err := stillCovers(grant, need); err != nil {
+		if err := g.stillCovers(grant, need); err != nil {
 			return nil, err
 		}
 		// Admitted once: the same approval again in this batch is closed, not a second
@@ -128,7 +128,8 @@ func (g *policyGate) admit(op *Op) (*approvalNeed, error) {
 // ask now: a policy changed since (a policy change applies from its commit on) to ask for
 // more approvers, or another role, or another policy now decides who approves. A policy
 // that asks for less, or no approval at all, admits it.
-func stillCovers(grant services.ApprovedGrant, need *approvalNeed) error {
+// It is a refusal for good (the approval ends REFUSED): the intent must be asked for again.
+func (g *policyGate) stillCovers(grant services.ApprovedGrant, need *approvalNeed) error {
 	if need == nil {
 		return nil
 	}
@@ -139,8 +140,8 @@ func stillCovers(grant services.ApprovedGrant, need *approvalNeed) error {
 	if scope == grant.PolicyScope && rule.Approvers <= grant.Required && rule.Role == grant.Role {
 		return nil
 	}
-	return fmt.Errorf("%w: approval %s was given under the policy of %s (version %d), and the policy of %s (version %d) now asks for %d approvers with role %q; ask again",
-		domain.ErrApprovalClosed, grant.ID, grant.PolicyScope, grant.PolicyVersion, scope, need.policy.Version, rule.Approvers, rule.Role)
+	return g.deny(need.policy, domain.PolicyRuleApproval, fmt.Sprintf("approved by %d of role %q under the policy of %s (version %d); it now asks for %d of role %q: ask for it again",
+		grant.Required, grant.Role, grant.PolicyScope, grant.PolicyVersion, rule.Approvers, rule.Role))
 }
 
 // countAdopted counts a recovered transaction a retried create adopts: it is on chain
