@@ -3,12 +3,17 @@ package txmclient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	txmclient "github.com/bionicotaku/txmanager-service/client"
@@ -51,5 +56,69 @@ func TestWaitBacksOffWhenAnsweredEarly(t *testing.T) {
 	// 100 + 200 + 400 + 800 ms of waits fit in 1.5 s: at most 5 reads.
 	if reads := fake.reads.Load(); reads < 2 || reads > 5 {
 		t.Fatalf("%d reads in 1.5 s, want 2 to 5", reads)
+	}
+}
+
+// tokenStreams serves WatchCompletions as the service does with JWTs: it accepts a stream
+// (headers first), sends one completion after the cursor, then ends the stream UNAUTHENTICATED
+// as the service does when the token that opened it expires.
+type tokenStreams struct {
+	v1.UnimplementedTxServiceServer
+	mu     sync.Mutex
+	tokens []string
+	afters []string
+}
+
+func (s *tokenStreams) WatchCompletions(req *v1.WatchCompletionsRequest, stream grpc.ServerStreamingServer[v1.Completion]) error {
+	md, _ := metadata.FromIncomingContext(stream.Context())
+	s.mu.Lock()
+	s.tokens = append(s.tokens, strings.Join(md.Get("authorization"), ""))
+	s.afters = append(s.afters, req.GetAfter())
+	s.mu.Unlock()
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
+	next, _ := strconv.Atoi(req.GetAfter())
+	if err := stream.Send(&v1.Completion{TxId: fmt.Sprint("tx-", next+1), Cursor: strconv.Itoa(next + 1)}); err != nil {
+		return err
+	}
+	return v1.ErrorUnauthenticated("the credential that opened this stream expired; open it again with a new one")
+}
+
+// A stream the service ends because its token expired is opened again at once with a fresh
+// token, from the last completion handled: nothing is missed or seen twice.
+func TestWatchReopensAStreamWhoseTokenExpired(t *testing.T) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer()
+	fake := &tokenStreams{}
+	v1.RegisterTxServiceServer(server, fake)
+	go func() { _ = server.Serve(listener) }()
+	defer server.Stop()
+	var issued atomic.Int64
+	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{listener.Addr().String()},
+		BearerToken: func(context.Context) (string, error) { return fmt.Sprint("token-", issued.Add(1)), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errEnough := errors.New("three completions handled")
+	var handled []string
+	err = client.Watch(ctx, "", func(_ context.Context, c *v1.Completion) error {
+		handled = append(handled, c.GetCursor())
+		if len(handled) == 3 {
+			return errEnough
+		}
+		return nil
+	})
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if !errors.Is(err, errEnough) || fmt.Sprint(handled) != "[1 2 3]" || fmt.Sprint(fake.afters) != "[ 1 2]" ||
+		fmt.Sprint(fake.tokens) != "[Bearer token-1 Bearer token-2 Bearer token-3]" {
+		t.Fatalf("Watch: %v, handled %v, streams after %q with %q; want three streams, each with a new token", err, handled, fake.afters, fake.tokens)
 	}
 }

@@ -23,13 +23,17 @@ func (c *Client) Watch(ctx context.Context, after string, fn func(context.Contex
 	cursor, current := after, 0
 	backoff := c.cfg.Backoff
 	for {
-		delivered, err := c.watchOnce(ctx, c.nodes[current%len(c.nodes)], &cursor, fn)
+		delivered, opened, err := c.watchOnce(ctx, c.nodes[current%len(c.nodes)], &cursor, fn)
 		var handlerErr *handlerError
 		switch {
 		case errors.As(err, &handlerErr):
 			return handlerErr.err
 		case ctx.Err() != nil:
 			return errors.Join(err, ctx.Err())
+		case opened && v1.IsUnauthenticated(err) && c.cfg.BearerToken != nil:
+			// The service ends a stream when the token that opened it expires: open it
+			// again at once with a fresh token (one refused at the door ends Watch).
+			continue
 		}
 		again, wait := Retryable(err)
 		// A stream the service ended (it is stopping) is picked up again like a broken one.
@@ -58,26 +62,31 @@ type handlerError struct{ err error }
 func (e *handlerError) Error() string { return e.err.Error() }
 
 // watchOnce follows one stream until it breaks, moving *cursor past every completion fn
-// accepted, and reports whether it delivered any.
-func (c *Client) watchOnce(ctx context.Context, n node, cursor *string, fn func(context.Context, *v1.Completion) error) (bool, error) {
+// accepted, and reports whether it delivered any and whether the service had accepted the
+// stream (its first answer was not a refusal).
+func (c *Client) watchOnce(ctx context.Context, n node, cursor *string, fn func(context.Context, *v1.Completion) error) (delivered, opened bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ctx, err := c.withCredentials(ctx)
+	ctx, err = c.withCredentials(ctx)
 	if err != nil {
-		return false, &handlerError{err}
+		return false, false, &handlerError{err}
 	}
 	stream, err := n.tx.WatchCompletions(ctx, &v1.WatchCompletionsRequest{After: *cursor})
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	delivered := false
+	// The service sends a stream's headers once it has accepted it (a refusal comes back
+	// without them, with the first Recv).
+	if md, _ := stream.Header(); md != nil {
+		opened = true
+	}
 	for {
 		completion, err := stream.Recv()
 		if err != nil {
-			return delivered, err
+			return delivered, opened, err
 		}
 		if err := fn(ctx, completion); err != nil {
-			return delivered, &handlerError{err}
+			return delivered, opened, &handlerError{err}
 		}
 		*cursor, delivered = completion.GetCursor(), true
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -61,6 +62,12 @@ func (s *Streams) limits(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 		return withGRPCCode(v1.ErrorRateLimited("this credential already holds %d open streams on this node; close one first", s.maxPerCredential))
 	}
 	defer s.release(p.ID)
+	// Headers now, not with the first completion: they tell the client the stream was
+	// accepted, so that an UNAUTHENTICATED end later (its token expired) is told from a
+	// refusal at the door.
+	if err := ss.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
 	return handler(srv, ss)
 }
 

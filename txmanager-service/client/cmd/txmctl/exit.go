@@ -60,8 +60,13 @@ func exitCodeOf(err error) int {
 		return quiet.code
 	case errors.As(err, &usage), isCobraUsage(err):
 		return exitUsage
-	case errors.Is(err, context.DeadlineExceeded), status.Code(err) == codes.DeadlineExceeded:
+	case errors.Is(err, context.DeadlineExceeded):
+		// The command's own deadline (the client joins it to the call's error).
 		return exitTimedOut
+	case status.Code(err) == codes.DeadlineExceeded:
+		// Each attempt ran out of its call timeout while the command's deadline had not:
+		// the service did not answer in time, which sending again may change.
+		return exitUnavailable
 	case v1.IsNotFound(err):
 		return exitNotFound
 	case v1.IsUnauthenticated(err), v1.IsPermissionDenied(err), v1.IsApprovalForbidden(err):
