@@ -213,11 +213,12 @@ func (r AllocationRepository) RequestApproval(ctx context.Context, sess txmanage
 	if v := a.Intent.MaxPriorityFeePerGas; v != nil {
 		p.MaxPriorityFeePerGas = text(v.String())
 	}
-	n, err := q.InsertApproval(ctx, p)
+	inserted, err := q.InsertApproval(ctx, p)
 	if err != nil {
 		return domain.Approval{}, fmt.Errorf("request approval: %w", err)
 	}
-	if n == 1 {
+	if len(inserted) == 1 {
+		a.CreatedAt, a.ExpiresAt = inserted[0].CreatedAt, inserted[0].ExpiresAt
 		return a, nil
 	}
 	row, err := q.GetApprovalByRequest(ctx, sqlcdb.GetApprovalByRequestParams{ChainID: int64(a.ChainID), Signer: a.Signer.Hex(), RequestID: text(a.RequestID)})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/big"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
@@ -243,4 +244,38 @@ func TestApprovedIntentsMeetThePolicyOfTheirAdmission(t *testing.T) {
 			t.Fatalf("admitted %d, refused as closed %d, other creates %d; want 1, 1, 1", admitted, closed, others)
 		}
 	})
+}
+
+// aheadClock is a node's clock running ahead of the database's.
+type aheadClock struct{ by time.Duration }
+
+func (c aheadClock) Now() time.Time { return time.Now().Add(c.by) }
+
+// An approval's wait is measured by the database's clock, the one its expiry is enforced
+// by: a node whose clock runs two hours ahead gives it the rule's hour from the database's
+// now, not three.
+func TestAnApprovalsExpiryIsTheDatabasesNowPlusTheRule(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{Clock: aheadClock{by: 2 * time.Hour}})
+	book := testsupport.PolicyBook(t, pool, testsupport.AuditTrail(t, pool, "node-a"))
+	signer := testsupport.SignerAddress(430)
+	if _, err := book.Set(t.Context(), "signer", signer.Hex(), []byte(`{"approval":{"aboveValue":"1000","approvers":1,"expiresAfter":"1h"}}`), "ops"); err != nil {
+		t.Fatal(err)
+	}
+	to := common.HexToAddress("0x00000000000000000000000000000000000a11ce")
+	waiting, _, err := allocateOne(t, node, domain.CreateRequest{Signer: signer, Intent: domain.Intent{To: &to, Value: big.NewInt(5000), GasLimit: 21000},
+		Admission: domain.Admission{Credential: "payouts", FeeCapPerGas: big.NewInt(100)}}, 21000)
+	if err != nil || waiting.State != domain.StateAwaitingApproval {
+		t.Fatalf("the create: %v %v", waiting.State, err)
+	}
+	var left time.Duration
+	var seconds float64
+	if err := pool.QueryRow(t.Context(), "SELECT EXTRACT(EPOCH FROM expires_at - now())::float8 FROM tx_approval WHERE approval_id = $1", waiting.ID).Scan(&seconds); err != nil {
+		t.Fatal(err)
+	}
+	left = time.Duration(seconds * float64(time.Second))
+	if left > time.Hour || left < 59*time.Minute {
+		t.Fatalf("the approval expires in %v by the database's clock, want the rule's hour", left)
+	}
 }

@@ -33,6 +33,8 @@ type WriterNode struct {
 type WriterNodeOptions struct {
 	LeaseDuration time.Duration
 	Skew          time.Duration
+	// Clock is the allocator's clock (the system's when nil): a node whose clock is off.
+	Clock services.Clock
 }
 
 // NewWriterNode is a node named name on pool, its lease manager and allocator.
@@ -55,8 +57,12 @@ func NewWriterNode(t testing.TB, pool *pgxpool.Pool, name string, opts WriterNod
 		IdleTimeout: time.Minute, NotLeaderRetryAfter: time.Second,
 	}, repositories.NewLeaseRepository(pool, TestChain()), services.SystemClock{}, metrics, logger)
 	store := &GatedStore{AllocationStore: repositories.NewAllocationRepository(TestChain())}
+	var clock services.Clock = services.SystemClock{}
+	if opts.Clock != nil {
+		clock = opts.Clock
+	}
 	allocator := writer.NewAllocator(component.Manager, store, leases, nil, TestChain(), services.NewNonceCache(nil),
-		writer.NonceConfig{ChainQuery: false}, services.SystemClock{}, nil, metrics, logger)
+		writer.NonceConfig{ChainQuery: false}, clock, nil, metrics, logger)
 	return &WriterNode{TxManager: component.Manager, Leases: leases, Allocator: allocator, Store: store}
 }
 

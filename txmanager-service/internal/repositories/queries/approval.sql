@@ -1,12 +1,15 @@
--- name: InsertApproval :execrows
+-- name: InsertApproval :many
 -- An approval request, unless one is recorded under the same chain, signer and request id
--- (then nothing is written and the caller reads that one).
+-- (then nothing is written and the caller reads that one). Its times are the database's:
+-- expiry is enforced by the database's clock, so a node's clock must not move it; the node
+-- gives how long it waits (expires_at - created_at).
 INSERT INTO tx_approval (approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit,
     max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, created_at, expires_at)
 VALUES (@approval_id, @chain_id, @signer, sqlc.narg(request_id), @fingerprint, @requester, sqlc.narg(to_address), CAST(sqlc.arg(value_wei)::text AS numeric), @data, @gas_limit,
     CAST(sqlc.narg(max_fee_per_gas)::text AS numeric), CAST(sqlc.narg(max_priority_fee_per_gas)::text AS numeric), @policy_scope, @policy_version, @reason, @role, @required,
-    @created_at, @expires_at)
-ON CONFLICT (chain_id, signer, request_id) WHERE request_id IS NOT NULL DO NOTHING;
+    now(), now() + (sqlc.arg(expires_at)::timestamptz - sqlc.arg(created_at)::timestamptz))
+ON CONFLICT (chain_id, signer, request_id) WHERE request_id IS NOT NULL DO NOTHING
+RETURNING created_at, expires_at;
 
 -- name: GetApproval :one
 SELECT * FROM tx_approval_read WHERE approval_id = @approval_id;

@@ -306,13 +306,14 @@ func (q *Queries) GetApprovalByRequest(ctx context.Context, arg GetApprovalByReq
 	return i, err
 }
 
-const insertApproval = `-- name: InsertApproval :execrows
+const insertApproval = `-- name: InsertApproval :many
 INSERT INTO tx_approval (approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit,
     max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, created_at, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, CAST($8::text AS numeric), $9, $10,
     CAST($11::text AS numeric), CAST($12::text AS numeric), $13, $14, $15, $16, $17,
-    $18, $19)
+    now(), now() + ($18::timestamptz - $19::timestamptz))
 ON CONFLICT (chain_id, signer, request_id) WHERE request_id IS NOT NULL DO NOTHING
+RETURNING created_at, expires_at
 `
 
 type InsertApprovalParams struct {
@@ -333,14 +334,21 @@ type InsertApprovalParams struct {
 	Reason               string
 	Role                 string
 	Required             int32
-	CreatedAt            time.Time
 	ExpiresAt            time.Time
+	CreatedAt            time.Time
+}
+
+type InsertApprovalRow struct {
+	CreatedAt time.Time
+	ExpiresAt time.Time
 }
 
 // An approval request, unless one is recorded under the same chain, signer and request id
-// (then nothing is written and the caller reads that one).
-func (q *Queries) InsertApproval(ctx context.Context, arg InsertApprovalParams) (int64, error) {
-	result, err := q.db.Exec(ctx, insertApproval,
+// (then nothing is written and the caller reads that one). Its times are the database's:
+// expiry is enforced by the database's clock, so a node's clock must not move it; the node
+// gives how long it waits (expires_at - created_at).
+func (q *Queries) InsertApproval(ctx context.Context, arg InsertApprovalParams) ([]InsertApprovalRow, error) {
+	rows, err := q.db.Query(ctx, insertApproval,
 		arg.ApprovalID,
 		arg.ChainID,
 		arg.Signer,
@@ -358,13 +366,25 @@ func (q *Queries) InsertApproval(ctx context.Context, arg InsertApprovalParams) 
 		arg.Reason,
 		arg.Role,
 		arg.Required,
-		arg.CreatedAt,
 		arg.ExpiresAt,
+		arg.CreatedAt,
 	)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []InsertApprovalRow{}
+	for rows.Next() {
+		var i InsertApprovalRow
+		if err := rows.Scan(&i.CreatedAt, &i.ExpiresAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const insertApprovalVote = `-- name: InsertApprovalVote :execrows
