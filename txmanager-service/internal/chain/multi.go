@@ -299,6 +299,42 @@ func (m *MultiChain) PendingNonceAt(ctx context.Context, account common.Address)
 	return via(m, ctx, "pending nonce", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (uint64, error) { return c.PendingNonceAt(ctx, account) })
 }
 
+// HighestPendingNonceAt asks every usable endpoint for account's pending nonce, side by side,
+// and answers the highest: transactions the database lost may wait in one node's pool only
+// (a private or sequencer mempool), and a lagging endpoint answers low. A question whose
+// answer decides that nonces are free must take the highest anyone reports. At least one
+// endpoint must answer.
+func (m *MultiChain) HighestPendingNonceAt(ctx context.Context, account common.Address) (uint64, error) {
+	order := m.order()
+	if err := m.holdError(); err != nil || len(order) < 2 {
+		return m.PendingNonceAt(ctx, account)
+	}
+	nonces := make([]uint64, len(order))
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	for k, i := range order {
+		wg.Go(func() {
+			callCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadTimeout)
+			defer cancel()
+			nonces[k], errs[k] = m.endpoints[i].Chain.PendingNonceAt(callCtx, account)
+			if errs[k] != nil {
+				errs[k] = fmt.Errorf("%s: %w", m.endpoints[i].Name, withoutURL(errs[k], m.endpoints[i].Name))
+			}
+		})
+	}
+	wg.Wait()
+	highest, answered := uint64(0), false
+	for k := range order {
+		if errs[k] == nil {
+			highest, answered = max(highest, nonces[k]), true
+		}
+	}
+	if !answered {
+		return 0, fmt.Errorf("pending nonce: %w: %w", services.ErrNoChainEndpoint, errors.Join(errs...))
+	}
+	return highest, nil
+}
+
 // NonceAt is the number of the account's mined transactions.
 func (m *MultiChain) NonceAt(ctx context.Context, account common.Address) (uint64, error) {
 	return via(m, ctx, "latest nonce", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (uint64, error) { return c.NonceAt(ctx, account) })

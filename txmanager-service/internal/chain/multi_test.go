@@ -209,3 +209,27 @@ func TestEndpointKeysStayOutOfErrors(t *testing.T) {
 		t.Fatal("no span recorded a failure: this case tests nothing")
 	}
 }
+
+// The pending nonce a quarantine is decided by is the highest any endpoint reports: a
+// signer's transactions may wait in one node's pool only, and the other answers lower.
+func TestHighestPendingNonceIsAskedOfEveryEndpoint(t *testing.T) {
+	t.Parallel()
+	withPool := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1})
+	without := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1})
+	key := withPool.DevKeys()[0]
+	ctx := testContext(t)
+	for nonce := range uint64(3) {
+		_, raw := transfer(t, withPool, key, nonce)
+		sendRaw(t, ctx, withPool, raw)
+	}
+	account := withPool.DevAddresses()[0]
+	m := newMulti(t, []chain.Endpoint{{Name: "without", Chain: without.RPCChain}, {Name: "with-pool", Chain: withPool.RPCChain}}, chain.MultiChainConfig{ReadTimeout: timeout})
+	first, err := m.PendingNonceAt(ctx, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	highest, err := m.HighestPendingNonceAt(ctx, account)
+	if err != nil || highest != 3 {
+		t.Fatalf("HighestPendingNonceAt = %d, %v; want 3 (the first endpoint alone answers %d)", highest, err, first)
+	}
+}
