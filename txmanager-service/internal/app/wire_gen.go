@@ -207,7 +207,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 		cleanup()
 		return nil, nil, err
 	}
-	httpServer := server.NewHTTPServer(confServer, observability, listeners, tlsConfigs, txController, adminController, health, prometheus, authenticator, middleware, consoleConsole)
+	httpServer := server.NewHTTPServer(confServer, observability, listeners, tlsConfigs, txController, adminController, health, prometheus, authenticator, middleware, rateLimiter, consoleConsole)
 	streams := server.NewStreams(confServer, rateLimiter)
 	grpcServer := server.NewGRPCServer(confServer, listeners, tlsConfigs, txController, adminController, middleware, authenticator, streams, health)
 	nodeHeartbeat := workers.NewNodeHeartbeat(intervals, nodeRegistry)

@@ -81,14 +81,15 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, v viewer) {
 			c.problem(w, r, v, int(se.Code), se.Reason+": "+se.Message)
 			return
 		}
-		http.Redirect(w, r, withFlash(back, "error", se.Reason+": "+se.Message), http.StatusSeeOther)
+		http.Redirect(w, r, c.withFlash(v, back, "error", se.Reason+": "+se.Message), http.StatusSeeOther)
 		return
 	}
-	http.Redirect(w, r, withFlash(back, "done", done), http.StatusSeeOther)
+	http.Redirect(w, r, c.withFlash(v, back, "done", done), http.StatusSeeOther)
 }
 
-// withFlash adds a one-line message to the page the browser goes back to.
-func withFlash(back, key, message string) string {
+// withFlash adds a one-line message to the page the browser goes back to, signed for the
+// viewer's session (render shows only such messages).
+func (c *Console) withFlash(v viewer, back, key, message string) string {
 	u, err := url.Parse(back)
 	if err != nil {
 		return Path
@@ -97,6 +98,7 @@ func withFlash(back, key, message string) string {
 	q.Del("done")
 	q.Del("error")
 	q.Set(key, message)
+	q.Set("flash", c.seal.flashMAC(v.session.ID, key, message))
 	u.RawQuery = q.Encode()
 	return u.String()
 }

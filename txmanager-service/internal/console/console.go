@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,14 @@ const Path = "/console"
 
 // Authenticate establishes the principal of a request's credentials, as the API does.
 type Authenticate func(header func(string) string) (domain.Principal, error)
+
+// RateLimitedError is Authenticate's answer for a credential past its rate limit: the
+// console's pages count against the same limit as the API's calls.
+type RateLimitedError struct{ RetryAfterSeconds int }
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("rate limit of this credential exceeded; retry after %d seconds", e.RetryAfterSeconds)
+}
 
 // Console serves the operator console.
 type Console struct {
@@ -115,6 +124,12 @@ func securityHeaders(next http.Handler) http.Handler {
 // withViewer authenticates the session's credential, or sends the browser to sign in.
 func (c *Console) withViewer(w http.ResponseWriter, r *http.Request, auth Authenticate, page func(http.ResponseWriter, *http.Request, viewer)) {
 	v, err := c.viewerOf(r, auth)
+	var limited *RateLimitedError
+	if errors.As(err, &limited) {
+		w.Header().Set("Retry-After", strconv.Itoa(limited.RetryAfterSeconds))
+		c.problem(w, r, viewer{}, http.StatusTooManyRequests, fmt.Sprintf("Too many requests from this credential: try again in %d seconds.", limited.RetryAfterSeconds))
+		return
+	}
 	if err != nil {
 		if r.Method == http.MethodGet && r.URL.Path != "/console/live" {
 			http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
@@ -136,6 +151,10 @@ func (c *Console) viewerOf(r *http.Request, auth Authenticate) (viewer, error) {
 		return viewer{}, err
 	}
 	p, err := auth(headersOf(sess))
+	var limited *RateLimitedError
+	if errors.As(err, &limited) {
+		return viewer{}, err
+	}
 	if err != nil {
 		return viewer{}, fmt.Errorf("the credential of this session is no longer accepted")
 	}
@@ -176,7 +195,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, v viewer, statu
 	}
 	var buf strings.Builder
 	page := map[string]any{"Viewer": v, "SignedIn": v.session.ID != "", "CSRF": v.csrf, "Data": data, "Path": r.URL.Path,
-		"Flash": r.URL.Query().Get("done"), "FlashError": r.URL.Query().Get("error"), "AuthEnabled": c.authEnabled}
+		"Flash": c.flash(r, v, "done"), "FlashError": c.flash(r, v, "error"), "AuthEnabled": c.authEnabled}
 	if err := t.ExecuteTemplate(&buf, "layout", page); err != nil {
 		c.log.Errorw("msg", "console page failed to render", "page", name, "error", err.Error())
 		http.Error(w, "the page failed to render", http.StatusInternalServerError)
@@ -187,13 +206,24 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, v viewer, statu
 	_, _ = w.Write([]byte(buf.String()))
 }
 
-// failed renders a use case's error with the status the API would answer.
+// flash is the page's one-line message under key, when this console signed it for the
+// viewer's session after an action: a message written into a link is not shown.
+func (c *Console) flash(r *http.Request, v viewer, key string) string {
+	q := r.URL.Query()
+	if message := q.Get(key); c.seal != nil && c.seal.validFlash(v.session.ID, key, message, q.Get("flash")) {
+		return message
+	}
+	return ""
+}
+
+// failed renders a use case's error with the status the API would answer. The cause of a
+// failure to read stays in the log: it may name the database's host or a statement.
 func (c *Console) failed(w http.ResponseWriter, r *http.Request, v viewer, err error) {
-	status, message := statusOf(err)
+	status, message := c.statusOf(r, err)
 	c.problem(w, r, v, status, message)
 }
 
-func statusOf(err error) (int, string) {
+func (c *Console) statusOf(r *http.Request, err error) (int, string) {
 	var validation *domain.ValidationError
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
@@ -203,7 +233,8 @@ func statusOf(err error) (int, string) {
 	case errors.Is(err, errForbidden):
 		return http.StatusForbidden, err.Error()
 	}
-	return http.StatusServiceUnavailable, "The page could not be read now: " + err.Error()
+	c.log.Warnw("msg", "a console page could not be read", "path", r.URL.Path, "error", err.Error())
+	return http.StatusServiceUnavailable, "The page could not be read now; try again in a moment (the service's log has the cause)."
 }
 
 var errForbidden = errors.New("this credential may not see that")

@@ -2,12 +2,18 @@ package console
 
 import (
 	"errors"
+	"io"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-kratos/kratos/v2/log"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -121,10 +127,17 @@ func TestSignInHelpers(t *testing.T) {
 		{domain.ErrNotFound, 404},
 		{&domain.ValidationError{Field: "signer", Reason: "bad"}, 400},
 		{errForbidden, 403},
-		{errors.New("database down"), 503},
+		{errors.New("failed to connect to `host=db-primary.internal user=txm_rw`: dial tcp 10.0.3.7:5432: refused"), 503},
 	} {
-		if got, _ := statusOf(tc.err); got != tc.want {
+		c := &Console{log: log.NewHelper(log.NewStdLogger(io.Discard))}
+		got, message := c.statusOf(httptest.NewRequest(http.MethodGet, "/console/search", nil), tc.err)
+		if got != tc.want {
 			t.Errorf("statusOf(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+		// The cause of a failure to read goes to the log, not to the page: it may name
+		// the database's host or a statement.
+		if got == 503 && (strings.Contains(message, "db-primary") || strings.Contains(message, "5432")) {
+			t.Errorf("a failure to read shows its cause: %q", message)
 		}
 	}
 }
@@ -221,4 +234,79 @@ func TestEveryPageParses(t *testing.T) {
 			t.Errorf("page %s lacks its content or title", name)
 		}
 	}
+}
+
+// testConsole is a console with its pages and a session sealer, and nothing behind it.
+func testConsole(t *testing.T) *Console {
+	t.Helper()
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte(strings.Repeat("s", 40)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seal, err := newSealer(secretFile, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Console{enabled: true, authEnabled: true, seal: seal, pages: pages, log: log.NewHelper(log.NewStdLogger(io.Discard))}
+}
+
+// A page of a credential past its rate limit is answered 429 with its wait, not sent to
+// sign in again; a credential too large for a browser cookie is refused at sign-in with the
+// reason, not accepted into a cookie the browser drops.
+func TestConsoleEdges(t *testing.T) {
+	c := testConsole(t)
+	t.Run("rate limited", func(t *testing.T) {
+		_, sealed, err := c.seal.open(credentialAPIKey, "key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		limited := func(func(string) string) (domain.Principal, error) {
+			return domain.Principal{}, &RateLimitedError{RetryAfterSeconds: 7}
+		}
+		r := httptest.NewRequest(http.MethodGet, "/console", nil)
+		r.AddCookie(&http.Cookie{Name: sessionCookie, Value: sealed})
+		w := httptest.NewRecorder()
+		c.Handler(limited).ServeHTTP(w, r)
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "7" {
+			t.Fatalf("%d Retry-After %q, want 429 after 7 s", w.Code, w.Header().Get("Retry-After"))
+		}
+	})
+	t.Run("a message in a link is shown only when this console signed it for the session", func(t *testing.T) {
+		v := viewer{session: session{ID: "session-1"}}
+		signed := c.withFlash(v, "/console/signers/1/0xaa", "done", "Released 0xaa.")
+		tests := []struct {
+			name, url, want string
+		}{
+			{"signed after an action", signed, "Released 0xaa."},
+			{"written into a link", "/console?done=" + url.QueryEscape("Session expired, sign in at https://evil.example"), ""},
+			{"signed for another session", c.withFlash(viewer{session: session{ID: "session-2"}}, "/console", "done", "Released 0xaa."), ""},
+		}
+		for _, tt := range tests {
+			if got := c.flash(httptest.NewRequest(http.MethodGet, tt.url, nil), v, "done"); got != tt.want {
+				t.Errorf("%s: flash %q, want %q", tt.name, got, tt.want)
+			}
+		}
+	})
+	t.Run("a credential too large for a cookie", func(t *testing.T) {
+		accept := func(func(string) string) (domain.Principal, error) { return domain.Principal{ID: "jwt:big"}, nil }
+		token := "eyJhbGciOiJSUzI1NiJ9." + strings.Repeat("e", 3200) + ".c2ln"
+		form := url.Values{"csrf": {"login-token"}, "credential": {token}}
+		r := httptest.NewRequest(http.MethodPost, "/console/login", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.AddCookie(&http.Cookie{Name: loginCookie, Value: "login-token"})
+		w := httptest.NewRecorder()
+		c.Handler(accept).ServeHTTP(w, r)
+		for _, set := range w.Result().Cookies() {
+			if set.Name == sessionCookie && set.Value != "" {
+				t.Fatalf("a session cookie of %d bytes was set", len(set.String()))
+			}
+		}
+		if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), "too large for a browser session") {
+			t.Fatalf("%d, want 413 saying why:\n%.300s", w.Code, w.Body.String())
+		}
+	})
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"crypto/subtle"
+	"fmt"
 	"net/http"
 	"strings"
 )
@@ -49,11 +50,24 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request, auth Authenticat
 		c.renderLogin(w, r, http.StatusUnauthorized, "That credential is not accepted here.")
 		return
 	}
+	session := &http.Cookie{Name: sessionCookie, Value: sealed, Path: cookiePath, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode,
+		MaxAge: int(c.seal.ttl.Seconds())}
+	if len(session.String()) > maxCookieBytes {
+		// Browsers drop a larger cookie without a word, and the operator would be sent back
+		// here as if signing in had worked.
+		c.renderLogin(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"This credential is too large for a browser session (%d bytes sealed, browsers keep at most %d): use an API key, or a token granting fewer signers by name (or \"*\").",
+			len(session.String()), maxCookieBytes))
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: cookiePath, MaxAge: -1})
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: sealed, Path: cookiePath, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode,
-		MaxAge: int(c.seal.ttl.Seconds())})
+	http.SetCookie(w, session)
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
+
+// maxCookieBytes is the largest cookie browsers keep (RFC 6265's minimum that every major
+// browser holds to, name and attributes included).
+const maxCookieBytes = 4096
 
 // logout ends the session in this browser (the cookie is the session).
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, v viewer) {

@@ -213,7 +213,7 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request, v viewer) {
 	page, err := c.completions.List(r.Context(), r.URL.Query().Get("after"), 100, v.SignerFilter(), 0, wait)
 	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
-		status, message := statusOf(err)
+		status, message := c.statusOf(r, err)
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": message})
 		return

@@ -135,6 +135,19 @@ func (s *sealer) csrfToken(sessionID string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
+// flashMAC signs a one-line message a page shows after an action (key "done" or "error"),
+// for one session: a message in a link someone else made is not shown on the console.
+func (s *sealer) flashMAC(sessionID, key, message string) string {
+	m := hmac.New(sha256.New, s.csrfKey)
+	m.Write([]byte("flash:" + sessionID + "\x00" + key + "\x00" + message))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// validFlash reports whether mac is the session's signature of the message.
+func (s *sealer) validFlash(sessionID, key, message, mac string) bool {
+	return sessionID != "" && message != "" && mac != "" && subtle.ConstantTimeCompare([]byte(s.flashMAC(sessionID, key, message)), []byte(mac)) == 1
+}
+
 // validCSRF compares a form's token with the session's in constant time.
 func (s *sealer) validCSRF(sessionID, token string) bool {
 	want := s.csrfToken(sessionID)

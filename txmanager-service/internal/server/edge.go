@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/console"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
@@ -168,4 +169,21 @@ func (l *RateLimiter) reserve(id string, now time.Time, n int) time.Duration {
 		b.lastUsed = now.Add(time.Duration(float64(debt) / float64(l.limit) * float64(time.Second)))
 	}
 	return 0
+}
+
+// consoleAuth authenticates a console request as the API does, and charges it to its
+// credential's rate: the console reads the same services, and must not be a way around the
+// limit.
+func (l *RateLimiter) consoleAuth(authenticate func(header func(string) string) (domain.Principal, error)) console.Authenticate {
+	return func(header func(string) string) (domain.Principal, error) {
+		p, err := authenticate(header)
+		if err != nil || !l.enabled {
+			return p, err
+		}
+		if wait := l.reserve(p.ID, time.Now(), 1); wait > 0 {
+			l.metrics.RateLimited(context.Background())
+			return domain.Principal{}, &console.RateLimitedError{RetryAfterSeconds: int(math.Ceil(wait.Seconds()))}
+		}
+		return p, nil
+	}
 }

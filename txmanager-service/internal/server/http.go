@@ -19,7 +19,7 @@ import (
 
 // NewHTTPServer serves the API over HTTP/JSON.
 func NewHTTPServer(c conf.Server, observability conf.Observability, listeners *Listeners, tlsConfigs *TLSConfigs, tx *controllers.TxController, admin *controllers.AdminController,
-	health *Health, prom *telemetry.Prometheus, auth *Authenticator, mw *Middleware, operatorConsole *console.Console) *khttp.Server {
+	health *Health, prom *telemetry.Prometheus, auth *Authenticator, mw *Middleware, limiter *RateLimiter, operatorConsole *console.Console) *khttp.Server {
 	opts := []khttp.ServerOption{
 		khttp.Listener(listeners.HTTP),
 		khttp.Timeout(c.HTTP.Timeout.Std()),
@@ -46,7 +46,7 @@ func NewHTTPServer(c conf.Server, observability conf.Observability, listeners *L
 	v1.RegisterAdminServiceHTTPServer(srv, admin, v1.HTTPOptions{MaxBodyBytes: c.MaxBodyBytes})
 	srv.HandleFunc(OpenAPIPath, serveOpenAPI)
 	if operatorConsole.Enabled() {
-		srv.HandlePrefix(console.Path, operatorConsole.Handler(auth.fromHeaders))
+		srv.HandlePrefix(console.Path, operatorConsole.Handler(limiter.consoleAuth(auth.fromHeaders)))
 	}
 	srv.HandleFunc("/healthz", health.Live)
 	srv.HandleFunc("/readyz", health.Ready)

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/internal/console"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
@@ -35,5 +38,21 @@ func TestRateLimitChargesEveryCreateOfABatch(t *testing.T) {
 		if got > s.wait || got < s.wait-s.delta-time.Millisecond {
 			t.Fatalf("%s: wait %v, want %v", s.name, got, s.wait)
 		}
+	}
+}
+
+// The console's pages are charged to their credential's rate like the API's calls: past it,
+// the console is told how long to wait instead of being a way around the limit.
+func TestConsoleRequestsCountAgainstTheRateLimit(t *testing.T) {
+	t.Parallel()
+	l := NewRateLimiter(conf.Server{RateLimit: conf.RateLimit{Enabled: true, RequestsPerSecond: 0.1, Burst: 1}}, telemetry.Noop())
+	authenticate := l.consoleAuth(func(func(string) string) (domain.Principal, error) { return domain.Principal{ID: "operator"}, nil })
+	if p, err := authenticate(nil); err != nil || p.ID != "operator" {
+		t.Fatalf("the first page: %+v %v", p, err)
+	}
+	_, err := authenticate(nil)
+	var limited *console.RateLimitedError
+	if !errors.As(err, &limited) || limited.RetryAfterSeconds != 10 {
+		t.Fatalf("the second page at 0.1 a second: %v, want a wait of 10 s", err)
 	}
 }

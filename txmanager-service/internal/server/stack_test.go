@@ -297,6 +297,7 @@ type stack struct {
 	queue     *memQueue
 	feed      *memFeed
 	streams   *Streams
+	limiter   *RateLimiter
 	listeners *Listeners
 }
 
@@ -392,6 +393,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		admin: controllers.NewAdminController(chains, routing, opts.forwarder, nil, nil, nil, nil, nil, logger),
 	}
 	limiter := NewRateLimiter(c.Server, metrics)
+	s.limiter = limiter
 	s.streams = NewStreams(c.Server, limiter)
 	if s.auth, err = NewAuthenticator(c.Auth); err != nil {
 		t.Fatal(err)
@@ -405,7 +407,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 
 // httpServer is the stack's HTTP server, driven through its handler.
 func (s *stack) httpServer() *khttp.Server {
-	return NewHTTPServer(s.conf.Server, s.conf.Observability, s.listeners, &TLSConfigs{}, s.tx, s.admin, s.health, s.prom, s.auth, s.mw, new(console.Console)) // the console off: its own tests cover it
+	return NewHTTPServer(s.conf.Server, s.conf.Observability, s.listeners, &TLSConfigs{}, s.tx, s.admin, s.health, s.prom, s.auth, s.mw, s.limiter, new(console.Console)) // the console off: its own tests cover it
 }
 
 // serveGRPC serves the stack's gRPC API on its listener until the test ends.
