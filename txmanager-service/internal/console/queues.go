@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,16 +26,28 @@ func (c *Console) stuckPage(w http.ResponseWriter, r *http.Request, v viewer) {
 			c.failed(w, r, v, err)
 			return
 		}
-		txs, err := chain.Admin.ListStuck(ctx, "", pageRows)
-		if err != nil {
-			c.failed(w, r, v, err)
-			return
+		// A credential granted some signers reads theirs: the oldest page across every
+		// signer could be all others', and the page would say nothing is stuck.
+		scopes := []string{""}
+		if !v.AllSigners {
+			scopes = v.SignerFilter()
 		}
-		for _, tx := range txs {
-			if v.CanUse(tx.Signer) {
-				stuck = append(stuck, tx)
+		for _, signer := range scopes {
+			txs, err := chain.Admin.ListStuck(ctx, signer, pageRows)
+			if err != nil {
+				c.failed(w, r, v, err)
+				return
+			}
+			for _, tx := range txs {
+				if v.CanUse(tx.Signer) {
+					stuck = append(stuck, tx)
+				}
 			}
 		}
+	}
+	slices.SortFunc(stuck, func(a, b domain.ManagedTx) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	if len(stuck) > pageRows {
+		stuck = stuck[:pageRows]
 	}
 	c.render(w, r, v, http.StatusOK, "stuck", map[string]any{"Stuck": stuck, "Actions": resolutionActions})
 }
