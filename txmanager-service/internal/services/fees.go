@@ -167,6 +167,10 @@ func (p FeePolicy) Outbid(prevFee, prevTip *big.Int, s FeeSuggestion) (maxFee, m
 // what a fresh attempt would pay now.
 const maxOutbidOfMarket = 3
 
+// BumpPercentOrDefault is the bump a replacement takes (BumpPercent, or 12 when below the
+// 10 nodes require).
+func (p FeePolicy) BumpPercentOrDefault() int64 { return p.bumpPercent() }
+
 func (p FeePolicy) bumpPercent() int64 {
 	if p.BumpPercent < 10 {
 		return 12
@@ -174,9 +178,14 @@ func (p FeePolicy) bumpPercent() int64 {
 	return p.BumpPercent
 }
 
-// bumped is ceil(v * (100 + percent) / 100), and at least v + 1 so tiny values still rise.
+// bumped is ceil(v * (100 + percent) / 100), and at least v + 1 so tiny values still rise;
+// 0 stays 0: a node's replacement rule asks nothing above a zero tip (0 x 110% is 0), and a
+// chain whose tips are 0 (Arbitrum) would otherwise never be outbid within its tip cap.
 func bumped(v *big.Int, percent int64) *big.Int {
 	v = nonNil(v)
+	if v.Sign() == 0 {
+		return new(big.Int)
+	}
 	out := new(big.Int).Mul(v, big.NewInt(100+percent))
 	out.Add(out, big.NewInt(99))
 	out.Div(out, big.NewInt(100))

@@ -153,6 +153,18 @@ func TestFeePolicyOutbid(t *testing.T) {
 	}
 }
 
+// A chain whose tips are 0 (Arbitrum): a node asks nothing above a zero tip (0 x 110% is 0),
+// so an attempt whose fee cap fell below the base fee is re-priced with the fee cap alone
+// raised; a zero tip does not read as a tip cap no replacement fits.
+func TestFeePolicyRepricesAtZeroTips(t *testing.T) {
+	t.Parallel()
+	s := services.FeeSuggestion{BaseFee: big.NewInt(50_000_000)} // fresh: 100M / 0
+	fee, tip, action := services.FeePolicy{}.Reprice(big.NewInt(20_000_000), new(big.Int), s)
+	if action != services.RaiseFees || fee.Cmp(big.NewInt(100_000_000)) != 0 || tip.Sign() != 0 {
+		t.Fatalf("%v fee %v tip %v; want RaiseFees 100000000 / 0", action, fee, tip)
+	}
+}
+
 func TestFeePolicyInitialOnALegacyChain(t *testing.T) {
 	t.Parallel()
 	legacy := services.FeeSuggestion{Legacy: true, GasPrice: gwei(30)}

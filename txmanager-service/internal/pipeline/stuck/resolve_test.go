@@ -101,6 +101,7 @@ func TestResolveTxCarriesOutEachAction(t *testing.T) {
 		wantKind   string
 		wantValue  int64
 		wantReason string
+		wantErr    error
 	}{
 		{name: "NOOP marks it STUCK", action: domain.ActionNoop, wantState: domain.StateStuck, wantSubState: "NOOP", wantValue: 1, wantReason: "ops"},
 		{name: "CANCEL sends a 0-value self-transfer", action: domain.ActionCancel, wantState: domain.StateTracking, wantSubState: string(domain.SubStateSubmitted),
@@ -109,8 +110,9 @@ func TestResolveTxCarriesOutEachAction(t *testing.T) {
 			wantKind: "REPLACE", wantValue: 1, wantReason: "ops"},
 		{name: "PLACEHOLDER fills the nonce with a 0-value self-transfer", action: domain.ActionPlaceholder, wantState: domain.StateTracking,
 			wantSubState: string(domain.SubStateSubmitted), wantKind: "PLACEHOLDER", wantReason: "ops"},
-		{name: "no fee within the caps: STUCK instead of a replacement", action: domain.ActionCancel, capped: true, wantState: domain.StateStuck,
-			wantSubState: "NOOP", wantValue: 1, wantReason: services.ErrFeeCapReached.Error()},
+		// An operator's request no fee within the caps can carry out is answered with the
+		// reason: marking it STUCK would answer the request as if it had been done.
+		{name: "no fee within the caps: the operator is told, nothing changes", action: domain.ActionCancel, capped: true, wantErr: domain.ErrInvalidArgument},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,6 +132,14 @@ func TestResolveTxCarriesOutEachAction(t *testing.T) {
 			r.OnAttemptRecorded(func() { recorded.Add(1) })
 
 			got, err := r.ResolveTx(ctx(t), before.id, tc.action, "ops")
+			if tc.wantErr != nil {
+				row := s.row()
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), services.ErrFeeCapReached.Error()) || row.state != string(domain.StateTracking) ||
+					row.hash != before.hash || len(s.audits(before.id)) != 0 {
+					t.Fatalf("ResolveTx = %q, %v with row %+v; want %v naming the caps, the row and its audit trail unchanged", got, err, row, tc.wantErr)
+				}
+				return
+			}
 			if err != nil || got != tc.action {
 				t.Fatalf("ResolveTx = %q, %v; want %q", got, err, tc.action)
 			}

@@ -122,7 +122,7 @@ func (r *Resolver) DetectStuck(ctx context.Context, lease domain.Lease) (bool, e
 		// No node takes it as signed: waiting cannot help, and every nonce after it waits
 		// on it. A cancellation takes the nonce whatever the hook would decide.
 		return true, r.resolve(ctx, lease, head, Decision{Action: domain.ActionCancel,
-			Reason: "no node takes the transaction as signed: " + head.LastError})
+			Reason: "no node takes the transaction as signed: " + head.LastError}, false)
 	}
 	if !isStuck(head, r.clock.Now(), r.cfg) {
 		return false, nil
@@ -131,7 +131,7 @@ func (r *Resolver) DetectStuck(ctx context.Context, lease domain.Lease) (bool, e
 	if err != nil {
 		return false, fmt.Errorf("stuck hook: %w", err)
 	}
-	return true, r.resolve(ctx, lease, head, decision)
+	return true, r.resolve(ctx, lease, head, decision, false)
 }
 
 // isStuck: a head of line not already marked STUCK that has waited at least MinAge and
@@ -175,7 +175,7 @@ func (r *Resolver) ResolveTx(ctx context.Context, txID uuid.UUID, action domain.
 	if decision.Reason == "" {
 		decision.Reason = "manual resolution requested through the admin API"
 	}
-	return decision.Action, r.resolve(ctx, lease, head, decision)
+	return decision.Action, r.resolve(ctx, lease, head, decision, true)
 }
 
 func caseOf(h *HeadOfLineTx, now time.Time, manual bool) Case {
@@ -216,14 +216,19 @@ func needsAttempt(action domain.ResolutionAction) bool {
 }
 
 // resolve carries a decision out: a fenced, audited claim first; only then any signing and
-// broadcasting.
-func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOfLineTx, decision Decision) error {
+// broadcasting. An operator's request (manual) that no fee within the caps can carry out
+// is answered with the reason, not marked STUCK again as if it had been done.
+func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOfLineTx, decision Decision, manual bool) error {
 	var (
 		attempt    pipeline.SignedAttempt
 		attemptErr error
 	)
 	if needsAttempt(decision.Action) {
 		attempt, attemptErr = r.resolutionAttempt(ctx, head, decision.Action)
+	}
+	if manual && errors.Is(attemptErr, services.ErrFeeCapReached) {
+		return &domain.ValidationError{Field: "action", Reason: fmt.Sprintf("%s needs a transaction that replaces the one at nonce %d, and no fee within the caps does: %v",
+			decision.Action, head.Nonce, attemptErr)}
 	}
 	claim, fallback, err := claimFor(head, decision, attemptErr)
 	if err != nil {
@@ -276,19 +281,41 @@ func (r *Resolver) resolutionAttempt(ctx context.Context, head *HeadOfLineTx, ac
 	if err != nil {
 		return pipeline.SignedAttempt{}, &domain.UnavailableError{Reason: "fee suggestion", RetryAfter: time.Second, Err: err}
 	}
-	maxFee, maxTip := head.MaxFee, head.MaxTip
-	if maxFee == nil || maxTip == nil {
-		maxFee, maxTip = new(big.Int), new(big.Int)
-	}
-	if maxFee, maxTip, err = r.cfg.Fees.Bump(maxFee, maxTip, suggestion); err != nil {
-		return pipeline.SignedAttempt{}, err
-	}
 	u, kind := resolutionTx(head, action)
 	if action != domain.ActionReplace {
 		u.Gas = services.TransferGas(ctx, r.chain, u.From, *u.To)
 	}
+	// The caps every attempt keeps: the node's on one transaction's fee, and for the intent
+	// again (REPLACE) the fees its client named, which its admission was judged by.
+	policy := r.cfg.Fees.ForGasLimit(u.Gas)
+	if action == domain.ActionReplace {
+		policy = policy.CappedBy(head.Intent.MaxFeePerGas, head.Intent.MaxPriorityFeePerGas)
+	}
+	maxFee, maxTip, err := resolutionFees(policy, head, suggestion)
+	if err != nil {
+		return pipeline.SignedAttempt{}, err
+	}
 	u.MaxFee, u.MaxTip, u.Legacy, u.BaseFee = maxFee, maxTip, suggestion.Legacy, suggestion.BaseFee
 	return r.signer.Sign(ctx, head.TxID, kind, u)
+}
+
+// resolutionFees prices a transaction put at a stuck nonce. Where no node took anything of
+// ours there (never signed, or refused by every node as not mineable) there is nothing to
+// replace: a fresh attempt's fees. Otherwise it must outbid the current attempt by the
+// replacement rule, within the caps and, without caps, at most a few times the market
+// (Outbid): resolutions repeated round after round do not compound the fees. No room under
+// the caps is ErrFeeCapReached.
+func resolutionFees(policy services.FeePolicy, head *HeadOfLineTx, suggestion services.FeeSuggestion) (maxFee, maxTip *big.Int, err error) {
+	if head.MaxFee == nil || head.MaxTip == nil || head.SubState == domain.SubStateNotMineable {
+		maxFee, maxTip, err = policy.Initial(domain.Intent{}, suggestion)
+		return maxFee, maxTip, err
+	}
+	maxFee, maxTip, action := policy.Outbid(head.MaxFee, head.MaxTip, suggestion)
+	if action == services.AtFeeCap {
+		return nil, nil, fmt.Errorf("%w: a replacement of max fee %s and tip %s needs at least %d%% more, above the caps", services.ErrFeeCapReached,
+			head.MaxFee, head.MaxTip, policy.BumpPercentOrDefault())
+	}
+	return maxFee, maxTip, nil
 }
 
 // resolutionTx is the transaction an action puts at the stuck nonce (fees left to the

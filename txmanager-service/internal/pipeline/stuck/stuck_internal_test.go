@@ -115,3 +115,41 @@ func TestPolicyHookAnswersItsAction(t *testing.T) {
 		}
 	}
 }
+
+// A resolution's fees: a fresh attempt's where nothing of ours was taken at the nonce (never
+// signed, or refused by every node), whatever the refused attempt paid; otherwise an outbid
+// of the current attempt within the caps and, without caps, at most 3x the market, so that
+// resolutions repeated round after round do not compound the fees.
+func TestResolutionFees(t *testing.T) {
+	gwei := func(n int64) *big.Int { return new(big.Int).Mul(big.NewInt(n), big.NewInt(1_000_000_000)) }
+	market := services.FeeSuggestion{BaseFee: gwei(10), TipCap: gwei(2)} // fresh: 22 / 2
+	tests := []struct {
+		name             string
+		policy           services.FeePolicy
+		head             HeadOfLineTx
+		wantFee, wantTip *big.Int
+		wantCapped       bool
+	}{
+		{"never signed: the market", services.FeePolicy{}, HeadOfLineTx{}, gwei(22), gwei(2), false},
+		{"refused by every node at the cap: the market, no bump needed", services.FeePolicy{MaxFeeCap: gwei(30)},
+			HeadOfLineTx{SubState: domain.SubStateNotMineable, MaxFee: gwei(30), MaxTip: gwei(2)}, gwei(22), gwei(2), false},
+		{"in a pool: outbid", services.FeePolicy{}, HeadOfLineTx{SubState: domain.SubStateSubmitted, MaxFee: gwei(22), MaxTip: gwei(2)},
+			big.NewInt(24_640_000_000), big.NewInt(2_240_000_000), false},
+		{"in a pool at the cap: no room", services.FeePolicy{MaxFeeCap: gwei(23)}, HeadOfLineTx{SubState: domain.SubStateSubmitted, MaxFee: gwei(22), MaxTip: gwei(2)},
+			nil, nil, true},
+		{"resolved round after round: not past 3x the market", services.FeePolicy{}, HeadOfLineTx{SubState: domain.SubStateSubmitted, MaxFee: gwei(60), MaxTip: gwei(6)},
+			nil, nil, true},
+	}
+	for _, tt := range tests {
+		fee, tip, err := resolutionFees(tt.policy, &tt.head, market)
+		if tt.wantCapped {
+			if !errors.Is(err, services.ErrFeeCapReached) {
+				t.Errorf("%s: %v %v %v, want the caps reached", tt.name, fee, tip, err)
+			}
+			continue
+		}
+		if err != nil || fee.Cmp(tt.wantFee) != 0 || tip.Cmp(tt.wantTip) != 0 {
+			t.Errorf("%s: fee %v tip %v (%v), want %v / %v", tt.name, fee, tip, err, tt.wantFee, tt.wantTip)
+		}
+	}
+}
