@@ -113,8 +113,13 @@ func (s *deferredSession) pipeline(ctx context.Context, queries []*pgx.QueuedQue
 		b.Queue(q)
 	}
 	b.QueuedQueries = append(b.QueuedQueries, queries...)
-	br := s.pool.SendBatch(ctx, b)
-	s.tx = br.Tx()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		s.beginErr, s.tx = err, closedTx(err)
+		return nil, err
+	}
+	br := sendOn(ctx, conn, b)
+	s.tx = &releasingTx{Tx: br.Tx(), conn: conn}
 	for range 1 + len(s.settings) {
 		if _, err := br.Exec(); err != nil {
 			s.beginErr = err
@@ -124,6 +129,41 @@ func (s *deferredSession) pipeline(ctx context.Context, queries []*pgx.QueuedQue
 	}
 	return br, nil
 }
+
+// sendOn sends the batch on the connection. The pool's own SendBatch acquires the connection
+// and does the same, but a panic while it encodes an argument (a driver.Valuer with a bug)
+// would leave that connection acquired for ever: here it goes back to the pool (closed, as
+// its state is unknown) before the panic goes on.
+func sendOn(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch) pgx.BatchResults {
+	defer func() {
+		if panicValue := recover(); panicValue != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+			conn.Release()
+			panic(panicValue)
+		}
+	}()
+	return conn.SendBatch(ctx, b)
+}
+
+// releasingTx is the transaction a pipeline began on a connection of its own acquiring: its
+// end gives the connection back to the pool, as the pool's transactions do.
+type releasingTx struct {
+	pgx.Tx
+	conn *pgxpool.Conn
+	once sync.Once
+}
+
+func (t *releasingTx) Commit(ctx context.Context) error {
+	defer t.release()
+	return t.Tx.Commit(ctx)
+}
+
+func (t *releasingTx) Rollback(ctx context.Context) error {
+	defer t.release()
+	return t.Tx.Rollback(ctx)
+}
+
+func (t *releasingTx) release() { t.once.Do(t.conn.Release) }
 
 // Exec runs under the session's lock from start to end, so statements of goroutines sharing
 // the session go one after another on its connection. A query's rows are the caller's to
@@ -152,20 +192,11 @@ func (s *deferredSession) Exec(ctx context.Context, sql string, args ...any) (pg
 }
 
 func (s *deferredSession) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	s.mu.Lock()
+	tx, br, err := s.beginForQuery(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}}, withQueryOptions(args))
 	switch {
-	case s.tx != nil:
-	case s.ended:
-		s.mu.Unlock()
-		return errRows(pgx.ErrTxClosed), pgx.ErrTxClosed
-	case withQueryOptions(args):
-		s.beginAlone(ctx)
-	default:
-		br, err := s.pipeline(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}})
-		s.mu.Unlock()
-		if err != nil {
-			return errRows(err), err
-		}
+	case err != nil:
+		return errRows(err), err
+	case br != nil:
 		rows, err := br.Query()
 		if err != nil {
 			_ = br.Close()
@@ -173,9 +204,27 @@ func (s *deferredSession) Query(ctx context.Context, sql string, args ...any) (p
 		}
 		return &pipelinedRows{Rows: rows, batch: br}, nil
 	}
-	tx := s.tx
-	s.mu.Unlock()
 	return tx.Query(ctx, sql, args...)
+}
+
+// beginForQuery is the locked part of a Query or a SendBatch: the transaction it runs on, or
+// the pipeline that began it with the queries (their results to be read), or why neither.
+// The lock is released by defer: a panic while the first statement's arguments are encoded
+// must leave it free, or the attempt's rollback would wait on it for ever.
+func (s *deferredSession) beginForQuery(ctx context.Context, queries []*pgx.QueuedQuery, alone bool) (pgx.Tx, pgx.BatchResults, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.tx != nil:
+	case s.ended:
+		return nil, nil, pgx.ErrTxClosed
+	case alone:
+		s.beginAlone(ctx)
+	default:
+		br, err := s.pipeline(ctx, queries)
+		return nil, br, err
+	}
+	return s.tx, nil, nil
 }
 
 func (s *deferredSession) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -194,22 +243,13 @@ func (s *deferredSession) CopyFrom(ctx context.Context, table pgx.Identifier, co
 }
 
 func (s *deferredSession) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	s.mu.Lock()
+	tx, br, err := s.beginForQuery(ctx, b.QueuedQueries, false)
 	switch {
-	case s.tx != nil:
-	case s.ended:
-		s.mu.Unlock()
-		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
-	default:
-		br, err := s.pipeline(ctx, b.QueuedQueries)
-		s.mu.Unlock()
-		if err != nil {
-			return pgx.FailedBatchResults(b, err)
-		}
+	case err != nil:
+		return pgx.FailedBatchResults(b, err)
+	case br != nil:
 		return br
 	}
-	tx := s.tx
-	s.mu.Unlock()
 	return tx.SendBatch(ctx, b)
 }
 

@@ -2,6 +2,7 @@ package txmanager_test
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -98,6 +99,53 @@ func TestWithinTxRollsBackOnPanicAndRepanics(t *testing.T) {
 	}
 	if got := sumOf(f.collect(t)[txmanager.MetricFailures]); got != 1 {
 		t.Fatalf("db.tx.failures = %d after a panic, want 1", got)
+	}
+}
+
+// panickingValue panics when pgx encodes it (a driver.Valuer with a bug).
+type panickingValue struct{}
+
+func (panickingValue) Value() (driver.Value, error) { panic("a value that cannot be encoded") }
+
+// A panic while the first statement's arguments are encoded (before the transaction has
+// begun, in the pipeline that begins it) is re-raised like any panic of the callback: the
+// session's lock is not left held for the rollback to wait on for ever.
+func TestAPanicInTheFirstStatementIsReRaised(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	statements := []struct {
+		name string
+		run  func(ctx context.Context, s txmanager.Session)
+	}{
+		{"QueryRow", func(ctx context.Context, s txmanager.Session) {
+			var n int
+			_ = s.DB().QueryRow(ctx, "SELECT length($1::text)", panickingValue{}).Scan(&n)
+		}},
+		{"SendBatch", func(ctx context.Context, s txmanager.Session) {
+			b := &pgx.Batch{}
+			b.Queue("SELECT length($1::text)", panickingValue{})
+			_ = s.DB().SendBatch(ctx, b).Close()
+		}},
+	}
+	for _, st := range statements {
+		t.Run(st.name, func(t *testing.T) {
+			done := make(chan any, 1)
+			go func() {
+				defer func() { done <- recover() }()
+				_ = f.manager.WithinTx(context.Background(), txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+					st.run(ctx, s)
+					return nil
+				})
+			}()
+			select {
+			case recovered := <-done:
+				if recovered == nil {
+					t.Fatal("the panic was not re-raised")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("WithinTx did not return within 10 s of a panic in its first statement")
+			}
+		})
 	}
 }
 
