@@ -126,6 +126,7 @@ func (m *manager) within(ctx context.Context, r resolved, fn func(context.Contex
 			m.tel.finish(ctx, span, r, started, attempt, nil)
 			return nil
 		}
+		err = m.onClosedConn(err)
 		delay, retry := m.nextDelay(ctx, r, attempt, err)
 		if !retry {
 			m.logFailure(ctx, r, attempt, started, err)
@@ -148,6 +149,20 @@ func (m *manager) within(ctx context.Context, r resolved, fn func(context.Contex
 		case <-timer.C:
 		}
 	}
+}
+
+// onClosedConn makes a retryable failure final when the manager runs on one connection
+// (*pgx.Conn) and that connection is closed (the server ended the session): every retry on
+// it would fail at once, and the caller must be told to open another, not to try again.
+// A pool's retry takes a fresh connection, and keeps the failure retryable.
+func (m *manager) onClosedConn(err error) error {
+	conn, single := m.db.(*pgx.Conn)
+	var txErr *TxError
+	if !single || !conn.IsClosed() || !errors.As(err, &txErr) || txErr.Kind != KindRetryable {
+		return err
+	}
+	return &TxError{Kind: KindOther, Phase: txErr.Phase, SQLState: txErr.SQLState,
+		Err: fmt.Errorf("the connection is closed, so no retry can run on it (open another): %w", txErr.Err)}
 }
 
 // nextDelay decides whether a failed attempt is re-run and after how long: only retryable
@@ -227,9 +242,10 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 	if err := sess.commit(ctx); err != nil {
 		if errors.Is(err, pgx.ErrTxCommitRollback) {
 			// The server rolled back instead of committing (the transaction had already failed
-			// inside fn, whose error fn swallowed): a definite failure, not an unknown outcome.
+			// inside fn, whose error fn swallowed): a definite failure, not an unknown outcome,
+			// and not an application error either: it is a *TxError the log reports.
 			committed = true
-			return classify(ctx, PhaseCallback, err)
+			return &TxError{Kind: KindOther, Phase: PhaseCommit, Err: fmt.Errorf("a statement of the transaction failed and the callback went on: %w", err)}
 		}
 		committed = true // Commit has already ended the transaction or closed the connection.
 		return classify(ctx, PhaseCommit, err)
@@ -300,7 +316,7 @@ func (m *manager) logFailure(ctx context.Context, r resolved, attempts int, star
 	if kind == KindTimeout {
 		msg = "transaction timed out"
 	}
-	if kind == KindOther {
+	if kind == KindOther && !errors.Is(err, pgx.ErrTxCommitRollback) {
 		// Application errors returned by the callback are the caller's to report.
 		helper.Debugw("msg", msg, "attempts", attempts, "elapsed_ms", time.Since(started).Milliseconds())
 		return

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -800,5 +801,86 @@ func TestARefusedSettingLeavesTheConnectionUsable(t *testing.T) {
 		if err != nil || one != 1 {
 			t.Fatalf("%s: the next transaction on the connection: %v (got %d)", tc.name, err, one)
 		}
+	}
+}
+
+// Settings cannot change what the options say the transaction is: a read-only transaction
+// made writable, or another isolation than its spans and metrics report. They are refused
+// before anything runs; the options set those.
+func TestSettingsCannotChangeTheTransactionsMode(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		within  func(context.Context, txmanager.TxOptions, func(context.Context, txmanager.Session) error) error
+		opts    txmanager.TxOptions
+		setting txmanager.Setting
+	}{
+		{"a read-only transaction made writable", f.manager.WithinReadOnlyTx, txmanager.ReadOnlyOptions(), txmanager.Setting{Name: "transaction_read_only", Value: "off"}},
+		{"another isolation", f.manager.WithinTx, txmanager.SerializableOptions(), txmanager.Setting{Name: "transaction_isolation", Value: "read committed"}},
+		{"the next transactions' default", f.manager.WithinTx, txmanager.DefaultOptions(), txmanager.Setting{Name: "Default_Transaction_Read_Only", Value: "on"}},
+	}
+	for _, tc := range tests {
+		ran := false
+		err := tc.within(ctx, tc.opts.WithSettings(tc.setting), func(ctx context.Context, s txmanager.Session) error {
+			ran = true
+			_, err := s.DB().Exec(ctx, "INSERT INTO item (name) VALUES ($1)", "mode")
+			return err
+		})
+		if err == nil || ran || !strings.Contains(err.Error(), tc.setting.Name) {
+			t.Fatalf("%s: %v (callback ran %v), want a refusal naming the setting before anything runs", tc.name, err, ran)
+		}
+	}
+	if got := f.count(t, "SELECT count(*) FROM item WHERE name = 'mode'"); got != 0 {
+		t.Fatalf("%d rows written", got)
+	}
+}
+
+// A callback that swallows a statement's error and returns nil gets the server's rollback
+// at COMMIT as a *TxError of the commit phase, not a bare pgx error that reads as its own
+// application error: nothing committed, and it says why.
+func TestARollbackAtCommitIsATxError(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+		if err := insertItem("kept")(ctx, s); err != nil {
+			return err
+		}
+		_, _ = s.DB().Exec(ctx, "INSERT INTO no_such_table VALUES ($1)", 1) // fails; the callback goes on
+		return nil
+	})
+	var txErr *txmanager.TxError
+	if !errors.As(err, &txErr) || txErr.Phase != txmanager.PhaseCommit || !errors.Is(err, pgx.ErrTxCommitRollback) {
+		t.Fatalf("err = %#v, want a commit-phase TxError wrapping pgx.ErrTxCommitRollback", err)
+	}
+	if got := f.count(t, "SELECT count(*) FROM item WHERE name = 'kept'"); got != 0 {
+		t.Fatalf("%d rows committed", got)
+	}
+}
+
+// On one connection (*pgx.Conn), a session the server ended is a final failure: a retry on
+// the closed connection would fail at once, every time, and "retryable" would tell the
+// caller to try again on it. The callback runs once.
+func TestAClosedSingleConnectionIsNotRetried(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	conn, err := pgx.Connect(context.Background(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, conn, txmanager.Dependencies{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	err = component.Manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+		runs++
+		_, err := s.DB().Exec(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
+		return err
+	})
+	if err == nil || txmanager.IsRetryable(err) || runs != 1 || !strings.Contains(err.Error(), "connection is closed") {
+		t.Fatalf("err = %v (retryable %v) after %d runs; want a final failure saying the connection is closed, after one run", err, txmanager.IsRetryable(err), runs)
 	}
 }

@@ -180,15 +180,27 @@ func (r resolved) beginStatements() beginStatements {
 	return b
 }
 
-// checkSettings refuses a setting whose name is not a parameter's: it goes into the SQL
-// as it is.
+// checkSettings refuses a setting whose name is not a parameter's (it goes into the SQL as
+// it is), and one that would change what the options say the transaction is: a read-only
+// transaction made writable, another isolation than the one its spans and metrics report.
+// Those are the options' to set (WithIsolation, ReadOnlyOptions).
 func (r resolved) checkSettings() error {
 	for _, s := range r.settings {
 		if !isParameterName(s.Name) {
 			return fmt.Errorf("txmanager: setting %q is not a run-time parameter's name", s.Name)
 		}
+		if transactionMode[strings.ToLower(s.Name)] {
+			return fmt.Errorf("txmanager: setting %q would change the transaction's isolation or access mode; set them with the options (Isolation, AccessMode, ReadOnlyOptions)", s.Name)
+		}
 	}
 	return nil
+}
+
+// transactionMode are the parameters that set a transaction's isolation, access mode and
+// deferrability, for this transaction or as the default of the next.
+var transactionMode = map[string]bool{
+	"transaction_isolation": true, "transaction_read_only": true, "transaction_deferrable": true,
+	"default_transaction_isolation": true, "default_transaction_read_only": true, "default_transaction_deferrable": true,
 }
 
 func isParameterName(name string) bool {
