@@ -34,6 +34,7 @@ func ToAPIError(logger *log.Helper, err error) error {
 		fenced      *domain.FencedError
 		unavailable *domain.UnavailableError
 		cannotSign  *domain.SignerUnavailableError
+		keySource   *services.KeySourceError
 		notFound    *domain.NotFoundError
 		denied      *domain.PolicyDeniedError
 		unanswered  *unansweredCreate
@@ -84,6 +85,11 @@ func ToAPIError(logger *log.Helper, err error) error {
 		return v1.ErrorSignerActive("%s", err.Error())
 	case errors.As(err, &cannotSign):
 		return withMetadata(v1.ErrorSignerUnavailable("%s", cannotSign.Error()), MetadataRetryAfter, retryAfter(cannotSign.RetryAfter))
+	case errors.As(err, &keySource):
+		// A signature an operator's action needed (a stuck resolution) failed at the key
+		// source: the key source's condition, not the service's fault. Its text is cleaned.
+		logger.Warnw("msg", "a key source failed to sign", "error", keySource.Error())
+		return withMetadata(v1.ErrorSignerUnavailable("the signer's key source failed to sign: %s", keySource.Error()), MetadataRetryAfter, retryAfter(5*time.Second))
 	case errors.As(err, &unanswered):
 		logger.Warnw("msg", "forwarded create without a requestId unanswered", "error", err.Error())
 		return v1.ErrorOutcomeUnknown("the create went to the signer's owner, which did not answer: it may have been made, and without a requestId a second create could not be told from it, so it was not sent again; look for it before sending it again, and send creates with a requestId, whose retries are safe")

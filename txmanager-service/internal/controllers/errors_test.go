@@ -62,6 +62,8 @@ func TestToAPIErrorMapsEveryDomainError(t *testing.T) {
 			status: http.StatusConflict, reason: v1.ErrorReason_SIGNER_RETIRED},
 		{name: "signer active with another key", err: fmt.Errorf("%w: keystore", domain.ErrSignerActive),
 			status: http.StatusConflict, reason: v1.ErrorReason_SIGNER_ACTIVE},
+		{name: "a key source that failed to sign", err: fmt.Errorf("resolve: %w", &services.KeySourceError{Err: errors.New("kms: key disabled")}),
+			status: 503, reason: v1.ErrorReason_SIGNER_UNAVAILABLE, metadata: map[string]string{controllers.MetadataRetryAfter: "5"}, logged: true},
 		{name: "signer cannot sign", err: &domain.SignerUnavailableError{Signer: "0xaa", Since: time.Unix(0, 0), Unsigned: 3, Cause: "kms throttled", RetryAfter: 10 * time.Second},
 			status: http.StatusServiceUnavailable, reason: v1.ErrorReason_SIGNER_UNAVAILABLE, metadata: map[string]string{controllers.MetadataRetryAfter: "10"}},
 		{name: "outcome unknown", err: fmt.Errorf("%w: %w", domain.ErrOutcomeUnknown, secret),
