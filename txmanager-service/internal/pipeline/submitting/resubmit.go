@@ -171,7 +171,16 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 		}
 		attempt, err := s.resign(ctx, d, maxFee, maxTip, suggestion.BaseFee)
 		if err != nil {
-			return nil, fmt.Errorf("re-price %s: %w", it.TxID, err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("re-price %s: %w", it.TxID, err)
+			}
+			// One that cannot be re-signed now (its key source failed) goes out as it is, and
+			// the batch's others are re-priced and sent: the claim already moved every row's
+			// next resubmission, so dropping the batch would hold them all for an interval.
+			s.metrics.Reprice(ctx, "failed")
+			s.log.WithContext(ctx).Warnw("msg", "re-pricing failed; rebroadcasting at the current fees", "signer", lease.Signer, "tx_id", it.TxID.String(),
+				"error", err.Error())
+			continue
 		}
 		replacements = append(replacements, Replacement{Replaced: d.Current, Attempt: attempt})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"slices"
 	"testing"
@@ -11,10 +12,13 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 func TestClaimedItems(t *testing.T) {
@@ -170,3 +174,68 @@ func TestEveryAnswerDecidesTheNextResubmission(t *testing.T) {
 }
 
 var errUnclassified = errors.New("502 bad gateway")
+
+// fixedFees is a fee source with one suggestion.
+type fixedFees struct {
+	Chain
+	s services.FeeSuggestion
+}
+
+func (f fixedFees) SuggestFees(context.Context) (services.FeeSuggestion, error) { return f.s, nil }
+
+// replacementsStore stores every replacement it is given.
+type replacementsStore struct {
+	Store
+	stored []Replacement
+}
+
+func (r *replacementsStore) RecordReplacements(_ context.Context, _ domain.Lease, replacements []Replacement) ([]uuid.UUID, error) {
+	r.stored = append(r.stored, replacements...)
+	ids := make([]uuid.UUID, len(replacements))
+	for i, rep := range replacements {
+		ids[i] = rep.Attempt.TxID
+	}
+	return ids, nil
+}
+
+// One transaction of a resubmission batch that cannot be re-signed now (its key source
+// refuses) goes out at its current fees; the batch's others are re-priced and sent.
+func TestRepriceGoesOnPastOneSigningFailure(t *testing.T) {
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chainID := services.ChainID{Int: big.NewInt(1337)}
+	refuseNonce := uint64(1)
+	signer := pipeline.NewSigner(chainID, signerFunc(func(tx *types.Transaction) (*types.Transaction, error) {
+		if tx.Nonce() == refuseNonce && tx.GasFeeCap().Int64() > 10 {
+			return nil, errors.New("kms: throttled")
+		}
+		return types.SignTx(tx, types.LatestSignerForChainID(chainID.Int), key)
+	}))
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	var due []DueResubmit
+	var items []pipeline.BroadcastItem
+	for nonce := range uint64(3) {
+		a, err := signer.Sign(t.Context(), uuid.New(), pipeline.AttemptOriginal, pipeline.Unsigned{From: from, Nonce: nonce, To: &from, Value: big.NewInt(1),
+			Gas: 21_000, MaxFee: big.NewInt(10), MaxTip: big.NewInt(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		due = append(due, DueResubmit{TxID: a.TxID, Current: a.Hash, Raw: a.Raw, Kind: a.Kind, MaxFee: big.NewInt(10), MaxTip: big.NewInt(1), SubState: domain.SubStateSubmitted})
+		items = append(items, pipeline.BroadcastItem{TxID: a.TxID, Raw: a.Raw})
+	}
+	store := &replacementsStore{}
+	s := &Submitter{signer: signer, store: store, chain: fixedFees{s: services.FeeSuggestion{BaseFee: big.NewInt(1_000), TipCap: big.NewInt(100)}},
+		metrics: telemetry.Noop(), log: log.NewHelper(log.NewStdLogger(io.Discard))}
+	out, err := s.reprice(t.Context(), domain.Lease{Signer: from.Hex(), Token: 1}, due, items)
+	if err != nil {
+		t.Fatalf("reprice: %v", err)
+	}
+	if len(store.stored) != 2 || len(out) != 3 {
+		t.Fatalf("%d replacements stored, %d items to send; want the 2 that could be re-signed, and all 3 sent", len(store.stored), len(out))
+	}
+	if string(out[refuseNonce].Raw) != string(items[refuseNonce].Raw) {
+		t.Fatal("the one that could not be re-signed is not sent at its current fees")
+	}
+}
