@@ -73,6 +73,9 @@ func TestTransactionNoNodeTakesIsCancelled(t *testing.T) {
 			}
 			s := startService(t, serviceOptions{chain: c, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
 				bc.Resubmit.Interval = conf.Duration(500 * time.Millisecond)
+				// Above EIP-7825's cap, which create.maxGasLimit holds to by default: the
+				// transaction must reach the nodes for them to refuse it.
+				bc.Create.MaxGasLimit = 30_000_000
 			}})
 			signer := c.DevAddresses()[0].Hex()
 
