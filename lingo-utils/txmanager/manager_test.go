@@ -103,6 +103,22 @@ func TestWithinTxRollsBackOnPanicAndRepanics(t *testing.T) {
 	}
 }
 
+// singleConnManager is a manager over one connection of its own to f's database (a
+// *pgx.Conn, not a pool).
+func singleConnManager(t *testing.T, f *fixture) (*pgx.Conn, txmanager.Manager) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, conn, txmanager.Dependencies{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, component.Manager
+}
+
 // panickingValue panics when pgx encodes it (a driver.Valuer with a bug).
 type panickingValue struct{}
 
@@ -768,15 +784,7 @@ func TestARefusedSettingLeavesTheConnectionUsable(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, txmanager.Config{})
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, f.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, conn, txmanager.Dependencies{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, manager := singleConnManager(t, f)
 	tests := []struct {
 		name    string
 		setting txmanager.Setting
@@ -786,7 +794,7 @@ func TestARefusedSettingLeavesTheConnectionUsable(t *testing.T) {
 	}
 	for _, tc := range tests {
 		ran := false
-		err := component.Manager.WithinTx(ctx, txmanager.DefaultOptions().WithSettings(tc.setting),
+		err := manager.WithinTx(ctx, txmanager.DefaultOptions().WithSettings(tc.setting),
 			func(context.Context, txmanager.Session) error { ran = true; return nil })
 		if err == nil || ran {
 			t.Fatalf("%s: err = %v, callback ran %v; want the server's refusal before the callback", tc.name, err, ran)
@@ -795,7 +803,7 @@ func TestARefusedSettingLeavesTheConnectionUsable(t *testing.T) {
 			t.Fatalf("%s: the connection is left in transaction state %q, want idle", tc.name, status)
 		}
 		var one int
-		err = component.Manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+		err = manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
 			return s.DB().QueryRow(ctx, "SELECT 1").Scan(&one)
 		})
 		if err != nil || one != 1 {
@@ -865,17 +873,9 @@ func TestARollbackAtCommitIsATxError(t *testing.T) {
 func TestAClosedSingleConnectionIsNotRetried(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, txmanager.Config{})
-	conn, err := pgx.Connect(context.Background(), f.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, conn, txmanager.Dependencies{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, manager := singleConnManager(t, f)
 	runs := 0
-	err = component.Manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+	err := manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
 		runs++
 		_, err := s.DB().Exec(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
 		return err

@@ -113,17 +113,26 @@ func (l *RateLimiter) Middleware() middleware.Middleware {
 // refuse charges a request of n creates to credential id: nil when it passes, else
 // RATE_LIMITED with the time after which one more request will pass.
 func (l *RateLimiter) refuse(ctx context.Context, id string, n int) error {
-	if !l.enabled {
+	seconds := l.waitSeconds(ctx, id, n)
+	if seconds == 0 {
 		return nil
+	}
+	return v1.ErrorRateLimited("rate limit of this credential exceeded; retry after Retry-After seconds").
+		WithMetadata(map[string]string{controllers.MetadataRetryAfter: strconv.Itoa(seconds)})
+}
+
+// waitSeconds charges n to credential id: 0 when the request passes, else the whole seconds
+// after which one more will (the refusal counted).
+func (l *RateLimiter) waitSeconds(ctx context.Context, id string, n int) int {
+	if !l.enabled {
+		return 0
 	}
 	wait := l.reserve(id, time.Now(), n)
 	if wait <= 0 {
-		return nil
+		return 0
 	}
 	l.metrics.RateLimited(ctx)
-	seconds := strconv.Itoa(int(math.Ceil(wait.Seconds())))
-	return v1.ErrorRateLimited("rate limit of this credential exceeded; retry after Retry-After seconds").
-		WithMetadata(map[string]string{controllers.MetadataRetryAfter: seconds})
+	return int(math.Ceil(wait.Seconds()))
 }
 
 // creates is what a request costs of its credential's rate: a batch costs each of its creates.
@@ -177,12 +186,11 @@ func (l *RateLimiter) reserve(id string, now time.Time, n int) time.Duration {
 func (l *RateLimiter) consoleAuth(authenticate func(header func(string) string) (domain.Principal, error)) console.Authenticate {
 	return func(header func(string) string) (domain.Principal, error) {
 		p, err := authenticate(header)
-		if err != nil || !l.enabled {
+		if err != nil {
 			return p, err
 		}
-		if wait := l.reserve(p.ID, time.Now(), 1); wait > 0 {
-			l.metrics.RateLimited(context.Background())
-			return domain.Principal{}, &console.RateLimitedError{RetryAfterSeconds: int(math.Ceil(wait.Seconds()))}
+		if seconds := l.waitSeconds(context.Background(), p.ID, 1); seconds > 0 {
+			return domain.Principal{}, &console.RateLimitedError{RetryAfterSeconds: seconds}
 		}
 		return p, nil
 	}

@@ -136,6 +136,12 @@ func (uc *CreateTxUseCase) adoptInstead(ctx context.Context, req domain.CreateRe
 	if err != nil {
 		return CreateResult{Tx: tx}, err
 	}
+	return uc.answer(ctx, tx, created)
+}
+
+// answer is the writer's answer to a create: a transaction it did not create (a replay, an
+// adoption) is held back until it is on the database's standby (awaitStandby).
+func (uc *CreateTxUseCase) answer(ctx context.Context, tx domain.ManagedTx, created bool) (CreateResult, error) {
 	if !created {
 		if err := uc.awaitStandby(ctx); err != nil {
 			return CreateResult{}, err
@@ -236,12 +242,7 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 		// approval has no nonce yet: its cost counts once it is admitted.
 		reservation.Release()
 	}
-	if !created {
-		if err := uc.awaitStandby(ctx); err != nil {
-			return CreateResult{}, err
-		}
-	}
-	return CreateResult{Tx: tx, Created: created}, nil
+	return uc.answer(ctx, tx, created)
 }
 
 // admission is what the writer checks the spending policies against besides the intent.

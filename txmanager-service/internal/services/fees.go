@@ -167,10 +167,6 @@ func (p FeePolicy) Outbid(prevFee, prevTip *big.Int, s FeeSuggestion) (maxFee, m
 // what a fresh attempt would pay now.
 const maxOutbidOfMarket = 3
 
-// BumpPercentOrDefault is the bump a replacement takes (BumpPercent, or 12 when below the
-// 10 nodes require).
-func (p FeePolicy) BumpPercentOrDefault() int64 { return p.bumpPercent() }
-
 func (p FeePolicy) bumpPercent() int64 {
 	if p.BumpPercent < 10 {
 		return 12

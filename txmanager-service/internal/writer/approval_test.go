@@ -9,11 +9,23 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/writer"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
+
+// approvalStage is one node's writer over a database of its own, with the policy book and
+// the approval desk its votes go through.
+func approvalStage(t *testing.T) (*pgxpool.Pool, *testsupport.WriterNode, *services.PolicyBook, *services.ApprovalDesk) {
+	t.Helper()
+	pool := testsupport.MigratedPool(t)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	trail := testsupport.AuditTrail(t, pool, "node-a")
+	return pool, node, testsupport.PolicyBook(t, pool, trail), testsupport.ApprovalDesk(t, pool, trail, "node-a")
+}
 
 // An intent above a policy's approval threshold waits without a nonce; its retries are
 // answered with the same approval; two distinct approvers holding the role admit it (the
@@ -22,11 +34,7 @@ import (
 // rejection and an expiry end others for good, each with its completion.
 func TestApprovalWaitsWithoutANonceAndIsAdmittedOnce(t *testing.T) {
 	t.Parallel()
-	pool := testsupport.MigratedPool(t)
-	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
-	trail := testsupport.AuditTrail(t, pool, "node-a")
-	book := testsupport.PolicyBook(t, pool, trail)
-	desk := testsupport.ApprovalDesk(t, pool, trail, "node-a")
+	pool, node, book, desk := approvalStage(t)
 	ctx := t.Context()
 	signer := testsupport.SignerAddress(400)
 	if _, err := book.Set(ctx, "signer", signer.Hex(), []byte(`{"maxValuePerTx":"100000","approval":{"aboveValue":"1000","approvers":2,"expiresAfter":"1h"}}`), "ops"); err != nil {
@@ -165,11 +173,7 @@ func TestApprovalWaitsWithoutANonceAndIsAdmittedOnce(t *testing.T) {
 // admitted once; the other is refused alone, and the batch's other creates go on.
 func TestApprovedIntentsMeetThePolicyOfTheirAdmission(t *testing.T) {
 	t.Parallel()
-	pool := testsupport.MigratedPool(t)
-	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
-	trail := testsupport.AuditTrail(t, pool, "node-a")
-	book := testsupport.PolicyBook(t, pool, trail)
-	desk := testsupport.ApprovalDesk(t, pool, trail, "node-a")
+	_, node, book, desk := approvalStage(t)
 	ctx := t.Context()
 	to := common.HexToAddress("0x00000000000000000000000000000000000a11ce")
 	request := func(signer common.Address, value int64, approval uuid.UUID) domain.CreateRequest {

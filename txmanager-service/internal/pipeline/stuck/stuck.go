@@ -312,8 +312,8 @@ func resolutionFees(policy services.FeePolicy, head *HeadOfLineTx, suggestion se
 	}
 	maxFee, maxTip, action := policy.Outbid(head.MaxFee, head.MaxTip, suggestion)
 	if action == services.AtFeeCap {
-		return nil, nil, fmt.Errorf("%w: a replacement of max fee %s and tip %s needs at least %d%% more, above the caps", services.ErrFeeCapReached,
-			head.MaxFee, head.MaxTip, policy.BumpPercentOrDefault())
+		return nil, nil, fmt.Errorf("%w: a replacement of max fee %s and tip %s must outbid them, above the caps", services.ErrFeeCapReached,
+			head.MaxFee, head.MaxTip)
 	}
 	return maxFee, maxTip, nil
 }
