@@ -3,9 +3,12 @@ package repositories_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 
@@ -107,6 +110,81 @@ func TestRetentionMeasuresTheHorizonByTheDatabasesClock(t *testing.T) {
 		p, err := store.PruneBatch(ctx, s.horizon, 10)
 		if err != nil || p.Transactions != s.want {
 			t.Fatalf("a horizon of %v pruned %d (%v), want %d of a completion 30 minutes old", s.horizon, p.Transactions, err, s.want)
+		}
+	}
+}
+
+// Retention keeps, for each signer, the newest mined transaction it deleted: a recovery after
+// a database loss starts its chain scan there when nothing of the signer is left on record,
+// instead of at the chain's first block. Later batches move it forward, never back, and it
+// is only an anchor below the first unknown nonce.
+func TestRetentionLeavesEachSignerARecoveryAnchor(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := context.Background()
+	_, sequencer := newFeed(t, pool, feedPoll)
+	const signer = "0x00000000000000000000000000000000000000a7"
+	// Nonces 0..5 mined in blocks 100..105 and final two days ago; nonce 6 is young.
+	insert := func(nonce int, age time.Duration) {
+		t.Helper()
+		id := uuid.New()
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, confirmed_at, tx_hash, block_number)
+			VALUES (1337, $1, $2, '\x00', $3, '{"value":"0"}', 'CONFIRMED', 1, now() - $4::interval, $5, $6)`,
+			id, signer, nonce, fmt.Sprintf("%d seconds", int(age.Seconds())), fmt.Sprintf("0x%064x", nonce), 100+nonce); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "INSERT INTO tx_completions (chain_id, tx_id, signer, status, completed_at) VALUES (1337, $1, $2, 'CONFIRMED', now() - $3::interval)",
+			id, signer, fmt.Sprintf("%d seconds", int(age.Seconds()))); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := sequencer.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for nonce := range 6 {
+		insert(nonce, 48*time.Hour)
+	}
+	insert(6, time.Minute)
+	retention := repositories.NewRetentionRepository(pool)
+	recovery := repositories.NewReconcileRepository(pool, testChain())
+
+	steps := []struct {
+		name       string
+		batch      int
+		below      uint64
+		wantNonces []uint64
+		wantBlock  uint64
+	}{
+		// The first batch deletes nonces 0..2: nonce 2 anchors; the rows on record come first.
+		{name: "first batch", batch: 3, below: 7, wantNonces: []uint64{6, 5, 4, 3, 2}, wantBlock: 102},
+		// The second deletes 3..5: the anchor moves to 5, and stands in for all of them.
+		{name: "second batch", batch: 10, below: 7, wantNonces: []uint64{6, 5}, wantBlock: 105},
+		// An anchor at or above the first unknown nonce says nothing about where it was mined.
+		{name: "below the anchor", batch: 0, below: 5, wantNonces: nil},
+	}
+	for _, s := range steps {
+		if s.batch > 0 {
+			if _, err := retention.PruneBatch(ctx, 24*time.Hour, s.batch); err != nil {
+				t.Fatalf("%s: prune: %v", s.name, err)
+			}
+		}
+		anchors, err := recovery.RecoveryAnchors(ctx, signer, s.below, 16)
+		if err != nil {
+			t.Fatalf("%s: anchors: %v", s.name, err)
+		}
+		var nonces []uint64
+		for _, a := range anchors {
+			nonces = append(nonces, a.Nonce)
+		}
+		if !slices.Equal(nonces, s.wantNonces) {
+			t.Fatalf("%s: anchors below nonce %d at nonces %v, want %v", s.name, s.below, nonces, s.wantNonces)
+		}
+		if s.wantBlock > 0 {
+			// The deleted transaction's block and hash, for the recovery to ask the node.
+			last := anchors[len(anchors)-1]
+			if last.Block != s.wantBlock || last.Hash != common.HexToHash(fmt.Sprintf("0x%064x", last.Nonce)) {
+				t.Fatalf("%s: the pruned anchor %+v, want block %d and the transaction's hash", s.name, last, s.wantBlock)
+			}
 		}
 	}
 }

@@ -186,8 +186,17 @@ SELECT signer FROM signer_quarantine WHERE chain_id = @chain_id AND signer = ANY
 -- Where a recovery's forward scan may start: the signer's transactions on record just below
 -- the first unknown nonce, newest first, with the block each was mined in when known. A
 -- transaction at a lower nonce was mined no later than the unknown ones.
-SELECT nonce, COALESCE(tx_hash, '')::text AS tx_hash, COALESCE(block_number, 0)::bigint AS block_number
-FROM managed_tx
-WHERE chain_id = @chain_id AND signer = @signer AND nonce < @below AND tx_hash IS NOT NULL
-ORDER BY nonce DESC
+-- Retention's anchor stands in for the rows it deleted.
+SELECT a.nonce, a.tx_hash, a.block_number FROM (
+    (SELECT m.nonce, COALESCE(m.tx_hash, '')::text AS tx_hash, COALESCE(m.block_number, 0)::bigint AS block_number
+     FROM managed_tx m
+     WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.nonce < @below AND m.tx_hash IS NOT NULL
+     ORDER BY m.nonce DESC
+     LIMIT @max_rows)
+    UNION ALL
+    SELECT p.nonce, p.tx_hash, p.block_number
+    FROM signer_pruned_anchor p
+    WHERE p.chain_id = @chain_id AND p.signer = @signer AND p.nonce < @below
+) a
+ORDER BY a.nonce DESC
 LIMIT @max_rows;

@@ -30,7 +30,19 @@ completions_gone AS (
     DELETE FROM tx_completions c USING prefix p WHERE c.feed_position = p.feed_position RETURNING c.feed_position
 ),
 txs_gone AS (
-    DELETE FROM managed_tx m USING prefix p WHERE m.tx_id = p.tx_id AND m.state IN ('CONFIRMED', 'FAILED_FINAL') RETURNING 1
+    DELETE FROM managed_tx m USING prefix p WHERE m.tx_id = p.tx_id AND m.state IN ('CONFIRMED', 'FAILED_FINAL')
+    RETURNING m.chain_id, m.signer, m.nonce, m.tx_hash, m.block_number
+),
+-- Each signer's newest deleted transaction that was mined stays as the place a recovery may
+-- start reading the chain from when nothing of the signer is left on record.
+anchored AS (
+    INSERT INTO signer_pruned_anchor (chain_id, signer, nonce, tx_hash, block_number)
+    SELECT DISTINCT ON (g.chain_id, g.signer) g.chain_id, g.signer, g.nonce, g.tx_hash, g.block_number
+    FROM txs_gone g
+    WHERE g.block_number IS NOT NULL AND g.tx_hash IS NOT NULL
+    ORDER BY g.chain_id, g.signer, g.nonce DESC
+    ON CONFLICT (chain_id, signer) DO UPDATE SET nonce = excluded.nonce, tx_hash = excluded.tx_hash, block_number = excluded.block_number
+    WHERE signer_pruned_anchor.nonce < excluded.nonce
 ),
 -- An approval goes with its completion: the intent's own (it ended without a nonce), or the
 -- transaction's it became.

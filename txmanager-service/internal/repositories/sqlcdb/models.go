@@ -141,6 +141,14 @@ type SignerNonceCursor struct {
 	ChainID      int64
 }
 
+type SignerPrunedAnchor struct {
+	ChainID     int64
+	Signer      string
+	Nonce       int64
+	TxHash      string
+	BlockNumber int64
+}
+
 type SignerQuarantine struct {
 	Signer             string
 	DbNextNonce        int64

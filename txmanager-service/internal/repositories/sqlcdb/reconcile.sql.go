@@ -451,10 +451,18 @@ func (q *Queries) RecordRecovered(ctx context.Context, arg RecordRecoveredParams
 }
 
 const recoveryAnchors = `-- name: RecoveryAnchors :many
-SELECT nonce, COALESCE(tx_hash, '')::text AS tx_hash, COALESCE(block_number, 0)::bigint AS block_number
-FROM managed_tx
-WHERE chain_id = $1 AND signer = $2 AND nonce < $3 AND tx_hash IS NOT NULL
-ORDER BY nonce DESC
+SELECT a.nonce, a.tx_hash, a.block_number FROM (
+    (SELECT m.nonce, COALESCE(m.tx_hash, '')::text AS tx_hash, COALESCE(m.block_number, 0)::bigint AS block_number
+     FROM managed_tx m
+     WHERE m.chain_id = $1 AND m.signer = $2 AND m.nonce < $3 AND m.tx_hash IS NOT NULL
+     ORDER BY m.nonce DESC
+     LIMIT $4)
+    UNION ALL
+    SELECT p.nonce, p.tx_hash, p.block_number
+    FROM signer_pruned_anchor p
+    WHERE p.chain_id = $1 AND p.signer = $2 AND p.nonce < $3
+) a
+ORDER BY a.nonce DESC
 LIMIT $4
 `
 
@@ -474,6 +482,7 @@ type RecoveryAnchorsRow struct {
 // Where a recovery's forward scan may start: the signer's transactions on record just below
 // the first unknown nonce, newest first, with the block each was mined in when known. A
 // transaction at a lower nonce was mined no later than the unknown ones.
+// Retention's anchor stands in for the rows it deleted.
 func (q *Queries) RecoveryAnchors(ctx context.Context, arg RecoveryAnchorsParams) ([]RecoveryAnchorsRow, error) {
 	rows, err := q.db.Query(ctx, recoveryAnchors,
 		arg.ChainID,
