@@ -25,6 +25,22 @@ type NonceSource interface {
 	PendingNonceAt(ctx context.Context, account common.Address) (uint64, error)
 }
 
+// highestPendingSource is a chain that asks every endpoint for a pending nonce (MultiChain).
+type highestPendingSource interface {
+	HighestPendingNonceAt(ctx context.Context, account common.Address) (uint64, error)
+}
+
+// HighestPendingNonce is the account's pending nonce as the highest endpoint of chain
+// reports it, where the chain has several. A question whose answer decides that nonces are
+// free (quarantine after a database loss) must take it: lost transactions may wait in one
+// node's pool only.
+func HighestPendingNonce(ctx context.Context, chain NonceSource, account common.Address) (uint64, error) {
+	if multi, ok := chain.(highestPendingSource); ok {
+		return multi.HighestPendingNonceAt(ctx, account)
+	}
+	return chain.PendingNonceAt(ctx, account)
+}
+
 // FeeSource is what the market asks of a transaction now.
 type FeeSource interface {
 	// SuggestFees returns the latest base fee and a suggested priority fee (EIP-1559).

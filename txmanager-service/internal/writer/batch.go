@@ -201,7 +201,9 @@ func (a *Allocator) prepare(ctx context.Context, ops []*Op) []*signerBatch {
 		leased = append(leased, b)
 	}
 	// The signers' chain queries run at once: each has the chain's read deadline, so a
-	// batch waits at most one deadline however many signers it holds.
+	// batch waits at most one deadline however many signers it holds. Each asks every
+	// endpoint and takes the highest answer: a chain nonce above the cursor quarantines the
+	// signer, and a lost transaction may wait in one node's pool only.
 	now := a.clock.Now()
 	chainErrs := make([]error, len(leased))
 	var wg sync.WaitGroup
@@ -210,7 +212,7 @@ func (a *Allocator) prepare(ctx context.Context, ops []*Op) []*signerBatch {
 			continue
 		}
 		wg.Go(func() {
-			pending, err := a.chain.PendingNonceAt(ctx, b.signer)
+			pending, err := services.HighestPendingNonce(ctx, a.chain, b.signer)
 			if err != nil {
 				chainErrs[i] = err
 				return

@@ -24,10 +24,12 @@ import (
 )
 
 // chainNonces stands for the chain's pending nonce (the chain adapter, outside this
-// package): what the test says the chain holds.
+// package): what the test says the chain holds. Its first endpoint answers next; another
+// endpoint's pool may hold more (otherPool), which only a question to every endpoint sees.
 type chainNonces struct {
-	mu   sync.Mutex
-	next uint64
+	mu        sync.Mutex
+	next      uint64
+	otherPool uint64
 }
 
 func (c *chainNonces) PendingNonceAt(context.Context, common.Address) (uint64, error) {
@@ -36,10 +38,16 @@ func (c *chainNonces) PendingNonceAt(context.Context, common.Address) (uint64, e
 	return c.next, nil
 }
 
-func (c *chainNonces) set(next uint64) {
+func (c *chainNonces) HighestPendingNonceAt(context.Context, common.Address) (uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.next = next
+	return max(c.next, c.otherPool), nil
+}
+
+func (c *chainNonces) set(next, otherPool uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.next, c.otherPool = next, otherPool
 }
 
 // notices stands for the pipeline's loops (outside this package): what the writer told them.
@@ -127,7 +135,9 @@ func (n *chainAwareNode) quarantine(t *testing.T, signer common.Address) string 
 func TestAllocatorQuarantinesASignerTheChainIsAheadOf(t *testing.T) {
 	t.Parallel()
 	type step struct {
-		chain  uint64
+		chain uint64
+		// otherPool: what another endpoint's pool holds (0: nothing more).
+		otherPool uint64
 		before func(t *testing.T, n *chainAwareNode, signer common.Address)
 		// wantNonce is the create's nonce; wantErr its error instead.
 		wantNonce uint64
@@ -158,6 +168,9 @@ func TestAllocatorQuarantinesASignerTheChainIsAheadOf(t *testing.T) {
 			{chain: 5, wantErr: domain.ErrSignerQuarantined},
 			{chain: 2, wantErr: domain.ErrSignerQuarantined}, // held until released, whatever the chain says now
 		}, wantQuarantine: "2..5 live=true"},
+		{name: "the chain ahead in one endpoint's pool only", steps: []step{
+			{chain: 2, otherPool: 4, wantErr: domain.ErrSignerQuarantined},
+		}, wantQuarantine: "2..4 live=true"},
 		{name: "the chain ahead, recovered by intent", nonce: writer.NonceConfig{RecoverByIntent: true}, steps: []step{
 			{chain: 5, wantErr: domain.ErrUnavailable},
 			{chain: 5, wantErr: domain.ErrUnavailable},
@@ -186,7 +199,7 @@ func TestAllocatorQuarantinesASignerTheChainIsAheadOf(t *testing.T) {
 				}
 			}
 			for i, s := range tc.steps {
-				n.chain.set(s.chain)
+				n.chain.set(s.chain, s.otherPool)
 				if s.before != nil {
 					s.before(t, n, signer)
 				}
@@ -243,7 +256,7 @@ func TestAllocatorAdoptsRecoveredTransactions(t *testing.T) {
 	if _, err := n.pool.Exec(t.Context(), "UPDATE signer_nonce_cursor SET next_nonce = 2 WHERE signer = $1", signer.Hex()); err != nil {
 		t.Fatal(err)
 	}
-	n.chain.set(2)
+	n.chain.set(2, 0)
 
 	withID := func(req domain.CreateRequest, id string) domain.CreateRequest { req.RequestID = id; return req }
 	answers := n.allocate(t,
@@ -305,7 +318,7 @@ func TestAnAdoptedTransactionCountsInThePolicyWindows(t *testing.T) {
 	if _, err := n.pool.Exec(t.Context(), "UPDATE signer_nonce_cursor SET next_nonce = 2 WHERE signer = $1", signer.Hex()); err != nil {
 		t.Fatal(err)
 	}
-	n.chain.set(2)
+	n.chain.set(2, 0)
 	lost.RequestID = "lost-1"
 	fresh := transferRequest(signer, 8)
 	fresh.RequestID = "new-1"
@@ -343,7 +356,7 @@ func TestAllocatorNoticesACursorBelowItsCache(t *testing.T) {
 		UPDATE signer_nonce_cursor SET next_nonce = 2 WHERE signer = $1`, signer.Hex()); err != nil {
 		t.Fatal(err)
 	}
-	chain.set(4)
+	chain.set(4, 0)
 	if a := n.allocate(t, transferRequest(signer, 5))[0]; !errors.Is(a.err, domain.ErrUnavailable) {
 		t.Fatalf("the first create after the loss: %+v, want UNAVAILABLE (retry)", a)
 	}

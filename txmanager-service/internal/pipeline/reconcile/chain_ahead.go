@@ -27,7 +27,7 @@ func (r *Reconciler) CheckChainAhead(ctx context.Context, lease domain.Lease) (S
 	// The chain first, the cursor second: every transaction of ours the chain can hold was
 	// allocated (the cursor moved past it) before it was sent, so a chain nonce read before
 	// the cursor is above it only when the chain holds nonces the database does not know.
-	pending, err := r.highestPendingNonce(ctx, common.HexToAddress(lease.Signer))
+	pending, err := services.HighestPendingNonce(ctx, r.chain, common.HexToAddress(lease.Signer))
 	if err != nil {
 		return SignerCheck{}, err
 	}
@@ -53,21 +53,6 @@ func (r *Reconciler) CheckChainAhead(ctx context.Context, lease domain.Lease) (S
 	services.RecordEvent(ctx, r.store, r.log, services.SignerEvent(domain.EventQuarantined, 0, common.HexToAddress(lease.Signer),
 		map[string]any{"signer": lease.Signer, "dbNextNonce": next, "chainNonce": pending}))
 	return check, nil
-}
-
-// highestPending is a chain that asks every endpoint for a pending nonce (MultiChain).
-type highestPending interface {
-	HighestPendingNonceAt(ctx context.Context, account common.Address) (uint64, error)
-}
-
-// highestPendingNonce is the signer's pending nonce as the highest endpoint reports it,
-// where the chain has several: lost transactions may wait in one node's pool only, and the
-// quarantine's bound must cover them.
-func (r *Reconciler) highestPendingNonce(ctx context.Context, signer common.Address) (uint64, error) {
-	if multi, ok := r.chain.(highestPending); ok {
-		return multi.HighestPendingNonceAt(ctx, signer)
-	}
-	return r.chain.PendingNonceAt(ctx, signer)
 }
 
 // takenNonceVerdict is what the chain says of a NONCE_TAKEN row's nonce.
