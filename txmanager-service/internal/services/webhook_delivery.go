@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -278,6 +279,12 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 	return stream{
 		cursor: c.Cursor,
 		read: func(ctx context.Context, after int64) ([]pushed, error) {
+			// The head before the page: every completion up to it was committed, so a short
+			// page holds all of them the filter takes.
+			before, err := d.feed.State(ctx)
+			if err != nil {
+				return nil, err
+			}
 			page, err := d.feed.ListAfter(ctx, FeedPosition(after), feedPage, signers, chain)
 			if err == nil && after != 0 {
 				// Retention may delete past the cursor while the subscription delivers (a
@@ -292,6 +299,16 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 				out[i] = pushed{position: int64(cpl.Position), cursor: cpl.Position.String(),
 					match: c.Filter.Matches(domain.EventCompletion, cpl.ChainID, cpl.Signer, string(cpl.Status)),
 					id:    "completion:" + cpl.TxID.String(), body: func() []byte { return webhookBody(c.ID, cpl) }, at: cpl.CompletedAt}
+			}
+			last := after
+			if len(page) > 0 {
+				last = int64(page[len(page)-1].Position)
+			}
+			if err == nil && len(page) < feedPage && int64(before.LastPosition) > last {
+				// Other signers' or chains' completions up to the head: the cursor moves past
+				// them (an event the filter skips), or a subscription whose signers are quiet
+				// would fall behind retention and read from far back at every look.
+				out = append(out, pushed{position: int64(before.LastPosition)})
 			}
 			return out, err
 		},
@@ -389,6 +406,10 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 			case <-time.After(time.Second):
 			}
 			continue
+		}
+		if !slices.ContainsFunc(page, func(p pushed) bool { return p.match }) {
+			// Only events the filter skips: nothing waits for the receiver.
+			s.oldest.Store(0)
 		}
 		for rest := page; len(rest) > 0; {
 			// The next delivery: the page's next events up to c.BatchSize that pass the

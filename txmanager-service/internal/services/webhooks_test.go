@@ -683,3 +683,50 @@ func TestWebhookRetentionPastADeliveringCursor(t *testing.T) {
 		t.Fatalf("%d completions delivered; want the page read before retention (2), not those after the hole", n)
 	}
 }
+
+// A subscription filtered to signers that are quiet moves its cursor past the others'
+// completions: retention deleting them does not kill it (it missed nothing), and its own
+// signer's next completion is delivered.
+func TestAFilteredSubscriptionKeepsUpPastOtherSignersCompletions(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	const secret = "whsec_test_0123456789abcdef"
+	rc := &receiver{secret: []byte(secret), rnd: rand.New(rand.NewPCG(1, 2)), seen: map[string]bool{}, refused: map[string]bool{}}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
+	const quiet = "0x1111111111111111111111111111111111111111"
+	sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", Secret: secret, Signers: []string{quiet}}, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDeliverer(t, pool, cfg, store, feed, events)
+	addCompletions(t, pool, 50) // another signer's
+	waitFor(t, 10*time.Second, "the cursor past the other signer's completions", func() bool {
+		d.Pass(ctx)
+		got, err := store.Get(ctx, sub.ID)
+		return err == nil && got.Cursor == 50
+	})
+	if _, err := pool.Exec(ctx, `WITH gone AS (DELETE FROM tx_completions WHERE feed_position <= 40) UPDATE feed_sequencer SET pruned_through = 40 WHERE id`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `WITH head AS (SELECT last_position FROM feed_sequencer WHERE id FOR UPDATE),
+		added AS (INSERT INTO tx_completions (chain_id, tx_id, signer, status, feed_position, positioned_at)
+			SELECT 1337, gen_random_uuid(), $1, 'CONFIRMED', last_position + 1, now() FROM head RETURNING feed_position)
+		UPDATE feed_sequencer SET last_position = (SELECT feed_position FROM added) WHERE id`, quiet); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the quiet signer's completion delivered", func() bool {
+		d.Pass(ctx)
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		return len(rc.accepted) == 1
+	})
+	got, err := store.Get(ctx, sub.ID)
+	if err != nil || got.State != domain.SubscriptionActive || got.Cursor != 51 {
+		t.Fatalf("the subscription after retention: %+v, %v; want active at cursor 51", got, err)
+	}
+}
