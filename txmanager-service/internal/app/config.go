@@ -42,11 +42,12 @@ func newLoopIntervals(c *conf.Bootstrap) workers.Intervals {
 
 // newRouting maps the routing section for the controllers that forward to a signer's leader.
 // newWebhookConfig maps the webhooks section, with the network policy of the environment.
-func newWebhookConfig(c *conf.Bootstrap) services.WebhookConfig {
+func newWebhookConfig(c *conf.Bootstrap, incarnation services.Incarnation) services.WebhookConfig {
 	w := c.Webhooks
 	return services.WebhookConfig{Enabled: w.Enabled, Lease: w.Lease.Std(), PassInterval: w.PassInterval.Std(), Timeout: w.Timeout.Std(),
 		BackoffMin: w.BackoffMin.Std(), BackoffMax: w.BackoffMax.Std(), DeadAfter: w.DeadAfter.Std(), ClaimsPerPass: w.ClaimsPerPass,
-		Network: domain.NetworkPolicy{Allow: w.AllowedPrefixes(c.Environment), AllowHTTP: w.AllowHTTP || c.Environment == conf.EnvironmentDevelopment}}
+		Network: domain.NetworkPolicy{Allow: w.AllowedPrefixes(c.Environment), AllowHTTP: w.AllowHTTP || c.Environment == conf.EnvironmentDevelopment},
+		Owner:   services.LeaseOwner(c.Node.ID, incarnation)}
 }
 
 // newKnownRoles are the roles credentials may hold and approval rules may name.

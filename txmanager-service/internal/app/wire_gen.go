@@ -164,7 +164,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	}
 	webhookRepository := repositories.NewWebhookRepository(pool)
 	eventRepository := repositories.NewEventRepository(pool)
-	webhookConfig := newWebhookConfig(bootstrap)
+	webhookConfig := newWebhookConfig(bootstrap, incarnation)
 	webhookBook := services.NewWebhookBook(manager, webhookRepository, completionRepository, eventRepository, auditTrail, webhookConfig, logger)
 	fundingBook := services.NewFundingBook(eventRepository, auditTrail)
 	adminController := controllers.NewAdminController(chains, controllersRouting, forwarder, signerRoster, policyBook, auditTrail, webhookBook, fundingBook, logger)
@@ -218,7 +218,7 @@ func New(bootstrap *conf.Bootstrap, listeners *server.Listeners, logger log.Logg
 	retentionLoop := workers.NewRetentionLoop(intervals, retention, adminRetention, logger)
 	rosterLoop := workers.NewRosterLoop(signerRoster, logger)
 	approvalLoop := workers.NewApprovalLoop(intervals, approvalDesk, chains, logger)
-	webhookDeliverer, err := services.NewWebhookDeliverer(webhookConfig, nodeName, webhookRepository, completionRepository, eventRepository, standbyWait, feedNotifier, metrics, logger)
+	webhookDeliverer, err := services.NewWebhookDeliverer(webhookConfig, webhookRepository, completionRepository, eventRepository, standbyWait, feedNotifier, metrics, logger)
 	if err != nil {
 		cleanup7()
 		cleanup6()

@@ -43,6 +43,10 @@ type WebhookConfig struct {
 	// starting together share them out.
 	ClaimsPerPass int
 	Network       domain.NetworkPolicy
+	// Owner is how this process holds a subscription's lease: its node id and incarnation
+	// (LeaseOwner), so a process restarted under the same node id while the old one still
+	// runs cannot take over the old one's leases as its own renewals.
+	Owner string
 }
 
 // feedPage is how many completions a deliverer reads at a time. Batches do not span pages,
@@ -99,9 +103,12 @@ func (r *runningDelivery) lag(now time.Time) time.Duration {
 
 // NewWebhookDeliverer wires the deliverer; its HTTP client connects only where the network
 // policy allows (checked on the address it dials, after resolution) and follows no redirect.
-func NewWebhookDeliverer(cfg WebhookConfig, node NodeName, store SubscriptionStore, feed CompletionStore, events EventStore, standby *StandbyWait,
+func NewWebhookDeliverer(cfg WebhookConfig, store SubscriptionStore, feed CompletionStore, events EventStore, standby *StandbyWait,
 	notify *FeedNotifier, metrics *telemetry.Metrics, logger log.Logger) (*WebhookDeliverer, error) {
-	d := &WebhookDeliverer{cfg: cfg, node: string(node), store: store, feed: feed, events: events, standby: standby, notify: notify, metrics: metrics,
+	if cfg.Owner == "" {
+		return nil, errors.New("webhook deliverer: no lease owner (node id and incarnation)")
+	}
+	d := &WebhookDeliverer{cfg: cfg, node: cfg.Owner, store: store, feed: feed, events: events, standby: standby, notify: notify, metrics: metrics,
 		log: log.NewHelper(log.With(logger, "component", "webhooks")), running: map[uuid.UUID]*runningDelivery{}}
 	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: func(_, address string, _ syscall.RawConn) error {
 		host, _, err := net.SplitHostPort(address)

@@ -34,6 +34,12 @@ func webhookConfig() services.WebhookConfig {
 }
 
 // addCompletions appends n positioned completions to the feed, as finality writes them.
+// withOwner is cfg for the process named owner.
+func withOwner(cfg services.WebhookConfig, owner string) services.WebhookConfig {
+	cfg.Owner = owner
+	return cfg
+}
+
 func addCompletions(t *testing.T, pool *pgxpool.Pool, n int) {
 	t.Helper()
 	_, err := pool.Exec(t.Context(), `WITH head AS (SELECT last_position FROM feed_sequencer WHERE id FOR UPDATE),
@@ -165,7 +171,7 @@ func deliverThroughFailuresAndATakeover(t *testing.T, batchSize int32, wantBatch
 
 	notify := services.NewFeedNotifier()
 	start := func(node string) (*services.WebhookDeliverer, context.CancelFunc) {
-		d, err := services.NewWebhookDeliverer(cfg, services.NodeName(node), store, feed, events,
+		d, err := services.NewWebhookDeliverer(withOwner(cfg, node), store, feed, events,
 			services.NewStandbyWait(repositories.NewStandbyRepository(pool)), notify, nil, testLogger())
 		if err != nil {
 			t.Fatal(err)
@@ -482,7 +488,14 @@ func TestAFailingStreamIsNotHiddenByTheOther(t *testing.T) {
 func newDeliverer(t *testing.T, pool *pgxpool.Pool, cfg services.WebhookConfig, store *repositories.WebhookRepository,
 	feed *repositories.CompletionRepository, events *repositories.EventRepository) *services.WebhookDeliverer {
 	t.Helper()
-	d, err := services.NewWebhookDeliverer(cfg, services.NodeName("node-a"), store, feed, events,
+	return newDelivererOf(t, "node-a", pool, cfg, store, feed, events)
+}
+
+// newDelivererOf is a deliverer of the process that holds leases as owner.
+func newDelivererOf(t *testing.T, owner string, pool *pgxpool.Pool, cfg services.WebhookConfig, store *repositories.WebhookRepository,
+	feed *repositories.CompletionRepository, events *repositories.EventRepository) *services.WebhookDeliverer {
+	t.Helper()
+	d, err := services.NewWebhookDeliverer(withOwner(cfg, owner), store, feed, events,
 		services.NewStandbyWait(repositories.NewStandbyRepository(pool)), services.NewFeedNotifier(), nil, testLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -535,7 +548,7 @@ func TestWebhookLagGrowsWhileEventsWait(t *testing.T) {
 			}
 			addCompletions(t, pool, 3)
 			metrics, reader := testsupport.RecordedMetrics(t)
-			d, err := services.NewWebhookDeliverer(cfg, services.NodeName("node-a"), store, feed, events,
+			d, err := services.NewWebhookDeliverer(withOwner(cfg, "node-a"), store, feed, events,
 				services.NewStandbyWait(repositories.NewStandbyRepository(pool)), services.NewFeedNotifier(), metrics, testLogger())
 			if err != nil {
 				t.Fatal(err)
@@ -596,7 +609,7 @@ func TestWebhookURLSecretsStayOutOfLogsAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	addCompletions(t, pool, 1)
-	d, err := services.NewWebhookDeliverer(cfg, services.NodeName("node-a"), store, feed, events,
+	d, err := services.NewWebhookDeliverer(withOwner(cfg, "node-a"), store, feed, events,
 		services.NewStandbyWait(repositories.NewStandbyRepository(pool)), services.NewFeedNotifier(), nil, logger)
 	if err != nil {
 		t.Fatal(err)
@@ -728,5 +741,52 @@ func TestAFilteredSubscriptionKeepsUpPastOtherSignersCompletions(t *testing.T) {
 	got, err := store.Get(ctx, sub.ID)
 	if err != nil || got.State != domain.SubscriptionActive || got.Cursor != 51 {
 		t.Fatalf("the subscription after retention: %+v, %v; want active at cursor 51", got, err)
+	}
+}
+
+// A process restarted under the same node id while the old one still runs (paused, cut off)
+// holds leases under its own incarnation: it does not renew the old process's subscriptions
+// as its own, so the two never deliver one subscription at once, and the old one's release
+// when it stops lets go of its own leases only.
+func TestARestartedProcessDoesNotDeliverItsPredecessorsSubscriptions(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(srv.Close)
+	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
+	sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", FromStart: true}, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldOwner, newOwner := services.LeaseOwner("node-a", "first"), services.LeaseOwner("node-a", "second")
+	old := newDelivererOf(t, oldOwner, pool, cfg, store, feed, events)
+	restarted := newDelivererOf(t, newOwner, pool, cfg, store, feed, events)
+	owner := func() string {
+		t.Helper()
+		got, err := store.Get(ctx, sub.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Owner
+	}
+	steps := []struct {
+		name      string
+		run       func()
+		wantOwner string
+	}{
+		{"the old process claims it", func() { old.Pass(ctx) }, oldOwner},
+		{"the restarted one leaves it while the lease runs", func() { restarted.Pass(ctx) }, oldOwner},
+		{"the old one stops and lets it go", func() { old.Stop(context.Background()) }, ""},
+		{"the restarted one claims it", func() { restarted.Pass(ctx) }, newOwner},
+		{"a late release of the old one's leases keeps it", func() { old.Stop(context.Background()) }, newOwner},
+	}
+	for _, s := range steps {
+		s.run()
+		if got := owner(); got != s.wantOwner {
+			t.Fatalf("%s: owner %q, want %q", s.name, got, s.wantOwner)
+		}
 	}
 }
