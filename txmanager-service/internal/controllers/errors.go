@@ -93,6 +93,10 @@ func ToAPIError(logger *log.Helper, err error) error {
 	case errors.As(err, &unanswered):
 		logger.Warnw("msg", "forwarded create without a requestId unanswered", "error", err.Error())
 		return v1.ErrorOutcomeUnknown("the create went to the signer's owner, which did not answer: it may have been made, and without a requestId a second create could not be told from it, so it was not sent again; look for it before sending it again, and send creates with a requestId, whose retries are safe")
+	case errors.Is(err, domain.ErrOutcomeUnknown) && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		logger.Warnw("msg", "create outcome unknown", "error", err.Error())
+		return withMetadata(v1.ErrorOutcomeUnknown("the request's time ran out while its create was being written: it may have been made; a create with a requestId is safe to send again, one without could be made twice, so look for it first"),
+			MetadataRetryAfter, retryAfter(time.Second))
 	case errors.Is(err, domain.ErrOutcomeUnknown):
 		logger.Warnw("msg", "create outcome unknown", "error", err.Error())
 		return withMetadata(v1.ErrorOutcomeUnknown("the write may have landed but is not known to be durable (the database connection failed while it committed, or the database's standby has not confirmed it yet): retry with the same requestId"),

@@ -72,6 +72,8 @@ func TestToAPIErrorMapsEveryDomainError(t *testing.T) {
 			status: http.StatusServiceUnavailable, reason: v1.ErrorReason_UNAVAILABLE, metadata: map[string]string{controllers.MetadataRetryAfter: "3"}, logged: true},
 		{name: "caller gone", err: fmt.Errorf("read: %w", context.Canceled),
 			status: httpstatus.ClientClosed, reason: v1.ErrorReason_UNAVAILABLE},
+		{name: "deadline passed while the writer held the create", err: fmt.Errorf("%w: %w", domain.ErrOutcomeUnknown, context.DeadlineExceeded),
+			status: http.StatusServiceUnavailable, reason: v1.ErrorReason_OUTCOME_UNKNOWN, metadata: map[string]string{controllers.MetadataRetryAfter: "1"}, logged: true},
 		{name: "deadline passed", err: fmt.Errorf("read: %w", context.DeadlineExceeded),
 			status: http.StatusServiceUnavailable, reason: v1.ErrorReason_UNAVAILABLE, metadata: map[string]string{controllers.MetadataRetryAfter: "1"}},
 		{name: "an API error passes unchanged", err: fmt.Errorf("owner: %w", v1.ErrorPermissionDenied("caller x")),

@@ -234,7 +234,10 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 	}
 	tx, created, err := uc.queue.Allocate(ctx, req, gasLimit)
 	if err != nil {
-		reservation.Release()
+		if !errors.Is(err, domain.ErrOutcomeUnknown) {
+			// Made or not, its cost stays counted until the next reload reads the rows.
+			reservation.Release()
+		}
 		return CreateResult{Tx: tx}, err
 	}
 	if !created || tx.State == domain.StateAwaitingApproval {

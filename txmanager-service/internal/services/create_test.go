@@ -354,3 +354,37 @@ func TestALostRequestsRetryIsAdoptedWhereItsChecksRefuseIt(t *testing.T) {
 	}
 	testsupport.AssertSignerRows(t, f.pool, signer.Hex(), []testsupport.RowWant{{Nonce: 0, Token: int64(lease.Token)}}, 1)
 }
+
+// A create whose caller stops waiting while its writer batch commits is answered
+// OUTCOME_UNKNOWN, not "unavailable, try again": the writer still writes it, and a create
+// without a request id sent again would be made twice.
+func TestACreateWhoseTimeRunsOutInTheWriterHasAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	f := newCreateFixture(t)
+	create := f.useCase(services.CreateConfig{EstimateGas: true, GasEstimateMultiplier: 1.2}, nil)
+	signer := f.funded[0]
+	gate := testsupport.NewGate()
+	f.node.Store.SetGates(gate, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := create.Create(ctx, transfer(signer, "", "1", 21000))
+		done <- err
+	}()
+	<-gate.Reached
+	err := <-done
+	close(gate.Release)
+	if !errors.Is(err, domain.ErrOutcomeUnknown) {
+		t.Fatalf("a create whose deadline ended in the writer: %v, want an unknown outcome", err)
+	}
+	var rows int
+	for deadline := time.Now().Add(5 * time.Second); rows == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err := f.pool.QueryRow(t.Context(), `SELECT count(*) FROM managed_tx WHERE signer = $1`, signer.Hex()).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rows != 1 {
+		t.Fatalf("%d transactions written after the caller left, want the one its batch held", rows)
+	}
+}

@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -46,13 +47,17 @@ func NewOp(ctx context.Context, req domain.CreateRequest, gasLimit uint64) *Op {
 // Signer is the key the writer routes by (EIP-55 form).
 func (op *Op) Signer() string { return op.Request.SignerHex }
 
-// Wait blocks until the op is resolved or ctx ends.
+// Wait blocks until the op is resolved or ctx ends. The writer takes every op it was
+// handed, whoever still waits for it: a create whose caller stops waiting may be written
+// all the same, so its outcome is unknown (never "unavailable, try again", which without a
+// request id would make it twice).
 func (op *Op) Wait(ctx context.Context) (domain.ManagedTx, bool, error) {
 	select {
 	case <-op.done:
 		return op.tx, op.created, op.err
 	case <-ctx.Done():
-		return domain.ManagedTx{}, false, ctx.Err()
+		return domain.ManagedTx{}, false, fmt.Errorf("%w: the request ended while its create waited for the signer's writer, which still writes it: %w",
+			domain.ErrOutcomeUnknown, ctx.Err())
 	}
 }
 

@@ -138,7 +138,7 @@ func TestAllocatorQuarantinesASignerTheChainIsAheadOf(t *testing.T) {
 		chain uint64
 		// otherPool: what another endpoint's pool holds (0: nothing more).
 		otherPool uint64
-		before func(t *testing.T, n *chainAwareNode, signer common.Address)
+		before    func(t *testing.T, n *chainAwareNode, signer common.Address)
 		// wantNonce is the create's nonce; wantErr its error instead.
 		wantNonce uint64
 		wantErr   error
