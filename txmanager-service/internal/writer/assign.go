@@ -99,6 +99,11 @@ func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batc
 		b.reset()
 		expected := *b.cachedNext
 		a.assign(b, nil, nil, nil, expected)
+		if len(b.allocated) == 0 {
+			// Nothing new to number (a lost request's retry that may only adopt, refused
+			// here without the pool): the full path looks for what it may adopt.
+			continue
+		}
 		parts = append(parts, services.ClearAllocation{Lease: b.lease, Txs: b.allocated, ExpectedNext: expected, Next: b.nextAfter, Credentials: b.credentials()})
 		tried = append(tried, b)
 	}

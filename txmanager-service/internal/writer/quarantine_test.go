@@ -367,3 +367,45 @@ func TestAllocatorNoticesACursorBelowItsCache(t *testing.T) {
 		t.Fatalf("quarantine %s, want 2..4 live=true", got)
 	}
 }
+
+// A lost request's retry that may only adopt (its checks refused a new transaction) on a
+// signer whose cursor the node has cached goes the full path, which looks for what it may
+// adopt; the batch's other signers' creates are written beside it. Before, the common path
+// was handed a signer with nothing to number, and the whole batch failed.
+func TestAnAdoptOnlyRetryOnACachedCursorLeavesTheBatchAlone(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	signer, other := testsupport.SignerAddress(112), testsupport.SignerAddress(113)
+	for i, s := range []common.Address{signer, other} {
+		if _, errs := testsupport.Results(t, node.Allocate(t, s, 1, fmt.Sprintf("warm-%d", i))); errors.Join(errs...) != nil {
+			t.Fatal(errs)
+		}
+	}
+	lease, err := node.Leases.Acquire(t.Context(), signer.Hex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := transferRequest(signer, 5)
+	lost.RequestID = "lost-1"
+	recovered := uuid.New()
+	key := lost.RecoveryKey()
+	if _, err := pool.Exec(t.Context(), `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token,
+		recovered_at, recovery_key, unclaimed_until) VALUES (1337, $1, $2, '\x00', 500, $3, 'TRACKING', 'SIGNED', '0x01', $4, now(), $5, now() + interval '1 hour')`,
+		recovered, signer.Hex(), fmt.Sprintf(`{"to":%q,"value":"5","gasLimit":21000,"effectiveGasLimit":21000}`, signer.Hex()), int64(lease.Token), key[:]); err != nil {
+		t.Fatal(err)
+	}
+	lost.Admission.AdoptOnly = domain.ErrInsufficientFunds
+	bystander := transferRequest(other, 1)
+	bystander.RequestID = "bystander-1"
+	ops := []*writer.Op{writer.NewOp(t.Context(), lost, 21000), writer.NewOp(t.Context(), bystander, 21000)}
+	node.Allocator.AllocateBatch(t.Context(), ops)
+	retry, retryCreated, retryErr := ops[0].Wait(t.Context())
+	if retryErr != nil || retryCreated || retry.ID != recovered {
+		t.Fatalf("the lost request's retry: %+v, created %t, %v; want the recovered %s adopted", retry, retryCreated, retryErr, recovered)
+	}
+	tx, created, err := ops[1].Wait(t.Context())
+	if err != nil || !created || tx.Nonce != 1 {
+		t.Fatalf("another signer's create in the batch: %+v, created %t, %v; want created at nonce 1", tx, created, err)
+	}
+}
