@@ -125,8 +125,37 @@ func TestHTTPServerAnswersAsTheAPISays(t *testing.T) {
 	}
 }
 
-// A client that asks for another codec than JSON gets it from Kratos' encoder; JSON
-// clients get the hand-written encoder's bytes.
+// A client that asks for protobuf gets it from Kratos' encoder; JSON clients get the
+// hand-written encoder's bytes, and clients that ask for anything else JSON too: Kratos'
+// XML and form codecs cannot encode every answer (an error's metadata, a batch's results).
+func TestHTTPAnswersAreJSONUnlessProtobufIsAskedFor(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	h := s.httpServer()
+	tests := []struct {
+		name, accept, path, body string
+		wantStatus               int
+		wantInBody               string
+	}{
+		{"an error, XML asked for", "application/xml", "/api/v1/tx", `{"signer":"nope"}`, nethttp.StatusBadRequest, `"reason":"INVALID_ARGUMENT"`},
+		{"a batch with a refusal, XML asked for", "application/xml", "/api/v1/tx:batch",
+			fmt.Sprintf(`{"creates":[%s,{"signer":"bad"}]}`, createBody(signerA.Hex(), "xml-1")), nethttp.StatusOK, `"results"`},
+		{"a batch, form asked for", "application/x-www-form-urlencoded", "/api/v1/tx:batch",
+			fmt.Sprintf(`{"creates":[%s]}`, createBody(signerA.Hex(), "form-1")), nethttp.StatusOK, `"results"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			header := withKey(clientKey)
+			header["Accept"] = tt.accept
+			rec := request{method: "POST", path: tt.path, body: tt.body, header: header}.send(h)
+			if rec.Code != tt.wantStatus || rec.Header().Get("Content-Type") != "application/json" || !strings.Contains(rec.Body.String(), tt.wantInBody) {
+				t.Fatalf("%d %s %s, want %d JSON with %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body, tt.wantStatus, tt.wantInBody)
+			}
+		})
+	}
+}
+
+// A client that asks for protobuf gets it; JSON clients get the hand-written encoder's bytes.
 func TestHTTPResponsesFollowTheAcceptHeader(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, stackOptions{})
