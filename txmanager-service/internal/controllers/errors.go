@@ -84,7 +84,9 @@ func ToAPIError(logger *log.Helper, err error) error {
 	case errors.Is(err, domain.ErrSignerActive):
 		return v1.ErrorSignerActive("%s", err.Error())
 	case errors.As(err, &cannotSign):
-		return withMetadata(v1.ErrorSignerUnavailable("%s", cannotSign.Error()), MetadataRetryAfter, retryAfter(cannotSign.RetryAfter))
+		logger.Warnw("msg", "create for a signer that cannot sign", "error", cannotSign.Error())
+		return withMetadata(v1.ErrorSignerUnavailable("%s; operators find the key source's error in the signer's status", cannotSign.Summary()),
+			MetadataRetryAfter, retryAfter(cannotSign.RetryAfter))
 	case errors.As(err, &keySource):
 		// A signature an operator's action needed (a stuck resolution) failed at the key
 		// source: the key source's condition, not the service's fault. Its text is cleaned.

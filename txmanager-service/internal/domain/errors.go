@@ -67,8 +67,15 @@ type SignerUnavailableError struct {
 }
 
 func (e *SignerUnavailableError) Error() string {
-	return fmt.Sprintf("signer %s cannot sign: its key source has failed since %s (%d transactions wait for a signature): %s",
-		e.Signer, e.Since.UTC().Format(time.RFC3339), e.Unsigned, e.Cause)
+	return e.Summary() + ": " + e.Cause
+}
+
+// Summary is the condition without the key source's error, for callers who may create for
+// the signer but not see its infrastructure (account ids, key ARNs, hosts): the cause is
+// logged, and operators read it in the admin API.
+func (e *SignerUnavailableError) Summary() string {
+	return fmt.Sprintf("signer %s cannot sign: its key source has failed since %s (%d transactions wait for a signature)",
+		e.Signer, e.Since.UTC().Format(time.RFC3339), e.Unsigned)
 }
 
 // Unwrap makes errors.Is(err, ErrSignerUnavailable) hold.

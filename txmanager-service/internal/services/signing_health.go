@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
@@ -220,8 +222,15 @@ func CleanSigningError(err error) string {
 	s := domain.RedactURLs(err.Error())
 	s = longHex.ReplaceAllString(s, "[redacted]")
 	s = secretParam.ReplaceAllString(s, "${1}[redacted]")
+	// Valid UTF-8 whatever the source sent, and cut on a character's boundary: PostgreSQL
+	// refuses anything else, and the failure would never be recorded.
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) > maxSigningErrorLength {
-		s = s[:maxSigningErrorLength] + "…"
+		cut := maxSigningErrorLength
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-kratos/kratos/v2/log"
 
@@ -209,6 +210,13 @@ func TestCleanSigningErrorRedactsSecrets(t *testing.T) {
 	long := services.CleanSigningError(errors.New(strings.Repeat("x", 1000)))
 	if len(long) > 310 || !strings.HasSuffix(long, "…") {
 		t.Errorf("a 1000-character error is stored as %d characters (%q...), want it bounded and marked cut", len(long), long[:20])
+	}
+	// Cut across a character, or invalid from the source: stored as valid UTF-8, which
+	// PostgreSQL requires of text.
+	for _, raw := range []string{strings.Repeat("x", 299) + strings.Repeat("é", 10), "bad \xff\xfe bytes " + strings.Repeat("ü", 200)} {
+		if got := services.CleanSigningError(errors.New(raw)); !utf8.ValidString(got) {
+			t.Errorf("%q... is stored as invalid UTF-8", got[:20])
+		}
 	}
 }
 
