@@ -3,6 +3,7 @@ package conf_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -275,5 +276,44 @@ func TestPoolSize(t *testing.T) {
 				t.Errorf("PoolSize(%d) with maxConns %d = %d, want %d", tt.cores, tt.maxConns, got, tt.want)
 			}
 		})
+	}
+}
+
+// Every ${NAME} the defaults refer to is read from the environment: a variable the defaults
+// name but the loader does not list is silently ignored (as the console's session secret
+// file was, so every node sealed sessions with a secret of its own).
+func TestEveryVariableTheDefaultsNameIsRead(t *testing.T) {
+	defaults, err := os.ReadFile("defaults.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, name := range conf.EnvironmentVariables() {
+		listed[name] = true
+	}
+	var settings []string // the defaults without their comments
+	for _, line := range strings.Split(string(defaults), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			settings = append(settings, line)
+		}
+	}
+	named := regexp.MustCompile(`\$\{([A-Z0-9_]+)[:}]`).FindAllStringSubmatch(strings.Join(settings, "\n"), -1)
+	if len(named) == 0 {
+		t.Fatal("the defaults name no variable: the pattern is wrong")
+	}
+	for _, m := range named {
+		if !listed[m[1]] {
+			t.Errorf("defaults.yaml names ${%s}, which the loader does not read", m[1])
+		}
+	}
+	secret := filepath.Join(t.TempDir(), "session-secret")
+	t.Setenv("DATABASE_URL", "")
+	t.Setenv("CONSOLE_SESSION_SECRET_FILE", secret)
+	bc, err := conf.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc.Console.SessionSecretFile != secret {
+		t.Errorf("console.sessionSecretFile = %q, want %q from the environment", bc.Console.SessionSecretFile, secret)
 	}
 }
