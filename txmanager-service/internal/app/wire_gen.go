@@ -317,7 +317,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 		return nil, nil, err
 	}
 	openSignerRepository := repositories.NewOpenSignerRepository(pool, chainID)
-	openSigners, err := services.NewOpenSigners(openSignerRepository, leaseManager, metrics, logger)
+	openSigners, err := services.NewOpenSigners(openSignerRepository, leaseManager, registry, metrics, logger)
 	if err != nil {
 		cleanup()
 		return nil, nil, err

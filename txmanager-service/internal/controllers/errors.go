@@ -44,6 +44,13 @@ func ToAPIError(logger *log.Helper, err error) error {
 		return kerr
 	case errors.As(err, &validation):
 		return withMetadata(v1.ErrorInvalidArgument("%s", validation.Error()), "field", validation.Field)
+	case errors.As(err, &keySource):
+		// A signature an operator's action needed (a stuck resolution) failed at the key
+		// source: the key source's condition, not the service's fault. Its text is cleaned.
+		// Before the unknown signer: a node that holds no key for the signer is this node's
+		// condition, not a signer that does not exist.
+		logger.Warnw("msg", "a key source failed to sign", "error", keySource.Error())
+		return withMetadata(v1.ErrorSignerUnavailable("the signer's key source failed to sign: %s", keySource.Error()), MetadataRetryAfter, retryAfter(5*time.Second))
 	case errors.Is(err, domain.ErrUnknownSigner):
 		return v1.ErrorUnknownSigner("%s", err.Error())
 	case errors.Is(err, domain.ErrIntentReverts):
@@ -87,11 +94,6 @@ func ToAPIError(logger *log.Helper, err error) error {
 		logger.Warnw("msg", "create for a signer that cannot sign", "error", cannotSign.Error())
 		return withMetadata(v1.ErrorSignerUnavailable("%s; operators find the key source's error in the signer's status", cannotSign.Summary()),
 			MetadataRetryAfter, retryAfter(cannotSign.RetryAfter))
-	case errors.As(err, &keySource):
-		// A signature an operator's action needed (a stuck resolution) failed at the key
-		// source: the key source's condition, not the service's fault. Its text is cleaned.
-		logger.Warnw("msg", "a key source failed to sign", "error", keySource.Error())
-		return withMetadata(v1.ErrorSignerUnavailable("the signer's key source failed to sign: %s", keySource.Error()), MetadataRetryAfter, retryAfter(5*time.Second))
 	case errors.As(err, &unanswered):
 		logger.Warnw("msg", "forwarded create without a requestId unanswered", "error", err.Error())
 		return v1.ErrorOutcomeUnknown("the create went to the signer's owner, which did not answer: it may have been made, and without a requestId a second create could not be told from it, so it was not sent again; look for it before sending it again, and send creates with a requestId, whose retries are safe")

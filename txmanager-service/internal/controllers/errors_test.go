@@ -64,6 +64,8 @@ func TestToAPIErrorMapsEveryDomainError(t *testing.T) {
 			status: http.StatusConflict, reason: v1.ErrorReason_SIGNER_ACTIVE},
 		{name: "a key source that failed to sign", err: fmt.Errorf("resolve: %w", &services.KeySourceError{Err: errors.New("kms: key disabled")}),
 			status: 503, reason: v1.ErrorReason_SIGNER_UNAVAILABLE, metadata: map[string]string{controllers.MetadataRetryAfter: "5"}, logged: true},
+		{name: "a node without the signer's key failed to sign", err: fmt.Errorf("resolve: %w", &services.KeySourceError{Err: fmt.Errorf("%w: no key source holds it", domain.ErrUnknownSigner)}),
+			status: 503, reason: v1.ErrorReason_SIGNER_UNAVAILABLE, metadata: map[string]string{controllers.MetadataRetryAfter: "5"}, logged: true},
 		{name: "signer cannot sign: its key source's error is logged", err: &domain.SignerUnavailableError{Signer: "0xaa", Since: time.Unix(0, 0), Unsigned: 3,
 			Cause: "AccessDeniedException: arn:aws:iam::123456789012:role/txm is not allowed kms:Sign at kms.db.internal", RetryAfter: 10 * time.Second},
 			status: http.StatusServiceUnavailable, reason: v1.ErrorReason_SIGNER_UNAVAILABLE, metadata: map[string]string{controllers.MetadataRetryAfter: "10"}, logged: true},

@@ -57,7 +57,7 @@ func TestSignerGaugesAreScraped(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := services.NewOpenSigners(repositories.NewOpenSignerRepository(pool, testsupport.TestChain()), node.Leases, metrics, testLogger()); err != nil {
+	if _, err := services.NewOpenSigners(repositories.NewOpenSignerRepository(pool, testsupport.TestChain()), node.Leases, signerList{}, metrics, testLogger()); err != nil {
 		t.Fatal(err)
 	}
 	if _, errs := testsupport.Results(t, node.Allocate(t, driven, 1)); errors.Join(errs...) != nil {

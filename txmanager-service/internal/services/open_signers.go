@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -32,12 +33,13 @@ type OpenSignerStore interface {
 type OpenSigners struct {
 	store  OpenSignerStore
 	leases *LeaseManager
+	keys   SignerDirectory
 	log    *log.Helper
 }
 
 // NewOpenSigners builds the use case and registers the pending-age gauge.
-func NewOpenSigners(store OpenSignerStore, leases *LeaseManager, metrics *telemetry.Metrics, logger log.Logger) (*OpenSigners, error) {
-	o := &OpenSigners{store: store, leases: leases, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
+func NewOpenSigners(store OpenSignerStore, leases *LeaseManager, keys SignerDirectory, metrics *telemetry.Metrics, logger log.Logger) (*OpenSigners, error) {
+	o := &OpenSigners{store: store, leases: leases, keys: keys, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
 	err := metrics.RegisterFloatGauge(telemetry.PendingOldestAgeSeconds,
 		"Age of the oldest unfinished transaction, per signer this node holds.",
 		func(ctx context.Context, record func(float64, ...attribute.KeyValue)) {
@@ -75,6 +77,12 @@ func (o *OpenSigners) Adopt(ctx context.Context) (int, error) {
 		}
 		if s.LeaseLive {
 			continue // a live peer drives it
+		}
+		if err := o.keys.Accepts(common.HexToAddress(s.Signer)); errors.Is(err, domain.ErrUnknownSigner) {
+			// This node holds no key for it (a key source it could not build, a node
+			// configured apart): holding the lease would stall the signer on every node,
+			// since nothing it allocated could be signed here. A node that can sign takes it.
+			continue
 		}
 		if _, err := o.leases.Acquire(ctx, s.Signer); err != nil {
 			if !errors.Is(err, domain.ErrNotLeader) {

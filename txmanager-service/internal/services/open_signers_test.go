@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -43,21 +44,34 @@ func (o openSigners) OldestPendingAges(context.Context, []string) (map[string]fl
 }
 
 // A signer with open transactions whose lease nobody holds is taken, so some node drives
-// it; one a live peer holds is left to the peer, and one this node holds is kept.
+// it; one a live peer holds is left to the peer, one this node holds is kept, and one this
+// node holds no key for is left to a node that can sign for it.
 func TestOpenSignersAreAdopted(t *testing.T) {
-	store := &grantingLeases{foreign: []string{"0xcontested"}}
+	const (
+		orphan    = "0x00000000000000000000000000000000000000a1"
+		held      = "0x00000000000000000000000000000000000000a2"
+		peer      = "0x00000000000000000000000000000000000000a3"
+		contested = "0x00000000000000000000000000000000000000a4"
+		keyless   = "0x00000000000000000000000000000000000000a5"
+	)
+	store := &grantingLeases{foreign: []string{contested}}
 	leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a", Duration: 10 * time.Second, RenewInterval: 3 * time.Second, IdleTimeout: time.Minute},
 		store, services.SystemClock{}, telemetry.Noop(), log.DefaultLogger)
-	if _, err := leases.Acquire(t.Context(), "0xheld"); err != nil {
+	if _, err := leases.Acquire(t.Context(), held); err != nil {
 		t.Fatal(err)
 	}
 	store.asked = nil
+	keys := &rosterDirectory{held: map[common.Address]bool{}}
+	for _, s := range []string{orphan, held, peer, contested} {
+		keys.held[common.HexToAddress(s)] = true
+	}
 	o, err := services.NewOpenSigners(openSigners{open: []services.OpenSigner{
-		{Signer: "0xorphan"}, // nobody drives it
-		{Signer: "0xheld", Owner: "node-a", LeaseLive: true}, // ours already
-		{Signer: "0xpeer", Owner: "node-b", LeaseLive: true}, // a live peer drives it
-		{Signer: "0xcontested", Owner: "node-b"},             // expired, but a peer took it meanwhile
-	}}, leases, telemetry.Noop(), log.DefaultLogger)
+		{Signer: orphan},                                 // nobody drives it
+		{Signer: held, Owner: "node-a", LeaseLive: true}, // ours already
+		{Signer: peer, Owner: "node-b", LeaseLive: true}, // a live peer drives it
+		{Signer: contested, Owner: "node-b"},             // expired, but a peer took it meanwhile
+		{Signer: keyless},                                // nobody drives it, but this node cannot sign for it
+	}}, leases, keys, telemetry.Noop(), log.DefaultLogger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +82,12 @@ func TestOpenSignersAreAdopted(t *testing.T) {
 	if acquired != 1 {
 		t.Errorf("acquired %d signers, want 1 (the orphan)", acquired)
 	}
-	if !slices.Equal(store.asked, []string{"0xorphan", "0xcontested"}) {
+	if !slices.Equal(store.asked, []string{orphan, contested}) {
 		t.Errorf("asked the database for %v, want the orphan and the expired one only", store.asked)
 	}
-	held := leases.HeldSigners()
-	slices.Sort(held)
-	if !slices.Equal(held, []string{"0xheld", "0xorphan"}) {
-		t.Errorf("holds %v, want 0xheld and 0xorphan", held)
+	got := leases.HeldSigners()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{orphan, held}) {
+		t.Errorf("holds %v, want %s and %s", got, orphan, held)
 	}
 }

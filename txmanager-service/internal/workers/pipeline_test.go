@@ -90,7 +90,7 @@ func newPipelineNode(t *testing.T, pool *pgxpool.Pool, sim *chain.SimulatedChain
 	if err != nil {
 		t.Fatal(err)
 	}
-	open, err := services.NewOpenSigners(repositories.NewOpenSignerRepository(pool, chainID), leases, metrics, logger)
+	open, err := services.NewOpenSigners(repositories.NewOpenSignerRepository(pool, chainID), leases, signerList{}, metrics, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
