@@ -318,6 +318,11 @@ func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateReques
 	if given != 0 {
 		return given, nil
 	}
+	if limit := uc.cfg.Limits.MaxGasLimit; limit != 0 && estimate > limit {
+		// Cut to the bound it would run out of gas for certain, spending its nonce and fee.
+		return 0, &domain.ValidationError{Field: "gasLimit",
+			Reason: fmt.Sprintf("this call needs %d gas by the node's estimate, above the %d this deployment allows a transaction (create.maxGasLimit)", estimate, limit)}
+	}
 	return padEstimate(estimate, uc.cfg.GasEstimateMultiplier, uc.cfg.Limits.MaxGasLimit), nil
 }
 

@@ -388,3 +388,34 @@ func TestACreateWhoseTimeRunsOutInTheWriterHasAnUnknownOutcome(t *testing.T) {
 		t.Fatalf("%d transactions written after the caller left, want the one its batch held", rows)
 	}
 }
+
+// An intent without a gas limit whose estimate is above create.maxGasLimit is refused on
+// gasLimit, before it takes a nonce: cut to the bound it would run out of gas for certain.
+// One within the bound is padded up to it at most.
+func TestAnEstimateAboveTheGasBoundIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newCreateFixture(t)
+	limits := domain.DefaultLimits()
+	limits.MaxGasLimit = 30000
+	create := f.useCase(services.CreateConfig{EstimateGas: true, GasEstimateMultiplier: 1.5, Limits: limits}, nil)
+	signer := f.funded[0]
+	tests := []struct {
+		name    string
+		in      domain.CreateInput
+		wantErr error
+		wantGas uint64
+	}{
+		{name: "a store that needs about 43,000 gas", in: domain.CreateInput{Signer: signer.Hex(), Value: "0", Data: "0x600160005500"}, wantErr: domain.ErrInvalidArgument},
+		{name: "a transfer, padded to the bound", in: transfer(signer, "", "1", 0), wantGas: 30000},
+	}
+	for _, tt := range tests {
+		res, err := create.Create(t.Context(), tt.in)
+		switch {
+		case tt.wantErr != nil && !errors.Is(err, tt.wantErr):
+			t.Fatalf("%s: %+v, %v; want %v", tt.name, res.Tx, err, tt.wantErr)
+		case tt.wantErr == nil && (err != nil || res.Tx.EffectiveGasLimit != tt.wantGas):
+			t.Fatalf("%s: gas %d, %v; want created with %d", tt.name, res.Tx.EffectiveGasLimit, err, tt.wantGas)
+		}
+	}
+	testsupport.AssertSignerRows(t, f.pool, signer.Hex(), []testsupport.RowWant{{Nonce: 0, Token: 1}}, 1)
+}
