@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/go-kratos/kratos/v2/log"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -157,14 +156,9 @@ func (c *TxController) GetTxByRequest(ctx context.Context, req *v1.GetTxByReques
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
 	}
+	// An intent held for approval is read under its request id as well.
 	return c.readTx(ctx, req.GetWait(), func(ctx context.Context) (domain.ManagedTx, error) {
-		tx, err := chain.Get.ByRequestID(ctx, req.GetSigner(), req.GetRequestId())
-		if errors.Is(err, domain.ErrNotFound) && c.approvals != nil {
-			if waiting, err := c.approvals.TxByRequest(ctx, chain.ID, common.HexToAddress(req.GetSigner()), req.GetRequestId()); err == nil {
-				return waiting, nil
-			}
-		}
-		return tx, err
+		return chain.Get.ByRequestID(ctx, req.GetSigner(), req.GetRequestId())
 	})
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -38,18 +37,6 @@ func (r *ApprovalRepository) Get(ctx context.Context, id uuid.UUID) (domain.Appr
 	}
 	if err != nil {
 		return domain.Approval{}, fmt.Errorf("approval %s: %w", id, err)
-	}
-	return r.withVotes(ctx, r.q, row)
-}
-
-// GetByRequest implements services.ApprovalStore.
-func (r *ApprovalRepository) GetByRequest(ctx context.Context, chainID uint64, signer common.Address, requestID string) (domain.Approval, error) {
-	row, err := r.q.GetApprovalByRequest(ctx, sqlcdb.GetApprovalByRequestParams{ChainID: int64(chainID), Signer: signer.Hex(), RequestID: pgtype.Text{String: requestID, Valid: true}})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return domain.Approval{}, &domain.NotFoundError{What: "no approval for request " + requestID}
-	}
-	if err != nil {
-		return domain.Approval{}, fmt.Errorf("approval of request %s: %w", requestID, err)
 	}
 	return r.withVotes(ctx, r.q, row)
 }

@@ -32,9 +32,26 @@ func (r *TxRepository) GetByID(ctx context.Context, id uuid.UUID) (domain.Manage
 }
 
 // GetByRequestID implements services.TxReader.
+// An intent held for approval, or decided without a transaction, holds its request id as
+// an approval request: a create's retry is answered with it, as the writer answers it.
 func (r *TxRepository) GetByRequestID(ctx context.Context, signer common.Address, requestID string) (domain.ManagedTx, error) {
 	row, err := r.q.GetTxByRequestID(ctx, sqlcdb.GetTxByRequestIDParams{ChainID: r.chainID, Signer: signer.Hex(), RequestID: pgtype.Text{String: requestID, Valid: true}})
-	return mapOne(row.ManagedTx, signingFailure{row.SigningFailingSince, row.SigningError}, err, "get tx by request id")
+	tx, err := mapOne(row.ManagedTx, signingFailure{row.SigningFailingSince, row.SigningError}, err, "get tx by request id")
+	if !errors.Is(err, domain.ErrNotFound) {
+		return tx, err
+	}
+	approvalRow, err := r.q.GetApprovalByRequest(ctx, sqlcdb.GetApprovalByRequestParams{ChainID: r.chainID, Signer: signer.Hex(), RequestID: pgtype.Text{String: requestID, Valid: true}})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return domain.ManagedTx{}, domain.ErrNotFound
+	}
+	if err != nil {
+		return domain.ManagedTx{}, fmt.Errorf("get approval by request id: %w", err)
+	}
+	approval, err := approvalOf(approvalRow)
+	if err != nil {
+		return domain.ManagedTx{}, err
+	}
+	return approval.AsTx(), nil
 }
 
 // HasAdoptable implements services.TxReader.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
@@ -19,7 +18,6 @@ import (
 // ApprovalStore keeps the intents sent for approval and their votes (migration 0021).
 type ApprovalStore interface {
 	Get(ctx context.Context, id uuid.UUID) (domain.Approval, error)
-	GetByRequest(ctx context.Context, chainID uint64, signer common.Address, requestID string) (domain.Approval, error)
 	List(ctx context.Context, f ApprovalFilter) ([]domain.Approval, error)
 	// Lock reads and locks the approval until sess ends, and whether it is past its expiry.
 	Lock(ctx context.Context, sess txmanager.Session, id uuid.UUID) (domain.Approval, bool, error)
@@ -117,15 +115,6 @@ func (d *ApprovalDesk) List(ctx context.Context, state, before string, signers [
 // TxByID is the approval id reads as a transaction before it has a nonce.
 func (d *ApprovalDesk) TxByID(ctx context.Context, id string) (domain.ManagedTx, error) {
 	a, err := d.Get(ctx, id)
-	if err != nil {
-		return domain.ManagedTx{}, err
-	}
-	return a.AsTx(), nil
-}
-
-// TxByRequest is the request's approval as a transaction before it has a nonce.
-func (d *ApprovalDesk) TxByRequest(ctx context.Context, chainID uint64, signer common.Address, requestID string) (domain.ManagedTx, error) {
-	a, err := d.store.GetByRequest(ctx, chainID, signer, requestID)
 	if err != nil {
 		return domain.ManagedTx{}, err
 	}

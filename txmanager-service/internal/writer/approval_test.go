@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/writer"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
@@ -65,6 +66,11 @@ func TestApprovalWaitsWithoutANonceAndIsAdmittedOnce(t *testing.T) {
 	}
 	if again, created, err := create("big", 5000, domain.Approval{}); err != nil || created || again.ID != waiting.ID {
 		t.Fatalf("the waiting request's retry: id %s created %v err %v, want the same approval %s", again.ID, created, err, waiting.ID)
+	}
+	// A retry answered before the writer (refused there for now: another node's signer, a
+	// chain that does not answer) reads its request id as the writer does.
+	if found, err := repositories.NewTxRepository(pool, testsupport.TestChain()).GetByRequestID(ctx, signer, "big"); err != nil || found.ID != waiting.ID || found.State != domain.StateAwaitingApproval {
+		t.Fatalf("the waiting request's id read outside the writer: %s %s, %v; want the approval %s", found.ID, found.State, err, waiting.ID)
 	}
 	for _, value := range []int64{5001, 10} {
 		// 10 is under the threshold: no approval needed, yet the request id is taken.
