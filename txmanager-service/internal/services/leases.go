@@ -1,6 +1,7 @@
 package services
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -101,11 +102,23 @@ func (m *LeaseManager) Acquire(ctx context.Context, signer string) (domain.Lease
 		return domain.Lease{}, &domain.NotLeaderError{Signer: signer, Owner: f.owner, RetryAfter: m.cfg.NotLeaderRetryAfter}
 	}
 	m.mu.Unlock()
-	v, err, _ := m.flight.Do(signer, func() (any, error) { return m.acquireFromStore(ctx, signer) })
-	if err != nil {
-		return domain.Lease{}, err
+	// The callers that join one flight share its answer, so it runs on a context of its own
+	// (bounded by a lease's length): the first caller's deadline or cancellation must not
+	// fail the others. Each caller waits as long as its own context allows.
+	flight := m.flight.DoChan(signer, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(m.cfg.Duration, 10*time.Second))
+		defer cancel()
+		return m.acquireFromStore(ctx, signer)
+	})
+	select {
+	case res := <-flight:
+		if res.Err != nil {
+			return domain.Lease{}, res.Err
+		}
+		return res.Val.(domain.Lease), nil
+	case <-ctx.Done():
+		return domain.Lease{}, &domain.UnavailableError{Reason: "lease store", RetryAfter: time.Second, Err: ctx.Err()}
 	}
-	return v.(domain.Lease), nil
 }
 
 func (m *LeaseManager) acquireFromStore(ctx context.Context, signer string) (domain.Lease, error) {

@@ -1,6 +1,7 @@
 package services_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -186,5 +187,62 @@ func TestLeaseManagerReleaseAll(t *testing.T) {
 	lease, err := peer.leases.Acquire(t.Context(), signers[0])
 	if err != nil || lease.Token != 2 {
 		t.Fatalf("the peer's acquisition: %+v, %v; want token 2", lease, err)
+	}
+}
+
+// heldLeaseStore is a lease store whose answers wait until the test lets them go, and that
+// fails any whose context ended meanwhile (as a database call does).
+type heldLeaseStore struct {
+	grantingLeases
+	asked   chan struct{}
+	release chan struct{}
+}
+
+func (h *heldLeaseStore) AcquireOrRenew(ctx context.Context, signer, node string, duration, skew time.Duration) (services.LeaseGrant, error) {
+	h.asked <- struct{}{}
+	<-h.release
+	if err := ctx.Err(); err != nil {
+		return services.LeaseGrant{}, err
+	}
+	return h.grantingLeases.AcquireOrRenew(ctx, signer, node, duration, skew)
+}
+
+// Creates that ask for one signer's lease at once share one question to the database: the
+// first caller leaving (its deadline, a cancelled request) does not fail the others.
+func TestALeaseAskedForTogetherSurvivesItsFirstCallerLeaving(t *testing.T) {
+	t.Parallel()
+	store := &heldLeaseStore{asked: make(chan struct{}, 1), release: make(chan struct{})}
+	leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a", Duration: 10 * time.Second, RenewInterval: 3 * time.Second, IdleTimeout: time.Minute},
+		store, services.SystemClock{}, telemetry.Noop(), testLogger())
+	const signer = "0x00000000000000000000000000000000000000b1"
+	first, leave := context.WithCancel(t.Context())
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := leases.Acquire(first, signer)
+		firstErr <- err
+	}()
+	<-store.asked
+	secondErr := make(chan error, 1)
+	go func() {
+		_, err := leases.Acquire(t.Context(), signer)
+		secondErr <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the second joins the flight the first started
+	leave()
+	select {
+	case err := <-firstErr:
+		if !errors.Is(err, domain.ErrUnavailable) {
+			t.Fatalf("the caller that left: %v, want unavailable", err)
+		}
+	case <-time.After(5 * time.Second):
+		close(store.release)
+		t.Fatal("the caller that left still waits for the database's answer")
+	}
+	close(store.release)
+	if err := <-secondErr; err != nil {
+		t.Fatalf("the caller that waited: %v, want the lease", err)
+	}
+	if _, held := leases.Current(signer); !held {
+		t.Fatal("the lease is not held after the shared question was answered")
 	}
 }
