@@ -3,12 +3,11 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strings"
+	"runtime"
 	"sync"
 
-	"github.com/ethereum/go-ethereum/common"
-
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 )
 
 // MaxBatchCreates bounds one CreateTxBatch call.
@@ -43,7 +42,7 @@ func (c *TxController) CreateTxBatch(ctx context.Context, req *v1.CreateTxBatchR
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out.Results[i] = v1.CreateResultOf(c.CreateTx(ctx, create))
+			out.Results[i] = v1.CreateResultOf(c.CreateTxIsolated(ctx, create))
 		}()
 	}
 	wg.Wait()
@@ -76,9 +75,26 @@ func (c *TxController) keyOf(create *v1.CreateTxRequest) (batchKey, bool) {
 	if ch, err := c.chains.Lookup(chain); err == nil {
 		chain = ch.ID // 0 names the only chain
 	}
-	signer := strings.ToLower(create.GetSigner())
-	if common.IsHexAddress(signer) {
-		signer = strings.ToLower(common.HexToAddress(signer).Hex())
+	// A create whose signer does not parse is refused on its own, and names no key a valid
+	// create of the batch could repeat.
+	signer, err := domain.ParseAddress("signer", create.GetSigner())
+	if err != nil {
+		return batchKey{}, false
 	}
-	return batchKey{chain: chain, signer: signer, requestID: create.GetRequestId()}, true
+	return batchKey{chain: chain, signer: signer.Hex(), requestID: create.GetRequestId()}, true
+}
+
+// CreateTxIsolated is CreateTx for one create of many served at once on goroutines of their
+// own, out of the reach of the server's recovery: a panic is answered INTERNAL for this
+// create alone, logged with its stack, instead of ending the process.
+func (c *TxController) CreateTxIsolated(ctx context.Context, create *v1.CreateTxRequest) (resp *v1.CreateTxResponse, err error) {
+	defer func() {
+		if panicValue := recover(); panicValue != nil {
+			stack := make([]byte, 64<<10)
+			stack = stack[:runtime.Stack(stack, false)]
+			c.log.Errorw("msg", "panic while serving one create of a batch", "panic", fmt.Sprint(panicValue), "stack", string(stack))
+			resp, err = nil, v1.ErrorInternal("internal error")
+		}
+	}()
+	return c.CreateTx(ctx, create)
 }

@@ -338,3 +338,63 @@ func TestATrickledBodyDoesNotHoldItsConnection(t *testing.T) {
 		}
 	}
 }
+
+// A panic while one create of a batch is served (on a goroutine of its own, out of the
+// server's recovery) is answered INTERNAL for that create alone; the others are answered
+// and the process lives.
+func TestAPanicInOneCreateOfABatchIsThatCreatesAlone(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	h := s.httpServer()
+	s.txs.panicOnRequest = "poison"
+	body := fmt.Sprintf(`{"creates":[%s,%s]}`, createBody(signerA.Hex(), "poison"), createBody(signerA.Hex(), "fine"))
+	rec := request{method: "POST", path: "/api/v1/tx:batch", body: body, header: withKey(clientKey)}.send(h)
+	if rec.Code != nethttp.StatusOK {
+		t.Fatalf("the batch: %d %s, want 200", rec.Code, rec.Body)
+	}
+	var answer struct {
+		Results []struct {
+			Error *struct {
+				Reason string `json:"reason"`
+			} `json:"error"`
+		} `json:"results"`
+		Created, Refused int
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &answer); err != nil || len(answer.Results) != 2 {
+		t.Fatalf("the batch's answer %s: %v", rec.Body, err)
+	}
+	if e := answer.Results[0].Error; e == nil || e.Reason != "INTERNAL" {
+		t.Fatalf("the poisoned create: %s, want INTERNAL", rec.Body)
+	}
+	if answer.Results[1].Error != nil || answer.Created != 1 || answer.Refused != 1 {
+		t.Fatalf("the batch's answer %s: want the other create made", rec.Body)
+	}
+}
+
+// A create refused for its signer's spelling (a miscased checksum) names no key: a valid
+// create of the batch with the same signer and requestId is made, not refused as its repeat.
+func TestABatchsRefusedCreateIsNotRepeatedByAValidOne(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	h := s.httpServer()
+	miscased := strings.Replace(signerChecksummed.Hex(), "6E0F", "6e0F", 1)
+	body := fmt.Sprintf(`{"creates":[%s,%s]}`, createBody(miscased, "pay-1"), createBody(strings.ToLower(signerChecksummed.Hex()), "pay-1"))
+	rec := request{method: "POST", path: "/api/v1/tx:batch", body: body, header: withKey(adminKey)}.send(h) // granted every signer
+	var answer struct {
+		Results []struct {
+			Error *struct {
+				Reason   string            `json:"reason"`
+				Metadata map[string]string `json:"metadata"`
+			} `json:"error"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &answer); rec.Code != nethttp.StatusOK || err != nil || len(answer.Results) != 2 {
+		t.Fatalf("the batch: %d %s (%v)", rec.Code, rec.Body, err)
+	}
+	if e := answer.Results[0].Error; e == nil || e.Reason != "INVALID_ARGUMENT" || !strings.Contains(fmt.Sprint(e.Metadata), "signer") {
+		t.Fatalf("the miscased signer's create: %s, want refused on signer", rec.Body)
+	}
+	if answer.Results[1].Error != nil {
+		t.Fatalf("the valid create: %s, want made", rec.Body)
+	}
+}

@@ -41,7 +41,7 @@ func (p *peerService) ForwardCreates(ctx context.Context, req *v1.ForwardCreates
 				ctx, cancel = context.WithTimeout(ctx, time.Duration(timeouts[i])*time.Millisecond)
 				defer cancel()
 			}
-			resp, err := p.tx.CreateTx(ctx, create)
+			resp, err := p.tx.CreateTxIsolated(ctx, create)
 			if err != nil {
 				results[i] = v1.CreateResultOf(nil, err)
 				return

@@ -53,6 +53,9 @@ var (
 	signerA       = common.HexToAddress("0x00000000000000000000000000000000000000a1")
 	signerLeased  = common.HexToAddress("0x00000000000000000000000000000000000000a2")
 	signerUnknown = common.HexToAddress("0x00000000000000000000000000000000000000a3")
+	// signerChecksummed is served here too; its EIP-55 form mixes cases, so a miscased
+	// spelling of it is refused.
+	signerChecksummed = common.HexToAddress("0x52908400098527886E0F7030069857D2E4169EE7")
 )
 
 func testLogger() log.Logger {
@@ -92,8 +95,10 @@ func testBootstrap() *conf.Bootstrap {
 type memTxs struct {
 	mu   sync.Mutex
 	byID map[uuid.UUID]domain.ManagedTx
-	// panicOn makes a read of that id panic (a bug below the transport).
-	panicOn uuid.UUID
+	// panicOn makes a read of that id panic (a bug below the transport); panicOnRequest
+	// the same of a read by that request id.
+	panicOn        uuid.UUID
+	panicOnRequest string
 }
 
 func (m *memTxs) GetByID(_ context.Context, id uuid.UUID) (domain.ManagedTx, error) {
@@ -116,6 +121,9 @@ func (m *memTxs) HasAdoptable(context.Context, common.Address, [32]byte) (bool, 
 func (m *memTxs) GetByRequestID(_ context.Context, signer common.Address, requestID string) (domain.ManagedTx, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if requestID != "" && requestID == m.panicOnRequest {
+		panic("read of a poisoned request")
+	}
 	for _, tx := range m.byID {
 		if tx.Signer == signer && tx.RequestID == requestID {
 			return tx, nil
@@ -200,7 +208,7 @@ func (leaseStore) Renew(context.Context, string, []string, time.Duration) ([]ser
 type signerKeys struct{}
 
 func (signerKeys) Accepts(signer common.Address) error {
-	if signer == signerA || signer == signerLeased {
+	if signer == signerA || signer == signerLeased || signer == signerChecksummed {
 		return nil
 	}
 	return domain.ErrUnknownSigner
