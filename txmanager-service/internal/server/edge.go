@@ -135,10 +135,12 @@ func (l *RateLimiter) waitSeconds(ctx context.Context, id string, n int) int {
 	return int(math.Ceil(wait.Seconds()))
 }
 
-// creates is what a request costs of its credential's rate: a batch costs each of its creates.
+// creates is what a request costs of its credential's rate: a batch costs each of its
+// creates, up to the most a batch may carry (a larger one is refused whole, and costs no
+// more than the largest that is served).
 func creates(req any) int {
 	if batch, ok := req.(*v1.CreateTxBatchRequest); ok {
-		return max(len(batch.GetCreates()), 1)
+		return min(max(len(batch.GetCreates()), 1), controllers.MaxBatchCreates)
 	}
 	return 1
 }

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/console"
+	"github.com/bionicotaku/txmanager-service/internal/controllers"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
@@ -54,5 +56,31 @@ func TestConsoleRequestsCountAgainstTheRateLimit(t *testing.T) {
 	var limited *console.RateLimitedError
 	if !errors.As(err, &limited) || limited.RetryAfterSeconds != 10 {
 		t.Fatalf("the second page at 0.1 a second: %v, want a wait of 10 s", err)
+	}
+}
+
+// A batch costs each of its creates, but one larger than a batch may be (refused whole) no
+// more than the largest served: 5,000 empty creates must not leave the credential in debt
+// for 5,000 creates' worth.
+func TestABatchCostsAtMostTheLargestServed(t *testing.T) {
+	t.Parallel()
+	batch := func(n int) *v1.CreateTxBatchRequest {
+		return &v1.CreateTxBatchRequest{Creates: make([]*v1.CreateTxRequest, n)}
+	}
+	tests := []struct {
+		name string
+		req  any
+		want int
+	}{
+		{"a single create", &v1.CreateTxRequest{}, 1},
+		{"an empty batch", batch(0), 1},
+		{"a batch of 100", batch(100), 100},
+		{"a batch of the most allowed", batch(controllers.MaxBatchCreates), controllers.MaxBatchCreates},
+		{"a batch over the bound", batch(5000), controllers.MaxBatchCreates},
+	}
+	for _, tt := range tests {
+		if got := creates(tt.req); got != tt.want {
+			t.Errorf("%s costs %d, want %d", tt.name, got, tt.want)
+		}
 	}
 }
