@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/go-kratos/kratos/v2/middleware"
 	"github.com/go-kratos/kratos/v2/middleware/metrics"
 	"github.com/go-kratos/kratos/v2/transport"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -19,7 +22,8 @@ import (
 // Middleware is the chain every API call goes through, on HTTP and gRPC alike: recover
 // from panics, trace (continuing the caller's trace, e.g. across forwarding), count and
 // time the request (Kratos server metrics), take the hop count from authenticated peers
-// only, authenticate, then apply the caller's rate limit.
+// only, authenticate, apply the caller's rate limit, then refuse text a database column
+// cannot hold.
 type Middleware struct {
 	chain []middleware.Middleware
 }
@@ -41,7 +45,67 @@ func NewMiddleware(routing conf.Routing, tp trace.TracerProvider, m *telemetry.M
 		peerHops(routing),
 		auth.Middleware(),
 		limiter.Middleware(),
+		refuseNULs(),
 	}}, nil
+}
+
+// refuseNULs refuses a request whose text fields hold a NUL character, naming the field:
+// PostgreSQL's text cannot store one, so a description, a note or a request id with it
+// would otherwise fail at the insert and be answered 500.
+func refuseNULs() middleware.Middleware {
+	return func(next middleware.Handler) middleware.Handler {
+		return func(ctx context.Context, req any) (any, error) {
+			if msg, ok := req.(proto.Message); ok {
+				if field := nulField(msg.ProtoReflect(), ""); field != "" {
+					return nil, v1.InvalidArgument(field, "holds a NUL character, which no text field may")
+				}
+			}
+			return next(ctx, req)
+		}
+	}
+}
+
+// nulField is the path of the first string field of m, nested messages and lists and maps
+// included, that holds a NUL character ("" when none does).
+func nulField(m protoreflect.Message, prefix string) string {
+	var found string
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		name := prefix + fd.JSONName()
+		switch {
+		case fd.IsList():
+			list := v.List()
+			for i := range list.Len() {
+				if found = nulValue(fd, list.Get(i), fmt.Sprintf("%s[%d]", name, i)); found != "" {
+					return false
+				}
+			}
+		case fd.IsMap():
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				if strings.ContainsRune(k.String(), 0) {
+					found = name
+					return false
+				}
+				found = nulValue(fd.MapValue(), mv, name) // the key is not echoed
+				return found == ""
+			})
+		default:
+			found = nulValue(fd, v, name)
+		}
+		return found == ""
+	})
+	return found
+}
+
+func nulValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, name string) string {
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		if strings.ContainsRune(v.String(), 0) {
+			return name
+		}
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return nulField(v.Message(), name+".")
+	}
+	return ""
 }
 
 // recovered answers a panic while serving a request with INTERNAL and logs it with its
