@@ -66,7 +66,7 @@ func TestOpenSignersAreAdopted(t *testing.T) {
 		keys.held[common.HexToAddress(s)] = true
 	}
 	o, err := services.NewOpenSigners(openSigners{open: []services.OpenSigner{
-		{Signer: orphan},                                 // nobody drives it
+		{Signer: orphan}, // nobody drives it
 		{Signer: held, Owner: "node-a", LeaseLive: true}, // ours already
 		{Signer: peer, Owner: "node-b", LeaseLive: true}, // a live peer drives it
 		{Signer: contested, Owner: "node-b"},             // expired, but a peer took it meanwhile

@@ -372,7 +372,12 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 		if cursor == saved {
 			return true
 		}
-		moved, err := s.advance(ctx, cursor, unsaved)
+		// Also when the delivery is being stopped (a pause, a shutdown, a lost claim): what
+		// the receiver accepted is not sent again. The lease and token in the statement
+		// still refuse a save after another node took the subscription.
+		saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cursorSaveTimeout)
+		defer cancel()
+		moved, err := s.advance(saveCtx, cursor, unsaved)
 		if err != nil || !moved {
 			d.lost(c, err)
 			return false
@@ -381,6 +386,7 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 		return true
 	}
 	var take []pushed // the events of one delivery, its backing array kept from one to the next
+	defer save()      // what was delivered before a stop is not delivered again
 	for ctx.Err() == nil {
 		changed := s.changed()
 		page, err := s.read(ctx, cursor)
@@ -452,6 +458,9 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 
 // cursorSaveInterval bounds how long delivered events go without their cursor saved.
 const cursorSaveInterval = 250 * time.Millisecond
+
+// cursorSaveTimeout bounds one save of a cursor, which runs even as its delivery stops.
+const cursorSaveTimeout = 2 * time.Second
 
 // deliveryOf is what one delivery of events sends: the event alone where the subscription
 // takes one a delivery, else a batch named by its first and last cursors, which is the same
