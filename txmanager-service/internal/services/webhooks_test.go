@@ -415,8 +415,9 @@ func TestWebhookCursorBelowRetentionIsNotDeliveredWithAHole(t *testing.T) {
 	if _, err := book.Replay(ctx, sub.ID.String(), 0, "ops"); err != nil {
 		t.Fatalf("a replay from the start: %v", err)
 	}
-	if _, err := book.SetState(ctx, sub.ID.String(), domain.SubscriptionActive, "ops"); err != nil {
-		t.Fatalf("resume: %v", err)
+	// The replay starts the dead subscription again: no resume is needed.
+	if got, err := store.Get(ctx, sub.ID); err != nil || got.State != domain.SubscriptionActive {
+		t.Fatalf("after the replay: %s, %v; want active", got.State, err)
 	}
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		d.Pass(ctx)
@@ -429,6 +430,16 @@ func TestWebhookCursorBelowRetentionIsNotDeliveredWithAHole(t *testing.T) {
 	}
 	if delivered != 5 {
 		t.Fatalf("%d delivered after a replay from the start, want the 5 kept after the subscription's position", delivered)
+	}
+	// A paused subscription replayed stays paused: its operator resumes it.
+	if _, err := book.SetState(ctx, sub.ID.String(), domain.SubscriptionPaused, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := book.Replay(ctx, sub.ID.String(), 0, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := store.Get(ctx, sub.ID); err != nil || got.State != domain.SubscriptionPaused {
+		t.Fatalf("a paused subscription replayed: %s, %v; want still paused", got.State, err)
 	}
 }
 

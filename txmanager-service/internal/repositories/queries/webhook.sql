@@ -24,8 +24,10 @@ WHERE subscription_id = @subscription_id;
 
 -- name: ReplaySubscription :execrows
 -- Delivery starts again after cursor (and, from 0, every service event again too); the
--- node delivering it stops at its next write.
-UPDATE webhook_subscription SET cursor = @cursor, event_cursor = CASE WHEN @cursor::bigint = 0 THEN 0 ELSE event_cursor END, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL
+-- node delivering it stops at its next write. A dead subscription is delivered again (a
+-- replay is how an operator answers its death); a paused one stays paused until resumed.
+UPDATE webhook_subscription SET cursor = @cursor, event_cursor = CASE WHEN @cursor::bigint = 0 THEN 0 ELSE event_cursor END, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL,
+    state = CASE WHEN state = 'dead' THEN 'active' ELSE state END
 WHERE subscription_id = @subscription_id;
 
 -- name: DeleteSubscription :execrows

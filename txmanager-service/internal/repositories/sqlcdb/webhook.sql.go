@@ -320,7 +320,8 @@ func (q *Queries) ReleaseSubscriptions(ctx context.Context, nodeID pgtype.Text) 
 }
 
 const replaySubscription = `-- name: ReplaySubscription :execrows
-UPDATE webhook_subscription SET cursor = $1, event_cursor = CASE WHEN $1::bigint = 0 THEN 0 ELSE event_cursor END, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL
+UPDATE webhook_subscription SET cursor = $1, event_cursor = CASE WHEN $1::bigint = 0 THEN 0 ELSE event_cursor END, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL,
+    state = CASE WHEN state = 'dead' THEN 'active' ELSE state END
 WHERE subscription_id = $2
 `
 
@@ -330,7 +331,8 @@ type ReplaySubscriptionParams struct {
 }
 
 // Delivery starts again after cursor (and, from 0, every service event again too); the
-// node delivering it stops at its next write.
+// node delivering it stops at its next write. A dead subscription is delivered again (a
+// replay is how an operator answers its death); a paused one stays paused until resumed.
 func (q *Queries) ReplaySubscription(ctx context.Context, arg ReplaySubscriptionParams) (int64, error) {
 	result, err := q.db.Exec(ctx, replaySubscription, arg.Cursor, arg.SubscriptionID)
 	if err != nil {
