@@ -5,11 +5,14 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/bionicotaku/lingo-utils/txmanager"
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/log"
 	httpstatus "github.com/go-kratos/kratos/v2/transport/http/status"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -113,6 +116,9 @@ func ToAPIError(logger *log.Helper, err error) error {
 		return kerrors.New(httpstatus.ClientClosed, v1.ErrorReason_UNAVAILABLE.String(), "request cancelled")
 	case errors.Is(err, context.DeadlineExceeded):
 		return withMetadata(v1.ErrorUnavailable("request timed out"), MetadataRetryAfter, "1")
+	case databaseUnavailable(err):
+		logger.Warnw("msg", "request failed on the database's condition", "error", err.Error())
+		return withMetadata(v1.ErrorUnavailable("the database is unavailable for now"), MetadataRetryAfter, "1")
 	default:
 		logger.Errorw("msg", "unexpected error", "error", err.Error())
 		return v1.ErrorInternal("internal error")
@@ -130,4 +136,28 @@ func withMetadata(e *kerrors.Error, kv ...string) *kerrors.Error {
 
 func retryAfter(d time.Duration) string {
 	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
+}
+
+// databaseUnavailable: err is the database's passing condition, not a fault of the request
+// or the service: a connection that failed or was cut, a server shutting down or out of
+// resources, a statement or lock timeout, a conflict the library would run again. Such a
+// request is answered 503 with a time to retry, wherever in the service it failed.
+func databaseUnavailable(err error) bool {
+	var connect *pgconn.ConnectError
+	if txmanager.IsRetryable(err) || errors.Is(err, txmanager.ErrTxTimeout) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) || errors.As(err, &connect) {
+		return true
+	}
+	state := txmanager.SQLState(err)
+	switch {
+	case strings.HasPrefix(state, "08"), strings.HasPrefix(state, "53"): // connection exceptions, insufficient resources
+		return true
+	}
+	switch state {
+	case "57P01", "57P02", "57P03", // the server shutting down, crashed, or not yet accepting connections
+		"57014",          // a statement timeout
+		"55P03",          // a lock timeout
+		"40001", "40P01": // a serialization failure, a deadlock
+		return true
+	}
+	return false
 }

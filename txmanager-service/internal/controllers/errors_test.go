@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bionicotaku/lingo-utils/txmanager"
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/log"
 	httpstatus "github.com/go-kratos/kratos/v2/transport/http/status"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/controllers"
@@ -79,6 +81,14 @@ func TestToAPIErrorMapsEveryDomainError(t *testing.T) {
 			status: http.StatusServiceUnavailable, reason: v1.ErrorReason_OUTCOME_UNKNOWN, metadata: map[string]string{controllers.MetadataRetryAfter: "1"}, logged: true},
 		{name: "deadline passed", err: fmt.Errorf("read: %w", context.DeadlineExceeded),
 			status: http.StatusServiceUnavailable, reason: v1.ErrorReason_UNAVAILABLE, metadata: map[string]string{controllers.MetadataRetryAfter: "1"}},
+		{name: "a database shutting down", err: fmt.Errorf("webhook replay: %w", &pgconn.PgError{Code: "57P01", Message: "terminating connection at db.internal"}),
+			status: http.StatusServiceUnavailable, reason: v1.ErrorReason_UNAVAILABLE, metadata: map[string]string{controllers.MetadataRetryAfter: "1"}, logged: true},
+		{name: "a statement timeout", err: fmt.Errorf("count: %w", &pgconn.PgError{Code: "57014", Message: "canceling statement due to statement timeout"}),
+			status: http.StatusServiceUnavailable, reason: v1.ErrorReason_UNAVAILABLE, metadata: map[string]string{controllers.MetadataRetryAfter: "1"}, logged: true},
+		{name: "a transaction the library gave up retrying", err: fmt.Errorf("policy set: %w", txmanager.ErrRetryableTx),
+			status: http.StatusServiceUnavailable, reason: v1.ErrorReason_UNAVAILABLE, metadata: map[string]string{controllers.MetadataRetryAfter: "1"}, logged: true},
+		{name: "a constraint the service broke is still internal", err: fmt.Errorf("insert: %w", &pgconn.PgError{Code: "23505", Message: "SELECT duplicate key at db.internal"}),
+			status: http.StatusInternalServerError, reason: v1.ErrorReason_INTERNAL, logged: true},
 		{name: "an API error passes unchanged", err: fmt.Errorf("owner: %w", v1.ErrorPermissionDenied("caller x")),
 			status: http.StatusForbidden, reason: v1.ErrorReason_PERMISSION_DENIED},
 		{name: "anything else is internal", err: secret,

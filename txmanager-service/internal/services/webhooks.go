@@ -161,7 +161,13 @@ func (b *WebhookBook) Create(ctx context.Context, in SubscriptionInput, by strin
 	// allowed to manage webhooks.
 	b.log.Infow("msg", "webhook subscription created", "subscription", s.ID.String(), "url", domain.RedactURLs(s.URL), "by", by)
 	stored, err := b.store.Get(ctx, s.ID)
-	return stored, secret, err
+	if err != nil {
+		// It is created, and its secret is shown only now: answer with what was written
+		// rather than an error a caller would retry into a second subscription.
+		b.log.Warnw("msg", "webhook subscription created; reading it back failed, answered with what was written", "subscription", s.ID.String(), "error", err.Error())
+		return s, secret, nil
+	}
+	return stored, secret, nil
 }
 
 // checkHost refuses a host that resolves (or is) somewhere the network policy forbids.
