@@ -64,6 +64,9 @@ func TestWaitBacksOffWhenAnsweredEarly(t *testing.T) {
 // as the service does when the token that opened it expires.
 type tokenStreams struct {
 	v1.UnimplementedTxServiceServer
+	// marks: after its completion a stream sends a mark 4 positions further (others'
+	// completions it moved past).
+	marks  bool
 	mu     sync.Mutex
 	tokens []string
 	afters []string
@@ -82,18 +85,38 @@ func (s *tokenStreams) WatchCompletions(req *v1.WatchCompletionsRequest, stream 
 	if err := stream.Send(&v1.Completion{TxId: fmt.Sprint("tx-", next+1), Cursor: strconv.Itoa(next + 1)}); err != nil {
 		return err
 	}
+	if s.marks {
+		if err := stream.Send(&v1.Completion{Cursor: strconv.Itoa(next + 5)}); err != nil {
+			return err
+		}
+	}
 	return v1.ErrorUnauthenticated("the credential that opened this stream expired; open it again with a new one")
 }
 
 // A stream the service ends because its token expired is opened again at once with a fresh
 // token, from the last completion handled: nothing is missed or seen twice.
 func TestWatchReopensAStreamWhoseTokenExpired(t *testing.T) {
+	tests := []struct {
+		name                    string
+		marks                   bool
+		wantHandled, wantAfters string
+	}{
+		{name: "completions only", wantHandled: "[1 2 3]", wantAfters: "[ 1 2]"},
+		// A mark is not handed to the handler; the stream is opened again from its cursor.
+		{name: "with marks past others' completions", marks: true, wantHandled: "[1 6 11]", wantAfters: "[ 5 10]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { watchThroughExpiredTokens(t, tt.marks, tt.wantHandled, tt.wantAfters) })
+	}
+}
+
+func watchThroughExpiredTokens(t *testing.T, marks bool, wantHandled, wantAfters string) {
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	server := grpc.NewServer()
-	fake := &tokenStreams{}
+	fake := &tokenStreams{marks: marks}
 	v1.RegisterTxServiceServer(server, fake)
 	go func() { _ = server.Serve(listener) }()
 	defer server.Stop()
@@ -117,7 +140,7 @@ func TestWatchReopensAStreamWhoseTokenExpired(t *testing.T) {
 	})
 	fake.mu.Lock()
 	defer fake.mu.Unlock()
-	if !errors.Is(err, errEnough) || fmt.Sprint(handled) != "[1 2 3]" || fmt.Sprint(fake.afters) != "[ 1 2]" ||
+	if !errors.Is(err, errEnough) || fmt.Sprint(handled) != wantHandled || fmt.Sprint(fake.afters) != wantAfters ||
 		fmt.Sprint(fake.tokens) != "[Bearer token-1 Bearer token-2 Bearer token-3]" {
 		t.Fatalf("Watch: %v, handled %v, streams after %q with %q; want three streams, each with a new token", err, handled, fake.afters, fake.tokens)
 	}

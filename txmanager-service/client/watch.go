@@ -85,6 +85,12 @@ func (c *Client) watchOnce(ctx context.Context, n node, cursor *string, fn func(
 		if err != nil {
 			return delivered, opened, err
 		}
+		if completion.GetTxId() == "" {
+			// A mark: the stream moved past others' completions. Resuming from it keeps the
+			// cursor ahead of retention while this caller's signers are quiet.
+			*cursor = completion.GetCursor()
+			continue
+		}
 		if err := fn(ctx, completion); err != nil {
 			return delivered, opened, &handlerError{err}
 		}

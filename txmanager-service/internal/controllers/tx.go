@@ -219,8 +219,18 @@ func (c *TxController) WatchCompletions(req *v1.WatchCompletionsRequest, stream 
 			case <-time.After(watchIdle):
 			}
 		}
+		last := cursor
 		for _, cpl := range page.Completions {
 			if err := stream.Send(toAPICompletion(cpl)); err != nil {
+				return err
+			}
+			last = cpl.Position.String()
+		}
+		if page.Next != last {
+			// The page moved past completions the caller's signers did not have: a mark
+			// carrying the cursor alone, so a client whose signers are quiet resumes from
+			// here, not from a position retention may delete.
+			if err := stream.Send(&v1.Completion{Cursor: page.Next}); err != nil {
 				return err
 			}
 		}

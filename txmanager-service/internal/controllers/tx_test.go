@@ -494,11 +494,16 @@ func TestWatchCompletionsStreamsTheCallersFeed(t *testing.T) {
 		enough  int
 		sendErr error
 		want    []string
-		wantErr error
-		status  int
+		// wantMark: the last message sent is a mark, a cursor without a transaction.
+		wantMark bool
+		wantErr  error
+		status   int
 	}{
 		{name: "from the cursor on, the caller's signers only", caller: &domain.Principal{ID: "p", Signers: map[common.Address]bool{dev[0]: true}}, after: "1", enough: 2, want: []string{"3", "4"}},
 		{name: "everything for a caller granted every signer", caller: &anyCaller, enough: 4, want: []string{"1", "2", "3", "4"}},
+		// Only others' completions after the cursor: a mark (a cursor, no transaction) moves
+		// the client past them.
+		{name: "past others' completions, a mark", caller: &domain.Principal{ID: "p", Signers: map[common.Address]bool{dev[1]: true}}, after: "2", enough: 1, want: []string{"4"}, wantMark: true},
 		{name: "a client that cannot be written to", caller: &anyCaller, enough: 1, sendErr: broken, wantErr: broken},
 		{name: "no credentials", enough: 1, status: http.StatusUnauthorized},
 	}
@@ -532,6 +537,9 @@ func TestWatchCompletionsStreamsTheCallersFeed(t *testing.T) {
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("streamed %v, want %v", got, tt.want)
+			}
+			if last := stream.sent[len(stream.sent)-1]; (last.GetTxId() == "") != tt.wantMark {
+				t.Errorf("the last message %v: a mark %t, want %t", last, last.GetTxId() == "", tt.wantMark)
 			}
 		})
 	}

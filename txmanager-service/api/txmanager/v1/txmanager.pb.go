@@ -1031,7 +1031,7 @@ type Completion struct {
 	// True for a transaction the service created itself to fill a nonce hole (a zero-value
 	// self-transfer nobody asked for): consumers skip it.
 	Placeholder bool `protobuf:"varint,8,opt,name=placeholder,proto3" json:"placeholder,omitempty"`
-	// The cursor that resumes after this completion.
+	// The cursor that resumes after this completion (in a stream's mark, the only field set).
 	Cursor string `protobuf:"bytes,9,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// The chain the transaction is for.
 	ChainId uint64 `protobuf:"varint,10,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`

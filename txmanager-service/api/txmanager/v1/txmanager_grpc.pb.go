@@ -57,7 +57,9 @@ type TxServiceClient interface {
 	ListCompletions(ctx context.Context, in *ListCompletionsRequest, opts ...grpc.CallOption) (*ListCompletionsResponse, error)
 	// WatchCompletions streams final results after a cursor as they happen, each once; a
 	// client that reconnects with the cursor of the last completion it processed misses
-	// none and sees none twice. gRPC only.
+	// none and sees none twice. A message with a cursor and no tx_id is a mark: the stream
+	// moved past completions of signers the caller is not granted, and a client stores its
+	// cursor as it would a completion's (it completes nothing). gRPC only.
 	WatchCompletions(ctx context.Context, in *WatchCompletionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Completion], error)
 	// ListApprovals lists the intents spending policies sent for approval, newest first,
 	// for the caller's signers; ?state=AWAITING_APPROVAL lists what waits for a decision.
@@ -215,7 +217,9 @@ type TxServiceServer interface {
 	ListCompletions(context.Context, *ListCompletionsRequest) (*ListCompletionsResponse, error)
 	// WatchCompletions streams final results after a cursor as they happen, each once; a
 	// client that reconnects with the cursor of the last completion it processed misses
-	// none and sees none twice. gRPC only.
+	// none and sees none twice. A message with a cursor and no tx_id is a mark: the stream
+	// moved past completions of signers the caller is not granted, and a client stores its
+	// cursor as it would a completion's (it completes nothing). gRPC only.
 	WatchCompletions(*WatchCompletionsRequest, grpc.ServerStreamingServer[Completion]) error
 	// ListApprovals lists the intents spending policies sent for approval, newest first,
 	// for the caller's signers; ?state=AWAITING_APPROVAL lists what waits for a decision.
