@@ -212,6 +212,7 @@ var forbiddenRanges = []netip.Prefix{
 	netip.MustParsePrefix("fc00::/7"), // unique local, fd00:ec2::254 AWS's metadata service
 	netip.MustParsePrefix("fe80::/10"),
 	netip.MustParsePrefix("ff00::/8"),
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64 (RFC 8215): a network's own translation
 }
 
 // CheckURL validates a webhook URL's form: https (http only when allowed), a host, no user
@@ -253,6 +254,12 @@ func (p NetworkPolicy) CheckURL(raw string) (*url.URL, error) {
 // "::1%lo" reaches loopback all the same.
 func (p NetworkPolicy) CheckAddress(ip netip.Addr) error {
 	ip = ip.WithZone("").Unmap()
+	if embedded, ok := embeddedIPv4(ip); ok {
+		// NAT64 and 6to4 reach the IPv4 address inside: judged as that address.
+		if err := p.CheckAddress(embedded); err != nil {
+			return fmt.Errorf("%w (reached through %s)", err, ip)
+		}
+	}
 	for _, allowed := range p.Allow {
 		if allowed.Contains(ip) {
 			return nil
@@ -264,6 +271,25 @@ func (p NetworkPolicy) CheckAddress(ip netip.Addr) error {
 		}
 	}
 	return nil
+}
+
+var (
+	nat64  = netip.MustParsePrefix("64:ff9b::/96") // RFC 6052: the IPv4 address in the last 32 bits
+	sixTo4 = netip.MustParsePrefix("2002::/16")    // RFC 3056: the IPv4 address in bits 16 to 47
+)
+
+// embeddedIPv4 is the IPv4 address an IPv6 address of a translation range reaches.
+func embeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
+	b := ip.As16()
+	switch {
+	case !ip.Is6():
+		return netip.Addr{}, false
+	case nat64.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+	case sixTo4.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	return netip.Addr{}, false
 }
 
 // CheckHostAddresses refuses a host any of whose addresses is forbidden.
