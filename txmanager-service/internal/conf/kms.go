@@ -73,8 +73,13 @@ func (s Signers) kmsProblems(environment string) []error {
 			}
 		}
 	}
-	if gcp := s.GCPKMS; gcp.Configured() {
+	gcp := s.GCPKMS
+	if gcp.Configured() {
 		errs = append(errs, kmsKeyProblems("signers.gcpKms", gcp.Keys, gcpKeyVersionName, gcp.Timeout, gcp.MaxAttempts)...)
+	}
+	// Also with no keys configured: signers added at run time (the roster) use the same
+	// connection.
+	if gcp.Configured() || gcp.Plaintext || gcp.Endpoint != "" {
 		if gcp.Plaintext && environment != EnvironmentDevelopment {
 			errs = append(errs, fmt.Errorf("signers.gcpKms.plaintext: is for a development emulator only (environment is not %s): remove it to reach Cloud KMS over TLS with Workload Identity", EnvironmentDevelopment))
 		}

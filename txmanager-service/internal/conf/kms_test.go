@@ -30,6 +30,8 @@ func TestKMSSignerConfiguration(t *testing.T) {
 		{"Google plaintext without endpoint", "signers:\n  gcpKms:\n    plaintext: true\n    keys: [{id: " + gcpKey + "}]\n", "signers.gcpKms.endpoint: must be set"},
 		{"Google attempts out of range", "signers:\n  gcpKms:\n    maxAttempts: 11\n    keys: [{id: " + gcpKey + "}]\n", "signers.gcpKms.maxAttempts: must be in 1..10"},
 		{"Google plaintext in production", "environment: production\nsigners:\n  gcpKms:\n    endpoint: 127.0.0.1:9999\n    plaintext: true\n    keys: [{id: " + gcpKey + "}]\n", "signers.gcpKms.plaintext: is for a development emulator only"},
+		// Signers added at run time use the connection too: no keys configured is no exception.
+		{"Google plaintext in production without configured keys", "environment: production\nsigners:\n  gcpKms:\n    endpoint: 127.0.0.1:9999\n    plaintext: true\n", "signers.gcpKms.plaintext: is for a development emulator only"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

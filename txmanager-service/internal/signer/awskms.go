@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -53,6 +54,10 @@ func NewAWSKMSSource(ctx context.Context, cfg conf.AWSKMSSource, loadOptions ...
 		// failures with jittered backoff; a per-call deadline bounds the whole.
 		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
 			so.MaxAttempts = attempts
+			// No client-side retry quota: the SDK's default bucket, shared by every signer
+			// of the client, runs dry under sustained throttling and then retries nothing at
+			// all. The per-call deadline and maxAttempts bound the retries instead.
+			so.RateLimiter = ratelimit.None
 			so.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) { return kmsBackoff(attempt), nil })
 		})
 	})

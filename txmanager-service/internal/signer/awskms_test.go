@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,4 +205,35 @@ func requireKMSFaultsHandled(t *testing.T, src signer.Source, from common.Addres
 			t.Fatalf("returned after %s; the deadline is %s", waited, kmsTestDeadline)
 		}
 	})
+}
+
+// A throttle that lasts is retried up to maxAttempts on every signature, however many came
+// before: the SDK's client-side retry quota, shared by the client's signers, would run dry
+// after about a hundred retries and then retry nothing.
+func TestAWSKMSRetriesDoNotRunDryUnderALastingThrottle(t *testing.T) {
+	t.Parallel()
+	kms, front := startLocalKMS(t)
+	id, addr := createKMSKey(t, kms)
+	const attempts, signatures, workers = 3, 64, 8
+	src, err := newAWSKMSSource(context.Background(), front.URL(), []conf.KMSKey{{ID: id}}, 10*time.Second, attempts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front.Throttle(1 << 20)
+	defer front.Throttle(0)
+	before := front.SignCalls()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range signatures / workers {
+				if _, err := src.SignTx(context.Background(), addr, dynamicFeeTx(1), testChainID); err == nil {
+					t.Error("signed while the KMS throttles every call")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := front.SignCalls() - before; n != signatures*attempts {
+		t.Fatalf("%d signing calls for %d signatures, want %d (maxAttempts each)", n, signatures, signatures*attempts)
+	}
 }
