@@ -142,6 +142,10 @@ func reactionTo(sub domain.SubState) feeReaction {
 	return services.FeePolicy.Reprice
 }
 
+// maxSigningFailuresInARow: after this many re-signatures in a row failed, a resubmission
+// pass re-prices nothing more. One failure (a throttled call) does not stop the others.
+const maxSigningFailuresInARow = 2
+
 // reprice replaces the bytes of every item its step's reaction raises with a re-priced
 // attempt, stored (fenced) as the transaction's current one before anything is sent. Without a fee suggestion the items go out as they are: a rebroadcast must not
 // wait for the fee oracle.
@@ -156,7 +160,15 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 		current[d.TxID] = d
 	}
 	var replacements []Replacement
+	failedInARow := 0
 	for _, it := range items {
+		if failedInARow >= maxSigningFailuresInARow {
+			// The key source is failing (down, or hanging to its deadline on every call):
+			// the rest go out at their current fees now rather than each waiting out a
+			// failed signature first, which held a whole batch's rebroadcast for minutes.
+			s.metrics.Reprice(ctx, "skipped")
+			continue
+		}
 		d := current[it.TxID]
 		policy := s.cfg.Fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip).ForGasLimit(attemptGas(d.Raw))
 		maxFee, maxTip, action := reactionTo(d.SubState)(policy, d.MaxFee, d.MaxTip, suggestion)
@@ -180,8 +192,10 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 			s.metrics.Reprice(ctx, "failed")
 			s.log.WithContext(ctx).Warnw("msg", "re-pricing failed; rebroadcasting at the current fees", "signer", lease.Signer, "tx_id", it.TxID.String(),
 				"error", err.Error())
+			failedInARow++
 			continue
 		}
+		failedInARow = 0
 		replacements = append(replacements, Replacement{Replaced: d.Current, Attempt: attempt})
 	}
 	if len(replacements) == 0 {

@@ -239,3 +239,45 @@ func TestRepriceGoesOnPastOneSigningFailure(t *testing.T) {
 		t.Fatal("the one that could not be re-signed is not sent at its current fees")
 	}
 }
+
+// A key source that fails every re-signature (down, or hanging to its deadline each time)
+// costs a resubmission pass two failed signatures, not one per transaction: the rest go out
+// at their current fees at once.
+func TestRepriceStopsSigningWhenTheKeySourceKeepsFailing(t *testing.T) {
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chainID := services.ChainID{Int: big.NewInt(1337)}
+	var refused int
+	signer := pipeline.NewSigner(chainID, signerFunc(func(tx *types.Transaction) (*types.Transaction, error) {
+		if tx.GasFeeCap().Int64() > 10 {
+			refused++
+			return nil, errors.New("kms: deadline exceeded")
+		}
+		return types.SignTx(tx, types.LatestSignerForChainID(chainID.Int), key)
+	}))
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	var due []DueResubmit
+	var items []pipeline.BroadcastItem
+	for nonce := range uint64(6) {
+		a, err := signer.Sign(t.Context(), uuid.New(), pipeline.AttemptOriginal, pipeline.Unsigned{From: from, Nonce: nonce, To: &from, Value: big.NewInt(1),
+			Gas: 21_000, MaxFee: big.NewInt(10), MaxTip: big.NewInt(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		due = append(due, DueResubmit{TxID: a.TxID, Current: a.Hash, Raw: a.Raw, Kind: a.Kind, MaxFee: big.NewInt(10), MaxTip: big.NewInt(1), SubState: domain.SubStateSubmitted})
+		items = append(items, pipeline.BroadcastItem{TxID: a.TxID, Raw: a.Raw})
+	}
+	store := &replacementsStore{}
+	s := &Submitter{signer: signer, store: store, chain: fixedFees{s: services.FeeSuggestion{BaseFee: big.NewInt(1_000), TipCap: big.NewInt(100)}},
+		metrics: telemetry.Noop(), log: log.NewHelper(log.NewStdLogger(io.Discard))}
+	out, err := s.reprice(t.Context(), domain.Lease{Signer: from.Hex(), Token: 1}, due, items)
+	if err != nil {
+		t.Fatalf("reprice: %v", err)
+	}
+	if refused != maxSigningFailuresInARow || len(store.stored) != 0 || len(out) != len(items) {
+		t.Fatalf("%d signatures tried and refused, %d replacements, %d sent; want %d tried, none replaced, all %d sent at their fees",
+			refused, len(store.stored), len(out), maxSigningFailuresInARow, len(items))
+	}
+}
