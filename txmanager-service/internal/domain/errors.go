@@ -51,6 +51,9 @@ var (
 	// ErrSignerUnavailable: the signer's key source has failed long enough, or with enough
 	// transactions waiting for a signature, that new ones are held back until it signs again.
 	ErrSignerUnavailable = errors.New("signer unavailable: its key source cannot sign")
+	// ErrKeySourceUnreachable: a key source did not answer for now (a deadline, a refused
+	// connection, throttling, the service's own fault): asked again later, it may.
+	ErrKeySourceUnreachable = errors.New("key source unreachable for now")
 )
 
 // SignerUnavailableError says why and since when a signer cannot take new transactions;

@@ -241,6 +241,10 @@ func (r *SignerRoster) AddSigner(ctx context.Context, signer, source, keyRef, no
 		buildCtx, cancel := context.WithTimeout(ctx, r.cfg.BuildTimeout)
 		err := r.keys.Build(buildCtx, entry)
 		cancel()
+		if errors.Is(err, domain.ErrKeySourceUnreachable) {
+			return RosterEntry{}, &domain.UnavailableError{Reason: "the key source did not answer; add the signer again in a moment", RetryAfter: 5 * time.Second,
+				Err: &KeySourceError{Err: err}}
+		}
 		if err != nil {
 			return RosterEntry{}, &domain.ValidationError{Field: "keyRef", Reason: fmt.Sprintf("the key source could not be read: %v", &KeySourceError{Err: err})}
 		}

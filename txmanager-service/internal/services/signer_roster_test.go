@@ -3,6 +3,7 @@ package services_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -264,6 +265,10 @@ func TestAddSigner(t *testing.T) {
 			prepare: func(_ *testing.T, _ *services.SignerRoster, keys *fakeKeys) {
 				keys.buildErr = errors.New("NotFoundException")
 			}},
+		{name: "a key source that does not answer for now", signer: testsupport.SignerAddress(45).Hex(), source: "awsKms", keyRef: "alias/throttled", wantErr: domain.ErrUnavailable,
+			prepare: func(_ *testing.T, _ *services.SignerRoster, keys *fakeKeys) {
+				keys.buildErr = fmt.Errorf("signer: %w: ThrottlingException", domain.ErrKeySourceUnreachable)
+			}},
 		{name: "a retired signer made active again", signer: testsupport.SignerAddress(44).Hex(), source: "keystore", wantState: domain.RosterActive,
 			prepare: func(t *testing.T, roster *services.SignerRoster, _ *fakeKeys) {
 				if _, err := roster.AddSigner(t.Context(), testsupport.SignerAddress(44).Hex(), "keystore", "", "", "op"); err != nil {
@@ -307,10 +312,11 @@ func TestAddSigner(t *testing.T) {
 			}
 		})
 	}
-	// The new signer once (not again when added twice), the unreadable key's try, and the
-	// signer retired (its key dropped: nothing was unfinished) and made active again twice.
-	if keys.builds != 4 {
-		t.Fatalf("%d key sources built, want 4", keys.builds)
+	// The new signer once (not again when added twice), the unreadable and the unanswering
+	// keys' tries, and the signer retired (its key dropped: nothing was unfinished) and made
+	// active again twice.
+	if keys.builds != 5 {
+		t.Fatalf("%d key sources built, want 5", keys.builds)
 	}
 }
 

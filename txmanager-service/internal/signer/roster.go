@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/ethereum/go-ethereum/common"
+	"google.golang.org/grpc/status"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -77,6 +79,9 @@ func (k *RosterKeys) Build(ctx context.Context, entry domain.RosterSigner) error
 		src, release, err = NewGCPKMSSource(ctx, gcp)
 	}
 	if err != nil {
+		if unreachable(err) {
+			return fmt.Errorf("signer %s: %w: %w", entry, domain.ErrKeySourceUnreachable, err)
+		}
 		return fmt.Errorf("signer %s: %w", entry, err)
 	}
 	if got := src.Addresses(); len(got) != 1 || got[0] != entry.Signer {
@@ -108,3 +113,24 @@ func (k *RosterKeys) Apply(entry domain.RosterSigner) {
 
 // Close releases every key source built for the roster.
 func (k *RosterKeys) Close() { k.registry.Close() }
+
+// unreachable: the key source did not answer for now, as opposed to answering that the key
+// is not there or not usable: a deadline, a network failure, throttling or a fault of the
+// KMS itself (AWS's error codes, Google's gRPC codes).
+func unreachable(err error) bool {
+	var netErr net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) {
+		return true
+	}
+	var coded interface{ ErrorCode() string }
+	if errors.As(err, &coded) {
+		switch coded.ErrorCode() {
+		case "ThrottlingException", "KMSInternalException", "DependencyTimeoutException", "ServiceUnavailableException", "InternalFailure":
+			return true
+		}
+	}
+	if st, ok := status.FromError(err); ok && gcpRetryableCodes[st.Code()] {
+		return true
+	}
+	return false
+}
