@@ -148,9 +148,9 @@ func NewWebhookDeliverer(cfg WebhookConfig, store SubscriptionStore, feed Comple
 func (d *WebhookDeliverer) Pass(ctx context.Context) {
 	claimed, err := d.store.Claim(ctx, d.node, d.cfg.ClaimsPerPass, d.cfg.Lease)
 	if err != nil {
-		if ctx.Err() == nil {
-			d.log.Warnw("msg", "webhook claim pass failed", "error", err.Error())
-		}
+		// Also when the pass's own deadline cut it: a claim that keeps timing out is a
+		// database too slow to hold the leases, and must show.
+		d.log.Warnw("msg", "webhook claim pass failed", "error", err.Error())
 		return
 	}
 	held := map[uuid.UUID]bool{}
@@ -366,7 +366,7 @@ func hexes(f domain.SubscriptionFilter) []string {
 func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *runningDelivery, s stream) {
 	defer r.cancel()
 	cursor, saved, unsaved := s.cursor, s.cursor, 0
-	var failureRecorded time.Time
+	var failureRecorded, readFailureLogged time.Time
 	lastSave := time.Now()
 	save := func() bool {
 		if cursor == saved {
@@ -402,6 +402,19 @@ func (d *WebhookDeliverer) send(ctx context.Context, c ClaimedSubscription, r *r
 			return
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// Nothing waiting is known to have been delivered: the lag counts from the
+			// first failed read, so a subscription stuck here shows in the lag alert, and
+			// the failure is logged (once a minute while it lasts).
+			if s.oldest.Load() == 0 {
+				s.oldest.Store(time.Now().UnixNano())
+			}
+			if time.Since(readFailureLogged) >= time.Minute {
+				readFailureLogged = time.Now()
+				d.log.Warnw("msg", "webhook delivery cannot read what to deliver; trying again", "subscription", c.ID.String(), "error", err.Error())
+			}
 			if !d.sleep(ctx, d.cfg.BackoffMin) {
 				return
 			}

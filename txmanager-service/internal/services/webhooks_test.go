@@ -446,6 +446,13 @@ func TestWebhookCursorBelowRetentionIsNotDeliveredWithAHole(t *testing.T) {
 	}
 }
 
+// unreadableFeed is the completions feed whose pages cannot be read.
+type unreadableFeed struct{ *repositories.CompletionRepository }
+
+func (unreadableFeed) ListAfter(context.Context, services.FeedPosition, int, []string, uint64) ([]services.Completion, error) {
+	return nil, errors.New("canceling statement due to statement timeout")
+}
+
 // refusingEvents is a receiver that takes completions and refuses every service event.
 type refusingEvents struct{ completions atomic.Int64 }
 
@@ -532,6 +539,9 @@ func TestWebhookLagGrowsWhileEventsWait(t *testing.T) {
 	}{
 		{"the receiver is down", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }), 0},
 		{"the receiver refuses service events", &refusingEvents{}, 3},
+		// The feed cannot be read (a statement timing out on every try): nothing is sent,
+		// and the lag counts from the first failed read.
+		{"the feed cannot be read", nil, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -540,9 +550,13 @@ func TestWebhookLagGrowsWhileEventsWait(t *testing.T) {
 			ctx := t.Context()
 			cfg := webhookConfig()
 			var completions atomic.Int64
+			receiver := tc.receiver
+			if receiver == nil {
+				receiver = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+			}
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				rec := httptest.NewRecorder()
-				tc.receiver.ServeHTTP(rec, r)
+				receiver.ServeHTTP(rec, r)
 				if rec.Code < 300 && strings.HasPrefix(r.Header.Get("Txm-Event-Id"), "completion:") {
 					completions.Add(1)
 				}
@@ -562,7 +576,11 @@ func TestWebhookLagGrowsWhileEventsWait(t *testing.T) {
 			}
 			addCompletions(t, pool, 3)
 			metrics, reader := testsupport.RecordedMetrics(t)
-			d, err := services.NewWebhookDeliverer(withOwner(cfg, "node-a"), store, feed, events,
+			var source services.CompletionStore = feed
+			if tc.receiver == nil {
+				source = unreadableFeed{feed}
+			}
+			d, err := services.NewWebhookDeliverer(withOwner(cfg, "node-a"), store, source, events,
 				services.NewStandbyWait(repositories.NewStandbyRepository(pool)), services.NewFeedNotifier(), metrics, testLogger())
 			if err != nil {
 				t.Fatal(err)
