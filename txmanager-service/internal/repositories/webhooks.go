@@ -81,6 +81,15 @@ func (r *WebhookRepository) Count(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// CountDead implements services.SubscriptionStore.
+func (r *WebhookRepository) CountDead(ctx context.Context) (int64, error) {
+	n, err := r.q.CountDeadSubscriptions(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("count dead subscriptions: %w", err)
+	}
+	return n, nil
+}
+
 // SetState implements services.SubscriptionStore.
 func (r *WebhookRepository) SetState(ctx context.Context, sess txmanager.Session, id uuid.UUID, state domain.SubscriptionState) (bool, error) {
 	n, err := sqlcdb.New(sess.DB()).SetSubscriptionState(ctx, sqlcdb.SetSubscriptionStateParams{State: string(state), SubscriptionID: id})

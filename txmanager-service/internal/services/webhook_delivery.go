@@ -139,6 +139,19 @@ func NewWebhookDeliverer(cfg WebhookConfig, store SubscriptionStore, feed Comple
 		if err != nil {
 			return nil, err
 		}
+		// From the database, on every node: a subscription that died is delivered by none,
+		// so the lag gauge above no longer shows it.
+		err = metrics.RegisterGauge(telemetry.WebhookSubscriptionsDead, "Webhook subscriptions that gave up delivering (dead): nothing is sent to them until an operator resumes or replays them.",
+			func(ctx context.Context, record func(int64, ...attribute.KeyValue)) {
+				ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				if n, err := store.CountDead(ctx); err == nil {
+					record(n)
+				}
+			})
+		if err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }

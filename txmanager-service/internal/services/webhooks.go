@@ -22,6 +22,8 @@ type SubscriptionStore interface {
 	Get(ctx context.Context, id uuid.UUID) (domain.Subscription, error)
 	List(ctx context.Context) ([]domain.Subscription, error)
 	Count(ctx context.Context) (int64, error)
+	// CountDead is how many subscriptions gave up delivering.
+	CountDead(ctx context.Context) (int64, error)
 	// SetState pauses, resumes or revives one; false when there is no such subscription.
 	SetState(ctx context.Context, sess txmanager.Session, id uuid.UUID, state domain.SubscriptionState) (bool, error)
 	// Replay moves the cursor (either way); the node delivering it stops at its next write.

@@ -860,3 +860,43 @@ func TestAStoppedDeliverySavesWhatWasAccepted(t *testing.T) {
 		t.Fatalf("stopped after %d of 200 accepted, cursor saved at %d; want the cursor at what was accepted", n, got.Cursor)
 	}
 }
+
+// Every node reports how many subscriptions are dead, from the database: one that died is
+// delivered by no node, so no lag gauge shows it.
+func TestDeadSubscriptionsAreCountedOnEveryNode(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
+	for range 2 {
+		if _, _, err := book.Create(ctx, services.SubscriptionInput{URL: "https://93.184.215.14/hook"}, "ops"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `UPDATE webhook_subscription SET state = 'dead' WHERE subscription_id = (SELECT subscription_id FROM webhook_subscription ORDER BY created_at LIMIT 1)`); err != nil {
+		t.Fatal(err)
+	}
+	metrics, reader := testsupport.RecordedMetrics(t)
+	// A node that delivers nothing (it claims no subscription here) reports it too.
+	if _, err := services.NewWebhookDeliverer(withOwner(cfg, "node-b"), store, feed, events,
+		services.NewStandbyWait(repositories.NewStandbyRepository(pool)), services.NewFeedNotifier(), metrics, testLogger()); err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	dead := int64(-1)
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == telemetry.WebhookSubscriptionsDead && len(g.DataPoints) == 1 {
+				dead = g.DataPoints[0].Value
+			}
+		}
+	}
+	if dead != 1 {
+		t.Fatalf("%s = %d, want the 1 dead subscription of 2", telemetry.WebhookSubscriptionsDead, dead)
+	}
+}

@@ -54,6 +54,7 @@ const (
 	ApprovalsEndedTotal       = "approvals_ended_total"
 	WebhookDeliveriesTotal    = "webhook_deliveries_total"
 	WebhookLagSeconds         = "webhook_lag_seconds"
+	WebhookSubscriptionsDead  = "webhook_subscriptions_dead"
 	SignerRecoverySeconds     = "signer_recovery_seconds"
 	SignerSpentWeiTotal       = "signer_spent_wei_total"
 	WriterPhaseSeconds        = "writer_phase_seconds"

@@ -15,6 +15,10 @@ FROM webhook_subscription ORDER BY created_at, subscription_id;
 -- name: CountSubscriptions :one
 SELECT count(*)::bigint FROM webhook_subscription;
 
+-- name: CountDeadSubscriptions :one
+-- Subscriptions that gave up delivering (the dead-subscriptions gauge, at each scrape).
+SELECT count(*)::bigint FROM webhook_subscription WHERE state = 'dead';
+
 -- name: SetSubscriptionState :execrows
 -- Pausing, resuming or reviving a subscription; the token moves on, so the node delivering
 -- it stops at its next write.

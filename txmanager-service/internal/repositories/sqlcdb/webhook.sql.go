@@ -121,6 +121,18 @@ func (q *Queries) ClaimSubscriptions(ctx context.Context, arg ClaimSubscriptions
 	return items, nil
 }
 
+const countDeadSubscriptions = `-- name: CountDeadSubscriptions :one
+SELECT count(*)::bigint FROM webhook_subscription WHERE state = 'dead'
+`
+
+// Subscriptions that gave up delivering (the dead-subscriptions gauge, at each scrape).
+func (q *Queries) CountDeadSubscriptions(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, countDeadSubscriptions)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const countSubscriptions = `-- name: CountSubscriptions :one
 SELECT count(*)::bigint FROM webhook_subscription
 `
