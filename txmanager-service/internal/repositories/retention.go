@@ -30,3 +30,12 @@ func (r *RetentionRepository) PruneBatch(ctx context.Context, horizon time.Durat
 	return services.Pruned{Transactions: int(row.Transactions), Attempts: int(row.Attempts), Completions: int(row.Completions),
 		Through: services.FeedPosition(row.PrunedThrough)}, nil
 }
+
+// PruneEvents implements services.RetentionStore.
+func (r *RetentionRepository) PruneEvents(ctx context.Context, horizon time.Duration, batch int) (int, error) {
+	n, err := r.q.PruneEvents(ctx, sqlcdb.PruneEventsParams{HorizonSeconds: horizon.Seconds(), BatchSize: int32(batch)})
+	if err != nil {
+		return 0, fmt.Errorf("prune service events: %w", err)
+	}
+	return int(n), nil
+}

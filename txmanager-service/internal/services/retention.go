@@ -60,6 +60,21 @@ type Pruned struct {
 // clock, oldest feed positions first.
 type RetentionStore interface {
 	PruneBatch(ctx context.Context, horizon time.Duration, batch int) (Pruned, error)
+	// PruneEvents deletes up to batch service events older than horizon; it returns how many.
+	PruneEvents(ctx context.Context, horizon time.Duration, batch int) (int, error)
+}
+
+// pruneEvents deletes service events past the horizon, as many batches as a pass allows.
+func (r *Retention) pruneEvents(ctx context.Context) (int, error) {
+	total := 0
+	for range max(r.cfg.MaxBatches, 1) {
+		n, err := r.store.PruneEvents(ctx, r.cfg.Horizon, r.cfg.BatchSize)
+		total += n
+		if err != nil || n < r.cfg.BatchSize {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // Retention keeps the tables from growing for ever. It deletes in small batches, each its
@@ -97,6 +112,14 @@ func (r *Retention) Prune(ctx context.Context) (int, error) {
 		if p.Completions < r.cfg.BatchSize {
 			break
 		}
+	}
+	events, err := r.pruneEvents(ctx)
+	if err != nil {
+		return total.Transactions, err
+	}
+	if events > 0 {
+		r.metrics.Pruned(ctx, "event", events)
+		r.log.Infow("msg", "service events past the retention horizon deleted", "events", events, "horizon", r.cfg.Horizon.String())
 	}
 	if total.Completions > 0 {
 		r.metrics.Pruned(ctx, "transaction", total.Transactions)

@@ -1,6 +1,7 @@
 package services_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -45,5 +46,38 @@ func TestRetentionPrune(t *testing.T) {
 				t.Fatalf("the young transaction: %d rows (%v), want it kept", kept, err)
 			}
 		})
+	}
+}
+
+// Service events past the horizon go too, oldest first, in batches; younger ones stay.
+func TestRetentionPrunesServiceEvents(t *testing.T) {
+	t.Parallel()
+	f := newFeedFixture(t)
+	for i, age := range []string{"3 days", "3 days", "2 days", "1 minute"} {
+		if _, err := f.pool.Exec(t.Context(), `INSERT INTO service_event (position, event_id, kind, chain_id, signer, payload, at)
+			VALUES ($1, $2, 'signer.low_balance', 1337, '0xabc', '{}', now() - $3::interval)`, i+1, fmt.Sprint("event-", i), age); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retention := services.NewRetention(services.RetentionConfig{Horizon: 24 * time.Hour, BatchSize: 2, MaxBatches: 5}, repositories.NewRetentionRepository(f.pool),
+		telemetry.Noop(), testLogger())
+	if _, err := retention.Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var kept []int64
+	rows, err := f.pool.Query(t.Context(), "SELECT position FROM service_event ORDER BY position")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p int64
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, p)
+	}
+	if fmt.Sprint(kept) != "[4]" {
+		t.Fatalf("service events kept at positions %v, want only the young one [4]", kept)
 	}
 }

@@ -16,6 +16,17 @@ WHERE position > @after_position
 ORDER BY position
 LIMIT @page_size;
 
+-- name: PruneEvents :execrows
+-- One retention batch of service events older than the horizon by the database's clock,
+-- oldest first. Events are not the authoritative record (completions and the tables are);
+-- a subscription away for longer than the horizon does not receive them.
+DELETE FROM service_event WHERE position IN (
+    SELECT position FROM service_event
+    WHERE at < now() - make_interval(secs => sqlc.arg(horizon_seconds)::float8)
+    ORDER BY position
+    LIMIT @batch_size
+);
+
 -- name: EventHead :one
 SELECT last_position FROM event_sequencer WHERE id;
 

@@ -321,6 +321,31 @@ func (q *Queries) MarkBalance(ctx context.Context, arg MarkBalanceParams) (MarkB
 	return i, err
 }
 
+const pruneEvents = `-- name: PruneEvents :execrows
+DELETE FROM service_event WHERE position IN (
+    SELECT position FROM service_event
+    WHERE at < now() - make_interval(secs => $1::float8)
+    ORDER BY position
+    LIMIT $2
+)
+`
+
+type PruneEventsParams struct {
+	HorizonSeconds float64
+	BatchSize      int32
+}
+
+// One retention batch of service events older than the horizon by the database's clock,
+// oldest first. Events are not the authoritative record (completions and the tables are);
+// a subscription away for longer than the horizon does not receive them.
+func (q *Queries) PruneEvents(ctx context.Context, arg PruneEventsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, pruneEvents, arg.HorizonSeconds, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const putFunding = `-- name: PutFunding :exec
 INSERT INTO signer_funding (chain_id, signer, low_water, high_water, treasury, updated_by)
 VALUES ($1, $2, CAST($3::text AS numeric), CAST($4::text AS numeric), $5, $6)
