@@ -25,7 +25,7 @@ func NewHTTPServer(c conf.Server, observability conf.Observability, listeners *L
 		khttp.Listener(listeners.HTTP),
 		khttp.Timeout(c.HTTP.Timeout.Std()),
 		khttp.Middleware(mw.chain...),
-		khttp.Filter(cleanPathsOnly, wholeQueriesOnly, limitBody(c.MaxBodyBytes, c.MaxBatchBodyBytes)),
+		khttp.Filter(cleanPathsOnly, wholeQueriesOnly, plainBodiesOnly, limitBody(c.MaxBodyBytes, c.MaxBatchBodyBytes)),
 		// Kratos would hand unknown routes to net/http's global DefaultServeMux.
 		khttp.NotFoundHandler(nethttp.HandlerFunc(notFound)),
 		khttp.MethodNotAllowedHandler(nethttp.HandlerFunc(methodNotAllowed)),
@@ -145,6 +145,18 @@ func wholeQueriesOnly(next nethttp.Handler) nethttp.Handler {
 	return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
 		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
 			encodeError(w, r, v1.InvalidArgument("query", "the query string cannot be parsed whole"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// plainBodiesOnly refuses a compressed (or otherwise encoded) body by its header: read as
+// it is, a gzip body would be answered "malformed JSON", which says nothing of the cause.
+func plainBodiesOnly(next nethttp.Handler) nethttp.Handler {
+	return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		if encoding := r.Header.Get("Content-Encoding"); encoding != "" && !strings.EqualFold(encoding, "identity") {
+			encodeError(w, r, v1.ErrorUnsupportedMediaType("a body with a Content-Encoding is not accepted: send it uncompressed"))
 			return
 		}
 		next.ServeHTTP(w, r)
