@@ -234,6 +234,10 @@ func (r *SignerRoster) AddSigner(ctx context.Context, signer, source, keyRef, no
 		return RosterEntry{RosterSigner: existing}, nil
 	case existing.State == domain.RosterActive:
 		return RosterEntry{}, fmt.Errorf("%w: %s", domain.ErrSignerActive, existing)
+	case existing.State == domain.RosterRetiring && !existing.SameKey(entry):
+		// Its nodes still sign its unfinished transactions with the key they hold: made
+		// active with another key source, the row would name one no node builds.
+		return RosterEntry{}, fmt.Errorf("%w: %s is retiring with its current key source; add it with another once it is retired", domain.ErrSignerActive, existing)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

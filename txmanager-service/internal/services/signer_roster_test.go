@@ -269,6 +269,16 @@ func TestAddSigner(t *testing.T) {
 			prepare: func(_ *testing.T, _ *services.SignerRoster, keys *fakeKeys) {
 				keys.buildErr = fmt.Errorf("signer: %w: ThrottlingException", domain.ErrKeySourceUnreachable)
 			}},
+		{name: "a retiring signer with another key source", signer: testsupport.SignerAddress(46).Hex(), source: "awsKms", keyRef: "alias/new", wantErr: domain.ErrSignerActive,
+			prepare: func(t *testing.T, roster *services.SignerRoster, _ *fakeKeys) {
+				if _, err := roster.AddSigner(t.Context(), testsupport.SignerAddress(46).Hex(), "keystore", "", "", "op"); err != nil {
+					t.Fatal(err)
+				}
+				// Retiring: unfinished transactions keep it from retired.
+				if _, err := pool.Exec(t.Context(), "UPDATE signer_roster SET state = 'retiring' WHERE signer = $1", testsupport.SignerAddress(46).Hex()); err != nil {
+					t.Fatal(err)
+				}
+			}},
 		{name: "a retired signer made active again", signer: testsupport.SignerAddress(44).Hex(), source: "keystore", wantState: domain.RosterActive,
 			prepare: func(t *testing.T, roster *services.SignerRoster, _ *fakeKeys) {
 				if _, err := roster.AddSigner(t.Context(), testsupport.SignerAddress(44).Hex(), "keystore", "", "", "op"); err != nil {
@@ -313,10 +323,10 @@ func TestAddSigner(t *testing.T) {
 		})
 	}
 	// The new signer once (not again when added twice), the unreadable and the unanswering
-	// keys' tries, and the signer retired (its key dropped: nothing was unfinished) and made
+	// keys' tries, the retiring signer's first key, and the signer retired (its key dropped: nothing was unfinished) and made
 	// active again twice.
-	if keys.builds != 5 {
-		t.Fatalf("%d key sources built, want 5", keys.builds)
+	if keys.builds != 6 {
+		t.Fatalf("%d key sources built, want 6", keys.builds)
 	}
 }
 
