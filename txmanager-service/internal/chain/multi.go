@@ -215,6 +215,10 @@ func (m *MultiChain) markFailed(i int, err error) {
 	}
 	if limited {
 		h.LimitedUntil = now.Add(pause)
+	} else if m.identityChecked != nil {
+		// Checked again when it answers: it may come back as another chain (a node
+		// restarted on another network, a chain reset with the same id).
+		m.identityChecked[i] = false
 	}
 	h.Reachable, h.LastError = false, err.Error()
 }
@@ -611,7 +615,8 @@ func (m *MultiChain) probe(ctx context.Context, i int) {
 }
 
 // servesIdentity checks an endpoint against the verified chain the first time it answers
-// after start; an endpoint of another chain is marked and never used.
+// after start, and each time it answers again after failing; an endpoint of another chain is
+// marked and never used.
 func (m *MultiChain) servesIdentity(ctx context.Context, i int, expected Identity) bool {
 	id, err := identityOf(ctx, m.endpoints[i].Chain)
 	if err != nil {

@@ -152,6 +152,32 @@ func TestMultiChainRefusesEndpointsOfDifferentChains(t *testing.T) {
 	}
 }
 
+// An endpoint that fails and comes back is checked again before it is used: one restarted on
+// another chain (another network, a chain reset) is marked and never used, however well it
+// served before.
+func TestAnEndpointThatComesBackOnAnotherChainIsNotUsed(t *testing.T) {
+	t.Parallel()
+	a := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	b := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	proxies, endpoints := faultyEndpoints(t, a, 2)
+	m := newMulti(t, endpoints, chain.MultiChainConfig{ReadTimeout: timeout, SendTimeout: timeout, ReceiptsTimeout: timeout, ProbeInterval: 50 * time.Millisecond})
+	if _, err := m.VerifyIdentity(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := proxies[0].SetMode(faultproxy.Refuse); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the endpoint to be seen down", func() bool { return !m.Health()[0].Reachable })
+	proxies[0].SetUpstream(b.HTTPEndpoint())
+	if err := proxies[0].SetMode(faultproxy.Pass); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the endpoint to be checked again", func() bool { return m.Health()[0].WrongChain })
+	if h := m.Health()[0]; h.Reachable {
+		t.Fatalf("the endpoint of another chain: %+v, want it not used", h)
+	}
+}
+
 func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
