@@ -259,3 +259,29 @@ func TestHighestPendingNonceIsAskedOfEveryEndpoint(t *testing.T) {
 		t.Fatalf("HighestPendingNonceAt = %d, %v; want 3 (the first endpoint alone answers %d)", highest, err, first)
 	}
 }
+
+// A block that also holds a transaction of a kind go-ethereum does not decode (an OP-stack
+// deposit) from the signer's own address does not fail the scans for what the signer sent:
+// its own transactions are found beside it. Before, the whole block failed to decode, and a
+// recovery could never get past it.
+func TestScansForSentTransactionsPassForeignTransactionKinds(t *testing.T) {
+	t.Parallel()
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	ctx := testContext(t)
+	key, from := sim.DevKeys()[0], sim.DevAddresses()[0]
+	tx, raw := transfer(t, sim, key, 0)
+	sendRaw(t, ctx, sim, raw)
+	sim.Commit()
+	proxies, endpoints := faultyEndpoints(t, sim, 1)
+	address := strings.ToLower(from.Hex())
+	proxies[0].SetDepositsFrom(&address)
+	rpc := endpoints[0].Chain
+	found, err := rpc.SentTransactions(ctx, from, []uint64{0}, 4)
+	if err != nil || found[0].Hash != tx.Hash() {
+		t.Fatalf("the signer's transaction at nonce 0 beside a deposit: %+v, %v; want %s", found, err, tx.Hash())
+	}
+	scan, err := rpc.ScanSent(ctx, from, 0, 10, 0, 10)
+	if err != nil || len(scan.Txs) != 1 || scan.Txs[0].Hash != tx.Hash() {
+		t.Fatalf("a scan from the first block: %+v, %v; want the signer's one transaction", scan, err)
+	}
+}

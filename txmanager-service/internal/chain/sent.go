@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"slices"
@@ -113,7 +114,12 @@ func eachSent(block *rpcBlockTxs, pending bool, from common.Address, keep func(s
 			continue
 		}
 		var tx types.Transaction
-		if err := tx.UnmarshalJSON(raw); err != nil {
+		if err := tx.UnmarshalJSON(raw); errors.Is(err, types.ErrTxTypeNotSupported) {
+			// A kind the service never signs (an OP-stack deposit, Arbitrum's system and
+			// retryable transactions) from the same address: not one of ours, and no reason
+			// to fail the whole block.
+			continue
+		} else if err != nil {
 			return fmt.Errorf("decode transaction: %w", err)
 		}
 		encoded, err := tx.MarshalBinary()

@@ -66,6 +66,9 @@ type Proxy struct {
 	alternate atomic.Bool
 	// legacy hides the base fee from blocks: the node looks like a chain without EIP-1559.
 	legacy atomic.Bool
+	// depositsFrom, when set, adds to every block read with its transactions an OP-stack
+	// deposit (type 0x7e) from that address: a kind go-ethereum does not decode.
+	depositsFrom atomic.Pointer[string]
 	// retryAfter is the Retry-After, in whole seconds, of TooManyRequests answers.
 	retryAfter atomic.Int64
 	// limited counts the requests answered TooManyRequests or LimitExceeded.
@@ -229,6 +232,65 @@ func (p *Proxy) SetLag(blocks uint64, everyOtherRequest bool) {
 // The node behind still mines legacy transactions, so the legacy path runs end to end.
 func (p *Proxy) SetLegacy(on bool) { p.legacy.Store(on) }
 
+// SetDepositsFrom makes every block read with its transactions carry an OP-stack deposit
+// from address as well (nil: none), as a block of an OP-stack chain does when the account
+// deposited from L1.
+func (p *Proxy) SetDepositsFrom(address *string) { p.depositsFrom.Store(address) }
+
+// withDeposits adds the deposit to the full-transaction blocks among answer's results.
+func (p *Proxy) withDeposits(body, answer []byte) []byte {
+	from := p.depositsFrom.Load()
+	if from == nil {
+		return answer
+	}
+	methods := map[string]string{}
+	var many []rpcRequest
+	if err := json.Unmarshal(body, &many); err != nil {
+		var one rpcRequest
+		if json.Unmarshal(body, &one) != nil {
+			return answer
+		}
+		many = []rpcRequest{one}
+	}
+	for _, r := range many {
+		methods[string(r.ID)] = r.Method
+	}
+	batch := true
+	var responses []rpcResponse
+	if err := json.Unmarshal(answer, &responses); err != nil {
+		var one rpcResponse
+		if json.Unmarshal(answer, &one) != nil {
+			return answer
+		}
+		responses, batch = []rpcResponse{one}, false
+	}
+	deposit := json.RawMessage(fmt.Sprintf(`{"type":"0x7e","sourceHash":"0x%064x","from":%q,"to":%q,"mint":"0x1","value":"0x1","gas":"0x5208",`+
+		`"isSystemTx":false,"input":"0x","nonce":"0x0","hash":"0x%064x","gasPrice":"0x0","v":"0x0","r":"0x0","s":"0x0"}`, 1, *from, *from, 2))
+	for i, resp := range responses {
+		if m := methods[string(resp.ID)]; (m != "eth_getBlockByNumber" && m != "eth_getBlockByHash") || len(resp.Result) == 0 {
+			continue
+		}
+		var block map[string]json.RawMessage
+		if json.Unmarshal(resp.Result, &block) != nil {
+			continue
+		}
+		var txs []json.RawMessage
+		if json.Unmarshal(block["transactions"], &txs) != nil || (len(txs) > 0 && !bytes.HasPrefix(bytes.TrimSpace(txs[0]), []byte("{"))) {
+			continue // hashes only
+		}
+		txs = append(txs, deposit)
+		block["transactions"], _ = json.Marshal(txs)
+		responses[i].Result, _ = json.Marshal(block)
+	}
+	var out []byte
+	if batch {
+		out, _ = json.Marshal(responses)
+	} else {
+		out, _ = json.Marshal(responses[0])
+	}
+	return out
+}
+
 // Close stops the proxy; hung requests end.
 func (p *Proxy) Close() {
 	p.mu.Lock()
@@ -304,6 +366,7 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
+	answer = p.withDeposits(body, answer)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(answer)
