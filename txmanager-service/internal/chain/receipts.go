@@ -28,7 +28,13 @@ type rpcReceipt struct {
 	// L1Fee is what an OP-stack chain charged for the transaction's data on L1 (op-geth's
 	// receipts carry it; other nodes omit it).
 	L1Fee *hexutil.Big `json:"l1Fee"`
+	// Type is the transaction's type: an OP-stack deposit (0x7e) pays no L1 fee.
+	Type hexutil.Uint64 `json:"type"`
 }
+
+// opDepositTxType is an OP-stack deposit's transaction type: every OP-stack block begins
+// with one, it is never the service's, and it pays no L1 data fee.
+const opDepositTxType = 0x7e
 
 var errReceiptWithoutStatus = errors.New("receipt has no status field (pre-Byzantium chain?)")
 
@@ -158,6 +164,7 @@ func (c *RPCChain) BlockReceipts(ctx context.Context, numbers []uint64) ([][]ser
 				continue // not at that height yet
 			}
 			receipts := make([]*services.Receipt, 0, len(decoded[i]))
+			payL1 := make([]*services.Receipt, 0, len(decoded[i]))
 			for _, r := range decoded[i] {
 				receipt, err := r.toReceipt()
 				if err != nil {
@@ -165,9 +172,14 @@ func (c *RPCChain) BlockReceipts(ctx context.Context, numbers []uint64) ([][]ser
 				}
 				if receipt != nil {
 					receipts = append(receipts, receipt)
+					if r.Type != opDepositTxType {
+						payL1 = append(payL1, receipt)
+					}
 				}
 			}
-			if err := c.fillL1Fees(ctx, receipts); err != nil {
+			// Deposits report no L1 fee and owe none: filling theirs cost a raw transaction
+			// and the block's L1 prices for every block read.
+			if err := c.fillL1Fees(ctx, payL1); err != nil {
 				return nil, fmt.Errorf("receipts of block %d: %w", chunk[i], err)
 			}
 			out[start+i] = make([]services.Receipt, len(receipts))

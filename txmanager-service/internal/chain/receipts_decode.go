@@ -329,7 +329,7 @@ func (s *fastScanner) receipts(dst *[]*rpcReceipt) bool {
 }
 
 var receiptFields = []string{"transactionHash", "status", "blockNumber", "blockHash", "transactionIndex", "gasUsed",
-	"effectiveGasPrice", "contractAddress", "l1Fee"}
+	"effectiveGasPrice", "contractAddress", "l1Fee", "type"}
 
 // receipt reads one receipt object into r: each field it knows through that field's own
 // UnmarshalJSON, as encoding/json would; a null sets a pointer field to nil.
@@ -346,6 +346,8 @@ func (s *fastScanner) receipt(r *rpcReceipt) bool {
 			target = &r.TransactionIndex
 		case "gasUsed":
 			target = &r.GasUsed
+		case "type":
+			target = &r.Type
 		case "status":
 			return setPointer(s, &r.Status)
 		case "blockNumber":

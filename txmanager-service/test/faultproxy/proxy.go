@@ -233,8 +233,9 @@ func (p *Proxy) SetLag(blocks uint64, everyOtherRequest bool) {
 func (p *Proxy) SetLegacy(on bool) { p.legacy.Store(on) }
 
 // SetDepositsFrom makes every block read with its transactions carry an OP-stack deposit
-// from address as well (nil: none), as a block of an OP-stack chain does when the account
-// deposited from L1.
+// from address as well, and every block's receipts the deposit's receipt (nil: none), as a
+// block of an OP-stack chain does when the account deposited from L1. The node has no raw
+// transaction for it.
 func (p *Proxy) SetDepositsFrom(address *string) { p.depositsFrom.Store(address) }
 
 // withDeposits adds the deposit to the full-transaction blocks among answer's results.
@@ -266,7 +267,26 @@ func (p *Proxy) withDeposits(body, answer []byte) []byte {
 	}
 	deposit := json.RawMessage(fmt.Sprintf(`{"type":"0x7e","sourceHash":"0x%064x","from":%q,"to":%q,"mint":"0x1","value":"0x1","gas":"0x5208",`+
 		`"isSystemTx":false,"input":"0x","nonce":"0x0","hash":"0x%064x","gasPrice":"0x0","v":"0x0","r":"0x0","s":"0x0"}`, 1, *from, *from, 2))
+	depositReceipt := func(block json.RawMessage) json.RawMessage {
+		var b struct {
+			Number string `json:"blockNumber"`
+			Hash   string `json:"blockHash"`
+		}
+		_ = json.Unmarshal(block, &b)
+		// As op-geth reports a deposit: no L1 fee, none owed.
+		return json.RawMessage(fmt.Sprintf(`{"type":"0x7e","transactionHash":"0x%064x","blockHash":%q,"blockNumber":%q,"transactionIndex":"0x0",`+
+			`"status":"0x1","gasUsed":"0x5208","cumulativeGasUsed":"0x5208","effectiveGasPrice":"0x0","from":%q,"to":%q,"logs":[],`+
+			`"logsBloom":"0x%0512x","contractAddress":null,"depositNonce":"0x0"}`, 2, b.Hash, b.Number, *from, *from, 0))
+	}
 	for i, resp := range responses {
+		if m := methods[string(resp.ID)]; m == "eth_getBlockReceipts" && len(resp.Result) > 0 {
+			var receipts []json.RawMessage
+			if json.Unmarshal(resp.Result, &receipts) != nil || len(receipts) == 0 {
+				continue
+			}
+			responses[i].Result, _ = json.Marshal(append([]json.RawMessage{depositReceipt(receipts[0])}, receipts...))
+			continue
+		}
 		if m := methods[string(resp.ID)]; (m != "eth_getBlockByNumber" && m != "eth_getBlockByHash") || len(resp.Result) == 0 {
 			continue
 		}

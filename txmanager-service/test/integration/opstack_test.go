@@ -22,7 +22,9 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/e2e"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 )
 
 // opStackChainID is OP Mainnet's id, the one the OP-stack anvil runs under.
@@ -304,4 +306,64 @@ func devKey(t *testing.T, i int) *ecdsa.PrivateKey {
 		t.Fatal(err)
 	}
 	return key
+}
+
+// Whole-block receipts on an OP-stack chain owe no L1 fee for a deposit, which every
+// OP-stack block holds: the block is read without asking for the deposit's raw transaction
+// (a node does not always serve it), and the signer's receipt beside it carries its fee.
+// Before, every block read asked for it, and a node without it failed the whole block.
+func TestOPStackBlockReceiptsPassDeposits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := startOPStackAnvil(t, 0)
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	if err := e2e.SetBalance(ctx, url, from, (*hexutil.Big)(big.NewInt(params.Ether))); err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	depositor := strings.ToLower(from.Hex())
+	proxy.SetDepositsFrom(&depositor)
+	rpcChain, err := chain.DialRPC(ctx, proxy.URL(), chain.WithOPStackFees(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rpcChain.Close)
+	to := common.HexToAddress("0x00000000000000000000000000000000000f00d5")
+	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(opStackChainID)), &types.DynamicFeeTx{
+		ChainID: big.NewInt(opStackChainID), Gas: 21_000, To: &to, Value: big.NewInt(1), GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(10 * params.GWei),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rpcChain.SendRawTransaction(ctx, mustMarshal(t, tx)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2e.Mine(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	head, err := rpcChain.LatestHeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := rpcChain.BlockReceipts(ctx, []uint64{head.Number})
+	if err != nil {
+		t.Fatalf("the block's receipts beside a deposit: %v", err)
+	}
+	var ours *services.Receipt
+	for i, r := range blocks[0] {
+		if r.TxHash == tx.Hash() {
+			ours = &blocks[0][i]
+		}
+	}
+	if len(blocks[0]) != 2 || ours == nil || ours.L1Fee == nil || ours.L1Fee.Sign() <= 0 {
+		t.Fatalf("receipts %+v: want the deposit's and the transfer's, the transfer with its L1 fee", blocks[0])
+	}
 }
