@@ -127,7 +127,7 @@ func (b *Bootstrap) applyPreset(confirmationsSet bool) {
 // Everything that is not per chain (database, servers, signers) is shared by the copies.
 func (b *Bootstrap) ChainViews() []*Bootstrap {
 	if len(b.Chains) == 0 {
-		if b.Chain.Preset == "" {
+		if b.Chain.Preset == "" && b.Chain.BlockTime == 0 {
 			return []*Bootstrap{b.withDefaultConfirmations()}
 		}
 		view := *b
@@ -142,7 +142,7 @@ func (b *Bootstrap) ChainViews() []*Bootstrap {
 		view := *b
 		view.Chain = entry.withDefaults(b.Chain)
 		if entry.Fees != nil {
-			view.Fees = *entry.Fees
+			view.Fees = b.Fees.overriddenBy(*entry.Fees)
 		}
 		// Finality: the entry's own, else its preset's, else the top-level one.
 		switch _, known := ChainPresets[entry.Preset]; {
@@ -197,8 +197,32 @@ func (c Chain) withDefaults(defaults Chain) Chain {
 	orDefault(&c.Health.MaxLagBlocks, defaults.Health.MaxLagBlocks)
 	orDefault(&c.Embedded.BlockInterval, defaults.Embedded.BlockInterval)
 	orDefault(&c.Embedded.DevAccounts, defaults.Embedded.DevAccounts)
-	orDefault(&c.FeeModel, defaults.FeeModel)
+	// The entry's preset names its fee model before the top-level one does: an OP-stack
+	// entry under a top-level ethereum model still counts the L1 data fee.
+	if preset, known := ChainPresets[c.Preset]; !known || preset.FeeModel == "" {
+		orDefault(&c.FeeModel, defaults.FeeModel)
+	}
 	return c
+}
+
+// overriddenBy is f with the settings entry names replaced: a chain's fees block changes
+// what it names and keeps the rest (the node's fee cap above all), not the whole block.
+func (f Fees) overriddenBy(entry Fees) Fees {
+	for _, s := range []struct{ setting, override *string }{
+		{&f.MaxFeePerGas, &entry.MaxFeePerGas}, {&f.MaxPriorityFeePerGas, &entry.MaxPriorityFeePerGas},
+		{&f.MinPriorityFeePerGas, &entry.MinPriorityFeePerGas}, {&f.NodeTxFeeCap, &entry.NodeTxFeeCap},
+	} {
+		if *s.override != "" {
+			*s.setting = *s.override
+		}
+	}
+	if entry.BumpPercent != 0 {
+		f.BumpPercent = entry.BumpPercent
+	}
+	if entry.BaseFeeMultiplier != 0 {
+		f.BaseFeeMultiplier = entry.BaseFeeMultiplier
+	}
+	return f
 }
 
 // orDefault sets an unset (zero) setting to its default.

@@ -18,6 +18,7 @@ func TestChainViews(t *testing.T) {
 	body := `
 chain:
   timeouts: {read: 7s}
+  feeModel: ethereum
 chains:
   - id: 1
     rpcUrl: "http://eth.example"
@@ -28,6 +29,9 @@ chains:
     fees: {maxFeePerGas: "500000000000", bumpPercent: 15}
     blockTime: 2s
     timeouts: {read: 3s}
+  - id: 10
+    rpcUrl: "http://op.example"
+    preset: optimism
 `
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
@@ -41,15 +45,15 @@ chains:
 		t.Fatal("a chains list does not count as several chains")
 	}
 	views := bc.ChainViews()
-	if len(views) != 2 {
-		t.Fatalf("%d views, want 2", len(views))
+	if len(views) != 3 {
+		t.Fatalf("%d views, want 3", len(views))
 	}
-	eth, polygon := views[0], views[1]
+	eth, polygon, op := views[0], views[1], views[2]
 	tests := []struct {
 		name      string
 		got, want any
 	}{
-		{"ids", []uint64{eth.Chain.ID, polygon.Chain.ID}, []uint64{1, 137}},
+		{"ids", []uint64{eth.Chain.ID, polygon.Chain.ID, op.Chain.ID}, []uint64{1, 137, 10}},
 		{"endpoints of the first", strings.Join(eth.Chain.Endpoints(), ","), "http://eth.example"},
 		{"endpoints of the second", strings.Join(polygon.Chain.Endpoints(), ","), "http://polygon-a.example,http://polygon-b.example"},
 		{"read timeout inherited from chain", eth.Chain.Timeouts.Read.Std(), 7 * time.Second},
@@ -59,6 +63,11 @@ chains:
 		{"confirmations of the second", polygon.Confirmations.Required, uint64(64)},
 		{"fee cap of the second", polygon.Fees.MaxFeePerGas, "500000000000"},
 		{"fees of the first are the top-level ones", eth.Fees.BumpPercent, bc.Fees.BumpPercent},
+		// A fees block changes what it names: the node's fee cap stays.
+		{"the node fee cap kept under a fees block", polygon.Fees.NodeTxFeeCap, bc.Fees.NodeTxFeeCap},
+		{"bump of the second", polygon.Fees.BumpPercent, int64(15)},
+		// The entry's preset names its fee model before the top-level one.
+		{"an OP-stack preset's fee model under a top-level ethereum one", op.Chain.FeeModel, conf.FeeModelOPStack},
 		{"block time sets the receipt poll", polygon.Pipeline.Receipts.PollInterval.Std(), 2 * time.Second},
 		{"no block time keeps the poll", eth.Pipeline.Receipts.PollInterval, bc.Pipeline.Receipts.PollInterval},
 		{"shared settings stay shared", eth.Database.DSN, polygon.Database.DSN},
@@ -169,5 +178,21 @@ chains:
 		if _, err := conf.Load(path); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%q: err = %v, want %q", bad.body, err, bad.want)
 		}
+	}
+}
+
+// In the single-chain form a block time of its own sets the receipt poll, as a preset's does.
+func TestASingleChainsBlockTimeSetsTheReceiptPoll(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte("chain:\n  blockTime: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DATABASE_URL", "postgres://example/db")
+	bc, err := conf.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if views := bc.ChainViews(); len(views) != 1 || views[0].Pipeline.Receipts.PollInterval.Std() != 5*time.Second {
+		t.Fatalf("the receipt poll is %v, want the block time, 5s", views[0].Pipeline.Receipts.PollInterval.Std())
 	}
 }
