@@ -145,10 +145,13 @@ func (p FeePolicy) Outbid(prevFee, prevTip *big.Int, s FeeSuggestion) (maxFee, m
 	if feeCap == nil {
 		feeCap = new(big.Int).Mul(freshFee, big.NewInt(maxOutbidOfMarket))
 	}
-	if tipCap == nil {
-		tipCap = new(big.Int).Mul(freshTip, big.NewInt(maxOutbidOfMarket))
-	}
 	minFee, minTip := bumped(prevFee, p.bumpPercent()), bumped(prevTip, p.bumpPercent())
+	if tipCap == nil {
+		// At least the replacement rule's tip, where the market's tip fell (to 0 on some
+		// chains): the tip stays under the fee, whose own bound keeps the whole from
+		// compounding.
+		tipCap = maxOf(new(big.Int).Mul(freshTip, big.NewInt(maxOutbidOfMarket)), minTip)
+	}
 	maxFee = clamp(maxOf(minFee, freshFee), feeCap)
 	maxTip = clamp(maxOf(minTip, freshTip), tipCap)
 	if s.Legacy {
@@ -158,6 +161,11 @@ func (p FeePolicy) Outbid(prevFee, prevTip *big.Int, s FeeSuggestion) (maxFee, m
 		maxTip = new(big.Int).Set(maxFee)
 	}
 	if maxFee.Cmp(minFee) < 0 || maxTip.Cmp(minTip) < 0 {
+		return prevFee, prevTip, AtFeeCap
+	}
+	if maxFee.Cmp(prevFee) <= 0 && maxTip.Cmp(prevTip) <= 0 {
+		// Nothing rises (zero fees on a chain whose base fee and tips are 0): the same
+		// price signed again would be refused again, a new signature each time.
 		return prevFee, prevTip, AtFeeCap
 	}
 	return maxFee, maxTip, RaiseFees

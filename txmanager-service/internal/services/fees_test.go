@@ -141,6 +141,12 @@ func TestFeePolicyOutbid(t *testing.T) {
 		// A node that keeps refusing: without caps, no higher than 3x the market (66 / 6).
 		{"no caps, already near 3x the market", services.FeePolicy{}, calm, gwei(60), gwei(3), services.AtFeeCap, gwei(60), gwei(3)},
 		{"no caps, a bump still under 3x the market", services.FeePolicy{}, calm, gwei(58), gwei(5), services.RaiseFees, big.NewInt(64_960_000_000), big.NewInt(5_600_000_000)},
+		// The market's tip fell to 0: the tip still rises by the bump, under the fee's bound.
+		{"the market's tip at 0, the replacement's tip bumped", services.FeePolicy{}, services.FeeSuggestion{BaseFee: gwei(10), TipCap: new(big.Int)},
+			gwei(25), gwei(1), services.RaiseFees, gwei(28), big.NewInt(1_120_000_000)},
+		// Base fee and tips 0, with a pool minimum above: nothing rises, so nothing is signed again.
+		{"zero fees that cannot rise", services.FeePolicy{}, services.FeeSuggestion{BaseFee: new(big.Int), TipCap: new(big.Int)},
+			new(big.Int), new(big.Int), services.AtFeeCap, new(big.Int), new(big.Int)},
 	}
 	for _, tc := range tests {
 		fee, tip, action := tc.policy.Outbid(tc.prevFee, tc.prevTip, tc.s)
