@@ -447,7 +447,9 @@ func TestWebhookCursorBelowRetentionIsNotDeliveredWithAHole(t *testing.T) {
 }
 
 // unreadableFeed is the completions feed whose pages cannot be read.
-type unreadableFeed struct{ *repositories.CompletionRepository }
+type unreadableFeed struct {
+	*repositories.CompletionRepository
+}
 
 func (unreadableFeed) ListAfter(context.Context, services.FeedPosition, int, []string, uint64) ([]services.Completion, error) {
 	return nil, errors.New("canceling statement due to statement timeout")
