@@ -106,3 +106,43 @@ func TestRecoveryProgressIsKeptWithTheRowsItRecords(t *testing.T) {
 		t.Fatalf("second quarantine's recovery: %+v, %v; want afresh from nonce 20", check.Quarantine, err)
 	}
 }
+
+// A recovered row still adoptable whose nonce another transaction took is final at once, but
+// its completion waits for its adoption (naming the request) or the end of its window, as
+// finality holds it back: emitted now, it would name no request and an adopter's would be
+// lost to the one already written.
+func TestANonceTakenFromAnAdoptableRowHoldsItsCompletion(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	const signer = "0x00000000000000000000000000000000000000d2"
+	lease := acquireLease(t, pool, signer, "node-a")
+	store := repositories.NewReconcileRepository(pool, testChain())
+	steps := []struct {
+		name            string
+		unclaimedUntil  string // SQL: when the adoption window ends (NULL: not adoptable)
+		wantCompletions int
+	}{
+		{"adoptable for an hour", "now() + interval '1 hour'", 0},
+		{"not adoptable", "NULL", 1},
+	}
+	for i, s := range steps {
+		id := uuid.New()
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, fencing_token, recovered_at, unclaimed_until)
+			VALUES (1337, $1, $2, '\x00', $3, '{"value":"0"}', 'TRACKING', 'NONCE_TAKEN', $4, now(), `+s.unclaimedUntil+`)`, id, signer, i, int64(lease.Token)); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.FailNonceTaken(ctx, lease, domain.ManagedTx{ID: id}, "taken"); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		var state string
+		var completions int
+		if err := pool.QueryRow(ctx, `SELECT (SELECT state FROM managed_tx WHERE tx_id = $1), (SELECT count(*) FROM tx_completions WHERE tx_id = $1)`, id).
+			Scan(&state, &completions); err != nil {
+			t.Fatal(err)
+		}
+		if state != "FAILED_FINAL" || completions != s.wantCompletions {
+			t.Fatalf("%s: %s with %d completions, want FAILED_FINAL with %d", s.name, state, completions, s.wantCompletions)
+		}
+	}
+}

@@ -64,14 +64,16 @@ failed AS (
         fencing_token = @fencing_token, updated_at = now()
     FROM lease
     WHERE m.tx_id = @tx_id AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.sub_state = 'NONCE_TAKEN'
-    RETURNING m.chain_id, m.tx_id, m.signer, m.state
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state, m.unclaimed_until
 ),
+-- A recovered row still adoptable gets its completion when it is adopted (naming the
+-- request) or when its window ends, as finality holds it back too.
 completed AS (
     INSERT INTO tx_completions (chain_id, tx_id, signer, status)
-    SELECT chain_id, tx_id, signer, state FROM failed
+    SELECT chain_id, tx_id, signer, state FROM failed WHERE unclaimed_until IS NULL
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM completed)::bigint AS updated;
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM failed)::bigint AS updated;
 
 -- name: RecordRecovered :one
 -- Records transactions the chain holds at nonces the database lost (recovery after a

@@ -72,14 +72,14 @@ failed AS (
         fencing_token = $4, updated_at = now()
     FROM lease
     WHERE m.tx_id = $6 AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL AND m.sub_state = 'NONCE_TAKEN'
-    RETURNING m.chain_id, m.tx_id, m.signer, m.state
+    RETURNING m.chain_id, m.tx_id, m.signer, m.state, m.unclaimed_until
 ),
 completed AS (
     INSERT INTO tx_completions (chain_id, tx_id, signer, status)
-    SELECT chain_id, tx_id, signer, state FROM failed
+    SELECT chain_id, tx_id, signer, state FROM failed WHERE unclaimed_until IS NULL
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM completed)::bigint AS updated
+SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM failed)::bigint AS updated
 `
 
 type FailNonceTakenParams struct {
@@ -98,6 +98,8 @@ type FailNonceTakenRow struct {
 
 // Another transaction, not this one's intent, was mined at its nonce and is confirmed: the
 // intent can never execute. Final as FAILED_FINAL/NONCE_TAKEN with its completion.
+// A recovered row still adoptable gets its completion when it is adopted (naming the
+// request) or when its window ends, as finality holds it back too.
 func (q *Queries) FailNonceTaken(ctx context.Context, arg FailNonceTakenParams) (FailNonceTakenRow, error) {
 	row := q.db.QueryRow(ctx, failNonceTaken,
 		arg.ChainID,
