@@ -76,3 +76,37 @@ func TestReceiptRepositoryFollowsAReceiptThroughAReorg(t *testing.T) {
 		t.Fatalf("awaiting after the reorg: %+v (%v), want it looked up again", awaiting, err)
 	}
 }
+
+// An earlier attempt mined after a later one was stored (a cancellation, a re-price), then
+// reorged out: the current attempt is again the newest stored, so resubmission goes on with
+// the cancellation rather than the original intent the operator cancelled.
+func TestAReorgedOutAttemptIsNotLeftCurrent(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	store := repositories.NewReceiptRepository(pool, testChain())
+	signer := testsupport.SignerAddress(271).Hex()
+	lease := acquireLease(t, pool, signer, "node-a")
+	cancel := "0x" + strings.Repeat("b", 64)
+	row := txRow{signer: signer, nonce: 0, state: "TRACKING", subState: "SIGNED", hash: cancel}
+	id := insertTx(t, pool, row)
+	original := "0x" + strings.Repeat("a", 64)
+	insertAttempt(t, pool, row, id, original, "ORIGINAL", 100, 2)
+	insertAttempt(t, pool, row, id, cancel, "CANCEL", 130, 3)
+	block := common.HexToHash("0x" + strings.Repeat("c", 64))
+	found := []receipts.FoundReceipt{{TxID: id, Signer: signer, Kind: pipeline.AttemptOriginal,
+		Receipt: services.Receipt{TxHash: common.HexToHash(original), Status: 1, BlockNumber: 7, BlockHash: block, GasUsed: 21000}}}
+	if n, err := store.RecordReceipts(t.Context(), lease, found); err != nil || n != 1 {
+		t.Fatalf("recorded %d (%v), want 1", n, err)
+	}
+	mined, err := store.ListMined(t.Context(), []string{signer})
+	if err != nil || len(mined) != 1 {
+		t.Fatalf("mined %+v (%v)", mined, err)
+	}
+	if n, err := store.RevertReorged(t.Context(), lease, mined); err != nil || n != 1 {
+		t.Fatalf("reverted %d (%v), want 1", n, err)
+	}
+	var current string
+	if err := pool.QueryRow(t.Context(), "SELECT tx_hash FROM managed_tx WHERE tx_id = $1", id).Scan(&current); err != nil || current != cancel {
+		t.Fatalf("the current attempt after the reorg: %s (%v), want the cancellation %s", current, err, cancel)
+	}
+}

@@ -60,7 +60,10 @@ WHERE chain_id = @chain_id AND signer = ANY(@signers::text[]) AND confirmed_at I
 
 -- name: RevertReorged :one
 -- The block holding the receipt left the canonical chain: forget the receipt and look the
--- transaction up again; resubmission is due at once in case the reorg dropped it.
+-- transaction up again; resubmission is due at once in case the reorg dropped it. The
+-- current attempt is again the newest one stored, not the one that was mined (an earlier
+-- attempt mined before a cancellation or a re-price stored later): resubmission and stuck
+-- resolution go on from it, and an operator's cancellation is not undone.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
@@ -73,6 +76,7 @@ input AS (
 updated AS (
     UPDATE managed_tx m
     SET receipt = NULL, block_number = NULL, block_hash = NULL, state = 'TRACKING', sub_state = 'REORGED',
+        tx_hash = COALESCE((SELECT a.tx_hash FROM tx_attempt a WHERE a.tx_id = m.tx_id ORDER BY a.created_at DESC, a.max_fee_per_gas DESC LIMIT 1), m.tx_hash),
         next_resubmit_at = now(), fencing_token = @fencing_token, updated_at = now()
     FROM lease, input i
     -- Rows by primary key through input alone; every other check names i (package doc: batch writes).

@@ -327,6 +327,7 @@ input AS (
 updated AS (
     UPDATE managed_tx m
     SET receipt = NULL, block_number = NULL, block_hash = NULL, state = 'TRACKING', sub_state = 'REORGED',
+        tx_hash = COALESCE((SELECT a.tx_hash FROM tx_attempt a WHERE a.tx_id = m.tx_id ORDER BY a.created_at DESC, a.max_fee_per_gas DESC LIMIT 1), m.tx_hash),
         next_resubmit_at = now(), fencing_token = $4, updated_at = now()
     FROM lease, input i
     -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
@@ -352,7 +353,10 @@ type RevertReorgedRow struct {
 }
 
 // The block holding the receipt left the canonical chain: forget the receipt and look the
-// transaction up again; resubmission is due at once in case the reorg dropped it.
+// transaction up again; resubmission is due at once in case the reorg dropped it. The
+// current attempt is again the newest one stored, not the one that was mined (an earlier
+// attempt mined before a cancellation or a re-price stored later): resubmission and stuck
+// resolution go on from it, and an operator's cancellation is not undone.
 func (q *Queries) RevertReorged(ctx context.Context, arg RevertReorgedParams) (RevertReorgedRow, error) {
 	row := q.db.QueryRow(ctx, revertReorged,
 		arg.ChainID,
