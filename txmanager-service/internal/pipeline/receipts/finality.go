@@ -41,6 +41,11 @@ func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, e
 	if err != nil {
 		return 0, errors.Join(expiredErr, err)
 	}
+	if view.finalizedErr != nil {
+		// Nothing is judged final this pass, but reorgs are still followed: a receipt whose
+		// block was replaced must not wait for the tag to be served again.
+		expiredErr = errors.Join(expiredErr, view.finalizedErr)
+	}
 	reorged, finals := judge(mined, view, t.cfg)
 	// A held receipt whose block left the chain has nothing on record to revert: forgetting
 	// it is enough, and its transaction, still unmined in the database, is looked up again.
@@ -99,6 +104,9 @@ type chainView struct {
 	head          uint64
 	finalizedAt   uint64
 	finalizedHash common.Hash
+	// finalizedErr: the finalized block could not be read; finalizedAt is 0, so nothing is
+	// final, and each mined block is still compared with the canonical one.
+	finalizedErr error
 	canonical     map[uint64]services.BlockHeader
 	// linkedTo is, for each height in canonical, the highest height reached from it along
 	// headers that link to each other.
@@ -114,9 +122,10 @@ func (t *Tracker) chainView(ctx context.Context, mined []MinedTx) (chainView, er
 	if t.cfg.UseFinalizedTag {
 		finalized, err := t.chain.FinalizedHeader(ctx)
 		if err != nil {
-			return chainView{}, fmt.Errorf("finalized block: %w", err)
+			view.finalizedErr = fmt.Errorf("finalized block: %w", err)
+		} else {
+			view.finalizedAt, view.finalizedHash = finalized.Number, finalized.Hash
 		}
-		view.finalizedAt, view.finalizedHash = finalized.Number, finalized.Hash
 	}
 	var blocks []uint64
 	for _, tx := range mined {
@@ -135,19 +144,27 @@ func (t *Tracker) chainView(ctx context.Context, mined []MinedTx) (chainView, er
 			heights = append(heights, h)
 		}
 	}
-	headers, err := t.chain.HeadersByNumber(ctx, heights)
-	if err != nil {
-		return chainView{}, fmt.Errorf("canonical headers: %w", err)
-	}
-	view.canonical = make(map[uint64]services.BlockHeader, len(headers))
-	for i, h := range headers {
-		if h != nil {
-			view.canonical[heights[i]] = *h
+	// In calls of a bounded size, each with the chain's read deadline: after finality has not
+	// run for a while, the headers up to the finalized block are many, and one call for all
+	// of them would run out of its deadline at every pass, for good.
+	view.canonical = make(map[uint64]services.BlockHeader, len(heights))
+	for chunk := range slices.Chunk(heights, headersPerCall) {
+		headers, err := t.chain.HeadersByNumber(ctx, chunk)
+		if err != nil {
+			return chainView{}, fmt.Errorf("canonical headers: %w", err)
+		}
+		for i, h := range headers {
+			if h != nil {
+				view.canonical[chunk[i]] = *h
+			}
 		}
 	}
 	view.link()
 	return view, nil
 }
+
+// headersPerCall bounds one call for canonical headers (a few batches of requests).
+const headersPerCall = 500
 
 // proofTop is the highest height whose header a decision on a block at height needs: the
 // block that gives it the confirmations required (no higher than the head), or the

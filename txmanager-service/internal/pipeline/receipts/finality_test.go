@@ -2,6 +2,8 @@ package receipts_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -167,5 +169,36 @@ func TestFinalityCountsDepthOnOneChainOnly(t *testing.T) {
 				t.Fatalf("row %+v after a pass on the live node, want tracking", row)
 			}
 		})
+	}
+}
+
+// withoutFinalizedTag is an endpoint that does not serve the finalized tag (or fails on it
+// for a while).
+type withoutFinalizedTag struct{ services.ReceiptSource }
+
+func (withoutFinalizedTag) FinalizedHeader(context.Context) (*services.BlockHeader, error) {
+	return nil, fmt.Errorf("%w: the finalized tag", services.ErrNotSupported)
+}
+
+// With the finalized tag deciding and the node not serving it, nothing is judged final, but
+// a receipt whose block was replaced is still followed back to tracking: before, the whole
+// pass failed on the tag, and a dropped transaction stayed mined for ever.
+func TestAReorgIsFollowedWhileTheFinalizedTagIsNotServed(t *testing.T) {
+	t.Parallel()
+	s := newStage(t)
+	s.send(1, nil)
+	block := s.mine(1)
+	tracker := receipts.New(receipts.Config{UseFinalizedTag: true}, s.store, withoutFinalizedTag{s.chain}, s.node.Leases, telemetry.Noop(), s.logger)
+	if _, err := tracker.RecordReceipts(ctx(t), s.lookUp(tracker).Found, block); err != nil {
+		t.Fatal(err)
+	}
+	s.replaceBlock(block)
+	s.mine(2)
+	reverted, err := tracker.AdvanceFinality(ctx(t), s.signers())
+	if reverted != 1 || !errors.Is(err, services.ErrNotSupported) {
+		t.Fatalf("AdvanceFinality = %d, %v; want the reorg followed (1) and the tag's failure reported", reverted, err)
+	}
+	if row := s.row(0); row.state != string(domain.StateTracking) || row.subState != "REORGED" || row.completions != 0 {
+		t.Fatalf("row %+v, want tracking again after its block was replaced", row)
 	}
 }
