@@ -302,16 +302,24 @@ func createBatch(ctx context.Context, api *e2e.Client, create func(int) *v1.Crea
 // or every fullCountEvery, which still ends the wait within seconds of a FAILED_FINAL.
 func waitAllConfirmed(ctx context.Context, conn *pgx.Conn, prefix string, n int, each func()) error {
 	lastFull := time.Now()
+	open := n
 	for {
 		each()
-		open, err := countOpen(ctx, conn)
+		counted, err := countOpen(ctx, conn)
+		if err != nil && ctx.Err() != nil {
+			// The wait ran out during the count: say what was still open at the last one.
+			return errors.Join(fmt.Errorf("%d transactions not final", open), err)
+		}
 		if err != nil {
 			return err
 		}
+		open = counted
 		if open == 0 || time.Since(lastFull) >= fullCountEvery {
 			lastFull = time.Now()
 			confirmed, failedFinal, err := countFinal(ctx, conn, prefix)
 			switch {
+			case err != nil && ctx.Err() != nil:
+				return errors.Join(fmt.Errorf("%d transactions not final", open), err)
 			case err != nil:
 				return err
 			case failedFinal > 0:
