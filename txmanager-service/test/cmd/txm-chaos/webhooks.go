@@ -228,7 +228,8 @@ func runWebhookScenario(ctx context.Context, o options, root string, pg *e2e.Pos
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var owner string
-	if err := conn.QueryRow(ctx, `SELECT COALESCE(owner_node, '') FROM webhook_subscription`).Scan(&owner); err != nil {
+	// The lease's owner is the node id and the process's incarnation.
+	if err := conn.QueryRow(ctx, `SELECT split_part(COALESCE(owner_node, ''), '#', 1) FROM webhook_subscription`).Scan(&owner); err != nil {
 		return nil, err
 	}
 	killed := ""
