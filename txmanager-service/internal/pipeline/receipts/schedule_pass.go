@@ -139,6 +139,14 @@ func (c *Schedule) check(ctx context.Context, chunk []*receiptEntry, head uint64
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range outcome.Found {
+		if err != nil {
+			// Not known to be on record: looked up again at once rather than left to the
+			// backstop re-read (a write already made is not made twice).
+			if e, ok := byID[f.TxID]; ok {
+				e.due = now
+			}
+			continue
+		}
 		delete(c.entries, f.TxID) // mined; finality takes it from here
 	}
 	for _, id := range outcome.NotFound {
@@ -221,6 +229,8 @@ func (c *Schedule) scanBlocks(ctx context.Context, head uint64) int {
 	// the blocks just read either.
 	for id, e := range c.entries {
 		switch {
+		case found[id] && err != nil:
+			e.due = time.Now() // not known to be on record: looked up again by its hash
 		case found[id]:
 			delete(c.entries, id) // mined; finality takes it from here
 		case e.notFound && e.notFoundAtHead >= from:

@@ -1,6 +1,9 @@
 package receipts_test
 
 import (
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
@@ -300,5 +304,44 @@ func TestSchedulePassTriesWholeBlocksAgainAfterTheNodeRefusedThem(t *testing.T) 
 				t.Fatalf("%s: row %+v, want its receipt on record", step.name, row)
 			}
 		}
+	}
+}
+
+// failingOnce is the receipt store whose first write of receipts fails (the database cut
+// for a moment).
+type failingOnce struct {
+	receipts.Store
+	failed atomic.Bool
+}
+
+func (f *failingOnce) RecordReceipts(ctx context.Context, lease domain.Lease, found []receipts.FoundReceipt) (int, error) {
+	if len(found) > 0 && f.failed.CompareAndSwap(false, true) {
+		return 0, errors.New("connection reset by peer")
+	}
+	return f.Store.RecordReceipts(ctx, lease, found)
+}
+
+// Receipts found but not written (the write failed) stay scheduled and are looked up again
+// at the next pass, by hash or in the next block read, instead of waiting for the backstop
+// re-read of everything awaiting.
+func TestReceiptsNotWrittenAreLookedUpAgain(t *testing.T) {
+	t.Parallel()
+	for _, blockScan := range []int{1, 0} {
+		t.Run(map[int]string{1: "read in whole blocks", 0: "looked up by hash"}[blockScan], func(t *testing.T) {
+			t.Parallel()
+			s := newStage(t)
+			s.send(2, nil)
+			tracker := receipts.New(receipts.Config{Confirmations: 20}, &failingOnce{Store: s.store}, s.chain, s.node.Leases, telemetry.Noop(), s.logger)
+			schedule := s.newSchedule(tracker, blockScan)
+			s.pass(schedule)
+			head := s.mine(1)
+			s.pass(schedule) // finds them; the write fails
+			s.pass(schedule)
+			for _, row := range s.rows() {
+				if row.subState != "MINED" || row.block != head {
+					t.Fatalf("row %+v after the next pass, want its receipt in block %d on record", row, head)
+				}
+			}
+		})
 	}
 }
