@@ -82,14 +82,30 @@ type SignerRoster struct {
 
 	// mu serialises Sync and the admin calls' own applying.
 	mu sync.Mutex
-	// failed remembers the last build error per signer, so a key that cannot be built is
-	// logged when its error changes, not on every poll.
-	failed map[common.Address]string
+	// failed remembers, per signer, the last build error (logged when it changes, not on
+	// every poll), how many builds in a row failed, and when the next may be tried.
+	failed map[common.Address]buildFailure
 }
+
+// buildFailure is a signer whose key source could not be built.
+type buildFailure struct {
+	err     string
+	inARow  int
+	nextTry time.Time
+}
+
+// Builds that keep failing are tried less often: after buildRetriesAtEachPoll in a row, the
+// wait doubles from a poll interval up to maxBuildBackoff. A keystore whose passphrase is
+// wrong costs a key derivation (about 256 MiB and a second of CPU) each try, and builds run
+// one at a time under the roster's lock, which the admin calls wait for.
+const (
+	buildRetriesAtEachPoll = 3
+	maxBuildBackoff        = 5 * time.Minute
+)
 
 // NewSignerRoster wires the roster; leases are every served chain's lease managers.
 func NewSignerRoster(cfg RosterConfig, store RosterStore, keys SignerKeys, leases []*LeaseManager, tx txmanager.Manager, audit *AuditTrail, logger log.Logger) *SignerRoster {
-	return &SignerRoster{cfg: cfg, store: store, keys: keys, leases: leases, tx: tx, audit: audit, failed: map[common.Address]string{},
+	return &SignerRoster{cfg: cfg, store: store, keys: keys, leases: leases, tx: tx, audit: audit, failed: map[common.Address]buildFailure{},
 		log: log.NewHelper(log.With(logger, "component", "signer-roster", "node_id", cfg.Node))}
 }
 
@@ -128,7 +144,7 @@ func (r *SignerRoster) apply(ctx context.Context, entry domain.RosterSigner) {
 	case domain.RosterActive, domain.RosterRetiring:
 		// A retiring signer's key is needed too: its unfinished transactions are signed by
 		// whichever node holds its lease.
-		if entry.Source != domain.KeySourceConfig && !r.holds(entry.Signer) {
+		if entry.Source != domain.KeySourceConfig && !r.holds(entry.Signer) && !time.Now().Before(r.failed[entry.Signer].nextTry) {
 			r.build(ctx, entry)
 		}
 		r.keys.Apply(entry)
@@ -148,11 +164,17 @@ func (r *SignerRoster) build(ctx context.Context, entry domain.RosterSigner) {
 	defer cancel()
 	if err := r.keys.Build(ctx, entry); err != nil {
 		err = &KeySourceError{Err: err}
-		if r.failed[entry.Signer] != err.Error() {
-			r.failed[entry.Signer] = err.Error()
-			r.log.Errorw("msg", "signer's key source could not be built; retrying at each roster poll", "signer", entry.Signer.Hex(),
+		f := r.failed[entry.Signer]
+		f.inARow++
+		if f.inARow >= buildRetriesAtEachPoll {
+			f.nextTry = time.Now().Add(min(r.cfg.PollInterval<<min(f.inARow-buildRetriesAtEachPoll+1, 20), maxBuildBackoff))
+		}
+		if f.err != err.Error() {
+			r.log.Errorw("msg", "signer's key source could not be built; trying again, less often while it keeps failing", "signer", entry.Signer.Hex(),
 				"source", string(entry.Source), "key_ref", entry.KeyRef, "error", err.Error())
 		}
+		f.err = err.Error()
+		r.failed[entry.Signer] = f
 		return
 	}
 	delete(r.failed, entry.Signer)
@@ -252,6 +274,7 @@ func (r *SignerRoster) AddSigner(ctx context.Context, signer, source, keyRef, no
 		if err != nil {
 			return RosterEntry{}, &domain.ValidationError{Field: "keyRef", Reason: fmt.Sprintf("the key source could not be read: %v", &KeySourceError{Err: err})}
 		}
+		delete(r.failed, entry.Signer)
 	}
 	row, added, err := r.store.AddRosterSigner(ctx, entry, by)
 	if err != nil {

@@ -357,3 +357,26 @@ func TestSyncBuildsSignersAddedElsewhere(t *testing.T) {
 		t.Fatalf("after the key became readable: held %t after %d builds, want held after 2", held, otherKeys.builds)
 	}
 }
+
+// A key source that keeps failing to build is tried less often: at each poll for the first
+// few, then after a wait that doubles (a wrong keystore passphrase costs a key derivation
+// each try, under the lock the admin calls wait for).
+func TestAKeyThatKeepsFailingIsTriedLessOften(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	signer := testsupport.SignerAddress(51)
+	if _, err := newTestRoster(t, pool, newFakeKeys()).AddSigner(t.Context(), signer.Hex(), "keystore", "", "", "op"); err != nil {
+		t.Fatal(err)
+	}
+	keys := newFakeKeys()
+	keys.buildErr = errors.New("could not decrypt key with given password")
+	other := newTestRoster(t, pool, keys)
+	for range 10 {
+		if err := other.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if keys.builds != 3 {
+		t.Fatalf("%d builds in 10 polls at once, want 3 (then a wait)", keys.builds)
+	}
+}
