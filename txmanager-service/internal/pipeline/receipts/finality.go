@@ -107,7 +107,7 @@ type chainView struct {
 	// finalizedErr: the finalized block could not be read; finalizedAt is 0, so nothing is
 	// final, and each mined block is still compared with the canonical one.
 	finalizedErr error
-	canonical     map[uint64]services.BlockHeader
+	canonical    map[uint64]services.BlockHeader
 	// linkedTo is, for each height in canonical, the highest height reached from it along
 	// headers that link to each other.
 	linkedTo map[uint64]uint64
