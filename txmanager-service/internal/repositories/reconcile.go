@@ -158,9 +158,12 @@ func (r *ReconcileRepository) FinishRecovery(ctx context.Context, lease domain.L
 // id stands when a person asked for the release.
 const recoveryReleaser = "recovery (adopt-by-intent)"
 
+// maxExpiredPerCall bounds one ExpireUnclaimed statement.
+const maxExpiredPerCall = 1000
+
 // ExpireUnclaimed implements reconcile.Store.
 func (r *ReconcileRepository) ExpireUnclaimed(ctx context.Context, lease domain.Lease) (int, error) {
-	var p sqlcdb.ExpireUnclaimedParams
+	p := sqlcdb.ExpireUnclaimedParams{MaxRows: maxExpiredPerCall}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
 	p.ChainID = r.chainID
 	row, err := r.q.ExpireUnclaimed(ctx, p)

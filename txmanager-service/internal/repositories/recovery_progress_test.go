@@ -146,3 +146,30 @@ func TestANonceTakenFromAnAdoptableRowHoldsItsCompletion(t *testing.T) {
 		}
 	}
 }
+
+// The adoption windows of a large loss end a bounded number of rows a call, lowest nonces
+// first, until none is left: one statement never updates (and writes completions for) the
+// whole loss at once.
+func TestAdoptionWindowsEndInBoundedSteps(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	const signer = "0x00000000000000000000000000000000000000d3"
+	lease := acquireLease(t, pool, signer, "node-a")
+	store := repositories.NewReconcileRepository(pool, testChain())
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, recovered_at, unclaimed_until, confirmed_at)
+		SELECT 1337, gen_random_uuid(), $1, '\x00', g, '{"value":"0"}', 'CONFIRMED', $2, now(), now() - interval '1 minute', now()
+		FROM generate_series(0, 1000) g`, signer, int64(lease.Token)); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{1000, 1, 0} {
+		n, err := store.ExpireUnclaimed(ctx, lease)
+		if err != nil || n != want {
+			t.Fatalf("call %d ended %d windows (%v), want %d", i, n, err, want)
+		}
+	}
+	var completions int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM tx_completions WHERE signer = $1", signer).Scan(&completions); err != nil || completions != 1001 {
+		t.Fatalf("%d completions (%v), want one for each of the 1,001 rows", completions, err)
+	}
+}

@@ -160,7 +160,8 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM release
 
 -- name: ExpireUnclaimed :one
 -- Recovered rows no request adopted within the window stop being adoptable; those already
--- final get the completion that was held back for the adopter.
+-- final get the completion that was held back for the adopter. At most @max_rows a call,
+-- lowest nonces first: a large loss's windows end in bounded statements, a pass at a time.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
@@ -169,7 +170,12 @@ WITH lease AS MATERIALIZED (
 expired AS (
     UPDATE managed_tx m SET unclaimed_until = NULL, fencing_token = @fencing_token, updated_at = now()
     FROM lease
-    WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.unclaimed_until IS NOT NULL AND m.unclaimed_until <= now()
+    WHERE m.tx_id IN (
+            SELECT u.tx_id FROM managed_tx u
+            WHERE u.chain_id = @chain_id AND u.signer = @signer AND u.unclaimed_until IS NOT NULL AND u.unclaimed_until <= now()
+            ORDER BY u.nonce
+            LIMIT @max_rows)
+      AND m.chain_id = @chain_id AND m.signer = @signer AND m.unclaimed_until IS NOT NULL AND m.unclaimed_until <= now()
     RETURNING m.chain_id, m.tx_id, m.signer, m.state
 ),
 completed AS (

@@ -22,7 +22,12 @@ WITH lease AS MATERIALIZED (
 expired AS (
     UPDATE managed_tx m SET unclaimed_until = NULL, fencing_token = $4, updated_at = now()
     FROM lease
-    WHERE m.chain_id = $1 AND m.signer = $2 AND m.unclaimed_until IS NOT NULL AND m.unclaimed_until <= now()
+    WHERE m.tx_id IN (
+            SELECT u.tx_id FROM managed_tx u
+            WHERE u.chain_id = $1 AND u.signer = $2 AND u.unclaimed_until IS NOT NULL AND u.unclaimed_until <= now()
+            ORDER BY u.nonce
+            LIMIT $5)
+      AND m.chain_id = $1 AND m.signer = $2 AND m.unclaimed_until IS NOT NULL AND m.unclaimed_until <= now()
     RETURNING m.chain_id, m.tx_id, m.signer, m.state
 ),
 completed AS (
@@ -39,6 +44,7 @@ type ExpireUnclaimedParams struct {
 	Signer       string
 	NodeID       string
 	FencingToken int64
+	MaxRows      int32
 }
 
 type ExpireUnclaimedRow struct {
@@ -47,13 +53,15 @@ type ExpireUnclaimedRow struct {
 }
 
 // Recovered rows no request adopted within the window stop being adoptable; those already
-// final get the completion that was held back for the adopter.
+// final get the completion that was held back for the adopter. At most @max_rows a call,
+// lowest nonces first: a large loss's windows end in bounded statements, a pass at a time.
 func (q *Queries) ExpireUnclaimed(ctx context.Context, arg ExpireUnclaimedParams) (ExpireUnclaimedRow, error) {
 	row := q.db.QueryRow(ctx, expireUnclaimed,
 		arg.ChainID,
 		arg.Signer,
 		arg.NodeID,
 		arg.FencingToken,
+		arg.MaxRows,
 	)
 	var i ExpireUnclaimedRow
 	err := row.Scan(&i.LeaseHeld, &i.Expired)
