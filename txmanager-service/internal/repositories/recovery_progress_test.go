@@ -1,6 +1,7 @@
 package repositories_test
 
 import (
+	"fmt"
 	"math/big"
 	"testing"
 	"time"
@@ -171,5 +172,46 @@ func TestAdoptionWindowsEndInBoundedSteps(t *testing.T) {
 	var completions int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM tx_completions WHERE signer = $1", signer).Scan(&completions); err != nil || completions != 1001 {
 		t.Fatalf("%d completions (%v), want one for each of the 1,001 rows", completions, err)
+	}
+}
+
+// A quarantine's summary is read from the rows recorded, the gaps between them being the
+// nonces not recorded: a range of millions of nonces is summarised at once, with leading,
+// inner and trailing gaps, and a range with nothing recorded is one gap.
+func TestAQuarantineOfMillionsOfNoncesIsSummarisedFromItsRows(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	admin := repositories.NewAdminRepository(pool, testChain())
+	store := repositories.NewReconcileRepository(pool, testChain())
+	const signer, empty = "0x00000000000000000000000000000000000000d4", "0x00000000000000000000000000000000000000d5"
+	for _, s := range []string{signer, empty} {
+		if quarantined, err := store.Quarantine(ctx, acquireLease(t, pool, s, "node-a"), 10, 5_000_010); err != nil || !quarantined {
+			t.Fatalf("quarantine %s: %v, %v", s, quarantined, err)
+		}
+	}
+	for _, row := range []struct {
+		nonce     int
+		requestID string
+		adoptable bool
+	}{{10, "", true}, {11, "order-1", false}, {12, "order-2", false}, {20, "", false}, {5_000_009, "", true}} {
+		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, fencing_token, recovered_at, request_id, unclaimed_until)
+			VALUES (1337, gen_random_uuid(), $1, '\x00', $2, '{"value":"0"}', 'TRACKING', 1, now(), NULLIF($3, ''), CASE WHEN $4 THEN now() + interval '1 hour' END)`,
+			signer, row.nonce, row.requestID, row.adoptable); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		signer string
+		want   string
+	}{
+		{signer, "[{UNCLAIMED 10 10 1} {ADOPTED 11 12 2} {NOT_RECORDED 13 19 7} {EXPIRED 20 20 1} {NOT_RECORDED 21 5000008 4999988} {UNCLAIMED 5000009 5000009 1}]"},
+		{empty, "[{NOT_RECORDED 10 5000009 5000000}]"},
+	}
+	for _, tt := range tests {
+		ranges, err := admin.QuarantineNonceRanges(ctx, tt.signer)
+		if err != nil || fmt.Sprint(ranges) != tt.want {
+			t.Fatalf("ranges of %s: %v (%v), want %s", tt.signer, ranges, err, tt.want)
+		}
 	}
 }

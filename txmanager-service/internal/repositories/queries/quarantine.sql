@@ -60,27 +60,44 @@ WHERE chain_id = @chain_id AND signer = @signer AND released_at IS NULL;
 -- ADOPTED (a retried create was answered with the recorded transaction), UNCLAIMED (recorded,
 -- adoptable until its window ends), EXPIRED (recorded, the window ended unadopted),
 -- NOT_RECORDED (no transaction recorded there: recovery has not reached it, or the chain
--- does not show one). One index look-up per nonce.
+-- does not show one). It reads the rows recorded, not every nonce of the range: the gaps
+-- between them are the NOT_RECORDED runs, so a range of millions of nonces with few rows
+-- recorded is summarised at once.
 WITH q AS (
     SELECT sq.db_next_nonce, sq.chain_nonce FROM signer_quarantine sq WHERE sq.chain_id = @chain_id AND sq.signer = @signer
 ),
-classified AS (
-    SELECT g.nonce,
-           CASE WHEN m.tx_id IS NULL THEN 'NOT_RECORDED'
-                WHEN m.request_id IS NOT NULL THEN 'ADOPTED'
+recorded AS (
+    SELECT m.nonce,
+           CASE WHEN m.request_id IS NOT NULL THEN 'ADOPTED'
                 WHEN m.unclaimed_until IS NOT NULL THEN 'UNCLAIMED'
                 ELSE 'EXPIRED' END AS class
     FROM q
-    CROSS JOIN LATERAL generate_series(q.db_next_nonce, q.chain_nonce - 1) AS g(nonce)
-    LEFT JOIN managed_tx m ON m.chain_id = @chain_id AND m.signer = @signer AND m.nonce = g.nonce
+    JOIN managed_tx m ON m.chain_id = @chain_id AND m.signer = @signer AND m.nonce >= q.db_next_nonce AND m.nonce < q.chain_nonce
 ),
 runs AS (
     SELECT nonce, class, nonce - row_number() OVER (PARTITION BY class ORDER BY nonce) AS run
-    FROM classified
+    FROM recorded
+),
+ordered AS (
+    SELECT nonce, lag(nonce) OVER (ORDER BY nonce) AS previous FROM recorded
+),
+gaps AS (
+    -- Between two rows recorded.
+    SELECT previous + 1 AS first_nonce, nonce - 1 AS last_nonce FROM ordered WHERE previous IS NOT NULL AND nonce > previous + 1
+    UNION ALL
+    -- Before the first row (the whole range when none is recorded).
+    SELECT q.db_next_nonce, COALESCE((SELECT min(nonce) FROM recorded), q.chain_nonce) - 1 FROM q
+    UNION ALL
+    -- After the last row.
+    SELECT (SELECT max(nonce) FROM recorded) + 1, q.chain_nonce - 1 FROM q WHERE EXISTS (SELECT 1 FROM recorded)
 )
 SELECT class::text AS class, min(nonce)::bigint AS first_nonce, max(nonce)::bigint AS last_nonce, count(*)::bigint AS nonces
 FROM runs
 GROUP BY class, run
+UNION ALL
+SELECT 'NOT_RECORDED'::text, first_nonce::bigint, last_nonce::bigint, (last_nonce - first_nonce + 1)::bigint
+FROM gaps
+WHERE last_nonce >= first_nonce
 ORDER BY first_nonce;
 
 -- name: ListRecovered :many
