@@ -132,6 +132,10 @@ func (uc *CreateTxUseCase) adoptInstead(ctx context.Context, req domain.CreateRe
 		return CreateResult{}, err
 	}
 	req.Admission.AdoptOnly = refusal
+	if p, ok := domain.PrincipalFrom(ctx); ok {
+		// The adopted transaction counts in its credential's policy windows, as its signer's.
+		req.Admission.Credential = p.ID
+	}
 	tx, created, err := uc.queue.Allocate(ctx, req, max(req.Intent.GasLimit, 21_000))
 	if err != nil {
 		return CreateResult{Tx: tx}, err
