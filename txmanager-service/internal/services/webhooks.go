@@ -265,7 +265,8 @@ func (b *WebhookBook) Replay(ctx context.Context, id string, cursor int64, by st
 	return b.store.Get(ctx, parsed)
 }
 
-// Delete removes a subscription; nothing more is sent to it.
+// Delete removes a subscription; nothing more is sent to it once the node delivering it
+// next saves its cursor (a quarter second at most).
 func (b *WebhookBook) Delete(ctx context.Context, id, by string) error {
 	parsed, err := parseSubscriptionID(id)
 	if err != nil {
