@@ -198,25 +198,26 @@ func (r *replacementsStore) RecordReplacements(_ context.Context, _ domain.Lease
 	return ids, nil
 }
 
-// One transaction of a resubmission batch that cannot be re-signed now (its key source
-// refuses) goes out at its current fees; the batch's others are re-priced and sent.
-func TestRepriceGoesOnPastOneSigningFailure(t *testing.T) {
+// repriceAfterRefusals re-prices count transactions (nonces from 0, signed at fee cap 10,
+// due with the market at 1,000 + 100) with a key source that refuses the re-signatures
+// refuse names; it returns the items sent, the items as they were, and the replacements
+// stored.
+func repriceAfterRefusals(t *testing.T, count uint64, refuse func(nonce uint64) bool) (out, items []pipeline.BroadcastItem, stored int) {
+	t.Helper()
 	key, err := crypto.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	chainID := services.ChainID{Int: big.NewInt(1337)}
-	refuseNonce := uint64(1)
 	signer := pipeline.NewSigner(chainID, signerFunc(func(tx *types.Transaction) (*types.Transaction, error) {
-		if tx.Nonce() == refuseNonce && tx.GasFeeCap().Int64() > 10 {
-			return nil, errors.New("kms: throttled")
+		if tx.GasFeeCap().Int64() > 10 && refuse(tx.Nonce()) {
+			return nil, errors.New("kms: deadline exceeded")
 		}
 		return types.SignTx(tx, types.LatestSignerForChainID(chainID.Int), key)
 	}))
 	from := crypto.PubkeyToAddress(key.PublicKey)
 	var due []DueResubmit
-	var items []pipeline.BroadcastItem
-	for nonce := range uint64(3) {
+	for nonce := range count {
 		a, err := signer.Sign(t.Context(), uuid.New(), pipeline.AttemptOriginal, pipeline.Unsigned{From: from, Nonce: nonce, To: &from, Value: big.NewInt(1),
 			Gas: 21_000, MaxFee: big.NewInt(10), MaxTip: big.NewInt(1)})
 		if err != nil {
@@ -228,12 +229,20 @@ func TestRepriceGoesOnPastOneSigningFailure(t *testing.T) {
 	store := &replacementsStore{}
 	s := &Submitter{signer: signer, store: store, chain: fixedFees{s: services.FeeSuggestion{BaseFee: big.NewInt(1_000), TipCap: big.NewInt(100)}},
 		metrics: telemetry.Noop(), log: log.NewHelper(log.NewStdLogger(io.Discard))}
-	out, err := s.reprice(t.Context(), domain.Lease{Signer: from.Hex(), Token: 1}, due, items)
+	out, err = s.reprice(t.Context(), domain.Lease{Signer: from.Hex(), Token: 1}, due, items)
 	if err != nil {
 		t.Fatalf("reprice: %v", err)
 	}
-	if len(store.stored) != 2 || len(out) != 3 {
-		t.Fatalf("%d replacements stored, %d items to send; want the 2 that could be re-signed, and all 3 sent", len(store.stored), len(out))
+	return out, items, len(store.stored)
+}
+
+// One transaction of a resubmission batch that cannot be re-signed now (its key source
+// refuses) goes out at its current fees; the batch's others are re-priced and sent.
+func TestRepriceGoesOnPastOneSigningFailure(t *testing.T) {
+	const refuseNonce = 1
+	out, items, stored := repriceAfterRefusals(t, 3, func(nonce uint64) bool { return nonce == refuseNonce })
+	if stored != 2 || len(out) != 3 {
+		t.Fatalf("%d replacements stored, %d items to send; want the 2 that could be re-signed, and all 3 sent", stored, len(out))
 	}
 	if string(out[refuseNonce].Raw) != string(items[refuseNonce].Raw) {
 		t.Fatal("the one that could not be re-signed is not sent at its current fees")
@@ -244,40 +253,10 @@ func TestRepriceGoesOnPastOneSigningFailure(t *testing.T) {
 // costs a resubmission pass two failed signatures, not one per transaction: the rest go out
 // at their current fees at once.
 func TestRepriceStopsSigningWhenTheKeySourceKeepsFailing(t *testing.T) {
-	key, err := crypto.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	chainID := services.ChainID{Int: big.NewInt(1337)}
 	var refused int
-	signer := pipeline.NewSigner(chainID, signerFunc(func(tx *types.Transaction) (*types.Transaction, error) {
-		if tx.GasFeeCap().Int64() > 10 {
-			refused++
-			return nil, errors.New("kms: deadline exceeded")
-		}
-		return types.SignTx(tx, types.LatestSignerForChainID(chainID.Int), key)
-	}))
-	from := crypto.PubkeyToAddress(key.PublicKey)
-	var due []DueResubmit
-	var items []pipeline.BroadcastItem
-	for nonce := range uint64(6) {
-		a, err := signer.Sign(t.Context(), uuid.New(), pipeline.AttemptOriginal, pipeline.Unsigned{From: from, Nonce: nonce, To: &from, Value: big.NewInt(1),
-			Gas: 21_000, MaxFee: big.NewInt(10), MaxTip: big.NewInt(1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		due = append(due, DueResubmit{TxID: a.TxID, Current: a.Hash, Raw: a.Raw, Kind: a.Kind, MaxFee: big.NewInt(10), MaxTip: big.NewInt(1), SubState: domain.SubStateSubmitted})
-		items = append(items, pipeline.BroadcastItem{TxID: a.TxID, Raw: a.Raw})
-	}
-	store := &replacementsStore{}
-	s := &Submitter{signer: signer, store: store, chain: fixedFees{s: services.FeeSuggestion{BaseFee: big.NewInt(1_000), TipCap: big.NewInt(100)}},
-		metrics: telemetry.Noop(), log: log.NewHelper(log.NewStdLogger(io.Discard))}
-	out, err := s.reprice(t.Context(), domain.Lease{Signer: from.Hex(), Token: 1}, due, items)
-	if err != nil {
-		t.Fatalf("reprice: %v", err)
-	}
-	if refused != maxSigningFailuresInARow || len(store.stored) != 0 || len(out) != len(items) {
+	out, items, stored := repriceAfterRefusals(t, 6, func(uint64) bool { refused++; return true })
+	if refused != maxSigningFailuresInARow || stored != 0 || len(out) != len(items) {
 		t.Fatalf("%d signatures tried and refused, %d replacements, %d sent; want %d tried, none replaced, all %d sent at their fees",
-			refused, len(store.stored), len(out), maxSigningFailuresInARow, len(items))
+			refused, stored, len(out), maxSigningFailuresInARow, len(items))
 	}
 }
