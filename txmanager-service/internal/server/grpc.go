@@ -10,7 +10,10 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	gproto "google.golang.org/grpc/encoding/proto"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -36,17 +39,90 @@ func NewGRPCServer(c conf.Server, listeners *Listeners, tlsConfigs *TLSConfigs, 
 		kgrpc.StreamInterceptor(streams.interceptor, auth.streamInterceptor, streams.limits),
 		// A batch of creates may be larger than any other call; messageSizeInterceptor holds
 		// the others to maxBodyBytes.
-		kgrpc.Options(grpc.MaxRecvMsgSize(int(max(c.MaxBodyBytes, c.MaxBatchBodyBytes)))),
+		kgrpc.Options(grpc.MaxRecvMsgSize(int(max(c.MaxBodyBytes, c.MaxBatchBodyBytes))),
+			grpc.ForceServerCodecV2(readableCodec{CodecV2: encoding.GetCodecV2(gproto.Name)})),
 	}
 	if tlsConfigs.GRPC != nil {
 		opts = append(opts, kgrpc.TLSConfig(tlsConfigs.GRPC))
 	}
 	srv := kgrpc.NewServer(opts...)
-	v1.RegisterTxServiceServer(srv, tx)
-	v1.RegisterAdminServiceServer(srv, admin)
-	v1.RegisterPeerServiceServer(srv, &peerService{tx: tx})
+	srv.RegisterService(answeringBadMessages(&v1.TxService_ServiceDesc), tx)
+	srv.RegisterService(answeringBadMessages(&v1.AdminService_ServiceDesc), admin)
+	srv.RegisterService(answeringBadMessages(&v1.PeerService_ServiceDesc), &peerService{tx: tx})
 	healthpb.RegisterHealthServer(srv, newGRPCHealth(health, streams.ctx.Done(), v1.TxService_ServiceDesc.ServiceName, v1.AdminService_ServiceDesc.ServiceName))
 	return srv
+}
+
+// answeringBadMessages is desc with each call's request message, when it cannot be read,
+// refused as the HTTP API refuses such a body: INVALID_ARGUMENT with the reason (gRPC itself
+// answers INTERNAL, as if the service had failed, for a string field that is not UTF-8 or
+// bytes that are not protobuf). gRPC writes that answer inside RecvMsg, before any
+// interceptor or handler sees the failure, so the handlers read through readableCodec.
+func answeringBadMessages(desc *grpc.ServiceDesc) *grpc.ServiceDesc {
+	answered := *desc
+	answered.Methods = make([]grpc.MethodDesc, len(desc.Methods))
+	for i, method := range desc.Methods {
+		handler := method.Handler
+		method.Handler = func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+			return handler(srv, ctx, func(msg any) error { return readMessage(dec, msg) }, interceptor)
+		}
+		answered.Methods[i] = method
+	}
+	answered.Streams = make([]grpc.StreamDesc, len(desc.Streams))
+	for i, stream := range desc.Streams {
+		handler := stream.Handler
+		stream.Handler = func(srv any, ss grpc.ServerStream) error {
+			return handler(srv, &answeringStream{ServerStream: ss})
+		}
+		answered.Streams[i] = stream
+	}
+	return &answered
+}
+
+// answeringStream reads a stream's messages as answeringBadMessages reads a call's.
+type answeringStream struct {
+	grpc.ServerStream
+}
+
+func (s *answeringStream) RecvMsg(msg any) error {
+	return readMessage(s.ServerStream.RecvMsg, msg)
+}
+
+// readMessage receives msg with recv and refuses it when it cannot be read. A message over
+// the size limit is refused by gRPC before it is read, RESOURCE_EXHAUSTED as gRPC answers it.
+func readMessage(recv func(any) error, msg any) error {
+	in := &incoming{msg: msg}
+	if err := recv(in); err != nil {
+		return err
+	}
+	if in.err != nil {
+		return withGRPCCode(v1.InvalidArgument("message", "cannot be read as protobuf: "+in.err.Error()))
+	}
+	return nil
+}
+
+// incoming is a request message on its way to its handler: readableCodec reads into msg,
+// and keeps in err why it could not.
+type incoming struct {
+	msg any
+	err error
+}
+
+// readableCodec is gRPC's protobuf codec, except that it hands a request message it cannot
+// read to the handler as incoming.err instead of failing the read: gRPC would answer that
+// failure INTERNAL itself. Messages not on their way through readMessage (the health and
+// reflection services') are read as gRPC reads them.
+type readableCodec struct {
+	encoding.CodecV2
+}
+
+func (c readableCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	in, ok := v.(*incoming)
+	if !ok {
+		return c.CodecV2.Unmarshal(data, v)
+	}
+	in.err = c.CodecV2.Unmarshal(data, in.msg)
+	return nil
 }
 
 // Kratos sends 422 and 410 as gRPC Unknown; the service sends them as codes no other API

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -22,6 +23,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -313,5 +316,74 @@ func TestBasicModeBelievesNoHopsAndProbesAreNotLimited(t *testing.T) {
 		if err != nil {
 			t.Fatalf("health check %d at a limit of 0.1 a second: %v", i+1, err)
 		}
+	}
+}
+
+// rawCodec sends a call's message as the bytes given, so a test can send what no
+// protobuf library would encode; answers are read as protobuf.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)      { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error { return proto.Unmarshal(data, v.(proto.Message)) }
+func (rawCodec) Name() string                       { return "proto" }
+
+// A message gRPC cannot read is refused as the HTTP API refuses such a body, with a reason,
+// never INTERNAL as if the service had failed; a call and a stream alike, and the service
+// goes on serving.
+func TestGRPCRefusesUnreadableMessagesWithAReason(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{})
+	s.serveGRPC(t, &TLSConfigs{})
+	conn := dial(t, s.conf.Server.GRPC.Addr, insecure.NewCredentials())
+	signerField := func(value []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), value)
+	}
+	wellFormed, err := proto.Marshal(&v1.CreateTxRequest{Signer: signerUnknown.Hex(), To: signerA.Hex(), GasLimit: 21000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overLimit := max(s.conf.Server.MaxBodyBytes, s.conf.Server.MaxBatchBodyBytes) + 1
+	create := func(ctx context.Context, msg []byte) error {
+		return conn.Invoke(ctx, v1.TxService_CreateTx_FullMethodName, msg, &v1.CreateTxResponse{}, grpc.ForceCodec(rawCodec{}))
+	}
+	watch := func(ctx context.Context, msg []byte) error {
+		stream, err := conn.NewStream(ctx, &v1.TxService_ServiceDesc.Streams[0], v1.TxService_WatchCompletions_FullMethodName, grpc.ForceCodec(rawCodec{}))
+		if err != nil {
+			return err
+		}
+		if err := stream.SendMsg(msg); err != nil {
+			return err
+		}
+		if err := stream.CloseSend(); err != nil {
+			return err
+		}
+		return stream.RecvMsg(&v1.Completion{})
+	}
+	tests := []struct {
+		name   string
+		call   func(context.Context, []byte) error
+		msg    []byte
+		code   codes.Code
+		reason string
+	}{
+		{"a string field that is not UTF-8", create, signerField([]byte{0xff, 0xfe}), codes.InvalidArgument, "INVALID_ARGUMENT"},
+		{"bytes that are not protobuf", create, []byte{0xff, 0xff, 0xff}, codes.InvalidArgument, "INVALID_ARGUMENT"},
+		{"a message over the largest a call may carry, refused by gRPC unread", create, signerField(bytes.Repeat([]byte("a"), int(overLimit))), codes.ResourceExhausted, ""},
+		{"a stream's request that is not UTF-8", watch, signerField([]byte{0xc3, 0x28}), codes.InvalidArgument, "INVALID_ARGUMENT"},
+		{"a well-formed create still served", create, wellFormed, codes.FailedPrecondition, "UNKNOWN_SIGNER"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := outgoing("x-api-key", adminKey)
+			defer cancel()
+			err := tt.call(ctx, tt.msg)
+			if status.Code(err) != tt.code {
+				t.Fatalf("code %v (%v), want %v", status.Code(err), err, tt.code)
+			}
+			if se := kerrors.FromError(err); se.Reason != tt.reason {
+				t.Fatalf("reason %q (%v), want %q", se.Reason, err, tt.reason)
+			}
+		})
 	}
 }
