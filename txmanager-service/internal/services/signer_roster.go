@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,6 +61,10 @@ type RosterConfig struct {
 	PollInterval time.Duration
 	// BuildTimeout bounds building one key source (a KMS public key, clef's account list).
 	BuildTimeout time.Duration
+	// BuildBudget bounds one poll's building, all its builds together (0: two build
+	// timeouts). What it leaves unbuilt is built at the next poll, without counting as a
+	// failure: the roster's lock, which the admin calls wait for, is held while it builds.
+	BuildBudget time.Duration
 	// ConfigSigners are the signers of this node's file, registered at start.
 	ConfigSigners []common.Address
 }
@@ -97,7 +102,7 @@ type buildFailure struct {
 // Builds that keep failing are tried less often: after buildRetriesAtEachPoll in a row, the
 // wait doubles from a poll interval up to maxBuildBackoff. A keystore whose passphrase is
 // wrong costs a key derivation (about 256 MiB and a second of CPU) each try, and builds run
-// one at a time under the roster's lock, which the admin calls wait for.
+// under the roster's lock, which the admin calls wait for.
 const (
 	buildRetriesAtEachPoll = 3
 	maxBuildBackoff        = 5 * time.Minute
@@ -124,7 +129,9 @@ func (r *SignerRoster) Join(ctx context.Context) error {
 	return r.Sync(ctx)
 }
 
-// Sync reads the roster and applies every signer's state on this node.
+// Sync reads the roster and applies every signer's state on this node. The key sources to
+// build are built side by side first (buildKeys): one at a time, a hundred KMS keys behind
+// an outage would hold the node's start, and the admin calls, for a hundred build timeouts.
 func (r *SignerRoster) Sync(ctx context.Context) error {
 	entries, err := r.store.ListRoster(ctx)
 	if err != nil {
@@ -132,21 +139,33 @@ func (r *SignerRoster) Sync(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.buildKeys(ctx, slices.DeleteFunc(slices.Clone(entries), func(e domain.RosterSigner) bool { return !r.needsBuild(e) }))
 	for _, entry := range entries {
-		r.apply(ctx, entry)
+		r.applyState(ctx, entry)
 	}
 	return nil
 }
 
 // apply brings this node in line with entry. Callers hold mu.
 func (r *SignerRoster) apply(ctx context.Context, entry domain.RosterSigner) {
+	if r.needsBuild(entry) {
+		r.buildKeys(ctx, []domain.RosterSigner{entry})
+	}
+	r.applyState(ctx, entry)
+}
+
+// needsBuild: entry's key source is to be built here now. A retiring signer's key is
+// needed too: its unfinished transactions are signed by whichever node holds its lease.
+// Callers hold mu.
+func (r *SignerRoster) needsBuild(entry domain.RosterSigner) bool {
+	return (entry.State == domain.RosterActive || entry.State == domain.RosterRetiring) && entry.Source != domain.KeySourceConfig &&
+		!r.holds(entry.Signer) && !time.Now().Before(r.failed[entry.Signer].nextTry)
+}
+
+// applyState sets entry's state on this node, whether its key is held or not. Callers hold mu.
+func (r *SignerRoster) applyState(ctx context.Context, entry domain.RosterSigner) {
 	switch entry.State {
 	case domain.RosterActive, domain.RosterRetiring:
-		// A retiring signer's key is needed too: its unfinished transactions are signed by
-		// whichever node holds its lease.
-		if entry.Source != domain.KeySourceConfig && !r.holds(entry.Signer) && !time.Now().Before(r.failed[entry.Signer].nextTry) {
-			r.build(ctx, entry)
-		}
 		r.keys.Apply(entry)
 		if entry.State == domain.RosterRetiring {
 			r.completeRetirement(ctx, entry)
@@ -159,10 +178,63 @@ func (r *SignerRoster) apply(ctx context.Context, entry domain.RosterSigner) {
 	}
 }
 
-func (r *SignerRoster) build(ctx context.Context, entry domain.RosterSigner) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.BuildTimeout)
+// concurrentKeyBuilds is how many key sources reached over the network (a KMS, clef) are
+// built at once. Keystore files are decrypted one at a time: each decryption is a key
+// derivation of about 256 MiB and a second of CPU, which side by side would only add up.
+const concurrentKeyBuilds = 8
+
+// buildKeys builds the key sources of entries, each within the build timeout and all
+// within the build budget, and records how each went. Callers hold mu.
+func (r *SignerRoster) buildKeys(ctx context.Context, entries []domain.RosterSigner) {
+	budget := r.cfg.BuildBudget
+	if budget <= 0 {
+		budget = 2 * r.cfg.BuildTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	if err := r.keys.Build(ctx, entry); err != nil {
+	var (
+		wg        sync.WaitGroup
+		network   = make(chan struct{}, concurrentKeyBuilds)
+		keystores sync.Mutex
+		errs      = make([]error, len(entries))
+	)
+	for i, entry := range entries {
+		wg.Go(func() {
+			if entry.Source == domain.KeySourceKeystore {
+				keystores.Lock()
+				defer keystores.Unlock()
+			} else {
+				select {
+				case network <- struct{}{}:
+					defer func() { <-network }()
+				case <-ctx.Done():
+				}
+			}
+			if ctx.Err() != nil {
+				errs[i] = errBuildNotTried
+				return
+			}
+			buildCtx, cancel := context.WithTimeout(ctx, r.cfg.BuildTimeout)
+			defer cancel()
+			errs[i] = r.keys.Build(buildCtx, entry)
+		})
+	}
+	wg.Wait()
+	for i, entry := range entries {
+		r.recordBuild(entry, errs[i])
+	}
+}
+
+// errBuildNotTried: the poll's build budget ran out before the build could start.
+var errBuildNotTried = errors.New("not tried: the poll's time for building key sources ran out")
+
+// recordBuild logs how building entry's key source went and, when it failed, when to try
+// again. Callers hold mu.
+func (r *SignerRoster) recordBuild(entry domain.RosterSigner, err error) {
+	if errors.Is(err, errBuildNotTried) {
+		return // the next poll builds it
+	}
+	if err != nil {
 		err = &KeySourceError{Err: err}
 		f := r.failed[entry.Signer]
 		f.inARow++

@@ -76,7 +76,7 @@ func (k *fakeKeys) Apply(e domain.RosterSigner) {
 	}
 }
 
-func newTestRoster(t *testing.T, pool *pgxpool.Pool, keys *fakeKeys, leases ...*services.LeaseManager) *services.SignerRoster {
+func newTestRoster(t *testing.T, pool *pgxpool.Pool, keys services.SignerKeys, leases ...*services.LeaseManager) *services.SignerRoster {
 	t.Helper()
 	logger := log.NewStdLogger(os.Stderr)
 	if !testing.Verbose() {
@@ -378,5 +378,148 @@ func TestAKeyThatKeepsFailingIsTriedLessOften(t *testing.T) {
 	}
 	if keys.builds != 3 {
 		t.Fatalf("%d builds in 10 polls at once, want 3 (then a wait)", keys.builds)
+	}
+}
+
+// unreachableKeys stands for key sources that do not answer: a build of one of its KMS
+// signers waits until as many KMS builds as the roster runs at once are under way (or its
+// deadline passes), then fails as unreachable; a keystore build takes a moment of its own.
+// It records how many of each were under way at once.
+type unreachableKeys struct {
+	*fakeKeys
+	kms, keystores map[common.Address]bool
+	atOnce         int
+	allUnderWay    chan struct{}
+
+	mu                        sync.Mutex
+	kmsNow, keystoreNow       int
+	kmsPeak, keystorePeak     int
+	kmsBuilds, keystoreBuilds int
+}
+
+func (k *unreachableKeys) Build(ctx context.Context, e domain.RosterSigner) error {
+	switch {
+	case k.kms[e.Signer]:
+		k.mu.Lock()
+		k.kmsBuilds++
+		k.kmsNow++
+		k.kmsPeak = max(k.kmsPeak, k.kmsNow)
+		if k.kmsNow == k.atOnce {
+			close(k.allUnderWay)
+		}
+		k.mu.Unlock()
+		select {
+		case <-k.allUnderWay:
+		case <-ctx.Done():
+		}
+		k.mu.Lock()
+		k.kmsNow--
+		k.mu.Unlock()
+		return fmt.Errorf("kms: %w", context.DeadlineExceeded)
+	case k.keystores[e.Signer]:
+		k.mu.Lock()
+		k.keystoreBuilds++
+		k.keystoreNow++
+		k.keystorePeak = max(k.keystorePeak, k.keystoreNow)
+		k.mu.Unlock()
+		time.Sleep(20 * time.Millisecond) // room for another decryption to overlap, if one could
+		k.mu.Lock()
+		k.keystoreNow--
+		k.mu.Unlock()
+	}
+	return k.fakeKeys.Build(ctx, e)
+}
+
+// A poll builds the key sources it needs side by side, a bounded number at a time: a
+// node with many KMS signers behind an outage is not held for one build timeout per
+// signer. Keystore files are still decrypted one at a time.
+func TestSyncBuildsKeySourcesSideBySide(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	const kmsSigners, keystoreSigners, atOnce = 11, 3, 8
+	keys := &unreachableKeys{fakeKeys: newFakeKeys(), kms: map[common.Address]bool{}, keystores: map[common.Address]bool{},
+		atOnce: atOnce, allUnderWay: make(chan struct{})}
+	adder := newTestRoster(t, pool, newFakeKeys())
+	for i := range kmsSigners {
+		signer := testsupport.SignerAddress(200 + i)
+		keys.kms[signer] = true
+		if _, err := adder.AddSigner(t.Context(), signer.Hex(), "awsKms", fmt.Sprintf("alias/side-by-side-%d", i), "", "op"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range keystoreSigners {
+		signer := testsupport.SignerAddress(220 + i)
+		keys.keystores[signer] = true
+		if _, err := adder.AddSigner(t.Context(), signer.Hex(), "keystore", "", "", "op"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := newTestRoster(t, pool, keys).Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	keys.mu.Lock()
+	defer keys.mu.Unlock()
+	if keys.kmsBuilds != kmsSigners || keys.keystoreBuilds != keystoreSigners {
+		t.Fatalf("%d KMS and %d keystore builds, want %d and %d", keys.kmsBuilds, keys.keystoreBuilds, kmsSigners, keystoreSigners)
+	}
+	if keys.kmsPeak != atOnce {
+		t.Fatalf("at most %d KMS builds under way at once, want %d", keys.kmsPeak, atOnce)
+	}
+	if keys.keystorePeak != 1 {
+		t.Fatalf("%d keystore decryptions at once, want 1", keys.keystorePeak)
+	}
+	for signer := range keys.kms {
+		if _, held := keys.State(signer); held {
+			t.Fatalf("KMS signer %s held after its build failed", signer.Hex())
+		}
+	}
+	for signer := range keys.keystores {
+		if _, held := keys.State(signer); !held {
+			t.Fatalf("keystore signer %s not held after its build", signer.Hex())
+		}
+	}
+}
+
+// A poll spends at most its build budget building: key sources that do not answer hold the
+// roster's lock (which the admin calls wait for) no longer than that, whatever their build
+// timeout. The builds it could not start are left to the next poll, not counted as failures.
+func TestAPollBuildsWithinItsBudget(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	const kmsSigners = 11
+	adder := newTestRoster(t, pool, newFakeKeys())
+	keys := &unreachableKeys{fakeKeys: newFakeKeys(), kms: map[common.Address]bool{}, keystores: map[common.Address]bool{},
+		atOnce: kmsSigners + 1, allUnderWay: make(chan struct{})} // never all under way: each waits for its deadline
+	for i := range kmsSigners {
+		signer := testsupport.SignerAddress(230 + i)
+		keys.kms[signer] = true
+		if _, err := adder.AddSigner(t.Context(), signer.Hex(), "gcpKms", fmt.Sprintf("projects/p/locations/l/keyRings/r/cryptoKeys/budget-%d/cryptoKeyVersions/1", i), "", "op"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	roster := services.NewSignerRoster(services.RosterConfig{Node: "roster-budget", PollInterval: time.Second, BuildTimeout: time.Hour, BuildBudget: time.Second},
+		repositories.NewRosterRepository(pool), keys, nil, testsupport.TxManager(t, pool), testsupport.AuditTrail(t, pool, "roster-budget"),
+		log.NewFilter(log.NewStdLogger(os.Stderr), log.FilterLevel(log.LevelFatal)))
+	kmsBuilds := func() int {
+		keys.mu.Lock()
+		defer keys.mu.Unlock()
+		return keys.kmsBuilds
+	}
+	for poll := 1; poll <= 4; poll++ {
+		before := kmsBuilds()
+		if err := roster.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		built := kmsBuilds() - before
+		switch {
+		case poll <= 3 && built != 8:
+			// 8 at once wait out the budget; the other 3 never start.
+			t.Fatalf("poll %d tried %d KMS builds, want 8", poll, built)
+		case poll == 4 && built == 0:
+			// A signer whose builds failed 3 times in a row waits between polls. 24 builds
+			// over 11 signers leave at least 3 signers with fewer than 3 tries; had the
+			// builds never started counted as failures, every signer would wait now.
+			t.Fatal("poll 4 tried no build: the builds the budget left unstarted counted as failures")
+		}
 	}
 }
