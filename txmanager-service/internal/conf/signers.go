@@ -19,6 +19,10 @@ type KeystoreSource struct {
 	Dir string `json:"dir"`
 	// Addresses to unlock; empty means every account in Dir.
 	Addresses []string `json:"addresses"`
+	// RosterOnly: Dir holds the keys of signers added through the roster (the admin API)
+	// only. Nothing in it is unlocked at start, so a key file put there serves only once
+	// an operator adds its signer; Addresses must then be empty.
+	RosterOnly bool `json:"rosterOnly"`
 	// The passphrase comes from a file (first line) or an environment variable, never from
 	// the configuration itself.
 	PassphraseFile string `json:"passphraseFile"`
@@ -34,10 +38,13 @@ type ExternalSource struct {
 	Timeout Duration `json:"timeout"`
 }
 
-// check: the external signer's deadline, the KMS sections, and a roster poll that makes an
+// check: the external signer's deadline, a keystore kept for the roster, the KMS sections, and a roster poll that makes an
 // added signer serve on every node within one lease period.
 func (s Signers) check(p *problems, environment string, leaseDuration Duration) {
 	p.require(s.External.URL == "" || s.External.Timeout > 0, "signers.external.timeout", "must be positive")
+	p.require(!s.Keystore.RosterOnly || s.Keystore.Dir != "", "signers.keystore.dir", "required with signers.keystore.rosterOnly")
+	p.require(!s.Keystore.RosterOnly || len(s.Keystore.Addresses) == 0, "signers.keystore.addresses",
+		"must be empty with signers.keystore.rosterOnly: the roster names the accounts unlocked from the directory")
 	p.add(s.kmsProblems(environment)...)
 	p.require(s.RosterPollInterval > 0 && s.RosterPollInterval <= leaseDuration,
 		"signers.rosterPollInterval", "(%s) must be positive and at most lease.duration (%s): a signer added serves on every node within one lease period",

@@ -47,7 +47,12 @@ func NewFromConfig(cfg conf.Signers, environment string, devKeys []*ecdsa.Privat
 		sources = append(sources, raw)
 	}
 
-	if ks := cfg.Keystore; ks.Dir != "" || len(ks.Addresses) > 0 || ks.PassphraseFile != "" || ks.PassphraseEnv != "" {
+	rosterKeystore := cfg.Keystore.RosterOnly
+	if rosterKeystore {
+		if err := checkRosterKeystore(cfg.Keystore); err != nil {
+			return fail(fmt.Errorf("signers: %w", err))
+		}
+	} else if ks := cfg.Keystore; ks.Dir != "" || len(ks.Addresses) > 0 || ks.PassphraseFile != "" || ks.PassphraseEnv != "" {
 		src, release, err := NewKeystoreSource(ks)
 		if err != nil {
 			return fail(fmt.Errorf("signers: %w", err))
@@ -92,7 +97,8 @@ func NewFromConfig(cfg conf.Signers, environment string, devKeys []*ecdsa.Privat
 		cleanups = append(cleanups, release)
 	}
 
-	if len(sources) == 0 {
+	// A node whose signers all come from a keystore kept for the roster starts with none.
+	if len(sources) == 0 && !rosterKeystore {
 		return fail(errors.New("signers: no key source configured (signers.keystore, signers.external, signers.awsKms, signers.gcpKms, or in development signers.rawKeys)"))
 	}
 	registry, err := NewRegistryFromSources(sources...)

@@ -20,6 +20,7 @@ func TestNewFromConfigBuildsEverySource(t *testing.T) {
 	rawKey, devKey, externalKey := newKey(t), newKey(t), newKey(t)
 	url := serveRPC(t, fakeClefLister{&fakeClef{key: externalKey, chainID: testChainID}, []common.Address{addressOf(externalKey)}})
 	keystoreCfg := conf.KeystoreSource{Dir: fixture.dir, Addresses: hexes(fixture.accounts[0]), PassphraseFile: fixture.passphraseFile}
+	rosterKeystore := conf.KeystoreSource{Dir: fixture.dir, PassphraseFile: fixture.passphraseFile, RosterOnly: true}
 	externalCfg := conf.ExternalSource{URL: url, Addresses: hexes(addressOf(externalKey))}
 	kms := startGCPKMS(t)
 	kmsAddr := kms.AddKey(gcpkms.KeyName("hot"), newKey(t))
@@ -43,6 +44,17 @@ func TestNewFromConfigBuildsEverySource(t *testing.T) {
 			environment: conf.EnvironmentDevelopment,
 			devKeys:     []*ecdsa.PrivateKey{devKey},
 			want:        []common.Address{addressOf(devKey)},
+		},
+		{
+			name:        "production: a keystore kept for the roster unlocks none of its accounts",
+			cfg:         conf.Signers{Keystore: rosterKeystore, External: externalCfg},
+			environment: conf.EnvironmentProduction,
+			want:        []common.Address{addressOf(externalKey)},
+		},
+		{
+			name:        "production: a keystore kept for the roster alone starts with no signer",
+			cfg:         conf.Signers{Keystore: rosterKeystore},
+			environment: conf.EnvironmentProduction,
 		},
 		{
 			name:        "production: keystore and external",
@@ -119,6 +131,9 @@ func TestNewFromConfigRejectsBadConfig(t *testing.T) {
 		{"external address too short", conf.Signers{External: conf.ExternalSource{URL: url, Addresses: []string{checksummed[:41]}}}, nil, "0x followed by 40 hex digits"},
 		{"external addresses without url", conf.Signers{External: conf.ExternalSource{Addresses: []string{checksummed}}}, nil, "url is empty"},
 		{"keystore without dir", conf.Signers{Keystore: conf.KeystoreSource{PassphraseFile: fixture.passphraseFile}}, nil, "dir is empty"},
+		{"keystore kept for the roster without its passphrase", conf.Signers{Keystore: conf.KeystoreSource{Dir: fixture.dir, RosterOnly: true}}, nil, "set passphraseFile or passphraseEnv"},
+		{"keystore kept for the roster in a missing directory", conf.Signers{Keystore: conf.KeystoreSource{Dir: fixture.dir + "-missing", PassphraseFile: fixture.passphraseFile, RosterOnly: true}},
+			nil, "no such file or directory"},
 		{"Cloud KMS unreachable", conf.Signers{GCPKMS: conf.GCPKMSSource{Endpoint: strings.TrimPrefix(unreachableURL(t), "http://"), Plaintext: true,
 			Timeout: conf.Duration(300 * time.Millisecond), MaxAttempts: 2, Keys: []conf.KMSKey{{ID: gcpkms.KeyName("hot")}}}}, nil,
 			"gcp kms: key " + gcpkms.KeyName("hot") + " (signers.gcpKms.keys[0]): get public key"},

@@ -30,6 +30,22 @@ type KeystoreSource struct {
 	keys *localKeys
 }
 
+// checkRosterKeystore checks a keystore directory kept for roster signers at start: the
+// directory and the passphrase can be read. It decrypts nothing; each signer's file is
+// decrypted when the roster adds it.
+func checkRosterKeystore(cfg conf.KeystoreSource) error {
+	if cfg.Dir == "" {
+		return errors.New("keystore: dir is empty")
+	}
+	if _, err := readPassphrase(cfg.PassphraseFile, cfg.PassphraseEnv); err != nil {
+		return fmt.Errorf("keystore: %w", err)
+	}
+	if _, err := scanKeyFiles(cfg.Dir); err != nil {
+		return fmt.Errorf("keystore: %w", err)
+	}
+	return nil
+}
+
 // NewKeystoreSource decrypts cfg.Addresses (every account in cfg.Dir when empty) with the
 // passphrase from cfg.PassphraseFile or cfg.PassphraseEnv. Each key file's own scrypt
 // parameters are used, whatever they are. The cleanup wipes the decrypted keys.

@@ -49,7 +49,7 @@ func TestRosterKeysBuildAKeystoreSigner(t *testing.T) {
 	t.Parallel()
 	ks := fixture
 	registry := signer.NewRegistry(nil)
-	keys := signer.NewRosterKeys(registry, conf.Signers{Keystore: conf.KeystoreSource{Dir: ks.dir, PassphraseFile: ks.passphraseFile}})
+	keys := signer.NewRosterKeys(registry, conf.Signers{Keystore: conf.KeystoreSource{Dir: ks.dir, PassphraseFile: ks.passphraseFile, RosterOnly: true}})
 	entry := domain.RosterSigner{Signer: ks.accounts[1], Source: domain.KeySourceKeystore, State: domain.RosterActive}
 	if err := keys.Build(context.Background(), entry); err != nil {
 		t.Fatal(err)
