@@ -4,17 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/accounts/keystore"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
@@ -303,5 +307,65 @@ func TestAChainDownAtStartServesOnceItsEndpointAnswers(t *testing.T) {
 	var rows int
 	if err := n.pool.QueryRow(context.Background(), "SELECT count(*) FROM managed_tx WHERE chain_id = 42161").Scan(&rows); err != nil || rows != 1 {
 		t.Fatalf("rows on the late chain: %d (%v), want 1", rows, err)
+	}
+}
+
+// A node whose signers all come from a keystore directory kept for the roster starts with
+// no signer and unlocks none of the directory's files: a key file there serves only once an
+// operator adds its signer, and then confirms its creates.
+func TestANodeOfRosterSignersStartsWithNoneAndServesTheOneAdded(t *testing.T) {
+	t.Parallel()
+	sim, err := chain.NewSimulated(chain.SimulatedConfig{ChainID: 42162, BlockInterval: 200 * time.Millisecond, DevAccounts: 2, HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	dir, passphrase := t.TempDir(), "roster keys 4c1e"
+	passphraseFile := filepath.Join(t.TempDir(), "passphrase")
+	if err := os.WriteFile(passphraseFile, []byte(passphrase+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Both funded accounts have a key file in the directory; only one is added.
+	for i := range 2 {
+		key, err := chain.DevKey(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := uuid.NewRandom()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealed, err := keystore.EncryptKey(&keystore.Key{Id: id, Address: crypto.PubkeyToAddress(key.PublicKey), PrivateKey: key}, passphrase,
+			keystore.LightScryptN, keystore.LightScryptP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("key-%d.json", i)), sealed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := startNode(t, testsupport.MigratedDSN(t), func(bc *conf.Bootstrap) {
+		bc.Chains = []conf.Chain{{ID: 42162, RPCURL: sim.HTTPEndpoint()}}
+		bc.Signers.Keystore = conf.KeystoreSource{Dir: dir, PassphraseFile: passphraseFile, RosterOnly: true}
+	})
+	added, other := devAddress(t, 0), devAddress(t, 1)
+	create := func(signer, requestID string) answer {
+		return n.do(t, http.MethodPost, "/api/v1/tx", map[string]any{"chainId": 42162, "signer": signer, "to": other, "value": "1",
+			"gasLimit": 21000, "requestId": requestID})
+	}
+	if a := create(added, "roster-before"); a.status != http.StatusUnprocessableEntity || a.field("reason") != "UNKNOWN_SIGNER" {
+		t.Fatalf("create before the signer was added: %d %s, want 422 UNKNOWN_SIGNER", a.status, a.raw)
+	}
+	if a := n.do(t, http.MethodPost, "/api/v1/admin/roster", map[string]any{"signer": added, "source": "keystore", "note": "roster-only keystore"}); a.status != http.StatusOK {
+		t.Fatalf("add the signer: %d %s, want 200", a.status, a.raw)
+	}
+	created := create(added, "roster-after")
+	if created.status != http.StatusAccepted {
+		t.Fatalf("create after the signer was added: %d %s, want 202", created.status, created.raw)
+	}
+	id := created.field("tx", "txId")
+	waitFor(t, 30*time.Second, "the added signer's create to be CONFIRMED", func() bool { return n.get(t, "/api/v1/tx/"+id).field("state") == "CONFIRMED" })
+	if a := create(other, "roster-never-added"); a.status != http.StatusUnprocessableEntity || a.field("reason") != "UNKNOWN_SIGNER" {
+		t.Fatalf("create for the signer whose file was never added: %d %s, want 422 UNKNOWN_SIGNER", a.status, a.raw)
 	}
 }
