@@ -395,6 +395,7 @@ type unreachableKeys struct {
 	kmsNow, keystoreNow       int
 	kmsPeak, keystorePeak     int
 	kmsBuilds, keystoreBuilds int
+	released                  bool
 }
 
 func (k *unreachableKeys) Build(ctx context.Context, e domain.RosterSigner) error {
@@ -404,7 +405,8 @@ func (k *unreachableKeys) Build(ctx context.Context, e domain.RosterSigner) erro
 		k.kmsBuilds++
 		k.kmsNow++
 		k.kmsPeak = max(k.kmsPeak, k.kmsNow)
-		if k.kmsNow == k.atOnce {
+		if k.kmsNow == k.atOnce && !k.released {
+			k.released = true
 			close(k.allUnderWay)
 		}
 		k.mu.Unlock()

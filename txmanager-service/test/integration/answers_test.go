@@ -192,3 +192,47 @@ func TestNodeBatchLimitIsLearned(t *testing.T) {
 	}
 	t.Logf("60 transactions confirmed through a node serving batches of at most 4 calls")
 }
+
+// On a chain that counts a transaction's L1 cost in its gas (Arbitrum), "intrinsic gas too
+// low" says the L1 price has put that cost above the gas limit for now, not that no node
+// will ever take the transaction: the node answers so for a while (the fault injected in
+// front of a real node), the transactions are rebroadcast unchanged, never cancelled, and
+// confirm once the price has fallen back (the fault lifted). The same answer on a chain that
+// counts nothing in gas cancels the transaction (TestTransactionNoNodeTakesIsCancelled).
+func TestL1CostAboveTheGasLimitWaitsForTheL1Price(t *testing.T) {
+	t.Parallel()
+	sim, proxies := proxiedChain(t, 1)
+	s := startService(t, serviceOptions{chain: sim, signers: 2, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		throughProxies(proxies, time.Second)(bc)
+		bc.Chain.FeeModel = conf.FeeModelL1InGas
+		bc.Resubmit.Interval = conf.Duration(300 * time.Millisecond)
+	}})
+	if err := proxies[0].SetMode(faultproxy.L1CostAboveGas); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, s.createOK(t, map[string]any{"signer": devAddress(t, i%2), "to": devAddress(t, 5), "value": fmt.Sprint(i + 1), "gasLimit": 21000}))
+	}
+	waitFor(t, 30*time.Second, "every transaction refused for the L1 cost at least three times", func() bool {
+		return s.count(t, "SELECT count(*) FROM managed_tx WHERE sub_state = 'BROADCAST_FAILED' AND submit_attempts >= 3") == int64(len(ids))
+	})
+	lastError := fmt.Sprint(s.do(t, http.MethodGet, "/api/v1/tx/"+ids[0], nil).body["lastError"])
+	if !strings.Contains(lastError, "intrinsic gas too low") || !strings.Contains(lastError, "L1 price") {
+		t.Fatalf("last error %q does not carry the node's words and their reading", lastError)
+	}
+	if n := s.metricSumsWhere(t, `result="gas_below_l1_cost"`)["tx_submit_total"]; n == 0 {
+		t.Fatal("tx_submit_total{result=gas_below_l1_cost} is 0: the refusals were not read as the L1 cost")
+	}
+	if err := proxies[0].SetMode(faultproxy.Pass); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		waitFor(t, 60*time.Second, "transaction "+id+" confirmed", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+	}
+	// Each confirmed with its own signed bytes: nothing cancelled, replaced or re-priced.
+	if n := s.count(t, "SELECT count(*) FROM tx_attempt"); n != int64(len(ids)) {
+		t.Fatalf("%d attempts signed for %d transactions: a refusal for the L1 cost was cancelled or re-priced", n, len(ids))
+	}
+	t.Logf("%d transactions confirmed after %d broadcast requests refused for the L1 cost: %s", len(ids), proxies[0].RefusedSends(), lastError)
+}
