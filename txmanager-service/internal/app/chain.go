@@ -165,7 +165,7 @@ func NewChainConnection(bc *conf.Bootstrap, shared *ChainShared) (*ChainConnecti
 		tracer = metrics.ForChain(bc.Chain.ID).Tracer
 	}
 	rpcOptions := []chain.RPCOption{chain.WithTracer(tracer), chain.WithResponseCompression(bc.Chain.RPCCompression),
-		chain.WithOPStackFees(bc.Chain.FeeModel == conf.FeeModelOPStack), chain.WithL1CostInGas(bc.Chain.FeeModel == conf.FeeModelL1InGas)}
+		chain.WithOPStackFees(bc.Chain.FeeModel == conf.FeeModelOPStack)}
 	var (
 		endpoints []chain.Endpoint
 		sim       *chain.SimulatedChain

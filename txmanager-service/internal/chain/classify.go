@@ -84,47 +84,6 @@ func ClassifySendError(err error) error {
 	return err
 }
 
-// WithL1CostInGas declares a chain that counts a transaction's L1 cost in its gas at the L1
-// price of the moment (Arbitrum): there "intrinsic gas too low" says the gas limit falls
-// short of that cost now, which a lower L1 price mends, not that no node will ever take
-// the transaction.
-func WithL1CostInGas(on bool) RPCOption {
-	return func(c *RPCChain) { c.l1CostInGas = on }
-}
-
-// l1CostPhrase is the answer that, on a chain counting the L1 cost in gas, means the gas
-// limit is below that cost at the L1 price of the moment: go-ethereum's ErrIntrinsicGas as
-// Arbitrum Nitro's gas charging hook (arbos/tx_processor.go) returns it, bare, when the gas
-// left after the intrinsic cost does not cover the poster's L1 cost. A gas limit below the
-// L2 intrinsic cost itself is refused in go-ethereum's words, which name the minimum
-// ("intrinsic gas too low: gas 20000, minimum needed 21000"): no L1 price mends that.
-var l1CostPhrases = []errorPhrase{
-	{"intrinsic gas too low", services.ErrGasBelowL1Cost},
-}
-
-// SendClassifier reads one chain's answers to broadcasts: ClassifySendError, with what the
-// chain's fee model changes.
-type SendClassifier struct {
-	// L1CostInGas: the chain counts the L1 cost in gas (WithL1CostInGas).
-	L1CostInGas bool
-}
-
-// Classify is ClassifySendError as this chain reads it.
-func (s SendClassifier) Classify(err error) error {
-	classified := ClassifySendError(err)
-	if s.L1CostInGas && errors.Is(classified, services.ErrNotMineable) && !strings.Contains(strings.ToLower(err.Error()), "minimum needed") {
-		if class := matchPhrase(err.Error(), l1CostPhrases); class != nil {
-			return fmt.Errorf("%w: %w", class, err)
-		}
-	}
-	return classified
-}
-
-// classifySend classifies err as this chain reads it.
-func (c *RPCChain) classifySend(err error) error {
-	return SendClassifier{L1CostInGas: c.l1CostInGas}.Classify(err)
-}
-
 // nodeAnswered: err is the node's JSON-RPC error object, not a failure to reach it.
 func nodeAnswered(err error) bool {
 	var httpErr rpc.HTTPError

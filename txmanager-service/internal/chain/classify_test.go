@@ -2,7 +2,6 @@ package chain_test
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -58,27 +57,18 @@ func TestClassifySendError(t *testing.T) {
 		{"transaction type not supported", nil},
 		{"context deadline exceeded", nil},
 	}
-	// As a chain that counts the L1 cost in gas reads them (Arbitrum): "intrinsic gas too
-	// low" says the L1 price of the moment puts that cost above the gas limit.
-	l1CostInGas := []sendCase{
-		{"intrinsic gas too low", services.ErrGasBelowL1Cost},
-		{"exceeds block gas limit", services.ErrNotMineable},                                // no L1 price mends that
-		{"intrinsic gas too low: gas 20000, minimum needed 21000", services.ErrNotMineable}, // below the L2 cost itself: nor that
-		{"nonce too low: next nonce 5, tx nonce 3", services.ErrNonceTooLow},
-	}
 	// A class added to the outcome table needs phrases the classifier reads it from.
 	for _, class := range sendErrorClasses() {
-		if !slices.ContainsFunc(slices.Concat(tests, l1CostInGas), func(tc sendCase) bool {
+		if !slices.ContainsFunc(tests, func(tc sendCase) bool {
 			return tc.want == class //nolint:errorlint // the case names the sentinel itself
 		}) {
 			t.Errorf("the outcome table's class %v has no node message here that classifies as it", class)
 		}
 	}
-	for i, tc := range slices.Concat(tests, l1CostInGas) {
-		onL1CostInGas := i >= len(tests)
-		t.Run(fmt.Sprintf("%s/l1CostInGas=%t", tc.message, onL1CostInGas), func(t *testing.T) {
+	for _, tc := range tests {
+		t.Run(tc.message, func(t *testing.T) {
 			original := errors.New(tc.message)
-			got := chain.SendClassifier{L1CostInGas: onL1CostInGas}.Classify(original)
+			got := chain.ClassifySendError(original)
 
 			if !errors.Is(got, original) {
 				t.Errorf("result %v does not wrap the original error", got)

@@ -60,8 +60,6 @@ var classByName = map[string]error{
 	"pool full":          services.ErrPoolFull,
 	"above node fee cap": services.ErrAboveNodeFeeCap,
 	"not mineable":       services.ErrNotMineable,
-	// Rows of this class are read as a chain counting the L1 cost in gas reads them.
-	"gas below L1 cost": services.ErrGasBelowL1Cost,
 	"unknown answer":     services.ErrUnknownAnswer,
 }
 
@@ -81,7 +79,7 @@ func TestEveryClientsPhrasesClassify(t *testing.T) {
 		}
 		seen[want] = true
 		// As every node sends it: a JSON-RPC error object (-32000, "server error").
-		got := chain.SendClassifier{L1CostInGas: want == services.ErrGasBelowL1Cost}.Classify(codedError{message: row.message, code: -32000}) //nolint:errorlint // which sentinel, compared as a value
+		got := chain.ClassifySendError(codedError{message: row.message, code: -32000})
 		class := services.AnswerClassOf(got)
 		if class != want { //nolint:errorlint // which sentinel, compared as values
 			t.Errorf("docs/chains.md:%d: %s answers %q: classified %v, the table says %s", row.line, row.client, row.message, class, row.class)

@@ -51,8 +51,6 @@ type RPCChain struct {
 	limits *retryAfterTransport
 	// opStack: the chain charges an L1 data fee (WithOPStackFees).
 	opStack bool
-	// l1CostInGas: the chain counts the L1 cost in gas (WithL1CostInGas).
-	l1CostInGas bool
 	// batchLimit is the batch size in force: maxBatchSize until the endpoint refuses a
 	// batch as too large, then half of what it refused, down to one call (0: not lowered).
 	batchLimit atomic.Int64
@@ -298,7 +296,7 @@ func (c *RPCChain) EstimateGas(ctx context.Context, call services.CallRequest) (
 // SendRawTransaction broadcasts one signed transaction; failures are classified as in SendRawTransactions.
 func (c *RPCChain) SendRawTransaction(ctx context.Context, raw []byte) error {
 	// The hash the node returns is ignored: the caller signed the bytes and already knows it.
-	return c.classifySend(c.call(ctx, nil, "eth_sendRawTransaction", hexutil.Bytes(raw)))
+	return ClassifySendError(c.call(ctx, nil, "eth_sendRawTransaction", hexutil.Bytes(raw)))
 }
 
 // SendRawTransactions implements services.Chain with batched eth_sendRawTransaction. A
@@ -320,7 +318,7 @@ func (c *RPCChain) SendRawTransactions(ctx context.Context, raws [][]byte) ([]er
 	}
 	errs := make([]error, len(raws))
 	for i, elem := range elems {
-		errs[i] = c.classifySend(elem.Error)
+		errs[i] = ClassifySendError(elem.Error)
 	}
 	return errs, nil
 }

@@ -65,9 +65,8 @@ type Chain struct {
 	// documented finality, block time, fee model and minimum tip fill what this entry
 	// leaves unset; anything set here wins.
 	Preset string `json:"preset"`
-	// FeeModel is what a transaction pays besides its gas: FeeModelEthereum (nothing),
-	// FeeModelOPStack (an L1 data fee, counted by the funds check and in the fee paid) or
-	// FeeModelL1InGas (nothing, its L1 cost being counted in its gas).
+	// FeeModel is what a transaction pays besides its gas: FeeModelEthereum (nothing) or
+	// FeeModelOPStack (an L1 data fee, counted by the funds check and in the fee paid).
 	FeeModel string `json:"feeModel"`
 }
 
@@ -75,10 +74,6 @@ type Chain struct {
 const (
 	FeeModelEthereum = "ethereum"
 	FeeModelOPStack  = "op-stack"
-	// FeeModelL1InGas: the chain counts a transaction's L1 cost in its gas, at the L1 price
-	// of the moment (Arbitrum). A gas limit that covered it when estimated can fall short
-	// when that price rises, and the node then answers "intrinsic gas too low" for a while.
-	FeeModelL1InGas = "l1-in-gas"
 )
 
 // ChainPreset is what one known network's public documentation says about it.
@@ -100,7 +95,7 @@ var ChainPresets = map[string]ChainPreset{
 	"ethereum": {UseFinalizedTag: true, BlockTime: Duration(12 * time.Second), FeeModel: FeeModelEthereum},
 	"optimism": {UseFinalizedTag: true, BlockTime: Duration(2 * time.Second), FeeModel: FeeModelOPStack},
 	"base":     {UseFinalizedTag: true, BlockTime: Duration(2 * time.Second), FeeModel: FeeModelOPStack},
-	"arbitrum": {UseFinalizedTag: true, BlockTime: Duration(250 * time.Millisecond), FeeModel: FeeModelL1InGas},
+	"arbitrum": {UseFinalizedTag: true, BlockTime: Duration(250 * time.Millisecond), FeeModel: FeeModelEthereum},
 	"polygon":  {UseFinalizedTag: true, BlockTime: Duration(2 * time.Second), FeeModel: FeeModelEthereum, MinPriorityFeePerGas: "30000000000"},
 }
 
@@ -301,9 +296,8 @@ func (b *Bootstrap) checkChains(p *problems) {
 		}
 		_, known := ChainPresets[c.Preset]
 		p.require(c.Preset == "" || known, presetKey, "%s", fmt.Sprintf("%q is not a preset: use one of %s, or none", c.Preset, presetNames()))
-		p.require(c.FeeModel == "" || c.FeeModel == FeeModelEthereum || c.FeeModel == FeeModelOPStack || c.FeeModel == FeeModelL1InGas, feeModelKey, "%s",
-			fmt.Sprintf("%q is not a fee model: use %s (gas only), %s (gas plus the L1 data fee) or %s (gas, the L1 cost counted in it)",
-				c.FeeModel, FeeModelEthereum, FeeModelOPStack, FeeModelL1InGas))
+		p.require(c.FeeModel == "" || c.FeeModel == FeeModelEthereum || c.FeeModel == FeeModelOPStack, feeModelKey, "%s",
+			fmt.Sprintf("%q is not a fee model: use %s (gas only) or %s (gas plus the L1 data fee)", c.FeeModel, FeeModelEthereum, FeeModelOPStack))
 	}
 	for i, view := range b.ChainViews() {
 		// Keys as the file names them: chain.* for the one chain, chains[i].* for an entry,

@@ -36,12 +36,6 @@ var (
 	// intrinsic cost or above the block's (or the per-transaction) limit, or it is larger
 	// than pools accept.
 	ErrNotMineable = errors.New("chain: transaction not mineable as signed")
-	// ErrGasBelowL1Cost: on a chain that counts the L1 cost in gas (Arbitrum), the gas
-	// limit is below that cost at the L1 price of the moment. The same bytes go out again
-	// at each resubmit interval and are taken once the price falls; past the stuck
-	// thresholds the head of line goes to the stuck hook, whose cancellation takes the
-	// nonce with a gas limit the node estimates.
-	ErrGasBelowL1Cost = errors.New("chain: gas limit below the L1 cost at the L1 price of the moment")
 	// ErrUnknownAnswer is a node's own answer (a JSON-RPC error) in words no phrase of the
 	// classifier knows: never final, rebroadcast like a failed send, counted apart so that
 	// an alert asks for its phrase to be classified (docs/chains.md).
@@ -144,7 +138,6 @@ var chainAnswers = []chainAnswer{
 	{ErrPoolFull, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStatePoolFull, Next: StepRebroadcast, Result: "pool_full", KeepNodeMessage: true}},
 	{ErrAboveNodeFeeCap, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateAboveNodeFeeCap, Next: StepHoldFees, Result: "above_node_fee_cap", KeepNodeMessage: true}},
 	{ErrNotMineable, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateNotMineable, Next: StepCancel, Result: "not_mineable", KeepNodeMessage: true}},
-	{ErrGasBelowL1Cost, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateBroadcastFailed, Next: StepRebroadcast, Result: "gas_below_l1_cost", KeepNodeMessage: true}},
 	{ErrUnknownAnswer, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateBroadcastFailed, Next: StepRebroadcast, Result: UnknownAnswerResult, KeepNodeMessage: true}},
 }
 

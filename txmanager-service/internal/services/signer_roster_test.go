@@ -395,7 +395,6 @@ type unreachableKeys struct {
 	kmsNow, keystoreNow       int
 	kmsPeak, keystorePeak     int
 	kmsBuilds, keystoreBuilds int
-	released                  bool
 }
 
 func (k *unreachableKeys) Build(ctx context.Context, e domain.RosterSigner) error {
@@ -405,8 +404,7 @@ func (k *unreachableKeys) Build(ctx context.Context, e domain.RosterSigner) erro
 		k.kmsBuilds++
 		k.kmsNow++
 		k.kmsPeak = max(k.kmsPeak, k.kmsNow)
-		if k.kmsNow == k.atOnce && !k.released {
-			k.released = true
+		if k.kmsNow == k.atOnce {
 			close(k.allUnderWay)
 		}
 		k.mu.Unlock()

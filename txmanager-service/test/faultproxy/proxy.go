@@ -45,17 +45,13 @@ const (
 	// whose transaction pool has no room does: the JSON-RPC error "txpool is full"
 	// (go-ethereum's ErrTxPoolOverflow). Every other call passes.
 	PoolFull
-	// L1CostAboveGas answers every eth_sendRawTransaction (alone, or a batch of them) as an
-	// Arbitrum node does while the L1 price puts a transaction's L1 cost, counted in gas,
-	// above its gas limit: "intrinsic gas too low". Every other call passes.
-	L1CostAboveGas
 	// NoBlockReceipts answers every eth_getBlockReceipts (alone, or a batch of them) as a node
 	// without the method does. Every other call passes.
 	NoBlockReceipts
 )
 
 func (m Mode) String() string {
-	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded", "pool full", "L1 cost above gas", "no block receipts"}[m]
+	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded", "pool full", "no block receipts"}[m]
 }
 
 // Proxy is a JSON-RPC proxy on a loopback port of its own in front of one node.
@@ -78,7 +74,7 @@ type Proxy struct {
 	// limited counts the requests answered TooManyRequests or LimitExceeded.
 	limited  atomic.Uint64
 	requests atomic.Uint64
-	// refusedSends counts the broadcast requests PoolFull and L1CostAboveGas answered.
+	// refusedSends counts the broadcast requests PoolFull answered.
 	refusedSends atomic.Uint64
 	// connections counts the TCP connections the proxy accepted; ended, those of them closed since.
 	connections, ended atomic.Uint64
@@ -195,7 +191,7 @@ func answerCalls(body []byte, method, errObj string) (answer []byte, ok bool) {
 	return answer, true
 }
 
-// RefusedSends is how many requests of broadcasts the PoolFull and L1CostAboveGas modes refused.
+// RefusedSends is how many requests of broadcasts the PoolFull mode refused.
 func (p *Proxy) RefusedSends() uint64 { return p.refusedSends.Load() }
 
 func limitExceeded(body []byte) []byte {
@@ -357,14 +353,6 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	case PoolFull:
 		if answer, ok := answerCalls(body, "eth_sendRawTransaction", `"error":{"code":-32000,"message":"txpool is full"}`); ok {
-			p.refusedSends.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(answer)
-			return
-		}
-	case L1CostAboveGas:
-		// Nitro's words: go-ethereum's ErrIntrinsicGas, as its gas charging hook returns it.
-		if answer, ok := answerCalls(body, "eth_sendRawTransaction", `"error":{"code":-32000,"message":"intrinsic gas too low"}`); ok {
 			p.refusedSends.Add(1)
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(answer)
