@@ -3,6 +3,8 @@ package app
 import (
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/go-kratos/kratos/v2/log"
 
@@ -15,6 +17,10 @@ import (
 // look-up with its retries, clef's account list).
 const rosterBuildTimeout = 30 * time.Second
 
+// rosterBuildBudget bounds one roster pass's building, all its builds together: under the
+// pass's own deadline (a minute, internal/workers), so that the states are applied after it.
+const rosterBuildBudget = 40 * time.Second
+
 // NewSignerRoster assembles the signer roster: the keys it builds go into registry, the
 // leases it lets go are every served chain's. The cleanup releases the key sources it built.
 func NewSignerRoster(bc *conf.Bootstrap, store services.RosterStore, registry *signer.Registry, chains ChainStacks, tx txmanager.Manager, audit *services.AuditTrail, logger log.Logger) (*services.SignerRoster, func()) {
@@ -22,9 +28,13 @@ func NewSignerRoster(bc *conf.Bootstrap, store services.RosterStore, registry *s
 	for i, chain := range chains {
 		leases[i] = chain.Leases
 	}
-	keys := signer.NewRosterKeys(registry, bc.Signers)
+	var refuse func([]common.Address) error
+	if bc.Environment != conf.EnvironmentDevelopment {
+		refuse = refusePublicKeys
+	}
+	keys := signer.NewRosterKeys(registry, bc.Signers, refuse)
 	cfg := services.RosterConfig{
-		Node: bc.Node.ID, PollInterval: bc.Signers.RosterPollInterval.Std(), BuildTimeout: rosterBuildTimeout,
+		Node: bc.Node.ID, PollInterval: bc.Signers.RosterPollInterval.Std(), BuildTimeout: rosterBuildTimeout, BuildBudget: rosterBuildBudget,
 		ConfigSigners: registry.Addresses(),
 	}
 	return services.NewSignerRoster(cfg, store, keys, leases, tx, audit, logger), keys.Close

@@ -111,7 +111,10 @@ type incoming struct {
 // readableCodec is gRPC's protobuf codec, except that it hands a request message it cannot
 // read to the handler as incoming.err instead of failing the read: gRPC would answer that
 // failure INTERNAL itself. Messages not on their way through readMessage (the health and
-// reflection services') are read as gRPC reads them.
+// reflection services') are read as gRPC reads them. It is the server's only codec (a call
+// sent as grpc+json is read as protobuf). Whatever sees a request on its way in below the
+// handler sees the *incoming around it: a stats handler's InPayload, and Kratos stream
+// middleware (neither is configured); unary middleware and interceptors see the message.
 type readableCodec struct {
 	encoding.CodecV2
 }

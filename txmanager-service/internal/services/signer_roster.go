@@ -62,8 +62,9 @@ type RosterConfig struct {
 	// BuildTimeout bounds building one key source (a KMS public key, clef's account list).
 	BuildTimeout time.Duration
 	// BuildBudget bounds one poll's building, all its builds together (0: two build
-	// timeouts). What it leaves unbuilt is built at the next poll, without counting as a
-	// failure: the roster's lock, which the admin calls wait for, is held while it builds.
+	// timeouts), and must leave the poll time to apply the states after it. What it leaves
+	// unbuilt, or cuts short, is built at the next poll without counting as a failure: the
+	// roster's lock, which the admin calls wait for, is held while it builds.
 	BuildBudget time.Duration
 	// ConfigSigners are the signers of this node's file, registered at start.
 	ConfigSigners []common.Address
@@ -216,7 +217,9 @@ func (r *SignerRoster) buildKeys(ctx context.Context, entries []domain.RosterSig
 			}
 			buildCtx, cancel := context.WithTimeout(ctx, r.cfg.BuildTimeout)
 			defer cancel()
-			errs[i] = r.keys.Build(buildCtx, entry)
+			if errs[i] = r.keys.Build(buildCtx, entry); errs[i] != nil && ctx.Err() != nil {
+				errs[i] = errBuildNotTried // cut short by the budget, not given its own timeout
+			}
 		})
 	}
 	wg.Wait()
@@ -225,7 +228,7 @@ func (r *SignerRoster) buildKeys(ctx context.Context, entries []domain.RosterSig
 	}
 }
 
-// errBuildNotTried: the poll's build budget ran out before the build could start.
+// errBuildNotTried: the poll's build budget ran out before the build could start or end.
 var errBuildNotTried = errors.New("not tried: the poll's time for building key sources ran out")
 
 // recordBuild logs how building entry's key source went and, when it failed, when to try

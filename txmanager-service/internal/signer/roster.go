@@ -20,11 +20,15 @@ import (
 type RosterKeys struct {
 	registry *Registry
 	cfg      conf.Signers
+	// refuse, when set, refuses signers no key source may serve here (outside development,
+	// the accounts whose private keys are public), as the signers of the file are at start.
+	refuse func([]common.Address) error
 }
 
-// NewRosterKeys wires the roster's key building onto registry.
-func NewRosterKeys(registry *Registry, cfg conf.Signers) *RosterKeys {
-	return &RosterKeys{registry: registry, cfg: cfg}
+// NewRosterKeys wires the roster's key building onto registry; refuse (nil: none) names
+// the signers this node must not serve, whatever their key source.
+func NewRosterKeys(registry *Registry, cfg conf.Signers, refuse func([]common.Address) error) *RosterKeys {
+	return &RosterKeys{registry: registry, cfg: cfg, refuse: refuse}
 }
 
 // ErrNoKeySource: the signers configuration has no section for the roster signer's source
@@ -89,6 +93,14 @@ func (k *RosterKeys) Build(ctx context.Context, entry domain.RosterSigner) error
 			release()
 		}
 		return fmt.Errorf("signer %s: the key source holds %v, not the signer", entry, got)
+	}
+	if k.refuse != nil {
+		if err := k.refuse(src.Addresses()); err != nil {
+			if release != nil {
+				release()
+			}
+			return fmt.Errorf("signer %s: %w", entry, err)
+		}
 	}
 	if err := k.registry.Add(src, release); err != nil {
 		if release != nil {

@@ -3,8 +3,11 @@ package signer_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -13,7 +16,7 @@ import (
 
 func TestRosterKeysCheckNamesTheMissingSection(t *testing.T) {
 	t.Parallel()
-	keys := signer.NewRosterKeys(signer.NewRegistry(nil), conf.Signers{})
+	keys := signer.NewRosterKeys(signer.NewRegistry(nil), conf.Signers{}, nil)
 	addr := addressOf(newKey(t))
 	tests := []struct {
 		source  domain.KeySourceKind
@@ -49,7 +52,7 @@ func TestRosterKeysBuildAKeystoreSigner(t *testing.T) {
 	t.Parallel()
 	ks := fixture
 	registry := signer.NewRegistry(nil)
-	keys := signer.NewRosterKeys(registry, conf.Signers{Keystore: conf.KeystoreSource{Dir: ks.dir, PassphraseFile: ks.passphraseFile, RosterOnly: true}})
+	keys := signer.NewRosterKeys(registry, conf.Signers{Keystore: conf.KeystoreSource{Dir: ks.dir, PassphraseFile: ks.passphraseFile, RosterOnly: true}}, nil)
 	entry := domain.RosterSigner{Signer: ks.accounts[1], Source: domain.KeySourceKeystore, State: domain.RosterActive}
 	if err := keys.Build(context.Background(), entry); err != nil {
 		t.Fatal(err)
@@ -81,4 +84,33 @@ func TestRosterKeysBuildAKeystoreSigner(t *testing.T) {
 		t.Fatal("a retired signer's key is still held or it still accepts creates")
 	}
 	keys.Close()
+}
+
+// A signer the node must not serve (outside development, an account whose private key is
+// public) is refused when the roster builds it, as it is at start from the file: its key is
+// read, refused, and not held.
+func TestRosterKeysRefuseTheSignersTheNodeMustNotServe(t *testing.T) {
+	t.Parallel()
+	ks := fixture
+	registry := signer.NewRegistry(nil)
+	refused := ks.accounts[0]
+	keys := signer.NewRosterKeys(registry, conf.Signers{Keystore: conf.KeystoreSource{Dir: ks.dir, PassphraseFile: ks.passphraseFile, RosterOnly: true}},
+		func(addrs []common.Address) error {
+			if slices.Contains(addrs, refused) {
+				return errors.New("its private key is public")
+			}
+			return nil
+		})
+	defer keys.Close()
+	err := keys.Build(context.Background(), domain.RosterSigner{Signer: refused, Source: domain.KeySourceKeystore, State: domain.RosterActive})
+	if err == nil || !strings.Contains(err.Error(), "its private key is public") || !strings.Contains(err.Error(), refused.Hex()) {
+		t.Fatalf("building a refused signer: %v, want the refusal naming it", err)
+	}
+	if _, held := keys.State(refused); held || registry.Manages(refused) {
+		t.Fatal("a refused signer's key is held")
+	}
+	other := domain.RosterSigner{Signer: ks.accounts[1], Source: domain.KeySourceKeystore, State: domain.RosterActive}
+	if err := keys.Build(context.Background(), other); err != nil {
+		t.Fatalf("building a signer the node may serve: %v", err)
+	}
 }
