@@ -220,6 +220,11 @@ func (r *SignerRoster) buildKeys(ctx context.Context, entries []domain.RosterSig
 			if errs[i] = r.keys.Build(buildCtx, entry); errs[i] != nil && ctx.Err() != nil {
 				errs[i] = errBuildNotTried // cut short by the budget, not given its own timeout
 			}
+			if errs[i] == nil {
+				// Its state (retiring, paused) at once, not after the poll's slowest build:
+				// a key just put into service serves as active until then.
+				r.keys.Apply(entry)
+			}
 		})
 	}
 	wg.Wait()

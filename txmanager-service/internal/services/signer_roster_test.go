@@ -26,13 +26,14 @@ type fakeKeys struct {
 	mu       sync.Mutex
 	held     map[common.Address]bool
 	states   map[common.Address]domain.RosterState
+	paused   map[common.Address]bool
 	builds   int
 	buildErr error
 	noSource bool
 }
 
 func newFakeKeys(held ...common.Address) *fakeKeys {
-	k := &fakeKeys{held: map[common.Address]bool{}, states: map[common.Address]domain.RosterState{}}
+	k := &fakeKeys{held: map[common.Address]bool{}, states: map[common.Address]domain.RosterState{}, paused: map[common.Address]bool{}}
 	for _, a := range held {
 		k.held[a] = true
 	}
@@ -71,6 +72,7 @@ func (k *fakeKeys) Apply(e domain.RosterSigner) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.states[e.Signer] = e.State
+	k.paused[e.Signer] = e.PausedAt != nil
 	if e.State == domain.RosterRetired {
 		delete(k.held, e.Signer)
 	}
@@ -524,5 +526,65 @@ func TestAPollBuildsWithinItsBudget(t *testing.T) {
 			// signer would have 3 by now, and wait.
 			t.Fatal("poll 4 tried no build: the builds the budget left unstarted or cut short counted as failures")
 		}
+	}
+}
+
+// slowKeys builds one signer only once the test lets it, and every other at once.
+type slowKeys struct {
+	*fakeKeys
+	slow    common.Address
+	started chan struct{}
+	release chan struct{}
+}
+
+func (k *slowKeys) Build(ctx context.Context, e domain.RosterSigner) error {
+	if e.Signer == k.slow {
+		close(k.started)
+		select {
+		case <-k.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return k.fakeKeys.Build(ctx, e)
+}
+
+// A key a poll builds takes its roster state (paused here) as soon as it is built, not
+// once the poll's slowest build is done: until then it would serve as an active signer on
+// this node.
+func TestABuiltKeyTakesItsStateAtOnce(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	paused, slow := testsupport.SignerAddress(250), testsupport.SignerAddress(251)
+	adder := newTestRoster(t, pool, newFakeKeys())
+	for _, signer := range []common.Address{paused, slow} {
+		if _, err := adder.AddSigner(t.Context(), signer.Hex(), "awsKms", "alias/at-once-"+signer.Hex(), "", "op"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := adder.Pause(t.Context(), paused.Hex(), "incident", "op"); err != nil {
+		t.Fatal(err)
+	}
+	keys := &slowKeys{fakeKeys: newFakeKeys(), slow: slow, started: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- newTestRoster(t, pool, keys).Sync(t.Context()) }()
+	<-keys.started
+	state := func() (held, isPaused bool) {
+		keys.mu.Lock()
+		defer keys.mu.Unlock()
+		return keys.held[paused], keys.paused[paused]
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if held, _ := state(); held {
+			break
+		}
+	}
+	held, isPaused := state()
+	close(keys.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !held || !isPaused {
+		t.Fatalf("while another key was still building: the paused signer held %t, paused %t; want held and paused", held, isPaused)
 	}
 }
