@@ -502,7 +502,7 @@ func TestAPollBuildsWithinItsBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	roster := services.NewSignerRoster(services.RosterConfig{Node: "roster-budget", PollInterval: time.Second, BuildTimeout: time.Hour, BuildBudget: 3 * time.Second},
+	roster := services.NewSignerRoster(services.RosterConfig{Node: "roster-budget", PollInterval: time.Hour, BuildTimeout: time.Hour, BuildBudget: 2 * time.Second},
 		repositories.NewRosterRepository(pool), keys, nil, testsupport.TxManager(t, pool), testsupport.AuditTrail(t, pool, "roster-budget"),
 		log.NewFilter(log.NewStdLogger(os.Stderr), log.FilterLevel(log.LevelFatal)))
 	kmsBuilds := func() int {
@@ -510,21 +510,17 @@ func TestAPollBuildsWithinItsBudget(t *testing.T) {
 		defer keys.mu.Unlock()
 		return keys.kmsBuilds
 	}
-	for poll := 1; poll <= 4; poll++ {
+	// 8 builds at once wait out each poll's budget; the other 3 never start. Had the builds
+	// the budget left unstarted or cut short counted as failures, a signer would wait an
+	// hour (the poll interval doubled) after 3 of them: with at most 3 failures for each of
+	// the 11 signers, 5 polls could not each try 8.
+	for poll := 1; poll <= 5; poll++ {
 		before := kmsBuilds()
 		if err := roster.Sync(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		built := kmsBuilds() - before
-		switch {
-		case poll <= 3 && built != 8:
-			// 8 at once wait out the budget; the other 3 never start.
-			t.Fatalf("poll %d tried %d KMS builds, want 8", poll, built)
-		case poll == 4 && built == 0:
-			// A signer whose builds failed 3 times in a row waits between polls. Had the
-			// builds the budget left unstarted or cut short counted as failures, every
-			// signer would have 3 by now, and wait.
-			t.Fatal("poll 4 tried no build: the builds the budget left unstarted or cut short counted as failures")
+		if built := kmsBuilds() - before; built != 8 {
+			t.Fatalf("poll %d tried %d KMS builds, want 8: the builds the budget left unstarted or cut short counted as failures", poll, built)
 		}
 	}
 }
@@ -568,14 +564,18 @@ func TestABuiltKeyTakesItsStateAtOnce(t *testing.T) {
 	keys := &slowKeys{fakeKeys: newFakeKeys(), slow: slow, started: make(chan struct{}), release: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() { done <- newTestRoster(t, pool, keys).Sync(t.Context()) }()
-	<-keys.started
+	select {
+	case <-keys.started:
+	case err := <-done:
+		t.Fatalf("the poll ended before building the slow key: %v", err)
+	}
 	state := func() (held, isPaused bool) {
 		keys.mu.Lock()
 		defer keys.mu.Unlock()
 		return keys.held[paused], keys.paused[paused]
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if held, _ := state(); held {
+		if held, isPaused := state(); held && isPaused {
 			break
 		}
 	}
