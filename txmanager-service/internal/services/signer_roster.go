@@ -133,13 +133,15 @@ func (r *SignerRoster) Join(ctx context.Context) error {
 // Sync reads the roster and applies every signer's state on this node. The key sources to
 // build are built side by side first (buildKeys): one at a time, a hundred KMS keys behind
 // an outage would hold the node's start, and the admin calls, for a hundred build timeouts.
+// The roster is read under the lock the admin calls apply their change under: a change
+// recorded after the read is applied after this pass, not overwritten by it.
 func (r *SignerRoster) Sync(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	entries, err := r.store.ListRoster(ctx)
 	if err != nil {
 		return fmt.Errorf("read the signer roster: %w", err)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.buildKeys(ctx, slices.DeleteFunc(slices.Clone(entries), func(e domain.RosterSigner) bool { return !r.needsBuild(e) }))
 	for _, entry := range entries {
 		r.applyState(ctx, entry)

@@ -588,3 +588,61 @@ func TestABuiltKeyTakesItsStateAtOnce(t *testing.T) {
 		t.Fatalf("while another key was still building: the paused signer held %t, paused %t; want held and paused", held, isPaused)
 	}
 }
+
+// heldListing is the roster's store, except that a listing, once read, waits until the test
+// lets it return.
+type heldListing struct {
+	services.RosterStore
+	read, release chan struct{}
+}
+
+func (s *heldListing) ListRoster(ctx context.Context) ([]domain.RosterSigner, error) {
+	entries, err := s.RosterStore.ListRoster(ctx)
+	close(s.read)
+	<-s.release
+	return entries, err
+}
+
+// A pause recorded while a poll holds a roster read from before it is not overwritten by
+// that poll: the signer ends the two paused on this node, not active until the next poll.
+func TestAPollDoesNotUndoAPauseRecordedAfterItsRead(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	signer := testsupport.SignerAddress(260)
+	keys := newFakeKeys(signer)
+	store := &heldListing{RosterStore: repositories.NewRosterRepository(pool), read: make(chan struct{}), release: make(chan struct{})}
+	roster := services.NewSignerRoster(services.RosterConfig{Node: "roster-stale", PollInterval: time.Second, BuildTimeout: 5 * time.Second},
+		store, keys, nil, testsupport.TxManager(t, pool), testsupport.AuditTrail(t, pool, "roster-stale"), log.NewFilter(log.NewStdLogger(os.Stderr), log.FilterLevel(log.LevelError)))
+	if _, err := newTestRoster(t, pool, newFakeKeys()).AddSigner(t.Context(), signer.Hex(), "awsKms", "alias/stale-read", "", "op"); err != nil {
+		t.Fatal(err)
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- roster.Sync(t.Context()) }()
+	<-store.read // the poll has read the signer active
+	paused := make(chan error, 1)
+	go func() {
+		_, err := roster.Pause(t.Context(), signer.Hex(), "incident", "op")
+		paused <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		row, err := store.RosterStore.GetRosterSigner(t.Context(), signer)
+		if err == nil && row.PausedAt != nil {
+			break // the pause is recorded
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pause was not recorded: %+v, %v", row, err)
+		}
+	}
+	close(store.release)
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-paused; err != nil {
+		t.Fatal(err)
+	}
+	keys.mu.Lock()
+	defer keys.mu.Unlock()
+	if !keys.paused[signer] {
+		t.Fatal("the signer is active on this node after its pause was answered: the poll's earlier read overwrote it")
+	}
+}
