@@ -625,7 +625,7 @@ func TestAPollDoesNotUndoAPauseRecordedAfterItsRead(t *testing.T) {
 		paused <- err
 	}()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		row, err := store.RosterStore.GetRosterSigner(t.Context(), signer)
+		row, err := store.GetRosterSigner(t.Context(), signer)
 		if err == nil && row.PausedAt != nil {
 			break // the pause is recorded
 		}
