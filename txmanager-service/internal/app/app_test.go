@@ -178,6 +178,18 @@ func devAddress(t *testing.T, i int) string {
 	return crypto.PubkeyToAddress(key.PublicKey).Hex()
 }
 
+// servedChain is a simulated chain of id chainID served over HTTP on a loopback port, with
+// two funded development accounts, closed when the test ends.
+func servedChain(t *testing.T, chainID uint64) *chain.SimulatedChain {
+	t.Helper()
+	sim, err := chain.NewSimulated(chain.SimulatedConfig{ChainID: chainID, BlockInterval: 200 * time.Millisecond, DevAccounts: 2, HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	return sim
+}
+
 // withRawKey gives bc a signer of its own: without the embedded chain there are no
 // development keys, and a node without a key source is refused before it dials anything.
 func withRawKey(t *testing.T, bc *conf.Bootstrap) {
@@ -267,11 +279,7 @@ func TestAssemblyRefusesAConfigurationItCannotServe(t *testing.T) {
 // process.
 func TestAChainDownAtStartServesOnceItsEndpointAnswers(t *testing.T) {
 	t.Parallel()
-	late, err := chain.NewSimulated(chain.SimulatedConfig{ChainID: 42161, BlockInterval: 200 * time.Millisecond, DevAccounts: 2, HTTPAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = late.Close() })
+	late := servedChain(t, 42161)
 	proxy, err := faultproxy.Start(late.HTTPEndpoint())
 	if err != nil {
 		t.Fatal(err)
@@ -315,11 +323,7 @@ func TestAChainDownAtStartServesOnceItsEndpointAnswers(t *testing.T) {
 // operator adds its signer, and then confirms its creates.
 func TestANodeOfRosterSignersStartsWithNoneAndServesTheOneAdded(t *testing.T) {
 	t.Parallel()
-	sim, err := chain.NewSimulated(chain.SimulatedConfig{ChainID: 42162, BlockInterval: 200 * time.Millisecond, DevAccounts: 2, HTTPAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Close() })
+	sim := servedChain(t, 42162)
 	dir, passphrase := t.TempDir(), "roster keys 4c1e"
 	passphraseFile := filepath.Join(t.TempDir(), "passphrase")
 	if err := os.WriteFile(passphraseFile, []byte(passphrase+"\n"), 0o600); err != nil {

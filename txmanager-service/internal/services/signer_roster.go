@@ -111,6 +111,9 @@ const (
 
 // NewSignerRoster wires the roster; leases are every served chain's lease managers.
 func NewSignerRoster(cfg RosterConfig, store RosterStore, keys SignerKeys, leases []*LeaseManager, tx txmanager.Manager, audit *AuditTrail, logger log.Logger) *SignerRoster {
+	if cfg.BuildBudget <= 0 {
+		cfg.BuildBudget = 2 * cfg.BuildTimeout
+	}
 	return &SignerRoster{cfg: cfg, store: store, keys: keys, leases: leases, tx: tx, audit: audit, failed: map[common.Address]buildFailure{},
 		log: log.NewHelper(log.With(logger, "component", "signer-roster", "node_id", cfg.Node))}
 }
@@ -189,11 +192,7 @@ const concurrentKeyBuilds = 8
 // buildKeys builds the key sources of entries, each within the build timeout and all
 // within the build budget, and records how each went. Callers hold mu.
 func (r *SignerRoster) buildKeys(ctx context.Context, entries []domain.RosterSigner) {
-	budget := r.cfg.BuildBudget
-	if budget <= 0 {
-		budget = 2 * r.cfg.BuildTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, budget)
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.BuildBudget)
 	defer cancel()
 	var (
 		wg        sync.WaitGroup

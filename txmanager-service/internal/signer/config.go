@@ -49,7 +49,7 @@ func NewFromConfig(cfg conf.Signers, environment string, devKeys []*ecdsa.Privat
 
 	rosterKeystore := cfg.Keystore.RosterOnly
 	if rosterKeystore {
-		if err := checkRosterKeystore(cfg.Keystore); err != nil {
+		if _, _, err := openKeystoreDir(cfg.Keystore); err != nil {
 			return fail(fmt.Errorf("signers: %w", err))
 		}
 	} else if ks := cfg.Keystore; ks.Dir != "" || len(ks.Addresses) > 0 || ks.PassphraseFile != "" || ks.PassphraseEnv != "" {

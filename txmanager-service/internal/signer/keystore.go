@@ -30,38 +30,31 @@ type KeystoreSource struct {
 	keys *localKeys
 }
 
-// checkRosterKeystore checks a keystore directory kept for roster signers at start: the
-// directory and the passphrase can be read. It decrypts nothing; each signer's file is
-// decrypted when the roster adds it.
-func checkRosterKeystore(cfg conf.KeystoreSource) error {
+// openKeystoreDir reads what every use of a keystore directory needs before decrypting
+// anything: its passphrase and its key files. A directory kept for roster signers is
+// checked with it at start; each signer's file is decrypted when the roster adds it.
+func openKeystoreDir(cfg conf.KeystoreSource) (passphrase string, files map[common.Address][]string, err error) {
 	if cfg.Dir == "" {
-		return errors.New("keystore: dir is empty")
+		return "", nil, errors.New("keystore: dir is empty")
 	}
-	if _, err := readPassphrase(cfg.PassphraseFile, cfg.PassphraseEnv); err != nil {
-		return fmt.Errorf("keystore: %w", err)
+	if passphrase, err = readPassphrase(cfg.PassphraseFile, cfg.PassphraseEnv); err != nil {
+		return "", nil, fmt.Errorf("keystore: %w", err)
 	}
-	if _, err := scanKeyFiles(cfg.Dir); err != nil {
-		return fmt.Errorf("keystore: %w", err)
+	if files, err = scanKeyFiles(cfg.Dir); err != nil {
+		return "", nil, fmt.Errorf("keystore: %w", err)
 	}
-	return nil
+	return passphrase, files, nil
 }
 
 // NewKeystoreSource decrypts cfg.Addresses (every account in cfg.Dir when empty) with the
 // passphrase from cfg.PassphraseFile or cfg.PassphraseEnv. Each key file's own scrypt
 // parameters are used, whatever they are. The cleanup wipes the decrypted keys.
 func NewKeystoreSource(cfg conf.KeystoreSource) (*KeystoreSource, func(), error) {
-	if cfg.Dir == "" {
-		return nil, nil, errors.New("keystore: dir is empty")
+	passphrase, files, err := openKeystoreDir(cfg)
+	if err != nil {
+		return nil, nil, err
 	}
 	want, err := parseAddresses("addresses", cfg.Addresses)
-	if err != nil {
-		return nil, nil, fmt.Errorf("keystore: %w", err)
-	}
-	passphrase, err := readPassphrase(cfg.PassphraseFile, cfg.PassphraseEnv)
-	if err != nil {
-		return nil, nil, fmt.Errorf("keystore: %w", err)
-	}
-	files, err := scanKeyFiles(cfg.Dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("keystore: %w", err)
 	}
