@@ -177,7 +177,9 @@ func deliverThroughFailuresAndATakeover(t *testing.T, batchSize int32, wantBatch
 			t.Fatal(err)
 		}
 		loopCtx, cancel := context.WithCancel(ctx)
+		looping := make(chan struct{})
 		go func() {
+			defer close(looping)
 			for loopCtx.Err() == nil {
 				d.Pass(loopCtx)
 				select {
@@ -186,7 +188,8 @@ func deliverThroughFailuresAndATakeover(t *testing.T, batchSize int32, wantBatch
 				}
 			}
 		}()
-		return d, cancel
+		// Stopping waits for the loop's pass to end: Stop must not run beside a pass.
+		return d, func() { cancel(); <-looping }
 	}
 	a, stopA := start("node-a")
 	waitFor(t, 30*time.Second, "a first share delivered by node-a", func() bool { rc.mu.Lock(); defer rc.mu.Unlock(); return len(rc.accepted) >= 30 })
