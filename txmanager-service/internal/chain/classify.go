@@ -7,8 +7,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/rpc"
 
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -82,6 +84,49 @@ func ClassifySendError(err error) error {
 		return fmt.Errorf("%w: %w", services.ErrUnknownAnswer, err)
 	}
 	return err
+}
+
+// ClassifySendErrorOf classifies the node's answer to the broadcast of raw as
+// ClassifySendError does, and reads "intrinsic gas too low" against the transaction itself.
+// Arbitrum counts the L1 part of a transaction's cost as gas and refuses a gas limit short
+// of it in the same words as one short of what the EVM charges before running. Only the
+// second is for good (services.ErrNotMineable); the first passes as the L1 price falls
+// (services.ErrL1GasShort). A limit that covers the EVM's own charge is the first.
+func ClassifySendErrorOf(raw []byte, err error) error {
+	classified := ClassifySendError(err)
+	if !errors.Is(classified, services.ErrNotMineable) || matchPhrase(err.Error(), intrinsicGasTooLow) == nil {
+		return classified
+	}
+	var tx types.Transaction
+	if tx.UnmarshalBinary(raw) != nil {
+		return classified
+	}
+	own := ownIntrinsicGas(&tx)
+	if tx.Gas() < own {
+		return classified
+	}
+	return fmt.Errorf("%w: %w (gas limit %d, and the EVM charges %d before it runs: the node counts more, as Arbitrum counts the L1 part of the cost as gas)",
+		services.ErrL1GasShort, err, tx.Gas(), own)
+}
+
+// intrinsicGasTooLow is go-ethereum's wording, which Arbitrum Nitro keeps for both shortfalls.
+var intrinsicGasTooLow = []errorPhrase{{"intrinsic gas too low", services.ErrNotMineable}}
+
+// Access list and authorization charges (EIP-2930, EIP-7702), per entry.
+const (
+	accessListAddressGas = 2_400
+	accessListSlotGas    = 1_900
+	authorizationGas     = 25_000
+)
+
+// ownIntrinsicGas is what the EVM charges tx before it runs, by the rules every chain of
+// ours follows, and at least Prague's call-data floor.
+func ownIntrinsicGas(tx *types.Transaction) uint64 {
+	gas := domain.IntrinsicGas(tx.To() == nil, tx.Data())
+	list := tx.AccessList()
+	gas += accessListAddressGas*uint64(len(list)) + accessListSlotGas*uint64(list.StorageKeys())
+	gas += authorizationGas * uint64(len(tx.SetCodeAuthorizations()))
+	return max(gas, domain.CallDataFloorGas(tx.Data()))
 }
 
 // nodeAnswered: err is the node's JSON-RPC error object, not a failure to reach it.

@@ -2,10 +2,13 @@ package chain_test
 
 import (
 	"errors"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
@@ -13,11 +16,13 @@ import (
 )
 
 // sendErrorClasses are the answer classes of the outcome table (services.ChainAnswers)
-// that phrases are read as (an answer no phrase knows is every other node answer).
+// that phrases alone are read as (an answer no phrase knows is every other node answer;
+// a gas limit short of the L1 part is read from the words and the transaction together,
+// TestIntrinsicGasTooLowIsReadAgainstTheTransaction).
 func sendErrorClasses() []error {
 	var classes []error
 	for _, row := range services.ChainAnswers() {
-		if row.Class != nil && row.Class != services.ErrUnknownAnswer && !slices.Contains(classes, row.Class) { //nolint:errorlint // which sentinel, compared as values
+		if row.Class != nil && row.Class != services.ErrUnknownAnswer && row.Class != services.ErrL1GasShort && !slices.Contains(classes, row.Class) { //nolint:errorlint // which sentinel, compared as values
 			classes = append(classes, row.Class)
 		}
 	}
@@ -85,6 +90,55 @@ func TestClassifySendError(t *testing.T) {
 				t.Errorf("unclassified error came back as %#v, want the original", got)
 			}
 		})
+	}
+}
+
+// "intrinsic gas too low" is final only when the gas limit is short of what the EVM
+// charges before the transaction runs. Arbitrum refuses, in the same words, a limit that
+// covers that but not the L1 part of the cost it counts as gas, which moves with the L1
+// price: that one is rebroadcast, not cancelled.
+func TestIntrinsicGasTooLowIsReadAgainstTheTransaction(t *testing.T) {
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
+	data := []byte{0, 1, 2, 3} // 4 + 3x16 gas, and a call-data floor of 21000 + 10x13 tokens
+	fees := func(p txParams) txParams {
+		p.value, p.feeCap, p.tipCap = big.NewInt(1), big.NewInt(1e9), big.NewInt(1)
+		return p
+	}
+	tests := []struct {
+		name    string
+		tx      txParams
+		message string
+		want    error
+	}{
+		{"a plain transfer at 21000, as Nitro's gas charging hook answers", txParams{to: &to, gas: 21_000}, "intrinsic gas too low", services.ErrL1GasShort},
+		{"a plain transfer with room to spare", txParams{to: &to, gas: 60_000}, "intrinsic gas too low: gas 60000, minimum needed 81234", services.ErrL1GasShort},
+		{"a call at its call-data floor, above its data's cost", txParams{to: &to, gas: 21_000 + 10*13, data: data}, "intrinsic gas too low", services.ErrL1GasShort},
+		{"a call short of its data's cost", txParams{to: &to, gas: 21_000, data: data}, "intrinsic gas too low: gas 21000, minimum needed 21052", services.ErrNotMineable},
+		{"a call at its data's cost, under the call-data floor", txParams{to: &to, gas: 21_000 + 4 + 3*16, data: data}, "intrinsic gas too low", services.ErrNotMineable},
+		{"a creation without its 32000", txParams{gas: 30_000, data: data}, "intrinsic gas too low", services.ErrNotMineable},
+		{"another answer is read as its words say", txParams{to: &to, gas: 21_000}, "exceeds block gas limit", services.ErrNotMineable},
+		{"intrinsic gas too high is not too low", txParams{to: &to, gas: 21_000}, "intrinsic gas too high -- tx.gas_limit > env.block.gas_limit", services.ErrNotMineable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, raw := signTx(t, key, fees(tc.tx))
+			answer := codedError{message: tc.message, code: -32000}
+			got := chain.ClassifySendErrorOf(raw, answer)
+			if class := services.AnswerClassOf(got); class != tc.want { //nolint:errorlint // which sentinel, compared as values
+				t.Fatalf("ClassifySendErrorOf = %v: class %v, want %v", got, class, tc.want)
+			}
+			if !errors.Is(got, answer) || !strings.Contains(got.Error(), tc.message) {
+				t.Fatalf("%q lost the node's answer %q", got, tc.message)
+			}
+		})
+	}
+	// Bytes that are not a transaction leave the words to decide, as before.
+	if got := chain.ClassifySendErrorOf([]byte{0x02, 0xc0}, codedError{message: "intrinsic gas too low", code: -32000}); !errors.Is(got, services.ErrNotMineable) {
+		t.Fatalf("undecodable bytes: %v, want not mineable", got)
 	}
 }
 

@@ -3,11 +3,15 @@ package chain_test
 import (
 	"bufio"
 	"maps"
+	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -60,6 +64,7 @@ var classByName = map[string]error{
 	"pool full":          services.ErrPoolFull,
 	"above node fee cap": services.ErrAboveNodeFeeCap,
 	"not mineable":       services.ErrNotMineable,
+	"L1 gas short":       services.ErrL1GasShort,
 	"unknown answer":     services.ErrUnknownAnswer,
 }
 
@@ -67,6 +72,11 @@ var classByName = map[string]error{
 // read as the class the table gives it; every class of the outcome table has rows there.
 func TestEveryClientsPhrasesClassify(t *testing.T) {
 	rows := chainsTable(t)
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
 	seen := map[error]bool{}
 	for _, row := range rows {
 		want, known := classByName[row.class]
@@ -78,8 +88,16 @@ func TestEveryClientsPhrasesClassify(t *testing.T) {
 			t.Errorf("docs/chains.md:%d: a row needs its client and its source", row.line)
 		}
 		seen[want] = true
-		// As every node sends it: a JSON-RPC error object (-32000, "server error").
-		got := chain.ClassifySendError(codedError{message: row.message, code: -32000})
+		// As every node sends it: a JSON-RPC error object (-32000, "server error"), about a
+		// plain transfer. Its gas covers what the EVM charges before it runs in the rows of
+		// a gas limit short of the L1 part, and falls short of it in the others: the same
+		// words are read against the transaction.
+		gas := uint64(20_000)
+		if want == services.ErrL1GasShort { //nolint:errorlint // which sentinel, compared as values
+			gas = 21_000
+		}
+		_, raw := signTx(t, key, txParams{to: &to, value: big.NewInt(1), gas: gas, feeCap: big.NewInt(1e9), tipCap: big.NewInt(1)})
+		got := chain.ClassifySendErrorOf(raw, codedError{message: row.message, code: -32000})
 		class := services.AnswerClassOf(got)
 		if class != want { //nolint:errorlint // which sentinel, compared as values
 			t.Errorf("docs/chains.md:%d: %s answers %q: classified %v, the table says %s", row.line, row.client, row.message, class, row.class)

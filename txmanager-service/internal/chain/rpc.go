@@ -296,7 +296,7 @@ func (c *RPCChain) EstimateGas(ctx context.Context, call services.CallRequest) (
 // SendRawTransaction broadcasts one signed transaction; failures are classified as in SendRawTransactions.
 func (c *RPCChain) SendRawTransaction(ctx context.Context, raw []byte) error {
 	// The hash the node returns is ignored: the caller signed the bytes and already knows it.
-	return ClassifySendError(c.call(ctx, nil, "eth_sendRawTransaction", hexutil.Bytes(raw)))
+	return ClassifySendErrorOf(raw, c.call(ctx, nil, "eth_sendRawTransaction", hexutil.Bytes(raw)))
 }
 
 // SendRawTransactions implements services.Chain with batched eth_sendRawTransaction. A
@@ -318,7 +318,7 @@ func (c *RPCChain) SendRawTransactions(ctx context.Context, raws [][]byte) ([]er
 	}
 	errs := make([]error, len(raws))
 	for i, elem := range elems {
-		errs[i] = ClassifySendError(elem.Error)
+		errs[i] = ClassifySendErrorOf(raws[i], elem.Error)
 	}
 	return errs, nil
 }

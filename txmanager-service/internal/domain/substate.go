@@ -41,6 +41,10 @@ const (
 	// above the block's or the per-transaction limit, data over the pool's size); once it
 	// heads its signer's line a cancellation takes its nonce.
 	SubStateNotMineable SubState = "NOT_MINEABLE"
+	// SubStateL1GasShort: its gas limit covers what the EVM charges before it runs, but the
+	// node counts more (Arbitrum counts the L1 part of the cost as gas, and that moves with
+	// the L1 price); broadcast again at each resubmit interval until it fits.
+	SubStateL1GasShort SubState = "L1_GAS_SHORT"
 )
 
 // Sub-states written by the receipts stage.
@@ -88,7 +92,7 @@ func SubStateResolutionSubmitted(action ResolutionAction) SubState {
 func StoredSubStates() []SubState {
 	out := []SubState{
 		SubStateSigned, SubStateSubmitted, SubStateBroadcastFailed, SubStateUnderpriced, SubStateInsufficientFunds,
-		SubStateNonceTaken, SubStateRecognised, SubStateRepriced, SubStateNonceGap, SubStatePoolFull, SubStateAboveNodeFeeCap, SubStateNotMineable, SubStateMined, SubStateReorged, SubStateReverted,
+		SubStateNonceTaken, SubStateRecognised, SubStateRepriced, SubStateNonceGap, SubStatePoolFull, SubStateAboveNodeFeeCap, SubStateNotMineable, SubStateL1GasShort, SubStateMined, SubStateReorged, SubStateReverted,
 		SubStateCancelled, SubStatePlaceholder, SubStateRecovered, SubStateNoop,
 	}
 	for _, a := range ResolutionActions() {

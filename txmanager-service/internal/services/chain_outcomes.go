@@ -36,6 +36,11 @@ var (
 	// intrinsic cost or above the block's (or the per-transaction) limit, or it is larger
 	// than pools accept.
 	ErrNotMineable = errors.New("chain: transaction not mineable as signed")
+	// ErrL1GasShort: the node refused the gas limit as below the intrinsic cost while it
+	// covers what the EVM itself charges before the transaction runs. Arbitrum counts the L1
+	// part of a transaction's cost as gas and refuses a limit short of it in the same words;
+	// that part follows the L1 price, so the same bytes may be taken later.
+	ErrL1GasShort = errors.New("chain: gas limit short of the node's count with its L1 part")
 	// ErrUnknownAnswer is a node's own answer (a JSON-RPC error) in words no phrase of the
 	// classifier knows: never final, rebroadcast like a failed send, counted apart so that
 	// an alert asks for its phrase to be classified (docs/chains.md).
@@ -138,6 +143,9 @@ var chainAnswers = []chainAnswer{
 	{ErrPoolFull, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStatePoolFull, Next: StepRebroadcast, Result: "pool_full", KeepNodeMessage: true}},
 	{ErrAboveNodeFeeCap, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateAboveNodeFeeCap, Next: StepHoldFees, Result: "above_node_fee_cap", KeepNodeMessage: true}},
 	{ErrNotMineable, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateNotMineable, Next: StepCancel, Result: "not_mineable", KeepNodeMessage: true}},
+	// Not cancelled at once: the L1 price may fall. Past the stuck thresholds the head of
+	// line goes to the stuck hook, as a signer that cannot pay does.
+	{ErrL1GasShort, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateL1GasShort, Next: StepRebroadcast, Result: "l1_gas_short", KeepNodeMessage: true}},
 	{ErrUnknownAnswer, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateBroadcastFailed, Next: StepRebroadcast, Result: UnknownAnswerResult, KeepNodeMessage: true}},
 }
 

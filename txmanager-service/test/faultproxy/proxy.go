@@ -48,10 +48,14 @@ const (
 	// NoBlockReceipts answers every eth_getBlockReceipts (alone, or a batch of them) as a node
 	// without the method does. Every other call passes.
 	NoBlockReceipts
+	// L1GasShort answers every eth_sendRawTransaction (alone, or a batch of them) as Arbitrum
+	// Nitro answers a gas limit short of the L1 part of the cost, which it counts as gas:
+	// "intrinsic gas too low", go-ethereum's bare words. Every other call passes.
+	L1GasShort
 )
 
 func (m Mode) String() string {
-	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded", "pool full", "no block receipts"}[m]
+	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded", "pool full", "no block receipts", "L1 gas short"}[m]
 }
 
 // Proxy is a JSON-RPC proxy on a loopback port of its own in front of one node.
@@ -191,7 +195,7 @@ func answerCalls(body []byte, method, errObj string) (answer []byte, ok bool) {
 	return answer, true
 }
 
-// RefusedSends is how many requests of broadcasts the PoolFull mode refused.
+// RefusedSends is how many requests of broadcasts the PoolFull and L1GasShort modes refused.
 func (p *Proxy) RefusedSends() uint64 { return p.refusedSends.Load() }
 
 func limitExceeded(body []byte) []byte {
@@ -353,6 +357,13 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	case PoolFull:
 		if answer, ok := answerCalls(body, "eth_sendRawTransaction", `"error":{"code":-32000,"message":"txpool is full"}`); ok {
+			p.refusedSends.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(answer)
+			return
+		}
+	case L1GasShort:
+		if answer, ok := answerCalls(body, "eth_sendRawTransaction", `"error":{"code":-32000,"message":"intrinsic gas too low"}`); ok {
 			p.refusedSends.Add(1)
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(answer)

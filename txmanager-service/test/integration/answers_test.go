@@ -47,6 +47,52 @@ func TestFullPoolOnOneEndpointSendsToTheOther(t *testing.T) {
 	t.Logf("60 transactions confirmed with their first attempt, no broadcast failed; the full endpoint refused %d broadcast requests", proxies[0].RefusedSends())
 }
 
+// Arbitrum counts the L1 part of a transaction's cost as gas and refuses a gas limit short
+// of it as "intrinsic gas too low", the words of a limit below what the EVM itself charges.
+// While the node answers so (the fault proxy in front of go-ethereum answers every
+// broadcast as Nitro does while the L1 price is up), transfers whose 21000 gas covers the
+// EVM's charge are recorded L1_GAS_SHORT and broadcast again at each interval, never
+// cancelled; once the node takes them they confirm.
+func TestGasShortOfTheL1PartIsBroadcastAgainNotCancelled(t *testing.T) {
+	t.Parallel()
+	sim, proxies := proxiedChain(t, 1)
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		throughProxies(proxies, 2*time.Second)(bc)
+		bc.Resubmit.Interval = conf.Duration(300 * time.Millisecond)
+		bc.Stuck.MinAge = conf.Duration(time.Hour)
+	}})
+	if err := proxies[0].SetMode(faultproxy.L1GasShort); err != nil {
+		t.Fatal(err)
+	}
+	signer := devAddress(t, 0)
+	first := s.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "1", "gasLimit": 21000})
+	second := s.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "2", "gasLimit": 21000})
+	waitFor(t, 30*time.Second, "both refused short of the L1 part three times", func() bool {
+		return s.count(t, "SELECT count(*) FROM managed_tx WHERE sub_state = 'L1_GAS_SHORT' AND submit_attempts >= 3") == 2
+	})
+	if n := s.count(t, "SELECT count(*) FROM managed_tx WHERE state <> 'TRACKING'"); n != 0 {
+		t.Fatalf("%d transactions left TRACKING while only the L1 part was short", n)
+	}
+	if n := s.count(t, "SELECT count(*) FROM stuck_resolution_audit"); n != 0 {
+		t.Fatalf("%d resolutions recorded: a gas limit short of the L1 part was taken as never mineable", n)
+	}
+	lastError := fmt.Sprint(s.do(t, http.MethodGet, "/api/v1/tx/"+first, nil).body["lastError"])
+	if !strings.Contains(lastError, "intrinsic gas too low") || !strings.Contains(lastError, "L1 part") {
+		t.Fatalf("last error %q does not carry the node's words and what they mean here", lastError)
+	}
+	if n := s.metricSumsWhere(t, `result="l1_gas_short"`)["tx_submit_total"]; n == 0 {
+		t.Fatal(`tx_submit_total{result="l1_gas_short"} is 0`)
+	}
+	refused := proxies[0].RefusedSends()
+	if err := proxies[0].SetMode(faultproxy.Pass); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{first, second} {
+		waitFor(t, 30*time.Second, "transaction "+id+" confirmed", func() bool { return s.tx(t, id).state == "CONFIRMED" })
+	}
+	t.Logf("%d broadcast requests refused as short of the L1 part; recorded L1_GAS_SHORT (%s), then both confirmed once the node took them", refused, lastError)
+}
+
 // A gas limit above the latest block's is refused before a nonce. One that fits the block
 // but that no node will take as signed is not rebroadcast forever holding up its signer:
 // on go-ethereum (over its per-transaction cap, EIP-7825) and on anvil (its block gas

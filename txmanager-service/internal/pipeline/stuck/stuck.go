@@ -300,13 +300,13 @@ func (r *Resolver) resolutionAttempt(ctx context.Context, head *HeadOfLineTx, ac
 }
 
 // resolutionFees prices a transaction put at a stuck nonce. Where no node took anything of
-// ours there (never signed, or refused by every node as not mineable) there is nothing to
-// replace: a fresh attempt's fees. Otherwise it must outbid the current attempt by the
-// replacement rule, within the caps and, without caps, at most a few times the market
-// (Outbid): resolutions repeated round after round do not compound the fees. No room under
-// the caps is ErrFeeCapReached.
+// ours there (never signed, or refused by every node as not mineable or short of its L1
+// part) there is nothing to replace: a fresh attempt's fees. Otherwise it must outbid the
+// current attempt by the replacement rule, within the caps and, without caps, at most a few
+// times the market (Outbid): resolutions repeated round after round do not compound the
+// fees. No room under the caps is ErrFeeCapReached.
 func resolutionFees(policy services.FeePolicy, head *HeadOfLineTx, suggestion services.FeeSuggestion) (maxFee, maxTip *big.Int, err error) {
-	if head.MaxFee == nil || head.MaxTip == nil || head.SubState == domain.SubStateNotMineable {
+	if head.MaxFee == nil || head.MaxTip == nil || head.SubState == domain.SubStateNotMineable || head.SubState == domain.SubStateL1GasShort {
 		maxFee, maxTip, err = policy.Initial(domain.Intent{}, suggestion)
 		return maxFee, maxTip, err
 	}

@@ -133,6 +133,8 @@ func TestResolutionFees(t *testing.T) {
 		{"never signed: the market", services.FeePolicy{}, HeadOfLineTx{}, gwei(22), gwei(2), false},
 		{"refused by every node at the cap: the market, no bump needed", services.FeePolicy{MaxFeeCap: gwei(30)},
 			HeadOfLineTx{SubState: domain.SubStateNotMineable, MaxFee: gwei(30), MaxTip: gwei(2)}, gwei(22), gwei(2), false},
+		{"refused by every node short of the L1 part at the cap: the market", services.FeePolicy{MaxFeeCap: gwei(30)},
+			HeadOfLineTx{SubState: domain.SubStateL1GasShort, MaxFee: gwei(30), MaxTip: gwei(2)}, gwei(22), gwei(2), false},
 		{"in a pool: outbid", services.FeePolicy{}, HeadOfLineTx{SubState: domain.SubStateSubmitted, MaxFee: gwei(22), MaxTip: gwei(2)},
 			big.NewInt(24_640_000_000), big.NewInt(2_240_000_000), false},
 		{"in a pool at the cap: no room", services.FeePolicy{MaxFeeCap: gwei(23)}, HeadOfLineTx{SubState: domain.SubStateSubmitted, MaxFee: gwei(22), MaxTip: gwei(2)},
