@@ -128,11 +128,13 @@ func (r *Registry) SignTx(ctx context.Context, from common.Address, tx *types.Tr
 	return src.SignTx(ctx, from, tx, chainID)
 }
 
-// Add puts the signer of src, a source built for one signer at run time, into service.
-// release, when not nil, is run when the signer is retired (it wipes the decrypted key,
-// closes the connection). A signer already held is an error: two keys must never answer
-// for one address.
-func (r *Registry) Add(src Source, release func()) error {
+// Add puts the signer of src, a source built for one signer at run time, into service in
+// its roster state (retiring refuses creates) and paused or not, in one step: no create is
+// served in the moment between the key's arrival and its state's. release, when not nil,
+// is run when the signer is retired (it wipes the decrypted key, closes the connection). A
+// signer already held is an error: two keys must never answer for one address, and so is
+// a retired one: its key must not be held.
+func (r *Registry) Add(src Source, release func(), state domain.RosterState, paused bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	addrs := src.Addresses()
@@ -144,14 +146,20 @@ func (r *Registry) Add(src Source, release func()) error {
 	if _, held := cur.owners[addr]; held {
 		return fmt.Errorf("signer %s is already held by a key source", addr.Hex())
 	}
+	if state == domain.RosterRetired {
+		return fmt.Errorf("signer %s is retired: its key is not held", addr.Hex())
+	}
 	owners, refusing := maps.Clone(cur.owners), maps.Clone(cur.refusing)
 	owners[addr] = src
 	delete(refusing, addr)
+	if state != domain.RosterActive {
+		refusing[addr] = state
+	}
 	if release != nil {
 		r.releases[addr] = sync.OnceFunc(release)
 	}
 	next := newView(owners, refusing)
-	next.paused = cur.paused
+	next.paused = pausedWith(cur.paused, addr, paused)
 	r.view.Store(next)
 	return nil
 }
@@ -196,16 +204,26 @@ func (r *Registry) SetPaused(addr common.Address, paused bool) {
 		return
 	}
 	next := *cur
-	next.paused = maps.Clone(cur.paused)
-	if next.paused == nil {
-		next.paused = map[common.Address]bool{}
-	}
-	if paused {
-		next.paused[addr] = true
-	} else {
-		delete(next.paused, addr)
-	}
+	next.paused = pausedWith(cur.paused, addr, paused)
 	r.view.Store(&next)
+}
+
+// pausedWith is the set of paused signers with addr's pause as given: a copy when that
+// changes it, since a stored view is read without the lock.
+func pausedWith(paused map[common.Address]bool, addr common.Address, on bool) map[common.Address]bool {
+	if paused[addr] == on {
+		return paused
+	}
+	next := maps.Clone(paused)
+	if next == nil {
+		next = map[common.Address]bool{}
+	}
+	if on {
+		next[addr] = true
+	} else {
+		delete(next, addr)
+	}
+	return next
 }
 
 // State is the roster state the registry applies to addr: active, retiring or retired;

@@ -121,13 +121,13 @@ func TestRegistryRosterLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := 0
-	if err := registry.Add(rawSource(t, added), func() { released++ }); err != nil {
+	if err := registry.Add(rawSource(t, added), func() { released++ }, domain.RosterActive, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := registry.Add(rawSource(t, added), nil); err == nil {
+	if err := registry.Add(rawSource(t, added), nil, domain.RosterActive, false); err == nil {
 		t.Fatal("a second key source for a held signer was accepted")
 	}
-	if err := registry.Add(rawSource(t, newKey(t), newKey(t)), nil); err == nil {
+	if err := registry.Add(rawSource(t, newKey(t), newKey(t)), nil, domain.RosterActive, false); err == nil {
 		t.Fatal("a run-time source with two signers was accepted")
 	}
 	tests := []struct {
@@ -164,11 +164,50 @@ func TestRegistryRosterLifecycle(t *testing.T) {
 		t.Fatalf("Accepts of an unknown signer = %v, want ErrUnknownSigner", err)
 	}
 	// Added again after retirement, with a new source: it serves.
-	if err := registry.Add(rawSource(t, added), nil); err != nil {
+	if err := registry.Add(rawSource(t, added), nil, domain.RosterActive, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := registry.Accepts(addressOf(added)); err != nil {
 		t.Fatalf("re-added signer refused: %v", err)
+	}
+}
+
+// A key added at run time takes its roster standing in the same step: a retiring or
+// paused signer's key never serves a create, not even in the moment after it arrives; a
+// retired signer's key is not taken at all.
+func TestAKeyAddedTakesItsStandingInTheSameStep(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		state      domain.RosterState
+		paused     bool
+		wantAdded  bool
+		wantAccept error
+	}{
+		{"active", domain.RosterActive, false, true, nil},
+		{"retiring", domain.RosterRetiring, false, true, domain.ErrSignerRetired},
+		{"paused", domain.RosterActive, true, true, domain.ErrSignerPaused},
+		{"retired", domain.RosterRetired, false, false, domain.ErrUnknownSigner},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			registry, err := signer.NewRegistryFromSources(rawSource(t, newKey(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := newKey(t)
+			err = registry.Add(rawSource(t, key), nil, tt.state, tt.paused)
+			if (err == nil) != tt.wantAdded {
+				t.Fatalf("Add = %v, want added %t", err, tt.wantAdded)
+			}
+			if err := registry.Accepts(addressOf(key)); !errors.Is(err, tt.wantAccept) || (tt.wantAccept == nil) != (err == nil) {
+				t.Fatalf("Accepts right after Add = %v, want %v", err, tt.wantAccept)
+			}
+			_, err = registry.SignTx(context.Background(), addressOf(key), dynamicFeeTx(1), testChainID)
+			if (err == nil) != tt.wantAdded {
+				t.Fatalf("SignTx = %v, want signing %t: a held key signs its unfinished transactions whatever its standing", err, tt.wantAdded)
+			}
+		})
 	}
 }
 
@@ -198,7 +237,7 @@ func TestRegistryChangesWhileSigning(t *testing.T) {
 	}()
 	for range 50 {
 		k := newKey(t)
-		if err := registry.Add(rawSource(t, k), nil); err != nil {
+		if err := registry.Add(rawSource(t, k), nil, domain.RosterActive, false); err != nil {
 			t.Fatal(err)
 		}
 		registry.SetState(addressOf(k), domain.RosterRetired)

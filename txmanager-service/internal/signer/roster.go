@@ -102,7 +102,7 @@ func (k *RosterKeys) Build(ctx context.Context, entry domain.RosterSigner) error
 			return fmt.Errorf("signer %s: %w", entry, err)
 		}
 	}
-	if err := k.registry.Add(src, release); err != nil {
+	if err := k.registry.Add(src, release, entry.State, entry.PausedAt != nil); err != nil {
 		if release != nil {
 			release()
 		}
