@@ -161,7 +161,7 @@ func NewComponentWithDependencies(cfg Config, db Beginner, deps Dependencies) (*
 	}
 	m := &manager{db: db, cfg: rc, tel: tel, log: log.NewHelper(deps.Logger)}
 	if isPool && !rc.SeparateBegin {
-		m.pool = pool
+		m.pool, m.prepared = pool, newPreparedStatements(pool)
 	}
 	return &Component{Manager: m}, nil
 }

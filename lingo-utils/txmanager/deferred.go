@@ -27,6 +27,9 @@ import (
 // attempt ended answers pgx.ErrTxClosed, as a pgx.Tx does, even when it never began one.
 type deferredSession struct {
 	pool *pgxpool.Pool
+	// prepared tells a first statement pgx would parse before the pipeline's BEGIN, which
+	// then begins alone (preparedStatements).
+	prepared *preparedStatements
 	// ctx is the attempt's context, for a begin that Tx() makes (it takes none).
 	ctx      context.Context
 	options  pgx.TxOptions // isolation and access mode, for the pipeline's BEGIN
@@ -104,8 +107,10 @@ func (s *deferredSession) beginAlone(ctx context.Context) {
 }
 
 // pipeline sends BEGIN, the settings and the caller's queries in one batch and reads the
-// results of BEGIN and the settings; the caller's results follow in the returned batch. The
-// caller holds the lock.
+// results of BEGIN and the settings; the caller's results follow in the returned batch.
+// Where pgx would parse a query before the batch, it begins the transaction alone on the
+// connection instead and returns no batch: the caller runs its queries on s.tx. The caller
+// holds the lock.
 func (s *deferredSession) pipeline(ctx context.Context, queries []*pgx.QueuedQuery) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	b.BeginTx(s.options)
@@ -117,6 +122,17 @@ func (s *deferredSession) pipeline(ctx context.Context, queries []*pgx.QueuedQue
 	if err != nil {
 		s.beginErr, s.tx = err, closedTx(err)
 		return nil, err
+	}
+	if s.prepared.parsedFirst(conn.Conn(), queries) {
+		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.options.IsoLevel, AccessMode: s.options.AccessMode, BeginQuery: s.beginQuery})
+		if err != nil {
+			conn.Release()
+			s.beginErr, s.tx = err, closedTx(err)
+			return nil, err
+		}
+		s.prepared.record(conn.Conn(), queries)
+		s.tx = &releasingTx{Tx: tx, conn: conn}
+		return nil, nil
 	}
 	br := sendOn(ctx, conn, b)
 	s.tx = &releasingTx{Tx: br.Tx(), conn: conn}
@@ -182,11 +198,13 @@ func (s *deferredSession) Exec(ctx context.Context, sql string, args ...any) (pg
 		if err != nil {
 			return pgconn.CommandTag{}, err
 		}
-		tag, err := br.Exec()
-		if closeErr := br.Close(); err == nil {
-			err = closeErr
+		if br != nil {
+			tag, err := br.Exec()
+			if closeErr := br.Close(); err == nil {
+				err = closeErr
+			}
+			return tag, err
 		}
-		return tag, err
 	}
 	return s.tx.Exec(ctx, sql, args...)
 }
@@ -221,8 +239,9 @@ func (s *deferredSession) beginForQuery(ctx context.Context, queries []*pgx.Queu
 	case alone:
 		s.beginAlone(ctx)
 	default:
-		br, err := s.pipeline(ctx, queries)
-		return nil, br, err
+		if br, err := s.pipeline(ctx, queries); br != nil || err != nil {
+			return nil, br, err
+		}
 	}
 	return s.tx, nil, nil
 }

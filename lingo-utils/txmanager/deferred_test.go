@@ -61,15 +61,21 @@ func recordSends(r *sendRecorder) func(*pgxpool.Config) {
 	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = r }
 }
 
+// oneConnection keeps the pool to one connection, so that a transaction finds what the one
+// before it left cached there.
+func oneConnection(c *pgxpool.Config) { c.MaxConns, c.MinConns = 1, 0 }
+
 const (
 	pipelinedBegin = "batch: begin isolation level serializable read write | SET LOCAL lock_timeout = 1000 | "
 	beginAlone     = "query: BEGIN ISOLATION LEVEL SERIALIZABLE READ WRITE; SET LOCAL lock_timeout = 1000"
 )
 
 // A transaction's BEGIN goes with its first statement where the statement can share a
-// pipeline, and alone before it where it cannot; either way the transaction has its
-// isolation level and lock timeout from its first statement on, commits what it wrote and
-// rolls it all back on an error.
+// pipeline, and alone before it where it cannot, or where the connection has not run the
+// statement yet (pgx would parse it ahead of the pipeline, outside the transaction's lock
+// timeout: TestAFirstStatementWaitsForALockNoLongerThanTheLockTimeout). Either way the
+// transaction has its isolation level and lock timeout from its first statement on,
+// commits what it wrote and rolls it all back on an error.
 func TestBeginGoesWithTheFirstStatement(t *testing.T) {
 	t.Parallel()
 	insert := "INSERT INTO item (name) VALUES ($1)"
@@ -127,7 +133,7 @@ func TestBeginGoesWithTheFirstStatement(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sends := &sendRecorder{}
-			f := newFixture(t, txmanager.Config{}, recordSends(sends))
+			f := newFixture(t, txmanager.Config{}, recordSends(sends), oneConnection)
 			opts := txmanager.DefaultOptions().WithTraceName("first")
 			opts.Isolation = pgx.Serializable
 			sends.take() // the fixture's own statements
@@ -141,9 +147,15 @@ func TestBeginGoesWithTheFirstStatement(t *testing.T) {
 				}
 				return nil
 			}, func(commit bool) {
+				// The first run is the statement's first on the connection; the second
+				// finds it cached there.
+				want := tc.sent
+				if !commit {
+					want = beginAlone
+				}
 				sent := sends.take()
-				if len(sent) == 0 || !strings.HasPrefix(sent[0], tc.sent) {
-					t.Errorf("commit=%v: first sent %q, want it to start with %q", commit, sent, tc.sent)
+				if len(sent) == 0 || !strings.HasPrefix(sent[0], want) {
+					t.Errorf("commit=%v: first sent %q, want it to start with %q", commit, sent, want)
 				}
 			})
 		})
@@ -187,30 +199,40 @@ func rollBackThenCommit(t *testing.T, f *fixture, opts txmanager.TxOptions, writ
 }
 
 // A transaction of one statement is two round trips: the statement with BEGIN, then COMMIT.
-// One that runs no statement sends nothing. SeparateBegin brings back BEGIN's own round trip.
+// The first time its connection runs that statement it is three, BEGIN alone first, so
+// that the statement is parsed inside the transaction. One that runs no statement sends
+// nothing. SeparateBegin brings back BEGIN's own round trip.
 func TestRoundTripsOfATransaction(t *testing.T) {
 	t.Parallel()
+	selectOne := func(ctx context.Context, s txmanager.Session) error {
+		var one int
+		return s.DB().QueryRow(ctx, "SELECT $1::int", 1).Scan(&one)
+	}
+	beginAlone := []string{"query: BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL lock_timeout = 1000", "query: SELECT $1::int", "query: commit"}
 	tests := []struct {
 		name string
 		cfg  txmanager.Config
+		// warm runs fn once before the transaction measured.
+		warm bool
 		fn   func(ctx context.Context, s txmanager.Session) error
 		want []string
 	}{
-		{"one statement", txmanager.Config{}, func(ctx context.Context, s txmanager.Session) error {
-			var one int
-			return s.DB().QueryRow(ctx, "SELECT $1::int", 1).Scan(&one)
-		}, []string{"batch: begin isolation level read committed read write | SET LOCAL lock_timeout = 1000 | SELECT $1::int", "query: commit"}},
-		{"no statement", txmanager.Config{}, func(context.Context, txmanager.Session) error { return nil }, nil},
-		{"one statement, BEGIN on its own", txmanager.Config{SeparateBegin: true}, func(ctx context.Context, s txmanager.Session) error {
-			var one int
-			return s.DB().QueryRow(ctx, "SELECT $1::int", 1).Scan(&one)
-		}, []string{"query: BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL lock_timeout = 1000", "query: SELECT $1::int", "query: commit"}},
+		{"one statement", txmanager.Config{}, true, selectOne,
+			[]string{"batch: begin isolation level read committed read write | SET LOCAL lock_timeout = 1000 | SELECT $1::int", "query: commit"}},
+		{"one statement, its first on the connection", txmanager.Config{}, false, selectOne, beginAlone},
+		{"no statement", txmanager.Config{}, false, func(context.Context, txmanager.Session) error { return nil }, nil},
+		{"one statement, BEGIN on its own", txmanager.Config{SeparateBegin: true}, true, selectOne, beginAlone},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			sends := &sendRecorder{}
-			f := newFixture(t, tc.cfg, recordSends(sends))
+			f := newFixture(t, tc.cfg, recordSends(sends), oneConnection)
+			if tc.warm {
+				if err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions(), tc.fn); err != nil {
+					t.Fatal(err)
+				}
+			}
 			sends.take()
 			if err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions(), tc.fn); err != nil {
 				t.Fatal(err)
@@ -433,5 +455,63 @@ func TestEndingBeforeCommitOrRetry(t *testing.T) {
 	})
 	if err == nil || txmanager.IsRetryable(err) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled while a retry waited: %v (retryable %v), want cancelled and not retryable", err, txmanager.IsRetryable(err))
+	}
+}
+
+// A first statement behind a table another transaction holds locked waits no longer than
+// the lock timeout, and fails as a retryable lock_not_available: in every way pgx sends
+// queries, whether the connection has the statement cached or not. pgx parses a statement
+// new to a connection ahead of the pipeline, outside the transaction and its SET LOCAL
+// lock_timeout; such a statement waited for the attempt's whole deadline, then failed as a
+// begin timeout, until it began its transaction alone.
+func TestAFirstStatementWaitsForALockNoLongerThanTheLockTimeout(t *testing.T) {
+	t.Parallel()
+	const query = "SELECT count(*) FROM item WHERE id > $1"
+	for _, mode := range []pgx.QueryExecMode{
+		pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeDescribeExec,
+		pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol,
+	} {
+		for _, cached := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, cached %t", mode, cached), func(t *testing.T) {
+				t.Parallel()
+				f := newFixture(t, txmanager.Config{DefaultTimeout: 10 * time.Second}, oneConnection,
+					func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = mode })
+				ctx := context.Background()
+				count := func(ctx context.Context, s txmanager.Session) error {
+					var n int
+					return s.DB().QueryRow(ctx, query, 0).Scan(&n)
+				}
+				opts := txmanager.DefaultOptions().WithLockTimeout(100 * time.Millisecond)
+				if cached {
+					if err := f.manager.WithinTx(ctx, opts, count); err != nil {
+						t.Fatal(err)
+					}
+				}
+				holder, err := pgx.Connect(ctx, f.dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = holder.Close(ctx) }()
+				if _, err := holder.Exec(ctx, "BEGIN; LOCK TABLE item IN ACCESS EXCLUSIVE MODE"); err != nil {
+					t.Fatal(err)
+				}
+				started := time.Now()
+				err = f.manager.WithinTx(ctx, opts, count)
+				elapsed := time.Since(started)
+				if !errors.Is(err, txmanager.ErrRetryableTx) || txmanager.SQLState(err) != "55P03" {
+					t.Fatalf("after %s: err = %v, want ErrRetryableTx with SQLSTATE 55P03", elapsed, err)
+				}
+				if elapsed > 5*time.Second {
+					t.Fatalf("the lock wait took %s: the lock timeout did not bound it", elapsed)
+				}
+				if _, err := holder.Exec(ctx, "ROLLBACK"); err != nil {
+					t.Fatal(err)
+				}
+				// Unlocked, the same transaction runs.
+				if err := f.manager.WithinTx(ctx, opts, count); err != nil {
+					t.Fatalf("after the lock: %v", err)
+				}
+			})
+		}
 	}
 }

@@ -82,6 +82,8 @@ type manager struct {
 	db Beginner
 	// pool is db when it is a pool and BEGIN may share its first statement's round trip.
 	pool *pgxpool.Pool
+	// prepared records the first statements each of pool's connections has cached.
+	prepared *preparedStatements
 	// begins caches the begin statements per combination of options (beginFor).
 	begins sync.Map
 	cfg    resolvedConfig
@@ -261,7 +263,7 @@ func (m *manager) open(ctx context.Context, r resolved) (attemptSession, error) 
 	readOnly := r.accessMode == pgx.ReadOnly
 	if m.pool != nil {
 		return &deferredSession{
-			pool: m.pool, ctx: ctx, readOnly: readOnly,
+			pool: m.pool, prepared: m.prepared, ctx: ctx, readOnly: readOnly,
 			options:  pgx.TxOptions{IsoLevel: r.isolation, AccessMode: r.accessMode},
 			settings: begin.settings, beginQuery: begin.query,
 		}, nil
