@@ -324,30 +324,8 @@ func TestAChainDownAtStartServesOnceItsEndpointAnswers(t *testing.T) {
 func TestANodeOfRosterSignersStartsWithNoneAndServesTheOneAdded(t *testing.T) {
 	t.Parallel()
 	sim := servedChain(t, 42162)
-	dir, passphrase := t.TempDir(), "roster keys 4c1e"
-	passphraseFile := filepath.Join(t.TempDir(), "passphrase")
-	if err := os.WriteFile(passphraseFile, []byte(passphrase+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	// Both funded accounts have a key file in the directory; only one is added.
-	for i := range 2 {
-		key, err := chain.DevKey(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, err := uuid.NewRandom()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sealed, err := keystore.EncryptKey(&keystore.Key{Id: id, Address: crypto.PubkeyToAddress(key.PublicKey), PrivateKey: key}, passphrase,
-			keystore.LightScryptN, keystore.LightScryptP)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("key-%d.json", i)), sealed, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, passphraseFile := devKeystore(t, 2)
 	n := startNode(t, testsupport.MigratedDSN(t), func(bc *conf.Bootstrap) {
 		bc.Chains = []conf.Chain{{ID: 42162, RPCURL: sim.HTTPEndpoint()}}
 		bc.Signers.Keystore = conf.KeystoreSource{Dir: dir, PassphraseFile: passphraseFile, RosterOnly: true}
@@ -371,5 +349,82 @@ func TestANodeOfRosterSignersStartsWithNoneAndServesTheOneAdded(t *testing.T) {
 	waitFor(t, 30*time.Second, "the added signer's create to be CONFIRMED", func() bool { return n.get(t, "/api/v1/tx/"+id).field("state") == "CONFIRMED" })
 	if a := create(other, "roster-never-added"); a.status != http.StatusUnprocessableEntity || a.field("reason") != "UNKNOWN_SIGNER" {
 		t.Fatalf("create for the signer whose file was never added: %d %s, want 422 UNKNOWN_SIGNER", a.status, a.raw)
+	}
+}
+
+// devKeystore writes the first n funded development accounts' keys as keystore files into a
+// directory of their own, and their passphrase into a file.
+func devKeystore(t *testing.T, n int) (dir, passphraseFile string) {
+	t.Helper()
+	dir, passphrase := t.TempDir(), "roster keys 4c1e"
+	passphraseFile = filepath.Join(t.TempDir(), "passphrase")
+	if err := os.WriteFile(passphraseFile, []byte(passphrase+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		key, err := chain.DevKey(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := uuid.NewRandom()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealed, err := keystore.EncryptKey(&keystore.Key{Id: id, Address: crypto.PubkeyToAddress(key.PublicKey), PrivateKey: key}, passphrase,
+			keystore.LightScryptN, keystore.LightScryptP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("key-%d.json", i)), sealed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, passphraseFile
+}
+
+// A keystore directory whose files a node served is kept for the roster from the next start
+// (signers.keystore.rosterOnly). The signer it served keeps its roster row of source config
+// and goes on being served from its file; a file of the directory no node served, and the
+// roster never added, stays locked.
+func TestASignerServedFromTheFileGoesOnWhenItsDirectoryIsKeptForTheRoster(t *testing.T) {
+	t.Parallel()
+	sim := servedChain(t, 42163)
+	dir, passphraseFile := devKeystore(t, 2)
+	dsn := testsupport.MigratedDSN(t)
+	served, other := devAddress(t, 0), devAddress(t, 1)
+	create := func(n *node, signer, requestID string) answer {
+		return n.do(t, http.MethodPost, "/api/v1/tx", map[string]any{"chainId": 42163, "signer": signer, "to": other, "value": "1",
+			"gasLimit": 21000, "requestId": requestID})
+	}
+	confirmed := func(n *node, signer, requestID string) {
+		t.Helper()
+		a := create(n, signer, requestID)
+		if a.status != http.StatusAccepted {
+			t.Fatalf("create %s for %s: %d %s, want 202", requestID, signer, a.status, a.raw)
+		}
+		id := a.field("tx", "txId")
+		waitFor(t, 30*time.Second, requestID+" CONFIRMED", func() bool { return n.get(t, "/api/v1/tx/"+id).field("state") == "CONFIRMED" })
+	}
+	before := startNode(t, dsn, func(bc *conf.Bootstrap) {
+		bc.Chains = []conf.Chain{{ID: 42163, RPCURL: sim.HTTPEndpoint()}}
+		bc.Signers.Keystore = conf.KeystoreSource{Dir: dir, PassphraseFile: passphraseFile, Addresses: []string{served}}
+	})
+	confirmed(before, served, "from-the-file")
+	before.stop(t)
+
+	after := startNode(t, dsn, func(bc *conf.Bootstrap) {
+		bc.Chains = []conf.Chain{{ID: 42163, RPCURL: sim.HTTPEndpoint()}}
+		bc.Signers.Keystore = conf.KeystoreSource{Dir: dir, PassphraseFile: passphraseFile, RosterOnly: true}
+	})
+	confirmed(after, served, "kept-for-the-roster")
+	if a := create(after, other, "never-served"); a.status != http.StatusUnprocessableEntity || a.field("reason") != "UNKNOWN_SIGNER" {
+		t.Fatalf("create for the signer no node served and the roster never added: %d %s, want 422 UNKNOWN_SIGNER", a.status, a.raw)
+	}
+	var source string
+	if err := after.pool.QueryRow(context.Background(), "SELECT source FROM signer_roster WHERE signer = $1", served).Scan(&source); err != nil {
+		t.Fatal(err)
+	}
+	if source != "config" {
+		t.Fatalf("the served signer's roster row has source %q, want config", source)
 	}
 }

@@ -161,11 +161,12 @@ func (r *SignerRoster) apply(ctx context.Context, entry domain.RosterSigner) {
 }
 
 // needsBuild: entry's key source is to be built here now. A retiring signer's key is
-// needed too: its unfinished transactions are signed by whichever node holds its lease.
-// Callers hold mu.
+// needed too: its unfinished transactions are signed by whichever node holds its lease. A
+// signer of a node's file is built from that file at start, unless this node can build it
+// otherwise (a keystore directory kept for the roster that has its file). Callers hold mu.
 func (r *SignerRoster) needsBuild(entry domain.RosterSigner) bool {
-	return (entry.State == domain.RosterActive || entry.State == domain.RosterRetiring) && entry.Source != domain.KeySourceConfig &&
-		!r.holds(entry.Signer) && !time.Now().Before(r.failed[entry.Signer].nextTry)
+	return (entry.State == domain.RosterActive || entry.State == domain.RosterRetiring) && !r.holds(entry.Signer) &&
+		(entry.Source != domain.KeySourceConfig || r.keys.Check(entry) == nil) && !time.Now().Before(r.failed[entry.Signer].nextTry)
 }
 
 // applyState sets entry's state on this node, whether its key is held or not. Callers hold mu.
@@ -202,7 +203,7 @@ func (r *SignerRoster) buildKeys(ctx context.Context, entries []domain.RosterSig
 	)
 	for i, entry := range entries {
 		wg.Go(func() {
-			if entry.Source == domain.KeySourceKeystore {
+			if entry.Source == domain.KeySourceKeystore || entry.Source == domain.KeySourceConfig { // a config signer built here is a keystore file
 				keystores.Lock()
 				defer keystores.Unlock()
 			} else {

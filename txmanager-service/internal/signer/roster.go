@@ -23,12 +23,27 @@ type RosterKeys struct {
 	// refuse, when set, refuses signers no key source may serve here (outside development,
 	// the accounts whose private keys are public), as the signers of the file are at start.
 	refuse func([]common.Address) error
+	// configInDir: with signers.keystore.rosterOnly, the accounts whose key file was in the
+	// directory at start. A signer of the roster's source config among them served from
+	// that file before the directory was kept for the roster; it is unlocked from it as the
+	// roster's keystore signers are, not left with no node holding its key.
+	configInDir map[common.Address]bool
 }
 
 // NewRosterKeys wires the roster's key building onto registry; refuse (nil: none) names
 // the signers this node must not serve, whatever their key source.
 func NewRosterKeys(registry *Registry, cfg conf.Signers, refuse func([]common.Address) error) *RosterKeys {
-	return &RosterKeys{registry: registry, cfg: cfg, refuse: refuse}
+	k := &RosterKeys{registry: registry, cfg: cfg, refuse: refuse}
+	if cfg.Keystore.RosterOnly {
+		// The directory was read at start already (a node of an unreadable one does not
+		// start); a file that cannot be read here only leaves its config signer unbuilt.
+		files, _ := scanKeyFiles(cfg.Keystore.Dir)
+		k.configInDir = make(map[common.Address]bool, len(files))
+		for addr := range files {
+			k.configInDir[addr] = true
+		}
+	}
+	return k
 }
 
 // ErrNoKeySource: the signers configuration has no section for the roster signer's source
@@ -48,6 +63,10 @@ func (k *RosterKeys) Check(entry domain.RosterSigner) error {
 			return fmt.Errorf("%w: signers.external.url is empty", ErrNoKeySource)
 		}
 	case domain.KeySourceAWSKMS, domain.KeySourceGCPKMS:
+	case domain.KeySourceConfig:
+		if !k.configInDir[entry.Signer] {
+			return fmt.Errorf("%w: source config (a signer of a node's file), with no file for it in a keystore directory kept for the roster", ErrNoKeySource)
+		}
 	default:
 		return fmt.Errorf("%w: source %q", ErrNoKeySource, entry.Source)
 	}
@@ -67,7 +86,7 @@ func (k *RosterKeys) Build(ctx context.Context, entry domain.RosterSigner) error
 		err     error
 	)
 	switch entry.Source {
-	case domain.KeySourceKeystore:
+	case domain.KeySourceKeystore, domain.KeySourceConfig: // config: as Check allows, from the roster's directory
 		ks := k.cfg.Keystore
 		ks.Addresses = []string{addr}
 		src, release, err = NewKeystoreSource(ks)

@@ -45,6 +45,36 @@ func TestRosterKeysCheckNamesTheMissingSection(t *testing.T) {
 	}
 }
 
+// With a keystore directory kept for the roster, a signer of the roster's source config
+// whose file is in the directory (it served from the file before) is built from it; one
+// without a file there is left to the node whose file names it.
+func TestRosterKeysBuildAConfigSignerFromADirectoryKeptForTheRoster(t *testing.T) {
+	t.Parallel()
+	ks := fixture
+	registry := signer.NewRegistry(nil)
+	keys := signer.NewRosterKeys(registry, conf.Signers{Keystore: conf.KeystoreSource{Dir: ks.dir, PassphraseFile: ks.passphraseFile, RosterOnly: true}}, nil)
+	inDir := domain.RosterSigner{Signer: ks.accounts[0], Source: domain.KeySourceConfig, State: domain.RosterActive}
+	elsewhere := domain.RosterSigner{Signer: addressOf(newKey(t)), Source: domain.KeySourceConfig, State: domain.RosterActive}
+	if err := keys.Check(elsewhere); !errors.Is(err, signer.ErrNoKeySource) || !strings.Contains(err.Error(), "source config") {
+		t.Fatalf("Check of a config signer without a file = %v, want ErrNoKeySource naming source config", err)
+	}
+	if err := keys.Check(inDir); err != nil {
+		t.Fatalf("Check of a config signer with its file in the directory = %v", err)
+	}
+	if err := keys.Build(context.Background(), inDir); err != nil {
+		t.Fatal(err)
+	}
+	if state, held := keys.State(inDir.Signer); !held || state != domain.RosterActive || registry.Accepts(inDir.Signer) != nil {
+		t.Fatalf("built config signer: state %s, held %t, accepts %v", state, held, registry.Accepts(inDir.Signer))
+	}
+	// Without rosterOnly the node's file serves its config signers at start; the roster
+	// builds none.
+	plain := signer.NewRosterKeys(signer.NewRegistry(nil), conf.Signers{Keystore: conf.KeystoreSource{Dir: ks.dir, PassphraseFile: ks.passphraseFile}}, nil)
+	if err := plain.Check(inDir); !errors.Is(err, signer.ErrNoKeySource) {
+		t.Fatalf("Check of a config signer without rosterOnly = %v, want ErrNoKeySource", err)
+	}
+}
+
 // A keystore signer added at run time is found in the configured directory (a mounted
 // Secret), unlocked with the configured passphrase, and served; once retired its key is
 // dropped.
