@@ -2,7 +2,9 @@ package txmanager
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -38,8 +40,15 @@ type deferredSession struct {
 	beginQuery string
 	readOnly   bool
 
-	// mu guards tx, beginErr and ended: whether the transaction has begun, and whether the
-	// attempt ended it.
+	// conn is the connection the transaction runs on, once it has begun: a statement that
+	// fails there is dropped from pgx's cache, and from prepared's record with it.
+	conn atomic.Pointer[pgx.Conn]
+	// handedOut: Tx() gave pgx's transaction to the caller, whose statements on it the
+	// session does not see; a rollback forgets the connection's record.
+	handedOut bool
+
+	// mu guards tx, beginErr, ended and handedOut: whether the transaction has begun, and
+	// whether the attempt ended it.
 	mu sync.Mutex
 	tx pgx.Tx // nil until the transaction has begun
 	// beginErr is why the transaction could not begin: nothing ran, and the attempt fails
@@ -61,6 +70,7 @@ func (s *deferredSession) Tx() pgx.Tx {
 		return closedTx(pgx.ErrTxClosed)
 	}
 	s.beginAlone(s.ctx)
+	s.handedOut = true
 	return s.tx
 }
 
@@ -97,53 +107,72 @@ func (s *deferredSession) beginAlone(ctx context.Context) {
 	if s.tx != nil {
 		return
 	}
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.options.IsoLevel, AccessMode: s.options.AccessMode, BeginQuery: s.beginQuery})
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		s.beginErr = err
-		s.tx = closedTx(err)
+		s.beginErr, s.tx = err, closedTx(err)
 		return
 	}
-	s.tx = tx
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.options.IsoLevel, AccessMode: s.options.AccessMode, BeginQuery: s.beginQuery})
+	if err != nil {
+		conn.Release()
+		s.beginErr, s.tx = err, closedTx(err)
+		return
+	}
+	s.conn.Store(conn.Conn())
+	s.tx = &releasingTx{Tx: tx, conn: conn}
+}
+
+// failed drops sqls from the record of statements cached on the transaction's connection:
+// pgx drops a statement from its cache when it fails (and every statement of a batch that
+// fails), so a record that kept it would send it to be parsed ahead of a later pipeline.
+func (s *deferredSession) failed(sqls ...string) {
+	if conn := s.conn.Load(); conn != nil {
+		s.prepared.forget(conn, sqls)
+	}
 }
 
 // pipeline sends BEGIN, the settings and the caller's queries in one batch and reads the
 // results of BEGIN and the settings; the caller's results follow in the returned batch.
 // Where pgx would parse a query before the batch, it begins the transaction alone on the
-// connection instead and returns no batch: the caller runs its queries on s.tx. The caller
-// holds the lock.
-func (s *deferredSession) pipeline(ctx context.Context, queries []*pgx.QueuedQuery) (pgx.BatchResults, error) {
-	b := &pgx.Batch{}
-	b.BeginTx(s.options)
-	for _, q := range s.settings {
-		b.Queue(q)
-	}
-	b.QueuedQueries = append(b.QueuedQueries, queries...)
+// connection instead and returns no batch: the caller runs its queries on s.tx, and once
+// they have run without error calls cached, which records them as cached on the
+// connection (a prepare that failed, behind a lock say, left nothing cached, and the next
+// transaction must begin alone again). The caller holds the lock.
+func (s *deferredSession) pipeline(ctx context.Context, queries []*pgx.QueuedQuery) (pgx.BatchResults, func(), error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		s.beginErr, s.tx = err, closedTx(err)
-		return nil, err
+		return nil, nil, err
 	}
 	if s.prepared.parsedFirst(conn.Conn(), queries) {
 		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: s.options.IsoLevel, AccessMode: s.options.AccessMode, BeginQuery: s.beginQuery})
 		if err != nil {
 			conn.Release()
 			s.beginErr, s.tx = err, closedTx(err)
-			return nil, err
+			return nil, nil, err
 		}
-		s.prepared.record(conn.Conn(), queries)
+		pgxConn := conn.Conn()
+		s.conn.Store(pgxConn)
 		s.tx = &releasingTx{Tx: tx, conn: conn}
-		return nil, nil
+		return nil, func() { s.prepared.record(pgxConn, queries) }, nil
 	}
+	b := &pgx.Batch{}
+	b.BeginTx(s.options)
+	for _, q := range s.settings {
+		b.Queue(q)
+	}
+	b.QueuedQueries = append(b.QueuedQueries, queries...)
 	br := sendOn(ctx, conn, b)
+	s.conn.Store(conn.Conn())
 	s.tx = &releasingTx{Tx: br.Tx(), conn: conn}
 	for range 1 + len(s.settings) {
 		if _, err := br.Exec(); err != nil {
 			s.beginErr = err
 			_ = br.Close()
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return br, nil
+	return br, nil, nil
 }
 
 // sendOn sends the batch on the connection. The pool's own SendBatch acquires the connection
@@ -194,8 +223,9 @@ func (s *deferredSession) Exec(ctx context.Context, sql string, args ...any) (pg
 	case len(args) == 0 || withQueryOptions(args):
 		s.beginAlone(ctx)
 	default:
-		br, err := s.pipeline(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}})
+		br, cached, err := s.pipeline(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}})
 		if err != nil {
+			s.failed(sql)
 			return pgconn.CommandTag{}, err
 		}
 		if br != nil {
@@ -203,47 +233,73 @@ func (s *deferredSession) Exec(ctx context.Context, sql string, args ...any) (pg
 			if closeErr := br.Close(); err == nil {
 				err = closeErr
 			}
+			if err != nil {
+				s.failed(sql)
+			}
 			return tag, err
 		}
+		tag, err := s.tx.Exec(ctx, sql, args...)
+		if err != nil {
+			s.failed(sql)
+		} else {
+			cached()
+		}
+		return tag, err
 	}
-	return s.tx.Exec(ctx, sql, args...)
+	tag, err := s.tx.Exec(ctx, sql, args...)
+	if err != nil {
+		s.failed(sql)
+	}
+	return tag, err
 }
 
 func (s *deferredSession) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	tx, br, err := s.beginForQuery(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}}, withQueryOptions(args))
+	tx, br, cached, err := s.beginForQuery(ctx, []*pgx.QueuedQuery{{SQL: sql, Arguments: args}}, withQueryOptions(args))
 	switch {
 	case err != nil:
+		s.failed(sql)
 		return errRows(err), err
 	case br != nil:
 		rows, err := br.Query()
 		if err != nil {
 			_ = br.Close()
+			s.failed(sql)
 			return rows, err
 		}
-		return &pipelinedRows{Rows: rows, batch: br}, nil
+		return &pipelinedRows{Rows: rows, batch: br, failed: func() { s.failed(sql) }}, nil
 	}
-	return tx.Query(ctx, sql, args...)
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		s.failed(sql)
+		return rows, err
+	}
+	if cached != nil {
+		cached() // pgx prepares before it answers: the statement is on the connection now
+	}
+	return &watchedRows{Rows: rows, failed: func() { s.failed(sql) }}, nil
 }
 
 // beginForQuery is the locked part of a Query or a SendBatch: the transaction it runs on, or
 // the pipeline that began it with the queries (their results to be read), or why neither.
-// The lock is released by defer: a panic while the first statement's arguments are encoded
-// must leave it free, or the attempt's rollback would wait on it for ever.
-func (s *deferredSession) beginForQuery(ctx context.Context, queries []*pgx.QueuedQuery, alone bool) (pgx.Tx, pgx.BatchResults, error) {
+// cached, when not nil, is the pipeline's record of the queries for a transaction it began
+// alone, to call once they ran. The lock is released by defer: a panic while the first
+// statement's arguments are encoded must leave it free, or the attempt's rollback would
+// wait on it for ever.
+func (s *deferredSession) beginForQuery(ctx context.Context, queries []*pgx.QueuedQuery, alone bool) (tx pgx.Tx, br pgx.BatchResults, cached func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.tx != nil:
 	case s.ended:
-		return nil, nil, pgx.ErrTxClosed
+		return nil, nil, nil, pgx.ErrTxClosed
 	case alone:
 		s.beginAlone(ctx)
 	default:
-		if br, err := s.pipeline(ctx, queries); br != nil || err != nil {
-			return nil, br, err
+		if br, cached, err = s.pipeline(ctx, queries); br != nil || err != nil {
+			return nil, br, nil, err
 		}
 	}
-	return s.tx, nil, nil
+	return s.tx, nil, cached, nil
 }
 
 func (s *deferredSession) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -262,14 +318,102 @@ func (s *deferredSession) CopyFrom(ctx context.Context, table pgx.Identifier, co
 }
 
 func (s *deferredSession) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	tx, br, err := s.beginForQuery(ctx, b.QueuedQueries, false)
+	tx, br, cached, err := s.beginForQuery(ctx, b.QueuedQueries, false)
+	failed := func() {
+		sqls := make([]string, len(b.QueuedQueries))
+		for i, q := range b.QueuedQueries {
+			sqls[i] = q.SQL
+		}
+		s.failed(sqls...)
+	}
 	switch {
 	case err != nil:
+		failed()
 		return pgx.FailedBatchResults(b, err)
 	case br != nil:
-		return br
+		return &watchedBatchResults{BatchResults: br, failed: failed}
 	}
-	return tx.SendBatch(ctx, b)
+	return &watchedBatchResults{BatchResults: tx.SendBatch(ctx, b), cached: cached, failed: failed}
+}
+
+// watchedBatchResults are a batch's results as the record of cached statements needs them:
+// a failure anywhere in the batch made pgx drop all its statements (failed); a batch that
+// closes without one, run first in a transaction begun alone, has them all prepared on the
+// connection (cached, when not nil).
+type watchedBatchResults struct {
+	pgx.BatchResults
+	cached, failed func()
+	sawError       bool
+}
+
+func (r *watchedBatchResults) note(err error) {
+	if err != nil && !r.sawError {
+		r.sawError = true
+		r.failed()
+	}
+}
+
+func (r *watchedBatchResults) Exec() (pgconn.CommandTag, error) {
+	tag, err := r.BatchResults.Exec()
+	r.note(err)
+	return tag, err
+}
+
+func (r *watchedBatchResults) Query() (pgx.Rows, error) {
+	rows, err := r.BatchResults.Query()
+	r.note(err)
+	return rows, err
+}
+
+func (r *watchedBatchResults) QueryRow() pgx.Row {
+	return watchedRow{Row: r.BatchResults.QueryRow(), note: r.note}
+}
+
+func (r *watchedBatchResults) Close() error {
+	err := r.BatchResults.Close()
+	r.note(err)
+	if err == nil && !r.sawError && r.cached != nil {
+		r.cached()
+	}
+	r.cached = nil
+	return err
+}
+
+// watchedRow passes a row's failure to note; no row at all is no failure of the statement.
+type watchedRow struct {
+	pgx.Row
+	note func(error)
+}
+
+func (r watchedRow) Scan(dest ...any) error {
+	err := r.Row.Scan(dest...)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		r.note(err)
+	}
+	return err
+}
+
+// watchedRows are a query's rows in the transaction: a failure they end with made pgx drop
+// the statement from its cache (failed).
+type watchedRows struct {
+	pgx.Rows
+	failed func()
+}
+
+func (r *watchedRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *watchedRows) Close() {
+	r.Rows.Close()
+	if r.failed != nil && r.Err() != nil {
+		r.failed()
+	}
+	r.failed = nil
 }
 
 func (s *deferredSession) beginError() error {
@@ -288,10 +432,17 @@ func (s *deferredSession) commit(ctx context.Context) error {
 }
 
 func (s *deferredSession) rollback(ctx context.Context) error {
-	if tx := s.end(); tx != nil {
-		return tx.Rollback(ctx)
+	tx := s.end()
+	if tx == nil {
+		return nil
 	}
-	return nil
+	s.mu.Lock()
+	handedOut := s.handedOut
+	s.mu.Unlock()
+	if conn := s.conn.Load(); handedOut && conn != nil {
+		s.prepared.forgetConn(conn) // what failed on pgx's own transaction is not known here
+	}
+	return tx.Rollback(ctx)
 }
 
 // end marks the session ended and returns its transaction (nil when none began).
@@ -308,6 +459,8 @@ type pipelinedRows struct {
 	pgx.Rows
 	batch    pgx.BatchResults
 	closeErr error
+	// failed drops the statement from the record of cached ones when it failed.
+	failed func()
 }
 
 func (r *pipelinedRows) Next() bool {
@@ -324,6 +477,10 @@ func (r *pipelinedRows) Close() {
 		r.closeErr = r.batch.Close()
 		r.batch = nil
 	}
+	if r.failed != nil && r.Err() != nil {
+		r.failed()
+	}
+	r.failed = nil
 }
 
 func (r *pipelinedRows) Err() error {

@@ -55,6 +55,9 @@ func newPreparedStatements(pool *pgxpool.Pool) *preparedStatements {
 
 // parsedFirst reports whether pgx would parse any of queries on conn before the batch runs.
 func (p *preparedStatements) parsedFirst(conn *pgx.Conn, queries []*pgx.QueuedQuery) bool {
+	if p == nil {
+		return true
+	}
 	switch p.mode {
 	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
 		return false // parsed in the pipeline's order, after BEGIN
@@ -77,10 +80,10 @@ func (p *preparedStatements) parsedFirst(conn *pgx.Conn, queries []*pgx.QueuedQu
 	return false
 }
 
-// record notes that queries were run on conn in a transaction begun alone: pgx has them
-// cached there now.
+// record notes that queries ran without error on conn in a transaction begun alone: pgx
+// has them cached there now.
 func (p *preparedStatements) record(conn *pgx.Conn, queries []*pgx.QueuedQuery) {
-	if p.capacity <= 0 {
+	if p == nil || p.capacity <= 0 {
 		return
 	}
 	entry, loaded := p.conns.LoadOrStore(conn, &connStatements{sql: map[string]struct{}{}})
@@ -90,20 +93,55 @@ func (p *preparedStatements) record(conn *pgx.Conn, queries []*pgx.QueuedQuery) 
 	statements := entry.(*connStatements)
 	statements.mu.Lock()
 	defer statements.mu.Unlock()
-	if len(statements.sql)+len(queries) > p.capacity {
+	added := 0
+	for _, q := range queries {
+		if _, known := statements.sql[q.SQL]; !known {
+			added++
+		}
+	}
+	if len(statements.sql)+added > p.capacity {
 		clear(statements.sql)
+	}
+	if len(queries) > p.capacity {
+		return // more than pgx keeps: some are dropped already
 	}
 	for _, q := range queries {
 		statements.sql[q.SQL] = struct{}{}
 	}
 }
 
+// forget drops sqls from conn's record: pgx dropped them from its cache when they failed.
+func (p *preparedStatements) forget(conn *pgx.Conn, sqls []string) {
+	if p == nil {
+		return
+	}
+	entry, ok := p.conns.Load(conn)
+	if !ok {
+		return
+	}
+	statements := entry.(*connStatements)
+	statements.mu.Lock()
+	defer statements.mu.Unlock()
+	for _, sql := range sqls {
+		delete(statements.sql, sql)
+	}
+}
+
+// forgetConn drops conn's whole record.
+func (p *preparedStatements) forgetConn(conn *pgx.Conn) {
+	if p == nil {
+		return
+	}
+	if _, deleted := p.conns.LoadAndDelete(conn); deleted {
+		p.count.Add(-1)
+	}
+}
+
 // pruneClosed drops the connections the pool has closed.
 func (p *preparedStatements) pruneClosed() {
 	p.conns.Range(func(key, _ any) bool {
-		if key.(*pgx.Conn).IsClosed() {
-			p.conns.Delete(key)
-			p.count.Add(-1)
+		if conn := key.(*pgx.Conn); conn.IsClosed() {
+			p.forgetConn(conn)
 		}
 		return true
 	})

@@ -64,6 +64,16 @@ func TestPreparedStatementsRecord(t *testing.T) {
 	if n := p.count.Load(); n != 1 {
 		t.Errorf("%d connections counted, want 1", n)
 	}
+	// A statement that failed is dropped from pgx's cache, and from the record.
+	p.record(b, queries("SELECT 5", "SELECT 6"))
+	p.forget(b, []string{"SELECT 5"})
+	if !p.parsedFirst(b, queries("SELECT 5")) || p.parsedFirst(b, queries("SELECT 6")) {
+		t.Error("forget dropped the wrong statements")
+	}
+	p.forgetConn(b)
+	if !p.parsedFirst(b, queries("SELECT 6")) || p.count.Load() != 0 {
+		t.Error("forgetConn kept the connection's record")
+	}
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
 		if (&preparedStatements{mode: mode}).parsedFirst(b, queries("SELECT 9")) {
 			t.Errorf("%s parses in the pipeline's order, taken as parsing first", mode)
