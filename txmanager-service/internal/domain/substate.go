@@ -43,7 +43,8 @@ const (
 	SubStateNotMineable SubState = "NOT_MINEABLE"
 	// SubStateL1GasShort: its gas limit covers what the EVM charges before it runs, but the
 	// node counts more (Arbitrum counts the L1 part of the cost as gas, and that moves with
-	// the L1 price); broadcast again at each resubmit interval until it fits.
+	// the L1 price); broadcast again at each resubmit interval until it fits, and cancelled
+	// at the head of its signer's line past the stuck thresholds.
 	SubStateL1GasShort SubState = "L1_GAS_SHORT"
 )
 

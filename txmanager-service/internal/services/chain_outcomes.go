@@ -143,8 +143,8 @@ var chainAnswers = []chainAnswer{
 	{ErrPoolFull, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStatePoolFull, Next: StepRebroadcast, Result: "pool_full", KeepNodeMessage: true}},
 	{ErrAboveNodeFeeCap, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateAboveNodeFeeCap, Next: StepHoldFees, Result: "above_node_fee_cap", KeepNodeMessage: true}},
 	{ErrNotMineable, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateNotMineable, Next: StepCancel, Result: "not_mineable", KeepNodeMessage: true}},
-	// Not cancelled at once: the L1 price may fall. Past the stuck thresholds the head of
-	// line goes to the stuck hook, as a signer that cannot pay does.
+	// Not cancelled at once: the L1 price may fall. A head of line still short past the
+	// stuck thresholds is cancelled whatever the stuck hook says (pipeline/stuck).
 	{ErrL1GasShort, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateL1GasShort, Next: StepRebroadcast, Result: "l1_gas_short", KeepNodeMessage: true}},
 	{ErrUnknownAnswer, OwnershipNotAsked, ChainOutcome{SubState: domain.SubStateBroadcastFailed, Next: StepRebroadcast, Result: UnknownAnswerResult, KeepNodeMessage: true}},
 }

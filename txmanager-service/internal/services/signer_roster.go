@@ -45,7 +45,7 @@ type RosterStore interface {
 type SignerKeys interface {
 	// Check reports whether this node could build entry's key source.
 	Check(entry domain.RosterSigner) error
-	// Build builds entry's key source and puts its signer into service.
+	// Build builds entry's key source and puts its signer into service, in entry's state.
 	Build(ctx context.Context, entry domain.RosterSigner) error
 	// State is the roster state applied to signer here, and whether its key is held.
 	State(signer common.Address) (state domain.RosterState, held bool)
@@ -223,8 +223,9 @@ func (r *SignerRoster) buildKeys(ctx context.Context, entries []domain.RosterSig
 				errs[i] = errBuildNotTried // cut short by the budget, not given its own timeout
 			}
 			if errs[i] == nil {
-				// Its state (retiring, paused) at once, not after the poll's slowest build:
-				// a key just put into service serves as active until then.
+				// Its state (retiring, paused) at once, not after the poll's slowest build.
+				// The signer package's Build puts the key in service in that state already;
+				// applying it here keeps the rule for every SignerKeys.
 				r.keys.Apply(entry)
 			}
 		})

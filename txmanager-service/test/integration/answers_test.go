@@ -93,6 +93,43 @@ func TestGasShortOfTheL1PartIsBroadcastAgainNotCancelled(t *testing.T) {
 	t.Logf("%d broadcast requests refused as short of the L1 part; recorded L1_GAS_SHORT (%s), then both confirmed once the node took them", refused, lastError)
 }
 
+// A gas limit the L1 part does not fit is waited on for the stuck thresholds only: a limit
+// it never fits (a plain 21000 on Arbitrum, where the L1 part is never nothing) would hold
+// every nonce after it. Past them the head of line is cancelled whatever the stuck hook
+// says, as a transaction no node takes is, and ends FAILED_FINAL / CANCELLED with the
+// reason on record.
+func TestGasShortOfTheL1PartIsCancelledPastTheStuckThresholds(t *testing.T) {
+	t.Parallel()
+	sim, proxies := proxiedChain(t, 1)
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		throughProxies(proxies, 2*time.Second)(bc)
+		bc.Resubmit.Interval = conf.Duration(300 * time.Millisecond)
+		bc.Stuck.MinAge = conf.Duration(time.Second)
+		bc.Stuck.MinAttempts = 2
+	}})
+	if err := proxies[0].SetMode(faultproxy.L1GasShort); err != nil {
+		t.Fatal(err)
+	}
+	id := s.createOK(t, map[string]any{"signer": devAddress(t, 0), "to": devAddress(t, 5), "value": "1", "gasLimit": 21000})
+	var reason string
+	waitFor(t, 30*time.Second, "a cancellation recorded past the stuck thresholds", func() bool {
+		err := s.pool.QueryRow(context.Background(), "SELECT reason FROM stuck_resolution_audit WHERE tx_id = $1 AND action = 'CANCEL'", id).Scan(&reason)
+		return err == nil
+	})
+	if !strings.Contains(reason, "L1 part") || !strings.Contains(reason, "intrinsic gas too low") {
+		t.Fatalf("the cancellation's reason %q does not say why", reason)
+	}
+	// The node takes the cancellation (priced by its estimate on Arbitrum).
+	if err := proxies[0].SetMode(faultproxy.Pass); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the transaction final", func() bool { return s.tx(t, id).state == "FAILED_FINAL" })
+	if sub := s.tx(t, id).subState; sub != "CANCELLED" {
+		t.Fatalf("ended FAILED_FINAL / %s, want CANCELLED", sub)
+	}
+	t.Logf("cancelled past the stuck thresholds: %s", reason)
+}
+
 // A gas limit above the latest block's is refused before a nonce. One that fits the block
 // but that no node will take as signed is not rebroadcast forever holding up its signer:
 // on go-ethereum (over its per-transaction cap, EIP-7825) and on anvil (its block gas

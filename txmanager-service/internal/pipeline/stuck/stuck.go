@@ -127,6 +127,13 @@ func (r *Resolver) DetectStuck(ctx context.Context, lease domain.Lease) (bool, e
 	if !isStuck(head, r.clock.Now(), r.cfg) {
 		return false, nil
 	}
+	if head.SubState == domain.SubStateL1GasShort {
+		// Waited past the thresholds for the L1 price to let its gas limit in. A limit the
+		// L1 part never fits (a plain 21000 on Arbitrum) would otherwise hold every nonce
+		// after it until a person came; a cancellation is priced by the node's estimate.
+		return true, r.resolve(ctx, lease, head, Decision{Action: domain.ActionCancel,
+			Reason: "the node counted the L1 part of the cost above the gas limit until the stuck thresholds: " + head.LastError}, false)
+	}
 	decision, err := r.hook.Decide(ctx, caseOf(head, r.clock.Now(), false))
 	if err != nil {
 		return false, fmt.Errorf("stuck hook: %w", err)
