@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -27,4 +28,9 @@ type AttemptStore interface {
 	// due for resubmission after resubmitAfter, and reports whether it did: a transaction
 	// mined or final meanwhile takes no new attempt, and the attempt must not be sent.
 	RecordAttempt(ctx context.Context, lease domain.Lease, attempt SignedAttempt, subState domain.SubState, resubmitAfter time.Duration) (bool, error)
+	// RecordResolution is RecordAttempt for an attempt priced against the transaction's
+	// attempt replaced (nil: none signed): it is stored only while replaced is still the
+	// current one. A re-pricing that resubmission stored meanwhile outbids it; sent, it
+	// would only be refused as underpriced.
+	RecordResolution(ctx context.Context, lease domain.Lease, attempt SignedAttempt, replaced *common.Hash, subState domain.SubState, resubmitAfter time.Duration) (bool, error)
 }

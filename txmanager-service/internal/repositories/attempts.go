@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -39,10 +40,27 @@ func (r *AttemptRepository) RecordBroadcasts(ctx context.Context, lease domain.L
 
 // RecordAttempt implements pipeline.AttemptStore.
 func (r *AttemptRepository) RecordAttempt(ctx context.Context, lease domain.Lease, a pipeline.SignedAttempt, subState domain.SubState, resubmitAfter time.Duration) (bool, error) {
+	return r.recordAttempt(ctx, lease, a, subState, resubmitAfter, sqlcdb.RecordAttemptParams{})
+}
+
+// RecordResolution implements pipeline.AttemptStore.
+func (r *AttemptRepository) RecordResolution(ctx context.Context, lease domain.Lease, a pipeline.SignedAttempt, replaced *common.Hash, subState domain.SubState,
+	resubmitAfter time.Duration) (bool, error) {
+	check := sqlcdb.RecordAttemptParams{CheckCurrent: true}
+	if replaced != nil {
+		check.CurrentHash = replaced.Hex()
+	}
+	return r.recordAttempt(ctx, lease, a, subState, resubmitAfter, check)
+}
+
+// recordAttempt stores a with the current-attempt check of check (CheckCurrent, CurrentHash).
+func (r *AttemptRepository) recordAttempt(ctx context.Context, lease domain.Lease, a pipeline.SignedAttempt, subState domain.SubState, resubmitAfter time.Duration,
+	check sqlcdb.RecordAttemptParams) (bool, error) {
 	p := sqlcdb.RecordAttemptParams{
 		TxHash: a.Hash.Hex(), TxID: a.TxID, Nonce: int64(a.Nonce), Kind: string(a.Kind),
 		MaxFee: a.MaxFee.String(), MaxTip: a.MaxTip.String(), BaseFee: weiOrEmpty(a.BaseFee), GasLimit: int64(a.GasLimit), RawTx: a.Raw,
 		SubState: text(string(subState)), ResubmitAfterSeconds: resubmitAfter.Seconds(),
+		CheckCurrent: check.CheckCurrent, CurrentHash: check.CurrentHash,
 	}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
 	p.ChainID = r.chainID

@@ -266,6 +266,59 @@ func TestAttemptsAreStoredOnlyForRowsTheWriteMoves(t *testing.T) {
 	}
 }
 
+// A resolution's attempt is priced against the transaction's current attempt when the
+// stuck stage read it; resubmission may store a re-pricing meanwhile, which outbids it. It
+// is stored only while the attempt it replaces is still the current one, so a cancellation
+// priced below the re-pricing is neither stored nor sent.
+func TestAResolutionIsStoredOnlyOverTheAttemptItWasPricedAgainst(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	const signer = "0x00000000000000000000000000000000000000b8"
+	lease := acquireLease(t, pool, signer, "node-a")
+	hash := func(n int64) common.Hash { return common.BigToHash(big.NewInt(n)) }
+	id := uuid.New()
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, tx_hash, fencing_token)
+		VALUES (1337, $1, $2, '\x00', 0, '{"value":"1"}', 'TRACKING', $3, $4)`, id, signer, hash(500).Hex(), int64(lease.Token)); err != nil {
+		t.Fatal(err)
+	}
+	attempt := func(n int64) pipeline.SignedAttempt {
+		return pipeline.SignedAttempt{TxID: id, Hash: hash(n), Nonce: 0, Kind: pipeline.AttemptCancel, MaxFee: big.NewInt(2), MaxTip: big.NewInt(1), GasLimit: 21000, Raw: []byte{1}}
+	}
+	store := repositories.NewSubmittingRepository(pool, testChain())
+	attempts := repositories.NewAttemptRepository(pool, testChain())
+	// Resubmission re-prices 500 as 501 first.
+	if stored, err := store.RecordReplacements(ctx, lease, []submitting.Replacement{{Replaced: hash(500), Attempt: pipeline.SignedAttempt{
+		TxID: id, Hash: hash(501), Kind: pipeline.AttemptReplace, MaxFee: big.NewInt(3), MaxTip: big.NewInt(1), GasLimit: 21000, Raw: []byte{2}}}}); err != nil || len(stored) != 1 {
+		t.Fatalf("RecordReplacements = %v, %v", stored, err)
+	}
+	none := (*common.Hash)(nil)
+	for _, tc := range []struct {
+		name     string
+		replaced *common.Hash
+		attempt  int64
+		want     bool
+		current  common.Hash
+	}{
+		{"priced against the attempt re-priced meanwhile", &[]common.Hash{hash(500)}[0], 600, false, hash(501)},
+		{"priced against no attempt, where one is signed", none, 601, false, hash(501)},
+		{"priced against the current attempt", &[]common.Hash{hash(501)}[0], 602, true, hash(602)},
+	} {
+		recorded, err := attempts.RecordResolution(ctx, lease, attempt(tc.attempt), tc.replaced, "CANCEL_SUBMITTED", time.Minute)
+		var current string
+		if qErr := pool.QueryRow(ctx, "SELECT tx_hash FROM managed_tx WHERE tx_id = $1", id).Scan(&current); qErr != nil {
+			t.Fatal(qErr)
+		}
+		var stored int
+		if qErr := pool.QueryRow(ctx, "SELECT count(*) FROM tx_attempt WHERE tx_hash = $1", hash(tc.attempt).Hex()).Scan(&stored); qErr != nil {
+			t.Fatal(qErr)
+		}
+		if err != nil || recorded != tc.want || current != tc.current.Hex() || (stored == 1) != tc.want {
+			t.Errorf("%s: recorded %v (%v), current %s, attempt stored %d; want recorded %v, current %s", tc.name, recorded, err, current, stored, tc.want, tc.current.Hex())
+		}
+	}
+}
+
 // NextResubmitIn answers for the signer's broadcast, unmined rows only: a mined row due long
 // ago, a final one and another signer's do not count.
 func TestNextResubmitInCountsUnminedRowsOnly(t *testing.T) {

@@ -264,12 +264,19 @@ func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 		return nil
 	}
 	r.log.WithContext(ctx).Warnw(fields...)
-	recorded, err := r.attempts.RecordAttempt(ctx, lease, attempt, domain.SubStateResolutionSubmitted(decision.Action), r.cfg.ResubmitInterval)
+	recorded, err := r.attempts.RecordResolution(ctx, lease, attempt, head.TxHash, domain.SubStateResolutionSubmitted(decision.Action), r.cfg.ResubmitInterval)
 	if err != nil {
 		return r.leases.Fence(ctx, lease, err)
 	}
 	if !recorded {
-		return nil // mined meanwhile: the attempt was not stored and is not sent
+		// Mined meanwhile, or re-priced by resubmission above the fees this attempt was
+		// priced against: it was not stored and is not sent. The next pass decides again;
+		// an operator who asked is told to ask again, not that it was done.
+		if manual {
+			return &domain.UnavailableError{Reason: "the transaction was mined or re-priced while its resolution was signed; read it again and retry",
+				RetryAfter: time.Second, Err: errors.New("resolution attempt not stored")}
+		}
+		return nil
 	}
 	if r.attemptRecorded != nil {
 		r.attemptRecorded()

@@ -33,7 +33,10 @@ SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM updated
 
 -- name: RecordAttempt :one
 -- A replacement, cancellation or placeholder attempt for the same nonce becomes the
--- transaction's current attempt; the earlier ones stay on record for receipt look-ups.
+-- transaction's current attempt; the earlier ones stay on record for receipt look-ups. With
+-- check_current, only where the attempt it was priced against (current_hash; '' for none
+-- signed) is still the current one: a re-pricing stored meanwhile wins, and this attempt,
+-- priced below it, is neither stored nor sent.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
@@ -50,6 +53,7 @@ updated AS (
         fencing_token = @fencing_token, updated_at = now()
     FROM lease
     WHERE m.tx_id = @tx_id AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+      AND (NOT @check_current::bool OR m.tx_hash IS NOT DISTINCT FROM NULLIF(@current_hash::text, ''))
     RETURNING m.tx_id
 ),
 attempt AS (

@@ -29,13 +29,14 @@ updated AS (
         fencing_token = $4, updated_at = now()
     FROM lease
     WHERE m.tx_id = $9 AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL
+      AND (NOT $10::bool OR m.tx_hash IS NOT DISTINCT FROM NULLIF($11::text, ''))
     RETURNING m.tx_id
 ),
 attempt AS (
     -- The attempt only if the row took it (migration 0016).
     INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, base_fee_per_gas, gas_limit, raw_tx, fencing_token)
-    SELECT $1, $5, $9, $2, $10, $11, CAST($6::text AS numeric), CAST($12::text AS numeric),
-           CAST(NULLIF($13::text, '') AS numeric), $14, $15, $4
+    SELECT $1, $5, $9, $2, $12, $13, CAST($6::text AS numeric), CAST($14::text AS numeric),
+           CAST(NULLIF($15::text, '') AS numeric), $16, $17, $4
     FROM updated
     ON CONFLICT (tx_hash) DO NOTHING
     RETURNING 1
@@ -53,6 +54,8 @@ type RecordAttemptParams struct {
 	SubState             pgtype.Text
 	ResubmitAfterSeconds float64
 	TxID                 uuid.UUID
+	CheckCurrent         bool
+	CurrentHash          string
 	Nonce                int64
 	Kind                 string
 	MaxTip               string
@@ -67,7 +70,10 @@ type RecordAttemptRow struct {
 }
 
 // A replacement, cancellation or placeholder attempt for the same nonce becomes the
-// transaction's current attempt; the earlier ones stay on record for receipt look-ups.
+// transaction's current attempt; the earlier ones stay on record for receipt look-ups. With
+// check_current, only where the attempt it was priced against (current_hash; ” for none
+// signed) is still the current one: a re-pricing stored meanwhile wins, and this attempt,
+// priced below it, is neither stored nor sent.
 func (q *Queries) RecordAttempt(ctx context.Context, arg RecordAttemptParams) (RecordAttemptRow, error) {
 	row := q.db.QueryRow(ctx, recordAttempt,
 		arg.ChainID,
@@ -79,6 +85,8 @@ func (q *Queries) RecordAttempt(ctx context.Context, arg RecordAttemptParams) (R
 		arg.SubState,
 		arg.ResubmitAfterSeconds,
 		arg.TxID,
+		arg.CheckCurrent,
+		arg.CurrentHash,
 		arg.Nonce,
 		arg.Kind,
 		arg.MaxTip,
