@@ -44,7 +44,7 @@ type deferredSession struct {
 	// fails there is dropped from pgx's cache, and from prepared's record with it.
 	conn atomic.Pointer[pgx.Conn]
 	// handedOut: Tx() gave pgx's transaction to the caller, whose statements on it the
-	// session does not see; a rollback forgets the connection's record.
+	// session does not see; the transaction's end forgets the connection's record.
 	handedOut bool
 
 	// mu guards tx, beginErr, ended and handedOut: whether the transaction has begun, and
@@ -432,24 +432,24 @@ func (s *deferredSession) commit(ctx context.Context) error {
 }
 
 func (s *deferredSession) rollback(ctx context.Context) error {
-	tx := s.end()
-	if tx == nil {
-		return nil
+	if tx := s.end(); tx != nil {
+		return tx.Rollback(ctx)
 	}
-	s.mu.Lock()
-	handedOut := s.handedOut
-	s.mu.Unlock()
-	if conn := s.conn.Load(); handedOut && conn != nil {
-		s.prepared.forgetConn(conn) // what failed on pgx's own transaction is not known here
-	}
-	return tx.Rollback(ctx)
+	return nil
 }
 
-// end marks the session ended and returns its transaction (nil when none began).
+// end marks the session ended and returns its transaction (nil when none began). The
+// connection goes back to the pool with the transaction's end, so the session lets go of it
+// here: a statement refused afterwards must not touch the record of a connection another
+// session may hold by then. Where the caller had pgx's own transaction, whose failures the
+// session does not see, the connection's record is dropped.
 func (s *deferredSession) end() pgx.Tx {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ended = true
+	if conn := s.conn.Swap(nil); conn != nil && s.handedOut {
+		s.prepared.forgetConn(conn)
+	}
 	return s.tx
 }
 

@@ -2,10 +2,12 @@ package repositories_test
 
 import (
 	"errors"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -92,5 +94,49 @@ func TestStuckRepository(t *testing.T) {
 	h, err = store.HeadOfLine(t.Context(), signer)
 	if err != nil || h == nil || h.State != domain.StateStuck || h.LastError != claim.Reason || !h.Since.After(h.CreatedAt) {
 		t.Fatalf("after the claim: %+v (%v), want STUCK with the reason, waiting since the claim", h, err)
+	}
+}
+
+// The stage's own claim of a resolution holds only over the attempt it priced against: a
+// re-pricing stored since the head was read is neither claimed over nor audited. An
+// operator's claim (no check) is taken as asked.
+func TestAStuckClaimHoldsOnlyOverTheAttemptItPricedAgainst(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	const signer = "0x00000000000000000000000000000000000000b9"
+	lease := acquireLease(t, pool, signer, "node-a")
+	current, stale := common.BigToHash(big.NewInt(701)), common.BigToHash(big.NewInt(700))
+	id := uuid.New()
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, tx_hash, fencing_token)
+		VALUES (1337, $1, $2, '\x00', 0, '{"value":"1"}', 'TRACKING', $3, $4)`, id, signer, current.Hex(), int64(lease.Token)); err != nil {
+		t.Fatal(err)
+	}
+	repo := repositories.NewStuckRepository(pool, testChain())
+	audits := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM stuck_resolution_audit WHERE tx_id = $1", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name   string
+		claim  stuck.Claim
+		want   bool
+		audits int
+	}{
+		{"the stage's, priced against an attempt re-priced since", stuck.Claim{SubState: "RESOLVING_CANCEL", PricedAgainst: &stale, CheckCurrent: true}, false, 0},
+		{"the stage's, priced against no attempt where one is signed", stuck.Claim{SubState: "RESOLVING_CANCEL", CheckCurrent: true}, false, 0},
+		{"the stage's, priced against the current attempt", stuck.Claim{SubState: "RESOLVING_CANCEL", PricedAgainst: &current, CheckCurrent: true}, true, 1},
+		{"an operator's, without the check", stuck.Claim{SubState: "RESOLVING_REPLACE", PricedAgainst: &stale}, true, 2},
+	} {
+		claim := tc.claim
+		claim.TxID, claim.NewState, claim.Reason = id, "TRACKING", tc.name
+		claim.Action = domain.ResolutionAction(strings.TrimPrefix(string(claim.SubState), "RESOLVING_"))
+		claimed, err := repo.ClaimResolution(ctx, lease, claim)
+		if err != nil || claimed != tc.want || audits() != tc.audits {
+			t.Errorf("%s: claimed %v (%v), %d audit rows; want %v, %d", tc.name, claimed, err, audits(), tc.want, tc.audits)
+		}
 	}
 }

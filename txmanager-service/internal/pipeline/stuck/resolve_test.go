@@ -291,3 +291,45 @@ type failingHook struct{}
 func (failingHook) Decide(context.Context, stuck.Case) (stuck.Decision, error) {
 	return stuck.Decision{}, errors.New("policy service unavailable")
 }
+
+// A head of line whose gas limit the node finds short of the L1 part is cancelled past the
+// thresholds whatever the hook would say, once: when what is at its nonce after that
+// resolution is still short (a cancellation the L1 part does not fit either), the hook is
+// asked, and the default policy marks it STUCK for a person, rather than a cancellation
+// being sent again every MinAge.
+func TestAnL1ShortHeadIsCancelledOnceThenLeftToTheHook(t *testing.T) {
+	t.Parallel()
+	s := newStage(t)
+	hook := &askedHook{Hook: stuck.PolicyHook{}}
+	r := s.resolver(stuck.Config{MinAttempts: 1}, hook)
+	before := s.sendOne()
+	short := func() {
+		t.Helper()
+		if _, err := s.pool.Exec(t.Context(), "UPDATE managed_tx SET sub_state = 'L1_GAS_SHORT', last_error = 'intrinsic gas too low' WHERE tx_id = $1", before.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short()
+	if found, err := r.DetectStuck(ctx(t), s.lease); err != nil || !found {
+		t.Fatalf("first DetectStuck = %v, %v; want the short head resolved", found, err)
+	}
+	if hook.asked.Load() != nil {
+		t.Fatal("the hook was asked about a head short of the L1 part the first time")
+	}
+	if audits := s.audits(before.id); len(audits) != 1 || audits[0].action != string(domain.ActionCancel) || !strings.Contains(audits[0].reason, "L1 part") {
+		t.Fatalf("audits %+v, want one CANCEL naming the L1 part", audits)
+	}
+	short() // the cancellation is refused as short too
+	if found, err := r.DetectStuck(ctx(t), s.lease); err != nil || !found {
+		t.Fatalf("second DetectStuck = %v, %v; want the hook's decision", found, err)
+	}
+	if hook.asked.Load() == nil {
+		t.Fatal("the hook was not asked after a cancellation that was still short")
+	}
+	if audits := s.audits(before.id); len(audits) != 2 || audits[1].action != string(domain.ActionNoop) {
+		t.Fatalf("audits %+v, want the CANCEL then the policy's NOOP", audits)
+	}
+	if row := s.row(); row.state != string(domain.StateStuck) {
+		t.Fatalf("row %+v, want STUCK for a person", row)
+	}
+}

@@ -55,6 +55,10 @@ type Claim struct {
 	NewState domain.State
 	SubState domain.SubState
 	Reason   string
+	// PricedAgainst, with CheckCurrent, is the attempt the resolution's fees outbid (nil:
+	// none signed): the claim holds only while it is still the transaction's current one.
+	PricedAgainst *common.Hash
+	CheckCurrent  bool
 }
 
 // Store is the stage's view of the database; ClaimResolution is fenced on the lease and
@@ -127,10 +131,13 @@ func (r *Resolver) DetectStuck(ctx context.Context, lease domain.Lease) (bool, e
 	if !isStuck(head, r.clock.Now(), r.cfg) {
 		return false, nil
 	}
-	if head.SubState == domain.SubStateL1GasShort {
+	if head.SubState == domain.SubStateL1GasShort && !head.Since.After(head.CreatedAt) {
 		// Waited past the thresholds for the L1 price to let its gas limit in. A limit the
 		// L1 part never fits (a plain 21000 on Arbitrum) would otherwise hold every nonce
 		// after it until a person came; a cancellation is priced by the node's estimate.
+		// Once only: a resolution claimed before (Since moved past creation) that is still
+		// short goes to the hook, so a cancellation the L1 part does not fit either is not
+		// sent again every MinAge without a person hearing of it.
 		return true, r.resolve(ctx, lease, head, Decision{Action: domain.ActionCancel,
 			Reason: "the node counted the L1 part of the cost above the gas limit until the stuck thresholds: " + head.LastError}, false)
 	}
@@ -241,6 +248,10 @@ func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 	if err != nil {
 		return err
 	}
+	// The stage's own decision holds only over the attempt it priced against: a re-pricing
+	// resubmission stored since outbids it, and the next pass decides again. An operator's
+	// decision is carried out as asked; a replacement refused as underpriced is outbid.
+	claim.PricedAgainst, claim.CheckCurrent = head.TxHash, !manual
 	claimed, err := r.store.ClaimResolution(ctx, lease, claim)
 	if err != nil {
 		return r.leases.Fence(ctx, lease, err)
@@ -264,18 +275,19 @@ func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 		return nil
 	}
 	r.log.WithContext(ctx).Warnw(fields...)
-	recorded, err := r.attempts.RecordResolution(ctx, lease, attempt, head.TxHash, domain.SubStateResolutionSubmitted(decision.Action), r.cfg.ResubmitInterval)
+	subState := domain.SubStateResolutionSubmitted(decision.Action)
+	var recorded bool
+	if manual {
+		recorded, err = r.attempts.RecordAttempt(ctx, lease, attempt, subState, r.cfg.ResubmitInterval)
+	} else {
+		recorded, err = r.attempts.RecordResolution(ctx, lease, attempt, head.TxHash, subState, r.cfg.ResubmitInterval)
+	}
 	if err != nil {
 		return r.leases.Fence(ctx, lease, err)
 	}
 	if !recorded {
-		// Mined meanwhile, or re-priced by resubmission above the fees this attempt was
-		// priced against: it was not stored and is not sent. The next pass decides again;
-		// an operator who asked is told to ask again, not that it was done.
-		if manual {
-			return &domain.UnavailableError{Reason: "the transaction was mined or re-priced while its resolution was signed; read it again and retry",
-				RetryAfter: time.Second, Err: errors.New("resolution attempt not stored")}
-		}
+		// Mined meanwhile, or (the stage's own decision) re-priced between the claim and
+		// now: it was not stored and is not sent; the next pass decides again.
 		return nil
 	}
 	if r.attemptRecorded != nil {

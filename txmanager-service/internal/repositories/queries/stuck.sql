@@ -25,7 +25,9 @@ WHERE m.tx_id = COALESCE(sqlc.narg('tx_id')::uuid, (
 -- statement, before any chain side effect. NOOP marks it STUCK; the other actions leave it
 -- TRACKING with a sub-state naming the action until their attempt is recorded. One never
 -- signed (ALLOCATED) is claimed only for an action that puts its own transaction at the
--- nonce (resolve checks), and the submitter signs it no more.
+-- nonce (resolve checks), and the submitter signs it no more. With check_current, only while
+-- the attempt the resolution was priced against (current_hash; '' for none signed) is still
+-- the current one: a re-pricing stored since the head was read is not claimed over.
 WITH lease AS MATERIALIZED (
     SELECT 1 FROM signer_lease sl
     WHERE sl.chain_id = @chain_id AND sl.signer = @signer AND sl.owner_node = @node_id AND sl.fencing_token = @fencing_token AND sl.expires_at > now()
@@ -38,6 +40,7 @@ claimed AS (
     FROM lease
     WHERE m.tx_id = @tx_id AND m.chain_id = @chain_id AND m.signer = @signer AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.receipt IS NULL
       AND (m.sub_state IS DISTINCT FROM @sub_state OR m.state IS DISTINCT FROM @new_state)
+      AND (NOT @check_current::bool OR m.tx_hash IS NOT DISTINCT FROM NULLIF(@current_hash::text, ''))
     RETURNING m.tx_id, m.nonce
 ),
 audited AS (

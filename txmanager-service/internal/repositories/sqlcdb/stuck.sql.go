@@ -26,11 +26,12 @@ claimed AS (
     FROM lease
     WHERE m.tx_id = $8 AND m.chain_id = $1 AND m.signer = $2 AND m.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND m.receipt IS NULL
       AND (m.sub_state IS DISTINCT FROM $6 OR m.state IS DISTINCT FROM $5)
+      AND (NOT $9::bool OR m.tx_hash IS NOT DISTINCT FROM NULLIF($10::text, ''))
     RETURNING m.tx_id, m.nonce
 ),
 audited AS (
     INSERT INTO stuck_resolution_audit (chain_id, signer, tx_id, nonce, action, node_id, fencing_token, reason)
-    SELECT $1, $2, tx_id, nonce, $9, $3, $4, $7 FROM claimed
+    SELECT $1, $2, tx_id, nonce, $11, $3, $4, $7 FROM claimed
     RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM lease) AS lease_held, (SELECT count(*) FROM audited)::bigint AS updated
@@ -45,6 +46,8 @@ type ClaimStuckResolutionParams struct {
 	SubState     pgtype.Text
 	Reason       string
 	TxID         uuid.UUID
+	CheckCurrent bool
+	CurrentHash  string
 	Action       string
 }
 
@@ -57,7 +60,9 @@ type ClaimStuckResolutionRow struct {
 // statement, before any chain side effect. NOOP marks it STUCK; the other actions leave it
 // TRACKING with a sub-state naming the action until their attempt is recorded. One never
 // signed (ALLOCATED) is claimed only for an action that puts its own transaction at the
-// nonce (resolve checks), and the submitter signs it no more.
+// nonce (resolve checks), and the submitter signs it no more. With check_current, only while
+// the attempt the resolution was priced against (current_hash; ” for none signed) is still
+// the current one: a re-pricing stored since the head was read is not claimed over.
 func (q *Queries) ClaimStuckResolution(ctx context.Context, arg ClaimStuckResolutionParams) (ClaimStuckResolutionRow, error) {
 	row := q.db.QueryRow(ctx, claimStuckResolution,
 		arg.ChainID,
@@ -68,6 +73,8 @@ func (q *Queries) ClaimStuckResolution(ctx context.Context, arg ClaimStuckResolu
 		arg.SubState,
 		arg.Reason,
 		arg.TxID,
+		arg.CheckCurrent,
+		arg.CurrentHash,
 		arg.Action,
 	)
 	var i ClaimStuckResolutionRow
