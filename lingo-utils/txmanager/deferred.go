@@ -266,7 +266,7 @@ func (s *deferredSession) Query(ctx context.Context, sql string, args ...any) (p
 			s.failed(sql)
 			return rows, err
 		}
-		return &pipelinedRows{Rows: rows, batch: br, failed: func() { s.failed(sql) }}, nil
+		return &watchedRows{Rows: rows, batch: br, failed: func() { s.failed(sql) }}, nil
 	}
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
@@ -393,29 +393,6 @@ func (r watchedRow) Scan(dest ...any) error {
 	return err
 }
 
-// watchedRows are a query's rows in the transaction: a failure they end with made pgx drop
-// the statement from its cache (failed).
-type watchedRows struct {
-	pgx.Rows
-	failed func()
-}
-
-func (r *watchedRows) Next() bool {
-	if r.Rows.Next() {
-		return true
-	}
-	r.Close()
-	return false
-}
-
-func (r *watchedRows) Close() {
-	r.Rows.Close()
-	if r.failed != nil && r.Err() != nil {
-		r.failed()
-	}
-	r.failed = nil
-}
-
 func (s *deferredSession) beginError() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -453,17 +430,18 @@ func (s *deferredSession) end() pgx.Tx {
 	return s.tx
 }
 
-// pipelinedRows are the rows of a pipeline's last query: closing them closes the pipeline,
-// which reads the server's end of it, before the connection takes the next statement.
-type pipelinedRows struct {
+// watchedRows are a query's rows in the transaction. Those of a pipeline's last query
+// (batch set) close the pipeline when they close, which reads the server's end of it,
+// before the connection takes the next statement. A failure they end with made pgx drop the
+// statement from its cache: failed drops it from the record of cached ones too.
+type watchedRows struct {
 	pgx.Rows
 	batch    pgx.BatchResults
 	closeErr error
-	// failed drops the statement from the record of cached ones when it failed.
-	failed func()
+	failed   func()
 }
 
-func (r *pipelinedRows) Next() bool {
+func (r *watchedRows) Next() bool {
 	if r.Rows.Next() {
 		return true
 	}
@@ -471,7 +449,7 @@ func (r *pipelinedRows) Next() bool {
 	return false
 }
 
-func (r *pipelinedRows) Close() {
+func (r *watchedRows) Close() {
 	r.Rows.Close()
 	if r.batch != nil {
 		r.closeErr = r.batch.Close()
@@ -483,7 +461,7 @@ func (r *pipelinedRows) Close() {
 	r.failed = nil
 }
 
-func (r *pipelinedRows) Err() error {
+func (r *watchedRows) Err() error {
 	if err := r.Rows.Err(); err != nil {
 		return err
 	}

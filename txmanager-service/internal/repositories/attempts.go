@@ -40,31 +40,36 @@ func (r *AttemptRepository) RecordBroadcasts(ctx context.Context, lease domain.L
 
 // RecordAttempt implements pipeline.AttemptStore.
 func (r *AttemptRepository) RecordAttempt(ctx context.Context, lease domain.Lease, a pipeline.SignedAttempt, subState domain.SubState, resubmitAfter time.Duration) (bool, error) {
-	return r.recordAttempt(ctx, lease, a, subState, resubmitAfter, sqlcdb.RecordAttemptParams{})
+	return r.recordAttempt(ctx, lease, a, subState, resubmitAfter, false, "")
 }
 
 // RecordResolution implements pipeline.AttemptStore.
 func (r *AttemptRepository) RecordResolution(ctx context.Context, lease domain.Lease, a pipeline.SignedAttempt, replaced *common.Hash, subState domain.SubState,
 	resubmitAfter time.Duration) (bool, error) {
-	check := sqlcdb.RecordAttemptParams{CheckCurrent: true}
-	if replaced != nil {
-		check.CurrentHash = replaced.Hex()
-	}
-	return r.recordAttempt(ctx, lease, a, subState, resubmitAfter, check)
+	return r.recordAttempt(ctx, lease, a, subState, resubmitAfter, true, hashOrEmpty(replaced))
 }
 
-// recordAttempt stores a with the current-attempt check of check (CheckCurrent, CurrentHash).
+// recordAttempt stores a; with checkCurrent, only while currentHash (” for none signed) is
+// still the transaction's current attempt.
 func (r *AttemptRepository) recordAttempt(ctx context.Context, lease domain.Lease, a pipeline.SignedAttempt, subState domain.SubState, resubmitAfter time.Duration,
-	check sqlcdb.RecordAttemptParams) (bool, error) {
+	checkCurrent bool, currentHash string) (bool, error) {
 	p := sqlcdb.RecordAttemptParams{
 		TxHash: a.Hash.Hex(), TxID: a.TxID, Nonce: int64(a.Nonce), Kind: string(a.Kind),
 		MaxFee: a.MaxFee.String(), MaxTip: a.MaxTip.String(), BaseFee: weiOrEmpty(a.BaseFee), GasLimit: int64(a.GasLimit), RawTx: a.Raw,
 		SubState: text(string(subState)), ResubmitAfterSeconds: resubmitAfter.Seconds(),
-		CheckCurrent: check.CheckCurrent, CurrentHash: check.CurrentHash,
+		CheckCurrent: checkCurrent, CurrentHash: currentHash,
 	}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
 	p.ChainID = r.chainID
 	row, err := r.q.RecordAttempt(ctx, p)
 	recorded, err := fencedOutcome(lease, "attempt", row.LeaseHeld, row.Updated, err)
 	return recorded > 0, err
+}
+
+// hashOrEmpty is h as stored, ” for none.
+func hashOrEmpty(h *common.Hash) string {
+	if h == nil {
+		return ""
+	}
+	return h.Hex()
 }

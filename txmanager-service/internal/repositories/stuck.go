@@ -75,10 +75,7 @@ func (r *StuckRepository) resolvable(ctx context.Context, p sqlcdb.GetResolvable
 func (r *StuckRepository) ClaimResolution(ctx context.Context, lease domain.Lease, claim stuck.Claim) (bool, error) {
 	p := sqlcdb.ClaimStuckResolutionParams{
 		TxID: claim.TxID, NewState: string(claim.NewState), SubState: text(string(claim.SubState)),
-		Reason: claim.Reason, Action: string(claim.Action), CheckCurrent: claim.CheckCurrent,
-	}
-	if claim.PricedAgainst != nil {
-		p.CurrentHash = claim.PricedAgainst.Hex()
+		Reason: claim.Reason, Action: string(claim.Action), CheckCurrent: claim.CheckCurrent, CurrentHash: hashOrEmpty(claim.PricedAgainst),
 	}
 	p.Signer, p.NodeID, p.FencingToken = leaseArgs(lease)
 	p.ChainID = r.chainID

@@ -195,6 +195,9 @@ func answerCalls(body []byte, method, errObj string) (answer []byte, ok bool) {
 	return answer, true
 }
 
+// refusedSendMessages are the node's words of the modes that refuse every broadcast.
+var refusedSendMessages = map[Mode]string{PoolFull: "txpool is full", L1GasShort: "intrinsic gas too low"}
+
 // RefusedSends is how many requests of broadcasts the PoolFull and L1GasShort modes refused.
 func (p *Proxy) RefusedSends() uint64 { return p.refusedSends.Load() }
 
@@ -355,15 +358,8 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(limitExceeded(body))
 		return
-	case PoolFull:
-		if answer, ok := answerCalls(body, "eth_sendRawTransaction", `"error":{"code":-32000,"message":"txpool is full"}`); ok {
-			p.refusedSends.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(answer)
-			return
-		}
-	case L1GasShort:
-		if answer, ok := answerCalls(body, "eth_sendRawTransaction", `"error":{"code":-32000,"message":"intrinsic gas too low"}`); ok {
+	case PoolFull, L1GasShort:
+		if answer, ok := answerCalls(body, "eth_sendRawTransaction", `"error":{"code":-32000,"message":"`+refusedSendMessages[mode]+`"}`); ok {
 			p.refusedSends.Add(1)
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(answer)

@@ -55,15 +55,7 @@ func TestFullPoolOnOneEndpointSendsToTheOther(t *testing.T) {
 // cancelled; once the node takes them they confirm.
 func TestGasShortOfTheL1PartIsBroadcastAgainNotCancelled(t *testing.T) {
 	t.Parallel()
-	sim, proxies := proxiedChain(t, 1)
-	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
-		throughProxies(proxies, 2*time.Second)(bc)
-		bc.Resubmit.Interval = conf.Duration(300 * time.Millisecond)
-		bc.Stuck.MinAge = conf.Duration(time.Hour)
-	}})
-	if err := proxies[0].SetMode(faultproxy.L1GasShort); err != nil {
-		t.Fatal(err)
-	}
+	s, proxy := l1ShortService(t, func(st *conf.Stuck) { st.MinAge = conf.Duration(time.Hour) })
 	signer := devAddress(t, 0)
 	first := s.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "1", "gasLimit": 21000})
 	second := s.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "2", "gasLimit": 21000})
@@ -83,8 +75,8 @@ func TestGasShortOfTheL1PartIsBroadcastAgainNotCancelled(t *testing.T) {
 	if n := s.metricSumsWhere(t, `result="l1_gas_short"`)["tx_submit_total"]; n == 0 {
 		t.Fatal(`tx_submit_total{result="l1_gas_short"} is 0`)
 	}
-	refused := proxies[0].RefusedSends()
-	if err := proxies[0].SetMode(faultproxy.Pass); err != nil {
+	refused := proxy.RefusedSends()
+	if err := proxy.SetMode(faultproxy.Pass); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{first, second} {
@@ -100,16 +92,7 @@ func TestGasShortOfTheL1PartIsBroadcastAgainNotCancelled(t *testing.T) {
 // reason on record.
 func TestGasShortOfTheL1PartIsCancelledPastTheStuckThresholds(t *testing.T) {
 	t.Parallel()
-	sim, proxies := proxiedChain(t, 1)
-	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
-		throughProxies(proxies, 2*time.Second)(bc)
-		bc.Resubmit.Interval = conf.Duration(300 * time.Millisecond)
-		bc.Stuck.MinAge = conf.Duration(time.Second)
-		bc.Stuck.MinAttempts = 2
-	}})
-	if err := proxies[0].SetMode(faultproxy.L1GasShort); err != nil {
-		t.Fatal(err)
-	}
+	s, proxy := l1ShortService(t, func(st *conf.Stuck) { st.MinAge, st.MinAttempts = conf.Duration(time.Second), 2 })
 	id := s.createOK(t, map[string]any{"signer": devAddress(t, 0), "to": devAddress(t, 5), "value": "1", "gasLimit": 21000})
 	var reason string
 	waitFor(t, 30*time.Second, "a cancellation recorded past the stuck thresholds", func() bool {
@@ -120,7 +103,7 @@ func TestGasShortOfTheL1PartIsCancelledPastTheStuckThresholds(t *testing.T) {
 		t.Fatalf("the cancellation's reason %q does not say why", reason)
 	}
 	// The node takes the cancellation (priced by its estimate on Arbitrum).
-	if err := proxies[0].SetMode(faultproxy.Pass); err != nil {
+	if err := proxy.SetMode(faultproxy.Pass); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "the transaction final", func() bool { return s.tx(t, id).state == "FAILED_FINAL" })
@@ -128,6 +111,23 @@ func TestGasShortOfTheL1PartIsCancelledPastTheStuckThresholds(t *testing.T) {
 		t.Fatalf("ended FAILED_FINAL / %s, want CANCELLED", sub)
 	}
 	t.Logf("cancelled past the stuck thresholds: %s", reason)
+}
+
+// l1ShortService is a service of one signer whose only node (go-ethereum behind a fault
+// proxy) answers every broadcast as Nitro does while the L1 part is above the gas limit,
+// resubmitting every 300 ms, with the stuck thresholds stuck sets.
+func l1ShortService(t *testing.T, stuck func(*conf.Stuck)) (*testService, *faultproxy.Proxy) {
+	t.Helper()
+	sim, proxies := proxiedChain(t, 1)
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		throughProxies(proxies, 2*time.Second)(bc)
+		bc.Resubmit.Interval = conf.Duration(300 * time.Millisecond)
+		stuck(&bc.Stuck)
+	}})
+	if err := proxies[0].SetMode(faultproxy.L1GasShort); err != nil {
+		t.Fatal(err)
+	}
+	return s, proxies[0]
 }
 
 // A gas limit above the latest block's is refused before a nonce. One that fits the block
