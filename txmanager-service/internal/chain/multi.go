@@ -349,6 +349,13 @@ func (m *MultiChain) BalanceAt(ctx context.Context, account common.Address) (*bi
 	return via(m, ctx, "balance", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (*big.Int, error) { return c.BalanceAt(ctx, account) })
 }
 
+// AccountAt implements services.FundsChain. One endpoint answers both reads.
+func (m *MultiChain) AccountAt(ctx context.Context, account common.Address) (services.AccountState, error) {
+	return via(m, ctx, "balance", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (services.AccountState, error) {
+		return c.AccountAt(ctx, account)
+	})
+}
+
 // OPStackFeeParams reads the latest L1 prices of an OP-stack chain (RPCChain.OPStackFeeParams).
 func (m *MultiChain) OPStackFeeParams(ctx context.Context) (domain.OPStackFeeParams, error) {
 	return via(m, ctx, "L1 prices", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (domain.OPStackFeeParams, error) {

@@ -276,6 +276,34 @@ func (c *RPCChain) BalanceAt(ctx context.Context, account common.Address) (*big.
 	return balance, nil
 }
 
+// AccountAt implements services.FundsChain: the endpoint's latest block number, then the
+// account's balance and nonce at that number in one batch, so both describe the same block
+// whatever arrives in between.
+func (c *RPCChain) AccountAt(ctx context.Context, account common.Address) (services.AccountState, error) {
+	head, err := c.countedEthCall().BlockNumber(ctx)
+	if err != nil {
+		return services.AccountState{}, fmt.Errorf("block number: %w", err)
+	}
+	var (
+		balance hexutil.Big
+		nonce   hexutil.Uint64
+		block   = hexutil.EncodeUint64(head)
+	)
+	elems := []rpc.BatchElem{
+		{Method: "eth_getBalance", Args: []any{account, block}, Result: &balance},
+		{Method: "eth_getTransactionCount", Args: []any{account, block}, Result: &nonce},
+	}
+	if err := c.batchCall(ctx, elems); err != nil {
+		return services.AccountState{}, fmt.Errorf("balance and nonce of %s at block %d: %w", account, head, err)
+	}
+	for _, elem := range elems {
+		if elem.Error != nil {
+			return services.AccountState{}, fmt.Errorf("%s of %s at block %d: %w", elem.Method, account, head, elem.Error)
+		}
+	}
+	return services.AccountState{Balance: balance.ToInt(), Nonce: uint64(nonce), Block: head}, nil
+}
+
 // EstimateGas implements services.Chain.
 func (c *RPCChain) EstimateGas(ctx context.Context, call services.CallRequest) (uint64, error) {
 	gas, err := c.countedEthCall().EstimateGas(ctx, ethereum.CallMsg{

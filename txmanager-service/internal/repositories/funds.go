@@ -20,8 +20,8 @@ func NewFundsRepository(pool *pgxpool.Pool, chain services.ChainID) *FundsReposi
 }
 
 // UnminedCost implements services.FundsStore.
-func (r *FundsRepository) UnminedCost(ctx context.Context, signer string, fallbackFee *big.Int) (*big.Int, error) {
-	text, err := r.q.UnminedCost(ctx, sqlcdb.UnminedCostParams{ChainID: r.chainID, Signer: signer, FallbackFee: fallbackFee.String()})
+func (r *FundsRepository) UnminedCost(ctx context.Context, signer string, fromNonce uint64, fallbackFee *big.Int) (*big.Int, error) {
+	text, err := r.q.UnminedCost(ctx, sqlcdb.UnminedCostParams{ChainID: r.chainID, Signer: signer, FromNonce: int64(fromNonce), FallbackFee: fallbackFee.String()})
 	if err != nil {
 		return nil, fmt.Errorf("unmined cost of %s: %w", signer, err)
 	}
@@ -33,8 +33,8 @@ func (r *FundsRepository) UnminedCost(ctx context.Context, signer string, fallba
 }
 
 // UnminedDataSizes implements services.DataSizeStore.
-func (r *FundsRepository) UnminedDataSizes(ctx context.Context, signer string) (map[int]int64, error) {
-	rows, err := r.q.UnminedDataSizes(ctx, sqlcdb.UnminedDataSizesParams{ChainID: r.chainID, Signer: signer})
+func (r *FundsRepository) UnminedDataSizes(ctx context.Context, signer string, fromNonce uint64) (map[int]int64, error) {
+	rows, err := r.q.UnminedDataSizes(ctx, sqlcdb.UnminedDataSizesParams{ChainID: r.chainID, Signer: signer, FromNonce: int64(fromNonce)})
 	if err != nil {
 		return nil, fmt.Errorf("unmined data sizes of %s: %w", signer, err)
 	}

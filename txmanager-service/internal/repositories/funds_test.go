@@ -17,7 +17,9 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
-// The funds check counts each unmined transaction at the highest fee cap signed for it. The
+// The funds check counts each transaction the balance has not paid for (those at and above
+// the signer's nonce at the balance's block, whatever receipts are recorded) at the highest
+// fee cap signed for it. The
 // cap is kept on the row, with the attempt it was kept for, by the statements that store
 // attempts (migration 0017) and read from the attempts where it is not known: rows signed
 // before the migration, or signed or re-priced by a node of an earlier version during a
@@ -88,7 +90,8 @@ func TestUnminedCostCountsTheHighestCapSigned(t *testing.T) {
 	// highest is the cap each row should be counted at: the highest attempt's, or the
 	// fallback for one not signed.
 	highest := map[int]int64{}
-	mined := map[int]bool{}
+	// paidBelow is the signer's nonce at the block its balance was read at.
+	paidBelow := 0
 	steps := []struct {
 		name string
 		do   func()
@@ -145,30 +148,36 @@ func TestUnminedCostCountsTheHighestCapSigned(t *testing.T) {
 			capKnown: map[int]bool{0: true, 1: true, 3: true},
 		},
 		{
-			name: "row 3 mined: paid for in the balance",
+			name: "row 3 recorded mined at a block the balance was not read at: still counted",
 			do: func() {
 				if _, err := pool.Exec(ctx, "UPDATE managed_tx SET block_number = 7, receipt = '{}' WHERE tx_id = $1", ids[3]); err != nil {
 					t.Fatal(err)
 				}
-				mined[3] = true
 			},
+			capKnown: map[int]bool{0: true, 1: true, 3: true},
+		},
+		{
+			name:     "the balance's block holds nonces 0-1: paid for in it, no receipt recorded",
+			do:       func() { paidBelow = 2 },
+			capKnown: map[int]bool{0: true, 1: true, 3: true},
+		},
+		{
+			name:     "the balance's block holds nonces 0-3: row 3 paid for as well",
+			do:       func() { paidBelow = 4 },
 			capKnown: map[int]bool{0: true, 1: true, 3: true},
 		},
 	}
 	for _, step := range steps {
 		step.do()
 		want := big.NewInt(0)
-		for nonce := range rows {
-			if mined[nonce] {
-				continue
-			}
+		for nonce := paidBelow; nonce < rows; nonce++ {
 			fee, signed := highest[nonce]
 			if !signed {
 				fee = fallbackFee
 			}
 			want.Add(want, big.NewInt(1+gasLimit*fee))
 		}
-		got, err := funds.UnminedCost(ctx, signer, big.NewInt(fallbackFee))
+		got, err := funds.UnminedCost(ctx, signer, uint64(paidBelow), big.NewInt(fallbackFee))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,6 +51,18 @@ type FeeSource interface {
 type BalanceSource interface {
 	// BalanceAt is eth_getBalance(account, "latest") in wei.
 	BalanceAt(ctx context.Context, account common.Address) (*big.Int, error)
+	// AccountAt reads the account's balance and nonce at one block, the latest of the
+	// endpoint that answers. Read together, they tell which transactions the balance has
+	// paid for even when that endpoint trails the one the receipts came from.
+	AccountAt(ctx context.Context, account common.Address) (AccountState, error)
+}
+
+// AccountState is an account at one block: its balance, and its nonce (how many of its
+// transactions the chain had included up to that block).
+type AccountState struct {
+	Balance *big.Int
+	Nonce   uint64
+	Block   uint64
 }
 
 // CallSimulator runs an intent before it gets a nonce.

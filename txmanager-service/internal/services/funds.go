@@ -17,11 +17,13 @@ import (
 
 // FundsStore reads what a signer's unfinished transactions may still cost.
 type FundsStore interface {
-	// UnminedCost is the most the signer's transactions that are not final and not mined
-	// yet may cost: value + gas limit x the highest max fee signed for each (the intent's
-	// own cap, or fallbackFee, for one not signed yet). Mined ones are already paid for in
-	// the latest balance.
-	UnminedCost(ctx context.Context, signer string, fallbackFee *big.Int) (*big.Int, error)
+	// UnminedCost is the most the signer's transactions at fromNonce and above may still
+	// cost: value + gas limit x the highest max fee signed for each (the intent's own cap,
+	// or fallbackFee, for one not signed yet). fromNonce is the signer's nonce at the block
+	// its balance was read at: the transactions below it are paid for in that balance,
+	// whether or not their receipts are recorded yet, and those at and above it are not,
+	// whatever receipt another endpoint gave for them.
+	UnminedCost(ctx context.Context, signer string, fromNonce uint64, fallbackFee *big.Int) (*big.Int, error)
 }
 
 // FundsConfig tunes the admission funds check.
@@ -45,9 +47,10 @@ type DataFeeChain interface {
 	OPStackFeeParams(ctx context.Context) (domain.OPStackFeeParams, error)
 }
 
-// DataSizeStore counts a signer's unfinished, unmined transactions by call-data size.
+// DataSizeStore counts a signer's transactions at fromNonce and above (FundsStore) by
+// call-data size.
 type DataSizeStore interface {
-	UnminedDataSizes(ctx context.Context, signer string) (map[int]int64, error)
+	UnminedDataSizes(ctx context.Context, signer string, fromNonce uint64) (map[int]int64, error)
 }
 
 // unsignedTxFixedBytes bounds what an unsigned EIP-1559 transaction holds besides its call
@@ -124,7 +127,7 @@ func NewFundsGuard(cfg FundsConfig, chain FundsChain, store FundsStore, clock Cl
 		return nil, err
 	}
 	if err := metrics.RegisterFloatGauge("signer_spendable_wei",
-		"Balance minus the most the signer's unfinished, unmined transactions may cost, in wei; below zero some of them cannot be paid.",
+		"Balance minus the most the signer's transactions that balance has not paid for yet may cost, in wei; below zero some of them cannot be paid.",
 		g.observe((*signerFunds).spendable)); err != nil {
 		return nil, err
 	}
@@ -332,20 +335,22 @@ func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHe
 	if err != nil {
 		return nil, err
 	}
-	// The unmined cost first, the balance second: a transaction mined between the two reads
-	// is then counted twice (refusing a little early until the next reload), never in
-	// neither (admitting a create the signer cannot pay for).
-	committed, err := g.store.UnminedCost(ctx, signerHex, fee)
+	// The balance and the nonce come from one block of one endpoint, and the cost counted is
+	// that of the transactions at and above the nonce: each transaction is counted once,
+	// either in the balance or in the cost, however far that endpoint trails the one whose
+	// receipts the database holds, and whichever of the two reads a block falls between.
+	account, err := g.chain.AccountAt(ctx, signer)
 	if err != nil {
 		return nil, err
 	}
-	balance, err := g.chain.BalanceAt(ctx, signer)
+	balance := account.Balance
+	committed, err := g.store.UnminedCost(ctx, signerHex, account.Nonce, fee)
 	if err != nil {
 		return nil, err
 	}
 	var dataFees *domain.OPStackFeeParams
 	if g.dataFees != nil {
-		if dataFees, err = g.unminedDataFees(ctx, signerHex, committed); err != nil {
+		if dataFees, err = g.unminedDataFees(ctx, signerHex, account.Nonce, committed); err != nil {
 			return nil, err
 		}
 	}
@@ -368,14 +373,14 @@ func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHe
 	return fresh, nil
 }
 
-// unminedDataFees reads the chain's L1 prices and adds to committed the most the
-// signer's unmined transactions' L1 data fees may be at them.
-func (g *FundsGuard) unminedDataFees(ctx context.Context, signerHex string, committed *big.Int) (*domain.OPStackFeeParams, error) {
+// unminedDataFees reads the chain's L1 prices and adds to committed the most the L1 data
+// fees of the signer's transactions at fromNonce and above may be at them.
+func (g *FundsGuard) unminedDataFees(ctx context.Context, signerHex string, fromNonce uint64, committed *big.Int) (*domain.OPStackFeeParams, error) {
 	prices, err := g.dataFees.OPStackFeeParams(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("L1 prices: %w", err)
 	}
-	sizes, err := g.sizes.UnminedDataSizes(ctx, signerHex)
+	sizes, err := g.sizes.UnminedDataSizes(ctx, signerHex, fromNonce)
 	if err != nil {
 		return nil, err
 	}

@@ -23,9 +23,9 @@ type fundsChain struct {
 	reads   int
 }
 
-func (c *fundsChain) BalanceAt(context.Context, common.Address) (*big.Int, error) {
+func (c *fundsChain) AccountAt(context.Context, common.Address) (services.AccountState, error) {
 	c.reads++
-	return new(big.Int).Set(c.balance), nil
+	return services.AccountState{Balance: new(big.Int).Set(c.balance)}, nil
 }
 
 func (c *fundsChain) SuggestFees(context.Context) (services.FeeSuggestion, error) {
@@ -34,7 +34,7 @@ func (c *fundsChain) SuggestFees(context.Context) (services.FeeSuggestion, error
 
 type fixedCost struct{ cost *big.Int }
 
-func (f fixedCost) UnminedCost(context.Context, string, *big.Int) (*big.Int, error) {
+func (f fixedCost) UnminedCost(context.Context, string, uint64, *big.Int) (*big.Int, error) {
 	return new(big.Int).Set(f.cost), nil
 }
 
@@ -144,7 +144,7 @@ func (g *gatedCost) setGate(gate chan struct{}) {
 	g.gate = gate
 }
 
-func (g *gatedCost) UnminedCost(ctx context.Context, _ string, _ *big.Int) (*big.Int, error) {
+func (g *gatedCost) UnminedCost(ctx context.Context, _ string, _ uint64, _ *big.Int) (*big.Int, error) {
 	g.mu.Lock()
 	gate := g.gate
 	g.mu.Unlock()
@@ -244,7 +244,7 @@ type slowCost struct {
 	reads *atomic.Int32
 }
 
-func (s slowCost) UnminedCost(context.Context, string, *big.Int) (*big.Int, error) {
+func (s slowCost) UnminedCost(context.Context, string, uint64, *big.Int) (*big.Int, error) {
 	s.reads.Add(1)
 	s.clock.set(s.clock.Now().Add(time.Second))
 	return new(big.Int), nil
@@ -297,48 +297,5 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(time.Millisecond)
-	}
-}
-
-// minedBetweenReads is a signer whose one unmined transaction (cost 6) is mined at the
-// moment the funds guard reads: before it, the store counts it and the balance is 10; after,
-// the store no longer counts it and the balance is 4.
-type minedBetweenReads struct {
-	services.Chain
-	mined bool
-}
-
-func (m *minedBetweenReads) BalanceAt(context.Context, common.Address) (*big.Int, error) {
-	defer func() { m.mined = true }()
-	if m.mined {
-		return big.NewInt(4), nil
-	}
-	return big.NewInt(10), nil
-}
-
-func (m *minedBetweenReads) SuggestFees(context.Context) (services.FeeSuggestion, error) {
-	return services.FeeSuggestion{BaseFee: big.NewInt(0), TipCap: big.NewInt(0)}, nil
-}
-
-func (m *minedBetweenReads) UnminedCost(context.Context, string, *big.Int) (*big.Int, error) {
-	defer func() { m.mined = true }()
-	if m.mined {
-		return big.NewInt(0), nil
-	}
-	return big.NewInt(6), nil
-}
-
-// A transaction mined between the funds guard's two reads is counted in at least one of
-// them: a create costing what the signer had before it is refused.
-func TestFundsGuardCountsATransactionMinedBetweenItsReads(t *testing.T) {
-	signer := common.HexToAddress("0x00000000000000000000000000000000000000cc")
-	chain := &minedBetweenReads{}
-	guard, err := services.NewFundsGuard(services.FundsConfig{Check: true, CacheFor: time.Minute}, chain, chain,
-		&steppedClock{now: time.Unix(1_700_000_000, 0)}, telemetry.Noop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := guard.Reserve(context.Background(), signer, signer.Hex(), domain.Intent{Value: big.NewInt(6)}, 1); !errors.Is(err, domain.ErrInsufficientFunds) {
-		t.Fatalf("a create of 6 with 4 left: %v, want INSUFFICIENT_FUNDS", err)
 	}
 }

@@ -265,11 +265,11 @@ type countingBalances struct {
 	reads map[common.Address]int
 }
 
-func (c *countingBalances) BalanceAt(ctx context.Context, account common.Address) (*big.Int, error) {
+func (c *countingBalances) AccountAt(ctx context.Context, account common.Address) (services.AccountState, error) {
 	c.mu.Lock()
 	c.reads[account]++
 	c.mu.Unlock()
-	return c.FundsChain.BalanceAt(ctx, account)
+	return c.FundsChain.AccountAt(ctx, account)
 }
 
 func (c *countingBalances) readsOf(account common.Address) int {

@@ -18,23 +18,31 @@ SELECT COALESCE(SUM(
                         NULLIF(m.payload->>'maxFeePerGas', '')::numeric, ($1::text)::numeric)
        ), 0)::text AS cost
 FROM managed_tx m
-WHERE m.chain_id = $2 AND m.signer = $3 AND m.confirmed_at IS NULL AND m.block_number IS NULL
+WHERE m.chain_id = $2 AND m.signer = $3 AND m.nonce >= $4
 `
 
 type UnminedCostParams struct {
 	FallbackFee string
 	ChainID     int64
 	Signer      string
+	FromNonce   int64
 }
 
-// The most a signer's transactions that are neither final nor mined may still cost: each
-// one's value plus its gas limit at the highest fee cap signed for it, or at the intent's
-// own cap, or at @fallback_fee when nothing is signed yet. Mined ones are already paid for
-// in the latest balance. The highest cap signed is on the row where it was kept with the
-// current attempt (migration 0017); the attempts are read only where it was not (COALESCE
-// stops at the first value, so the sub-query runs for those rows alone).
+// The most a signer's transactions at @from_nonce and above may still cost: each one's value
+// plus its gas limit at the highest fee cap signed for it, or at the intent's own cap, or at
+// @fallback_fee when nothing is signed yet. @from_nonce is the signer's nonce at the block
+// its balance was read at: the transactions below it are paid for in that balance, whether
+// their receipts are recorded yet or not, and those at and above it are not, whatever
+// receipt another endpoint gave for them. The highest cap signed is on the row where it was
+// kept with the current attempt (migration 0017); the attempts are read only where it was
+// not (COALESCE stops at the first value, so the sub-query runs for those rows alone).
 func (q *Queries) UnminedCost(ctx context.Context, arg UnminedCostParams) (string, error) {
-	row := q.db.QueryRow(ctx, unminedCost, arg.FallbackFee, arg.ChainID, arg.Signer)
+	row := q.db.QueryRow(ctx, unminedCost,
+		arg.FallbackFee,
+		arg.ChainID,
+		arg.Signer,
+		arg.FromNonce,
+	)
 	var cost string
 	err := row.Scan(&cost)
 	return cost, err
@@ -43,13 +51,14 @@ func (q *Queries) UnminedCost(ctx context.Context, arg UnminedCostParams) (strin
 const unminedDataSizes = `-- name: UnminedDataSizes :many
 SELECT COALESCE((length(m.payload->>'data') - 2) / 2, 0)::int AS data_bytes, count(*)::bigint AS txs
 FROM managed_tx m
-WHERE m.chain_id = $1 AND m.signer = $2 AND m.confirmed_at IS NULL AND m.block_number IS NULL
+WHERE m.chain_id = $1 AND m.signer = $2 AND m.nonce >= $3
 GROUP BY 1
 `
 
 type UnminedDataSizesParams struct {
-	ChainID int64
-	Signer  string
+	ChainID   int64
+	Signer    string
+	FromNonce int64
 }
 
 type UnminedDataSizesRow struct {
@@ -57,11 +66,11 @@ type UnminedDataSizesRow struct {
 	Txs       int64
 }
 
-// How many of a signer's transactions that are neither final nor mined carry each size of
-// call data, in bytes: on an OP-stack chain each one's L1 data fee is bounded by its size.
-// Transfers all share size 0, so the answer is a few rows however long the backlog.
+// How many of a signer's transactions at @from_nonce and above (UnminedCost) carry each size
+// of call data, in bytes: on an OP-stack chain each one's L1 data fee is bounded by its
+// size. Transfers all share size 0, so the answer is a few rows however long the backlog.
 func (q *Queries) UnminedDataSizes(ctx context.Context, arg UnminedDataSizesParams) ([]UnminedDataSizesRow, error) {
-	rows, err := q.db.Query(ctx, unminedDataSizes, arg.ChainID, arg.Signer)
+	rows, err := q.db.Query(ctx, unminedDataSizes, arg.ChainID, arg.Signer, arg.FromNonce)
 	if err != nil {
 		return nil, err
 	}
