@@ -130,6 +130,12 @@ func (c *Console) withViewer(w http.ResponseWriter, r *http.Request, auth Authen
 		c.problem(w, r, viewer{}, http.StatusTooManyRequests, fmt.Sprintf("Too many requests from this credential: try again in %d seconds.", limited.RetryAfterSeconds))
 		return
 	}
+	var unchecked *sessionCheckError
+	if errors.As(err, &unchecked) {
+		c.log.Warnw("msg", "a console session could not be checked against the signed-out list", "error", unchecked.err.Error())
+		c.problem(w, r, viewer{}, http.StatusServiceUnavailable, "This session could not be checked just now: try again in a moment.")
+		return
+	}
 	if err != nil {
 		if r.Method == http.MethodGet && r.URL.Path != "/console/live" {
 			http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
@@ -150,6 +156,13 @@ func (c *Console) viewerOf(r *http.Request, auth Authenticate) (viewer, error) {
 	if err != nil {
 		return viewer{}, err
 	}
+	ended, err := c.store.SessionEnded(r.Context(), sess.ID)
+	switch {
+	case err != nil:
+		return viewer{}, &sessionCheckError{err: err}
+	case ended:
+		return viewer{}, errSignedOut
+	}
 	p, err := auth(headersOf(sess))
 	var limited *RateLimitedError
 	if errors.As(err, &limited) {
@@ -160,6 +173,15 @@ func (c *Console) viewerOf(r *http.Request, auth Authenticate) (viewer, error) {
 	}
 	return viewer{Principal: p, session: sess, csrf: c.seal.csrfToken(sess.ID)}, nil
 }
+
+// errSignedOut: the session was signed out, in this browser or with a copy of its cookie.
+var errSignedOut = errors.New("this session was signed out")
+
+// sessionCheckError: whether the session was signed out could not be read. The request is
+// refused: serving it could serve a session that was ended.
+type sessionCheckError struct{ err error }
+
+func (e *sessionCheckError) Error() string { return "the session could not be checked: " + e.err.Error() }
 
 // headersOf presents a session's credential as the API's headers carry it.
 func headersOf(sess session) func(string) string {

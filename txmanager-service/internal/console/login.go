@@ -1,10 +1,12 @@
 package console
 
 import (
+	"context"
 	"crypto/subtle"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // loginPage shows the sign-in form with a fresh CSRF token in a cookie of its own (there is
@@ -69,10 +71,19 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request, auth Authenticat
 // browser holds to, name and attributes included).
 const maxCookieBytes = 4096
 
-// logout ends the session in this browser (the cookie is the session).
+// logout ends the session everywhere: listed as signed out in the database, every node
+// refuses it, also from a copy of the cookie taken before. The browser's cookie is dropped
+// only once that is on record, so a sign-out that did not take says so.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, v viewer) {
 	if !c.seal.validCSRF(v.session.ID, r.PostFormValue("csrf")) {
 		c.problem(w, r, v, http.StatusForbidden, "The form did not carry this session's token.")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	if err := c.store.EndSession(ctx, v.session.ID, time.Unix(v.session.Expires, 0)); err != nil {
+		c.log.Warnw("msg", "a console session could not be signed out", "error", err.Error())
+		c.problem(w, r, v, http.StatusServiceUnavailable, "The session could not be ended just now, and is still open: try again in a moment.")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: cookiePath, MaxAge: -1})

@@ -19,7 +19,8 @@ import (
 // A session cookie carries the credential it was opened with, sealed (AES-256-GCM) under
 // the console's secret: no session table to share between nodes, and the credential is
 // authenticated again on every request, so removing a key or a JWT's expiry ends its
-// sessions at once.
+// sessions at once. Only the sessions signed out before their end are stored, so that
+// every node refuses them (ConsoleStore.EndSession).
 const (
 	sessionCookie = "txm_console"
 	// loginCookie holds the sign-in form's CSRF token before there is a session.

@@ -115,3 +115,20 @@ func (r *ConsoleRepository) RecentAudit(ctx context.Context, limit int) ([]servi
 	}
 	return out, nil
 }
+
+// EndSession implements services.ConsoleStore.
+func (r *ConsoleRepository) EndSession(ctx context.Context, sessionID string, expires time.Time) error {
+	if err := r.q.EndConsoleSession(ctx, sqlcdb.EndConsoleSessionParams{SessionID: sessionID, ExpiresAt: expires}); err != nil {
+		return fmt.Errorf("end console session: %w", err)
+	}
+	return nil
+}
+
+// SessionEnded implements services.ConsoleStore.
+func (r *ConsoleRepository) SessionEnded(ctx context.Context, sessionID string) (bool, error) {
+	ended, err := r.q.ConsoleSessionEnded(ctx, sessionID)
+	if err != nil {
+		return false, fmt.Errorf("console session ended: %w", err)
+	}
+	return ended, nil
+}

@@ -40,7 +40,9 @@ var unfencedTables = []string{"signer_lease", "node_registry", "chain_identity",
 	// Events beyond completions take their positions under event_sequencer's lock; a signer's
 	// funding marks change under the row's lock (each crossing once, whichever node looks),
 	// and a refill is an ordinary create, fenced on the treasury's lease.
-	"event_sequencer", "service_event", "signer_funding"}
+	"event_sequencer", "service_event", "signer_funding",
+	// Console sessions signed out: not signer state; an operator signs out on any node.
+	"console_session_ended"}
 
 // unfencedQueries write a fenced table without a signer's lease, each for the reason given.
 var unfencedQueries = map[string]string{

@@ -49,4 +49,8 @@ type ConsoleStore interface {
 	TxsByRequestID(ctx context.Context, requestID string, limit int) ([]domain.ManagedTx, error)
 	// RecentAudit is the newest audit records, newest first.
 	RecentAudit(ctx context.Context, limit int) ([]AuditEntry, error)
+	// EndSession lists a console session as signed out until expires, when it would have
+	// ended anyway; SessionEnded says whether it is listed. The list is every node's.
+	EndSession(ctx context.Context, sessionID string, expires time.Time) error
+	SessionEnded(ctx context.Context, sessionID string) (bool, error)
 }

@@ -596,3 +596,60 @@ func TestConsoleSessionsFollowTheCredential(t *testing.T) {
 		t.Fatalf("a changed session cookie: %d, want 303 to the sign-in page", status)
 	}
 }
+
+// Signing out ends the session on every node, also for a copy of its cookie taken before
+// (a shared machine, a copied cookie): two nodes share a database and the console's secret,
+// a copy of a session opened on the first is served by the second until the session signs
+// out on the first, and refused by both after. Signing in again opens a new session.
+func TestConsoleSignOutEndsTheSessionEverywhere(t *testing.T) {
+	t.Parallel()
+	secret := filepath.Join(t.TempDir(), "console.secret")
+	if err := os.WriteFile(secret, []byte(strings.Repeat("s", 40)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sim := newTestChain(t, 250*time.Millisecond)
+	opts := serviceOptions{chain: sim, signers: 1, dsn: testsupport.MigratedDSN(t), configure: func(bc *conf.Bootstrap) {
+		bc.Auth = conf.Auth{Enabled: true, APIKeys: []conf.APIKey{{ID: "ops", SHA256: sha256Hex(adminKey), Signers: []string{"*"}, Admin: true}}}
+		bc.Console.SessionSecretFile = secret
+	}}
+	first, second := startService(t, opts), startService(t, opts)
+	get := func(client *http.Client, base string) int {
+		t.Helper()
+		resp, err := client.Get(base + "/console")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	browser, csrf := consoleSession(t, first.httpURL, adminKey)
+	u, _ := url.Parse(first.httpURL + "/console")
+	copyJar, _ := cookiejar.New(nil)
+	copyJar.SetCookies(u, browser.Jar.Cookies(u))
+	copied := &http.Client{Jar: copyJar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if status := get(copied, second.httpURL); status != http.StatusOK {
+		t.Fatalf("a copy of the session's cookie on the other node before signing out: %d, want 200", status)
+	}
+
+	resp, err := browser.PostForm(first.httpURL+"/console/logout", url.Values{"csrf": {csrf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login" {
+		t.Fatalf("sign-out: %d to %q, want 303 to /console/login", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for _, node := range []*testService{first, second} {
+		if status := get(copied, node.httpURL); status != http.StatusSeeOther {
+			t.Fatalf("the copied cookie after signing out, on %s: %d, want 303 to the sign-in page", node.nodeID, status)
+		}
+	}
+	var ended int
+	if err := first.pool.QueryRow(t.Context(), `SELECT count(*) FROM console_session_ended WHERE expires_at > now()`).Scan(&ended); err != nil || ended != 1 {
+		t.Fatalf("sessions listed as signed out: %d, %v; want 1", ended, err)
+	}
+	again, _ := consoleSession(t, second.httpURL, adminKey)
+	if status := get(again, second.httpURL); status != http.StatusOK {
+		t.Fatalf("a new session after signing out: %d, want 200", status)
+	}
+}

@@ -38,6 +38,12 @@ type ChainIdentity struct {
 	RecordedAt  time.Time
 }
 
+type ConsoleSessionEnded struct {
+	SessionID string
+	EndedAt   time.Time
+	ExpiresAt time.Time
+}
+
 type EventSequencer struct {
 	ID           bool
 	LastPosition int64
