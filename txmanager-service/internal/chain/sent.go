@@ -22,6 +22,7 @@ const sentScanBatch = 25
 // rpcBlockTxs is a block with its transactions, each with the sender the node recovered.
 type rpcBlockTxs struct {
 	Number       hexutil.Uint64    `json:"number"`
+	Hash         *common.Hash      `json:"hash"` // null in a pending block
 	Transactions []json.RawMessage `json:"transactions"`
 }
 
@@ -130,6 +131,9 @@ func eachSent(block *rpcBlockTxs, pending bool, from common.Address, keep func(s
 			MaxFee: tx.GasFeeCap(), MaxTip: tx.GasTipCap(), Raw: encoded}
 		if !pending {
 			sent.BlockNumber = uint64(block.Number)
+			if block.Hash != nil {
+				sent.BlockHash = *block.Hash
+			}
 		}
 		if !keep(sent) {
 			return nil

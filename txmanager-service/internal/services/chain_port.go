@@ -141,6 +141,10 @@ type ChainHistory interface {
 	// FinalizedHeader is the node's "finalized" block; ErrNotSupported where the node has
 	// no such tag.
 	FinalizedHeader(ctx context.Context) (*BlockHeader, error)
+	// HeadersByNumber returns the canonical block headers at the given heights, batched (a
+	// height beyond the head yields nil): whether a block a transaction was found in is
+	// still the chain's.
+	HeadersByNumber(ctx context.Context, numbers []uint64) ([]*BlockHeader, error)
 	// GasEstimator prices the self-transfers that fill nonce holes (TransferGas).
 	GasEstimator
 	ReceiptLookup
@@ -175,8 +179,10 @@ type SentTx struct {
 	Data           []byte
 	Gas            uint64
 	MaxFee, MaxTip *big.Int
-	// BlockNumber is 0 while it is pending.
+	// BlockNumber is 0 while it is pending; BlockHash is the hash of the block that held
+	// it when it was read (zero while pending).
 	BlockNumber uint64
+	BlockHash   common.Hash
 	// Raw is its signed encoding.
 	Raw []byte
 }

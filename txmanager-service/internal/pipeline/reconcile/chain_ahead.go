@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -117,11 +118,24 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 		}
 		judgeAt, confirmations = finalized.Number, 1
 	}
+	canonical, err := r.stillCanonical(ctx, rows, found, judgeAt, confirmations)
+	if err != nil {
+		return 0, err
+	}
 	settled := 0
 	var errs []error
 	for _, row := range rows {
 		sent, ok := found[row.Nonce]
-		switch judgeTakenNonce(row, sent, ok, judgeAt, confirmations) {
+		verdict := judgeTakenNonce(row, sent, ok, judgeAt, confirmations)
+		if verdict == verdictForeign && !canonical[sent.BlockHash] {
+			// Counted deep enough, but in a block the chain no longer holds at its height (a
+			// reorganisation since, or an endpoint on another branch): what holds the nonce
+			// now is read again on the next pass, and may be this row's own intent.
+			r.log.WithContext(ctx).Infow("msg", "the block of the transaction at a taken nonce is no longer the chain's; looking again",
+				"signer", lease.Signer, "tx_id", row.ID.String(), "nonce", row.Nonce, "tx_hash", sent.Hash.Hex(), "block", sent.BlockNumber)
+			continue
+		}
+		switch verdict {
 		case verdictOurs:
 			attempt := pipeline.SignedAttempt{TxID: row.ID, Hash: sent.Hash, Nonce: row.Nonce, Kind: pipeline.AttemptOriginal,
 				MaxFee: pipeline.OrZero(sent.MaxFee), MaxTip: pipeline.OrZero(sent.MaxTip), GasLimit: sent.Gas, Raw: sent.Raw}
@@ -151,6 +165,35 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 		settled++
 	}
 	return settled, errors.Join(errs...)
+}
+
+// stillCanonical reads the chain's headers at the heights of the blocks that would make a
+// row FAILED_FINAL and answers which of those blocks are still the chain's. A row is final
+// for good, so its evidence is held to what the receipts stage asks of a receipt: the block
+// it was found in is the one the chain has at that height now, not only deep enough by
+// count.
+func (r *Reconciler) stillCanonical(ctx context.Context, rows []domain.ManagedTx, found map[uint64]services.SentTx, judgeAt, confirmations uint64) (map[common.Hash]bool, error) {
+	var heights []uint64
+	for _, row := range rows {
+		sent, ok := found[row.Nonce]
+		if judgeTakenNonce(row, sent, ok, judgeAt, confirmations) == verdictForeign && !slices.Contains(heights, sent.BlockNumber) {
+			heights = append(heights, sent.BlockNumber)
+		}
+	}
+	canonical := make(map[common.Hash]bool, len(heights))
+	if len(heights) == 0 {
+		return canonical, nil
+	}
+	headers, err := r.chain.HeadersByNumber(ctx, heights)
+	if err != nil {
+		return nil, fmt.Errorf("headers of the blocks holding taken nonces: %w", err)
+	}
+	for _, h := range headers {
+		if h != nil {
+			canonical[h.Hash] = true
+		}
+	}
+	return canonical, nil
 }
 
 // sameIntent: the chain's transaction carries exactly the intent (recipient, value, data).

@@ -75,10 +75,16 @@ func (s *stage) reconciler(cfg reconcile.Config, clock services.Clock) *reconcil
 // nonce: what a database that lost its last commits no longer knows about.
 func (s *stage) sendOutside(nonce uint64, to common.Address, value int64, tip int64) common.Hash {
 	s.t.Helper()
+	return s.sendOutsideCapped(nonce, to, value, tip, 100*params.GWei)
+}
+
+// sendOutsideCapped is sendOutside with a fee cap of its own (a replacement must raise it).
+func (s *stage) sendOutsideCapped(nonce uint64, to common.Address, value, tip, feeCap int64) common.Hash {
+	s.t.Helper()
 	id := big.NewInt(chain.SimulatedChainID)
 	tx, err := types.SignNewTx(s.key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
 		ChainID: id, Nonce: nonce, Gas: 21_000, To: &to, Value: big.NewInt(value),
-		GasTipCap: big.NewInt(tip), GasFeeCap: big.NewInt(100 * params.GWei),
+		GasTipCap: big.NewInt(tip), GasFeeCap: big.NewInt(feeCap),
 	})
 	if err != nil {
 		s.t.Fatal(err)
@@ -181,4 +187,4 @@ func (s *stage) allocate(count int) []domain.ManagedTx { s.t.Helper(); return s.
 
 func (s *stage) submit() { s.t.Helper(); s.base.Submit() }
 
-func (s *stage) mine(n int) { s.base.Mine(n) }
+func (s *stage) mine(n int) uint64 { return s.base.Mine(n) }

@@ -1,6 +1,8 @@
 package reconcile_test
 
 import (
+	"context"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -8,9 +10,12 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/params"
 
+	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/reconcile"
+	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
+	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 )
 
 // A broadcast answered "nonce too low" while the node knows none of our hashes leaves the
@@ -90,5 +95,93 @@ func TestSettleTakenNonces(t *testing.T) {
 				t.Fatalf("last error %q does not name the transaction that took the nonce", row.lastError)
 			}
 		})
+	}
+}
+
+// reorgAfterScan is the simulated chain, reorganised by reorg right after it answers the
+// first scan for a sender's transactions: that answer names a block the chain no longer
+// holds, as an endpoint on another branch, or a reorganisation during the pass, would.
+type reorgAfterScan struct {
+	*chain.SimulatedChain
+	reorg   func()
+	reorged bool
+}
+
+func (c *reorgAfterScan) SentTransactions(ctx context.Context, from common.Address, nonces []uint64, maxBlocks uint64) (map[uint64]services.SentTx, error) {
+	found, err := c.SimulatedChain.SentTransactions(ctx, from, nonces, maxBlocks)
+	if !c.reorged {
+		c.reorged = true
+		c.reorg()
+	}
+	return found, err
+}
+
+// Another intent took the row's nonce in a block that a reorganisation then replaced with one
+// holding the row's own intent. The pass that found the other intent, deep enough by count
+// but in a block the chain no longer holds, leaves the row as it was; the next pass finds
+// the row's own transaction and follows it. Made FAILED_FINAL on the first finding, the
+// row would report as failed a transfer the chain carried out.
+func TestATakenNonceIsNotSettledOnABlockTheChainNoLongerHolds(t *testing.T) {
+	t.Parallel()
+	s := newStage(t)
+	s.allocate(1)
+	foreign := s.sendOutside(0, recipient, 99, 2*params.GWei)
+	s.waitPending(1)
+	s.mine(2)
+	s.submit()
+	if row := s.row(0); row.subState != string(domain.SubStateNonceTaken) {
+		t.Fatalf("row after the broadcast %+v, want NONCE_TAKEN", row)
+	}
+	client := s.sim.Backend().Client()
+	receipt, err := client.TransactionReceipt(ctx(t), foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := client.HeaderByNumber(ctx(t), new(big.Int).Sub(receipt.BlockNumber, big.NewInt(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var own common.Hash
+	reorging := &reorgAfterScan{SimulatedChain: s.sim, reorg: func() {
+		if err := s.sim.Backend().Fork(parent.Hash()); err != nil {
+			t.Error(err)
+			return
+		}
+		// Empty blocks first (the other intent dropped from the pool), until the new branch
+		// is the longer one: the pool follows the chain from then on. Then the row's intent
+		// (a self-transfer of 1 wei) under a hash of its own, with fees that replace the
+		// other intent should the pool take it back.
+		s.sim.Backend().Rollback()
+		oldHead := s.mine(0)
+		s.mine(int(oldHead - parent.Number.Uint64() + 1))
+		own = s.sendOutsideCapped(0, s.signer, 1, 3*params.GWei, 200*params.GWei)
+		s.mine(3)
+	}}
+	r, err := reconcile.New(reconcile.Config{ScanBlocks: 8, Confirmations: 2, ResubmitInterval: time.Minute}, s.store,
+		repositories.NewAttemptRepository(s.pool, chainID), reorging, s.node.Leases, services.SystemClock{}, telemetry.Noop(), s.logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	settled, err := r.SettleTakenNonces(ctx(t), s.lease)
+	if err != nil || settled != 0 {
+		t.Fatalf("the pass that found the other intent in a replaced block settled %d, %v; want 0", settled, err)
+	}
+	if row := s.row(0); row.state != string(domain.StateTracking) || row.subState != string(domain.SubStateNonceTaken) || row.completions != 0 {
+		t.Fatalf("row after that pass %+v, want TRACKING/NONCE_TAKEN with no completion", row)
+	}
+	if mined, err := client.TransactionReceipt(ctx(t), own); err != nil || mined.Status != 1 {
+		t.Fatalf("the row's own intent on the new branch: %v, %v; want it mined", mined, err)
+	}
+	if header, err := client.HeaderByNumber(ctx(t), receipt.BlockNumber); err != nil || header.Hash() == receipt.BlockHash {
+		t.Fatalf("block %s after the reorganisation: %v, %v; want another block than the one the other intent was in", receipt.BlockNumber, header, err)
+	}
+
+	settled, err = r.SettleTakenNonces(ctx(t), s.lease)
+	if err != nil || settled != 1 {
+		t.Fatalf("the next pass settled %d, %v; want 1", settled, err)
+	}
+	if row := s.row(0); row.state != string(domain.StateTracking) || row.subState != string(domain.SubStateRecognised) || common.HexToHash(row.hash) != own {
+		t.Fatalf("row after the next pass %+v, want TRACKING/RECOGNISED following %s", row, own.Hex())
 	}
 }
