@@ -72,7 +72,7 @@ func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, e
 		}
 		t.log.WithContext(ctx).Warnw("msg", "receipts left the canonical chain; tracking again", "signer", lease.Signer, "fencing_token", lease.Token,
 			"count", n, "first_tx_id", txs[0].TxID.String(), "state", string(domain.StateTracking), "sub_state", "REORGED")
-	})
+	}, nil)
 	_, finalizeErr := writeHeld(ctx, t.leases, finals, t.store.Finalize, func(lease domain.Lease, n int, group []Finalization) {
 		for _, f := range group {
 			t.held.release(f.Tx.TxID)
@@ -83,7 +83,7 @@ func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, e
 		}
 		t.log.WithContext(ctx).Infow("msg", "transactions final", "signer", lease.Signer, "fencing_token", lease.Token, "count", n,
 			"first_tx_id", group[0].Tx.TxID.String(), "first_state", string(group[0].State))
-	})
+	}, nil)
 	for range droppedHeld {
 		t.metrics.Reorg(ctx)
 	}

@@ -8,6 +8,7 @@ package receipts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -270,8 +271,9 @@ func matchBlocks(txs []pipeline.TrackedTx, from uint64, numbers []uint64, blocks
 
 // RecordReceipts takes found receipts, looked up with the chain at head: those close to
 // finality are held, to be written with the final state (hold.go); the rest are written,
-// signer by signer, with the leases this node holds (receipts of signers it no longer holds
-// are left for their owner). It returns how many were held or written.
+// signer by signer, with the leases this node holds (receipts of signers whose lease it
+// cannot trust now are left, and the error then matches ErrLeaseNotTrusted). It returns how
+// many were held or written.
 func (t *Tracker) RecordReceipts(ctx context.Context, found []FoundReceipt, head uint64) (int, error) {
 	var toWrite []FoundReceipt
 	held := 0
@@ -298,23 +300,75 @@ func (t *Tracker) writeReceipts(ctx context.Context, found []FoundReceipt) (int,
 	for _, f := range found {
 		bySigner[f.Signer] = append(bySigner[f.Signer], f)
 	}
-	return writeHeld(ctx, t.leases, bySigner, t.store.RecordReceipts, func(lease domain.Lease, n int, group []FoundReceipt) {
+	unheld := map[string]bool{}
+	n, err := writeHeld(ctx, t.leases, bySigner, t.store.RecordReceipts, func(lease domain.Lease, n int, group []FoundReceipt) {
 		t.log.WithContext(ctx).Infow("msg", "receipts recorded", "signer", lease.Signer, "fencing_token", lease.Token, "count", n,
 			"first_tx_id", group[0].TxID.String(), "sub_state", "MINED")
-	})
+	}, func(signer string) { unheld[signer] = true })
+	if len(unheld) > 0 {
+		return n, &notRecordedError{unheld: unheld, err: err}
+	}
+	return n, err
+}
+
+// notRecordedError: receipts of the signers in unheld were not written, their leases not
+// trusted at that moment (an expiry just ahead of its renewal, or a lease lost), besides
+// err, if any, for the others. The schedule looks the unheld ones up again rather than
+// forgetting them: a lease trusted again at the next pass, as it was when the schedule was
+// last read, would not make it read them again until its backstop.
+type notRecordedError struct {
+	unheld map[string]bool
+	err    error
+}
+
+func (e *notRecordedError) Error() string {
+	msg := fmt.Sprintf("receipts of %d signers not written: their leases were not trusted at the moment", len(e.unheld))
+	if e.err != nil {
+		msg += "; " + e.err.Error()
+	}
+	return msg
+}
+
+func (e *notRecordedError) Unwrap() error { return e.err }
+
+// Is makes a notRecordedError match ErrLeaseNotTrusted.
+func (e *notRecordedError) Is(target error) bool { return target == ErrLeaseNotTrusted }
+
+// ErrLeaseNotTrusted: RecordReceipts left some receipts unwritten, their signers' leases
+// not trusted at that moment (left to their owner, or to this node once it trusts the
+// lease again).
+var ErrLeaseNotTrusted = errors.New("a lease not trusted at the moment")
+
+// notRecorded says which receipts found are not known to be on record after RecordReceipts
+// answered err, and whether err is worth a warning: none without an error; those of signers
+// whose lease was not trusted, when that is all (no warning: a lease handed over or renewed
+// late); every one otherwise.
+func notRecorded(err error) (unrecorded func(FoundReceipt) bool, warn bool) {
+	var partial *notRecordedError
+	switch {
+	case err == nil:
+		return func(FoundReceipt) bool { return false }, false
+	case errors.As(err, &partial) && partial.err == nil:
+		return func(f FoundReceipt) bool { return partial.unheld[f.Signer] }, false
+	default:
+		return func(FoundReceipt) bool { return true }, true
+	}
 }
 
 // writeHeld writes each signer's group with the lease this node holds for that signer, and
-// leaves the groups of signers it no longer holds to their owner. A fenced write drops the
-// lease; written runs after each successful write. It returns the rows written and every
-// failure.
+// leaves the groups of signers whose lease it cannot trust now to their owner (unheld hears
+// of each, when not nil). A fenced write drops the lease; written runs after each
+// successful write. It returns the rows written and every failure.
 func writeHeld[T any](ctx context.Context, leases *services.LeaseManager, groups map[string][]T,
-	write func(context.Context, domain.Lease, []T) (int, error), written func(domain.Lease, int, []T)) (int, error) {
+	write func(context.Context, domain.Lease, []T) (int, error), written func(domain.Lease, int, []T), unheld func(signer string)) (int, error) {
 	total := 0
 	var errs []error
 	for signer, group := range groups {
 		lease, ok := leases.Current(signer)
 		if !ok {
+			if unheld != nil {
+				unheld(signer)
+			}
 			continue
 		}
 		n, err := write(ctx, lease, group)

@@ -133,13 +133,14 @@ func (c *Schedule) check(ctx context.Context, chunk []*receiptEntry, head uint64
 		return 0
 	}
 	written, err := c.tracker.RecordReceipts(ctx, outcome.Found, head)
-	if err != nil && ctx.Err() == nil { // a cancelled context is shutdown, not a failure
+	unrecorded, warn := notRecorded(err)
+	if warn && ctx.Err() == nil { // a cancelled context is shutdown, not a failure
 		c.log.Warnw("msg", "recording receipts failed", "error", err.Error())
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range outcome.Found {
-		if err != nil {
+		if unrecorded(f) {
 			// Not known to be on record: looked up again at once rather than left to the
 			// backstop re-read (a write already made is not made twice).
 			if e, ok := byID[f.TxID]; ok {
@@ -215,12 +216,14 @@ func (c *Schedule) scanBlocks(ctx context.Context, head uint64) int {
 		return 0
 	}
 	written, err := c.tracker.RecordReceipts(ctx, scan.Found, head)
-	if err != nil && ctx.Err() == nil {
+	unrecorded, warn := notRecorded(err)
+	if warn && ctx.Err() == nil {
 		c.log.Warnw("msg", "recording receipts failed", "error", err.Error())
 	}
+	// found: whether each receipt found is on record (false: looked up again by its hash).
 	found := make(map[uuid.UUID]bool, len(scan.Found))
 	for _, f := range scan.Found {
-		found[f.TxID] = true
+		found[f.TxID] = !unrecorded(f)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -228,10 +231,11 @@ func (c *Schedule) scanBlocks(ctx context.Context, head uint64) int {
 	// meanwhile (known absent through from) was sent after head was read, so it cannot be in
 	// the blocks just read either.
 	for id, e := range c.entries {
+		recorded, wasFound := found[id]
 		switch {
-		case found[id] && err != nil:
+		case wasFound && !recorded:
 			e.due = time.Now() // not known to be on record: looked up again by its hash
-		case found[id]:
+		case wasFound:
 			delete(c.entries, id) // mined; finality takes it from here
 		case e.notFound && e.notFoundAtHead >= from:
 			e.notFoundAtHead = max(e.notFoundAtHead, scan.Through)

@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/receipts"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
 	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
@@ -336,6 +338,70 @@ func TestReceiptsNotWrittenAreLookedUpAgain(t *testing.T) {
 			s.pass(schedule)
 			head := s.mine(1)
 			s.pass(schedule) // finds them; the write fails
+			s.pass(schedule)
+			for _, row := range s.rows() {
+				if row.subState != "MINED" || row.block != head {
+					t.Fatalf("row %+v after the next pass, want its receipt in block %d on record", row, head)
+				}
+			}
+		})
+	}
+}
+
+// leaseDropper is the stage's chain, after which the node stops trusting the signer's lease
+// for a moment: from the first receipts read once it is armed until the test takes the
+// lease again.
+type leaseDropper struct {
+	services.ReceiptSource
+	armed atomic.Bool
+	drop  func()
+}
+
+func (d *leaseDropper) TransactionReceipts(ctx context.Context, hashes []common.Hash) ([]services.ReceiptResult, error) {
+	results, err := d.ReceiptSource.TransactionReceipts(ctx, hashes)
+	if d.armed.CompareAndSwap(true, false) {
+		d.drop()
+	}
+	return results, err
+}
+
+func (d *leaseDropper) BlockReceipts(ctx context.Context, numbers []uint64) ([][]services.Receipt, error) {
+	blocks, err := d.ReceiptSource.BlockReceipts(ctx, numbers)
+	if d.armed.CompareAndSwap(true, false) {
+		d.drop()
+	}
+	return blocks, err
+}
+
+// Receipts found while the signer's lease is not trusted for a moment (an expiry just ahead
+// of its renewal) are not written, and stay scheduled: at the next pass, with the lease
+// trusted again under the same token, they are looked up again and recorded. The held
+// leases are then the same as when the schedule was last read, so nothing else makes it
+// read them again before its backstop.
+func TestReceiptsFoundWhileTheLeaseIsNotTrustedAreLookedUpAgain(t *testing.T) {
+	t.Parallel()
+	for _, blockScan := range []int{1, 0} {
+		t.Run(map[int]string{1: "read in whole blocks", 0: "looked up by hash"}[blockScan], func(t *testing.T) {
+			t.Parallel()
+			s := newStage(t)
+			s.send(2, nil)
+			dropper := &leaseDropper{ReceiptSource: s.chain}
+			dropper.drop = func() { s.node.Leases.Fenced(ctx(t), s.lease, "a test's moment without the lease") }
+			tracker := receipts.New(receipts.Config{Confirmations: 20}, s.store, dropper, s.node.Leases, telemetry.Noop(), s.logger)
+			schedule := s.newSchedule(tracker, blockScan)
+			s.pass(schedule)
+			head := s.mine(1)
+			dropper.armed.Store(true)
+			s.pass(schedule) // finds them; the lease is not trusted when they are to be written
+			for _, row := range s.rows() {
+				if row.subState == "MINED" {
+					t.Fatalf("row %+v written without a trusted lease", row)
+				}
+			}
+			again, err := s.node.Leases.Acquire(ctx(t), s.lease.Signer)
+			if err != nil || again.Token != s.lease.Token {
+				t.Fatalf("the lease taken again: %+v, %v; want token %d", again, err, s.lease.Token)
+			}
 			s.pass(schedule)
 			for _, row := range s.rows() {
 				if row.subState != "MINED" || row.block != head {

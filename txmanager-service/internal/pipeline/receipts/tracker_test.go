@@ -1,6 +1,7 @@
 package receipts_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -83,8 +84,9 @@ func TestRecordReceiptsHoldsOnlyThoseCloseToFinality(t *testing.T) {
 			}
 
 			n, err := tracker.RecordReceipts(ctx(t), out.Found, head)
-			if wantN := map[bool]int{true: 0, false: 2}[tc.leaseLost]; err != nil || n != wantN {
-				t.Fatalf("RecordReceipts = %d, %v; want %d held or written", n, err, wantN)
+			if wantN := map[bool]int{true: 0, false: 2}[tc.leaseLost]; (err != nil) != tc.leaseLost || n != wantN ||
+				(tc.leaseLost && !errors.Is(err, receipts.ErrLeaseNotTrusted)) {
+				t.Fatalf("RecordReceipts = %d, %v; want %d held or written, and an error for a lease not trusted: %v", n, err, wantN, tc.leaseLost)
 			}
 			if tracker.HoldsReceipts() != tc.wantHeld {
 				t.Fatalf("holds receipts: %v, want %v", tracker.HoldsReceipts(), tc.wantHeld)
