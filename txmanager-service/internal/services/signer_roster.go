@@ -62,9 +62,10 @@ type RosterConfig struct {
 	// BuildTimeout bounds building one key source (a KMS public key, clef's account list).
 	BuildTimeout time.Duration
 	// BuildBudget bounds one poll's building, all its builds together (0: two build
-	// timeouts), and must leave the poll time to apply the states after it. What it leaves
-	// unbuilt, or cuts short, is built at the next poll without counting as a failure: the
-	// roster's lock, which the admin calls wait for, is held while it builds.
+	// timeouts), and must leave the poll time to apply the states after it; a poll whose
+	// deadline is nearer (it waited for the lock) builds for less. What it leaves unbuilt,
+	// or cuts short, is built at the next poll without counting as a failure: the roster's
+	// lock, which the admin calls wait for, is held while it builds.
 	BuildBudget time.Duration
 	// ConfigSigners are the signers of this node's file, registered at start.
 	ConfigSigners []common.Address
@@ -190,10 +191,28 @@ func (r *SignerRoster) applyState(ctx context.Context, entry domain.RosterSigner
 // derivation of about 256 MiB and a second of CPU, which side by side would only add up.
 const concurrentKeyBuilds = 8
 
+// maxApplyReserve bounds the part of a poll's or an admin call's deadline kept for applying
+// the states after its builds (a quarter of what is left when it starts building, at most
+// this): applying is a few short statements.
+const maxApplyReserve = 10 * time.Second
+
+// buildBudget is what buildKeys may spend under ctx: the build budget, or less when ctx's
+// deadline is nearer. A poll that waited for the roster's lock behind an admin call's build
+// starts its builds with less than its whole deadline, and its builds must not use up the
+// time the states after them need.
+func (r *SignerRoster) buildBudget(ctx context.Context) time.Duration {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return r.cfg.BuildBudget
+	}
+	left := time.Until(deadline)
+	return min(r.cfg.BuildBudget, left-min(maxApplyReserve, left/4))
+}
+
 // buildKeys builds the key sources of entries, each within the build timeout and all
 // within the build budget, and records how each went. Callers hold mu.
 func (r *SignerRoster) buildKeys(ctx context.Context, entries []domain.RosterSigner) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.BuildBudget)
+	ctx, cancel := context.WithTimeout(ctx, r.buildBudget(ctx))
 	defer cancel()
 	var (
 		wg        sync.WaitGroup

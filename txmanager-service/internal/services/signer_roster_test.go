@@ -646,3 +646,44 @@ func TestAPollDoesNotUndoAPauseRecordedAfterItsRead(t *testing.T) {
 		t.Fatal("the signer is active on this node after its pause was answered: the poll's earlier read overwrote it")
 	}
 }
+
+// A poll whose deadline is nearer than its build budget (it waited for the roster's lock
+// behind an admin call's build) stops building in time to apply the states after it: a
+// retiring signer whose last transaction is final is retired by that poll, while a key
+// source that does not answer is left to the next.
+func TestAPollWithLittleTimeLeftStillAppliesTheStates(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	signer, unreachable := testsupport.SignerAddress(250), testsupport.SignerAddress(251)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	keys := &unreachableKeys{fakeKeys: newFakeKeys(signer), kms: map[common.Address]bool{unreachable: true}, keystores: map[common.Address]bool{},
+		atOnce: 2, allUnderWay: make(chan struct{})} // never all under way: the build waits for its deadline
+	roster := services.NewSignerRoster(services.RosterConfig{Node: "roster-late", PollInterval: time.Hour, BuildTimeout: time.Hour, BuildBudget: time.Hour},
+		repositories.NewRosterRepository(pool), keys, []*services.LeaseManager{node.Leases}, testsupport.TxManager(t, pool), testsupport.AuditTrail(t, pool, "roster-late"),
+		log.NewFilter(log.NewStdLogger(os.Stderr), log.FilterLevel(log.LevelFatal)))
+	if err := roster.Join(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := testsupport.Results(t, node.Allocate(t, signer, 1)); errors.Join(errs...) != nil {
+		t.Fatal(errors.Join(errs...))
+	}
+	if _, err := newTestRoster(t, pool, newFakeKeys()).AddSigner(t.Context(), unreachable.Hex(), "gcpKms", "projects/p/locations/l/keyRings/r/cryptoKeys/late/cryptoKeyVersions/1", "", "op"); err != nil {
+		t.Fatal(err)
+	}
+	if entry, err := roster.RetireSigner(t.Context(), signer.Hex(), "", "operator"); err != nil || entry.State != domain.RosterRetiring {
+		t.Fatalf("retire: %+v, %v; want retiring", entry, err)
+	}
+	confirmAll(t, pool, signer)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := roster.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if state, held := keys.State(signer); held || state != domain.RosterRetired {
+		t.Fatalf("after a poll with 2 s left and a key source that does not answer: state %s, key held %t; want retired, key dropped", state, held)
+	}
+	if _, held := keys.State(unreachable); held {
+		t.Fatal("the key source that does not answer is held")
+	}
+}
