@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-kratos/kratos/v2/log"
@@ -50,7 +51,9 @@ type Console struct {
 	tx          *controllers.TxController
 	admin       *controllers.AdminController
 	pages       map[string]*template.Template
-	log         *log.Helper
+	// ended are the sessions this node knows were signed out.
+	ended endedSessions
+	log   *log.Helper
 }
 
 // New builds the console.
@@ -156,13 +159,8 @@ func (c *Console) viewerOf(r *http.Request, auth Authenticate) (viewer, error) {
 	if err != nil {
 		return viewer{}, err
 	}
-	ended, err := c.store.SessionEnded(r.Context(), sess.ID)
-	switch {
-	case err != nil:
-		return viewer{}, &sessionCheckError{err: err}
-	case ended:
-		return viewer{}, errSignedOut
-	}
+	// The credential first: its rate limit holds for a signed-out session's cookie too,
+	// before the database is asked about it.
 	p, err := auth(headersOf(sess))
 	var limited *RateLimitedError
 	if errors.As(err, &limited) {
@@ -171,7 +169,68 @@ func (c *Console) viewerOf(r *http.Request, auth Authenticate) (viewer, error) {
 	if err != nil {
 		return viewer{}, fmt.Errorf("the credential of this session is no longer accepted")
 	}
+	if err := c.checkNotSignedOut(r.Context(), sess); err != nil {
+		return viewer{}, err
+	}
 	return viewer{Principal: p, session: sess, csrf: c.seal.csrfToken(sess.ID)}, nil
+}
+
+// sessionCheckTimeout bounds the look-up of a session in the signed-out list: a page waits
+// no longer than this on a database that does not answer.
+const sessionCheckTimeout = 2 * time.Second
+
+// checkNotSignedOut refuses a session signed out on any node. A session once ended never
+// comes back, so one seen ended is remembered here and not looked up again.
+func (c *Console) checkNotSignedOut(ctx context.Context, sess session) error {
+	if c.ended.has(sess.ID) {
+		return errSignedOut
+	}
+	ctx, cancel := context.WithTimeout(ctx, sessionCheckTimeout)
+	defer cancel()
+	ended, err := c.store.SessionEnded(ctx, sess.ID)
+	switch {
+	case err != nil:
+		return &sessionCheckError{err: err}
+	case ended:
+		c.ended.add(sess.ID, time.Unix(sess.Expires, 0))
+		return errSignedOut
+	}
+	return nil
+}
+
+// endedSessions are the sessions this node knows were signed out, each until it would
+// have ended anyway.
+type endedSessions struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+// maxRememberedEnded bounds endedSessions: past it, the ended ones past their end are
+// dropped first, and then the list starts again (the database still has every one).
+const maxRememberedEnded = 10_000
+
+func (e *endedSessions) add(id string, until time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.until == nil || len(e.until) >= maxRememberedEnded {
+		now := time.Now()
+		for old, end := range e.until {
+			if now.After(end) {
+				delete(e.until, old)
+			}
+		}
+		if e.until == nil || len(e.until) >= maxRememberedEnded {
+			e.until = map[string]time.Time{}
+		}
+	}
+	e.until[id] = until
+}
+
+func (e *endedSessions) has(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.until[id]
+	return ok
 }
 
 // errSignedOut: the session was signed out, in this browser or with a copy of its cookie.
@@ -181,7 +240,9 @@ var errSignedOut = errors.New("this session was signed out")
 // refused: serving it could serve a session that was ended.
 type sessionCheckError struct{ err error }
 
-func (e *sessionCheckError) Error() string { return "the session could not be checked: " + e.err.Error() }
+func (e *sessionCheckError) Error() string {
+	return "the session could not be checked: " + e.err.Error()
+}
 
 // headersOf presents a session's credential as the API's headers carry it.
 func headersOf(sess session) func(string) string {

@@ -86,6 +86,7 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, v viewer) {
 		c.problem(w, r, v, http.StatusServiceUnavailable, "The session could not be ended just now, and is still open: try again in a moment.")
 		return
 	}
+	c.ended.add(v.session.ID, time.Unix(v.session.Expires, 0))
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: cookiePath, MaxAge: -1})
 	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 }
