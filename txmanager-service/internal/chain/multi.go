@@ -349,7 +349,10 @@ func (m *MultiChain) BalanceAt(ctx context.Context, account common.Address) (*bi
 	return via(m, ctx, "balance", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (*big.Int, error) { return c.BalanceAt(ctx, account) })
 }
 
-// AccountAt implements services.FundsChain. One endpoint answers both reads.
+// AccountAt implements services.BalanceSource. One endpoint answers both reads. An endpoint
+// that trails the others makes the funds check err on the side of refusing, never of
+// admitting: the transactions it has not included yet count as unpaid at their highest fee
+// cap, and what it has not seen arrive is not counted as funds.
 func (m *MultiChain) AccountAt(ctx context.Context, account common.Address) (services.AccountState, error) {
 	return via(m, ctx, "balance", m.cfg.ReadTimeout, func(ctx context.Context, c *RPCChain) (services.AccountState, error) {
 		return c.AccountAt(ctx, account)

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"net/http"
@@ -276,32 +277,55 @@ func (c *RPCChain) BalanceAt(ctx context.Context, account common.Address) (*big.
 	return balance, nil
 }
 
-// AccountAt implements services.FundsChain: the endpoint's latest block number, then the
-// account's balance and nonce at that number in one batch, so both describe the same block
-// whatever arrives in between.
+// AccountAt implements services.BalanceSource: the endpoint's latest block number, then the
+// account's balance and nonce at one block just below it, in one batch, so both describe the
+// same block whatever arrives in between. Just below, and lower again if that block is not
+// known: behind a provider that spreads requests over several nodes, the batch may reach a
+// node a block or two behind the one that gave the number.
 func (c *RPCChain) AccountAt(ctx context.Context, account common.Address) (services.AccountState, error) {
 	head, err := c.countedEthCall().BlockNumber(ctx)
 	if err != nil {
 		return services.AccountState{}, fmt.Errorf("block number: %w", err)
 	}
+	var lastErr error
+	for _, below := range accountReadDepths {
+		block := head - min(head, below)
+		state, err := c.accountAtBlock(ctx, account, block)
+		if err == nil {
+			return state, nil
+		}
+		var rpcErr rpc.Error
+		if !errors.As(err, &rpcErr) {
+			return services.AccountState{}, err // the endpoint failed, not the block: another endpoint may answer
+		}
+		lastErr = err
+	}
+	return services.AccountState{}, lastErr
+}
+
+// accountReadDepths are how far below the head AccountAt reads, in turn.
+var accountReadDepths = []uint64{1, 4}
+
+// accountAtBlock reads the account's balance and nonce at block, in one batch.
+func (c *RPCChain) accountAtBlock(ctx context.Context, account common.Address, block uint64) (services.AccountState, error) {
 	var (
 		balance hexutil.Big
 		nonce   hexutil.Uint64
-		block   = hexutil.EncodeUint64(head)
+		number  = hexutil.EncodeUint64(block)
 	)
 	elems := []rpc.BatchElem{
-		{Method: "eth_getBalance", Args: []any{account, block}, Result: &balance},
-		{Method: "eth_getTransactionCount", Args: []any{account, block}, Result: &nonce},
+		{Method: "eth_getBalance", Args: []any{account, number}, Result: &balance},
+		{Method: "eth_getTransactionCount", Args: []any{account, number}, Result: &nonce},
 	}
 	if err := c.batchCall(ctx, elems); err != nil {
-		return services.AccountState{}, fmt.Errorf("balance and nonce of %s at block %d: %w", account, head, err)
+		return services.AccountState{}, fmt.Errorf("balance and nonce of %s at block %d: %w", account, block, err)
 	}
 	for _, elem := range elems {
 		if elem.Error != nil {
-			return services.AccountState{}, fmt.Errorf("%s of %s at block %d: %w", elem.Method, account, head, elem.Error)
+			return services.AccountState{}, fmt.Errorf("%s of %s at block %d: %w", elem.Method, account, block, elem.Error)
 		}
 	}
-	return services.AccountState{Balance: balance.ToInt(), Nonce: uint64(nonce), Block: head}, nil
+	return services.AccountState{Balance: balance.ToInt(), Nonce: uint64(nonce), Block: block}, nil
 }
 
 // EstimateGas implements services.Chain.

@@ -490,6 +490,9 @@ func (p *Proxy) lagging(ctx context.Context, body []byte) ([]byte, error) {
 		switch {
 		case req.Method == "eth_blockNumber":
 			resp.Result, resp.Error = headHex, nil
+		case stateBeyondHead(req, head):
+			// What geth answers for the state at a height it does not have yet.
+			resp.Result, resp.Error = nil, json.RawMessage(`{"code":-32000,"message":"header not found"}`)
 		case resp.Error == nil && beyondHead(req.Method, resp.Result, head):
 			resp.Result = json.RawMessage("null")
 		case resp.Error == nil && p.legacy.Load():
@@ -547,6 +550,19 @@ func describesBlock(method string) bool {
 }
 
 // beyondHead: the answer describes a block (or a transaction in a block) above head.
+// stateBeyondHead: req reads an account's state at a block number above head.
+func stateBeyondHead(req rpcRequest, head uint64) bool {
+	if req.Method != "eth_getBalance" && req.Method != "eth_getTransactionCount" && req.Method != "eth_getCode" || len(req.Params) < 2 {
+		return false
+	}
+	var number string
+	if err := json.Unmarshal(req.Params[1], &number); err != nil || !strings.HasPrefix(number, "0x") {
+		return false // a tag, rewritten to the head already
+	}
+	n, err := strconv.ParseUint(strings.TrimPrefix(number, "0x"), 16, 64)
+	return err == nil && n > head
+}
+
 func beyondHead(method string, result json.RawMessage, head uint64) bool {
 	var field string
 	switch {

@@ -120,7 +120,9 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 	}
 	canonical, err := r.stillCanonical(ctx, rows, found, judgeAt, confirmations)
 	if err != nil {
-		return 0, err
+		// Rows of the row's own intent need no header: they are followed; the others wait.
+		r.log.WithContext(ctx).Warnw("msg", "reading the headers of the blocks holding taken nonces failed; those rows wait for the next pass",
+			"signer", lease.Signer, "error", err.Error())
 	}
 	settled := 0
 	var errs []error
@@ -168,7 +170,8 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 }
 
 // stillCanonical reads the chain's headers at the heights of the blocks that would make a
-// row FAILED_FINAL and answers which of those blocks are still the chain's. A row is final
+// row FAILED_FINAL and answers which of those blocks are still the chain's (none, with the
+// error, when the headers cannot be read). A row is final
 // for good, so its evidence is held to what the receipts stage asks of a receipt: the block
 // it was found in is the one the chain has at that height now, not only deep enough by
 // count.
@@ -186,7 +189,7 @@ func (r *Reconciler) stillCanonical(ctx context.Context, rows []domain.ManagedTx
 	}
 	headers, err := r.chain.HeadersByNumber(ctx, heights)
 	if err != nil {
-		return nil, fmt.Errorf("headers of the blocks holding taken nonces: %w", err)
+		return canonical, fmt.Errorf("headers of the blocks holding taken nonces: %w", err)
 	}
 	for _, h := range headers {
 		if h != nil {

@@ -147,10 +147,10 @@ func TestATakenNonceIsNotSettledOnABlockTheChainNoLongerHolds(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		// Empty blocks first (the other intent dropped from the pool), until the new branch
-		// is the longer one: the pool follows the chain from then on. Then the row's intent
-		// (a self-transfer of 1 wei) under a hash of its own, with fees that replace the
-		// other intent should the pool take it back.
+		// The fork moves the head back at once; the other intent, back in the pool, is
+		// dropped, and an empty block sealed (more where the node's head had not moved).
+		// Then the row's intent (a self-transfer of 1 wei) under a hash of its own, with
+		// fees that would replace the other intent had the pool kept it.
 		s.sim.Backend().Rollback()
 		oldHead := s.mine(0)
 		s.mine(int(oldHead - parent.Number.Uint64() + 1))
