@@ -281,7 +281,7 @@ func (c *RPCChain) BalanceAt(ctx context.Context, account common.Address) (*big.
 // account's balance and nonce at one block just below it, in one batch, so both describe the
 // same block whatever arrives in between. Just below, and lower again if that block is not
 // known: behind a provider that spreads requests over several nodes, the batch may reach a
-// node a block or two behind the one that gave the number.
+// node some blocks behind the one that gave the number.
 func (c *RPCChain) AccountAt(ctx context.Context, account common.Address) (services.AccountState, error) {
 	head, err := c.countedEthCall().BlockNumber(ctx)
 	if err != nil {
@@ -295,16 +295,17 @@ func (c *RPCChain) AccountAt(ctx context.Context, account common.Address) (servi
 			return state, nil
 		}
 		var rpcErr rpc.Error
-		if !errors.As(err, &rpcErr) {
-			return services.AccountState{}, err // the endpoint failed, not the block: another endpoint may answer
+		if !errors.As(err, &rpcErr) || isRateLimited(err) {
+			return services.AccountState{}, err // the endpoint failed or throttles us, not the block: another endpoint may answer
 		}
 		lastErr = err
 	}
 	return services.AccountState{}, lastErr
 }
 
-// accountReadDepths are how far below the head AccountAt reads, in turn.
-var accountReadDepths = []uint64{1, 4}
+// accountReadDepths are how far below the head AccountAt reads, in turn: a read deeper than
+// needed only counts a few more transactions as unpaid until the next reload.
+var accountReadDepths = []uint64{1, 4, 16}
 
 // accountAtBlock reads the account's balance and nonce at block, in one batch.
 func (c *RPCChain) accountAtBlock(ctx context.Context, account common.Address, block uint64) (services.AccountState, error) {

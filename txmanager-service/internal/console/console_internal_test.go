@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"io"
 	"math/big"
@@ -309,4 +310,67 @@ func TestConsoleEdges(t *testing.T) {
 			t.Fatalf("%d, want 413 saying why:\n%.300s", w.Code, w.Body.String())
 		}
 	})
+}
+
+// signedOutList is the console's store as far as the signed-out list goes: it counts the
+// look-ups, and answers them from ended, or with failure.
+type signedOutList struct {
+	services.ConsoleStore
+	lookUps int
+	ended   map[string]bool
+	failure error
+}
+
+func (l *signedOutList) SessionEnded(_ context.Context, id string) (bool, error) {
+	l.lookUps++
+	return l.ended[id], l.failure
+}
+
+// A session is looked up in the signed-out list after its credential and rate limit (a
+// signed-out cookie of a throttled credential costs the database nothing), once while it is
+// open on every page, and not again once this node saw it ended. A list that cannot be read
+// answers 503, never the page.
+func TestSessionsAreCheckedAgainstTheSignedOutList(t *testing.T) {
+	c := testConsole(t)
+	list := &signedOutList{ended: map[string]bool{}}
+	c.store = list
+	sess, sealed, err := c.seal.open(credentialAPIKey, "key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(auth Authenticate) int {
+		r := httptest.NewRequest(http.MethodGet, "/console/stuck", nil)
+		r.AddCookie(&http.Cookie{Name: sessionCookie, Value: sealed})
+		w := httptest.NewRecorder()
+		c.Handler(auth).ServeHTTP(w, r)
+		return w.Code
+	}
+	limited := func(func(string) string) (domain.Principal, error) {
+		return domain.Principal{}, &RateLimitedError{RetryAfterSeconds: 1}
+	}
+	refused := func(func(string) string) (domain.Principal, error) { return domain.Principal{}, errors.New("unknown key") }
+	steps := []struct {
+		name        string
+		auth        Authenticate
+		ended       bool
+		failure     error
+		wantStatus  int
+		wantLookUps int
+	}{
+		{name: "a throttled credential: 429 before the list", auth: limited, wantStatus: http.StatusTooManyRequests},
+		{name: "a refused credential: sent to sign in before the list", auth: refused, wantStatus: http.StatusSeeOther},
+		{name: "the list cannot be read: 503", auth: nil, failure: errors.New("connection refused"), wantStatus: http.StatusServiceUnavailable, wantLookUps: 1},
+		{name: "signed out on another node: sent to sign in", auth: nil, ended: true, wantStatus: http.StatusSeeOther, wantLookUps: 2},
+		{name: "seen ended here: not looked up again", auth: nil, ended: true, wantStatus: http.StatusSeeOther, wantLookUps: 2},
+	}
+	for _, step := range steps {
+		list.ended[sess.ID], list.failure = step.ended, step.failure
+		auth := step.auth
+		if auth == nil {
+			auth = func(func(string) string) (domain.Principal, error) { return domain.Principal{ID: "key:ops"}, nil }
+		}
+		if status := get(auth); status != step.wantStatus || list.lookUps != step.wantLookUps {
+			t.Fatalf("%s: %d after %d look-ups, want %d after %d", step.name, status, list.lookUps, step.wantStatus, step.wantLookUps)
+		}
+	}
 }

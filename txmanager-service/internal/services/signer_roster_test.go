@@ -675,13 +675,15 @@ func TestAPollWithLittleTimeLeftStillAppliesTheStates(t *testing.T) {
 	}
 	confirmAll(t, pool, signer)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	// 6 s left: 4.5 s of building, 1.5 s for the states (a few statements, with room on a
+	// loaded machine).
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
 	defer cancel()
 	if err := roster.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if state, held := keys.State(signer); held || state != domain.RosterRetired {
-		t.Fatalf("after a poll with 2 s left and a key source that does not answer: state %s, key held %t; want retired, key dropped", state, held)
+		t.Fatalf("after a poll with 6 s left and a key source that does not answer: state %s, key held %t; want retired, key dropped", state, held)
 	}
 	if _, held := keys.State(unreachable); held {
 		t.Fatal("the key source that does not answer is held")

@@ -549,7 +549,6 @@ func describesBlock(method string) bool {
 	return false
 }
 
-// beyondHead: the answer describes a block (or a transaction in a block) above head.
 // stateBeyondHead: req reads an account's state at a block number above head.
 func stateBeyondHead(req rpcRequest, head uint64) bool {
 	if req.Method != "eth_getBalance" && req.Method != "eth_getTransactionCount" && req.Method != "eth_getCode" || len(req.Params) < 2 {
@@ -563,6 +562,7 @@ func stateBeyondHead(req rpcRequest, head uint64) bool {
 	return err == nil && n > head
 }
 
+// beyondHead: the answer describes a block (or a transaction in a block) above head.
 func beyondHead(method string, result json.RawMessage, head uint64) bool {
 	var field string
 	switch {

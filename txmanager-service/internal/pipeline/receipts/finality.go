@@ -29,6 +29,10 @@ func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, e
 	defer span.End()
 	// Receipts held too long (a chain that stopped making blocks) are written as MINED.
 	_, expiredErr := t.writeReceipts(ctx, t.held.expired(time.Now().Add(-maxHold)))
+	var unheld *notRecordedError
+	if errors.As(expiredErr, &unheld) {
+		expiredErr = unheld.err // receipts of a lease not trusted now are left to its owner, as before
+	}
 	mined, err := t.store.ListMined(ctx, signers)
 	if err != nil {
 		return 0, errors.Join(expiredErr, err)

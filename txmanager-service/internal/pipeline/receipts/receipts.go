@@ -300,29 +300,33 @@ func (t *Tracker) writeReceipts(ctx context.Context, found []FoundReceipt) (int,
 	for _, f := range found {
 		bySigner[f.Signer] = append(bySigner[f.Signer], f)
 	}
-	unheld := map[string]bool{}
+	unheld := map[uuid.UUID]bool{}
 	n, err := writeHeld(ctx, t.leases, bySigner, t.store.RecordReceipts, func(lease domain.Lease, n int, group []FoundReceipt) {
 		t.log.WithContext(ctx).Infow("msg", "receipts recorded", "signer", lease.Signer, "fencing_token", lease.Token, "count", n,
 			"first_tx_id", group[0].TxID.String(), "sub_state", "MINED")
-	}, func(signer string) { unheld[signer] = true })
+	}, func(signer string) {
+		for _, f := range bySigner[signer] {
+			unheld[f.TxID] = true
+		}
+	})
 	if len(unheld) > 0 {
 		return n, &notRecordedError{unheld: unheld, err: err}
 	}
 	return n, err
 }
 
-// notRecordedError: receipts of the signers in unheld were not written, their leases not
-// trusted at that moment (an expiry just ahead of its renewal, or a lease lost), besides
-// err, if any, for the others. The schedule looks the unheld ones up again rather than
-// forgetting them: a lease trusted again at the next pass, as it was when the schedule was
-// last read, would not make it read them again until its backstop.
+// notRecordedError: the receipts of the transactions in unheld were not written, their
+// signers' leases not trusted at that moment (an expiry just ahead of its renewal, or a
+// lease lost), besides err, if any, for the others. The schedule looks those up again
+// rather than forgetting them: a lease trusted again at the next pass, as it was when the
+// schedule was last read, would not make it read them again until its backstop.
 type notRecordedError struct {
-	unheld map[string]bool
+	unheld map[uuid.UUID]bool
 	err    error
 }
 
 func (e *notRecordedError) Error() string {
-	msg := fmt.Sprintf("receipts of %d signers not written: their leases were not trusted at the moment", len(e.unheld))
+	msg := fmt.Sprintf("%d receipts not written: their signers' leases were not trusted at the moment", len(e.unheld))
 	if e.err != nil {
 		msg += "; " + e.err.Error()
 	}
@@ -349,7 +353,7 @@ func notRecorded(err error) (unrecorded func(FoundReceipt) bool, warn bool) {
 	case err == nil:
 		return func(FoundReceipt) bool { return false }, false
 	case errors.As(err, &partial) && partial.err == nil:
-		return func(f FoundReceipt) bool { return partial.unheld[f.Signer] }, false
+		return func(f FoundReceipt) bool { return partial.unheld[f.TxID] }, false
 	default:
 		return func(FoundReceipt) bool { return true }, true
 	}

@@ -118,17 +118,20 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 		}
 		judgeAt, confirmations = finalized.Number, 1
 	}
-	canonical, err := r.stillCanonical(ctx, rows, found, judgeAt, confirmations)
-	if err != nil {
-		// Rows of the row's own intent need no header: they are followed; the others wait.
-		r.log.WithContext(ctx).Warnw("msg", "reading the headers of the blocks holding taken nonces failed; those rows wait for the next pass",
-			"signer", lease.Signer, "error", err.Error())
-	}
+	// Rows of their own intent need no header: when the headers cannot be read they are
+	// still followed, and the others wait for the next pass.
+	canonical, headersErr := r.stillCanonical(ctx, rows, found, judgeAt, confirmations)
 	settled := 0
 	var errs []error
+	if headersErr != nil {
+		errs = append(errs, headersErr)
+	}
 	for _, row := range rows {
 		sent, ok := found[row.Nonce]
 		verdict := judgeTakenNonce(row, sent, ok, judgeAt, confirmations)
+		if verdict == verdictForeign && headersErr != nil {
+			continue
+		}
 		if verdict == verdictForeign && !canonical[sent.BlockHash] {
 			// Counted deep enough, but in a block the chain no longer holds at its height (a
 			// reorganisation since, or an endpoint on another branch): what holds the nonce
