@@ -348,7 +348,9 @@ func TestSessionsAreCheckedAgainstTheSignedOutList(t *testing.T) {
 	limited := func(func(string) string) (domain.Principal, error) {
 		return domain.Principal{}, &RateLimitedError{RetryAfterSeconds: 1}
 	}
-	refused := func(func(string) string) (domain.Principal, error) { return domain.Principal{}, errors.New("unknown key") }
+	refused := func(func(string) string) (domain.Principal, error) {
+		return domain.Principal{}, errors.New("unknown key")
+	}
 	steps := []struct {
 		name        string
 		auth        Authenticate

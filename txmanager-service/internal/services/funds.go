@@ -221,10 +221,10 @@ func (g *FundsGuard) Reserve(ctx context.Context, signer common.Address, signerH
 		// Refuse only on a recent view: the signer may just have been funded.
 		if attempt > 0 || fresh {
 			if dataFee != nil {
-				return nil, fmt.Errorf("%w: signer %s can spend %s wei after its unfinished transactions (their L1 data fees included), this intent may cost up to %s wei: L2 execution %s wei (value + gasLimit %d x maxFeePerGas %s) and L1 data fee up to %s wei",
+				return nil, fmt.Errorf("%w: signer %s can spend %s wei after the transactions its balance has not paid for yet (their L1 data fees included), this intent may cost up to %s wei: L2 execution %s wei (value + gasLimit %d x maxFeePerGas %s) and L1 data fee up to %s wei",
 					domain.ErrInsufficientFunds, signerHex, spendable.String(), cost.String(), l2Cost.String(), gasLimit, feeFor(intent, f.fee), dataFee.String())
 			}
-			return nil, fmt.Errorf("%w: signer %s can spend %s wei after its unfinished transactions, this intent may cost up to %s wei (value + gasLimit %d x maxFeePerGas %s)",
+			return nil, fmt.Errorf("%w: signer %s can spend %s wei after the transactions its balance has not paid for yet, this intent may cost up to %s wei (value + gasLimit %d x maxFeePerGas %s)",
 				domain.ErrInsufficientFunds, signerHex, spendable.String(), cost.String(), gasLimit, feeFor(intent, f.fee))
 		}
 	}
