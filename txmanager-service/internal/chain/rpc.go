@@ -278,8 +278,8 @@ func (c *RPCChain) BalanceAt(ctx context.Context, account common.Address) (*big.
 }
 
 // AccountAt implements services.BalanceSource: the endpoint's latest block number, then the
-// account's balance and nonce at one block just below it, in one batch, so both describe the
-// same block whatever arrives in between. Just below, and lower again if that block is not
+// account's balance and nonce at one block, in one batch, so both describe the
+// same block whatever arrives in between. At the head, and lower if that block is not
 // known: behind a provider that spreads requests over several nodes, the batch may reach a
 // node some blocks behind the one that gave the number.
 func (c *RPCChain) AccountAt(ctx context.Context, account common.Address) (services.AccountState, error) {
@@ -305,7 +305,7 @@ func (c *RPCChain) AccountAt(ctx context.Context, account common.Address) (servi
 
 // accountReadDepths are how far below the head AccountAt reads, in turn: a read deeper than
 // needed only counts a few more transactions as unpaid until the next reload.
-var accountReadDepths = []uint64{1, 4, 16}
+var accountReadDepths = []uint64{0, 2, 16}
 
 // accountAtBlock reads the account's balance and nonce at block, in one batch.
 func (c *RPCChain) accountAtBlock(ctx context.Context, account common.Address, block uint64) (services.AccountState, error) {
