@@ -9,11 +9,11 @@ import (
 	"github.com/bionicotaku/txmanager-service/test/faultproxy"
 )
 
-// The balance and the nonce the funds check reads describe one block, just below the head
-// the endpoint reported. Behind a provider that spreads requests over several nodes, the
-// read may reach a node two blocks behind the one that gave the head (a fault proxy
-// serving every other request so), which answers "header not found" for that block: the
-// read goes lower, and still describes one block.
+// The balance and the nonce the funds check reads describe one block, the head the
+// endpoint reported. Behind a provider that spreads requests over several nodes, the read
+// may reach a node two blocks behind the one that gave the head (a fault proxy serving every
+// other request so), which answers "header not found" for that block: the read goes lower,
+// and still describes one block.
 func TestAccountAtReadsBalanceAndNonceAtOneBlock(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)

@@ -212,16 +212,19 @@ const maxRememberedEnded = 10_000
 func (e *endedSessions) add(id string, until time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.until == nil || len(e.until) >= maxRememberedEnded {
+	if len(e.until) >= maxRememberedEnded {
 		now := time.Now()
 		for old, end := range e.until {
 			if now.After(end) {
 				delete(e.until, old)
 			}
 		}
-		if e.until == nil || len(e.until) >= maxRememberedEnded {
-			e.until = map[string]time.Time{}
+		if len(e.until) >= maxRememberedEnded {
+			e.until = nil
 		}
+	}
+	if e.until == nil {
+		e.until = map[string]time.Time{}
 	}
 	e.until[id] = until
 }

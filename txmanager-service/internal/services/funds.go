@@ -343,7 +343,6 @@ func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHe
 	if err != nil {
 		return nil, err
 	}
-	balance := account.Balance
 	committed, err := g.store.UnminedCost(ctx, signerHex, account.Nonce, fee)
 	if err != nil {
 		return nil, err
@@ -354,7 +353,7 @@ func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHe
 			return nil, err
 		}
 	}
-	fresh := &signerFunds{balance: balance, committed: committed, reserved: new(big.Int), fee: fee, dataFees: dataFees, at: at,
+	fresh := &signerFunds{balance: account.Balance, committed: committed, reserved: new(big.Int), fee: fee, dataFees: dataFees, at: at,
 		window: reloadCostFactor * g.clock.Now().Sub(at)}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -506,11 +506,14 @@ func (p *Proxy) lagging(ctx context.Context, body []byte) ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// blockParamAt is where each method that names a block takes it: first for a block or a
+// header, second for an account's state at a block.
+var blockParamAt = map[string]int{"eth_getBlockByNumber": 0, "eth_getHeaderByNumber": 0, "eth_getTransactionCount": 1, "eth_getBalance": 1, "eth_getCode": 1}
+
 // rewriteForHead points "latest"-style block tags at the lagging head. Heights above it
 // need no rewriting: their answers are replaced by null (beyondHead).
 func rewriteForHead(req *rpcRequest, headHex json.RawMessage) {
-	tagAt := map[string]int{"eth_getBlockByNumber": 0, "eth_getHeaderByNumber": 0, "eth_getTransactionCount": 1, "eth_getBalance": 1, "eth_getCode": 1}
-	i, ok := tagAt[req.Method]
+	i, ok := blockParamAt[req.Method]
 	if !ok || len(req.Params) <= i {
 		return
 	}
@@ -551,13 +554,18 @@ func describesBlock(method string) bool {
 
 // stateBeyondHead: req reads an account's state at a block number above head.
 func stateBeyondHead(req rpcRequest, head uint64) bool {
-	if req.Method != "eth_getBalance" && req.Method != "eth_getTransactionCount" && req.Method != "eth_getCode" || len(req.Params) < 2 {
+	if i := blockParamAt[req.Method]; i != 1 || len(req.Params) <= i {
 		return false
 	}
 	var number string
 	if err := json.Unmarshal(req.Params[1], &number); err != nil || !strings.HasPrefix(number, "0x") {
 		return false // a tag, rewritten to the head already
 	}
+	return hexAbove(number, head)
+}
+
+// hexAbove: number, in hex, is a height above head.
+func hexAbove(number string, head uint64) bool {
 	n, err := strconv.ParseUint(strings.TrimPrefix(number, "0x"), 16, 64)
 	return err == nil && n > head
 }
@@ -581,8 +589,7 @@ func beyondHead(method string, result json.RawMessage, head uint64) bool {
 	if err := json.Unmarshal(obj[field], &hexNumber); err != nil {
 		return false
 	}
-	n, err := strconv.ParseUint(strings.TrimPrefix(hexNumber, "0x"), 16, 64)
-	return err == nil && n > head
+	return hexAbove(hexNumber, head)
 }
 
 func (p *Proxy) head(ctx context.Context) (uint64, error) {

@@ -328,23 +328,38 @@ func (f *failingOnce) RecordReceipts(ctx context.Context, lease domain.Lease, fo
 // re-read of everything awaiting.
 func TestReceiptsNotWrittenAreLookedUpAgain(t *testing.T) {
 	t.Parallel()
+	eachLookUp(t, func(t *testing.T, s *stage, blockScan int) {
+		tracker := receipts.New(receipts.Config{Confirmations: 20}, &failingOnce{Store: s.store}, s.chain, s.node.Leases, telemetry.Noop(), s.logger)
+		schedule := s.newSchedule(tracker, blockScan)
+		s.pass(schedule)
+		head := s.mine(1)
+		s.pass(schedule) // finds them; the write fails
+		s.pass(schedule)
+		s.wantMinedIn(head)
+	})
+}
+
+// eachLookUp runs test on a stage with two transactions sent, once with receipts read in
+// whole blocks and once looked up by hash.
+func eachLookUp(t *testing.T, test func(t *testing.T, s *stage, blockScan int)) {
+	t.Helper()
 	for _, blockScan := range []int{1, 0} {
 		t.Run(map[int]string{1: "read in whole blocks", 0: "looked up by hash"}[blockScan], func(t *testing.T) {
 			t.Parallel()
 			s := newStage(t)
 			s.send(2, nil)
-			tracker := receipts.New(receipts.Config{Confirmations: 20}, &failingOnce{Store: s.store}, s.chain, s.node.Leases, telemetry.Noop(), s.logger)
-			schedule := s.newSchedule(tracker, blockScan)
-			s.pass(schedule)
-			head := s.mine(1)
-			s.pass(schedule) // finds them; the write fails
-			s.pass(schedule)
-			for _, row := range s.rows() {
-				if row.subState != "MINED" || row.block != head {
-					t.Fatalf("row %+v after the next pass, want its receipt in block %d on record", row, head)
-				}
-			}
+			test(t, s, blockScan)
 		})
+	}
+}
+
+// wantMinedIn fails the test unless every row's receipt in block head is on record.
+func (s *stage) wantMinedIn(head uint64) {
+	s.t.Helper()
+	for _, row := range s.rows() {
+		if row.subState != "MINED" || row.block != head {
+			s.t.Fatalf("row %+v after the next pass, want its receipt in block %d on record", row, head)
+		}
 	}
 }
 
@@ -380,34 +395,25 @@ func (d *leaseDropper) BlockReceipts(ctx context.Context, numbers []uint64) ([][
 // read them again before its backstop.
 func TestReceiptsFoundWhileTheLeaseIsNotTrustedAreLookedUpAgain(t *testing.T) {
 	t.Parallel()
-	for _, blockScan := range []int{1, 0} {
-		t.Run(map[int]string{1: "read in whole blocks", 0: "looked up by hash"}[blockScan], func(t *testing.T) {
-			t.Parallel()
-			s := newStage(t)
-			s.send(2, nil)
-			dropper := &leaseDropper{ReceiptSource: s.chain}
-			dropper.drop = func() { s.node.Leases.Fenced(ctx(t), s.lease, "a test's moment without the lease") }
-			tracker := receipts.New(receipts.Config{Confirmations: 20}, s.store, dropper, s.node.Leases, telemetry.Noop(), s.logger)
-			schedule := s.newSchedule(tracker, blockScan)
-			s.pass(schedule)
-			head := s.mine(1)
-			dropper.armed.Store(true)
-			s.pass(schedule) // finds them; the lease is not trusted when they are to be written
-			for _, row := range s.rows() {
-				if row.subState == "MINED" {
-					t.Fatalf("row %+v written without a trusted lease", row)
-				}
+	eachLookUp(t, func(t *testing.T, s *stage, blockScan int) {
+		dropper := &leaseDropper{ReceiptSource: s.chain}
+		dropper.drop = func() { s.node.Leases.Fenced(ctx(t), s.lease, "a test's moment without the lease") }
+		tracker := receipts.New(receipts.Config{Confirmations: 20}, s.store, dropper, s.node.Leases, telemetry.Noop(), s.logger)
+		schedule := s.newSchedule(tracker, blockScan)
+		s.pass(schedule)
+		head := s.mine(1)
+		dropper.armed.Store(true)
+		s.pass(schedule) // finds them; the lease is not trusted when they are to be written
+		for _, row := range s.rows() {
+			if row.subState == "MINED" {
+				t.Fatalf("row %+v written without a trusted lease", row)
 			}
-			again, err := s.node.Leases.Acquire(ctx(t), s.lease.Signer)
-			if err != nil || again.Token != s.lease.Token {
-				t.Fatalf("the lease taken again: %+v, %v; want token %d", again, err, s.lease.Token)
-			}
-			s.pass(schedule)
-			for _, row := range s.rows() {
-				if row.subState != "MINED" || row.block != head {
-					t.Fatalf("row %+v after the next pass, want its receipt in block %d on record", row, head)
-				}
-			}
-		})
-	}
+		}
+		again, err := s.node.Leases.Acquire(ctx(t), s.lease.Signer)
+		if err != nil || again.Token != s.lease.Token {
+			t.Fatalf("the lease taken again: %+v, %v; want token %d", again, err, s.lease.Token)
+		}
+		s.pass(schedule)
+		s.wantMinedIn(head)
+	})
 }

@@ -118,26 +118,29 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 		}
 		judgeAt, confirmations = finalized.Number, 1
 	}
+	verdicts := make([]takenNonceVerdict, len(rows))
+	for i, row := range rows {
+		sent, ok := found[row.Nonce]
+		verdicts[i] = judgeTakenNonce(row, sent, ok, judgeAt, confirmations)
+	}
 	// Rows of their own intent need no header: when the headers cannot be read they are
 	// still followed, and the others wait for the next pass.
-	canonical, headersErr := r.stillCanonical(ctx, rows, found, judgeAt, confirmations)
+	canonical, headersErr := r.stillCanonical(ctx, rows, found, verdicts)
 	settled := 0
 	var errs []error
 	if headersErr != nil {
 		errs = append(errs, headersErr)
 	}
-	for _, row := range rows {
-		sent, ok := found[row.Nonce]
-		verdict := judgeTakenNonce(row, sent, ok, judgeAt, confirmations)
-		if verdict == verdictForeign && headersErr != nil {
-			continue
-		}
+	for i, row := range rows {
+		sent, verdict := found[row.Nonce], verdicts[i]
 		if verdict == verdictForeign && !canonical[sent.BlockHash] {
 			// Counted deep enough, but in a block the chain no longer holds at its height (a
 			// reorganisation since, or an endpoint on another branch): what holds the nonce
 			// now is read again on the next pass, and may be this row's own intent.
-			r.log.WithContext(ctx).Infow("msg", "the block of the transaction at a taken nonce is no longer the chain's; looking again",
-				"signer", lease.Signer, "tx_id", row.ID.String(), "nonce", row.Nonce, "tx_hash", sent.Hash.Hex(), "block", sent.BlockNumber)
+			if headersErr == nil {
+				r.log.WithContext(ctx).Infow("msg", "the block of the transaction at a taken nonce is no longer the chain's; looking again",
+					"signer", lease.Signer, "tx_id", row.ID.String(), "nonce", row.Nonce, "tx_hash", sent.Hash.Hex(), "block", sent.BlockNumber)
+			}
 			continue
 		}
 		switch verdict {
@@ -178,12 +181,11 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 // for good, so its evidence is held to what the receipts stage asks of a receipt: the block
 // it was found in is the one the chain has at that height now, not only deep enough by
 // count.
-func (r *Reconciler) stillCanonical(ctx context.Context, rows []domain.ManagedTx, found map[uint64]services.SentTx, judgeAt, confirmations uint64) (map[common.Hash]bool, error) {
+func (r *Reconciler) stillCanonical(ctx context.Context, rows []domain.ManagedTx, found map[uint64]services.SentTx, verdicts []takenNonceVerdict) (map[common.Hash]bool, error) {
 	var heights []uint64
-	for _, row := range rows {
-		sent, ok := found[row.Nonce]
-		if judgeTakenNonce(row, sent, ok, judgeAt, confirmations) == verdictForeign && !slices.Contains(heights, sent.BlockNumber) {
-			heights = append(heights, sent.BlockNumber)
+	for i, row := range rows {
+		if block := found[row.Nonce].BlockNumber; verdicts[i] == verdictForeign && !slices.Contains(heights, block) {
+			heights = append(heights, block)
 		}
 	}
 	canonical := make(map[common.Hash]bool, len(heights))
