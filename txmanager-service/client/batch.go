@@ -39,7 +39,8 @@ type CreateResult struct {
 // CreateMany asks for many transactions at once, MaxBatch a call: the service runs each
 // create as Create would and answers each on its own, so one refusal does not touch the
 // others. A create refused for a reason that passes (NOT_LEADER, UNAVAILABLE,
-// RATE_LIMITED, ...) is sent again with the next call, alone with the others that were; its
+// RATE_LIMITED, ...) is sent again with the next call, alone with the others that were, to
+// the next endpoint (a NOT_LEADER from one node is answered the same way by it again); its
 // request id makes that safe. Every create needs a request id; a create that repeats an
 // earlier one of reqs (same chain, signer and request id) is refused as the service refuses
 // a repeat within one batch, wherever the two fall among the calls. The results are in the
@@ -78,7 +79,11 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 			for j, i := range part {
 				batch.Creates[j] = reqs[i]
 			}
-			resp, err := retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.CreateTxBatchResponse, error) {
+			// Each round starts at the next endpoint: in basic routing a node answers
+			// NOT_LEADER for the creates of signers it does not own, create by create, and
+			// the call as a whole succeeds, so sending them to the same node again would be
+			// refused the same way every round.
+			resp, err := retryFrom(ctx, c, round-1, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.CreateTxBatchResponse, error) {
 				return n.tx.CreateTxBatch(ctx, batch)
 			})
 			if err == nil && len(resp.GetResults()) != len(part) {

@@ -101,9 +101,14 @@ func (i idempotency) mayRetry(err error) (bool, time.Duration) {
 // moves on to the next endpoint at once, until every endpoint has failed so; otherwise it
 // waits what the service asked (Retry-After) or an exponential backoff.
 func retry[T any](ctx context.Context, c *Client, class idempotency, timeout time.Duration, call func(context.Context, node) (T, error)) (T, error) {
+	return retryFrom(ctx, c, 0, class, timeout, call)
+}
+
+// retryFrom is retry starting at endpoint first (modulo their number).
+func retryFrom[T any](ctx context.Context, c *Client, first int, class idempotency, timeout time.Duration, call func(context.Context, node) (T, error)) (T, error) {
 	var zero T
 	backoff := c.cfg.Backoff
-	current, hops := 0, 0
+	current, hops := first, 0
 	for n := 1; ; n++ {
 		out, err := attempt(ctx, c, timeout, func(ctx context.Context) (T, error) { return call(ctx, c.nodes[current%len(c.nodes)]) })
 		if err == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -15,7 +16,8 @@ const MaxBatchCreates = 1000
 
 // CreateTxBatch implements v1.TxServiceServer: every create runs as CreateTx would, at once,
 // so the writer takes them into the same few allocation transactions; each is answered on
-// its own, and one refusal does not touch the others.
+// its own, and one refusal does not touch the others, nor does one create that cannot be
+// served in time (answerInTime).
 func (c *TxController) CreateTxBatch(ctx context.Context, req *v1.CreateTxBatchRequest) (*v1.CreateTxBatchResponse, error) {
 	if _, err := principal(ctx); err != nil {
 		return nil, err
@@ -28,6 +30,8 @@ func (c *TxController) CreateTxBatch(ctx context.Context, req *v1.CreateTxBatchR
 		return nil, v1.InvalidArgument("creates", fmt.Sprintf("at most %d creates a batch (this one has %d); split it", MaxBatchCreates, len(creates)))
 	}
 	out := &v1.CreateTxBatchResponse{Results: make([]*v1.CreateTxResult, len(creates))}
+	ctx, cancel := answerInTime(ctx)
+	defer cancel()
 	first := make(map[batchKey]int, len(creates))
 	var wg sync.WaitGroup
 	for i, create := range creates {
@@ -57,6 +61,22 @@ func (c *TxController) CreateTxBatch(ctx context.Context, req *v1.CreateTxBatchR
 		}
 	}
 	return out, nil
+}
+
+// batchAnswerMargin is the most of the caller's time a batch keeps back to send its answer.
+const batchAnswerMargin = time.Second
+
+// answerInTime bounds a batch's creates a little before the caller's deadline (a tenth of
+// the time left, at most batchAnswerMargin). A batch is answered once all of its creates
+// are; a create waiting for a signer's owner it cannot reach waits out its deadline, and
+// without the margin the whole answer, the other creates' included, would come after the
+// caller gave up: the caller would send every create again and get the same wait.
+func answerInTime(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, deadline.Add(-min(time.Until(deadline)/10, batchAnswerMargin)))
 }
 
 // batchKey names an idempotent create within a batch: its chain, signer and requestId.

@@ -231,6 +231,45 @@ func TestCreateTxRoutesToTheLeaseOwner(t *testing.T) {
 	}
 }
 
+// A batch is answered before the caller's deadline even when one of its creates is for a
+// signer whose owner cannot be reached: that create alone is refused UNAVAILABLE, and the
+// others are created. Were the batch answered at the deadline, the caller would have given
+// up on all of them and sent them again, to the same wait.
+func TestABatchIsAnsweredInTimeWhenOneOwnerCannotBeReached(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	stranded, served, to := env.dev[0], env.dev[2], env.dev[1]
+	owner := env.node(t, "node-a", nodeOptions{peers: newPeers()})
+	node := env.node(t, "node-stranded", nodeOptions{peers: newPeers(), routing: controllers.Routing{Forward: true, MaxHops: 1, RetryWait: 20 * time.Millisecond}})
+	if _, err := owner.tx.CreateTx(as(anyCaller), &v1.CreateTxRequest{Signer: stranded.Hex(), RequestId: "held-by-node-a", To: to.Hex(), GasLimit: 21000}); err != nil {
+		t.Fatalf("the owner's first create: %v", err)
+	}
+	const deadline = 2 * time.Second
+	ctx, cancel := context.WithTimeout(as(anyCaller), deadline)
+	defer cancel()
+	started := time.Now()
+	resp, err := node.tx.CreateTxBatch(ctx, &v1.CreateTxBatchRequest{Creates: []*v1.CreateTxRequest{
+		{Signer: served.Hex(), RequestId: "batch-1", To: to.Hex(), GasLimit: 21000},
+		{Signer: stranded.Hex(), RequestId: "batch-2", To: to.Hex(), GasLimit: 21000},
+		{Signer: served.Hex(), RequestId: "batch-3", To: to.Hex(), GasLimit: 21000},
+	}})
+	if elapsed := time.Since(started); elapsed >= deadline {
+		t.Errorf("answered after %s, at or past the caller's deadline of %s", elapsed, deadline)
+	}
+	if err != nil {
+		t.Fatalf("CreateTxBatch: %v", err)
+	}
+	for _, i := range []int{0, 2} {
+		if r := resp.GetResults()[i]; r.GetError() != nil || !r.GetResponse().GetCreated() {
+			t.Errorf("results[%d] for the served signer: %v, want created", i, r)
+		}
+	}
+	wantAPIError(t, resp.GetResults()[1].GetError().AsError(), http.StatusServiceUnavailable, v1.ErrorReason_UNAVAILABLE, "")
+	if resp.GetCreated() != 2 || resp.GetRefused() != 1 {
+		t.Errorf("counts: created %d, refused %d; want 2 and 1", resp.GetCreated(), resp.GetRefused())
+	}
+}
+
 // Reads answer the transaction as recorded to callers granted its signer, and a long-poll
 // waits for it to become final only as long as asked.
 func TestGetTxReadsByIDAndByRequest(t *testing.T) {

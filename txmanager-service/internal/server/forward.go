@@ -104,6 +104,12 @@ func (f *Forwarder) ForwardResolve(ctx context.Context, owner string, req *v1.Re
 	return resp, fromPeer(err)
 }
 
+// peerMaxAnswerBytes is the largest answer a node reads from another. A create's answer
+// repeats its calldata in hex, so it is about twice the create: with server.maxBodyBytes
+// raised past 2 MiB, gRPC's own 4 MiB limit would drop the answer to a create the owner has
+// made, and the caller would only ever hear UNAVAILABLE or OUTCOME_UNKNOWN for it.
+const peerMaxAnswerBytes = 64 << 20
+
 // peerTo returns the connection to owner if the registry says that very process (node id
 // and incarnation) is alive: a node id now served by a restarted process is not the owner.
 func (f *Forwarder) peerTo(ctx context.Context, owner string) (*peerConn, error) {
@@ -127,7 +133,8 @@ func (f *Forwarder) peerTo(ctx context.Context, owner string) (*peerConn, error)
 		pc.lastUsed = now
 		return pc, nil
 	}
-	conn, err := grpc.NewClient(node.GRPCAddr, grpc.WithTransportCredentials(f.creds))
+	conn, err := grpc.NewClient(node.GRPCAddr, grpc.WithTransportCredentials(f.creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(peerMaxAnswerBytes)))
 	if err != nil {
 		return nil, &domain.UnavailableError{Reason: "connect to lease owner", Err: err}
 	}

@@ -86,6 +86,36 @@ func TestForwardedCreateIsServedByTheOwnerAsTheCaller(t *testing.T) {
 	}
 }
 
+// A create as large as the configured body limit allows is answered through the owner even
+// when that limit is raised past gRPC's default 4 MiB: the answer repeats the calldata in
+// hex, about twice the create, and a node reading its peer's answers at gRPC's default
+// size dropped it after the owner had made the create.
+func TestAForwardedCreatesLargeAnswerReachesTheCaller(t *testing.T) {
+	t.Parallel()
+	raiseLimits := func(c *conf.Bootstrap) {
+		c.Routing.Mode = conf.RoutingForward
+		c.Server.MaxBodyBytes, c.Server.MaxBatchBodyBytes = 8<<20, 8<<20
+		// A chain whose blocks take far more gas than Ethereum's 2^24 a transaction.
+		c.Create.MaxDataBytes, c.Create.MaxGasLimit = 4<<20, 200_000_000
+	}
+	pool := testsupport.MigratedPool(t)
+	owner := newStack(t, stackOptions{pool: pool, ownsAll: true, configure: raiseLimits})
+	owner.serveGRPC(t, &TLSConfigs{})
+	if err := owner.nodes.Join(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	entry := newStack(t, stackOptions{pool: pool, nodeID: "node-e", otherOwner: services.LeaseOwner("node-a", "test"), configure: raiseLimits})
+	data := "0x" + strings.Repeat("ab", 3<<20)
+	body := fmt.Sprintf(`{"signer":%q,"requestId":"large-1","to":%q,"data":%q,"gasLimit":150000000}`, signerLeased.Hex(), signerA.Hex(), data)
+	rec := request{method: "POST", path: "/api/v1/tx", body: body, header: map[string]string{"X-API-Key": clientKey}}.send(entry.httpServer())
+	if rec.Code != nethttp.StatusAccepted || !strings.Contains(rec.Body.String(), `"requestId":"large-1"`) {
+		t.Fatalf("a 3 MiB create through the entry node: %d %.300s", rec.Code, rec.Body)
+	}
+	if owned := owner.queue.allocations(); len(owned) != 1 {
+		t.Fatalf("the owner allocated %d creates, want the forwarded one", len(owned))
+	}
+}
+
 // Every way forwarding can fail reaches the routing as an answer it can act on: the
 // owner's own refusal as the API error it gave, an owner that is gone or unreachable as
 // UNAVAILABLE (which routing retries), and an owner too slow for the caller as UNAVAILABLE

@@ -237,6 +237,11 @@ func (c *fakeChain) LatestHeader(context.Context) (*services.BlockHeader, error)
 
 func (c *fakeChain) Usable() error { return nil }
 
+// SuggestFees answers a block with room for the largest gas limit a test configures.
+func (c *fakeChain) SuggestFees(context.Context) (services.FeeSuggestion, error) {
+	return services.FeeSuggestion{BlockGasLimit: 1_000_000_000}, nil
+}
+
 func (c *fakeChain) probeCount() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -375,7 +380,11 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		t.Fatal(err)
 	}
 	standby := services.NewStandbyWait(txs)
-	create := services.NewCreateTxUseCase(services.CreateConfig{Limits: domain.DefaultLimits()}, signerKeys{}, txs, chain, leases, funds,
+	limits := domain.DefaultLimits()
+	if c.Create.MaxDataBytes > 0 {
+		limits.MaxDataBytes, limits.MaxGasLimit = c.Create.MaxDataBytes, c.Create.MaxGasLimit
+	}
+	create := services.NewCreateTxUseCase(services.CreateConfig{Limits: limits}, signerKeys{}, txs, chain, leases, funds,
 		services.NewSigningHealth(services.SigningStallConfig{}, nil, clock, logger), queue, standby, clock, metrics, logger)
 	nodes := services.NewNodeRegistry(services.NodeConfig{Self: services.NodeInfo{ID: opts.nodeID, Incarnation: "test", GRPCAddr: c.Server.GRPC.Addr,
 		StartedAt: time.Now().UTC()}, Timeout: time.Minute},

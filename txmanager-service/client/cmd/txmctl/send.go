@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -55,6 +56,12 @@ accepted (and, with --wait, CONFIRMED), 4 when a line was refused, 8 when one fa
 			for i, r := range results {
 				line := strconv.Itoa(lines[i])
 				switch again, _ := txmclient.Retryable(r.Err); {
+				case errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, context.DeadlineExceeded):
+					// The command ended (--timeout, an interrupt) with the line's call in
+					// flight or not yet made: it may have been created. Sending the file
+					// again sends it or replays it.
+					unsent++
+					t.row(line, reqs[i].GetRequestId(), "not known, send again", "-", "-", "no answer before the command ended")
 				case r.Err != nil && again:
 					// Still refused for now after every attempt (or, OUTCOME_UNKNOWN, perhaps
 					// created): sending the file again sends or replays it.

@@ -141,3 +141,39 @@ func TestSendReportsLinesToSendAgain(t *testing.T) {
 		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitUnavailable, stdout.String(), stderr.String())
 	}
 }
+
+// neverAnswers holds every batch until its caller gives up, as a service stuck behind a
+// lock or a network that dropped the answer does.
+type neverAnswers struct {
+	v1.UnimplementedTxServiceServer
+}
+
+func (neverAnswers) CreateTxBatch(ctx context.Context, _ *v1.CreateTxBatchRequest) (*v1.CreateTxBatchResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A line whose call was in flight when --timeout passed is not reported as refused: it may
+// have been created, so it is "not known, send again", and the exit code is the timeout's.
+func TestSendReportsLinesCutShortAsNotKnown(t *testing.T) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer()
+	v1.RegisterTxServiceServer(server, neverAnswers{})
+	go func() { _ = server.Serve(listener) }()
+	defer server.Stop()
+	file := filepath.Join(t.TempDir(), "payouts.csv")
+	lines := "signer,requestId,to,value\n" + servicetest.DevSigner + ",cut-1," + servicetest.Recipient + ",1\n" +
+		servicetest.DevSigner + ",cut-2," + servicetest.Recipient + ",1\n"
+	if err := os.WriteFile(file, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--addr", listener.Addr().String(), "--timeout", "1s", "tx", "send", "--file", file}, &stdout, &stderr)
+	out := stdout.String()
+	if code != exitTimedOut || strings.Count(out, "not known, send again") != 2 || !strings.Contains(out, "2 lines: 0 accepted, 0 refused, 2 not sent") {
+		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitTimedOut, out, stderr.String())
+	}
+}

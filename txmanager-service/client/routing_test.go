@@ -1,0 +1,95 @@
+package txmclient_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	txmclient "github.com/bionicotaku/txmanager-service/client"
+)
+
+// basicRoutingNode answers a batch as a node in basic routing does: it creates for the
+// signer it owns and refuses every other create NOT_LEADER, one by one.
+type basicRoutingNode struct {
+	v1.UnimplementedTxServiceServer
+	owns string
+	mu   sync.Mutex
+	// refused counts the NOT_LEADER answers given.
+	refused int
+}
+
+func (n *basicRoutingNode) CreateTxBatch(_ context.Context, r *v1.CreateTxBatchRequest) (*v1.CreateTxBatchResponse, error) {
+	out := &v1.CreateTxBatchResponse{}
+	for _, create := range r.GetCreates() {
+		if create.GetSigner() != n.owns {
+			n.mu.Lock()
+			n.refused++
+			n.mu.Unlock()
+			out.Results = append(out.Results, v1.CreateResultOf(nil, v1.ErrorNotLeader("signer %s is served by another node", create.GetSigner())))
+			continue
+		}
+		out.Results = append(out.Results, v1.CreateResultOf(&v1.CreateTxResponse{Created: true,
+			Tx: &v1.Tx{TxId: create.GetRequestId(), Signer: create.GetSigner(), State: "ALLOCATED"}}, nil))
+	}
+	return out, nil
+}
+
+// In basic routing, CreateMany sends the creates a node refused NOT_LEADER to the other
+// endpoints, so every signer's creates reach its owner within the attempts allowed, however
+// many endpoints there are before it in the list.
+func TestCreateManyFindsEachSignersOwnerInBasicRouting(t *testing.T) {
+	signers := []string{"0x00000000000000000000000000000000000000a1", "0x00000000000000000000000000000000000000b2",
+		"0x00000000000000000000000000000000000000c3"}
+	endpoints := make([]string, len(signers))
+	nodes := make([]*basicRoutingNode, len(signers))
+	for i, signer := range signers {
+		listener, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		server := grpc.NewServer()
+		nodes[i] = &basicRoutingNode{owns: signer}
+		v1.RegisterTxServiceServer(server, nodes[i])
+		go func() { _ = server.Serve(listener) }()
+		t.Cleanup(server.Stop)
+		endpoints[i] = listener.Addr().String()
+	}
+	tests := []struct {
+		name        string
+		maxAttempts int
+	}{
+		{"as many attempts as endpoints", len(endpoints)},
+		{"the default attempts", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: endpoints,
+				MaxAttempts: tt.maxAttempts, Backoff: 10 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeClient()
+			var reqs []*v1.CreateTxRequest
+			for i := range 30 {
+				reqs = append(reqs, &v1.CreateTxRequest{Signer: signers[i%len(signers)], RequestId: "payout-" + strconv.Itoa(i)})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			results, err := client.CreateMany(ctx, reqs)
+			if err != nil {
+				t.Fatalf("CreateMany: %v", err)
+			}
+			for i, r := range results {
+				if r.Err != nil || !r.Response.GetCreated() || r.Response.GetTx().GetSigner() != reqs[i].GetSigner() {
+					t.Errorf("creates[%d] for %s: %v %v, want created by its signer's owner", i, reqs[i].GetSigner(), r.Response, r.Err)
+				}
+			}
+		})
+	}
+}
