@@ -30,6 +30,12 @@ func (b *Bootstrap) Check() error {
 	b.Pipeline.check(&p)
 	b.Retention.check(&p)
 	b.Webhooks.check(&p)
+	// Service events carry no mark of what retention deleted, so a subscription whose
+	// receiver is down would skip those deleted while it was still trying: it must be dead
+	// (and its cursor refused on resumption) before retention reaches its events.
+	p.require(b.Retention.Horizon == 0 || b.Retention.Horizon >= b.Webhooks.DeadAfter, "retention.horizon",
+		"must be 0 (keep everything) or at least webhooks.deadAfter (%s): events retention deleted would be skipped, without a word, by a subscription still trying to deliver them",
+		b.Webhooks.DeadAfter.Std())
 	b.Console.check(&p)
 	b.Feed.check(&p)
 	b.Routing.check(&p, b.Server.TLS)

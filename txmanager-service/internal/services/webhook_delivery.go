@@ -80,6 +80,13 @@ type WebhookDeliverer struct {
 type runningDelivery struct {
 	token  int64
 	cancel context.CancelFunc
+	// leaseUntil is the latest moment (Unix nanoseconds, this node's clock) the lease is
+	// surely still held: the start of the claim that last took or renewed it, plus the
+	// lease. The database counts the lease from its own later now(), so no other node can
+	// hold it before then. Nothing is posted after it: a node whose claims keep failing, or
+	// that slept in a backoff past it, may have been replaced by another that delivered
+	// the same events and the ones after, and posting then would deliver out of order.
+	leaseUntil atomic.Int64
 	// oldestCompletion and oldestEvent are when the oldest completion, and the oldest
 	// service event, not yet delivered happened (Unix nanoseconds; 0: none waits). The lag
 	// gauge is the longer wait as of its scrape: a receiver that is down makes it grow.
@@ -159,25 +166,30 @@ func NewWebhookDeliverer(cfg WebhookConfig, store SubscriptionStore, feed Comple
 // Pass claims and renews this node's subscriptions, starts a delivery for each new one and
 // stops those it no longer holds.
 func (d *WebhookDeliverer) Pass(ctx context.Context) {
+	claimedAt := time.Now()
 	claimed, err := d.store.Claim(ctx, d.node, d.cfg.ClaimsPerPass, d.cfg.Lease)
 	if err != nil {
 		// Also when the pass's own deadline cut it: a claim that keeps timing out is a
 		// database too slow to hold the leases, and must show.
 		d.log.Warnw("msg", "webhook claim pass failed", "error", err.Error())
+		d.stopExpired(claimedAt)
 		return
 	}
+	leaseUntil := claimedAt.Add(d.cfg.Lease).UnixNano()
 	held := map[uuid.UUID]bool{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, c := range claimed {
 		held[c.ID] = true
 		if r, ok := d.running[c.ID]; ok && r.token == c.Token {
+			r.leaseUntil.Store(leaseUntil)
 			continue
 		} else if ok {
 			r.cancel()
 		}
 		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		r := &runningDelivery{token: c.Token, cancel: cancel}
+		r.leaseUntil.Store(leaseUntil)
 		d.running[c.ID] = r
 		d.wg.Go(func() { d.deliver(runCtx, c, r) })
 		d.log.Infow("msg", "delivering webhook subscription", "subscription", c.ID.String(), "fencing_token", c.Token, "cursor", c.Cursor)
@@ -188,6 +200,25 @@ func (d *WebhookDeliverer) Pass(ctx context.Context) {
 			delete(d.running, id)
 		}
 	}
+}
+
+// stopExpired ends the deliveries whose lease has run out by now: without a claim that
+// renewed it, another node may deliver the subscription already.
+func (d *WebhookDeliverer) stopExpired(now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, r := range d.running {
+		if r.expired(now) {
+			r.cancel()
+			delete(d.running, id)
+			d.log.Warnw("msg", "webhook subscription's lease ran out without a renewal; its delivery stops here", "subscription", id.String(), "fencing_token", r.token)
+		}
+	}
+}
+
+// expired: the lease may be held by another node at now.
+func (r *runningDelivery) expired(now time.Time) bool {
+	return now.UnixNano() >= r.leaseUntil.Load()
 }
 
 // Stop ends every delivery and lets this node's subscriptions go at once.
@@ -553,6 +584,13 @@ func (d *WebhookDeliverer) lost(c ClaimedSubscription, err error) {
 func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubscription, r *runningDelivery, eventID string, body []byte, recorded *time.Time) bool {
 	wait := d.cfg.BackoffMin
 	for attempt := 1; ; attempt++ {
+		if r.expired(time.Now()) {
+			// A backoff, or a claim pass that failed, outlasted the lease: another node may
+			// have delivered this event and later ones. The next claim starts again from
+			// the saved cursor.
+			d.log.Infow("msg", "webhook subscription's lease ran out before a delivery; not sending", "subscription", c.ID.String(), "fencing_token", c.Token)
+			return false
+		}
 		err := d.post(ctx, c, eventID, body)
 		if err == nil {
 			d.count(ctx, "delivered", attempt > 1)

@@ -912,3 +912,48 @@ func TestDeadSubscriptionsAreCountedOnEveryNode(t *testing.T) {
 		t.Fatalf("%s = %d, want the 1 dead subscription of 2", telemetry.WebhookSubscriptionsDead, dead)
 	}
 }
+
+// A node whose lease on a subscription ran out without a renewal (its claim passes failing,
+// or a backoff that outlasted the lease) posts nothing more: another node may have taken the
+// subscription over and delivered these events and later ones, and a late post would reach
+// the receiver out of order.
+func TestNothingIsPostedAfterTheLeaseRunsOut(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	// Backoffs as long as the lease, so the delivery sleeps through its end.
+	cfg.BackoffMin, cfg.BackoffMax = cfg.Lease, cfg.Lease
+	var mu sync.Mutex
+	var posts []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts = append(posts, time.Now())
+		mu.Unlock()
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
+	if _, _, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", FromStart: true}, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	addCompletions(t, pool, 5)
+	d := newDeliverer(t, pool, cfg, store, feed, events)
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	claimed := time.Now()
+	d.Pass(ctx) // and no pass after it: the lease is not renewed
+	time.Sleep(4 * cfg.Lease)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(posts) == 0 {
+		t.Fatal("nothing was posted while the lease held")
+	}
+	// A post begun just before the lease's end may arrive a little after it.
+	end := claimed.Add(cfg.Lease + 200*time.Millisecond)
+	for _, at := range posts {
+		if at.After(end) {
+			t.Errorf("posted %s after the claim, with a lease of %s that no pass renewed", at.Sub(claimed).Round(time.Millisecond), cfg.Lease)
+		}
+	}
+}
