@@ -278,8 +278,9 @@ func (d *WebhookDeliverer) cursorExpired(ctx context.Context, c ClaimedSubscript
 func (d *WebhookDeliverer) expire(ctx context.Context, c ClaimedSubscription, cursor, prunedThrough int64) {
 	reason := fmt.Sprintf("its cursor %d is below position %d, up to which retention deleted completions: replay it from the start or from a later position",
 		cursor, prunedThrough)
-	if _, _, err := d.store.Failed(ctx, c, d.node, reason, deadAtOnce); err != nil {
-		d.log.Warnw("msg", "could not record a webhook subscription's expired cursor", "subscription", c.ID.String(), "error", err.Error())
+	_, held, err := d.store.Failed(ctx, c, d.node, reason, deadAtOnce)
+	if err != nil || !held {
+		d.lost(c, err)
 		return
 	}
 	d.log.Errorw("msg", "webhook subscription dead: its cursor points into completions retention deleted", "subscription", c.ID.String(),
@@ -377,11 +378,28 @@ func (d *WebhookDeliverer) eventStream(c ClaimedSubscription, r *runningDelivery
 	return stream{
 		cursor: c.EventCursor,
 		read: func(ctx context.Context, after int64) ([]pushed, error) {
+			// The head before the page: positions are taken under the sequencer's row lock
+			// until commit, so every event up to it is committed and a short page holds all
+			// of them the signers take.
+			head, err := d.events.Head(ctx)
+			if err != nil {
+				return nil, err
+			}
 			page, err := d.events.ListAfter(ctx, after, feedPage, signers)
 			out := make([]pushed, len(page))
 			for i, e := range page {
 				out[i] = pushed{position: e.Position, cursor: "e" + strconv.FormatInt(e.Position, 10), match: c.Filter.Matches(e.Kind, e.ChainID, e.Signer, ""), id: e.ID,
 					body: func() []byte { return eventBody(c.ID, e) }, at: e.At}
+			}
+			last := after
+			if len(page) > 0 {
+				last = page[len(page)-1].Position
+			}
+			if err == nil && len(page) < feedPage && head > last {
+				// Other signers' events up to the head: the cursor moves past them, or a
+				// subscription whose signers are quiet would read every event since its
+				// last one at each look.
+				out = append(out, pushed{position: head})
 			}
 			return out, err
 		},

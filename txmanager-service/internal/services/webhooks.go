@@ -254,8 +254,13 @@ func (b *WebhookBook) Replay(ctx context.Context, id string, cursor int64, by st
 		return domain.Subscription{}, err
 	}
 	err = b.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("webhook.replay"), func(ctx context.Context, sess txmanager.Session) error {
-		if _, err := b.store.Replay(ctx, sess, parsed, cursor); err != nil {
+		found, err := b.store.Replay(ctx, sess, parsed, cursor)
+		if err != nil {
 			return err
+		}
+		if !found {
+			// Deleted since it was read: nothing was replayed, and the trail says nothing.
+			return &domain.NotFoundError{What: "no webhook subscription " + id}
 		}
 		return b.audit.Record(ctx, sess, by, domain.AuditWebhookReplay, "webhook "+id, map[string]any{"cursor": before.Cursor}, map[string]any{"cursor": cursor})
 	})

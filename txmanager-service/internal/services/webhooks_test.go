@@ -17,6 +17,7 @@ import (
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/go-kratos/kratos/v2/log"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -955,5 +956,94 @@ func TestNothingIsPostedAfterTheLeaseRunsOut(t *testing.T) {
 		if at.After(end) {
 			t.Errorf("posted %s after the claim, with a lease of %s that no pass renewed", at.Sub(claimed).Round(time.Millisecond), cfg.Lease)
 		}
+	}
+}
+
+// A subscription to signers whose events are rare moves its event cursor past the other
+// signers' service events, as it does past their completions: otherwise every look would
+// read all the events since its signers' last one.
+func TestAFilteredSubscriptionKeepsUpPastOtherSignersEvents(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	var posted atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posted.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+	txm := testsupport.TxManager(t, pool)
+	book := services.NewWebhookBook(txm, store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
+	sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", Signers: []string{testsupport.SignerAddress(1).Hex()}}, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		event := services.SignerEvent(domain.EventSigningFailing, 1337, testsupport.SignerAddress(2), map[string]any{"attempt": i})
+		if err := txm.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, sess txmanager.Session) error { return events.Append(ctx, sess, event) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head, err := events.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDeliverer(t, pool, cfg, store, feed, events)
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	waitFor(t, 10*time.Second, "the event cursor past the other signer's events", func() bool {
+		d.Pass(ctx)
+		var cursor int64
+		err := pool.QueryRow(ctx, `SELECT event_cursor FROM webhook_subscription WHERE subscription_id = $1`, sub.ID).Scan(&cursor)
+		return err == nil && cursor == head
+	})
+	if n := posted.Load(); n != 0 {
+		t.Fatalf("%d deliveries of other signers' events", n)
+	}
+}
+
+// deletedAfterRead is the subscriptions' store with a subscription deleted just after it is
+// read, as by an operator's delete racing a replay.
+type deletedAfterRead struct {
+	*repositories.WebhookRepository
+	pool *pgxpool.Pool
+}
+
+func (s deletedAfterRead) Get(ctx context.Context, id uuid.UUID) (domain.Subscription, error) {
+	sub, err := s.WebhookRepository.Get(ctx, id)
+	if err == nil {
+		_, err = s.pool.Exec(ctx, `DELETE FROM webhook_subscription WHERE subscription_id = $1`, id)
+	}
+	return sub, err
+}
+
+// A replay of a subscription deleted between its read and the replay is answered not found
+// and leaves no record of a replay in the audit trail.
+func TestAReplayOfADeletedSubscriptionLeavesNoAuditRecord(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+	audit := testsupport.AuditTrail(t, pool, "node-a")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(srv.Close)
+	sub, _, err := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, audit, cfg, testLogger()).
+		Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks"}, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	racing := services.NewWebhookBook(testsupport.TxManager(t, pool), deletedAfterRead{store, pool}, feed, events, audit, cfg, testLogger())
+	var notFound *domain.NotFoundError
+	if _, err := racing.Replay(ctx, sub.ID.String(), 0, "ops"); !errors.As(err, &notFound) {
+		t.Fatalf("replay of a subscription deleted meanwhile: %v, want not found", err)
+	}
+	var replays int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM audit_record WHERE action = $1`, domain.AuditWebhookReplay).Scan(&replays); err != nil {
+		t.Fatal(err)
+	}
+	if replays != 0 {
+		t.Fatalf("%d replays in the audit trail, want none", replays)
 	}
 }
