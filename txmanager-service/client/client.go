@@ -187,16 +187,20 @@ func (c *Client) waitFinal(ctx context.Context, read func(context.Context, time.
 	for {
 		started := time.Now()
 		tx, err := read(ctx, c.cfg.LongPoll)
-		if err != nil {
+		switch again, _ := Retryable(err); {
+		case err != nil && (!again || ctx.Err() != nil):
 			return nil, err
-		}
-		if Final(tx.GetState()) {
+		case err != nil:
+			// The service could not answer through every attempt of the read (a restart, a
+			// failover): the transaction goes on meanwhile, so the wait does too, until the
+			// context ends, asking again after a backoff.
+		case Final(tx.GetState()):
 			return tx, nil
-		}
-		// The long-poll ran out with the transaction still open: ask again. An answer that
-		// came back early (a service whose feed.maxWait is shorter, or 0; the last second
-		// before a deadline) waits first, or the loop would ask as fast as it is answered.
-		if time.Since(started) >= c.cfg.LongPoll/2 {
+		case time.Since(started) >= c.cfg.LongPoll/2:
+			// The long-poll ran out with the transaction still open: ask again. An answer
+			// that came back early (a service whose feed.maxWait is shorter, or 0; the last
+			// second before a deadline) waits first, or the loop would ask as fast as it is
+			// answered.
 			backoff = c.cfg.Backoff
 			continue
 		}

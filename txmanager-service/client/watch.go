@@ -22,20 +22,46 @@ import (
 func (c *Client) Watch(ctx context.Context, after string, fn func(context.Context, *v1.Completion) error) error {
 	cursor, current := after, 0
 	backoff := c.cfg.Backoff
+	// expiredEmpty: the last stream ended on its token's expiry having delivered nothing.
+	expiredEmpty := false
+	// credentialFailures counts the token provider's failures in a row.
+	credentialFailures := 0
 	for {
 		delivered, opened, err := c.watchOnce(ctx, c.nodes[current%len(c.nodes)], &cursor, fn)
 		var handlerErr *handlerError
+		var credentialsErr *credentialsError
 		switch {
 		case errors.As(err, &handlerErr):
 			return handlerErr.err
 		case ctx.Err() != nil:
 			return errors.Join(err, ctx.Err())
-		case opened && v1.IsUnauthenticated(err) && c.cfg.BearerToken != nil:
+		case opened && v1.IsUnauthenticated(err) && c.cfg.BearerToken != nil && (delivered || !expiredEmpty):
 			// The service ends a stream when the token that opened it expires: open it
-			// again at once with a fresh token (one refused at the door ends Watch).
+			// again at once with a fresh token (one refused at the door ends Watch). Not
+			// twice in a row without a delivery: a provider that hands back a token already
+			// past its expiry (the service lets one through at the door for a little
+			// while, and ends its stream at once) would otherwise be asked in a tight loop.
+			expiredEmpty = !delivered
 			continue
 		}
+		expiredEmpty = opened && v1.IsUnauthenticated(err) && !delivered
 		again, wait := Retryable(err)
+		switch {
+		case errors.As(err, &credentialsErr):
+			// The token provider failed (an identity service restarting): tried again after
+			// a wait, as a broken stream is, up to the attempts a call gets.
+			if credentialFailures++; credentialFailures >= c.cfg.MaxAttempts {
+				return err
+			}
+			again = true
+		case opened && v1.IsUnauthenticated(err):
+			// The provider handed back a token already past its expiry: asked again after
+			// a wait. Once the service's leeway for it is over, it is refused at the door.
+			again = true
+		}
+		if !errors.As(err, &credentialsErr) {
+			credentialFailures = 0
+		}
 		// A stream the service ended (it is stopping) is picked up again like a broken one.
 		if !again && !errors.Is(err, io.EOF) {
 			return err
@@ -61,17 +87,27 @@ type handlerError struct{ err error }
 
 func (e *handlerError) Error() string { return e.err.Error() }
 
+// credentialsError: the credentials for a stream could not be had (the token provider
+// failed).
+type credentialsError struct{ err error }
+
+func (e *credentialsError) Error() string { return "credentials: " + e.err.Error() }
+func (e *credentialsError) Unwrap() error { return e.err }
+
 // watchOnce follows one stream until it breaks, moving *cursor past every completion fn
 // accepted, and reports whether it delivered any and whether the service had accepted the
 // stream (its first answer was not a refusal).
 func (c *Client) watchOnce(ctx context.Context, n node, cursor *string, fn func(context.Context, *v1.Completion) error) (delivered, opened bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ctx, err = c.withCredentials(ctx)
+	// The credentials go on the stream's call alone: fn gets the caller's context, so its
+	// own calls (to this client or to other services) neither carry this client's API key
+	// or token nor add a second one to theirs.
+	callCtx, err := c.withCredentials(ctx)
 	if err != nil {
-		return false, false, &handlerError{err}
+		return false, false, &credentialsError{err}
 	}
-	stream, err := n.tx.WatchCompletions(ctx, &v1.WatchCompletionsRequest{After: *cursor})
+	stream, err := n.tx.WatchCompletions(callCtx, &v1.WatchCompletionsRequest{After: *cursor})
 	if err != nil {
 		return false, false, err
 	}

@@ -43,9 +43,12 @@ func (c *Client) ResumeWebhook(ctx context.Context, id string) (*v1.Webhook, err
 	})
 }
 
-// ReplayWebhook delivers again everything after a feed position (0: all still kept).
+// ReplayWebhook delivers again everything after a feed position (0: all still kept). It is
+// sent again only after an answer saying it was not carried out: after a lost answer the
+// replay may have happened and its deliveries begun, and a second one would send them all
+// again.
 func (c *Client) ReplayWebhook(ctx context.Context, id string, cursor int64) (*v1.Webhook, error) {
-	return retry(ctx, c, idempotent, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.Webhook, error) {
+	return retry(ctx, c, refusedOnly, c.cfg.CallTimeout, func(ctx context.Context, n node) (*v1.Webhook, error) {
 		return n.admin.ReplayWebhook(ctx, &v1.ReplayWebhookRequest{SubscriptionId: id, Cursor: cursor})
 	})
 }

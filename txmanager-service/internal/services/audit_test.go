@@ -93,3 +93,42 @@ func TestAuditRetentionKeepsTheChainCheckable(t *testing.T) {
 		t.Fatalf("record 3 deleted after retention: %+v %v, want it named", v.FirstBad, err)
 	}
 }
+
+// Records are numbered in order but stamped by each node's clock: one from a node whose
+// clock runs behind looks older than the records before it. Retention prunes only up to the
+// first record inside the horizon, never past it.
+func TestAuditRetentionStopsAtTheFirstRecordInsideTheHorizon(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	trail := testsupport.AuditTrail(t, pool, "node-a")
+	book := testsupport.PolicyBook(t, pool, trail)
+	for _, doc := range []string{`{"maxValuePerTx":"10"}`, `{"maxValuePerTx":"20"}`, `{"maxValuePerTx":"30"}`, `{"maxValuePerTx":"40"}`} {
+		if _, err := book.Set(t.Context(), "signer", testsupport.SignerAddress(1).Hex(), []byte(doc), "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Record 1 is old; record 2 is young; record 3 came from a node whose clock is a year
+	// behind.
+	if _, err := pool.Exec(t.Context(), `UPDATE audit_record SET at = at - interval '400 days' WHERE seq IN (1, 3)`); err != nil {
+		t.Fatal(err)
+	}
+	pruned, err := trail.Prune(t.Context(), 365*24*60*60*1e9)
+	if err != nil || pruned != 1 {
+		t.Fatalf("pruned %d (%v), want record 1 alone", pruned, err)
+	}
+	var kept []int64
+	rows, err := pool.Query(t.Context(), `SELECT seq FROM audit_record WHERE seq <= 4 ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, seq)
+	}
+	if rows.Err() != nil || len(kept) != 3 || kept[0] != 2 {
+		t.Fatalf("records kept %v (%v), want 2, 3 and 4", kept, rows.Err())
+	}
+}

@@ -89,10 +89,20 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput, ap
 	if approval != nil && req.Fingerprint() != approval.Fingerprint {
 		return CreateResult{}, fmt.Errorf("%w: approval %s no longer parses to the intent it was asked with", domain.ErrInvalidArgument, approval.ID)
 	}
+	// recorded is the create's own look-up of its request id. An approved intent's approval
+	// holds that request id until it is admitted: it is what is being admitted, not a
+	// transaction on record to answer with.
+	recorded := func() (CreateResult, bool, error) {
+		res, found, err := uc.recorded(ctx, req)
+		if found && approval != nil && res.Tx.ID == approval.ID && res.Tx.State == domain.StateAwaitingApproval {
+			return CreateResult{}, false, nil
+		}
+		return res, found, err
+	}
 	if err := uc.signers.Accepts(req.Signer); err != nil {
 		// A retired signer's acknowledged creates are still answered to their retries.
 		if errors.Is(err, domain.ErrSignerRetired) {
-			if res, found, replayErr := uc.recorded(ctx, req); found {
+			if res, found, replayErr := recorded(); found {
 				return res, replayErr
 			}
 		}
@@ -101,13 +111,13 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput, ap
 	// A create that will ask the chain before it is written (estimation, simulation) is
 	// looked up first: a retry must not wait on the chain, nor run the simulation again.
 	if uc.asksChainFirst(req) {
-		if res, found, err := uc.recorded(ctx, req); found {
+		if res, found, err := recorded(); found {
 			return res, err
 		}
 	}
 	res, err := uc.allocate(ctx, req, approval)
 	if err != nil && !errors.Is(err, domain.ErrIdempotencyConflict) {
-		if res, found, err := uc.recorded(ctx, req); found {
+		if res, found, err := recorded(); found {
 			return res, err
 		}
 	}
@@ -131,11 +141,10 @@ func (uc *CreateTxUseCase) adoptInstead(ctx context.Context, req domain.CreateRe
 	if _, err := uc.leases.Acquire(ctx, req.SignerHex); err != nil {
 		return CreateResult{}, err
 	}
+	// The adopted transaction counts in its credential's policy windows, as its signer's, at
+	// the fee cap it would have been admitted with.
+	req.Admission = uc.admission(ctx, req, nil)
 	req.Admission.AdoptOnly = refusal
-	if p, ok := domain.PrincipalFrom(ctx); ok {
-		// The adopted transaction counts in its credential's policy windows, as its signer's.
-		req.Admission.Credential = p.ID
-	}
 	tx, created, err := uc.queue.Allocate(ctx, req, max(req.Intent.GasLimit, 21_000))
 	if err != nil {
 		return CreateResult{Tx: tx}, err

@@ -11,7 +11,8 @@ import (
 )
 
 // The approval flow on a two-node cluster with a real chain (forward routing): a create
-// above the signer's approval threshold waits without a nonce; the requester cannot approve
+// above the signer's approval threshold, its gas left to the node's estimate, waits without
+// a nonce; the requester cannot approve
 // it, the same approver cannot count twice, two approvers on different nodes admit it, and
 // it is confirmed on chain under the id the create answered. A second intent nobody
 // approves expires: final, with its reason, in the completions feed. Bad input to the
@@ -65,15 +66,22 @@ func TestTwoApproversAdmitAnIntentThatIsConfirmedOnChain(t *testing.T) {
 		t.Fatalf("refused policies changed the policy: %s", a.raw)
 	}
 
-	create := func(node int, requestID, value string) apiResponse {
-		return call(node, "payouts", http.MethodPost, "/api/v1/tx", map[string]any{"signer": signer, "to": to, "value": value, "gasLimit": 21000, "requestId": requestID})
+	// estimated leaves the gas limit to the node's estimate: the create, and the admission
+	// of its approval, ask the chain before they are written.
+	const estimated = 0
+	create := func(node int, requestID, value string, gasLimit int) apiResponse {
+		body := map[string]any{"signer": signer, "to": to, "value": value, "requestId": requestID}
+		if gasLimit != estimated {
+			body["gasLimit"] = gasLimit
+		}
+		return call(node, "payouts", http.MethodPost, "/api/v1/tx", body)
 	}
-	waiting := create(1, "approve-me", "2000000000000000")
+	waiting := create(1, "approve-me", "2000000000000000", estimated)
 	if waiting.status != http.StatusAccepted || waiting.tx()["state"] != "AWAITING_APPROVAL" || waiting.tx()["txHash"] != "" {
 		t.Fatalf("a create above the threshold: %d %s, want 202 AWAITING_APPROVAL", waiting.status, waiting.raw)
 	}
 	id := waiting.tx()["txId"].(string)
-	if replay := create(0, "approve-me", "2000000000000000"); replay.status != http.StatusOK || replay.tx()["txId"] != id {
+	if replay := create(0, "approve-me", "2000000000000000", estimated); replay.status != http.StatusOK || replay.tx()["txId"] != id {
 		t.Fatalf("the waiting request's retry on the other node: %d %s, want 200 with the same id", replay.status, replay.raw)
 	}
 	var holding int
@@ -119,7 +127,7 @@ func TestTwoApproversAdmitAnIntentThatIsConfirmedOnChain(t *testing.T) {
 	t.Logf("approved intent %s confirmed at nonce %v in block %v", id, confirmed.body["nonce"], confirmed.body["receipt"].(map[string]any)["blockNumber"])
 
 	// Nobody approves the next one: it expires, final, in the feed with its reason.
-	expiring := create(0, "let-it-expire", "3000000000000000")
+	expiring := create(0, "let-it-expire", "3000000000000000", 21000)
 	if expiring.status != http.StatusAccepted || expiring.tx()["state"] != "AWAITING_APPROVAL" {
 		t.Fatalf("the second create above the threshold: %d %s", expiring.status, expiring.raw)
 	}

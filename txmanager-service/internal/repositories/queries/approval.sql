@@ -85,9 +85,11 @@ SELECT approval_id, signer, final_reason FROM done;
 
 -- name: LockApprovedForAdmission :many
 -- The approvals a writer batch admits, still APPROVED and unexpired, locked until it commits,
--- with the rule they were approved under.
+-- with the rule they were approved under. Unexpired by the clock as the rows are locked,
+-- not at the transaction's start: a batch that waited for locks past an approval's expiry
+-- does not admit it.
 SELECT approval_id, policy_scope, policy_version, role, required FROM tx_approval
-WHERE approval_id = ANY(@approval_ids::uuid[]) AND state = 'APPROVED' AND expires_at > now()
+WHERE approval_id = ANY(@approval_ids::uuid[]) AND state = 'APPROVED' AND expires_at > clock_timestamp()
 ORDER BY approval_id
 FOR UPDATE;
 

@@ -553,7 +553,7 @@ func (q *Queries) LockApproval(ctx context.Context, approvalID uuid.UUID) (TxApp
 
 const lockApprovedForAdmission = `-- name: LockApprovedForAdmission :many
 SELECT approval_id, policy_scope, policy_version, role, required FROM tx_approval
-WHERE approval_id = ANY($1::uuid[]) AND state = 'APPROVED' AND expires_at > now()
+WHERE approval_id = ANY($1::uuid[]) AND state = 'APPROVED' AND expires_at > clock_timestamp()
 ORDER BY approval_id
 FOR UPDATE
 `
@@ -567,7 +567,9 @@ type LockApprovedForAdmissionRow struct {
 }
 
 // The approvals a writer batch admits, still APPROVED and unexpired, locked until it commits,
-// with the rule they were approved under.
+// with the rule they were approved under. Unexpired by the clock as the rows are locked,
+// not at the transaction's start: a batch that waited for locks past an approval's expiry
+// does not admit it.
 func (q *Queries) LockApprovedForAdmission(ctx context.Context, approvalIds []uuid.UUID) ([]LockApprovedForAdmissionRow, error) {
 	rows, err := q.db.Query(ctx, lockApprovedForAdmission, approvalIds)
 	if err != nil {

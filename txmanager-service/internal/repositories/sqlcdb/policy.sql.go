@@ -12,7 +12,7 @@ import (
 
 const addPolicySpend = `-- name: AddPolicySpend :exec
 INSERT INTO policy_spend AS p (scope_kind, scope, chain_id, minute, value_wei, fee_wei)
-SELECT x.k, x.s, $1::bigint, date_trunc('minute', now()), x.v::numeric, x.f::numeric
+SELECT x.k, x.s, $1::bigint, date_trunc('minute', clock_timestamp()), x.v::numeric, x.f::numeric
 FROM (SELECT unnest($2::text[]) AS k, unnest($3::text[]) AS s, unnest($4::text[]) AS v, unnest($5::text[]) AS f) AS x
 ON CONFLICT (scope_kind, scope, chain_id, minute) DO UPDATE SET value_wei = p.value_wei + EXCLUDED.value_wei, fee_wei = p.fee_wei + EXCLUDED.fee_wei
 `
@@ -25,7 +25,10 @@ type AddPolicySpendParams struct {
 	FeeWei     []string
 }
 
-// Counts what a batch admitted under windowed policies on the chain, one row per scope.
+// Counts what a batch admitted under windowed policies on the chain, one row per scope, in
+// the minute it admitted in (clock_timestamp(): the transaction may have started a minute
+// earlier and waited for the policies' locks; bucketed by its start, its spend would fall
+// out of a window a minute early).
 func (q *Queries) AddPolicySpend(ctx context.Context, arg AddPolicySpendParams) error {
 	_, err := q.db.Exec(ctx, addPolicySpend,
 		arg.ChainID,
@@ -312,7 +315,7 @@ SELECT w.scope_kind::text AS scope_kind, w.scope::text AS scope, w.minutes::bigi
        COALESCE(sum(s.value_wei), 0)::text AS value_wei, COALESCE(sum(s.fee_wei), 0)::text AS fee_wei
 FROM (SELECT unnest($1::text[]) AS scope_kind, unnest($2::text[]) AS scope, unnest($3::bigint[]) AS minutes) AS w
 LEFT JOIN policy_spend s ON s.scope_kind = w.scope_kind AND s.scope = w.scope AND ($4::bigint < 0 OR s.chain_id IN ($4::bigint, 0))
-    AND s.minute >= date_trunc('minute', now()) - make_interval(mins => w.minutes::int)
+    AND s.minute >= date_trunc('minute', clock_timestamp()) - make_interval(mins => w.minutes::int)
 GROUP BY w.scope_kind, w.scope, w.minutes
 `
 
@@ -334,7 +337,10 @@ type PolicyWindowTotalsRow struct {
 // What each (scope, window) already counts on the chain: the buckets of the current minute
 // and of the whole minutes of the period before it (buckets from before windows were kept
 // per chain, chain 0, count on every chain). A chain below 0 counts every chain's (the
-// gauges' view, one figure a scope).
+// gauges' view, one figure a scope). The current minute is the clock's as the statement
+// runs, after the policies' locks, not the transaction's start: AddPolicySpend buckets by
+// the same clock, so a batch that waited for the locks across a minute's end is counted
+// in the minute it admitted in.
 func (q *Queries) PolicyWindowTotals(ctx context.Context, arg PolicyWindowTotalsParams) ([]PolicyWindowTotalsRow, error) {
 	rows, err := q.db.Query(ctx, policyWindowTotals,
 		arg.ScopeKinds,

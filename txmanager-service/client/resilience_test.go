@@ -1,0 +1,196 @@
+package txmclient_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	txmclient "github.com/bionicotaku/txmanager-service/client"
+)
+
+// serve runs a fake TxService and AdminService on a loopback port for the test.
+func serve(t *testing.T, tx v1.TxServiceServer, admin v1.AdminServiceServer) string {
+	t.Helper()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer()
+	if tx != nil {
+		v1.RegisterTxServiceServer(server, tx)
+	}
+	if admin != nil {
+		v1.RegisterAdminServiceServer(server, admin)
+	}
+	go func() { _ = server.Serve(listener) }()
+	t.Cleanup(server.Stop)
+	return listener.Addr().String()
+}
+
+// oneCompletion streams one completion and then holds the stream open.
+type oneCompletion struct{ v1.UnimplementedTxServiceServer }
+
+func (oneCompletion) WatchCompletions(_ *v1.WatchCompletionsRequest, stream grpc.ServerStreamingServer[v1.Completion]) error {
+	if err := stream.Send(&v1.Completion{TxId: "tx-1", Cursor: "1"}); err != nil {
+		return err
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
+// The handler Watch calls gets the caller's context, not the stream's: its own calls carry
+// none of this client's credentials.
+func TestWatchHandlersDoNotCarryTheClientsCredentials(t *testing.T) {
+	addr := serve(t, oneCompletion{}, nil)
+	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{addr}, APIKey: "txm_secret_key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errSeen := errors.New("seen")
+	var outgoing metadata.MD
+	err = client.Watch(ctx, "", func(ctx context.Context, _ *v1.Completion) error {
+		outgoing, _ = metadata.FromOutgoingContext(ctx)
+		return errSeen
+	})
+	if !errors.Is(err, errSeen) {
+		t.Fatalf("Watch: %v", err)
+	}
+	if len(outgoing.Get("x-api-key")) != 0 || len(outgoing.Get("authorization")) != 0 {
+		t.Fatalf("the handler's context carries credentials: %v", outgoing)
+	}
+}
+
+// expiredAtOnce accepts every stream and ends it at once as expired, as the service does
+// with a token past its expiry but inside its leeway at the door.
+type expiredAtOnce struct {
+	v1.UnimplementedTxServiceServer
+	opened atomic.Int64
+}
+
+func (s *expiredAtOnce) WatchCompletions(_ *v1.WatchCompletionsRequest, stream grpc.ServerStreamingServer[v1.Completion]) error {
+	s.opened.Add(1)
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
+	return v1.ErrorUnauthenticated("the credential that opened this stream expired; open it again with a new one")
+}
+
+// A token provider that keeps handing back a token already expired is not asked in a tight
+// loop: after one stream opened again at once, Watch waits between streams.
+func TestWatchBacksOffWhenEveryTokenHasExpired(t *testing.T) {
+	fake := &expiredAtOnce{}
+	addr := serve(t, fake, nil)
+	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{addr}, Backoff: 100 * time.Millisecond,
+		BearerToken: func(context.Context) (string, error) { return "the-same-expired-token", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	err = client.Watch(ctx, "", func(context.Context, *v1.Completion) error { return nil })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Watch: %v, want the context's deadline", err)
+	}
+	// At once twice, then waits of 100, 200, 400 and 800 ms: at most 6 streams in 1.5 s.
+	if n := fake.opened.Load(); n < 2 || n > 6 {
+		t.Fatalf("%d streams opened in 1.5 s, want 2 to 6", n)
+	}
+}
+
+// A token provider that fails for a while (an identity service restarting) does not end
+// Watch: it asks again after a wait.
+func TestWatchOutlastsAFailingTokenProvider(t *testing.T) {
+	addr := serve(t, oneCompletion{}, nil)
+	var asked atomic.Int64
+	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{addr}, Backoff: 10 * time.Millisecond,
+		BearerToken: func(context.Context) (string, error) {
+			if asked.Add(1) <= 3 {
+				return "", errors.New("identity provider unavailable")
+			}
+			return "token", nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	errSeen := errors.New("seen")
+	if err := client.Watch(ctx, "", func(context.Context, *v1.Completion) error { return errSeen }); !errors.Is(err, errSeen) {
+		t.Fatalf("Watch: %v, want the completion handled once the provider answers", err)
+	}
+}
+
+// unavailableThenFinal answers reads UNAVAILABLE, as a service restarting does, then the
+// transaction as final.
+type unavailableThenFinal struct {
+	v1.UnimplementedTxServiceServer
+	reads, failures atomic.Int64
+}
+
+func (s *unavailableThenFinal) GetTx(_ context.Context, r *v1.GetTxRequest) (*v1.Tx, error) {
+	if s.reads.Add(1) <= s.failures.Load() {
+		return nil, v1.ErrorUnavailable("restarting")
+	}
+	return &v1.Tx{TxId: r.GetTxId(), State: "CONFIRMED"}, nil
+}
+
+// Wait goes on through an outage longer than one read's attempts: the transaction goes on
+// meanwhile, and Wait returns it once it is final.
+func TestWaitOutlastsAnOutage(t *testing.T) {
+	fake := &unavailableThenFinal{}
+	fake.failures.Store(6)
+	addr := serve(t, fake, nil)
+	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{addr}, MaxAttempts: 2, Backoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tx, err := client.Wait(ctx, "00000000-0000-7000-8000-000000000001")
+	if err != nil || tx.GetState() != "CONFIRMED" {
+		t.Fatalf("Wait: %v %v, want the confirmed transaction after the outage", tx, err)
+	}
+}
+
+// countingReplays answers every replay UNAVAILABLE after carrying it out, as a service
+// whose answer was lost does.
+type countingReplays struct {
+	v1.UnimplementedAdminServiceServer
+	replays atomic.Int64
+}
+
+func (s *countingReplays) ReplayWebhook(context.Context, *v1.ReplayWebhookRequest) (*v1.Webhook, error) {
+	s.replays.Add(1)
+	return nil, v1.ErrorUnavailable("answer lost")
+}
+
+// A replay is not sent again after an answer that does not say it was refused: a second
+// replay would send every event again.
+func TestReplayWebhookIsNotRepeatedAfterALostAnswer(t *testing.T) {
+	fake := &countingReplays{}
+	addr := serve(t, nil, fake)
+	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{addr}, Backoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient()
+	if _, err := client.ReplayWebhook(context.Background(), "8f7e2c34-6a51-4a38-9f5e-3b2d9c0a1e77", 0); !v1.IsUnavailable(err) {
+		t.Fatalf("ReplayWebhook: %v, want the UNAVAILABLE answer", err)
+	}
+	if n := fake.replays.Load(); n != 1 {
+		t.Fatalf("replay sent %d times, want once", n)
+	}
+}
