@@ -51,6 +51,10 @@ type Admission struct {
 	// RemainingAfter is what the signer can spend after its unfinished transactions and
 	// this one's worst case (nil when the funds check is off).
 	RemainingAfter *big.Int
+	// DataFeeBound is the most the chain's L1 data fee may be for this transaction, at the
+	// prices the funds check last read (nil on a chain without one, or with the funds check
+	// off).
+	DataFeeBound *big.Int
 	// ApprovalID, when set, is the approved intent this create admits: it takes the
 	// approval's id, skips the approval rule, and is allocated only while the approval is
 	// APPROVED.

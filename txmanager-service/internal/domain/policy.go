@@ -390,14 +390,22 @@ type PolicyCheck struct {
 	// RemainingAfter is what the signer can spend once this intent's worst case is counted
 	// (nil when the funds check is off: the minimum-balance rule then refuses).
 	RemainingAfter *big.Int
+	// DataFeeBound is the most the chain's L1 data fee may be (nil: none counted).
+	DataFeeBound *big.Int
 }
 
-// WorstFee is gas limit times the fee cap per gas (nil when the cap is unbounded).
+// WorstFee is gas limit times the fee cap per gas, plus the bound of the L1 data fee on a
+// chain that charges one (nil when the cap is unbounded): on an OP-stack chain the data fee
+// of a call with much call data can be larger than its gas.
 func (c PolicyCheck) WorstFee() *big.Int {
 	if c.FeeCapPerGas == nil {
 		return nil
 	}
-	return new(big.Int).Mul(new(big.Int).SetUint64(c.GasLimit), c.FeeCapPerGas)
+	fee := new(big.Int).Mul(new(big.Int).SetUint64(c.GasLimit), c.FeeCapPerGas)
+	if c.DataFeeBound != nil {
+		fee.Add(fee, c.DataFeeBound)
+	}
+	return fee
 }
 
 // CheckIntent applies the policy's per-transaction rules (everything but the windows, which

@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"errors"
+	"math/big"
 	"strings"
 	"testing"
 
@@ -61,6 +62,36 @@ func TestParsePolicy(t *testing.T) {
 			var v *domain.ValidationError
 			if !errors.As(err, &v) || v.Field != tc.wantField {
 				t.Fatalf("got %v, want a refusal naming %s", err, tc.wantField)
+			}
+		})
+	}
+}
+
+// A fee window counts an intent's worst-case fee: its gas at the fee cap, and on a chain
+// that charges an L1 data fee, that fee's bound as well.
+func TestFeeWindowCountsTheL1DataFee(t *testing.T) {
+	p, err := domain.ParsePolicy([]byte(`{"windows":[{"period":"1h","maxFee":"1000000"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		dataFee  *big.Int
+		counted  int64
+		wantRule string
+	}{
+		{"gas alone fits", nil, 0, ""},
+		{"the data fee on top passes the limit", big.NewInt(600_000), 0, domain.PolicyRuleWindowFee},
+		{"a small data fee fits", big.NewInt(100_000), 0, ""},
+		{"with what the window counted", big.NewInt(100_000), 500_000, domain.PolicyRuleWindowFee},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// 21,000 gas at 20 wei: 420,000 wei of gas.
+			check := domain.PolicyCheck{GasLimit: 21_000, FeeCapPerGas: big.NewInt(20), DataFeeBound: tc.dataFee}
+			rule, detail := p.Windows[0].CheckWindow(check, domain.WindowTotals{Value: new(big.Int), Fee: big.NewInt(tc.counted)})
+			if rule != tc.wantRule {
+				t.Fatalf("rule %q (%s), want %q", rule, detail, tc.wantRule)
 			}
 		})
 	}

@@ -263,7 +263,7 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 
 // admission is what the writer checks the spending policies against besides the intent.
 func (uc *CreateTxUseCase) admission(ctx context.Context, req domain.CreateRequest, reservation *Reservation) domain.Admission {
-	a := domain.Admission{FeeCapPerGas: req.Intent.MaxFeePerGas, RemainingAfter: reservation.Remaining()}
+	a := domain.Admission{FeeCapPerGas: req.Intent.MaxFeePerGas, RemainingAfter: reservation.Remaining(), DataFeeBound: reservation.DataFee()}
 	if a.FeeCapPerGas == nil {
 		a.FeeCapPerGas = uc.cfg.FeeCap
 	}

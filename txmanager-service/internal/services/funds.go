@@ -154,6 +154,17 @@ type Reservation struct {
 	at     time.Time
 	// remaining is what the signer could spend once this reservation was counted.
 	remaining *big.Int
+	// dataFee is the L1 data fee's bound counted in cost (nil on a chain without one).
+	dataFee *big.Int
+}
+
+// DataFee is the bound of the intent's L1 data fee the reservation counts (nil on a chain
+// without one, or without a funds check).
+func (r *Reservation) DataFee() *big.Int {
+	if r == nil {
+		return nil
+	}
+	return r.dataFee
 }
 
 // Remaining is what the signer could spend after its unfinished transactions and this
@@ -213,7 +224,7 @@ func (g *FundsGuard) Reserve(ctx context.Context, signer common.Address, signerH
 			current.reserved.Add(current.reserved, cost)
 			at := current.at
 			g.mu.Unlock()
-			return &Reservation{guard: g, signer: signerHex, cost: cost, at: at, remaining: new(big.Int).Sub(spendable, cost)}, nil
+			return &Reservation{guard: g, signer: signerHex, cost: cost, at: at, remaining: new(big.Int).Sub(spendable, cost), dataFee: dataFee}, nil
 		}
 		fresh := g.clock.Now().Sub(current.at) < g.cfg.CacheFor/4
 		g.mu.Unlock()

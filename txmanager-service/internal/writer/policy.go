@@ -156,7 +156,7 @@ func (g *policyGate) countAdopted(op *Op) {
 
 func (g *policyGate) check(op *Op) domain.PolicyCheck {
 	return domain.PolicyCheck{Intent: op.Request.Intent, GasLimit: op.GasLimit, FeeCapPerGas: op.Request.Admission.FeeCapPerGas,
-		RemainingAfter: op.Request.Admission.RemainingAfter}
+		RemainingAfter: op.Request.Admission.RemainingAfter, DataFeeBound: op.Request.Admission.DataFeeBound}
 }
 
 // binding are the policies that bind op: its signer's, and its credential's.
