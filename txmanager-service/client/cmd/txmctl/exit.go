@@ -37,6 +37,9 @@ const (
 	exitTxFailed = 8
 	// exitAuditBroken: audit verify: a record of the trail was edited or removed.
 	exitAuditBroken = 9
+	// exitInterrupted: an interrupt (Ctrl-C) or SIGTERM ended the command, as shells
+	// report a command SIGINT ended (128 + 2): the usual way to stop feed tail or tx wait.
+	exitInterrupted = 130
 )
 
 // usageError is a wrong command line.
@@ -63,6 +66,8 @@ func exitCodeOf(err error) int {
 	case errors.Is(err, context.DeadlineExceeded):
 		// The command's own deadline (the client joins it to the call's error).
 		return exitTimedOut
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted
 	case status.Code(err) == codes.DeadlineExceeded:
 		// Each attempt ran out of its call timeout while the command's deadline had not:
 		// the service did not answer in time, which sending again may change.

@@ -31,6 +31,7 @@ func TestExitCodes(t *testing.T) {
 		{"unavailable after the retries", v1.ErrorUnavailable("no endpoint"), exitUnavailable},
 		{"unreachable", status.Error(codes.Unavailable, "connection refused"), exitUnavailable},
 		{"--timeout passed", fmt.Errorf("wait: %w", context.DeadlineExceeded), exitTimedOut},
+		{"interrupted (Ctrl-C)", errors.Join(status.Error(codes.Canceled, "context canceled"), context.Canceled), exitInterrupted},
 		{"the service cut the call at the command's deadline", errors.Join(status.Error(codes.DeadlineExceeded, "stream terminated"), context.DeadlineExceeded), exitTimedOut},
 		{"every attempt ran out of its call timeout, the command's deadline not", status.Error(codes.DeadlineExceeded, "context deadline exceeded"), exitUnavailable},
 		{"the transaction failed", &quietError{code: exitTxFailed}, exitTxFailed},

@@ -8,7 +8,7 @@
 //
 // Exit codes say what happened (see exitCodes): 0 done, 1 failed, 2 usage, 3 not found,
 // 4 refused, 5 not allowed, 6 unavailable, 7 timed out, 8 the transaction failed, 9 the
-// audit trail is broken.
+// audit trail is broken, 130 interrupted.
 package main
 
 import (

@@ -52,7 +52,8 @@ Exit codes:
   6  unavailable: the service could not be reached or could not serve; try again
   7  timed out: --timeout passed first (tx wait: the transaction is not final yet)
   8  tx wait: the transaction ended FAILED_FINAL
-  9  audit verify: a record of the audit trail was edited or removed`,
+  9  audit verify: a record of the audit trail was edited or removed
+  130 interrupted (Ctrl-C or SIGTERM)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

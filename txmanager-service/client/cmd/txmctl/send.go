@@ -33,7 +33,8 @@ data (0x-hex), gasLimit, maxFeePerGas, maxPriorityFeePerGas and chainId are opti
 Every line is answered on its own: created, replayed (the request id was sent before),
 or refused with its reason; sending the file again replays what was created. With --wait
 it then waits until every accepted transaction is final. Exit 0 when every line was
-accepted (and, with --wait, CONFIRMED), 4 when a line was refused, 8 when one failed.`,
+accepted (and, with --wait, CONFIRMED), 6 when a line is to be sent again, else 4 when one
+was refused, else 8 when one failed on chain.`,
 		Args: exactArgs(0, "no arguments (the file is --file)"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := os.Open(file)
@@ -101,12 +102,13 @@ accepted (and, with --wait, CONFIRMED), 4 when a line was refused, 8 when one fa
 				if werr != nil {
 					return werr
 				}
-				if failed > 0 {
+				if failed > 0 && unsent == 0 && refused == 0 {
 					return &quietError{code: exitTxFailed}
 				}
 			}
-			// Lines not sent first: sending the file again is what they need, and it only
-			// replays the accepted lines and refuses the refused ones again.
+			// Lines not sent first, with --wait too: sending the file again is what they
+			// need, and it only replays the accepted lines and refuses the refused ones
+			// again. The table and the counts above say which lines failed on chain.
 			if unsent > 0 {
 				return &quietError{code: exitUnavailable}
 			}
