@@ -35,7 +35,9 @@ func serve(t *testing.T, tx v1.TxServiceServer, admin v1.AdminServiceServer) str
 }
 
 // oneCompletion streams one completion and then holds the stream open.
-type oneCompletion struct{ v1.UnimplementedTxServiceServer }
+type oneCompletion struct {
+	v1.UnimplementedTxServiceServer
+}
 
 func (oneCompletion) WatchCompletions(_ *v1.WatchCompletionsRequest, stream grpc.ServerStreamingServer[v1.Completion]) error {
 	if err := stream.Send(&v1.Completion{TxId: "tx-1", Cursor: "1"}); err != nil {
