@@ -127,8 +127,8 @@ func (r *ApprovalRepository) Expire(ctx context.Context, limit int) ([]services.
 }
 
 // ApprovedToAdmit implements services.ApprovalStore.
-func (r *ApprovalRepository) ApprovedToAdmit(ctx context.Context, chainID uint64, limit int) ([]domain.Approval, error) {
-	rows, err := r.q.ApprovedToAdmit(ctx, sqlcdb.ApprovedToAdmitParams{ChainID: int64(chainID), MaxRows: int32(limit)})
+func (r *ApprovalRepository) ApprovedToAdmit(ctx context.Context, chainID uint64, after services.ApprovalPosition, limit int) ([]domain.Approval, error) {
+	rows, err := r.q.ApprovedToAdmit(ctx, sqlcdb.ApprovedToAdmitParams{ChainID: int64(chainID), AfterExpiresAt: after.ExpiresAt, AfterID: after.ID, MaxRows: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("approved intents of chain %d: %w", chainID, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
@@ -29,7 +30,9 @@ type ApprovalStore interface {
 	Finish(ctx context.Context, sess txmanager.Session, id uuid.UUID, state domain.ApprovalState, reason string, from ...domain.ApprovalState) (bool, error)
 	// Expire ends up to limit open approvals past their expiry.
 	Expire(ctx context.Context, limit int) ([]ExpiredApproval, error)
-	ApprovedToAdmit(ctx context.Context, chainID uint64, limit int) ([]domain.Approval, error)
+	// ApprovedToAdmit lists up to limit of the chain's approved intents after the position,
+	// in order of expiry (the zero position: from the first).
+	ApprovedToAdmit(ctx context.Context, chainID uint64, after ApprovalPosition, limit int) ([]domain.Approval, error)
 	// Pending counts the approvals waiting for votes or admission, and the oldest one's age.
 	Pending(ctx context.Context) (int64, time.Duration, error)
 }
@@ -59,11 +62,23 @@ type ApprovalDesk struct {
 	node    string
 	metrics *telemetry.Metrics
 	log     *log.Helper
+
+	mu sync.Mutex
+	// next is where each chain's next admission pass reads from.
+	next map[uint64]ApprovalPosition
+}
+
+// ApprovalPosition is a place in the order approved intents are admitted in: by expiry,
+// then id.
+type ApprovalPosition struct {
+	ExpiresAt time.Time
+	ID        uuid.UUID
 }
 
 // NewApprovalDesk wires the desk and its gauges (what waits, and the oldest's age).
 func NewApprovalDesk(tx txmanager.Manager, store ApprovalStore, audit *AuditTrail, node NodeName, metrics *telemetry.Metrics, logger log.Logger) (*ApprovalDesk, error) {
-	d := &ApprovalDesk{tx: tx, store: store, audit: audit, node: string(node), metrics: metrics, log: log.NewHelper(log.With(logger, "component", "approvals"))}
+	d := &ApprovalDesk{tx: tx, store: store, audit: audit, node: string(node), metrics: metrics, log: log.NewHelper(log.With(logger, "component", "approvals")),
+		next: map[uint64]ApprovalPosition{}}
 	if metrics == nil {
 		return d, nil
 	}
@@ -223,10 +238,23 @@ const admissionBatch = 100
 // the next pass until the approval expires; what never will (a window full, the signer
 // retired) ends the approval REFUSED with the reason.
 func (d *ApprovalDesk) AdmitPass(ctx context.Context, chainID uint64, create *CreateTxUseCase) error {
-	approved, err := d.store.ApprovedToAdmit(ctx, chainID, admissionBatch)
+	d.mu.Lock()
+	after := d.next[chainID]
+	d.mu.Unlock()
+	approved, err := d.store.ApprovedToAdmit(ctx, chainID, after, admissionBatch)
 	if err != nil {
 		return err
 	}
+	// A full page: the next pass reads on after it, so intents held back for now do not
+	// keep the later ones waiting; a short one: the next pass starts again from the first.
+	next := ApprovalPosition{}
+	if len(approved) == admissionBatch {
+		last := approved[len(approved)-1]
+		next = ApprovalPosition{ExpiresAt: last.ExpiresAt, ID: last.ID}
+	}
+	d.mu.Lock()
+	d.next[chainID] = next
+	d.mu.Unlock()
 	for _, a := range approved {
 		res, err := create.AdmitApproved(ctx, a)
 		switch {

@@ -97,10 +97,13 @@ FOR UPDATE;
 UPDATE tx_approval SET state = 'ADMITTED', decided_at = now() WHERE approval_id = ANY(@approval_ids::uuid[]) AND state = 'APPROVED';
 
 -- name: ApprovedToAdmit :many
--- Approved intents waiting for their signer's writer, oldest first, for one chain.
+-- Approved intents waiting for their signer's writer, for one chain, in order of expiry
+-- after the page before (after_expires_at, after_id): approvals held back for now (a paused
+-- signer, funds) must not fill every page and keep the later ones waiting.
 SELECT * FROM tx_approval_read
 WHERE state = 'APPROVED' AND chain_id = @chain_id AND expires_at > now()
-ORDER BY expires_at
+  AND (expires_at, approval_id) > (sqlc.arg(after_expires_at)::timestamptz, sqlc.arg(after_id)::uuid)
+ORDER BY expires_at, approval_id
 LIMIT @max_rows;
 
 -- name: PendingApprovals :one

@@ -34,18 +34,28 @@ func (q *Queries) ApproveApproval(ctx context.Context, approvalID uuid.UUID) err
 const approvedToAdmit = `-- name: ApprovedToAdmit :many
 SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read
 WHERE state = 'APPROVED' AND chain_id = $1 AND expires_at > now()
-ORDER BY expires_at
-LIMIT $2
+  AND (expires_at, approval_id) > ($2::timestamptz, $3::uuid)
+ORDER BY expires_at, approval_id
+LIMIT $4
 `
 
 type ApprovedToAdmitParams struct {
-	ChainID int64
-	MaxRows int32
+	ChainID        int64
+	AfterExpiresAt time.Time
+	AfterID        uuid.UUID
+	MaxRows        int32
 }
 
-// Approved intents waiting for their signer's writer, oldest first, for one chain.
+// Approved intents waiting for their signer's writer, for one chain, in order of expiry
+// after the page before (after_expires_at, after_id): approvals held back for now (a paused
+// signer, funds) must not fill every page and keep the later ones waiting.
 func (q *Queries) ApprovedToAdmit(ctx context.Context, arg ApprovedToAdmitParams) ([]TxApprovalRead, error) {
-	rows, err := q.db.Query(ctx, approvedToAdmit, arg.ChainID, arg.MaxRows)
+	rows, err := q.db.Query(ctx, approvedToAdmit,
+		arg.ChainID,
+		arg.AfterExpiresAt,
+		arg.AfterID,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}

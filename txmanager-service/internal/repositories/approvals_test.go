@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
+	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
@@ -37,5 +38,43 @@ func TestAnApprovalExpiredWhileTheBatchWaitedIsNotAdmitted(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The admission pass pages through the approved intents in order of expiry: a page read
+// after the one before goes on from it, so approvals held back for now (a paused signer,
+// funds) do not fill every page.
+func TestApprovedIntentsArePagedInOrderOfExpiry(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	ids := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
+	for i, id := range ids {
+		if _, err := pool.Exec(ctx, `INSERT INTO tx_approval (approval_id, chain_id, signer, fingerprint, requester, policy_scope, policy_version, reason, role, required, state, expires_at)
+			VALUES ($1, 1337, '0x00000000000000000000000000000000000000a1', '\x01', 'payouts', 'signer:x', 1, 'above 1 ether', 'approver', 1, 'APPROVED', now() + make_interval(hours => $2))`, id, i+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	approvals := repositories.NewApprovalRepository(pool)
+	var seen []uuid.UUID
+	after := services.ApprovalPosition{}
+	for page := range 3 {
+		got, err := approvals.ApprovedToAdmit(ctx, 1337, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range got {
+			seen = append(seen, a.ID)
+		}
+		if len(got) < 2 {
+			if page != 1 {
+				t.Fatalf("a short page at page %d, want at the second", page)
+			}
+			break
+		}
+		after = services.ApprovalPosition{ExpiresAt: got[len(got)-1].ExpiresAt, ID: got[len(got)-1].ID}
+	}
+	if len(seen) != 3 || seen[0] != ids[0] || seen[1] != ids[1] || seen[2] != ids[2] {
+		t.Fatalf("paged %v, want %v in order of expiry, each once", seen, ids)
 	}
 }
