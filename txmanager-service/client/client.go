@@ -184,16 +184,21 @@ func Final(state string) bool {
 
 func (c *Client) waitFinal(ctx context.Context, read func(context.Context, time.Duration) (*v1.Tx, error)) (*v1.Tx, error) {
 	backoff := c.cfg.Backoff
+	// answered: a read came back, so the service is there and knows the transaction.
+	answered := false
 	for {
 		started := time.Now()
 		tx, err := read(ctx, c.cfg.LongPoll)
+		answered = answered || err == nil
 		switch again, _ := Retryable(err); {
-		case err != nil && (!again || ctx.Err() != nil):
+		case err != nil && (!again || !answered || ctx.Err() != nil):
+			// Not retried, or never answered at all (a wrong address, a cluster that is
+			// down): the caller hears it rather than waiting without a word.
 			return nil, err
 		case err != nil:
-			// The service could not answer through every attempt of the read (a restart, a
-			// failover): the transaction goes on meanwhile, so the wait does too, until the
-			// context ends, asking again after a backoff.
+			// The service answered before and could not through every attempt of this
+			// read (a restart, a failover): the transaction goes on meanwhile, so the wait
+			// does too, until the context ends, asking again after a backoff.
 		case Final(tx.GetState()):
 			return tx, nil
 		case time.Since(started) >= c.cfg.LongPoll/2:

@@ -134,36 +134,59 @@ func TestWatchOutlastsAFailingTokenProvider(t *testing.T) {
 	}
 }
 
-// unavailableThenFinal answers reads UNAVAILABLE, as a service restarting does, then the
-// transaction as final.
-type unavailableThenFinal struct {
+// outage answers its first reads with the transaction in flight, then UNAVAILABLE for a
+// while, as a service restarting does, then the transaction as final.
+type outage struct {
 	v1.UnimplementedTxServiceServer
-	reads, failures atomic.Int64
+	reads                atomic.Int64
+	answeredFirst, fails int64
 }
 
-func (s *unavailableThenFinal) GetTx(_ context.Context, r *v1.GetTxRequest) (*v1.Tx, error) {
-	if s.reads.Add(1) <= s.failures.Load() {
+func (s *outage) GetTx(_ context.Context, r *v1.GetTxRequest) (*v1.Tx, error) {
+	switch n := s.reads.Add(1); {
+	case n <= s.answeredFirst:
+		return &v1.Tx{TxId: r.GetTxId(), State: "SUBMITTED"}, nil
+	case n <= s.answeredFirst+s.fails:
 		return nil, v1.ErrorUnavailable("restarting")
 	}
 	return &v1.Tx{TxId: r.GetTxId(), State: "CONFIRMED"}, nil
 }
 
-// Wait goes on through an outage longer than one read's attempts: the transaction goes on
-// meanwhile, and Wait returns it once it is final.
+// Wait goes on through an outage longer than one read's attempts once the service has
+// answered for the transaction: it goes on meanwhile, and Wait returns it once it is final.
+// A service that never answered (a wrong address, a cluster that is down) ends Wait with
+// the error after a read's attempts, rather than a wait without a word.
 func TestWaitOutlastsAnOutage(t *testing.T) {
-	fake := &unavailableThenFinal{}
-	fake.failures.Store(6)
-	addr := serve(t, fake, nil)
-	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{addr}, MaxAttempts: 2, Backoff: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name          string
+		answeredFirst int64
+		wantState     string
+	}{
+		{"an outage after the service answered", 1, "CONFIRMED"},
+		{"a service that never answered", 0, ""},
 	}
-	defer closeClient()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tx, err := client.Wait(ctx, "00000000-0000-7000-8000-000000000001")
-	if err != nil || tx.GetState() != "CONFIRMED" {
-		t.Fatalf("Wait: %v %v, want the confirmed transaction after the outage", tx, err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &outage{answeredFirst: tt.answeredFirst, fails: 6}
+			addr := serve(t, fake, nil)
+			client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{addr}, MaxAttempts: 2, Backoff: 10 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeClient()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			tx, err := client.Wait(ctx, "00000000-0000-7000-8000-000000000001")
+			if tt.wantState == "" {
+				if !v1.IsUnavailable(err) || fake.reads.Load() != 2 {
+					t.Fatalf("Wait: %v %v after %d reads, want UNAVAILABLE after the 2 attempts of one read", tx, err, fake.reads.Load())
+				}
+				return
+			}
+			if err != nil || tx.GetState() != tt.wantState {
+				t.Fatalf("Wait: %v %v, want the %s transaction after the outage", tx, err, tt.wantState)
+			}
+		})
 	}
 }
 

@@ -76,7 +76,7 @@ func TestCheckRejectsBadConfiguration(t *testing.T) {
 		{"endpoint in a list", "chain:\n  rpcUrls: [http://a.example, \"node.example:8545\"]\n", "chain.rpcUrls[1]: is not a JSON-RPC URL"},
 		{"endpoint of a chain entry", "chains:\n  - {id: 5, rpcUrl: \"http://a.example,gopher://b\"}\n", "chains[0].rpcUrl (URL 2 of 2): is not a JSON-RPC URL"},
 		{"retention", "retention:\n  batchSize: 0\n", "retention.batchSize: must be in 1..10000"},
-		{"retention shorter than a webhook's dying", "retention:\n  horizon: 12h\n", "retention.horizon: must be 0 (keep everything) or at least webhooks.deadAfter (24h0m0s)"},
+		{"retention shorter than a webhook's dying", "retention:\n  horizon: 12h\n", "retention.horizon: must be 0 (keep everything) or at least an hour above webhooks.deadAfter (24h0m0s)"},
 		{"resubmit", "resubmit:\n  batchSize: 0\n", "resubmit.batchSize: must be in 1..10000"},
 		{"feed", "feed:\n  pollInterval: 0s\n", "feed.pollInterval: must be positive"},
 		{"receipts batch", "pipeline:\n  receipts:\n    batchSize: 5000\n", "pipeline.receipts.batchSize: must be in 1..1000"},

@@ -244,7 +244,7 @@ func TestABatchIsAnsweredInTimeWhenOneOwnerCannotBeReached(t *testing.T) {
 	if _, err := owner.tx.CreateTx(as(anyCaller), &v1.CreateTxRequest{Signer: stranded.Hex(), RequestId: "held-by-node-a", To: to.Hex(), GasLimit: 21000}); err != nil {
 		t.Fatalf("the owner's first create: %v", err)
 	}
-	const deadline = 2 * time.Second
+	const deadline = 5 * time.Second
 	ctx, cancel := context.WithTimeout(as(anyCaller), deadline)
 	defer cancel()
 	started := time.Now()

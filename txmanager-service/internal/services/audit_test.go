@@ -131,4 +131,8 @@ func TestAuditRetentionStopsAtTheFirstRecordInsideTheHorizon(t *testing.T) {
 	if rows.Err() != nil || len(kept) != 3 || kept[0] != 2 {
 		t.Fatalf("records kept %v (%v), want 2, 3 and 4", kept, rows.Err())
 	}
+	// The next pass, with nothing newly past the horizon, prunes nothing and fails nothing.
+	if pruned, err := trail.Prune(t.Context(), 365*24*60*60*1e9); err != nil || pruned != 0 {
+		t.Fatalf("a second pass pruned %d (%v), want nothing", pruned, err)
+	}
 }

@@ -89,20 +89,10 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput, ap
 	if approval != nil && req.Fingerprint() != approval.Fingerprint {
 		return CreateResult{}, fmt.Errorf("%w: approval %s no longer parses to the intent it was asked with", domain.ErrInvalidArgument, approval.ID)
 	}
-	// recorded is the create's own look-up of its request id. An approved intent's approval
-	// holds that request id until it is admitted: it is what is being admitted, not a
-	// transaction on record to answer with.
-	recorded := func() (CreateResult, bool, error) {
-		res, found, err := uc.recorded(ctx, req)
-		if found && approval != nil && res.Tx.ID == approval.ID && res.Tx.State == domain.StateAwaitingApproval {
-			return CreateResult{}, false, nil
-		}
-		return res, found, err
-	}
 	if err := uc.signers.Accepts(req.Signer); err != nil {
 		// A retired signer's acknowledged creates are still answered to their retries.
 		if errors.Is(err, domain.ErrSignerRetired) {
-			if res, found, replayErr := recorded(); found {
+			if res, found, replayErr := uc.recordedFor(ctx, req, approval); found {
 				return res, replayErr
 			}
 		}
@@ -111,17 +101,28 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput, ap
 	// A create that will ask the chain before it is written (estimation, simulation) is
 	// looked up first: a retry must not wait on the chain, nor run the simulation again.
 	if uc.asksChainFirst(req) {
-		if res, found, err := recorded(); found {
+		if res, found, err := uc.recordedFor(ctx, req, approval); found {
 			return res, err
 		}
 	}
 	res, err := uc.allocate(ctx, req, approval)
 	if err != nil && !errors.Is(err, domain.ErrIdempotencyConflict) {
-		if res, found, err := recorded(); found {
+		if res, found, err := uc.recordedFor(ctx, req, approval); found {
 			return res, err
 		}
 	}
 	return res, err
+}
+
+// recordedFor is recorded for a create that may admit an approved intent. The approval
+// holds the intent's request id until it is admitted: it is what is being admitted, not a
+// transaction on record to answer with.
+func (uc *CreateTxUseCase) recordedFor(ctx context.Context, req domain.CreateRequest, approval *domain.Approval) (CreateResult, bool, error) {
+	res, found, err := uc.recorded(ctx, req)
+	if found && approval != nil && res.Tx.ID == approval.ID && res.Tx.State == domain.StateAwaitingApproval {
+		return CreateResult{}, false, nil
+	}
+	return res, found, err
 }
 
 // adoptInstead answers a create the chain's checks or the funds check refused. After a

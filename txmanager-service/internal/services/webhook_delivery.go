@@ -80,13 +80,14 @@ type WebhookDeliverer struct {
 type runningDelivery struct {
 	token  int64
 	cancel context.CancelFunc
-	// leaseUntil is the latest moment (Unix nanoseconds, this node's clock) the lease is
-	// surely still held: the start of the claim that last took or renewed it, plus the
+	// leaseUntil is the latest moment the lease is surely still held, on this process's
+	// monotonic clock: the start of the claim that last took or renewed it, plus the
 	// lease. The database counts the lease from its own later now(), so no other node can
-	// hold it before then. Nothing is posted after it: a node whose claims keep failing, or
-	// that slept in a backoff past it, may have been replaced by another that delivered
-	// the same events and the ones after, and posting then would deliver out of order.
-	leaseUntil atomic.Int64
+	// hold it before then. Nothing is posted after it, and no post runs past it: a node
+	// whose claims keep failing, or that slept in a backoff past it, may have been replaced
+	// by another that delivered the same events and the ones after, and posting then would
+	// deliver out of order.
+	leaseUntil atomic.Pointer[time.Time]
 	// oldestCompletion and oldestEvent are when the oldest completion, and the oldest
 	// service event, not yet delivered happened (Unix nanoseconds; 0: none waits). The lag
 	// gauge is the longer wait as of its scrape: a receiver that is down makes it grow.
@@ -172,24 +173,24 @@ func (d *WebhookDeliverer) Pass(ctx context.Context) {
 		// Also when the pass's own deadline cut it: a claim that keeps timing out is a
 		// database too slow to hold the leases, and must show.
 		d.log.Warnw("msg", "webhook claim pass failed", "error", err.Error())
-		d.stopExpired(claimedAt)
+		d.stopExpired(time.Now())
 		return
 	}
-	leaseUntil := claimedAt.Add(d.cfg.Lease).UnixNano()
+	leaseUntil := claimedAt.Add(d.cfg.Lease)
 	held := map[uuid.UUID]bool{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, c := range claimed {
 		held[c.ID] = true
 		if r, ok := d.running[c.ID]; ok && r.token == c.Token {
-			r.leaseUntil.Store(leaseUntil)
+			r.leaseUntil.Store(&leaseUntil)
 			continue
 		} else if ok {
 			r.cancel()
 		}
 		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		r := &runningDelivery{token: c.Token, cancel: cancel}
-		r.leaseUntil.Store(leaseUntil)
+		r.leaseUntil.Store(&leaseUntil)
 		d.running[c.ID] = r
 		d.wg.Go(func() { d.deliver(runCtx, c, r) })
 		d.log.Infow("msg", "delivering webhook subscription", "subscription", c.ID.String(), "fencing_token", c.Token, "cursor", c.Cursor)
@@ -218,7 +219,15 @@ func (d *WebhookDeliverer) stopExpired(now time.Time) {
 
 // expired: the lease may be held by another node at now.
 func (r *runningDelivery) expired(now time.Time) bool {
-	return now.UnixNano() >= r.leaseUntil.Load()
+	return !now.Before(r.until())
+}
+
+// until is when the lease may be held by another node.
+func (r *runningDelivery) until() time.Time {
+	if until := r.leaseUntil.Load(); until != nil {
+		return *until
+	}
+	return time.Time{}
 }
 
 // Stop ends every delivery and lets this node's subscriptions go at once.
@@ -609,12 +618,16 @@ func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubsc
 			d.log.Infow("msg", "webhook subscription's lease ran out before a delivery; not sending", "subscription", c.ID.String(), "fencing_token", c.Token)
 			return false
 		}
-		err := d.post(ctx, c, eventID, body)
+		// No post runs past the lease either: one cut there is the lease's end, not the
+		// receiver's failure.
+		postCtx, cancelPost := context.WithDeadline(ctx, r.until())
+		err := d.post(postCtx, c, eventID, body)
+		cancelPost()
 		if err == nil {
 			d.count(ctx, "delivered", attempt > 1)
 			return true
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || r.expired(time.Now()) {
 			return false
 		}
 		d.count(ctx, "failed", attempt > 1)

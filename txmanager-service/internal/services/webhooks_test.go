@@ -687,6 +687,9 @@ func TestWebhookRetentionPastADeliveringCursor(t *testing.T) {
 	pool := testsupport.MigratedPool(t)
 	ctx := t.Context()
 	cfg := webhookConfig()
+	// The first delivery is held while the test changes the feed, with no pass renewing
+	// the lease: a lease that outlasts it, so the post is not cut at the lease's end.
+	cfg.Lease = 30 * time.Second
 	held, release := make(chan struct{}, 1), make(chan struct{})
 	var delivered atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -861,7 +864,10 @@ func TestAStoppedDeliverySavesWhatWasAccepted(t *testing.T) {
 	addCompletions(t, pool, 200)
 	d := newDeliverer(t, pool, cfg, store, feed, events)
 	d.Pass(ctx)
-	waitFor(t, 10*time.Second, "some completions delivered", func() bool { return accepted.Load() >= 20 })
+	waitFor(t, 10*time.Second, "some completions delivered", func() bool {
+		d.Pass(ctx) // renews the lease, as the loop does
+		return accepted.Load() >= 20
+	})
 	d.Stop(context.Background())
 	got, err := store.Get(ctx, sub.ID)
 	if err != nil {
@@ -923,8 +929,9 @@ func TestNothingIsPostedAfterTheLeaseRunsOut(t *testing.T) {
 	pool := testsupport.MigratedPool(t)
 	ctx := t.Context()
 	cfg := webhookConfig()
-	// Backoffs as long as the lease, so the delivery sleeps through its end.
-	cfg.BackoffMin, cfg.BackoffMax = cfg.Lease, cfg.Lease
+	// Backoffs (with their jitter: 1.5 to 4.5 s) that outlast the lease, so the delivery
+	// sleeps through its end.
+	cfg.BackoffMin, cfg.BackoffMax = 3*cfg.Lease, 3*cfg.Lease
 	var mu sync.Mutex
 	var posts []time.Time
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -944,7 +951,7 @@ func TestNothingIsPostedAfterTheLeaseRunsOut(t *testing.T) {
 	t.Cleanup(func() { d.Stop(context.Background()) })
 	claimed := time.Now()
 	d.Pass(ctx) // and no pass after it: the lease is not renewed
-	time.Sleep(4 * cfg.Lease)
+	time.Sleep(5 * cfg.Lease)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(posts) == 0 {

@@ -56,12 +56,13 @@ FOR UPDATE;
 -- gauges' view, one figure a scope). The current minute is the clock's as the statement
 -- runs, after the policies' locks, not the transaction's start: AddPolicySpend buckets by
 -- the same clock, so a batch that waited for the locks across a minute's end is counted
--- in the minute it admitted in.
+-- in the minute it admitted in. The clock is read once, in a subquery, so the bound stays an
+-- index condition (a volatile function in it would be checked row by row).
 SELECT w.scope_kind::text AS scope_kind, w.scope::text AS scope, w.minutes::bigint AS minutes,
        COALESCE(sum(s.value_wei), 0)::text AS value_wei, COALESCE(sum(s.fee_wei), 0)::text AS fee_wei
 FROM (SELECT unnest(@scope_kinds::text[]) AS scope_kind, unnest(@scopes::text[]) AS scope, unnest(@window_minutes::bigint[]) AS minutes) AS w
 LEFT JOIN policy_spend s ON s.scope_kind = w.scope_kind AND s.scope = w.scope AND (@chain_id::bigint < 0 OR s.chain_id IN (@chain_id::bigint, 0))
-    AND s.minute >= date_trunc('minute', clock_timestamp()) - make_interval(mins => w.minutes::int)
+    AND s.minute >= (SELECT date_trunc('minute', clock_timestamp())) - make_interval(mins => w.minutes::int)
 GROUP BY w.scope_kind, w.scope, w.minutes;
 
 -- name: AddPolicySpend :exec

@@ -36,14 +36,14 @@ func (q *Queries) AuditRecordHash(ctx context.Context, seq int64) ([]byte, error
 }
 
 const auditRecordsToPrune = `-- name: AuditRecordsToPrune :one
-SELECT COALESCE((SELECT min(r.seq) FROM audit_record r WHERE r.at >= $1::timestamptz) - 1, (SELECT max(l.seq) FROM audit_record l), 0)::bigint AS seq
+SELECT COALESCE(max(l.seq), 0)::bigint AS seq FROM audit_record l
+WHERE l.seq < COALESCE((SELECT min(r.seq) FROM audit_record r WHERE r.at >= $1::timestamptz), 9223372036854775807)
 `
 
-// The record before the first one at or after the cutoff (the last record when none is,
-// 0 when the trail is empty): the trail is pruned through it. Records are numbered in
-// order but stamped by each node's clock, so one from a node whose clock runs behind may
-// look older than records before it: pruning through the last record older than the
-// cutoff would take younger ones with it.
+// The last record kept before the first one at or after the cutoff (0 when there is none):
+// the trail is pruned through it. Records are numbered in order but stamped by each node's
+// clock, so one from a node whose clock runs behind may look older than records before it:
+// pruning through the last record older than the cutoff would take younger ones with it.
 func (q *Queries) AuditRecordsToPrune(ctx context.Context, before time.Time) (int64, error) {
 	row := q.db.QueryRow(ctx, auditRecordsToPrune, before)
 	var seq int64

@@ -315,7 +315,7 @@ SELECT w.scope_kind::text AS scope_kind, w.scope::text AS scope, w.minutes::bigi
        COALESCE(sum(s.value_wei), 0)::text AS value_wei, COALESCE(sum(s.fee_wei), 0)::text AS fee_wei
 FROM (SELECT unnest($1::text[]) AS scope_kind, unnest($2::text[]) AS scope, unnest($3::bigint[]) AS minutes) AS w
 LEFT JOIN policy_spend s ON s.scope_kind = w.scope_kind AND s.scope = w.scope AND ($4::bigint < 0 OR s.chain_id IN ($4::bigint, 0))
-    AND s.minute >= date_trunc('minute', clock_timestamp()) - make_interval(mins => w.minutes::int)
+    AND s.minute >= (SELECT date_trunc('minute', clock_timestamp())) - make_interval(mins => w.minutes::int)
 GROUP BY w.scope_kind, w.scope, w.minutes
 `
 
@@ -340,7 +340,8 @@ type PolicyWindowTotalsRow struct {
 // gauges' view, one figure a scope). The current minute is the clock's as the statement
 // runs, after the policies' locks, not the transaction's start: AddPolicySpend buckets by
 // the same clock, so a batch that waited for the locks across a minute's end is counted
-// in the minute it admitted in.
+// in the minute it admitted in. The clock is read once, in a subquery, so the bound stays an
+// index condition (a volatile function in it would be checked row by row).
 func (q *Queries) PolicyWindowTotals(ctx context.Context, arg PolicyWindowTotalsParams) ([]PolicyWindowTotalsRow, error) {
 	rows, err := q.db.Query(ctx, policyWindowTotals,
 		arg.ScopeKinds,
