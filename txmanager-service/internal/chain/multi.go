@@ -183,9 +183,9 @@ func (m *MultiChain) markAnswered(i int, head uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := &m.health[i]
-	if time.Now().Before(h.LimitedUntil) {
+	if time.Now().Before(h.LimitedUntil) || h.WrongChain {
 		// A call sent before it throttled us came back: it stays aside for its pause (a
-		// provider throttles some requests, not all).
+		// provider throttles some requests, not all). One on another chain stays aside.
 		h.Head = max(h.Head, head)
 		return
 	}
@@ -616,6 +616,11 @@ func (m *MultiChain) probe(ctx context.Context, i int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := &m.health[i]
+	if h.WrongChain {
+		// Another probe found it on another chain meanwhile (this one read the identity as
+		// checked once that probe had checked it): it is never used again.
+		return
+	}
 	if !h.Reachable {
 		m.log.Infow("msg", "chain endpoint answers again", "endpoint", h.Name, "head", head.Number)
 	}

@@ -268,7 +268,8 @@ func TestSchedulePassTriesWholeBlocksAgainAfterTheNodeRefusedThem(t *testing.T) 
 	}
 	t.Cleanup(client.Close)
 	s.chain = chain.NewRPCChain(client, chain.WithMaxBatchSize(1))
-	const retry = 300 * time.Millisecond
+	// Long enough that the first two steps fit in it on a slow, busy machine.
+	const retry = 2 * time.Second
 	schedule := receipts.NewSchedule(receipts.ScheduleConfig{PollInterval: pollInterval, Workers: 2, BatchSize: 3, MaxBackoff: time.Second,
 		BlockScanMinPending: awaiting, BlockScanRetry: retry}, s.tracker(receipts.Config{Confirmations: 20}), s.logger)
 	if err := proxy.SetMode(faultproxy.NoBlockReceipts); err != nil {
