@@ -34,6 +34,17 @@ func serve(t *testing.T, tx v1.TxServiceServer, admin v1.AdminServiceServer) str
 	return listener.Addr().String()
 }
 
+// newClient is a client of the fakes, closed when the test ends.
+func newClient(t *testing.T, cfg txmclient.Config) *txmclient.Client {
+	t.Helper()
+	client, closeClient, err := txmclient.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeClient)
+	return client
+}
+
 // oneCompletion streams one completion and then holds the stream open.
 type oneCompletion struct {
 	v1.UnimplementedTxServiceServer
@@ -51,16 +62,12 @@ func (oneCompletion) WatchCompletions(_ *v1.WatchCompletionsRequest, stream grpc
 // none of this client's credentials.
 func TestWatchHandlersDoNotCarryTheClientsCredentials(t *testing.T) {
 	addr := serve(t, oneCompletion{}, nil)
-	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{addr}, APIKey: "txm_secret_key"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient()
+	client := newClient(t, txmclient.Config{Endpoints: []string{addr}, APIKey: "txm_secret_key"})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	errSeen := errors.New("seen")
 	var outgoing metadata.MD
-	err = client.Watch(ctx, "", func(ctx context.Context, _ *v1.Completion) error {
+	err := client.Watch(ctx, "", func(ctx context.Context, _ *v1.Completion) error {
 		outgoing, _ = metadata.FromOutgoingContext(ctx)
 		return errSeen
 	})
@@ -92,15 +99,11 @@ func (s *expiredAtOnce) WatchCompletions(_ *v1.WatchCompletionsRequest, stream g
 func TestWatchBacksOffWhenEveryTokenHasExpired(t *testing.T) {
 	fake := &expiredAtOnce{}
 	addr := serve(t, fake, nil)
-	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{addr}, Backoff: 100 * time.Millisecond,
+	client := newClient(t, txmclient.Config{Endpoints: []string{addr}, Backoff: 100 * time.Millisecond,
 		BearerToken: func(context.Context) (string, error) { return "the-same-expired-token", nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient()
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	err = client.Watch(ctx, "", func(context.Context, *v1.Completion) error { return nil })
+	err := client.Watch(ctx, "", func(context.Context, *v1.Completion) error { return nil })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Watch: %v, want the context's deadline", err)
 	}
@@ -115,17 +118,13 @@ func TestWatchBacksOffWhenEveryTokenHasExpired(t *testing.T) {
 func TestWatchOutlastsAFailingTokenProvider(t *testing.T) {
 	addr := serve(t, oneCompletion{}, nil)
 	var asked atomic.Int64
-	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{addr}, Backoff: 10 * time.Millisecond,
+	client := newClient(t, txmclient.Config{Endpoints: []string{addr}, Backoff: 10 * time.Millisecond,
 		BearerToken: func(context.Context) (string, error) {
 			if asked.Add(1) <= 3 {
 				return "", errors.New("identity provider unavailable")
 			}
 			return "token", nil
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	errSeen := errors.New("seen")
@@ -169,11 +168,7 @@ func TestWaitOutlastsAnOutage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := &outage{answeredFirst: tt.answeredFirst, fails: 6}
 			addr := serve(t, fake, nil)
-			client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{addr}, MaxAttempts: 2, Backoff: 10 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeClient()
+			client := newClient(t, txmclient.Config{Endpoints: []string{addr}, MaxAttempts: 2, Backoff: 10 * time.Millisecond})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			tx, err := client.Wait(ctx, "00000000-0000-7000-8000-000000000001")
@@ -207,11 +202,7 @@ func (s *countingReplays) ReplayWebhook(context.Context, *v1.ReplayWebhookReques
 func TestReplayWebhookIsNotRepeatedAfterALostAnswer(t *testing.T) {
 	fake := &countingReplays{}
 	addr := serve(t, nil, fake)
-	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{addr}, Backoff: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient()
+	client := newClient(t, txmclient.Config{Endpoints: []string{addr}, Backoff: 10 * time.Millisecond})
 	if _, err := client.ReplayWebhook(context.Background(), "8f7e2c34-6a51-4a38-9f5e-3b2d9c0a1e77", 0); !v1.IsUnavailable(err) {
 		t.Fatalf("ReplayWebhook: %v, want the UNAVAILABLE answer", err)
 	}

@@ -2,13 +2,10 @@ package txmclient_test
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	txmclient "github.com/bionicotaku/txmanager-service/client"
@@ -49,16 +46,8 @@ func TestCreateManyFindsEachSignersOwnerInBasicRouting(t *testing.T) {
 	endpoints := make([]string, len(signers))
 	nodes := make([]*basicRoutingNode, len(signers))
 	for i, signer := range signers {
-		listener, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		server := grpc.NewServer()
 		nodes[i] = &basicRoutingNode{owns: signer}
-		v1.RegisterTxServiceServer(server, nodes[i])
-		go func() { _ = server.Serve(listener) }()
-		t.Cleanup(server.Stop)
-		endpoints[i] = listener.Addr().String()
+		endpoints[i] = serve(t, nodes[i], nil)
 	}
 	tests := []struct {
 		name        string
@@ -69,12 +58,8 @@ func TestCreateManyFindsEachSignersOwnerInBasicRouting(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: endpoints,
+			client := newClient(t, txmclient.Config{Endpoints: endpoints,
 				MaxAttempts: tt.maxAttempts, Backoff: 10 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeClient()
 			var reqs []*v1.CreateTxRequest
 			for i := range 30 {
 				reqs = append(reqs, &v1.CreateTxRequest{Signer: signers[i%len(signers)], RequestId: "payout-" + strconv.Itoa(i)})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,20 +33,8 @@ func (s *openTxService) GetTx(_ context.Context, r *v1.GetTxRequest) (*v1.Tx, er
 // Wait against a service that answers before the long-poll is out waits between reads,
 // growing, instead of asking as fast as it is answered.
 func TestWaitBacksOffWhenAnsweredEarly(t *testing.T) {
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := grpc.NewServer()
 	fake := &openTxService{}
-	v1.RegisterTxServiceServer(server, fake)
-	go func() { _ = server.Serve(listener) }()
-	defer server.Stop()
-	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{listener.Addr().String()}, Backoff: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient()
+	client := newClient(t, txmclient.Config{Endpoints: []string{serve(t, fake, nil)}, Backoff: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	if _, err := client.Wait(ctx, "00000000-0000-7000-8000-000000000001"); !errors.Is(err, context.DeadlineExceeded) {
@@ -111,27 +98,15 @@ func TestWatchReopensAStreamWhoseTokenExpired(t *testing.T) {
 }
 
 func watchThroughExpiredTokens(t *testing.T, marks bool, wantHandled, wantAfters string) {
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := grpc.NewServer()
 	fake := &tokenStreams{marks: marks}
-	v1.RegisterTxServiceServer(server, fake)
-	go func() { _ = server.Serve(listener) }()
-	defer server.Stop()
 	var issued atomic.Int64
-	client, closeClient, err := txmclient.New(context.Background(), txmclient.Config{Endpoints: []string{listener.Addr().String()},
+	client := newClient(t, txmclient.Config{Endpoints: []string{serve(t, fake, nil)},
 		BearerToken: func(context.Context) (string, error) { return fmt.Sprint("token-", issued.Add(1)), nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	errEnough := errors.New("three completions handled")
 	var handled []string
-	err = client.Watch(ctx, "", func(_ context.Context, c *v1.Completion) error {
+	err := client.Watch(ctx, "", func(_ context.Context, c *v1.Completion) error {
 		handled = append(handled, c.GetCursor())
 		if len(handled) == 3 {
 			return errEnough

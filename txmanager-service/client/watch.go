@@ -30,37 +30,39 @@ func (c *Client) Watch(ctx context.Context, after string, fn func(context.Contex
 		delivered, opened, err := c.watchOnce(ctx, c.nodes[current%len(c.nodes)], &cursor, fn)
 		var handlerErr *handlerError
 		var credentialsErr *credentialsError
+		noCredentials := errors.As(err, &credentialsErr)
+		// expired: the service ended the stream because the token that opened it expired
+		// (one refused at the door was never opened, and ends Watch).
+		expired := opened && v1.IsUnauthenticated(err)
 		switch {
 		case errors.As(err, &handlerErr):
 			return handlerErr.err
 		case ctx.Err() != nil:
 			return errors.Join(err, ctx.Err())
-		case opened && v1.IsUnauthenticated(err) && c.cfg.BearerToken != nil && (delivered || !expiredEmpty):
-			// The service ends a stream when the token that opened it expires: open it
-			// again at once with a fresh token (one refused at the door ends Watch). Not
-			// twice in a row without a delivery: a provider that hands back a token already
-			// past its expiry (the service lets one through at the door for a little
-			// while, and ends its stream at once) would otherwise be asked in a tight loop.
+		case expired && c.cfg.BearerToken != nil && (delivered || !expiredEmpty):
+			// Opened again at once with a fresh token. Not twice in a row without a
+			// delivery: a provider that hands back a token already past its expiry (the
+			// service lets one through at the door for a little while, and ends its stream
+			// at once) would otherwise be asked in a tight loop.
 			expiredEmpty = !delivered
 			continue
 		}
-		expiredEmpty = opened && v1.IsUnauthenticated(err) && !delivered
+		expiredEmpty = expired && !delivered
+		if noCredentials {
+			credentialFailures++
+		} else {
+			credentialFailures = 0
+		}
 		again, wait := Retryable(err)
 		switch {
-		case errors.As(err, &credentialsErr):
-			// The token provider failed (an identity service restarting): tried again after
-			// a wait, as a broken stream is, up to the attempts a call gets.
-			if credentialFailures++; credentialFailures >= c.cfg.MaxAttempts {
-				return err
-			}
+		case noCredentials && credentialFailures >= c.cfg.MaxAttempts:
+			return err
+		case noCredentials || expired:
+			// The token provider failed (an identity service restarting), or handed back a
+			// token already past its expiry: asked again after a wait, as a broken stream
+			// is; a failing provider up to the attempts a call gets, an expired token until
+			// the service's leeway for it is over and it is refused at the door.
 			again = true
-		case opened && v1.IsUnauthenticated(err):
-			// The provider handed back a token already past its expiry: asked again after
-			// a wait. Once the service's leeway for it is over, it is refused at the door.
-			again = true
-		}
-		if !errors.As(err, &credentialsErr) {
-			credentialFailures = 0
 		}
 		// A stream the service ended (it is stopping) is picked up again like a broken one.
 		if !again && !errors.Is(err, io.EOF) {

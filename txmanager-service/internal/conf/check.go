@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 )
 
 // Check validates the configuration up front, naming every problem; each message starts
@@ -30,14 +29,7 @@ func (b *Bootstrap) Check() error {
 	b.Signers.check(&p, b.Environment, b.Lease.Duration)
 	b.Pipeline.check(&p)
 	b.Retention.check(&p)
-	b.Webhooks.check(&p)
-	// Service events carry no mark of what retention deleted, so a subscription whose
-	// receiver is down would skip those deleted while it was still trying: it must be dead
-	// (and its cursor refused on resumption) before retention reaches its events. An hour
-	// on top covers the failures' records, written at most once a second, and the backoff.
-	p.require(!b.Webhooks.Enabled || b.Retention.Horizon == 0 || b.Retention.Horizon.Std() >= b.Webhooks.DeadAfter.Std()+time.Hour, "retention.horizon",
-		"must be 0 (keep everything) or at least an hour above webhooks.deadAfter (%s) where this node delivers webhooks: events retention deleted would be skipped, without a word, by a subscription still trying to deliver them",
-		b.Webhooks.DeadAfter.Std())
+	b.Webhooks.check(&p, b.Retention.Horizon)
 	b.Console.check(&p)
 	b.Feed.check(&p)
 	b.Routing.check(&p, b.Server.TLS)

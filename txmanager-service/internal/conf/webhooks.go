@@ -3,6 +3,7 @@ package conf
 import (
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // Webhooks pace the delivery of pushed events to subscriptions (docs/webhooks.md).
@@ -34,7 +35,8 @@ type Webhooks struct {
 	AllowHTTP bool `json:"allowHTTP"`
 }
 
-func (w Webhooks) check(p *problems) {
+// check checks the section, and retention's horizon against it (horizon).
+func (w Webhooks) check(p *problems, horizon Duration) {
 	p.positive(w.Lease, "webhooks.lease")
 	p.positive(w.PassInterval, "webhooks.passInterval")
 	p.require(w.PassInterval < w.Lease, "webhooks.passInterval", "must be shorter than webhooks.lease, or leases lapse between renewals")
@@ -42,6 +44,13 @@ func (w Webhooks) check(p *problems) {
 	p.positive(w.BackoffMin, "webhooks.backoffMin")
 	p.require(w.BackoffMax >= w.BackoffMin, "webhooks.backoffMax", "must be at least webhooks.backoffMin")
 	p.positive(w.DeadAfter, "webhooks.deadAfter")
+	// Service events carry no mark of what retention deleted, so a subscription whose
+	// receiver is down would skip those deleted while it was still trying: it must be dead
+	// (and its cursor refused on resumption) before retention reaches its events. An hour
+	// on top covers the failures' records, written at most once a second, and the backoff.
+	p.require(!w.Enabled || horizon == 0 || horizon.Std() >= w.DeadAfter.Std()+time.Hour, "retention.horizon",
+		"must be 0 (keep everything) or at least an hour above webhooks.deadAfter (%s) where this node delivers webhooks: events retention deleted would be skipped, without a word, by a subscription still trying to deliver them",
+		w.DeadAfter.Std())
 	p.require(w.ClaimsPerPass > 0, "webhooks.claimsPerPass", "must be positive")
 	for i, n := range w.AllowNetworks {
 		_, err := netip.ParsePrefix(n)

@@ -3,9 +3,11 @@ package repositories_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -20,10 +22,7 @@ func TestAnApprovalExpiredWhileTheBatchWaitedIsNotAdmitted(t *testing.T) {
 	pool := testsupport.MigratedPool(t)
 	ctx := t.Context()
 	id := uuid.New()
-	if _, err := pool.Exec(ctx, `INSERT INTO tx_approval (approval_id, chain_id, signer, fingerprint, requester, policy_scope, policy_version, reason, role, required, state, expires_at)
-		VALUES ($1, 1337, '0x00000000000000000000000000000000000000a1', '\x01', 'payouts', 'signer:x', 1, 'above 1 ether', 'approver', 1, 'APPROVED', now() + interval '1 second')`, id); err != nil {
-		t.Fatal(err)
-	}
+	insertApproved(t, pool, id, time.Second)
 	allocations := repositories.NewAllocationRepository(testChain())
 	err := newTestManager(t, pool).WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, sess txmanager.Session) error {
 		// The batch's transaction started before the expiry, and the lock comes after it.
@@ -50,10 +49,7 @@ func TestApprovedIntentsArePagedInOrderOfExpiry(t *testing.T) {
 	ctx := t.Context()
 	ids := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
 	for i, id := range ids {
-		if _, err := pool.Exec(ctx, `INSERT INTO tx_approval (approval_id, chain_id, signer, fingerprint, requester, policy_scope, policy_version, reason, role, required, state, expires_at)
-			VALUES ($1, 1337, '0x00000000000000000000000000000000000000a1', '\x01', 'payouts', 'signer:x', 1, 'above 1 ether', 'approver', 1, 'APPROVED', now() + make_interval(hours => $2))`, id, i+1); err != nil {
-			t.Fatal(err)
-		}
+		insertApproved(t, pool, id, time.Duration(i+1)*time.Hour)
 	}
 	approvals := repositories.NewApprovalRepository(pool)
 	var seen []uuid.UUID
@@ -76,5 +72,15 @@ func TestApprovedIntentsArePagedInOrderOfExpiry(t *testing.T) {
 	}
 	if len(seen) != 3 || seen[0] != ids[0] || seen[1] != ids[1] || seen[2] != ids[2] {
 		t.Fatalf("paged %v, want %v in order of expiry, each once", seen, ids)
+	}
+}
+
+// insertApproved records an approved intent of chain 1337 that expires after expiresIn.
+func insertApproved(t *testing.T, pool *pgxpool.Pool, id uuid.UUID, expiresIn time.Duration) {
+	t.Helper()
+	if _, err := pool.Exec(t.Context(), `INSERT INTO tx_approval (approval_id, chain_id, signer, fingerprint, requester, policy_scope, policy_version, reason, role, required, state, expires_at)
+		VALUES ($1, 1337, '0x00000000000000000000000000000000000000a1', '\x01', 'payouts', 'signer:x', 1, 'above 1 ether', 'approver', 1, 'APPROVED', now() + make_interval(secs => $2))`,
+		id, expiresIn.Seconds()); err != nil {
+		t.Fatal(err)
 	}
 }

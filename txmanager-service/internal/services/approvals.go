@@ -258,9 +258,6 @@ func (d *ApprovalDesk) AdmitPass(ctx context.Context, chainID uint64, create *Cr
 	for _, a := range approved {
 		res, err := create.AdmitApproved(ctx, a)
 		switch {
-		case err == nil && res.Tx.State == domain.StateAwaitingApproval:
-			// Answered with an approval rather than a transaction: nothing was admitted.
-			d.log.Warnw("msg", "approved intent answered without a transaction; tried again next pass", "approval", a.ID.String(), "signer", a.Signer.Hex())
 		case err == nil && res.Tx.ID == a.ID:
 			d.log.Infow("msg", "approved intent admitted", "approval", a.ID.String(), "signer", a.Signer.Hex(), "nonce", res.Tx.Nonce)
 			if d.metrics != nil {

@@ -92,7 +92,7 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput, ap
 	if err := uc.signers.Accepts(req.Signer); err != nil {
 		// A retired signer's acknowledged creates are still answered to their retries.
 		if errors.Is(err, domain.ErrSignerRetired) {
-			if res, found, replayErr := uc.recordedFor(ctx, req, approval); found {
+			if res, found, replayErr := uc.recorded(ctx, req, approval); found {
 				return res, replayErr
 			}
 		}
@@ -101,28 +101,17 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput, ap
 	// A create that will ask the chain before it is written (estimation, simulation) is
 	// looked up first: a retry must not wait on the chain, nor run the simulation again.
 	if uc.asksChainFirst(req) {
-		if res, found, err := uc.recordedFor(ctx, req, approval); found {
+		if res, found, err := uc.recorded(ctx, req, approval); found {
 			return res, err
 		}
 	}
 	res, err := uc.allocate(ctx, req, approval)
 	if err != nil && !errors.Is(err, domain.ErrIdempotencyConflict) {
-		if res, found, err := uc.recordedFor(ctx, req, approval); found {
+		if res, found, err := uc.recorded(ctx, req, approval); found {
 			return res, err
 		}
 	}
 	return res, err
-}
-
-// recordedFor is recorded for a create that may admit an approved intent. The approval
-// holds the intent's request id until it is admitted: it is what is being admitted, not a
-// transaction on record to answer with.
-func (uc *CreateTxUseCase) recordedFor(ctx context.Context, req domain.CreateRequest, approval *domain.Approval) (CreateResult, bool, error) {
-	res, found, err := uc.recorded(ctx, req)
-	if found && approval != nil && res.Tx.ID == approval.ID && res.Tx.State == domain.StateAwaitingApproval {
-		return CreateResult{}, false, nil
-	}
-	return res, found, err
 }
 
 // adoptInstead answers a create the chain's checks or the funds check refused. After a
@@ -177,8 +166,10 @@ const recordedLookupTimeout = 2 * time.Second
 // transaction whatever holds new creates back now: no chain endpoint answering, another
 // node owning the signer, a writer queue full or slow past the caller's deadline, funds the
 // original spent. found is false when req has no requestId, none is on record, or the
-// look-up failed.
-func (uc *CreateTxUseCase) recorded(ctx context.Context, req domain.CreateRequest) (res CreateResult, found bool, err error) {
+// look-up failed. For a create that admits an approved intent (approval set), the approval
+// itself holds the request id until it is admitted: it is what is being admitted, not a
+// transaction on record to answer with, and counts as none.
+func (uc *CreateTxUseCase) recorded(ctx context.Context, req domain.CreateRequest, approval *domain.Approval) (res CreateResult, found bool, err error) {
 	if req.RequestID == "" {
 		return CreateResult{}, false, nil
 	}
@@ -186,6 +177,9 @@ func (uc *CreateTxUseCase) recorded(ctx context.Context, req domain.CreateReques
 	defer cancel()
 	existing, lookupErr := uc.txs.GetByRequestID(ctx, req.Signer, req.RequestID)
 	if lookupErr != nil {
+		return CreateResult{}, false, nil
+	}
+	if approval != nil && existing.ID == approval.ID && existing.State == domain.StateAwaitingApproval {
 		return CreateResult{}, false, nil
 	}
 	if err := uc.awaitStandby(ctx); err != nil {

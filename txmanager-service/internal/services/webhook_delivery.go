@@ -361,15 +361,8 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 					match: c.Filter.Matches(domain.EventCompletion, cpl.ChainID, cpl.Signer, string(cpl.Status)),
 					id:    "completion:" + cpl.TxID.String(), body: func() []byte { return webhookBody(c.ID, cpl) }, at: cpl.CompletedAt}
 			}
-			last := after
-			if len(page) > 0 {
-				last = int64(page[len(page)-1].Position)
-			}
-			if err == nil && len(page) < feedPage && int64(before.LastPosition) > last {
-				// Other signers' or chains' completions up to the head: the cursor moves past
-				// them (an event the filter skips), or a subscription whose signers are quiet
-				// would fall behind retention and read from far back at every look.
-				out = append(out, pushed{position: int64(before.LastPosition)})
+			if err == nil && len(page) < feedPage {
+				out = throughHead(out, after, int64(before.LastPosition))
 			}
 			return out, err
 		},
@@ -400,15 +393,8 @@ func (d *WebhookDeliverer) eventStream(c ClaimedSubscription, r *runningDelivery
 				out[i] = pushed{position: e.Position, cursor: "e" + strconv.FormatInt(e.Position, 10), match: c.Filter.Matches(e.Kind, e.ChainID, e.Signer, ""), id: e.ID,
 					body: func() []byte { return eventBody(c.ID, e) }, at: e.At}
 			}
-			last := after
-			if len(page) > 0 {
-				last = page[len(page)-1].Position
-			}
-			if err == nil && len(page) < feedPage && head > last {
-				// Other signers' events up to the head: the cursor moves past them, or a
-				// subscription whose signers are quiet would read every event since its
-				// last one at each look.
-				out = append(out, pushed{position: head})
+			if err == nil && len(page) < feedPage {
+				out = throughHead(out, after, head)
 			}
 			return out, err
 		},
@@ -418,6 +404,22 @@ func (d *WebhookDeliverer) eventStream(c ClaimedSubscription, r *runningDelivery
 		changed: func() <-chan struct{} { return nil },
 		oldest:  &r.oldestEvent,
 	}
+}
+
+// throughHead ends a short page (read after after) at head, the stream's last position
+// before the page was read: the positions between the page's last and the head are other
+// signers' or chains' (events the filter skips), and the cursor moves past them, or a
+// subscription whose signers are quiet would read everything since its last event at every
+// look and fall behind retention.
+func throughHead(page []pushed, after, head int64) []pushed {
+	last := after
+	if len(page) > 0 {
+		last = page[len(page)-1].position
+	}
+	if head > last {
+		page = append(page, pushed{position: head})
+	}
+	return page
 }
 
 // hexes are the filter's signers as the stores name them (nil: every signer).
@@ -611,15 +613,10 @@ func (d *WebhookDeliverer) lost(c ClaimedSubscription, err error) {
 func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubscription, r *runningDelivery, eventID string, body []byte, recorded *time.Time) bool {
 	wait := d.cfg.BackoffMin
 	for attempt := 1; ; attempt++ {
-		if r.expired(time.Now()) {
-			// A backoff, or a claim pass that failed, outlasted the lease: another node may
-			// have delivered this event and later ones. The next claim starts again from
-			// the saved cursor.
-			d.log.Infow("msg", "webhook subscription's lease ran out before a delivery; not sending", "subscription", c.ID.String(), "fencing_token", c.Token)
-			return false
-		}
-		// No post runs past the lease either: one cut there is the lease's end, not the
-		// receiver's failure.
+		// No post runs past the lease, nor starts after it (the deadline has passed then): a
+		// backoff, or a claim pass that failed, may have outlasted it, and another node may
+		// have delivered this event and later ones. The next claim starts again from the
+		// saved cursor.
 		postCtx, cancelPost := context.WithDeadline(ctx, r.until())
 		err := d.post(postCtx, c, eventID, body)
 		cancelPost()
@@ -627,7 +624,12 @@ func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubsc
 			d.count(ctx, "delivered", attempt > 1)
 			return true
 		}
-		if ctx.Err() != nil || r.expired(time.Now()) {
+		if ctx.Err() != nil {
+			return false
+		}
+		if r.expired(time.Now()) {
+			// Not the receiver's failure: the lease's end.
+			d.log.Infow("msg", "webhook subscription's lease ran out during a delivery; not sending", "subscription", c.ID.String(), "fencing_token", c.Token)
 			return false
 		}
 		d.count(ctx, "failed", attempt > 1)

@@ -105,6 +105,20 @@ func TestReadSendFileNumbersLinesAsWritten(t *testing.T) {
 	}
 }
 
+// serveTx runs a fake TxService on a loopback port for the test and returns its address.
+func serveTx(t *testing.T, fake v1.TxServiceServer) string {
+	t.Helper()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer()
+	v1.RegisterTxServiceServer(server, fake)
+	go func() { _ = server.Serve(listener) }()
+	t.Cleanup(server.Stop)
+	return listener.Addr().String()
+}
+
 // lostCommits answers every create of a batch OUTCOME_UNKNOWN, as a service whose database
 // lost the commit does: each line may or may not have been created.
 type lostCommits struct {
@@ -123,20 +137,13 @@ func (lostCommits) CreateTxBatch(_ context.Context, r *v1.CreateTxBatchRequest) 
 // A line still answered with a retryable refusal after every attempt is not reported as
 // refused: it is "not sent, send again", and the exit code says to send the file again.
 func TestSendReportsLinesToSendAgain(t *testing.T) {
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := grpc.NewServer()
-	v1.RegisterTxServiceServer(server, lostCommits{})
-	go func() { _ = server.Serve(listener) }()
-	defer server.Stop()
+	addr := serveTx(t, lostCommits{})
 	file := filepath.Join(t.TempDir(), "payouts.csv")
 	if err := os.WriteFile(file, []byte("signer,requestId,to,value\n"+servicetest.DevSigner+",again-1,"+servicetest.Recipient+",1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"--addr", listener.Addr().String(), "--timeout", "20s", "tx", "send", "--file", file}, &stdout, &stderr)
+	code := run(context.Background(), []string{"--addr", addr, "--timeout", "20s", "tx", "send", "--file", file}, &stdout, &stderr)
 	if code != exitUnavailable || !strings.Contains(stdout.String(), "not sent, send again") || !strings.Contains(stdout.String(), "1 lines: 0 accepted, 0 refused, 1 not sent") {
 		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitUnavailable, stdout.String(), stderr.String())
 	}
@@ -156,14 +163,7 @@ func (neverAnswers) CreateTxBatch(ctx context.Context, _ *v1.CreateTxBatchReques
 // A line whose call was in flight when --timeout passed is not reported as refused: it may
 // have been created, so it is "not known, send again", and the exit code is the timeout's.
 func TestSendReportsLinesCutShortAsNotKnown(t *testing.T) {
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := grpc.NewServer()
-	v1.RegisterTxServiceServer(server, neverAnswers{})
-	go func() { _ = server.Serve(listener) }()
-	defer server.Stop()
+	addr := serveTx(t, neverAnswers{})
 	file := filepath.Join(t.TempDir(), "payouts.csv")
 	lines := "signer,requestId,to,value\n" + servicetest.DevSigner + ",cut-1," + servicetest.Recipient + ",1\n" +
 		servicetest.DevSigner + ",cut-2," + servicetest.Recipient + ",1\n"
@@ -171,7 +171,7 @@ func TestSendReportsLinesCutShortAsNotKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"--addr", listener.Addr().String(), "--timeout", "1s", "tx", "send", "--file", file}, &stdout, &stderr)
+	code := run(context.Background(), []string{"--addr", addr, "--timeout", "1s", "tx", "send", "--file", file}, &stdout, &stderr)
 	out := stdout.String()
 	if code != exitTimedOut || strings.Count(out, "not known, send again") != 2 || !strings.Contains(out, "2 lines: 0 accepted, 0 refused, 2 not sent") {
 		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitTimedOut, out, stderr.String())
