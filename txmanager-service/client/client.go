@@ -19,6 +19,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/go-kratos/kratos/v2/middleware"
@@ -45,6 +47,10 @@ type Config struct {
 	BearerToken func(ctx context.Context) (string, error)
 	// TLS, when set, secures the connection (nil: plaintext, e.g. inside a mesh).
 	TLS *tls.Config
+	// PlaintextCredentials lets the API key or token travel without TLS to an endpoint that
+	// is not on this machine: set it only where something else encrypts the connection (a
+	// service mesh's sidecar). Without it, New refuses such a configuration.
+	PlaintextCredentials bool
 	// CallTimeout bounds one attempt (default 10s); a long-poll's attempt gets its wait on
 	// top. The caller's context bounds them all.
 	CallTimeout time.Duration
@@ -79,6 +85,9 @@ type node struct {
 func New(ctx context.Context, cfg Config) (*Client, func(), error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, nil, errors.New("txmclient: no Endpoints")
+	}
+	if err := checkCredentialsTransport(cfg); err != nil {
+		return nil, nil, err
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 10 * time.Second
@@ -116,6 +125,46 @@ func New(ctx context.Context, cfg Config) (*Client, func(), error) {
 		c.nodes = append(c.nodes, node{endpoint: endpoint, conn: conn, tx: v1.NewTxServiceClient(conn), admin: v1.NewAdminServiceClient(conn)})
 	}
 	return c, closeAll, nil
+}
+
+// ErrPlaintextCredentials: the configuration would send an API key or token without TLS to
+// another machine, where anyone on the path could read and reuse it.
+var ErrPlaintextCredentials = errors.New("txmclient: credentials would travel in plaintext: set TLS, or PlaintextCredentials where a mesh encrypts the connection")
+
+func checkCredentialsTransport(cfg Config) error {
+	if cfg.TLS != nil || cfg.PlaintextCredentials || (cfg.APIKey == "" && cfg.BearerToken == nil) {
+		return nil
+	}
+	for _, endpoint := range cfg.Endpoints {
+		if !onThisMachine(endpoint) {
+			return fmt.Errorf("%w (endpoint %s)", ErrPlaintextCredentials, endpoint)
+		}
+	}
+	return nil
+}
+
+// onThisMachine reports whether endpoint ("host:port", or a gRPC target such as
+// "dns:///host:port") names a loopback address or a Unix socket. A name resolved elsewhere (a discovery
+// target) is not known to be, and counts as another machine.
+func onThisMachine(endpoint string) bool {
+	if strings.HasPrefix(endpoint, "unix:") {
+		return true
+	}
+	if _, rest, ok := strings.Cut(endpoint, "://"); ok {
+		endpoint = strings.TrimPrefix(rest, "/")
+		if i := strings.LastIndex(endpoint, "/"); i >= 0 {
+			endpoint = endpoint[i+1:]
+		}
+	}
+	host, _, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		host = endpoint
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // NewFromConfig is New for dependency injection (Wire): it dials with a background

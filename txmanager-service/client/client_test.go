@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
 	txmclient "github.com/bionicotaku/txmanager-service/client"
+	"github.com/bionicotaku/txmanager-service/client/internal/servicetest"
 )
 
 func createTx(t *testing.T, client *txmclient.Client, requestID string) *v1.Tx {
@@ -88,6 +91,72 @@ func TestWatchResumesAfterTheLastCompletionHandled(t *testing.T) {
 		if seen[id] != 1 {
 			t.Fatalf("completion %s delivered %d times (all: %v)", id, seen[id], seen)
 		}
+	}
+}
+
+// A caller whose credential sees one signer is handed, with OnMark, a cursor past another
+// signer's completion and never that completion: the cursor it stores moves on while its
+// own signer is quiet, so retention does not leave it behind. Without OnMark, fn alone is
+// called, with completions only.
+func TestWatchHandsMarksPastOtherSignersCompletions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	everyone, closeEveryone := connect(apiKey)
+	defer closeEveryone()
+	created, err := everyone.Create(ctx, &v1.CreateTxRequest{Signer: servicetest.BulkSigner, To: recipient, Value: "1", GasLimit: 21000, RequestId: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := everyone.Wait(ctx, created.GetTx().GetTxId()); err != nil {
+		t.Fatal(err)
+	}
+	othersAt := feedPosition(t, everyone, created.GetTx().GetTxId())
+
+	devOnly, closeDevOnly := connect(devKey)
+	defer closeDevOnly()
+	errPast := errors.New("marked past the other signer's completion")
+	lastMark := int64(0)
+	err = devOnly.Watch(ctx, "", func(_ context.Context, c *v1.Completion) error {
+		if c.GetTxId() == "" || !strings.EqualFold(c.GetSigner(), signer) {
+			return fmt.Errorf("handed %v, want completions of %s alone", c, signer)
+		}
+		return nil
+	}, txmclient.OnMark(func(_ context.Context, cursor string) error {
+		at, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil || at < lastMark {
+			return fmt.Errorf("mark %q after %d: want a position that does not go back", cursor, lastMark)
+		}
+		if lastMark = at; at >= othersAt {
+			return errPast
+		}
+		return nil
+	}))
+	if !errors.Is(err, errPast) {
+		t.Fatalf("Watch ended with %v (last mark %d), want a mark at or past the other signer's completion at %d", err, lastMark, othersAt)
+	}
+}
+
+// feedPosition reads the feed from its start to txID's completion.
+func feedPosition(t *testing.T, client *txmclient.Client, txID string) int64 {
+	t.Helper()
+	for cursor := ""; ; {
+		page, err := client.ListCompletions(context.Background(), cursor, 1000, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range page.GetCompletions() {
+			if c.GetTxId() == txID {
+				at, err := strconv.ParseInt(c.GetCursor(), 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return at
+			}
+		}
+		if len(page.GetCompletions()) == 0 {
+			t.Fatalf("%s is not in the feed", txID)
+		}
+		cursor = page.GetNext()
 	}
 }
 

@@ -17,6 +17,7 @@ var (
 	caFile    string // the CA that issued the service's certificate (PEM)
 	apiKey    string // an API key granted the signer
 	adminKey  string // an API key with the admin grant (operators' calls)
+	devKey    string // an API key granted the signer alone
 	signer    = servicetest.DevSigner
 	recipient = servicetest.Recipient
 )
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "txmclient tests: start txmanager-service:", err)
 		os.Exit(1)
 	}
-	grpcAddr, caFile, apiKey, adminKey = service.GRPCAddr, service.CAFile, service.APIKey, service.AdminKey
+	grpcAddr, caFile, apiKey, adminKey, devKey = service.GRPCAddr, service.CAFile, service.APIKey, service.AdminKey, service.DevSignerKey
 	code := m.Run()
 	if err := service.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "txmclient tests: stop txmanager-service:", err)

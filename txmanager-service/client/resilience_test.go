@@ -2,6 +2,7 @@ package txmclient_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync/atomic"
@@ -208,5 +209,40 @@ func TestReplayWebhookIsNotRepeatedAfterALostAnswer(t *testing.T) {
 	}
 	if n := fake.replays.Load(); n != 1 {
 		t.Fatalf("replay sent %d times, want once", n)
+	}
+}
+
+// New refuses to send credentials in plaintext to another machine unless told that
+// something else encrypts the connection; on loopback, with TLS or without credentials it
+// connects.
+func TestNewRefusesCredentialsInPlaintextToAnotherMachine(t *testing.T) {
+	token := func(context.Context) (string, error) { return "jwt", nil }
+	for _, tc := range []struct {
+		name    string
+		cfg     txmclient.Config
+		refused bool
+	}{
+		{"api key to a remote host", txmclient.Config{Endpoints: []string{"txmanager.internal:9090"}, APIKey: "k"}, true},
+		{"token to a remote address", txmclient.Config{Endpoints: []string{"10.0.0.7:9090"}, BearerToken: token}, true},
+		{"api key to a dns target", txmclient.Config{Endpoints: []string{"dns:///txmanager.internal:9090"}, APIKey: "k"}, true},
+		{"one remote endpoint among loopback ones", txmclient.Config{Endpoints: []string{"127.0.0.1:9090", "txm-2:9090"}, APIKey: "k"}, true},
+		{"api key to loopback", txmclient.Config{Endpoints: []string{"127.0.0.1:9090", "localhost:9091", "[::1]:9092"}, APIKey: "k"}, false},
+		{"api key to a unix socket", txmclient.Config{Endpoints: []string{"unix:///run/txm.sock"}, APIKey: "k"}, false},
+		{"api key over TLS", txmclient.Config{Endpoints: []string{"txmanager.internal:9090"}, APIKey: "k", TLS: &tls.Config{MinVersion: tls.VersionTLS12}}, false},
+		{"api key through a mesh", txmclient.Config{Endpoints: []string{"txmanager.internal:9090"}, APIKey: "k", PlaintextCredentials: true}, false},
+		{"no credentials", txmclient.Config{Endpoints: []string{"txmanager.internal:9090"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, closeClient, err := txmclient.New(context.Background(), tc.cfg)
+			if err == nil {
+				closeClient()
+			}
+			if refused := errors.Is(err, txmclient.ErrPlaintextCredentials); refused != tc.refused {
+				t.Fatalf("New: %v, want refused %v", err, tc.refused)
+			}
+			if !tc.refused && err != nil {
+				t.Fatalf("New: %v", err)
+			}
+		})
 	}
 }

@@ -18,8 +18,15 @@ import (
 // last completion fn accepted: feed positions are the same on every node, so fn sees each
 // completion once across reconnects, restarts and nodes. To resume after this process
 // itself stops, keep the cursor of the last completion handled (Completion.Cursor) and
-// pass it as after; the feed consumer module does that in the caller's database.
-func (c *Client) Watch(ctx context.Context, after string, fn func(context.Context, *v1.Completion) error) error {
+// pass it as after; the feed consumer module does that in the caller's database. A caller
+// whose credential is limited to some signers stores marks too (OnMark): retention deletes
+// completions by age, so the cursor of its own last completion expires while its signers
+// are quiet, and a restart from it would be refused with CURSOR_EXPIRED.
+func (c *Client) Watch(ctx context.Context, after string, fn func(context.Context, *v1.Completion) error, opts ...WatchOption) error {
+	var o watchOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cursor, current := after, 0
 	backoff := c.cfg.Backoff
 	// expiredEmpty: the last stream ended on its token's expiry having delivered nothing.
@@ -27,7 +34,7 @@ func (c *Client) Watch(ctx context.Context, after string, fn func(context.Contex
 	// credentialFailures counts the token provider's failures in a row.
 	credentialFailures := 0
 	for {
-		delivered, opened, err := c.watchOnce(ctx, c.nodes[current%len(c.nodes)], &cursor, fn)
+		delivered, opened, err := c.watchOnce(ctx, c.nodes[current%len(c.nodes)], &cursor, fn, o.mark)
 		var handlerErr *handlerError
 		var credentialsErr *credentialsError
 		noCredentials := errors.As(err, &credentialsErr)
@@ -84,6 +91,21 @@ func (c *Client) Watch(ctx context.Context, after string, fn func(context.Contex
 	}
 }
 
+// WatchOption changes what Watch hands its caller.
+type WatchOption func(*watchOptions)
+
+type watchOptions struct {
+	mark func(ctx context.Context, cursor string) error
+}
+
+// OnMark has Watch call mark with a cursor each time the stream moves past completions the
+// caller's credential does not see (other signers'). Storing it, as the cursor of a
+// completion handled, keeps a resume point that retention does not delete while the
+// caller's own signers are quiet. mark's error ends Watch, as fn's does.
+func OnMark(mark func(ctx context.Context, cursor string) error) WatchOption {
+	return func(o *watchOptions) { o.mark = mark }
+}
+
 // handlerError carries fn's error out of the stream loop untouched.
 type handlerError struct{ err error }
 
@@ -99,7 +121,7 @@ func (e *credentialsError) Unwrap() error { return e.err }
 // watchOnce follows one stream until it breaks, moving *cursor past every completion fn
 // accepted, and reports whether it delivered any and whether the service had accepted the
 // stream (its first answer was not a refusal).
-func (c *Client) watchOnce(ctx context.Context, n node, cursor *string, fn func(context.Context, *v1.Completion) error) (delivered, opened bool, err error) {
+func (c *Client) watchOnce(ctx context.Context, n node, cursor *string, fn func(context.Context, *v1.Completion) error, mark func(context.Context, string) error) (delivered, opened bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The credentials go on the stream's call alone: fn gets the caller's context, so its
@@ -126,6 +148,11 @@ func (c *Client) watchOnce(ctx context.Context, n node, cursor *string, fn func(
 		if completion.GetTxId() == "" {
 			// A mark: the stream moved past others' completions. Resuming from it keeps the
 			// cursor ahead of retention while this caller's signers are quiet.
+			if mark != nil {
+				if err := mark(ctx, completion.GetCursor()); err != nil {
+					return delivered, opened, &handlerError{err}
+				}
+			}
 			*cursor = completion.GetCursor()
 			continue
 		}

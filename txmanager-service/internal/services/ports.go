@@ -75,6 +75,10 @@ type AllocationStore interface {
 	WindowTotals(ctx context.Context, sess txmanager.Session, keys []WindowKey) (map[WindowKey]domain.WindowTotals, error)
 	// AddSpend counts what the batch admitted under windowed policies.
 	AddSpend(ctx context.Context, sess txmanager.Session, spends []PolicySpend) error
+	// HoldPolicyScopes holds the signers' and credentials' policy scopes against changes
+	// until the batch commits, before the batch reads any policy: a scope's first policy
+	// then binds every batch that commits after it.
+	HoldPolicyScopes(ctx context.Context, sess txmanager.Session, signers, credentials []string) error
 	// LockPolicies locks, in one statement and one order, the policies of every signer and
 	// credential of a batch whose parts take the full path one after another: each part's
 	// PoliciesForAdmission then finds its rows locked already, so two nodes' batches never

@@ -269,12 +269,9 @@ const deadAtOnce = -time.Second
 // cursorExpired makes c dead, and reports so, when its cursor is below what retention kept
 // (a subscription paused or dead for longer than retention.horizon, then resumed): reading
 // on from the first completion still kept would skip the deleted ones without a word. An
-// operator replays it from a position retention kept, or from the start (cursor 0: the
-// feed as retention left it, as for a new subscription).
+// operator replays it from a position retention kept, or from the start (stored as the
+// last position retention had deleted, so that one retention passes later is found too).
 func (d *WebhookDeliverer) cursorExpired(ctx context.Context, c ClaimedSubscription) bool {
-	if c.Cursor == 0 {
-		return false
-	}
 	state, err := d.feed.State(ctx)
 	if err != nil || c.Cursor >= int64(state.PrunedThrough) {
 		return false // a read that fails is retried by the delivery's own reads
@@ -347,7 +344,7 @@ func (d *WebhookDeliverer) completionStream(c ClaimedSubscription, r *runningDel
 				return nil, err
 			}
 			page, err := d.feed.ListAfter(ctx, FeedPosition(after), feedPage, signers, chain)
-			if err == nil && after != 0 {
+			if err == nil {
 				// Retention may delete past the cursor while the subscription delivers (a
 				// replay from the oldest kept, a receiver slow at the horizon): reading on
 				// would skip the deleted completions without a word.

@@ -450,6 +450,66 @@ func TestWebhookCursorBelowRetentionIsNotDeliveredWithAHole(t *testing.T) {
 	}
 }
 
+// A subscription made on an empty feed, at its head or from its start, has cursor 0 like
+// one from the start of any feed. When it stays away past retention it is made dead like
+// any other, not delivered on past the deleted completions (which all came after it); a
+// replay from the start then stores the last position retention deleted.
+func TestASubscriptionFromAnEmptyFeedIsNotDeliveredWithAHole(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		fromStart bool
+	}{{"at the head", false}, {"from the start", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := testsupport.MigratedPool(t)
+			ctx := t.Context()
+			cfg := webhookConfig()
+			const secret = "whsec_test_0123456789abcdef"
+			rc := &receiver{secret: []byte(secret), rnd: rand.New(rand.NewPCG(1, 2)), seen: map[string]bool{}, refused: map[string]bool{}}
+			srv := httptest.NewServer(rc)
+			t.Cleanup(srv.Close)
+			store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+			book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
+			sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", Secret: secret, FromStart: tc.fromStart}, "ops")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sub.Cursor != 0 {
+				t.Fatalf("created on an empty feed with cursor %d, want 0", sub.Cursor)
+			}
+			addCompletions(t, pool, 10)
+			if _, err := pool.Exec(ctx, `WITH gone AS (DELETE FROM tx_completions WHERE feed_position <= 5) UPDATE feed_sequencer SET pruned_through = 5 WHERE id`); err != nil {
+				t.Fatal(err)
+			}
+			d := newDeliverer(t, pool, cfg, store, feed, events)
+			d.Pass(ctx)
+			waitFor(t, 10*time.Second, "the subscription dead", func() bool {
+				got, err := store.Get(ctx, sub.ID)
+				return err == nil && got.State == domain.SubscriptionDead && strings.Contains(got.LastError, "retention")
+			})
+			accepted := func() int {
+				rc.mu.Lock()
+				defer rc.mu.Unlock()
+				return len(rc.accepted)
+			}
+			if n := accepted(); n != 0 {
+				t.Fatalf("%d completions delivered past a hole of deleted ones, want none", n)
+			}
+			replayed, err := book.Replay(ctx, sub.ID.String(), 0, "ops")
+			if err != nil || replayed.Cursor != 5 {
+				t.Fatalf("a replay from the start: cursor %d, %v; want 5, the last position deleted", replayed.Cursor, err)
+			}
+			for deadline := time.Now().Add(15 * time.Second); accepted() < 5 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+				d.Pass(ctx)
+			}
+			if n := accepted(); n != 5 {
+				t.Fatalf("%d delivered after a replay from the start, want the 5 kept", n)
+			}
+		})
+	}
+}
+
 // unreadableFeed is the completions feed whose pages cannot be read.
 type unreadableFeed struct {
 	*repositories.CompletionRepository

@@ -120,6 +120,9 @@ func (a *Allocator) AllocateBatch(ctx context.Context, ops []*Op) {
 	err := a.tx.WithinTx(ctx, batchOptions,
 		func(ctx context.Context, sess txmanager.Session) error {
 			defer func() { written = time.Now() }()
+			if err := a.holdPolicyScopes(ctx, sess, batches); err != nil {
+				return err
+			}
 			if err := a.writeClear(ctx, sess, batches); err != nil {
 				return err
 			}

@@ -423,3 +423,72 @@ func TestConcurrentPolicyChangesOfOneScopeTakeTurns(t *testing.T) {
 		}
 	}
 }
+
+// A scope's first policy, set while a batch that found none is still open, waits for that
+// batch to commit: every create committed after the policy was checked against it. Before,
+// the policy had no row for the batch to lock, it committed at once, and the batch's create
+// committed after it unchecked and uncounted by its window.
+func TestAFirstPolicyWaitsForTheBatchThatFoundNone(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ kind, scope string }{
+		{"signer", testsupport.SignerAddress(11).Hex()},
+		{"credential", "payouts"},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			t.Parallel()
+			pool := testsupport.MigratedPool(t)
+			node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+			book := newPolicyBook(t, pool)
+			signer := testsupport.SignerAddress(11)
+			create := func(requestID string) domain.CreateRequest {
+				to := signer
+				return domain.CreateRequest{Signer: signer, RequestID: requestID, Intent: domain.Intent{To: &to, Value: big.NewInt(10), GasLimit: 21000},
+					Admission: domain.Admission{Credential: "payouts", FeeCapPerGas: big.NewInt(1)}}
+			}
+			if _, created, err := allocateOne(t, node, create("warm"), 21000); !created || err != nil {
+				t.Fatalf("the first create: %v %v", created, err)
+			}
+			gate := testsupport.NewGate()
+			node.Store.SetGates(nil, gate)
+			op := writer.NewOp(t.Context(), create("open"), 21000)
+			go node.Allocator.AllocateBatch(context.Background(), []*writer.Op{op})
+			<-gate.Reached // the batch has read the policies (none) and written; it has not committed
+
+			set := make(chan error, 1)
+			go func() {
+				_, err := book.Set(context.Background(), tc.kind, tc.scope, []byte(`{"windows":[{"period":"1h","maxValue":"10"}]}`), "ops")
+				set <- err
+			}()
+			waiting := false
+			for deadline := time.Now().Add(10 * time.Second); !waiting && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				select {
+				case err := <-set:
+					close(gate.Release)
+					t.Fatalf("the policy was set (%v) while a batch that found none was open, want it to wait for the batch", err)
+				default:
+				}
+				if err := pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+					AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`).Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(gate.Release)
+			if !waiting {
+				t.Fatal("the policy change never waited for the open batch")
+			}
+			if _, created, err := op.Wait(t.Context()); !created || err != nil {
+				t.Fatalf("the open batch's create: %v %v, want admitted (it came before the policy)", created, err)
+			}
+			if err := <-set; err != nil {
+				t.Fatal(err)
+			}
+			// From the policy's commit on, its window counts: 10 fits, 10 more does not.
+			if _, created, err := allocateOne(t, node, create("after-1"), 21000); !created || err != nil {
+				t.Fatalf("the first create under the policy: %v %v, want admitted", created, err)
+			}
+			if _, created, err := allocateOne(t, node, create("after-2"), 21000); created || !errors.Is(err, domain.ErrPolicyDenied) {
+				t.Fatalf("the second create under the policy: %v %v, want refused by its window", created, err)
+			}
+		})
+	}
+}

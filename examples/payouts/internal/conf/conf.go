@@ -60,6 +60,9 @@ type TxManager struct {
 	APIKey      string   `json:"apiKey"`
 	CallTimeout Duration `json:"callTimeout"`
 	MaxAttempts int      `json:"maxAttempts"`
+	// PlaintextCredentials sends the API key without TLS to endpoints on other machines:
+	// only where a mesh encrypts the connection (the client refuses it otherwise).
+	PlaintextCredentials bool `json:"plaintextCredentials"`
 }
 
 // Payouts is the business configuration.
@@ -219,6 +222,8 @@ func ClientConfig(bc *Bootstrap) txmclient.Config {
 		APIKey:      bc.TxManager.APIKey,
 		CallTimeout: bc.TxManager.CallTimeout.Std(),
 		MaxAttempts: bc.TxManager.MaxAttempts,
+
+		PlaintextCredentials: bc.TxManager.PlaintextCredentials,
 	}
 }
 

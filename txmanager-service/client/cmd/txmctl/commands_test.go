@@ -184,3 +184,20 @@ func TestCredentialsFromTheEnvironmentAreNotShown(t *testing.T) {
 		t.Fatalf("tx get with the key in the environment only: exit %d, %s", code, stderr.String())
 	}
 }
+
+// An API key is not sent in plaintext to another machine: txmctl refuses the command line
+// (exit 2, naming the flags that fix it) before any call; --plaintext, for a mesh that
+// encrypts the connection, lets it through to the call.
+func TestAnAPIKeyIsNotSentInPlaintextToAnotherMachine(t *testing.T) {
+	t.Setenv("TXMCTL_PLAINTEXT", "")
+	args := []string{"--addr", "txmanager.invalid:9090", "--api-key", "txm_secret", "--timeout", "20s", "tx", "get", "00000000-0000-7000-8000-000000000000"}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), args, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "--plaintext") {
+		t.Fatalf("exit %d (%s), want %d naming --plaintext", code, stderr.String(), exitUsage)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(context.Background(), append([]string{"--plaintext"}, args...), &stdout, &stderr); code != exitUnavailable && code != exitTimedOut {
+		t.Fatalf("with --plaintext: exit %d (%s), want %d or %d: the call made, the host not found", code, stderr.String(), exitUnavailable, exitTimedOut)
+	}
+}

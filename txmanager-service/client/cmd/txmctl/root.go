@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,17 +19,19 @@ import (
 
 // options are the flags every command shares.
 type options struct {
-	addr     string
-	apiKey   string
-	token    string
-	useTLS   bool
-	caFile   string
-	chainID  uint64
-	json     bool
-	timeout  time.Duration
-	out      io.Writer
-	client   *txmclient.Client
-	closeAll func()
+	addr   string
+	apiKey string
+	token  string
+	useTLS bool
+	// plaintext: the API key or token may travel without TLS to another machine.
+	plaintext bool
+	caFile    string
+	chainID   uint64
+	json      bool
+	timeout   time.Duration
+	out       io.Writer
+	client    *txmclient.Client
+	closeAll  func()
 }
 
 func newRootCommand(stdout io.Writer) *cobra.Command {
@@ -72,6 +75,8 @@ Exit codes:
 	flags.StringVar(&o.apiKey, "api-key", "", "API key (env TXMCTL_API_KEY)")
 	flags.StringVar(&o.token, "token", "", "JWT bearer token, instead of an API key (env TXMCTL_TOKEN)")
 	flags.BoolVar(&o.useTLS, "tls", false, "connect with TLS, trusting the system's CAs")
+	flags.BoolVar(&o.plaintext, "plaintext", os.Getenv("TXMCTL_PLAINTEXT") == "1",
+		"send the API key or token without TLS to another machine, where something else encrypts the connection (a mesh; env TXMCTL_PLAINTEXT=1)")
 	flags.StringVar(&o.caFile, "ca-file", os.Getenv("TXMCTL_CA_FILE"), "connect with TLS, trusting this CA (PEM; env TXMCTL_CA_FILE)")
 	flags.Uint64Var(&o.chainID, "chain", 0, "chain id (needed when the service serves several chains)")
 	flags.BoolVar(&o.json, "json", false, "print JSON (the API's messages) instead of tables")
@@ -90,7 +95,7 @@ func (o *options) connect(ctx context.Context) error {
 	if o.token == "" {
 		o.token = os.Getenv("TXMCTL_TOKEN")
 	}
-	cfg := txmclient.Config{APIKey: o.apiKey, MaxAttempts: 4}
+	cfg := txmclient.Config{APIKey: o.apiKey, MaxAttempts: 4, PlaintextCredentials: o.plaintext}
 	for _, a := range strings.Split(o.addr, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			cfg.Endpoints = append(cfg.Endpoints, a)
@@ -117,6 +122,9 @@ func (o *options) connect(ctx context.Context) error {
 		}
 	}
 	client, closeAll, err := txmclient.New(ctx, cfg)
+	if errors.Is(err, txmclient.ErrPlaintextCredentials) {
+		return &usageError{err.Error() + " (txmctl: --tls or --ca-file, or --plaintext)"}
+	}
 	if err != nil {
 		return err
 	}

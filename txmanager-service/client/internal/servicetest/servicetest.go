@@ -59,9 +59,10 @@ type Service struct {
 	GRPCAddr, HTTPAddr string
 	// CAFile is the PEM of the CA that issued the service's certificate.
 	CAFile string
-	// APIKey may use every signer; AdminKey may also use the admin API.
-	APIKey, AdminKey string
-	LogPath          string
+	// APIKey may use every signer; AdminKey may also use the admin API; DevSignerKey may use
+	// DevSigner alone (it sees no other signer's completions).
+	APIKey, AdminKey, DevSignerKey string
+	LogPath                        string
 
 	cmd      *exec.Cmd
 	exited   chan struct{}
@@ -215,7 +216,7 @@ func Start(name string) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{dir: dir, LogPath: filepath.Join(dir, "txmanager.log"), APIKey: randomKey(), AdminKey: randomKey()}
+	s := &Service{dir: dir, LogPath: filepath.Join(dir, "txmanager.log"), APIKey: randomKey(), AdminKey: randomKey(), DevSignerKey: randomKey()}
 	if s.database, err = newDatabase(testdbBin, name); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -244,6 +245,7 @@ auth:
   apiKeys:
     - {id: client-tests, sha256: %q, signers: ["*"], roles: [approver]}
     - {id: operator, sha256: %q, signers: ["*"], admin: true, roles: [approver]}
+    - {id: dev-signer-only, sha256: %q, signers: [%q]}
 `
 
 func (s *Service) start(bin, name string) error {
@@ -252,7 +254,7 @@ func (s *Service) start(bin, name string) error {
 		return err
 	}
 	confPath := filepath.Join(s.dir, "config.yaml")
-	body := fmt.Sprintf(serviceConfig, "client-test-"+name, certFile, keyFile, s.database.dsn, digest(s.APIKey), digest(s.AdminKey))
+	body := fmt.Sprintf(serviceConfig, "client-test-"+name, certFile, keyFile, s.database.dsn, digest(s.APIKey), digest(s.AdminKey), digest(s.DevSignerKey), DevSigner)
 	if err := os.WriteFile(confPath, []byte(body), 0o600); err != nil {
 		return err
 	}

@@ -90,6 +90,29 @@ func (q *Queries) GetSpendingPolicy(ctx context.Context, arg GetSpendingPolicyPa
 	return i, err
 }
 
+const holdPolicyScopes = `-- name: HoldPolicyScopes :exec
+SELECT pg_advisory_xact_lock_shared(held.key)
+FROM (SELECT DISTINCT hashtextextended('txmanager spending policy ' || x.kind || ' ' || x.scope, 0) AS key
+      FROM (SELECT unnest($1::text[]) AS kind, unnest($2::text[]) AS scope) AS x
+      ORDER BY 1 OFFSET 0) AS held
+`
+
+type HoldPolicyScopesParams struct {
+	ScopeKinds []string
+	Scopes     []string
+}
+
+// A writer batch holds every scope it admits under (its signers, its creates' credentials),
+// shared, before any of its statements reads a policy: a change of a scope takes the same
+// key alone (SerializePolicyChanges), so a scope's first policy either commits before the
+// batch reads and binds it, or waits for the batch to commit. Row locks cannot do this for
+// a policy with no row yet. Taken in one order (OFFSET 0 keeps the sort below the calls), so
+// that two batches queued behind changes of two scopes never wait on each other.
+func (q *Queries) HoldPolicyScopes(ctx context.Context, arg HoldPolicyScopesParams) error {
+	_, err := q.db.Exec(ctx, holdPolicyScopes, arg.ScopeKinds, arg.Scopes)
+	return err
+}
+
 const insertSpendingPolicyVersion = `-- name: InsertSpendingPolicyVersion :exec
 INSERT INTO spending_policy_version (scope_kind, scope, version, rules, changed_at, changed_by)
 VALUES ($1, $2, $3, $4::jsonb, now(), $5)

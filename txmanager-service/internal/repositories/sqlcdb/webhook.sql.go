@@ -203,7 +203,9 @@ func (q *Queries) GetSubscription(ctx context.Context, subscriptionID uuid.UUID)
 
 const insertSubscription = `-- name: InsertSubscription :exec
 INSERT INTO webhook_subscription (subscription_id, url, secret, filter, description, cursor, event_cursor, created_by, batch_size)
-VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9)
+VALUES ($1, $2, $3, $4::jsonb, $5,
+    CASE WHEN $6::bigint = 0 THEN (SELECT pruned_through FROM feed_sequencer) ELSE $6::bigint END,
+    $7, $8, $9)
 `
 
 type InsertSubscriptionParams struct {
@@ -218,6 +220,9 @@ type InsertSubscriptionParams struct {
 	BatchSize      int32
 }
 
+// A cursor of 0 (from the start) is stored as the last position retention deleted, read in
+// this statement: a stored cursor is always a position, so one that retention later passes
+// is found expired, whether the subscription began at the start or at an empty feed's head.
 func (q *Queries) InsertSubscription(ctx context.Context, arg InsertSubscriptionParams) error {
 	_, err := q.db.Exec(ctx, insertSubscription,
 		arg.SubscriptionID,
@@ -332,7 +337,7 @@ func (q *Queries) ReleaseSubscriptions(ctx context.Context, nodeID pgtype.Text) 
 }
 
 const replaySubscription = `-- name: ReplaySubscription :execrows
-UPDATE webhook_subscription SET cursor = $1, event_cursor = CASE WHEN $1::bigint = 0 THEN 0 ELSE event_cursor END, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL,
+UPDATE webhook_subscription SET cursor = CASE WHEN $1::bigint = 0 THEN (SELECT pruned_through FROM feed_sequencer) ELSE $1::bigint END, event_cursor = CASE WHEN $1::bigint = 0 THEN 0 ELSE event_cursor END, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL,
     state = CASE WHEN state = 'dead' THEN 'active' ELSE state END
 WHERE subscription_id = $2
 `
@@ -345,6 +350,7 @@ type ReplaySubscriptionParams struct {
 // Delivery starts again after cursor (and, from 0, every service event again too); the
 // node delivering it stops at its next write. A dead subscription is delivered again (a
 // replay is how an operator answers its death); a paused one stays paused until resumed.
+// From the start (0) is stored as the last position retention deleted, as at insert.
 func (q *Queries) ReplaySubscription(ctx context.Context, arg ReplaySubscriptionParams) (int64, error) {
 	result, err := q.db.Exec(ctx, replaySubscription, arg.Cursor, arg.SubscriptionID)
 	if err != nil {
