@@ -147,7 +147,7 @@ func checkCredentialsTransport(cfg Config) error {
 // "dns:///host:port") names a loopback address or a Unix socket. A name resolved elsewhere (a discovery
 // target) is not known to be, and counts as another machine.
 func onThisMachine(endpoint string) bool {
-	if strings.HasPrefix(endpoint, "unix:") {
+	if strings.HasPrefix(endpoint, "unix:") || strings.HasPrefix(endpoint, "unix-abstract:") {
 		return true
 	}
 	if _, rest, ok := strings.Cut(endpoint, "://"); ok {
@@ -158,7 +158,7 @@ func onThisMachine(endpoint string) bool {
 	}
 	host, _, err := net.SplitHostPort(endpoint)
 	if err != nil {
-		host = endpoint
+		host = strings.TrimSuffix(strings.TrimPrefix(endpoint, "["), "]")
 	}
 	if strings.EqualFold(host, "localhost") {
 		return true

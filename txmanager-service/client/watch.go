@@ -11,8 +11,8 @@ import (
 
 // Watch calls fn with each completion of the feed after the cursor after ("" = from the
 // start of the feed), in feed order, as completions happen, until ctx ends (it returns
-// ctx's error), fn fails (it returns fn's error) or the service refuses the watch for good
-// (CURSOR_EXPIRED, PERMISSION_DENIED, ...).
+// ctx's error), fn or OnMark's function fails (it returns that error) or the service
+// refuses the watch for good (CURSOR_EXPIRED, PERMISSION_DENIED, ...).
 //
 // A broken stream is opened again, on the next endpoint when there are several, after the
 // last completion fn accepted: feed positions are the same on every node, so fn sees each

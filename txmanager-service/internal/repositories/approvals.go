@@ -236,18 +236,10 @@ func (r AllocationRepository) AdmitApprovals(ctx context.Context, sess txmanager
 	return nil
 }
 
-// HoldPolicyScopes implements services.AllocationStore.
-func (r AllocationRepository) HoldPolicyScopes(ctx context.Context, sess txmanager.Session, signers, credentials []string) error {
-	kinds := make([]string, 0, len(signers)+len(credentials))
-	scopes := make([]string, 0, len(signers)+len(credentials))
-	for _, s := range signers {
-		kinds, scopes = append(kinds, string(domain.PolicyScopeSigner)), append(scopes, s)
-	}
-	for _, c := range credentials {
-		kinds, scopes = append(kinds, string(domain.PolicyScopeCredential)), append(scopes, c)
-	}
-	if err := sqlcdb.New(sess.DB()).HoldPolicyScopes(ctx, sqlcdb.HoldPolicyScopesParams{ScopeKinds: kinds, Scopes: scopes}); err != nil {
-		return fmt.Errorf("hold the batch's policy scopes: %w", err)
+// HoldFirstPolicies implements services.AllocationStore.
+func (r AllocationRepository) HoldFirstPolicies(ctx context.Context, sess txmanager.Session) error {
+	if err := sqlcdb.New(sess.DB()).HoldFirstPolicies(ctx); err != nil {
+		return fmt.Errorf("hold first spending policies back: %w", err)
 	}
 	return nil
 }

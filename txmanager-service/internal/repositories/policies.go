@@ -79,6 +79,11 @@ func (r *PolicyRepository) Lock(ctx context.Context, sess txmanager.Session, sco
 	row, err := q.LockSpendingPolicy(ctx, sqlcdb.LockSpendingPolicyParams{ScopeKind: string(scope.Kind), Scope: scope.ID})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
+		// The scope's first policy: no batch could lock its row, so it waits for the
+		// batches that found none to commit.
+		if err := q.SerializeFirstPolicies(ctx); err != nil {
+			return "", 0, fmt.Errorf("wait for the writer batches before the first policy of %s: %w", scope, err)
+		}
 	case err != nil:
 		return "", 0, fmt.Errorf("lock policy of %s: %w", scope, err)
 	default:

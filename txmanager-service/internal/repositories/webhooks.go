@@ -30,17 +30,17 @@ func NewWebhookRepository(pool *pgxpool.Pool) *WebhookRepository {
 }
 
 // Insert implements services.SubscriptionStore.
-func (r *WebhookRepository) Insert(ctx context.Context, sess txmanager.Session, s domain.Subscription, secret string, eventCursor int64) error {
+func (r *WebhookRepository) Insert(ctx context.Context, sess txmanager.Session, s domain.Subscription, secret string, eventCursor int64) (int64, error) {
 	filter, err := json.Marshal(s.Filter)
 	if err != nil {
-		return fmt.Errorf("subscription filter: %w", err)
+		return 0, fmt.Errorf("subscription filter: %w", err)
 	}
-	err = sqlcdb.New(sess.DB()).InsertSubscription(ctx, sqlcdb.InsertSubscriptionParams{SubscriptionID: s.ID, Url: s.URL, Secret: secret, Filter: filter,
+	cursor, err := sqlcdb.New(sess.DB()).InsertSubscription(ctx, sqlcdb.InsertSubscriptionParams{SubscriptionID: s.ID, Url: s.URL, Secret: secret, Filter: filter,
 		Description: s.Description, Cursor: s.Cursor, EventCursor: eventCursor, CreatedBy: s.CreatedBy, BatchSize: int32(s.BatchSize)})
 	if err != nil {
-		return fmt.Errorf("insert subscription: %w", err)
+		return 0, fmt.Errorf("insert subscription: %w", err)
 	}
-	return nil
+	return cursor, nil
 }
 
 // Get implements services.SubscriptionStore.
@@ -100,12 +100,15 @@ func (r *WebhookRepository) SetState(ctx context.Context, sess txmanager.Session
 }
 
 // Replay implements services.SubscriptionStore.
-func (r *WebhookRepository) Replay(ctx context.Context, sess txmanager.Session, id uuid.UUID, cursor int64) (bool, error) {
-	n, err := sqlcdb.New(sess.DB()).ReplaySubscription(ctx, sqlcdb.ReplaySubscriptionParams{Cursor: cursor, SubscriptionID: id})
-	if err != nil {
-		return false, fmt.Errorf("replay subscription %s: %w", id, err)
+func (r *WebhookRepository) Replay(ctx context.Context, sess txmanager.Session, id uuid.UUID, cursor int64) (int64, bool, error) {
+	stored, err := sqlcdb.New(sess.DB()).ReplaySubscription(ctx, sqlcdb.ReplaySubscriptionParams{Cursor: cursor, SubscriptionID: id})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
 	}
-	return n == 1, nil
+	if err != nil {
+		return 0, false, fmt.Errorf("replay subscription %s: %w", id, err)
+	}
+	return stored, true, nil
 }
 
 // Delete implements services.SubscriptionStore.

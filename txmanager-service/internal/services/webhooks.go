@@ -18,7 +18,9 @@ import (
 
 // SubscriptionStore keeps the webhook subscriptions and their leases (migration 0022).
 type SubscriptionStore interface {
-	Insert(ctx context.Context, sess txmanager.Session, s domain.Subscription, secret string, eventCursor int64) error
+	// Insert stores s and answers its cursor as stored: from the start (0) is stored as the
+	// last position retention deleted.
+	Insert(ctx context.Context, sess txmanager.Session, s domain.Subscription, secret string, eventCursor int64) (int64, error)
 	Get(ctx context.Context, id uuid.UUID) (domain.Subscription, error)
 	List(ctx context.Context) ([]domain.Subscription, error)
 	Count(ctx context.Context) (int64, error)
@@ -26,8 +28,10 @@ type SubscriptionStore interface {
 	CountDead(ctx context.Context) (int64, error)
 	// SetState pauses, resumes or revives one; false when there is no such subscription.
 	SetState(ctx context.Context, sess txmanager.Session, id uuid.UUID, state domain.SubscriptionState) (bool, error)
-	// Replay moves the cursor (either way); the node delivering it stops at its next write.
-	Replay(ctx context.Context, sess txmanager.Session, id uuid.UUID, cursor int64) (bool, error)
+	// Replay moves the cursor (either way) and answers it as stored (from the start, 0, as
+	// the last position retention deleted); found is false when there is no such
+	// subscription. The node delivering it stops at its next write.
+	Replay(ctx context.Context, sess txmanager.Session, id uuid.UUID, cursor int64) (stored int64, found bool, err error)
 	Delete(ctx context.Context, sess txmanager.Session, id uuid.UUID) (bool, error)
 	// Claim renews this node's leases and takes up to maxNew free ones.
 	Claim(ctx context.Context, node string, maxNew int, lease time.Duration) ([]ClaimedSubscription, error)
@@ -149,9 +153,11 @@ func (b *WebhookBook) Create(ctx context.Context, in SubscriptionInput, by strin
 		}
 	}
 	err = b.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("webhook.create"), func(ctx context.Context, sess txmanager.Session) error {
-		if err := b.store.Insert(ctx, sess, s, secret, eventCursor); err != nil {
+		stored, err := b.store.Insert(ctx, sess, s, secret, eventCursor)
+		if err != nil {
 			return err
 		}
+		s.Cursor = stored
 		return b.audit.Record(ctx, sess, by, domain.AuditWebhookCreated, "webhook "+s.ID.String(), nil,
 			map[string]any{"url": domain.RedactURLs(s.URL), "filter": s.Filter, "cursor": s.Cursor, "description": s.Description, "batchSize": s.BatchSize})
 	})
@@ -254,7 +260,7 @@ func (b *WebhookBook) Replay(ctx context.Context, id string, cursor int64, by st
 		return domain.Subscription{}, err
 	}
 	err = b.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("webhook.replay"), func(ctx context.Context, sess txmanager.Session) error {
-		found, err := b.store.Replay(ctx, sess, parsed, cursor)
+		stored, found, err := b.store.Replay(ctx, sess, parsed, cursor)
 		if err != nil {
 			return err
 		}
@@ -262,7 +268,7 @@ func (b *WebhookBook) Replay(ctx context.Context, id string, cursor int64, by st
 			// Deleted since it was read: nothing was replayed, and the trail says nothing.
 			return &domain.NotFoundError{What: "no webhook subscription " + id}
 		}
-		return b.audit.Record(ctx, sess, by, domain.AuditWebhookReplay, "webhook "+id, map[string]any{"cursor": before.Cursor}, map[string]any{"cursor": cursor})
+		return b.audit.Record(ctx, sess, by, domain.AuditWebhookReplay, "webhook "+id, map[string]any{"cursor": before.Cursor}, map[string]any{"cursor": stored})
 	})
 	if err != nil {
 		return domain.Subscription{}, err

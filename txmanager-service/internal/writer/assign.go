@@ -86,7 +86,10 @@ func (a *Allocator) assign(b *signerBatch, existing map[string]domain.ManagedTx,
 // cache), no quarantine applies, and its assignment (assign) has nothing on record to
 // replay and nothing to adopt, so its outcome is this one. A signer turned away has had
 // nothing written and takes the full path (writeSigner) in the same transaction.
-func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batches []*signerBatch) error {
+//
+// It reports whether it sent the statement (which holds first policies back, as the batch's
+// first statement must).
+func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batches []*signerBatch) (bool, error) {
 	var parts []services.ClearAllocation
 	var tried []*signerBatch
 	for _, b := range batches {
@@ -108,16 +111,16 @@ func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batc
 		tried = append(tried, b)
 	}
 	if len(parts) == 0 {
-		return nil
+		return false, nil
 	}
 	written, err := a.store.WriteClearAllocations(ctx, sess, parts)
 	if err != nil {
-		return err
+		return true, err
 	}
 	for i, b := range tried {
 		b.clear = written[i]
 	}
-	return nil
+	return true, nil
 }
 
 // newTx is op's new transaction at nonce.

@@ -247,24 +247,6 @@ func (g *policyGate) deniedRules() []denial {
 	return g.denied
 }
 
-// holdPolicyScopes holds every signer's and credential's policy scope of the batch
-// against policy changes, before any statement of the batch reads a policy. A policy a scope
-// did not have has no row to lock: without this, one committed after the batch found none
-// would not bind the batch's creates, which commit after it, nor count them in its windows.
-func (a *Allocator) holdPolicyScopes(ctx context.Context, sess txmanager.Session, batches []*signerBatch) error {
-	signers := make([]string, 0, len(batches))
-	var credentials []string
-	for _, b := range batches {
-		signers = append(signers, b.key)
-		for _, c := range b.credentials() {
-			if !slices.Contains(credentials, c) {
-				credentials = append(credentials, c)
-			}
-		}
-	}
-	return a.store.HoldPolicyScopes(ctx, sess, signers, credentials)
-}
-
 // lockPoliciesOfFullPath locks up front, in one sorted statement, the policies of the
 // signers and credentials of the batch's parts that take the full path, when there are
 // several: each part locks its own policies as it goes, and two nodes whose parts met two

@@ -430,11 +430,17 @@ func TestConcurrentPolicyChangesOfOneScopeTakeTurns(t *testing.T) {
 // committed after it unchecked and uncounted by its window.
 func TestAFirstPolicyWaitsForTheBatchThatFoundNone(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ kind, scope string }{
-		{"signer", testsupport.SignerAddress(11).Hex()},
-		{"credential", "payouts"},
+	for _, tc := range []struct {
+		name, kind, scope string
+		// fullPath: the batch numbers from the database and the chain (its signer's first
+		// create on this node), not in the one-statement allocation.
+		fullPath bool
+	}{
+		{"signer", "signer", testsupport.SignerAddress(11).Hex(), false},
+		{"credential", "credential", "payouts", false},
+		{"signer, full path", "signer", testsupport.SignerAddress(11).Hex(), true},
 	} {
-		t.Run(tc.kind, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			pool := testsupport.MigratedPool(t)
 			node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
@@ -445,14 +451,16 @@ func TestAFirstPolicyWaitsForTheBatchThatFoundNone(t *testing.T) {
 				return domain.CreateRequest{Signer: signer, RequestID: requestID, Intent: domain.Intent{To: &to, Value: big.NewInt(10), GasLimit: 21000},
 					Admission: domain.Admission{Credential: "payouts", FeeCapPerGas: big.NewInt(1)}}
 			}
-			if _, created, err := allocateOne(t, node, create("warm"), 21000); !created || err != nil {
-				t.Fatalf("the first create: %v %v", created, err)
+			if !tc.fullPath {
+				if _, created, err := allocateOne(t, node, create("warm"), 21000); !created || err != nil {
+					t.Fatalf("the first create: %v %v", created, err)
+				}
 			}
 			gate := testsupport.NewGate()
 			node.Store.SetGates(nil, gate)
 			op := writer.NewOp(t.Context(), create("open"), 21000)
 			go node.Allocator.AllocateBatch(context.Background(), []*writer.Op{op})
-			<-gate.Reached // the batch has read the policies (none) and written; it has not committed
+			<-gate.Reached // the batch has begun (one-statement path: and written); it has not committed
 
 			set := make(chan error, 1)
 			go func() {

@@ -4,6 +4,8 @@ package conf
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,9 +62,16 @@ type TxManager struct {
 	APIKey      string   `json:"apiKey"`
 	CallTimeout Duration `json:"callTimeout"`
 	MaxAttempts int      `json:"maxAttempts"`
+	// TLS connects with TLS, trusting the system's CAs, or CAFile's alone when it is set
+	// (TXMANAGER_CA_FILE, which implies TLS).
+	TLS    bool   `json:"tls"`
+	CAFile string `json:"caFile"`
 	// PlaintextCredentials sends the API key without TLS to endpoints on other machines:
 	// only where a mesh encrypts the connection (the client refuses it otherwise).
 	PlaintextCredentials bool `json:"plaintextCredentials"`
+
+	// roots is CAFile's certificates, read when the configuration is loaded.
+	roots *x509.CertPool
 }
 
 // Payouts is the business configuration.
@@ -120,7 +129,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // EnvironmentVariables are the variables the configuration file's placeholders may read;
 // nothing else in the environment reaches the configuration.
 func EnvironmentVariables() []string {
-	return []string{"HTTP_ADDR", "DATABASE_URL", "TXMANAGER_ADDR", "TXMANAGER_API_KEY", "PAYOUTS_SIGNER"}
+	return []string{"HTTP_ADDR", "DATABASE_URL", "TXMANAGER_ADDR", "TXMANAGER_API_KEY", "TXMANAGER_CA_FILE", "PAYOUTS_SIGNER"}
 }
 
 // Load reads path, fills its placeholders from the environment, and checks the result.
@@ -192,6 +201,16 @@ func (bc *Bootstrap) Check() error {
 	if _, err := txmanager.ParseIsolation(bc.Database.Tx.Isolation); err != nil {
 		errs = append(errs, err)
 	}
+	if bc.TxManager.CAFile != "" {
+		pem, err := os.ReadFile(bc.TxManager.CAFile)
+		bc.TxManager.roots = x509.NewCertPool()
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("txmanager.caFile: %w", err))
+		case !bc.TxManager.roots.AppendCertsFromPEM(pem):
+			errs = append(errs, fmt.Errorf("txmanager.caFile %s: no PEM certificate", bc.TxManager.CAFile))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -217,7 +236,7 @@ func TxConfig(bc *Bootstrap) txmanager.Config {
 
 // ClientConfig is the txmanager client's configuration.
 func ClientConfig(bc *Bootstrap) txmclient.Config {
-	return txmclient.Config{
+	cfg := txmclient.Config{
 		Endpoints:   bc.Endpoints(),
 		APIKey:      bc.TxManager.APIKey,
 		CallTimeout: bc.TxManager.CallTimeout.Std(),
@@ -225,6 +244,10 @@ func ClientConfig(bc *Bootstrap) txmclient.Config {
 
 		PlaintextCredentials: bc.TxManager.PlaintextCredentials,
 	}
+	if bc.TxManager.TLS || bc.TxManager.roots != nil {
+		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: bc.TxManager.roots}
+	}
+	return cfg
 }
 
 // environmentSource offers the listed variables to the placeholders.

@@ -177,3 +177,66 @@ func TestSendReportsLinesCutShortAsNotKnown(t *testing.T) {
 		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, exitTimedOut, out, stderr.String())
 	}
 }
+
+// mixedOutcomes answers each line of a batch by its request id's prefix: "ok" created,
+// "bad" refused for good, "later" refused for now (OUTCOME_UNKNOWN); every transaction it
+// created ends FAILED_FINAL.
+type mixedOutcomes struct {
+	v1.UnimplementedTxServiceServer
+}
+
+func (mixedOutcomes) CreateTxBatch(_ context.Context, r *v1.CreateTxBatchRequest) (*v1.CreateTxBatchResponse, error) {
+	out := &v1.CreateTxBatchResponse{}
+	for _, c := range r.GetCreates() {
+		var result *v1.CreateTxResult
+		switch id := c.GetRequestId(); {
+		case strings.HasPrefix(id, "ok"):
+			result = &v1.CreateTxResult{Result: &v1.CreateTxResult_Response{Response: &v1.CreateTxResponse{Created: true,
+				Tx: &v1.Tx{TxId: "tx-" + id, RequestId: id, State: "ALLOCATED"}}}}
+		case strings.HasPrefix(id, "bad"):
+			result = &v1.CreateTxResult{Result: &v1.CreateTxResult_Error{Error: &v1.CreateTxError{HttpStatus: 400, Reason: "INVALID_ARGUMENT", Message: "value: not a number"}}}
+		default:
+			result = &v1.CreateTxResult{Result: &v1.CreateTxResult_Error{Error: &v1.CreateTxError{
+				HttpStatus: 503, Reason: "OUTCOME_UNKNOWN", Message: "the commit's outcome is unknown", Metadata: map[string]string{"retry_after_seconds": "1"}}}}
+		}
+		out.Results = append(out.Results, result)
+	}
+	return out, nil
+}
+
+func (mixedOutcomes) GetTx(_ context.Context, r *v1.GetTxRequest) (*v1.Tx, error) {
+	return &v1.Tx{TxId: r.GetTxId(), State: "FAILED_FINAL"}, nil
+}
+
+// With --wait, lines not sent and lines refused decide the exit code before transactions
+// that failed on chain: sending the file again is what the first need, and the table says
+// which lines failed on chain. Failed on chain alone exits 8.
+func TestSendWaitExitsForTheLinesLeftFirst(t *testing.T) {
+	addr := serveTx(t, mixedOutcomes{})
+	for _, tc := range []struct {
+		name     string
+		requests []string
+		want     int
+	}{
+		{"failed on chain alone", []string{"ok-1"}, exitTxFailed},
+		{"failed on chain and refused", []string{"ok-1", "bad-1"}, exitRefused},
+		{"failed on chain and not sent", []string{"ok-1", "later-1"}, exitUnavailable},
+		{"all three", []string{"ok-1", "bad-1", "later-1"}, exitUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := "signer,requestId,to,value\n"
+			for _, id := range tc.requests {
+				body += servicetest.DevSigner + "," + id + "," + servicetest.Recipient + ",1\n"
+			}
+			file := filepath.Join(t.TempDir(), "payouts.csv")
+			if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), []string{"--addr", addr, "--timeout", "30s", "tx", "send", "--wait", "--file", file}, &stdout, &stderr)
+			if code != tc.want || !strings.Contains(stdout.String(), "final: 0 confirmed, 1 not") {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.want, stdout.String(), stderr.String())
+			}
+		})
+	}
+}

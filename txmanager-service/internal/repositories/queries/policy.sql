@@ -7,17 +7,18 @@ FROM spending_policy WHERE scope_kind = @scope_kind AND scope = @scope;
 -- policy, or after a delete): two would otherwise number the same version.
 SELECT pg_advisory_xact_lock(hashtextextended('txmanager spending policy ' || @scope_kind::text || ' ' || @scope::text, 0));
 
--- name: HoldPolicyScopes :exec
--- A writer batch holds every scope it admits under (its signers, its creates' credentials),
--- shared, before any of its statements reads a policy: a change of a scope takes the same
--- key alone (SerializePolicyChanges), so a scope's first policy either commits before the
--- batch reads and binds it, or waits for the batch to commit. Row locks cannot do this for
--- a policy with no row yet. Taken in one order (OFFSET 0 keeps the sort below the calls), so
--- that two batches queued behind changes of two scopes never wait on each other.
-SELECT pg_advisory_xact_lock_shared(held.key)
-FROM (SELECT DISTINCT hashtextextended('txmanager spending policy ' || x.kind || ' ' || x.scope, 0) AS key
-      FROM (SELECT unnest(@scope_kinds::text[]) AS kind, unnest(@scopes::text[]) AS scope) AS x
-      ORDER BY 1 OFFSET 0) AS held;
+-- name: HoldFirstPolicies :exec
+-- A writer batch holds this key, shared, before any of its statements reads a policy; a
+-- scope's first policy (it has no row a batch could lock) takes it alone
+-- (SerializeFirstPolicies). So a first policy either commits before a batch reads and binds
+-- it, or waits for the batches that found none to commit: they came before it. One key for
+-- every scope: a batch takes one lock whatever its signers and credentials, and a first
+-- policy, a rare change, waits for the batches open at the time.
+SELECT pg_advisory_xact_lock_shared(hashtextextended('txmanager first spending policy', 0));
+
+-- name: SerializeFirstPolicies :exec
+-- A scope's first policy waits for the writer batches open now (HoldFirstPolicies).
+SELECT pg_advisory_xact_lock(hashtextextended('txmanager first spending policy', 0));
 
 -- name: LockSpendingPolicy :one
 -- A policy change locks the scope's row (when there is one) so that changes of one scope

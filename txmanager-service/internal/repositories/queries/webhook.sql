@@ -1,11 +1,12 @@
--- name: InsertSubscription :exec
+-- name: InsertSubscription :one
 -- A cursor of 0 (from the start) is stored as the last position retention deleted, read in
 -- this statement: a stored cursor is always a position, so one that retention later passes
 -- is found expired, whether the subscription began at the start or at an empty feed's head.
 INSERT INTO webhook_subscription (subscription_id, url, secret, filter, description, cursor, event_cursor, created_by, batch_size)
 VALUES (@subscription_id, @url, @secret, @filter::jsonb, @description,
     CASE WHEN @cursor::bigint = 0 THEN (SELECT pruned_through FROM feed_sequencer) ELSE @cursor::bigint END,
-    @event_cursor, @created_by, @batch_size);
+    @event_cursor, @created_by, @batch_size)
+RETURNING cursor;
 
 -- name: GetSubscription :one
 SELECT subscription_id, url, filter::text AS filter, description, state, cursor, created_at, created_by, last_success_at, failing_since, last_error, delivered,
@@ -31,14 +32,15 @@ UPDATE webhook_subscription SET state = @state, fencing_token = fencing_token + 
     failing_since = CASE WHEN @state::text = 'active' THEN NULL ELSE failing_since END
 WHERE subscription_id = @subscription_id;
 
--- name: ReplaySubscription :execrows
+-- name: ReplaySubscription :one
 -- Delivery starts again after cursor (and, from 0, every service event again too); the
 -- node delivering it stops at its next write. A dead subscription is delivered again (a
 -- replay is how an operator answers its death); a paused one stays paused until resumed.
 -- From the start (0) is stored as the last position retention deleted, as at insert.
 UPDATE webhook_subscription SET cursor = CASE WHEN @cursor::bigint = 0 THEN (SELECT pruned_through FROM feed_sequencer) ELSE @cursor::bigint END, event_cursor = CASE WHEN @cursor::bigint = 0 THEN 0 ELSE event_cursor END, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL,
     state = CASE WHEN state = 'dead' THEN 'active' ELSE state END
-WHERE subscription_id = @subscription_id;
+WHERE subscription_id = @subscription_id
+RETURNING cursor;
 
 -- name: DeleteSubscription :execrows
 DELETE FROM webhook_subscription WHERE subscription_id = @subscription_id;

@@ -90,26 +90,18 @@ func (q *Queries) GetSpendingPolicy(ctx context.Context, arg GetSpendingPolicyPa
 	return i, err
 }
 
-const holdPolicyScopes = `-- name: HoldPolicyScopes :exec
-SELECT pg_advisory_xact_lock_shared(held.key)
-FROM (SELECT DISTINCT hashtextextended('txmanager spending policy ' || x.kind || ' ' || x.scope, 0) AS key
-      FROM (SELECT unnest($1::text[]) AS kind, unnest($2::text[]) AS scope) AS x
-      ORDER BY 1 OFFSET 0) AS held
+const holdFirstPolicies = `-- name: HoldFirstPolicies :exec
+SELECT pg_advisory_xact_lock_shared(hashtextextended('txmanager first spending policy', 0))
 `
 
-type HoldPolicyScopesParams struct {
-	ScopeKinds []string
-	Scopes     []string
-}
-
-// A writer batch holds every scope it admits under (its signers, its creates' credentials),
-// shared, before any of its statements reads a policy: a change of a scope takes the same
-// key alone (SerializePolicyChanges), so a scope's first policy either commits before the
-// batch reads and binds it, or waits for the batch to commit. Row locks cannot do this for
-// a policy with no row yet. Taken in one order (OFFSET 0 keeps the sort below the calls), so
-// that two batches queued behind changes of two scopes never wait on each other.
-func (q *Queries) HoldPolicyScopes(ctx context.Context, arg HoldPolicyScopesParams) error {
-	_, err := q.db.Exec(ctx, holdPolicyScopes, arg.ScopeKinds, arg.Scopes)
+// A writer batch holds this key, shared, before any of its statements reads a policy; a
+// scope's first policy (it has no row a batch could lock) takes it alone
+// (SerializeFirstPolicies). So a first policy either commits before a batch reads and binds
+// it, or waits for the batches that found none to commit: they came before it. One key for
+// every scope: a batch takes one lock whatever its signers and credentials, and a first
+// policy, a rare change, waits for the batches open at the time.
+func (q *Queries) HoldFirstPolicies(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, holdFirstPolicies)
 	return err
 }
 
@@ -407,6 +399,16 @@ func (q *Queries) PrunePolicySpend(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const serializeFirstPolicies = `-- name: SerializeFirstPolicies :exec
+SELECT pg_advisory_xact_lock(hashtextextended('txmanager first spending policy', 0))
+`
+
+// A scope's first policy waits for the writer batches open now (HoldFirstPolicies).
+func (q *Queries) SerializeFirstPolicies(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, serializeFirstPolicies)
+	return err
 }
 
 const serializePolicyChanges = `-- name: SerializePolicyChanges :exec

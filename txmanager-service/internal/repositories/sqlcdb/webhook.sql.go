@@ -201,11 +201,12 @@ func (q *Queries) GetSubscription(ctx context.Context, subscriptionID uuid.UUID)
 	return i, err
 }
 
-const insertSubscription = `-- name: InsertSubscription :exec
+const insertSubscription = `-- name: InsertSubscription :one
 INSERT INTO webhook_subscription (subscription_id, url, secret, filter, description, cursor, event_cursor, created_by, batch_size)
 VALUES ($1, $2, $3, $4::jsonb, $5,
     CASE WHEN $6::bigint = 0 THEN (SELECT pruned_through FROM feed_sequencer) ELSE $6::bigint END,
     $7, $8, $9)
+RETURNING cursor
 `
 
 type InsertSubscriptionParams struct {
@@ -223,8 +224,8 @@ type InsertSubscriptionParams struct {
 // A cursor of 0 (from the start) is stored as the last position retention deleted, read in
 // this statement: a stored cursor is always a position, so one that retention later passes
 // is found expired, whether the subscription began at the start or at an empty feed's head.
-func (q *Queries) InsertSubscription(ctx context.Context, arg InsertSubscriptionParams) error {
-	_, err := q.db.Exec(ctx, insertSubscription,
+func (q *Queries) InsertSubscription(ctx context.Context, arg InsertSubscriptionParams) (int64, error) {
+	row := q.db.QueryRow(ctx, insertSubscription,
 		arg.SubscriptionID,
 		arg.Url,
 		arg.Secret,
@@ -235,7 +236,9 @@ func (q *Queries) InsertSubscription(ctx context.Context, arg InsertSubscription
 		arg.CreatedBy,
 		arg.BatchSize,
 	)
-	return err
+	var cursor int64
+	err := row.Scan(&cursor)
+	return cursor, err
 }
 
 const listSubscriptions = `-- name: ListSubscriptions :many
@@ -336,10 +339,11 @@ func (q *Queries) ReleaseSubscriptions(ctx context.Context, nodeID pgtype.Text) 
 	return err
 }
 
-const replaySubscription = `-- name: ReplaySubscription :execrows
+const replaySubscription = `-- name: ReplaySubscription :one
 UPDATE webhook_subscription SET cursor = CASE WHEN $1::bigint = 0 THEN (SELECT pruned_through FROM feed_sequencer) ELSE $1::bigint END, event_cursor = CASE WHEN $1::bigint = 0 THEN 0 ELSE event_cursor END, fencing_token = fencing_token + 1, owner_node = NULL, lease_expires_at = NULL, failing_since = NULL,
     state = CASE WHEN state = 'dead' THEN 'active' ELSE state END
 WHERE subscription_id = $2
+RETURNING cursor
 `
 
 type ReplaySubscriptionParams struct {
@@ -352,11 +356,10 @@ type ReplaySubscriptionParams struct {
 // replay is how an operator answers its death); a paused one stays paused until resumed.
 // From the start (0) is stored as the last position retention deleted, as at insert.
 func (q *Queries) ReplaySubscription(ctx context.Context, arg ReplaySubscriptionParams) (int64, error) {
-	result, err := q.db.Exec(ctx, replaySubscription, arg.Cursor, arg.SubscriptionID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := q.db.QueryRow(ctx, replaySubscription, arg.Cursor, arg.SubscriptionID)
+	var cursor int64
+	err := row.Scan(&cursor)
+	return cursor, err
 }
 
 const setSubscriptionState = `-- name: SetSubscriptionState :execrows
