@@ -172,14 +172,7 @@ func (r AllocationRepository) WriteClearAllocations(ctx context.Context, sess tx
 		return nil, err
 	}
 	params.TxIds, params.TxRequestIds, params.IntentHashes, params.Nonces, params.Payloads = rows.ids, rows.requestIDs, rows.intentHashes, rows.nonces, rows.payloads
-	// The batch's first statement: it holds first policies back (HoldFirstPolicies) in the
-	// same round trip. Two statements, not one: the write's snapshot must be taken after the
-	// hold, so that a first policy committed while the hold waited is read.
-	q := sqlcdb.New(&withNextStatement{db: sess.DB()})
-	if err := q.HoldFirstPolicies(ctx); err != nil {
-		return nil, fmt.Errorf("hold first spending policies back: %w", err)
-	}
-	row, err := q.WriteClearAllocations(ctx, params)
+	row, err := sqlcdb.New(sess.DB()).WriteClearAllocations(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("write clear allocations: %w", err)
 	}

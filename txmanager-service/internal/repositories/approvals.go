@@ -238,7 +238,7 @@ func (r AllocationRepository) AdmitApprovals(ctx context.Context, sess txmanager
 
 // HoldFirstPolicies implements services.AllocationStore.
 func (r AllocationRepository) HoldFirstPolicies(ctx context.Context, sess txmanager.Session) error {
-	if err := sqlcdb.New(sess.DB()).HoldFirstPolicies(ctx); err != nil {
+	if _, err := sqlcdb.New(sess.DB()).HoldFirstPolicies(ctx); err != nil {
 		return fmt.Errorf("hold first spending policies back: %w", err)
 	}
 	return nil

@@ -69,6 +69,14 @@ func (r *PolicyRepository) Versions(ctx context.Context, scope domain.PolicyScop
 	return out, nil
 }
 
+// WaitForOpenBatches implements services.PolicyStore.
+func (r *PolicyRepository) WaitForOpenBatches(ctx context.Context, sess txmanager.Session) error {
+	if err := sqlcdb.New(sess.DB()).SerializeFirstPolicies(ctx); err != nil {
+		return fmt.Errorf("wait for the writer batches open now: %w", err)
+	}
+	return nil
+}
+
 // Lock implements services.PolicyStore: the scope's current policy, locked until sess
 // ends, and the last version its history used.
 func (r *PolicyRepository) Lock(ctx context.Context, sess txmanager.Session, scope domain.PolicyScope) (current string, lastVersion int64, err error) {
@@ -79,11 +87,6 @@ func (r *PolicyRepository) Lock(ctx context.Context, sess txmanager.Session, sco
 	row, err := q.LockSpendingPolicy(ctx, sqlcdb.LockSpendingPolicyParams{ScopeKind: string(scope.Kind), Scope: scope.ID})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		// The scope's first policy: no batch could lock its row, so it waits for the
-		// batches that found none to commit.
-		if err := q.SerializeFirstPolicies(ctx); err != nil {
-			return "", 0, fmt.Errorf("wait for the writer batches before the first policy of %s: %w", scope, err)
-		}
 	case err != nil:
 		return "", 0, fmt.Errorf("lock policy of %s: %w", scope, err)
 	default:

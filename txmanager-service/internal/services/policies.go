@@ -25,6 +25,9 @@ type PolicyStore interface {
 	// Lock locks the scope's policy inside sess and answers its document ("" for none) and
 	// the last version number its history used.
 	Lock(ctx context.Context, sess txmanager.Session, scope domain.PolicyScope) (current string, lastVersion int64, err error)
+	// WaitForOpenBatches waits, until sess ends, for the writer batches open now and holds
+	// new ones back: a scope's first policy has no row they could lock.
+	WaitForOpenBatches(ctx context.Context, sess txmanager.Session) error
 	Put(ctx context.Context, sess txmanager.Session, scope domain.PolicyScope, version int64, policy domain.Policy, by string) error
 	Delete(ctx context.Context, sess txmanager.Session, scope domain.PolicyScope, version int64, by string) (deleted bool, err error)
 	// PruneSpend removes spend buckets no window can reach.
@@ -159,6 +162,12 @@ func (b *PolicyBook) Set(ctx context.Context, kind, id string, raw []byte, by st
 		current, last, err := b.store.Lock(ctx, sess, scope)
 		if err != nil {
 			return err
+		}
+		if current == "" {
+			// A first policy: batches that found none commit before it, later ones read it.
+			if err := b.store.WaitForOpenBatches(ctx, sess); err != nil {
+				return err
+			}
 		}
 		version = last + 1
 		if err := b.store.Put(ctx, sess, scope, version, policy, by); err != nil {

@@ -75,10 +75,9 @@ type AllocationStore interface {
 	WindowTotals(ctx context.Context, sess txmanager.Session, keys []WindowKey) (map[WindowKey]domain.WindowTotals, error)
 	// AddSpend counts what the batch admitted under windowed policies.
 	AddSpend(ctx context.Context, sess txmanager.Session, spends []PolicySpend) error
-	// HoldFirstPolicies holds a scope's first policy back until the batch commits; a
-	// batch takes it before it reads any policy (WriteClearAllocations takes it too, in the
-	// same round trip as its statement), so a policy a scope did not have binds every create
-	// committed after it.
+	// HoldFirstPolicies holds a scope's first policy back until the batch commits; a batch
+	// takes it before it reads any policy, so a policy a scope did not have binds every
+	// create committed after it.
 	HoldFirstPolicies(ctx context.Context, sess txmanager.Session) error
 	// LockPolicies locks, in one statement and one order, the policies of every signer and
 	// credential of a batch whose parts take the full path one after another: each part's

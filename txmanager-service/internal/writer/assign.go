@@ -86,10 +86,7 @@ func (a *Allocator) assign(b *signerBatch, existing map[string]domain.ManagedTx,
 // cache), no quarantine applies, and its assignment (assign) has nothing on record to
 // replay and nothing to adopt, so its outcome is this one. A signer turned away has had
 // nothing written and takes the full path (writeSigner) in the same transaction.
-//
-// It reports whether it sent the statement (which holds first policies back, as the batch's
-// first statement must).
-func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batches []*signerBatch) (bool, error) {
+func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batches []*signerBatch) error {
 	var parts []services.ClearAllocation
 	var tried []*signerBatch
 	for _, b := range batches {
@@ -111,16 +108,16 @@ func (a *Allocator) writeClear(ctx context.Context, sess txmanager.Session, batc
 		tried = append(tried, b)
 	}
 	if len(parts) == 0 {
-		return false, nil
+		return nil
 	}
 	written, err := a.store.WriteClearAllocations(ctx, sess, parts)
 	if err != nil {
-		return true, err
+		return err
 	}
 	for i, b := range tried {
 		b.clear = written[i]
 	}
-	return true, nil
+	return nil
 }
 
 // newTx is op's new transaction at nonce.

@@ -120,16 +120,12 @@ func (a *Allocator) AllocateBatch(ctx context.Context, ops []*Op) {
 	err := a.tx.WithinTx(ctx, batchOptions,
 		func(ctx context.Context, sess txmanager.Session) error {
 			defer func() { written = time.Now() }()
-			// Before any policy is read, first policies are held back: with the one-statement
-			// allocation when there is one (in its round trip), alone otherwise.
-			wrote, err := a.writeClear(ctx, sess, batches)
-			if err != nil {
+			// Before any statement reads a policy (it goes out with BEGIN).
+			if err := a.store.HoldFirstPolicies(ctx, sess); err != nil {
 				return err
 			}
-			if !wrote {
-				if err := a.store.HoldFirstPolicies(ctx, sess); err != nil {
-					return err
-				}
+			if err := a.writeClear(ctx, sess, batches); err != nil {
+				return err
 			}
 			if err := a.lockPoliciesOfFullPath(ctx, sess, batches); err != nil {
 				return err

@@ -500,3 +500,34 @@ func TestAFirstPolicyWaitsForTheBatchThatFoundNone(t *testing.T) {
 		})
 	}
 }
+
+// Deleting a policy a scope does not have answers not found at once: only a first policy
+// waits for the open batches (and holds new ones back while it does).
+func TestDeletingAMissingPolicyDoesNotWaitForBatches(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+	book := newPolicyBook(t, pool)
+	signer := testsupport.SignerAddress(12)
+	to := signer
+	req := func(id string) domain.CreateRequest {
+		return domain.CreateRequest{Signer: signer, RequestID: id, Intent: domain.Intent{To: &to, Value: big.NewInt(1), GasLimit: 21000}, Admission: domain.Admission{FeeCapPerGas: big.NewInt(1)}}
+	}
+	if _, created, err := allocateOne(t, node, req("warm"), 21000); !created || err != nil {
+		t.Fatalf("the first create: %v %v", created, err)
+	}
+	gate := testsupport.NewGate()
+	node.Store.SetGates(nil, gate)
+	op := writer.NewOp(t.Context(), req("open"), 21000)
+	go node.Allocator.AllocateBatch(context.Background(), []*writer.Op{op})
+	<-gate.Reached
+	_, err := book.Delete(t.Context(), "signer", signer.Hex(), "ops")
+	close(gate.Release)
+	var notFound *domain.NotFoundError
+	if !errors.As(err, &notFound) {
+		t.Fatalf("deleting a policy the signer does not have, beside an open batch: %v, want not found", err)
+	}
+	if _, created, err := op.Wait(t.Context()); !created || err != nil {
+		t.Fatalf("the open batch's create: %v %v", created, err)
+	}
+}

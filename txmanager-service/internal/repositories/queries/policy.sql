@@ -7,14 +7,16 @@ FROM spending_policy WHERE scope_kind = @scope_kind AND scope = @scope;
 -- policy, or after a delete): two would otherwise number the same version.
 SELECT pg_advisory_xact_lock(hashtextextended('txmanager spending policy ' || @scope_kind::text || ' ' || @scope::text, 0));
 
--- name: HoldFirstPolicies :exec
+-- name: HoldFirstPolicies :one
 -- A writer batch holds this key, shared, before any of its statements reads a policy; a
 -- scope's first policy (it has no row a batch could lock) takes it alone
 -- (SerializeFirstPolicies). So a first policy either commits before a batch reads and binds
 -- it, or waits for the batches that found none to commit: they came before it. One key for
 -- every scope: a batch takes one lock whatever its signers and credentials, and a first
--- policy, a rare change, waits for the batches open at the time.
-SELECT pg_advisory_xact_lock_shared(hashtextextended('txmanager first spending policy', 0));
+-- policy, a rare change, waits for the batches open at the time. A row, not a command: a
+-- query goes out with the transaction's BEGIN, where a command without arguments would begin
+-- it in a round trip of its own.
+SELECT pg_advisory_xact_lock_shared(hashtextextended('txmanager first spending policy', 0))::text AS held;
 
 -- name: SerializeFirstPolicies :exec
 -- A scope's first policy waits for the writer batches open now (HoldFirstPolicies).

@@ -90,8 +90,8 @@ func (q *Queries) GetSpendingPolicy(ctx context.Context, arg GetSpendingPolicyPa
 	return i, err
 }
 
-const holdFirstPolicies = `-- name: HoldFirstPolicies :exec
-SELECT pg_advisory_xact_lock_shared(hashtextextended('txmanager first spending policy', 0))
+const holdFirstPolicies = `-- name: HoldFirstPolicies :one
+SELECT pg_advisory_xact_lock_shared(hashtextextended('txmanager first spending policy', 0))::text AS held
 `
 
 // A writer batch holds this key, shared, before any of its statements reads a policy; a
@@ -99,10 +99,14 @@ SELECT pg_advisory_xact_lock_shared(hashtextextended('txmanager first spending p
 // (SerializeFirstPolicies). So a first policy either commits before a batch reads and binds
 // it, or waits for the batches that found none to commit: they came before it. One key for
 // every scope: a batch takes one lock whatever its signers and credentials, and a first
-// policy, a rare change, waits for the batches open at the time.
-func (q *Queries) HoldFirstPolicies(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, holdFirstPolicies)
-	return err
+// policy, a rare change, waits for the batches open at the time. A row, not a command: a
+// query goes out with the transaction's BEGIN, where a command without arguments would begin
+// it in a round trip of its own.
+func (q *Queries) HoldFirstPolicies(ctx context.Context) (string, error) {
+	row := q.db.QueryRow(ctx, holdFirstPolicies)
+	var held string
+	err := row.Scan(&held)
+	return held, err
 }
 
 const insertSpendingPolicyVersion = `-- name: InsertSpendingPolicyVersion :exec
