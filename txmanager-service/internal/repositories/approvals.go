@@ -236,14 +236,6 @@ func (r AllocationRepository) AdmitApprovals(ctx context.Context, sess txmanager
 	return nil
 }
 
-// HoldFirstPolicies implements services.AllocationStore.
-func (r AllocationRepository) HoldFirstPolicies(ctx context.Context, sess txmanager.Session) error {
-	if _, err := sqlcdb.New(sess.DB()).HoldFirstPolicies(ctx); err != nil {
-		return fmt.Errorf("hold first spending policies back: %w", err)
-	}
-	return nil
-}
-
 // LockPolicies implements services.AllocationStore.
 func (r AllocationRepository) LockPolicies(ctx context.Context, sess txmanager.Session, signers, credentials []string) error {
 	if credentials == nil {

@@ -135,6 +135,14 @@ func (r *PolicyRepository) PruneSpend(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// HoldFirstPolicies implements services.AllocationStore.
+func (r AllocationRepository) HoldFirstPolicies(ctx context.Context, sess txmanager.Session) error {
+	if _, err := sqlcdb.New(sess.DB()).HoldFirstPolicies(ctx); err != nil {
+		return fmt.Errorf("hold first spending policies back: %w", err)
+	}
+	return nil
+}
+
 // PoliciesForAdmission implements services.AllocationStore.
 func (r AllocationRepository) PoliciesForAdmission(ctx context.Context, sess txmanager.Session, signer string, credentials []string) ([]domain.VersionedPolicy, error) {
 	rows, err := sqlcdb.New(sess.DB()).PoliciesForAdmission(ctx, sqlcdb.PoliciesForAdmissionParams{Signer: signer, Credentials: credentials})

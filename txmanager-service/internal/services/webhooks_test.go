@@ -379,73 +379,112 @@ func TestWebhookClaimsAnswerTheirOwnToken(t *testing.T) {
 	}
 }
 
+// retentionCase is a webhook book on a database of its own, delivering to a receiver that
+// accepts every post: the setting of the retention tests below.
+type retentionCase struct {
+	pool   *pgxpool.Pool
+	cfg    services.WebhookConfig
+	rc     *receiver
+	url    string
+	store  *repositories.WebhookRepository
+	feed   *repositories.CompletionRepository
+	events *repositories.EventRepository
+	book   *services.WebhookBook
+}
+
+const retentionSecret = "whsec_test_0123456789abcdef"
+
+func newRetentionCase(t *testing.T) *retentionCase {
+	t.Helper()
+	pool := testsupport.MigratedPool(t)
+	rc := &receiver{secret: []byte(retentionSecret), rnd: rand.New(rand.NewPCG(1, 2)), seen: map[string]bool{}, refused: map[string]bool{}}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	c := &retentionCase{pool: pool, cfg: webhookConfig(), rc: rc, url: srv.URL + "/hooks",
+		store: repositories.NewWebhookRepository(pool), feed: repositories.NewCompletionRepository(pool), events: repositories.NewEventRepository(pool)}
+	c.book = services.NewWebhookBook(testsupport.TxManager(t, pool), c.store, c.feed, c.events, testsupport.AuditTrail(t, pool, "node-a"), c.cfg, testLogger())
+	return c
+}
+
+// pruneThrough deletes the completions up to position n, as retention does.
+func (c *retentionCase) pruneThrough(t *testing.T, n int) {
+	t.Helper()
+	if _, err := c.pool.Exec(t.Context(), `WITH gone AS (DELETE FROM tx_completions WHERE feed_position <= $1) UPDATE feed_sequencer SET pruned_through = $1 WHERE id`, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *retentionCase) accepted() int {
+	c.rc.mu.Lock()
+	defer c.rc.mu.Unlock()
+	return len(c.rc.accepted)
+}
+
+// madeDeadUndelivered runs a delivery pass and waits for the subscription to be dead with
+// the retention reason, none of the completions kept past the hole delivered; it answers
+// the deliverer, for the passes after a replay.
+func (c *retentionCase) madeDeadUndelivered(t *testing.T, id uuid.UUID) *services.WebhookDeliverer {
+	t.Helper()
+	d := newDeliverer(t, c.pool, c.cfg, c.store, c.feed, c.events)
+	d.Pass(t.Context())
+	waitFor(t, 10*time.Second, "the subscription dead", func() bool {
+		got, err := c.store.Get(t.Context(), id)
+		return err == nil && got.State == domain.SubscriptionDead && strings.Contains(got.LastError, "retention")
+	})
+	if n := c.accepted(); n != 0 {
+		t.Fatalf("%d completions delivered past a hole of deleted ones, want none", n)
+	}
+	return d
+}
+
+// deliversAll runs delivery passes until want completions were accepted, and fails when
+// another count is reached.
+func (c *retentionCase) deliversAll(t *testing.T, d *services.WebhookDeliverer, want int, after string) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); c.accepted() < want && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		d.Pass(t.Context())
+	}
+	if n := c.accepted(); n != want {
+		t.Fatalf("%d delivered after %s, want the %d kept", n, after, want)
+	}
+}
+
 // A subscription whose cursor points into completions retention deleted (resumed after a
 // pause longer than the horizon) is made dead with the reason, not delivered with a hole;
 // a replay into the deleted range is refused, and one from the start delivers what is kept.
 func TestWebhookCursorBelowRetentionIsNotDeliveredWithAHole(t *testing.T) {
 	t.Parallel()
-	pool := testsupport.MigratedPool(t)
+	c := newRetentionCase(t)
 	ctx := t.Context()
-	cfg := webhookConfig()
-	const secret = "whsec_test_0123456789abcdef"
-	rc := &receiver{secret: []byte(secret), rnd: rand.New(rand.NewPCG(1, 2)), seen: map[string]bool{}, refused: map[string]bool{}}
-	srv := httptest.NewServer(rc)
-	t.Cleanup(srv.Close)
-	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
-	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
-	addCompletions(t, pool, 10)
-	sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", Secret: secret}, "ops") // from position 10
+	addCompletions(t, c.pool, 10)
+	sub, _, err := c.book.Create(ctx, services.SubscriptionInput{URL: c.url, Secret: retentionSecret}, "ops") // from position 10
 	if err != nil {
 		t.Fatal(err)
 	}
-	addCompletions(t, pool, 10)
+	addCompletions(t, c.pool, 10)
 	// Retention deleted positions up to 15 while the subscription was away.
-	if _, err := pool.Exec(ctx, `WITH gone AS (DELETE FROM tx_completions WHERE feed_position <= 15) UPDATE feed_sequencer SET pruned_through = 15 WHERE id`); err != nil {
-		t.Fatal(err)
-	}
-	d := newDeliverer(t, pool, cfg, store, feed, events)
-	d.Pass(ctx)
-	waitFor(t, 10*time.Second, "the subscription dead", func() bool {
-		got, err := store.Get(ctx, sub.ID)
-		return err == nil && got.State == domain.SubscriptionDead && strings.Contains(got.LastError, "retention")
-	})
-	rc.mu.Lock()
-	delivered := len(rc.accepted)
-	rc.mu.Unlock()
-	if delivered != 0 {
-		t.Fatalf("%d completions delivered past a hole of deleted ones, want none", delivered)
-	}
+	c.pruneThrough(t, 15)
+	d := c.madeDeadUndelivered(t, sub.ID)
 
-	if _, err := book.Replay(ctx, sub.ID.String(), 12, "ops"); !errors.Is(err, services.ErrCursorExpired) {
+	if _, err := c.book.Replay(ctx, sub.ID.String(), 12, "ops"); !errors.Is(err, services.ErrCursorExpired) {
 		t.Fatalf("a replay into the deleted range: %v, want CURSOR_EXPIRED", err)
 	}
-	if _, err := book.Replay(ctx, sub.ID.String(), 0, "ops"); err != nil {
+	if _, err := c.book.Replay(ctx, sub.ID.String(), 0, "ops"); err != nil {
 		t.Fatalf("a replay from the start: %v", err)
 	}
 	// The replay starts the dead subscription again: no resume is needed.
-	if got, err := store.Get(ctx, sub.ID); err != nil || got.State != domain.SubscriptionActive {
+	if got, err := c.store.Get(ctx, sub.ID); err != nil || got.State != domain.SubscriptionActive {
 		t.Fatalf("after the replay: %s, %v; want active", got.State, err)
 	}
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		d.Pass(ctx)
-		rc.mu.Lock()
-		delivered = len(rc.accepted)
-		rc.mu.Unlock()
-		if delivered == 5 {
-			break
-		}
-	}
-	if delivered != 5 {
-		t.Fatalf("%d delivered after a replay from the start, want the 5 kept after the subscription's position", delivered)
-	}
+	c.deliversAll(t, d, 5, "a replay from the start (the 5 kept after the subscription's position)")
 	// A paused subscription replayed stays paused: its operator resumes it.
-	if _, err := book.SetState(ctx, sub.ID.String(), domain.SubscriptionPaused, "ops"); err != nil {
+	if _, err := c.book.SetState(ctx, sub.ID.String(), domain.SubscriptionPaused, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := book.Replay(ctx, sub.ID.String(), 0, "ops"); err != nil {
+	if _, err := c.book.Replay(ctx, sub.ID.String(), 0, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := store.Get(ctx, sub.ID); err != nil || got.State != domain.SubscriptionPaused {
+	if got, err := c.store.Get(ctx, sub.ID); err != nil || got.State != domain.SubscriptionPaused {
 		t.Fatalf("a paused subscription replayed: %s, %v; want still paused", got.State, err)
 	}
 }
@@ -462,50 +501,22 @@ func TestASubscriptionFromAnEmptyFeedIsNotDeliveredWithAHole(t *testing.T) {
 	}{{"at the head", false}, {"from the start", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pool := testsupport.MigratedPool(t)
-			ctx := t.Context()
-			cfg := webhookConfig()
-			const secret = "whsec_test_0123456789abcdef"
-			rc := &receiver{secret: []byte(secret), rnd: rand.New(rand.NewPCG(1, 2)), seen: map[string]bool{}, refused: map[string]bool{}}
-			srv := httptest.NewServer(rc)
-			t.Cleanup(srv.Close)
-			store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
-			book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
-			sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", Secret: secret, FromStart: tc.fromStart}, "ops")
+			c := newRetentionCase(t)
+			sub, _, err := c.book.Create(t.Context(), services.SubscriptionInput{URL: c.url, Secret: retentionSecret, FromStart: tc.fromStart}, "ops")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if sub.Cursor != 0 {
 				t.Fatalf("created on an empty feed with cursor %d, want 0", sub.Cursor)
 			}
-			addCompletions(t, pool, 10)
-			if _, err := pool.Exec(ctx, `WITH gone AS (DELETE FROM tx_completions WHERE feed_position <= 5) UPDATE feed_sequencer SET pruned_through = 5 WHERE id`); err != nil {
-				t.Fatal(err)
-			}
-			d := newDeliverer(t, pool, cfg, store, feed, events)
-			d.Pass(ctx)
-			waitFor(t, 10*time.Second, "the subscription dead", func() bool {
-				got, err := store.Get(ctx, sub.ID)
-				return err == nil && got.State == domain.SubscriptionDead && strings.Contains(got.LastError, "retention")
-			})
-			accepted := func() int {
-				rc.mu.Lock()
-				defer rc.mu.Unlock()
-				return len(rc.accepted)
-			}
-			if n := accepted(); n != 0 {
-				t.Fatalf("%d completions delivered past a hole of deleted ones, want none", n)
-			}
-			replayed, err := book.Replay(ctx, sub.ID.String(), 0, "ops")
+			addCompletions(t, c.pool, 10)
+			c.pruneThrough(t, 5)
+			d := c.madeDeadUndelivered(t, sub.ID)
+			replayed, err := c.book.Replay(t.Context(), sub.ID.String(), 0, "ops")
 			if err != nil || replayed.Cursor != 5 {
 				t.Fatalf("a replay from the start: cursor %d, %v; want 5, the last position deleted", replayed.Cursor, err)
 			}
-			for deadline := time.Now().Add(15 * time.Second); accepted() < 5 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-				d.Pass(ctx)
-			}
-			if n := accepted(); n != 5 {
-				t.Fatalf("%d delivered after a replay from the start, want the 5 kept", n)
-			}
+			c.deliversAll(t, d, 5, "a replay from the start")
 		})
 	}
 }

@@ -424,6 +424,18 @@ func TestConcurrentPolicyChangesOfOneScopeTakeTurns(t *testing.T) {
 	}
 }
 
+// openBatch starts a writer batch of req and answers once it has begun (on the one-statement
+// path, and written) but not committed; closing the gate's Release lets it commit.
+func openBatch(t *testing.T, node *testsupport.WriterNode, req domain.CreateRequest) (*writer.Op, *testsupport.Gate) {
+	t.Helper()
+	gate := testsupport.NewGate()
+	node.Store.SetGates(nil, gate)
+	op := writer.NewOp(t.Context(), req, req.Intent.GasLimit)
+	go node.Allocator.AllocateBatch(context.Background(), []*writer.Op{op})
+	<-gate.Reached
+	return op, gate
+}
+
 // A scope's first policy, set while a batch that found none is still open, waits for that
 // batch to commit: every create committed after the policy was checked against it. Before,
 // the policy had no row for the batch to lock, it committed at once, and the batch's create
@@ -456,11 +468,7 @@ func TestAFirstPolicyWaitsForTheBatchThatFoundNone(t *testing.T) {
 					t.Fatalf("the first create: %v %v", created, err)
 				}
 			}
-			gate := testsupport.NewGate()
-			node.Store.SetGates(nil, gate)
-			op := writer.NewOp(t.Context(), create("open"), 21000)
-			go node.Allocator.AllocateBatch(context.Background(), []*writer.Op{op})
-			<-gate.Reached // the batch has begun (one-statement path: and written); it has not committed
+			op, gate := openBatch(t, node, create("open"))
 
 			set := make(chan error, 1)
 			go func() {
@@ -516,11 +524,7 @@ func TestDeletingAMissingPolicyDoesNotWaitForBatches(t *testing.T) {
 	if _, created, err := allocateOne(t, node, req("warm"), 21000); !created || err != nil {
 		t.Fatalf("the first create: %v %v", created, err)
 	}
-	gate := testsupport.NewGate()
-	node.Store.SetGates(nil, gate)
-	op := writer.NewOp(t.Context(), req("open"), 21000)
-	go node.Allocator.AllocateBatch(context.Background(), []*writer.Op{op})
-	<-gate.Reached
+	op, gate := openBatch(t, node, req("open"))
 	_, err := book.Delete(t.Context(), "signer", signer.Hex(), "ops")
 	close(gate.Release)
 	var notFound *domain.NotFoundError
