@@ -52,10 +52,15 @@ const (
 	// Nitro answers a gas limit short of the L1 part of the cost, which it counts as gas:
 	// "intrinsic gas too low", go-ethereum's bare words. Every other call passes.
 	L1GasShort
+	// NoOldState serves the chain as a node that keeps the state of its recent blocks only
+	// (a full node, not an archive): an account's state read at a block more than
+	// SetStateKept blocks below the head is refused with go-ethereum's words. Blocks,
+	// transactions and receipts of every height are still served.
+	NoOldState
 )
 
 func (m Mode) String() string {
-	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded", "pool full", "no block receipts", "L1 gas short"}[m]
+	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded", "pool full", "no block receipts", "L1 gas short", "no old state"}[m]
 }
 
 // Proxy is a JSON-RPC proxy on a loopback port of its own in front of one node.
@@ -73,6 +78,10 @@ type Proxy struct {
 	// depositsFrom, when set, adds to every block read with its transactions an OP-stack
 	// deposit (type 0x7e) from that address: a kind go-ethereum does not decode.
 	depositsFrom atomic.Pointer[string]
+	// stateKept is how many blocks below the head NoOldState still has the state of.
+	stateKept atomic.Uint64
+	// oldStateRefused counts the state reads NoOldState refused.
+	oldStateRefused atomic.Uint64
 	// retryAfter is the Retry-After, in whole seconds, of TooManyRequests answers.
 	retryAfter atomic.Int64
 	// limited counts the requests answered TooManyRequests or LimitExceeded.
@@ -195,6 +204,10 @@ func answerCalls(body []byte, method, errObj string) (answer []byte, ok bool) {
 	return answer, true
 }
 
+// missingStateMessage is what go-ethereum (path scheme, its default) answers for the state of
+// a block it no longer keeps.
+const missingStateMessage = "historical state 0x56e81f171bcc55a6ff8345e692c0f86e5b48e01b996cadc001622fb5e363b421 is not available"
+
 // refusedSendMessages are the node's words of the modes that refuse every broadcast.
 var refusedSendMessages = map[Mode]string{PoolFull: "txpool is full", L1GasShort: "intrinsic gas too low"}
 
@@ -234,6 +247,13 @@ func (p *Proxy) SetLag(blocks uint64, everyOtherRequest bool) {
 	p.lagBlocks.Store(blocks)
 	p.alternate.Store(everyOtherRequest)
 }
+
+// SetStateKept sets how many blocks below the head NoOldState keeps the state of (geth
+// keeps 128 in memory; 0 keeps the head's only).
+func (p *Proxy) SetStateKept(blocks uint64) { p.stateKept.Store(blocks) }
+
+// OldStateRefused is how many state reads NoOldState refused.
+func (p *Proxy) OldStateRefused() uint64 { return p.oldStateRefused.Load() }
 
 // SetLegacy makes the node look like a chain without EIP-1559: blocks carry no base fee.
 // The node behind still mines legacy transactions, so the legacy path runs end to end.
@@ -378,7 +398,7 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		case <-p.closed:
 		}
 		return
-	case Lag:
+	case Lag, NoOldState:
 		answer, err := p.lagging(r.Context(), body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
@@ -493,6 +513,9 @@ func (p *Proxy) lagging(ctx context.Context, body []byte) ([]byte, error) {
 		case stateBeyondHead(req, head):
 			// What geth answers for the state at a height it does not have yet.
 			resp.Result, resp.Error = nil, json.RawMessage(`{"code":-32000,"message":"header not found"}`)
+		case Mode(p.mode.Load()) == NoOldState && stateBelow(req, realHead-min(realHead, p.stateKept.Load())):
+			p.oldStateRefused.Add(1)
+			resp.Result, resp.Error = nil, json.RawMessage(`{"code":-32000,"message":"`+missingStateMessage+`"}`)
 		case resp.Error == nil && beyondHead(req.Method, resp.Result, head):
 			resp.Result = json.RawMessage("null")
 		case resp.Error == nil && p.legacy.Load():
@@ -562,6 +585,19 @@ func stateBeyondHead(req rpcRequest, head uint64) bool {
 		return false // a tag, rewritten to the head already
 	}
 	return hexAbove(number, head)
+}
+
+// stateBelow: req reads an account's state at a block number below lowest.
+func stateBelow(req rpcRequest, lowest uint64) bool {
+	if i := blockParamAt[req.Method]; i != 1 || len(req.Params) <= i {
+		return false
+	}
+	var number string
+	if err := json.Unmarshal(req.Params[1], &number); err != nil || !strings.HasPrefix(number, "0x") {
+		return false
+	}
+	n, err := strconv.ParseUint(strings.TrimPrefix(number, "0x"), 16, 64)
+	return err == nil && n < lowest
 }
 
 // hexAbove: number, in hex, is a height above head.

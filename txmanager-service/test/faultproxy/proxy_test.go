@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
@@ -74,6 +75,30 @@ func TestProxyModes(t *testing.T) {
 		}
 		if !seen[6] || !seen[10] || len(seen) != 2 {
 			t.Fatalf("heads seen %v, want 6 and 10", seen)
+		}
+	})
+	t.Run("no old state", func(t *testing.T) {
+		proxy.SetStateKept(3)
+		if err := proxy.SetMode(faultproxy.NoOldState); err != nil {
+			t.Fatal(err)
+		}
+		account := sim.DevKeys()[0].PublicKey
+		signer := crypto.PubkeyToAddress(account)
+		for _, tc := range []struct {
+			block   uint64
+			refused bool
+		}{{block: 10}, {block: 7}, {block: 6, refused: true}, {block: 1, refused: true}} {
+			refusedBefore := proxy.OldStateRefused()
+			_, err := client.NonceAtBlock(context.Background(), signer, tc.block)
+			if refused := err != nil; refused != tc.refused || (proxy.OldStateRefused() > refusedBefore) != tc.refused {
+				t.Fatalf("nonce at block %d behind a node keeping 3 blocks below head 10: %v, want refused %v", tc.block, err, tc.refused)
+			}
+		}
+		if headers, err := client.HeadersByNumber(context.Background(), []uint64{1}); err != nil || headers[0] == nil {
+			t.Fatalf("an old block's header: %v, %v; a node without old state still serves old blocks", headers, err)
+		}
+		if _, err := client.NonceAt(context.Background(), signer); err != nil {
+			t.Fatalf("the latest nonce: %v", err)
 		}
 	})
 	t.Run("hang", func(t *testing.T) {

@@ -91,6 +91,9 @@ func judgeTakenNonce(row domain.ManagedTx, sent services.SentTx, found bool, hea
 func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) (int, error) {
 	rows, err := r.store.ListNonceTaken(ctx, lease.Signer, 64)
 	if err != nil || len(rows) == 0 {
+		if err == nil {
+			r.belowWindow.forget(common.HexToAddress(lease.Signer))
+		}
 		return 0, err
 	}
 	nonces := make([]uint64, len(rows))
@@ -138,6 +141,7 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 			// reorganisation since, or an endpoint on another branch): what holds the nonce
 			// now is read again on the next pass, and may be this row's own intent.
 			if headersErr == nil {
+				r.belowWindow.forget(signer)
 				r.log.WithContext(ctx).Infow("msg", "the block of the transaction at a taken nonce is no longer the chain's; looking again",
 					"signer", lease.Signer, "tx_id", row.ID.String(), "nonce", row.Nonce, "tx_hash", sent.Hash.Hex(), "block", sent.BlockNumber)
 			}
@@ -222,29 +226,33 @@ const maxDeepLookupsPerPass = 4
 // findMinedLongAgo adds to found the transactions of rows' nonces mined before the window
 // SentTransactions reads: a database restored from an older backup can hold rows whose
 // nonces the chain used hours ago. Each is located by the signer's nonce at past blocks and
-// read from its block. A node that keeps no old state cannot say; those rows wait, as before.
+// read from its block. A node that keeps no old state cannot say; the blocks below the
+// window are read instead, a step a pass (findBelowWindow).
 func (r *Reconciler) findMinedLongAgo(ctx context.Context, signer common.Address, rows []domain.ManagedTx, found map[uint64]services.SentTx, head uint64) {
 	var missing []uint64
 	for _, row := range rows {
-		if _, ok := found[row.Nonce]; !ok && len(missing) < maxDeepLookupsPerPass {
+		if _, ok := found[row.Nonce]; !ok {
 			missing = append(missing, row.Nonce)
 		}
 	}
 	if len(missing) == 0 {
+		r.belowWindow.forget(signer)
 		return
 	}
 	mined, err := r.chain.NonceAtBlock(ctx, signer, head)
 	if err != nil {
 		return
 	}
-	for _, nonce := range missing {
-		if nonce >= mined {
-			continue // not mined yet: the window holds it once it is
-		}
+	// A nonce not mined yet is found in the window once it is.
+	missing = slices.DeleteFunc(missing, func(nonce uint64) bool { return nonce >= mined })
+	if len(missing) == 0 {
+		r.belowWindow.forget(signer)
+		return
+	}
+	for _, nonce := range missing[:min(len(missing), maxDeepLookupsPerPass)] {
 		block, ok := r.blockOfNonce(ctx, signer, nonce, head)
 		if !ok {
-			r.log.WithContext(ctx).Warnw("msg", "a taken nonce was mined before the scan window and the node keeps no old state to find it by; it waits (an archive endpoint can answer)",
-				"signer", signer.Hex(), "nonce", nonce, "scan_blocks", r.cfg.ScanBlocks)
+			r.findBelowWindow(ctx, signer, missing, found, head)
 			return
 		}
 		scan, err := r.chain.ScanSent(ctx, signer, block, 1, nonce, 1)

@@ -55,7 +55,13 @@ type stage struct {
 
 func newStage(t *testing.T) *stage {
 	t.Helper()
-	base := testsupport.NewSignerStage(t, testsupport.SignerStageOptions{DevAccounts: 1})
+	return newStageWith(t, testsupport.SignerStageOptions{DevAccounts: 1})
+}
+
+// newStageWith is a stage whose node and chain are shaped by opts.
+func newStageWith(t *testing.T, opts testsupport.SignerStageOptions) *stage {
+	t.Helper()
+	base := testsupport.NewSignerStage(t, opts)
 	return &stage{t: t, pool: base.Pool, sim: base.Sim, key: base.Key, signer: base.Signer, node: base.Node, lease: base.Lease,
 		submitter: base.Submitter, store: repositories.NewReconcileRepository(base.Pool, chainID), admin: repositories.NewAdminRepository(base.Pool, chainID),
 		logger: base.Logger, base: base}
@@ -64,7 +70,14 @@ func newStage(t *testing.T) *stage {
 // reconciler is the stage under test on this node, timed by clock.
 func (s *stage) reconciler(cfg reconcile.Config, clock services.Clock) *reconcile.Reconciler {
 	s.t.Helper()
-	r, err := reconcile.New(cfg, s.store, repositories.NewAttemptRepository(s.pool, chainID), s.sim, s.node.Leases, clock, telemetry.Noop(), s.logger)
+	return s.reconcilerOn(s.sim, cfg, clock)
+}
+
+// reconcilerOn is the stage under test reading the chain through history (a fault proxy in
+// front of the simulated node).
+func (s *stage) reconcilerOn(history services.ChainHistory, cfg reconcile.Config, clock services.Clock) *reconcile.Reconciler {
+	s.t.Helper()
+	r, err := reconcile.New(cfg, s.store, repositories.NewAttemptRepository(s.pool, chainID), history, s.node.Leases, clock, telemetry.Noop(), s.logger)
 	if err != nil {
 		s.t.Fatal(err)
 	}

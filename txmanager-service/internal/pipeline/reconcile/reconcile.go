@@ -137,14 +137,18 @@ type Reconciler struct {
 	metrics  *telemetry.Metrics
 	log      *log.Helper
 	holes    *holeTracker
+	// belowWindow are the scans for taken nonces below the window on nodes that keep no old
+	// state; a signer's passes run one at a time, so each scan has one user.
+	belowWindow *belowWindowScans
 }
 
 // New builds the stage.
 func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain services.ChainHistory, leases *services.LeaseManager, clock services.Clock,
 	metrics *telemetry.Metrics, logger log.Logger) (*Reconciler, error) {
 	r := &Reconciler{cfg: cfg, store: store, attempts: attempts, chain: chain, leases: leases, clock: clock, metrics: metrics,
-		log:   log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node())),
-		holes: &holeTracker{seen: map[string]seenHole{}},
+		log:         log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node())),
+		holes:       &holeTracker{seen: map[string]seenHole{}},
+		belowWindow: &belowWindowScans{bySigner: map[common.Address]*belowWindowScan{}},
 	}
 	return r, nil
 }

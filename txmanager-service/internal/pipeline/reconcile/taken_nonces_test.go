@@ -9,6 +9,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/params"
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -16,6 +17,8 @@ import (
 	"github.com/bionicotaku/txmanager-service/internal/repositories"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 	"github.com/bionicotaku/txmanager-service/internal/telemetry"
+	"github.com/bionicotaku/txmanager-service/test/faultproxy"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
 )
 
 // A broadcast answered "nonce too low" while the node knows none of our hashes leaves the
@@ -93,6 +96,91 @@ func TestSettleTakenNonces(t *testing.T) {
 			}
 			if tc.wantState == domain.StateFailedFinal && !strings.Contains(row.lastError, taker.Hex()) {
 				t.Fatalf("last error %q does not name the transaction that took the nonce", row.lastError)
+			}
+		})
+	}
+}
+
+// A node that keeps only its recent blocks' state (a full node, not an archive) cannot say
+// at which block the signer's nonce was used. A taken nonce mined long before the window a
+// pass reads first is then found by reading the blocks below that window, a window's worth
+// a pass, and settled as any other; before, its row waited for an archive endpoint that may
+// never come, and every later nonce of the signer behind it.
+func TestATakenNonceMinedLongAgoIsFoundOnANodeWithoutOldState(t *testing.T) {
+	t.Parallel()
+	const (
+		window = 8
+		// depth is how far below the head the nonce's transaction is: below the window and
+		// the next two steps, inside the third.
+		depth      = 30
+		wantPasses = 3
+	)
+	tests := []struct {
+		name            string
+		ownIntent       bool
+		wantState       domain.State
+		wantSub         string
+		wantHash        bool
+		wantCompletions int
+	}{
+		{name: "the row's own intent: recognised and followed", ownIntent: true,
+			wantState: domain.StateTracking, wantSub: string(domain.SubStateRecognised), wantHash: true},
+		{name: "another intent: the nonce is gone for good",
+			wantState: domain.StateFailedFinal, wantSub: string(domain.SubStateNonceTaken), wantCompletions: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStageWith(t, testsupport.SignerStageOptions{DevAccounts: 1, ServeHTTP: true})
+			proxy, err := faultproxy.Start(s.sim.HTTPEndpoint())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(proxy.Close)
+			proxy.SetStateKept(2)
+			if err := proxy.SetMode(faultproxy.NoOldState); err != nil {
+				t.Fatal(err)
+			}
+			client, err := rpc.DialHTTP(proxy.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(client.Close)
+			r := s.reconcilerOn(chain.NewRPCChain(client), reconcile.Config{ScanBlocks: window, Confirmations: 2, ResubmitInterval: time.Minute}, services.SystemClock{})
+
+			s.allocate(1)
+			to, value := recipient, int64(99)
+			if tc.ownIntent {
+				to, value = s.signer, 1
+			}
+			taker := s.sendOutside(0, to, value, 2*params.GWei)
+			s.waitPending(1)
+			s.mine(1 + depth)
+			s.submit()
+			if row := s.row(0); row.subState != string(domain.SubStateNonceTaken) {
+				t.Fatalf("row after the broadcast %+v, want NONCE_TAKEN", row)
+			}
+
+			passes := 0
+			for settled := 0; settled == 0 && passes < 2*wantPasses; {
+				passes++
+				if settled, err = r.SettleTakenNonces(ctx(t), s.lease); err != nil {
+					t.Fatalf("pass %d: %v", passes, err)
+				}
+			}
+			row := s.row(0)
+			if row.state != string(tc.wantState) || row.subState != tc.wantSub || row.completions != tc.wantCompletions {
+				t.Fatalf("row after %d passes %+v, want %s/%s with %d completions", passes, row, tc.wantState, tc.wantSub, tc.wantCompletions)
+			}
+			if passes != wantPasses {
+				t.Fatalf("settled on pass %d, want %d: the window and %d steps of %d blocks below it reach a block %d deep",
+					passes, wantPasses, wantPasses, window, depth)
+			}
+			if got := common.HexToHash(row.hash) == taker; got != tc.wantHash {
+				t.Fatalf("row follows the chain's transaction %s: %v (row hash %s), want %v", taker.Hex(), got, row.hash, tc.wantHash)
+			}
+			if proxy.OldStateRefused() == 0 {
+				t.Fatal("the node was never asked for old state: the test did not reach a node without it")
 			}
 		})
 	}
