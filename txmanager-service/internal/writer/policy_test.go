@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
@@ -422,6 +423,93 @@ func TestConcurrentPolicyChangesOfOneScopeTakeTurns(t *testing.T) {
 			t.Fatalf("round %d: %d versions (%v), want 4", round, versions, err)
 		}
 	}
+}
+
+// A batch that began in one minute and waited for its policies' locks past the minute's end
+// is counted in the minute it admitted in: its window reads and its spend use the clock after
+// the locks, not the transaction's start. Counted in the minute it began, its spend would
+// leave a window a minute before the limit allows.
+func TestABatchThatWaitedPastAMinutesEndIsCountedInTheMinuteItAdmittedIn(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{LockTimeout: 30 * time.Second})
+	book := newPolicyBook(t, pool)
+	signer := testsupport.SignerAddress(13)
+	if _, err := book.Set(t.Context(), "signer", signer.Hex(), []byte(`{"windows":[{"period":"1h","maxValue":"100"}]}`), "ops"); err != nil {
+		t.Fatal(err)
+	}
+	to := signer
+	req := func(id string) domain.CreateRequest {
+		return domain.CreateRequest{Signer: signer, RequestID: id, Intent: domain.Intent{To: &to, Value: big.NewInt(1), GasLimit: 21000},
+			Admission: domain.Admission{FeeCapPerGas: big.NewInt(1)}}
+	}
+	if _, created, err := allocateOne(t, node, req("warm"), 21000); !created || err != nil {
+		t.Fatalf("the first create: %v %v", created, err)
+	}
+	// The batch begins a second and a half before a minute ends.
+	for now := time.Now(); now.Add(1500 * time.Millisecond).Truncate(time.Minute).Equal(now.Truncate(time.Minute)); now = time.Now() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	hold, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(context.Background()) }()
+	if _, err := hold.Exec(t.Context(), `SELECT 1 FROM spending_policy WHERE scope_kind = 'signer' AND scope = $1 FOR UPDATE`, signer.Hex()); err != nil {
+		t.Fatal(err)
+	}
+	op := writer.NewOp(t.Context(), req("waits"), 21000)
+	go node.Allocator.AllocateBatch(context.Background(), []*writer.Op{op})
+	began := waitForALockWaiter(t, pool)
+	for time.Now().Truncate(time.Minute).Equal(began.Truncate(time.Minute)) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := hold.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, created, err := op.Wait(t.Context()); !created || err != nil {
+		t.Fatalf("the batch that waited: %v %v", created, err)
+	}
+	var minutes []time.Time
+	rows, err := pool.Query(t.Context(), `SELECT minute FROM policy_spend WHERE scope = $1 ORDER BY minute`, signer.Hex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var m time.Time
+		if err := rows.Scan(&m); err != nil {
+			t.Fatal(err)
+		}
+		minutes = append(minutes, m)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	last := minutes[len(minutes)-1]
+	if !last.After(began.Truncate(time.Minute)) {
+		t.Fatalf("the batch's spend is in the minute %s, the one its transaction began in (%s); want the minute after, when it admitted (buckets %v)",
+			last.UTC().Format(time.TimeOnly), began.UTC().Format(time.TimeOnly), minutes)
+	}
+}
+
+// waitForALockWaiter waits for a backend of pool's database to wait for a row lock and
+// answers when its transaction began.
+func waitForALockWaiter(t *testing.T, pool *pgxpool.Pool) time.Time {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var began time.Time
+		err := pool.QueryRow(t.Context(), `SELECT xact_start FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid() LIMIT 1`).Scan(&began)
+		if err == nil {
+			return began
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("no batch waited for the policy's lock")
+	return time.Time{}
 }
 
 // openBatch starts a writer batch of req and answers once it has begun (on the one-statement

@@ -35,6 +35,9 @@ type WriterNodeOptions struct {
 	Skew          time.Duration
 	// Clock is the allocator's clock (the system's when nil): a node whose clock is off.
 	Clock services.Clock
+	// LockTimeout bounds the node's waits for row locks (the library's default when 0): a
+	// test that holds a lock longer on purpose raises it.
+	LockTimeout time.Duration
 }
 
 // NewWriterNode is a node named name on pool, its lease manager and allocator.
@@ -47,7 +50,7 @@ func NewWriterNode(t testing.TB, pool *pgxpool.Pool, name string, opts WriterNod
 	if !testing.Verbose() {
 		logger = log.NewFilter(logger, log.FilterLevel(log.LevelError))
 	}
-	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{Logger: logger})
+	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{LockTimeout: opts.LockTimeout}, pool, txmanager.Dependencies{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
