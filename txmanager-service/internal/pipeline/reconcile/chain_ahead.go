@@ -109,7 +109,7 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 	if err != nil {
 		return 0, err
 	}
-	r.findMinedLongAgo(ctx, signer, rows, found, head.Number)
+	r.findMinedLongAgo(ctx, lease, rows, found, head.Number)
 	// A foreign transaction is final for the row as receipts are: on a chain that follows the
 	// node's finalized block, once that block has reached it, not at a count of confirmations
 	// (which such chains leave at 0: one block, and a one-block reorg would undo it).
@@ -141,7 +141,7 @@ func (r *Reconciler) SettleTakenNonces(ctx context.Context, lease domain.Lease) 
 			// reorganisation since, or an endpoint on another branch): what holds the nonce
 			// now is read again on the next pass, and may be this row's own intent.
 			if headersErr == nil {
-				r.belowWindow.forget(signer)
+				r.belowWindow.forgetFinding(signer, row.Nonce, sent.Hash)
 				r.log.WithContext(ctx).Infow("msg", "the block of the transaction at a taken nonce is no longer the chain's; looking again",
 					"signer", lease.Signer, "tx_id", row.ID.String(), "nonce", row.Nonce, "tx_hash", sent.Hash.Hex(), "block", sent.BlockNumber)
 			}
@@ -226,9 +226,10 @@ const maxDeepLookupsPerPass = 4
 // findMinedLongAgo adds to found the transactions of rows' nonces mined before the window
 // SentTransactions reads: a database restored from an older backup can hold rows whose
 // nonces the chain used hours ago. Each is located by the signer's nonce at past blocks and
-// read from its block. A node that keeps no old state cannot say; the blocks below the
-// window are read instead, a step a pass (findBelowWindow).
-func (r *Reconciler) findMinedLongAgo(ctx context.Context, signer common.Address, rows []domain.ManagedTx, found map[uint64]services.SentTx, head uint64) {
+// read from its block. A node that keeps no old state cannot say; the chain's blocks are
+// read instead, a step a pass (findBelowWindow).
+func (r *Reconciler) findMinedLongAgo(ctx context.Context, lease domain.Lease, rows []domain.ManagedTx, found map[uint64]services.SentTx, head uint64) {
+	signer := common.HexToAddress(lease.Signer)
 	var missing []uint64
 	for _, row := range rows {
 		if _, ok := found[row.Nonce]; !ok {
@@ -252,7 +253,7 @@ func (r *Reconciler) findMinedLongAgo(ctx context.Context, signer common.Address
 	for _, nonce := range missing[:min(len(missing), maxDeepLookupsPerPass)] {
 		block, ok := r.blockOfNonce(ctx, signer, nonce, head)
 		if !ok {
-			r.findBelowWindow(ctx, signer, missing, found, head)
+			r.findBelowWindow(ctx, signer, lease.Token, missing, found, head)
 			return
 		}
 		scan, err := r.chain.ScanSent(ctx, signer, block, 1, nonce, 1)

@@ -103,29 +103,33 @@ func TestSettleTakenNonces(t *testing.T) {
 
 // A node that keeps only its recent blocks' state (a full node, not an archive) cannot say
 // at which block the signer's nonce was used. A taken nonce mined long before the window a
-// pass reads first is then found by reading the blocks below that window, a window's worth
-// a pass, and settled as any other; before, its row waited for an archive endpoint that may
-// never come, and every later nonce of the signer behind it.
+// pass reads first is then found by reading the chain's blocks, a window's worth a pass
+// going down from the head, and settled as any other; before, its row waited for an archive
+// endpoint that may never come, and every later nonce of the signer behind it. The depths
+// put the transaction just below the window, on the first and the last block of a step, and
+// far down.
 func TestATakenNonceMinedLongAgoIsFoundOnANodeWithoutOldState(t *testing.T) {
 	t.Parallel()
-	const (
-		window = 8
-		// depth is how far below the head the nonce's transaction is: below the window and
-		// the next two steps, inside the third.
-		depth      = 30
-		wantPasses = 3
-	)
+	const window = 8
 	tests := []struct {
-		name            string
+		name string
+		// depth is how many blocks are sealed on top of the one holding the nonce.
+		depth           int
 		ownIntent       bool
 		wantState       domain.State
 		wantSub         string
 		wantHash        bool
 		wantCompletions int
 	}{
-		{name: "the row's own intent: recognised and followed", ownIntent: true,
+		{name: "the row's own intent, far down: recognised and followed", depth: 30, ownIntent: true,
 			wantState: domain.StateTracking, wantSub: string(domain.SubStateRecognised), wantHash: true},
-		{name: "another intent: the nonce is gone for good",
+		{name: "another intent, far down: the nonce is gone for good", depth: 30,
+			wantState: domain.StateFailedFinal, wantSub: string(domain.SubStateNonceTaken), wantCompletions: 1},
+		{name: "another intent, just below the window", depth: window,
+			wantState: domain.StateFailedFinal, wantSub: string(domain.SubStateNonceTaken), wantCompletions: 1},
+		{name: "another intent, on a step's lowest block", depth: 3*window - 1,
+			wantState: domain.StateFailedFinal, wantSub: string(domain.SubStateNonceTaken), wantCompletions: 1},
+		{name: "another intent, on a step's highest block", depth: 2 * window,
 			wantState: domain.StateFailedFinal, wantSub: string(domain.SubStateNonceTaken), wantCompletions: 1},
 	}
 	for _, tc := range tests {
@@ -155,14 +159,18 @@ func TestATakenNonceMinedLongAgoIsFoundOnANodeWithoutOldState(t *testing.T) {
 			}
 			taker := s.sendOutside(0, to, value, 2*params.GWei)
 			s.waitPending(1)
-			s.mine(1 + depth)
+			s.mine(1 + tc.depth)
 			s.submit()
 			if row := s.row(0); row.subState != string(domain.SubStateNonceTaken) {
 				t.Fatalf("row after the broadcast %+v, want NONCE_TAKEN", row)
 			}
+			// The first pass reads the window and, going down from the head, its first step
+			// (the window again); each later pass one step more.
+			head, block := s.headAndBlockOf(taker)
+			wantPasses := int((head-block)/window) + 1
 
 			passes := 0
-			for settled := 0; settled == 0 && passes < 2*wantPasses; {
+			for settled := 0; settled == 0 && passes < wantPasses+2; {
 				passes++
 				if settled, err = r.SettleTakenNonces(ctx(t), s.lease); err != nil {
 					t.Fatalf("pass %d: %v", passes, err)
@@ -173,8 +181,7 @@ func TestATakenNonceMinedLongAgoIsFoundOnANodeWithoutOldState(t *testing.T) {
 				t.Fatalf("row after %d passes %+v, want %s/%s with %d completions", passes, row, tc.wantState, tc.wantSub, tc.wantCompletions)
 			}
 			if passes != wantPasses {
-				t.Fatalf("settled on pass %d, want %d: the window and %d steps of %d blocks below it reach a block %d deep",
-					passes, wantPasses, wantPasses, window, depth)
+				t.Fatalf("settled on pass %d, want %d: steps of %d blocks down from head %d reach block %d", passes, wantPasses, window, head, block)
 			}
 			if got := common.HexToHash(row.hash) == taker; got != tc.wantHash {
 				t.Fatalf("row follows the chain's transaction %s: %v (row hash %s), want %v", taker.Hex(), got, row.hash, tc.wantHash)
@@ -184,6 +191,20 @@ func TestATakenNonceMinedLongAgoIsFoundOnANodeWithoutOldState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// headAndBlockOf is the chain's head and the block holding hash.
+func (s *stage) headAndBlockOf(hash common.Hash) (head, block uint64) {
+	s.t.Helper()
+	header, err := s.sim.LatestHeader(s.t.Context())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	results, err := s.sim.TransactionReceipts(s.t.Context(), []common.Hash{hash})
+	if err != nil || len(results) != 1 || results[0].Receipt == nil {
+		s.t.Fatalf("receipt of %s: %v %v", hash.Hex(), results, err)
+	}
+	return header.Number, results[0].Receipt.BlockNumber
 }
 
 // reorgAfterScan is the simulated chain, reorganised by reorg right after it answers the
