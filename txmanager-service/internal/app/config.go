@@ -152,7 +152,8 @@ func newAdminConfig(c *conf.Bootstrap) services.AdminConfig {
 }
 
 func newSubmittingConfig(c *conf.Bootstrap, fees services.FeePolicy) submitting.Config {
-	return submitting.Config{Batch: c.Pipeline.SubmitBatch, SignConcurrency: c.Pipeline.SignConcurrency, ResubmitInterval: c.Resubmit.Interval.Std(), Fees: fees}
+	return submitting.Config{Batch: c.Pipeline.SubmitBatch, SignConcurrency: c.Pipeline.SignConcurrency, ResubmitInterval: c.Resubmit.Interval.Std(), Fees: fees,
+		GasEstimateMultiplier: c.Create.GasEstimateMultiplier, MaxGasLimit: c.Create.MaxGasLimit}
 }
 
 // newPipelineLoopsConfig maps the loop intervals.

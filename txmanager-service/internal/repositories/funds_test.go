@@ -79,13 +79,18 @@ func TestUnminedCostCountsTheHighestCapSigned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	replace := func(nonce int, fee int64) {
+	// gasOf is the gas limit each row should be counted at, where a replacement raised it.
+	gasOf := map[int]int64{}
+	replaceWithGas := func(nonce int, fee, gas int64) {
 		t.Helper()
 		replaced := currentHash(nonce)
-		if updated, err := submitter.RecordReplacements(ctx, lease, []submitting.Replacement{{Replaced: replaced, Attempt: attempt(nonce, pipeline.AttemptReplace, fee)}}); err != nil || len(updated) != 1 {
+		a := attempt(nonce, pipeline.AttemptReplace, fee)
+		a.GasLimit = uint64(gas)
+		if updated, err := submitter.RecordReplacements(ctx, lease, []submitting.Replacement{{Replaced: replaced, Attempt: a}}); err != nil || len(updated) != 1 {
 			t.Fatalf("RecordReplacements = %v, %v", updated, err)
 		}
 	}
+	replace := func(nonce int, fee int64) { t.Helper(); replaceWithGas(nonce, fee, gasLimit) }
 
 	// highest is the cap each row should be counted at: the highest attempt's, or the
 	// fallback for one not signed.
@@ -120,6 +125,16 @@ func TestUnminedCostCountsTheHighestCapSigned(t *testing.T) {
 		{
 			name:     "row 0 re-priced at 5",
 			do:       func() { replace(0, 5); highest[0] = 5 },
+			capKnown: map[int]bool{0: true, 1: true, 2: true, 3: true},
+		},
+		{
+			name:     "row 0 re-signed at 4 with its gas limit raised for the L1 part: counted at that limit and the highest cap",
+			do:       func() { replaceWithGas(0, 4, 30_000); gasOf[0] = 30_000 },
+			capKnown: map[int]bool{0: true, 1: true, 2: true, 3: true},
+		},
+		{
+			name:     "row 0 re-priced at 6 back at the admitted limit: the raised limit still counts",
+			do:       func() { replace(0, 6); highest[0] = 6 },
 			capKnown: map[int]bool{0: true, 1: true, 2: true, 3: true},
 		},
 		{
@@ -175,7 +190,11 @@ func TestUnminedCostCountsTheHighestCapSigned(t *testing.T) {
 			if !signed {
 				fee = fallbackFee
 			}
-			want.Add(want, big.NewInt(1+gasLimit*fee))
+			gas, raised := gasOf[nonce]
+			if !raised {
+				gas = gasLimit
+			}
+			want.Add(want, big.NewInt(1+gas*fee))
 		}
 		got, err := funds.UnminedCost(ctx, signer, uint64(paidBelow), big.NewInt(fallbackFee))
 		if err != nil {

@@ -50,7 +50,7 @@ func TestListResubmitDue(t *testing.T) {
 	// Nonce 0 was first sent under another hash, and carries the intent's own caps.
 	first := rows[0].tx
 	firstID := ids[0]
-	if _, err := pool.Exec(t.Context(), `UPDATE managed_tx SET payload = payload || '{"maxFeePerGas":"500","maxPriorityFeePerGas":"5"}' WHERE tx_id = $1`, firstID); err != nil {
+	if _, err := pool.Exec(t.Context(), `UPDATE managed_tx SET payload = payload || '{"maxFeePerGas":"500","maxPriorityFeePerGas":"5","gasLimit":0,"effectiveGasLimit":25200}' WHERE tx_id = $1`, firstID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(t.Context(), `INSERT INTO tx_attempt (chain_id, tx_hash, tx_id, signer, nonce, kind, max_fee_per_gas, max_priority_fee_per_gas, gas_limit, raw_tx, fencing_token)
@@ -69,6 +69,10 @@ func TestListResubmitDue(t *testing.T) {
 	}
 	if due[1].IntentMaxFee != nil {
 		t.Fatalf("nonce 2 has no cap of its own, got %s", due[1].IntentMaxFee)
+	}
+	if d.IntentGasLimit != 0 || d.AdmittedGasLimit != 25_200 || due[1].IntentGasLimit != 21_000 || due[1].AdmittedGasLimit != 21_000 {
+		t.Fatalf("gas limits named and admitted: nonce 0 %d and %d, want none and 25200; nonce 2 %d and %d, want 21000 and 21000",
+			d.IntentGasLimit, d.AdmittedGasLimit, due[1].IntentGasLimit, due[1].AdmittedGasLimit)
 	}
 	if page, err := store.ListResubmitDue(t.Context(), signer, 1); err != nil || len(page) != 1 || page[0].TxID.String() != ids[0] {
 		t.Fatalf("a page of one: %+v (%v), want nonce 0", page, err)

@@ -97,6 +97,13 @@ func (r *SubmittingRepository) ListResubmitDue(ctx context.Context, signer strin
 	for _, row := range rows {
 		d := submitting.DueResubmit{TxID: row.TxID, Current: common.HexToHash(row.TxHash.String), Raw: row.RawTx, Kind: pipeline.AttemptKind(row.Kind),
 			SubState: domain.SubState(row.SubState)}
+		if d.IntentGasLimit, err = decodeGas(row.IntentGasLimit); err != nil {
+			return nil, err
+		}
+		if d.AdmittedGasLimit, err = decodeGas(row.EffectiveGasLimit); err != nil {
+			return nil, err
+		}
+		d.AdmittedGasLimit = max(d.AdmittedGasLimit, d.IntentGasLimit)
 		d.MaxFee, _ = new(big.Int).SetString(row.MaxFee, 10)
 		d.MaxTip, _ = new(big.Int).SetString(row.MaxTip, 10)
 		if row.IntentMaxFee != "" {

@@ -331,7 +331,7 @@ func (uc *CreateTxUseCase) gasLimit(ctx context.Context, req domain.CreateReques
 		return 0, &domain.ValidationError{Field: "gasLimit",
 			Reason: fmt.Sprintf("this call needs %d gas by the node's estimate, above the %d this deployment allows a transaction (create.maxGasLimit)", estimate, limit)}
 	}
-	return padEstimate(estimate, uc.cfg.GasEstimateMultiplier, uc.cfg.Limits.MaxGasLimit), nil
+	return PadGasEstimate(estimate, uc.cfg.GasEstimateMultiplier, uc.cfg.Limits.MaxGasLimit), nil
 }
 
 // explainCappedEstimate asks again, without the caps the intent put on the estimate (its gas
@@ -358,12 +358,12 @@ func (uc *CreateTxUseCase) explainCappedEstimate(ctx context.Context, call CallR
 	return nil
 }
 
-// padEstimate is the gas limit for an estimate: padded by multiplier for state that moves
+// PadGasEstimate is the gas limit for an estimate: padded by multiplier for state that moves
 // between the estimate and the block, at most maxGasLimit, and not padded past EIP-7825's
 // cap on a transaction's gas (2^24) when the estimate is within it: on a chain that
 // enforces the cap, every node refuses a transaction above it, so the padding would turn a
 // call that fits into one that is never mined.
-func padEstimate(estimate uint64, multiplier float64, maxGasLimit uint64) uint64 {
+func PadGasEstimate(estimate uint64, multiplier float64, maxGasLimit uint64) uint64 {
 	padded := uint64(math.Ceil(float64(estimate) * max(multiplier, 1)))
 	if estimate <= params.MaxTxGas {
 		padded = min(padded, params.MaxTxGas)

@@ -23,8 +23,8 @@ func TestPadEstimate(t *testing.T) {
 		{"a low deployment limit still wins", 14_000_000, 1.2, 15_000_000, 15_000_000},
 	}
 	for _, tc := range tests {
-		if got := padEstimate(tc.estimate, tc.multiplier, tc.max); got != tc.want {
-			t.Errorf("%s: padEstimate(%d, %v, %d) = %d, want %d", tc.name, tc.estimate, tc.multiplier, tc.max, got, tc.want)
+		if got := PadGasEstimate(tc.estimate, tc.multiplier, tc.max); got != tc.want {
+			t.Errorf("%s: PadGasEstimate(%d, %v, %d) = %d, want %d", tc.name, tc.estimate, tc.multiplier, tc.max, got, tc.want)
 		}
 	}
 }

@@ -105,6 +105,19 @@ func (p FeePolicy) ForGasLimit(gasLimit uint64) FeePolicy {
 	return p.CappedBy(new(big.Int).Quo(p.NodeTxFeeCap, new(big.Int).SetUint64(gasLimit)), nil)
 }
 
+// ForAdmittedGas is the policy for a transaction signed with gasLimit after it was admitted
+// with admittedGas (a limit raised since, for the L1 part Arbitrum counts as gas): no fee
+// cap per gas above MaxFeeCap x admittedGas / gasLimit, so its worst-case fee stays within
+// what the funds check, the spending policies and the client's own cap counted.
+func (p FeePolicy) ForAdmittedGas(admittedGas, gasLimit uint64) FeePolicy {
+	if p.MaxFeeCap == nil || admittedGas == 0 || gasLimit <= admittedGas {
+		return p
+	}
+	limit := new(big.Int).Mul(p.MaxFeeCap, new(big.Int).SetUint64(admittedGas))
+	p.MaxFeeCap = limit.Quo(limit, new(big.Int).SetUint64(gasLimit))
+	return p
+}
+
 // RepriceAction is what a rebroadcast does with the attempt's fees.
 type RepriceAction int
 

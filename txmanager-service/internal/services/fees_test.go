@@ -249,3 +249,39 @@ func TestFeePolicyUnderTheNodesFeeCap(t *testing.T) {
 		}
 	}
 }
+
+// A gas limit raised after admission (the L1 part Arbitrum counts as gas) lowers the fee cap
+// per gas, so that gas limit x fee cap stays at most what was admitted; where nothing caps
+// the fee, or the limit did not rise, the policy is unchanged.
+func TestFeePolicyForAGasLimitRaisedAfterAdmission(t *testing.T) {
+	t.Parallel()
+	spike := services.FeeSuggestion{BaseFee: gwei(100), TipCap: gwei(2)} // fresh: 202 gwei
+	tests := []struct {
+		name               string
+		policy             services.FeePolicy
+		admitted, gasLimit uint64
+		wantFee            *big.Int
+	}{
+		{"twice the gas: half the cap", services.FeePolicy{MaxFeeCap: gwei(300)}, 21_000, 42_000, gwei(150)},
+		{"under the lowered cap: the market's price", services.FeePolicy{MaxFeeCap: gwei(500)}, 21_000, 42_000, gwei(202)},
+		{"the same gas: the cap", services.FeePolicy{MaxFeeCap: gwei(150)}, 21_000, 21_000, gwei(150)},
+		{"less gas: the cap", services.FeePolicy{MaxFeeCap: gwei(150)}, 42_000, 21_000, gwei(150)},
+		{"no cap: the market's price", services.FeePolicy{}, 21_000, 42_000, gwei(202)},
+		{"nothing admitted on record: the cap", services.FeePolicy{MaxFeeCap: gwei(150)}, 0, 42_000, gwei(150)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fee, _, err := tc.policy.ForAdmittedGas(tc.admitted, tc.gasLimit).Initial(domain.Intent{}, spike)
+			if err != nil || fee.Cmp(tc.wantFee) != 0 {
+				t.Fatalf("fee cap %v (%v), want %v", fee, err, tc.wantFee)
+			}
+			if tc.policy.MaxFeeCap != nil && tc.admitted != 0 {
+				worst, admitted := new(big.Int).Mul(fee, new(big.Int).SetUint64(tc.gasLimit)), new(big.Int).Mul(tc.policy.MaxFeeCap, new(big.Int).SetUint64(tc.admitted))
+				if tc.gasLimit > tc.admitted && worst.Cmp(admitted) > 0 {
+					t.Fatalf("worst-case fee %s above the %s admitted", worst, admitted)
+				}
+			}
+		})
+	}
+}

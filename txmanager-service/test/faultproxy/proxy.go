@@ -10,6 +10,7 @@ package faultproxy
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ethereum/go-ethereum/core/types"
 )
 
 // Mode is how the proxy treats requests.
@@ -57,10 +60,15 @@ const (
 	// SetStateKept blocks below the head is refused with go-ethereum's words. Blocks,
 	// transactions and receipts of every height are still served.
 	NoOldState
+	// L1Priced serves the chain as Arbitrum Nitro does, which counts a transaction's L1 cost
+	// as gas (SetL1Gas): its gas estimates carry the L1 part at the price it last quoted, and
+	// a transfer whose gas limit is short of 21000 plus the L1 part at the price now is
+	// refused as "intrinsic gas too low". Every other call passes.
+	L1Priced
 )
 
 func (m Mode) String() string {
-	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded", "pool full", "no block receipts", "L1 gas short", "no old state"}[m]
+	return [...]string{"pass", "hang", "refuse", "lag", "too many requests", "limit exceeded", "pool full", "no block receipts", "L1 gas short", "no old state", "L1 priced"}[m]
 }
 
 // Proxy is a JSON-RPC proxy on a loopback port of its own in front of one node.
@@ -78,6 +86,9 @@ type Proxy struct {
 	// depositsFrom, when set, adds to every block read with its transactions an OP-stack
 	// deposit (type 0x7e) from that address: a kind go-ethereum does not decode.
 	depositsFrom atomic.Pointer[string]
+	// l1GasQuoted and l1GasNow are L1Priced's L1 part in gas, in its estimates and in what
+	// it takes.
+	l1GasQuoted, l1GasNow atomic.Uint64
 	// stateKept is how many blocks below the head NoOldState still has the state of.
 	stateKept atomic.Uint64
 	// oldStateRefused counts the state reads NoOldState refused.
@@ -255,6 +266,113 @@ func (p *Proxy) SetStateKept(blocks uint64) { p.stateKept.Store(blocks) }
 // OldStateRefused is how many state reads NoOldState refused.
 func (p *Proxy) OldStateRefused() uint64 { return p.oldStateRefused.Load() }
 
+// SetL1Gas sets L1Priced's L1 part in gas: quoted in its gas estimates, required of a
+// transfer's gas limit now. A required part above the quoted one is an L1 price that rose
+// after the estimate.
+func (p *Proxy) SetL1Gas(quoted, required uint64) {
+	p.l1GasQuoted.Store(quoted)
+	p.l1GasNow.Store(required)
+}
+
+// l1Priced answers body as L1Priced does: broadcasts short of the L1 part refused, gas
+// estimates raised by the quoted part, every other call forwarded.
+func (p *Proxy) l1Priced(ctx context.Context, body []byte) ([]byte, error) {
+	trimmed := bytes.TrimSpace(body)
+	batch := len(trimmed) > 0 && trimmed[0] == '['
+	var reqs []rpcRequest
+	if batch {
+		if err := json.Unmarshal(trimmed, &reqs); err != nil {
+			return nil, err
+		}
+	} else {
+		var one rpcRequest
+		if err := json.Unmarshal(trimmed, &one); err != nil {
+			return nil, err
+		}
+		reqs = []rpcRequest{one}
+	}
+	answers := make([]rpcResponse, len(reqs))
+	var forward []rpcRequest
+	for i, req := range reqs {
+		answers[i] = rpcResponse{JSONRPC: "2.0", ID: orNull(req.ID)}
+		if req.Method == "eth_sendRawTransaction" && p.shortOfL1Part(req) {
+			p.refusedSends.Add(1)
+			answers[i].Error = json.RawMessage(`{"code":-32000,"message":"intrinsic gas too low"}`)
+			continue
+		}
+		forward = append(forward, req)
+	}
+	if len(forward) > 0 {
+		upstream, err := json.Marshal(forward)
+		if err != nil {
+			return nil, err
+		}
+		answer, status, err := p.post(ctx, upstream)
+		if err != nil {
+			return nil, err
+		}
+		if status != http.StatusOK {
+			return nil, fmt.Errorf("upstream answered %d: %s", status, answer)
+		}
+		var resps []rpcResponse
+		if err := json.Unmarshal(answer, &resps); err != nil {
+			return nil, err
+		}
+		byID := make(map[string]rpcResponse, len(resps))
+		for _, resp := range resps {
+			byID[string(resp.ID)] = resp
+		}
+		for i, req := range reqs {
+			resp, ok := byID[string(req.ID)]
+			if answers[i].Error != nil || !ok {
+				continue
+			}
+			if req.Method == "eth_estimateGas" && resp.Error == nil {
+				resp.Result = p.withL1Part(resp.Result)
+			}
+			answers[i] = resp
+		}
+	}
+	if !batch {
+		return json.Marshal(answers[0])
+	}
+	return json.Marshal(answers)
+}
+
+// shortOfL1Part: req broadcasts a transaction whose gas limit is below 21000 plus the L1
+// part now (the transfers these tests send carry no data).
+func (p *Proxy) shortOfL1Part(req rpcRequest) bool {
+	if len(req.Params) == 0 {
+		return false
+	}
+	var encoded string
+	if err := json.Unmarshal(req.Params[0], &encoded); err != nil {
+		return false
+	}
+	raw, err := hex.DecodeString(strings.TrimPrefix(encoded, "0x"))
+	if err != nil {
+		return false
+	}
+	var tx types.Transaction
+	if err := tx.UnmarshalBinary(raw); err != nil {
+		return false
+	}
+	return tx.Gas() < 21_000+p.l1GasNow.Load()
+}
+
+// withL1Part is a gas estimate raised by the quoted L1 part.
+func (p *Proxy) withL1Part(result json.RawMessage) json.RawMessage {
+	var estimate string
+	if err := json.Unmarshal(result, &estimate); err != nil {
+		return result
+	}
+	gas, err := strconv.ParseUint(strings.TrimPrefix(estimate, "0x"), 16, 64)
+	if err != nil {
+		return result
+	}
+	return json.RawMessage(strconv.Quote("0x" + strconv.FormatUint(gas+p.l1GasQuoted.Load(), 16)))
+}
+
 // SetLegacy makes the node look like a chain without EIP-1559: blocks carry no base fee.
 // The node behind still mines legacy transactions, so the legacy path runs end to end.
 func (p *Proxy) SetLegacy(on bool) { p.legacy.Store(on) }
@@ -397,6 +515,15 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 		case <-p.closed:
 		}
+		return
+	case L1Priced:
+		answer, err := p.l1Priced(r.Context(), body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
 		return
 	case Lag, NoOldState:
 		answer, err := p.lagging(r.Context(), body)

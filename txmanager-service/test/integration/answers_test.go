@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"net/http"
 	"strings"
 	"testing"
@@ -111,6 +112,66 @@ func TestGasShortOfTheL1PartIsCancelledPastTheStuckThresholds(t *testing.T) {
 		t.Fatalf("ended FAILED_FINAL / %s, want CANCELLED", sub)
 	}
 	t.Logf("cancelled past the stuck thresholds: %s", reason)
+}
+
+// A gas limit the service estimated on Arbitrum prices the L1 part at the L1 price of the
+// create. When the price rises before the transaction is taken, the node refuses it short of
+// the L1 part (the fault proxy in front of go-ethereum prices it as Nitro does). It is then
+// signed again with the node's estimate now and a fifth more, at a fee cap per gas that keeps
+// its worst-case fee within what it was admitted with, and confirms; before, it was broadcast
+// again as it was until cancelled at the head of the line. A limit the client named is kept.
+func TestAnEstimatedGasLimitTheL1PartOutgrewIsEstimatedAgain(t *testing.T) {
+	t.Parallel()
+	const (
+		quoted, risen = 2_000, 9_000
+		maxFeePerGas  = 200_000_000_000
+	)
+	sim, proxies := proxiedChain(t, 1)
+	proxy := proxies[0]
+	proxy.SetL1Gas(quoted, risen)
+	if err := proxy.SetMode(faultproxy.L1Priced); err != nil {
+		t.Fatal(err)
+	}
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		throughProxies(proxies, 2*time.Second)(bc)
+		bc.Resubmit.Interval = conf.Duration(300 * time.Millisecond)
+		bc.Stuck.MinAge = conf.Duration(time.Hour)
+		bc.Fees.MaxFeePerGas = fmt.Sprint(maxFeePerGas)
+	}})
+	signer := devAddress(t, 0)
+	estimated := s.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "1"})
+	named := s.createOK(t, map[string]any{"signer": signer, "to": devAddress(t, 5), "value": "2", "gasLimit": 21_000 + quoted})
+	waitFor(t, 30*time.Second, "both refused short of the L1 part", func() bool {
+		return s.count(t, "SELECT count(*) FROM managed_tx WHERE sub_state = 'L1_GAS_SHORT'") == 2
+	})
+	proxy.SetL1Gas(risen, risen) // the node's estimate follows the price now
+	waitFor(t, 30*time.Second, "the estimated one confirmed", func() bool { return s.tx(t, estimated).state == "CONFIRMED" })
+
+	var gas, admitted, signedGas int64
+	var maxFee string
+	if err := s.pool.QueryRow(context.Background(), `SELECT a.gas_limit, a.max_fee_per_gas::text, (m.payload->>'effectiveGasLimit')::bigint,
+			COALESCE((m.payload->>'signedGasLimit')::bigint, 0)
+		FROM managed_tx m JOIN tx_attempt a ON a.tx_hash = m.tx_hash WHERE m.tx_id = $1`, estimated).Scan(&gas, &maxFee, &admitted, &signedGas); err != nil {
+		t.Fatal(err)
+	}
+	// Estimates are padded by create.gasEstimateMultiplier (1.2 by default), the first and
+	// the one made again alike.
+	padded := func(estimate int64) int64 { return estimate * 6 / 5 }
+	if gas != padded(21_000+risen) || admitted != padded(21_000+quoted) || signedGas != gas {
+		t.Fatalf("confirmed with gas limit %d (admitted %d, kept for the funds check %d), want the padded estimate now, %d, beside the admitted %d",
+			gas, admitted, signedGas, padded(21_000+risen), padded(21_000+quoted))
+	}
+	fee, _ := new(big.Int).SetString(maxFee, 10)
+	if worst := new(big.Int).Mul(fee, big.NewInt(gas)); worst.Cmp(big.NewInt(maxFeePerGas*admitted)) > 0 {
+		t.Fatalf("worst-case fee %s wei above the %d admitted (gas limit x fee cap)", worst, maxFeePerGas*admitted)
+	}
+	if n := s.count(t, "SELECT count(*) FROM tx_attempt WHERE tx_id = $1 AND gas_limit <> $2", named, 21_000+quoted); n != 0 {
+		t.Fatalf("%d attempts of the transaction whose client named its gas limit carry another", n)
+	}
+	if row := s.tx(t, named); row.state != "TRACKING" || row.subState != "L1_GAS_SHORT" {
+		t.Fatalf("the named limit's transaction is %s/%s, want TRACKING/L1_GAS_SHORT: still short, and not cancelled before the stuck thresholds", row.state, row.subState)
+	}
+	t.Logf("an estimated limit of %d refused short of the L1 part; confirmed with %d at a fee cap of %s wei", admitted, gas, maxFee)
 }
 
 // l1ShortService is a service of one signer whose only node (go-ethereum behind a fault

@@ -170,8 +170,28 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 			continue
 		}
 		d := current[it.TxID]
-		policy := s.cfg.Fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip).ForGasLimit(attemptGas(d.Raw))
+		gas := attemptGas(d.Raw)
+		raisedGas, regas := s.raisedGasLimit(ctx, lease, d, gas)
+		if regas {
+			gas = raisedGas
+		}
+		policy := s.cfg.Fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip).ForAdmittedGas(d.AdmittedGasLimit, gas).ForGasLimit(gas)
 		maxFee, maxTip, action := reactionTo(d.SubState)(policy, d.MaxFee, d.MaxTip, suggestion)
+		if regas {
+			// The node refused the attempt, so no replacement rule applies: the new limit goes
+			// out at what a first attempt would pay now, under the caps for that limit.
+			maxFee, maxTip, _ = policy.Initial(domain.Intent{}, suggestion)
+			if maxFee.Cmp(pipeline.OrZero(suggestion.BaseFee)) < 0 {
+				s.log.WithContext(ctx).Warnw("msg", "short of the L1 part, but the fee cap left for a larger gas limit is below the base fee; broadcasting it as it is",
+					"signer", lease.Signer, "tx_id", it.TxID.String(), "gas_limit", attemptGas(d.Raw), "needs", gas, "max_fee", maxFee.String())
+				continue
+			}
+			action = services.RaiseFees
+			s.log.WithContext(ctx).Infow("msg", "short of the L1 part: signing it again with the node's estimate now", "signer", lease.Signer,
+				"tx_id", it.TxID.String(), "gas_limit", attemptGas(d.Raw), "new_gas_limit", gas, "max_fee", maxFee.String())
+		} else {
+			gas = 0 // the same limit
+		}
 		switch action {
 		case services.AtFeeCap:
 			s.metrics.Reprice(ctx, "at_cap")
@@ -181,7 +201,7 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 		case services.KeepFees:
 			continue
 		}
-		attempt, err := s.resign(ctx, d, maxFee, maxTip, suggestion.BaseFee)
+		attempt, err := s.resign(ctx, d, maxFee, maxTip, suggestion.BaseFee, gas)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("re-price %s: %w", it.TxID, err)
@@ -248,15 +268,18 @@ func withReplacements(items []pipeline.BroadcastItem, replacements []Replacement
 	return out, raised
 }
 
-// resign signs the current attempt's transaction again with new fees: same nonce,
-// recipient, value, data and gas, same type (legacy or EIP-1559); an original becomes a
-// replacement, any other kind stays what it is.
-func (s *Submitter) resign(ctx context.Context, d DueResubmit, maxFee, maxTip, baseFee *big.Int) (pipeline.SignedAttempt, error) {
+// resign signs the current attempt's transaction again with new fees, and with gas as its
+// limit unless that is 0: same nonce, recipient, value and data, same type (legacy or
+// EIP-1559); an original becomes a replacement, any other kind stays what it is.
+func (s *Submitter) resign(ctx context.Context, d DueResubmit, maxFee, maxTip, baseFee *big.Int, gas uint64) (pipeline.SignedAttempt, error) {
 	u, err := s.signer.Decode(d.Raw)
 	if err != nil {
 		return pipeline.SignedAttempt{}, err
 	}
 	u.MaxFee, u.MaxTip, u.BaseFee = maxFee, maxTip, baseFee
+	if gas != 0 {
+		u.Gas = gas
+	}
 	kind := d.Kind
 	if kind == pipeline.AttemptOriginal {
 		kind = pipeline.AttemptReplace

@@ -31,6 +31,10 @@ type Config struct {
 	// this long.
 	ResubmitInterval time.Duration
 	Fees             services.FeePolicy
+	// GasEstimateMultiplier and MaxGasLimit pad a gas limit estimated again, as the create
+	// pads its first estimate (create.gasEstimateMultiplier, create.maxGasLimit).
+	GasEstimateMultiplier float64
+	MaxGasLimit           uint64
 }
 
 // DueResubmit is a transaction whose current attempt is due to be broadcast again.
@@ -49,6 +53,10 @@ type DueResubmit struct {
 	// SubState is what the transaction's last answer recorded: through the outcome table
 	// (services.StepAfter) it decides what this resubmission does with the fees.
 	SubState domain.SubState
+	// IntentGasLimit is the gas limit the client named (0: none, the service estimated it);
+	// AdmittedGasLimit the one the create was admitted with: its worst-case fee, gas limit
+	// x fee cap, is what the funds check and the spending policies counted.
+	IntentGasLimit, AdmittedGasLimit uint64
 }
 
 // AllocatedTx is an ALLOCATED transaction as the stage reads it: what its first attempt is
@@ -95,6 +103,8 @@ type Store interface {
 type Chain interface {
 	services.FeeSource
 	services.TxSender
+	// GasEstimator re-estimates a gas limit the L1 part outgrew (regas.go).
+	services.GasEstimator
 }
 
 // Submitter runs the stage for the signers whose lease this node holds.

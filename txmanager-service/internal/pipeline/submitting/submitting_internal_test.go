@@ -94,7 +94,7 @@ func TestResignKeepsTheTransaction(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, err := s.resign(t.Context(), DueResubmit{TxID: first.TxID, Raw: first.Raw, Kind: tc.kind}, big.NewInt(20), big.NewInt(2), big.NewInt(9))
+			again, err := s.resign(t.Context(), DueResubmit{TxID: first.TxID, Raw: first.Raw, Kind: tc.kind}, big.NewInt(20), big.NewInt(2), big.NewInt(9), 0)
 			if err != nil {
 				t.Fatal(err)
 			}

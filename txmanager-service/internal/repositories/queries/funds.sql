@@ -1,6 +1,7 @@
 -- name: UnminedCost :one
 -- The most a signer's transactions at @from_nonce and above may still cost: each one's value
--- plus its gas limit at the highest fee cap signed for it, or at the intent's own cap, or at
+-- plus its gas limit (the highest signed, where a replacement raised it) at the highest fee
+-- cap signed for it, or at the intent's own cap, or at
 -- @fallback_fee when nothing is signed yet. @from_nonce is the signer's nonce at the block
 -- its balance was read at: the transactions below it are paid for in that balance, whether
 -- their receipts are recorded yet or not, and those at and above it are not, whatever
@@ -9,7 +10,7 @@
 -- not (COALESCE stops at the first value, so the sub-query runs for those rows alone).
 SELECT COALESCE(SUM(
            (m.payload->>'value')::numeric
-           + GREATEST((m.payload->>'effectiveGasLimit')::numeric, (m.payload->>'gasLimit')::numeric)
+           + GREATEST((m.payload->>'effectiveGasLimit')::numeric, (m.payload->>'gasLimit')::numeric, COALESCE((m.payload->>'signedGasLimit')::numeric, 0))
              * COALESCE(CASE WHEN m.max_fee_for_hash = tx_hash_key(m.tx_hash) THEN m.max_fee_signed END,
                         (SELECT max(t.max_fee_per_gas) FROM tx_attempt t WHERE t.tx_id = m.tx_id),
                         NULLIF(m.payload->>'maxFeePerGas', '')::numeric, (@fallback_fee::text)::numeric)

@@ -164,6 +164,7 @@ func (q *Queries) ListAllocated(ctx context.Context, arg ListAllocatedParams) ([
 const listResubmitDue = `-- name: ListResubmitDue :many
 SELECT m.tx_id, m.tx_hash, COALESCE(m.sub_state, '')::text AS sub_state, a.raw_tx, a.kind, a.max_fee_per_gas::text AS max_fee, a.max_priority_fee_per_gas::text AS max_tip,
        COALESCE(m.payload->>'maxFeePerGas', '')::text AS intent_max_fee, COALESCE(m.payload->>'maxPriorityFeePerGas', '')::text AS intent_max_tip,
+       COALESCE(m.payload->>'gasLimit', '')::text AS intent_gas_limit, COALESCE(m.payload->>'effectiveGasLimit', '')::text AS effective_gas_limit,
        (SELECT array_agg(x.tx_hash) FROM tx_attempt x WHERE x.tx_id = m.tx_id)::text[] AS attempt_hashes
 FROM managed_tx m
 JOIN tx_attempt a ON a.tx_hash = m.tx_hash
@@ -179,16 +180,18 @@ type ListResubmitDueParams struct {
 }
 
 type ListResubmitDueRow struct {
-	TxID          uuid.UUID
-	TxHash        pgtype.Text
-	SubState      string
-	RawTx         []byte
-	Kind          string
-	MaxFee        string
-	MaxTip        string
-	IntentMaxFee  string
-	IntentMaxTip  string
-	AttemptHashes []string
+	TxID              uuid.UUID
+	TxHash            pgtype.Text
+	SubState          string
+	RawTx             []byte
+	Kind              string
+	MaxFee            string
+	MaxTip            string
+	IntentMaxFee      string
+	IntentMaxTip      string
+	IntentGasLimit    string
+	EffectiveGasLimit string
+	AttemptHashes     []string
 }
 
 // Broadcast, not mined, due again: with the current attempt (signed bytes, kind, fees) to
@@ -214,6 +217,8 @@ func (q *Queries) ListResubmitDue(ctx context.Context, arg ListResubmitDueParams
 			&i.MaxTip,
 			&i.IntentMaxFee,
 			&i.IntentMaxTip,
+			&i.IntentGasLimit,
+			&i.EffectiveGasLimit,
 			&i.AttemptHashes,
 		); err != nil {
 			return nil, err
@@ -369,6 +374,10 @@ updated AS (
     SET tx_hash = i.tx_hash,
         max_fee_signed = CASE WHEN m.max_fee_for_hash = tx_hash_key(m.tx_hash) THEN GREATEST(m.max_fee_signed, i.max_fee::numeric) END,
         max_fee_for_hash = CASE WHEN m.max_fee_for_hash = tx_hash_key(m.tx_hash) THEN tx_hash_key(i.tx_hash) END,
+        -- A limit raised above the one admitted (the L1 part Arbitrum counts as gas) is kept
+        -- beside it, for the funds check to count (UnminedCost).
+        payload = CASE WHEN i.gas_limit > GREATEST((m.payload->>'effectiveGasLimit')::bigint, (m.payload->>'gasLimit')::bigint, COALESCE((m.payload->>'signedGasLimit')::bigint, 0))
+                       THEN jsonb_set(m.payload, '{signedGasLimit}', to_jsonb(i.gas_limit)) ELSE m.payload END,
         sub_state = 'REPRICED', fencing_token = $4, updated_at = now()
     FROM lease, input i
     -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
