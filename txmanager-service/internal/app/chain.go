@@ -203,7 +203,7 @@ func NewChainConnection(bc *conf.Bootstrap, shared *ChainShared) (*ChainConnecti
 	}
 	multi, err := chain.NewMultiChain(endpoints, chain.MultiChainConfig{
 		ReadTimeout: bc.Chain.Timeouts.Read.Std(), SendTimeout: bc.Chain.Timeouts.Send.Std(), ReceiptsTimeout: bc.Chain.Timeouts.Receipts.Std(),
-		ProbeInterval: bc.Chain.Health.ProbeInterval.Std(), MaxLagBlocks: bc.Chain.Health.MaxLagBlocks, BroadcastToAll: bc.Chain.BroadcastToAll,
+		ProbeInterval: bc.Chain.Health.ProbeInterval.Std(), MaxLagBlocks: bc.Chain.LagBlocks(), BroadcastToAll: bc.Chain.BroadcastToAll,
 		FeeMaxAge: feeMaxAge(bc),
 	}, logger)
 	if err != nil {

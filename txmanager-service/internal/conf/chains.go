@@ -250,8 +250,31 @@ type ChainTimeouts struct {
 type ChainHealth struct {
 	// ProbeInterval between probes of each endpoint's head.
 	ProbeInterval Duration `json:"probeInterval"`
-	// MaxLagBlocks: an endpoint this far behind the best head serves only when nothing better does.
+	// MaxLagBlocks: an endpoint this far behind the best head serves only when nothing better
+	// does. 0: 3 blocks, or the blocks of 3 s where the chain makes them quicker (12 on Arbitrum).
 	MaxLagBlocks uint64 `json:"maxLagBlocks"`
+}
+
+// Unset health.maxLagBlocks: an endpoint may trail the best head by defaultLagBlocks, or by
+// the blocks the chain makes in defaultLagTime where those are more.
+const (
+	defaultLagBlocks = 3
+	defaultLagTime   = 3 * time.Second
+)
+
+// LagBlocks is how far behind the best head an endpoint may trail before it serves only when
+// nothing better does: Health.MaxLagBlocks, or, unset, 3 blocks or as many as the chain makes
+// in 3 s where its blocks are quicker (12 at Arbitrum's 250 ms), so that heads read a moment
+// apart on a fast chain do not turn a healthy endpoint into a last resort.
+func (c Chain) LagBlocks() uint64 {
+	if c.Health.MaxLagBlocks != 0 {
+		return c.Health.MaxLagBlocks
+	}
+	blocks := uint64(defaultLagBlocks)
+	if blockTime := c.BlockTime.Std(); blockTime > 0 {
+		blocks = max(blocks, uint64((defaultLagTime+blockTime-1)/blockTime))
+	}
+	return blocks
 }
 
 // Endpoints are the configured JSON-RPC URLs in order of preference, without duplicates.

@@ -196,3 +196,33 @@ func TestASingleChainsBlockTimeSetsTheReceiptPoll(t *testing.T) {
 		t.Fatalf("the receipt poll is %v, want the block time, 5s", views[0].Pipeline.Receipts.PollInterval.Std())
 	}
 }
+
+// An endpoint may trail the best head by health.maxLagBlocks; unset, by 3 blocks or the
+// blocks of 3 s where a chain makes them quicker, so that on Arbitrum (250 ms blocks) heads
+// read a moment apart do not turn a healthy endpoint into a last resort.
+func TestEndpointLagIsCountedInTheChainsOwnBlocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	body := `
+chains:
+  - {id: 1, rpcUrl: "http://eth.example", preset: ethereum}
+  - {id: 42161, rpcUrl: "http://arb.example", preset: arbitrum}
+  - {id: 8453, rpcUrl: "http://base.example", preset: base}
+  - {id: 99, rpcUrl: "http://fast.example", blockTime: 400ms}
+  - {id: 42170, rpcUrl: "http://nova.example", preset: arbitrum, health: {maxLagBlocks: 40}}
+  - {id: 31337, rpcUrl: "http://dev.example"}
+`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DATABASE_URL", "postgres://example/db")
+	bc, err := conf.Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	views := bc.ChainViews()
+	for i, want := range []uint64{3, 12, 3, 8, 40, 3} {
+		if got := views[i].Chain.LagBlocks(); got != want {
+			t.Errorf("chain %d (preset %q, block time %s): may trail by %d blocks, want %d", views[i].Chain.ID, views[i].Chain.Preset, views[i].Chain.BlockTime.Std(), got, want)
+		}
+	}
+}
