@@ -52,8 +52,9 @@ func (r *StuckRepository) resolvable(ctx context.Context, p sqlcdb.GetResolvable
 	h := &stuck.HeadOfLineTx{
 		TxID: row.TxID, Signer: row.Signer, Nonce: uint64(row.Nonce), State: domain.State(row.State),
 		SubState: domain.SubState(row.SubState.String), SubmitAttempts: int(row.SubmitAttempts), LastError: row.LastError.String,
-		CreatedAt: row.CreatedAt, Intent: tx.Intent, GasLimit: tx.EffectiveGasLimit, PendingDepth: int(row.PendingDepth),
-		Since: row.StuckSince,
+		CreatedAt: row.CreatedAt, Intent: tx.Intent, GasLimit: tx.EffectiveGasLimit, AdmittedGasLimit: max(tx.EffectiveGasLimit, tx.Intent.GasLimit),
+		PendingDepth: int(row.PendingDepth),
+		Since:        row.StuckSince,
 	}
 	if row.TxHash.Valid {
 		hash := common.HexToHash(row.TxHash.String)

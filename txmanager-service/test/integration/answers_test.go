@@ -124,7 +124,9 @@ func TestAnEstimatedGasLimitTheL1PartOutgrewIsEstimatedAgain(t *testing.T) {
 	t.Parallel()
 	const (
 		quoted, risen = 2_000, 9_000
-		maxFeePerGas  = 200_000_000_000
+		// Near the dev chain's market (a tip of 1 gwei): the cap binds the first attempt, and
+		// the raised limit's lower cap binds the re-gassed one.
+		maxFeePerGas = 1_000_000_000
 	)
 	sim, proxies := proxiedChain(t, 1)
 	proxy := proxies[0]
@@ -162,8 +164,9 @@ func TestAnEstimatedGasLimitTheL1PartOutgrewIsEstimatedAgain(t *testing.T) {
 			gas, admitted, signedGas, padded(21_000+risen), padded(21_000+quoted))
 	}
 	fee, _ := new(big.Int).SetString(maxFee, 10)
-	if worst := new(big.Int).Mul(fee, big.NewInt(gas)); worst.Cmp(big.NewInt(maxFeePerGas*admitted)) > 0 {
-		t.Fatalf("worst-case fee %s wei above the %d admitted (gas limit x fee cap)", worst, maxFeePerGas*admitted)
+	if worst := new(big.Int).Mul(fee, big.NewInt(gas)); worst.Cmp(big.NewInt(maxFeePerGas*admitted)) > 0 || fee.Int64() != maxFeePerGas*admitted/gas {
+		t.Fatalf("re-gassed at a fee cap of %s wei, a worst-case fee of %s; want the cap lowered to %d so it stays within the %d admitted (gas limit x fee cap)",
+			fee, worst, maxFeePerGas*admitted/gas, maxFeePerGas*admitted)
 	}
 	if n := s.count(t, "SELECT count(*) FROM tx_attempt WHERE tx_id = $1 AND gas_limit <> $2", named, 21_000+quoted); n != 0 {
 		t.Fatalf("%d attempts of the transaction whose client named its gas limit carry another", n)

@@ -40,7 +40,9 @@ type HeadOfLineTx struct {
 	LastError      string
 	CreatedAt      time.Time
 	Intent         domain.Intent
-	GasLimit       uint64
+	// GasLimit is the current attempt's; AdmittedGasLimit the one the create was admitted
+	// with (a re-estimate for the L1 part may have raised the current one above it).
+	GasLimit, AdmittedGasLimit uint64
 	// Fees of the current attempt (nil before the first signing).
 	MaxFee, MaxTip *big.Int
 	PendingDepth   int
@@ -312,10 +314,12 @@ func (r *Resolver) resolutionAttempt(ctx context.Context, head *HeadOfLineTx, ac
 		u.Gas = services.TransferGas(ctx, r.chain, u.From, *u.To)
 	}
 	// The caps every attempt keeps: the node's on one transaction's fee, and for the intent
-	// again (REPLACE) the fees its client named, which its admission was judged by.
+	// again (REPLACE) the fees its client named and the gas it was admitted with, which its
+	// admission was judged by.
 	policy := r.cfg.Fees.ForGasLimit(u.Gas)
 	if action == domain.ActionReplace {
-		policy = policy.CappedBy(head.Intent.MaxFeePerGas, head.Intent.MaxPriorityFeePerGas)
+		// Its worst-case fee within what it was admitted with, whatever limit it carries now.
+		policy = policy.CappedBy(head.Intent.MaxFeePerGas, head.Intent.MaxPriorityFeePerGas).ForAdmittedGas(head.AdmittedGasLimit, u.Gas)
 	}
 	maxFee, maxTip, err := resolutionFees(policy, head, suggestion)
 	if err != nil {

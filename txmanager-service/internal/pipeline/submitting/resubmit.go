@@ -175,15 +175,22 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 		if regas {
 			gas = raisedGas
 		}
-		policy := s.cfg.Fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip).ForAdmittedGas(d.AdmittedGasLimit, gas).ForGasLimit(gas)
+		policy := s.cfg.Fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip).ForGasLimit(gas)
+		if boundByAdmission(d.Kind) {
+			policy = policy.ForAdmittedGas(d.AdmittedGasLimit, gas)
+		}
 		maxFee, maxTip, action := reactionTo(d.SubState)(policy, d.MaxFee, d.MaxTip, suggestion)
 		if regas {
-			// The node refused the attempt, so no replacement rule applies: the new limit goes
-			// out at what a first attempt would pay now, under the caps for that limit.
-			maxFee, maxTip, _ = policy.Initial(domain.Intent{}, suggestion)
-			if maxFee.Cmp(pipeline.OrZero(suggestion.BaseFee)) < 0 {
-				s.log.WithContext(ctx).Warnw("msg", "short of the L1 part, but the fee cap left for a larger gas limit is below the base fee; broadcasting it as it is",
-					"signer", lease.Signer, "tx_id", it.TxID.String(), "gas_limit", attemptGas(d.Raw), "needs", gas, "max_fee", maxFee.String())
+			// The node that answered refused the attempt, but another may hold it: the new
+			// limit outbids it where the caps for that limit leave room, and otherwise goes out
+			// at what a first attempt would pay now.
+			var outbid services.RepriceAction
+			if maxFee, maxTip, outbid = policy.Outbid(d.MaxFee, d.MaxTip, suggestion); outbid != services.RaiseFees {
+				maxFee, maxTip, _ = policy.Initial(domain.Intent{}, suggestion)
+			}
+			if floor := marketFloor(suggestion); maxFee.Cmp(floor) < 0 {
+				s.warnOnce(ctx, it.TxID, "short of the L1 part, but the fee cap left for a larger gas limit is below the market's; broadcasting it as it is",
+					"signer", lease.Signer, "tx_id", it.TxID.String(), "gas_limit", attemptGas(d.Raw), "needs", gas, "max_fee", maxFee.String(), "market", floor.String())
 				continue
 			}
 			action = services.RaiseFees
@@ -235,6 +242,15 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 			"tx_hash", a.Hash.Hex(), "max_fee", a.MaxFee.String(), "max_tip", a.MaxTip.String())
 	}
 	return items, nil
+}
+
+// marketFloor is the least a transaction must offer per gas to be mined now: the base fee,
+// or on a chain without one the suggested gas price.
+func marketFloor(s services.FeeSuggestion) *big.Int {
+	if s.Legacy {
+		return pipeline.OrZero(s.GasPrice)
+	}
+	return pipeline.OrZero(s.BaseFee)
 }
 
 // attemptGas is the gas limit a signed attempt carries (0 when its bytes do not decode).

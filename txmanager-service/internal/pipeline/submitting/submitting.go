@@ -9,6 +9,8 @@ import (
 	"errors"
 	"math/big"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -120,6 +122,9 @@ type Submitter struct {
 	server      services.DatabaseServerEpoch
 	unsigned    unsignedFrontiers
 	resubmits   resubmitQuiet
+	// regasWarned are the transactions a re-gas left undone was logged for (regas.go).
+	regasWarned   sync.Map
+	regasWarnings atomic.Int64
 	// signing learns whether each signer's key source signs.
 	signing *services.SigningHealth
 	now     func() time.Time
