@@ -140,8 +140,8 @@ func (r *EventRepository) Mark(ctx context.Context, sess txmanager.Session, chai
 }
 
 // RecordRefill implements services.FundingStore.
-func (r *EventRepository) RecordRefill(ctx context.Context, chainID uint64, signer common.Address, txID uuid.UUID, n int64) (bool, error) {
-	rows, err := r.q.RecordRefill(ctx, sqlcdb.RecordRefillParams{RefillTxID: pgtype.UUID{Bytes: txID, Valid: true}, ChainID: int64(chainID), Signer: signer.Hex(), Refills: n})
+func (r *EventRepository) RecordRefill(ctx context.Context, sess txmanager.Session, chainID uint64, signer common.Address, txID uuid.UUID, n int64) (bool, error) {
+	rows, err := sqlcdb.New(sess.DB()).RecordRefill(ctx, sqlcdb.RecordRefillParams{RefillTxID: pgtype.UUID{Bytes: txID, Valid: true}, ChainID: int64(chainID), Signer: signer.Hex(), Refills: n})
 	if err != nil {
 		return false, fmt.Errorf("record the refill of %s: %w", signer.Hex(), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sync"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
 	"github.com/ethereum/go-ethereum/common"
@@ -23,8 +24,9 @@ type FundingStore interface {
 	// Mark records one look at the signer's balance inside sess, locked, and answers the
 	// state before and after it.
 	Mark(ctx context.Context, sess txmanager.Session, chainID uint64, signer common.Address, balance *big.Int) (BalanceMark, error)
-	// RecordRefill records the signer's refill in flight, if no other node recorded its n-th.
-	RecordRefill(ctx context.Context, chainID uint64, signer common.Address, txID uuid.UUID, n int64) (bool, error)
+	// RecordRefill records the signer's refill in flight inside sess, if no other node
+	// recorded its n-th.
+	RecordRefill(ctx context.Context, sess txmanager.Session, chainID uint64, signer common.Address, txID uuid.UUID, n int64) (bool, error)
 }
 
 // BalanceMark is what one look at a balance changed.
@@ -51,6 +53,21 @@ type FundingWatch struct {
 	create  *CreateTxUseCase
 	funds   *FundsGuard
 	log     *log.Helper
+	// unrecorded are refills created whose record and event did not commit, by signer: the
+	// next look records them, low or not (unrecordedRefill).
+	unrecorded sync.Map
+}
+
+// unrecordedRefill is a refill the treasury was asked for whose record and event did not
+// commit (a lock timeout, the database away). Its transaction exists: the next look records
+// it and tells subscribers, whatever the balance is by then; a refill that landed before
+// that look would otherwise stay uncounted and untold, and the next refill would reuse its
+// request id.
+type unrecordedRefill struct {
+	txID            uuid.UUID
+	refills         int64 // the signer's refills on record when it was asked for
+	treasury        common.Address
+	amount, balance *big.Int
 }
 
 // NewFundingWatch wires the watch of one chain.
@@ -117,6 +134,9 @@ func (w *FundingWatch) look(ctx context.Context, signer common.Address) error {
 	if mark.Low != mark.WasLow {
 		w.log.Infow("msg", "signer balance crossed a funding mark", "signer", signer.Hex(), "balance", balance.String(), "low", mark.Low)
 	}
+	if pending, ok := w.unrecorded.Load(signer); ok {
+		return w.recordRefill(ctx, signer, pending.(unrecordedRefill))
+	}
 	if !mark.Low || mark.Treasury == nil || mark.RefillInFlight {
 		return nil
 	}
@@ -147,17 +167,36 @@ func (w *FundingWatch) refill(ctx context.Context, signer common.Address, balanc
 	if err != nil {
 		return fmt.Errorf("refill from %s: %w", mark.Treasury.Hex(), err)
 	}
-	recorded, err := w.store.RecordRefill(ctx, w.chainID, signer, res.Tx.ID, mark.Refills)
-	if err != nil || !recorded {
-		return err
-	}
 	if v := res.Tx.Intent.Value; v != nil {
 		amount = v // what the refill on record sends
 	}
-	w.log.Infow("msg", "refill sent", "signer", signer.Hex(), "treasury", mark.Treasury.Hex(), "value", amount.String(), "tx_id", res.Tx.ID.String(), "refill", n)
-	return w.events.Append(ctx, nil, ServiceEvent{ID: domain.EventRefillSent + ":" + res.Tx.ID.String(), Kind: domain.EventRefillSent, ChainID: w.chainID, Signer: signer,
-		Payload: eventPayload(map[string]any{"signer": signer.Hex(), "treasury": mark.Treasury.Hex(), "value": amount.String(), "txId": res.Tx.ID.String(),
-			"balance": balance.String()})})
+	return w.recordRefill(ctx, signer, unrecordedRefill{txID: res.Tx.ID, refills: mark.Refills, treasury: *mark.Treasury, amount: amount, balance: balance})
+}
+
+// recordRefill records a refill created for signer and tells subscribers, together:
+// recorded alone, a failed append would lose its event for good, since later looks find the
+// refill in flight. Until both commit the refill is kept to be recorded by the next look.
+func (w *FundingWatch) recordRefill(ctx context.Context, signer common.Address, r unrecordedRefill) error {
+	recorded := false
+	err := w.tx.WithinTx(ctx, txmanager.DefaultOptions().WithTraceName("funding.refill"), func(ctx context.Context, sess txmanager.Session) error {
+		took, err := w.store.RecordRefill(ctx, sess, w.chainID, signer, r.txID, r.refills)
+		if recorded = took; err != nil || !took {
+			return err // not taken: another node recorded this refill, with its event
+		}
+		return w.events.Append(ctx, sess, ServiceEvent{ID: domain.EventRefillSent + ":" + r.txID.String(), Kind: domain.EventRefillSent, ChainID: w.chainID, Signer: signer,
+			Payload: eventPayload(map[string]any{"signer": signer.Hex(), "treasury": r.treasury.Hex(), "value": r.amount.String(), "txId": r.txID.String(),
+				"balance": r.balance.String()})})
+	})
+	if err != nil {
+		w.unrecorded.Store(signer, r)
+		return fmt.Errorf("record the refill %s: %w", r.txID, err)
+	}
+	w.unrecorded.Delete(signer)
+	if recorded {
+		w.log.Infow("msg", "refill sent", "signer", signer.Hex(), "treasury", r.treasury.Hex(), "value", r.amount.String(), "tx_id", r.txID.String(),
+			"refill", r.refills+1)
+	}
+	return nil
 }
 
 // FundingBook is the operators' side of funding marks.

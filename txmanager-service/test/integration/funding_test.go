@@ -204,3 +204,52 @@ func TestRefillsThroughApprovalsAndMarksSetAnew(t *testing.T) {
 		return s.count(t, "SELECT count(*) FROM managed_tx WHERE request_id LIKE 'refill-%' AND state = 'CONFIRMED'") >= 2
 	})
 }
+
+// A refill is recorded and told to subscribers in one transaction. When its event cannot be
+// appended (a trigger in the database refuses the first signer.refill_sent, as a lock
+// timeout or the database away would), neither commits, and the next look records the
+// refill with its event, whether the signer is still low or the refill has landed by then.
+// Recorded alone, the refill stayed in flight with its event lost, and no later look told
+// anyone of it.
+func TestARefillIsNeverRecordedWithoutItsEvent(t *testing.T) {
+	t.Parallel()
+	sim := newTestChain(t, 200*time.Millisecond)
+	payerKey := newKey(t)
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Signers.RawKeys = append(bc.Signers.RawKeys, hexutil.Encode(crypto.FromECDSA(payerKey)))
+		bc.Create.FundsGaugeInterval = conf.Duration(200 * time.Millisecond)
+	}})
+	treasury := crypto.PubkeyToAddress(sim.DevKeys()[0].PublicKey).Hex()
+	payerAddress := crypto.PubkeyToAddress(payerKey.PublicKey)
+	payer := payerAddress.Hex()
+	if _, err := s.pool.Exec(t.Context(), `CREATE SEQUENCE refill_event_fault;
+		CREATE FUNCTION refuse_first_refill_event() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.kind = 'signer.refill_sent' AND nextval('refill_event_fault') = 1 THEN
+				RAISE EXCEPTION 'injected: the first refill event cannot be appended';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER refuse_first_refill_event BEFORE INSERT ON service_event FOR EACH ROW EXECUTE FUNCTION refuse_first_refill_event();`); err != nil {
+		t.Fatal(err)
+	}
+	marks, _ := json.Marshal(map[string]any{"lowWater": "1000000000000000000", "highWater": "2000000000000000000", "treasury": treasury})
+	if a := s.do(t, http.MethodPut, "/api/v1/admin/signers/"+payer+"/funding", marks); a.status != http.StatusOK {
+		t.Fatalf("set the funding marks: %d %s", a.status, a.raw)
+	}
+	waitFor(t, time.Minute, "the first refill's event", func() bool {
+		return s.count(t, "SELECT count(*) FROM service_event WHERE kind = 'signer.refill_sent'") > 0
+	})
+	var refillTx, eventTx string
+	var refills int64
+	if err := s.pool.QueryRow(t.Context(), `SELECT m.tx_id::text, f.refills, (SELECT payload->>'txId' FROM service_event WHERE kind = 'signer.refill_sent' ORDER BY position LIMIT 1)
+		FROM managed_tx m, signer_funding f WHERE m.request_id = $1 AND f.signer = $2`, domain.RefillRequestID(payerAddress, 1), payer).Scan(&refillTx, &refills, &eventTx); err != nil {
+		t.Fatal(err)
+	}
+	if eventTx != refillTx || refills != 1 {
+		t.Fatalf("the refill event names %s and %d refills are recorded; want the first refill, %s, recorded once", eventTx, refills, refillTx)
+	}
+	if fired := s.count(t, "SELECT last_value FROM refill_event_fault"); fired < 2 {
+		t.Fatalf("the trigger saw %d refill events: the injected failure did not happen", fired)
+	}
+}
