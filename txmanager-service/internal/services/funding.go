@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"sync"
 
 	"github.com/bionicotaku/lingo-utils/txmanager"
@@ -87,6 +88,13 @@ func (w *FundingWatch) Pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A refill kept for a signer no longer watched has no look to record it.
+	w.unrecorded.Range(func(signer, _ any) bool {
+		if !slices.ContainsFunc(watched, func(f domain.Funding) bool { return f.Signer == signer.(common.Address) }) {
+			w.unrecorded.Delete(signer)
+		}
+		return true
+	})
 	var errs []error
 	for _, f := range watched {
 		if err := w.look(ctx, f.Signer); err != nil && ctx.Err() == nil {

@@ -225,8 +225,10 @@ func TestARefillIsNeverRecordedWithoutItsEvent(t *testing.T) {
 	if _, err := s.pool.Exec(t.Context(), `CREATE SEQUENCE refill_event_fault;
 		CREATE FUNCTION refuse_first_refill_event() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
-			IF NEW.kind = 'signer.refill_sent' AND nextval('refill_event_fault') = 1 THEN
-				RAISE EXCEPTION 'injected: the first refill event cannot be appended';
+			IF NEW.kind = 'signer.refill_sent' THEN
+				IF nextval('refill_event_fault') = 1 THEN
+					RAISE EXCEPTION 'injected: the first refill event cannot be appended';
+				END IF;
 			END IF;
 			RETURN NEW;
 		END $$;
