@@ -274,22 +274,26 @@ func (p *Proxy) SetL1Gas(quoted, required uint64) {
 	p.l1GasNow.Store(required)
 }
 
+// parseCalls reads a JSON-RPC request body: one call, or a batch of them.
+func parseCalls(body []byte) (reqs []rpcRequest, batch bool, err error) {
+	trimmed := bytes.TrimSpace(body)
+	if batch = len(trimmed) > 0 && trimmed[0] == '['; batch {
+		err = json.Unmarshal(trimmed, &reqs)
+		return reqs, batch, err
+	}
+	var one rpcRequest
+	if err := json.Unmarshal(trimmed, &one); err != nil {
+		return nil, false, err
+	}
+	return []rpcRequest{one}, false, nil
+}
+
 // l1Priced answers body as L1Priced does: broadcasts short of the L1 part refused, gas
 // estimates raised by the quoted part, every other call forwarded.
 func (p *Proxy) l1Priced(ctx context.Context, body []byte) ([]byte, error) {
-	trimmed := bytes.TrimSpace(body)
-	batch := len(trimmed) > 0 && trimmed[0] == '['
-	var reqs []rpcRequest
-	if batch {
-		if err := json.Unmarshal(trimmed, &reqs); err != nil {
-			return nil, err
-		}
-	} else {
-		var one rpcRequest
-		if err := json.Unmarshal(trimmed, &one); err != nil {
-			return nil, err
-		}
-		reqs = []rpcRequest{one}
+	reqs, batch, err := parseCalls(body)
+	if err != nil {
+		return nil, err
 	}
 	answers := make([]rpcResponse, len(reqs))
 	var forward []rpcRequest
@@ -579,19 +583,9 @@ type rpcResponse struct {
 // and receipts above it do not exist yet, and "latest" state is read at its head. With the
 // legacy view (and no lag) it only hides base fees.
 func (p *Proxy) lagging(ctx context.Context, body []byte) ([]byte, error) {
-	trimmed := bytes.TrimSpace(body)
-	batch := len(trimmed) > 0 && trimmed[0] == '['
-	var reqs []rpcRequest
-	if batch {
-		if err := json.Unmarshal(trimmed, &reqs); err != nil {
-			return nil, err
-		}
-	} else {
-		var one rpcRequest
-		if err := json.Unmarshal(trimmed, &one); err != nil {
-			return nil, err
-		}
-		reqs = []rpcRequest{one}
+	reqs, batch, err := parseCalls(body)
+	if err != nil {
+		return nil, err
 	}
 	realHead, err := p.head(ctx)
 	if err != nil {
