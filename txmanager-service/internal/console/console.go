@@ -261,10 +261,11 @@ func headersOf(sess session) func(string) string {
 }
 
 // requestContext is the request's context as the API's controllers expect it: with the
-// caller established, and a deadline.
+// caller established, its credential for a forward to the signer's owner (which checks it
+// again), and a deadline.
 func requestContext(r *http.Request, v viewer) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	return domain.WithPrincipal(ctx, v.Principal), cancel
+	return controllers.WithCallerHeaders(domain.WithPrincipal(ctx, v.Principal), headersOf(v.session)), cancel
 }
 
 // problem renders an error page with the status.

@@ -46,6 +46,24 @@ func Hops(ctx context.Context) int {
 	return n
 }
 
+type callerHeadersKey struct{}
+
+// WithCallerHeaders records the headers a forward carries for a caller that did not come
+// through the API's transport: the console's caller signed in once, and its session, not
+// the browser's request, holds the credential the owner checks again.
+func WithCallerHeaders(ctx context.Context, header func(name string) string) context.Context {
+	return context.WithValue(ctx, callerHeadersKey{}, header)
+}
+
+// CallerHeader is the header name recorded by WithCallerHeaders, and false when none was.
+func CallerHeader(ctx context.Context, name string) (string, bool) {
+	header, ok := ctx.Value(callerHeadersKey{}).(func(string) string)
+	if !ok {
+		return "", false
+	}
+	return header(name), true
+}
+
 // route serves a request locally and, in forward mode, takes NOT_LEADER to the owner. Only
 // the node a caller reached waits for an owner to become reachable or for its lease to lapse.
 func route[Resp any](ctx context.Context, r Routing, local func() (Resp, error), forward func(owner string) (Resp, error)) (Resp, error) {

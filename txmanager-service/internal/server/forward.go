@@ -182,11 +182,17 @@ func outgoingWith(ctx, traceOf context.Context, md metadata.MD, propagator propa
 // caller's credentials.
 func (f *Forwarder) callerMetadata(ctx context.Context) metadata.MD {
 	md := metadata.Pairs(controllers.HopsHeader, strconv.Itoa(controllers.Hops(ctx)+1))
+	header := func(string) string { return "" }
 	if tr, ok := transport.FromServerContext(ctx); ok {
-		for _, h := range forwardedHeaders() {
-			if v := tr.RequestHeader().Get(h); v != "" {
-				md.Set(h, v)
-			}
+		header = tr.RequestHeader().Get
+	}
+	for _, h := range forwardedHeaders() {
+		v, recorded := controllers.CallerHeader(ctx, h)
+		if !recorded {
+			v = header(h)
+		}
+		if v != "" {
+			md.Set(h, v)
 		}
 	}
 	return md

@@ -241,17 +241,21 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 		req.Admission.Credential, req.Admission.ApprovalID = approval.Requester, approval.ID
 	}
 	tx, created, err := uc.queue.Allocate(ctx, req, gasLimit)
-	if err != nil {
-		if !errors.Is(err, domain.ErrOutcomeUnknown) {
-			// Made or not, its cost stays counted until the next reload reads the rows.
-			reservation.Release()
-		}
-		return CreateResult{Tx: tx}, err
-	}
-	if !created || tx.State == domain.StateAwaitingApproval {
+	switch {
+	case errors.Is(err, domain.ErrOutcomeUnknown):
+		// Made or not, the next reload reads it from its row if there is one.
+		reservation.Settle()
+	case err != nil:
+		reservation.Release()
+	case !created || tx.State == domain.StateAwaitingApproval:
 		// A replay of a concurrent create: its cost is already counted. An intent sent for
 		// approval has no nonce yet: its cost counts once it is admitted.
 		reservation.Release()
+	default:
+		reservation.Settle()
+	}
+	if err != nil {
+		return CreateResult{Tx: tx}, err
 	}
 	return uc.answer(ctx, tx, created)
 }

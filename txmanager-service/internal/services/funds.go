@@ -88,6 +88,9 @@ type FundsGuard struct {
 
 	mu      sync.Mutex
 	signers map[string]*signerFunds
+	// admitted follows each signer's reservations after their snapshot: a reload counts
+	// those whose rows its query may not see.
+	admitted map[string]*admittedCost
 	// lastBackground is when each signer's last background reload started.
 	lastBackground map[string]time.Time
 }
@@ -105,6 +108,23 @@ type signerFunds struct {
 	window time.Duration
 }
 
+// admittedCost is what a signer's reservations add up to by where their creates are:
+// outstanding, still on their way to the writer (their rows not written yet), and settled,
+// written (a running total). A reload's query sees none of the outstanding ones and
+// perhaps not those settled while it ran; it counts both in its snapshot's reserved cost.
+type admittedCost struct {
+	outstanding, settled *big.Int
+}
+
+func (g *FundsGuard) admittedOf(signerHex string) *admittedCost {
+	a := g.admitted[signerHex]
+	if a == nil {
+		a = &admittedCost{outstanding: new(big.Int), settled: new(big.Int)}
+		g.admitted[signerHex] = a
+	}
+	return a
+}
+
 func (f *signerFunds) spendable() *big.Int {
 	s := new(big.Int).Sub(f.balance, f.committed)
 	return s.Sub(s, f.reserved)
@@ -113,7 +133,7 @@ func (f *signerFunds) spendable() *big.Int {
 // NewFundsGuard builds the guard and registers the signer_balance_wei and
 // signer_spendable_wei gauges.
 func NewFundsGuard(cfg FundsConfig, chain FundsChain, store FundsStore, clock Clock, metrics *telemetry.Metrics) (*FundsGuard, error) {
-	g := &FundsGuard{cfg: cfg, chain: chain, store: store, clock: clock, signers: map[string]*signerFunds{}, lastBackground: map[string]time.Time{}}
+	g := &FundsGuard{cfg: cfg, chain: chain, store: store, clock: clock, signers: map[string]*signerFunds{}, admitted: map[string]*admittedCost{}, lastBackground: map[string]time.Time{}}
 	if cfg.OPStack && cfg.Check {
 		var ok bool
 		if g.dataFees, ok = chain.(DataFeeChain); !ok {
@@ -145,13 +165,14 @@ func (g *FundsGuard) observe(value func(*signerFunds) *big.Int) func(context.Con
 	}
 }
 
-// Reservation is an admitted intent's share of the signer's spendable balance; Release it
-// if the create does not go through.
+// Reservation is an admitted intent's share of the signer's spendable balance: Settle it
+// once its row is written, Release it if the create does not go through.
 type Reservation struct {
 	guard  *FundsGuard
 	signer string
 	cost   *big.Int
-	at     time.Time
+	// done: settled or released (guard.mu).
+	done bool
 	// remaining is what the signer could spend once this reservation was counted.
 	remaining *big.Int
 	// dataFee is the L1 data fee's bound counted in cost (nil on a chain without one).
@@ -176,16 +197,40 @@ func (r *Reservation) Remaining() *big.Int {
 	return r.remaining
 }
 
-// Release returns the reserved amount when the create failed before its row was written.
+// Release returns the reserved amount when the create wrote no row.
 func (r *Reservation) Release() {
+	r.finish(false)
+}
+
+// Settle records that the create's row was written, or may have been (an outcome unknown):
+// a reload whose query starts after this counts it from the row, if there is one.
+func (r *Reservation) Settle() {
+	r.finish(true)
+}
+
+func (r *Reservation) finish(settled bool) {
 	if r == nil || r.guard == nil {
 		return
 	}
-	r.guard.mu.Lock()
-	defer r.guard.mu.Unlock()
-	// A newer snapshot already counts (or never saw) this create: nothing to return.
-	if f := r.guard.signers[r.signer]; f != nil && f.at.Equal(r.at) {
-		f.reserved.Sub(f.reserved, r.cost)
+	g := r.guard
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r.done {
+		return
+	}
+	r.done = true
+	a := g.admittedOf(r.signer)
+	a.outstanding.Sub(a.outstanding, r.cost)
+	if settled {
+		a.settled.Add(a.settled, r.cost)
+		return
+	}
+	// Every outstanding reservation is in the signer's current snapshot: made on it, or
+	// carried over by the reload that made it.
+	if f := g.signers[r.signer]; f != nil {
+		if f.reserved.Sub(f.reserved, r.cost); f.reserved.Sign() < 0 {
+			f.reserved.SetInt64(0)
+		}
 	}
 }
 
@@ -222,9 +267,10 @@ func (g *FundsGuard) Reserve(ctx context.Context, signer common.Address, signerH
 		spendable := current.spendable()
 		if spendable.Cmp(cost) >= 0 {
 			current.reserved.Add(current.reserved, cost)
-			at := current.at
+			a := g.admittedOf(signerHex)
+			a.outstanding.Add(a.outstanding, cost)
 			g.mu.Unlock()
-			return &Reservation{guard: g, signer: signerHex, cost: cost, at: at, remaining: new(big.Int).Sub(spendable, cost), dataFee: dataFee}, nil
+			return &Reservation{guard: g, signer: signerHex, cost: cost, remaining: new(big.Int).Sub(spendable, cost), dataFee: dataFee}, nil
 		}
 		fresh := g.clock.Now().Sub(current.at) < g.cfg.CacheFor/4
 		g.mu.Unlock()
@@ -332,11 +378,7 @@ func (g *FundsGuard) reloadInBackground(ctx context.Context, signer common.Addre
 func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHex string) (*signerFunds, error) {
 	at := g.clock.Now()
 	g.mu.Lock()
-	previous := g.signers[signerHex]
-	var reservedBefore *big.Int
-	if previous != nil {
-		reservedBefore = new(big.Int).Set(previous.reserved)
-	}
+	settledBefore := new(big.Int).Set(g.admittedOf(signerHex).settled)
 	g.mu.Unlock()
 	fees, err := g.chain.SuggestFees(ctx)
 	if err != nil {
@@ -368,17 +410,13 @@ func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHe
 		window: reloadCostFactor * g.clock.Now().Sub(at)}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if current := g.signers[signerHex]; current != nil && current == previous {
-		// Creates admitted while the query ran may have rows it did not see: their
-		// reservations carry over. Those whose rows it did see are counted twice until the
-		// next reload, which errs on the side of refusing. (Their Release no longer finds
-		// their snapshot and returns nothing, erring the same way.)
-		fresh.reserved.Sub(current.reserved, reservedBefore)
-		if fresh.reserved.Sign() < 0 {
-			// Earlier reservations released meanwhile: what remains is not below zero.
-			fresh.reserved.SetInt64(0)
-		}
-	}
+	// The query saw no row of a create still on its way to the writer, however long ago it
+	// was admitted (a batch of a thousand from one signer waits for several writer batches),
+	// and perhaps not one written while it ran: both stay reserved. Those it did see are
+	// counted twice until the next reload, which errs on the side of refusing.
+	a := g.admittedOf(signerHex)
+	fresh.reserved.Sub(a.settled, settledBefore)
+	fresh.reserved.Add(fresh.reserved, a.outstanding)
 	g.signers[signerHex] = fresh
 	return fresh, nil
 }

@@ -130,6 +130,83 @@ func TestFundsGuardReleaseAndRefresh(t *testing.T) {
 	}
 }
 
+// writtenCost is a committed-cost store holding what the rows written so far cost.
+type writtenCost struct{ cost *big.Int }
+
+func (w *writtenCost) UnminedCost(context.Context, string, uint64, *big.Int) (*big.Int, error) {
+	return new(big.Int).Set(w.cost), nil
+}
+
+// A reload reads the cost of the rows written; a create admitted before it whose row is not
+// written yet (a batch of a thousand from one signer waits for several writer batches) stays
+// reserved, one whose row the reload read is counted once, and one that wrote nothing is
+// not counted. Before, a reload kept only the reservations made while it ran, so a batch
+// larger than the balance was admitted in full after the first reload.
+func TestFundsGuardReloadCountsWhatItsQueryCannotSee(t *testing.T) {
+	const oneCreate = 21_000 // gas 1000 x 21 wei
+	tests := []struct {
+		name string
+		// finish is what became of the first create before the reload.
+		finish  func(r *services.Reservation, rows *writtenCost)
+		balance int64
+		// admitted is how many more creates the reloaded view admits.
+		admitted int
+	}{
+		{"on its way to the writer", func(*services.Reservation, *writtenCost) {}, oneCreate, 0},
+		{"on its way to the writer, balance for two", func(*services.Reservation, *writtenCost) {}, 2 * oneCreate, 1},
+		{"written", func(r *services.Reservation, rows *writtenCost) { r.Settle(); rows.cost.SetInt64(oneCreate) }, oneCreate, 0},
+		{"written, balance for two", func(r *services.Reservation, rows *writtenCost) { r.Settle(); rows.cost.SetInt64(oneCreate) }, 2 * oneCreate, 1},
+		{"refused by the writer", func(r *services.Reservation, _ *writtenCost) { r.Release() }, oneCreate, 1},
+		{"outcome unknown, and no row was written", func(r *services.Reservation, _ *writtenCost) { r.Settle() }, oneCreate, 1},
+		{"settled twice, then released", func(r *services.Reservation, rows *writtenCost) {
+			r.Settle()
+			r.Settle()
+			r.Release()
+			rows.cost.SetInt64(oneCreate)
+		}, 2 * oneCreate, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			signer := common.HexToAddress("0x00000000000000000000000000000000000000cc")
+			clock := &steppedClock{now: time.Unix(1_700_000_000, 0)}
+			chain := &fundsChain{balance: big.NewInt(oneCreate)}
+			rows := &writtenCost{cost: new(big.Int)}
+			guard, err := services.NewFundsGuard(services.FundsConfig{Check: true, CacheFor: 2 * time.Second}, chain, rows, clock, telemetry.Noop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			intent := domain.Intent{Value: big.NewInt(0)}
+			first, err := guard.Reserve(ctx, signer, signer.Hex(), intent, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.finish(first, rows)
+			chain.balance = big.NewInt(tc.balance)
+			clock.now = clock.now.Add(5 * time.Second) // past twice the reuse window: the next create waits for a reload
+			admitted := 0
+			for range 3 {
+				r, err := guard.Reserve(ctx, signer, signer.Hex(), intent, 1000)
+				if errors.Is(err, domain.ErrInsufficientFunds) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				admitted++
+				r.Settle()
+				rows.cost.Add(rows.cost, big.NewInt(oneCreate))
+			}
+			if chain.reads < 2 {
+				t.Fatalf("balance read %d times, want a reload", chain.reads)
+			}
+			if admitted != tc.admitted {
+				t.Fatalf("%d creates admitted after the reload, want %d", admitted, tc.admitted)
+			}
+		})
+	}
+}
+
 // gatedCost is a committed-cost store whose reads wait until the gate of the moment is
 // closed, as a read of a hot signer's long backlog takes its time.
 type gatedCost struct {
