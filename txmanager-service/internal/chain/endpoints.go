@@ -12,6 +12,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/rpc"
 
+	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/services"
 )
 
@@ -97,18 +98,23 @@ func EndpointName(index int, raw string) string {
 // withoutURL hides an endpoint's address in err behind its name: Go's HTTP client puts
 // the whole URL into a transport failure (Post "https://host/v3/<key>": ...), and
 // providers put their API keys in the path. Such errors are logged, stored on
-// transactions and shown to API callers.
+// transactions and shown to API callers. Any other URL in err is told by its host alone:
+// an endpoint's own answer may name one, as a gateway whose provider failed answers 502
+// with Go's error naming the provider's address, key and all.
 //
 // The errors that wrap the address have their text made already (fmt.Errorf), so the
 // text is rewritten on top of them; errors.Is and errors.As still see the chain below.
 func withoutURL(err error, name string) error {
+	if err == nil {
+		return nil
+	}
 	var urlErr *url.Error
 	if !errors.As(err, &urlErr) || urlErr.URL == name {
-		return err
+		return domain.WithoutURLs(err)
 	}
 	address := urlErr.URL
 	urlErr.URL = name
-	return &redactedError{msg: strings.ReplaceAll(err.Error(), address, name), err: err}
+	return &redactedError{msg: domain.RedactURLs(strings.ReplaceAll(err.Error(), address, name)), err: err}
 }
 
 // redactedError is err told without an address in it.

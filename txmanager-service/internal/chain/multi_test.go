@@ -189,50 +189,78 @@ func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 	}
 }
 
-// A provider's API key in the endpoint's path stays out of every error a failed endpoint
-// leaves: what callers get (logged, stored on transactions, shown through the API), the
-// endpoint's health, and a broadcast's failure.
+// A provider's API key stays out of every error a failed endpoint leaves: what callers get
+// (logged, stored on transactions, shown through the API), the endpoint's health, a
+// broadcast's failure and the spans sent to a collector. The key is in the endpoint's own
+// address, or in the address of the provider behind a gateway, which answers 502 with
+// Go's error naming its upstream (before, only the endpoint's own address was hidden).
 func TestEndpointKeysStayOutOfErrors(t *testing.T) {
 	t.Parallel()
 	const key = "SECRETKEY0123456789"
-	raw := "http://127.0.0.1:1/v3/" + key + "?apikey=" + key // nothing listens on port 1: every call fails to connect
-	spans := tracetest.NewSpanRecorder()
-	tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)).Tracer("test")
-	rpcChain, err := chain.DialRPC(context.Background(), raw, chain.WithTracer(tracer))
-	if err != nil {
-		if strings.Contains(err.Error(), key) {
-			t.Fatalf("dial error names the key: %v", err)
-		}
-		t.Fatal(err)
+	// Nothing listens on port 1: every call to it fails to connect.
+	keyed := "http://127.0.0.1:1/v3/" + key + "?apikey=" + key
+	tests := []struct {
+		name string
+		// endpoint is the address the service is configured with.
+		endpoint func(t *testing.T) string
+		wantHost string
+	}{
+		{"in the endpoint's address", func(*testing.T) string { return keyed }, "127.0.0.1:1"},
+		{"in the address of a gateway's upstream", func(t *testing.T) string {
+			gateway, err := faultproxy.Start(keyed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(gateway.Close)
+			return gateway.URL()
+		}, "502 Bad Gateway"},
 	}
-	m := newMulti(t, []chain.Endpoint{{Name: chain.EndpointName(0, raw), Chain: rpcChain}}, chain.MultiChainConfig{ReadTimeout: time.Second, SendTimeout: time.Second})
-	_, headErr := m.LatestHeader(context.Background())
-	_, sendErr := m.SendRawTransactions(context.Background(), [][]byte{{0x01}})
-	_, identityErr := m.VerifyIdentity(context.Background())
-	if headErr == nil || !strings.Contains(headErr.Error(), "127.0.0.1:1") {
-		t.Fatalf("head: %v, want a failure naming the endpoint's host", headErr)
-	}
-	for _, err := range []error{identityErr, headErr, sendErr} {
-		if err == nil || strings.Contains(err.Error(), key) {
-			t.Fatalf("error %v: want it failed, without the key", err)
-		}
-	}
-	for _, h := range m.Health() {
-		if h.LastError == "" || strings.Contains(h.LastError, key) {
-			t.Fatalf("endpoint health %+v: want the failure without the key", h)
-		}
-	}
-	failed := 0
-	for _, span := range spans.Ended() {
-		if span.Status().Code == codes.Error {
-			failed++
-		}
-		if strings.Contains(span.Status().Description, key) {
-			t.Fatalf("span %s records the key: %q", span.Name(), span.Status().Description)
-		}
-	}
-	if failed == 0 {
-		t.Fatal("no span recorded a failure: this case tests nothing")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			raw := tc.endpoint(t)
+			spans := tracetest.NewSpanRecorder()
+			tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)).Tracer("test")
+			rpcChain, err := chain.DialRPC(context.Background(), raw, chain.WithTracer(tracer))
+			if err != nil {
+				if strings.Contains(err.Error(), key) {
+					t.Fatalf("dial error names the key: %v", err)
+				}
+				t.Fatal(err)
+			}
+			m := newMulti(t, []chain.Endpoint{{Name: chain.EndpointName(0, raw), Chain: rpcChain}}, chain.MultiChainConfig{ReadTimeout: time.Second, SendTimeout: time.Second})
+			_, headErr := m.LatestHeader(context.Background())
+			_, sendErr := m.SendRawTransactions(context.Background(), [][]byte{{0x01}})
+			_, identityErr := m.VerifyIdentity(context.Background())
+			if headErr == nil || !strings.Contains(headErr.Error(), tc.wantHost) {
+				t.Fatalf("head: %v, want a failure naming %s", headErr, tc.wantHost)
+			}
+			for _, err := range []error{identityErr, headErr, sendErr} {
+				if err != nil && strings.Contains(err.Error(), key) {
+					t.Fatalf("error %v names the key", err)
+				}
+			}
+			if sendErr == nil {
+				t.Fatal("the broadcast did not fail: this case tests nothing")
+			}
+			for _, h := range m.Health() {
+				if h.LastError == "" || strings.Contains(h.LastError, key) {
+					t.Fatalf("endpoint health %+v: want the failure without the key", h)
+				}
+			}
+			failed := 0
+			for _, span := range spans.Ended() {
+				if span.Status().Code == codes.Error {
+					failed++
+				}
+				if strings.Contains(span.Status().Description, key) {
+					t.Fatalf("span %s records the key: %q", span.Name(), span.Status().Description)
+				}
+			}
+			if failed == 0 {
+				t.Fatal("no span recorded a failure: this case tests nothing")
+			}
+		})
 	}
 }
 

@@ -83,6 +83,8 @@ func TestLoadErrorsNeverQuoteValues(t *testing.T) {
 		// Values the checks refuse.
 		{"DSN as the chain endpoint", "chain:\n  rpcUrl: \"" + dsn + "\"\n", []string{"chain.rpcUrl: is not a JSON-RPC URL"}},
 		{"DSN in an endpoint list", "chain:\n  rpcUrl: \"https://a.example," + dsn + "\"\n", []string{"chain.rpcUrl (URL 2 of 2): is not a JSON-RPC URL"}},
+		{"external signer with a password Go cannot parse", "signers:\n  external:\n    url: \"http://ops:$PASSWORD/x@clef.example:8550\"\n    addresses: [\"0x0000000000000000000000000000000000000001\"]\n",
+			[]string{"signers.external.url: is not a JSON-RPC URL"}},
 		{"passphrase as the exec mode", "database:\n  queryExecMode: \"$PASSPHRASE\"\n", []string{"database.queryExecMode: must be cache_statement"}},
 		{"raw key as a listen address", "server:\n  http:\n    addr: \"0x$KEY\"\n", []string{"server.http.addr: refusing to listen beyond loopback"}},
 		{"raw key as the environment", "environment: \"0x$KEY\"\nsigners:\n  rawKeys: [\"0x$KEY\"]\n",

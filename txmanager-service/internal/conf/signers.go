@@ -42,6 +42,8 @@ type ExternalSource struct {
 // added signer serve on every node within one lease period.
 func (s Signers) check(p *problems, environment string, leaseDuration Duration) {
 	p.require(s.External.URL == "" || s.External.Timeout > 0, "signers.external.timeout", "must be positive")
+	// Not quoted: its credentials may be in it.
+	p.require(s.External.URL == "" || isJSONRPCURL(s.External.URL), "signers.external.url", "is not a JSON-RPC URL (http, https, ws or wss, and a host)")
 	p.require(!s.Keystore.RosterOnly || s.Keystore.Dir != "", "signers.keystore.dir", "required with signers.keystore.rosterOnly")
 	p.require(!s.Keystore.RosterOnly || len(s.Keystore.Addresses) == 0, "signers.keystore.addresses",
 		"must be empty with signers.keystore.rosterOnly: the roster names the accounts unlocked from the directory")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	neturl "net/url"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,11 @@ func NewExternalSource(ctx context.Context, url string, addrs []common.Address, 
 	}
 	if len(addrs) == 0 {
 		return nil, nil, errors.New("external signer: no addresses configured")
+	}
+	if _, err := neturl.Parse(url); err != nil {
+		// Go's message quotes the address, and a password with a '/' or a second '@' in it
+		// is not told apart from the rest well enough to be cut out.
+		return nil, nil, errors.New("external signer: url is not a valid URL")
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	client, err := rpc.DialOptions(ctx, url, rpc.WithHTTPClient(&http.Client{Transport: transport}))

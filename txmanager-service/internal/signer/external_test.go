@@ -369,7 +369,7 @@ func TestExternalSourceErrorsDoNotTellItsAddress(t *testing.T) {
 	key := newKey(t)
 	real := startClef(t, []*ecdsa.PrivateKey{key})
 	proxy := hungProxy(t, real.URL())
-	secrets := []string{"ops", "hunter2", "SIGNERAPIKEY", "TOK", "S3cr"}
+	secrets := []string{"ops", "hunter2", "SIGNERAPIKEY", "TOK", "S3cr", "pw1a", "pw2b"}
 	withSecrets := func(base string) string {
 		return strings.Replace(base, "http://", "http://ops:hunter2@", 1) + "/v1/SIGNERAPIKEY?token=TOK"
 	}
@@ -381,8 +381,13 @@ func TestExternalSourceErrorsDoNotTellItsAddress(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, _, unreachableErr := signer.NewExternalSource(ctx, withSecrets(unreachableURL(t)), []common.Address{addressOf(key)}, 0)
-	_, _, unparsableErr := signer.NewExternalSource(ctx, "http://admin:S3cr^t@127.0.0.1:1/", []common.Address{addressOf(key)}, 0)
-	for name, err := range map[string]error{"signing": signErr, "construction, unreachable": unreachableErr, "construction, unparsable": unparsableErr} {
+	errs := map[string]error{"signing": signErr, "construction, unreachable": unreachableErr}
+	// Passwords Go's parser refuses: one with a character it does not take, one with a '/'
+	// (base64 has them) that ends the address's authority early, one with a second '@'.
+	for i, raw := range []string{"http://admin:S3cr^t@127.0.0.1:1/", "http://ops:pw1a/def=@127.0.0.1:1/", "http://ops:p@pw2b^w@127.0.0.1:1/"} {
+		_, _, errs[fmt.Sprintf("construction, unparsable password %d", i+1)] = signer.NewExternalSource(ctx, raw, []common.Address{addressOf(key)}, 0)
+	}
+	for name, err := range errs {
 		if err == nil {
 			t.Fatalf("%s: no error", name)
 		}
@@ -391,7 +396,7 @@ func TestExternalSourceErrorsDoNotTellItsAddress(t *testing.T) {
 				t.Errorf("%s: error %q tells %q", name, err, s)
 			}
 		}
-		if !strings.Contains(err.Error(), "127.0.0.1") {
+		if !strings.Contains(name, "unparsable") && !strings.Contains(err.Error(), "127.0.0.1") {
 			t.Errorf("%s: error %q lost the host, which locates the fault", name, err)
 		}
 	}
