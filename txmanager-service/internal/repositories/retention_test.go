@@ -188,3 +188,68 @@ func TestRetentionLeavesEachSignerARecoveryAnchor(t *testing.T) {
 		}
 	}
 }
+
+// Retention keeps the service events an active webhook subscription has still to deliver,
+// whatever its horizon: events carry no mark of what retention took, and a node that
+// delivers no webhooks may run retention with a horizon shorter than webhooks.deadAfter.
+// A paused or dead subscription holds nothing (it is told it missed them when resumed).
+func TestRetentionKeepsServiceEventsAnActiveSubscriptionHasNotDelivered(t *testing.T) {
+	t.Parallel()
+	// subscriptionAt is a subscription's state and event cursor.
+	type subscriptionAt struct {
+		state  string
+		cursor int64
+	}
+	tests := []struct {
+		name          string
+		subscriptions []subscriptionAt
+		wantLeft      []int64
+	}{
+		{"no subscription", nil, nil},
+		{"an active one at 2", []subscriptionAt{{"active", 2}}, []int64{3, 4, 5}},
+		{"an active one at 4 and one at 1", []subscriptionAt{{"active", 4}, {"active", 1}}, []int64{2, 3, 4, 5}},
+		{"a paused one at 0 and a dead one at 0", []subscriptionAt{{"paused", 0}, {"dead", 0}}, nil},
+		{"an active one at the head", []subscriptionAt{{"active", 5}}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := testsupport.MigratedPool(t)
+			ctx := context.Background()
+			for position := int64(1); position <= 5; position++ {
+				if _, err := pool.Exec(ctx, `INSERT INTO service_event (position, event_id, kind, chain_id, signer, payload, at)
+					VALUES ($1, $2, 'signer.balance_low', 1337, 'old-signer', '{}', now() - interval '2 days')`, position, fmt.Sprint("event-", position)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, s := range tc.subscriptions {
+				if _, err := pool.Exec(ctx, `INSERT INTO webhook_subscription (subscription_id, url, secret, filter, state, cursor, event_cursor, created_by)
+					VALUES ($1, 'https://hooks.example/a', 'whsec_0123456789abcdef', '{}', $2, 0, $3, 'ops')`, uuid.New(), s.state, s.cursor); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n, err := repositories.NewRetentionRepository(pool).PruneEvents(ctx, time.Hour, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := pool.Query(ctx, "SELECT position FROM service_event ORDER BY position")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var left []int64
+			for rows.Next() {
+				var p int64
+				if err := rows.Scan(&p); err != nil {
+					t.Fatal(err)
+				}
+				left = append(left, p)
+			}
+			if rows.Err() != nil {
+				t.Fatal(rows.Err())
+			}
+			if !slices.Equal(left, tc.wantLeft) || n != 5-len(tc.wantLeft) {
+				t.Fatalf("pruned %d, left %v; want left %v", n, left, tc.wantLeft)
+			}
+		})
+	}
+}

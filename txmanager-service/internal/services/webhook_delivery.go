@@ -222,6 +222,41 @@ func (r *runningDelivery) expired(now time.Time) bool {
 	return !now.Before(r.until())
 }
 
+// withinLease is ctx ended when the lease runs out, following its renewals: a post may
+// take longer than one lease (webhooks.timeout above it, a slow receiver), and ended at the
+// lease's end as it stood when the post began, it would be cut while the lease is still
+// held, counted as the receiver's failure and sent again, and never accepted.
+func (r *runningDelivery) withinLease(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		mu    sync.Mutex
+		ended bool
+		timer *time.Timer
+	)
+	lapse := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return
+		}
+		if wait := time.Until(r.until()); wait > 0 {
+			timer.Reset(wait) // renewed meanwhile
+			return
+		}
+		cancel()
+	}
+	mu.Lock()
+	timer = time.AfterFunc(time.Until(r.until()), lapse)
+	mu.Unlock()
+	return ctx, func() {
+		mu.Lock()
+		ended = true
+		timer.Stop()
+		mu.Unlock()
+		cancel()
+	}
+}
+
 // until is when the lease may be held by another node.
 func (r *runningDelivery) until() time.Time {
 	if until := r.leaseUntil.Load(); until != nil {
@@ -614,7 +649,7 @@ func (d *WebhookDeliverer) sendUntilAccepted(ctx context.Context, c ClaimedSubsc
 		// backoff, or a claim pass that failed, may have outlasted it, and another node may
 		// have delivered this event and later ones. The next claim starts again from the
 		// saved cursor.
-		postCtx, cancelPost := context.WithDeadline(ctx, r.until())
+		postCtx, cancelPost := r.withinLease(ctx)
 		err := d.post(postCtx, c, eventID, body)
 		cancelPost()
 		if err == nil {

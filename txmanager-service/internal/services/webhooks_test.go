@@ -1037,6 +1037,47 @@ func TestNothingIsPostedAfterTheLeaseRunsOut(t *testing.T) {
 	}
 }
 
+// A receiver that takes longer than one lease to answer, within webhooks.timeout, has its
+// answer heard while the lease is renewed: the post follows the lease's renewals. Before,
+// it was cut at the lease's end as it stood when the post began, counted as the receiver's
+// failure and sent again, and the event was never accepted.
+func TestAPostLongerThanTheLeaseIsHeardWhileTheLeaseIsRenewed(t *testing.T) {
+	t.Parallel()
+	pool := testsupport.MigratedPool(t)
+	ctx := t.Context()
+	cfg := webhookConfig()
+	cfg.Timeout = 4 * cfg.Lease
+	answerAfter := 2 * cfg.Lease
+	var posts, answered atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		select {
+		case <-time.After(answerAfter):
+			answered.Add(1)
+			w.WriteHeader(http.StatusNoContent)
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	store, feed, events := repositories.NewWebhookRepository(pool), repositories.NewCompletionRepository(pool), repositories.NewEventRepository(pool)
+	book := services.NewWebhookBook(testsupport.TxManager(t, pool), store, feed, events, testsupport.AuditTrail(t, pool, "node-a"), cfg, testLogger())
+	sub, _, err := book.Create(ctx, services.SubscriptionInput{URL: srv.URL + "/hooks", FromStart: true}, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addCompletions(t, pool, 1)
+	d := newDeliverer(t, pool, cfg, store, feed, events)
+	waitFor(t, 4*answerAfter, "the completion's delivery accepted and saved", func() bool {
+		d.Pass(ctx) // renews the lease, as the loop does
+		time.Sleep(cfg.PassInterval)
+		got, err := store.Get(ctx, sub.ID)
+		return err == nil && got.Cursor == 1
+	})
+	if n := posts.Load(); n != 1 || answered.Load() != 1 {
+		t.Fatalf("%d posts, %d answered, for one event a receiver answers in %s (lease %s, timeout %s); want one post, answered", n, answered.Load(), answerAfter, cfg.Lease, cfg.Timeout)
+	}
+}
+
 // A subscription to signers whose events are rare moves its event cursor past the other
 // signers' service events, as it does past their completions: otherwise every look would
 // read all the events since its signers' last one.
