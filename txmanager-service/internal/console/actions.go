@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,6 +22,13 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, v viewer) {
 	if !c.seal.validCSRF(v.session.ID, r.PostFormValue("csrf")) {
 		c.problem(w, r, v, http.StatusForbidden, "The form did not carry this session's token; load the page again.")
 		return
+	}
+	// As the API refuses it: no text column can hold a NUL, and the write would fail.
+	for name, values := range r.PostForm {
+		if slices.ContainsFunc(values, func(s string) bool { return strings.ContainsRune(s, 0) }) {
+			c.problem(w, r, v, http.StatusBadRequest, "The field "+strconv.Quote(name)+" holds a NUL character, which no text field may.")
+			return
+		}
 	}
 	ctx, cancel := requestContext(r, v)
 	defer cancel()

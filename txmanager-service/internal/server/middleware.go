@@ -51,10 +51,16 @@ func NewMiddleware(routing conf.Routing, tp trace.TracerProvider, m *telemetry.M
 
 // refuseNULs refuses a request whose text fields hold a NUL character, naming the field:
 // PostgreSQL's text cannot store one, so a description, a note or a request id with it
-// would otherwise fail at the insert and be answered 500.
+// would otherwise fail at the insert and be answered 500. A batch of creates passes: each
+// create is answered on its own, and every field of a create is parsed strictly (a NUL
+// refuses that create alone, the others proceed).
 func refuseNULs() middleware.Middleware {
 	return func(next middleware.Handler) middleware.Handler {
 		return func(ctx context.Context, req any) (any, error) {
+			switch req.(type) {
+			case *v1.CreateTxBatchRequest, *v1.ForwardCreatesRequest:
+				return next(ctx, req)
+			}
 			if msg, ok := req.(proto.Message); ok {
 				if field := nulField(msg.ProtoReflect(), ""); field != "" {
 					return nil, v1.InvalidArgument(field, "holds a NUL character, which no text field may")

@@ -136,6 +136,8 @@ func TestBatchCreates(t *testing.T) {
 	oneInvalid[2]["to"] = "0x1234"
 	oneUnfunded := bad("unfunded")
 	oneUnfunded[4]["signer"] = "0x0000000000000000000000000000000000000001" // no key for it
+	withNUL := bad("nul")
+	withNUL[1]["requestId"] = "nul-\x001" // a NUL character: no text column can hold it
 	lowered := bad("case")
 	lowered[3]["signer"], lowered[3]["requestId"] = strings.ToLower(devAddress(t, 1)), "case-1" // signer 1 in lower case repeats creates[1]
 
@@ -157,6 +159,8 @@ func TestBatchCreates(t *testing.T) {
 		{name: "a signer's address in another case", creates: lowered, wantStatus: 200, refused: map[int]string{3: "INVALID_ARGUMENT"}, prefix: "case-", wantRows: 4},
 		{name: "one invalid create among valid ones", creates: oneInvalid, wantStatus: 200, refused: map[int]string{2: "INVALID_ARGUMENT"},
 			field: map[int]string{2: "to"}, prefix: "invalid-", wantRows: 4},
+		{name: "one create with a NUL character in its requestId", creates: withNUL, wantStatus: 200, refused: map[int]string{1: "INVALID_ARGUMENT"},
+			field: map[int]string{1: "requestId"}, prefix: "nul-", wantRows: 4},
 		{name: "one create for a signer without a key", creates: oneUnfunded, wantStatus: 200, refused: map[int]string{4: "UNKNOWN_SIGNER"}, prefix: "unfunded-", wantRows: 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

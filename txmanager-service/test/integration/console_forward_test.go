@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,7 +17,8 @@ import (
 // An operator signed in to the console of a node that does not hold a signer's lease
 // resolves that signer's stuck transaction: the action goes to the owner carrying the
 // session's credential, which the owner checks again. Before, the forward carried the
-// browser's headers, which hold only the session cookie, and the owner answered 401.
+// browser's headers, which hold only the session cookie, and the owner answered 401. A
+// form holding a NUL character is refused as the API refuses it (before, a 500).
 func TestConsoleResolvesAStuckTransactionThroughANodeThatIsNotItsOwner(t *testing.T) {
 	t.Parallel()
 	sim := newTestChain(t, 250*time.Millisecond)
@@ -53,6 +55,19 @@ func TestConsoleResolvesAStuckTransactionThroughANodeThatIsNotItsOwner(t *testin
 	}
 
 	client, csrf := consoleSession(t, other.httpURL, adminKey)
+	// A note no text column can hold is refused with a page saying why, not a failure.
+	withNUL, err := client.PostForm(other.httpURL+"/console/act", url.Values{"csrf": {csrf}, "action": {"pause"}, "signer": {signer}, "note": {"a\x00b"}, "back": {"/console"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(withNUL.Body)
+	_ = withNUL.Body.Close()
+	if withNUL.StatusCode != http.StatusBadRequest || !strings.Contains(string(page), "NUL character") {
+		t.Fatalf("a pause whose note holds a NUL: %d, want 400 saying why:\n%.300s", withNUL.StatusCode, page)
+	}
+	if paused := nodes[0].count(t, "SELECT count(*) FROM audit_record WHERE action = 'signer.pause'"); paused != 0 {
+		t.Fatalf("%d pauses recorded for a refused form", paused)
+	}
 	resp, err := client.PostForm(other.httpURL+"/console/act", url.Values{"csrf": {csrf}, "action": {"resolve"}, "tx": {head},
 		"resolution": {"CANCEL"}, "note": {"ops ticket 9"}, "back": {"/console/stuck"}})
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -145,7 +146,14 @@ func nonceText(tx *v1.Tx) string {
 // blank lines, and a quoted cell may span lines); a line it cannot read is named with its
 // number.
 func readSendFile(r io.Reader, chainID uint64) ([]*v1.CreateTxRequest, []int, error) {
-	rd := csv.NewReader(r)
+	// A spreadsheet's "CSV UTF-8" starts with a byte order mark. It goes before the reader
+	// sees the first cell: in front of a quoted header ("signer",...) it makes the quote a
+	// bare one, and the whole file is refused.
+	buffered := bufio.NewReader(r)
+	if mark, err := buffered.Peek(3); err == nil && string(mark) == "\ufeff" {
+		_, _ = buffered.Discard(3)
+	}
+	rd := csv.NewReader(buffered)
 	rd.TrimLeadingSpace = true
 	header, err := rd.Read()
 	if errors.Is(err, io.EOF) {
@@ -157,10 +165,6 @@ func readSendFile(r io.Reader, chainID uint64) ([]*v1.CreateTxRequest, []int, er
 	headerLine, _ := rd.FieldPos(0)
 	index := map[string]int{}
 	for i, name := range header {
-		if i == 0 {
-			// A spreadsheet's "CSV UTF-8" starts with a byte order mark.
-			name = strings.TrimPrefix(name, "\ufeff")
-		}
 		name = strings.TrimSpace(name)
 		if !slices.Contains(csvColumns, name) {
 			return nil, nil, fmt.Errorf("line %d: unknown column %q (columns: %s)", headerLine, name, strings.Join(csvColumns, ","))

@@ -84,6 +84,7 @@ func TestReadSendFileNumbersLinesAsWritten(t *testing.T) {
 		{"blank lines", "signer,requestId\n\n" + signer + ",a\n\n\n" + signer + ",b\n", []int{3, 6}, ""},
 		{"a quoted cell over two lines", "signer,requestId,data\n" + signer + ",a,\"0x\n\"\n" + signer + ",b,0x\n", []int{2, 4}, ""},
 		{"a byte order mark", "\ufeffsigner,requestId\n" + signer + ",a\n", []int{2}, ""},
+		{"a byte order mark before a quoted header", "\ufeff\"signer\",\"requestId\"\n" + signer + ",a\n", []int{2}, ""},
 		{"a refusal after blank lines", "signer,requestId,gasLimit\n\n\n" + signer + ",a,lots\n", nil, `line 4: gasLimit "lots"`},
 	}
 	for _, tc := range tests {
