@@ -192,13 +192,16 @@ func TestRetentionLeavesEachSignerARecoveryAnchor(t *testing.T) {
 // Retention keeps the service events an active webhook subscription has still to deliver,
 // whatever its horizon: events carry no mark of what retention took, and a node that
 // delivers no webhooks may run retention with a horizon shorter than webhooks.deadAfter.
-// A paused or dead subscription holds nothing (it is told it missed them when resumed).
+// A paused or dead subscription holds nothing (it is told it missed them when resumed), nor
+// does one no node has delivered for longer than the horizon.
 func TestRetentionKeepsServiceEventsAnActiveSubscriptionHasNotDelivered(t *testing.T) {
 	t.Parallel()
-	// subscriptionAt is a subscription's state and event cursor.
+	// subscriptionAt is a subscription's state and event cursor, and how long ago a node
+	// last held its lease (0: never, created ten minutes ago).
 	type subscriptionAt struct {
-		state  string
-		cursor int64
+		state     string
+		cursor    int64
+		leaseLeft time.Duration
 	}
 	tests := []struct {
 		name          string
@@ -206,10 +209,13 @@ func TestRetentionKeepsServiceEventsAnActiveSubscriptionHasNotDelivered(t *testi
 		wantLeft      []int64
 	}{
 		{"no subscription", nil, nil},
-		{"an active one at 2", []subscriptionAt{{"active", 2}}, []int64{3, 4, 5}},
-		{"an active one at 4 and one at 1", []subscriptionAt{{"active", 4}, {"active", 1}}, []int64{2, 3, 4, 5}},
-		{"a paused one at 0 and a dead one at 0", []subscriptionAt{{"paused", 0}, {"dead", 0}}, nil},
-		{"an active one at the head", []subscriptionAt{{"active", 5}}, nil},
+		{"an active one at 2", []subscriptionAt{{"active", 2, 0}}, []int64{3, 4, 5}},
+		{"an active one at 4 and one at 1", []subscriptionAt{{"active", 4, 0}, {"active", 1, 0}}, []int64{2, 3, 4, 5}},
+		{"a paused one at 0 and a dead one at 0", []subscriptionAt{{"paused", 0, 0}, {"dead", 0, 0}}, nil},
+		{"an active one at the head", []subscriptionAt{{"active", 5, 0}}, nil},
+		{"an active one at 2 delivered a minute ago", []subscriptionAt{{"active", 2, time.Minute}}, []int64{3, 4, 5}},
+		// Webhooks off on every node: nothing delivers it, and retention goes on.
+		{"an active one at 2 no node delivered for longer than the horizon", []subscriptionAt{{"active", 2, 2 * time.Hour}}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -223,8 +229,13 @@ func TestRetentionKeepsServiceEventsAnActiveSubscriptionHasNotDelivered(t *testi
 				}
 			}
 			for _, s := range tc.subscriptions {
-				if _, err := pool.Exec(ctx, `INSERT INTO webhook_subscription (subscription_id, url, secret, filter, state, cursor, event_cursor, created_by)
-					VALUES ($1, 'https://hooks.example/a', 'whsec_0123456789abcdef', '{}', $2, 0, $3, 'ops')`, uuid.New(), s.state, s.cursor); err != nil {
+				var leaseExpired *time.Time
+				if s.leaseLeft > 0 {
+					at := time.Now().Add(-s.leaseLeft)
+					leaseExpired = &at
+				}
+				if _, err := pool.Exec(ctx, `INSERT INTO webhook_subscription (subscription_id, url, secret, filter, state, cursor, event_cursor, created_by, created_at, lease_expires_at)
+					VALUES ($1, 'https://hooks.example/a', 'whsec_0123456789abcdef', '{}', $2, 0, $3, 'ops', now() - interval '10 minutes', $4)`, uuid.New(), s.state, s.cursor, leaseExpired); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -152,7 +152,15 @@ type memQueue struct {
 	hold string
 }
 
-func (q *memQueue) Allocate(ctx context.Context, req domain.CreateRequest, gasLimit uint64) (domain.ManagedTx, bool, error) {
+func (q *memQueue) Allocate(ctx context.Context, req domain.CreateRequest, gasLimit uint64, resolved func(domain.ManagedTx, bool, error)) (domain.ManagedTx, bool, error) {
+	tx, created, err := q.allocate(ctx, req, gasLimit)
+	if resolved != nil {
+		resolved(tx, created, err)
+	}
+	return tx, created, err
+}
+
+func (q *memQueue) allocate(ctx context.Context, req domain.CreateRequest, gasLimit uint64) (domain.ManagedTx, bool, error) {
 	p, _ := domain.PrincipalFrom(ctx)
 	q.mu.Lock()
 	q.seen = append(q.seen, allocation{caller: p.ID, hops: controllers.Hops(ctx), trace: trace.SpanContextFromContext(ctx).TraceID()})

@@ -135,7 +135,7 @@ func (uc *CreateTxUseCase) adoptInstead(ctx context.Context, req domain.CreateRe
 	// the fee cap it would have been admitted with.
 	req.Admission = uc.admission(ctx, req, nil)
 	req.Admission.AdoptOnly = refusal
-	tx, created, err := uc.queue.Allocate(ctx, req, max(req.Intent.GasLimit, 21_000))
+	tx, created, err := uc.queue.Allocate(ctx, req, max(req.Intent.GasLimit, 21_000), nil)
 	if err != nil {
 		return CreateResult{Tx: tx}, err
 	}
@@ -236,24 +236,18 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 	if err != nil {
 		return uc.adoptInstead(ctx, req, err)
 	}
+	queued := false
+	defer func() {
+		if !queued {
+			reservation.Release() // a panic before the writer took it
+		}
+	}()
 	req.Admission = uc.admission(ctx, req, reservation)
 	if approval != nil {
 		req.Admission.Credential, req.Admission.ApprovalID = approval.Requester, approval.ID
 	}
-	tx, created, err := uc.queue.Allocate(ctx, req, gasLimit)
-	switch {
-	case errors.Is(err, domain.ErrOutcomeUnknown):
-		// Made or not, the next reload reads it from its row if there is one.
-		reservation.Settle()
-	case err != nil:
-		reservation.Release()
-	case !created || tx.State == domain.StateAwaitingApproval:
-		// A replay of a concurrent create: its cost is already counted. An intent sent for
-		// approval has no nonce yet: its cost counts once it is admitted.
-		reservation.Release()
-	default:
-		reservation.Settle()
-	}
+	queued = true
+	tx, created, err := uc.queue.Allocate(ctx, req, gasLimit, reservation.settleBy)
 	if err != nil {
 		return CreateResult{Tx: tx}, err
 	}

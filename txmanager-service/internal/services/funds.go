@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"sync"
@@ -206,6 +207,27 @@ func (r *Reservation) Release() {
 // a reload whose query starts after this counts it from the row, if there is one.
 func (r *Reservation) Settle() {
 	r.finish(true)
+}
+
+// settleBy settles or releases the reservation by the writer's outcome for its create, when
+// the writer has one: a caller that stopped waiting is answered ErrOutcomeUnknown while the
+// create is still queued, and its row may be written after (settled then, a reload starting
+// before would count it nowhere).
+func (r *Reservation) settleBy(tx domain.ManagedTx, created bool, err error) {
+	switch {
+	case errors.Is(err, domain.ErrOutcomeUnknown):
+		// The writer's commit whose outcome it could not learn: made or not, a reload that
+		// starts after this reads it from its row if there is one.
+		r.Settle()
+	case err != nil:
+		r.Release()
+	case !created || tx.State == domain.StateAwaitingApproval:
+		// A replay of a concurrent create: its cost is already counted. An intent sent for
+		// approval has no nonce yet: its cost counts once it is admitted.
+		r.Release()
+	default:
+		r.Settle()
+	}
 }
 
 func (r *Reservation) finish(settled bool) {

@@ -157,8 +157,11 @@ type SignerDirectory interface {
 
 // AllocationQueue takes a create to the writer and answers it once its batch has
 // committed: the transaction (created, or a replay of the one on record), or why not.
+// resolved, when not nil, is told the writer's outcome exactly once, when there is one:
+// also after the caller stopped waiting (its answer then is ErrOutcomeUnknown, and the
+// writer may still write the row).
 type AllocationQueue interface {
-	Allocate(ctx context.Context, req domain.CreateRequest, gasLimit uint64) (tx domain.ManagedTx, created bool, err error)
+	Allocate(ctx context.Context, req domain.CreateRequest, gasLimit uint64, resolved func(tx domain.ManagedTx, created bool, err error)) (tx domain.ManagedTx, created bool, err error)
 }
 
 // Clock is time, injectable for tests.

@@ -24,6 +24,9 @@ type Op struct {
 	// queuedAt is when the op reached its worker's queue (writer_phase_seconds{phase="queued"}).
 	queuedAt time.Time
 
+	// resolved, when set, is told the outcome as the op is resolved, whoever still waits.
+	resolved func(domain.ManagedTx, bool, error)
+
 	done    chan struct{}
 	tx      domain.ManagedTx
 	created bool
@@ -63,6 +66,9 @@ func (op *Op) Wait(ctx context.Context) (domain.ManagedTx, bool, error) {
 
 func (op *Op) resolve(tx domain.ManagedTx, created bool, err error) {
 	op.tx, op.created, op.err = tx, created, err
+	if op.resolved != nil {
+		op.resolved(tx, created, err)
+	}
 	close(op.done)
 }
 

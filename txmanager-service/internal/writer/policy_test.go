@@ -222,7 +222,7 @@ func TestWindowLimitsHoldAcrossNodes(t *testing.T) {
 					Intent:    domain.Intent{To: &signer, Value: big.NewInt(values[i]), GasLimit: 21000},
 					Admission: domain.Admission{Credential: "payouts", FeeCapPerGas: big.NewInt(feeCaps[i])}}
 				wg.Go(func() {
-					_, created, err := writers[owners[i]].Allocate(t.Context(), req, 21000)
+					_, created, err := writers[owners[i]].Allocate(t.Context(), req, 21000, nil)
 					answers[i] = answer{created, err}
 				})
 			}

@@ -74,9 +74,13 @@ func (w *Writer) Start(ctx context.Context) {
 // Allocate implements services.AllocationQueue: the create joins its signer's worker's
 // next batch, and the answer comes back when that batch has committed (or failed), or when
 // ctx ends. A full queue answers at once.
-func (w *Writer) Allocate(ctx context.Context, req domain.CreateRequest, gasLimit uint64) (domain.ManagedTx, bool, error) {
+func (w *Writer) Allocate(ctx context.Context, req domain.CreateRequest, gasLimit uint64, resolved func(domain.ManagedTx, bool, error)) (domain.ManagedTx, bool, error) {
 	op := NewOp(ctx, req, gasLimit)
+	op.resolved = resolved
 	if err := w.enqueue(op); err != nil {
+		if resolved != nil {
+			resolved(domain.ManagedTx{}, false, err)
+		}
 		return domain.ManagedTx{}, false, err
 	}
 	return op.Wait(ctx)

@@ -38,7 +38,7 @@ type answer struct {
 func allocateAsync(w *writer.Writer, req domain.CreateRequest) <-chan answer {
 	out := make(chan answer, 1)
 	go func() {
-		tx, created, err := w.Allocate(context.Background(), req, 21000)
+		tx, created, err := w.Allocate(context.Background(), req, 21000, nil)
 		out <- answer{tx, created, err}
 	}()
 	return out
@@ -135,7 +135,7 @@ func TestWriterFullQueueAnswersAtOnce(t *testing.T) {
 	g.waitQueued(t, 2)
 
 	started := time.Now()
-	_, _, err := w.Allocate(t.Context(), transferRequest(signer, 3), 21000)
+	_, _, err := w.Allocate(t.Context(), transferRequest(signer, 3), 21000, nil)
 	var unavailable *domain.UnavailableError
 	if !errors.As(err, &unavailable) || !strings.Contains(err.Error(), "queue full") || unavailable.RetryAfter <= 0 || time.Since(started) > time.Second {
 		t.Fatalf("a create on a full queue: %v after %s, want UNAVAILABLE (queue full) with a retry hint, at once", err, time.Since(started))
@@ -199,7 +199,7 @@ func TestWriterStopFlushesOrFailsWhatIsQueued(t *testing.T) {
 			// Intake is closed as soon as Stop starts: a new create is refused.
 			deadline := time.Now().Add(5 * time.Second)
 			for {
-				_, _, err := w.Allocate(t.Context(), transferRequest(signer, 9), 21000)
+				_, _, err := w.Allocate(t.Context(), transferRequest(signer, 9), 21000, nil)
 				if err != nil && strings.Contains(err.Error(), "shutting down") {
 					break
 				}
@@ -277,5 +277,51 @@ func TestWriterBatchWait(t *testing.T) {
 				t.Fatalf("%d creates were written in %d batches, want %d", tc.creates, got, tc.wantBatch)
 			}
 		})
+	}
+}
+
+// The writer tells the outcome of a create whose caller stopped waiting when it has one:
+// the caller is answered OUTCOME_UNKNOWN while the create is queued, and the row is written
+// after. What counts the create's cost (the funds check) learns of it then, not when the
+// caller gave up. A create the queue could not take is told so at once.
+func TestWriterTellsTheOutcomeOfACreateWhoseCallerStoppedWaiting(t *testing.T) {
+	t.Parallel()
+	g := newGatedWriter(t, writer.QueueConfig{Workers: 1, BatchSize: 16, QueueSize: 1})
+	w, gate := g.w, g.gate
+	signer := testsupport.SignerAddress(101)
+	first := allocateAsync(w, transferRequest(signer, 1))
+	<-gate.Reached // the worker holds the first create in its batch
+
+	told := make(chan answer, 2)
+	resolved := func(tx domain.ManagedTx, created bool, err error) { told <- answer{tx, created, err} }
+	ctx, cancel := context.WithCancel(t.Context())
+	waiting := make(chan error, 1)
+	go func() {
+		_, _, err := w.Allocate(ctx, transferRequest(signer, 2), 21000, resolved)
+		waiting <- err
+	}()
+	g.waitQueued(t, 1)
+	cancel()
+	if err := <-waiting; !errors.Is(err, domain.ErrOutcomeUnknown) {
+		t.Fatalf("a caller that stopped waiting: %v, want OUTCOME_UNKNOWN", err)
+	}
+	if _, _, err := w.Allocate(t.Context(), transferRequest(signer, 3), 21000, resolved); err == nil {
+		t.Fatal("a create on a full queue was taken")
+	}
+	if a := <-told; a.err == nil || a.created {
+		t.Fatalf("the create the full queue refused was told %+v, want its refusal", a)
+	}
+	select {
+	case a := <-told:
+		t.Fatalf("told %+v before the writer wrote it", a)
+	default:
+	}
+
+	g.release()
+	if a := await(t, first); a.err != nil || !a.created {
+		t.Fatalf("the first create: %+v", a)
+	}
+	if a := await(t, told); a.err != nil || !a.created || a.tx.Nonce != 1 {
+		t.Fatalf("the create whose caller stopped waiting was told %+v, want created at nonce 1", a)
 	}
 }

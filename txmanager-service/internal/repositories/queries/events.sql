@@ -20,13 +20,18 @@ LIMIT @page_size;
 -- One retention batch of service events older than the horizon by the database's clock,
 -- oldest first. Events are not the authoritative record (completions and the tables are);
 -- a subscription paused or dead for longer than the horizon does not receive them. None an
--- active subscription has still to deliver is deleted: service events carry no mark of what
--- retention took, so its delivery would skip them without a word, and a node that delivers
--- no webhooks may run retention with a horizon shorter than webhooks.deadAfter.
+-- active subscription has still to deliver is deleted while a node delivers it (its lease
+-- taken within the horizon): service events carry no mark of what retention took, so its
+-- delivery would skip them without a word, and a node that delivers no webhooks may run
+-- retention with a horizon shorter than webhooks.deadAfter. One no node has delivered for
+-- a horizon (webhooks off everywhere) holds nothing, or the table would grow for ever.
 DELETE FROM service_event WHERE position IN (
     SELECT position FROM service_event
     WHERE at < now() - make_interval(secs => sqlc.arg(horizon_seconds)::float8)
-      AND position <= coalesce((SELECT min(event_cursor) FROM webhook_subscription WHERE state = 'active'), 9223372036854775807)
+      AND position <= coalesce((SELECT min(event_cursor) FROM webhook_subscription
+                                WHERE state = 'active'
+                                  AND coalesce(lease_expires_at, created_at) > now() - make_interval(secs => sqlc.arg(horizon_seconds)::float8)),
+                               9223372036854775807)
     ORDER BY position
     LIMIT @batch_size
 );
