@@ -60,8 +60,8 @@ func (r *StuckRepository) resolvable(ctx context.Context, p sqlcdb.GetResolvable
 		hash := common.HexToHash(row.TxHash.String)
 		h.TxHash = &hash
 	}
-	if row.AttemptGasLimit > 0 {
-		h.GasLimit = uint64(row.AttemptGasLimit)
+	if row.IntentGasLimit > 0 {
+		h.GasLimit = uint64(row.IntentGasLimit)
 	}
 	if row.MaxFeePerGas != "" {
 		h.MaxFee, _ = new(big.Int).SetString(row.MaxFeePerGas, 10)

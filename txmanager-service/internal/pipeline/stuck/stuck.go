@@ -40,8 +40,9 @@ type HeadOfLineTx struct {
 	LastError      string
 	CreatedAt      time.Time
 	Intent         domain.Intent
-	// GasLimit is the current attempt's; AdmittedGasLimit the one the create was admitted
-	// with (a re-estimate for the L1 part may have raised the current one above it).
+	// GasLimit is the one the intent was last signed with, whatever the current attempt
+	// is (a cancellation's would not run it again); AdmittedGasLimit the one the create was
+	// admitted with (a re-estimate for the L1 part may have raised GasLimit above it).
 	GasLimit, AdmittedGasLimit uint64
 	// Fees of the current attempt (nil before the first signing).
 	MaxFee, MaxTip *big.Int

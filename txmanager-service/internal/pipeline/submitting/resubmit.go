@@ -175,7 +175,14 @@ func (s *Submitter) reprice(ctx context.Context, lease domain.Lease, due []DueRe
 		if regas {
 			gas = raisedGas
 		}
-		policy := s.cfg.Fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip).ForGasLimit(gas)
+		fees := s.cfg.Fees
+		if boundByAdmission(d.Kind) {
+			// The intent's attempts keep its own fee caps. A cancellation or a placeholder is
+			// priced on its own, as the stuck stage priced it: held to the intent's caps, one
+			// whose intent was stuck below the market could never be re-priced.
+			fees = fees.CappedBy(d.IntentMaxFee, d.IntentMaxTip)
+		}
+		policy := fees.ForGasLimit(gas)
 		if boundByAdmission(d.Kind) {
 			policy = policy.ForAdmittedGas(d.AdmittedGasLimit, gas)
 		}

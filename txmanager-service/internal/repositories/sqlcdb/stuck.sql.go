@@ -85,7 +85,8 @@ func (q *Queries) ClaimStuckResolution(ctx context.Context, arg ClaimStuckResolu
 const getResolvable = `-- name: GetResolvable :one
 SELECT m.tx_id, m.signer, m.nonce, m.state, m.sub_state, m.tx_hash, m.submit_attempts, m.last_error, m.created_at, m.payload,
        COALESCE(a.max_fee_per_gas::text, '')::text AS max_fee_per_gas, COALESCE(a.max_priority_fee_per_gas::text, '')::text AS max_priority_fee_per_gas,
-       COALESCE(a.gas_limit, 0)::bigint AS attempt_gas_limit,
+       COALESCE((SELECT i.gas_limit FROM tx_attempt i WHERE i.tx_id = m.tx_id AND i.kind IN ('ORIGINAL', 'REPLACE')
+                 ORDER BY i.created_at DESC, i.gas_limit DESC LIMIT 1), 0)::bigint AS intent_gas_limit,
        (SELECT count(*) FROM managed_tx p WHERE p.chain_id = m.chain_id AND p.signer = m.signer AND p.confirmed_at IS NULL)::bigint AS pending_depth,
        COALESCE((SELECT max(s.created_at) FROM stuck_resolution_audit s WHERE s.tx_id = m.tx_id), m.created_at)::timestamptz AS stuck_since
 FROM managed_tx m
@@ -118,13 +119,15 @@ type GetResolvableRow struct {
 	Payload              []byte
 	MaxFeePerGas         string
 	MaxPriorityFeePerGas string
-	AttemptGasLimit      int64
+	IntentGasLimit       int64
 	PendingDepth         int64
 	StuckSince           time.Time
 }
 
 // An unmined transaction with what resolving it needs: its current attempt's fees (” before
-// the first signing), the signer's pending depth, and since when it has been waiting
+// the first signing), the gas limit its intent was last signed with (a cancellation's or a
+// placeholder's would not run the intent again), the signer's pending depth, and since when
+// it has been waiting
 // (creation, or the last resolution claimed for it). Without a tx_id it is the signer's
 // head of line: the lowest unmined nonce, which everything after it waits for. Named by
 // its tx_id, a transaction still waiting for its first signature (ALLOCATED) is one too: a
@@ -145,7 +148,7 @@ func (q *Queries) GetResolvable(ctx context.Context, arg GetResolvableParams) (G
 		&i.Payload,
 		&i.MaxFeePerGas,
 		&i.MaxPriorityFeePerGas,
-		&i.AttemptGasLimit,
+		&i.IntentGasLimit,
 		&i.PendingDepth,
 		&i.StuckSince,
 	)
