@@ -79,7 +79,9 @@ func (r *Reconciler) FillNonceHoles(ctx context.Context, lease domain.Lease) (in
 		return 0, err
 	}
 	signer := common.HexToAddress(lease.Signer)
-	pending, err := r.chain.PendingNonceAt(ctx, signer)
+	// The highest any endpoint reports: what fills a hole decides that nonces are free, and
+	// a transaction sent elsewhere may wait in one node's pool only.
+	pending, err := services.HighestPendingNonce(ctx, r.chain, signer)
 	if err != nil {
 		return 0, fmt.Errorf("pending nonce: %w", err)
 	}

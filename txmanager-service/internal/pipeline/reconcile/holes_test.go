@@ -7,6 +7,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/params"
 
+	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline/reconcile"
 	"github.com/bionicotaku/txmanager-service/internal/services"
@@ -73,11 +74,48 @@ func TestFillNonceHolesAfterTheGracePeriod(t *testing.T) {
 	}
 }
 
+// Transactions sent outside the service that wait in one endpoint's pool only are no hole:
+// the chain's pending nonce is the highest any endpoint reports. Asked of one endpoint that
+// has not seen them, the service put placeholders over them, cancelling transactions that
+// were not its own.
+func TestTransactionsInOneEndpointsPoolAreNoHole(t *testing.T) {
+	t.Parallel()
+	s := newStage(t)
+	s.allocateAbovePending()
+	without, err := chain.NewSimulated(chain.SimulatedConfig{DevAccounts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = without.Close() })
+	endpoints, err := chain.NewMultiChain([]chain.Endpoint{{Name: "without-them", Chain: without.RPCChain}, {Name: "with-them", Chain: s.sim.RPCChain}},
+		chain.MultiChainConfig{ReadTimeout: 5 * time.Second, SendTimeout: 5 * time.Second}, s.logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.reconcilerOn(endpoints, reconcile.Config{FillHoles: true}, &clock{})
+	filled, err := r.FillNonceHoles(ctx(t), s.lease)
+	if err != nil || filled != 0 {
+		t.Fatalf("filled %d, %v; want no placeholder over nonces 0 and 1, pending at the second endpoint", filled, err)
+	}
+	if rows := s.rows(); len(rows) != 1 {
+		t.Fatalf("rows %+v, want the allocated transaction alone", rows)
+	}
+}
+
 // openHole makes the hole of the design: two transactions sent with the signer's key
 // outside the service move the chain's pending nonce, the service (its chain term on, a
 // key also used elsewhere) allocates nonce 2 above them, and then they are dropped from the
 // node's pool: nonces 0 and 1 are held by nothing.
 func (s *stage) openHole() {
+	s.t.Helper()
+	s.allocateAbovePending()
+	s.sim.Backend().Rollback()
+	s.waitPending(0)
+}
+
+// allocateAbovePending sends two transactions with the signer's key outside the service,
+// and has the service (its chain term on) allocate nonce 2 above them.
+func (s *stage) allocateAbovePending() {
 	s.t.Helper()
 	s.sendOutside(0, recipient, 1, params.GWei)
 	s.sendOutside(1, recipient, 1, params.GWei)
@@ -90,6 +128,4 @@ func (s *stage) openHole() {
 	if errs[0] != nil || txs[0].Nonce != 2 {
 		s.t.Fatalf("allocated %+v, %v; want nonce 2, above the chain's pending transactions", txs[0], errs[0])
 	}
-	s.sim.Backend().Rollback()
-	s.waitPending(0)
 }
