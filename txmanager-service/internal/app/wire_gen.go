@@ -308,7 +308,7 @@ func newChainStack(view *conf.Bootstrap, shared *ChainShared) (*ChainStack, func
 		cleanup()
 		return nil, nil, err
 	}
-	resolver := stuck.New(stuckConfig, stuckRepository, attemptRepository, chain, signer, broadcaster, leaseManager, hook, clock, metrics, logger)
+	resolver := stuck.New(stuckConfig, stuckRepository, attemptRepository, chain, signer, broadcaster, leaseManager, hook, signingHealth, clock, metrics, logger)
 	reconcileConfig := newReconcileConfig(view)
 	reconcileRepository := repositories.NewReconcileRepository(pool, chainID)
 	reconciler, err := reconcile.New(reconcileConfig, reconcileRepository, attemptRepository, chain, leaseManager, clock, metrics, logger)

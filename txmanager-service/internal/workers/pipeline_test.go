@@ -84,7 +84,7 @@ func newPipelineNode(t *testing.T, pool *pgxpool.Pool, sim *chain.SimulatedChain
 	tracker := receipts.New(receipts.Config{Confirmations: 2}, repositories.NewReceiptRepository(pool, chainID), sim, leases, metrics, logger)
 	schedule := receipts.NewSchedule(receipts.ScheduleConfig{PollInterval: 50 * time.Millisecond, Workers: 2, BatchSize: 100, MaxBackoff: time.Second}, tracker, logger)
 	resolver := stuck.New(stuck.Config{MinAge: time.Hour, MinAttempts: 3, ResubmitInterval: time.Second, Fees: fees}, repositories.NewStuckRepository(pool, chainID),
-		attempts, sim, txSigner, broadcaster, leases, stuck.PolicyHook{Action: domain.ActionNoop}, clock, metrics, logger)
+		attempts, sim, txSigner, broadcaster, leases, stuck.PolicyHook{Action: domain.ActionNoop}, nil, clock, metrics, logger)
 	reconciler, err := reconcile.New(reconcile.Config{ScanBlocks: 256, Confirmations: 2, ResubmitInterval: time.Second, RecoverByIntent: opts.recoverByIntent,
 		AdoptionWindow: time.Hour, HoleGrace: time.Hour}, repositories.NewReconcileRepository(pool, chainID), attempts, sim, leases, clock, metrics, logger)
 	if err != nil {

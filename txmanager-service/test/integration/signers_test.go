@@ -466,3 +466,47 @@ func TestAnOperatorCancelsATransactionTheKeyRefuses(t *testing.T) {
 		t.Fatalf("%d completions for the cancelled transaction, want 1", n)
 	}
 }
+
+// After an operator cancelled the one transaction its key source refused, a signer held
+// back for that failure takes creates again: the cancellation's signature shows the key
+// signs. Before, with nothing else left for the submitter to sign, nothing cleared the
+// failure, and every create was answered 503 SIGNER_UNAVAILABLE while clients kept the
+// lease alive by retrying.
+func TestASignerHeldBackTakesCreatesAgainOnceItsRefusedTransactionIsCancelled(t *testing.T) {
+	sim := newTestChain(t, 250*time.Millisecond)
+	c := startClefSignerWith(t, newSignerKey(t), clef.Options{MaxValue: big.NewInt(1000)})
+	fund(t, sim, sim.DevKeys()[7], c.clefAddr, remoteSignerFundingAmount)
+	s := startService(t, serviceOptions{chain: sim, signers: 1, fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+		bc.Signers.External = conf.ExternalSource{URL: c.clefProxy.URL(), Addresses: []string{c.clefAddr.Hex()}, Timeout: conf.Duration(remoteSignerTimeout)}
+		bc.Pipeline.SigningStall = conf.SigningStall{MaxUnsigned: 500, MaxDuration: conf.Duration(2 * time.Second)}
+	}})
+	to := devAddress(t, 6)
+	refused := s.createOK(t, transfer(c.clefAddr, to, 5000)) // above clef's limit: refused for good
+	waitFor(t, 30*time.Second, "the key source's refusal recorded", func() bool {
+		return s.count(t, "SELECT count(*) FROM signer_signing WHERE failing_since IS NOT NULL") == 1
+	})
+	time.Sleep(2500 * time.Millisecond) // past the bound, before any other create
+	if r := s.create(t, transfer(c.clefAddr, to, 10)); r.status != http.StatusServiceUnavailable || r.reason() != "SIGNER_UNAVAILABLE" {
+		t.Fatalf("a create past the bound: %d %s, want 503 SIGNER_UNAVAILABLE", r.status, r.raw)
+	}
+	if n := s.count(t, "SELECT count(*) FROM managed_tx"); n != 1 {
+		t.Fatalf("%d transactions, want the refused one alone: nothing else for the submitter to sign", n)
+	}
+	if r := s.do(t, http.MethodPost, "/api/v1/admin/tx/"+refused+"/resolve", []byte(`{"action":"CANCEL","reason":"clef refuses its value"}`)); r.status != http.StatusOK {
+		t.Fatalf("CANCEL: %d %s", r.status, r.raw)
+	}
+	waitFor(t, 60*time.Second, "the refused transaction cancelled", func() bool { return s.tx(t, refused).state == string(domain.StateFailedFinal) })
+	var accepted string
+	waitFor(t, 10*time.Second, "a create accepted again", func() bool {
+		r := s.create(t, transfer(c.clefAddr, to, 10))
+		if r.status == http.StatusAccepted {
+			accepted, _ = r.tx()["txId"].(string)
+			return true
+		}
+		if r.reason() != "SIGNER_UNAVAILABLE" {
+			t.Fatalf("a create after the cancellation: %d %s", r.status, r.raw)
+		}
+		return false
+	})
+	waitFor(t, 60*time.Second, "the create after the cancellation confirmed", func() bool { return s.tx(t, accepted).state == string(domain.StateConfirmed) })
+}

@@ -64,7 +64,7 @@ func (s *stage) resolver(cfg stuck.Config, hook stuck.Hook) *stuck.Resolver {
 	if cfg.ResubmitInterval == 0 {
 		cfg.ResubmitInterval = time.Minute
 	}
-	return stuck.New(cfg, s.store, s.attempts, s.sim, s.txSigner, s.broadcaster, s.node.Leases, hook, services.SystemClock{}, telemetry.Noop(), s.logger)
+	return stuck.New(cfg, s.store, s.attempts, s.sim, s.txSigner, s.broadcaster, s.node.Leases, hook, nil, services.SystemClock{}, telemetry.Noop(), s.logger)
 }
 
 // sendOne allocates one self-transfer of 1 wei at nonce 0, signs, stores and sends it, and

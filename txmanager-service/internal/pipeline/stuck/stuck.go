@@ -89,9 +89,14 @@ type Resolver struct {
 	broadcaster *pipeline.Broadcaster
 	leases      *services.LeaseManager
 	hook        Hook
-	clock       services.Clock
-	metrics     *telemetry.Metrics
-	log         *log.Helper
+	// signing learns from a resolution's signature whether the signer's key source signs:
+	// after an operator cancelled the one transaction the key refused, nothing else may be
+	// left for the submitter to sign, and the signer would stay refused for a failure that
+	// is over.
+	signing *services.SigningHealth
+	clock   services.Clock
+	metrics *telemetry.Metrics
+	log     *log.Helper
 	// attemptRecorded runs after a resolution recorded a new attempt (a replacement or a
 	// cancellation), whether the pipeline or an operator decided it.
 	attemptRecorded func()
@@ -110,9 +115,9 @@ type Chain interface {
 }
 
 func New(cfg Config, store Store, attempts pipeline.AttemptStore, chain Chain, signer *pipeline.Signer, broadcaster *pipeline.Broadcaster,
-	leases *services.LeaseManager, hook Hook, clock services.Clock, metrics *telemetry.Metrics, logger log.Logger) *Resolver {
+	leases *services.LeaseManager, hook Hook, signing *services.SigningHealth, clock services.Clock, metrics *telemetry.Metrics, logger log.Logger) *Resolver {
 	return &Resolver{cfg: cfg, store: store, attempts: attempts, chain: chain, signer: signer, broadcaster: broadcaster, leases: leases, hook: hook,
-		clock: clock, metrics: metrics, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
+		signing: signing, clock: clock, metrics: metrics, log: log.NewHelper(log.With(logger, "component", "pipeline", "node_id", leases.Node()))}
 }
 
 // DetectStuck looks at the signer's lowest unmined nonce and, past the thresholds, asks the
@@ -241,7 +246,7 @@ func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 		attemptErr error
 	)
 	if needsAttempt(decision.Action) {
-		attempt, attemptErr = r.resolutionAttempt(ctx, head, decision.Action)
+		attempt, attemptErr = r.resolutionAttempt(ctx, lease, head, decision.Action)
 	}
 	if manual && errors.Is(attemptErr, services.ErrFeeCapReached) {
 		return &domain.ValidationError{Field: "action", Reason: fmt.Sprintf("%s needs a transaction that replaces the one at nonce %d, and no fee within the caps does: %v",
@@ -305,7 +310,7 @@ func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 }
 
 // resolutionAttempt signs the attempt an action needs at the stuck nonce.
-func (r *Resolver) resolutionAttempt(ctx context.Context, head *HeadOfLineTx, action domain.ResolutionAction) (pipeline.SignedAttempt, error) {
+func (r *Resolver) resolutionAttempt(ctx context.Context, lease domain.Lease, head *HeadOfLineTx, action domain.ResolutionAction) (pipeline.SignedAttempt, error) {
 	suggestion, err := r.chain.SuggestFees(ctx)
 	if err != nil {
 		return pipeline.SignedAttempt{}, &domain.UnavailableError{Reason: "fee suggestion", RetryAfter: time.Second, Err: err}
@@ -327,7 +332,15 @@ func (r *Resolver) resolutionAttempt(ctx context.Context, head *HeadOfLineTx, ac
 		return pipeline.SignedAttempt{}, err
 	}
 	u.MaxFee, u.MaxTip, u.Legacy, u.BaseFee = maxFee, maxTip, suggestion.Legacy, suggestion.BaseFee
-	return r.signer.Sign(ctx, head.TxID, kind, u)
+	attempt, err := r.signer.Sign(ctx, head.TxID, kind, u)
+	if r.signing != nil {
+		if err != nil {
+			r.signing.Failed(ctx, lease, err)
+		} else {
+			r.signing.Signed(ctx, lease)
+		}
+	}
+	return attempt, err
 }
 
 // resolutionFees prices a transaction put at a stuck nonce. Where no node took anything of
