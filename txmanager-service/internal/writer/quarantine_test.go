@@ -336,35 +336,58 @@ func TestAnAdoptedTransactionCountsInThePolicyWindows(t *testing.T) {
 // not to ask the chain, still holds the nonces after them (a failover the server watch did
 // not see): the batch is refused for a retry and the cache dropped, so the retry reads the
 // chain, finds it ahead of the cursor and quarantines the signer, instead of allocating
-// above the lost nonces as if nothing had happened.
+// above the lost nonces as if nothing had happened. A database that lost the cursor row
+// too (every commit of a signer new to it) quarantines what this node allocated at once:
+// read as a first use, the retry would allocate above them, and a lost request's retry
+// would be executed twice.
 func TestAllocatorNoticesACursorBelowItsCache(t *testing.T) {
 	t.Parallel()
-	pool := testsupport.MigratedPool(t)
-	node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
-	chain := &chainNonces{}
-	n := &chainAwareNode{pool: pool, node: node, chain: chain, notices: &notices{}}
-	n.allocator = writer.NewAllocator(node.TxManager, repositories.NewAllocationRepository(testsupport.TestChain()), node.Leases, chain, testsupport.TestChain(),
-		services.NewNonceCache(nil), writer.NonceConfig{ChainQuery: true, StateTimeout: time.Hour}, services.SystemClock{}, n.notices, telemetry.Noop(), log.NewStdLogger(io.Discard))
-	signer := testsupport.SignerAddress(111)
-	for i, a := range n.allocate(t, transferRequest(signer, 1), transferRequest(signer, 2), transferRequest(signer, 3), transferRequest(signer, 4)) {
-		if a.err != nil || a.tx.Nonce != uint64(i) {
-			t.Fatalf("create %d: %+v", i, a)
-		}
+	tests := []struct {
+		name string
+		// lost is what the failover lost, as statements on the signer's rows.
+		lost           string
+		wantRetryFirst bool
+		wantQuarantine string
+	}{
+		{"the last two allocations", `WITH gone AS (DELETE FROM managed_tx WHERE signer = $1 AND nonce >= 2)
+			UPDATE signer_nonce_cursor SET next_nonce = 2 WHERE signer = $1`, true, "2..4 live=true"},
+		{"every allocation and the cursor", `WITH gone AS (DELETE FROM managed_tx WHERE signer = $1)
+			DELETE FROM signer_nonce_cursor WHERE signer = $1`, false, "0..4 live=true"},
 	}
-	// The commits of nonces 2 and 3 are lost; the chain holds all four.
-	if _, err := pool.Exec(t.Context(), `WITH gone AS (DELETE FROM managed_tx WHERE signer = $1 AND nonce >= 2)
-		UPDATE signer_nonce_cursor SET next_nonce = 2 WHERE signer = $1`, signer.Hex()); err != nil {
-		t.Fatal(err)
-	}
-	chain.set(4, 0)
-	if a := n.allocate(t, transferRequest(signer, 5))[0]; !errors.Is(a.err, domain.ErrUnavailable) {
-		t.Fatalf("the first create after the loss: %+v, want UNAVAILABLE (retry)", a)
-	}
-	if a := n.allocate(t, transferRequest(signer, 5))[0]; !errors.Is(a.err, domain.ErrSignerQuarantined) {
-		t.Fatalf("its retry: %+v, want the signer quarantined", a)
-	}
-	if got := n.quarantine(t, signer); got != "2..4 live=true" {
-		t.Fatalf("quarantine %s, want 2..4 live=true", got)
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := testsupport.MigratedPool(t)
+			node := testsupport.NewWriterNode(t, pool, "node-a", testsupport.WriterNodeOptions{})
+			chain := &chainNonces{}
+			n := &chainAwareNode{pool: pool, node: node, chain: chain, notices: &notices{}}
+			n.allocator = writer.NewAllocator(node.TxManager, repositories.NewAllocationRepository(testsupport.TestChain()), node.Leases, chain, testsupport.TestChain(),
+				services.NewNonceCache(nil), writer.NonceConfig{ChainQuery: true, StateTimeout: time.Hour}, services.SystemClock{}, n.notices, telemetry.Noop(), log.NewStdLogger(io.Discard))
+			signer := testsupport.SignerAddress(111 + 100*i)
+			for i, a := range n.allocate(t, transferRequest(signer, 1), transferRequest(signer, 2), transferRequest(signer, 3), transferRequest(signer, 4)) {
+				if a.err != nil || a.tx.Nonce != uint64(i) {
+					t.Fatalf("create %d: %+v", i, a)
+				}
+			}
+			if _, err := pool.Exec(t.Context(), tc.lost, signer.Hex()); err != nil {
+				t.Fatal(err)
+			}
+			chain.set(4, 0) // the chain holds all four
+			if tc.wantRetryFirst {
+				if a := n.allocate(t, transferRequest(signer, 5))[0]; !errors.Is(a.err, domain.ErrUnavailable) {
+					t.Fatalf("the first create after the loss: %+v, want UNAVAILABLE (retry)", a)
+				}
+			}
+			if a := n.allocate(t, transferRequest(signer, 5))[0]; !errors.Is(a.err, domain.ErrSignerQuarantined) {
+				t.Fatalf("a create after the loss: %+v, want the signer quarantined", a)
+			}
+			if a := n.allocate(t, transferRequest(signer, 5))[0]; !errors.Is(a.err, domain.ErrSignerQuarantined) {
+				t.Fatalf("its retry: %+v, want the signer still quarantined", a)
+			}
+			if got := n.quarantine(t, signer); got != tc.wantQuarantine {
+				t.Fatalf("quarantine %s, want %s", got, tc.wantQuarantine)
+			}
+		})
 	}
 }
 
