@@ -27,6 +27,7 @@ import (
 	"github.com/go-kratos/kratos/v2/middleware/tracing"
 	kgrpc "github.com/go-kratos/kratos/v2/transport/grpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
@@ -62,6 +63,12 @@ type Config struct {
 	// LongPoll is how long one waiting call (Wait, ListCompletions by a consumer) asks the
 	// service to hold it open (default 25s, at most the service's feed.maxWait).
 	LongPoll time.Duration
+	// KeepAlive is how often an idle connection is pinged (default 20s; gRPC takes no less
+	// than 10s); one unanswered for half that is closed and made again. A completions
+	// stream on a route a NAT or a load balancer dropped without a word would otherwise
+	// wait for the operating system's TCP keepalive, two hours on Linux, delivering
+	// nothing and raising nothing.
+	KeepAlive time.Duration
 	// Middleware runs on every call, after tracing.
 	Middleware []middleware.Middleware
 }
@@ -101,11 +108,15 @@ func New(ctx context.Context, cfg Config) (*Client, func(), error) {
 	if cfg.LongPoll <= 0 {
 		cfg.LongPoll = 25 * time.Second
 	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 20 * time.Second
+	}
 	mw := append([]middleware.Middleware{tracing.Client()}, cfg.Middleware...)
 	// No transport timeout: each attempt gets its own deadline (CallTimeout, plus the wait
 	// of a long-poll), which Kratos' single per-connection timeout cannot express.
 	opts := []kgrpc.ClientOption{kgrpc.WithMiddleware(mw...), kgrpc.WithTimeout(0),
-		kgrpc.WithOptions(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswerBytes)))}
+		kgrpc.WithOptions(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswerBytes)),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepAlive, Timeout: cfg.KeepAlive / 2}))}
 	dial := kgrpc.DialInsecure
 	if cfg.TLS != nil {
 		opts, dial = append(opts, kgrpc.WithTLSConfig(cfg.TLS)), kgrpc.Dial

@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
@@ -244,5 +248,123 @@ func TestNewRefusesCredentialsInPlaintextToAnotherMachine(t *testing.T) {
 				t.Fatalf("New: %v", err)
 			}
 		})
+	}
+}
+
+// freezingProxy is a TCP proxy whose connections can be frozen: their bytes stop and their
+// sockets stay open, as a route a NAT or a load balancer dropped leaves them. Connections
+// made after a freeze are live.
+type freezingProxy struct {
+	addr   string
+	mu     sync.Mutex
+	frozen []*atomic.Bool
+}
+
+func startFreezingProxy(t *testing.T, upstream string) *freezingProxy {
+	t.Helper()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = listener.Close() })
+	p := &freezingProxy{addr: listener.Addr().String()}
+	go func() {
+		for {
+			down, err := listener.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", upstream)
+			if err != nil {
+				_ = down.Close()
+				continue
+			}
+			t.Cleanup(func() { _ = down.Close(); _ = up.Close() })
+			frozen := new(atomic.Bool)
+			p.mu.Lock()
+			p.frozen = append(p.frozen, frozen)
+			p.mu.Unlock()
+			pass := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					if err != nil {
+						return
+					}
+					if !frozen.Load() {
+						if _, err := dst.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+				}
+			}
+			go pass(up, down)
+			go pass(down, up)
+		}
+	}()
+	return p
+}
+
+// freeze stops every connection made so far.
+func (p *freezingProxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.frozen {
+		f.Store(true)
+	}
+}
+
+// streamPerCursor sends, on each stream, the completion after the stream's cursor, then
+// holds the stream open.
+type streamPerCursor struct {
+	v1.UnimplementedTxServiceServer
+}
+
+func (streamPerCursor) WatchCompletions(req *v1.WatchCompletionsRequest, stream grpc.ServerStreamingServer[v1.Completion]) error {
+	next, _ := strconv.Atoi(req.GetAfter())
+	if err := stream.Send(&v1.Completion{TxId: fmt.Sprint("tx-", next+1), Cursor: strconv.Itoa(next + 1)}); err != nil {
+		return err
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
+// A completions stream whose route went dead without a word (no reset reaches the client)
+// is noticed by the connection's pings, and opened again from its cursor. Before, the
+// client waited on it for the operating system's TCP keepalive, two hours on Linux,
+// delivering nothing and raising nothing.
+func TestWatchNoticesARouteThatWentDeadWithoutAWord(t *testing.T) {
+	t.Parallel()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}))
+	v1.RegisterTxServiceServer(server, streamPerCursor{})
+	go func() { _ = server.Serve(listener) }()
+	t.Cleanup(server.Stop)
+	proxy := startFreezingProxy(t, listener.Addr().String())
+
+	client := newClient(t, txmclient.Config{Endpoints: []string{proxy.addr}, KeepAlive: 10 * time.Second, Backoff: 50 * time.Millisecond})
+	handled := make(chan string, 8)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		_ = client.Watch(ctx, "", func(_ context.Context, c *v1.Completion) error {
+			handled <- c.GetCursor()
+			return nil
+		})
+	}()
+	if got := <-handled; got != "1" {
+		t.Fatalf("first completion at cursor %s, want 1", got)
+	}
+	proxy.freeze()
+	select {
+	case got := <-handled:
+		if got != "2" {
+			t.Fatalf("after the route died, the stream went on at cursor %s, want 2", got)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("45s after the route died, the stream had not been opened again")
 	}
 }

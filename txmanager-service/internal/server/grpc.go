@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	kgrpc "github.com/go-kratos/kratos/v2/transport/grpc"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	gproto "google.golang.org/grpc/encoding/proto"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -40,7 +42,14 @@ func NewGRPCServer(c conf.Server, listeners *Listeners, tlsConfigs *TLSConfigs, 
 		// A batch of creates may be larger than any other call; messageSizeInterceptor holds
 		// the others to maxBodyBytes.
 		kgrpc.Options(grpc.MaxRecvMsgSize(int(max(c.MaxBodyBytes, c.MaxBatchBodyBytes))),
-			grpc.ForceServerCodecV2(readableCodec{CodecV2: encoding.GetCodecV2(gproto.Name)})),
+			grpc.ForceServerCodecV2(readableCodec{CodecV2: encoding.GetCodecV2(gproto.Name)}),
+			// Clients ping idle connections (the Go client every 20s) so that a stream on a
+			// route dropped without a word ends; gRPC's default answers pings more often
+			// than every 5 minutes by closing the connection. The service pings too, and
+			// closes a connection that does not answer: its streams are counted against
+			// their credential's limit until then.
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepAliveMinTime, PermitWithoutStream: true}),
+			grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second})),
 	}
 	if tlsConfigs.GRPC != nil {
 		opts = append(opts, kgrpc.TLSConfig(tlsConfigs.GRPC))
@@ -52,6 +61,9 @@ func NewGRPCServer(c conf.Server, listeners *Listeners, tlsConfigs *TLSConfigs, 
 	healthpb.RegisterHealthServer(srv, newGRPCHealth(health, streams.ctx.Done(), v1.TxService_ServiceDesc.ServiceName, v1.AdminService_ServiceDesc.ServiceName))
 	return srv
 }
+
+// keepAliveMinTime is the shortest interval between a client's pings the service takes.
+const keepAliveMinTime = 5 * time.Second
 
 // answeringBadMessages is desc with each call's request message, when it cannot be read,
 // refused as the HTTP API refuses such a body: INVALID_ARGUMENT with the reason (gRPC itself
