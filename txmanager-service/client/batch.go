@@ -104,7 +104,9 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 				}
 				refusal := r.GetError().AsError()
 				results[i] = CreateResult{Err: refusal}
-				if retryable, after := Retryable(refusal); retryable && round < c.cfg.MaxAttempts {
+				// Each round starts at the next endpoint, and each is tried once however few
+				// attempts are allowed: in basic routing a signer's owner may be the last.
+				if retryable, after := Retryable(refusal); retryable && round < max(c.cfg.MaxAttempts, len(c.nodes)) {
 					again = append(again, i)
 					wait = max(wait, after)
 				}

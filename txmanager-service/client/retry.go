@@ -120,11 +120,18 @@ func retryFrom[T any](ctx context.Context, c *Client, first int, class idempoten
 			return zero, errors.Join(err, ctx.Err())
 		}
 		again, after := class.mayRetry(err)
-		if !again || n >= c.cfg.MaxAttempts {
+		hop := v1.IsNotLeader(err) || transportFailure(err)
+		limit := c.cfg.MaxAttempts
+		if hop {
+			// Every endpoint is tried once however few attempts are allowed: in basic
+			// routing the signer's owner may be the last of them.
+			limit = max(limit, len(c.nodes))
+		}
+		if !again || n >= limit {
 			return zero, err
 		}
 		current++
-		if v1.IsNotLeader(err) || transportFailure(err) {
+		if hop {
 			if hops++; hops < len(c.nodes) {
 				continue
 			}

@@ -37,12 +37,21 @@ func (n *basicRoutingNode) CreateTxBatch(_ context.Context, r *v1.CreateTxBatchR
 	return out, nil
 }
 
+func (n *basicRoutingNode) CreateTx(_ context.Context, r *v1.CreateTxRequest) (*v1.CreateTxResponse, error) {
+	if r.GetSigner() != n.owns {
+		return nil, v1.ErrorNotLeader("signer %s is served by another node", r.GetSigner())
+	}
+	return &v1.CreateTxResponse{Created: true, Tx: &v1.Tx{TxId: r.GetRequestId(), Signer: r.GetSigner(), State: "ALLOCATED"}}, nil
+}
+
 // In basic routing, CreateMany sends the creates a node refused NOT_LEADER to the other
 // endpoints, so every signer's creates reach its owner within the attempts allowed, however
-// many endpoints there are before it in the list.
+// many endpoints there are before it in the list, and so does Create: each endpoint is
+// tried once even where fewer attempts are allowed (txmctl allows 4). Before, the owner of
+// a signer behind as many endpoints as attempts was never reached.
 func TestCreateManyFindsEachSignersOwnerInBasicRouting(t *testing.T) {
 	signers := []string{"0x00000000000000000000000000000000000000a1", "0x00000000000000000000000000000000000000b2",
-		"0x00000000000000000000000000000000000000c3"}
+		"0x00000000000000000000000000000000000000c3", "0x00000000000000000000000000000000000000d4", "0x00000000000000000000000000000000000000e5"}
 	endpoints := make([]string, len(signers))
 	nodes := make([]*basicRoutingNode, len(signers))
 	for i, signer := range signers {
@@ -54,6 +63,7 @@ func TestCreateManyFindsEachSignersOwnerInBasicRouting(t *testing.T) {
 		maxAttempts int
 	}{
 		{"as many attempts as endpoints", len(endpoints)},
+		{"fewer attempts than endpoints", len(endpoints) - 2},
 		{"the default attempts", 0},
 	}
 	for _, tt := range tests {
@@ -74,6 +84,10 @@ func TestCreateManyFindsEachSignersOwnerInBasicRouting(t *testing.T) {
 				if r.Err != nil || !r.Response.GetCreated() || r.Response.GetTx().GetSigner() != reqs[i].GetSigner() {
 					t.Errorf("creates[%d] for %s: %v %v, want created by its signer's owner", i, reqs[i].GetSigner(), r.Response, r.Err)
 				}
+			}
+			last := signers[len(signers)-1]
+			if one, err := client.Create(ctx, &v1.CreateTxRequest{Signer: last, RequestId: "single"}); err != nil || one.GetTx().GetSigner() != last {
+				t.Errorf("Create for the last endpoint's signer: %v %v, want created by its owner", one, err)
 			}
 		})
 	}
