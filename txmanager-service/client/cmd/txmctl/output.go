@@ -60,6 +60,16 @@ func writeJSONLine(w io.Writer, m proto.Message) error {
 	return err
 }
 
+// writeJSONValue prints v, not an API message, on one line (JSON Lines).
+func writeJSONValue(w io.Writer, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", raw)
+	return err
+}
+
 // table prints rows under a header, aligned.
 type table struct {
 	w *tabwriter.Writer

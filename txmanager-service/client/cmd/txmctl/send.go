@@ -33,7 +33,9 @@ first line names the columns: signer and requestId are required; to, value (wei)
 data (0x-hex), gasLimit, maxFeePerGas, maxPriorityFeePerGas and chainId are optional.
 Every line is answered on its own: created, replayed (the request id was sent before),
 or refused with its reason; sending the file again replays what was created. With --wait
-it then waits until every accepted transaction is final. Exit 0 when every line was
+it then waits until every accepted transaction is final and lists the lines that did not
+end CONFIRMED. With --json every line's answer is one JSON object a line (JSON Lines), and
+with --wait each accepted line again with its final state. Exit 0 when every line was
 accepted (and, with --wait, CONFIRMED), 6 when a line is to be sent again, else 4 when one
 was refused, else 8 when one failed on chain.`,
 		Args: exactArgs(0, "no arguments (the file is --file)"),
@@ -53,53 +55,70 @@ was refused, else 8 when one failed on chain.`,
 			if err != nil && len(results) == 0 {
 				return err
 			}
-			refused, unsent, accepted := 0, 0, []string{}
-			t := newTable(o.out, "LINE", "REQUEST ID", "RESULT", "TX ID", "NONCE", "STATE OR REASON")
+			refused, unsent := 0, 0
+			var accepted []sentLine
+			out := newSendOutput(o)
 			for i, r := range results {
-				line := strconv.Itoa(lines[i])
+				line := sentLine{Line: lines[i], RequestID: reqs[i].GetRequestId()}
 				switch again, _ := txmclient.Retryable(r.Err); {
 				case errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, context.DeadlineExceeded):
 					// The command ended (--timeout, an interrupt) with the line's call in
 					// flight or not yet made: it may have been created. Sending the file
 					// again sends it or replays it.
 					unsent++
-					t.row(line, reqs[i].GetRequestId(), "not known, send again", "-", "-", "no answer before the command ended")
+					line.Result, line.SendAgain, line.Message = "not known, send again", true, "no answer before the command ended"
 				case r.Err != nil && again:
 					// Still refused for now after every attempt (or, OUTCOME_UNKNOWN, perhaps
 					// created): sending the file again sends or replays it.
 					unsent++
-					t.row(line, reqs[i].GetRequestId(), "not sent, send again", "-", "-", refusalText(r.Err))
+					line.Result, line.SendAgain = "not sent, send again", true
+					line.Reason, line.Message = refusal(r.Err)
 				case r.Err != nil:
 					refused++
-					t.row(line, reqs[i].GetRequestId(), "refused", "-", "-", refusalText(r.Err))
+					line.Result = "refused"
+					line.Reason, line.Message = refusal(r.Err)
 				default:
-					result := "created"
+					line.Result = "created"
 					if !r.Response.GetCreated() {
-						result = "replayed"
+						line.Result = "replayed"
 					}
 					tx := r.Response.GetTx()
-					accepted = append(accepted, tx.GetTxId())
-					t.row(line, reqs[i].GetRequestId(), result, tx.GetTxId(), nonceText(tx), tx.GetState())
+					line.TxID, line.Nonce, line.State = tx.GetTxId(), nonceText(tx), tx.GetState()
+					accepted = append(accepted, line)
+				}
+				if err := out.answered(line); err != nil {
+					return err
 				}
 			}
-			if err := t.flush(); err != nil {
+			if err := out.flush(); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.out, "%d lines: %d accepted, %d refused, %d not sent\n", len(results), len(accepted), refused, unsent)
+			out.summary("%d lines: %d accepted, %d refused, %d not sent\n", len(results), len(accepted), refused, unsent)
 			if err != nil {
 				return err
 			}
 			if wait && len(accepted) > 0 {
-				txs, werr := o.client.WaitMany(ctx, accepted, 64)
+				ids := make([]string, len(accepted))
+				for i, line := range accepted {
+					ids[i] = line.TxID
+				}
+				txs, werr := o.client.WaitMany(ctx, ids, 64)
 				confirmed := 0
-				for _, tx := range txs {
-					if tx.GetState() == "CONFIRMED" {
+				final := newFinalOutput(o)
+				for i, line := range accepted {
+					if txs[i].GetState() == "CONFIRMED" {
 						confirmed++
 					}
+					if err := final.final(line, txs[i]); err != nil {
+						return err
+					}
+				}
+				if err := final.flush(); err != nil {
+					return err
 				}
 				// Not confirmed: final otherwise, or not known to be final (its wait failed).
 				failed := len(accepted) - confirmed
-				fmt.Fprintf(o.out, "final: %d confirmed, %d not\n", confirmed, failed)
+				out.summary("final: %d confirmed, %d not\n", confirmed, failed)
 				if werr != nil {
 					return werr
 				}
@@ -109,7 +128,7 @@ was refused, else 8 when one failed on chain.`,
 			}
 			// Lines not sent first, with --wait too: sending the file again is what they
 			// need, and it only replays the accepted lines and refuses the refused ones
-			// again. The table and the counts above say which lines failed on chain.
+			// again. The final table above says which lines failed on chain.
 			if unsent > 0 {
 				return &quietError{code: exitUnavailable}
 			}
@@ -125,13 +144,114 @@ was refused, else 8 when one failed on chain.`,
 	return cmd
 }
 
-// refusalText is the service's reason and message for a line, or the error itself when no
+// refusal is the service's reason and message for a line, or the error itself when no
 // answer of the service's came back (the connection failed).
-func refusalText(err error) string {
+func refusal(err error) (reason, message string) {
 	if se := kerrors.FromError(err); se.Reason != "" {
-		return se.Reason + ": " + se.Message
+		return se.Reason, se.Message
 	}
-	return err.Error()
+	return "", err.Error()
+}
+
+// sentLine is what became of one line of a send file; with --json, one JSON object a line.
+type sentLine struct {
+	Line      int    `json:"line"`
+	RequestID string `json:"requestId"`
+	// Result is created, replayed, refused, or "not sent, send again" / "not known, send
+	// again" (SendAgain: sending the file again sends or replays it).
+	Result    string `json:"result"`
+	SendAgain bool   `json:"sendAgain,omitempty"`
+	TxID      string `json:"txId,omitempty"`
+	Nonce     string `json:"nonce,omitempty"`
+	State     string `json:"state,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Message   string `json:"message,omitempty"`
+	// Final is the state the accepted line's transaction ended in (--wait), or empty with
+	// WaitError when its wait failed.
+	Final     string `json:"final,omitempty"`
+	WaitError string `json:"waitError,omitempty"`
+}
+
+// sendOutput prints each line's answer: a table, or JSON Lines with --json.
+type sendOutput struct {
+	o     *options
+	table *table
+}
+
+func newSendOutput(o *options) *sendOutput {
+	out := &sendOutput{o: o}
+	if !o.json {
+		out.table = newTable(o.out, "LINE", "REQUEST ID", "RESULT", "TX ID", "NONCE", "STATE OR REASON")
+	}
+	return out
+}
+
+func (s *sendOutput) answered(line sentLine) error {
+	if s.o.json {
+		return writeJSONValue(s.o.out, line)
+	}
+	detail := line.State
+	switch {
+	case line.Reason != "":
+		detail = line.Reason + ": " + line.Message
+	case line.Message != "":
+		detail = line.Message
+	}
+	s.table.row(strconv.Itoa(line.Line), line.RequestID, line.Result, orDash(line.TxID), orDash(line.Nonce), detail)
+	return nil
+}
+
+func (s *sendOutput) flush() error {
+	if s.table == nil {
+		return nil
+	}
+	return s.table.flush()
+}
+
+// summary prints a count line (not in JSON: a script counts the lines itself).
+func (s *sendOutput) summary(format string, args ...any) {
+	if !s.o.json {
+		fmt.Fprintf(s.o.out, format, args...)
+	}
+}
+
+// finalOutput prints the accepted lines' final states after --wait: a table of those not
+// CONFIRMED (which payout failed, and why), or with --json every accepted line again with
+// its final state.
+type finalOutput struct {
+	o     *options
+	table *table
+}
+
+func newFinalOutput(o *options) *finalOutput { return &finalOutput{o: o} }
+
+func (f *finalOutput) final(line sentLine, tx *v1.Tx) error {
+	if tx == nil {
+		line.WaitError = "not known to be final: its wait failed"
+	} else {
+		line.Final = tx.GetState()
+		if tx.GetSubState() != "" {
+			line.Final += "/" + tx.GetSubState()
+		}
+	}
+	if f.o.json {
+		return writeJSONValue(f.o.out, line)
+	}
+	if tx != nil && tx.GetState() == "CONFIRMED" {
+		return nil
+	}
+	if f.table == nil {
+		f.table = newTable(f.o.out, "LINE", "REQUEST ID", "TX ID", "FINAL STATE", "LAST ERROR")
+	}
+	f.table.row(strconv.Itoa(line.Line), line.RequestID, line.TxID, orDash(line.Final), orDash(tx.GetLastError()+line.WaitError))
+	return nil
+}
+
+func (f *finalOutput) flush() error {
+	if f.table == nil {
+		return nil
+	}
+	return f.table.flush()
 }
 
 // nonceText is a transaction's nonce, or "-" while it waits for approval without one.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -238,6 +239,49 @@ func TestSendWaitExitsForTheLinesLeftFirst(t *testing.T) {
 			if code != tc.want || !strings.Contains(stdout.String(), "final: 0 confirmed, 1 not") {
 				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.want, stdout.String(), stderr.String())
 			}
+			// The line that failed on chain is named with its final state.
+			if !regexp.MustCompile(`(?m)^2\s+ok-1\s+tx-ok-1\s+FAILED_FINAL`).MatchString(stdout.String()) {
+				t.Fatalf("the output does not say line 2 ended FAILED_FINAL:\n%s", stdout.String())
+			}
 		})
+	}
+}
+
+// With --json, send prints one JSON object a line, for a script: each line's result, and
+// with --wait each accepted line again with its final state.
+func TestSendPrintsJSONLines(t *testing.T) {
+	addr := serveTx(t, mixedOutcomes{})
+	body := "signer,requestId,to,value\n"
+	for _, id := range []string{"ok-1", "bad-1", "later-1"} {
+		body += servicetest.DevSigner + "," + id + "," + servicetest.Recipient + ",1\n"
+	}
+	file := filepath.Join(t.TempDir(), "payouts.csv")
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--addr", addr, "--timeout", "30s", "--json", "tx", "send", "--wait", "--file", file}, &stdout, &stderr)
+	if code != exitUnavailable {
+		t.Fatalf("exit %d, want %d\nstderr: %s", code, exitUnavailable, stderr.String())
+	}
+	var got []string
+	for _, raw := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var line struct {
+			Line      int    `json:"line"`
+			RequestID string `json:"requestId"`
+			Result    string `json:"result"`
+			SendAgain bool   `json:"sendAgain"`
+			Reason    string `json:"reason"`
+			Final     string `json:"final"`
+		}
+		if err := json.Unmarshal([]byte(raw), &line); err != nil {
+			t.Fatalf("not a JSON object a line: %q: %v\n%s", raw, err, stdout.String())
+		}
+		got = append(got, fmt.Sprintf("%d %s %s %t %s %s", line.Line, line.RequestID, line.Result, line.SendAgain, line.Reason, line.Final))
+	}
+	want := []string{"2 ok-1 created false  ", "3 bad-1 refused false INVALID_ARGUMENT ", "4 later-1 not sent, send again true OUTCOME_UNKNOWN ",
+		"2 ok-1 created false  FAILED_FINAL"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
