@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/go-kratos/kratos/v2/log"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
@@ -65,7 +66,8 @@ func (b *Broadcaster) Broadcast(ctx context.Context, lease domain.Lease, items [
 	meanings := make([]services.ChainOutcome, len(items))
 	for i, it := range items {
 		meanings[i] = services.OutcomeOf(sendErrs[i], ownership[i])
-		outcomes[i] = BroadcastOutcome{TxID: it.TxID, SubState: meanings[i].SubState, LastError: meanings[i].LastError, Result: meanings[i].Result}
+		outcomes[i] = BroadcastOutcome{TxID: it.TxID, TxHash: crypto.Keccak256Hash(it.Raw), SubState: meanings[i].SubState, LastError: meanings[i].LastError,
+			Result: meanings[i].Result}
 		b.metrics.TxSubmit(ctx, outcomes[i].Result)
 	}
 	if toWrite := worthWriting(items, outcomes, lease.HeldAt(time.Now())); len(toWrite) > 0 {

@@ -12,7 +12,10 @@ import (
 
 // BroadcastOutcome is what a broadcast ended in, for one transaction.
 type BroadcastOutcome struct {
-	TxID      uuid.UUID
+	TxID uuid.UUID
+	// TxHash is the hash of the bytes sent: the outcome is recorded only while they are the
+	// transaction's current attempt.
+	TxHash    common.Hash
 	SubState  domain.SubState
 	LastError string
 	// Result is the metric label (submitted, known, nonce_too_low_ours, nonce_taken, ...).

@@ -30,6 +30,7 @@ func (r *AttemptRepository) RecordBroadcasts(ctx context.Context, lease domain.L
 	p.ChainID = r.chainID
 	for _, o := range outcomes {
 		p.TxIds = append(p.TxIds, o.TxID.String())
+		p.TxHashes = append(p.TxHashes, o.TxHash.Hex())
 		p.SubStates = append(p.SubStates, string(o.SubState))
 		p.LastErrors = append(p.LastErrors, o.LastError)
 	}

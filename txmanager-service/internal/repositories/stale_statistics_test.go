@@ -86,7 +86,7 @@ func TestBatchWritesDoNotTrustStaleStatistics(t *testing.T) {
 		}},
 		{"RecordBroadcasts", unmined, func(q *sqlcdb.Queries) error {
 			_, err := q.RecordBroadcasts(ctx, sqlcdb.RecordBroadcastsParams{ChainID: chain, Signer: signer, NodeID: node, FencingToken: token,
-				TxIds: ids, SubStates: repeat("SUBMITTED"), LastErrors: repeat("")})
+				TxIds: ids, TxHashes: hashes, SubStates: repeat("SUBMITTED"), LastErrors: repeat("")})
 			return err
 		}},
 		{"RecordReceipts", unmined, func(q *sqlcdb.Queries) error {

@@ -3,6 +3,7 @@ package repositories_test
 import (
 	"context"
 	"errors"
+	"math/big"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 // A broadcast outcome that repeats what the row already says (a rebroadcast the node
 // accepts again) writes no new row version; one that changes the sub-state, the error or
 // the lease epoch that wrote it does, and under a lost lease the write is FENCED either way.
+// The outcome of an attempt that is no longer the current one is not written.
 func TestRecordBroadcastsWritesOnlyChanges(t *testing.T) {
 	t.Parallel()
 	pool := testsupport.MigratedPool(t)
@@ -28,8 +30,9 @@ func TestRecordBroadcastsWritesOnlyChanges(t *testing.T) {
 	const signer = "0x00000000000000000000000000000000000000ab"
 	lease := acquireLease(t, pool, signer, "node-a")
 	id := uuid.New()
-	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, fencing_token)
-		VALUES (1337, $1, $2, '\x00', 0, '{"value":"0"}', 'TRACKING', 'SIGNED', $3)`, id, signer, int64(lease.Token)); err != nil {
+	current, replaced := common.HexToHash("0xc1"), common.HexToHash("0xa1")
+	if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, intent_hash, nonce, payload, state, sub_state, fencing_token, tx_hash)
+		VALUES (1337, $1, $2, '\x00', 0, '{"value":"0"}', 'TRACKING', 'SIGNED', $3, $4)`, id, signer, int64(lease.Token), current.Hex()); err != nil {
 		t.Fatal(err)
 	}
 	attempts := repositories.NewAttemptRepository(pool, testChain())
@@ -46,12 +49,16 @@ func TestRecordBroadcastsWritesOnlyChanges(t *testing.T) {
 		outcome    pipeline.BroadcastOutcome
 		newVersion bool
 	}{
-		{"first outcome", lease, pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateSubmitted}, true},
-		{"the same again", lease, pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateSubmitted}, false},
-		{"an error", lease, pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateBroadcastFailed, LastError: "boom"}, true},
-		{"the same error", lease, pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateBroadcastFailed, LastError: "boom"}, false},
-		{"another error", lease, pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateBroadcastFailed, LastError: "bang"}, true},
-		{"accepted, error cleared", lease, pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateSubmitted}, true},
+		{"first outcome", lease, pipeline.BroadcastOutcome{TxID: id, TxHash: current, SubState: domain.SubStateSubmitted}, true},
+		{"the same again", lease, pipeline.BroadcastOutcome{TxID: id, TxHash: current, SubState: domain.SubStateSubmitted}, false},
+		{"an error", lease, pipeline.BroadcastOutcome{TxID: id, TxHash: current, SubState: domain.SubStateBroadcastFailed, LastError: "boom"}, true},
+		{"the same error", lease, pipeline.BroadcastOutcome{TxID: id, TxHash: current, SubState: domain.SubStateBroadcastFailed, LastError: "boom"}, false},
+		{"another error", lease, pipeline.BroadcastOutcome{TxID: id, TxHash: current, SubState: domain.SubStateBroadcastFailed, LastError: "bang"}, true},
+		{"accepted, error cleared", lease, pipeline.BroadcastOutcome{TxID: id, TxHash: current, SubState: domain.SubStateSubmitted}, true},
+		// An attempt a newer one replaced (a stuck resolution stored while its rebroadcast
+		// was on its way): its answer is not the current attempt's.
+		{"an older attempt refused as underpriced", lease, pipeline.BroadcastOutcome{TxID: id, TxHash: replaced, SubState: domain.SubStateUnderpriced,
+			LastError: "replacement transaction underpriced"}, false},
 	}
 	for _, tt := range tests {
 		before := version()
@@ -73,7 +80,7 @@ func TestRecordBroadcastsWritesOnlyChanges(t *testing.T) {
 		t.Fatalf("re-acquire lease: %+v, %v; want a new token", regrant, err)
 	}
 	relet := domain.Lease{Signer: signer, Owner: "node-a", Token: regrant.Token, ExpiresAt: regrant.ExpiresAt}
-	if err := attempts.RecordBroadcasts(ctx, relet, []pipeline.BroadcastOutcome{{TxID: id, SubState: domain.SubStateSubmitted}}); err != nil {
+	if err := attempts.RecordBroadcasts(ctx, relet, []pipeline.BroadcastOutcome{{TxID: id, TxHash: current, SubState: domain.SubStateSubmitted}}); err != nil {
 		t.Fatal(err)
 	}
 	var token int64
@@ -110,14 +117,14 @@ func TestManagedTxUpdatesStayHOT(t *testing.T) {
 	for i := range ids {
 		ids[i] = uuid.New()
 		if _, err := pool.Exec(ctx, `INSERT INTO managed_tx (chain_id, tx_id, signer, request_id, intent_hash, nonce, payload, state, sub_state, tx_hash, fencing_token, next_resubmit_at)
-			VALUES (1337, $1, $2, $5, '\x00', $3, '{"to":"0x00000000000000000000000000000000000000ff","value":"1"}', 'TRACKING', 'SIGNED', '0x' || md5($5), $4, now() - interval '1 second')`,
-			ids[i], signer, i, int64(lease.Token), ids[i].String()); err != nil {
+			VALUES (1337, $1, $2, $5, '\x00', $3, '{"to":"0x00000000000000000000000000000000000000ff","value":"1"}', 'TRACKING', 'SIGNED', $6, $4, now() - interval '1 second')`,
+			ids[i], signer, i, int64(lease.Token), ids[i].String(), common.BigToHash(big.NewInt(int64(i+1))).Hex()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	outcomes := make([]pipeline.BroadcastOutcome, rows)
 	for i, id := range ids {
-		outcomes[i] = pipeline.BroadcastOutcome{TxID: id, SubState: domain.SubStateSubmitted}
+		outcomes[i] = pipeline.BroadcastOutcome{TxID: id, TxHash: common.BigToHash(big.NewInt(int64(i + 1))), SubState: domain.SubStateSubmitted}
 	}
 	updated0, hot0 := managedTxUpdates(t, pool, 0)
 	if err := repositories.NewAttemptRepository(pool, testChain()).RecordBroadcasts(ctx, lease, outcomes); err != nil {

@@ -1,5 +1,9 @@
 -- name: RecordBroadcasts :one
--- Outcomes of broadcasts: sub_state and last error (cleared on success) per transaction.
+-- Outcomes of broadcasts: sub_state and last error (cleared on success) per transaction,
+-- where the bytes sent (tx_hash) are still its current attempt: the resubmission and a
+-- stuck resolution run side by side, and an old attempt's answer ("underpriced" beside the
+-- cancellation that replaced it) written on the newer one would have it outbid again for
+-- nothing, or hide its own refusal.
 -- Bookkeeping the pipeline finds again from the chain (the next resubmission learns the
 -- outcome anew), so its commit does not wait for the WAL flush (see RecordReceipts).
 WITH relaxed_commit AS MATERIALIZED (
@@ -12,6 +16,7 @@ lease AS MATERIALIZED (
 ),
 input AS (
     SELECT unnest(@tx_ids::text[])::uuid AS tx_id,
+           unnest(@tx_hashes::text[])      AS tx_hash,
            unnest(@sub_states::text[])     AS sub_state,
            unnest(@last_errors::text[])    AS last_error,
            @chain_id::bigint AS chain_id, @signer::text AS signer, true AS unmined
@@ -25,6 +30,7 @@ updated AS (
     -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
     WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer
       AND (m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL) = i.unmined
+      AND m.tx_hash = i.tx_hash
       -- A rebroadcast that the node answers as before changes nothing: no new row version.
       AND (m.sub_state IS DISTINCT FROM i.sub_state OR m.last_error IS DISTINCT FROM NULLIF(i.last_error, '') OR m.fencing_token <> @fencing_token)
     RETURNING 1

@@ -110,8 +110,9 @@ lease AS MATERIALIZED (
 ),
 input AS (
     SELECT unnest($5::text[])::uuid AS tx_id,
-           unnest($6::text[])     AS sub_state,
-           unnest($7::text[])    AS last_error,
+           unnest($6::text[])      AS tx_hash,
+           unnest($7::text[])     AS sub_state,
+           unnest($8::text[])    AS last_error,
            $1::bigint AS chain_id, $2::text AS signer, true AS unmined
 ),
 updated AS (
@@ -123,6 +124,7 @@ updated AS (
     -- Rows by primary key through input alone; every other check names i (package doc: batch writes).
     WHERE m.tx_id = i.tx_id AND m.chain_id = i.chain_id AND m.signer = i.signer
       AND (m.state IN ('TRACKING', 'STUCK') AND m.receipt IS NULL) = i.unmined
+      AND m.tx_hash = i.tx_hash
       -- A rebroadcast that the node answers as before changes nothing: no new row version.
       AND (m.sub_state IS DISTINCT FROM i.sub_state OR m.last_error IS DISTINCT FROM NULLIF(i.last_error, '') OR m.fencing_token <> $4)
     RETURNING 1
@@ -136,6 +138,7 @@ type RecordBroadcastsParams struct {
 	NodeID       string
 	FencingToken int64
 	TxIds        []string
+	TxHashes     []string
 	SubStates    []string
 	LastErrors   []string
 }
@@ -145,7 +148,11 @@ type RecordBroadcastsRow struct {
 	Updated   int64
 }
 
-// Outcomes of broadcasts: sub_state and last error (cleared on success) per transaction.
+// Outcomes of broadcasts: sub_state and last error (cleared on success) per transaction,
+// where the bytes sent (tx_hash) are still its current attempt: the resubmission and a
+// stuck resolution run side by side, and an old attempt's answer ("underpriced" beside the
+// cancellation that replaced it) written on the newer one would have it outbid again for
+// nothing, or hide its own refusal.
 // Bookkeeping the pipeline finds again from the chain (the next resubmission learns the
 // outcome anew), so its commit does not wait for the WAL flush (see RecordReceipts).
 func (q *Queries) RecordBroadcasts(ctx context.Context, arg RecordBroadcastsParams) (RecordBroadcastsRow, error) {
@@ -155,6 +162,7 @@ func (q *Queries) RecordBroadcasts(ctx context.Context, arg RecordBroadcastsPara
 		arg.NodeID,
 		arg.FencingToken,
 		arg.TxIds,
+		arg.TxHashes,
 		arg.SubStates,
 		arg.LastErrors,
 	)
