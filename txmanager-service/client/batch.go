@@ -104,9 +104,14 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 				}
 				refusal := r.GetError().AsError()
 				results[i] = CreateResult{Err: refusal}
-				// Each round starts at the next endpoint, and each is tried once however few
-				// attempts are allowed: in basic routing a signer's owner may be the last.
-				if retryable, after := Retryable(refusal); retryable && round < max(c.cfg.MaxAttempts, len(c.nodes)) {
+				// Each round starts at the next endpoint; a create refused NOT_LEADER is
+				// taken to each once however few attempts are allowed: in basic routing its
+				// signer's owner may be the last.
+				rounds := c.cfg.MaxAttempts
+				if v1.IsNotLeader(refusal) {
+					rounds = max(rounds, len(c.nodes))
+				}
+				if retryable, after := Retryable(refusal); retryable && round < rounds {
 					again = append(again, i)
 					wait = max(wait, after)
 				}

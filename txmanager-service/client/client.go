@@ -116,7 +116,7 @@ func New(ctx context.Context, cfg Config) (*Client, func(), error) {
 	// of a long-poll), which Kratos' single per-connection timeout cannot express.
 	opts := []kgrpc.ClientOption{kgrpc.WithMiddleware(mw...), kgrpc.WithTimeout(0),
 		kgrpc.WithOptions(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswerBytes)),
-			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepAlive, Timeout: cfg.KeepAlive / 2}))}
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepAlive, Timeout: max(cfg.KeepAlive, 10*time.Second) / 2}))}
 	dial := kgrpc.DialInsecure
 	if cfg.TLS != nil {
 		opts, dial = append(opts, kgrpc.WithTLSConfig(cfg.TLS)), kgrpc.Dial

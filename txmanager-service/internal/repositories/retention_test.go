@@ -196,12 +196,14 @@ func TestRetentionLeavesEachSignerARecoveryAnchor(t *testing.T) {
 // does one no node has delivered for longer than the horizon.
 func TestRetentionKeepsServiceEventsAnActiveSubscriptionHasNotDelivered(t *testing.T) {
 	t.Parallel()
-	// subscriptionAt is a subscription's state and event cursor, and how long ago a node
-	// last held its lease (0: never, created ten minutes ago).
+	// subscriptionAt is a subscription's state and event cursor, how long ago a node last
+	// held its lease (0: never, created ten minutes ago), and whether that node released it
+	// stopping after a delivery then.
 	type subscriptionAt struct {
 		state     string
 		cursor    int64
 		leaseLeft time.Duration
+		released  bool
 	}
 	tests := []struct {
 		name          string
@@ -209,13 +211,17 @@ func TestRetentionKeepsServiceEventsAnActiveSubscriptionHasNotDelivered(t *testi
 		wantLeft      []int64
 	}{
 		{"no subscription", nil, nil},
-		{"an active one at 2", []subscriptionAt{{"active", 2, 0}}, []int64{3, 4, 5}},
-		{"an active one at 4 and one at 1", []subscriptionAt{{"active", 4, 0}, {"active", 1, 0}}, []int64{2, 3, 4, 5}},
-		{"a paused one at 0 and a dead one at 0", []subscriptionAt{{"paused", 0, 0}, {"dead", 0, 0}}, nil},
-		{"an active one at the head", []subscriptionAt{{"active", 5, 0}}, nil},
-		{"an active one at 2 delivered a minute ago", []subscriptionAt{{"active", 2, time.Minute}}, []int64{3, 4, 5}},
+		{"an active one at 2", []subscriptionAt{{"active", 2, 0, false}}, []int64{3, 4, 5}},
+		{"an active one at 4 and one at 1", []subscriptionAt{{"active", 4, 0, false}, {"active", 1, 0, false}}, []int64{2, 3, 4, 5}},
+		{"a paused one at 0 and a dead one at 0", []subscriptionAt{{"paused", 0, 0, false}, {"dead", 0, 0, false}}, nil},
+		{"an active one at the head", []subscriptionAt{{"active", 5, 0, false}}, nil},
+		{"an active one at 2 delivered a minute ago", []subscriptionAt{{"active", 2, time.Minute, false}}, []int64{3, 4, 5}},
 		// Webhooks off on every node: nothing delivers it, and retention goes on.
-		{"an active one at 2 no node delivered for longer than the horizon", []subscriptionAt{{"active", 2, 2 * time.Hour}}, nil},
+		{"an active one at 2 no node delivered for longer than the horizon", []subscriptionAt{{"active", 2, 2 * time.Hour, false}}, nil},
+		// A rolling restart: the node stopping released the lease of a subscription it was
+		// delivering with a backlog.
+		{"an active one at 2 released by a node stopping a minute ago", []subscriptionAt{{"active", 2, time.Minute, true}}, []int64{3, 4, 5}},
+		{"an active one at 2 released by a node stopping two hours ago", []subscriptionAt{{"active", 2, 2 * time.Hour, true}}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,13 +235,19 @@ func TestRetentionKeepsServiceEventsAnActiveSubscriptionHasNotDelivered(t *testi
 				}
 			}
 			for _, s := range tc.subscriptions {
-				var leaseExpired *time.Time
+				var leaseExpired, delivered *time.Time
+				created := time.Now().Add(-10 * time.Minute)
 				if s.leaseLeft > 0 {
+					created = time.Now().Add(-3 * time.Hour)
 					at := time.Now().Add(-s.leaseLeft)
-					leaseExpired = &at
+					if leaseExpired = &at; s.released {
+						leaseExpired, delivered = nil, &at
+					}
 				}
-				if _, err := pool.Exec(ctx, `INSERT INTO webhook_subscription (subscription_id, url, secret, filter, state, cursor, event_cursor, created_by, created_at, lease_expires_at)
-					VALUES ($1, 'https://hooks.example/a', 'whsec_0123456789abcdef', '{}', $2, 0, $3, 'ops', now() - interval '10 minutes', $4)`, uuid.New(), s.state, s.cursor, leaseExpired); err != nil {
+				if _, err := pool.Exec(ctx, `INSERT INTO webhook_subscription (subscription_id, url, secret, filter, state, cursor, event_cursor, created_by, created_at,
+						lease_expires_at, last_success_at)
+					VALUES ($1, 'https://hooks.example/a', 'whsec_0123456789abcdef', '{}', $2, 0, $3, 'ops', $6, $4, $5)`,
+					uuid.New(), s.state, s.cursor, leaseExpired, delivered, created); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -236,18 +236,21 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 	if err != nil {
 		return uc.adoptInstead(ctx, req, err)
 	}
-	queued := false
+	allocated := false
 	defer func() {
-		if !queued {
-			reservation.Release() // a panic before the writer took it
+		if !allocated {
+			// A panic before the writer answered: released, or the signer would keep its
+			// cost until the process ends. Had the writer taken the create, its own
+			// settling comes second and is ignored.
+			reservation.Release()
 		}
 	}()
 	req.Admission = uc.admission(ctx, req, reservation)
 	if approval != nil {
 		req.Admission.Credential, req.Admission.ApprovalID = approval.Requester, approval.ID
 	}
-	queued = true
 	tx, created, err := uc.queue.Allocate(ctx, req, gasLimit, reservation.settleBy)
+	allocated = true
 	if err != nil {
 		return CreateResult{Tx: tx}, err
 	}

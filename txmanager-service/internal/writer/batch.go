@@ -49,6 +49,10 @@ type Allocator struct {
 	notify  services.SubmitNotifier
 	metrics *telemetry.Metrics
 	log     *log.Helper
+	// lostCursors are the signers whose cursor row the database lost while this node held
+	// nonces it had allocated (signer -> the lease token then): until a cursor is written
+	// again, a missing one is read as 0, not as a first use (lostCursor).
+	lostCursors sync.Map
 }
 
 // NewAllocator builds the allocator and hooks nonce-cache eviction to lease loss.
@@ -270,14 +274,7 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 		}
 		return nil
 	}
-	if state.Next == nil && b.chainNext == nil && b.cachedNext != nil && *b.cachedNext > 0 && !a.nonce.AdoptUnknownChainNonces {
-		// The cursor row itself is gone while this node allocated below its cache: the
-		// database lost those commits, cursor and all. Read as a first use, the retry after
-		// an eviction would allocate above them with nothing left to show the loss, so the
-		// nonces this node allocated are quarantined now, as a chain ahead of a cursor of 0.
-		lostFrom := uint64(0)
-		state.Next, b.chainNext = &lostFrom, b.cachedNext
-	}
+	state = a.lostCursor(b, state)
 	if lost := a.lostAllocations(b, state); lost != nil {
 		for i := range b.ops {
 			b.outcome[i].err = lost

@@ -69,6 +69,34 @@ func (a *Allocator) quarantined(ctx context.Context, sess txmanager.Session, b *
 	return true, nil
 }
 
+// lostCursor is state with a cursor row the database lost read as 0. The row is gone while
+// this node holds nonces it allocated below its cache: the database lost those commits,
+// cursor and all. Read as a first use, the retry after the cache is dropped would allocate
+// above the chain's nonce with nothing left to show the loss (a lost request's retry
+// executed twice). Read as 0, the batch is refused for a retry (lostAllocations), and the
+// retry, having read the chain, quarantines what the chain holds above it (quarantined). It
+// is remembered for the lease's epoch, not kept on the batch: the batch's transaction may
+// run again, and the retry's batch has no cache left to tell.
+func (a *Allocator) lostCursor(b *signerBatch, state services.CursorState) services.CursorState {
+	if state.Next != nil {
+		return state
+	}
+	lost := false
+	if token, ok := a.lostCursors.Load(b.key); ok && token.(uint64) == b.lease.Token {
+		lost = true
+	} else if b.chainNext == nil && b.cachedNext != nil && *b.cachedNext > 0 {
+		a.lostCursors.Store(b.key, b.lease.Token)
+		a.log.Warnw("msg", "the database lost the signer's nonce cursor while this node held nonces it allocated: reading the chain before allocating again",
+			"signer", b.key, "fencing_token", b.lease.Token, "cached_next_nonce", *b.cachedNext)
+		lost = true
+	}
+	if lost {
+		zero := uint64(0)
+		state.Next = &zero
+	}
+	return state
+}
+
 // lostAllocations refuses the signer's part of the batch, for a retry, when the database's
 // cursor is below the nonce this node's cache holds without having asked the chain: the
 // cache only ever holds what this node committed, so the database lost those commits (a

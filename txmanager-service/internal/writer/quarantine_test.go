@@ -337,9 +337,9 @@ func TestAnAdoptedTransactionCountsInThePolicyWindows(t *testing.T) {
 // not see): the batch is refused for a retry and the cache dropped, so the retry reads the
 // chain, finds it ahead of the cursor and quarantines the signer, instead of allocating
 // above the lost nonces as if nothing had happened. A database that lost the cursor row
-// too (every commit of a signer new to it) quarantines what this node allocated at once:
-// read as a first use, the retry would allocate above them, and a lost request's retry
-// would be executed twice.
+// too (every commit of a signer new to it) goes the same way, its cursor read as 0: read
+// as a first use, the retry would allocate above the lost nonces, and a lost request's
+// retry would be executed twice.
 func TestAllocatorNoticesACursorBelowItsCache(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -352,7 +352,7 @@ func TestAllocatorNoticesACursorBelowItsCache(t *testing.T) {
 		{"the last two allocations", `WITH gone AS (DELETE FROM managed_tx WHERE signer = $1 AND nonce >= 2)
 			UPDATE signer_nonce_cursor SET next_nonce = 2 WHERE signer = $1`, true, "2..4 live=true"},
 		{"every allocation and the cursor", `WITH gone AS (DELETE FROM managed_tx WHERE signer = $1)
-			DELETE FROM signer_nonce_cursor WHERE signer = $1`, false, "0..4 live=true"},
+			DELETE FROM signer_nonce_cursor WHERE signer = $1`, true, "0..4 live=true"},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -59,7 +59,7 @@ was refused, else 8 when one failed on chain.`,
 			var accepted []sentLine
 			out := newSendOutput(o)
 			for i, r := range results {
-				line := sentLine{Line: lines[i], RequestID: reqs[i].GetRequestId()}
+				line := sentLine{Phase: "answered", Line: lines[i], RequestID: reqs[i].GetRequestId()}
 				switch again, _ := txmclient.Retryable(r.Err); {
 				case errors.Is(r.Err, context.Canceled) || errors.Is(r.Err, context.DeadlineExceeded):
 					// The command ended (--timeout, an interrupt) with the line's call in
@@ -84,6 +84,9 @@ was refused, else 8 when one failed on chain.`,
 					}
 					tx := r.Response.GetTx()
 					line.TxID, line.Nonce, line.State = tx.GetTxId(), nonceText(tx), tx.GetState()
+					if line.Nonce == "-" && o.json {
+						line.Nonce = "" // none yet: left out
+					}
 					accepted = append(accepted, line)
 				}
 				if err := out.answered(line); err != nil {
@@ -155,6 +158,8 @@ func refusal(err error) (reason, message string) {
 
 // sentLine is what became of one line of a send file; with --json, one JSON object a line.
 type sentLine struct {
+	// Phase is "answered" for the create's answer, "final" for the state it ended in.
+	Phase     string `json:"phase"`
 	Line      int    `json:"line"`
 	RequestID string `json:"requestId"`
 	// Result is created, replayed, refused, or "not sent, send again" / "not known, send
@@ -226,6 +231,7 @@ type finalOutput struct {
 func newFinalOutput(o *options) *finalOutput { return &finalOutput{o: o} }
 
 func (f *finalOutput) final(line sentLine, tx *v1.Tx) error {
+	line.Phase = "final"
 	if tx == nil {
 		line.WaitError = "not known to be final: its wait failed"
 	} else {

@@ -267,6 +267,7 @@ func TestSendPrintsJSONLines(t *testing.T) {
 	var got []string
 	for _, raw := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
 		var line struct {
+			Phase     string `json:"phase"`
 			Line      int    `json:"line"`
 			RequestID string `json:"requestId"`
 			Result    string `json:"result"`
@@ -277,10 +278,10 @@ func TestSendPrintsJSONLines(t *testing.T) {
 		if err := json.Unmarshal([]byte(raw), &line); err != nil {
 			t.Fatalf("not a JSON object a line: %q: %v\n%s", raw, err, stdout.String())
 		}
-		got = append(got, fmt.Sprintf("%d %s %s %t %s %s", line.Line, line.RequestID, line.Result, line.SendAgain, line.Reason, line.Final))
+		got = append(got, fmt.Sprintf("%s %d %s %s %t %s %s", line.Phase, line.Line, line.RequestID, line.Result, line.SendAgain, line.Reason, line.Final))
 	}
-	want := []string{"2 ok-1 created false  ", "3 bad-1 refused false INVALID_ARGUMENT ", "4 later-1 not sent, send again true OUTCOME_UNKNOWN ",
-		"2 ok-1 created false  FAILED_FINAL"}
+	want := []string{"answered 2 ok-1 created false  ", "answered 3 bad-1 refused false INVALID_ARGUMENT ", "answered 4 later-1 not sent, send again true OUTCOME_UNKNOWN ",
+		"final 2 ok-1 created false  FAILED_FINAL"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

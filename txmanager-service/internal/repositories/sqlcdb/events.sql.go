@@ -327,7 +327,7 @@ DELETE FROM service_event WHERE position IN (
     WHERE at < now() - make_interval(secs => $1::float8)
       AND position <= coalesce((SELECT min(event_cursor) FROM webhook_subscription
                                 WHERE state = 'active'
-                                  AND coalesce(lease_expires_at, created_at) > now() - make_interval(secs => $1::float8)),
+                                  AND greatest(lease_expires_at, last_success_at, failing_since, created_at) > now() - make_interval(secs => $1::float8)),
                                9223372036854775807)
     ORDER BY position
     LIMIT $2
@@ -343,7 +343,8 @@ type PruneEventsParams struct {
 // oldest first. Events are not the authoritative record (completions and the tables are);
 // a subscription paused or dead for longer than the horizon does not receive them. None an
 // active subscription has still to deliver is deleted while a node delivers it (its lease
-// taken within the horizon): service events carry no mark of what retention took, so its
+// taken, a delivery made or failed within the horizon; a node stopping releases its leases):
+// service events carry no mark of what retention took, so its
 // delivery would skip them without a word, and a node that delivers no webhooks may run
 // retention with a horizon shorter than webhooks.deadAfter. One no node has delivered for
 // a horizon (webhooks off everywhere) holds nothing, or the table would grow for ever.
