@@ -76,15 +76,19 @@ func (a *Allocator) quarantined(ctx context.Context, sess txmanager.Session, b *
 // executed twice). Read as 0, the batch is refused for a retry (lostAllocations), and the
 // retry, having read the chain, quarantines what the chain holds above it (quarantined). It
 // is remembered for the lease's epoch, not kept on the batch: the batch's transaction may
-// run again, and the retry's batch has no cache left to tell.
+// run again, and the retry's batch has no cache left to tell. A new owner, or this node
+// after its lease lapsed, has no such memory: a cursor lost then reads as a first use, and
+// the chain's nonce is allocated above as for any signer new to the database. Without the
+// chain term (nonce.chainQuery off) the cache is the only record of the lost nonces and is
+// kept: the next nonce is the cache's (never backwards, decision 0008).
 func (a *Allocator) lostCursor(b *signerBatch, state services.CursorState) services.CursorState {
-	if state.Next != nil {
+	if state.Next != nil || !a.nonce.ChainQuery {
 		return state
 	}
 	lost := false
 	if token, ok := a.lostCursors.Load(b.key); ok && token.(uint64) == b.lease.Token {
 		lost = true
-	} else if b.chainNext == nil && b.cachedNext != nil && *b.cachedNext > 0 {
+	} else if b.cachedNext != nil && *b.cachedNext > 0 {
 		a.lostCursors.Store(b.key, b.lease.Token)
 		a.log.Warnw("msg", "the database lost the signer's nonce cursor while this node held nonces it allocated: reading the chain before allocating again",
 			"signer", b.key, "fencing_token", b.lease.Token, "cached_next_nonce", *b.cachedNext)
@@ -105,7 +109,9 @@ func (a *Allocator) lostCursor(b *signerBatch, state services.CursorState) servi
 // lost request's retry executed twice; with the cache dropped, the retry reads the chain,
 // and a chain ahead of the cursor quarantines the signer (quarantined).
 func (a *Allocator) lostAllocations(b *signerBatch, state services.CursorState) error {
-	if b.chainNext != nil || b.cachedNext == nil || state.Next == nil || *state.Next >= *b.cachedNext {
+	// Without the chain term the cache is kept: dropped, it would give the lost nonces to
+	// new creates (the next nonce is the larger of the cursor and the cache).
+	if !a.nonce.ChainQuery || b.chainNext != nil || b.cachedNext == nil || state.Next == nil || *state.Next >= *b.cachedNext {
 		return nil
 	}
 	a.cache.Evict(b.key)
