@@ -228,6 +228,11 @@ func (r *runningDelivery) expired(now time.Time) bool {
 // held, counted as the receiver's failure and sent again, and never accepted.
 func (r *runningDelivery) withinLease(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
+	if r.expired(time.Now()) {
+		// Ended before the post starts, not by a timer that may fire after it was sent.
+		cancel()
+		return ctx, cancel
+	}
 	var (
 		mu    sync.Mutex
 		ended bool
