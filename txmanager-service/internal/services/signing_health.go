@@ -117,6 +117,19 @@ func (h *SigningHealth) Failed(ctx context.Context, lease domain.Lease, err erro
 	}
 }
 
+// Observe records what a signature of the signer's key source came to: Failed with its
+// error, Signed without one. Every stage that signs reports through it (nil: nothing kept).
+func (h *SigningHealth) Observe(ctx context.Context, lease domain.Lease, err error) {
+	if h == nil {
+		return
+	}
+	if err != nil {
+		h.Failed(ctx, lease, err)
+		return
+	}
+	h.Signed(ctx, lease)
+}
+
 // Signed records that the signer's key source signed: a failure it had is over, whether
 // this node saw it or the record holds one from an earlier owner or process (checked once
 // a lease).

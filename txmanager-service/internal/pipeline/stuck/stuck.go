@@ -333,13 +333,7 @@ func (r *Resolver) resolutionAttempt(ctx context.Context, lease domain.Lease, he
 	}
 	u.MaxFee, u.MaxTip, u.Legacy, u.BaseFee = maxFee, maxTip, suggestion.Legacy, suggestion.BaseFee
 	attempt, err := r.signer.Sign(ctx, head.TxID, kind, u)
-	if r.signing != nil {
-		if err != nil {
-			r.signing.Failed(ctx, lease, err)
-		} else {
-			r.signing.Signed(ctx, lease)
-		}
-	}
+	r.signing.Observe(ctx, lease, err)
 	return attempt, err
 }
 

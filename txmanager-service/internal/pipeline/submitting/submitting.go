@@ -253,13 +253,7 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 		batch = append(batch, pipeline.ToSign{TxID: tx.ID, Kind: pipeline.AttemptOriginal, Unsigned: u})
 	}
 	attempts, signErr := s.signer.SignInOrder(ctx, batch, s.cfg.SignConcurrency)
-	if s.signing != nil {
-		if signErr != nil {
-			s.signing.Failed(ctx, lease, signErr)
-		} else {
-			s.signing.Signed(ctx, lease)
-		}
-	}
+	s.signing.Observe(ctx, lease, signErr)
 	if len(attempts) == 0 {
 		return nil, false, signErr
 	}
