@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
@@ -17,9 +19,10 @@ import (
 // lists into calls of this many.
 const MaxBatch = 1000
 
-// maxBatchBytes bounds the creates CreateMany puts into one call: half the service's
-// default limit on a batch (server.maxBatchBodyBytes, 8 MiB), so that creates carrying
-// calldata go in more, smaller calls rather than one the service refuses whole.
+// maxBatchBytes bounds the creates CreateMany puts into one call at first: half the
+// service's default limit on a batch (server.maxBatchBodyBytes, 8 MiB), so that creates
+// carrying calldata go in more, smaller calls. A service configured below it refuses the
+// call as too large, and CreateMany halves its calls until they pass.
 const maxBatchBytes = 4 << 20
 
 // maxAnswerBytes is the largest answer the client reads. Each create's answer repeats its
@@ -41,7 +44,8 @@ type CreateResult struct {
 // others. A create refused for a reason that passes (NOT_LEADER, UNAVAILABLE,
 // RATE_LIMITED, ...) is sent again with the next call, alone with the others that were, to
 // the next endpoint (a NOT_LEADER from one node is answered the same way by it again); its
-// request id makes that safe. Every create needs a request id; a create that repeats an
+// request id makes that safe. A call the service refuses as too large is sent again in
+// halves, and a create too large alone is refused alone. Every create needs a request id; a create that repeats an
 // earlier one of reqs (same chain, signer and request id) is refused as the service refuses
 // a repeat within one batch, wherever the two fall among the calls. The results are in the
 // order of reqs; the error is the context's, or a call that failed for good (then the
@@ -69,12 +73,21 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 		first[k] = i
 		pending = append(pending, i)
 	}
+	// tries counts each create's retryable refusals other than NOT_LEADER, and hops its
+	// NOT_LEADER answers since its last other one: each round starts at the next endpoint,
+	// so a create its owner refused for a reason that passes tours the others again.
+	tries, hops := make([]int, len(reqs)), make([]int, len(reqs))
 	backoff := c.cfg.Backoff
+	callBytes := maxBatchBytes
 	for round := 1; len(pending) > 0; round++ {
 		var again []int
 		var wait time.Duration
+		// touring: every create sent again was refused NOT_LEADER by an endpoint it had not
+		// tried yet, and the next round goes on at once, as Create moves on to the next
+		// endpoint at once.
+		touring := true
 		for start := 0; start < len(pending); {
-			part := nextPart(reqs, pending[start:])
+			part, size := nextPart(reqs, pending[start:], callBytes)
 			batch := &v1.CreateTxBatchRequest{Creates: make([]*v1.CreateTxRequest, len(part))}
 			for j, i := range part {
 				batch.Creates[j] = reqs[i]
@@ -88,6 +101,18 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 			})
 			if err == nil && len(resp.GetResults()) != len(part) {
 				err = fmt.Errorf("txmclient: %d answers to a batch of %d creates", len(resp.GetResults()), len(part))
+			}
+			if err != nil && tooLarge(err) {
+				// The service's limit is below this call: nothing of it was made, and smaller
+				// calls pass. (An answer over the client's limit was made: the smaller calls
+				// replay it by request id.)
+				if len(part) > 1 {
+					callBytes = max(size/2, 1)
+					continue
+				}
+				results[part[0]] = CreateResult{Err: err}
+				start++
+				continue
 			}
 			if err != nil {
 				for _, i := range pending[start:] {
@@ -104,14 +129,21 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 				}
 				refusal := r.GetError().AsError()
 				results[i] = CreateResult{Err: refusal}
-				// Each round starts at the next endpoint; a create refused NOT_LEADER is
-				// taken to each once however few attempts are allowed: in basic routing its
-				// signer's owner may be the last.
-				rounds := c.cfg.MaxAttempts
+				// A create refused NOT_LEADER is taken to each endpoint once however few
+				// attempts are allowed: in basic routing its signer's owner may be the last.
+				retryable, after := Retryable(refusal)
 				if v1.IsNotLeader(refusal) {
-					rounds = max(rounds, len(c.nodes))
+					hops[i]++
+					retryable = retryable && hops[i] < max(c.cfg.MaxAttempts, len(c.nodes))
+					// Still looking for its owner among the endpoints: no reason to wait.
+					touring = touring && hops[i] < len(c.nodes)
+				} else {
+					tries[i]++
+					hops[i] = 0
+					retryable = retryable && tries[i] < c.cfg.MaxAttempts
+					touring = false
 				}
-				if retryable, after := Retryable(refusal); retryable && round < rounds {
+				if retryable {
 					again = append(again, i)
 					wait = max(wait, after)
 				}
@@ -120,6 +152,9 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 		pending = again
 		if len(pending) == 0 {
 			break
+		}
+		if touring {
+			continue
 		}
 		if wait == 0 {
 			wait, backoff = backoff, min(backoff*2, 5*time.Second)
@@ -133,17 +168,28 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 	return results, nil
 }
 
-// nextPart is the longest run from the start of pending that one call takes: at most
-// MaxBatch creates and maxBatchBytes of them, and at least one.
-func nextPart(reqs []*v1.CreateTxRequest, pending []int) []int {
+// nextPart is the longest run from the start of pending that one call takes, with its
+// size: at most MaxBatch creates and maxBytes of them, and at least one.
+func nextPart(reqs []*v1.CreateTxRequest, pending []int, maxBytes int) ([]int, int) {
 	size := 0
 	for n, i := range pending {
-		size += proto.Size(reqs[i])
-		if n == MaxBatch || (n > 0 && size > maxBatchBytes) {
-			return pending[:n]
+		next := proto.Size(reqs[i])
+		if n == MaxBatch || (n > 0 && size+next > maxBytes) {
+			return pending[:n], size
 		}
+		size += next
 	}
-	return pending
+	return pending, size
+}
+
+// tooLarge: the call was refused for its size, by the service (REQUEST_TOO_LARGE) or by
+// gRPC's message limit on either side; the same call would be refused again.
+func tooLarge(err error) bool {
+	if v1.IsRequestTooLarge(err) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "larger than max")
 }
 
 // WaitMany waits until every transaction in txIDs is final, at most parallel at a time

@@ -19,6 +19,9 @@ type basicRoutingNode struct {
 	mu   sync.Mutex
 	// refused counts the NOT_LEADER answers given.
 	refused int
+	// unavailable is how many of its own signer's creates it answers UNAVAILABLE (a node
+	// starting, its database away) before it makes them.
+	unavailable int
 }
 
 func (n *basicRoutingNode) CreateTxBatch(_ context.Context, r *v1.CreateTxBatchRequest) (*v1.CreateTxBatchResponse, error) {
@@ -29,6 +32,16 @@ func (n *basicRoutingNode) CreateTxBatch(_ context.Context, r *v1.CreateTxBatchR
 			n.refused++
 			n.mu.Unlock()
 			out.Results = append(out.Results, v1.CreateResultOf(nil, v1.ErrorNotLeader("signer %s is served by another node", create.GetSigner())))
+			continue
+		}
+		n.mu.Lock()
+		unavailable := n.unavailable > 0
+		if unavailable {
+			n.unavailable--
+		}
+		n.mu.Unlock()
+		if unavailable {
+			out.Results = append(out.Results, v1.CreateResultOf(nil, v1.ErrorUnavailable("database unavailable")))
 			continue
 		}
 		out.Results = append(out.Results, v1.CreateResultOf(&v1.CreateTxResponse{Created: true,
@@ -90,5 +103,35 @@ func TestCreateManyFindsEachSignersOwnerInBasicRouting(t *testing.T) {
 				t.Errorf("Create for the last endpoint's signer: %v %v, want created by its owner", one, err)
 			}
 		})
+	}
+}
+
+// A create whose owner is the last endpoint and refuses it first for a reason that passes
+// (UNAVAILABLE) is sent again: CreateMany counts a create's attempts by its own refusals,
+// not by the rounds it spent finding its owner. Before, with fewer attempts than endpoints,
+// the tour used them up and the owner's first refusal was final.
+func TestCreateManyRetriesAnOwnersRefusalAfterFindingIt(t *testing.T) {
+	signers := []string{"0x00000000000000000000000000000000000000a1", "0x00000000000000000000000000000000000000b2",
+		"0x00000000000000000000000000000000000000c3", "0x00000000000000000000000000000000000000d4"}
+	endpoints := make([]string, len(signers))
+	for i, signer := range signers {
+		node := &basicRoutingNode{owns: signer}
+		if i == len(signers)-1 {
+			node.unavailable = 2
+		}
+		endpoints[i] = serve(t, node, nil)
+	}
+	client := newClient(t, txmclient.Config{Endpoints: endpoints, MaxAttempts: 3, Backoff: 10 * time.Millisecond})
+	last := signers[len(signers)-1]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	results, err := client.CreateMany(ctx, []*v1.CreateTxRequest{{Signer: last, RequestId: "payout-last"}, {Signer: signers[0], RequestId: "payout-first"}})
+	if err != nil {
+		t.Fatalf("CreateMany: %v", err)
+	}
+	for i, r := range results {
+		if r.Err != nil || !r.Response.GetCreated() {
+			t.Errorf("creates[%d]: %v %v, want created by its owner after its refusals", i, r.Response, r.Err)
+		}
 	}
 }
