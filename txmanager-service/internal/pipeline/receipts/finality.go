@@ -51,6 +51,18 @@ func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, e
 		expiredErr = errors.Join(expiredErr, view.finalizedErr)
 	}
 	reorged, finals := judge(mined, view, t.cfg)
+	after := t.cfg.LostAboveHeadAfter
+	if after <= 0 {
+		after = defaultLostAboveHeadAfter
+	}
+	for signer, txs := range t.above.lost(mined, view.head, signers, after, time.Now()) {
+		// A chain that got shorter than the receipt's block for so long: the receipt is
+		// taken as gone with that block. Were it still there, the next look-up finds it
+		// again, and sending it again is answered "already known" or "nonce too low".
+		t.log.WithContext(ctx).Warnw("msg", "receipts above the chain's head for too long; tracking again", "signer", signer, "count", len(txs),
+			"first_tx_id", txs[0].TxID.String(), "first_block", txs[0].BlockNumber, "head", view.head, "after", after.String())
+		reorged[signer] = append(reorged[signer], txs...)
+	}
 	// A held receipt whose block left the chain has nothing on record to revert: forgetting
 	// it is enough, and its transaction, still unmined in the database, is looked up again.
 	droppedHeld := 0

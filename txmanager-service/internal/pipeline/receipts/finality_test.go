@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/bionicotaku/txmanager-service/internal/domain"
 	"github.com/bionicotaku/txmanager-service/internal/pipeline"
@@ -200,5 +201,65 @@ func TestAReorgIsFollowedWhileTheFinalizedTagIsNotServed(t *testing.T) {
 	}
 	if row := s.row(0); row.state != string(domain.StateTracking) || row.subState != "REORGED" || row.completions != 0 {
 		t.Fatalf("row %+v, want tracking again after its block was replaced", row)
+	}
+}
+
+// A chain that got shorter than a receipt's block (a dev node restarted from older state, a
+// rollback) and stays so: the receipt is taken as gone with that block once it has been
+// above the head for LostAboveHeadAfter, and its transaction is looked up and sent again.
+// Before, it stayed mined for a block the chain no longer had, was never sent again, and
+// held up the signer's later nonces for good.
+func TestAReceiptAboveAShorterChainsHeadIsForgotten(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		cfg          receipts.Config
+		wantHeld     bool
+		wantSubState string
+	}{
+		{"on record", receipts.Config{Confirmations: 5, LostAboveHeadAfter: 300 * time.Millisecond}, false, "REORGED"},
+		{"held", receipts.Config{Confirmations: 2, LostAboveHeadAfter: 300 * time.Millisecond}, true, "SIGNED"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStage(t)
+			s.send(1, nil)
+			block := s.mine(1)
+			tracker := s.tracker(tc.cfg)
+			if _, err := tracker.RecordReceipts(ctx(t), s.lookUp(tracker).Found, block); err != nil {
+				t.Fatal(err)
+			}
+			if tracker.HoldsReceipts() != tc.wantHeld {
+				t.Fatalf("holds receipts: %v, want %v", tracker.HoldsReceipts(), tc.wantHeld)
+			}
+			parents, err := s.sim.HeadersByNumber(ctx(t), []uint64{block - 1})
+			if err != nil || parents[0] == nil {
+				t.Fatalf("parent of block %d: %v", block, err)
+			}
+			if err := s.sim.Backend().Fork(parents[0].Hash); err != nil {
+				t.Fatal(err)
+			}
+			s.sim.Backend().Rollback()
+			if head := s.mine(0); head >= block {
+				t.Fatalf("head %d after the rollback, want below %d", head, block)
+			}
+
+			if reverted, err := tracker.AdvanceFinality(ctx(t), s.signers()); err != nil || reverted != 0 {
+				t.Fatalf("first pass: %d reverted, %v; want none yet (an endpoint behind another is not a reorg)", reverted, err)
+			}
+			time.Sleep(tc.cfg.LostAboveHeadAfter)
+			reverted, err := tracker.AdvanceFinality(ctx(t), s.signers())
+			if err != nil || reverted != 1 {
+				t.Fatalf("after %s above the head: %d reverted, %v; want 1", tc.cfg.LostAboveHeadAfter, reverted, err)
+			}
+			if row := s.row(0); row.state != string(domain.StateTracking) || row.subState != tc.wantSubState || row.block != 0 || tracker.HoldsReceipts() {
+				t.Fatalf("row %+v (held %v), want TRACKING/%s without a receipt", row, tracker.HoldsReceipts(), tc.wantSubState)
+			}
+			awaiting, err := tracker.AwaitingReceipt(ctx(t), s.signers())
+			if err != nil || len(awaiting) != 1 {
+				t.Fatalf("awaiting %d, %v; want the transaction looked up again", len(awaiting), err)
+			}
+		})
 	}
 }

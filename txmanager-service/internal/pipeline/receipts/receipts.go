@@ -30,6 +30,9 @@ type Config struct {
 	Confirmations uint64
 	// UseFinalizedTag: final when the node's "finalized" block has reached the receipt.
 	UseFinalizedTag bool
+	// LostAboveHeadAfter is how long a receipt's block may stay above the chain's head before
+	// the receipt is forgotten as reorged (0: defaultLostAboveHeadAfter).
+	LostAboveHeadAfter time.Duration
 }
 
 // FoundReceipt is a receipt for one attempt of a tracked transaction.
@@ -83,6 +86,7 @@ type Tracker struct {
 	metrics *telemetry.Metrics
 	log     *log.Helper
 	held    heldReceipts
+	above   aboveHead
 }
 
 // New builds the stage.
