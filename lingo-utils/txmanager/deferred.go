@@ -393,6 +393,11 @@ func (r watchedRow) Scan(dest ...any) error {
 	return err
 }
 
+func (s *deferredSession) connClosed() bool {
+	conn := s.conn.Load()
+	return conn != nil && conn.IsClosed()
+}
+
 func (s *deferredSession) beginError() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

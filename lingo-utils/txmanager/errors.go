@@ -30,8 +30,9 @@ var (
 	// context) expired; the error also matches context.DeadlineExceeded.
 	ErrTxTimeout = errors.New("txmanager: transaction timed out")
 	// ErrNestedTx is returned when WithinTx is called with a context that already carries a
-	// transaction of this package. Nesting is refused rather than joined: a joined inner call
-	// could not honour its own options (isolation, read-only, timeout, retries).
+	// transaction of this package on the same database (pool or connection). Nesting is
+	// refused rather than joined: a joined inner call could not honour its own options
+	// (isolation, read-only, timeout, retries). A manager on another database runs its own.
 	ErrNestedTx = errors.New("txmanager: nested transaction refused: context already carries a transaction")
 )
 
@@ -170,8 +171,13 @@ func kindOf(ctx context.Context, phase Phase, state string, err error) ErrorKind
 	if phase == PhaseCommit && (state == "" || sessionEnded(state)) {
 		return KindCommitUnknown
 	}
-	// Before COMMIT, a session the server ended committed nothing: run it all again.
+	// Before COMMIT, a session the server ended committed nothing: run it all again. So did
+	// one that could not connect for its BEGIN (a failover, a pooler restarting).
 	if sessionEnded(state) {
+		return KindRetryable
+	}
+	var connectErr *pgconn.ConnectError
+	if phase == PhaseBegin && state == "" && errors.As(err, &connectErr) && ctx.Err() == nil {
 		return KindRetryable
 	}
 	switch {

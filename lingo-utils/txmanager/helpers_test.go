@@ -110,7 +110,7 @@ func sumOf(agg metricdata.Aggregation) int64 {
 }
 
 // replyDroppingProxy forwards TCP to a PostgreSQL server. Once armed, it swallows the next
-// reply from the server and closes the client's connection: the server has done the work,
+// reply from the server and closes that connection (later ones pass): the server has done the work,
 // the client never hears about it. That is a network failure during COMMIT, made exact.
 type replyDroppingProxy struct {
 	listener net.Listener
@@ -168,7 +168,7 @@ func (p *replyDroppingProxy) relayReplies(server, client net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := server.Read(buf)
-		if n > 0 && p.armed.Load() {
+		if n > 0 && p.armed.CompareAndSwap(true, false) {
 			_ = server.Close()
 			return
 		}

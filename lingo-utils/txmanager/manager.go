@@ -50,16 +50,38 @@ type Beginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-// InTx reports whether ctx was handed out by WithinTx / WithinReadOnlyTx.
+// InTx reports whether ctx was handed out by WithinTx / WithinReadOnlyTx (of any manager).
 func InTx(ctx context.Context) bool { return ctx.Value(txContextKey{}) != nil }
 
 type txContextKey struct{}
+
+// txMark is what a transaction's context carries: the database it runs on, and the mark of
+// the transaction it runs inside (of another manager on another database), if any.
+type txMark struct {
+	db        Beginner
+	traceName string
+	outer     *txMark
+}
+
+// inTxOn reports the transaction ctx carries on db, if any.
+func inTxOn(ctx context.Context, db Beginner) (*txMark, bool) {
+	mark, _ := ctx.Value(txContextKey{}).(*txMark)
+	for ; mark != nil; mark = mark.outer {
+		if mark.db == db {
+			return mark, true
+		}
+	}
+	return nil, false
+}
 
 // attemptSession is the Session of one attempt, with what runOnce needs to end it.
 type attemptSession interface {
 	Session
 	// beginError is why the transaction could not begin, once a statement tried; nil otherwise.
 	beginError() error
+	// connClosed: the connection the transaction ran on is closed (pgx closes it on any
+	// failure to read or write it). False when none was taken.
+	connClosed() bool
 	commit(ctx context.Context) error
 	rollback(ctx context.Context) error
 }
@@ -75,6 +97,7 @@ func (s *session) DB() DBTX                           { return s.tx }
 func (s *session) Tx() pgx.Tx                         { return s.tx }
 func (s *session) ReadOnly() bool                     { return s.readOnly }
 func (s *session) beginError() error                  { return nil }
+func (s *session) connClosed() bool                   { return s.tx.Conn().IsClosed() }
 func (s *session) commit(ctx context.Context) error   { return s.tx.Commit(ctx) }
 func (s *session) rollback(ctx context.Context) error { return s.tx.Rollback(ctx) }
 
@@ -104,8 +127,12 @@ func (m *manager) WithinReadOnlyTx(ctx context.Context, opts TxOptions, fn func(
 }
 
 func (m *manager) within(ctx context.Context, r resolved, fn func(context.Context, Session) error) error {
-	if InTx(ctx) {
-		return fmt.Errorf("%w (trace name %q)", ErrNestedTx, r.traceName)
+	// Nesting on one database is refused: the inner call would take a second connection
+	// while the outer holds one, and could not keep its own options inside the outer's
+	// transaction. A transaction on another database (another manager's) inside it is two
+	// transactions, as the caller means.
+	if outer, nested := inTxOn(ctx, m.db); nested {
+		return fmt.Errorf("%w (trace name %q, inside %q)", ErrNestedTx, r.traceName, outer.traceName)
 	}
 	if err := r.checkSettings(); err != nil {
 		return err
@@ -222,7 +249,8 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 		}
 	}()
 
-	txCtx := context.WithValue(ctx, txContextKey{}, r.traceName)
+	outer, _ := ctx.Value(txContextKey{}).(*txMark)
+	txCtx := context.WithValue(ctx, txContextKey{}, &txMark{db: m.db, traceName: r.traceName, outer: outer})
 	err = fn(txCtx, sess)
 	if beginErr := sess.beginError(); beginErr != nil {
 		// The transaction never began (its BEGIN went with the first statement): nothing ran,
@@ -230,10 +258,10 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 		if err == nil || !errors.Is(err, beginErr) {
 			err = errors.Join(beginErr, err)
 		}
-		return classify(ctx, PhaseBegin, err)
+		return lostBeforeCommit(ctx, sess, PhaseBegin, classify(ctx, PhaseBegin, err))
 	}
 	if err != nil {
-		return classify(ctx, PhaseCallback, err)
+		return lostBeforeCommit(ctx, sess, PhaseCallback, classify(ctx, PhaseCallback, err))
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		// The deadline passed, or the caller left, before COMMIT was sent: nothing is
@@ -254,6 +282,27 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 	}
 	committed = true
 	return nil
+}
+
+// lostBeforeCommit makes retryable a failure without SQLSTATE, before COMMIT was sent, of a
+// transaction whose connection is now closed while the caller's context is live: a
+// network failure, a proxy or pooler restarted, a failover that reset the connection. The
+// server rolls back what a session it lost had begun, so nothing of the attempt committed
+// (pgconn's SafeToRetry says otherwise once bytes were written, which only matters for a
+// COMMIT). On a single connection onClosedConn then makes it final.
+func lostBeforeCommit(ctx context.Context, sess attemptSession, phase Phase, err error) error {
+	if err == nil || ctx.Err() != nil || SQLState(err) != "" || !sess.connClosed() {
+		return err
+	}
+	cause := err
+	var txErr *TxError
+	if errors.As(err, &txErr) {
+		if txErr.Kind != KindOther {
+			return err
+		}
+		cause = txErr.Err
+	}
+	return &TxError{Kind: KindRetryable, Phase: phase, Err: fmt.Errorf("the connection was lost before COMMIT, so nothing committed: %w", cause)}
 }
 
 // open starts an attempt's transaction. On a pool, BEGIN waits for the first statement and

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -489,6 +490,33 @@ func TestNestedWithinTxIsRefused(t *testing.T) {
 	}
 }
 
+// A manager on another database runs its own transaction inside one of this manager's (a
+// service with two databases), and nesting on either database is still refused inside it.
+// Before, any transaction of the package in the context refused every manager's.
+func TestATransactionOnAnotherDatabaseRunsInside(t *testing.T) {
+	t.Parallel()
+	first, second := newFixture(t, txmanager.Config{}), newFixture(t, txmanager.Config{})
+	ctx := context.Background()
+	var innerErr, nestedFirst, nestedSecond error
+	err := first.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+		innerErr = second.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s2 txmanager.Session) error {
+			nestedFirst = first.manager.WithinTx(ctx, txmanager.DefaultOptions(), insertItem("nested-first"))
+			nestedSecond = second.manager.WithinTx(ctx, txmanager.DefaultOptions(), insertItem("nested-second"))
+			return insertItem("second")(ctx, s2)
+		})
+		return insertItem("first")(ctx, s)
+	})
+	if err != nil || innerErr != nil {
+		t.Fatalf("outer: %v; inner on the other database: %v", err, innerErr)
+	}
+	if !errors.Is(nestedFirst, txmanager.ErrNestedTx) || !errors.Is(nestedSecond, txmanager.ErrNestedTx) {
+		t.Fatalf("nested on the first database: %v; on the second: %v; want ErrNestedTx for both", nestedFirst, nestedSecond)
+	}
+	if a, b := first.count(t, "SELECT count(*) FROM item WHERE name = 'first'"), second.count(t, "SELECT count(*) FROM item WHERE name = 'second'"); a != 1 || b != 1 {
+		t.Fatalf("rows: %d on the first database, %d on the second; want 1 each", a, b)
+	}
+}
+
 func TestHundredConcurrentTransactionsOnPoolOfTen(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, txmanager.Config{DefaultTimeout: 30 * time.Second}, func(c *pgxpool.Config) { c.MaxConns = 10 })
@@ -882,5 +910,69 @@ func TestAClosedSingleConnectionIsNotRetried(t *testing.T) {
 	})
 	if err == nil || txmanager.IsRetryable(err) || runs != 1 || !strings.Contains(err.Error(), "connection is closed") {
 		t.Fatalf("err = %v (retryable %v) after %d runs; want a final failure saying the connection is closed, after one run", err, txmanager.IsRetryable(err), runs)
+	}
+}
+
+// A connection lost before COMMIT was sent (a network failure, a pooler or proxy restarted,
+// a failover that reset it) committed nothing: the server rolls back a session it lost. The
+// attempt is retryable and runs again on a fresh connection, whether the loss met the
+// connecting, the first statement (sent with BEGIN) or a later one. Before, such a failure carried no SQLSTATE, and
+// pgconn calls an error after bytes were written unsafe to retry: the caller got it after one
+// attempt.
+func TestAConnectionLostBeforeCommitIsRetried(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// lostAt is the statement of the first attempt whose reply is lost (0: the first).
+		lostAt int
+	}{
+		{"connecting, for the first statement", -1},
+		{"the first statement, sent with BEGIN", 0},
+		{"a later statement", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, txmanager.Config{})
+			u, err := url.Parse(f.dsn)
+			if err != nil || u.Host == "" {
+				t.Fatalf("proxying needs a URL-style DSN with a host, got %q", f.dsn)
+			}
+			proxy := newReplyDroppingProxy(t, u.Host)
+			u.Host = proxy.addr()
+			pool := pgtest.NewPool(t, u.String())
+			component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.lostAt >= 0 {
+				// The pool's connection is made before: the reply lost is a statement's.
+				if err := pool.Ping(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				proxy.dropNextReply()
+			}
+			name := "lost-" + strconv.Itoa(tc.lostAt)
+			attempts := 0
+			err = component.Manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+				attempts++
+				for i, sql := range []string{"INSERT INTO item (name) VALUES ($1)", "UPDATE item SET name = $1 WHERE name = $1"} {
+					if attempts == 1 && i == tc.lostAt {
+						proxy.dropNextReply()
+					}
+					if _, err := s.DB().Exec(ctx, sql, name); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil || attempts != 2 {
+				t.Fatalf("err = %v after %d attempts; want success on the second", err, attempts)
+			}
+			if got := f.count(t, "SELECT count(*) FROM item WHERE name = $1", name); got != 1 {
+				t.Fatalf("rows = %d, want exactly 1 (the first attempt committed nothing)", got)
+			}
+		})
 	}
 }
