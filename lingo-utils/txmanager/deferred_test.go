@@ -519,3 +519,27 @@ func TestAFirstStatementWaitsForALockNoLongerThanTheLockTimeout(t *testing.T) {
 		}
 	}
 }
+
+// A setting's value is taken as it is whatever the server's standard_conforming_strings:
+// with it off, a backslash escapes the quote after it in a plain string constant, and a
+// value holding `\'` ended the constant early and had the rest of it run as SQL. Such a
+// value is now sent as an escape string.
+func TestASettingsValueIsTakenAsItIs(t *testing.T) {
+	t.Parallel()
+	for _, conforming := range []string{"on", "off"} {
+		t.Run("standard_conforming_strings "+conforming, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, txmanager.Config{}, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["standard_conforming_strings"] = conforming })
+			for _, value := range []string{`a\'; SET LOCAL statement_timeout = 1; --`, `C:\temp\`, `o'brien \\ \n`} {
+				var app, timeout string
+				err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithSettings(txmanager.Setting{Name: "application_name", Value: value}),
+					func(ctx context.Context, s txmanager.Session) error {
+						return s.DB().QueryRow(ctx, "SELECT current_setting('application_name'), current_setting('statement_timeout')").Scan(&app, &timeout)
+					})
+				if err != nil || app != value || timeout != "0" {
+					t.Fatalf("setting application_name to %q: %v; read %q, statement_timeout %q", value, err, app, timeout)
+				}
+			}
+		})
+	}
+}

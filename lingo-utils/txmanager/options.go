@@ -174,10 +174,22 @@ func (r resolved) beginStatements() beginStatements {
 		b.settings = append(b.settings, fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", max(r.idleTimeout.Milliseconds(), 1)))
 	}
 	for _, s := range r.settings {
-		b.settings = append(b.settings, "SET LOCAL "+s.Name+" = '"+strings.ReplaceAll(s.Value, "'", "''")+"'")
+		b.settings = append(b.settings, "SET LOCAL "+s.Name+" = "+quoteLiteral(s.Value))
 	}
 	b.query = strings.Join(append([]string{"BEGIN ISOLATION LEVEL " + strings.ToUpper(string(r.isolation)) + " " + strings.ToUpper(string(r.accessMode))}, b.settings...), "; ")
 	return b
+}
+
+// quoteLiteral quotes v as a string constant whatever the server's
+// standard_conforming_strings: with it off, a backslash in a plain '...' constant escapes
+// the quote after it, so a value holding one is written as an escape string (E'...'), where
+// backslashes are always escapes.
+func quoteLiteral(v string) string {
+	quoted := "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	if strings.Contains(v, `\`) {
+		quoted = "E'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", "''") + "'"
+	}
+	return quoted
 }
 
 // checkSettings refuses a setting whose name is not a parameter's (it goes into the SQL as
