@@ -94,6 +94,9 @@ type FundsGuard struct {
 	admitted map[string]*admittedCost
 	// lastBackground is when each signer's last background reload started.
 	lastBackground map[string]time.Time
+	// prices are the L1 prices last read for bounds without a funds check, at pricesAt.
+	prices   *domain.OPStackFeeParams
+	pricesAt time.Time
 }
 
 // signerFunds is one signer's cached position; reserved is what creates admitted since the
@@ -135,11 +138,14 @@ func (f *signerFunds) spendable() *big.Int {
 // signer_spendable_wei gauges.
 func NewFundsGuard(cfg FundsConfig, chain FundsChain, store FundsStore, clock Clock, metrics *telemetry.Metrics) (*FundsGuard, error) {
 	g := &FundsGuard{cfg: cfg, chain: chain, store: store, clock: clock, signers: map[string]*signerFunds{}, admitted: map[string]*admittedCost{}, lastBackground: map[string]time.Time{}}
-	if cfg.OPStack && cfg.Check {
+	if cfg.OPStack {
 		var ok bool
 		if g.dataFees, ok = chain.(DataFeeChain); !ok {
-			return nil, fmt.Errorf("chain.feeModel op-stack: the funds check reads L1 prices from a JSON-RPC node, and this chain (%T) has none", chain)
+			return nil, fmt.Errorf("chain.feeModel op-stack: the L1 data fee is read from a JSON-RPC node, and this chain (%T) has none", chain)
 		}
+	}
+	if cfg.OPStack && cfg.Check {
+		var ok bool
 		if g.sizes, ok = store.(DataSizeStore); !ok {
 			return nil, fmt.Errorf("chain.feeModel op-stack: the funds store (%T) cannot count transactions by data size", store)
 		}
@@ -258,10 +264,19 @@ func (r *Reservation) finish(settled bool) {
 
 // Reserve admits an intent the signer can pay for and reserves its maximum cost, or
 // returns an error matching domain.ErrInsufficientFunds (or ErrUnavailable when the
-// balance cannot be read). With the check off it admits everything.
+// balance cannot be read). With the check off it admits everything; on an OP-stack chain
+// its reservation still carries the intent's L1 data fee bound, which spending policies'
+// fee windows count.
 func (g *FundsGuard) Reserve(ctx context.Context, signer common.Address, signerHex string, intent domain.Intent, gasLimit uint64) (*Reservation, error) {
 	if !g.cfg.Check {
-		return nil, nil
+		if g.dataFees == nil {
+			return nil, nil
+		}
+		prices, err := g.l1Prices(ctx)
+		if err != nil {
+			return nil, &domain.UnavailableError{Reason: "L1 prices", RetryAfter: time.Second, Err: err}
+		}
+		return &Reservation{signer: signerHex, dataFee: dataFeeBound(prices, len(intent.Data))}, nil
 	}
 	var lookedAgainAt time.Time
 	for attempt := 0; ; attempt++ {
@@ -423,7 +438,7 @@ func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHe
 		return nil, err
 	}
 	var dataFees *domain.OPStackFeeParams
-	if g.dataFees != nil {
+	if g.sizes != nil {
 		if dataFees, err = g.unminedDataFees(ctx, signerHex, account.Nonce, committed); err != nil {
 			return nil, err
 		}
@@ -441,6 +456,38 @@ func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHe
 	fresh.reserved.Add(fresh.reserved, a.outstanding)
 	g.signers[signerHex] = fresh
 	return fresh, nil
+}
+
+// l1PricesKey is the L1 prices' key among the reloads (the others are signers' addresses).
+const l1PricesKey = "l1-prices"
+
+// l1Prices are the chain's L1 prices read at most once every CacheFor, for bounds without a
+// funds check. A failed read falls back to the last prices read: the bound follows them
+// within a window anyway.
+func (g *FundsGuard) l1Prices(ctx context.Context) (domain.OPStackFeeParams, error) {
+	g.mu.Lock()
+	prices, at := g.prices, g.pricesAt
+	g.mu.Unlock()
+	if prices != nil && g.clock.Now().Sub(at) < g.cfg.CacheFor {
+		return *prices, nil
+	}
+	v, err, _ := g.refresh.Do(l1PricesKey, func() (any, error) {
+		read, err := g.dataFees.OPStackFeeParams(ctx)
+		if err != nil {
+			return nil, err
+		}
+		g.mu.Lock()
+		g.prices, g.pricesAt = &read, g.clock.Now()
+		g.mu.Unlock()
+		return read, nil
+	})
+	if err != nil {
+		if prices != nil {
+			return *prices, nil
+		}
+		return domain.OPStackFeeParams{}, fmt.Errorf("L1 prices: %w", err)
+	}
+	return v.(domain.OPStackFeeParams), nil //nolint:forcetypeassert // the read returns nothing else
 }
 
 // unminedDataFees reads the chain's L1 prices and adds to committed the most the L1 data

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math/big"
 	"math/rand/v2"
@@ -365,5 +366,59 @@ func TestOPStackBlockReceiptsPassDeposits(t *testing.T) {
 	}
 	if len(blocks[0]) != 2 || ours == nil || ours.L1Fee == nil || ours.L1Fee.Sign() <= 0 {
 		t.Fatalf("receipts %+v: want the deposit's and the transfer's, the transfer with its L1 fee", blocks[0])
+	}
+}
+
+// A spending policy's fee window counts an intent's L1 data fee bound on an OP-stack chain,
+// with the funds check on or off: a window with room for the intent's gas at its fee cap
+// and not for the data fee refuses it, one with room for both admits it. Before, with the
+// check off the bound was not computed and the window counted the gas alone.
+func TestOPStackFeeWindowCountsTheDataFeeWithOrWithoutTheFundsCheck(t *testing.T) {
+	t.Parallel()
+	url := startOPStackAnvil(t, time.Second)
+	const key = "payouts-key"
+	feeCap := big.NewInt(2 * params.GWei)
+	gasFee := new(big.Int).Mul(big.NewInt(21_000), feeCap)
+	// Far above the bound of an empty transfer's data fee (a transfer is under 200 bytes).
+	roomy := new(big.Int).Add(gasFee, opStackPrices.L1FeeUpperBound(1_000))
+	for _, checkFunds := range []bool{true, false} {
+		t.Run(fmt.Sprintf("checkFunds %v", checkFunds), func(t *testing.T) {
+			t.Parallel()
+			signer := devKey(t, 2)
+			if !checkFunds {
+				signer = devKey(t, 3)
+			}
+			if err := e2e.SetBalance(t.Context(), url, crypto.PubkeyToAddress(signer.PublicKey), (*hexutil.Big)(big.NewInt(params.Ether))); err != nil {
+				t.Fatal(err)
+			}
+			s := startService(t, serviceOptions{fastPipeline: true, configure: func(bc *conf.Bootstrap) {
+				bc.Chain.RPCURL = url
+				bc.Chain.FeeModel = conf.FeeModelOPStack
+				bc.Create.CheckFunds = checkFunds
+				bc.Signers.RawKeys = []string{hexutil.Encode(crypto.FromECDSA(signer))}
+				bc.Auth = conf.Auth{Enabled: true, APIKeys: []conf.APIKey{{ID: "payouts", SHA256: sha256Hex(key), Signers: []string{"*"}, Admin: true}}}
+			}})
+			tests := []struct {
+				name       string
+				maxFee     *big.Int
+				wantStatus int
+			}{
+				{"room for the gas alone", new(big.Int).Add(gasFee, big.NewInt(1)), http.StatusForbidden},
+				{"room for the gas and the data fee", roomy, http.StatusAccepted},
+			}
+			for i, tc := range tests {
+				policy, _ := json.Marshal(map[string]any{"policy": map[string]any{"windows": []any{map[string]any{"period": "24h", "maxFee": tc.maxFee.String()}}}})
+				if a := s.doAs(t, http.MethodPut, "/api/v1/admin/policies/credential/payouts", policy, "X-API-Key", key); a.status != http.StatusOK {
+					t.Fatalf("set the policy: %d %s", a.status, a.raw)
+				}
+				body, _ := json.Marshal(map[string]any{"signer": crypto.PubkeyToAddress(signer.PublicKey).Hex(), "to": devAddress(t, 7), "value": "1",
+					"gasLimit": 21000, "maxFeePerGas": feeCap.String(), "maxPriorityFeePerGas": "1", "requestId": fmt.Sprintf("window-%d", i)})
+				a := s.doAs(t, http.MethodPost, "/api/v1/tx", body, "X-API-Key", key)
+				md, _ := a.body["metadata"].(map[string]any)
+				if a.status != tc.wantStatus || tc.wantStatus == http.StatusForbidden && (a.reason() != "POLICY_DENIED" || md["rule"] != domain.PolicyRuleWindowFee) {
+					t.Fatalf("%s (a window of %s wei, the gas %s wei): %d %s; want %d", tc.name, tc.maxFee, gasFee, a.status, a.raw, tc.wantStatus)
+				}
+			}
+		})
 	}
 }
