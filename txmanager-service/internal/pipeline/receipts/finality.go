@@ -50,6 +50,8 @@ func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, e
 		// block was replaced must not wait for the tag to be served again.
 		expiredErr = errors.Join(expiredErr, view.finalizedErr)
 	}
+	// The catch-up's failure holds back only the receipts it proves (catch_up.go).
+	expiredErr = errors.Join(expiredErr, view.catchUpErr)
 	reorged, finals := judge(mined, view, t.cfg)
 	after := t.cfg.LostAboveHeadAfter
 	if after <= 0 {
@@ -123,7 +125,9 @@ type chainView struct {
 	// finalizedErr: the finalized block could not be read; finalizedAt is 0, so nothing is
 	// final, and each mined block is still compared with the canonical one.
 	finalizedErr error
-	canonical    map[uint64]services.BlockHeader
+	// catchUpErr: the catch-up on deep receipts' headers could not read all it meant to.
+	catchUpErr error
+	canonical  map[uint64]services.BlockHeader
 	// linkedTo is, for each height in canonical, the highest height reached from it along
 	// headers that link to each other.
 	linkedTo map[uint64]uint64
@@ -143,10 +147,31 @@ func (t *Tracker) chainView(ctx context.Context, mined []MinedTx) (chainView, er
 			view.finalizedAt, view.finalizedHash = finalized.Number, finalized.Hash
 		}
 	}
-	var blocks []uint64
+	beyond, perPass := t.cfg.CatchUpBeyond, t.cfg.CatchUpPerPass
+	if beyond == 0 {
+		beyond = defaultCatchUpBeyond
+	}
+	if perPass <= 0 {
+		perPass = defaultCatchUpPerPass
+	}
+	var blocks, deep []uint64
 	for _, tx := range mined {
-		if tx.BlockNumber <= head.Number {
+		switch {
+		case tx.BlockNumber > head.Number:
+		case t.cfg.UseFinalizedTag && view.finalizedErr == nil && view.finalizedAt > tx.BlockNumber+beyond:
+			deep = append(deep, tx.BlockNumber)
+		default:
 			blocks = append(blocks, tx.BlockNumber)
+		}
+	}
+	var segment catchUpSegment
+	if t.cfg.UseFinalizedTag && view.finalizedErr == nil {
+		slices.Sort(deep)
+		segment, view.catchUpErr = t.catchUp.advance(ctx, t.chain.HeadersByNumber, slices.Compact(deep), view.finalizedAt-min(beyond, view.finalizedAt), perPass)
+		if segment.valid && segment.top+beyond >= view.finalizedAt {
+			// Within reach of the finalized block: this pass reads the rest of the way, from
+			// the header above the catch-up's top.
+			blocks = append(blocks, segment.top+1)
 		}
 	}
 	slices.Sort(blocks)
@@ -175,8 +200,34 @@ func (t *Tracker) chainView(ctx context.Context, mined []MinedTx) (chainView, er
 			}
 		}
 	}
-	view.link()
+	view.addCatchUp(segment)
 	return view, nil
+}
+
+// addCatchUp puts what the catch-up proved in the view and links it: each deep receipt's
+// block reaches as far as the catch-up's top does.
+func (v *chainView) addCatchUp(segment catchUpSegment) {
+	if !segment.valid {
+		v.link()
+		return
+	}
+	for h, hash := range segment.at {
+		if _, read := v.canonical[h]; !read {
+			v.canonical[h] = services.BlockHeader{Number: h, Hash: hash}
+		}
+	}
+	if _, read := v.canonical[segment.top]; !read {
+		v.canonical[segment.top] = services.BlockHeader{Number: segment.top, Hash: segment.topHash}
+	}
+	v.link()
+	if v.canonical[segment.top].Hash != segment.topHash {
+		return // this pass read another block at the top: what was proven does not hold
+	}
+	for h, hash := range segment.at {
+		if v.canonical[h].Hash == hash {
+			v.linkedTo[h] = max(v.linkedTo[h], v.linkedTo[segment.top])
+		}
+	}
 }
 
 // headersPerCall bounds one call for canonical headers (a few batches of requests).

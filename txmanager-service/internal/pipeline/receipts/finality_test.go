@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -260,6 +261,93 @@ func TestAReceiptAboveAShorterChainsHeadIsForgotten(t *testing.T) {
 			if err != nil || len(awaiting) != 1 {
 				t.Fatalf("awaiting %d, %v; want the transaction looked up again", len(awaiting), err)
 			}
+		})
+	}
+}
+
+// countedHeaders counts the headers an endpoint is asked for, and fails the call numbered
+// failCall (0: none).
+type countedHeaders struct {
+	services.ReceiptSource
+	mu       sync.Mutex
+	heights  int
+	calls    int
+	failCall int
+}
+
+func (c *countedHeaders) HeadersByNumber(ctx context.Context, numbers []uint64) ([]*services.BlockHeader, error) {
+	c.mu.Lock()
+	c.calls++
+	fail := c.calls == c.failCall
+	c.heights += len(numbers)
+	c.mu.Unlock()
+	if fail {
+		return nil, errors.New("429 Too Many Requests")
+	}
+	return c.ReceiptSource.HeadersByNumber(ctx, numbers)
+}
+
+func (c *countedHeaders) take() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.heights
+	c.heights = 0
+	return n
+}
+
+// A receipt far below the finalized block (rows restored from an old backup) is proven over
+// several passes, each reading a bounded number of headers, and a failed call only holds
+// that receipt back for a pass. Before, every pass read every header from its block up to
+// the finalized one, and one failed call failed the pass for every signer of the chain.
+func TestAReceiptFarBelowTheFinalizedBlockIsProvenOverPasses(t *testing.T) {
+	t.Parallel()
+	const beyond, perPass = 16, 40
+	tests := []struct {
+		name string
+		// failCall is the call for headers that fails (0: none).
+		failCall int
+	}{
+		{"every call answered", 0},
+		{"a call of the catch-up fails", 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStage(t)
+			s.send(1, nil)
+			block := s.mine(1)
+			endpoint := &countedHeaders{ReceiptSource: s.chain, failCall: tc.failCall}
+			tracker := receipts.New(receipts.Config{UseFinalizedTag: true, CatchUpBeyond: beyond, CatchUpPerPass: perPass},
+				s.store, endpoint, s.node.Leases, telemetry.Noop(), s.logger)
+			if _, err := tracker.RecordReceipts(ctx(t), s.lookUp(tracker).Found, block); err != nil {
+				t.Fatal(err)
+			}
+			s.mine(400)
+			finalized, err := s.chain.FinalizedHeader(ctx(t))
+			if err != nil || finalized.Number < block+10*perPass/2 {
+				t.Fatalf("finalized block %v, %v: want one far above block %d", finalized, err, block)
+			}
+			minPasses := int((finalized.Number-beyond-block)/perPass) + 1
+			passes, failed := 0, 0
+			for s.row(0).state == string(domain.StateTracking) && passes < minPasses+5 {
+				passes++
+				endpoint.take()
+				if _, err := tracker.AdvanceFinality(ctx(t), s.signers()); err != nil {
+					failed++
+				}
+				if read := endpoint.take(); read > perPass+beyond+1 {
+					t.Fatalf("pass %d read %d headers, want at most %d", passes, read, perPass+beyond+1)
+				}
+			}
+			row := s.row(0)
+			if row.state != string(domain.StateConfirmed) || row.completions != 1 {
+				t.Fatalf("after %d passes: row %+v, want CONFIRMED with its completion", passes, row)
+			}
+			wantFailed := map[bool]int{true: 1}[tc.failCall > 0]
+			if passes < minPasses || failed != wantFailed {
+				t.Fatalf("final after %d passes (%d failed); want at least %d, %d failed", passes, failed, minPasses, wantFailed)
+			}
+			t.Logf("block %d, finalized %d: final after %d passes", block, finalized.Number, passes)
 		})
 	}
 }

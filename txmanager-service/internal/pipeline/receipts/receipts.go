@@ -33,6 +33,10 @@ type Config struct {
 	// LostAboveHeadAfter is how long a receipt's block may stay above the chain's head before
 	// the receipt is forgotten as reorged (0: defaultLostAboveHeadAfter).
 	LostAboveHeadAfter time.Duration
+	// CatchUpBeyond and CatchUpPerPass tune the proof of receipts far below the finalized
+	// block (catch_up.go; 0: defaultCatchUpBeyond, defaultCatchUpPerPass).
+	CatchUpBeyond  uint64
+	CatchUpPerPass int
 }
 
 // FoundReceipt is a receipt for one attempt of a tracked transaction.
@@ -87,6 +91,7 @@ type Tracker struct {
 	log     *log.Helper
 	held    heldReceipts
 	above   aboveHead
+	catchUp catchUp
 }
 
 // New builds the stage.
