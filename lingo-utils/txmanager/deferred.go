@@ -393,6 +393,12 @@ func (r watchedRow) Scan(dest ...any) error {
 	return err
 }
 
+func (s *deferredSession) txHandedOut() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handedOut
+}
+
 func (s *deferredSession) connClosed() bool {
 	conn := s.conn.Load()
 	return conn != nil && conn.IsClosed()

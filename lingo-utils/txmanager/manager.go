@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-kratos/kratos/v2/log"
@@ -61,17 +63,27 @@ type txMark struct {
 	db        Beginner
 	traceName string
 	outer     *txMark
+	// innerCommitted: a transaction on another database committed inside this one, which a
+	// retry of this one would run (and commit) again.
+	innerCommitted atomic.Bool
 }
 
 // inTxOn reports the transaction ctx carries on db, if any.
 func inTxOn(ctx context.Context, db Beginner) (*txMark, bool) {
 	mark, _ := ctx.Value(txContextKey{}).(*txMark)
 	for ; mark != nil; mark = mark.outer {
-		if mark.db == db {
+		if sameBeginner(mark.db, db) {
 			return mark, true
 		}
 	}
 	return nil, false
+}
+
+// sameBeginner compares two Beginners without panicking on a type that cannot be compared
+// (a Beginner of the caller's own, held by value): such ones are taken as different.
+func sameBeginner(a, b Beginner) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta != nil && ta.Comparable() && a == b
 }
 
 // attemptSession is the Session of one attempt, with what runOnce needs to end it.
@@ -82,6 +94,8 @@ type attemptSession interface {
 	// connClosed: the connection the transaction ran on is closed (pgx closes it on any
 	// failure to read or write it). False when none was taken.
 	connClosed() bool
+	// txHandedOut: the callback had pgx's transaction (Tx()), and may have committed it.
+	txHandedOut() bool
 	commit(ctx context.Context) error
 	rollback(ctx context.Context) error
 }
@@ -91,13 +105,22 @@ type attemptSession interface {
 type session struct {
 	tx       pgx.Tx
 	readOnly bool
+	// handedOut: Tx() gave pgx's transaction to the callback, which may have ended it.
+	handedOut atomic.Bool
 }
 
-func (s *session) DB() DBTX                           { return s.tx }
-func (s *session) Tx() pgx.Tx                         { return s.tx }
-func (s *session) ReadOnly() bool                     { return s.readOnly }
-func (s *session) beginError() error                  { return nil }
-func (s *session) connClosed() bool                   { return s.tx.Conn().IsClosed() }
+func (s *session) DB() DBTX { return s.tx }
+func (s *session) Tx() pgx.Tx {
+	s.handedOut.Store(true)
+	return s.tx
+}
+func (s *session) ReadOnly() bool    { return s.readOnly }
+func (s *session) beginError() error { return nil }
+func (s *session) txHandedOut() bool { return s.handedOut.Load() }
+func (s *session) connClosed() bool {
+	conn := s.tx.Conn()
+	return conn != nil && conn.IsClosed()
+}
 func (s *session) commit(ctx context.Context) error   { return s.tx.Commit(ctx) }
 func (s *session) rollback(ctx context.Context) error { return s.tx.Rollback(ctx) }
 
@@ -153,6 +176,11 @@ func (m *manager) within(ctx context.Context, r resolved, fn func(context.Contex
 		err := m.runOnce(ctx, r, fn)
 		if err == nil {
 			m.tel.finish(ctx, span, r, started, attempt, nil)
+			if outer, _ := ctx.Value(txContextKey{}).(*txMark); outer != nil {
+				for ; outer != nil; outer = outer.outer {
+					outer.innerCommitted.Store(true)
+				}
+			}
 			return nil
 		}
 		err = m.onClosedConn(err)
@@ -250,7 +278,9 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 	}()
 
 	outer, _ := ctx.Value(txContextKey{}).(*txMark)
-	txCtx := context.WithValue(ctx, txContextKey{}, &txMark{db: m.db, traceName: r.traceName, outer: outer})
+	mark := &txMark{db: m.db, traceName: r.traceName, outer: outer}
+	defer func() { err = notAgainAfterInnerCommits(mark, err) }()
+	txCtx := context.WithValue(ctx, txContextKey{}, mark)
 	err = fn(txCtx, sess)
 	if beginErr := sess.beginError(); beginErr != nil {
 		// The transaction never began (its BEGIN went with the first statement): nothing ran,
@@ -284,6 +314,18 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 	return nil
 }
 
+// notAgainAfterInnerCommits makes a retryable failure final when a transaction on another
+// database committed inside the attempt: running the callback again would commit that one
+// again.
+func notAgainAfterInnerCommits(mark *txMark, err error) error {
+	var txErr *TxError
+	if !mark.innerCommitted.Load() || !errors.As(err, &txErr) || txErr.Kind != KindRetryable {
+		return err
+	}
+	return &TxError{Kind: KindOther, Phase: txErr.Phase, SQLState: txErr.SQLState,
+		Err: fmt.Errorf("a transaction on another database committed inside this one, so it is not run again: %w", txErr.Err)}
+}
+
 // lostBeforeCommit makes retryable a failure without SQLSTATE, before COMMIT was sent, of a
 // transaction whose connection is now closed while the caller's context is live: a
 // network failure, a proxy or pooler restarted, a failover that reset the connection. The
@@ -291,7 +333,7 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 // (pgconn's SafeToRetry says otherwise once bytes were written, which only matters for a
 // COMMIT). On a single connection onClosedConn then makes it final.
 func lostBeforeCommit(ctx context.Context, sess attemptSession, phase Phase, err error) error {
-	if err == nil || ctx.Err() != nil || SQLState(err) != "" || !sess.connClosed() {
+	if err == nil || ctx.Err() != nil || SQLState(err) != "" || sess.txHandedOut() || !sess.connClosed() {
 		return err
 	}
 	cause := err

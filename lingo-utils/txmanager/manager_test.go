@@ -515,6 +515,23 @@ func TestATransactionOnAnotherDatabaseRunsInside(t *testing.T) {
 	if a, b := first.count(t, "SELECT count(*) FROM item WHERE name = 'first'"), second.count(t, "SELECT count(*) FROM item WHERE name = 'second'"); a != 1 || b != 1 {
 		t.Fatalf("rows: %d on the first database, %d on the second; want 1 each", a, b)
 	}
+
+	// An outer attempt that fails for a reason that passes after its inner transaction
+	// committed is not run again: the retry would commit the inner one a second time.
+	runs := 0
+	err = first.manager.WithinTx(ctx, txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+		runs++
+		if err := second.manager.WithinTx(ctx, txmanager.DefaultOptions(), insertItem(fmt.Sprintf("inner-%d", runs))); err != nil {
+			return err
+		}
+		return &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
+	})
+	if err == nil || txmanager.IsRetryable(err) || runs != 1 || !strings.Contains(err.Error(), "committed inside") {
+		t.Fatalf("outer failing after its inner commit: err = %v (retryable %v) after %d runs; want a final failure after one", err, txmanager.IsRetryable(err), runs)
+	}
+	if got := second.count(t, "SELECT count(*) FROM item WHERE name LIKE 'inner-%'"); got != 1 {
+		t.Fatalf("the inner transaction committed %d times, want once", got)
+	}
 }
 
 func TestHundredConcurrentTransactionsOnPoolOfTen(t *testing.T) {

@@ -73,18 +73,19 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 		first[k] = i
 		pending = append(pending, i)
 	}
-	// tries counts each create's retryable refusals other than NOT_LEADER, and hops its
-	// NOT_LEADER answers since its last other one: each round starts at the next endpoint,
-	// so a create its owner refused for a reason that passes tours the others again.
+	// tries counts each create's attempts: an answer other than NOT_LEADER, or NOT_LEADER
+	// from every endpoint in turn (hops counts those since its last attempt). Each round
+	// starts at the next endpoint, so a create its owner refused for a reason that passes
+	// tours the others again.
 	tries, hops := make([]int, len(reqs)), make([]int, len(reqs))
 	backoff := c.cfg.Backoff
 	callBytes := maxBatchBytes
 	for round := 1; len(pending) > 0; round++ {
 		var again []int
 		var wait time.Duration
-		// touring: every create sent again was refused NOT_LEADER by an endpoint it had not
-		// tried yet, and the next round goes on at once, as Create moves on to the next
-		// endpoint at once.
+		// touring: every create sent again was refused NOT_LEADER by an endpoint, and has
+		// endpoints left to try in this attempt: the next round goes on at once, as Create
+		// moves on to the next endpoint at once.
 		touring := true
 		for start := 0; start < len(pending); {
 			part, size := nextPart(reqs, pending[start:], callBytes)
@@ -132,12 +133,9 @@ func (c *Client) CreateMany(ctx context.Context, reqs []*v1.CreateTxRequest) ([]
 				// A create refused NOT_LEADER is taken to each endpoint once however few
 				// attempts are allowed: in basic routing its signer's owner may be the last.
 				retryable, after := Retryable(refusal)
-				if v1.IsNotLeader(refusal) {
-					hops[i]++
-					retryable = retryable && hops[i] < max(c.cfg.MaxAttempts, len(c.nodes))
-					// Still looking for its owner among the endpoints: no reason to wait.
-					touring = touring && hops[i] < len(c.nodes)
-				} else {
+				if hops[i]++; !v1.IsNotLeader(refusal) || hops[i] == len(c.nodes) {
+					// An answer from its owner, or a whole tour of NOT_LEADER (the owner is
+					// changing: a failover): an attempt, and a wait before the next.
 					tries[i]++
 					hops[i] = 0
 					retryable = retryable && tries[i] < c.cfg.MaxAttempts

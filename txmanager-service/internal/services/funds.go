@@ -272,9 +272,11 @@ func (g *FundsGuard) Reserve(ctx context.Context, signer common.Address, signerH
 		if g.dataFees == nil {
 			return nil, nil
 		}
-		prices, err := g.l1Prices(ctx)
-		if err != nil {
-			return nil, &domain.UnavailableError{Reason: "L1 prices", RetryAfter: time.Second, Err: err}
+		prices, ok := g.l1Prices(ctx)
+		if !ok {
+			// Never read yet: a create does not wait for the chain with the check off, and a
+			// fee window counts its gas alone.
+			return nil, nil
 		}
 		return &Reservation{signer: signerHex, dataFee: dataFeeBound(prices, len(intent.Data))}, nil
 	}
@@ -461,15 +463,18 @@ func (g *FundsGuard) reload(ctx context.Context, signer common.Address, signerHe
 // l1PricesKey is the L1 prices' key among the reloads (the others are signers' addresses).
 const l1PricesKey = "l1-prices"
 
-// l1Prices are the chain's L1 prices read at most once every CacheFor, for bounds without a
-// funds check. A failed read falls back to the last prices read: the bound follows them
-// within a window anyway.
-func (g *FundsGuard) l1Prices(ctx context.Context) (domain.OPStackFeeParams, error) {
+// l1PricesFor is the least time the L1 prices are reused, with CacheFor shorter.
+const l1PricesFor = time.Second
+
+// l1Prices are the chain's L1 prices read at most once every CacheFor (and l1PricesFor),
+// for bounds without a funds check. A failed read falls back to the last prices read; ok is
+// false when none ever was.
+func (g *FundsGuard) l1Prices(ctx context.Context) (domain.OPStackFeeParams, bool) {
 	g.mu.Lock()
 	prices, at := g.prices, g.pricesAt
 	g.mu.Unlock()
-	if prices != nil && g.clock.Now().Sub(at) < g.cfg.CacheFor {
-		return *prices, nil
+	if prices != nil && g.clock.Now().Sub(at) < max(g.cfg.CacheFor, l1PricesFor) {
+		return *prices, true
 	}
 	v, err, _ := g.refresh.Do(l1PricesKey, func() (any, error) {
 		read, err := g.dataFees.OPStackFeeParams(ctx)
@@ -483,11 +488,11 @@ func (g *FundsGuard) l1Prices(ctx context.Context) (domain.OPStackFeeParams, err
 	})
 	if err != nil {
 		if prices != nil {
-			return *prices, nil
+			return *prices, true
 		}
-		return domain.OPStackFeeParams{}, fmt.Errorf("L1 prices: %w", err)
+		return domain.OPStackFeeParams{}, false
 	}
-	return v.(domain.OPStackFeeParams), nil //nolint:forcetypeassert // the read returns nothing else
+	return v.(domain.OPStackFeeParams), true //nolint:forcetypeassert // the read returns nothing else
 }
 
 // unminedDataFees reads the chain's L1 prices and adds to committed the most the L1 data

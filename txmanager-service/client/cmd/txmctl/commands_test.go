@@ -201,3 +201,63 @@ func TestAnAPIKeyIsNotSentInPlaintextToAnotherMachine(t *testing.T) {
 		t.Fatalf("with --plaintext: exit %d (%s), want %d or %d: the call made, the host not found", code, stderr.String(), exitUnavailable, exitTimedOut)
 	}
 }
+
+// feed tail tells, when it stops, the cursor to resume from: for a credential limited to
+// some signers, a mark past the completions of the others when those came last, so a resume
+// does not start from a cursor retention may delete while its own signers are quiet.
+// Before, it printed no cursor but the completions'.
+func TestFeedTailTellsWhereToResume(t *testing.T) {
+	ctx := t.Context()
+	own := createTransfer(t, fmt.Sprintf("resume-own-%d", time.Now().UnixNano()))
+	pem, err := os.ReadFile(service.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	client, closeClient, err := txmclient.New(ctx, txmclient.Config{Endpoints: []string{service.GRPCAddr}, APIKey: service.APIKey,
+		TLS: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient()
+	// The other signer's transfer is sent once the own one is final: its completion follows.
+	if _, err := client.Wait(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	other, err := client.Create(ctx, &v1.CreateTxRequest{Signer: servicetest.BulkSigner, To: servicetest.Recipient, Value: "1", GasLimit: 21000,
+		RequestId: fmt.Sprintf("resume-other-%d", time.Now().UnixNano())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Wait(ctx, other.GetTx().GetTxId()); err != nil {
+		t.Fatal(err)
+	}
+	resumeFrom := func(stderr string) string {
+		_, after, ok := strings.Cut(stderr, "resume with --after ")
+		if !ok {
+			t.Fatalf("no cursor to resume from in %q", stderr)
+		}
+		return strings.TrimSpace(strings.SplitN(after, "\n", 2)[0])
+	}
+	// The whole feed with a credential that sees every signer: the other signer's completion
+	// is its last.
+	code, stdout, stderr := txmctl(t, service.APIKey, "--json", "--timeout", "3s", "feed", "tail", "--from-start")
+	if code != exitTimedOut || !strings.Contains(stdout, other.GetTx().GetTxId()) {
+		t.Fatalf("feed tail, every signer: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	end := resumeFrom(stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if !strings.Contains(lines[len(lines)-1], other.GetTx().GetTxId()) || !strings.Contains(lines[len(lines)-1], `"`+end+`"`) {
+		t.Fatalf("resume cursor %s, last line %s: want the other signer's completion, last, and its cursor", end, lines[len(lines)-1])
+	}
+	// The dev signer's credential: its own completion is the last it prints, and the cursor
+	// to resume from is past the other's.
+	code, stdout, stderr = txmctl(t, service.DevSignerKey, "--json", "--timeout", "3s", "feed", "tail", "--from-start")
+	if code != exitTimedOut || strings.Contains(stdout, other.GetTx().GetTxId()) || !strings.Contains(stdout, own) {
+		t.Fatalf("feed tail, the dev signer only: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if got := resumeFrom(stderr); got != end {
+		t.Fatalf("the dev signer's credential resumes from %s, want %s (past the other signer's completion)", got, end)
+	}
+}

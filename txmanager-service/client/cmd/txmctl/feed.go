@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
 	v1 "github.com/bionicotaku/txmanager-service/api/txmanager/v1"
+	txmclient "github.com/bionicotaku/txmanager-service/client"
 )
 
 func newFeedCommand(o *options) *cobra.Command {
@@ -21,7 +23,10 @@ func newFeedCommand(o *options) *cobra.Command {
 		Long: `Print completions as they happen, one per line (JSON Lines with --json), following the
 stream across reconnects. From now on by default; --after resumes after a cursor printed
 earlier, --from-start begins with the oldest completion retention kept. --count stops
-after that many.`,
+after that many. When it stops, it prints the cursor to resume from on stderr: that of the
+last completion printed, or a later one where the stream moved past completions of
+signers the credential does not see (a cursor retention keeps while those signers are
+quiet).`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if fromStart && after != "" {
@@ -36,7 +41,7 @@ after that many.`,
 					return err
 				}
 			}
-			return o.tail(ctx, cursor, count)
+			return o.tail(ctx, cursor, count, cmd.ErrOrStderr())
 		},
 	}
 	tail.Flags().StringVar(&after, "after", "", "resume after this cursor (a completion's cursor)")
@@ -65,14 +70,21 @@ func (o *options) feedEnd(ctx context.Context) (string, error) {
 
 var errCountReached = errors.New("count reached")
 
-func (o *options) tail(ctx context.Context, cursor string, count int) error {
+func (o *options) tail(ctx context.Context, cursor string, count int, stderr io.Writer) error {
 	// A stream cannot be aligned after the fact: fixed widths instead of a table.
 	const row = "%-10s %-20s %-6s %-36s %-42s %-6s %-12s %-8s %-66s %s\n"
 	if !o.json {
 		fmt.Fprintf(o.out, row, "CURSOR", "COMPLETED", "CHAIN", "TX ID", "SIGNER", "NONCE", "STATUS", "BLOCK", "TX HASH", "FEE (WEI)")
 	}
 	printed := 0
+	resume := cursor
+	defer func() {
+		if resume != "" {
+			fmt.Fprintf(stderr, "feed tail: resume with --after %s\n", resume)
+		}
+	}()
 	err := o.client.Watch(ctx, cursor, func(_ context.Context, c *v1.Completion) error {
+		resume = c.GetCursor()
 		if o.json {
 			if err := writeJSONLine(o.out, c); err != nil {
 				return err
@@ -91,7 +103,10 @@ func (o *options) tail(ctx context.Context, cursor string, count int) error {
 			return errCountReached
 		}
 		return nil
-	})
+	}, txmclient.OnMark(func(_ context.Context, mark string) error {
+		resume = mark
+		return nil
+	}))
 	if errors.Is(err, errCountReached) {
 		return nil
 	}

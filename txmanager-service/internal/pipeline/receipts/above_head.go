@@ -34,8 +34,11 @@ type aboveHeadEntry struct {
 }
 
 // lost returns, by signer, the transactions of mined (those of signers) whose block has been
-// above head for at least after, and forgets the others of those signers.
-func (a *aboveHead) lost(mined []MinedTx, head uint64, signers []string, after time.Duration, now time.Time) map[string][]MinedTx {
+// above head for at least after, and forgets the others of those signers. A block the pass
+// read a header for (read) is not above the head whatever the head said: the head and the
+// finalized block can come from backends at different heights. Entries twice as old as after
+// belong to signers no pass has passed since (a lease that went elsewhere) and are dropped.
+func (a *aboveHead) lost(mined []MinedTx, head uint64, read func(uint64) bool, signers []string, after time.Duration, now time.Time) map[string][]MinedTx {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.since == nil {
@@ -44,7 +47,7 @@ func (a *aboveHead) lost(mined []MinedTx, head uint64, signers []string, after t
 	seen := make(map[aboveHeadKey]bool)
 	out := map[string][]MinedTx{}
 	for _, tx := range mined {
-		if tx.BlockNumber <= head {
+		if tx.BlockNumber <= head || read(tx.BlockNumber) {
 			continue
 		}
 		key := aboveHeadKey{tx.TxID, tx.BlockHash}
@@ -64,7 +67,7 @@ func (a *aboveHead) lost(mined []MinedTx, head uint64, signers []string, after t
 		passed[s] = true
 	}
 	for key, entry := range a.since {
-		if passed[entry.signer] && !seen[key] {
+		if passed[entry.signer] && !seen[key] || now.Sub(entry.since) >= 2*after {
 			delete(a.since, key)
 		}
 	}

@@ -3,7 +3,6 @@ package receipts
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 
@@ -33,23 +32,25 @@ const (
 	defaultCatchUpPerPass = 5_000
 )
 
-// catchUp is what the catch-up has proven so far: the headers from..top link to each other;
-// topHash is top's hash and at holds the hashes at the deep receipts' heights among them.
+// catchUp is what the catch-up has proven so far: the headers from from to from+len(hashes)-1
+// link to each other, and hashes holds them. Every height's hash is kept (32 bytes each,
+// about 11 MB for a day of quarter-second blocks), so a receipt written later for a block
+// inside what was proven (a lease taken over with old rows, a reconciliation) is judged
+// without starting again.
 type catchUp struct {
-	mu      sync.Mutex
+	mu     sync.Mutex
+	from   uint64
+	hashes []common.Hash
+}
+
+// catchUpSegment is one pass's view of what the catch-up has proven (valid false: nothing).
+type catchUpSegment struct {
 	valid   bool
 	from    uint64
 	top     uint64
 	topHash common.Hash
-	at      map[uint64]common.Hash
-}
-
-// catchUpSegment is one pass's copy of what the catch-up has proven (valid false: nothing).
-type catchUpSegment struct {
-	valid   bool
-	top     uint64
-	topHash common.Hash
-	at      map[uint64]common.Hash
+	// at holds the hashes at the heights of the deep receipts of the pass.
+	at map[uint64]common.Hash
 }
 
 // advance extends the proof for the deep heights (ascending, each once) by at most perPass
@@ -60,25 +61,21 @@ func (c *catchUp) advance(ctx context.Context, headers func(context.Context, []u
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(deep) == 0 {
-		c.valid, c.at = false, nil
+		c.hashes = nil
 		return catchUpSegment{}, nil
 	}
-	if !c.valid || deep[0] < c.from || deep[0] > c.top || c.missesOne(deep) {
-		// A first deep receipt, one below what was proven, none inside it any more, or one
-		// inside it whose hash was not kept: start again from the lowest.
-		c.valid, c.from, c.top, c.topHash, c.at = true, deep[0], deep[0]-1, common.Hash{}, map[uint64]common.Hash{}
-	}
-	wanted := make(map[uint64]bool, len(deep))
-	for _, h := range deep {
-		wanted[h] = true
-	}
-	for h := range c.at {
-		if !wanted[h] {
-			delete(c.at, h) // final or reverted since: not needed any more
-		}
+	switch top := c.from + uint64(len(c.hashes)); {
+	case len(c.hashes) == 0 || deep[0] < c.from || deep[0] >= top:
+		// Nothing proven, a deep receipt below it, or none inside it any more: start at the
+		// lowest.
+		c.from, c.hashes = deep[0], nil
+	case deep[0] > c.from:
+		// The receipts below are final or reverted: their headers are not needed any more.
+		c.hashes = slices.Clone(c.hashes[deep[0]-c.from:])
+		c.from = deep[0]
 	}
 	var heights []uint64
-	for h := c.top + 1; h <= limit && len(heights) < perPass; h++ {
+	for h := c.from + uint64(len(c.hashes)); h <= limit && len(heights) < perPass; h++ {
 		heights = append(heights, h)
 	}
 	var err error
@@ -88,44 +85,47 @@ func (c *catchUp) advance(ctx context.Context, headers func(context.Context, []u
 			err = fmt.Errorf("catching up on headers %d-%d: %w", chunk[0], chunk[len(chunk)-1], callErr)
 			break
 		}
-		if !c.extend(chunk, read, wanted) {
+		if !c.extend(read) {
 			break
 		}
 	}
-	return catchUpSegment{valid: c.top >= c.from, top: c.top, topHash: c.topHash, at: maps.Clone(c.at)}, err
+	if len(c.hashes) == 0 {
+		return catchUpSegment{}, err
+	}
+	segment := catchUpSegment{valid: true, from: c.from, top: c.from + uint64(len(c.hashes)) - 1, topHash: c.hashes[len(c.hashes)-1],
+		at: make(map[uint64]common.Hash, len(deep))}
+	for _, h := range deep {
+		if h <= segment.top {
+			segment.at[h] = c.hashes[h-c.from]
+		}
+	}
+	return segment, err
 }
 
-// extend adds read (the headers at heights) on top of what is proven, while each links to
-// the one below. It reports whether all did: a header missing (an endpoint not there yet)
-// stops this pass; one that does not link (a backend on another branch, behind a load
-// balancer) starts the proof again at the next pass.
-func (c *catchUp) extend(heights []uint64, read []*services.BlockHeader, wanted map[uint64]bool) bool {
-	for i, h := range heights {
-		if i >= len(read) || read[i] == nil {
+// extend adds read (the headers above what is proven, in order) while each links to the one
+// below. It reports whether all did: a header missing (an endpoint not there yet) stops this
+// pass; one that does not link (a backend on another branch, behind a load balancer) drops
+// what was proven, to start again at the next pass.
+func (c *catchUp) extend(read []*services.BlockHeader) bool {
+	for _, header := range read {
+		if header == nil {
 			return false
 		}
-		if c.top >= c.from && read[i].ParentHash != c.topHash {
-			c.valid = false
+		if len(c.hashes) > 0 && header.ParentHash != c.hashes[len(c.hashes)-1] {
+			c.hashes = nil
 			return false
 		}
-		c.top, c.topHash = h, read[i].Hash
-		if wanted[h] {
-			c.at[h] = read[i].Hash
-		}
+		c.hashes = append(c.hashes, header.Hash)
 	}
 	return true
 }
 
-// missesOne: a deep height inside what was proven has no hash kept (its receipt was written
-// after the catch-up passed its block).
-func (c *catchUp) missesOne(deep []uint64) bool {
-	for _, h := range deep {
-		if h > c.top {
-			return false
-		}
-		if _, ok := c.at[h]; !ok {
-			return true
-		}
+// drop forgets what was proven when a pass found it does not hold (another block at its top,
+// or a header above it that does not link to it), unless it has changed since.
+func (c *catchUp) drop(segment catchUpSegment) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.hashes) > 0 && c.from == segment.from && c.from+uint64(len(c.hashes))-1 == segment.top && c.hashes[len(c.hashes)-1] == segment.topHash {
+		c.hashes = nil
 	}
-	return false
 }

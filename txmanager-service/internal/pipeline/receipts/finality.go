@@ -57,7 +57,8 @@ func (t *Tracker) AdvanceFinality(ctx context.Context, signers []string) (int, e
 	if after <= 0 {
 		after = defaultLostAboveHeadAfter
 	}
-	for signer, txs := range t.above.lost(mined, view.head, signers, after, time.Now()) {
+	read := func(height uint64) bool { _, ok := view.canonical[height]; return ok }
+	for signer, txs := range t.above.lost(mined, view.head, read, signers, after, time.Now()) {
 		// A chain that got shorter than the receipt's block for so long: the receipt is
 		// taken as gone with that block. Were it still there, the next look-up finds it
 		// again, and sending it again is answered "already known" or "nonce too low".
@@ -168,7 +169,7 @@ func (t *Tracker) chainView(ctx context.Context, mined []MinedTx) (chainView, er
 	if t.cfg.UseFinalizedTag && view.finalizedErr == nil {
 		slices.Sort(deep)
 		segment, view.catchUpErr = t.catchUp.advance(ctx, t.chain.HeadersByNumber, slices.Compact(deep), view.finalizedAt-min(beyond, view.finalizedAt), perPass)
-		if segment.valid && segment.top+beyond >= view.finalizedAt {
+		if segment.valid && segment.top < view.finalizedAt && segment.top+beyond >= view.finalizedAt {
 			// Within reach of the finalized block: this pass reads the rest of the way, from
 			// the header above the catch-up's top.
 			blocks = append(blocks, segment.top+1)
@@ -200,34 +201,51 @@ func (t *Tracker) chainView(ctx context.Context, mined []MinedTx) (chainView, er
 			}
 		}
 	}
-	view.addCatchUp(segment)
+	if !view.addCatchUp(segment) {
+		t.catchUp.drop(segment)
+	}
 	return view, nil
 }
 
 // addCatchUp puts what the catch-up proved in the view and links it: each deep receipt's
-// block reaches as far as the catch-up's top does.
-func (v *chainView) addCatchUp(segment catchUpSegment) {
+// block reaches as far as the catch-up's top does, when the top links into the headers this
+// pass read up to the finalized block. It reports false when this pass's headers show the
+// catch-up does not hold (another block at its top, or the one above not linking to it).
+func (v *chainView) addCatchUp(segment catchUpSegment) bool {
 	if !segment.valid {
 		v.link()
-		return
+		return true
 	}
-	for h, hash := range segment.at {
-		if _, read := v.canonical[h]; !read {
-			v.canonical[h] = services.BlockHeader{Number: h, Hash: hash}
+	holds := true
+	if read, ok := v.canonical[segment.top]; ok && read.Hash != segment.topHash {
+		holds = false
+	}
+	if above, ok := v.canonical[segment.top+1]; ok && above.ParentHash != segment.topHash {
+		holds = false
+	}
+	if holds {
+		for h, hash := range segment.at {
+			if _, read := v.canonical[h]; !read {
+				v.canonical[h] = services.BlockHeader{Number: h, Hash: hash}
+			}
+		}
+		if _, read := v.canonical[segment.top]; !read {
+			v.canonical[segment.top] = services.BlockHeader{Number: segment.top, Hash: segment.topHash}
 		}
 	}
-	if _, read := v.canonical[segment.top]; !read {
-		v.canonical[segment.top] = services.BlockHeader{Number: segment.top, Hash: segment.topHash}
-	}
 	v.link()
-	if v.canonical[segment.top].Hash != segment.topHash {
-		return // this pass read another block at the top: what was proven does not hold
+	// Only a top below the finalized block can link up to it (the finalized block read
+	// this pass may be lower than the one the catch-up was reaching for, from a lagging
+	// backend: then the headers above the top up to it were not read, nothing is proven).
+	if !holds || segment.top >= v.finalizedAt {
+		return holds
 	}
 	for h, hash := range segment.at {
 		if v.canonical[h].Hash == hash {
 			v.linkedTo[h] = max(v.linkedTo[h], v.linkedTo[segment.top])
 		}
 	}
+	return true
 }
 
 // headersPerCall bounds one call for canonical headers (a few batches of requests).
