@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"math/big"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -75,47 +76,82 @@ func (c *RPCChain) OPStackFeeParams(ctx context.Context, block *big.Int) (domain
 // fillL1Fees computes the L1 data fee of each receipt that lacks one, on an OP-stack chain:
 // the transaction's bytes as sent, priced at its block's L1 prices. Nothing to do on other
 // chains, or when the node reported every fee.
-func (c *RPCChain) fillL1Fees(ctx context.Context, receipts []*services.Receipt) error {
+//
+// The error is the call's (no answer at all). Each receipt whose fee could not be had has its
+// own error in failed, by position: that receipt alone waits for a later look-up. A node that
+// no longer holds the state of the receipt's block (anvil keeps a few hundred blocks', a
+// pruned node 128) never will: that fee stays unknown (nil, left out of the fee recorded and
+// the API's l1Fee), and the receipt is not held back for it.
+func (c *RPCChain) fillL1Fees(ctx context.Context, receipts []*services.Receipt) (failed []error, err error) {
 	if !c.opStack {
-		return nil
+		return nil, nil
 	}
-	var missing []*services.Receipt
-	for _, r := range receipts {
+	var missing []int
+	for i, r := range receipts {
 		if r != nil && r.L1Fee == nil {
-			missing = append(missing, r)
+			missing = append(missing, i)
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return nil, nil
 	}
 	raws := make([]hexutil.Bytes, len(missing))
 	elems := make([]rpc.BatchElem, len(missing))
-	for i, r := range missing {
-		elems[i] = rpc.BatchElem{Method: "eth_getRawTransactionByHash", Args: []any{r.TxHash}, Result: &raws[i]}
+	for j, i := range missing {
+		elems[j] = rpc.BatchElem{Method: "eth_getRawTransactionByHash", Args: []any{receipts[i].TxHash}, Result: &raws[j]}
 	}
 	if err := c.batchCall(ctx, elems); err != nil {
-		return err
+		return nil, err
 	}
 	if err := throttledBatch(elems); err != nil {
-		return err
+		return nil, err
 	}
+	failed = make([]error, len(receipts))
 	params := map[uint64]domain.OPStackFeeParams{}
-	for i, r := range missing {
-		if elems[i].Error != nil {
-			return fmt.Errorf("raw transaction %s for its L1 fee: %w", r.TxHash, elems[i].Error)
+	paramsErr := map[uint64]error{}
+	for j, i := range missing {
+		r := receipts[i]
+		if elems[j].Error != nil {
+			failed[i] = fmt.Errorf("raw transaction %s for its L1 fee: %w", r.TxHash, elems[j].Error)
+			continue
 		}
-		if len(raws[i]) == 0 {
-			return fmt.Errorf("raw transaction %s for its L1 fee: the node does not have it", r.TxHash)
+		if len(raws[j]) == 0 {
+			failed[i] = fmt.Errorf("raw transaction %s for its L1 fee: the node does not have it", r.TxHash)
+			continue
 		}
 		p, ok := params[r.BlockNumber]
-		if !ok {
+		if !ok && paramsErr[r.BlockNumber] == nil {
 			var err error
 			if p, err = c.OPStackFeeParams(ctx, new(big.Int).SetUint64(r.BlockNumber)); err != nil {
-				return fmt.Errorf("L1 prices of block %d: %w", r.BlockNumber, err)
+				paramsErr[r.BlockNumber] = fmt.Errorf("L1 prices of block %d: %w", r.BlockNumber, err)
+			} else {
+				params[r.BlockNumber], ok = p, true
 			}
-			params[r.BlockNumber] = p
 		}
-		r.L1Fee = p.L1Fee(raws[i])
+		switch {
+		case ok:
+			r.L1Fee = p.L1Fee(raws[j])
+		case stateGone(paramsErr[r.BlockNumber]):
+			// Unknown for good: the receipt goes on without it.
+		default:
+			failed[i] = paramsErr[r.BlockNumber]
+		}
 	}
-	return nil
+	return failed, nil
+}
+
+// stateGone: the node answered that it no longer holds the state of the block asked about
+// (geth and op-geth: "historical state ... is not available", "missing trie node"; anvil:
+// "BlockOutOfRange" / "historic state"; erigon and reth: "pruned").
+func stateGone(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	for _, phrase := range []string{"historical state", "historic state", "missing trie node", "blockoutofrange", "pruned", "state is not available", "state not available"} {
+		if strings.Contains(msg, phrase) {
+			return true
+		}
+	}
+	return false
 }

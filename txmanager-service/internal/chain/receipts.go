@@ -59,7 +59,7 @@ func (c *RPCChain) TransactionReceipts(ctx context.Context, hashes []common.Hash
 		return nil, err
 	}
 	results := make([]services.ReceiptResult, len(hashes))
-	found := make([]*services.Receipt, 0, len(hashes))
+	found := make([]*services.Receipt, len(hashes))
 	for i, elem := range elems {
 		if elem.Error != nil {
 			results[i].Err = fmt.Errorf("receipt of %s: %w", hashes[i], elem.Error)
@@ -71,10 +71,17 @@ func (c *RPCChain) TransactionReceipts(ctx context.Context, hashes []common.Hash
 			continue
 		}
 		results[i].Receipt = receipt
-		found = append(found, receipt)
+		found[i] = receipt
 	}
-	if err := c.fillL1Fees(ctx, found); err != nil {
+	failed, err := c.fillL1Fees(ctx, found)
+	if err != nil {
 		return nil, err
+	}
+	for i, feeErr := range failed {
+		if feeErr != nil {
+			// That receipt alone is looked up again later; the others of the batch go on.
+			results[i] = services.ReceiptResult{Err: fmt.Errorf("receipt of %s: %w", hashes[i], feeErr)}
+		}
 	}
 	return results, nil
 }
@@ -179,7 +186,13 @@ func (c *RPCChain) BlockReceipts(ctx context.Context, numbers []uint64) ([][]ser
 			}
 			// Deposits report no L1 fee and owe none: filling theirs cost a raw transaction
 			// and the block's L1 prices for every block read.
-			if err := c.fillL1Fees(ctx, payL1); err != nil {
+			failed, err := c.fillL1Fees(ctx, payL1)
+			if err == nil {
+				err = errors.Join(failed...)
+			}
+			if err != nil {
+				// A fee that may still be had (a node behind a balancer without the raw
+				// transaction yet): the block is read again at the next scan.
 				return nil, fmt.Errorf("receipts of block %d: %w", chunk[i], err)
 			}
 			out[start+i] = make([]services.Receipt, len(receipts))

@@ -651,8 +651,9 @@ func (p *Proxy) lagging(ctx context.Context, body []byte) ([]byte, error) {
 }
 
 // blockParamAt is where each method that names a block takes it: first for a block or a
-// header, second for an account's state at a block.
-var blockParamAt = map[string]int{"eth_getBlockByNumber": 0, "eth_getHeaderByNumber": 0, "eth_getTransactionCount": 1, "eth_getBalance": 1, "eth_getCode": 1}
+// header, second for an account's state at a block, third for a storage slot's.
+var blockParamAt = map[string]int{"eth_getBlockByNumber": 0, "eth_getHeaderByNumber": 0, "eth_getTransactionCount": 1, "eth_getBalance": 1, "eth_getCode": 1,
+	"eth_getStorageAt": 2}
 
 // rewriteForHead points "latest"-style block tags at the lagging head. Heights above it
 // need no rewriting: their answers are replaced by null (beyondHead).
@@ -698,11 +699,12 @@ func describesBlock(method string) bool {
 
 // stateBeyondHead: req reads an account's state at a block number above head.
 func stateBeyondHead(req rpcRequest, head uint64) bool {
-	if i := blockParamAt[req.Method]; i != 1 || len(req.Params) <= i {
+	i := blockParamAt[req.Method]
+	if i < 1 || len(req.Params) <= i {
 		return false
 	}
 	var number string
-	if err := json.Unmarshal(req.Params[1], &number); err != nil || !strings.HasPrefix(number, "0x") {
+	if err := json.Unmarshal(req.Params[i], &number); err != nil || !strings.HasPrefix(number, "0x") {
 		return false // a tag, rewritten to the head already
 	}
 	return hexAbove(number, head)
@@ -710,11 +712,12 @@ func stateBeyondHead(req rpcRequest, head uint64) bool {
 
 // stateBelow: req reads an account's state at a block number below lowest.
 func stateBelow(req rpcRequest, lowest uint64) bool {
-	if i := blockParamAt[req.Method]; i != 1 || len(req.Params) <= i {
+	i := blockParamAt[req.Method]
+	if i < 1 || len(req.Params) <= i {
 		return false
 	}
 	var number string
-	if err := json.Unmarshal(req.Params[1], &number); err != nil || !strings.HasPrefix(number, "0x") {
+	if err := json.Unmarshal(req.Params[i], &number); err != nil || !strings.HasPrefix(number, "0x") {
 		return false
 	}
 	n, err := strconv.ParseUint(strings.TrimPrefix(number, "0x"), 16, 64)

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -420,5 +421,84 @@ func TestOPStackFeeWindowCountsTheDataFeeWithOrWithoutTheFundsCheck(t *testing.T
 				}
 			}
 		})
+	}
+}
+
+// A node that no longer holds the state of a receipt's block (anvil keeps a few hundred
+// blocks', a pruned node 128) cannot price its L1 data fee: the receipt is taken without it
+// (unknown, left out of the fee recorded), by hash and in whole blocks. Before, the failed
+// price read failed the whole batch of look-ups and every block scan that held it, for good:
+// the transaction, and those looked up with it, were never recorded. A receipt whose
+// block's state is there still gets its fee.
+func TestOPStackReceiptsOfBlocksWhoseStateIsGone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := startOPStackAnvil(t, 0)
+	proxy, err := faultproxy.Start(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	proxy.SetStateKept(0)
+	if err := proxy.SetMode(faultproxy.NoOldState); err != nil {
+		t.Fatal(err)
+	}
+	rpcChain, err := chain.DialRPC(ctx, proxy.URL(), chain.WithOPStackFees(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rpcChain.Close)
+	key := devKey(t, 4)
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	if err := e2e.SetBalance(ctx, url, from, (*hexutil.Big)(big.NewInt(params.Ether))); err != nil {
+		t.Fatal(err)
+	}
+	send := func(nonce uint64) common.Hash {
+		to := common.HexToAddress("0x00000000000000000000000000000000000f00d5")
+		tx, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(opStackChainID)), &types.DynamicFeeTx{
+			ChainID: big.NewInt(opStackChainID), Nonce: nonce, Gas: 21_000, To: &to, Value: big.NewInt(1),
+			GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(10 * params.GWei)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rpcChain.SendRawTransaction(ctx, mustMarshal(t, tx)); err != nil {
+			t.Fatal(err)
+		}
+		if err := e2e.Mine(ctx, url); err != nil {
+			t.Fatal(err)
+		}
+		return tx.Hash()
+	}
+	old := []common.Hash{send(0), send(1)}
+	current := send(2) // the head's block: its state is there
+
+	results, err := rpcChain.TransactionReceipts(ctx, append(old, current))
+	if err != nil {
+		t.Fatalf("receipts by hash: %v", err)
+	}
+	var blocks []uint64
+	for i, r := range results {
+		if r.Err != nil || r.Receipt == nil {
+			t.Fatalf("receipt %d: %+v, want it found", i, r)
+		}
+		if gone := i < len(old); gone != (r.Receipt.L1Fee == nil) {
+			t.Fatalf("receipt %d (its block's state gone: %v): L1 fee %v", i, gone, r.Receipt.L1Fee)
+		}
+		if i < len(old) {
+			blocks = append(blocks, r.Receipt.BlockNumber)
+		}
+	}
+	read, err := rpcChain.BlockReceipts(ctx, blocks)
+	if err != nil {
+		t.Fatalf("whole blocks: %v", err)
+	}
+	for i, receipts := range read {
+		ours := slices.IndexFunc(receipts, func(r services.Receipt) bool { return r.TxHash == old[i] })
+		if ours < 0 || receipts[ours].L1Fee != nil {
+			t.Fatalf("block %d: %d receipts, ours at %d; want ours, without an L1 fee", blocks[i], len(receipts), ours)
+		}
+	}
+	if proxy.OldStateRefused() == 0 {
+		t.Fatal("the node was never asked for old state: the test did not reach a node without it")
 	}
 }
