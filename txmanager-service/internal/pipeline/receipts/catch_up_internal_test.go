@@ -14,7 +14,9 @@ import (
 // top; otherwise the receipt waits, and a pass whose headers contradict the catch-up drops
 // it.
 func TestCatchUpProvesOnlyWhatLinksToTheFinalizedBlock(t *testing.T) {
-	hash := func(branch byte, h uint64) common.Hash { return common.BytesToHash([]byte{branch, byte(h >> 8), byte(h)}) }
+	hash := func(branch byte, h uint64) common.Hash {
+		return common.BytesToHash([]byte{branch, byte(h >> 8), byte(h)})
+	}
 	// chain reads the headers from..to of branch a (of b at and above fork), each naming the
 	// one below as its parent.
 	chain := func(from, to, fork uint64) map[uint64]services.BlockHeader {
