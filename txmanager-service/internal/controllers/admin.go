@@ -55,6 +55,10 @@ func (c *AdminController) resolveHere(ctx context.Context, req *v1.ResolveTxRequ
 	if err != nil {
 		return nil, err
 	}
+	if !granted(ctx, tx.SignerHex) {
+		// As for a caller's own look-up of another signer's transaction: not found.
+		return nil, v1.ErrorNotFound("transaction not found")
+	}
 	chain, err := c.chains.Lookup(tx.ChainID)
 	if err != nil {
 		return nil, err
@@ -73,7 +77,7 @@ func (c *AdminController) resolveHere(ctx context.Context, req *v1.ResolveTxRequ
 
 // GetSignerStatus implements v1.AdminServiceServer.
 func (c *AdminController) GetSignerStatus(ctx context.Context, req *v1.GetSignerStatusRequest) (*v1.SignerStatus, error) {
-	if err := requireAdmin(ctx); err != nil {
+	if err := requireAdminFor(ctx, req.GetSigner()); err != nil {
 		return nil, err
 	}
 	chain, err := c.chains.Lookup(req.GetChainId())
@@ -110,7 +114,9 @@ func (c *AdminController) ListSigners(ctx context.Context, req *v1.ListSignersRe
 			return nil, ToAPIError(c.log, err)
 		}
 		for _, s := range statuses {
-			out.Signers = append(out.Signers, toAPISignerStatus(chain.ID, s, chain.Admin.RecoverByIntent()))
+			if granted(ctx, s.Signer) {
+				out.Signers = append(out.Signers, toAPISignerStatus(chain.ID, s, chain.Admin.RecoverByIntent()))
+			}
 		}
 	}
 	return out, nil
@@ -136,6 +142,11 @@ func (c *AdminController) ListStuck(ctx context.Context, req *v1.ListStuckReques
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
+	if req.GetSigner() != "" {
+		if err := requireSigner(ctx, req.GetSigner()); err != nil {
+			return nil, err
+		}
+	}
 	chain, err := c.chains.Lookup(req.GetChainId())
 	if err != nil {
 		return nil, ToAPIError(c.log, err)
@@ -146,7 +157,9 @@ func (c *AdminController) ListStuck(ctx context.Context, req *v1.ListStuckReques
 	}
 	out := &v1.ListStuckResponse{Txs: make([]*v1.Tx, 0, len(txs))}
 	for _, tx := range txs {
-		out.Txs = append(out.Txs, toAPITx(tx))
+		if granted(ctx, tx.SignerHex) {
+			out.Txs = append(out.Txs, toAPITx(tx))
+		}
 	}
 	return out, nil
 }
@@ -172,7 +185,7 @@ func (c *AdminController) ListNodes(ctx context.Context, _ *v1.ListNodesRequest)
 
 // GetQuarantine implements v1.AdminServiceServer.
 func (c *AdminController) GetQuarantine(ctx context.Context, req *v1.GetQuarantineRequest) (*v1.Quarantine, error) {
-	if err := requireAdmin(ctx); err != nil {
+	if err := requireAdminFor(ctx, req.GetSigner()); err != nil {
 		return nil, err
 	}
 	chain, err := c.chains.Lookup(req.GetChainId())
@@ -188,7 +201,7 @@ func (c *AdminController) GetQuarantine(ctx context.Context, req *v1.GetQuaranti
 
 // ReleaseSigner implements v1.AdminServiceServer.
 func (c *AdminController) ReleaseSigner(ctx context.Context, req *v1.ReleaseSignerRequest) (*v1.Quarantine, error) {
-	if err := requireAdmin(ctx); err != nil {
+	if err := requireAdminFor(ctx, req.GetSigner()); err != nil {
 		return nil, err
 	}
 	chain, err := c.chains.Lookup(req.GetChainId())

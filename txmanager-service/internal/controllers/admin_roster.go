@@ -13,7 +13,7 @@ import (
 // AddSigner implements v1.AdminServiceServer. The roster is the cluster's, so any node
 // answers: no routing to a lease owner.
 func (c *AdminController) AddSigner(ctx context.Context, req *v1.AddSignerRequest) (*v1.RosterSigner, error) {
-	if err := requireAdmin(ctx); err != nil {
+	if err := requireAdminFor(ctx, req.GetSigner()); err != nil {
 		return nil, err
 	}
 	entry, err := c.roster.AddSigner(ctx, req.GetSigner(), req.GetSource(), req.GetKeyRef(), req.GetNote(), callerID(ctx))
@@ -25,7 +25,7 @@ func (c *AdminController) AddSigner(ctx context.Context, req *v1.AddSignerReques
 
 // RetireSigner implements v1.AdminServiceServer.
 func (c *AdminController) RetireSigner(ctx context.Context, req *v1.RetireSignerRequest) (*v1.RosterSigner, error) {
-	if err := requireAdmin(ctx); err != nil {
+	if err := requireAdminFor(ctx, req.GetSigner()); err != nil {
 		return nil, err
 	}
 	entry, err := c.roster.RetireSigner(ctx, req.GetSigner(), req.GetNote(), callerID(ctx))
@@ -46,7 +46,9 @@ func (c *AdminController) ListRoster(ctx context.Context, _ *v1.ListRosterReques
 	}
 	out := &v1.ListRosterResponse{Signers: make([]*v1.RosterSigner, 0, len(entries))}
 	for _, e := range entries {
-		out.Signers = append(out.Signers, toAPIRosterSigner(e))
+		if granted(ctx, e.Signer.Hex()) {
+			out.Signers = append(out.Signers, toAPIRosterSigner(e))
+		}
 	}
 	return out, nil
 }

@@ -15,7 +15,7 @@ import (
 
 // PauseSigner implements v1.AdminServiceServer. The roster is the cluster's: any node answers.
 func (c *AdminController) PauseSigner(ctx context.Context, req *v1.PauseSignerRequest) (*v1.RosterSigner, error) {
-	if err := requireAdmin(ctx); err != nil {
+	if err := requireAdminFor(ctx, req.GetSigner()); err != nil {
 		return nil, err
 	}
 	entry, err := c.roster.Pause(ctx, req.GetSigner(), req.GetNote(), callerID(ctx))
@@ -27,7 +27,7 @@ func (c *AdminController) PauseSigner(ctx context.Context, req *v1.PauseSignerRe
 
 // ResumeSigner implements v1.AdminServiceServer.
 func (c *AdminController) ResumeSigner(ctx context.Context, req *v1.PauseSignerRequest) (*v1.RosterSigner, error) {
-	if err := requireAdmin(ctx); err != nil {
+	if err := requireAdminFor(ctx, req.GetSigner()); err != nil {
 		return nil, err
 	}
 	entry, err := c.roster.Resume(ctx, req.GetSigner(), req.GetNote(), callerID(ctx))

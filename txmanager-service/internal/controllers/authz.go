@@ -52,3 +52,20 @@ func requireAdmin(ctx context.Context) error {
 	}
 	return nil
 }
+
+// requireAdminFor allows an operator's call on signer only for a caller with the admin grant
+// that is also granted the signer: an admin key limited to some signers acts on those alone,
+// as it sees those alone.
+func requireAdminFor(ctx context.Context, signer string) error {
+	if err := requireAdmin(ctx); err != nil {
+		return err
+	}
+	return requireSigner(ctx, signer)
+}
+
+// granted reports whether the caller is granted signer (a signer that does not parse is
+// not).
+func granted(ctx context.Context, signer string) bool {
+	p, ok := domain.PrincipalFrom(ctx)
+	return ok && common.IsHexAddress(signer) && p.CanUse(common.HexToAddress(signer))
+}

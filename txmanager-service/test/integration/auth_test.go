@@ -23,6 +23,8 @@ const (
 	clientKey = "client-key-9b1d7c3e55a04f6b8e2d"
 	adminKey  = "admin-key-4e8a2f61c9d7b3a05e17"
 	scrapeKey = "scrape-key-7c2e9a41f0b35d86e1a4"
+	// scopedAdminKey has the admin grant for the first development signer alone.
+	scopedAdminKey = "scoped-admin-key-2d7f9e04b6a1c835"
 	jwtSecret = "jwt-secret-for-tests-0123456789abcdef0123"
 )
 
@@ -47,6 +49,7 @@ func startAuthedService(t *testing.T) *testService {
 				{ID: "client", SHA256: sha256Hex(clientKey), Signers: []string{devAddress(t, 0)}},
 				{ID: "ops", SHA256: sha256Hex(adminKey), Signers: []string{"*"}, Admin: true},
 				{ID: "prometheus", SHA256: sha256Hex(scrapeKey), Metrics: true},
+				{ID: "ops-dev0", SHA256: sha256Hex(scopedAdminKey), Signers: []string{devAddress(t, 0)}, Admin: true},
 			},
 			JWT: conf.JWT{HMACSecretFile: secretFile, Issuer: "tests", Audience: "txmanager", SignersClaim: "signers", AdminClaim: "txm_admin"},
 		}
@@ -118,6 +121,15 @@ func TestAuthenticationAndAuthorisation(t *testing.T) {
 		{"the scrape key as a bearer token is no API credential", http.MethodGet, "/api/v1/admin/nodes", nil, "Authorization", "Bearer " + scrapeKey, 401, "UNAUTHENTICATED"},
 		{"admin API with the scrape key", http.MethodGet, "/api/v1/admin/nodes", nil, "X-API-Key", scrapeKey, 403, "PERMISSION_DENIED"},
 		{"create with the scrape key", http.MethodPost, "/api/v1/tx", create(mine, "j"), "X-API-Key", scrapeKey, 403, "PERMISSION_DENIED"},
+		// An admin grant limited to some signers acts on, and sees, those alone.
+		{"scoped admin: its signer's status", http.MethodGet, "/api/v1/admin/signers/" + mine, nil, "X-API-Key", scopedAdminKey, 200, ""},
+		{"scoped admin: another signer's status", http.MethodGet, "/api/v1/admin/signers/" + other, nil, "X-API-Key", scopedAdminKey, 403, "PERMISSION_DENIED"},
+		{"scoped admin: pause another signer", http.MethodPost, "/api/v1/admin/roster/" + other + "/pause", []byte(`{"note":"x"}`), "X-API-Key", scopedAdminKey, 403, "PERMISSION_DENIED"},
+		{"scoped admin: retire another signer", http.MethodPost, "/api/v1/admin/roster/" + other + "/retire", []byte(`{"note":"x"}`), "X-API-Key", scopedAdminKey, 403, "PERMISSION_DENIED"},
+		{"scoped admin: release another signer", http.MethodPost, "/api/v1/admin/signers/" + other + "/release", []byte(`{"note":"x"}`), "X-API-Key", scopedAdminKey, 403, "PERMISSION_DENIED"},
+		{"scoped admin: another signer's quarantine", http.MethodGet, "/api/v1/admin/signers/" + other + "/quarantine", nil, "X-API-Key", scopedAdminKey, 403, "PERMISSION_DENIED"},
+		{"scoped admin: another signer's stuck list", http.MethodGet, "/api/v1/admin/stuck?signer=" + other, nil, "X-API-Key", scopedAdminKey, 403, "PERMISSION_DENIED"},
+		{"scoped admin: resolve another signer's tx", http.MethodPost, "/api/v1/admin/tx/" + othersID + "/resolve", []byte(`{"action":"NOOP","reason":"x"}`), "X-API-Key", scopedAdminKey, 404, "NOT_FOUND"},
 		{"JWT alg none", http.MethodPost, "/api/v1/tx", create(mine, "i"), "Authorization", "Bearer eyJhbGciOiJub25lIn0." + "eyJzdWIiOiJ4In0.", 401, "UNAUTHENTICATED"},
 	}
 	for _, tc := range tests {
@@ -127,6 +139,14 @@ func TestAuthenticationAndAuthorisation(t *testing.T) {
 				t.Fatalf("got %d %s, want %d %s", got.status, got.raw, tc.wantStatus, tc.wantReason)
 			}
 		})
+	}
+
+	// The lists show a scoped admin its own signers only.
+	for _, path := range []string{"/api/v1/admin/signers", "/api/v1/admin/roster"} {
+		list := s.doAs(t, http.MethodGet, path, nil, "X-API-Key", scopedAdminKey)
+		if list.status != http.StatusOK || !strings.Contains(strings.ToLower(list.raw), strings.ToLower(mine)) || strings.Contains(strings.ToLower(list.raw), strings.ToLower(other)) {
+			t.Fatalf("%s as the scoped admin: %d %s; want %s listed and not %s", path, list.status, list.raw, mine, other)
+		}
 	}
 
 	// The feed shows a client its own signers only.
