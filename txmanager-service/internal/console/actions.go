@@ -64,6 +64,17 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, v viewer) {
 			}
 		}
 	case "resolve":
+		if seen, ok := r.PostForm["seen"]; ok {
+			// The form names the attempt it was shown with: a second submit (a double click,
+			// the back button, a replayed request) after the first resolution signed a new
+			// attempt would sign yet another, at a higher fee, which nobody looked at.
+			current, gerr := c.tx.GetTx(ctx, &v1.GetTxRequest{TxId: form("tx")})
+			if gerr == nil && current.GetTxHash() != seen[0] {
+				http.Redirect(w, r, c.withFlash(v, back, "error", "The transaction has changed since the page was shown (its current attempt is "+
+					orNone(current.GetTxHash())+", state "+current.GetState()+"): look at it again before resolving it."), http.StatusSeeOther)
+				return
+			}
+		}
 		var resp *v1.ResolveTxResponse
 		resp, err = c.admin.ResolveTx(ctx, &v1.ResolveTxRequest{TxId: form("tx"), Action: form("resolution"), Reason: note})
 		if err == nil {
@@ -109,4 +120,12 @@ func (c *Console) withFlash(v viewer, back, key, message string) string {
 	q.Set("flash", c.seal.flashMAC(v.session.ID, key, message))
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// orNone is a value, or "none" when it is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

@@ -18,7 +18,9 @@ import (
 // resolves that signer's stuck transaction: the action goes to the owner carrying the
 // session's credential, which the owner checks again. Before, the forward carried the
 // browser's headers, which hold only the session cookie, and the owner answered 401. A
-// form holding a NUL character is refused as the API refuses it (before, a 500).
+// form holding a NUL character is refused as the API refuses it (before, a 500). The same
+// resolve form sent twice signs once: the second names an attempt that is no longer the
+// transaction's (before, each submit signed another, at a higher fee).
 func TestConsoleResolvesAStuckTransactionThroughANodeThatIsNotItsOwner(t *testing.T) {
 	t.Parallel()
 	sim := newTestChain(t, 250*time.Millisecond)
@@ -68,14 +70,33 @@ func TestConsoleResolvesAStuckTransactionThroughANodeThatIsNotItsOwner(t *testin
 	if paused := nodes[0].count(t, "SELECT count(*) FROM audit_record WHERE action = 'signer.pause'"); paused != 0 {
 		t.Fatalf("%d pauses recorded for a refused form", paused)
 	}
-	resp, err := client.PostForm(other.httpURL+"/console/act", url.Values{"csrf": {csrf}, "action": {"resolve"}, "tx": {head},
-		"resolution": {"CANCEL"}, "note": {"ops ticket 9"}, "back": {"/console/stuck"}})
+	var shown string
+	if err := nodes[0].pool.QueryRow(t.Context(), "SELECT tx_hash FROM managed_tx WHERE tx_id = $1", head).Scan(&shown); err != nil {
+		t.Fatal(err)
+	}
+	attemptsBefore := nodes[0].count(t, "SELECT count(*) FROM tx_attempt WHERE tx_id = $1", head)
+	form := url.Values{"csrf": {csrf}, "action": {"resolve"}, "tx": {head}, "seen": {shown},
+		"resolution": {"CANCEL"}, "note": {"ops ticket 9"}, "back": {"/console/stuck"}}
+	resp, err := client.PostForm(other.httpURL+"/console/act", form)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
 	if location := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.Contains(location, "done=") {
 		t.Fatalf("resolve through node %s, the owner being %s: %d, to %q; want 303 back to the stuck page saying it was done", other.nodeID, owner, resp.StatusCode, location)
+	}
+	// The same form again (a double click, the back button): the transaction is no longer
+	// what the page showed, and nothing more is signed.
+	again, err := client.PostForm(other.httpURL+"/console/act", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = again.Body.Close()
+	if location := again.Header.Get("Location"); again.StatusCode != http.StatusSeeOther || !strings.Contains(location, "error=") || !strings.Contains(location, "changed") {
+		t.Fatalf("the same resolve form again: %d, to %q; want 303 back saying the transaction changed", again.StatusCode, location)
+	}
+	if signed := nodes[0].count(t, "SELECT count(*) FROM tx_attempt WHERE tx_id = $1", head) - attemptsBefore; signed != 1 {
+		t.Fatalf("%d attempts signed by two submits of one form, want 1", signed)
 	}
 	audits := nodes[0].audits(t, head)
 	last := audits[len(audits)-1]
