@@ -3,6 +3,8 @@ package services
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -597,7 +599,15 @@ func deliveryOf(c ClaimedSubscription, events []pushed) (id string, body []byte)
 		bodies[i] = e.body()
 	}
 	first, last := events[0].cursor, events[len(events)-1].cursor
-	id = "batch:" + first + "-" + last
+	// The positions name the batch; a digest of its events' ids tells it from another batch
+	// at the same positions (a database restored from a backup gives positions again), which
+	// a receiver deduplicating on Idempotency-Key would otherwise drop as seen.
+	digest := sha256.New()
+	for _, e := range events {
+		digest.Write([]byte(e.id))
+		digest.Write([]byte{0})
+	}
+	id = "batch:" + first + "-" + last + ":" + hex.EncodeToString(digest.Sum(nil)[:8])
 	body, err := json.Marshal(WebhookBatch{ID: id, Kind: WebhookBatchKind, SubscriptionID: c.ID.String(), Cursor: last, Events: bodies})
 	if err != nil {
 		panic(fmt.Sprintf("webhook batch marshal: %v", err)) // every body is JSON this package wrote
