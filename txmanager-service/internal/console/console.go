@@ -109,10 +109,14 @@ func (c *Console) Handler(auth Authenticate) http.Handler {
 }
 
 // securityHeaders: no framing (clickjacking of the action buttons), no scripts but our own,
-// nothing cached that a shared machine's next user could read.
+// nothing cached that a shared machine's next user could read; and, reached over TLS, no
+// plain HTTP for a year (a session cookie sent in the clear is a session anyone can use).
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
+		if secure(r) {
+			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"math/big"
@@ -374,5 +375,40 @@ func TestSessionsAreCheckedAgainstTheSignedOutList(t *testing.T) {
 		if status := get(auth); status != step.wantStatus || list.lookUps != step.wantLookUps {
 			t.Fatalf("%s: %d after %d look-ups, want %d after %d", step.name, status, list.lookUps, step.wantStatus, step.wantLookUps)
 		}
+	}
+}
+
+// Every console answer forbids framing and sniffing; one reached over TLS (directly or
+// through a proxy that says so) also tells the browser never to use plain HTTP for it.
+func TestSecurityHeaders(t *testing.T) {
+	tests := []struct {
+		name     string
+		tls      bool
+		header   string
+		wantHSTS bool
+	}{
+		{"plain HTTP", false, "", false},
+		{"TLS", true, "", true},
+		{"behind a TLS proxy", false, "https", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/console", nil)
+			if tc.tls {
+				r.TLS = &tls.ConnectionState{}
+			}
+			if tc.header != "" {
+				r.Header.Set("X-Forwarded-Proto", tc.header)
+			}
+			w := httptest.NewRecorder()
+			securityHeaders(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, r)
+			h := w.Result().Header
+			if h.Get("X-Frame-Options") != "DENY" || h.Get("X-Content-Type-Options") != "nosniff" || !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+				t.Fatalf("headers %v: want framing and sniffing forbidden", h)
+			}
+			if got := h.Get("Strict-Transport-Security") != ""; got != tc.wantHSTS {
+				t.Fatalf("Strict-Transport-Security %q, want set %v", h.Get("Strict-Transport-Security"), tc.wantHSTS)
+			}
+		})
 	}
 }
