@@ -25,7 +25,7 @@ const (
 	scrapeKey = "scrape-key-7c2e9a41f0b35d86e1a4"
 	// scopedAdminKey has the admin grant for the first development signer alone.
 	scopedAdminKey = "scoped-admin-key-2d7f9e04b6a1c835"
-	jwtSecret = "jwt-secret-for-tests-0123456789abcdef0123"
+	jwtSecret      = "jwt-secret-for-tests-0123456789abcdef0123"
 )
 
 func sha256Hex(s string) string {
