@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net"
 	nethttp "net/http"
 	"net/http/pprof"
 	"net/url"
@@ -25,7 +26,7 @@ func NewHTTPServer(c conf.Server, observability conf.Observability, listeners *L
 		khttp.Listener(listeners.HTTP),
 		khttp.Timeout(c.HTTP.Timeout.Std()),
 		khttp.Middleware(mw.chain...),
-		khttp.Filter(cleanPathsOnly, wholeQueriesOnly, plainBodiesOnly, limitBody(c.MaxBodyBytes, c.MaxBatchBodyBytes)),
+		khttp.Filter(loopbackHostsOnly(auth.enabled), cleanPathsOnly, wholeQueriesOnly, plainBodiesOnly, limitBody(c.MaxBodyBytes, c.MaxBatchBodyBytes)),
 		// Kratos would hand unknown routes to net/http's global DefaultServeMux.
 		khttp.NotFoundHandler(nethttp.HandlerFunc(notFound)),
 		khttp.MethodNotAllowedHandler(nethttp.HandlerFunc(methodNotAllowed)),
@@ -123,6 +124,41 @@ func encodeError(w nethttp.ResponseWriter, r *nethttp.Request, err error) {
 
 // cleanPathsOnly refuses paths that are not in canonical form (encoded slashes, dot
 // segments, doubled slashes) instead of letting the router redirect them somewhere else.
+// loopbackHostsOnly refuses, with authentication off, a request addressed to a name other
+// than a loopback one. Such a service listens on loopback alone, yet a web page the
+// developer visits can point a name it controls at 127.0.0.1 (DNS rebinding) and drive a
+// service that asks for no credential, the console's actions included: the browser then
+// sends that name as the Host.
+func loopbackHostsOnly(authEnabled bool) khttp.FilterFunc {
+	return func(next nethttp.Handler) nethttp.Handler {
+		if authEnabled {
+			return next
+		}
+		return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+			if !loopbackHost(r.Host) {
+				encodeError(w, r, v1.ErrorPermissionDenied("without authentication the service answers only requests addressed to a loopback name (localhost, 127.0.0.1, [::1])"))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// loopbackHost: hostport names this machine's loopback (localhost, a *.localhost name, or a
+// loopback address).
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 func cleanPathsOnly(next nethttp.Handler) nethttp.Handler {
 	return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
 		p := r.URL.Path

@@ -401,3 +401,38 @@ func TestABatchsRefusedCreateIsNotRepeatedByAValidOne(t *testing.T) {
 		t.Fatalf("the valid create: %s, want made", rec.Body)
 	}
 }
+
+// Without authentication the service answers only requests addressed to a loopback name: a
+// web page can point a name it controls at 127.0.0.1 (DNS rebinding), and the browser then
+// sends that name as the Host. With authentication the Host is not looked at.
+func TestWithoutAuthenticationOnlyLoopbackHostsAreServed(t *testing.T) {
+	t.Parallel()
+	open := newStack(t, stackOptions{configure: func(c *conf.Bootstrap) { c.Auth = conf.Auth{} }}).httpServer()
+	authed := newStack(t, stackOptions{}).httpServer()
+	tests := []struct {
+		name   string
+		h      nethttp.Handler
+		host   string
+		status int
+		reason string
+	}{
+		{"auth off, 127.0.0.1", open, "127.0.0.1:8080", nethttp.StatusOK, ""},
+		{"auth off, localhost", open, "localhost:8080", nethttp.StatusOK, ""},
+		{"auth off, [::1]", open, "[::1]:8080", nethttp.StatusOK, ""},
+		{"auth off, a .localhost name", open, "txm.localhost", nethttp.StatusOK, ""},
+		{"auth off, another name", open, "rebound.example.com:8080", nethttp.StatusForbidden, "PERMISSION_DENIED"},
+		{"auth off, another address", open, "10.0.0.5", nethttp.StatusForbidden, "PERMISSION_DENIED"},
+		{"auth on, another name", authed, "txm.example.com", nethttp.StatusOK, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req := httptest.NewRequest(nethttp.MethodGet, "http://"+tt.host+"/healthz", nil)
+			rec := httptest.NewRecorder()
+			tt.h.ServeHTTP(rec, req)
+			if rec.Code != tt.status || reasonOf(rec) != tt.reason {
+				t.Fatalf("%d %q, want %d %q; body %.200s", rec.Code, reasonOf(rec), tt.status, tt.reason, rec.Body)
+			}
+		})
+	}
+}
