@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,6 +108,24 @@ func sumOf(agg metricdata.Aggregation) int64 {
 		}
 	}
 	return total
+}
+
+// behindReplyDroppingProxy is a manager whose pool reaches the fixture's database through a
+// replyDroppingProxy, with the proxy and the pool.
+func (f *fixture) behindReplyDroppingProxy(t *testing.T) (txmanager.Manager, *replyDroppingProxy, *pgxpool.Pool) {
+	t.Helper()
+	u, err := url.Parse(f.dsn)
+	if err != nil || u.Host == "" {
+		t.Fatalf("proxying needs a URL-style DSN with a host, got %q", f.dsn)
+	}
+	proxy := newReplyDroppingProxy(t, u.Host)
+	u.Host = proxy.addr()
+	pool := pgtest.NewPool(t, u.String())
+	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return component.Manager, proxy, pool
 }
 
 // replyDroppingProxy forwards TCP to a PostgreSQL server. Once armed, it swallows the next

@@ -176,10 +176,8 @@ func (m *manager) within(ctx context.Context, r resolved, fn func(context.Contex
 		err := m.runOnce(ctx, r, fn)
 		if err == nil {
 			m.tel.finish(ctx, span, r, started, attempt, nil)
-			if outer, _ := ctx.Value(txContextKey{}).(*txMark); outer != nil {
-				for ; outer != nil; outer = outer.outer {
-					outer.innerCommitted.Store(true)
-				}
+			for outer, _ := ctx.Value(txContextKey{}).(*txMark); outer != nil; outer = outer.outer {
+				outer.innerCommitted.Store(true)
 			}
 			return nil
 		}

@@ -5,7 +5,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 	"github.com/bionicotaku/lingo-utils/txmanager"
 )
 
@@ -637,19 +635,9 @@ func TestCommitOutcomeUnknownWhenCommitReplyIsLost(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, txmanager.Config{})
 	ctx := context.Background()
-	u, err := url.Parse(f.dsn)
-	if err != nil || u.Host == "" {
-		t.Fatalf("proxying needs a URL-style DSN with a host, got %q", f.dsn)
-	}
-	proxy := newReplyDroppingProxy(t, u.Host)
-	u.Host = proxy.addr()
-	pool := pgtest.NewPool(t, u.String())
-	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	manager, proxy, _ := f.behindReplyDroppingProxy(t)
 	attempts := 0
-	err = component.Manager.WithinTx(ctx, txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+	err := manager.WithinTx(ctx, txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
 		attempts++
 		if err := insertItem("maybe")(ctx, s); err != nil {
 			return err
@@ -951,17 +939,7 @@ func TestAConnectionLostBeforeCommitIsRetried(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, txmanager.Config{})
-			u, err := url.Parse(f.dsn)
-			if err != nil || u.Host == "" {
-				t.Fatalf("proxying needs a URL-style DSN with a host, got %q", f.dsn)
-			}
-			proxy := newReplyDroppingProxy(t, u.Host)
-			u.Host = proxy.addr()
-			pool := pgtest.NewPool(t, u.String())
-			component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			manager, proxy, pool := f.behindReplyDroppingProxy(t)
 			if tc.lostAt >= 0 {
 				// The pool's connection is made before: the reply lost is a statement's.
 				if err := pool.Ping(context.Background()); err != nil {
@@ -972,7 +950,7 @@ func TestAConnectionLostBeforeCommitIsRetried(t *testing.T) {
 			}
 			name := "lost-" + strconv.Itoa(tc.lostAt)
 			attempts := 0
-			err = component.Manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+			err := manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
 				attempts++
 				for i, sql := range []string{"INSERT INTO item (name) VALUES ($1)", "UPDATE item SET name = $1 WHERE name = $1"} {
 					if attempts == 1 && i == tc.lostAt {

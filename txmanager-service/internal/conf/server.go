@@ -216,9 +216,12 @@ func reachableByPeers(addr string) bool {
 // isLoopback reports whether a listen address binds loopback only.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
+	return err == nil && LoopbackHost(host)
+}
+
+// LoopbackHost reports whether host (no port) names this machine's loopback: localhost or
+// a loopback address.
+func LoopbackHost(host string) bool {
 	if host == "localhost" {
 		return true
 	}

@@ -152,11 +152,7 @@ func loopbackHost(hostport string) bool {
 		host = h
 	}
 	host = strings.ToLower(strings.Trim(host, "[]"))
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return conf.LoopbackHost(host) || strings.HasSuffix(host, ".localhost")
 }
 
 func cleanPathsOnly(next nethttp.Handler) nethttp.Handler {

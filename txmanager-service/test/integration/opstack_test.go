@@ -179,6 +179,26 @@ func TestOPStackDataFeeMatchesWhatTheNodeCharged(t *testing.T) {
 	}
 }
 
+// sendTransferAndMine sends a transfer of 1 wei from key at nonce through rpcChain and has
+// the anvil at url mine it in a block of its own.
+func sendTransferAndMine(t *testing.T, rpcChain *chain.RPCChain, url string, key *ecdsa.PrivateKey, nonce uint64) common.Hash {
+	t.Helper()
+	to := common.HexToAddress("0x00000000000000000000000000000000000f00d5")
+	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(opStackChainID)), &types.DynamicFeeTx{
+		ChainID: big.NewInt(opStackChainID), Nonce: nonce, Gas: 21_000, To: &to, Value: big.NewInt(1),
+		GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(10 * params.GWei)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rpcChain.SendRawTransaction(t.Context(), mustMarshal(t, tx)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2e.Mine(t.Context(), url); err != nil {
+		t.Fatal(err)
+	}
+	return tx.Hash()
+}
+
 func mustMarshal(t *testing.T, tx *types.Transaction) []byte {
 	t.Helper()
 	raw, err := tx.MarshalBinary()
@@ -338,19 +358,7 @@ func TestOPStackBlockReceiptsPassDeposits(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(rpcChain.Close)
-	to := common.HexToAddress("0x00000000000000000000000000000000000f00d5")
-	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(opStackChainID)), &types.DynamicFeeTx{
-		ChainID: big.NewInt(opStackChainID), Gas: 21_000, To: &to, Value: big.NewInt(1), GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(10 * params.GWei),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rpcChain.SendRawTransaction(ctx, mustMarshal(t, tx)); err != nil {
-		t.Fatal(err)
-	}
-	if err := e2e.Mine(ctx, url); err != nil {
-		t.Fatal(err)
-	}
+	sent := sendTransferAndMine(t, rpcChain, url, key, 0)
 	head, err := rpcChain.LatestHeader(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -361,7 +369,7 @@ func TestOPStackBlockReceiptsPassDeposits(t *testing.T) {
 	}
 	var ours *services.Receipt
 	for i, r := range blocks[0] {
-		if r.TxHash == tx.Hash() {
+		if r.TxHash == sent {
 			ours = &blocks[0][i]
 		}
 	}
@@ -453,22 +461,7 @@ func TestOPStackReceiptsOfBlocksWhoseStateIsGone(t *testing.T) {
 	if err := e2e.SetBalance(ctx, url, from, (*hexutil.Big)(big.NewInt(params.Ether))); err != nil {
 		t.Fatal(err)
 	}
-	send := func(nonce uint64) common.Hash {
-		to := common.HexToAddress("0x00000000000000000000000000000000000f00d5")
-		tx, err := types.SignNewTx(key, types.LatestSignerForChainID(big.NewInt(opStackChainID)), &types.DynamicFeeTx{
-			ChainID: big.NewInt(opStackChainID), Nonce: nonce, Gas: 21_000, To: &to, Value: big.NewInt(1),
-			GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(10 * params.GWei)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := rpcChain.SendRawTransaction(ctx, mustMarshal(t, tx)); err != nil {
-			t.Fatal(err)
-		}
-		if err := e2e.Mine(ctx, url); err != nil {
-			t.Fatal(err)
-		}
-		return tx.Hash()
-	}
+	send := func(nonce uint64) common.Hash { return sendTransferAndMine(t, rpcChain, url, key, nonce) }
 	old := []common.Hash{send(0), send(1)}
 	current := send(2) // the head's block: its state is there
 

@@ -65,8 +65,9 @@ func createTransfer(t *testing.T, requestID string) string {
 	return created.GetTx().GetTxId()
 }
 
-// tryTransfer sends one transfer of value wei with the caller's key and answers the service.
-func tryTransfer(t *testing.T, requestID, value string) (*v1.CreateTxResponse, error) {
+// callerClient is a Go client of the service with the caller's key, closed when the test
+// ends.
+func callerClient(t *testing.T) *txmclient.Client {
 	t.Helper()
 	pem, err := os.ReadFile(service.CAFile)
 	if err != nil {
@@ -79,8 +80,14 @@ func tryTransfer(t *testing.T, requestID, value string) (*v1.CreateTxResponse, e
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeClient()
-	return client.Create(t.Context(), &v1.CreateTxRequest{Signer: servicetest.DevSigner, To: servicetest.Recipient, Value: value, GasLimit: 21000, RequestId: requestID})
+	t.Cleanup(closeClient)
+	return client
+}
+
+// tryTransfer sends one transfer of value wei with the caller's key and answers the service.
+func tryTransfer(t *testing.T, requestID, value string) (*v1.CreateTxResponse, error) {
+	t.Helper()
+	return callerClient(t).Create(t.Context(), &v1.CreateTxRequest{Signer: servicetest.DevSigner, To: servicetest.Recipient, Value: value, GasLimit: 21000, RequestId: requestID})
 }
 
 // Every command against a real service: what it prints and the exit code it ends with,
@@ -209,18 +216,7 @@ func TestAnAPIKeyIsNotSentInPlaintextToAnotherMachine(t *testing.T) {
 func TestFeedTailTellsWhereToResume(t *testing.T) {
 	ctx := t.Context()
 	own := createTransfer(t, fmt.Sprintf("resume-own-%d", time.Now().UnixNano()))
-	pem, err := os.ReadFile(service.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(pem)
-	client, closeClient, err := txmclient.New(ctx, txmclient.Config{Endpoints: []string{service.GRPCAddr}, APIKey: service.APIKey,
-		TLS: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient()
+	client := callerClient(t)
 	// The other signer's transfer is sent once the own one is final: its completion follows.
 	if _, err := client.Wait(ctx, own); err != nil {
 		t.Fatal(err)

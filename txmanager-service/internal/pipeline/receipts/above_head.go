@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +42,9 @@ type aboveHeadEntry struct {
 func (a *aboveHead) lost(mined []MinedTx, head uint64, read func(uint64) bool, signers []string, after time.Duration, now time.Time) map[string][]MinedTx {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if len(a.since) == 0 && !slices.ContainsFunc(mined, func(tx MinedTx) bool { return tx.BlockNumber > head && !read(tx.BlockNumber) }) {
+		return nil // the common pass: nothing above the head, nothing remembered
+	}
 	if a.since == nil {
 		a.since = map[aboveHeadKey]aboveHeadEntry{}
 	}

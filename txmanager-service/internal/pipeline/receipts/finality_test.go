@@ -67,9 +67,7 @@ func TestAdvanceFinality(t *testing.T) {
 			}
 			block := s.mine(1)
 			tracker := s.tracker(tc.cfg)
-			if _, err := tracker.RecordReceipts(ctx(t), s.lookUp(tracker).Found, block); err != nil {
-				t.Fatal(err)
-			}
+			s.record(tracker, block)
 			if tracker.HoldsReceipts() != tc.wantHeld {
 				t.Fatalf("holds receipts: %v, want %v", tracker.HoldsReceipts(), tc.wantHeld)
 			}
@@ -140,9 +138,7 @@ func TestFinalityCountsDepthOnOneChainOnly(t *testing.T) {
 			}
 			balancer := &behindABalancer{ReceiptSource: s.chain}
 			tracker := receipts.New(cfg, s.store, balancer, s.node.Leases, telemetry.Noop(), s.logger)
-			if _, err := tracker.RecordReceipts(ctx(t), s.lookUp(tracker).Found, block); err != nil {
-				t.Fatal(err)
-			}
+			s.record(tracker, block)
 			if tracker.HoldsReceipts() != held {
 				t.Fatalf("holds receipts: %v, want %v", tracker.HoldsReceipts(), held)
 			}
@@ -191,9 +187,7 @@ func TestAReorgIsFollowedWhileTheFinalizedTagIsNotServed(t *testing.T) {
 	s.send(1, nil)
 	block := s.mine(1)
 	tracker := receipts.New(receipts.Config{UseFinalizedTag: true}, s.store, withoutFinalizedTag{s.chain}, s.node.Leases, telemetry.Noop(), s.logger)
-	if _, err := tracker.RecordReceipts(ctx(t), s.lookUp(tracker).Found, block); err != nil {
-		t.Fatal(err)
-	}
+	s.record(tracker, block)
 	s.replaceBlock(block)
 	s.mine(2)
 	reverted, err := tracker.AdvanceFinality(ctx(t), s.signers())
@@ -228,20 +222,11 @@ func TestAReceiptAboveAShorterChainsHeadIsForgotten(t *testing.T) {
 			s.send(1, nil)
 			block := s.mine(1)
 			tracker := s.tracker(tc.cfg)
-			if _, err := tracker.RecordReceipts(ctx(t), s.lookUp(tracker).Found, block); err != nil {
-				t.Fatal(err)
-			}
+			s.record(tracker, block)
 			if tracker.HoldsReceipts() != tc.wantHeld {
 				t.Fatalf("holds receipts: %v, want %v", tracker.HoldsReceipts(), tc.wantHeld)
 			}
-			parents, err := s.sim.HeadersByNumber(ctx(t), []uint64{block - 1})
-			if err != nil || parents[0] == nil {
-				t.Fatalf("parent of block %d: %v", block, err)
-			}
-			if err := s.sim.Backend().Fork(parents[0].Hash); err != nil {
-				t.Fatal(err)
-			}
-			s.sim.Backend().Rollback()
+			s.rollBackTo(block)
 			if head := s.mine(0); head >= block {
 				t.Fatalf("head %d after the rollback, want below %d", head, block)
 			}
@@ -319,9 +304,7 @@ func TestAReceiptFarBelowTheFinalizedBlockIsProvenOverPasses(t *testing.T) {
 			endpoint := &countedHeaders{ReceiptSource: s.chain, failCall: tc.failCall}
 			tracker := receipts.New(receipts.Config{UseFinalizedTag: true, CatchUpBeyond: beyond, CatchUpPerPass: perPass},
 				s.store, endpoint, s.node.Leases, telemetry.Noop(), s.logger)
-			if _, err := tracker.RecordReceipts(ctx(t), s.lookUp(tracker).Found, block); err != nil {
-				t.Fatal(err)
-			}
+			s.record(tracker, block)
 			s.mine(400)
 			finalized, err := s.chain.FinalizedHeader(ctx(t))
 			if err != nil || finalized.Number < block+10*perPass/2 {

@@ -163,11 +163,18 @@ func (s *stage) mine(n int) uint64 {
 	return head.Number
 }
 
-// replaceBlock replaces the block at height and everything above it with two new blocks
-// (the longer branch) that do not hold the signer's transactions: they are dropped from
-// the node's pool, and another account's transfer makes the new block at height differ
-// from the one it replaces.
-func (s *stage) replaceBlock(height uint64) {
+// record looks up the receipts of the signer's transactions, mined at block, and records
+// them with the tracker (held or written).
+func (s *stage) record(tracker *receipts.Tracker, block uint64) {
+	s.t.Helper()
+	if _, err := tracker.RecordReceipts(ctx(s.t), s.lookUp(tracker).Found, block); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// rollBackTo makes the chain's head the parent of height, dropping the block at height,
+// everything above it and the node's pending transactions.
+func (s *stage) rollBackTo(height uint64) {
 	s.t.Helper()
 	parents, err := s.sim.HeadersByNumber(ctx(s.t), []uint64{height - 1})
 	if err != nil || parents[0] == nil {
@@ -177,6 +184,15 @@ func (s *stage) replaceBlock(height uint64) {
 		s.t.Fatal(err)
 	}
 	s.sim.Backend().Rollback()
+}
+
+// replaceBlock replaces the block at height and everything above it with two new blocks
+// (the longer branch) that do not hold the signer's transactions: they are dropped from
+// the node's pool, and another account's transfer makes the new block at height differ
+// from the one it replaces.
+func (s *stage) replaceBlock(height uint64) {
+	s.t.Helper()
+	s.rollBackTo(height)
 	id := big.NewInt(chain.SimulatedChainID)
 	to := common.HexToAddress("0x00000000000000000000000000000000000000e1")
 	other := crypto.PubkeyToAddress(s.other.PublicKey)
