@@ -20,8 +20,9 @@ import (
 // highest head it reported, and whether it serves another chain than the one configured.
 type EndpointHealth struct {
 	Name string
-	// Reachable: its latest probe or call answered (an endpoint never tried counts as
-	// reachable, so a fresh start does not refuse every call).
+	// Reachable: no call or probe failed since its latest probe answered (an endpoint never
+	// tried counts as reachable, so a fresh start does not refuse every call). Only a probe
+	// brings back an endpoint that failed.
 	Reachable bool
 	// Head is the latest block number it reported; 0 while unknown.
 	Head uint64

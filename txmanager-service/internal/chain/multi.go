@@ -190,9 +190,14 @@ func (m *MultiChain) markAnswered(i int, head uint64) {
 		return
 	}
 	if !h.Reachable {
-		m.log.Infow("msg", "chain endpoint answers again", "endpoint", h.Name)
+		// No call is sent to an endpoint counted unreachable: this answers one sent before
+		// a later call failed (its answer was on its way, or read late on a loaded machine).
+		// It says nothing about the endpoint now, and an endpoint that failed is checked
+		// again for the chain it serves before it is used: the prober brings it back.
+		h.Head = max(h.Head, head)
+		return
 	}
-	h.Reachable, h.LastError = true, ""
+	h.LastError = ""
 	h.Head = max(h.Head, head)
 }
 

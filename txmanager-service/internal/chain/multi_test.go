@@ -120,6 +120,47 @@ func TestMultiChainFailsFastWhenNoEndpointAnswers(t *testing.T) {
 	}
 }
 
+// An answer to a call sent before another call failed does not bring the endpoint back:
+// it was on its way while the endpoint went down. Until the prober finds it answering,
+// the chain stays unusable and a create is refused at once rather than taken.
+func TestALateAnswerDoesNotBringBackAnEndpointThatFailedSince(t *testing.T) {
+	t.Parallel()
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	proxies, endpoints := faultyEndpoints(t, sim, 1)
+	m := newMulti(t, endpoints, chain.MultiChainConfig{ReadTimeout: 300 * time.Millisecond, SendTimeout: 30 * time.Second,
+		ReceiptsTimeout: timeout, ProbeInterval: 100 * time.Millisecond})
+	ctx := testContext(t)
+	held, release := proxies[0].HoldAnswers("eth_sendRawTransaction")
+	defer release()
+	sent := make(chan error, 1)
+	go func() {
+		// Not a transaction: the node's answer is a refusal of it, an answer all the same.
+		_, err := m.SendRawTransactions(ctx, [][]byte{{0x01, 0x02}})
+		sent <- err
+	}()
+	waitUntil(t, 10*time.Second, "the node's answer to be held", func() bool { return held() == 1 })
+	if err := proxies[0].SetMode(faultproxy.Hang); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.LatestHeader(ctx); !errors.Is(err, services.ErrNoChainEndpoint) {
+		t.Fatalf("head while the endpoint hangs: %v, want ErrNoChainEndpoint", err)
+	}
+	release()
+	if err := <-sent; err != nil {
+		t.Fatalf("the held broadcast: %v, want the node's answer", err)
+	}
+	if m.Health()[0].Reachable {
+		t.Fatal("the endpoint counts reachable after a late answer, while it hangs")
+	}
+	if err := m.Usable(); !errors.Is(err, services.ErrNoChainEndpoint) {
+		t.Fatalf("Usable after a late answer: %v, want ErrNoChainEndpoint", err)
+	}
+	if err := proxies[0].SetMode(faultproxy.Pass); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the prober to bring the endpoint back", func() bool { return m.Usable() == nil })
+}
+
 // An answer about the request (a revert) is returned as it is, not retried elsewhere.
 func TestMultiChainDoesNotFailOverOnAnAnswer(t *testing.T) {
 	t.Parallel()

@@ -102,6 +102,8 @@ type Proxy struct {
 	refusedSends atomic.Uint64
 	// connections counts the TCP connections the proxy accepted; ended, those of them closed since.
 	connections, ended atomic.Uint64
+	// hold, when set, keeps the node's answers to one method from the caller until released.
+	hold atomic.Pointer[answerHold]
 
 	mu       sync.Mutex
 	addr     string
@@ -122,6 +124,29 @@ func Start(upstream string) (*Proxy, error) {
 	p.addr = listener.Addr().String()
 	p.serve(listener)
 	return p, nil
+}
+
+// answerHold is HoldAnswers' gate.
+type answerHold struct {
+	method string
+	gate   chan struct{}
+	held   atomic.Int64
+}
+
+// HoldAnswers keeps the node's answers to requests made only of calls of method from their
+// callers, from now until release is called: the node has answered, the answer is on its
+// way, and whatever the proxy does meanwhile (another mode for later requests) does not
+// stop it. Held counts the answers waiting. Requests already in flight are not held.
+func (p *Proxy) HoldAnswers(method string) (held func() int64, release func()) {
+	h := &answerHold{method: method, gate: make(chan struct{})}
+	p.hold.Store(h)
+	var once sync.Once
+	return h.held.Load, func() {
+		once.Do(func() {
+			p.hold.CompareAndSwap(h, nil)
+			close(h.gate)
+		})
+	}
 }
 
 // URL is the proxy's JSON-RPC address.
@@ -286,6 +311,20 @@ func parseCalls(body []byte) (reqs []rpcRequest, batch bool, err error) {
 		return nil, false, err
 	}
 	return []rpcRequest{one}, false, nil
+}
+
+// callsOnlyOf: every call in body (one call, or a batch) is of method.
+func callsOnlyOf(body []byte, method string) bool {
+	reqs, _, err := parseCalls(body)
+	if err != nil || len(reqs) == 0 {
+		return false
+	}
+	for _, req := range reqs {
+		if req.Method != method {
+			return false
+		}
+	}
+	return true
 }
 
 // l1Priced answers body as L1Priced does: broadcasts short of the L1 part refused, gas
@@ -482,7 +521,7 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	mode := Mode(p.mode.Load())
+	mode, hold := Mode(p.mode.Load()), p.hold.Load()
 	if mode == Lag && p.alternate.Load() && n%2 == 0 {
 		mode = Pass
 	}
@@ -545,6 +584,14 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answer = p.withDeposits(body, answer)
+	if hold != nil && callsOnlyOf(body, hold.method) {
+		hold.held.Add(1)
+		select {
+		case <-hold.gate:
+		case <-r.Context().Done():
+		case <-p.closed:
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(answer)
