@@ -1,6 +1,7 @@
 package txmanager_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kratos/kratos/v2/log"
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -33,6 +35,26 @@ type fixture struct {
 	manager txmanager.Manager
 	spans   *tracetest.SpanRecorder
 	metrics *sdkmetric.ManualReader
+	// logs is what the manager logged.
+	logs *lockedBuffer
+}
+
+// lockedBuffer is a log's output, written by the manager's goroutines and read by the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func newFixture(t *testing.T, cfg txmanager.Config, configurePool ...func(*pgxpool.Config)) *fixture {
@@ -44,14 +66,16 @@ func newFixture(t *testing.T, cfg txmanager.Config, configurePool ...func(*pgxpo
 	}
 	spans := tracetest.NewSpanRecorder()
 	metrics := sdkmetric.NewManualReader()
+	logs := &lockedBuffer{}
 	component, err := txmanager.NewComponentWithDependencies(cfg, pool, txmanager.Dependencies{
+		Logger:         log.NewStdLogger(logs),
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
 		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(metrics)),
 	})
 	if err != nil {
 		t.Fatalf("component: %v", err)
 	}
-	return &fixture{dsn: dsn, pool: pool, manager: component.Manager, spans: spans, metrics: metrics}
+	return &fixture{dsn: dsn, pool: pool, manager: component.Manager, spans: spans, metrics: metrics, logs: logs}
 }
 
 func (f *fixture) count(t *testing.T, sql string, args ...any) int {

@@ -392,7 +392,7 @@ func (m *manager) logWith(ctx context.Context, r resolved, err error) *log.Helpe
 		"access_mode", string(r.accessMode),
 		"error_kind", string(kind),
 		"sql_state", state,
-		"error", err.Error(),
+		"error", withheldText(err),
 	}
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		kv = append(kv, "trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())

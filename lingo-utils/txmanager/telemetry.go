@@ -3,6 +3,7 @@ package txmanager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -131,7 +132,11 @@ func (t *telemetry) finish(ctx context.Context, span trace.Span, r resolved, sta
 	result := "committed"
 	if err != nil {
 		result = "failed"
-		span.RecordError(err)
+		// As RecordError does, with the text logs carry: values withheld.
+		span.AddEvent("exception", trace.WithAttributes(
+			attribute.String("exception.type", fmt.Sprintf("%T", err)),
+			attribute.String("exception.message", withheldText(err)),
+		))
 		span.SetStatus(codes.Error, string(kind))
 		span.SetAttributes(attribute.String("error.kind", string(kind)))
 		t.failures.Add(ctx, 1, t.metricAttrs(r, "", kind, false))
