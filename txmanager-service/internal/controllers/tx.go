@@ -100,10 +100,16 @@ func (c *TxController) GetTx(ctx context.Context, req *v1.GetTxRequest) (*v1.Tx,
 		tx, err := get.ByID(ctx, req.GetTxId())
 		if errors.Is(err, domain.ErrNotFound) && c.approvals != nil {
 			// An intent waiting for approval has no transaction row yet: its approval
-			// answers under the same id.
-			if waiting, err := c.approvals.TxByID(ctx, req.GetTxId()); err == nil {
-				return waiting, nil
+			// answers under the same id. One admitted as a transaction the chain held
+			// already (adopted after a restore) answers with that transaction.
+			waiting, err := c.approvals.TxByID(ctx, req.GetTxId())
+			if err != nil {
+				return tx, domain.ErrNotFound
 			}
+			if waiting.ID.String() != req.GetTxId() {
+				return get.ByID(ctx, waiting.ID.String())
+			}
+			return waiting, nil
 		}
 		return tx, err
 	})

@@ -81,6 +81,10 @@ type Approval struct {
 	ExpiresAt   time.Time
 	DecidedAt   *time.Time
 	Votes       []ApprovalVote
+	// AdmittedTxID is the transaction an ADMITTED approval became: ID, or a transaction the
+	// chain held already that its admission adopted (a database restored to before the
+	// admission lost it, and it was recovered from the chain).
+	AdmittedTxID uuid.UUID
 }
 
 // ApprovalVote is one approver's decision.

@@ -229,8 +229,12 @@ func (r AllocationRepository) LockApproved(ctx context.Context, sess txmanager.S
 }
 
 // AdmitApprovals implements services.AllocationStore.
-func (r AllocationRepository) AdmitApprovals(ctx context.Context, sess txmanager.Session, ids []uuid.UUID) error {
-	if err := sqlcdb.New(sess.DB()).AdmitApprovals(ctx, ids); err != nil {
+func (r AllocationRepository) AdmitApprovals(ctx context.Context, sess txmanager.Session, admitted []services.AdmittedApproval) error {
+	params := sqlcdb.AdmitApprovalsParams{ApprovalIds: make([]uuid.UUID, len(admitted)), TxIds: make([]uuid.UUID, len(admitted))}
+	for i, a := range admitted {
+		params.ApprovalIds[i], params.TxIds[i] = a.ApprovalID, a.TxID
+	}
+	if err := sqlcdb.New(sess.DB()).AdmitApprovals(ctx, params); err != nil {
 		return fmt.Errorf("admit approvals: %w", err)
 	}
 	return nil
@@ -252,6 +256,7 @@ func approvalOf(row sqlcdb.TxApprovalRead) (domain.Approval, error) {
 		ID: row.ApprovalID, ChainID: uint64(row.ChainID), RequestID: row.RequestID, Requester: row.Requester,
 		PolicyScope: row.PolicyScope, PolicyVersion: row.PolicyVersion, Reason: row.Reason, Role: row.Role, Required: int(row.Required),
 		State: domain.ApprovalState(row.State), FinalReason: row.FinalReason, CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt, DecidedAt: row.DecidedAt,
+		AdmittedTxID: row.AdmittedTxID,
 	}
 	if !common.IsHexAddress(row.Signer) {
 		return a, fmt.Errorf("approval %s: stored signer %q is not an address", row.ApprovalID, row.Signer)

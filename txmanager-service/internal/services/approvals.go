@@ -127,11 +127,16 @@ func (d *ApprovalDesk) List(ctx context.Context, state, before string, signers [
 	return d.store.List(ctx, f)
 }
 
-// TxByID is the approval id reads as a transaction before it has a nonce.
+// TxByID is the approval id read as a transaction before it has a nonce. An approval
+// admitted as a transaction the chain held already (AdmittedTxID) answers with that id
+// alone: the caller reads the transaction under it.
 func (d *ApprovalDesk) TxByID(ctx context.Context, id string) (domain.ManagedTx, error) {
 	a, err := d.Get(ctx, id)
 	if err != nil {
 		return domain.ManagedTx{}, err
+	}
+	if a.State == domain.ApprovalAdmitted && a.AdmittedTxID != uuid.Nil && a.AdmittedTxID != a.ID {
+		return domain.ManagedTx{ID: a.AdmittedTxID}, nil
 	}
 	return a.AsTx(), nil
 }
@@ -260,6 +265,14 @@ func (d *ApprovalDesk) AdmitPass(ctx context.Context, chainID uint64, create *Cr
 		switch {
 		case err == nil && res.Tx.ID == a.ID:
 			d.log.Infow("msg", "approved intent admitted", "approval", a.ID.String(), "signer", a.Signer.Hex(), "nonce", res.Tx.Nonce)
+			if d.metrics != nil {
+				d.metrics.ApprovalEnded(ctx, string(domain.ApprovalAdmitted), 1)
+			}
+		case err == nil && res.Tx.RecoveredAt != nil && res.Tx.RequestID == a.RequestID:
+			// The database was restored to before this admission: the transaction it sent
+			// is on chain, recovered, and the admission adopted it rather than send it again.
+			d.log.Warnw("msg", "approved intent admitted as the transaction the chain holds already (recovered after the database lost it)",
+				"approval", a.ID.String(), "signer", a.Signer.Hex(), "tx", res.Tx.ID.String(), "nonce", res.Tx.Nonce)
 			if d.metrics != nil {
 				d.metrics.ApprovalEnded(ctx, string(domain.ApprovalAdmitted), 1)
 			}

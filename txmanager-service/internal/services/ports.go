@@ -90,10 +90,19 @@ type AllocationStore interface {
 	// LockApproved returns which of ids are APPROVED and unexpired, with the rule each was
 	// approved under, locked until commit.
 	LockApproved(ctx context.Context, sess txmanager.Session, ids []uuid.UUID) ([]ApprovedGrant, error)
-	// AdmitApprovals marks the approvals whose transactions the batch wrote ADMITTED.
-	AdmitApprovals(ctx context.Context, sess txmanager.Session, ids []uuid.UUID) error
+	// AdmitApprovals marks ADMITTED the approvals whose transactions the batch wrote or
+	// adopted, each with the transaction it was admitted as.
+	AdmitApprovals(ctx context.Context, sess txmanager.Session, admitted []AdmittedApproval) error
 	// AppendEvent records a service event in the batch's transaction.
 	AppendEvent(ctx context.Context, sess txmanager.Session, e ServiceEvent) error
+}
+
+// AdmittedApproval is an approval a writer batch admitted and the transaction it became: one
+// with the approval's id, or a recovered one the chain held already (the database lost it)
+// that the admission adopted instead of sending the intent again.
+type AdmittedApproval struct {
+	ApprovalID uuid.UUID
+	TxID       uuid.UUID
 }
 
 // ClearAllocation is one signer's part of a batch written by WriteClearAllocations: its new

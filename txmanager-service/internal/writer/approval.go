@@ -81,15 +81,16 @@ func (b *signerBatch) approvalIDs() []uuid.UUID {
 	return ids
 }
 
-// admittedApprovals are the approvals whose transactions the batch allocated.
-func (b *signerBatch) admittedApprovals() []uuid.UUID {
-	var ids []uuid.UUID
+// admittedApprovals are the approvals whose transactions the batch allocated or adopted.
+func (b *signerBatch) admittedApprovals() []services.AdmittedApproval {
+	var admitted []services.AdmittedApproval
 	for i, op := range b.ops {
-		if id := op.Request.Admission.ApprovalID; id != uuid.Nil && b.outcome[i].created && b.outcome[i].tx.ID == id {
-			ids = append(ids, id)
+		id, out := op.Request.Admission.ApprovalID, b.outcome[i]
+		if id != uuid.Nil && ((out.created && out.tx.ID == id) || out.adopted) {
+			admitted = append(admitted, services.AdmittedApproval{ApprovalID: id, TxID: out.tx.ID})
 		}
 	}
-	return ids
+	return admitted
 }
 
 // approvalRequested is the event telling approvers (through webhooks) that an intent waits.

@@ -99,6 +99,8 @@ type signerBatch struct {
 type opOutcome struct {
 	tx      domain.ManagedTx
 	created bool
+	// adopted: tx is a recovered transaction this op adopted.
+	adopted bool
 	err     error
 }
 
@@ -318,14 +320,13 @@ func (a *Allocator) writeSigner(ctx context.Context, sess txmanager.Session, b *
 	if err := a.requestApprovals(ctx, sess, b); err != nil {
 		return err
 	}
-	if len(b.allocated) == 0 {
-		return nil
-	}
-	if err := a.store.WriteAllocation(ctx, sess, b.lease, b.allocated, b.nextAfter); err != nil {
-		return err
+	if len(b.allocated) > 0 {
+		if err := a.store.WriteAllocation(ctx, sess, b.lease, b.allocated, b.nextAfter); err != nil {
+			return err
+		}
 	}
 	// In the allocation's transaction: an approval is admitted exactly when its transaction
-	// is written.
+	// is written or adopted.
 	if admitted := b.admittedApprovals(); len(admitted) > 0 {
 		return a.store.AdmitApprovals(ctx, sess, admitted)
 	}

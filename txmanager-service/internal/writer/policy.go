@@ -151,7 +151,23 @@ func (g *policyGate) countAdopted(op *Op) {
 	if g == nil || g.refuseAll != nil {
 		return
 	}
+	// Admitted once: the same approval again in this batch is closed.
+	delete(g.approved, op.Request.Admission.ApprovalID)
 	g.count(g.check(op), g.binding(op))
+}
+
+// approvalOpen: op admits no approval, or one still APPROVED and unexpired (locked by the
+// batch) and not admitted by an earlier op of it.
+func (g *policyGate) approvalOpen(op *Op) bool {
+	id := op.Request.Admission.ApprovalID
+	if id == uuid.Nil {
+		return true
+	}
+	if g == nil || g.refuseAll != nil {
+		return false
+	}
+	_, open := g.approved[id]
+	return open
 }
 
 func (g *policyGate) check(op *Op) domain.PolicyCheck {

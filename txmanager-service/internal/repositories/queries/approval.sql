@@ -94,7 +94,12 @@ ORDER BY approval_id
 FOR UPDATE;
 
 -- name: AdmitApprovals :exec
-UPDATE tx_approval SET state = 'ADMITTED', decided_at = now() WHERE approval_id = ANY(@approval_ids::uuid[]) AND state = 'APPROVED';
+-- Each approval with the transaction it was admitted as: its own id, or a transaction the
+-- chain held already and the admission adopted (admitted_tx_id).
+UPDATE tx_approval a SET state = 'ADMITTED', decided_at = now(),
+    admitted_tx_id = NULLIF(i.tx_id, i.approval_id)
+FROM (SELECT unnest(@approval_ids::uuid[]) AS approval_id, unnest(@tx_ids::uuid[]) AS tx_id) AS i
+WHERE a.approval_id = i.approval_id AND a.state = 'APPROVED';
 
 -- name: ApprovedToAdmit :many
 -- Approved intents waiting for their signer's writer, for one chain, in order of expiry

@@ -45,12 +45,15 @@ anchored AS (
     WHERE signer_pruned_anchor.nonce < excluded.nonce
 ),
 -- An approval goes with its completion: the intent's own (it ended without a nonce), or the
--- transaction's it became.
+-- transaction's it became (its own id, or the recovered transaction it adopted).
 approvals_gone AS (
-    DELETE FROM tx_approval a USING prefix p WHERE a.approval_id = p.tx_id AND a.state IN ('ADMITTED', 'EXPIRED', 'REJECTED', 'REFUSED') RETURNING 1
+    DELETE FROM tx_approval a USING prefix p WHERE (a.approval_id = p.tx_id OR a.admitted_tx_id = p.tx_id)
+      AND a.state IN ('ADMITTED', 'EXPIRED', 'REJECTED', 'REFUSED') RETURNING a.approval_id
 ),
 votes_gone AS (
-    DELETE FROM tx_approval_vote v USING prefix p WHERE v.approval_id = p.tx_id RETURNING 1
+    DELETE FROM tx_approval_vote v
+    USING (SELECT tx_id AS approval_id FROM prefix UNION SELECT approval_id FROM approvals_gone) g
+    WHERE v.approval_id = g.approval_id RETURNING 1
 ),
 marked AS (
     UPDATE feed_sequencer SET pruned_through = (SELECT max(feed_position) FROM completions_gone)

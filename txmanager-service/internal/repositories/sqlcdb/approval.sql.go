@@ -14,11 +14,21 @@ import (
 )
 
 const admitApprovals = `-- name: AdmitApprovals :exec
-UPDATE tx_approval SET state = 'ADMITTED', decided_at = now() WHERE approval_id = ANY($1::uuid[]) AND state = 'APPROVED'
+UPDATE tx_approval a SET state = 'ADMITTED', decided_at = now(),
+    admitted_tx_id = NULLIF(i.tx_id, i.approval_id)
+FROM (SELECT unnest($1::uuid[]) AS approval_id, unnest($2::uuid[]) AS tx_id) AS i
+WHERE a.approval_id = i.approval_id AND a.state = 'APPROVED'
 `
 
-func (q *Queries) AdmitApprovals(ctx context.Context, approvalIds []uuid.UUID) error {
-	_, err := q.db.Exec(ctx, admitApprovals, approvalIds)
+type AdmitApprovalsParams struct {
+	ApprovalIds []uuid.UUID
+	TxIds       []uuid.UUID
+}
+
+// Each approval with the transaction it was admitted as: its own id, or a transaction the
+// chain held already and the admission adopted (admitted_tx_id).
+func (q *Queries) AdmitApprovals(ctx context.Context, arg AdmitApprovalsParams) error {
+	_, err := q.db.Exec(ctx, admitApprovals, arg.ApprovalIds, arg.TxIds)
 	return err
 }
 
@@ -32,7 +42,7 @@ func (q *Queries) ApproveApproval(ctx context.Context, approvalID uuid.UUID) err
 }
 
 const approvedToAdmit = `-- name: ApprovedToAdmit :many
-SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read
+SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired, admitted_tx_id FROM tx_approval_read
 WHERE state = 'APPROVED' AND chain_id = $1 AND expires_at > now()
   AND (expires_at, approval_id) > ($2::timestamptz, $3::uuid)
 ORDER BY expires_at, approval_id
@@ -87,6 +97,7 @@ func (q *Queries) ApprovedToAdmit(ctx context.Context, arg ApprovedToAdmitParams
 			&i.ExpiresAt,
 			&i.DecidedAt,
 			&i.Expired,
+			&i.AdmittedTxID,
 		); err != nil {
 			return nil, err
 		}
@@ -147,7 +158,7 @@ func (q *Queries) ExpireApprovals(ctx context.Context, maxRows int32) ([]ExpireA
 }
 
 const findApprovalsByRequestIDs = `-- name: FindApprovalsByRequestIDs :many
-SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read
+SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired, admitted_tx_id FROM tx_approval_read
 WHERE approval_id IN (
     SELECT a.approval_id FROM (SELECT DISTINCT unnest($1::text[]) AS id) r
     JOIN tx_approval a ON a.chain_id = $2 AND a.signer = $3 AND a.request_id = r.id
@@ -195,6 +206,7 @@ func (q *Queries) FindApprovalsByRequestIDs(ctx context.Context, arg FindApprova
 			&i.ExpiresAt,
 			&i.DecidedAt,
 			&i.Expired,
+			&i.AdmittedTxID,
 		); err != nil {
 			return nil, err
 		}
@@ -239,7 +251,7 @@ func (q *Queries) FinishApproval(ctx context.Context, arg FinishApprovalParams) 
 }
 
 const getApproval = `-- name: GetApproval :one
-SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read WHERE approval_id = $1
+SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired, admitted_tx_id FROM tx_approval_read WHERE approval_id = $1
 `
 
 func (q *Queries) GetApproval(ctx context.Context, approvalID uuid.UUID) (TxApprovalRead, error) {
@@ -269,12 +281,13 @@ func (q *Queries) GetApproval(ctx context.Context, approvalID uuid.UUID) (TxAppr
 		&i.ExpiresAt,
 		&i.DecidedAt,
 		&i.Expired,
+		&i.AdmittedTxID,
 	)
 	return i, err
 }
 
 const getApprovalByRequest = `-- name: GetApprovalByRequest :one
-SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read
+SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired, admitted_tx_id FROM tx_approval_read
 WHERE approval_id = (SELECT a.approval_id FROM tx_approval a WHERE a.chain_id = $1 AND a.signer = $2 AND a.request_id = $3)
 `
 
@@ -312,6 +325,7 @@ func (q *Queries) GetApprovalByRequest(ctx context.Context, arg GetApprovalByReq
 		&i.ExpiresAt,
 		&i.DecidedAt,
 		&i.Expired,
+		&i.AdmittedTxID,
 	)
 	return i, err
 }
@@ -456,7 +470,7 @@ func (q *Queries) ListApprovalVotes(ctx context.Context, approvalIds []uuid.UUID
 }
 
 const listApprovals = `-- name: ListApprovals :many
-SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read
+SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired, admitted_tx_id FROM tx_approval_read
 WHERE ($1::bool OR approval_id < $2)
   AND ($3::text = '' OR state = $3)
   AND ($4::bool OR signer = ANY($5::text[]))
@@ -514,6 +528,7 @@ func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([
 			&i.ExpiresAt,
 			&i.DecidedAt,
 			&i.Expired,
+			&i.AdmittedTxID,
 		); err != nil {
 			return nil, err
 		}
@@ -526,7 +541,7 @@ func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([
 }
 
 const lockApproval = `-- name: LockApproval :one
-SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired FROM tx_approval_read WHERE approval_id = $1 FOR UPDATE
+SELECT approval_id, chain_id, signer, request_id, fingerprint, requester, to_address, value_wei, data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, policy_scope, policy_version, reason, role, required, state, final_reason, created_at, expires_at, decided_at, expired, admitted_tx_id FROM tx_approval_read WHERE approval_id = $1 FOR UPDATE
 `
 
 // A vote locks its approval: votes on one approval are counted one at a time.
@@ -557,6 +572,7 @@ func (q *Queries) LockApproval(ctx context.Context, approvalID uuid.UUID) (TxApp
 		&i.ExpiresAt,
 		&i.DecidedAt,
 		&i.Expired,
+		&i.AdmittedTxID,
 	)
 	return i, err
 }

@@ -258,6 +258,7 @@ type TxApproval struct {
 	CreatedAt            time.Time
 	ExpiresAt            time.Time
 	DecidedAt            *time.Time
+	AdmittedTxID         pgtype.UUID
 }
 
 type TxApprovalRead struct {
@@ -284,6 +285,7 @@ type TxApprovalRead struct {
 	ExpiresAt            time.Time
 	DecidedAt            *time.Time
 	Expired              bool
+	AdmittedTxID         uuid.UUID
 }
 
 type TxApprovalVote struct {

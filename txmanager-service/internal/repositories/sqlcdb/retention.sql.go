@@ -47,10 +47,13 @@ anchored AS (
     WHERE signer_pruned_anchor.nonce < excluded.nonce
 ),
 approvals_gone AS (
-    DELETE FROM tx_approval a USING prefix p WHERE a.approval_id = p.tx_id AND a.state IN ('ADMITTED', 'EXPIRED', 'REJECTED', 'REFUSED') RETURNING 1
+    DELETE FROM tx_approval a USING prefix p WHERE (a.approval_id = p.tx_id OR a.admitted_tx_id = p.tx_id)
+      AND a.state IN ('ADMITTED', 'EXPIRED', 'REJECTED', 'REFUSED') RETURNING a.approval_id
 ),
 votes_gone AS (
-    DELETE FROM tx_approval_vote v USING prefix p WHERE v.approval_id = p.tx_id RETURNING 1
+    DELETE FROM tx_approval_vote v
+    USING (SELECT tx_id AS approval_id FROM prefix UNION SELECT approval_id FROM approvals_gone) g
+    WHERE v.approval_id = g.approval_id RETURNING 1
 ),
 marked AS (
     UPDATE feed_sequencer SET pruned_through = (SELECT max(feed_position) FROM completions_gone)
@@ -85,7 +88,7 @@ type PruneFinalRow struct {
 // Each signer's newest deleted transaction that was mined stays as the place a recovery may
 // start reading the chain from when nothing of the signer is left on record.
 // An approval goes with its completion: the intent's own (it ended without a nonce), or the
-// transaction's it became.
+// transaction's it became (its own id, or the recovered transaction it adopted).
 func (q *Queries) PruneFinal(ctx context.Context, arg PruneFinalParams) (PruneFinalRow, error) {
 	row := q.db.QueryRow(ctx, pruneFinal, arg.BatchSize, arg.HorizonSeconds)
 	var i PruneFinalRow

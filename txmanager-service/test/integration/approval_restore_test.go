@@ -1,0 +1,135 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"math/big"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/bionicotaku/txmanager-service/internal/conf"
+	"github.com/bionicotaku/txmanager-service/test/testsupport"
+)
+
+// A database restored from a backup taken after an intent was approved and before it was
+// admitted shows the approval approved again, while the chain holds the transaction its
+// admission sent. The admission after the restore adopts that transaction, recovered from
+// the chain, instead of paying a second time: the approval is admitted as it, and reading
+// the approval's id answers with it.
+func TestAnApprovalAdmittedBeforeARestoreAdoptsItsTransactionOnChain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keys := map[string]string{"payouts": "restore-payouts-key", "alice": "restore-alice-key", "ops": "restore-ops-key"}
+	sim := newTestChain(t, 250*time.Millisecond)
+	dsn := testsupport.MigratedDSN(t)
+	opts := serviceOptions{chain: sim, signers: 1, fastPipeline: true, dsn: dsn, chainQuery: true, configure: func(bc *conf.Bootstrap) {
+		bc.Nonce.NonceStateTimeout = 0 // every batch asks the chain
+		bc.Create.ApprovalInterval = conf.Duration(200 * time.Millisecond)
+		bc.Auth = conf.Auth{Enabled: true, Roles: []string{"approver"}, APIKeys: []conf.APIKey{
+			{ID: "payouts", SHA256: sha256Hex(keys["payouts"]), Signers: []string{"*"}},
+			{ID: "alice", SHA256: sha256Hex(keys["alice"]), Signers: []string{"*"}, Roles: []string{"approver"}},
+			{ID: "ops", SHA256: sha256Hex(keys["ops"]), Signers: []string{"*"}, Admin: true},
+		}}
+	}}
+	call := func(s *testService, who, method, path string, body any) apiResponse {
+		t.Helper()
+		var raw []byte
+		if body != nil {
+			raw, _ = json.Marshal(body)
+		}
+		return s.doAs(t, method, path, raw, "X-API-Key", keys[who])
+	}
+	signer, to := devAddress(t, 0), devAddress(t, 6)
+	const payout = "5000"
+	create := func(s *testService, requestID, value string) apiResponse {
+		return call(s, "payouts", http.MethodPost, "/api/v1/tx", map[string]any{"signer": signer, "to": to, "value": value, "gasLimit": 21000, "requestId": requestID})
+	}
+
+	first := startService(t, opts)
+	policy := map[string]any{"policy": map[string]any{"approval": map[string]any{"aboveValue": "1000", "approvers": 1, "expiresAfter": "1h"}}}
+	if a := call(first, "ops", http.MethodPut, "/api/v1/admin/policies/signer/"+signer, policy); a.status != http.StatusOK {
+		t.Fatalf("set the approval policy: %d %s", a.status, a.raw)
+	}
+	// Nonce 0, below the threshold: it stays on record through the restore.
+	kept := create(first, "kept", "1")
+	if kept.status != http.StatusAccepted {
+		t.Fatalf("create below the threshold: %d %s", kept.status, kept.raw)
+	}
+	keptID := kept.tx()["txId"].(string)
+	waitFor(t, 60*time.Second, "the first transfer confirmed", func() bool { return first.tx(t, keptID).state == "CONFIRMED" })
+	waiting := create(first, "payout-118", payout)
+	if waiting.status != http.StatusAccepted || waiting.tx()["state"] != "AWAITING_APPROVAL" {
+		t.Fatalf("a create above the threshold: %d %s, want 202 AWAITING_APPROVAL", waiting.status, waiting.raw)
+	}
+	approvalID := waiting.tx()["txId"].(string)
+	if a := call(first, "alice", http.MethodPost, "/api/v1/approvals/"+approvalID+"/approve", map[string]any{"note": "checked"}); a.status != http.StatusOK {
+		t.Fatalf("approve: %d %s", a.status, a.raw)
+	}
+	waitFor(t, 60*time.Second, "the approved payout confirmed", func() bool {
+		var n int64
+		_ = first.pool.QueryRow(ctx, "SELECT count(*) FROM managed_tx WHERE tx_id = $1 AND state = 'CONFIRMED'", approvalID).Scan(&n)
+		return n == 1
+	})
+	paid := first.tx(t, approvalID).txHash
+	first.stop(t)
+
+	// The backup was taken after the approval, before its admission: the transaction at
+	// nonce 1 and everything about it is gone, and the approval is approved again.
+	for _, stmt := range []string{
+		"DELETE FROM tx_completions WHERE tx_id IN (SELECT tx_id FROM managed_tx WHERE nonce >= 1)",
+		"DELETE FROM tx_attempt WHERE nonce >= 1",
+		"DELETE FROM managed_tx WHERE nonce >= 1",
+		"UPDATE signer_nonce_cursor SET next_nonce = 1",
+		"UPDATE tx_approval SET state = 'APPROVED'",
+	} {
+		if _, err := first.pool.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	second := startService(t, opts)
+	var approval apiResponse
+	waitFor(t, 90*time.Second, "the approval admitted again", func() bool {
+		approval = call(second, "ops", http.MethodGet, "/api/v1/approvals/"+approvalID, nil)
+		return approval.status == http.StatusOK && approval.body["state"] == "ADMITTED"
+	})
+	read := call(second, "payouts", http.MethodGet, "/api/v1/tx/"+approvalID, nil)
+	if read.status != http.StatusOK || read.body["txHash"] != paid || read.body["recovered"] != true || read.body["requestId"] != "payout-118" {
+		t.Fatalf("the admitted approval's transaction: %d %s, want the payout on chain %s, recovered, under its request id", read.status, read.raw, paid)
+	}
+	if replay := create(second, "payout-118", payout); replay.status != http.StatusOK || replay.tx()["txHash"] != paid {
+		t.Fatalf("the payout's retry: %d %s, want 200 with the payout on chain %s", replay.status, replay.raw, paid)
+	}
+	// A later create goes at nonce 2: the admission took none.
+	next := create(second, "after", "2")
+	if next.status != http.StatusAccepted || next.tx()["nonce"] != "2" {
+		t.Fatalf("a create after the admission: %d %s, want 202 at nonce 2", next.status, next.raw)
+	}
+	nextID := next.tx()["txId"].(string)
+	waitFor(t, 60*time.Second, "the later transfer confirmed", func() bool { return second.tx(t, nextID).state == "CONFIRMED" })
+
+	client := ethClient(t, sim)
+	head, err := client.BlockNumber(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paidTimes := 0
+	for n := uint64(0); n <= head; n++ {
+		block, err := client.BlockByNumber(ctx, new(big.Int).SetUint64(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tx := range block.Transactions() {
+			from, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), tx)
+			if err == nil && from.Hex() == signer && tx.To() != nil && tx.To().Hex() == to && tx.Value().String() == payout {
+				paidTimes++
+			}
+		}
+	}
+	if paidTimes != 1 {
+		t.Fatalf("the approved payout was executed %d times on chain, want once", paidTimes)
+	}
+}
