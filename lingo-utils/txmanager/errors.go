@@ -158,6 +158,18 @@ func classify(ctx context.Context, phase Phase, err error) error {
 	return &TxError{Kind: kind, Phase: phase, SQLState: state, Err: err}
 }
 
+// connBusy: err is pgconn's refusal to send on a connection another statement still holds
+// (its rows not read to the end or closed). pgconn refuses before writing a byte; its error
+// type is unexported, and its text is this.
+func connBusy(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if safe, ok := e.(interface{ SafeToRetry() bool }); ok && e.Error() == "conn busy" {
+			return safe.SafeToRetry()
+		}
+	}
+	return false
+}
+
 func kindOf(ctx context.Context, phase Phase, state string, err error) ErrorKind {
 	switch state {
 	case sqlStateSerializationFailure, sqlStateDeadlockDetected, sqlStateLockNotAvailable:

@@ -306,6 +306,13 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 			return &TxError{Kind: KindOther, Phase: PhaseCommit, Err: fmt.Errorf("a statement of the transaction failed and the callback went on: %w", err)}
 		}
 		committed = true // Commit has already ended the transaction or closed the connection.
+		if connBusy(err) {
+			// COMMIT was never sent: the callback left a query's rows open, and pgx closed
+			// the connection, so the server rolled back. A bug of the caller's, with a
+			// definite outcome: nothing committed. Run again, it would fail the same way.
+			return &TxError{Kind: KindOther, Phase: PhaseCommit,
+				Err: fmt.Errorf("COMMIT was not sent, nothing was committed: the callback returned with a query's rows still open (close them first): %w", err)}
+		}
 		return classify(ctx, PhaseCommit, err)
 	}
 	committed = true

@@ -900,6 +900,39 @@ func TestARollbackAtCommitIsATxError(t *testing.T) {
 	}
 }
 
+// A callback that returns with a query's rows still open leaves the connection busy:
+// COMMIT is never sent. That is a definite failure (nothing committed), not an outcome
+// unknown, and not retried: it would fail the same way again.
+func TestRowsLeftOpenAtCommitCommitNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	runs := 0
+	err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+		runs++
+		if err := insertItem("left-open")(ctx, s); err != nil {
+			return err
+		}
+		_, err := s.DB().Query(ctx, "SELECT generate_series(1, 10000)") // never read nor closed
+		return err
+	})
+	var txErr *txmanager.TxError
+	if !errors.As(err, &txErr) || txErr.Phase != txmanager.PhaseCommit || txErr.Kind != txmanager.KindOther {
+		t.Fatalf("err = %v, want a commit-phase TxError of kind other", err)
+	}
+	if errors.Is(err, txmanager.ErrCommitOutcomeUnknown) || errors.Is(err, txmanager.ErrRetryableTx) {
+		t.Fatalf("err = %v: reported as an unknown outcome or retryable, but COMMIT was never sent", err)
+	}
+	if !strings.Contains(err.Error(), "rows still open") {
+		t.Fatalf("err = %v, want it to name the rows left open", err)
+	}
+	if runs != 1 {
+		t.Fatalf("the callback ran %d times, want once", runs)
+	}
+	if got := f.count(t, "SELECT count(*) FROM item WHERE name = 'left-open'"); got != 0 {
+		t.Fatalf("%d rows committed", got)
+	}
+}
+
 // On one connection (*pgx.Conn), a session the server ended is a final failure: a retry on
 // the closed connection would fail at once, every time, and "retryable" would tell the
 // caller to try again on it. The callback runs once.
