@@ -63,6 +63,9 @@ func (r *StuckRepository) resolvable(ctx context.Context, p sqlcdb.GetResolvable
 	if row.IntentGasLimit > 0 {
 		h.GasLimit = uint64(row.IntentGasLimit)
 	}
+	for _, hash := range row.AttemptHashes {
+		h.AttemptHashes = append(h.AttemptHashes, common.HexToHash(hash))
+	}
 	if row.MaxFeePerGas != "" {
 		h.MaxFee, _ = new(big.Int).SetString(row.MaxFeePerGas, 10)
 	}

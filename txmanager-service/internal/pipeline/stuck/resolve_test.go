@@ -333,3 +333,31 @@ func TestAnL1ShortHeadIsCancelledOnceThenLeftToTheHook(t *testing.T) {
 		t.Fatalf("row %+v, want STUCK for a person", row)
 	}
 }
+
+// A resolution sent after an earlier attempt of ours was mined at the nonce is answered
+// "nonce too low": the transaction there is ours, whichever attempt it is (the original,
+// or an earlier resolution), so the row waits for its receipt and is not handed over as a
+// nonce some other sender took.
+func TestAResolutionAfterAnEarlierAttemptWasMinedKnowsItIsOurs(t *testing.T) {
+	t.Parallel()
+	s := newStage(t)
+	before := s.sendOne()
+	mined := s.minedAtNonceZero() // the original, before any receipt is on record
+	if mined.Hash != before.hash {
+		t.Fatalf("mined %s at the nonce, want the original %s", mined.Hash.Hex(), before.hash.Hex())
+	}
+	r := s.resolver(stuck.Config{}, stuck.PolicyHook{})
+	for i, action := range []domain.ResolutionAction{domain.ActionCancel, domain.ActionReplace} {
+		if _, err := r.ResolveTx(ctx(t), before.id, action, "ops"); err != nil {
+			t.Fatalf("resolution %d (%s): %v", i+1, action, err)
+		}
+		row := s.row()
+		if row.state != string(domain.StateTracking) || row.subState != string(domain.SubStateSubmitted) {
+			t.Fatalf("after resolution %d (%s), whose attempt the node refused as nonce too low: %s/%s (%s), want TRACKING/SUBMITTED awaiting the receipt of the original",
+				i+1, action, row.state, row.subState, row.lastError)
+		}
+		if row.attempts != i+2 {
+			t.Fatalf("after resolution %d: %d attempts on record, want %d", i+1, row.attempts, i+2)
+		}
+	}
+}

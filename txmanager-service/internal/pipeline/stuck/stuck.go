@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +47,9 @@ type HeadOfLineTx struct {
 	GasLimit, AdmittedGasLimit uint64
 	// Fees of the current attempt (nil before the first signing).
 	MaxFee, MaxTip *big.Int
+	// AttemptHashes are every attempt's hashes, the current one's included: an earlier one
+	// (the original, or a resolution since outbid) may be what the chain mined.
+	AttemptHashes []common.Hash
 	PendingDepth   int
 	// Since is when it started waiting: creation, or the last resolution claimed for it.
 	Since time.Time
@@ -301,8 +305,10 @@ func (r *Resolver) resolve(ctx context.Context, lease domain.Lease, head *HeadOf
 	if r.attemptRecorded != nil {
 		r.attemptRecorded()
 	}
-	ours := []common.Hash{attempt.Hash}
-	if head.TxHash != nil {
+	// Any attempt of ours mined at the nonce makes "nonce too low" our own outcome, not a
+	// foreign transaction's: the receipts stage then finds which one.
+	ours := append([]common.Hash{attempt.Hash}, head.AttemptHashes...)
+	if head.TxHash != nil && !slices.Contains(ours, *head.TxHash) {
 		ours = append(ours, *head.TxHash)
 	}
 	_, err = r.broadcaster.Broadcast(ctx, lease, []pipeline.BroadcastItem{{TxID: head.TxID, Raw: attempt.Raw, Ours: ours}})

@@ -1,6 +1,6 @@
 -- name: GetResolvable :one
 -- An unmined transaction with what resolving it needs: its current attempt's fees ('' before
--- the first signing), the gas limit its intent was last signed with (a cancellation's or a
+-- the first signing), every attempt's hash (an earlier one may be what the chain mined), the gas limit its intent was last signed with (a cancellation's or a
 -- placeholder's would not run the intent again), the signer's pending depth, and since when
 -- it has been waiting
 -- (creation, or the last resolution claimed for it). Without a tx_id it is the signer's
@@ -12,7 +12,8 @@ SELECT m.tx_id, m.signer, m.nonce, m.state, m.sub_state, m.tx_hash, m.submit_att
        COALESCE((SELECT i.gas_limit FROM tx_attempt i WHERE i.tx_id = m.tx_id AND i.kind IN ('ORIGINAL', 'REPLACE')
                  ORDER BY i.created_at DESC, i.gas_limit DESC LIMIT 1), 0)::bigint AS intent_gas_limit,
        (SELECT count(*) FROM managed_tx p WHERE p.chain_id = m.chain_id AND p.signer = m.signer AND p.confirmed_at IS NULL)::bigint AS pending_depth,
-       COALESCE((SELECT max(s.created_at) FROM stuck_resolution_audit s WHERE s.tx_id = m.tx_id), m.created_at)::timestamptz AS stuck_since
+       COALESCE((SELECT max(s.created_at) FROM stuck_resolution_audit s WHERE s.tx_id = m.tx_id), m.created_at)::timestamptz AS stuck_since,
+       COALESCE((SELECT array_agg(i.tx_hash ORDER BY i.created_at) FROM tx_attempt i WHERE i.tx_id = m.tx_id), '{}')::text[] AS attempt_hashes
 FROM managed_tx m
 LEFT JOIN tx_attempt a ON a.tx_hash = m.tx_hash
 WHERE m.tx_id = COALESCE(sqlc.narg('tx_id')::uuid, (
