@@ -50,7 +50,7 @@ type HeadOfLineTx struct {
 	// AttemptHashes are every attempt's hashes, the current one's included: an earlier one
 	// (the original, or a resolution since outbid) may be what the chain mined.
 	AttemptHashes []common.Hash
-	PendingDepth   int
+	PendingDepth  int
 	// Since is when it started waiting: creation, or the last resolution claimed for it.
 	Since time.Time
 }
