@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/bionicotaku/lingo-utils/txmanager"
 )
 
@@ -31,6 +33,24 @@ func TestValuesStayOutOfLogsAndSpans(t *testing.T) {
 				return err
 			},
 			kept: "failed to encode args[1]: the value withheld",
+		},
+		{
+			name:   "an argument pgx cannot encode, simple protocol",
+			secret: "sk_live_7e3b",
+			run: func(ctx context.Context, s txmanager.Session, secret string) error {
+				_, err := s.DB().Exec(ctx, "INSERT INTO account VALUES ($1, $2)", pgx.QueryExecModeSimpleProtocol, 3, card{Number: secret})
+				return err
+			},
+			kept: "unable to encode a value (withheld)",
+		},
+		{
+			name:   "a row CopyFrom cannot encode",
+			secret: "iban-DE89-3704",
+			run: func(ctx context.Context, s txmanager.Session, secret string) error {
+				_, err := s.DB().CopyFrom(ctx, pgx.Identifier{"account"}, []string{"id", "balance"}, pgx.CopyFromRows([][]any{{3, card{Number: secret}}}))
+				return err
+			},
+			kept: "unable to encode a value (withheld)",
 		},
 		{
 			name:   "input the server refused",

@@ -263,6 +263,9 @@ func (d *ApprovalDesk) AdmitPass(ctx context.Context, chainID uint64, create *Cr
 	for _, a := range approved {
 		res, err := create.AdmitApproved(ctx, a)
 		switch {
+		case err == nil && res.Tx.ID == a.ID && res.Tx.State == domain.StateAwaitingApproval:
+			// Answered with the approval itself: nothing was admitted this pass.
+			d.log.Debugw("msg", "approved intent not admitted yet", "approval", a.ID.String(), "state", string(res.Tx.State))
 		case err == nil && res.Tx.ID == a.ID:
 			d.log.Infow("msg", "approved intent admitted", "approval", a.ID.String(), "signer", a.Signer.Hex(), "nonce", res.Tx.Nonce)
 			if d.metrics != nil {

@@ -120,8 +120,8 @@ func (uc *CreateTxUseCase) create(ctx context.Context, in domain.CreateInput, ap
 // recovered transaction with its recovery key waits for adoption, the create goes to the
 // writer to adopt it (refused with refusal if none is left there); otherwise refusal stands.
 // Only refused creates look: the path of every other create is unchanged.
-func (uc *CreateTxUseCase) adoptInstead(ctx context.Context, req domain.CreateRequest, refusal error) (CreateResult, error) {
-	if req.RequestID == "" || !(errors.Is(refusal, domain.ErrIntentReverts) || errors.Is(refusal, domain.ErrInsufficientFunds)) {
+func (uc *CreateTxUseCase) adoptInstead(ctx context.Context, req domain.CreateRequest, approval *domain.Approval, refusal error) (CreateResult, error) {
+	if (req.RequestID == "" && approval == nil) || !(errors.Is(refusal, domain.ErrIntentReverts) || errors.Is(refusal, domain.ErrInsufficientFunds)) {
 		return CreateResult{}, refusal
 	}
 	adoptable, err := uc.txs.HasAdoptable(ctx, req.Signer, req.RecoveryKey())
@@ -135,6 +135,11 @@ func (uc *CreateTxUseCase) adoptInstead(ctx context.Context, req domain.CreateRe
 	// the fee cap it would have been admitted with.
 	req.Admission = uc.admission(ctx, req, nil)
 	req.Admission.AdoptOnly = refusal
+	if approval != nil {
+		// An approved intent's admission whose transaction a restored database lost: its
+		// funds were spent, or its call no longer runs, by the transaction it adopts.
+		req.Admission.Credential, req.Admission.ApprovalID = approval.Requester, approval.ID
+	}
 	tx, created, err := uc.queue.Allocate(ctx, req, max(req.Intent.GasLimit, 21_000), nil)
 	if err != nil {
 		return CreateResult{Tx: tx}, err
@@ -217,7 +222,7 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 	}
 	gasLimit, err := uc.gasLimit(ctx, req)
 	if err != nil {
-		return uc.adoptInstead(ctx, req, err)
+		return uc.adoptInstead(ctx, req, approval, err)
 	}
 	if err := uc.fitsInABlock(ctx, gasLimit); err != nil {
 		return CreateResult{}, err
@@ -234,7 +239,7 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 	// After the lease: only the owner's view of the signer's spending is kept warm.
 	reservation, err := uc.funds.Reserve(ctx, req.Signer, req.SignerHex, req.Intent, gasLimit)
 	if err != nil {
-		return uc.adoptInstead(ctx, req, err)
+		return uc.adoptInstead(ctx, req, approval, err)
 	}
 	allocated := false
 	defer func() {

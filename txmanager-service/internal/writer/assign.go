@@ -43,17 +43,18 @@ func (a *Allocator) assign(b *signerBatch, existing map[string]domain.ManagedTx,
 				continue
 			}
 			firstInBatch[id] = i
-			// A lost request's retry is answered with its transaction on chain. So is an
-			// approved intent's admission after a database restored to before it lost the
-			// transaction, while its approval is still open (else the gate refuses it below).
-			if gate.approvalOpen(op) {
-				if tx, ok := pool.take(op.Request.RecoveryKey(), op.Request.Intent.GasLimit); ok {
-					tx.RequestID, tx.Fingerprint, tx.UnclaimedUntil = id, op.Fingerprint, nil
-					b.outcome[i] = opOutcome{tx: tx, adopted: true}
-					adoptions = append(adoptions, services.Adoption{TxID: tx.ID, RequestID: id, Fingerprint: op.Fingerprint})
-					gate.countAdopted(op)
-					continue
-				}
+		}
+		// A lost request's retry is answered with its transaction on chain. So is an approved
+		// intent's admission (with a request id or without: the approval names what it
+		// repeats) after a database restored to before it lost the transaction, while its
+		// approval is still open (else the gate refuses it below).
+		if (id != "" || op.Request.Admission.ApprovalID != uuid.Nil) && gate.approvalOpen(op) {
+			if tx, ok := pool.take(op.Request.RecoveryKey(), op.Request.Intent.GasLimit); ok {
+				tx.RequestID, tx.Fingerprint, tx.UnclaimedUntil = id, op.Fingerprint, nil
+				b.outcome[i] = opOutcome{tx: tx, adopted: true}
+				adoptions = append(adoptions, services.Adoption{TxID: tx.ID, RequestID: id, Fingerprint: op.Fingerprint})
+				gate.countAdopted(op)
+				continue
 			}
 		}
 		if refusal := op.Request.Admission.AdoptOnly; refusal != nil {
@@ -165,11 +166,13 @@ func (a *Allocator) adoptable(ctx context.Context, sess txmanager.Session, b *si
 	}
 	var keys [][32]byte
 	for _, op := range b.ops {
-		if id := op.Request.RequestID; id != "" {
-			// Unknown, or known as the approval this op admits.
-			if tx, known := existing[id]; !known || (tx.State == domain.StateAwaitingApproval && tx.ID == op.Request.Admission.ApprovalID) {
-				keys = append(keys, op.Request.RecoveryKey())
-			}
+		id, approval := op.Request.RequestID, op.Request.Admission.ApprovalID
+		if id == "" && approval == uuid.Nil {
+			continue // nothing names what it would repeat
+		}
+		// Unknown, or known as the approval this op admits.
+		if tx, known := existing[id]; id == "" || !known || (tx.State == domain.StateAwaitingApproval && tx.ID == approval) {
+			keys = append(keys, op.Request.RecoveryKey())
 		}
 	}
 	if len(keys) == 0 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
@@ -18,9 +19,32 @@ import (
 // admitted shows the approval approved again, while the chain holds the transaction its
 // admission sent. The admission after the restore adopts that transaction, recovered from
 // the chain, instead of paying a second time: the approval is admitted as it, and reading
-// the approval's id answers with it.
+// the approval's id answers with it. So with a request id or without one (the approval
+// names what it repeats), and when the payout spent most of the signer's balance, so that
+// the admission's funds check refuses a second one.
 func TestAnApprovalAdmittedBeforeARestoreAdoptsItsTransactionOnChain(t *testing.T) {
 	t.Parallel()
+	cases := []struct {
+		name      string
+		requestID string
+		// payout is the approved value, given the signer's balance.
+		payout func(balance *big.Int) *big.Int
+	}{
+		{name: "with a request id", requestID: "payout-118", payout: func(*big.Int) *big.Int { return big.NewInt(5000) }},
+		{name: "without a request id", payout: func(*big.Int) *big.Int { return big.NewInt(5000) }},
+		{name: "most of the balance", requestID: "payout-119", payout: func(balance *big.Int) *big.Int {
+			return new(big.Int).Div(new(big.Int).Mul(balance, big.NewInt(3)), big.NewInt(4))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			approvalAdmittedBeforeARestore(t, tc.requestID, tc.payout)
+		})
+	}
+}
+
+func approvalAdmittedBeforeARestore(t *testing.T, requestID string, payoutOf func(*big.Int) *big.Int) {
 	ctx := context.Background()
 	keys := map[string]string{"payouts": "restore-payouts-key", "alice": "restore-alice-key", "ops": "restore-ops-key"}
 	sim := newTestChain(t, 250*time.Millisecond)
@@ -43,9 +67,18 @@ func TestAnApprovalAdmittedBeforeARestoreAdoptsItsTransactionOnChain(t *testing.
 		return s.doAs(t, method, path, raw, "X-API-Key", keys[who])
 	}
 	signer, to := devAddress(t, 0), devAddress(t, 6)
-	const payout = "5000"
+	client := ethClient(t, sim)
+	balance, err := client.BalanceAt(ctx, common.HexToAddress(signer), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payout := payoutOf(balance).String()
 	create := func(s *testService, requestID, value string) apiResponse {
-		return call(s, "payouts", http.MethodPost, "/api/v1/tx", map[string]any{"signer": signer, "to": to, "value": value, "gasLimit": 21000, "requestId": requestID})
+		body := map[string]any{"signer": signer, "to": to, "value": value, "gasLimit": 21000}
+		if requestID != "" {
+			body["requestId"] = requestID
+		}
+		return call(s, "payouts", http.MethodPost, "/api/v1/tx", body)
 	}
 
 	first := startService(t, opts)
@@ -60,7 +93,7 @@ func TestAnApprovalAdmittedBeforeARestoreAdoptsItsTransactionOnChain(t *testing.
 	}
 	keptID := kept.tx()["txId"].(string)
 	waitFor(t, 60*time.Second, "the first transfer confirmed", func() bool { return first.tx(t, keptID).state == "CONFIRMED" })
-	waiting := create(first, "payout-118", payout)
+	waiting := create(first, requestID, payout)
 	if waiting.status != http.StatusAccepted || waiting.tx()["state"] != "AWAITING_APPROVAL" {
 		t.Fatalf("a create above the threshold: %d %s, want 202 AWAITING_APPROVAL", waiting.status, waiting.raw)
 	}
@@ -97,11 +130,13 @@ func TestAnApprovalAdmittedBeforeARestoreAdoptsItsTransactionOnChain(t *testing.
 		return approval.status == http.StatusOK && approval.body["state"] == "ADMITTED"
 	})
 	read := call(second, "payouts", http.MethodGet, "/api/v1/tx/"+approvalID, nil)
-	if read.status != http.StatusOK || read.body["txHash"] != paid || read.body["recovered"] != true || read.body["requestId"] != "payout-118" {
-		t.Fatalf("the admitted approval's transaction: %d %s, want the payout on chain %s, recovered, under its request id", read.status, read.raw, paid)
+	if gotRequestID, _ := read.body["requestId"].(string); read.status != http.StatusOK || read.body["txHash"] != paid || read.body["recovered"] != true || gotRequestID != requestID {
+		t.Fatalf("the admitted approval's transaction: %d %s, want the payout on chain %s, recovered, under request id %q", read.status, read.raw, paid, requestID)
 	}
-	if replay := create(second, "payout-118", payout); replay.status != http.StatusOK || replay.tx()["txHash"] != paid {
-		t.Fatalf("the payout's retry: %d %s, want 200 with the payout on chain %s", replay.status, replay.raw, paid)
+	if requestID != "" {
+		if replay := create(second, requestID, payout); replay.status != http.StatusOK || replay.tx()["txHash"] != paid {
+			t.Fatalf("the payout's retry: %d %s, want 200 with the payout on chain %s", replay.status, replay.raw, paid)
+		}
 	}
 	// A later create goes at nonce 2: the admission took none.
 	next := create(second, "after", "2")
@@ -111,7 +146,6 @@ func TestAnApprovalAdmittedBeforeARestoreAdoptsItsTransactionOnChain(t *testing.
 	nextID := next.tx()["txId"].(string)
 	waitFor(t, 60*time.Second, "the later transfer confirmed", func() bool { return second.tx(t, nextID).state == "CONFIRMED" })
 
-	client := ethClient(t, sim)
 	head, err := client.BlockNumber(ctx)
 	if err != nil {
 		t.Fatal(err)

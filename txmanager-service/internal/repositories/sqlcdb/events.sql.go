@@ -286,7 +286,8 @@ WHERE f.chain_id = $2::bigint AND f.signer = $3::text
 RETURNING f.state AS after, f.low_water::text AS low_water, f.high_water::text AS high_water, COALESCE(f.treasury, '')::text AS treasury, f.refills,
     (f.refill_tx_id IS NOT NULL AND (
         EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = f.refill_tx_id AND m.state NOT IN ('CONFIRMED', 'FAILED_FINAL'))
-        OR EXISTS (SELECT 1 FROM tx_approval a WHERE a.approval_id = f.refill_tx_id AND a.state IN ('AWAITING_APPROVAL', 'APPROVED'))))::bool AS refill_in_flight
+        OR EXISTS (SELECT 1 FROM tx_approval a WHERE a.approval_id = f.refill_tx_id AND (a.state IN ('AWAITING_APPROVAL', 'APPROVED')
+            OR (a.state = 'ADMITTED' AND EXISTS (SELECT 1 FROM managed_tx m WHERE m.tx_id = a.admitted_tx_id AND m.state NOT IN ('CONFIRMED', 'FAILED_FINAL')))))))::bool AS refill_in_flight
 `
 
 type MarkBalanceParams struct {
@@ -306,7 +307,8 @@ type MarkBalanceRow struct {
 
 // Under low_water the signer is low, at high_water again ok; answers the state after it and
 // whether a refill is in flight: its transaction not final, or its intent waiting for the
-// treasury's approvers (an approval admitted has its transaction under the same id).
+// treasury's approvers (an approval admitted has its transaction under the same id, or under
+// admitted_tx_id when it adopted one the chain held already).
 func (q *Queries) MarkBalance(ctx context.Context, arg MarkBalanceParams) (MarkBalanceRow, error) {
 	row := q.db.QueryRow(ctx, markBalance, arg.Balance, arg.ChainID, arg.Signer)
 	var i MarkBalanceRow
