@@ -626,6 +626,11 @@ func (m *MultiChain) probe(ctx context.Context, i int) {
 		// checked once that probe had checked it): it is never used again.
 		return
 	}
+	if time.Now().Before(h.LimitedUntil) {
+		// Sent before a call was throttled, answered after: it stays aside for its pause.
+		h.Head = max(h.Head, head.Number)
+		return
+	}
 	if !h.Reachable {
 		m.log.Infow("msg", "chain endpoint answers again", "endpoint", h.Name, "head", head.Number)
 	}

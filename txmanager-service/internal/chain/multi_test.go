@@ -161,6 +161,35 @@ func TestALateAnswerDoesNotBringBackAnEndpointThatFailedSince(t *testing.T) {
 	waitUntil(t, 5*time.Second, "the prober to bring the endpoint back", func() bool { return m.Usable() == nil })
 }
 
+// A probe sent before a call was throttled and answered after it does not bring the
+// endpoint back before its pause ends: the endpoint asked to be left alone.
+func TestALateProbeDoesNotEndAThrottledEndpointsPause(t *testing.T) {
+	t.Parallel()
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	proxies, endpoints := faultyEndpoints(t, sim, 1)
+	proxies[0].SetRetryAfter(time.Minute)
+	m := newMulti(t, endpoints, chain.MultiChainConfig{ReadTimeout: timeout, SendTimeout: timeout, ReceiptsTimeout: timeout, ProbeInterval: 50 * time.Millisecond})
+	ctx := testContext(t)
+	held, release := proxies[0].HoldAnswers("eth_getHeaderByNumber")
+	defer release()
+	waitUntil(t, 10*time.Second, "a probe's answer to be held", func() bool { return held() >= 1 })
+	if err := proxies[0].SetMode(faultproxy.TooManyRequests); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.PendingNonceAt(ctx, sim.DevAddresses()[0]); err == nil {
+		t.Fatal("a call answered while the endpoint throttles every request")
+	}
+	if m.Health()[0].Reachable {
+		t.Fatal("the throttled endpoint still counts reachable")
+	}
+	release()
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m.Health()[0].Reachable {
+			t.Fatal("a probe answered after the throttling brought the endpoint back within its pause")
+		}
+	}
+}
+
 // An answer about the request (a revert) is returned as it is, not retried elsewhere.
 func TestMultiChainDoesNotFailOverOnAnAnswer(t *testing.T) {
 	t.Parallel()
