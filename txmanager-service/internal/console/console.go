@@ -59,7 +59,7 @@ type Console struct {
 // New builds the console.
 func New(c conf.Console, auth conf.Auth, chains *services.Chains, store services.ConsoleStore, roster *services.SignerRoster, approvals *services.ApprovalDesk,
 	completions *services.CompletionsUseCase, tx *controllers.TxController, admin *controllers.AdminController, logger log.Logger) (*Console, error) {
-	seal, err := newSealer(c.SessionSecretFile, c.SessionTTL.Std())
+	seal, err := newSealer(c.SessionSecretFile, c.SessionTTL.Std(), c.IdleTimeout.Std())
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +150,14 @@ func (c *Console) withViewer(w http.ResponseWriter, r *http.Request, auth Authen
 		}
 		c.problem(w, r, viewer{}, http.StatusUnauthorized, "Sign in again: "+err.Error())
 		return
+	}
+	// A request of the operator's keeps the session from ending idle; the live feed, which
+	// an open page asks for by itself, does not.
+	if r.URL.Path != "/console/live" {
+		if sess, sealed, touched, err := c.seal.touch(v.session); err == nil && touched {
+			v.session = sess
+			http.SetCookie(w, c.sessionCookie(r, sess, sealed))
+		}
 	}
 	page(w, r, v)
 }

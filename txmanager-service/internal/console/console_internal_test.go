@@ -30,18 +30,18 @@ func TestSessionCookies(t *testing.T) {
 	if err := os.WriteFile(shortFile, []byte("too short"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newSealer(shortFile, time.Hour); err == nil || !strings.Contains(err.Error(), "at least 32 bytes") {
+	if _, err := newSealer(shortFile, time.Hour, 0); err == nil || !strings.Contains(err.Error(), "at least 32 bytes") {
 		t.Fatalf("a short secret: %v, want refused", err)
 	}
-	if _, err := newSealer(filepath.Join(t.TempDir(), "missing"), time.Hour); err == nil {
+	if _, err := newSealer(filepath.Join(t.TempDir(), "missing"), time.Hour, 0); err == nil {
 		t.Fatal("a missing secret file was accepted")
 	}
-	node1, err := newSealer(secretFile, time.Hour)
+	node1, err := newSealer(secretFile, time.Hour, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	node2, _ := newSealer(secretFile, time.Hour)
-	stranger, _ := newSealer("", time.Hour)
+	node2, _ := newSealer(secretFile, time.Hour, 0)
+	stranger, _ := newSealer("", time.Hour, 0)
 	sess, cookie, err := node1.open(credentialAPIKey, "the-key")
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func testConsole(t *testing.T) *Console {
 	if err := os.WriteFile(secretFile, []byte(strings.Repeat("s", 40)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	seal, err := newSealer(secretFile, time.Hour)
+	seal, err := newSealer(secretFile, time.Hour, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,5 +410,60 @@ func TestSecurityHeaders(t *testing.T) {
 				t.Fatalf("Strict-Transport-Security %q, want set %v", h.Get("Strict-Transport-Security"), tc.wantHSTS)
 			}
 		})
+	}
+}
+
+// sessionsOnly is a console store that knows only that no session was signed out.
+type sessionsOnly struct{ services.ConsoleStore }
+
+func (sessionsOnly) SessionEnded(context.Context, string) (bool, error) { return false, nil }
+
+// A session not used for the idle timeout ends before its lifetime; a page the operator
+// asks for keeps it going (its cookie sealed again), the live feed an open page polls by
+// itself does not.
+func TestSessionsEndWhenIdle(t *testing.T) {
+	c := testConsole(t)
+	c.store = sessionsOnly{}
+	start := time.Now()
+	now := start
+	c.seal.idle, c.seal.ttl, c.seal.now = 30*time.Minute, 8*time.Hour, func() time.Time { return now }
+	_, first, err := c.seal.open(credentialAPIKey, "key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accept := func(func(string) string) (domain.Principal, error) { return domain.Principal{ID: "ops"}, nil }
+	request := func(at time.Duration, path, cookie string) (status int, renewed string) {
+		now = start.Add(at)
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.AddCookie(&http.Cookie{Name: sessionCookie, Value: cookie})
+		w := httptest.NewRecorder()
+		c.withViewer(w, r, accept, func(w http.ResponseWriter, _ *http.Request, _ viewer) { w.WriteHeader(http.StatusOK) })
+		for _, set := range w.Result().Cookies() {
+			if set.Name == sessionCookie {
+				renewed = set.Value
+			}
+		}
+		return w.Code, renewed
+	}
+	if status, renewed := request(20*time.Minute, "/console/live", first); status != http.StatusOK || renewed != "" {
+		t.Fatalf("the live feed after 20 minutes: %d, cookie renewed %v; want 200, not renewed", status, renewed != "")
+	}
+	status, second := request(29*time.Minute, "/console/signers", first)
+	if status != http.StatusOK || second == "" {
+		t.Fatalf("a page after 29 minutes: %d, cookie renewed %v; want 200 and a renewed cookie", status, second != "")
+	}
+	for _, tc := range []struct {
+		name   string
+		at     time.Duration
+		cookie string
+		want   int
+	}{
+		{"the first cookie, 30 minutes after its last use (the live feed is no use)", 31 * time.Minute, first, http.StatusSeeOther},
+		{"the renewed cookie, 2 minutes after its use", 31 * time.Minute, second, http.StatusOK},
+		{"the renewed cookie, 30 minutes after its use", 59*time.Minute + time.Second, second, http.StatusSeeOther},
+	} {
+		if status, _ := request(tc.at, "/console", tc.cookie); status != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, status, tc.want)
+		}
 	}
 }

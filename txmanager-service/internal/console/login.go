@@ -52,8 +52,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request, auth Authenticat
 		c.renderLogin(w, r, http.StatusUnauthorized, "That credential is not accepted here.")
 		return
 	}
-	session := &http.Cookie{Name: sessionCookie, Value: sealed, Path: cookiePath, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode,
-		MaxAge: int(c.seal.ttl.Seconds())}
+	session := c.sessionCookie(r, sess, sealed)
 	if len(session.String()) > maxCookieBytes {
 		// Browsers drop a larger cookie without a word, and the operator would be sent back
 		// here as if signing in had worked.
@@ -102,6 +101,12 @@ func safeNext(next string) string {
 		return next
 	}
 	return Path
+}
+
+// sessionCookie carries a sealed session until the session's end.
+func (c *Console) sessionCookie(r *http.Request, sess session, sealed string) *http.Cookie {
+	return &http.Cookie{Name: sessionCookie, Value: sealed, Path: cookiePath, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode,
+		MaxAge: int(max(sess.Expires-c.seal.now().Unix(), 1))}
 }
 
 // secure marks cookies Secure when the browser reached us over TLS (directly or through a

@@ -40,6 +40,9 @@ type session struct {
 	Kind       string `json:"k"`
 	Credential string `json:"c"`
 	Expires    int64  `json:"e"`
+	// Seen is when the operator last used the session (unix seconds), to end it after
+	// idleTimeout without use; 0 in a cookie sealed before it was kept: its sign-in.
+	Seen int64 `json:"s,omitempty"`
 }
 
 // sealer seals and opens session cookies and derives CSRF tokens.
@@ -47,12 +50,17 @@ type sealer struct {
 	aead    cipher.AEAD
 	csrfKey []byte
 	ttl     time.Duration
-	now     func() time.Time
+	// idle ends a session not used for this long (0: only its ttl ends it).
+	idle time.Duration
+	now  func() time.Time
 }
+
+// errIdle: the session was not used for longer than the idle timeout.
+var errIdle = errors.New("the session was not used for too long")
 
 // newSealer derives the cookie key and the CSRF key from the secret file's contents, or
 // from random bytes when there is no file (sessions then live as long as the process).
-func newSealer(secretFile string, ttl time.Duration) (*sealer, error) {
+func newSealer(secretFile string, ttl, idle time.Duration) (*sealer, error) {
 	secret := make([]byte, 32)
 	if secretFile == "" {
 		if _, err := rand.Read(secret); err != nil {
@@ -77,7 +85,7 @@ func newSealer(secretFile string, ttl time.Duration) (*sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console session cipher: %w", err)
 	}
-	return &sealer{aead: aead, csrfKey: derive(secret, "txm console csrf"), ttl: ttl, now: time.Now}, nil
+	return &sealer{aead: aead, csrfKey: derive(secret, "txm console csrf"), ttl: ttl, idle: idle, now: time.Now}, nil
 }
 
 func derive(secret []byte, purpose string) []byte {
@@ -92,17 +100,49 @@ func (s *sealer) open(kind, credential string) (session, string, error) {
 	if _, err := rand.Read(id); err != nil {
 		return session{}, "", err
 	}
-	sess := session{ID: base64.RawURLEncoding.EncodeToString(id), Kind: kind, Credential: credential, Expires: s.now().Add(s.ttl).Unix()}
+	now := s.now()
+	sess := session{ID: base64.RawURLEncoding.EncodeToString(id), Kind: kind, Credential: credential, Expires: now.Add(s.ttl).Unix(), Seen: now.Unix()}
+	sealed, err := s.seal(sess)
+	return sess, sealed, err
+}
+
+// seal is a session's cookie value.
+func (s *sealer) seal(sess session) (string, error) {
 	plain, err := json.Marshal(sess)
 	if err != nil {
-		return session{}, "", err
+		return "", err
 	}
 	nonce := make([]byte, s.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
-		return session{}, "", err
+		return "", err
 	}
 	sealed := s.aead.Seal(nonce, nonce, plain, []byte(sessionCookie))
-	return sess, base64.RawURLEncoding.EncodeToString(sealed), nil
+	return base64.RawURLEncoding.EncodeToString(sealed), nil
+}
+
+// touchEvery is how stale a session's Seen may get before a request seals it again: the
+// idle timeout is kept to this precision, and a page does not re-seal its cookie at every
+// request.
+func (s *sealer) touchEvery() time.Duration { return min(s.idle/4, time.Minute) }
+
+// touch is sess used now: its cookie sealed again when its Seen is older than touchEvery
+// (ok false: the cookie it came in is good as it is).
+func (s *sealer) touch(sess session) (session, string, bool, error) {
+	now := s.now()
+	if s.idle <= 0 || now.Sub(time.Unix(sess.lastSeen(s.ttl), 0)) < s.touchEvery() {
+		return sess, "", false, nil
+	}
+	sess.Seen = now.Unix()
+	sealed, err := s.seal(sess)
+	return sess, sealed, err == nil, err
+}
+
+// lastSeen is Seen, or for a cookie sealed without it, its sign-in.
+func (sess session) lastSeen(ttl time.Duration) int64 {
+	if sess.Seen > 0 {
+		return sess.Seen
+	}
+	return sess.Expires - int64(ttl.Seconds())
 }
 
 var errNoSession = errors.New("no session")
@@ -124,6 +164,9 @@ func (s *sealer) read(value string) (session, error) {
 	}
 	if s.now().Unix() >= sess.Expires {
 		return session{}, errNoSession
+	}
+	if s.idle > 0 && s.now().Unix()-sess.lastSeen(s.ttl) >= int64(s.idle.Seconds()) {
+		return session{}, errIdle
 	}
 	return sess, nil
 }
