@@ -198,7 +198,9 @@ func kindOf(ctx context.Context, phase Phase, state string, err error) ErrorKind
 	case errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled):
 		return KindCanceled
 	}
-	if state == "" && pgconn.SafeToRetry(err) {
+	// A statement sent while another's rows are still open is refused before it is written
+	// ("safe to retry" to pgconn), but the callback would make the same mistake again.
+	if state == "" && pgconn.SafeToRetry(err) && !connBusy(err) {
 		return KindRetryable
 	}
 	return KindOther

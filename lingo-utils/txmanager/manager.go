@@ -307,9 +307,10 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 		}
 		committed = true // Commit has already ended the transaction or closed the connection.
 		if connBusy(err) {
-			// COMMIT was never sent: the callback left a query's rows open, and pgx closed
-			// the connection, so the server rolled back. A bug of the caller's, with a
-			// definite outcome: nothing committed. Run again, it would fail the same way.
+			// COMMIT was never sent: the callback left a query's rows open. The connection
+			// is closed (by pgx's Commit, or by the pool, which never reuses a busy one), so
+			// the server rolls back: a definite outcome, nothing committed. A bug of the
+			// caller's: run again, it would fail the same way.
 			return &TxError{Kind: KindOther, Phase: PhaseCommit,
 				Err: fmt.Errorf("COMMIT was not sent, nothing was committed: the callback returned with a query's rows still open (close them first): %w", err)}
 		}
@@ -414,8 +415,11 @@ func (m *manager) logFailure(ctx context.Context, r resolved, attempts int, star
 	if kind == KindTimeout {
 		msg = "transaction timed out"
 	}
-	if kind == KindOther && !errors.Is(err, pgx.ErrTxCommitRollback) {
-		// Application errors returned by the callback are the caller's to report.
+	// A COMMIT rolled back instead, or never sent, is the transaction's failure; application
+	// errors returned by the callback are the caller's to report.
+	var txErr *TxError
+	commitFailed := errors.Is(err, pgx.ErrTxCommitRollback) || (errors.As(err, &txErr) && txErr.Phase == PhaseCommit && connBusy(err))
+	if kind == KindOther && !commitFailed {
 		helper.Debugw("msg", msg, "attempts", attempts, "elapsed_ms", time.Since(started).Milliseconds())
 		return
 	}

@@ -900,36 +900,59 @@ func TestARollbackAtCommitIsATxError(t *testing.T) {
 	}
 }
 
-// A callback that returns with a query's rows still open leaves the connection busy:
-// COMMIT is never sent. That is a definite failure (nothing committed), not an outcome
-// unknown, and not retried: it would fail the same way again.
-func TestRowsLeftOpenAtCommitCommitNothing(t *testing.T) {
+// A callback that leaves a query's rows open leaves the connection busy. Returning so,
+// COMMIT is never sent: a definite failure (nothing committed), not an outcome unknown,
+// and not retried, for it would fail the same way again. Sending another statement so,
+// pgx refuses it before writing ("safe to retry" to pgconn): the callback's own error,
+// not retried either.
+func TestRowsLeftOpenAreAFinalFailure(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, txmanager.Config{})
-	runs := 0
-	err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
-		runs++
-		if err := insertItem("left-open")(ctx, s); err != nil {
+	cases := []struct {
+		name string
+		// then is what the callback does with the rows left open.
+		then      func(ctx context.Context, s txmanager.Session) error
+		wantPhase txmanager.Phase
+		wantText  string
+	}{
+		{name: "returning", then: func(context.Context, txmanager.Session) error { return nil },
+			wantPhase: txmanager.PhaseCommit, wantText: "rows still open"},
+		{name: "sending another statement", then: func(ctx context.Context, s txmanager.Session) error {
+			_, err := s.DB().Exec(ctx, "SELECT 1")
 			return err
-		}
-		_, err := s.DB().Query(ctx, "SELECT generate_series(1, 10000)") // never read nor closed
-		return err
-	})
-	var txErr *txmanager.TxError
-	if !errors.As(err, &txErr) || txErr.Phase != txmanager.PhaseCommit || txErr.Kind != txmanager.KindOther {
-		t.Fatalf("err = %v, want a commit-phase TxError of kind other", err)
+		}, wantText: "conn busy"},
 	}
-	if errors.Is(err, txmanager.ErrCommitOutcomeUnknown) || errors.Is(err, txmanager.ErrRetryableTx) {
-		t.Fatalf("err = %v: reported as an unknown outcome or retryable, but COMMIT was never sent", err)
-	}
-	if !strings.Contains(err.Error(), "rows still open") {
-		t.Fatalf("err = %v, want it to name the rows left open", err)
-	}
-	if runs != 1 {
-		t.Fatalf("the callback ran %d times, want once", runs)
-	}
-	if got := f.count(t, "SELECT count(*) FROM item WHERE name = 'left-open'"); got != 0 {
-		t.Fatalf("%d rows committed", got)
+	f := newFixture(t, txmanager.Config{})
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("left-open-%d", i)
+			runs := 0
+			err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+				runs++
+				if err := insertItem(name)(ctx, s); err != nil {
+					return err
+				}
+				if _, err := s.DB().Query(ctx, "SELECT generate_series(1, 10000)"); err != nil { // never read nor closed
+					return err
+				}
+				return tc.then(ctx, s)
+			})
+			if err == nil || !strings.Contains(err.Error(), tc.wantText) {
+				t.Fatalf("err = %v, want one saying %q", err, tc.wantText)
+			}
+			if errors.Is(err, txmanager.ErrCommitOutcomeUnknown) || errors.Is(err, txmanager.ErrRetryableTx) {
+				t.Fatalf("err = %v: reported as an unknown outcome or retryable", err)
+			}
+			var txErr *txmanager.TxError
+			if tc.wantPhase != "" && (!errors.As(err, &txErr) || txErr.Phase != tc.wantPhase || txErr.Kind != txmanager.KindOther) {
+				t.Fatalf("err = %v, want a %s-phase TxError of kind other", err, tc.wantPhase)
+			}
+			if runs != 1 {
+				t.Fatalf("the callback ran %d times, want once", runs)
+			}
+			if got := f.count(t, "SELECT count(*) FROM item WHERE name = $1", name); got != 0 {
+				t.Fatalf("%d rows committed", got)
+			}
+		})
 	}
 }
 

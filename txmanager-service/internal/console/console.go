@@ -145,7 +145,11 @@ func (c *Console) withViewer(w http.ResponseWriter, r *http.Request, auth Authen
 	}
 	if err != nil {
 		if r.Method == http.MethodGet && r.URL.Path != "/console/live" {
-			http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			target := "/console/login?next=" + url.QueryEscape(r.URL.RequestURI())
+			if errors.Is(err, errIdle) {
+				target += "&ended=idle"
+			}
+			http.Redirect(w, r, target, http.StatusSeeOther)
 			return
 		}
 		c.problem(w, r, viewer{}, http.StatusUnauthorized, "Sign in again: "+err.Error())
@@ -168,6 +172,11 @@ func (c *Console) viewerOf(r *http.Request, auth Authenticate) (viewer, error) {
 		return viewer{}, errNoSession
 	}
 	sess, err := c.seal.read(cookie.Value)
+	if errors.Is(err, errIdle) && r.Method == http.MethodPost && r.URL.Path == "/console/logout" {
+		// Signing out an idle session still lists it as ended: its cookie, or a copy, would
+		// otherwise open again where the idle timeout is longer (or off).
+		err = nil
+	}
 	if err != nil {
 		return viewer{}, err
 	}

@@ -413,17 +413,26 @@ func TestSecurityHeaders(t *testing.T) {
 	}
 }
 
-// sessionsOnly is a console store that knows only that no session was signed out.
-type sessionsOnly struct{ services.ConsoleStore }
+// sessionsOnly is a console store that keeps only the sessions signed out.
+type sessionsOnly struct {
+	services.ConsoleStore
+	ended map[string]bool
+}
 
-func (sessionsOnly) SessionEnded(context.Context, string) (bool, error) { return false, nil }
+func (s sessionsOnly) SessionEnded(_ context.Context, id string) (bool, error) { return s.ended[id], nil }
+
+func (s sessionsOnly) EndSession(_ context.Context, id string, _ time.Time) error {
+	s.ended[id] = true
+	return nil
+}
 
 // A session not used for the idle timeout ends before its lifetime; a page the operator
 // asks for keeps it going (its cookie sealed again), the live feed an open page polls by
 // itself does not.
 func TestSessionsEndWhenIdle(t *testing.T) {
 	c := testConsole(t)
-	c.store = sessionsOnly{}
+	store := sessionsOnly{ended: map[string]bool{}}
+	c.store = store
 	start := time.Now()
 	now := start
 	c.seal.idle, c.seal.ttl, c.seal.now = 30*time.Minute, 8*time.Hour, func() time.Time { return now }
@@ -452,6 +461,16 @@ func TestSessionsEndWhenIdle(t *testing.T) {
 	if status != http.StatusOK || second == "" {
 		t.Fatalf("a page after 29 minutes: %d, cookie renewed %v; want 200 and a renewed cookie", status, second != "")
 	}
+	// A cookie sealed before sessions kept their last use: used now, stamped now.
+	sess, _, err := c.seal.open(credentialAPIKey, "key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess.Seen = 0
+	unstamped, err := c.seal.seal(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name   string
 		at     time.Duration
@@ -461,9 +480,41 @@ func TestSessionsEndWhenIdle(t *testing.T) {
 		{"the first cookie, 30 minutes after its last use (the live feed is no use)", 31 * time.Minute, first, http.StatusSeeOther},
 		{"the renewed cookie, 2 minutes after its use", 31 * time.Minute, second, http.StatusOK},
 		{"the renewed cookie, 30 minutes after its use", 59*time.Minute + time.Second, second, http.StatusSeeOther},
+		{"a cookie without its last use, 7 hours after sign-in", 7 * time.Hour, unstamped, http.StatusOK},
 	} {
 		if status, _ := request(tc.at, "/console", tc.cookie); status != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, status, tc.want)
 		}
+	}
+
+	// Sent to sign in again, the operator is told why.
+	now = start.Add(31 * time.Minute)
+	r := httptest.NewRequest(http.MethodGet, "/console", nil)
+	r.AddCookie(&http.Cookie{Name: sessionCookie, Value: first})
+	w := httptest.NewRecorder()
+	c.Handler(accept).ServeHTTP(w, r)
+	if w.Code != http.StatusSeeOther || !strings.Contains(w.Header().Get("Location"), "ended=idle") {
+		t.Fatalf("a page of an idle session: %d to %q, want 303 to sign in, saying it ended idle", w.Code, w.Header().Get("Location"))
+	}
+	w = httptest.NewRecorder()
+	c.Handler(accept).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/console/login?ended=idle", nil))
+	if !strings.Contains(w.Body.String(), "ended after 30m0s without use") {
+		t.Fatalf("the sign-in page after an idle session: %d, does not say why", w.Code)
+	}
+
+	// An idle session can still be signed out, so that no copy of its cookie opens again
+	// where the idle timeout is longer.
+	idle, err := c.seal.read(first)
+	if !errors.Is(err, errIdle) {
+		t.Fatalf("reading the first cookie: %v, want it idle", err)
+	}
+	form := url.Values{"csrf": {c.seal.csrfToken(idle.ID)}}
+	r = httptest.NewRequest(http.MethodPost, "/console/logout", strings.NewReader(form.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.AddCookie(&http.Cookie{Name: sessionCookie, Value: first})
+	w = httptest.NewRecorder()
+	c.Handler(accept).ServeHTTP(w, r)
+	if w.Code != http.StatusSeeOther || !store.ended[idle.ID] {
+		t.Fatalf("signing out an idle session: %d, listed as ended %v; want 303 and listed", w.Code, store.ended[idle.ID])
 	}
 }

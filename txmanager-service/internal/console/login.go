@@ -12,7 +12,11 @@ import (
 // loginPage shows the sign-in form with a fresh CSRF token in a cookie of its own (there is
 // no session yet to bind it to).
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	c.renderLogin(w, r, http.StatusOK, "")
+	message := ""
+	if r.FormValue("ended") == "idle" {
+		message = fmt.Sprintf("Your session ended after %s without use. Sign in again.", c.seal.idle)
+	}
+	c.renderLogin(w, r, http.StatusOK, message)
 }
 
 func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, failure string) {

@@ -41,7 +41,8 @@ type session struct {
 	Credential string `json:"c"`
 	Expires    int64  `json:"e"`
 	// Seen is when the operator last used the session (unix seconds), to end it after
-	// idleTimeout without use; 0 in a cookie sealed before it was kept: its sign-in.
+	// idleTimeout without use; 0 in a cookie sealed before it was kept, which the next use
+	// stamps.
 	Seen int64 `json:"s,omitempty"`
 }
 
@@ -55,7 +56,8 @@ type sealer struct {
 	now  func() time.Time
 }
 
-// errIdle: the session was not used for longer than the idle timeout.
+// errIdle: the session was not used for longer than the idle timeout. read answers it with
+// the session, which may still be signed out.
 var errIdle = errors.New("the session was not used for too long")
 
 // newSealer derives the cookie key and the CSRF key from the secret file's contents, or
@@ -129,20 +131,12 @@ func (s *sealer) touchEvery() time.Duration { return min(s.idle/4, time.Minute) 
 // (ok false: the cookie it came in is good as it is).
 func (s *sealer) touch(sess session) (session, string, bool, error) {
 	now := s.now()
-	if s.idle <= 0 || now.Sub(time.Unix(sess.lastSeen(s.ttl), 0)) < s.touchEvery() {
+	if s.idle <= 0 || (sess.Seen > 0 && now.Sub(time.Unix(sess.Seen, 0)) < s.touchEvery()) {
 		return sess, "", false, nil
 	}
 	sess.Seen = now.Unix()
 	sealed, err := s.seal(sess)
 	return sess, sealed, err == nil, err
-}
-
-// lastSeen is Seen, or for a cookie sealed without it, its sign-in.
-func (sess session) lastSeen(ttl time.Duration) int64 {
-	if sess.Seen > 0 {
-		return sess.Seen
-	}
-	return sess.Expires - int64(ttl.Seconds())
 }
 
 var errNoSession = errors.New("no session")
@@ -165,8 +159,8 @@ func (s *sealer) read(value string) (session, error) {
 	if s.now().Unix() >= sess.Expires {
 		return session{}, errNoSession
 	}
-	if s.idle > 0 && s.now().Unix()-sess.lastSeen(s.ttl) >= int64(s.idle.Seconds()) {
-		return session{}, errIdle
+	if s.idle > 0 && sess.Seen > 0 && s.now().Unix()-sess.Seen >= int64(s.idle.Seconds()) {
+		return sess, errIdle
 	}
 	return sess, nil
 }

@@ -44,7 +44,12 @@
 
   function poll() {
     fetch("/console/live?after=" + encodeURIComponent(after), { credentials: "same-origin", headers: { "Accept": "application/json" } })
-      .then(function (r) { if (!r.ok) { throw new Error(String(r.status)); } return r.json(); })
+      .then(function (r) {
+        // The session ended (idle, signed out elsewhere): the page itself says so.
+        if (r.status === 401) { window.location.reload(); return new Promise(function () {}); }
+        if (!r.ok) { throw new Error(String(r.status)); }
+        return r.json();
+      })
       .then(function (page) {
         after = page.next || after;
         for (var i = 0; i < page.items.length; i++) {
