@@ -419,7 +419,9 @@ type sessionsOnly struct {
 	ended map[string]bool
 }
 
-func (s sessionsOnly) SessionEnded(_ context.Context, id string) (bool, error) { return s.ended[id], nil }
+func (s sessionsOnly) SessionEnded(_ context.Context, id string) (bool, error) {
+	return s.ended[id], nil
+}
 
 func (s sessionsOnly) EndSession(_ context.Context, id string, _ time.Time) error {
 	s.ended[id] = true
