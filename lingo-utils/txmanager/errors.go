@@ -162,9 +162,22 @@ func classify(ctx context.Context, phase Phase, err error) error {
 // (its rows not read to the end or closed). pgconn refuses before writing a byte; its error
 // type is unexported, and its text is this.
 func connBusy(err error) bool {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if safe, ok := e.(interface{ SafeToRetry() bool }); ok && e.Error() == "conn busy" {
-			return safe.SafeToRetry()
+	if err == nil {
+		return false
+	}
+	//nolint:errorlint // each error of the chain is looked at in turn
+	if safe, ok := err.(interface{ SafeToRetry() bool }); ok && err.Error() == "conn busy" {
+		return safe.SafeToRetry()
+	}
+	//nolint:errorlint // as above: a TxError, errors.Join and a fmt.Errorf with two %w wrap several
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return connBusy(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, inner := range u.Unwrap() {
+			if connBusy(inner) {
+				return true
+			}
 		}
 	}
 	return false

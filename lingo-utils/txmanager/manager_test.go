@@ -920,13 +920,17 @@ func TestRowsLeftOpenAreAFinalFailure(t *testing.T) {
 			_, err := s.DB().Exec(ctx, "SELECT 1")
 			return err
 		}, wantText: "conn busy"},
+		{name: "sending another statement, its error joined with another", then: func(ctx context.Context, s txmanager.Session) error {
+			_, err := s.DB().Exec(ctx, "SELECT 1")
+			return errors.Join(errors.New("saving the item"), err)
+		}, wantText: "conn busy"},
 	}
 	f := newFixture(t, txmanager.Config{})
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("left-open-%d", i)
 			runs := 0
-			err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
+			err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithTraceName(name).WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
 				runs++
 				if err := insertItem(name)(ctx, s); err != nil {
 					return err
@@ -951,6 +955,17 @@ func TestRowsLeftOpenAreAFinalFailure(t *testing.T) {
 			}
 			if got := f.count(t, "SELECT count(*) FROM item WHERE name = $1", name); got != 0 {
 				t.Fatalf("%d rows committed", got)
+			}
+			// A COMMIT never sent is the transaction's failure, logged as an error; the
+			// callback's own error is the caller's to report.
+			loggedAsError := false
+			for _, line := range strings.Split(f.logs.String(), "\n") {
+				if strings.HasPrefix(line, "ERROR") && strings.Contains(line, "tx_name="+name+" ") {
+					loggedAsError = true
+				}
+			}
+			if loggedAsError != (tc.wantPhase == txmanager.PhaseCommit) {
+				t.Fatalf("logged as an error: %v, want %v; logs:\n%s", loggedAsError, tc.wantPhase == txmanager.PhaseCommit, f.logs.String())
 			}
 		})
 	}

@@ -20,9 +20,9 @@ import (
 // highest head it reported, and whether it serves another chain than the one configured.
 type EndpointHealth struct {
 	Name string
-	// Reachable: no call or probe failed since its latest probe answered (an endpoint never
-	// tried counts as reachable, so a fresh start does not refuse every call). Only a probe
-	// brings back an endpoint that failed.
+	// Reachable: no call or probe failed since one sent after the latest failed one was
+	// answered (an endpoint never tried counts as reachable, so a fresh start does not
+	// refuse every call).
 	Reachable bool
 	// Head is the latest block number it reported; 0 while unknown.
 	Head uint64
@@ -32,6 +32,9 @@ type EndpointHealth struct {
 	LastError string
 	// LimitedUntil is when an endpoint that throttled us is asked again (probes included).
 	LimitedUntil time.Time
+	// failedSent is when the latest call or probe that failed was sent: only an answer to
+	// one sent after it says the endpoint answers again.
+	failedSent time.Time
 }
 
 // callOrder is the order in which endpoints are tried for a call: first those in step with

@@ -127,11 +127,12 @@ func (m *MultiChain) VerifyIdentity(ctx context.Context) (Identity, error) {
 	)
 	for i, e := range m.endpoints {
 		callCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadTimeout)
+		sent := time.Now()
 		id, err := identityOf(callCtx, e.Chain)
 		cancel()
 		if err != nil {
 			err = withoutURL(err, e.Name)
-			m.markFailed(i, err)
+			m.markFailed(i, err, sent)
 			errs = append(errs, fmt.Errorf("%s: %w", e.Name, err))
 			continue
 		}
@@ -179,7 +180,8 @@ func (m *MultiChain) order() []int {
 	return callOrder(m.health, m.cfg.MaxLagBlocks)
 }
 
-func (m *MultiChain) markAnswered(i int, head uint64) {
+// markAnswered records the answer to a call sent at sent.
+func (m *MultiChain) markAnswered(i int, head uint64, sent time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := &m.health[i]
@@ -189,19 +191,22 @@ func (m *MultiChain) markAnswered(i int, head uint64) {
 		h.Head = max(h.Head, head)
 		return
 	}
-	if !h.Reachable {
-		// No call is sent to an endpoint counted unreachable: this answers one sent before
-		// a later call failed (its answer was on its way, or read late on a loaded machine).
-		// It says nothing about the endpoint now, and an endpoint that failed is checked
-		// again for the chain it serves before it is used: the prober brings it back.
+	if !h.Reachable && !sent.After(h.failedSent) {
+		// Sent before the call that failed: its answer was on its way, or read late on a
+		// loaded machine, and says nothing about the endpoint since. (One sent after it,
+		// while a slow call timed out, does: the endpoint answers.)
 		h.Head = max(h.Head, head)
 		return
 	}
-	h.LastError = ""
+	if !h.Reachable {
+		m.log.Infow("msg", "chain endpoint answers again", "endpoint", h.Name)
+	}
+	h.Reachable, h.LastError = true, ""
 	h.Head = max(h.Head, head)
 }
 
-func (m *MultiChain) markFailed(i int, err error) {
+// markFailed records the failure of a call sent at sent.
+func (m *MultiChain) markFailed(i int, err error, sent time.Time) {
 	now := time.Now()
 	limited := isRateLimited(err)
 	var pause time.Duration
@@ -218,6 +223,7 @@ func (m *MultiChain) markFailed(i int, err error) {
 	case !limited && h.Reachable:
 		m.log.Warnw("msg", "chain endpoint failed; skipping it until it answers", "endpoint", h.Name, "error", err.Error())
 	}
+	h.failedSent = maxTime(h.failedSent, sent)
 	if limited {
 		h.LimitedUntil = now.Add(pause)
 	} else if m.identityChecked != nil {
@@ -226,6 +232,13 @@ func (m *MultiChain) markFailed(i int, err error) {
 		m.identityChecked[i] = false
 	}
 	h.Reachable, h.LastError = false, err.Error()
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // call runs one request on the best endpoint, moving on to the next when an endpoint does
@@ -242,16 +255,17 @@ func (m *MultiChain) call(ctx context.Context, what string, timeout time.Duratio
 	var failures []error
 	for _, i := range order {
 		callCtx, cancel := context.WithTimeout(ctx, timeout)
+		sent := time.Now()
 		err := withoutURL(do(callCtx, m.endpoints[i].Chain), m.endpoints[i].Name)
 		cancel()
 		if endpointAnswered(err) {
-			m.markAnswered(i, 0)
+			m.markAnswered(i, 0, sent)
 			return err
 		}
 		if callerGaveUp(ctx) {
 			return err
 		}
-		m.markFailed(i, err)
+		m.markFailed(i, err, sent)
 		failures = append(failures, fmt.Errorf("%s: %w", m.endpoints[i].Name, err))
 	}
 	return fmt.Errorf("%s: %w: %w", what, services.ErrNoChainEndpoint, errors.Join(failures...))
@@ -474,14 +488,15 @@ func (m *MultiChain) SendRawTransactions(ctx context.Context, raws [][]byte) ([]
 		wg.Go(func() {
 			callCtx, cancel := context.WithTimeout(ctx, m.cfg.SendTimeout)
 			defer cancel()
+			sent := time.Now()
 			results, err := m.endpoints[i].Chain.SendRawTransactions(callCtx, raws)
 			err = withoutURL(err, m.endpoints[i].Name)
 			outcomes[slot] = outcome{results, err}
 			switch {
 			case endpointAnswered(err):
-				m.markAnswered(i, 0)
+				m.markAnswered(i, 0, sent)
 			case !callerGaveUp(ctx):
-				m.markFailed(i, err)
+				m.markFailed(i, err, sent)
 			}
 		})
 	}
@@ -523,16 +538,17 @@ func (m *MultiChain) retryPoolFull(ctx context.Context, order []int, tried *RPCC
 			subset[j] = raws[k]
 		}
 		callCtx, cancel := context.WithTimeout(ctx, m.cfg.SendTimeout)
+		sent := time.Now()
 		again, err := m.endpoints[i].Chain.SendRawTransactions(callCtx, subset)
 		err = withoutURL(err, m.endpoints[i].Name)
 		cancel()
 		if !endpointAnswered(err) {
 			if !callerGaveUp(ctx) {
-				m.markFailed(i, err)
+				m.markFailed(i, err, sent)
 			}
 			continue
 		}
-		m.markAnswered(i, 0)
+		m.markAnswered(i, 0, sent)
 		for j, k := range full {
 			if !errors.Is(again[j], services.ErrPoolFull) {
 				results[k] = again[j]
@@ -604,11 +620,12 @@ func (m *MultiChain) probe(ctx context.Context, i int) {
 	callCtx, cancel := context.WithTimeout(ctx, m.cfg.ReadTimeout)
 	defer cancel()
 	e := m.endpoints[i]
+	sent := time.Now()
 	head, err := e.Chain.LatestHeader(callCtx)
 	err = withoutURL(err, e.Name)
 	if err != nil {
 		if !callerGaveUp(ctx) {
-			m.markFailed(i, err)
+			m.markFailed(i, err, sent)
 		}
 		return
 	}
@@ -626,8 +643,9 @@ func (m *MultiChain) probe(ctx context.Context, i int) {
 		// checked once that probe had checked it): it is never used again.
 		return
 	}
-	if time.Now().Before(h.LimitedUntil) {
+	if time.Now().Before(h.LimitedUntil) || (!h.Reachable && !sent.After(h.failedSent)) {
 		// Sent before a call was throttled, answered after: it stays aside for its pause.
+		// Sent before a call that failed: the next probe asks again.
 		h.Head = max(h.Head, head.Number)
 		return
 	}
@@ -643,9 +661,10 @@ func (m *MultiChain) probe(ctx context.Context, i int) {
 // after start, and each time it answers again after failing; an endpoint of another chain is
 // marked and never used.
 func (m *MultiChain) servesIdentity(ctx context.Context, i int, expected Identity) bool {
+	sent := time.Now()
 	id, err := identityOf(ctx, m.endpoints[i].Chain)
 	if err != nil {
-		m.markFailed(i, withoutURL(err, m.endpoints[i].Name))
+		m.markFailed(i, withoutURL(err, m.endpoints[i].Name), sent)
 		return false
 	}
 	m.mu.Lock()

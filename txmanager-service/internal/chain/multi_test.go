@@ -161,6 +161,55 @@ func TestALateAnswerDoesNotBringBackAnEndpointThatFailedSince(t *testing.T) {
 	waitUntil(t, 5*time.Second, "the prober to bring the endpoint back", func() bool { return m.Usable() == nil })
 }
 
+// An answer to a call sent after the one that failed does bring the endpoint back: on a
+// loaded machine one slow call times out while later ones are answered, and the chain
+// should not be refused until the next probe.
+func TestAnAnswerToALaterCallBringsBackAnEndpointAfterATimeout(t *testing.T) {
+	t.Parallel()
+	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+	proxies, endpoints := faultyEndpoints(t, sim, 1)
+	m := newMulti(t, endpoints, chain.MultiChainConfig{ReadTimeout: 500 * time.Millisecond, SendTimeout: 30 * time.Second,
+		ReceiptsTimeout: timeout, ProbeInterval: time.Hour})
+	ctx := testContext(t)
+	held, release := proxies[0].HoldAnswers("eth_sendRawTransaction")
+	defer release()
+	// The slow call: it reaches the node's proxy while it hangs, and times out.
+	if err := proxies[0].SetMode(faultproxy.Hang); err != nil {
+		t.Fatal(err)
+	}
+	before := proxies[0].Requests()
+	slow := make(chan error, 1)
+	go func() {
+		_, err := m.PendingNonceAt(ctx, sim.DevAddresses()[0])
+		slow <- err
+	}()
+	waitUntil(t, 10*time.Second, "the slow call to reach the proxy", func() bool { return proxies[0].Requests() > before })
+	if err := proxies[0].SetMode(faultproxy.Pass); err != nil {
+		t.Fatal(err)
+	}
+	// A later call, answered by the node while the slow one waits; its answer is read after
+	// the slow one has failed.
+	later := make(chan error, 1)
+	go func() {
+		_, err := m.SendRawTransactions(ctx, [][]byte{{0x01, 0x02}})
+		later <- err
+	}()
+	waitUntil(t, 10*time.Second, "the later call's answer to be held", func() bool { return held() == 1 })
+	if err := <-slow; !errors.Is(err, services.ErrNoChainEndpoint) {
+		t.Fatalf("the slow call: %v, want it timed out", err)
+	}
+	if m.Health()[0].Reachable {
+		t.Fatal("the endpoint still counts reachable after its call timed out")
+	}
+	release()
+	if err := <-later; err != nil {
+		t.Fatalf("the later call: %v, want the node's answer", err)
+	}
+	if err := m.Usable(); err != nil {
+		t.Fatalf("Usable after a later call was answered: %v, want the endpoint back", err)
+	}
+}
+
 // A probe sent before a call was throttled and answered after it does not bring the
 // endpoint back before its pause ends: the endpoint asked to be left alone.
 func TestALateProbeDoesNotEndAThrottledEndpointsPause(t *testing.T) {

@@ -156,8 +156,11 @@ func (c *Console) withViewer(w http.ResponseWriter, r *http.Request, auth Authen
 		return
 	}
 	// A request of the operator's keeps the session from ending idle; the live feed, which
-	// an open page asks for by itself, does not.
-	if r.URL.Path != "/console/live" {
+	// an open page asks for by itself, does not (it only stamps a cookie sealed before
+	// sessions kept their last use), nor does signing out, which an idle session may still
+	// ask for and which must not hand it a fresh cookie if refused.
+	live, logout := r.URL.Path == "/console/live", r.URL.Path == "/console/logout"
+	if !logout && (!live || v.session.Seen == 0) {
 		if sess, sealed, touched, err := c.seal.touch(v.session); err == nil && touched {
 			v.session = sess
 			http.SetCookie(w, c.sessionCookie(r, sess, sealed))

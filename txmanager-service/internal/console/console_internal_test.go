@@ -488,6 +488,11 @@ func TestSessionsEndWhenIdle(t *testing.T) {
 			t.Errorf("%s: %d, want %d", tc.name, status, tc.want)
 		}
 	}
+	// The live feed stamps such a cookie too, once: a dashboard left open across the
+	// upgrade then ends idle like any other.
+	if _, stamped := request(7*time.Hour, "/console/live", unstamped); stamped == "" {
+		t.Fatal("the live feed did not stamp a cookie without its last use")
+	}
 
 	// Sent to sign in again, the operator is told why.
 	now = start.Add(31 * time.Minute)
@@ -505,10 +510,24 @@ func TestSessionsEndWhenIdle(t *testing.T) {
 	}
 
 	// An idle session can still be signed out, so that no copy of its cookie opens again
-	// where the idle timeout is longer.
+	// where the idle timeout is longer; a sign-out refused (no form token) hands it no
+	// fresh cookie.
 	idle, err := c.seal.read(first)
 	if !errors.Is(err, errIdle) {
 		t.Fatalf("reading the first cookie: %v, want it idle", err)
+	}
+	r = httptest.NewRequest(http.MethodPost, "/console/logout", strings.NewReader(""))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.AddCookie(&http.Cookie{Name: sessionCookie, Value: first})
+	w = httptest.NewRecorder()
+	c.Handler(accept).ServeHTTP(w, r)
+	for _, set := range w.Result().Cookies() {
+		if set.Name == sessionCookie && set.Value != "" {
+			t.Fatalf("a refused sign-out of an idle session (%d) handed it a fresh cookie", w.Code)
+		}
+	}
+	if status, _ := request(31*time.Minute, "/console", first); status != http.StatusSeeOther {
+		t.Fatalf("the idle session after a refused sign-out: %d, want it still idle (303)", status)
 	}
 	form := url.Values{"csrf": {c.seal.csrfToken(idle.ID)}}
 	r = httptest.NewRequest(http.MethodPost, "/console/logout", strings.NewReader(form.Encode()))

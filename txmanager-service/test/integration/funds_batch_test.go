@@ -50,7 +50,13 @@ func TestABatchLargerThanTheBalanceIsAdmittedUpToIt(t *testing.T) {
 	}
 	a := s.batch(t, creates)
 	if a.body.Created != payable || a.body.Refused != 2*payable {
-		t.Fatalf("a batch of %d on a balance for %d: %d created, %d refused", len(creates), payable, a.body.Created, a.body.Refused)
+		reasons := map[string]int{}
+		for _, r := range a.body.Results {
+			if r.Error != nil {
+				reasons[r.Error.Reason+": "+r.Error.Message]++
+			}
+		}
+		t.Fatalf("a batch of %d on a balance for %d: %d created, %d refused (%v)", len(creates), payable, a.body.Created, a.body.Refused, reasons)
 	}
 	for i, r := range a.body.Results {
 		if r.Error != nil && r.Error.Reason != "INSUFFICIENT_FUNDS" {
