@@ -163,9 +163,11 @@ func TestAnEstimatedGasLimitTheL1PartOutgrewIsEstimatedAgain(t *testing.T) {
 		t.Fatalf("confirmed with gas limit %d (admitted %d, kept for the funds check %d), want the padded estimate now, %d, beside the admitted %d",
 			gas, admitted, signedGas, padded(21_000+risen), padded(21_000+quoted))
 	}
+	// The cap is lowered to the admitted bound at most; the market may ask for less (the dev
+	// chain's base fee falls while its blocks are empty on a slow machine).
 	fee, _ := new(big.Int).SetString(maxFee, 10)
-	if worst := new(big.Int).Mul(fee, big.NewInt(gas)); worst.Cmp(big.NewInt(maxFeePerGas*admitted)) > 0 || fee.Int64() != maxFeePerGas*admitted/gas {
-		t.Fatalf("re-gassed at a fee cap of %s wei, a worst-case fee of %s; want the cap lowered to %d so it stays within the %d admitted (gas limit x fee cap)",
+	if worst := new(big.Int).Mul(fee, big.NewInt(gas)); worst.Cmp(big.NewInt(maxFeePerGas*admitted)) > 0 || fee.Int64() > maxFeePerGas*admitted/gas {
+		t.Fatalf("re-gassed at a fee cap of %s wei, a worst-case fee of %s; want the cap at most %d so it stays within the %d admitted (gas limit x fee cap)",
 			fee, worst, maxFeePerGas*admitted/gas, maxFeePerGas*admitted)
 	}
 	if n := s.count(t, "SELECT count(*) FROM tx_attempt WHERE tx_id = $1 AND gas_limit <> $2", named, 21_000+quoted); n != 0 {
