@@ -162,25 +162,32 @@ func classify(ctx context.Context, phase Phase, err error) error {
 // (its rows not read to the end or closed). pgconn refuses before writing a byte; its error
 // type is unexported, and its text is this.
 func connBusy(err error) bool {
-	if err == nil {
-		return false
+	busy := false
+	walkChain(err, func(e error) bool {
+		//nolint:errorlint // walkChain hands each error of the chain in turn
+		if safe, ok := e.(interface{ SafeToRetry() bool }); ok && e.Error() == "conn busy" {
+			busy = safe.SafeToRetry()
+		}
+		return !busy
+	})
+	return busy
+}
+
+// walkChain hands visit err and, while visit answers true, the errors err wraps, depth
+// first: one (fmt.Errorf with one %w) or several (a TxError, errors.Join, two %w).
+func walkChain(err error, visit func(error) bool) {
+	if err == nil || !visit(err) {
+		return
 	}
-	//nolint:errorlint // each error of the chain is looked at in turn
-	if safe, ok := err.(interface{ SafeToRetry() bool }); ok && err.Error() == "conn busy" {
-		return safe.SafeToRetry()
-	}
-	//nolint:errorlint // as above: a TxError, errors.Join and a fmt.Errorf with two %w wrap several
+	//nolint:errorlint // each wrapped error is visited in turn
 	switch u := err.(type) {
 	case interface{ Unwrap() error }:
-		return connBusy(u.Unwrap())
+		walkChain(u.Unwrap(), visit)
 	case interface{ Unwrap() []error }:
 		for _, inner := range u.Unwrap() {
-			if connBusy(inner) {
-				return true
-			}
+			walkChain(inner, visit)
 		}
 	}
-	return false
 }
 
 func kindOf(ctx context.Context, phase Phase, state string, err error) ErrorKind {

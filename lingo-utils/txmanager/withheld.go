@@ -21,20 +21,16 @@ const (
 // in err's chain, by its kind and position; the error returned to the caller is unchanged.
 func withheldText(err error) string {
 	text := err.Error()
-	var walk func(error)
-	walk = func(e error) {
-		if e == nil {
-			return
-		}
+	walkChain(err, func(e error) bool {
 		own := e.Error()
 		//nolint:errorlint // the chain is walked one error at a time: this one's own text is replaced
 		if pgErr, ok := e.(*pgconn.PgError); ok && strings.HasPrefix(pgErr.Code, "22") {
 			text = strings.ReplaceAll(text, own, pgErr.Severity+": a data exception, its message withheld as it may quote a value (SQLSTATE "+pgErr.Code+")")
-			return
+			return false
 		}
 		if end := strings.Index(own, "]"); strings.HasPrefix(own, encodeFailure) && end > 0 {
 			text = strings.ReplaceAll(text, own, own[:end+1]+": the value withheld")
-			return
+			return false
 		}
 		if at := strings.Index(own, unableEncode); at >= 0 {
 			// Also inside a server's error: CopyFrom sends pgtype's refusal as the reason the
@@ -45,18 +41,9 @@ func withheldText(err error) string {
 				withheld += " (SQLSTATE " + pgErr.Code + ")"
 			}
 			text = strings.ReplaceAll(text, own, withheld)
-			return
+			return false
 		}
-		//nolint:errorlint // as above: each wrapped error is visited in turn
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		case interface{ Unwrap() []error }:
-			for _, inner := range u.Unwrap() {
-				walk(inner)
-			}
-		}
-	}
-	walk(err)
+		return true
+	})
 	return text
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
@@ -111,17 +110,7 @@ func approvalAdmittedBeforeARestore(t *testing.T, requestID string, payoutOf fun
 
 	// The backup was taken after the approval, before its admission: the transaction at
 	// nonce 1 and everything about it is gone, and the approval is approved again.
-	for _, stmt := range []string{
-		"DELETE FROM tx_completions WHERE tx_id IN (SELECT tx_id FROM managed_tx WHERE nonce >= 1)",
-		"DELETE FROM tx_attempt WHERE nonce >= 1",
-		"DELETE FROM managed_tx WHERE nonce >= 1",
-		"UPDATE signer_nonce_cursor SET next_nonce = 1",
-		"UPDATE tx_approval SET state = 'APPROVED'",
-	} {
-		if _, err := first.pool.Exec(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	loseFromNonceOne(t, first, "UPDATE tx_approval SET state = 'APPROVED'")
 
 	second := startService(t, opts)
 	var approval apiResponse
@@ -146,24 +135,7 @@ func approvalAdmittedBeforeARestore(t *testing.T, requestID string, payoutOf fun
 	nextID := next.tx()["txId"].(string)
 	waitFor(t, 60*time.Second, "the later transfer confirmed", func() bool { return second.tx(t, nextID).state == "CONFIRMED" })
 
-	head, err := client.BlockNumber(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	paidTimes := 0
-	for n := uint64(0); n <= head; n++ {
-		block, err := client.BlockByNumber(ctx, new(big.Int).SetUint64(n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, tx := range block.Transactions() {
-			from, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), tx)
-			if err == nil && from.Hex() == signer && tx.To() != nil && tx.To().Hex() == to && tx.Value().String() == payout {
-				paidTimes++
-			}
-		}
-	}
-	if paidTimes != 1 {
+	if paidTimes := transfersOnChain(t, sim, signer, to)[payout]; paidTimes != 1 {
 		t.Fatalf("the approved payout was executed %d times on chain, want once", paidTimes)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/core/types"
 
+	"github.com/bionicotaku/txmanager-service/internal/chain"
 	"github.com/bionicotaku/txmanager-service/internal/conf"
 	"github.com/bionicotaku/txmanager-service/test/e2e"
 	"github.com/bionicotaku/txmanager-service/test/testsupport"
@@ -199,16 +200,7 @@ func TestLostRequestsAreAnsweredWithTheirTransactionsOnChain(t *testing.T) {
 	}
 	first.stop(t)
 	// The standby missed everything from nonce 1 on: rows, attempts, completions, cursor.
-	for _, stmt := range []string{
-		"DELETE FROM tx_completions WHERE tx_id IN (SELECT tx_id FROM managed_tx WHERE nonce >= 1)",
-		"DELETE FROM tx_attempt WHERE nonce >= 1",
-		"DELETE FROM managed_tx WHERE nonce >= 1",
-		"UPDATE signer_nonce_cursor SET next_nonce = 1",
-	} {
-		if _, err := first.pool.Exec(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	loseFromNonceOne(t, first)
 
 	second := startService(t, opts)
 	// The first retry finds the chain ahead: the signer recovers, as the alert says.
@@ -253,24 +245,7 @@ func TestLostRequestsAreAnsweredWithTheirTransactionsOnChain(t *testing.T) {
 	waitFor(t, 60*time.Second, "the new transaction confirmed", func() bool { return second.tx(t, thirdID).state == "CONFIRMED" })
 
 	// On chain: every intent executed exactly as often as it was requested.
-	client := ethClient(t, sim)
-	head, err := client.BlockNumber(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	executed := map[string]int{} // value -> transfers from signer to recipient
-	for n := uint64(0); n <= head; n++ {
-		block, err := client.BlockByNumber(ctx, new(big.Int).SetUint64(n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, tx := range block.Transactions() {
-			from, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), tx)
-			if err == nil && from.Hex() == signer && tx.To() != nil && tx.To().Hex() == recipient {
-				executed[tx.Value().String()]++
-			}
-		}
-	}
+	executed := transfersOnChain(t, sim, signer, recipient)
 	if want := map[string]int{"1": 1, "2": 1, "3": 1, "7": 3}; !maps.Equal(executed, want) {
 		t.Fatalf("executed on chain (value -> count) %v, want %v", executed, want)
 	}
@@ -313,4 +288,47 @@ func TestLostRequestsAreAnsweredWithTheirTransactionsOnChain(t *testing.T) {
 	if n := second.count(t, "SELECT count(*) FROM signer_quarantine WHERE released_at IS NULL"); n != 0 {
 		t.Fatalf("%d signers still quarantined", n)
 	}
+}
+
+// loseFromNonceOne removes from s's database everything of its signers from nonce 1 on
+// (rows, attempts, completions, cursor), as a standby that missed those commits, or a
+// backup taken before them, would hold; extra statements lose more.
+func loseFromNonceOne(t *testing.T, s *testService, extra ...string) {
+	t.Helper()
+	for _, stmt := range append([]string{
+		"DELETE FROM tx_completions WHERE tx_id IN (SELECT tx_id FROM managed_tx WHERE nonce >= 1)",
+		"DELETE FROM tx_attempt WHERE nonce >= 1",
+		"DELETE FROM managed_tx WHERE nonce >= 1",
+		"UPDATE signer_nonce_cursor SET next_nonce = 1",
+	}, extra...) {
+		if _, err := s.pool.Exec(context.Background(), stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// transfersOnChain counts, by value, the transfers from signer to recipient in every block
+// of sim's chain.
+func transfersOnChain(t *testing.T, sim *chain.SimulatedChain, signer, recipient string) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	client := ethClient(t, sim)
+	head, err := client.BlockNumber(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	executed := map[string]int{}
+	for n := uint64(0); n <= head; n++ {
+		block, err := client.BlockByNumber(ctx, new(big.Int).SetUint64(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tx := range block.Transactions() {
+			from, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), tx)
+			if err == nil && from.Hex() == signer && tx.To() != nil && tx.To().Hex() == recipient {
+				executed[tx.Value().String()]++
+			}
+		}
+	}
+	return executed
 }
