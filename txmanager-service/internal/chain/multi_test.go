@@ -168,8 +168,9 @@ func TestAnAnswerToALaterCallBringsBackAnEndpointAfterATimeout(t *testing.T) {
 	t.Parallel()
 	sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
 	proxies, endpoints := faultyEndpoints(t, sim, 1)
+	// No prober: the proxy's requests are the test's own, counted below.
 	m := newMulti(t, endpoints, chain.MultiChainConfig{ReadTimeout: 500 * time.Millisecond, SendTimeout: 30 * time.Second,
-		ReceiptsTimeout: timeout, ProbeInterval: time.Hour})
+		ReceiptsTimeout: timeout})
 	ctx := testContext(t)
 	held, release := proxies[0].HoldAnswers("eth_sendRawTransaction")
 	defer release()
