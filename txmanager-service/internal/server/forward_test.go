@@ -97,6 +97,9 @@ func TestAForwardedCreatesLargeAnswerReachesTheCaller(t *testing.T) {
 		c.Server.MaxBodyBytes, c.Server.MaxBatchBodyBytes = 8<<20, 8<<20
 		// A chain whose blocks take far more gas than Ethereum's 2^24 a transaction.
 		c.Create.MaxDataBytes, c.Create.MaxGasLimit = 4<<20, 200_000_000
+		// Reading and decoding a 6 MiB body takes seconds under the race detector on a
+		// loaded machine: the call's own 5 s ran out before it asked for the lease.
+		c.Server.HTTP.Timeout, c.Server.GRPC.Timeout = conf.Duration(time.Minute), conf.Duration(time.Minute)
 	}
 	pool := testsupport.MigratedPool(t)
 	owner := newStack(t, stackOptions{pool: pool, ownsAll: true, configure: raiseLimits})

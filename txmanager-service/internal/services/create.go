@@ -228,12 +228,13 @@ func (uc *CreateTxUseCase) allocate(ctx context.Context, req domain.CreateReques
 		return CreateResult{}, err
 	}
 	// Routing decision before queueing: a non-owner answers at once (basic mode).
-	if _, err := uc.leases.Acquire(ctx, req.SignerHex); err != nil {
+	lease, err := uc.leases.Acquire(ctx, req.SignerHex)
+	if err != nil {
 		return CreateResult{}, err
 	}
 	// After the lease: the owner drives the signer's signing, and knows whether its key
 	// source signs; a signer that cannot takes no more work than the bound.
-	if err := uc.signing.Admit(req.SignerHex); err != nil {
+	if err := uc.signing.Admit(lease); err != nil {
 		return CreateResult{}, err
 	}
 	// After the lease: only the owner's view of the signer's spending is kept warm.

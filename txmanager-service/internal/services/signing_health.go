@@ -48,6 +48,10 @@ type SigningHealth struct {
 	clock Clock
 	log   *log.Helper
 
+	// current, once FollowLeases is called, is the lease this node holds on a signer now: a
+	// pass that signed under a lease since ended reports into nothing.
+	current func(signer string) (domain.Lease, bool)
+
 	mu      sync.Mutex
 	signers map[string]*signingState
 	// signedUnder is, per signer, the lease token under which this node last recorded a
@@ -58,6 +62,8 @@ type SigningHealth struct {
 
 // signingState is one signer's signing condition on this node.
 type signingState struct {
+	// token is the lease the condition was seen under: another lease's owner learns it anew.
+	token uint64
 	// failingSince is zero while the key source signs.
 	failingSince time.Time
 	lastError    string
@@ -81,14 +87,18 @@ func NewSigningHealth(cfg SigningStallConfig, store SigningHealthStore, clock Cl
 // Failed records that the signer's key source failed to sign (err, the key source's
 // error). Errors of the caller's own ending (shutdown) are not the key source's.
 func (h *SigningHealth) Failed(ctx context.Context, lease domain.Lease, err error) {
-	if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+	if err == nil || ctx.Err() != nil && errors.Is(err, ctx.Err()) || !h.stillHeld(lease) {
 		return
 	}
 	now := h.clock.Now()
 	cause := CleanSigningError(err)
 	unsigned, countErr := h.store.UnsignedBacklog(ctx, lease.Signer)
 	h.mu.Lock()
-	st := h.state(lease.Signer)
+	st := h.state(lease)
+	if st == nil {
+		h.mu.Unlock()
+		return
+	}
 	started := st.failingSince.IsZero()
 	if started {
 		st.failingSince = now
@@ -134,15 +144,18 @@ func (h *SigningHealth) Observe(ctx context.Context, lease domain.Lease, err err
 // this node saw it or the record holds one from an earlier owner or process (checked once
 // a lease).
 func (h *SigningHealth) Signed(ctx context.Context, lease domain.Lease) {
+	if !h.stillHeld(lease) {
+		return
+	}
 	h.mu.Lock()
 	st, ok := h.signers[lease.Signer]
-	failingHere := ok && !st.failingSince.IsZero()
+	failingHere := ok && st.token == lease.Token && !st.failingSince.IsZero()
 	if !failingHere && h.signedUnder[lease.Signer] == lease.Token {
 		h.mu.Unlock()
 		return
 	}
 	var since time.Time
-	if failingHere {
+	if ok && st.token <= lease.Token {
 		since = st.failingSince
 		delete(h.signers, lease.Signer)
 	}
@@ -171,20 +184,33 @@ func (h *SigningHealth) Signed(ctx context.Context, lease domain.Lease) {
 	RecordEvent(ctx, h.store, h.log, SignerEvent(domain.EventSigningResumed, 0, common.HexToAddress(lease.Signer), payload))
 }
 
-// Admit is nil while the signer may take a new transaction: its key source signs, or has
-// failed for less than the bound with fewer transactions waiting than the bound. Otherwise
-// it says why, with a time to retry after. A create let through is counted in the backlog.
-func (h *SigningHealth) Admit(signer string) error {
+// Admit is nil while the signer may take a new transaction under lease: its key source
+// signs, or has failed for less than the bound with fewer transactions waiting than the
+// bound, or nothing at all waits for a signature. Otherwise it says why, with a time to
+// retry after. A create let through is counted in the backlog.
+//
+// With nothing waiting, one create goes through whatever the failure's age: only a
+// signature ends a failure, and the submitter signs only what waits, so a signer whose
+// backlog was emptied another way (a resolution signed, then a pass failed) would
+// otherwise refuse every create for good although its key may sign again. A key that
+// still cannot sign holds that one create, and the bound refuses the next.
+func (h *SigningHealth) Admit(lease domain.Lease) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st, ok := h.signers[signer]
+	st, ok := h.signers[lease.Signer]
+	if ok && st.token != lease.Token {
+		// Seen under another lease (a pass of an earlier one reported late): this lease's
+		// owner learns the key source's condition from its own signatures.
+		delete(h.signers, lease.Signer)
+		return nil
+	}
 	if !ok || st.failingSince.IsZero() {
 		return nil
 	}
 	failed := h.clock.Now().Sub(st.failingSince)
 	unsigned := st.unsigned + st.admitted
-	if (h.cfg.MaxDuration > 0 && failed >= h.cfg.MaxDuration) || (h.cfg.MaxUnsigned > 0 && unsigned >= h.cfg.MaxUnsigned) {
-		return &domain.SignerUnavailableError{Signer: signer, Since: st.failingSince, Unsigned: unsigned, Cause: st.lastError, RetryAfter: signingRetryAfter}
+	if unsigned > 0 && ((h.cfg.MaxDuration > 0 && failed >= h.cfg.MaxDuration) || (h.cfg.MaxUnsigned > 0 && unsigned >= h.cfg.MaxUnsigned)) {
+		return &domain.SignerUnavailableError{Signer: lease.Signer, Since: st.failingSince, Unsigned: unsigned, Cause: st.lastError, RetryAfter: signingRetryAfter}
 	}
 	st.admitted++
 	return nil
@@ -202,17 +228,37 @@ func (h *SigningHealth) Forget(signer string) {
 }
 
 // FollowLeases makes leases' end forget what this node knew of their signers (Forget).
-func (h *SigningHealth) FollowLeases(leases *LeaseManager) { leases.OnLost(h.Forget) }
+// A signing pass that outlived its lease (a KMS that hangs for seconds) reports nothing
+// afterwards: it would bring back, under no lease, a failure its next owner cannot end.
+func (h *SigningHealth) FollowLeases(leases *LeaseManager) {
+	h.current = leases.Current
+	leases.OnLost(h.Forget)
+}
+
+// stillHeld is whether lease is the one this node holds on its signer now (true when the
+// tracker does not follow leases).
+func (h *SigningHealth) stillHeld(lease domain.Lease) bool {
+	if h.current == nil {
+		return true
+	}
+	now, ok := h.current(lease.Signer)
+	return ok && now.Token == lease.Token
+}
 
 // signingRetryAfter: a held-back signer is worth asking about again this soon (the
 // submitter retries its signature every pass).
 const signingRetryAfter = 5 * time.Second
 
-func (h *SigningHealth) state(signer string) *signingState {
-	st, ok := h.signers[signer]
-	if !ok {
-		st = &signingState{}
-		h.signers[signer] = st
+// state is the signer's condition under lease, begun anew when what is kept was seen under
+// an earlier lease; nil when it was seen under a later one (lease is stale).
+func (h *SigningHealth) state(lease domain.Lease) *signingState {
+	st, ok := h.signers[lease.Signer]
+	switch {
+	case ok && st.token > lease.Token:
+		return nil
+	case !ok || st.token < lease.Token:
+		st = &signingState{token: lease.Token}
+		h.signers[lease.Signer] = st
 	}
 	return st
 }

@@ -76,7 +76,7 @@ func (s *signingStore) recorded() []signingRecord {
 // the lease moving to another node, lets it serve again at once.
 func TestSigningHealthAdmitsWithinTheStallBounds(t *testing.T) {
 	t.Parallel()
-	lease := domain.Lease{Signer: "0xsigner", Owner: "node-a", Token: 1}
+	lease := domain.Lease{Signer: "0xsigner", Owner: "node-a", Token: 2}
 	kms := errors.New("kms: throttled")
 	tests := []struct {
 		name    string
@@ -90,9 +90,22 @@ func TestSigningHealthAdmitsWithinTheStallBounds(t *testing.T) {
 		{"failing with the backlog at the bound", 3, func(h *services.SigningHealth, _ *steppedClock) { h.Failed(context.Background(), lease, kms) }, []bool{false}},
 		{"creates let through count toward the bound", 1, func(h *services.SigningHealth, _ *steppedClock) { h.Failed(context.Background(), lease, kms) },
 			[]bool{true, true, false}},
-		{"failing for longer than the bound", 0, func(h *services.SigningHealth, c *steppedClock) {
+		{"failing for longer than the bound", 1, func(h *services.SigningHealth, c *steppedClock) {
 			h.Failed(context.Background(), lease, kms)
 			c.now = c.now.Add(time.Minute)
+		}, []bool{false}},
+		// A resolution's signature emptied the backlog, then a pass failed: only a signature
+		// ends the failure, and with nothing waiting nothing would be signed.
+		{"failing for long with nothing waiting lets one create through", 0, func(h *services.SigningHealth, c *steppedClock) {
+			h.Failed(context.Background(), lease, kms)
+			c.now = c.now.Add(time.Minute)
+		}, []bool{true, false}},
+		{"a failure seen under an earlier lease", 3, func(h *services.SigningHealth, _ *steppedClock) {
+			h.Failed(context.Background(), domain.Lease{Signer: lease.Signer, Owner: "node-a", Token: lease.Token - 1}, kms)
+		}, []bool{true, true, true}},
+		{"a late report of an earlier lease's failure", 3, func(h *services.SigningHealth, _ *steppedClock) {
+			h.Failed(context.Background(), lease, kms)
+			h.Failed(context.Background(), domain.Lease{Signer: lease.Signer, Owner: "node-a", Token: lease.Token - 1}, errors.New("an older error"))
 		}, []bool{false}},
 		{"signing again", 3, func(h *services.SigningHealth, _ *steppedClock) {
 			h.Failed(context.Background(), lease, kms)
@@ -116,7 +129,7 @@ func TestSigningHealthAdmitsWithinTheStallBounds(t *testing.T) {
 			h := services.NewSigningHealth(services.SigningStallConfig{MaxUnsigned: 3, MaxDuration: 30 * time.Second}, &signingStore{backlog: tc.backlog}, clock, testLogger())
 			tc.steps(h, clock)
 			for i, want := range tc.want {
-				err := h.Admit(lease.Signer)
+				err := h.Admit(lease)
 				if (err == nil) != want {
 					t.Fatalf("admission %d: %v, want admitted %t", i, err, want)
 				}
@@ -280,13 +293,24 @@ func TestSigningHealthFollowsTheLease(t *testing.T) {
 	before := services.NewSigningHealth(stall, store, services.SystemClock{}, testLogger())
 	before.FollowLeases(node.Leases)
 	before.Failed(t.Context(), lease, errors.New("kms: throttled"))
-	if err := before.Admit(signer.Hex()); !errors.Is(err, domain.ErrSignerUnavailable) {
+	if err := before.Admit(lease); err != nil {
+		t.Fatalf("the first create with nothing waiting for a signature: %v, want it admitted", err)
+	}
+	if err := before.Admit(lease); !errors.Is(err, domain.ErrSignerUnavailable) {
 		t.Fatalf("a create while the key source fails past the bound: %v, want SIGNER_UNAVAILABLE", err)
 	}
 	node.Leases.Fenced(t.Context(), lease, "a test's write") // the lease ends here
-	if err := before.Admit(signer.Hex()); err != nil {
+	// A signing pass still running under the lease that ended (a KMS that hangs) reports
+	// its failure after the end: it must not outlive that lease.
+	before.Failed(t.Context(), lease, errors.New("kms: timed out"))
+	again, err := node.Leases.Acquire(t.Context(), signer.Hex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := before.Admit(again); err != nil {
 		t.Fatalf("a create once the lease that saw the failure ended: %v, want it admitted", err)
 	}
+	node.Leases.Fenced(t.Context(), again, "a test's write")
 
 	// A new process (or owner) that never saw the failure: the record still holds it.
 	if lease, err = node.Leases.Acquire(t.Context(), signer.Hex()); err != nil {
