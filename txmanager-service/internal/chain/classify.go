@@ -44,20 +44,28 @@ var sendErrorPhrases = []errorPhrase{
 	{"fee cap less than block base fee", services.ErrUnderpriced}, // older geth wording
 	{"feetoolow", services.ErrUnderpriced},                        // Nethermind, older (FeeTooLow, FeeTooLowToCompete)
 	{"fee too low", services.ErrUnderpriced},                      // Erigon
+	{"could not replace existing tx", services.ErrUnderpriced},    // Erigon: a replacement not paying enough more
 	{"insufficient funds", services.ErrInsufficientFunds},
 	{"insufficientfunds", services.ErrInsufficientFunds},                    // Nethermind, older
 	{"upfront cost exceeds account balance", services.ErrInsufficientFunds}, // Besu
 	{"not enough balance to cover the fee", services.ErrInsufficientFunds},  // zkSync Era
 	{"nonce too high", services.ErrNonceGap},
-	{"noncegap", services.ErrNonceGap}, // Nethermind, older
+	{"noncegap", services.ErrNonceGap},                                         // Nethermind, older
+	{"nonce too far in future", services.ErrNonceGap},                          // Nethermind
+	{"noncetoofarinfuture", services.ErrNonceGap},                              // Nethermind, older
+	{"nonce is too distant from current sender nonce", services.ErrNonceGap},   // Besu
+	{"an invalid transaction with a lower nonce exists", services.ErrNonceGap}, // Besu: the one before is missing or refused
 	{"txpool is full", services.ErrPoolFull},
+	{"sub-pool is full", services.ErrPoolFull},                    // Erigon: "pending sub-pool is full" and the others
+	{"account limit exceeded", services.ErrPoolFull},              // geth: the pool's limit of one account's transactions
 	{"exceeds the configured cap", services.ErrAboveNodeFeeCap},   // geth, bor, Erigon, reth
 	{"transaction fee cap exceeded", services.ErrAboveNodeFeeCap}, // Besu
 	{"intrinsic gas too low", services.ErrNotMineable},
-	{"insufficient gas for floor data gas cost", services.ErrNotMineable}, // geth: under EIP-7623's call-data floor
-	{"intrinsic gas exceeds gas limit", services.ErrNotMineable},          // Besu
-	{"intrinsicgas", services.ErrNotMineable},                             // Erigon
-	{"intrinsic gas too high", services.ErrNotMineable},                   // anvil: a gas limit above the block's
+	{"insufficient gas for floor data gas cost", services.ErrNotMineable},                  // geth: under EIP-7623's call-data floor
+	{"intrinsic gas exceeds gas limit", services.ErrNotMineable},                           // Besu
+	{"intrinsicgas", services.ErrNotMineable},                                              // Erigon
+	{"intrinsic gas too high", services.ErrNotMineable},                                    // anvil: a gas limit above the block's
+	{"transaction gas limit is greater than the block gas limit", services.ErrNotMineable}, // anvil: EIP-7825's cap
 	{"exceeds block gas limit", services.ErrNotMineable},
 	{"transaction gas limit too high", services.ErrNotMineable}, // geth, EIP-7825's per-transaction cap
 	{"gas limit reached", services.ErrNotMineable},              // Nethermind

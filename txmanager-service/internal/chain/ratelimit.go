@@ -48,6 +48,11 @@ func isRateLimited(err error) bool {
 		return false
 	}
 	code := rpcErr.ErrorCode()
+	// A node's own answer about the request is never throttling, whatever its code: Besu
+	// answers a gas limit above the block's, and a batch over its size, under -32005 too.
+	if answersTheRequest(rpcErr.Error()) {
+		return false
+	}
 	if code == codeLimitExceeded || code == codeTooManyCalls || code == http.StatusTooManyRequests {
 		return true
 	}
@@ -62,6 +67,21 @@ func isRateLimited(err error) bool {
 		return false
 	}
 	for _, phrase := range rateLimitPhrases {
+		if strings.Contains(message, phrase) {
+			return true
+		}
+	}
+	return false
+}
+
+// answersTheRequest is whether message is a node's answer about the request or its batch:
+// one of the broadcast answers, or a batch refused for its size.
+func answersTheRequest(message string) bool {
+	if matchPhrase(message, sendErrorPhrases) != nil {
+		return true
+	}
+	message = strings.ToLower(message)
+	for _, phrase := range batchTooLargePhrases {
 		if strings.Contains(message, phrase) {
 			return true
 		}
@@ -131,8 +151,11 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 
 // batchTooLargePhrases are how endpoints refuse a batch for its size: go-ethereum answers
 // the first call "batch too large" (and the others get no answer), providers word it
-// "batch size too large", "batch limit exceeded" or "too many requests in batch".
-var batchTooLargePhrases = []string{"batch too large", "batch size too large", "batch size exceeds", "batch limit", "too many requests in batch", "request entity too large"}
+// "batch size too large", "batch limit exceeded" or "too many requests in batch"; Besu
+// "Number of requests exceeds max batch size" and Nethermind "Batch size limit exceeded",
+// both under -32005, the code of a rate limit.
+var batchTooLargePhrases = []string{"batch too large", "batch size too large", "batch size exceeds", "batch limit", "too many requests in batch",
+	"request entity too large", "exceeds max batch size", "batch size limit"}
 
 // batchTooLarge reports whether the endpoint refused the batch for its size: HTTP 413, or
 // a call answered with one of batchTooLargePhrases.

@@ -104,6 +104,8 @@ type Proxy struct {
 	connections, ended atomic.Uint64
 	// hold, when set, keeps the node's answers to one method from the caller until released.
 	hold atomic.Pointer[answerHold]
+	// reword, when set, rewrites the node's JSON-RPC errors (SetErrorWording).
+	reword atomic.Pointer[ErrorWording]
 
 	mu       sync.Mutex
 	addr     string
@@ -271,6 +273,69 @@ func orNull(id json.RawMessage) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return id
+}
+
+// ErrorWording rewrites one JSON-RPC error of the node's (its code and message) as another
+// node implementation words the same refusal; ok false leaves it as it is.
+type ErrorWording func(code int, message string) (newCode int, newMessage string, ok bool)
+
+// SetErrorWording makes the proxy pass every request on and give the node's errors, in
+// single answers and in batches, the wording reword gives them: the node's real refusal of
+// a real request, as another implementation answers it. nil stops it.
+func (p *Proxy) SetErrorWording(reword ErrorWording) {
+	if reword == nil {
+		p.reword.Store(nil)
+		return
+	}
+	p.reword.Store(&reword)
+}
+
+// reworded is answer with its error objects rewritten; an answer it cannot read is kept.
+func reworded(answer []byte, reword ErrorWording) []byte {
+	type rpcError struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data,omitempty"`
+	}
+	one := func(resp *rpcResponse) {
+		var e rpcError
+		if len(resp.Error) == 0 || json.Unmarshal(resp.Error, &e) != nil {
+			return
+		}
+		code, message, ok := reword(e.Code, e.Message)
+		if !ok {
+			return
+		}
+		e.Code, e.Message = code, message
+		if out, err := json.Marshal(e); err == nil {
+			resp.Error = out
+		}
+	}
+	trimmed := bytes.TrimSpace(answer)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		var batch []rpcResponse
+		if json.Unmarshal(trimmed, &batch) != nil {
+			return answer
+		}
+		for i := range batch {
+			one(&batch[i])
+		}
+		out, err := json.Marshal(batch)
+		if err != nil {
+			return answer
+		}
+		return out
+	}
+	var resp rpcResponse
+	if json.Unmarshal(trimmed, &resp) != nil {
+		return answer
+	}
+	one(&resp)
+	out, err := json.Marshal(resp)
+	if err != nil {
+		return answer
+	}
+	return out
 }
 
 // SetUpstream points the proxy at another node URL (the node restarted on a new port);
@@ -584,6 +649,9 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	answer = p.withDeposits(body, answer)
+	if reword := p.reword.Load(); reword != nil {
+		answer = reworded(answer, *reword)
+	}
 	if hold != nil && callsOnlyOf(body, hold.method) {
 		hold.held.Add(1)
 		select {
