@@ -25,7 +25,9 @@ func TestATimedOutTransactionHoldsNoLockAfterItReturns(t *testing.T) {
 	}{
 		{"the transaction's timeout", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
 			txmanager.DefaultOptions().WithTimeout(200 * time.Millisecond)},
-		{"the caller's deadline", func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 200*time.Millisecond) },
+		{"the caller's deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 200*time.Millisecond)
+		},
 			txmanager.DefaultOptions().WithTimeout(time.Minute)},
 	}
 	for _, tc := range tests {
