@@ -399,6 +399,12 @@ func (s *deferredSession) txHandedOut() bool {
 	return s.handedOut
 }
 
+func (s *deferredSession) begun() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tx != nil
+}
+
 func (s *deferredSession) connClosed() bool {
 	conn := s.conn.Load()
 	return conn != nil && conn.IsClosed()

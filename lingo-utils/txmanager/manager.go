@@ -96,6 +96,8 @@ type attemptSession interface {
 	connClosed() bool
 	// txHandedOut: the callback had pgx's transaction (Tx()), and may have committed it.
 	txHandedOut() bool
+	// begun: a transaction began on the server (a statement ran, or Tx() was asked for).
+	begun() bool
 	commit(ctx context.Context) error
 	rollback(ctx context.Context) error
 }
@@ -117,6 +119,7 @@ func (s *session) Tx() pgx.Tx {
 func (s *session) ReadOnly() bool    { return s.readOnly }
 func (s *session) beginError() error { return nil }
 func (s *session) txHandedOut() bool { return s.handedOut.Load() }
+func (s *session) begun() bool       { return true }
 func (s *session) connClosed() bool {
 	conn := s.tx.Conn()
 	return conn != nil && conn.IsClosed()
@@ -173,12 +176,16 @@ func (m *manager) within(ctx context.Context, r resolved, fn func(context.Contex
 	}()
 	for {
 		attempt++
-		err := m.runOnce(ctx, r, fn)
-		if err == nil {
-			m.tel.finish(ctx, span, r, started, attempt, nil)
+		wrote, err := m.runOnce(ctx, r, fn)
+		if wrote {
+			// Only a write that may have committed forbids running the outer transactions'
+			// callbacks again: a read, or a callback that ran no statement, left nothing.
 			for outer, _ := ctx.Value(txContextKey{}).(*txMark); outer != nil; outer = outer.outer {
 				outer.innerCommitted.Store(true)
 			}
+		}
+		if err == nil {
+			m.tel.finish(ctx, span, r, started, attempt, nil)
 			return nil
 		}
 		err = m.onClosedConn(err)
@@ -245,8 +252,10 @@ func backoff(base, ceiling time.Duration, attempt int) time.Duration {
 	return base + rand.N(upper-base)
 }
 
-// runOnce is one attempt: begin, fn, commit; rollback on any error or panic.
-func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Context, Session) error) (err error) {
+// runOnce is one attempt: begin, fn, commit; rollback on any error or panic. wrote is
+// whether a read-write transaction began and may have committed: it did, its COMMIT's
+// outcome is unknown, or the callback had pgx's transaction and may have committed it.
+func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Context, Session) error) (wrote bool, err error) {
 	ctx := parent
 	if r.timeout > 0 {
 		var cancel context.CancelFunc
@@ -255,7 +264,7 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 	}
 	sess, err := m.open(ctx, r)
 	if err != nil {
-		return classify(ctx, PhaseBegin, err)
+		return false, classify(ctx, PhaseBegin, err)
 	}
 	activeAttrs := m.tel.metricAttrs(r, "", "", false)
 	m.tel.active.Add(ctx, 1, activeAttrs)
@@ -278,6 +287,11 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 	outer, _ := ctx.Value(txContextKey{}).(*txMark)
 	mark := &txMark{db: m.db, traceName: r.traceName, outer: outer}
 	defer func() { err = notAgainAfterInnerCommits(mark, err) }()
+	defer func() {
+		var txErr *TxError
+		wrote = r.accessMode == pgx.ReadWrite && sess.begun() &&
+			(err == nil || sess.txHandedOut() || errors.As(err, &txErr) && txErr.Kind == KindCommitUnknown)
+	}()
 	txCtx := context.WithValue(ctx, txContextKey{}, mark)
 	err = fn(txCtx, sess)
 	if beginErr := sess.beginError(); beginErr != nil {
@@ -286,16 +300,16 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 		if err == nil || !errors.Is(err, beginErr) {
 			err = errors.Join(beginErr, err)
 		}
-		return lostBeforeCommit(ctx, sess, PhaseBegin, classify(ctx, PhaseBegin, err))
+		return false, lostBeforeCommit(ctx, sess, PhaseBegin, classify(ctx, PhaseBegin, err))
 	}
 	if err != nil {
-		return lostBeforeCommit(ctx, sess, PhaseCallback, classify(ctx, PhaseCallback, err))
+		return false, lostBeforeCommit(ctx, sess, PhaseCallback, classify(ctx, PhaseCallback, err))
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		// The deadline passed, or the caller left, before COMMIT was sent: nothing is
 		// committed (the deferred rollback ends it), which is a timeout, not an outcome
 		// unknown.
-		return classify(ctx, PhaseCallback, ctxErr)
+		return false, classify(ctx, PhaseCallback, ctxErr)
 	}
 	if err := sess.commit(ctx); err != nil {
 		if errors.Is(err, pgx.ErrTxCommitRollback) {
@@ -303,7 +317,7 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 			// inside fn, whose error fn swallowed): a definite failure, not an unknown outcome,
 			// and not an application error either: it is a *TxError the log reports.
 			committed = true
-			return &TxError{Kind: KindOther, Phase: PhaseCommit, Err: fmt.Errorf("a statement of the transaction failed and the callback went on: %w", err)}
+			return false, &TxError{Kind: KindOther, Phase: PhaseCommit, Err: fmt.Errorf("a statement of the transaction failed and the callback went on: %w", err)}
 		}
 		committed = true // Commit has already ended the transaction or closed the connection.
 		if connBusy(err) {
@@ -311,13 +325,13 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 			// is closed (by pgx's Commit, or by the pool, which never reuses a busy one), so
 			// the server rolls back: a definite outcome, nothing committed. A bug of the
 			// caller's: run again, it would fail the same way.
-			return &TxError{Kind: KindOther, Phase: PhaseCommit,
+			return false, &TxError{Kind: KindOther, Phase: PhaseCommit,
 				Err: fmt.Errorf("COMMIT was not sent, nothing was committed: the callback returned with a query's rows still open (close them first): %w", err)}
 		}
-		return classify(ctx, PhaseCommit, err)
+		return false, classify(ctx, PhaseCommit, err)
 	}
 	committed = true
-	return nil
+	return false, nil
 }
 
 // notAgainAfterInnerCommits makes a retryable failure final when a transaction on another
@@ -415,11 +429,12 @@ func (m *manager) logFailure(ctx context.Context, r resolved, attempts int, star
 	if kind == KindTimeout {
 		msg = "transaction timed out"
 	}
-	// A COMMIT rolled back instead, or never sent, is the transaction's failure; application
-	// errors returned by the callback are the caller's to report.
+	// An application error the callback returned, passed back as it was (no SQLSTATE, not
+	// the context's), is the caller's to report. Everything else the database or the
+	// transaction said (a statement refused, a disk full, a begin refused, a failure made
+	// final) is this transaction's failure.
 	var txErr *TxError
-	commitFailed := errors.Is(err, pgx.ErrTxCommitRollback) || (errors.As(err, &txErr) && txErr.Phase == PhaseCommit && connBusy(err))
-	if kind == KindOther && !commitFailed {
+	if !errors.As(err, &txErr) {
 		helper.Debugw("msg", msg, "attempts", attempts, "elapsed_ms", time.Since(started).Milliseconds())
 		return
 	}

@@ -530,6 +530,56 @@ func TestATransactionOnAnotherDatabaseRunsInside(t *testing.T) {
 	if got := second.count(t, "SELECT count(*) FROM item WHERE name LIKE 'inner-%'"); got != 1 {
 		t.Fatalf("the inner transaction committed %d times, want once", got)
 	}
+
+	// An inner transaction that cannot have written anything leaves the outer free to run
+	// again; one whose commit may have happened does not.
+	inner := []struct {
+		name string
+		run  func(ctx context.Context, attempt int) error
+		// again: the outer attempt runs again after its retryable failure.
+		again bool
+	}{
+		{"a read-only transaction", func(ctx context.Context, _ int) error {
+			return second.manager.WithinReadOnlyTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+				var n int
+				return s.DB().QueryRow(ctx, "SELECT count(*) FROM item").Scan(&n)
+			})
+		}, true},
+		{"a callback that ran no statement", func(ctx context.Context, _ int) error {
+			return second.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(context.Context, txmanager.Session) error { return nil })
+		}, true},
+		{"a write that failed", func(ctx context.Context, attempt int) error {
+			_ = second.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+				if err := insertItem(fmt.Sprintf("rolled-back-%d", attempt))(ctx, s); err != nil {
+					return err
+				}
+				return errors.New("the callback gives up")
+			})
+			return nil
+		}, true},
+		{"pgx's transaction handed to the callback, whose attempt failed", func(ctx context.Context, attempt int) error {
+			_ = second.manager.WithinTx(ctx, txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+				if err := s.Tx().Commit(ctx); err != nil {
+					return err
+				}
+				return errors.New("after committing it")
+			})
+			return nil
+		}, false},
+	}
+	for _, tc := range inner {
+		runs := 0
+		err := first.manager.WithinTx(ctx, txmanager.DefaultOptions().WithRetries(1), func(ctx context.Context, s txmanager.Session) error {
+			runs++
+			if err := tc.run(ctx, runs); err != nil {
+				return err
+			}
+			return &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
+		})
+		if wantRuns := map[bool]int{true: 2, false: 1}[tc.again]; runs != wantRuns || err == nil {
+			t.Errorf("%s inside: the outer ran %d times (%v), want %d", tc.name, runs, err, wantRuns)
+		}
+	}
 }
 
 func TestHundredConcurrentTransactionsOnPoolOfTen(t *testing.T) {
@@ -1040,5 +1090,48 @@ func TestAConnectionLostBeforeCommitIsRetried(t *testing.T) {
 				t.Fatalf("rows = %d, want exactly 1 (the first attempt committed nothing)", got)
 			}
 		})
+	}
+}
+
+// A failure the database gave is the transaction's, logged as an error whatever its kind;
+// an error the callback made itself, returned as it was, is the caller's to report and is
+// logged at debug only.
+func TestFailuresAreLoggedAsWhoseTheyAre(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	cases := []struct {
+		name      string
+		fn        func(ctx context.Context, s txmanager.Session) error
+		wantError bool
+	}{
+		{"a statement the server refused", func(ctx context.Context, s txmanager.Session) error {
+			_, err := s.DB().Exec(ctx, "SELECT * FROM missing_table")
+			return err
+		}, true},
+		{"a statement the server refused, wrapped by the callback", func(ctx context.Context, s txmanager.Session) error {
+			_, err := s.DB().Exec(ctx, "SELECT 1/0")
+			return fmt.Errorf("computing the share: %w", err)
+		}, true},
+		{"the callback's own error", func(ctx context.Context, s txmanager.Session) error {
+			if err := insertItem("own-error")(ctx, s); err != nil {
+				return err
+			}
+			return errors.New("the order is not payable")
+		}, false},
+	}
+	for i, tc := range cases {
+		name := fmt.Sprintf("logged-%d", i)
+		if err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithTraceName(name), tc.fn); err == nil {
+			t.Fatalf("%s: no error", tc.name)
+		}
+		level := ""
+		for _, line := range strings.Split(f.logs.String(), "\n") {
+			if strings.Contains(line, "tx_name="+name+" ") && strings.Contains(line, "transaction failed") {
+				level, _, _ = strings.Cut(line, " ")
+			}
+		}
+		if (level == "ERROR") != tc.wantError || level == "" {
+			t.Errorf("%s: logged at %q, want error level %v; logs:\n%s", tc.name, level, tc.wantError, f.logs.String())
+		}
 	}
 }
