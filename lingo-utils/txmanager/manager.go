@@ -311,6 +311,13 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 		// unknown.
 		return false, classify(ctx, PhaseCallback, ctxErr)
 	}
+	if sess.begun() && sess.connClosed() && !sess.txHandedOut() {
+		// The connection closed under the callback, which went on without the statement's
+		// error (a query under a shorter deadline of its own): COMMIT cannot be sent, and the
+		// server rolls back a session it lost. A definite failure, not an unknown outcome.
+		return false, &TxError{Kind: KindOther, Phase: PhaseCommit,
+			Err: errors.New("COMMIT was not sent, nothing was committed: the transaction's connection closed while the callback ran, and the callback did not return the statement's error")}
+	}
 	if err := sess.commit(ctx); err != nil {
 		if errors.Is(err, pgx.ErrTxCommitRollback) {
 			// The server rolled back instead of committing (the transaction had already failed

@@ -1051,10 +1051,14 @@ func TestAConnectionLostBeforeCommitIsRetried(t *testing.T) {
 		name string
 		// lostAt is the statement of the first attempt whose reply is lost (0: the first).
 		lostAt int
+		// beginAlone: the first statement is one BEGIN goes ahead of in a round trip of its
+		// own (an Exec without arguments), so the reply lost is BEGIN's.
+		beginAlone bool
 	}{
-		{"connecting, for the first statement", -1},
-		{"the first statement, sent with BEGIN", 0},
-		{"a later statement", 1},
+		{"connecting, for the first statement", -1, false},
+		{"the first statement, sent with BEGIN", 0, false},
+		{"BEGIN, sent alone", 0, true},
+		{"a later statement", 1, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1069,12 +1073,20 @@ func TestAConnectionLostBeforeCommitIsRetried(t *testing.T) {
 			} else {
 				proxy.dropNextReply()
 			}
-			name := "lost-" + strconv.Itoa(tc.lostAt)
+			name := "lost-" + strconv.Itoa(tc.lostAt) + strconv.FormatBool(tc.beginAlone)
 			attempts := 0
 			err := manager.WithinTx(context.Background(), txmanager.DefaultOptions().WithRetries(3), func(ctx context.Context, s txmanager.Session) error {
 				attempts++
+				if tc.beginAlone {
+					if attempts == 1 {
+						proxy.dropNextReply()
+					}
+					if _, err := s.DB().Exec(ctx, "SET LOCAL application_name = 'lost'"); err != nil {
+						return err
+					}
+				}
 				for i, sql := range []string{"INSERT INTO item (name) VALUES ($1)", "UPDATE item SET name = $1 WHERE name = $1"} {
-					if attempts == 1 && i == tc.lostAt {
+					if attempts == 1 && i == tc.lostAt && !tc.beginAlone {
 						proxy.dropNextReply()
 					}
 					if _, err := s.DB().Exec(ctx, sql, name); err != nil {
@@ -1133,5 +1145,29 @@ func TestFailuresAreLoggedAsWhoseTheyAre(t *testing.T) {
 		if (level == "ERROR") != tc.wantError || level == "" {
 			t.Errorf("%s: logged at %q, want error level %v; logs:\n%s", tc.name, level, tc.wantError, f.logs.String())
 		}
+	}
+}
+
+// A connection that closed under the callback (a statement of its own under a shorter
+// deadline, whose error it did not return) cannot carry COMMIT: nothing was committed, and
+// WithinTx says so rather than reporting an unknown outcome.
+func TestACommitNeverSentIsNotAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+		if err := insertItem("never-committed")(ctx, s); err != nil {
+			return err
+		}
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		_, _ = s.DB().Exec(short, "SELECT pg_sleep(2)") // its error dropped: a bug of the caller's
+		return nil
+	})
+	var txErr *txmanager.TxError
+	if errors.Is(err, txmanager.ErrCommitOutcomeUnknown) || !errors.As(err, &txErr) || txErr.Kind != txmanager.KindOther || txErr.Phase != txmanager.PhaseCommit {
+		t.Fatalf("err = %v, want a commit-phase failure of kind other, not an unknown outcome", err)
+	}
+	if got := f.count(t, "SELECT count(*) FROM item WHERE name = 'never-committed'"); got != 0 {
+		t.Fatalf("%d rows committed", got)
 	}
 }
