@@ -184,6 +184,18 @@ func (h *SigningHealth) Signed(ctx context.Context, lease domain.Lease) {
 	RecordEvent(ctx, h.store, h.log, SignerEvent(domain.EventSigningResumed, 0, common.HexToAddress(lease.Signer), payload))
 }
 
+// Failing is whether the signer's key source was failing under lease when it last signed
+// (nil: never).
+func (h *SigningHealth) Failing(lease domain.Lease) bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st, ok := h.signers[lease.Signer]
+	return ok && st.token == lease.Token && !st.failingSince.IsZero()
+}
+
 // Admit is nil while the signer may take a new transaction under lease: its key source
 // signs, or has failed for less than the bound with fewer transactions waiting than the
 // bound, or nothing at all waits for a signature. Otherwise it says why, with a time to

@@ -85,6 +85,8 @@ type PipelineWorkers struct {
 	feed *FeedSequencerLoop
 	// resubmitBatch bounds one signer's rebroadcasts per scan.
 	resubmitBatch int
+	// repeats keeps a signer's failure that repeats every pass to one line a minute.
+	repeats repeatedWarnings
 }
 
 // NewPipelineWorkers builds the loops.
@@ -143,8 +145,17 @@ func (w *PipelineWorkers) Stop() {
 // own (tasks), so a signer whose calls hang until their deadline delays no other.
 func (w *PipelineWorkers) eachHeld(ctx context.Context, tasks *signerTasks, what string, fn func(context.Context, domain.Lease) error) {
 	tasks.run(ctx, w.leases.Held(), func(ctx context.Context, lease domain.Lease) {
-		if err := fn(ctx, lease); err != nil && ctx.Err() == nil {
-			w.log.Warnw("msg", what+" failed", "signer", lease.Signer, "fencing_token", lease.Token, "error", err.Error())
+		err := fn(ctx, lease)
+		key := what + " " + lease.Signer
+		if err == nil {
+			w.repeats.passed(key)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if ok, held := w.repeats.allow(key, err.Error(), time.Now()); ok {
+			w.log.Warnw("msg", what+" failed", "signer", lease.Signer, "fencing_token", lease.Token, "error", err.Error(), "same_failures_since_last_logged", held)
 		}
 	})
 }

@@ -77,6 +77,13 @@ func TestSignerThatCannotSignIsHeldBack(t *testing.T) {
 	if got := s.metricSumsWhere(t, `signer="`+held+`"`)["signer_signing_failing"]; got != 1 {
 		t.Fatalf("signer_signing_failing for the held signer = %v, want 1", got)
 	}
+	// While it fails, one signature at a time is asked of it: a throttled or dead key source
+	// is not sent a batch's worth of calls every pass (each hangs here for its 1 s timeout).
+	before := remote.clefProxy.Requests()
+	time.Sleep(3 * time.Second)
+	if n := remote.clefProxy.Requests() - before; n > 6 {
+		t.Fatalf("%d requests reached the failing key source in 3 s with %d transactions waiting, want about one a pass", n, accepted)
+	}
 
 	// The raw-key signer is not held back.
 	other := s.createOK(t, transfer(healthy, 1, "healthy-1"))

@@ -2,8 +2,10 @@ package submitting
 
 import (
 	"context"
+	"errors"
 	"math/big"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,9 +75,77 @@ func TestPassReadsOnlyAfterAnAllocation(t *testing.T) {
 	pass(0, 0)
 }
 
+// A key source that refuses some calls and serves others (throttled near its quota) still
+// signs: a pass that stored signatures leaves the signer serving. One that fails at its
+// first signature marks it failing, and while it fails a pass asks one signature of it, not
+// a batch's worth at once.
+func TestSigningPassesWhileTheKeySourceFails(t *testing.T) {
+	tests := []struct {
+		name string
+		// fails answers whether the n-th signature (from 1) is refused.
+		fails func(n int) bool
+		// wantFailing after the first pass; wantCalls is the second pass's signatures.
+		wantFailing bool
+		wantCalls   int
+	}{
+		{"refused at the third signature, after two", func(n int) bool { return n == 3 }, false, 2*passBatch - 2},
+		{"refused every time", func(int) bool { return true }, true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int64
+			health := services.NewSigningHealth(services.SigningStallConfig{MaxUnsigned: 100, MaxDuration: time.Nanosecond}, &healthRecords{}, services.SystemClock{},
+				log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelFatal)))
+			s, store, lease := newPassSubmitterWith(t, 2*passBatch, health, func(sign func() error) error {
+				if tt.fails(int(calls.Add(1))) {
+					time.Sleep(20 * time.Millisecond) // a refusal takes a round trip: others start meanwhile
+					return errors.New("kms: ThrottlingException: rate exceeded")
+				}
+				return sign()
+			})
+			if _, err := s.SubmitAllocated(t.Context(), lease, nil); err == nil {
+				t.Fatal("the first pass: no error from the refused signature")
+			}
+			if got := health.Failing(lease); got != tt.wantFailing {
+				t.Fatalf("after the first pass (%d signatures, %d left unsigned): failing %v, want %v", calls.Load(), len(store.allocated()), got, tt.wantFailing)
+			}
+			before := calls.Load()
+			_, _ = s.SubmitAllocated(t.Context(), lease, nil)
+			if got := calls.Load() - before; got != int64(tt.wantCalls) {
+				t.Fatalf("the second pass asked %d signatures, want %d", got, tt.wantCalls)
+			}
+		})
+	}
+}
+
+// grantingLeases grants every lease asked for, at token 1.
+type grantingLeases struct{ services.LeaseStore }
+
+func (grantingLeases) AcquireOrRenew(_ context.Context, signer, node string, duration, _ time.Duration) (services.LeaseGrant, error) {
+	now := time.Now()
+	return services.LeaseGrant{Signer: signer, Owner: node, Token: 1, ExpiresAt: now.Add(duration), DBNow: now, Acquired: true}, nil
+}
+
+// healthRecords takes what signing health records (the unit tests' stand-in for the
+// signing repository; nothing is waiting by its count).
+type healthRecords struct{}
+
+func (healthRecords) RecordSigningHealth(context.Context, domain.Lease, *time.Time, string) (bool, error) {
+	return false, nil
+}
+func (healthRecords) UnsignedBacklog(context.Context, string) (int, error)     { return 1, nil }
+func (healthRecords) AppendEvent(context.Context, services.ServiceEvent) error { return nil }
+
 const passBatch = 4
 
 func newPassSubmitter(t *testing.T, allocated int) (*Submitter, *allocatedRows, domain.Lease) {
+	t.Helper()
+	return newPassSubmitterWith(t, allocated, nil, func(sign func() error) error { return sign() })
+}
+
+// newPassSubmitterWith is newPassSubmitter with signing health and a key source whose every
+// signature goes through around (which may refuse it instead).
+func newPassSubmitterWith(t *testing.T, allocated int, health *services.SigningHealth, around func(sign func() error) error) (*Submitter, *allocatedRows, domain.Lease) {
 	t.Helper()
 	key, err := crypto.GenerateKey()
 	if err != nil {
@@ -89,14 +159,22 @@ func newPassSubmitter(t *testing.T, allocated int) (*Submitter, *allocatedRows, 
 			Intent: domain.Intent{To: &from, Value: big.NewInt(1)}, EffectiveGasLimit: 21_000})
 	}
 	signer := pipeline.NewSigner(chainID, signerFunc(func(tx *types.Transaction) (*types.Transaction, error) {
-		return types.SignTx(tx, types.LatestSignerForChainID(chainID.Int), key)
+		var signed *types.Transaction
+		err := around(func() (err error) {
+			signed, err = types.SignTx(tx, types.LatestSignerForChainID(chainID.Int), key)
+			return err
+		})
+		return signed, err
 	}))
 	logger := log.NewFilter(log.DefaultLogger, log.FilterLevel(log.LevelError))
-	leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a"}, nil, services.SystemClock{}, telemetry.Noop(), logger)
+	leases := services.NewLeaseManager(services.LeaseConfig{Node: "node-a", Duration: time.Minute}, grantingLeases{}, services.SystemClock{}, telemetry.Noop(), logger)
 	node := acceptingNode{}
 	s := New(Config{Batch: passBatch, SignConcurrency: 2, ResubmitInterval: time.Minute}, store, node, signer,
-		pipeline.NewBroadcaster(node, ignoredOutcomes{}, leases, telemetry.Noop(), logger), leases, oneServer{}, nil, telemetry.Noop(), logger)
-	lease := domain.Lease{Signer: from.Hex(), Owner: "node-a", Token: 1, ExpiresAt: time.Now().Add(time.Minute), ValidUntil: time.Now().Add(time.Minute)}
+		pipeline.NewBroadcaster(node, ignoredOutcomes{}, leases, telemetry.Noop(), logger), leases, oneServer{}, health, telemetry.Noop(), logger)
+	lease, err := leases.Acquire(t.Context(), from.Hex())
+	if err != nil {
+		t.Fatal(err)
+	}
 	return s, store, lease
 }
 

@@ -252,8 +252,20 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 		}
 		batch = append(batch, pipeline.ToSign{TxID: tx.ID, Kind: pipeline.AttemptOriginal, Unsigned: u})
 	}
-	attempts, signErr := s.signer.SignInOrder(ctx, batch, s.cfg.SignConcurrency)
-	s.signing.Observe(ctx, lease, signErr)
+	concurrency := s.cfg.SignConcurrency
+	if s.signing.Failing(lease) {
+		// One signature at a time while the key source fails: a throttled KMS is not sent a
+		// batch's worth of calls a pass (each retried by its SDK), a dead key costs one.
+		concurrency = 1
+	}
+	attempts, signErr := s.signer.SignInOrder(ctx, batch, concurrency)
+	if len(attempts) > 0 {
+		// Signatures came back: the key source signs, throttled or not. A refusal that holds
+		// is seen again at the next pass, where it comes first.
+		s.signing.Observe(ctx, lease, nil)
+	} else {
+		s.signing.Observe(ctx, lease, signErr)
+	}
 	if len(attempts) == 0 {
 		return nil, false, signErr
 	}
