@@ -95,9 +95,6 @@ type Proxy struct {
 	oldStateRefused atomic.Uint64
 	// retryAfter is the Retry-After, in whole seconds, of TooManyRequests answers.
 	retryAfter atomic.Int64
-	// throttleEvery, when above 0, answers every throttleEvery-th request as TooManyRequests
-	// does, whatever the mode (SetThrottleEvery).
-	throttleEvery atomic.Uint64
 	// limited counts the requests answered TooManyRequests or LimitExceeded.
 	limited  atomic.Uint64
 	requests atomic.Uint64
@@ -208,10 +205,6 @@ func (p *Proxy) SetMode(m Mode) error {
 	}
 	return nil
 }
-
-// SetThrottleEvery answers every n-th request (0: none) with HTTP 429, as a service throttled
-// near its quota refuses some calls and serves the others.
-func (p *Proxy) SetThrottleEvery(n uint64) { p.throttleEvery.Store(n) }
 
 // SetRetryAfter sets the Retry-After of TooManyRequests answers (at least a second).
 func (p *Proxy) SetRetryAfter(d time.Duration) { p.retryAfter.Store(int64(d / time.Second)) }
@@ -599,9 +592,6 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	if mode == Pass && p.legacy.Load() {
 		mode = Lag // a rewriting pass with no lag
-	}
-	if every := p.throttleEvery.Load(); every > 0 && n%every == 0 {
-		mode = TooManyRequests
 	}
 	switch mode {
 	case TooManyRequests:
