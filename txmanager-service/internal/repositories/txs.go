@@ -28,7 +28,7 @@ func NewTxRepository(pool *pgxpool.Pool, chain services.ChainID) *TxRepository {
 // GetByID implements services.TxReader.
 func (r *TxRepository) GetByID(ctx context.Context, id uuid.UUID) (domain.ManagedTx, error) {
 	row, err := r.q.GetTxByID(ctx, id)
-	return mapOne(row.ManagedTx, signingFailure{row.SigningFailingSince, row.SigningError}, err, "get tx by id")
+	return mapOne(row.ManagedTx, row.SigningFailingSince, err, "get tx by id")
 }
 
 // GetByRequestID implements services.TxReader.
@@ -36,7 +36,7 @@ func (r *TxRepository) GetByID(ctx context.Context, id uuid.UUID) (domain.Manage
 // an approval request: a create's retry is answered with it, as the writer answers it.
 func (r *TxRepository) GetByRequestID(ctx context.Context, signer common.Address, requestID string) (domain.ManagedTx, error) {
 	row, err := r.q.GetTxByRequestID(ctx, sqlcdb.GetTxByRequestIDParams{ChainID: r.chainID, Signer: signer.Hex(), RequestID: pgtype.Text{String: requestID, Valid: true}})
-	tx, err := mapOne(row.ManagedTx, signingFailure{row.SigningFailingSince, row.SigningError}, err, "get tx by request id")
+	tx, err := mapOne(row.ManagedTx, row.SigningFailingSince, err, "get tx by request id")
 	if !errors.Is(err, domain.ErrNotFound) {
 		return tx, err
 	}
@@ -63,14 +63,9 @@ func (r *TxRepository) HasAdoptable(ctx context.Context, signer common.Address, 
 	return adoptable, nil
 }
 
-// signingFailure is the signer's key source failure a transaction waiting for its
-// signature is read with (since nil: none).
-type signingFailure struct {
-	since *time.Time
-	err   string
-}
-
-func mapOne(row sqlcdb.ManagedTx, signing signingFailure, err error, what string) (domain.ManagedTx, error) {
+// mapOne reads a transaction row; signingFailingSince is since when its signer's key source
+// has failed (nil: it signs).
+func mapOne(row sqlcdb.ManagedTx, signingFailingSince *time.Time, err error, what string) (domain.ManagedTx, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return domain.ManagedTx{}, domain.ErrNotFound
 	}
@@ -78,11 +73,15 @@ func mapOne(row sqlcdb.ManagedTx, signing signingFailure, err error, what string
 		return domain.ManagedTx{}, fmt.Errorf("%s: %w", what, err)
 	}
 	tx, err := toDomain(row)
-	if err == nil && tx.State == domain.StateAllocated && signing.since != nil {
+	if err == nil && tx.State == domain.StateAllocated && signingFailingSince != nil {
 		// Why it does not move: its signer cannot sign. Shown, not stored: the first
-		// signature that succeeds ends it for every such transaction at once.
+		// signature that succeeds ends it for every such transaction at once. The key
+		// source's own error names its infrastructure (key ARNs, account ids, resource
+		// paths) and is not for everyone who may read the transaction: operators read it
+		// in the signer's status, as a refused create's answer says.
 		tx.SubState = domain.SubStateSigningFailed
-		tx.LastError = fmt.Sprintf("the signer's key source has failed since %s: %s", signing.since.UTC().Format(time.RFC3339), signing.err)
+		tx.LastError = fmt.Sprintf("the signer's key source has failed since %s; operators find its error in the signer's status",
+			signingFailingSince.UTC().Format(time.RFC3339))
 	}
 	return tx, err
 }

@@ -139,14 +139,14 @@ CROSS JOIN LATERAL (
 -- name: GetTxByID :one
 -- A transaction with, while it waits for its first signature, its signer's signing failure
 -- if the key source fails (the reason it does not move).
-SELECT sqlc.embed(m), s.failing_since AS signing_failing_since, COALESCE(s.last_error, '')::text AS signing_error
+SELECT sqlc.embed(m), s.failing_since AS signing_failing_since
 FROM managed_tx m
 LEFT JOIN signer_signing s ON s.chain_id = m.chain_id AND s.signer = m.signer AND m.state = 'ALLOCATED'
 WHERE m.tx_id = @tx_id;
 
 -- name: GetTxByRequestID :one
 -- As GetTxByID, by the signer's request id.
-SELECT sqlc.embed(m), s.failing_since AS signing_failing_since, COALESCE(s.last_error, '')::text AS signing_error
+SELECT sqlc.embed(m), s.failing_since AS signing_failing_since
 FROM managed_tx m
 LEFT JOIN signer_signing s ON s.chain_id = m.chain_id AND s.signer = m.signer AND m.state = 'ALLOCATED'
 WHERE m.chain_id = @chain_id AND m.signer = @signer AND m.request_id = @request_id;

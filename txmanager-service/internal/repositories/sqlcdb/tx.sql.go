@@ -225,7 +225,7 @@ func (q *Queries) FindUnclaimed(ctx context.Context, arg FindUnclaimedParams) ([
 }
 
 const getTxByID = `-- name: GetTxByID :one
-SELECT m.tx_id, m.signer, m.request_id, m.intent_hash, m.nonce, m.payload, m.tx_hash, m.state, m.sub_state, m.last_submit_at, m.next_resubmit_at, m.submit_attempts, m.last_error, m.receipt, m.block_number, m.block_hash, m.confirmed_at, m.fencing_token, m.created_at, m.updated_at, m.placeholder, m.chain_id, m.recovered_at, m.recovery_key, m.unclaimed_until, m.max_fee_signed, m.max_fee_for_hash, s.failing_since AS signing_failing_since, COALESCE(s.last_error, '')::text AS signing_error
+SELECT m.tx_id, m.signer, m.request_id, m.intent_hash, m.nonce, m.payload, m.tx_hash, m.state, m.sub_state, m.last_submit_at, m.next_resubmit_at, m.submit_attempts, m.last_error, m.receipt, m.block_number, m.block_hash, m.confirmed_at, m.fencing_token, m.created_at, m.updated_at, m.placeholder, m.chain_id, m.recovered_at, m.recovery_key, m.unclaimed_until, m.max_fee_signed, m.max_fee_for_hash, s.failing_since AS signing_failing_since
 FROM managed_tx m
 LEFT JOIN signer_signing s ON s.chain_id = m.chain_id AND s.signer = m.signer AND m.state = 'ALLOCATED'
 WHERE m.tx_id = $1
@@ -234,7 +234,6 @@ WHERE m.tx_id = $1
 type GetTxByIDRow struct {
 	ManagedTx           ManagedTx
 	SigningFailingSince *time.Time
-	SigningError        string
 }
 
 // A transaction with, while it waits for its first signature, its signer's signing failure
@@ -271,13 +270,12 @@ func (q *Queries) GetTxByID(ctx context.Context, txID uuid.UUID) (GetTxByIDRow, 
 		&i.ManagedTx.MaxFeeSigned,
 		&i.ManagedTx.MaxFeeForHash,
 		&i.SigningFailingSince,
-		&i.SigningError,
 	)
 	return i, err
 }
 
 const getTxByRequestID = `-- name: GetTxByRequestID :one
-SELECT m.tx_id, m.signer, m.request_id, m.intent_hash, m.nonce, m.payload, m.tx_hash, m.state, m.sub_state, m.last_submit_at, m.next_resubmit_at, m.submit_attempts, m.last_error, m.receipt, m.block_number, m.block_hash, m.confirmed_at, m.fencing_token, m.created_at, m.updated_at, m.placeholder, m.chain_id, m.recovered_at, m.recovery_key, m.unclaimed_until, m.max_fee_signed, m.max_fee_for_hash, s.failing_since AS signing_failing_since, COALESCE(s.last_error, '')::text AS signing_error
+SELECT m.tx_id, m.signer, m.request_id, m.intent_hash, m.nonce, m.payload, m.tx_hash, m.state, m.sub_state, m.last_submit_at, m.next_resubmit_at, m.submit_attempts, m.last_error, m.receipt, m.block_number, m.block_hash, m.confirmed_at, m.fencing_token, m.created_at, m.updated_at, m.placeholder, m.chain_id, m.recovered_at, m.recovery_key, m.unclaimed_until, m.max_fee_signed, m.max_fee_for_hash, s.failing_since AS signing_failing_since
 FROM managed_tx m
 LEFT JOIN signer_signing s ON s.chain_id = m.chain_id AND s.signer = m.signer AND m.state = 'ALLOCATED'
 WHERE m.chain_id = $1 AND m.signer = $2 AND m.request_id = $3
@@ -292,7 +290,6 @@ type GetTxByRequestIDParams struct {
 type GetTxByRequestIDRow struct {
 	ManagedTx           ManagedTx
 	SigningFailingSince *time.Time
-	SigningError        string
 }
 
 // As GetTxByID, by the signer's request id.
@@ -328,7 +325,6 @@ func (q *Queries) GetTxByRequestID(ctx context.Context, arg GetTxByRequestIDPara
 		&i.ManagedTx.MaxFeeSigned,
 		&i.ManagedTx.MaxFeeForHash,
 		&i.SigningFailingSince,
-		&i.SigningError,
 	)
 	return i, err
 }
