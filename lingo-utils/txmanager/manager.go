@@ -52,8 +52,16 @@ type Beginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-// InTx reports whether ctx was handed out by WithinTx / WithinReadOnlyTx (of any manager).
-func InTx(ctx context.Context) bool { return ctx.Value(txContextKey{}) != nil }
+// InTx reports whether ctx was handed out by WithinTx / WithinReadOnlyTx (of any manager)
+// to a transaction still running.
+func InTx(ctx context.Context) bool {
+	for mark, _ := ctx.Value(txContextKey{}).(*txMark); mark != nil; mark = mark.outer {
+		if !mark.ended.Load() {
+			return true
+		}
+	}
+	return false
+}
 
 type txContextKey struct{}
 
@@ -66,13 +74,16 @@ type txMark struct {
 	// innerCommitted: a transaction on another database committed inside this one, which a
 	// retry of this one would run (and commit) again.
 	innerCommitted atomic.Bool
+	// ended: the attempt is over. A context kept past it (context.WithoutCancel, for work
+	// after the commit) no longer carries a transaction: a WithinTx on it begins its own.
+	ended atomic.Bool
 }
 
 // inTxOn reports the transaction ctx carries on db, if any.
 func inTxOn(ctx context.Context, db Beginner) (*txMark, bool) {
 	mark, _ := ctx.Value(txContextKey{}).(*txMark)
 	for ; mark != nil; mark = mark.outer {
-		if sameBeginner(mark.db, db) {
+		if !mark.ended.Load() && sameBeginner(mark.db, db) {
 			return mark, true
 		}
 	}
@@ -286,6 +297,7 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 
 	outer, _ := ctx.Value(txContextKey{}).(*txMark)
 	mark := &txMark{db: m.db, traceName: r.traceName, outer: outer}
+	defer mark.ended.Store(true)
 	defer func() { err = notAgainAfterInnerCommits(mark, err) }()
 	defer func() {
 		var txErr *TxError

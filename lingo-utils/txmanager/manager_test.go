@@ -1171,3 +1171,31 @@ func TestACommitNeverSentIsNotAnUnknownOutcome(t *testing.T) {
 		t.Fatalf("%d rows committed", got)
 	}
 }
+
+// A context kept past its transaction (context.WithoutCancel, for work after the commit
+// such as publishing an event) no longer carries the transaction: a WithinTx on it begins
+// a transaction of its own rather than being refused as nested for good.
+func TestAContextKeptPastItsTransactionBeginsAnother(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, txmanager.Config{})
+	var kept context.Context
+	err := f.manager.WithinTx(context.Background(), txmanager.DefaultOptions(), func(ctx context.Context, s txmanager.Session) error {
+		kept = context.WithoutCancel(ctx)
+		if !txmanager.InTx(kept) {
+			return errors.New("a context derived inside the transaction does not carry it")
+		}
+		return insertItem("before")(ctx, s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txmanager.InTx(kept) {
+		t.Fatal("InTx on a context kept past its transaction: true, want false")
+	}
+	if err := f.manager.WithinTx(kept, txmanager.DefaultOptions(), insertItem("after")); err != nil {
+		t.Fatalf("a transaction on a context kept past the first: %v, want it run", err)
+	}
+	if got := f.count(t, "SELECT count(*) FROM item WHERE name IN ('before', 'after')"); got != 2 {
+		t.Fatalf("%d rows, want 2", got)
+	}
+}
