@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/bionicotaku/lingo-utils/pglocal"
+	"github.com/bionicotaku/lingo-utils/pglocal/pgtest"
 	"github.com/bionicotaku/lingo-utils/txmanager"
 )
 
@@ -58,5 +60,39 @@ func TestATimedOutTransactionHoldsNoLockAfterItReturns(t *testing.T) {
 				t.Fatalf("balance %d, want 100: the timed-out update was kept", got)
 			}
 		})
+	}
+}
+
+// A COMMIT that waits for a synchronous standby when its deadline passes: asked to cancel,
+// the server ends the wait and commits on the primary alone, answering success with a
+// warning. A failover may lose that commit, so WithinTx reports its outcome unknown rather
+// than success. Here the standby is one the server is told to wait for and that never
+// connects.
+func TestACommitCutShortOfTheStandbyIsAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster, err := pglocal.StartCluster(ctx, pglocal.ClusterOptions{Settings: []string{"synchronous_commit=on", "synchronous_standby_names=never_connects"}})
+	if err != nil {
+		pgtest.Unavailable(t, "this test starts a PostgreSQL cluster of its own from the installed server binaries (apt-get install postgresql)", err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	pool := pgtest.NewPool(t, cluster.DSN, func(cfg *pgxpool.Config) { txmanager.CancelStatementsOnTimeout(cfg, 0) })
+	component, err := txmanager.NewComponentWithDependencies(txmanager.Config{}, pool, txmanager.Dependencies{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "BEGIN; SET LOCAL synchronous_commit = off; CREATE TABLE payout (id int PRIMARY KEY); COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	err = component.Manager.WithinTx(ctx, txmanager.DefaultOptions().WithTimeout(300*time.Millisecond), func(ctx context.Context, s txmanager.Session) error {
+		_, err := s.DB().Exec(ctx, "INSERT INTO payout VALUES (1)")
+		return err
+	})
+	if !errors.Is(err, txmanager.ErrCommitOutcomeUnknown) {
+		t.Fatalf("a COMMIT whose wait for the standby was cancelled: %v, want its outcome unknown", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM payout").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("rows on the primary: %d (%v); want the commit visible there, which is why success would mislead", n, err)
 	}
 }

@@ -350,6 +350,14 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 		return false, classify(ctx, PhaseCommit, err)
 	}
 	committed = true
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		// COMMIT answered, but only after the deadline. With the server asked to cancel the
+		// statement (CancelStatementsOnTimeout), a COMMIT waiting for a synchronous standby
+		// ends its wait and commits on the primary alone, answering success with a warning:
+		// a failover may lose it. Whether it reached the standby is not known.
+		return false, &TxError{Kind: KindCommitUnknown, Phase: PhaseCommit,
+			Err: fmt.Errorf("COMMIT answered after the deadline, and may not be on a synchronous standby: %w", ctxErr)}
+	}
 	return false, nil
 }
 

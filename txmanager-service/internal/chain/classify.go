@@ -57,7 +57,7 @@ var sendErrorPhrases = []errorPhrase{
 	{"an invalid transaction with a lower nonce exists", services.ErrNonceGap}, // Besu: the one before is missing or refused
 	{"txpool is full", services.ErrPoolFull},
 	{"sub-pool is full", services.ErrPoolFull},                    // Erigon: "pending sub-pool is full" and the others
-	{"account limit exceeded", services.ErrPoolFull},              // geth: the pool's limit of one account's transactions
+	{"account limit exceeded: pooled", services.ErrPoolFull},      // geth: the pool's limit of one account's transactions
 	{"exceeds the configured cap", services.ErrAboveNodeFeeCap},   // geth, bor, Erigon, reth
 	{"transaction fee cap exceeded", services.ErrAboveNodeFeeCap}, // Besu
 	{"intrinsic gas too low", services.ErrNotMineable},

@@ -107,11 +107,6 @@ func NewPool(c conf.Database, logger log.Logger, watch *ServerWatch, metrics *te
 	cfg.ConnConfig.DefaultQueryExecMode = mode
 	cfg.ConnConfig.OnPgError = explainPreparedStatementErrors(cfg.ConnConfig.OnPgError, log.NewHelper(logger), c.QueryExecMode)
 	cfg.AfterConnect = watch.AfterConnect
-	// A statement whose deadline passes is cancelled on the server and its transaction
-	// rolled back on the same connection: its locks (a signer's cursor row) are free when
-	// the call returns, and a slow database does not also pay for a new connection after
-	// every timeout. A server that does not answer costs half a second more.
-	txmanager.CancelStatementsOnTimeout(cfg, cancelGrace)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -129,10 +124,6 @@ func NewPool(c conf.Database, logger log.Logger, watch *ServerWatch, metrics *te
 	log.NewHelper(logger).Infow("msg", "database pool open", "host", cfg.ConnConfig.Host, "database", cfg.ConnConfig.Database, "max_conns", cfg.MaxConns, "min_conns", cfg.MinConns, "exec_mode", mode.String())
 	return pool, pool.Close, nil
 }
-
-// cancelGrace is how long a statement past its deadline waits for the server's answer to
-// the cancel before its connection is closed.
-const cancelGrace = 500 * time.Millisecond
 
 // Prepared-statement failures: a named statement the server already has (42P05) or no
 // longer has (26000). Behind a transaction-mode pooler without prepared-statement support

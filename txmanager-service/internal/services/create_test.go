@@ -181,6 +181,11 @@ func TestCreateAdmission(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.signing.Failed(t.Context(), lease, errors.New("kms: key disabled"))
+			// Nothing waits for a signature: one create is let through to try the key
+			// (the signature that could end the failure). That one has gone.
+			if err := f.signing.Admit(lease); err != nil {
+				t.Fatalf("the create that tries the key: %v, want it admitted", err)
+			}
 		}, in: transfer(stalled, "", "1", 21000), wantErr: domain.ErrSignerUnavailable},
 		{name: "a retired signer's new create", before: func(*testing.T) { f.directory.retire(signer, true) }, in: transfer(signer, "order-3", "1", 21000),
 			wantErr: domain.ErrSignerRetired},

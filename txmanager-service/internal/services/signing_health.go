@@ -69,6 +69,8 @@ type signingState struct {
 	lastError    string
 	// unsigned is the backlog as last counted; admitted counts creates let through since.
 	unsigned, admitted int
+	// probedAt is when a create was last let through with nothing counted waiting.
+	probedAt time.Time
 	// recorded is what the database was last told, and when.
 	recordedError string
 	recordedAt    time.Time
@@ -210,19 +212,30 @@ func (h *SigningHealth) Admit(lease domain.Lease) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st, ok := h.signers[lease.Signer]
-	if ok && st.token != lease.Token {
-		// Seen under another lease (a pass of an earlier one reported late): this lease's
-		// owner learns the key source's condition from its own signatures.
+	switch {
+	case ok && st.token < lease.Token:
+		// Seen under an earlier lease (a pass of it reported late): this lease's owner
+		// learns the key source's condition from its own signatures.
 		delete(h.signers, lease.Signer)
 		return nil
-	}
-	if !ok || st.failingSince.IsZero() {
+	case !ok || st.token > lease.Token || st.failingSince.IsZero():
+		// (A lease already replaced: its writes are fenced, and the newer one's state stays.)
 		return nil
 	}
-	failed := h.clock.Now().Sub(st.failingSince)
+	now := h.clock.Now()
+	if st.unsigned == 0 && st.admitted > 0 && now.Sub(st.probedAt) >= signingRetryAfter {
+		// The creates let through since nothing was counted waiting have not been signed
+		// or failed by now: they did not take a nonce (a replay, a refusal by funds or
+		// policy, an approval), or they would have been counted. Another may try.
+		st.admitted = 0
+	}
+	failed := now.Sub(st.failingSince)
 	unsigned := st.unsigned + st.admitted
 	if unsigned > 0 && ((h.cfg.MaxDuration > 0 && failed >= h.cfg.MaxDuration) || (h.cfg.MaxUnsigned > 0 && unsigned >= h.cfg.MaxUnsigned)) {
 		return &domain.SignerUnavailableError{Signer: lease.Signer, Since: st.failingSince, Unsigned: unsigned, Cause: st.lastError, RetryAfter: signingRetryAfter}
+	}
+	if unsigned == 0 {
+		st.probedAt = now
 	}
 	st.admitted++
 	return nil

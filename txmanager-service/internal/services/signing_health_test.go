@@ -142,6 +142,33 @@ func TestSigningHealthAdmitsWithinTheStallBounds(t *testing.T) {
 	}
 }
 
+// The create let through while nothing waits is the signature that can end the failure;
+// one that never took a nonce (a replay, a refusal by funds or policy) does not use the
+// chance up for good: once it would have been signed or counted, another may try.
+func TestSigningHealthProbesAgainAfterACreateThatTookNoNonce(t *testing.T) {
+	t.Parallel()
+	lease := domain.Lease{Signer: "0xsigner", Owner: "node-a", Token: 1}
+	clock := &steppedClock{now: time.Unix(1_700_000_000, 0)}
+	h := services.NewSigningHealth(services.SigningStallConfig{MaxUnsigned: 3, MaxDuration: 30 * time.Second}, &signingStore{backlog: 0}, clock, testLogger())
+	h.Failed(context.Background(), lease, errors.New("kms: disabled"))
+	clock.now = clock.now.Add(time.Minute)
+	steps := []struct {
+		after time.Duration
+		want  bool
+	}{
+		{0, true},               // nothing waits: one create goes through
+		{time.Second, false},    // it may be on its way to a nonce
+		{6 * time.Second, true}, // it would have been counted by now: it took none
+		{0, false},
+	}
+	for i, st := range steps {
+		clock.now = clock.now.Add(st.after)
+		if err := h.Admit(lease); (err == nil) != st.want {
+			t.Fatalf("admission %d: %v, want admitted %t", i, err, st.want)
+		}
+	}
+}
+
 // What is recorded for every node to see: a failure when it starts, again when its error
 // changes or has gone on for a while (its time shows it is current), not for every
 // failed batch; and the end of a failure once.

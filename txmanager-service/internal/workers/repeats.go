@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"regexp"
 	"sync"
 	"time"
 )
@@ -26,9 +27,17 @@ const repeatEvery = time.Minute
 // maxWarnKeys bounds what is kept (signers come and go); past it the oldest are forgotten.
 const maxWarnKeys = 10_000
 
+// requestIDs match the ids a remote service gives each call (AWS's "RequestID: ...", UUIDs):
+// the same failure carries a new one every time.
+var requestIDs = regexp.MustCompile(`(?i)(request ?id:?\s*)[^\s,;)]+|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// sameFailure is text as repeats are compared: without the ids of the calls.
+func sameFailure(text string) string { return requestIDs.ReplaceAllString(text, "${1}…") }
+
 // allow reports whether the warning text for key is logged at now, and how many times the
-// same text was held back since it last was.
+// same failure (its text but for call ids) was held back since it last was.
 func (r *repeatedWarnings) allow(key, text string, now time.Time) (bool, int) {
+	text = sameFailure(text)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.last == nil {

@@ -24,6 +24,10 @@ func TestRepeatedWarningsAreLoggedOnceAMinute(t *testing.T) {
 		{key: "submit b", text: "kms: disabled", after: 2 * time.Second, wantLog: true},
 		{key: "submit a", text: "kms: timeout", after: 3 * time.Second, wantLog: true},
 		{key: "submit a", text: "kms: timeout", after: 4 * time.Second},
+		// AWS names each call: the same failure with another request id is the same.
+		{key: "submit c", text: "kms: DisabledException, RequestID: 7c9e6679-7425-40de-944b-e07fc1f90ae7, key disabled", after: 4 * time.Second, wantLog: true},
+		{key: "submit c", text: "kms: DisabledException, RequestID: 16fd2706-8baf-433b-82eb-8c7fada847da, key disabled", after: 5 * time.Second},
+		{key: "submit c", text: "kms: api error, request id: 3a1f, key disabled", after: 5 * time.Second, wantLog: true},
 		{key: "submit a", text: "kms: timeout", after: 64 * time.Second, wantLog: true, wantHeld: 1},
 		{key: "submit a", after: 65 * time.Second, passed: true},
 		{key: "submit a", text: "kms: timeout", after: 66 * time.Second, wantLog: true},
