@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net/http"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
@@ -75,16 +76,33 @@ func headerElem(method, block string, into **rpcHeader) rpc.BatchElem {
 // once more with eth_getBlockByNumber when the node refuses eth_getHeaderByNumber as
 // unknown, which it then remembers. call returns its header request's own error (a batch
 // element's) and its transport error; askHeaders returns the transport error. Only a
-// refusal of the method itself counts: an unknown block or tag is the same answer either way.
+// refusal of the method itself counts: an unknown block or tag is the same answer either
+// way. A gateway that allows a list of methods may refuse the others with an HTTP status
+// rather than a JSON-RPC error; that counts too.
 func (c *RPCChain) askHeaders(call func(method string) (headerErr, err error)) error {
 	for {
 		method := c.headerMethod()
 		headerErr, err := call(method)
-		if method != headerOnlyMethod || !isMethodNotFound(headerErr, method) {
+		if method != headerOnlyMethod || !isMethodNotFound(headerErr, method) && !refusedByStatus(err) {
 			return err
 		}
 		c.headersByBlock.Store(true)
 	}
+}
+
+// refusedByStatus: the endpoint refused the request with an HTTP status that says it will
+// not take it as asked (bad request, not found, method not allowed, not implemented), not
+// that it failed or is throttling.
+func refusedByStatus(err error) bool {
+	var httpErr rpc.HTTPError
+	if !errors.As(err, &httpErr) {
+		return false
+	}
+	switch httpErr.StatusCode {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return true
+	}
+	return false
 }
 
 // HeadersByNumber implements services.Chain with batched header calls (askHeaders).

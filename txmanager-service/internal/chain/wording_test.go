@@ -3,6 +3,7 @@ package chain_test
 import (
 	"errors"
 	"math/big"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -44,5 +45,35 @@ func TestARefusalUnderTheRateLimitsCodeIsTheNodesAnswer(t *testing.T) {
 	}
 	if h := m.Health()[0]; !h.Reachable || !h.LimitedUntil.IsZero() {
 		t.Fatalf("the endpoint after the node's refusal: %+v, want it reachable and not paused", h)
+	}
+}
+
+// A gateway that allows a list of methods may refuse eth_getHeaderByNumber with an HTTP
+// status instead of a JSON-RPC error. The endpoint is then asked with eth_getBlockByNumber,
+// as a node without the method is; before, every head read and probe failed there, and the
+// endpoint was never usable.
+func TestAHeaderMethodRefusedWithAnHTTPStatusFallsBackToBlocks(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			t.Parallel()
+			sim := newSimulated(t, chain.SimulatedConfig{DevAccounts: 1, HTTPAddr: "127.0.0.1:0"})
+			proxies, endpoints := faultyEndpoints(t, sim, 1)
+			proxies[0].RefuseMethodWithStatus("eth_getHeaderByNumber", status)
+			ctx := testContext(t)
+			for i := range 2 {
+				before := proxies[0].Requests()
+				header, err := endpoints[0].Chain.LatestHeader(ctx)
+				if err != nil {
+					t.Fatalf("head read %d through a gateway that refuses the header method with %d: %v", i, status, err)
+				}
+				if header.Number == 0 && header.Hash == (common.Hash{}) {
+					t.Fatalf("head read %d: an empty header", i)
+				}
+				if i == 1 && proxies[0].Requests()-before != 1 {
+					t.Fatalf("the second head read took %d requests, want 1 (the endpoint remembers the block method)", proxies[0].Requests()-before)
+				}
+			}
+		})
 	}
 }

@@ -106,6 +106,9 @@ type Proxy struct {
 	hold atomic.Pointer[answerHold]
 	// reword, when set, rewrites the node's JSON-RPC errors (SetErrorWording).
 	reword atomic.Pointer[ErrorWording]
+	// refusedMethod, when set, is a method the proxy refuses with an HTTP status
+	// (RefuseMethodWithStatus).
+	refusedMethod atomic.Pointer[methodRefusal]
 
 	mu       sync.Mutex
 	addr     string
@@ -273,6 +276,23 @@ func orNull(id json.RawMessage) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return id
+}
+
+// methodRefusal is RefuseMethodWithStatus's setting.
+type methodRefusal struct {
+	method string
+	status int
+}
+
+// RefuseMethodWithStatus answers every request made only of calls of method with the HTTP
+// status (a JSON-RPC error in the body), as gateways that allow a list of methods refuse the
+// others; every other request passes. An empty method stops it.
+func (p *Proxy) RefuseMethodWithStatus(method string, status int) {
+	if method == "" {
+		p.refusedMethod.Store(nil)
+		return
+	}
+	p.refusedMethod.Store(&methodRefusal{method: method, status: status})
 }
 
 // ErrorWording rewrites one JSON-RPC error of the node's (its code and message) as another
@@ -592,6 +612,12 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	if mode == Pass && p.legacy.Load() {
 		mode = Lag // a rewriting pass with no lag
+	}
+	if refusal := p.refusedMethod.Load(); refusal != nil && callsOnlyOf(body, refusal.method) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(refusal.status)
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"method ` + refusal.method + ` is not allowed"}}`))
+		return
 	}
 	switch mode {
 	case TooManyRequests:
