@@ -187,14 +187,7 @@ func (m *manager) within(ctx context.Context, r resolved, fn func(context.Contex
 	}()
 	for {
 		attempt++
-		wrote, err := m.runOnce(ctx, r, fn)
-		if wrote {
-			// Only a write that may have committed forbids running the outer transactions'
-			// callbacks again: a read, or a callback that ran no statement, left nothing.
-			for outer, _ := ctx.Value(txContextKey{}).(*txMark); outer != nil; outer = outer.outer {
-				outer.innerCommitted.Store(true)
-			}
-		}
+		err := m.runOnce(ctx, r, fn)
 		if err == nil {
 			m.tel.finish(ctx, span, r, started, attempt, nil)
 			return nil
@@ -263,10 +256,8 @@ func backoff(base, ceiling time.Duration, attempt int) time.Duration {
 	return base + rand.N(upper-base)
 }
 
-// runOnce is one attempt: begin, fn, commit; rollback on any error or panic. wrote is
-// whether a read-write transaction began and may have committed: it did, its COMMIT's
-// outcome is unknown, or the callback had pgx's transaction and may have committed it.
-func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Context, Session) error) (wrote bool, err error) {
+// runOnce is one attempt: begin, fn, commit; rollback on any error or panic.
+func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Context, Session) error) (err error) {
 	ctx := parent
 	if r.timeout > 0 {
 		var cancel context.CancelFunc
@@ -275,7 +266,7 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 	}
 	sess, err := m.open(ctx, r)
 	if err != nil {
-		return false, classify(ctx, PhaseBegin, err)
+		return classify(ctx, PhaseBegin, err)
 	}
 	activeAttrs := m.tel.metricAttrs(r, "", "", false)
 	m.tel.active.Add(ctx, 1, activeAttrs)
@@ -300,9 +291,17 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 	defer mark.ended.Store(true)
 	defer func() { err = notAgainAfterInnerCommits(mark, err) }()
 	defer func() {
+		// A read-write transaction that began and may have committed (it did, its COMMIT's
+		// outcome is unknown, or the callback had pgx's transaction) forbids running the
+		// outer transactions' callbacks again; a read, or a callback that ran no statement,
+		// left nothing.
 		var txErr *TxError
-		wrote = r.accessMode == pgx.ReadWrite && sess.begun() &&
-			(err == nil || sess.txHandedOut() || errors.As(err, &txErr) && txErr.Kind == KindCommitUnknown)
+		if r.accessMode == pgx.ReadWrite && sess.begun() &&
+			(err == nil || sess.txHandedOut() || errors.As(err, &txErr) && txErr.Kind == KindCommitUnknown) {
+			for o := outer; o != nil; o = o.outer {
+				o.innerCommitted.Store(true)
+			}
+		}
 	}()
 	txCtx := context.WithValue(ctx, txContextKey{}, mark)
 	err = fn(txCtx, sess)
@@ -312,22 +311,22 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 		if err == nil || !errors.Is(err, beginErr) {
 			err = errors.Join(beginErr, err)
 		}
-		return false, lostBeforeCommit(ctx, sess, PhaseBegin, classify(ctx, PhaseBegin, err))
+		return lostBeforeCommit(ctx, sess, PhaseBegin, classify(ctx, PhaseBegin, err))
 	}
 	if err != nil {
-		return false, lostBeforeCommit(ctx, sess, PhaseCallback, classify(ctx, PhaseCallback, err))
+		return lostBeforeCommit(ctx, sess, PhaseCallback, classify(ctx, PhaseCallback, err))
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		// The deadline passed, or the caller left, before COMMIT was sent: nothing is
 		// committed (the deferred rollback ends it), which is a timeout, not an outcome
 		// unknown.
-		return false, classify(ctx, PhaseCallback, ctxErr)
+		return classify(ctx, PhaseCallback, ctxErr)
 	}
-	if sess.begun() && sess.connClosed() && !sess.txHandedOut() {
+	if sess.connClosed() && !sess.txHandedOut() {
 		// The connection closed under the callback, which went on without the statement's
 		// error (a query under a shorter deadline of its own): COMMIT cannot be sent, and the
 		// server rolls back a session it lost. A definite failure, not an unknown outcome.
-		return false, &TxError{Kind: KindOther, Phase: PhaseCommit,
+		return &TxError{Kind: KindOther, Phase: PhaseCommit,
 			Err: errors.New("COMMIT was not sent, nothing was committed: the transaction's connection closed while the callback ran, and the callback did not return the statement's error")}
 	}
 	if err := sess.commit(ctx); err != nil {
@@ -336,7 +335,7 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 			// inside fn, whose error fn swallowed): a definite failure, not an unknown outcome,
 			// and not an application error either: it is a *TxError the log reports.
 			committed = true
-			return false, &TxError{Kind: KindOther, Phase: PhaseCommit, Err: fmt.Errorf("a statement of the transaction failed and the callback went on: %w", err)}
+			return &TxError{Kind: KindOther, Phase: PhaseCommit, Err: fmt.Errorf("a statement of the transaction failed and the callback went on: %w", err)}
 		}
 		committed = true // Commit has already ended the transaction or closed the connection.
 		if connBusy(err) {
@@ -344,10 +343,10 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 			// is closed (by pgx's Commit, or by the pool, which never reuses a busy one), so
 			// the server rolls back: a definite outcome, nothing committed. A bug of the
 			// caller's: run again, it would fail the same way.
-			return false, &TxError{Kind: KindOther, Phase: PhaseCommit,
+			return &TxError{Kind: KindOther, Phase: PhaseCommit,
 				Err: fmt.Errorf("COMMIT was not sent, nothing was committed: the callback returned with a query's rows still open (close them first): %w", err)}
 		}
-		return false, classify(ctx, PhaseCommit, err)
+		return classify(ctx, PhaseCommit, err)
 	}
 	committed = true
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -355,10 +354,10 @@ func (m *manager) runOnce(parent context.Context, r resolved, fn func(context.Co
 		// statement (CancelStatementsOnTimeout), a COMMIT waiting for a synchronous standby
 		// ends its wait and commits on the primary alone, answering success with a warning:
 		// a failover may lose it. Whether it reached the standby is not known.
-		return false, &TxError{Kind: KindCommitUnknown, Phase: PhaseCommit,
+		return &TxError{Kind: KindCommitUnknown, Phase: PhaseCommit,
 			Err: fmt.Errorf("COMMIT answered after the deadline, and may not be on a synchronous standby: %w", ctxErr)}
 	}
-	return false, nil
+	return nil
 }
 
 // notAgainAfterInnerCommits makes a retryable failure final when a transaction on another

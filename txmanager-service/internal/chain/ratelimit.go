@@ -77,16 +77,7 @@ func isRateLimited(err error) bool {
 // answersTheRequest is whether message is a node's answer about the request or its batch:
 // one of the broadcast answers, or a batch refused for its size.
 func answersTheRequest(message string) bool {
-	if matchPhrase(message, sendErrorPhrases) != nil {
-		return true
-	}
-	message = strings.ToLower(message)
-	for _, phrase := range batchTooLargePhrases {
-		if strings.Contains(message, phrase) {
-			return true
-		}
-	}
-	return false
+	return matchPhrase(message, sendErrorPhrases) != nil || refusesBatchSize(message)
 }
 
 // throttledBatch is the first element of a batch a provider refused for its request rate:
@@ -165,14 +156,19 @@ func batchTooLarge(err error, elems []rpc.BatchElem) bool {
 		return true
 	}
 	for _, e := range elems {
-		if e.Error == nil {
-			continue
+		if e.Error != nil && refusesBatchSize(e.Error.Error()) {
+			return true
 		}
-		message := strings.ToLower(e.Error.Error())
-		for _, phrase := range batchTooLargePhrases {
-			if strings.Contains(message, phrase) {
-				return true
-			}
+	}
+	return false
+}
+
+// refusesBatchSize: message says one of batchTooLargePhrases.
+func refusesBatchSize(message string) bool {
+	message = strings.ToLower(message)
+	for _, phrase := range batchTooLargePhrases {
+		if strings.Contains(message, phrase) {
+			return true
 		}
 	}
 	return false

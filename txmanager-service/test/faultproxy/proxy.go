@@ -331,29 +331,26 @@ func reworded(answer []byte, reword ErrorWording) []byte {
 			resp.Error = out
 		}
 	}
-	trimmed := bytes.TrimSpace(answer)
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		var batch []rpcResponse
-		if json.Unmarshal(trimmed, &batch) != nil {
-			return answer
-		}
-		for i := range batch {
-			one(&batch[i])
-		}
-		out, err := json.Marshal(batch)
-		if err != nil {
-			return answer
-		}
-		return out
-	}
-	var resp rpcResponse
-	if json.Unmarshal(trimmed, &resp) != nil {
-		return answer
-	}
-	one(&resp)
-	out, err := json.Marshal(resp)
+	responses, batch, err := parseAnswers(answer)
 	if err != nil {
 		return answer
+	}
+	for i := range responses {
+		one(&responses[i])
+	}
+	return encodeAnswers(responses, batch)
+}
+
+// parseAnswers reads a JSON-RPC answer: one response, or a batch of them.
+func parseAnswers(answer []byte) ([]rpcResponse, bool, error) { return oneOrMany[rpcResponse](answer) }
+
+// encodeAnswers writes responses back as parseAnswers read them.
+func encodeAnswers(responses []rpcResponse, batch bool) []byte {
+	var out []byte
+	if batch {
+		out, _ = json.Marshal(responses)
+	} else {
+		out, _ = json.Marshal(responses[0])
 	}
 	return out
 }
@@ -385,17 +382,21 @@ func (p *Proxy) SetL1Gas(quoted, required uint64) {
 }
 
 // parseCalls reads a JSON-RPC request body: one call, or a batch of them.
-func parseCalls(body []byte) (reqs []rpcRequest, batch bool, err error) {
-	trimmed := bytes.TrimSpace(body)
+func parseCalls(body []byte) ([]rpcRequest, bool, error) { return oneOrMany[rpcRequest](body) }
+
+// oneOrMany reads a JSON-RPC message that is one object or a batch (an array) of them, and
+// whether it was a batch.
+func oneOrMany[T any](raw []byte) (items []T, batch bool, err error) {
+	trimmed := bytes.TrimSpace(raw)
 	if batch = len(trimmed) > 0 && trimmed[0] == '['; batch {
-		err = json.Unmarshal(trimmed, &reqs)
-		return reqs, batch, err
+		err = json.Unmarshal(trimmed, &items)
+		return items, batch, err
 	}
-	var one rpcRequest
+	var one T
 	if err := json.Unmarshal(trimmed, &one); err != nil {
 		return nil, false, err
 	}
-	return []rpcRequest{one}, false, nil
+	return []T{one}, false, nil
 }
 
 // callsOnlyOf: every call in body (one call, or a batch) is of method.
@@ -518,25 +519,16 @@ func (p *Proxy) withDeposits(body, answer []byte) []byte {
 		return answer
 	}
 	methods := map[string]string{}
-	var many []rpcRequest
-	if err := json.Unmarshal(body, &many); err != nil {
-		var one rpcRequest
-		if json.Unmarshal(body, &one) != nil {
-			return answer
-		}
-		many = []rpcRequest{one}
+	many, _, err := parseCalls(body)
+	if err != nil {
+		return answer
 	}
 	for _, r := range many {
 		methods[string(r.ID)] = r.Method
 	}
-	batch := true
-	var responses []rpcResponse
-	if err := json.Unmarshal(answer, &responses); err != nil {
-		var one rpcResponse
-		if json.Unmarshal(answer, &one) != nil {
-			return answer
-		}
-		responses, batch = []rpcResponse{one}, false
+	responses, batch, err := parseAnswers(answer)
+	if err != nil || len(responses) == 0 {
+		return answer
 	}
 	deposit := json.RawMessage(fmt.Sprintf(`{"type":"0x7e","sourceHash":"0x%064x","from":%q,"to":%q,"mint":"0x1","value":"0x1","gas":"0x5208",`+
 		`"isSystemTx":false,"input":"0x","nonce":"0x0","hash":"0x%064x","gasPrice":"0x0","v":"0x0","r":"0x0","s":"0x0"}`, 1, *from, *from, 2))
@@ -575,13 +567,7 @@ func (p *Proxy) withDeposits(body, answer []byte) []byte {
 		block["transactions"], _ = json.Marshal(txs)
 		responses[i].Result, _ = json.Marshal(block)
 	}
-	var out []byte
-	if batch {
-		out, _ = json.Marshal(responses)
-	} else {
-		out, _ = json.Marshal(responses[0])
-	}
-	return out
+	return encodeAnswers(responses, batch)
 }
 
 // Close stops the proxy; hung requests end.

@@ -259,16 +259,13 @@ func (s *Submitter) signAndStore(ctx context.Context, lease domain.Lease, stored
 		concurrency = 1
 	}
 	attempts, signErr := s.signer.SignInOrder(ctx, batch, concurrency)
-	if len(attempts) > 0 {
-		// Signatures came back: the key source signs, throttled or not. A refusal that holds
-		// is seen again at the next pass, where it comes first.
-		s.signing.Observe(ctx, lease, nil)
-	} else {
-		s.signing.Observe(ctx, lease, signErr)
-	}
 	if len(attempts) == 0 {
+		s.signing.Observe(ctx, lease, signErr)
 		return nil, false, signErr
 	}
+	// Signatures came back: the key source signs, throttled or not. A refusal that holds is
+	// seen again at the next pass, where it comes first.
+	s.signing.Observe(ctx, lease, nil)
 	signedIDs, err := s.store.MarkSigned(ctx, lease, attempts, s.cfg.ResubmitInterval)
 	if err != nil {
 		return nil, false, errors.Join(s.leases.Fence(ctx, lease, err), signErr)
